@@ -1,0 +1,197 @@
+{{/*
+Names. The full name prefixes every object: with release "trawl" the shards are
+trawl-shard-zone-a, trawl-shard-zone-b, ... as DESIGN.md names them.
+*/}}
+{{- define "trawl.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "trawl.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 40 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{/* Truncated to 40 so "<fullname>-shard-zone-<zone>-<i>" stays a valid DNS label. */}}
+
+{{- define "trawl.routerName" -}}{{ include "trawl.fullname" . }}-router{{- end -}}
+{{- define "trawl.shardName" -}}{{ include "trawl.fullname" . }}-shard{{- end -}}
+{{- define "trawl.headlessName" -}}{{ include "trawl.fullname" . }}-shard-headless{{- end -}}
+{{- define "trawl.tlsSecretName" -}}
+{{- if .Values.tls.certManager.enabled -}}{{ include "trawl.fullname" . }}-tls{{- else -}}{{ .Values.tls.existingSecret }}{{- end -}}
+{{- end -}}
+{{- define "trawl.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}{{ default (include "trawl.fullname" .) .Values.serviceAccount.name }}{{- else -}}{{ default "default" .Values.serviceAccount.name }}{{- end -}}
+{{- end -}}
+
+{{/* Labels on every object. */}}
+{{- define "trawl.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{ include "trawl.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: trawl
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{- define "trawl.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "trawl.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{/* Selector labels of one component: router or shard. */}}
+{{- define "trawl.componentSelector" -}}
+{{ include "trawl.selectorLabels" .ctx }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{/*
+The router's --shard flags, rendered from shards.count and shards.zones so there
+is no hand-kept address list: shard i is pod i of every zone's StatefulSet,
+reached through the headless Service's stable DNS name.
+*/}}
+{{- define "trawl.shardFlags" -}}
+{{- $shard := include "trawl.shardName" . -}}
+{{- $headless := include "trawl.headlessName" . -}}
+{{- $ns := .Release.Namespace -}}
+{{- $port := .Values.shards.grpcPort -}}
+{{- range $i := until (int .Values.shards.count) }}
+{{- $addrs := list -}}
+{{- range $.Values.shards.zones }}
+{{- $addrs = append $addrs (printf "%s-zone-%s-%d.%s.%s.svc.cluster.local:%d" $shard .name $i $headless $ns (int $port)) -}}
+{{- end }}
+- --shard=shard-{{ $i }}={{ join "," $addrs }}
+{{- end }}
+{{- end -}}
+
+{{/* Where the TLS Secret is mounted; flags point at its tls.crt, tls.key, ca.crt. */}}
+{{- define "trawl.tlsDir" -}}/etc/trawl/tls{{- end -}}
+
+{{- define "trawl.tlsVolume" -}}
+{{- if .Values.tls.enabled }}
+- name: tls
+  secret:
+    secretName: {{ include "trawl.tlsSecretName" . }}
+    items:
+      - {key: tls.crt, path: tls.crt}
+      - {key: tls.key, path: tls.key}
+      - {key: ca.crt, path: ca.crt}
+{{- end }}
+{{- end -}}
+
+{{- define "trawl.tlsVolumeMount" -}}
+{{- if .Values.tls.enabled }}
+- name: tls
+  mountPath: {{ include "trawl.tlsDir" . }}
+  readOnly: true
+{{- end }}
+{{- end -}}
+
+{{/*
+A quantity such as 512Mi, 2Gi, 1G or 536870912 in MiB (rounded down), so
+GOMEMLIMIT can be set below the memory limit.
+*/}}
+{{- define "trawl.quantityMiB" -}}
+{{- $q := toString . -}}
+{{- $units := dict "Ki" 0.0009765625 "Mi" 1.0 "Gi" 1024.0 "Ti" 1048576.0 "k" 0.00095367431640625 "M" 0.95367431640625 "G" 953.67431640625 "T" 953674.31640625 -}}
+{{- $mib := 0.0 -}}
+{{- $matched := false -}}
+{{- range $suffix, $factor := $units }}
+{{- if and (not $matched) (hasSuffix $suffix $q) (regexMatch "^[0-9.]+$" (trimSuffix $suffix $q)) }}
+{{- $mib = mulf (trimSuffix $suffix $q | float64) $factor -}}
+{{- $matched = true -}}
+{{- end }}
+{{- end }}
+{{- if not $matched }}
+{{- if not (regexMatch "^[0-9]+$" $q) }}{{ fail (printf "cannot read memory quantity %q: use Ki, Mi, Gi, Ti, k, M, G, T or bytes" $q) }}{{ end }}
+{{- $mib = divf ($q | float64) 1048576.0 -}}
+{{- end }}
+{{- floor $mib | int64 -}}
+{{- end -}}
+
+{{/*
+GOMAXPROCS from the CPU limit (the downward API rounds it up to whole cores) and
+GOMEMLIMIT at 90 % of the memory limit, so the Go GC works harder before the
+kernel's OOM killer steps in. Argument: the container's resources.
+*/}}
+{{- define "trawl.goEnv" -}}
+- name: GOMAXPROCS
+  valueFrom:
+    resourceFieldRef:
+      resource: limits.cpu
+      divisor: "1"
+{{- with .limits }}{{ with .memory }}
+- name: GOMEMLIMIT
+  value: {{ printf "%dMiB" (div (mul (include "trawl.quantityMiB" .) 9) 10) | quote }}
+{{- end }}{{ end }}
+{{- end -}}
+
+{{/* Shard memory: vectorsPerShard x dim x 4 B x headroom + base, in MiB. */}}
+{{- define "trawl.shardMemoryMiB" -}}
+{{- $s := .Values.shards -}}
+{{- $bytes := mul (int64 $s.vectorsPerShard) (int64 $s.dim) 4 -}}
+{{- $withHeadroom := div (mul $bytes (int64 $s.memoryHeadroomPercent)) 100 -}}
+{{- add (div (add $withHeadroom 1048575) 1048576) (int64 $s.memoryBaseMi) -}}
+{{- end -}}
+
+{{/* Shard resources: the values, with memory filled in from the formula where unset. */}}
+{{- define "trawl.shardResources" -}}
+{{- $r := deepCopy .Values.shards.resources -}}
+{{- $mem := printf "%sMi" (include "trawl.shardMemoryMiB" .) -}}
+{{- $requests := default dict $r.requests -}}
+{{- $limits := default dict $r.limits -}}
+{{- if not (hasKey $limits "memory") }}{{ $_ := set $limits "memory" (default $mem $requests.memory) }}{{ end -}}
+{{- if not (hasKey $requests "memory") }}{{ $_ := set $requests "memory" $limits.memory }}{{ end -}}
+{{- $_ := set $r "requests" $requests -}}
+{{- $_ := set $r "limits" $limits -}}
+{{- toYaml $r -}}
+{{- end -}}
+
+{{- define "trawl.image" -}}
+{{ .Values.image.repository }}:{{ default .Chart.AppVersion .Values.image.tag }}
+{{- end -}}
+
+{{/* Security context shared by every container: the image is non-root and has no shell. */}}
+{{- define "trawl.podSecurityContext" -}}
+runAsNonRoot: true
+runAsUser: 65532
+runAsGroup: 65532
+fsGroup: 65532
+seccompProfile:
+  type: RuntimeDefault
+{{- end -}}
+
+{{- define "trawl.containerSecurityContext" -}}
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+capabilities:
+  drop: ["ALL"]
+{{- end -}}
+
+{{/*
+Checks no schema can express; they fail the install with a message.
+*/}}
+{{- define "trawl.validate" -}}
+{{- if and .Values.tls.enabled (not .Values.tls.certManager.enabled) (not .Values.tls.existingSecret) -}}
+{{- fail "tls.enabled needs tls.existingSecret or tls.certManager.enabled" -}}
+{{- end -}}
+{{- if and .Values.tls.certManager.enabled (not .Values.tls.enabled) -}}
+{{- fail "tls.certManager.enabled needs tls.enabled" -}}
+{{- end -}}
+{{- if and .Values.tls.certManager.enabled (not .Values.tls.certManager.issuerRef.name) -}}
+{{- fail "tls.certManager.enabled needs tls.certManager.issuerRef.name" -}}
+{{- end -}}
+{{- $seen := dict -}}
+{{- range .Values.shards.zones -}}
+{{- if hasKey $seen .name }}{{ fail (printf "shards.zones: zone %q appears twice" .name) }}{{ end -}}
+{{- $_ := set $seen .name true -}}
+{{- end -}}
+{{- end -}}
