@@ -8,17 +8,17 @@ trawl-shard-zone-a, trawl-shard-zone-b, ... as DESIGN.md names them.
 
 {{- define "trawl.fullname" -}}
 {{- if .Values.fullnameOverride -}}
-{{- .Values.fullnameOverride | trunc 40 | trimSuffix "-" -}}
+{{- .Values.fullnameOverride | trunc 32 | trimSuffix "-" -}}
 {{- else -}}
 {{- $name := default .Chart.Name .Values.nameOverride -}}
 {{- if contains $name .Release.Name -}}
-{{- .Release.Name | trunc 40 | trimSuffix "-" -}}
+{{- .Release.Name | trunc 32 | trimSuffix "-" -}}
 {{- else -}}
-{{- printf "%s-%s" .Release.Name $name | trunc 40 | trimSuffix "-" -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 32 | trimSuffix "-" -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
-{{/* Truncated to 40 so "<fullname>-shard-zone-<zone>-<i>" stays a valid DNS label. */}}
+{{/* Truncated to 32 so a StatefulSet name, <fullname>-shard-zone-<zone of up to 8>, stays within the 52 characters that leave room for its pods' controller-revision-hash label (63). */}}
 
 {{- define "trawl.routerName" -}}{{ include "trawl.fullname" . }}-router{{- end -}}
 {{- define "trawl.shardName" -}}{{ include "trawl.fullname" . }}-shard{{- end -}}
