@@ -1,0 +1,73 @@
+package budget
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestResolve(t *testing.T) {
+	ms := time.Millisecond
+	plain := Config{}
+	tls := Config{TLS: true}
+	for _, tc := range []struct {
+		name   string
+		cfg    Config
+		raw    []string
+		want   Budget
+		errMsg string
+	}{
+		// Field report 002: 50 ms left a 45 ms shard budget, just under a cold TLS hop.
+		{name: "plaintext default", cfg: plain, want: Budget{50 * ms, 45 * ms}},
+		{name: "tls default covers a cold hop", cfg: tls, want: Budget{250 * ms, 245 * ms}},
+		{name: "explicit wins over tls default, downwards", cfg: tls, raw: []string{"50"}, want: Budget{50 * ms, 45 * ms}},
+		{name: "explicit wins over plaintext default, upwards", cfg: plain, raw: []string{"1000"}, want: Budget{1000 * ms, 995 * ms}},
+		{name: "report sweep 250", cfg: plain, raw: []string{"250"}, want: Budget{250 * ms, 245 * ms}},
+		{name: "one ms keeps a 1 ms shard floor", cfg: plain, raw: []string{"1"}, want: Budget{1 * ms, 1 * ms}},
+		{name: "five ms keeps the floor", cfg: plain, raw: []string{"5"}, want: Budget{5 * ms, 1 * ms}},
+		{name: "six ms", cfg: plain, raw: []string{"6"}, want: Budget{6 * ms, 1 * ms}},
+		{name: "at max", cfg: plain, raw: []string{"10000"}, want: Budget{10 * time.Second, 10*time.Second - 5*ms}},
+		{name: "above max clamps", cfg: plain, raw: []string{"10001"}, want: Budget{10 * time.Second, 10*time.Second - 5*ms}},
+		{name: "huge clamps", cfg: plain, raw: []string{"999999999999999999999999999"}, want: Budget{10 * time.Second, 10*time.Second - 5*ms}},
+		{name: "custom max", cfg: Config{Max: 2 * time.Second}, raw: []string{"5000"}, want: Budget{2 * time.Second, 2*time.Second - 5*ms}},
+		{name: "custom max below tls default caps default", cfg: Config{TLS: true, Max: 100 * ms}, want: Budget{100 * ms, 95 * ms}},
+		{name: "leading zeros", cfg: plain, raw: []string{"0100"}, want: Budget{100 * ms, 95 * ms}},
+		{name: "zero", cfg: plain, raw: []string{"0"}, errMsg: `invalid deadline_ms: "0"`},
+		{name: "negative", cfg: plain, raw: []string{"-5"}, errMsg: "not an integer"},
+		{name: "plus sign", cfg: plain, raw: []string{"+5"}, errMsg: "not an integer"},
+		{name: "fraction", cfg: plain, raw: []string{"1.5"}, errMsg: "not an integer"},
+		{name: "unit", cfg: plain, raw: []string{"50ms"}, errMsg: "not an integer"},
+		{name: "space", cfg: plain, raw: []string{" 50"}, errMsg: "not an integer"},
+		{name: "empty", cfg: plain, raw: []string{""}, errMsg: "empty"},
+		{name: "twice", cfg: plain, raw: []string{"50", "60"}, errMsg: "given 2 times"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Resolve(tc.cfg, tc.raw)
+			if tc.errMsg != "" {
+				require.ErrorIs(t, err, ErrInvalid)
+				require.ErrorContains(t, err, tc.errMsg)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.want, got)
+		})
+	}
+}
+
+func FuzzResolve(f *testing.F) {
+	for _, s := range []string{"", "0", "1", "50", "10000", "99999999999999999999", "-1", "1e3"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		b, err := Resolve(Config{TLS: len(s)%2 == 0}, []string{s})
+		if err != nil {
+			require.ErrorIs(t, err, ErrInvalid)
+			return
+		}
+		require.GreaterOrEqual(t, b.Deadline, time.Millisecond)
+		require.LessOrEqual(t, b.Deadline, DefaultMax)
+		require.GreaterOrEqual(t, b.Shard, MinShard)
+		require.Less(t, b.Shard, b.Deadline+time.Millisecond)
+	})
+}

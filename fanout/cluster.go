@@ -1,0 +1,235 @@
+package fanout
+
+import (
+	"log/slog"
+
+	"google.golang.org/grpc/codes"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Replica is what the engine needs of one replica's connection.
+type Replica interface {
+	// Addr names the replica in answers, metrics and logs.
+	Addr() string
+	// Ready reports whether a query sent now would go out on an
+	// established connection. Only ready replicas are chosen.
+	Ready() bool
+}
+
+// Reporter receives the engine's measurements; metrics.Router is one.
+type Reporter interface {
+	Fanout(path string, elapsed time.Duration, coverage float64, missing map[string]string)
+	ShardRPC(shard, replica, outcome string, d time.Duration)
+	Failover(shard string)
+	Hedge(shard, outcome string)
+	Suspect(shard, replica string, suspect bool)
+}
+
+// Shard is a named set of replicas holding the same documents.
+type Shard[R Replica] struct {
+	Name     string
+	Replicas []R
+}
+
+// Options tune a Cluster; the zero value of each field is a sane default.
+type Options struct {
+	Reporter Reporter
+	// Now is the clock for health state (cooldowns); time.Now if nil.
+	Now    func() time.Time
+	Logger *slog.Logger
+	// HedgeBudget is the share of shard RPCs that may be hedges (0.1 if
+	// zero; negative disables hedging); HedgeBurst the hedges allowed at
+	// once beyond it (10 if zero).
+	HedgeBudget float64
+	HedgeBurst  float64
+	// MinHedgeDelay is the smallest hedge delay (1 ms if zero), so a
+	// replica answering in microseconds is not hedged on noise.
+	MinHedgeDelay time.Duration
+}
+
+// Cluster is the engine's view of every shard.
+type Cluster[R Replica] struct {
+	shards []*shardState[R]
+	opts   Options
+	hedges *tokenBucket
+}
+
+type shardState[R Replica] struct {
+	name     string
+	replicas []*replicaState[R]
+
+	mu       sync.Mutex
+	docs     uint64
+	docsSeen bool
+}
+
+type replicaState[R Replica] struct {
+	shard string
+	r     R
+	health
+}
+
+// New builds the engine over shards, in the order given.
+func New[R Replica](shards []Shard[R], opts Options) *Cluster[R] {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Reporter == nil {
+		opts.Reporter = nopReporter{}
+	}
+	if opts.HedgeBudget == 0 {
+		opts.HedgeBudget = 0.1
+	}
+	if opts.HedgeBurst == 0 {
+		opts.HedgeBurst = 10
+	}
+	if opts.MinHedgeDelay == 0 {
+		opts.MinHedgeDelay = time.Millisecond
+	}
+	c := &Cluster[R]{opts: opts, hedges: newTokenBucket(opts.HedgeBudget, opts.HedgeBurst)}
+	for _, s := range shards {
+		ss := &shardState[R]{name: s.Name}
+		for _, r := range s.Replicas {
+			ss.replicas = append(ss.replicas, &replicaState[R]{shard: s.Name, r: r})
+		}
+		c.shards = append(c.shards, ss)
+	}
+	return c
+}
+
+// Names lists the shard names in order.
+func (c *Cluster[R]) Names() []string {
+	out := make([]string, len(c.shards))
+	for i, s := range c.shards {
+		out[i] = s.name
+	}
+	return out
+}
+
+func (c *Cluster[R]) shard(name string) *shardState[R] {
+	for _, s := range c.shards {
+		if s.name == name {
+			return s
+		}
+	}
+	return nil
+}
+
+// candidates returns the replicas a read may use, best first: READY and not
+// suspect, ordered by expected latency (mean latency, inflated by calls
+// already outstanding on the replica, so a replica that has gone quiet with
+// work piling up on it drops back). Untried replicas sort first so every
+// replica gets measured. If none qualifies it reports why: every replica
+// suspect, or none ready.
+func (c *Cluster[R]) candidates(s *shardState[R]) (out []*replicaState[R], allSuspect bool) {
+	now := c.opts.Now()
+	type cand struct {
+		r    *replicaState[R]
+		cost time.Duration
+		i    int
+	}
+	var cs []cand
+	suspects := 0
+	for i, r := range s.replicas {
+		r.mu.Lock()
+		sus := r.suspect(now)
+		cost := r.mean * time.Duration(1+r.outstanding)
+		if r.samples == 0 {
+			cost = -1
+		}
+		r.mu.Unlock()
+		if sus {
+			suspects++
+			continue
+		}
+		if !r.r.Ready() {
+			continue
+		}
+		cs = append(cs, cand{r, cost, i})
+	}
+	slices.SortStableFunc(cs, func(a, b cand) int {
+		switch {
+		case a.cost < b.cost:
+			return -1
+		case a.cost > b.cost:
+			return 1
+		}
+		return a.i - b.i
+	})
+	for _, x := range cs {
+		out = append(out, x.r)
+	}
+	return out, suspects == len(s.replicas) && len(s.replicas) > 0
+}
+
+// record applies an attempt's result to the replica's health and metrics.
+func (c *Cluster[R]) record(r *replicaState[R], err error, took, budget time.Duration) {
+	c.opts.Reporter.ShardRPC(r.shard, r.r.Addr(), outcome(err), took)
+	now := c.opts.Now()
+	r.mu.Lock()
+	var becameSuspect, wasSuspect bool
+	switch classify(err) {
+	case kindOK, kindAnswer:
+		r.observeLatency(took)
+		wasSuspect = r.success(now)
+	case kindConnectivity:
+		if code(err) == codes.DeadlineExceeded && !r.counts(budget) {
+			break
+		}
+		becameSuspect = r.failure(now, err.Error())
+	}
+	r.mu.Unlock()
+	if becameSuspect {
+		c.opts.Reporter.Suspect(r.shard, r.r.Addr(), true)
+		c.opts.Logger.Warn("replica suspect", "shard", r.shard, "replica", r.r.Addr(), "err", err)
+	}
+	if wasSuspect {
+		c.opts.Reporter.Suspect(r.shard, r.r.Addr(), false)
+		c.opts.Logger.Info("replica rejoined", "shard", r.shard, "replica", r.r.Addr())
+	}
+}
+
+type nopReporter struct{}
+
+func (nopReporter) Fanout(string, time.Duration, float64, map[string]string) {}
+func (nopReporter) ShardRPC(string, string, string, time.Duration)           {}
+func (nopReporter) Failover(string)                                          {}
+func (nopReporter) Hedge(string, string)                                     {}
+func (nopReporter) Suspect(string, string, bool)                             {}
+
+// tokenBucket caps hedges at a share of shard RPCs: each RPC earns rate
+// tokens, a hedge spends one, and at most burst tokens are kept.
+type tokenBucket struct {
+	mu     sync.Mutex
+	rate   float64
+	burst  float64
+	tokens float64
+}
+
+func newTokenBucket(rate, burst float64) *tokenBucket {
+	return &tokenBucket{rate: rate, burst: burst, tokens: burst}
+}
+
+func (b *tokenBucket) earn() {
+	b.mu.Lock()
+	b.tokens = min(b.tokens+b.rate, b.burst)
+	b.mu.Unlock()
+}
+
+func (b *tokenBucket) spend() bool {
+	if b.rate < 0 {
+		return false
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.tokens < 1 {
+		return false
+	}
+	b.tokens--
+	return true
+}

@@ -1,0 +1,172 @@
+package fanout
+
+import (
+	"context"
+	"time"
+)
+
+// Answer is what a shard's read answer must tell the engine: how many
+// documents the replica held, for coverage.
+type Answer interface {
+	GetDocCount() uint64
+}
+
+// Call is one attempt of a read against one replica. ctx carries the
+// attempt's deadline and is cancelled when another attempt wins.
+type Call[R Replica, T any] func(ctx context.Context, r R) (T, error)
+
+// Request is one fan-out.
+type Request struct {
+	// Path labels the fan-out in metrics ("search", "search_batch").
+	Path string
+	// Start is when the query's clock started (work before the fan-out,
+	// such as a like_id lookup, already spent part of the deadline).
+	Start time.Time
+	// Deadline is the router's whole budget; ShardDeadline what each shard
+	// RPC may use (budget.Budget).
+	Deadline, ShardDeadline time.Duration
+}
+
+// Status of one shard in an answer.
+const (
+	StatusOK      = "ok"
+	StatusMissing = "missing"
+)
+
+// Result is one shard's part of a fan-out.
+type Result[T any] struct {
+	Shard string
+	// Value is the winning answer; meaningful only when Reason is "".
+	Value T
+	// Reason is why the shard is missing (metrics.Reason*), "" if it answered.
+	Reason string
+	Err    error
+	// Replica is the address that answered (or failed last).
+	Replica    string
+	Latency    time.Duration
+	Hedged     bool
+	FailedOver bool
+}
+
+// Summary is the scatter_gather block of an answer.
+type Summary struct {
+	ShardsTotal   int
+	ShardsQueried int
+	// Unavailable lists missing shards in cluster order; ShardErrors gives
+	// each its reason.
+	Unavailable   []string
+	ShardErrors   map[string]string
+	Coverage      float64
+	Elapsed       time.Duration
+	Deadline      time.Duration
+	ShardDeadline time.Duration
+}
+
+// Degraded is true exactly when a shard is missing.
+func (s Summary) Degraded() bool { return len(s.Unavailable) > 0 }
+
+// Gather sends a read to every shard at once and returns each shard's
+// result, in cluster order, with the fan-out's summary. It returns by the
+// request's deadline whatever the replicas do: a shard that has not
+// answered by then is missing with deadline_exceeded, and its attempts are
+// cancelled and finish on their own.
+func Gather[R Replica, T Answer](ctx context.Context, c *Cluster[R], req Request, call Call[R, T]) ([]Result[T], Summary) {
+	ctx, cancel := context.WithDeadline(ctx, req.Start.Add(req.ShardDeadline))
+	defer cancel()
+	hardStop := time.NewTimer(time.Until(req.Start.Add(max(req.Deadline, req.ShardDeadline))))
+	defer hardStop.Stop()
+
+	type indexed struct {
+		i int
+		r Result[T]
+	}
+	done := make(chan indexed, len(c.shards)) // buffered: late attempts never block
+	for i, s := range c.shards {
+		go func() { done <- indexed{i, readShard(ctx, c, s, call)} }()
+	}
+	results := make([]Result[T], len(c.shards))
+	got := make([]bool, len(c.shards))
+collect:
+	for range c.shards {
+		select {
+		case x := <-done:
+			results[x.i], got[x.i] = x.r, true
+		case <-hardStop.C:
+			break collect
+		}
+	}
+	for i, s := range c.shards {
+		if !got[i] {
+			results[i] = Result[T]{Shard: s.name, Reason: reasonDeadline, Err: context.DeadlineExceeded}
+		}
+	}
+	sum := summarize(c, results, req)
+	c.opts.Reporter.Fanout(req.Path, sum.Elapsed, sum.Coverage, sum.ShardErrors)
+	return results, sum
+}
+
+// Reasons, as DESIGN.md names them (mirrored by package metrics).
+const (
+	reasonDeadline    = "deadline_exceeded"
+	reasonUnavailable = "unavailable"
+	reasonSuspect     = "suspect"
+	reasonInternal    = "internal"
+)
+
+// summarize builds the scatter_gather block. Coverage counts each missing
+// shard with its last known document count, or the mean of the known ones
+// if it was never seen, and at least 1, so coverage is below 1 whenever a
+// shard is missing.
+func summarize[R Replica, T Answer](c *Cluster[R], results []Result[T], req Request) Summary {
+	sum := Summary{
+		ShardsTotal:   len(results),
+		ShardErrors:   map[string]string{},
+		Unavailable:   []string{},
+		Deadline:      req.Deadline,
+		ShardDeadline: req.ShardDeadline,
+	}
+	var answered, total float64
+	var known []float64
+	docs := make([]float64, len(results))
+	seen := make([]bool, len(results))
+	for i, r := range results {
+		s := c.shards[i]
+		s.mu.Lock()
+		if r.Reason == "" {
+			s.docs, s.docsSeen = r.Value.GetDocCount(), true
+		}
+		docs[i], seen[i] = float64(s.docs), s.docsSeen
+		s.mu.Unlock()
+		if seen[i] {
+			known = append(known, docs[i])
+		}
+	}
+	mean := 0.0
+	for _, k := range known {
+		mean += k
+	}
+	if len(known) > 0 {
+		mean /= float64(len(known))
+	}
+	for i, r := range results {
+		if r.Reason == "" {
+			sum.ShardsQueried++
+			answered += docs[i]
+			total += docs[i]
+			continue
+		}
+		sum.Unavailable = append(sum.Unavailable, r.Shard)
+		sum.ShardErrors[r.Shard] = r.Reason
+		d := mean
+		if seen[i] {
+			d = docs[i]
+		}
+		total += max(d, 1)
+	}
+	sum.Coverage = 1
+	if total > 0 && len(sum.Unavailable) > 0 {
+		sum.Coverage = answered / total
+	}
+	sum.Elapsed = time.Since(req.Start)
+	return sum
+}

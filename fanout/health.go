@@ -1,0 +1,91 @@
+package fanout
+
+import (
+	"sync"
+	"time"
+)
+
+// Health rules (DESIGN.md, "Replicas, health, failover, hedging").
+const (
+	// SuspectAfter consecutive connectivity failures make a replica suspect.
+	SuspectAfter = 3
+	// Cooldown is how long a suspect replica is skipped.
+	Cooldown = 5 * time.Second
+	// MinCountedBudget is the smallest attempt budget whose
+	// DeadlineExceeded counts against a replica; with less, the client chose
+	// a deadline no replica could meet (deadline_ms=1 floods).
+	MinCountedBudget = 20 * time.Millisecond
+	// CountedBudgetFactor: the budget must also be this many times the
+	// replica's latency average for a timeout to count.
+	CountedBudgetFactor = 4
+)
+
+// health is one replica's state. Latency statistics are EWMAs in the style
+// of TCP's RTT estimator: mean and mean deviation, from which a tail
+// estimate (mean + 4·deviation, roughly p95–p99 for latency-like
+// distributions) sets the hedge delay.
+type health struct {
+	mu          sync.Mutex
+	consecutive int
+	suspectTill time.Time
+	lastErr     string
+	mean        time.Duration
+	dev         time.Duration
+	samples     int
+	outstanding int
+}
+
+// ewmaWeight is the weight of a new latency sample (1/8, as TCP's SRTT).
+const ewmaWeight = 8
+
+func (h *health) observeLatency(d time.Duration) {
+	if h.samples == 0 {
+		h.mean, h.dev = d, d/2
+	} else {
+		diff := d - h.mean
+		if diff < 0 {
+			diff = -diff
+		}
+		h.dev += (diff - h.dev) / 4
+		h.mean += (d - h.mean) / ewmaWeight
+	}
+	h.samples++
+}
+
+// tail is the estimated high-percentile latency; zero until measured.
+func (h *health) tail() time.Duration {
+	if h.samples == 0 {
+		return 0
+	}
+	return h.mean + 4*h.dev
+}
+
+// success ends any suspicion at once. It reports whether the replica was
+// suspect.
+func (h *health) success(now time.Time) (wasSuspect bool) {
+	wasSuspect = now.Before(h.suspectTill)
+	h.consecutive = 0
+	h.suspectTill = time.Time{}
+	h.lastErr = ""
+	return wasSuspect
+}
+
+// failure counts one connectivity failure and reports whether the replica
+// became suspect with it.
+func (h *health) failure(now time.Time, err string) (becameSuspect bool) {
+	h.consecutive++
+	h.lastErr = err
+	if h.consecutive >= SuspectAfter && !now.Before(h.suspectTill) {
+		h.suspectTill = now.Add(Cooldown)
+		return true
+	}
+	return false
+}
+
+// counts reports whether a DeadlineExceeded after an attempt with this
+// budget is the replica's fault.
+func (h *health) counts(budget time.Duration) bool {
+	return budget >= MinCountedBudget && budget >= CountedBudgetFactor*h.mean
+}
+
+func (h *health) suspect(now time.Time) bool { return now.Before(h.suspectTill) }

@@ -1,0 +1,212 @@
+package metrics
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Fan-out paths, the values of the path label.
+const (
+	PathSearch      = "search"
+	PathSearchBatch = "search_batch"
+)
+
+// Paths lists every fan-out path.
+var Paths = []string{PathSearch, PathSearchBatch}
+
+// Reasons a shard is missing from an answer (the reason label and the
+// shard_errors values of the API).
+const (
+	ReasonDeadlineExceeded = "deadline_exceeded"
+	ReasonUnavailable      = "unavailable"
+	ReasonSuspect          = "suspect"
+	ReasonInternal         = "internal"
+)
+
+// Reasons lists every missing-shard reason.
+var Reasons = []string{ReasonDeadlineExceeded, ReasonUnavailable, ReasonSuspect, ReasonInternal}
+
+// Hedge outcomes (the outcome label of trawl_scatter_hedges_total).
+const (
+	HedgeWon  = "won"  // the hedge answered first
+	HedgeLost = "lost" // the first attempt answered first; the hedge was cancelled
+	HedgeFail = "failed"
+)
+
+// Shard is one shard of the topology as the metrics see it.
+type Shard struct {
+	Name     string
+	Replicas []string // addresses
+}
+
+// Router holds the router's collectors.
+type Router struct {
+	queries     *prometheus.CounterVec
+	degraded    *prometheus.CounterVec
+	unavailable *prometheus.CounterVec
+	duration    *prometheus.HistogramVec
+	coverage    *prometheus.HistogramVec
+	shardRPC    *prometheus.HistogramVec
+	suspect     *prometheus.GaugeVec
+	failovers   *prometheus.CounterVec
+	hedges      *prometheus.CounterVec
+	http        *prometheus.CounterVec
+}
+
+// NewRouter registers the router's collectors on reg and creates every
+// labelled series for the given shards at zero.
+func NewRouter(reg prometheus.Registerer, shards []Shard, kernel string) *Router {
+	m := &Router{
+		queries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "trawl_scatter_queries_total",
+			Help: "Fan-outs, by path. Each fan-out counts once, however many queries a batch holds.",
+		}, []string{"path"}),
+		degraded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "trawl_scatter_degraded_total",
+			Help: "Fan-outs answered without every shard (degraded), by path.",
+		}, []string{"path"}),
+		unavailable: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "trawl_scatter_shard_unavailable_total",
+			Help: "Shards missing from a fan-out's answer, by path, shard and reason.",
+		}, []string{"path", "shard", "reason"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "trawl_scatter_duration_seconds",
+			Help:    "Time from the start of a fan-out to its merged answer, by path.",
+			Buckets: []float64{.001, .0025, .005, .01, .02, .03, .045, .05, .075, .1, .25, .5, 1, 2.5, 5, 10},
+		}, []string{"path"}),
+		coverage: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "trawl_scatter_coverage_ratio",
+			Help:    "Share of documents on the shards that answered a fan-out, by path.",
+			Buckets: []float64{.1, .2, .3, .4, .5, .6, .7, .8, .9, .95, .99, 1},
+		}, []string{"path"}),
+		shardRPC: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "trawl_shard_request_duration_seconds",
+			Help:    "Shard RPC latency seen by the router, by shard, replica and outcome (ok or a gRPC code).",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .02, .045, .1, .25, .5, 1, 2.5, 5, 10},
+		}, []string{"shard", "replica", "outcome"}),
+		suspect: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "trawl_replica_suspect",
+			Help: "1 while a replica is suspect (skipped for its cooldown), else 0.",
+		}, []string{"shard", "replica"}),
+		failovers: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "trawl_scatter_failovers_total",
+			Help: "Shard reads sent on to another replica after a connectivity error, by shard.",
+		}, []string{"shard"}),
+		hedges: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "trawl_scatter_hedges_total",
+			Help: "Hedged shard reads, by shard and outcome (won, lost, failed).",
+		}, []string{"shard", "outcome"}),
+		http: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "trawl_http_requests_total",
+			Help: "HTTP requests answered, by route pattern and status code.",
+		}, []string{"route", "code"}),
+	}
+	reg.MustRegister(m.queries, m.degraded, m.unavailable, m.duration, m.coverage,
+		m.shardRPC, m.suspect, m.failovers, m.hedges, m.http)
+	registerKernel(reg, kernel)
+
+	for _, p := range Paths {
+		m.queries.WithLabelValues(p)
+		m.degraded.WithLabelValues(p)
+		for _, s := range shards {
+			for _, r := range Reasons {
+				m.unavailable.WithLabelValues(p, s.Name, r)
+			}
+		}
+	}
+	for _, s := range shards {
+		m.failovers.WithLabelValues(s.Name)
+		for _, o := range []string{HedgeWon, HedgeLost, HedgeFail} {
+			m.hedges.WithLabelValues(s.Name, o)
+		}
+		for _, r := range s.Replicas {
+			m.suspect.WithLabelValues(s.Name, r).Set(0)
+		}
+	}
+	return m
+}
+
+// Fanout records one fan-out: its duration, its coverage, and every shard
+// missing from it with its reason. It is degraded exactly when missing is
+// non-empty.
+func (m *Router) Fanout(path string, elapsed time.Duration, coverage float64, missing map[string]string) {
+	m.queries.WithLabelValues(path).Inc()
+	m.duration.WithLabelValues(path).Observe(elapsed.Seconds())
+	m.coverage.WithLabelValues(path).Observe(coverage)
+	if len(missing) == 0 {
+		return
+	}
+	m.degraded.WithLabelValues(path).Inc()
+	for shard, reason := range missing {
+		m.unavailable.WithLabelValues(path, shard, reason).Inc()
+	}
+}
+
+// ShardRPC records one attempt against one replica.
+func (m *Router) ShardRPC(shard, replica, outcome string, d time.Duration) {
+	m.shardRPC.WithLabelValues(shard, replica, outcome).Observe(d.Seconds())
+}
+
+// Failover counts a read sent on to another replica.
+func (m *Router) Failover(shard string) { m.failovers.WithLabelValues(shard).Inc() }
+
+// Hedge counts a hedged read by its outcome.
+func (m *Router) Hedge(shard, outcome string) { m.hedges.WithLabelValues(shard, outcome).Inc() }
+
+// Suspect sets a replica's suspect gauge.
+func (m *Router) Suspect(shard, replica string, suspect bool) {
+	v := 0.0
+	if suspect {
+		v = 1
+	}
+	m.suspect.WithLabelValues(shard, replica).Set(v)
+}
+
+// HTTPRequest counts an answered HTTP request by its route pattern (never
+// the raw path, which would make a series per document id).
+func (m *Router) HTTPRequest(route string, code int) {
+	m.http.WithLabelValues(route, strconv.Itoa(code)).Inc()
+}
+
+// ShardServer holds a shard server's collectors.
+type ShardServer struct {
+	documents prometheus.Gauge
+	searches  *prometheus.HistogramVec
+}
+
+// NewShardServer registers a shard server's collectors on reg.
+func NewShardServer(reg prometheus.Registerer, kernel string) *ShardServer {
+	m := &ShardServer{
+		documents: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "trawl_shard_documents",
+			Help: "Documents this shard replica holds.",
+		}),
+		searches: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "trawl_shard_scan_duration_seconds",
+			Help:    "Time a shard spends scanning for one search RPC (any batch size), by outcome.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .02, .045, .1, .25, .5, 1},
+		}, []string{"outcome"}),
+	}
+	reg.MustRegister(m.documents, m.searches)
+	registerKernel(reg, kernel)
+	return m
+}
+
+// Documents sets the document count.
+func (m *ShardServer) Documents(n int) { m.documents.Set(float64(n)) }
+
+// Scan records one scan.
+func (m *ShardServer) Scan(outcome string, d time.Duration) {
+	m.searches.WithLabelValues(outcome).Observe(d.Seconds())
+}
+
+func registerKernel(reg prometheus.Registerer, kernel string) {
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "trawl_vector_kernel_info",
+		Help: "The vector kernel in use (generic, avx2, avx512); always 1.",
+	}, []string{"impl"})
+	reg.MustRegister(g)
+	g.WithLabelValues(kernel).Set(1)
+}

@@ -1,0 +1,249 @@
+package shard
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
+
+	"github.com/trawl-search/trawl/shard/shardpb"
+)
+
+// Connection settings from DESIGN.md ("Every shard connection").
+const (
+	// KeepaliveTime is grpc-go's floor for client pings; lower values are
+	// silently raised to it.
+	KeepaliveTime = 10 * time.Second
+	// KeepaliveTimeout is how long an unanswered ping may wait before the
+	// connection is closed.
+	KeepaliveTimeout = 3 * time.Second
+	// TCPKeepalive is the OS-level backstop.
+	TCPKeepalive = 10 * time.Second
+	// ConnectTimeout bounds one connection attempt, TLS handshake included.
+	ConnectTimeout = 2 * time.Second
+	// MaxBackoff caps the wait between reconnect attempts, so a replica that
+	// comes back is READY again within about a second.
+	MaxBackoff = time.Second
+	// WriteTimeout bounds a write RPC (DESIGN.md, "Writes").
+	WriteTimeout = 5 * time.Second
+	// AdminTimeout bounds Stats and other non-query RPCs.
+	AdminTimeout = 2 * time.Second
+)
+
+// DialConfig is how the router reaches shards.
+type DialConfig struct {
+	// TLS, when set, is the client TLS configuration (CA, and the client
+	// certificate for mTLS). Nil means plaintext.
+	TLS *tls.Config
+	// Dialer, when set, replaces the TCP dialer (tests inject faults here).
+	Dialer func(ctx context.Context, addr string) (net.Conn, error)
+}
+
+// Conn is the router's channel to one replica.
+type Conn struct {
+	addr   string
+	cc     *grpc.ClientConn
+	shard  shardpb.ShardClient
+	health healthpb.HealthClient
+}
+
+// Dial starts connecting to addr at once (no lazy first-RPC connect, so the
+// first query after start-up does not pay for the handshake) and returns
+// without waiting.
+func Dial(addr string, cfg DialConfig) (*Conn, error) {
+	dialer := cfg.Dialer
+	if dialer == nil {
+		d := &net.Dialer{KeepAlive: TCPKeepalive}
+		dialer = func(ctx context.Context, a string) (net.Conn, error) { return d.DialContext(ctx, "tcp", a) }
+	}
+	creds := insecure.NewCredentials()
+	if cfg.TLS != nil {
+		creds = credentials.NewTLS(cfg.TLS)
+	}
+	cc, err := grpc.NewClient("passthrough:///"+addr,
+		grpc.WithTransportCredentials(creds),
+		grpc.WithContextDialer(dialer),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{
+			Time:                KeepaliveTime,
+			Timeout:             KeepaliveTimeout,
+			PermitWithoutStream: true,
+		}),
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff: backoff.Config{
+				BaseDelay:  100 * time.Millisecond,
+				Multiplier: 1.6,
+				Jitter:     0.2,
+				MaxDelay:   MaxBackoff,
+			},
+			MinConnectTimeout: ConnectTimeout,
+		}),
+		// grpc-go's default 30 min idle timeout would make the next query
+		// after a quiet spell pay a cold (TLS) handshake.
+		grpc.WithIdleTimeout(0),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("dial shard %s: %w", addr, err)
+	}
+	cc.Connect()
+	return &Conn{addr: addr, cc: cc, shard: shardpb.NewShardClient(cc), health: healthpb.NewHealthClient(cc)}, nil
+}
+
+// Addr is the replica's address.
+func (c *Conn) Addr() string { return c.addr }
+
+// State is the channel's connectivity state.
+func (c *Conn) State() connectivity.State { return c.cc.GetState() }
+
+// Ready reports whether the channel is READY. An IDLE channel (grpc-go drops
+// to IDLE when a connection is lost) is told to reconnect, since only
+// READY replicas are sent queries and nothing else would wake it.
+func (c *Conn) Ready() bool {
+	s := c.cc.GetState()
+	if s == connectivity.Idle {
+		c.cc.Connect()
+	}
+	return s == connectivity.Ready
+}
+
+// WaitSettled blocks until the channel is READY or has failed to connect
+// (TRANSIENT_FAILURE), or ctx ends. Start-up warm-up uses it.
+func (c *Conn) WaitSettled(ctx context.Context) connectivity.State {
+	for {
+		s := c.cc.GetState()
+		switch s {
+		case connectivity.Ready, connectivity.TransientFailure, connectivity.Shutdown:
+			return s
+		case connectivity.Idle:
+			c.cc.Connect()
+		}
+		if !c.cc.WaitForStateChange(ctx, s) {
+			return c.cc.GetState()
+		}
+	}
+}
+
+// Close closes the channel.
+func (c *Conn) Close() error { return c.cc.Close() }
+
+// ErrNotServing is returned by Probe when the replica answers NOT_SERVING
+// (still loading, or shutting down). Its NotServing method lets package
+// fanout recognise it without importing this package.
+var ErrNotServing error = notServingError{}
+
+type notServingError struct{}
+
+func (notServingError) Error() string    { return "replica is not serving" }
+func (notServingError) NotServing() bool { return true }
+
+// Probe asks grpc.health.v1 whether the replica serves. ctx should carry the
+// probe timeout.
+func (c *Conn) Probe(ctx context.Context) error {
+	resp, err := c.health.Check(ctx, &healthpb.HealthCheckRequest{})
+	if err != nil {
+		return err
+	}
+	if resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		return ErrNotServing
+	}
+	return nil
+}
+
+// Search runs one query. ctx must carry the query's deadline.
+func (c *Conn) Search(ctx context.Context, q *shardpb.Query) (*shardpb.SearchResponse, error) {
+	return c.shard.Search(ctx, &shardpb.SearchRequest{Query: q})
+}
+
+// SearchBatch runs a batch of queries in one RPC.
+func (c *Conn) SearchBatch(ctx context.Context, qs []*shardpb.Query) (*shardpb.SearchBatchResponse, error) {
+	return c.shard.SearchBatch(ctx, &shardpb.SearchBatchRequest{Queries: qs})
+}
+
+// Get fetches one stored vector.
+func (c *Conn) Get(ctx context.Context, id string) (*shardpb.Vector, error) {
+	resp, err := c.shard.Get(ctx, &shardpb.GetRequest{Id: id})
+	if err != nil {
+		return nil, err
+	}
+	return resp.GetVector(), nil
+}
+
+// Upsert writes vectors to this replica.
+func (c *Conn) Upsert(ctx context.Context, p Placement, vs []*shardpb.Vector) error {
+	if !c.Ready() {
+		return neverSentError{errNoReadyConn}
+	}
+	_, err := c.shard.Upsert(ctx, &shardpb.UpsertRequest{
+		Placement: &shardpb.Placement{Fingerprint: p.Fingerprint, Shard: p.Shard},
+		Vectors:   vs,
+	})
+	return markNeverSent(err)
+}
+
+// Delete removes one id from this replica.
+func (c *Conn) Delete(ctx context.Context, p Placement, id string) (bool, error) {
+	if !c.Ready() {
+		return false, neverSentError{errNoReadyConn}
+	}
+	resp, err := c.shard.Delete(ctx, &shardpb.DeleteRequest{
+		Placement: &shardpb.Placement{Fingerprint: p.Fingerprint, Shard: p.Shard},
+		Id:        id,
+	})
+	if err != nil {
+		return false, markNeverSent(err)
+	}
+	return resp.GetFound(), nil
+}
+
+// Stats asks the replica for its counts and settings.
+func (c *Conn) Stats(ctx context.Context) (*shardpb.StatsResponse, error) {
+	return c.shard.Stats(ctx, &shardpb.StatsRequest{})
+}
+
+// errNoReadyConn is what a write gets when the replica's channel is not
+// READY: the write was not sent.
+var errNoReadyConn = status.Error(codes.Unavailable, "no ready connection to replica")
+
+// neverSentError marks an RPC that provably never left the router, so a
+// write may be retried without risk of applying it twice (field report
+// 001). Package fanout recognises it by its NeverSent method.
+type neverSentError struct{ err error }
+
+func (e neverSentError) Error() string   { return e.err.Error() + " (never sent)" }
+func (e neverSentError) Unwrap() error   { return e.err }
+func (e neverSentError) NeverSent() bool { return true }
+
+// GRPCStatus keeps status.Code working through the wrapper.
+func (e neverSentError) GRPCStatus() *status.Status { return status.Convert(e.err) }
+
+// markNeverSent wraps err when it provably never reached the replica:
+// gRPC-go fails an RPC before sending it when the channel could not connect,
+// and says so ("Error while dialing": connection refused, no route, name not
+// resolved). A reset or GOAWAY on an established stream, or a deadline after
+// sending, may have been delivered and stays as it is.
+func markNeverSent(err error) error {
+	if err == nil {
+		return nil
+	}
+	s, ok := status.FromError(err)
+	if !ok || s.Code() != codes.Unavailable {
+		return err
+	}
+	msg := s.Message()
+	if strings.Contains(msg, "Error while dialing") || strings.Contains(msg, "produced zero addresses") {
+		return neverSentError{err}
+	}
+	return err
+}
