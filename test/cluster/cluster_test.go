@@ -51,7 +51,7 @@ func freePort(t *testing.T) int {
 
 // start runs a process for the rest of the test, its output in a log file
 // that is printed if the test fails.
-func start(t *testing.T, dir, name string, args ...string) {
+func start(t *testing.T, dir, name string, args ...string) (exited <-chan struct{}) {
 	t.Helper()
 	logPath := filepath.Join(dir, filepath.Base(name)+".log")
 	logf, err := os.Create(logPath)
@@ -65,9 +65,11 @@ func start(t *testing.T, dir, name string, args ...string) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
 	t.Cleanup(func() {
 		cancel()
-		_ = cmd.Wait()
+		<-done
 		logf.Close()
 		if t.Failed() {
 			b, _ := os.ReadFile(logPath)
@@ -77,12 +79,18 @@ func start(t *testing.T, dir, name string, args ...string) {
 			t.Logf("--- tail of %s ---\n%s", logPath, b)
 		}
 	})
+	return done
 }
 
-func waitFor(t *testing.T, what string, timeout time.Duration, ok func() bool) {
+func waitFor(t *testing.T, what string, exited <-chan struct{}, timeout time.Duration, ok func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !ok() {
+		select {
+		case <-exited:
+			t.Fatalf("%s exited before it was ready", what)
+		default:
+		}
 		if time.Now().After(deadline) {
 			t.Fatalf("%s not ready after %v", what, timeout)
 		}
@@ -99,7 +107,7 @@ func startCluster(t *testing.T) *apiServer {
 	client, peer := freePort(t), freePort(t)
 	clientURL := fmt.Sprintf("http://127.0.0.1:%d", client)
 	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peer)
-	start(t, dir, etcd,
+	etcdExited := start(t, dir, etcd,
 		"--name=default",
 		"--data-dir="+filepath.Join(dir, "etcd"),
 		"--listen-client-urls="+clientURL, "--advertise-client-urls="+clientURL,
@@ -107,7 +115,7 @@ func startCluster(t *testing.T) *apiServer {
 		"--initial-cluster=default="+peerURL,
 		"--unsafe-no-fsync", // a throw-away test store
 	)
-	waitFor(t, "etcd", time.Minute, func() bool {
+	waitFor(t, "etcd", etcdExited, time.Minute, func() bool {
 		r, err := http.Get(clientURL + "/health")
 		if err != nil {
 			return false
@@ -128,7 +136,7 @@ func startCluster(t *testing.T) *apiServer {
 	writeFile(t, tokens, []byte(token+`,admin,admin,"system:masters"`+"\n"))
 
 	port := freePort(t)
-	start(t, dir, kubeAPIServer,
+	apiExited := start(t, dir, kubeAPIServer,
 		"--etcd-servers="+clientURL,
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
@@ -141,6 +149,9 @@ func startCluster(t *testing.T) *apiServer {
 		"--service-account-signing-key-file="+keyPath,
 		"--service-cluster-ip-range=10.96.0.0/16",
 		"--disable-admission-plugins=ServiceAccount", // no controller creates default service accounts here
+		// The default reconciler refuses a loopback advertise address; nothing
+		// here needs the kubernetes Service's endpoints.
+		"--endpoint-reconciler-type=none",
 	)
 	s := &apiServer{
 		url:   fmt.Sprintf("https://127.0.0.1:%d", port),
@@ -148,7 +159,7 @@ func startCluster(t *testing.T) *apiServer {
 		// The serving certificate is self-signed into --cert-dir; loopback only.
 		client: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}},
 	}
-	waitFor(t, "kube-apiserver", 3*time.Minute, func() bool {
+	waitFor(t, "kube-apiserver", apiExited, 3*time.Minute, func() bool {
 		code, _ := s.get("/readyz")
 		return code == 200
 	})
