@@ -35,7 +35,10 @@ type Config struct {
 	Kernel   vector.Kernel
 	Docs     int
 	Seed     uint64
-	Logger   *slog.Logger
+	// Corpus, when set, replaces the synthetic corpus (Docs and Seed are
+	// then ignored). Under cosine it is normalised in place.
+	Corpus []shard.Record
+	Logger *slog.Logger
 }
 
 // Replica is one running replica.
@@ -77,7 +80,10 @@ func Start(cfg Config) (*Cluster, error) {
 		c.Names = append(c.Names, fmt.Sprintf("shard-%d", i))
 	}
 	table := placement.New(c.Names)
-	c.Corpus = Corpus(cfg.Docs, cfg.Dim, cfg.Seed)
+	c.Corpus = cfg.Corpus
+	if c.Corpus == nil {
+		c.Corpus = Corpus(cfg.Docs, cfg.Dim, cfg.Seed)
+	}
 	if cfg.Metric == vector.Cosine {
 		for _, r := range c.Corpus {
 			cfg.Kernel.Normalize(r.Vector)
