@@ -79,23 +79,23 @@ func runServe(ctx context.Context, args []string) error {
 		return err
 	}
 	defer r.Close()
-	return serveHTTP(ctx, log, *httpAddr, *httpCert, *httpKey, r)
+	ln, err := net.Listen("tcp", *httpAddr)
+	if err != nil {
+		return err
+	}
+	return serveHTTP(ctx, log, ln, *httpCert, *httpKey, r)
 }
 
 // serveHTTP serves the router until ctx ends (SIGTERM), then drains: not
 // ready first, in-flight requests finished, then return.
-func serveHTTP(ctx context.Context, log *slog.Logger, addr, certFile, keyFile string, r *app.Router) error {
-	srv := &http.Server{Addr: addr, Handler: r.API, ReadHeaderTimeout: 5 * time.Second}
+func serveHTTP(ctx context.Context, log *slog.Logger, ln net.Listener, certFile, keyFile string, r *app.Router) error {
+	srv := &http.Server{Handler: r.API, ReadHeaderTimeout: 5 * time.Second}
 	if certFile != "" {
 		tc, err := shard.ServerTLS(certFile, keyFile, "")
 		if err != nil {
 			return fmt.Errorf("--http-tls-cert/--http-tls-key: %w", err)
 		}
 		srv.TLSConfig = tc
-	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return err
 	}
 	errc := make(chan error, 1)
 	go func() {
@@ -108,6 +108,7 @@ func serveHTTP(ctx context.Context, log *slog.Logger, addr, certFile, keyFile st
 	log.Info("router listening", "addr", ln.Addr().String(), "https", certFile != "")
 	select {
 	case err := <-errc:
+		ln.Close()
 		return err
 	case <-ctx.Done():
 	}
