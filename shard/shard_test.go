@@ -2,18 +2,11 @@ package shard
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"math"
-	"math/big"
 	"net"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -25,6 +18,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 
+	"github.com/trawl-search/trawl/internal/testpki"
 	"github.com/trawl-search/trawl/shard/shardpb"
 	"github.com/trawl-search/trawl/vector"
 )
@@ -155,70 +149,13 @@ func TestWarmedConnectionIsReady(t *testing.T) {
 	require.True(t, c.Ready())
 }
 
-// pki writes a CA, a server certificate for 127.0.0.1 and a client
-// certificate into dir.
-type pki struct {
-	dir                   string
-	ca                    *x509.Certificate
-	caKey                 *ecdsa.PrivateKey
-	caFile                string
-	serverCert, serverKey string
-	clientCert, clientKey string
-}
-
-func newPKI(t *testing.T) *pki {
-	t.Helper()
-	p := &pki{dir: t.TempDir()}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "trawl test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	require.NoError(t, err)
-	p.ca, err = x509.ParseCertificate(der)
-	require.NoError(t, err)
-	p.caKey = key
-	p.caFile = filepath.Join(p.dir, "ca.crt")
-	writePEM(t, p.caFile, "CERTIFICATE", der)
-	p.serverCert, p.serverKey = p.issue(t, "server", 10, x509.ExtKeyUsageServerAuth)
-	p.clientCert, p.clientKey = p.issue(t, "client", 20, x509.ExtKeyUsageClientAuth)
-	return p
-}
-
-func (p *pki) issue(t *testing.T, name string, serial int64, usage x509.ExtKeyUsage) (string, string) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, ExtKeyUsage: []x509.ExtKeyUsage{usage},
-		KeyUsage: x509.KeyUsageDigitalSignature,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.ca, &key.PublicKey, p.caKey)
-	require.NoError(t, err)
-	kder, err := x509.MarshalECPrivateKey(key)
-	require.NoError(t, err)
-	cert, keyFile := filepath.Join(p.dir, name+".crt"), filepath.Join(p.dir, name+".key")
-	writePEM(t, cert, "CERTIFICATE", der)
-	writePEM(t, keyFile, "EC PRIVATE KEY", kder)
-	return cert, keyFile
-}
-
-func writePEM(t *testing.T, path, typ string, der []byte) {
-	require.NoError(t, os.WriteFile(path+".tmp", pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600))
-	require.NoError(t, os.Rename(path+".tmp", path))
-}
-
 func TestMutualTLS(t *testing.T) {
-	p := newPKI(t)
-	stc, err := ServerTLS(p.serverCert, p.serverKey, p.caFile)
+	p := testpki.New(t)
+	stc, err := ServerTLS(p.ServerCert, p.ServerKey, p.CAFile)
 	require.NoError(t, err)
 	creds := grpc.Creds(credentials.NewTLS(stc))
 
-	ctc, err := ClientTLS(p.caFile, p.clientCert, p.clientKey)
+	ctc, err := ClientTLS(p.CAFile, p.ClientCert, p.ClientKey)
 	require.NoError(t, err)
 	_, c := serve(t, memConfig(2, vector.DotProduct), []grpc.ServerOption{creds}, DialConfig{TLS: ctc})
 	require.Equal(t, connectivity.Ready, c.WaitSettled(ctx(t)))
@@ -226,7 +163,7 @@ func TestMutualTLS(t *testing.T) {
 	require.NoError(t, err)
 
 	// Without a client certificate the shard refuses the connection.
-	noCert, err := ClientTLS(p.caFile, "", "")
+	noCert, err := ClientTLS(p.CAFile, "", "")
 	require.NoError(t, err)
 	_, anon := serve(t, memConfig(2, vector.DotProduct), []grpc.ServerOption{creds}, DialConfig{TLS: noCert})
 	_, err = anon.Stats(ctx(t))
@@ -235,8 +172,8 @@ func TestMutualTLS(t *testing.T) {
 }
 
 func TestServerCertificateReloadsFromDisk(t *testing.T) {
-	p := newPKI(t)
-	stc, err := ServerTLS(p.serverCert, p.serverKey, "")
+	p := testpki.New(t)
+	stc, err := ServerTLS(p.ServerCert, p.ServerKey, "")
 	require.NoError(t, err)
 	ln, err := tls.Listen("tcp", "127.0.0.1:0", stc)
 	require.NoError(t, err)
@@ -252,7 +189,7 @@ func TestServerCertificateReloadsFromDisk(t *testing.T) {
 		}
 	}()
 	serial := func() int64 {
-		ctc, err := ClientTLS(p.caFile, "", "")
+		ctc, err := ClientTLS(p.CAFile, "", "")
 		require.NoError(t, err)
 		c, err := tls.Dial("tcp", ln.Addr().String(), ctc)
 		require.NoError(t, err)
@@ -261,8 +198,8 @@ func TestServerCertificateReloadsFromDisk(t *testing.T) {
 	}
 	require.EqualValues(t, 10, serial())
 	// Renewal rewrites the files in place (as cert-manager does).
-	newCert, newKey := p.issue(t, "server-renewed", 11, x509.ExtKeyUsageServerAuth)
-	for src, dst := range map[string]string{newCert: p.serverCert, newKey: p.serverKey} {
+	newCert, newKey := p.Issue(t, "server-renewed", 11, x509.ExtKeyUsageServerAuth)
+	for src, dst := range map[string]string{newCert: p.ServerCert, newKey: p.ServerKey} {
 		b, err := os.ReadFile(src)
 		require.NoError(t, err)
 		require.NoError(t, os.WriteFile(dst, b, 0o600))
