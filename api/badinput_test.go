@@ -294,7 +294,7 @@ func TestAPIKey(t *testing.T) {
 func TestMaxInflight(t *testing.T) {
 	e := newEnv(t, envConfig{MaxInflight: 1})
 	for _, r := range e.dc.Replicas[0] {
-		require.NoError(t, r.Proxy.Slow(300*time.Millisecond))
+		require.NoError(t, r.Proxy.Slow(600*time.Millisecond))
 	}
 	t.Cleanup(func() {
 		for _, r := range e.dc.Replicas[0] {
@@ -318,7 +318,7 @@ func TestMaxInflight(t *testing.T) {
 			break
 		}
 		require.Equal(t, http.StatusBadRequest, got.status, "body: %s", got.body)
-		require.Less(t, time.Since(start), 250*time.Millisecond, "never saw 429 while a request was held")
+		require.Less(t, time.Since(start), 500*time.Millisecond, "never saw 429 while a request was held")
 		time.Sleep(2 * time.Millisecond)
 	}
 	requireError(t, got, http.StatusTooManyRequests, "resource_exhausted", false)
