@@ -176,7 +176,7 @@ func (c *Cluster[R]) record(r *replicaState[R], err error, took, budget time.Dur
 	switch classify(err) {
 	case kindOK, kindAnswer:
 		r.observeLatency(took)
-		wasSuspect = r.success(now)
+		wasSuspect = r.success()
 	case kindConnectivity:
 		if code(err) == codes.DeadlineExceeded && !r.counts(budget) {
 			break

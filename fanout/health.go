@@ -28,6 +28,10 @@ type health struct {
 	mu          sync.Mutex
 	consecutive int
 	suspectTill time.Time
+	// marked is set when the replica becomes suspect and cleared by a
+	// success, so the suspect gauge is cleared even when the success comes
+	// after the cooldown ran out.
+	marked      bool
 	lastErr     string
 	mean        time.Duration
 	dev         time.Duration
@@ -60,10 +64,11 @@ func (h *health) tail() time.Duration {
 	return h.mean + 4*h.dev
 }
 
-// success ends any suspicion at once. It reports whether the replica was
-// suspect.
-func (h *health) success(now time.Time) (wasSuspect bool) {
-	wasSuspect = now.Before(h.suspectTill)
+// success ends any suspicion at once. It reports whether the replica had
+// been marked suspect.
+func (h *health) success() (wasSuspect bool) {
+	wasSuspect = h.marked
+	h.marked = false
 	h.consecutive = 0
 	h.suspectTill = time.Time{}
 	h.lastErr = ""
@@ -71,13 +76,15 @@ func (h *health) success(now time.Time) (wasSuspect bool) {
 }
 
 // failure counts one connectivity failure and reports whether the replica
-// became suspect with it.
+// newly became suspect with it (a renewed cooldown is not news).
 func (h *health) failure(now time.Time, err string) (becameSuspect bool) {
 	h.consecutive++
 	h.lastErr = err
 	if h.consecutive >= SuspectAfter && !now.Before(h.suspectTill) {
 		h.suspectTill = now.Add(Cooldown)
-		return true
+		becameSuspect = !h.marked
+		h.marked = true
+		return becameSuspect
 	}
 	return false
 }

@@ -63,7 +63,7 @@ func (c *Cluster[R]) recordProbe(r *replicaState[R], err error, timeout time.Dur
 	r.mu.Lock()
 	switch classify(err) {
 	case kindOK:
-		wasSuspect = r.success(now)
+		wasSuspect = r.success()
 	case kindNotServing, kindCanceled:
 	default:
 		becameSuspect = r.failure(now, "probe: "+err.Error())

@@ -14,12 +14,11 @@ import (
 var ErrNoReplica = status.Error(codes.Unavailable, "no ready replica")
 
 type attempt[R Replica, T any] struct {
-	r      *replicaState[R]
-	v      T
-	err    error
-	took   time.Duration
-	budget time.Duration
-	hedge  bool
+	r     *replicaState[R]
+	v     T
+	err   error
+	took  time.Duration
+	hedge bool
 }
 
 // readShard reads one shard: the best candidate first; on a connectivity
@@ -60,7 +59,21 @@ func readShard[R Replica, T any](ctx context.Context, c *Cluster[R], s *shardSta
 		go func() {
 			t0 := time.Now()
 			v, err := call(actx, r.r)
-			results <- attempt[R, T]{r: r, v: v, err: err, took: time.Since(t0), budget: budget, hedge: hedge}
+			took := time.Since(t0)
+			if code(err) == codes.Canceled && pastDeadline(ctx) {
+				// The shard's deadline passed; that a cancel (the loop's, or
+				// Gather's at its hard stop) reached the attempt a moment
+				// before the deadline did is a race the replica's record
+				// must not depend on.
+				err = status.Error(codes.DeadlineExceeded, "shard deadline passed during the attempt")
+			}
+			// Recorded here, not by the loop, so an attempt that ends after
+			// the shard gave up on it still counts for the replica's health.
+			r.mu.Lock()
+			r.outstanding--
+			r.mu.Unlock()
+			c.record(r, err, took, budget)
+			results <- attempt[R, T]{r: r, v: v, err: err, took: took, hedge: hedge}
 		}()
 	}
 	var timer *time.Timer
@@ -106,10 +119,6 @@ func readShard[R Replica, T any](ctx context.Context, c *Cluster[R], s *shardSta
 		select {
 		case a := <-results:
 			inflight--
-			a.r.mu.Lock()
-			a.r.outstanding--
-			a.r.mu.Unlock()
-			c.record(a.r, a.err, a.took, a.budget)
 			res.Replica, res.Latency = a.r.r.Addr(), a.took
 			switch classify(a.err) {
 			case kindOK:
@@ -178,4 +187,11 @@ func (c *Cluster[R]) hedgeDelay(ctx context.Context, cur, alt *replicaState[R]) 
 		return 0, false
 	}
 	return delay, true
+}
+
+// pastDeadline reports whether ctx's deadline has passed, whatever its Err
+// says.
+func pastDeadline(ctx context.Context) bool {
+	dl, ok := ctx.Deadline()
+	return ok && !time.Now().Before(dl)
 }

@@ -284,4 +284,3 @@ func (s *Server) Stats(context.Context, *shardpb.StatsRequest) (*shardpb.StatsRe
 		Placement: &shardpb.Placement{Fingerprint: p.Fingerprint, Shard: p.Shard},
 	}, nil
 }
-

@@ -56,15 +56,22 @@ func FromEnv() (Kernel, error) {
 }
 
 // Normalize scales v in place to unit length and reports whether it could:
-// a zero (or non-finite) vector is left unchanged and returns false.
-func (k Kernel) Normalize(v []float32) bool {
-	n := float64(k.Dot(v, v))
+// a zero (or non-finite) vector is left unchanged and returns false. The norm
+// is taken in float64, so vectors whose float32 squared norm would underflow
+// (elements near 1e-23) or overflow (near 1e20) still normalise: they have a
+// direction, and refusing them would surprise. It runs once per write or
+// query, never per scored row, so the scalar loop costs nothing that matters.
+func (Kernel) Normalize(v []float32) bool {
+	var n float64
+	for _, x := range v {
+		n += float64(x) * float64(x)
+	}
 	if n == 0 || math.IsInf(n, 0) || math.IsNaN(n) {
 		return false
 	}
-	inv := float32(1 / math.Sqrt(n))
+	inv := 1 / math.Sqrt(n)
 	for i := range v {
-		v[i] *= inv
+		v[i] = float32(float64(v[i]) * inv)
 	}
 	return true
 }

@@ -1,0 +1,289 @@
+package api
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+
+	"github.com/trawl-search/trawl/vector"
+)
+
+// Limits of the request contract.
+const (
+	MaxBodyBytes  = 8 << 20
+	MaxK          = 1000
+	DefaultK      = 10
+	MaxBatch      = 256
+	MaxWriteBatch = 256
+	MaxIDBytes    = 256
+)
+
+// readBody reads the whole body, refusing more than MaxBodyBytes with 413.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, &requestError{status: http.StatusRequestEntityTooLarge, code: codeTooLarge,
+				msg: fmt.Sprintf("request body is over %d bytes", MaxBodyBytes)}
+		}
+		return nil, invalid("reading request body: " + err.Error())
+	}
+	return b, nil
+}
+
+// decodeStrict decodes exactly one JSON value into v: unknown fields and
+// trailing data are errors.
+func decodeStrict(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		if errors.Is(err, io.EOF) {
+			return invalid("request body is empty, want a JSON object")
+		}
+		return invalid("bad JSON: " + err.Error())
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return invalid("bad JSON: trailing data after the request object")
+	}
+	return nil
+}
+
+// schema is the cluster's dimension and metric, learned from the shards.
+type schema struct {
+	Dim    int
+	Metric vector.Metric
+}
+
+// checkVector validates a decoded vector against the schema.
+func (s schema) checkVector(v []float32) error {
+	if len(v) != s.Dim {
+		return invalid(fmt.Sprintf("vector has %d dimensions, want %d", len(v), s.Dim))
+	}
+	zero := true
+	for i, f := range v {
+		if math.IsNaN(float64(f)) || math.IsInf(float64(f), 0) {
+			return invalid(fmt.Sprintf("vector element %d is %v, want a finite float32", i, f))
+		}
+		if f != 0 {
+			zero = false
+		}
+	}
+	if zero && s.Metric == vector.Cosine {
+		return invalid("vector is all zeros, which has no direction under the cosine metric")
+	}
+	return nil
+}
+
+// fromJSONNumbers narrows JSON numbers to float32, refusing values beyond
+// float32's range (which would silently become ±Inf).
+func fromJSONNumbers(xs []float64) ([]float32, error) {
+	v := make([]float32, len(xs))
+	for i, x := range xs {
+		if math.Abs(x) > math.MaxFloat32 {
+			return nil, invalid(fmt.Sprintf("vector element %d is %g, beyond the float32 range", i, x))
+		}
+		v[i] = float32(x)
+	}
+	return v, nil
+}
+
+// fromBase64 decodes base64 (standard, padded or not) little-endian float32.
+func fromBase64(s string) ([]float32, error) {
+	b, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		b, err = base64.RawStdEncoding.DecodeString(s)
+	}
+	if err != nil {
+		return nil, invalid("vector_b64 is not valid base64: " + err.Error())
+	}
+	if len(b)%4 != 0 {
+		return nil, invalid(fmt.Sprintf("vector_b64 decodes to %d bytes, not a whole number of float32", len(b)))
+	}
+	v := make([]float32, len(b)/4)
+	for i := range v {
+		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return v, nil
+}
+
+// queryJSON is one query of /v1/search or of a batch.
+type queryJSON struct {
+	Vector    []float64 `json:"vector"`
+	VectorB64 *string   `json:"vector_b64"`
+	LikeID    *string   `json:"like_id"`
+	K         *int      `json:"k"`
+}
+
+type searchJSON struct {
+	queryJSON
+	AllowPartial *bool `json:"allow_partial"`
+}
+
+type batchJSON struct {
+	Queries      []json.RawMessage `json:"queries"`
+	AllowPartial *bool             `json:"allow_partial"`
+}
+
+// query is a validated query: either a vector or a stored id to look up.
+type query struct {
+	vector []float32
+	likeID string
+	k      int
+}
+
+// validate checks a decoded query completely.
+func (q queryJSON) validate(s schema) (query, error) {
+	n := 0
+	if q.Vector != nil {
+		n++
+	}
+	if q.VectorB64 != nil {
+		n++
+	}
+	if q.LikeID != nil {
+		n++
+	}
+	if n != 1 {
+		return query{}, invalid(`give exactly one of "vector", "vector_b64" or "like_id"`)
+	}
+	out := query{k: DefaultK}
+	if q.K != nil {
+		if *q.K < 1 || *q.K > MaxK {
+			return query{}, invalid(fmt.Sprintf("k is %d, want 1..%d", *q.K, MaxK))
+		}
+		out.k = *q.K
+	}
+	var err error
+	switch {
+	case q.LikeID != nil:
+		if err := checkID(*q.LikeID); err != nil {
+			return query{}, invalid("like_id: " + err.Error())
+		}
+		out.likeID = *q.LikeID
+		return out, nil
+	case q.VectorB64 != nil:
+		out.vector, err = fromBase64(*q.VectorB64)
+	default:
+		out.vector, err = fromJSONNumbers(q.Vector)
+	}
+	if err != nil {
+		return query{}, err
+	}
+	if err := s.checkVector(out.vector); err != nil {
+		return query{}, err
+	}
+	return out, nil
+}
+
+func checkID(id string) error {
+	if len(id) < 1 || len(id) > MaxIDBytes {
+		return fmt.Errorf("id is %d bytes, want 1..%d", len(id), MaxIDBytes)
+	}
+	return nil
+}
+
+// decodeSearch decodes and validates a /v1/search body.
+func decodeSearch(b []byte, s schema) (query, bool, error) {
+	var req searchJSON
+	if err := decodeStrict(b, &req); err != nil {
+		return query{}, false, err
+	}
+	q, err := req.validate(s)
+	return q, req.AllowPartial == nil || *req.AllowPartial, err
+}
+
+// decodeBatch decodes and validates a /v1/search/batch body; an error names
+// the index of the first bad query.
+func decodeBatch(b []byte, s schema) ([]query, bool, error) {
+	var req batchJSON
+	if err := decodeStrict(b, &req); err != nil {
+		return nil, false, err
+	}
+	if len(req.Queries) < 1 || len(req.Queries) > MaxBatch {
+		return nil, false, invalid(fmt.Sprintf("queries has %d entries, want 1..%d", len(req.Queries), MaxBatch))
+	}
+	qs := make([]query, len(req.Queries))
+	for i, raw := range req.Queries {
+		var qj queryJSON
+		if err := decodeStrict(raw, &qj); err != nil {
+			return nil, false, invalid(fmt.Sprintf("queries[%d]: %v", i, err))
+		}
+		q, err := qj.validate(s)
+		if err != nil {
+			return nil, false, invalid(fmt.Sprintf("queries[%d]: %v", i, err))
+		}
+		qs[i] = q
+	}
+	return qs, req.AllowPartial == nil || *req.AllowPartial, nil
+}
+
+type writeJSONReq struct {
+	Vectors []json.RawMessage `json:"vectors"`
+}
+
+type vectorJSON struct {
+	ID        *string   `json:"id"`
+	Vector    []float64 `json:"vector"`
+	VectorB64 *string   `json:"vector_b64"`
+}
+
+type record struct {
+	id     string
+	vector []float32
+}
+
+// decodeWrite decodes and validates a /v1/vectors body, all or nothing.
+func decodeWrite(b []byte, s schema) ([]record, error) {
+	var req writeJSONReq
+	if err := decodeStrict(b, &req); err != nil {
+		return nil, err
+	}
+	if len(req.Vectors) < 1 || len(req.Vectors) > MaxWriteBatch {
+		return nil, invalid(fmt.Sprintf("vectors has %d entries, want 1..%d", len(req.Vectors), MaxWriteBatch))
+	}
+	out := make([]record, len(req.Vectors))
+	seen := make(map[string]int, len(req.Vectors))
+	for i, raw := range req.Vectors {
+		var vj vectorJSON
+		if err := decodeStrict(raw, &vj); err != nil {
+			return nil, invalid(fmt.Sprintf("vectors[%d]: %v", i, err))
+		}
+		if vj.ID == nil {
+			return nil, invalid(fmt.Sprintf(`vectors[%d]: missing "id"`, i))
+		}
+		if err := checkID(*vj.ID); err != nil {
+			return nil, invalid(fmt.Sprintf("vectors[%d]: %v", i, err))
+		}
+		if j, dup := seen[*vj.ID]; dup {
+			return nil, invalid(fmt.Sprintf("vectors[%d]: id %q repeats vectors[%d]", i, *vj.ID, j))
+		}
+		seen[*vj.ID] = i
+		var (
+			v   []float32
+			err error
+		)
+		switch {
+		case (vj.Vector != nil) == (vj.VectorB64 != nil):
+			err = invalid(`give exactly one of "vector" or "vector_b64"`)
+		case vj.VectorB64 != nil:
+			v, err = fromBase64(*vj.VectorB64)
+		default:
+			v, err = fromJSONNumbers(vj.Vector)
+		}
+		if err == nil {
+			err = s.checkVector(v)
+		}
+		if err != nil {
+			return nil, invalid(fmt.Sprintf("vectors[%d]: %v", i, err))
+		}
+		out[i] = record{id: *vj.ID, vector: v}
+	}
+	return out, nil
+}

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/trawl-search/trawl/budget"
+	"github.com/trawl-search/trawl/internal/app"
+	"github.com/trawl-search/trawl/internal/devcluster"
+	"github.com/trawl-search/trawl/vector"
+)
+
+func runDev(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
+	httpAddr := fs.String("http-addr", ":8080", "HTTP listen address of the router")
+	docs := fs.Int("docs", 20000, "synthetic documents to load")
+	seed := fs.Uint64("seed", 1, "seed of the synthetic corpus")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *docs < 1 {
+		return fmt.Errorf("--docs %d: want at least 1", *docs)
+	}
+	kernel, err := vector.FromEnv()
+	if err != nil {
+		return err
+	}
+	log := newLogger()
+	t0 := time.Now()
+	dc, err := devcluster.Start(devcluster.Config{Docs: *docs, Seed: *seed, Kernel: kernel, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer dc.Close()
+	var specs []app.ShardSpec
+	addrs := dc.Addrs()
+	for _, n := range dc.Names {
+		specs = append(specs, app.ShardSpec{Name: n, Addrs: addrs[n]})
+	}
+	ln, err := net.Listen("tcp", *httpAddr)
+	if err != nil {
+		return err
+	}
+	r, err := app.New(app.Config{Shards: specs, Logger: log, Kernel: kernel, Budget: budget.Config{}, Extra: dc.Routes})
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer r.Close()
+	port := *httpAddr
+	if strings.HasPrefix(port, ":") {
+		port = "localhost" + port
+	}
+	fmt.Printf(`trawl dev: %d shards x 2 replicas, %d documents of 1536 dimensions (seed %d), loaded in %s, %s kernel.
+
+Try:
+  curl -s -X POST 'http://%[6]s/v1/search?shard_detail=true' -d '{"like_id": "doc-7", "k": 10}'
+  curl -s http://%[6]s/cluster/status
+Break a replica and watch the answer (stop | blackhole | slow | restore):
+  curl -s -X POST http://%[6]s/dev/replicas/shard-1/0/stop
+
+`, len(dc.Names), *docs, *seed, time.Since(t0).Round(time.Millisecond), kernel.Name, port)
+	return serveHTTP(ctx, log, ln, "", "", r)
+}

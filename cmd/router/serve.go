@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/trawl-search/trawl/budget"
+	"github.com/trawl-search/trawl/internal/app"
+	"github.com/trawl-search/trawl/shard"
+	"github.com/trawl-search/trawl/vector"
+)
+
+// drainTimeout bounds how long SIGTERM waits for in-flight requests; every
+// query is bounded by its deadline (≤ --max-deadline-ms) anyway.
+const drainTimeout = 15 * time.Second
+
+func newLogger() *slog.Logger {
+	return slog.New(slog.NewJSONHandler(os.Stderr, nil))
+}
+
+func runServe(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	var shards shardFlag
+	httpAddr := fs.String("http-addr", ":8080", "HTTP listen address (API, /metrics, /healthz, /readyz, /cluster/status)")
+	fs.Var(&shards, "shard", "a shard and its replicas, NAME=HOST:PORT[,HOST:PORT...] (repeatable; env TRAWL_SHARDS=\"a=h:1,h:2;b=h:3\")")
+	tlsCA := fs.String("tls-ca", "", "CA file to verify shards with; enables inter-node TLS (and the 250 ms default deadline)")
+	tlsCert := fs.String("tls-cert", "", "client certificate for mTLS to shards")
+	tlsKey := fs.String("tls-key", "", "client key for mTLS to shards")
+	maxDeadline := fs.Int("max-deadline-ms", int(budget.DefaultMax/time.Millisecond), "largest deadline a query may ask for, in ms")
+	httpCert := fs.String("http-tls-cert", "", "certificate to serve the client API over HTTPS")
+	httpKey := fs.String("http-tls-key", "", "key to serve the client API over HTTPS")
+	apiKeyFile := fs.String("api-key-file", "", "file holding the API key required as Authorization: Bearer on /v1/*")
+	maxInflight := fs.Int("max-inflight", 256, "concurrent /v1/* requests before answering 429")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if len(shards) == 0 {
+		return errors.New("no shards: give --shard NAME=HOST:PORT at least once (or TRAWL_SHARDS)")
+	}
+	if *maxDeadline < 1 {
+		return errors.New("--max-deadline-ms must be at least 1")
+	}
+	dial := shard.DialConfig{}
+	if *tlsCA != "" {
+		tc, err := shard.ClientTLS(*tlsCA, *tlsCert, *tlsKey)
+		if err != nil {
+			return fmt.Errorf("--tls-ca/--tls-cert/--tls-key: %w", err)
+		}
+		dial.TLS = tc
+	}
+	apiKey := ""
+	if *apiKeyFile != "" {
+		b, err := os.ReadFile(*apiKeyFile)
+		if err != nil {
+			return fmt.Errorf("--api-key-file: %w", err)
+		}
+		if apiKey = strings.TrimSpace(string(b)); apiKey == "" {
+			return errors.New("--api-key-file is empty")
+		}
+	}
+	kernel, err := vector.FromEnv()
+	if err != nil {
+		return err
+	}
+	log := newLogger()
+	r, err := app.New(app.Config{
+		Shards: shards, Dial: dial, APIKey: apiKey, MaxInflight: *maxInflight, Logger: log, Kernel: kernel,
+		Budget: budget.Config{TLS: dial.TLS != nil, Max: time.Duration(*maxDeadline) * time.Millisecond},
+	})
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	ln, err := net.Listen("tcp", *httpAddr)
+	if err != nil {
+		return err
+	}
+	return serveHTTP(ctx, log, ln, *httpCert, *httpKey, r)
+}
+
+// serveHTTP serves the router until ctx ends (SIGTERM), then drains: not
+// ready first, in-flight requests finished, then return.
+func serveHTTP(ctx context.Context, log *slog.Logger, ln net.Listener, certFile, keyFile string, r *app.Router) error {
+	srv := &http.Server{Handler: r.API, ReadHeaderTimeout: 5 * time.Second}
+	if certFile != "" {
+		tc, err := shard.ServerTLS(certFile, keyFile, "")
+		if err != nil {
+			return fmt.Errorf("--http-tls-cert/--http-tls-key: %w", err)
+		}
+		srv.TLSConfig = tc
+	}
+	errc := make(chan error, 1)
+	go func() {
+		if certFile != "" {
+			errc <- srv.ServeTLS(ln, "", "")
+			return
+		}
+		errc <- srv.Serve(ln)
+	}()
+	log.Info("router listening", "addr", ln.Addr().String(), "https", certFile != "")
+	select {
+	case err := <-errc:
+		ln.Close()
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("draining")
+	r.API.SetReady(false)
+	sctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
+	defer cancel()
+	return srv.Shutdown(sctx)
+}

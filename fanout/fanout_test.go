@@ -1,0 +1,465 @@
+package fanout
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// fake is a replica whose behaviour the test scripts per call.
+type fake struct {
+	addr  string
+	ready atomic.Bool
+	calls atomic.Int32
+	mu    sync.Mutex
+	// answer decides each call; nil means answer ok at once.
+	answer func(ctx context.Context) (ans, error)
+}
+
+func (f *fake) script(answer func(ctx context.Context) (ans, error)) {
+	f.mu.Lock()
+	f.answer = answer
+	f.mu.Unlock()
+}
+
+type ans struct{ docs uint64 }
+
+func (a ans) GetDocCount() uint64 { return a.docs }
+
+func (f *fake) Addr() string { return f.addr }
+func (f *fake) Ready() bool  { return f.ready.Load() }
+
+func newFake(addr string, answer func(ctx context.Context) (ans, error)) *fake {
+	f := &fake{addr: addr, answer: answer}
+	f.ready.Store(true)
+	return f
+}
+
+func call(ctx context.Context, f *fake) (ans, error) {
+	f.calls.Add(1)
+	f.mu.Lock()
+	answer := f.answer
+	f.mu.Unlock()
+	if answer == nil {
+		return ans{docs: 10}, nil
+	}
+	return answer(ctx)
+}
+
+func okAfter(d time.Duration, docs uint64) func(context.Context) (ans, error) {
+	return func(ctx context.Context) (ans, error) {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			return ans{docs: docs}, nil
+		case <-ctx.Done():
+			return ans{}, status.FromContextError(ctx.Err()).Err()
+		}
+	}
+}
+
+func fails(c codes.Code) func(context.Context) (ans, error) {
+	return func(context.Context) (ans, error) { return ans{}, status.Error(c, "scripted") }
+}
+
+// hang never answers until its context ends, like a blackholed peer.
+func hang(ctx context.Context) (ans, error) {
+	<-ctx.Done()
+	return ans{}, status.FromContextError(ctx.Err()).Err()
+}
+
+// recorder is a Reporter that keeps counts.
+type recorder struct {
+	mu        sync.Mutex
+	fanouts   int
+	missing   map[string]string
+	failovers map[string]int
+	hedges    map[string]int
+	suspect   map[string]bool
+}
+
+func newRecorder() *recorder {
+	return &recorder{failovers: map[string]int{}, hedges: map[string]int{}, suspect: map[string]bool{}}
+}
+
+func (r *recorder) Fanout(_ string, _ time.Duration, _ float64, missing map[string]string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.fanouts++
+	r.missing = missing
+}
+func (r *recorder) ShardRPC(string, string, string, time.Duration) {}
+func (r *recorder) Failover(shard string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.failovers[shard]++
+}
+func (r *recorder) Hedge(shard, outcome string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.hedges[shard+"/"+outcome]++
+}
+func (r *recorder) Suspect(shard, replica string, s bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.suspect[shard+"/"+replica] = s
+}
+
+// clock is an injected clock tests move by hand.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+func req(deadline time.Duration) Request {
+	return Request{Path: "search", Start: time.Now(), Deadline: deadline, ShardDeadline: deadline - 5*time.Millisecond}
+}
+
+func TestGatherAllHealthy(t *testing.T) {
+	rec := newRecorder()
+	c := New([]Shard[*fake]{
+		{Name: "a", Replicas: []*fake{newFake("a0", nil), newFake("a1", nil)}},
+		{Name: "b", Replicas: []*fake{newFake("b0", nil)}},
+	}, Options{Reporter: rec})
+	res, sum := Gather(context.Background(), c, req(200*time.Millisecond), call)
+	require.Len(t, res, 2)
+	require.False(t, sum.Degraded())
+	require.Equal(t, 2, sum.ShardsQueried)
+	require.Equal(t, []string{}, sum.Unavailable)
+	require.Equal(t, 1.0, sum.Coverage)
+	require.Equal(t, 1, rec.fanouts)
+	require.Empty(t, rec.missing)
+}
+
+func TestFailoverWithinTheCall(t *testing.T) {
+	rec := newRecorder()
+	dead := newFake("a0", fails(codes.Unavailable))
+	live := newFake("a1", nil)
+	c := New([]Shard[*fake]{{Name: "a", Replicas: []*fake{dead, live}}}, Options{Reporter: rec, HedgeBudget: -1})
+	res, sum := Gather(context.Background(), c, req(200*time.Millisecond), call)
+	require.False(t, sum.Degraded())
+	require.Equal(t, "a1", res[0].Replica)
+	require.True(t, res[0].FailedOver)
+	require.Equal(t, 1, rec.failovers["a"])
+	require.EqualValues(t, 1, dead.calls.Load(), "each replica at most once")
+}
+
+func TestAnswersAreNotFailedOver(t *testing.T) {
+	bad := newFake("a0", fails(codes.Internal))
+	other := newFake("a1", nil)
+	c := New([]Shard[*fake]{{Name: "a", Replicas: []*fake{bad, other}}}, Options{HedgeBudget: -1})
+	res, sum := Gather(context.Background(), c, req(200*time.Millisecond), call)
+	require.Equal(t, map[string]string{"a": "internal"}, sum.ShardErrors)
+	require.Equal(t, "internal", res[0].Reason)
+	require.Zero(t, other.calls.Load(), "an Internal answer is the shard's answer, not a connectivity failure")
+	st := c.Status()[0].Replicas[0]
+	require.Zero(t, st.ConsecutiveFailures)
+}
+
+func TestNoReadyReplicaFailsFast(t *testing.T) {
+	r0, r1 := newFake("a0", hang), newFake("a1", hang)
+	r0.ready.Store(false)
+	r1.ready.Store(false)
+	c := New([]Shard[*fake]{{Name: "a", Replicas: []*fake{r0, r1}}, {Name: "b", Replicas: []*fake{newFake("b0", nil)}}}, Options{})
+	start := time.Now()
+	_, sum := Gather(context.Background(), c, req(2*time.Second), call)
+	require.Less(t, time.Since(start), time.Second, "no ready replica must not wait out the deadline")
+	require.Equal(t, map[string]string{"a": "unavailable"}, sum.ShardErrors)
+	require.Zero(t, r0.calls.Load()+r1.calls.Load())
+}
+
+func TestHungShardCostsTheDeadline(t *testing.T) {
+	rec := newRecorder()
+	c := New([]Shard[*fake]{
+		{Name: "a", Replicas: []*fake{newFake("a0", hang)}},
+		{Name: "b", Replicas: []*fake{newFake("b0", nil)}},
+	}, Options{Reporter: rec})
+	const deadline = 200 * time.Millisecond
+	start := time.Now()
+	_, sum := Gather(context.Background(), c, req(deadline), call)
+	took := time.Since(start)
+	require.GreaterOrEqual(t, took, deadline-5*time.Millisecond-time.Millisecond)
+	require.Less(t, took, deadline+50*time.Millisecond)
+	require.Equal(t, map[string]string{"a": "deadline_exceeded"}, sum.ShardErrors)
+	require.Less(t, sum.Coverage, 1.0)
+	require.Equal(t, map[string]string{"a": "deadline_exceeded"}, rec.missing)
+}
+
+// A call that ignores its context cannot hold the answer past the deadline.
+func TestGatherReturnsByDeadlineWhateverTheCallDoes(t *testing.T) {
+	release := make(chan struct{})
+	stubborn := newFake("a0", func(context.Context) (ans, error) { <-release; return ans{}, nil })
+	c := New([]Shard[*fake]{{Name: "a", Replicas: []*fake{stubborn}}, {Name: "b", Replicas: []*fake{newFake("b0", nil)}}}, Options{})
+	start := time.Now()
+	_, sum := Gather(context.Background(), c, req(200*time.Millisecond), call)
+	require.Less(t, time.Since(start), 250*time.Millisecond)
+	require.Equal(t, "deadline_exceeded", sum.ShardErrors["a"])
+	close(release)
+}
+
+func TestSuspectAfterThreeFailuresAndCooldown(t *testing.T) {
+	clk := &clock{now: time.Unix(1000, 0)}
+	rec := newRecorder()
+	down := newFake("a0", fails(codes.Unavailable))
+	c := New([]Shard[*fake]{{Name: "a", Replicas: []*fake{down}}}, Options{Reporter: rec, Now: clk.Now})
+	for i := range SuspectAfter {
+		_, sum := Gather(context.Background(), c, req(200*time.Millisecond), call)
+		require.Equal(t, "unavailable", sum.ShardErrors["a"], "attempt %d", i)
+	}
+	require.True(t, rec.suspect["a/a0"])
+	require.True(t, c.Status()[0].Replicas[0].Suspect)
+
+	// Suspect: answered at once, without touching the replica.
+	calls := down.calls.Load()
+	_, sum := Gather(context.Background(), c, req(200*time.Millisecond), call)
+	require.Equal(t, "suspect", sum.ShardErrors["a"])
+	require.Equal(t, calls, down.calls.Load())
+
+	// After the cooldown it is tried again.
+	clk.Add(Cooldown)
+	down.script(nil)
+	_, sum = Gather(context.Background(), c, req(200*time.Millisecond), call)
+	require.False(t, sum.Degraded())
+	require.False(t, rec.suspect["a/a0"])
+	require.Zero(t, c.Status()[0].Replicas[0].ConsecutiveFailures)
+}
+
+func TestTinyBudgetTimeoutsCountAgainstNobody(t *testing.T) {
+	slow := newFake("a0", okAfter(50*time.Millisecond, 1))
+	c := New([]Shard[*fake]{{Name: "a", Replicas: []*fake{slow}}}, Options{})
+	for range 10 {
+		_, sum := Gather(context.Background(), c, Request{Path: "search", Start: time.Now(), Deadline: time.Millisecond, ShardDeadline: time.Millisecond}, call)
+		require.Equal(t, "deadline_exceeded", sum.ShardErrors["a"])
+	}
+	st := c.Status()[0].Replicas[0]
+	require.False(t, st.Suspect)
+	require.Zero(t, st.ConsecutiveFailures)
+}
+
+func TestRealBudgetTimeoutsCount(t *testing.T) {
+	c := New([]Shard[*fake]{{Name: "a", Replicas: []*fake{newFake("a0", hang)}}}, Options{})
+	for range SuspectAfter {
+		Gather(context.Background(), c, req(40*time.Millisecond), call)
+	}
+	// The last attempt is recorded as it ends, just after the answer.
+	require.Eventually(t, func() bool { return c.Status()[0].Replicas[0].Suspect }, time.Second, time.Millisecond)
+}
+
+func TestNotServingIsSkippedWithoutBlame(t *testing.T) {
+	loading := newFake("a0", func(context.Context) (ans, error) { return ans{}, notServing{} })
+	c := New([]Shard[*fake]{{Name: "a", Replicas: []*fake{loading, newFake("a1", nil)}}}, Options{HedgeBudget: -1})
+	for range 5 {
+		res, sum := Gather(context.Background(), c, req(200*time.Millisecond), call)
+		require.False(t, sum.Degraded())
+		require.Equal(t, "a1", res[0].Replica)
+	}
+	require.Zero(t, c.Status()[0].Replicas[0].ConsecutiveFailures)
+}
+
+type notServing struct{}
+
+func (notServing) Error() string    { return "not serving" }
+func (notServing) NotServing() bool { return true }
+
+func TestHedgeWinsOverASilentReplica(t *testing.T) {
+	rec := newRecorder()
+	silent := newFake("a0", okAfter(time.Millisecond, 5))
+	fast := newFake("a1", okAfter(time.Millisecond, 5))
+	c := New([]Shard[*fake]{{Name: "a", Replicas: []*fake{silent, fast}}}, Options{Reporter: rec})
+	// Teach the engine both replicas answer in ~1 ms.
+	for range 20 {
+		Gather(context.Background(), c, req(300*time.Millisecond), call)
+	}
+	silent.script(hang) // goes silent on a warm connection
+	// Make the silent replica the preferred one.
+	for _, r := range c.shards[0].replicas {
+		r.mu.Lock()
+		r.mean = time.Millisecond
+		if r.r == fast {
+			r.mean = 2 * time.Millisecond
+		}
+		r.mu.Unlock()
+	}
+	start := time.Now()
+	res, sum := Gather(context.Background(), c, req(300*time.Millisecond), call)
+	require.False(t, sum.Degraded())
+	require.Equal(t, "a1", res[0].Replica)
+	require.True(t, res[0].Hedged)
+	require.Less(t, time.Since(start), 150*time.Millisecond, "the hedge answers long before the deadline")
+	require.Equal(t, 1, rec.hedges["a/won"])
+}
+
+func TestHedgesAreCapped(t *testing.T) {
+	rec := newRecorder()
+	a0 := newFake("a0", hang)
+	a1 := newFake("a1", hang)
+	c := New([]Shard[*fake]{{Name: "a", Replicas: []*fake{a0, a1}}}, Options{Reporter: rec, HedgeBurst: 2, HedgeBudget: 0.01})
+	for range 6 {
+		Gather(context.Background(), c, req(60*time.Millisecond), call)
+		for _, r := range c.shards[0].replicas { // keep both choosable
+			r.mu.Lock()
+			r.success()
+			r.mu.Unlock()
+		}
+	}
+	total := 0
+	rec.mu.Lock()
+	for _, v := range rec.hedges {
+		total += v
+	}
+	rec.mu.Unlock()
+	require.LessOrEqual(t, total, 2, "burst of 2, and 6 RPCs earn only 0.06 more")
+}
+
+func TestCoverage(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// docs each shard reported in a first, healthy fan-out; 0 = never seen.
+		first []uint64
+		down  []bool
+		want  float64
+	}{
+		{"all answer", []uint64{10, 20, 30}, []bool{false, false, false}, 1},
+		{"last known count", []uint64{10, 20, 30}, []bool{false, false, true}, 30.0 / 60},
+		{"never seen counts the mean of known", []uint64{10, 30, 0}, []bool{false, false, true}, 40.0 / 60},
+		{"empty missing shard still counts 1", []uint64{10, 0, 0}, []bool{true, true, true}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var shards []Shard[*fake]
+			fakes := make([]*fake, len(tc.first))
+			for i, d := range tc.first {
+				fakes[i] = newFake(string(rune('a'+i)), okAfter(0, d))
+				shards = append(shards, Shard[*fake]{Name: fakes[i].addr, Replicas: []*fake{fakes[i]}})
+			}
+			c := New(shards, Options{})
+			for i, d := range tc.first {
+				if d == 0 {
+					fakes[i].ready.Store(false)
+				}
+			}
+			Gather(context.Background(), c, req(200*time.Millisecond), call)
+			for i, down := range tc.down {
+				fakes[i].ready.Store(!down)
+			}
+			_, sum := Gather(context.Background(), c, req(200*time.Millisecond), call)
+			require.InDelta(t, tc.want, sum.Coverage, 1e-9)
+			if sum.Degraded() {
+				require.Less(t, sum.Coverage, 1.0)
+			}
+		})
+	}
+}
+
+type neverSentErr struct{ error }
+
+func (neverSentErr) NeverSent() bool { return true }
+
+func TestBroadcastRetriesOnlyWhatNeverLeft(t *testing.T) {
+	var refused atomic.Int32
+	r0 := newFake("a0", nil)
+	r1 := newFake("a1", nil)
+	c := New([]Shard[*fake]{{Name: "a", Replicas: []*fake{r0, r1}}}, Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	var r1calls atomic.Int32
+	res, err := Broadcast(ctx, c, "a", func(ctx context.Context, f *fake) error {
+		if f == r0 {
+			if refused.Add(1) <= 2 {
+				return neverSentErr{status.Error(codes.Unavailable, "connection refused")}
+			}
+			return nil
+		}
+		r1calls.Add(1)
+		return status.Error(codes.Unavailable, "connection reset mid-call")
+	})
+	require.NoError(t, err)
+	require.Equal(t, WriteOK, res[0].Outcome, "never-sent attempts are retried")
+	require.EqualValues(t, 3, refused.Load())
+	require.Equal(t, WriteUnknown, res[1].Outcome, "a possibly delivered write is reported unknown")
+	require.EqualValues(t, 1, r1calls.Load(), "and never replayed")
+}
+
+func TestBroadcastGivesUpAtItsTimeout(t *testing.T) {
+	c := New([]Shard[*fake]{{Name: "a", Replicas: []*fake{newFake("a0", nil)}}}, Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	res, err := Broadcast(ctx, c, "a", func(context.Context, *fake) error {
+		return neverSentErr{status.Error(codes.Unavailable, "refused")}
+	})
+	require.NoError(t, err)
+	require.Equal(t, WriteFailed, res[0].Outcome)
+	require.ErrorIs(t, res[0].Err, context.DeadlineExceeded)
+}
+
+func TestLookupNotFoundNeedsEveryReplica(t *testing.T) {
+	notFound := func(context.Context, *fake) (string, error) { return "", status.Error(codes.NotFound, "no") }
+	r0, r1 := newFake("a0", nil), newFake("a1", nil)
+	c := New([]Shard[*fake]{{Name: "a", Replicas: []*fake{r0, r1}}}, Options{})
+	_, err := Lookup(context.Background(), c, "a", notFound)
+	require.Equal(t, codes.NotFound, status.Code(err))
+
+	r1.ready.Store(false) // one replica unreachable: a NotFound proves nothing
+	_, err = Lookup(context.Background(), c, "a", notFound)
+	require.Equal(t, codes.Unavailable, status.Code(err))
+	require.True(t, errors.Is(err, ErrNoReplica))
+}
+
+func TestProbeMakesSuspectAndRejoins(t *testing.T) {
+	clk := &clock{now: time.Unix(1000, 0)}
+	rec := newRecorder()
+	r0 := newFake("a0", nil)
+	c := New([]Shard[*fake]{{Name: "a", Replicas: []*fake{r0}}}, Options{Reporter: rec, Now: clk.Now})
+	var up atomic.Bool
+	probe := func(context.Context, *fake) error {
+		if up.Load() {
+			return nil
+		}
+		return status.Error(codes.Unavailable, "refused")
+	}
+	for range SuspectAfter {
+		c.ProbeOnce(context.Background(), ProbeTimeout, probe)
+	}
+	require.True(t, c.Status()[0].Replicas[0].Suspect)
+	require.True(t, rec.suspect["a/a0"])
+	up.Store(true)
+	c.ProbeOnce(context.Background(), ProbeTimeout, probe)
+	require.False(t, c.Status()[0].Replicas[0].Suspect, "one good probe ends suspicion at once")
+	require.False(t, rec.suspect["a/a0"])
+}
+
+func TestRunProberStopsWithItsContext(t *testing.T) {
+	c := New([]Shard[*fake]{{Name: "a", Replicas: []*fake{newFake("a0", nil)}}}, Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	var n atomic.Int32
+	done := make(chan struct{})
+	go func() {
+		c.RunProber(ctx, 10*time.Millisecond, 5*time.Millisecond, func(context.Context, *fake) error { n.Add(1); return nil })
+		close(done)
+	}()
+	require.Eventually(t, func() bool { return n.Load() >= 3 }, 2*time.Second, 5*time.Millisecond)
+	cancel()
+	<-done
+}

@@ -1,0 +1,199 @@
+// Package app assembles a router from its parts: shard connections, the
+// fanout engine and its prober, metrics, and the HTTP API, plus the start-up
+// warm-up that gates /readyz. cmd/router's serve and dev commands and the
+// end-to-end tests build routers through it, so they run the same code.
+//
+// It holds wiring only: no request handling (package api) and no fault
+// logic (package fanout).
+package app
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/trawl-search/trawl/api"
+	"github.com/trawl-search/trawl/budget"
+	"github.com/trawl-search/trawl/fanout"
+	"github.com/trawl-search/trawl/metrics"
+	"github.com/trawl-search/trawl/shard"
+	"github.com/trawl-search/trawl/vector"
+)
+
+// ShardSpec names a shard and its replicas' addresses.
+type ShardSpec struct {
+	Name  string
+	Addrs []string
+}
+
+// Config is a router's configuration.
+type Config struct {
+	Shards      []ShardSpec
+	Dial        shard.DialConfig
+	Budget      budget.Config
+	APIKey      string
+	MaxInflight int
+	Logger      *slog.Logger
+	// Kernel is reported as trawl_vector_kernel_info.
+	Kernel vector.Kernel
+	// WarmupTimeout bounds how long /readyz waits for every replica to be
+	// READY or failed (10 s if zero).
+	WarmupTimeout time.Duration
+	// Extra mounts more routes (router dev's fault endpoints).
+	Extra func(chi.Router)
+	// DisableProber turns the background prober off (tests of the query
+	// path alone).
+	DisableProber bool
+}
+
+// Router is a running router minus its HTTP listener.
+type Router struct {
+	API      *api.Server
+	Registry *prometheus.Registry
+	Cluster  *fanout.Cluster[*shard.Conn]
+
+	conns  []*shard.Conn
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// New dials every replica, starts the prober and the warm-up, and returns
+// at once; API turns ready when the warm-up ends.
+func New(cfg Config) (*Router, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.WarmupTimeout == 0 {
+		cfg.WarmupTimeout = 10 * time.Second
+	}
+	if cfg.Kernel.Name == "" {
+		cfg.Kernel = vector.Generic()
+	}
+	if len(cfg.Shards) == 0 {
+		return nil, fmt.Errorf("no shards configured")
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	r := &Router{Registry: reg}
+
+	var mshards []metrics.Shard
+	var fshards []fanout.Shard[*shard.Conn]
+	var ashards []api.Shard
+	seen := map[string]bool{}
+	for _, s := range cfg.Shards {
+		if seen[s.Name] {
+			r.closeConns()
+			return nil, fmt.Errorf("shard %q given twice", s.Name)
+		}
+		seen[s.Name] = true
+		if len(s.Addrs) == 0 {
+			r.closeConns()
+			return nil, fmt.Errorf("shard %q has no replicas", s.Name)
+		}
+		var conns []*shard.Conn
+		for _, a := range s.Addrs {
+			c, err := shard.Dial(a, cfg.Dial)
+			if err != nil {
+				r.closeConns()
+				return nil, err
+			}
+			conns = append(conns, c)
+			r.conns = append(r.conns, c)
+		}
+		mshards = append(mshards, metrics.Shard{Name: s.Name, Replicas: s.Addrs})
+		fshards = append(fshards, fanout.Shard[*shard.Conn]{Name: s.Name, Replicas: conns})
+		ashards = append(ashards, api.Shard{Name: s.Name, Replicas: conns})
+	}
+	m := metrics.NewRouter(reg, mshards, cfg.Kernel.Name)
+	r.Cluster = fanout.New(fshards, fanout.Options{Reporter: m, Logger: cfg.Logger})
+	r.API = api.New(api.Config{
+		Shards: ashards, Cluster: r.Cluster, Budget: cfg.Budget, Metrics: m, Gatherer: reg,
+		APIKey: cfg.APIKey, MaxInflight: cfg.MaxInflight, Logger: cfg.Logger, Extra: cfg.Extra,
+	})
+
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	if !cfg.DisableProber {
+		r.wg.Go(func() {
+			r.Cluster.RunProber(ctx, fanout.ProbeInterval, fanout.ProbeTimeout, func(ctx context.Context, c *shard.Conn) error {
+				return c.Probe(ctx)
+			})
+		})
+	}
+	r.wg.Go(func() { r.warmUp(ctx, cfg) })
+	return r, nil
+}
+
+// warmUp waits until every replica is READY or has failed to connect (TLS
+// handshakes included), bounded by the warm-up timeout, learns the schema
+// from the shards, and turns the API ready. It stays ready afterwards:
+// readiness is about the router, dead shards show in answers.
+func (r *Router) warmUp(ctx context.Context, cfg Config) {
+	wctx, cancel := context.WithTimeout(ctx, cfg.WarmupTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, c := range r.conns {
+		wg.Go(func() { c.WaitSettled(wctx) })
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		return
+	}
+	learned := r.learnSchema(ctx, cfg.Logger)
+	if !learned {
+		cfg.Logger.Warn("no shard reported its schema yet; assuming 1536-D cosine until one does")
+	}
+	r.API.SetReady(true)
+	cfg.Logger.Info("router ready", "replicas", len(r.conns))
+	// No shard answered yet: keep asking, so the router does not judge
+	// queries against an assumed dimension for longer than it must.
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for !learned {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			learned = r.learnSchema(ctx, cfg.Logger)
+		}
+	}
+}
+
+// learnSchema takes the dimension and metric from the first replica that
+// reports them; /cluster/status shows any replica that disagrees.
+func (r *Router) learnSchema(ctx context.Context, log *slog.Logger) bool {
+	for _, shardStats := range r.API.Stats(ctx) {
+		for _, st := range shardStats {
+			if st == nil {
+				continue
+			}
+			m, err := vector.ParseMetric(st.GetMetric())
+			if err != nil || st.GetDim() == 0 {
+				continue
+			}
+			r.API.SetSchema(int(st.GetDim()), m)
+			log.Info("cluster schema", "dim", st.GetDim(), "metric", m)
+			return true
+		}
+	}
+	return false
+}
+
+// Close stops the prober and warm-up and closes every connection.
+func (r *Router) Close() {
+	r.cancel()
+	r.wg.Wait()
+	r.closeConns()
+}
+
+func (r *Router) closeConns() {
+	for _, c := range r.conns {
+		c.Close()
+	}
+}

@@ -1,0 +1,315 @@
+package app_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/trawl-search/trawl/internal/app"
+	"github.com/trawl-search/trawl/internal/devcluster"
+	"github.com/trawl-search/trawl/shard"
+	"github.com/trawl-search/trawl/vector"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+type harness struct {
+	dc  *devcluster.Cluster
+	r   *app.Router
+	srv *httptest.Server
+}
+
+// start runs a dev cluster and a router over it (plus any extra shards),
+// and waits until the router is ready.
+func start(t *testing.T, cfg devcluster.Config, extra ...app.ShardSpec) *harness {
+	t.Helper()
+	dc, err := devcluster.Start(cfg)
+	require.NoError(t, err)
+	var specs []app.ShardSpec
+	addrs := dc.Addrs()
+	for _, n := range dc.Names {
+		specs = append(specs, app.ShardSpec{Name: n, Addrs: addrs[n]})
+	}
+	specs = append(specs, extra...)
+	r, err := app.New(app.Config{Shards: specs, Kernel: cfg.Kernel, WarmupTimeout: 5 * time.Second})
+	require.NoError(t, err)
+	srv := httptest.NewServer(r.API)
+	h := &harness{dc: dc, r: r, srv: srv}
+	t.Cleanup(func() {
+		srv.Close()
+		r.Close()
+		dc.Close()
+	})
+	require.Eventually(t, func() bool {
+		resp, err := http.Get(srv.URL + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, 10*time.Second, 10*time.Millisecond)
+	return h
+}
+
+type item struct {
+	ID    string  `json:"id"`
+	Score float64 `json:"score"`
+	Shard string  `json:"shard"`
+}
+
+type answer struct {
+	Items         []item `json:"items"`
+	ScatterGather struct {
+		Degraded          bool              `json:"degraded"`
+		ShardsTotal       int               `json:"shards_total"`
+		ShardsQueried     int               `json:"shards_queried"`
+		UnavailableShards []string          `json:"unavailable_shards"`
+		ShardErrors       map[string]string `json:"shard_errors"`
+		Coverage          float64           `json:"coverage"`
+		ElapsedMS         int               `json:"elapsed_ms"`
+		DeadlineMS        int               `json:"deadline_ms"`
+	} `json:"scatter_gather"`
+}
+
+func (h *harness) search(t *testing.T, query string, body any) (answer, *http.Response, time.Duration) {
+	t.Helper()
+	b, err := json.Marshal(body)
+	require.NoError(t, err)
+	t0 := time.Now()
+	resp, err := http.Post(h.srv.URL+"/v1/search"+query, "application/json", bytes.NewReader(b))
+	took := time.Since(t0)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	var a answer
+	require.NoError(t, json.Unmarshal(raw, &a), string(raw))
+	return a, resp, took
+}
+
+// corpus makes n vectors with values on a coarse grid, a share of them
+// exact copies under other ids, so equal scores (across shards too) are
+// common and the id tie-break is exercised.
+func corpus(rng *rand.Rand, n, dim int) []shard.Record {
+	out := make([]shard.Record, 0, n)
+	for i := range n {
+		id := "doc-" + strconv.Itoa(i)
+		if i > 0 && rng.IntN(5) == 0 {
+			src := out[rng.IntN(len(out))].Vector
+			out = append(out, shard.Record{ID: id, Vector: slices.Clone(src)})
+			continue
+		}
+		v := make([]float32, dim)
+		for j := range v {
+			v[j] = float32(rng.IntN(9)-4) / 4
+		}
+		v[rng.IntN(dim)] = 1 // never a zero vector
+		out = append(out, shard.Record{ID: id, Vector: v})
+	}
+	return out
+}
+
+type scored struct {
+	id    string
+	score float64
+	bound float64
+}
+
+// bruteForce scores every stored vector in float64, with DESIGN.md's error
+// bound for each: 1e-5 · Σ|qᵢxᵢ| (for l2, on the squared distance).
+func bruteForce(m vector.Metric, q []float32, recs []shard.Record) []scored {
+	out := make([]scored, len(recs))
+	for i, r := range recs {
+		var s, abs float64
+		for j := range q {
+			if m == vector.Euclidean {
+				d := float64(q[j]) - float64(r.Vector[j])
+				s += d * d
+				abs += d * d
+			} else {
+				p := float64(q[j]) * float64(r.Vector[j])
+				s += p
+				abs += math.Abs(p)
+			}
+		}
+		out[i] = scored{id: r.ID, score: s, bound: 1e-5*abs + 1e-12}
+	}
+	slices.SortFunc(out, func(a, b scored) int {
+		better := a.score > b.score
+		if m == vector.Euclidean {
+			better = a.score < b.score
+		}
+		switch {
+		case a.score == b.score:
+			if a.id < b.id {
+				return -1
+			}
+			return 1
+		case better:
+			return -1
+		}
+		return 1
+	})
+	return out
+}
+
+func TestSearchIsExactTopKOfTheUnion(t *testing.T) {
+	const dim = 16
+	for _, m := range []vector.Metric{vector.Cosine, vector.DotProduct, vector.Euclidean} {
+		for seed := uint64(1); seed <= 3; seed++ {
+			t.Run(fmt.Sprintf("%s/seed%d", m, seed), func(t *testing.T) {
+				rng := rand.New(rand.NewPCG(seed, 7))
+				recs := corpus(rng, 400, dim)
+				h := start(t, devcluster.Config{Dim: dim, Metric: m, Replicas: 1, Corpus: recs, Kernel: vector.Generic()})
+				byID := map[string]scored{}
+				for q := range 4 {
+					qv := make([]float32, dim)
+					if q == 0 {
+						copy(qv, recs[rng.IntN(len(recs))].Vector) // a query equal to stored vectors: exact ties
+					} else {
+						for j := range qv {
+							qv[j] = float32(rng.NormFloat64())
+						}
+					}
+					scoredQ := slices.Clone(qv)
+					if m == vector.Cosine {
+						vector.Generic().Normalize(scoredQ)
+					}
+					ref := bruteForce(m, scoredQ, h.dc.Corpus)
+					clear(byID)
+					for _, s := range ref {
+						byID[s.id] = s
+					}
+					for _, k := range []int{1, 10, 100} {
+						a, resp, _ := h.search(t, "?deadline_ms=2000", map[string]any{"vector": qv, "k": k})
+						require.Equal(t, http.StatusOK, resp.StatusCode)
+						require.False(t, a.ScatterGather.Degraded)
+						require.Len(t, a.Items, k)
+						seen := map[string]bool{}
+						for i, it := range a.Items {
+							require.False(t, seen[it.ID], "duplicate id %s", it.ID)
+							seen[it.ID] = true
+							want, ok := byID[it.ID]
+							require.True(t, ok)
+							got := it.Score
+							if m == vector.Euclidean {
+								got *= got
+							}
+							require.InDelta(t, want.score, got, want.bound+1e-6*math.Abs(want.score), "score of %s", it.ID)
+							if it.ID != ref[i].id {
+								// Only near-ties within the bound may swap places.
+								require.InDelta(t, ref[i].score, want.score, ref[i].bound+want.bound,
+									"k=%d position %d: got %s (%.9g), want %s (%.9g)", k, i, it.ID, want.score, ref[i].id, ref[i].score)
+							}
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+func TestSilentShardAnswersDegradedByTheDeadline(t *testing.T) {
+	h := start(t, devcluster.Config{Dim: 32, Docs: 600, Seed: 3, Kernel: vector.Generic()})
+	a, _, _ := h.search(t, "?deadline_ms=1000", map[string]any{"like_id": "doc-1", "k": 10})
+	require.False(t, a.ScatterGather.Degraded, "warm-up query")
+
+	// Both replicas of shard-1 go silent on their warm, READY connections.
+	for i := range 2 {
+		rep, ok := h.dc.Replica("shard-1", i)
+		require.True(t, ok)
+		require.NoError(t, rep.Proxy.Blackhole())
+	}
+	const deadline = 300 * time.Millisecond
+	vec := h.dc.Corpus[1].Vector
+	a, resp, took := h.search(t, "?deadline_ms=300", map[string]any{"vector": vec, "k": 10})
+	t.Logf("silent shard: answered in %s for a %s deadline (overshoot %s)", took, deadline, took-deadline)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, "true", resp.Header.Get("X-Trawl-Degraded"))
+	require.Less(t, took, deadline+50*time.Millisecond)
+	require.True(t, a.ScatterGather.Degraded)
+	require.Equal(t, []string{"shard-1"}, a.ScatterGather.UnavailableShards)
+	require.Equal(t, map[string]string{"shard-1": "deadline_exceeded"}, a.ScatterGather.ShardErrors)
+	require.Equal(t, 2, a.ScatterGather.ShardsQueried)
+	require.Less(t, a.ScatterGather.Coverage, 1.0)
+	require.Greater(t, a.ScatterGather.Coverage, 0.5)
+	require.Len(t, a.Items, 10, "k items from the live shards")
+	for _, it := range a.Items {
+		require.NotEqual(t, "shard-1", it.Shard)
+	}
+}
+
+func TestShardSilentSinceStartLowersCoverage(t *testing.T) {
+	// A listener that accepts and never speaks: the connection never
+	// becomes READY, so the shard's document count is never learned.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var held []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		<-done
+		for _, c := range held {
+			c.Close()
+		}
+	})
+	h := start(t, devcluster.Config{Dim: 32, Docs: 300, Seed: 4, Kernel: vector.Generic()},
+		app.ShardSpec{Name: "shard-9", Addrs: []string{ln.Addr().String()}})
+	a, resp, _ := h.search(t, "?deadline_ms=500", map[string]any{"like_id": "doc-2", "k": 5})
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.True(t, a.ScatterGather.Degraded)
+	require.Equal(t, []string{"shard-9"}, a.ScatterGather.UnavailableShards)
+	require.Less(t, a.ScatterGather.Coverage, 1.0)
+	require.InDelta(t, 0.75, a.ScatterGather.Coverage, 0.01, "the unseen shard counts as the mean of the three known ones")
+}
+
+func TestRefusedShardFailsAtOnce(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	dead := ln.Addr().String()
+	require.NoError(t, ln.Close()) // nothing listens: connection refused
+	h := start(t, devcluster.Config{Dim: 32, Docs: 300, Seed: 5, Kernel: vector.Generic()},
+		app.ShardSpec{Name: "shard-9", Addrs: []string{dead}})
+	a, resp, took := h.search(t, "?deadline_ms=2000", map[string]any{"like_id": "doc-3", "k": 5})
+	t.Logf("refused shard: answered in %s of a 2s deadline", took)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, map[string]string{"shard-9": "unavailable"}, a.ScatterGather.ShardErrors)
+	require.Less(t, took, time.Second, "a refused shard must not cost the deadline")
+}
+
+func TestOneReplicaOfEveryShardStopped(t *testing.T) {
+	h := start(t, devcluster.Config{Dim: 32, Docs: 300, Seed: 6, Kernel: vector.Generic()})
+	for _, n := range h.dc.Names {
+		rep, _ := h.dc.Replica(n, 0)
+		rep.Proxy.Stop()
+	}
+	for range 5 {
+		a, resp, _ := h.search(t, "?deadline_ms=1000", map[string]any{"like_id": "doc-4", "k": 5})
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		require.False(t, a.ScatterGather.Degraded, "%v", a.ScatterGather.ShardErrors)
+		require.Len(t, a.Items, 5)
+	}
+}
