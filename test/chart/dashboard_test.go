@@ -49,8 +49,8 @@ func TestDashboard(t *testing.T) {
 	}
 	// The panels, by the metric each must plot.
 	want := []string{
-		"trawl_scatter_shard_unavailable_total",      // unavailable shards by reason
-		"trawl_scatter_duration_seconds_bucket",      // query latency percentiles
+		"trawl_scatter_shard_unavailable_total",       // unavailable shards by reason
+		"trawl_scatter_duration_seconds_bucket",       // query latency percentiles
 		"trawl_shard_request_duration_seconds_bucket", // per-shard RPC latency
 		"trawl_scatter_hedges_total",
 		"trawl_scatter_failovers_total",
