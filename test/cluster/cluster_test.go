@@ -296,6 +296,16 @@ func TestInstallOnAPIServer(t *testing.T) {
 		}
 	})
 
+	// The `helm test` hook Pod is not created by install; create it. No kubelet
+	// runs here, so the test itself times out, but the Pod must be stored.
+	t.Run("helm-test-pod", func(t *testing.T) {
+		ns := "trawl-default"
+		_, _ = s.helm(t, "test", "trawl", "--namespace", ns, "--timeout", "3s")
+		if code, body := s.get("/api/v1/namespaces/" + ns + "/pods/trawl-test-router"); code != 200 {
+			t.Errorf("helm test pod not created: HTTP %d: %.1000s", code, body)
+		}
+	})
+
 	// The API server rejects what no values schema can see; proves it is
 	// really validating.
 	t.Run("server-rejects", func(t *testing.T) {
