@@ -591,3 +591,25 @@ func TestBadValuesFail(t *testing.T) {
 		})
 	}
 }
+
+// TestNoCapabilitiesChecks: monitoring objects are switched by values only.
+// `.Capabilities` checks render differently under `helm template` and GitOps
+// tools than on a live cluster, and hide a missing CRD instead of failing.
+func TestNoCapabilitiesChecks(t *testing.T) {
+	err := filepath.WalkDir(filepath.Join(chartDir(t), "templates"), func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if strings.Contains(string(b), ".Capabilities") {
+			t.Errorf("%s uses .Capabilities", path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
