@@ -1,0 +1,133 @@
+//go:build !purego
+
+package vector
+
+import (
+	"unsafe"
+
+	"github.com/klauspost/cpuid/v2"
+)
+
+// The assembly routines take raw pointers and a length: the Go wrappers
+// below clip both slices to the shorter length first, so the assembly
+// never reads past either slice.
+
+//go:noescape
+func dotAVX2(a, b *float32, n int) float32
+
+//go:noescape
+func l2AVX2(a, b *float32, n int) float32
+
+//go:noescape
+func dot1x4AVX2(q *float32, r *[4]*float32, n int, out *[4]float32)
+
+//go:noescape
+func l21x4AVX2(q *float32, r *[4]*float32, n int, out *[4]float32)
+
+// dot2x4AVX2 and l22x4AVX2 read q[0:2] and write out[0:8].
+//
+//go:noescape
+func dot2x4AVX2(q *[4]*float32, r *[4]*float32, n int, out *[16]float32)
+
+//go:noescape
+func l22x4AVX2(q *[4]*float32, r *[4]*float32, n int, out *[16]float32)
+
+//go:noescape
+func dotAVX512(a, b *float32, n int) float32
+
+//go:noescape
+func l2AVX512(a, b *float32, n int) float32
+
+//go:noescape
+func dot1x4AVX512(q *float32, r *[4]*float32, n int, out *[4]float32)
+
+//go:noescape
+func l21x4AVX512(q *float32, r *[4]*float32, n int, out *[4]float32)
+
+//go:noescape
+func dot4x4AVX512(q *[4]*float32, r *[4]*float32, n int, out *[16]float32)
+
+//go:noescape
+func l24x4AVX512(q *[4]*float32, r *[4]*float32, n int, out *[16]float32)
+
+// pair returns pointers to the first elements of a and b and their common
+// length; the pointers are nil when that length is 0, and the assembly
+// then reads nothing.
+func pair(a, b []float32) (*float32, *float32, int) {
+	n := min(len(a), len(b))
+	if n == 0 {
+		return nil, nil, 0
+	}
+	return unsafe.SliceData(a), unsafe.SliceData(b), n
+}
+
+func dotAVX2Go(a, b []float32) float32 { return dotAVX2(pair(a, b)) }
+
+func l2AVX2Go(a, b []float32) float32 { return l2AVX2(pair(a, b)) }
+
+func dotAVX512Go(a, b []float32) float32 { return dotAVX512(pair(a, b)) }
+
+func l2AVX512Go(a, b []float32) float32 { return l2AVX512(pair(a, b)) }
+
+// Instruction sets of the tile kernels.
+const (
+	isaAVX2 = iota + 1
+	isaAVX512
+)
+
+// tiler runs one instruction set's tile kernels. The calls are direct, not
+// through func values, so escape analysis sees the assembly's noescape and
+// the pointer arrays stay on the caller's stack: a scan allocates nothing
+// per row.
+type tiler struct {
+	isa     uint8
+	queries int // queries per many-query tile
+}
+
+// one scores q against four rows into out.
+func (t *tiler) one(m Metric, q *float32, r *[4]*float32, n int, out *[4]float32) {
+	switch {
+	case t.isa == isaAVX512 && m == Euclidean:
+		l21x4AVX512(q, r, n, out)
+	case t.isa == isaAVX512:
+		dot1x4AVX512(q, r, n, out)
+	case m == Euclidean:
+		l21x4AVX2(q, r, n, out)
+	default:
+		dot1x4AVX2(q, r, n, out)
+	}
+}
+
+// many scores t.queries queries against four rows: out[i*4+j] is query
+// i against row j.
+func (t *tiler) many(m Metric, q *[4]*float32, r *[4]*float32, n int, out *[16]float32) {
+	switch {
+	case t.isa == isaAVX512 && m == Euclidean:
+		l24x4AVX512(q, r, n, out)
+	case t.isa == isaAVX512:
+		dot4x4AVX512(q, r, n, out)
+	case m == Euclidean:
+		l22x4AVX2(q, r, n, out)
+	default:
+		dot2x4AVX2(q, r, n, out)
+	}
+}
+
+// platformKernels lists the SIMD kernels this CPU (and its OS, which must
+// save the wider registers; cpuid checks that) can run, best last.
+func platformKernels() []Kernel {
+	var ks []Kernel
+	if cpuid.CPU.Supports(cpuid.AVX2, cpuid.FMA3) {
+		ks = append(ks, Kernel{
+			Name: "avx2", Dot: dotAVX2Go, L2Squared: l2AVX2Go,
+			tile: &tiler{isa: isaAVX2, queries: 2},
+		})
+	}
+	if cpuid.CPU.Supports(cpuid.AVX512F) {
+		ks = append(ks, Kernel{
+			Name: "avx512", Dot: dotAVX512Go, L2Squared: l2AVX512Go,
+			tile: &tiler{isa: isaAVX512, queries: 4},
+		})
+	}
+	return ks
+}
