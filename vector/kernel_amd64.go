@@ -2,21 +2,17 @@
 
 package vector
 
-import (
-	"unsafe"
+import "github.com/klauspost/cpuid/v2"
 
-	"github.com/klauspost/cpuid/v2"
-)
-
-// The assembly routines take raw pointers and a length: the Go wrappers
-// below clip both slices to the shorter length first, so the assembly
-// never reads past either slice.
+// Dot and L2Squared are the assembly itself, taking the slices and using
+// the shorter length, so a call costs one jump. The tile routines take raw
+// pointers and one length, which ScoreRows checks first.
 
 //go:noescape
-func dotAVX2(a, b *float32, n int) float32
+func dotAVX2(a, b []float32) float32
 
 //go:noescape
-func l2AVX2(a, b *float32, n int) float32
+func l2AVX2(a, b []float32) float32
 
 //go:noescape
 func dot1x4AVX2(q *float32, r *[4]*float32, n int, pf uintptr, out *[4]float32)
@@ -33,10 +29,10 @@ func dot2x4AVX2(q *[4]*float32, r *[4]*float32, n int, pf uintptr, out *[16]floa
 func l22x4AVX2(q *[4]*float32, r *[4]*float32, n int, pf uintptr, out *[16]float32)
 
 //go:noescape
-func dotAVX512(a, b *float32, n int) float32
+func dotAVX512(a, b []float32) float32
 
 //go:noescape
-func l2AVX512(a, b *float32, n int) float32
+func l2AVX512(a, b []float32) float32
 
 //go:noescape
 func dot1x4AVX512(q *float32, r *[4]*float32, n int, pf uintptr, out *[4]float32)
@@ -49,25 +45,6 @@ func dot4x4AVX512(q *[4]*float32, r *[4]*float32, n int, pf uintptr, out *[16]fl
 
 //go:noescape
 func l24x4AVX512(q *[4]*float32, r *[4]*float32, n int, pf uintptr, out *[16]float32)
-
-// pair returns pointers to the first elements of a and b and their common
-// length; the pointers are nil when that length is 0, and the assembly
-// then reads nothing.
-func pair(a, b []float32) (*float32, *float32, int) {
-	n := min(len(a), len(b))
-	if n == 0 {
-		return nil, nil, 0
-	}
-	return unsafe.SliceData(a), unsafe.SliceData(b), n
-}
-
-func dotAVX2Go(a, b []float32) float32 { return dotAVX2(pair(a, b)) }
-
-func l2AVX2Go(a, b []float32) float32 { return l2AVX2(pair(a, b)) }
-
-func dotAVX512Go(a, b []float32) float32 { return dotAVX512(pair(a, b)) }
-
-func l2AVX512Go(a, b []float32) float32 { return l2AVX512(pair(a, b)) }
 
 // Instruction sets of the tile kernels.
 const (
@@ -121,13 +98,13 @@ func platformKernels() []Kernel {
 	var ks []Kernel
 	if cpuid.CPU.Supports(cpuid.AVX2, cpuid.FMA3) {
 		ks = append(ks, Kernel{
-			Name: "avx2", Dot: dotAVX2Go, L2Squared: l2AVX2Go,
+			Name: "avx2", Dot: dotAVX2, L2Squared: l2AVX2,
 			tile: &tiler{isa: isaAVX2, queries: 2},
 		})
 	}
 	if cpuid.CPU.Supports(cpuid.AVX512F) {
 		ks = append(ks, Kernel{
-			Name: "avx512", Dot: dotAVX512Go, L2Squared: l2AVX512Go,
+			Name: "avx512", Dot: dotAVX512, L2Squared: l2AVX512,
 			tile: &tiler{isa: isaAVX512, queries: 4},
 		})
 	}

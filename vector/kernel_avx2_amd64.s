@@ -26,6 +26,13 @@ DATA tailMask<>+56(SB)/4, $0
 DATA tailMask<>+60(SB)/4, $0
 GLOBL tailMask<>(SB), RODATA|NOPTR, $64
 
+// MINLEN sets CX to min(len(a), len(b)) for slice arguments a and b.
+#define MINLEN \
+	MOVQ    a_len+8(FP), CX; \
+	MOVQ    b_len+32(FP), R12; \
+	CMPQ    R12, CX; \
+	CMOVQLT R12, CX
+
 // TAILMASK loads the mask of the first CX lanes (CX < 8) into Y15,
 // clobbering R12 and CX (the tail is the last step).
 #define TAILMASK \
@@ -44,11 +51,11 @@ GLOBL tailMask<>(SB), RODATA|NOPTR, $64
 	VMOVSHDUP    x, tx; \
 	VADDSS       tx, x, x
 
-// func dotAVX2(a, b *float32, n int) float32
-TEXT ·dotAVX2(SB), NOSPLIT, $0-28
-	MOVQ a+0(FP), SI
-	MOVQ b+8(FP), DI
-	MOVQ n+16(FP), CX
+// func dotAVX2(a, b []float32) float32
+TEXT ·dotAVX2(SB), NOSPLIT, $0-52
+	MOVQ a_base+0(FP), SI
+	MOVQ b_base+24(FP), DI
+	MINLEN
 	// Four independent accumulators hide the FMA latency.
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
@@ -95,15 +102,15 @@ dotSum:
 	VADDPS Y3, Y2, Y2
 	VADDPS Y2, Y0, Y0
 	HSUM(Y0, X0, X4)
-	VMOVSS X0, ret+24(FP)
+	VMOVSS X0, ret+48(FP)
 	VZEROUPPER
 	RET
 
-// func l2AVX2(a, b *float32, n int) float32
-TEXT ·l2AVX2(SB), NOSPLIT, $0-28
-	MOVQ a+0(FP), SI
-	MOVQ b+8(FP), DI
-	MOVQ n+16(FP), CX
+// func l2AVX2(a, b []float32) float32
+TEXT ·l2AVX2(SB), NOSPLIT, $0-52
+	MOVQ a_base+0(FP), SI
+	MOVQ b_base+24(FP), DI
+	MINLEN
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
@@ -155,7 +162,7 @@ l2Sum:
 	VADDPS Y3, Y2, Y2
 	VADDPS Y2, Y0, Y0
 	HSUM(Y0, X0, X4)
-	VMOVSS X0, ret+24(FP)
+	VMOVSS X0, ret+48(FP)
 	VZEROUPPER
 	RET
 

@@ -19,6 +19,28 @@
 	VPERMILPS   $0xb1, z, t; \
 	VADDPS      t, z, z
 
+// HSUM512 leaves the sum of z's 16 lanes in lane 0 of x (its low lanes),
+// halving the width at each step: narrower shuffles have less latency, and
+// this sum is on the critical path of every single-pair call. ty and tx
+// are one scratch register's ymm and xmm names; all registers must be
+// among the low 16 (VEX encodings).
+#define HSUM512(z, y, x, ty, tx) \
+	VEXTRACTF64X4 $1, z, ty; \
+	VADDPS        ty, y, y; \
+	VEXTRACTF128  $1, y, tx; \
+	VADDPS        tx, x, x; \
+	VMOVHLPS      x, x, tx; \
+	VADDPS        tx, x, x; \
+	VMOVSHDUP     x, tx; \
+	VADDSS        tx, x, x
+
+// MINLEN sets CX to min(len(a), len(b)) for slice arguments a and b.
+#define MINLEN \
+	MOVQ    a_len+8(FP), CX; \
+	MOVQ    b_len+32(FP), R12; \
+	CMPQ    R12, CX; \
+	CMOVQLT R12, CX
+
 // TAILMASK sets K1 to the low CX bits (CX < 16), clobbering R12.
 #define TAILMASK \
 	MOVL  $1, R12; \
@@ -26,11 +48,11 @@
 	DECL  R12; \
 	KMOVW R12, K1
 
-// func dotAVX512(a, b *float32, n int) float32
-TEXT ·dotAVX512(SB), NOSPLIT, $0-28
-	MOVQ a+0(FP), SI
-	MOVQ b+8(FP), DI
-	MOVQ n+16(FP), CX
+// func dotAVX512(a, b []float32) float32
+TEXT ·dotAVX512(SB), NOSPLIT, $0-52
+	MOVQ a_base+0(FP), SI
+	MOVQ b_base+24(FP), DI
+	MINLEN
 	// Four independent accumulators hide the FMA latency.
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
@@ -76,16 +98,16 @@ dotSum:
 	VADDPS Z1, Z0, Z0
 	VADDPS Z3, Z2, Z2
 	VADDPS Z2, Z0, Z0
-	HSUM(Z0, Z4)
-	VMOVSS X0, ret+24(FP)
+	HSUM512(Z0, Y0, X0, Y4, X4)
+	VMOVSS X0, ret+48(FP)
 	VZEROUPPER
 	RET
 
-// func l2AVX512(a, b *float32, n int) float32
-TEXT ·l2AVX512(SB), NOSPLIT, $0-28
-	MOVQ a+0(FP), SI
-	MOVQ b+8(FP), DI
-	MOVQ n+16(FP), CX
+// func l2AVX512(a, b []float32) float32
+TEXT ·l2AVX512(SB), NOSPLIT, $0-52
+	MOVQ a_base+0(FP), SI
+	MOVQ b_base+24(FP), DI
+	MINLEN
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
@@ -136,8 +158,8 @@ l2Sum:
 	VADDPS Z1, Z0, Z0
 	VADDPS Z3, Z2, Z2
 	VADDPS Z2, Z0, Z0
-	HSUM(Z0, Z4)
-	VMOVSS X0, ret+24(FP)
+	HSUM512(Z0, Y0, X0, Y4, X4)
+	VMOVSS X0, ret+48(FP)
 	VZEROUPPER
 	RET
 
