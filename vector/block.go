@@ -1,9 +1,6 @@
 package vector
 
-import (
-	"fmt"
-	"unsafe"
-)
+import "fmt"
 
 // ScoreRows scores every query against every row of rows (row-major, dim
 // floats each) and writes query i's score for row j to out[i*n+j], where n
@@ -69,24 +66,17 @@ func (k Kernel) scoreTiles(m Metric, queries [][]float32, rows []float32, dim, n
 		for j := range 4 {
 			rp[j] = &rows[(j0+min(j, cnt-1))*dim]
 		}
-		// Rows are contiguous, so the group two ahead starts 8 rows on:
-		// the first call for this group prefetches it, far enough ahead to
-		// cover memory latency. Past the end of rows it is usually the
-		// next block of a scan.
-		pf := uintptr(unsafe.Pointer(rp[0])) + uintptr(8*dim*4)
 		for i0 := 0; i0 < full; i0 += t.queries {
 			for i := range t.queries {
 				qp[i] = &queries[i0+i][0]
 			}
-			t.many(m, &qp, &rp, dim, pf, &o16)
-			pf = uintptr(unsafe.Pointer(rp[0])) // in cache: cheap to ask again
+			t.many(m, &qp, &rp, dim, &o16)
 			for i := range t.queries {
 				copy(out[(i0+i)*n+j0:(i0+i)*n+j0+cnt], o16[i*4:i*4+cnt])
 			}
 		}
 		for i := full; i < nq; i++ {
-			t.one(m, &queries[i][0], &rp, dim, pf, &o4)
-			pf = uintptr(unsafe.Pointer(rp[0]))
+			t.one(m, &queries[i][0], &rp, dim, &o4)
 			copy(out[i*n+j0:i*n+j0+cnt], o4[:cnt])
 		}
 	}

@@ -15,18 +15,18 @@ func dotAVX2(a, b []float32) float32
 func l2AVX2(a, b []float32) float32
 
 //go:noescape
-func dot1x4AVX2(q *float32, r *[4]*float32, n int, pf uintptr, out *[4]float32)
+func dot1x4AVX2(q *float32, r *[4]*float32, n int, out *[4]float32)
 
 //go:noescape
-func l21x4AVX2(q *float32, r *[4]*float32, n int, pf uintptr, out *[4]float32)
+func l21x4AVX2(q *float32, r *[4]*float32, n int, out *[4]float32)
 
 // dot2x4AVX2 and l22x4AVX2 read q[0:2] and write out[0:8].
 //
 //go:noescape
-func dot2x4AVX2(q *[4]*float32, r *[4]*float32, n int, pf uintptr, out *[16]float32)
+func dot2x4AVX2(q *[4]*float32, r *[4]*float32, n int, out *[16]float32)
 
 //go:noescape
-func l22x4AVX2(q *[4]*float32, r *[4]*float32, n int, pf uintptr, out *[16]float32)
+func l22x4AVX2(q *[4]*float32, r *[4]*float32, n int, out *[16]float32)
 
 //go:noescape
 func dotAVX512(a, b []float32) float32
@@ -35,16 +35,16 @@ func dotAVX512(a, b []float32) float32
 func l2AVX512(a, b []float32) float32
 
 //go:noescape
-func dot1x4AVX512(q *float32, r *[4]*float32, n int, pf uintptr, out *[4]float32)
+func dot1x4AVX512(q *float32, r *[4]*float32, n int, out *[4]float32)
 
 //go:noescape
-func l21x4AVX512(q *float32, r *[4]*float32, n int, pf uintptr, out *[4]float32)
+func l21x4AVX512(q *float32, r *[4]*float32, n int, out *[4]float32)
 
 //go:noescape
-func dot4x4AVX512(q *[4]*float32, r *[4]*float32, n int, pf uintptr, out *[16]float32)
+func dot4x4AVX512(q *[4]*float32, r *[4]*float32, n int, out *[16]float32)
 
 //go:noescape
-func l24x4AVX512(q *[4]*float32, r *[4]*float32, n int, pf uintptr, out *[16]float32)
+func l24x4AVX512(q *[4]*float32, r *[4]*float32, n int, out *[16]float32)
 
 // Instruction sets of the tile kernels.
 const (
@@ -61,34 +61,32 @@ type tiler struct {
 	queries int // queries per many-query tile
 }
 
-// one scores q against four rows into out. pf is the address of the next
-// four rows, which the kernel prefetches as it goes; any address will do
-// (a prefetch never faults), so it is a uintptr the GC need not follow.
-func (t *tiler) one(m Metric, q *float32, r *[4]*float32, n int, pf uintptr, out *[4]float32) {
+// one scores q against four rows into out.
+func (t *tiler) one(m Metric, q *float32, r *[4]*float32, n int, out *[4]float32) {
 	switch {
 	case t.isa == isaAVX512 && m == Euclidean:
-		l21x4AVX512(q, r, n, pf, out)
+		l21x4AVX512(q, r, n, out)
 	case t.isa == isaAVX512:
-		dot1x4AVX512(q, r, n, pf, out)
+		dot1x4AVX512(q, r, n, out)
 	case m == Euclidean:
-		l21x4AVX2(q, r, n, pf, out)
+		l21x4AVX2(q, r, n, out)
 	default:
-		dot1x4AVX2(q, r, n, pf, out)
+		dot1x4AVX2(q, r, n, out)
 	}
 }
 
 // many scores t.queries queries against four rows: out[i*4+j] is query
 // i against row j.
-func (t *tiler) many(m Metric, q *[4]*float32, r *[4]*float32, n int, pf uintptr, out *[16]float32) {
+func (t *tiler) many(m Metric, q *[4]*float32, r *[4]*float32, n int, out *[16]float32) {
 	switch {
 	case t.isa == isaAVX512 && m == Euclidean:
-		l24x4AVX512(q, r, n, pf, out)
+		l24x4AVX512(q, r, n, out)
 	case t.isa == isaAVX512:
-		dot4x4AVX512(q, r, n, pf, out)
+		dot4x4AVX512(q, r, n, out)
 	case m == Euclidean:
-		l22x4AVX2(q, r, n, pf, out)
+		l22x4AVX2(q, r, n, out)
 	default:
-		dot2x4AVX2(q, r, n, pf, out)
+		dot2x4AVX2(q, r, n, out)
 	}
 }
 

@@ -170,8 +170,7 @@ l2Sum:
 // row load feeds several FMAs. Each (query, row) pair has exactly one
 // accumulator and sees the same operations in the 1×4 and the 2×4 kernel,
 // so a pair's score does not depend on which kernel or slot computed it.
-// SI, DI, BX, DX hold the rows, R8 and R9 the queries, R13 the next row
-// group (to prefetch), AX the byte offset, CX the floats left. The accumulator of (query i, row j) is Y(4i+j);
+// SI, DI, BX, DX hold the rows, R8 and R9 the queries, AX the byte offset, CX the floats left. The accumulator of (query i, row j) is Y(4i+j);
 // Y8, Y9 hold the queries, Y10 a row, Y11 and Y12 differences, Y15 the mask.
 
 #define LDF(src, dst) VMOVUPS src, dst
@@ -200,16 +199,7 @@ l2Sum:
 	VFMADD231PS Y11, Y11, a0; \
 	VFMADD231PS Y12, Y12, a1
 
-// PREFETCH2 asks for the two cache lines of the next row group (at R13)
-// that match this step's 32 bytes of each row: over a whole call that is
-// the next four rows. Rows far apart in one group each start a new stream,
-// which the hardware prefetcher takes a while to pick up on.
-#define PREFETCH2 \
-	PREFETCHT0 (R13)(AX*4); \
-	PREFETCHT0 64(R13)(AX*4)
-
 #define DOT1x4(ld) \
-	PREFETCH2; \
 	ld((R8)(AX*1), Y8); \
 	DOTROW1(ld, SI, Y0); \
 	DOTROW1(ld, DI, Y1); \
@@ -217,7 +207,6 @@ l2Sum:
 	DOTROW1(ld, DX, Y3)
 
 #define L21x4(ld) \
-	PREFETCH2; \
 	ld((R8)(AX*1), Y8); \
 	L2ROW1(ld, SI, Y0); \
 	L2ROW1(ld, DI, Y1); \
@@ -225,7 +214,6 @@ l2Sum:
 	L2ROW1(ld, DX, Y3)
 
 #define DOT2x4(ld) \
-	PREFETCH2; \
 	ld((R8)(AX*1), Y8); \
 	ld((R9)(AX*1), Y9); \
 	DOTROW2(ld, SI, Y0, Y4); \
@@ -234,7 +222,6 @@ l2Sum:
 	DOTROW2(ld, DX, Y3, Y7)
 
 #define L22x4(ld) \
-	PREFETCH2; \
 	ld((R8)(AX*1), Y8); \
 	ld((R9)(AX*1), Y9); \
 	L2ROW2(ld, SI, Y0, Y4); \
@@ -284,69 +271,65 @@ done:
 	STORE(y2, x2, off+8); \
 	STORE(y3, x3, off+12)
 
-// func dot1x4AVX2(q *float32, r *[4]*float32, n int, pf uintptr, out *[4]float32)
-TEXT ·dot1x4AVX2(SB), NOSPLIT, $0-40
+// func dot1x4AVX2(q *float32, r *[4]*float32, n int, out *[4]float32)
+TEXT ·dot1x4AVX2(SB), NOSPLIT, $0-32
 	MOVQ q+0(FP), R8
 	MOVQ r+8(FP), AX
 	ROWPTRS
 	MOVQ n+16(FP), CX
-	MOVQ pf+24(FP), R13
 	XORQ AX, AX
 	ZERO4(Y0, Y1, Y2, Y3)
 	TILE(DOT1x4, d14loop, d14tail, d14done)
-	MOVQ out+32(FP), R12
+	MOVQ out+24(FP), R12
 	STORE4(Y0, X0, Y1, X1, Y2, X2, Y3, X3, 0)
 	VZEROUPPER
 	RET
 
-// func l21x4AVX2(q *float32, r *[4]*float32, n int, pf uintptr, out *[4]float32)
-TEXT ·l21x4AVX2(SB), NOSPLIT, $0-40
+// func l21x4AVX2(q *float32, r *[4]*float32, n int, out *[4]float32)
+TEXT ·l21x4AVX2(SB), NOSPLIT, $0-32
 	MOVQ q+0(FP), R8
 	MOVQ r+8(FP), AX
 	ROWPTRS
 	MOVQ n+16(FP), CX
-	MOVQ pf+24(FP), R13
 	XORQ AX, AX
 	ZERO4(Y0, Y1, Y2, Y3)
 	TILE(L21x4, l14loop, l14tail, l14done)
-	MOVQ out+32(FP), R12
+	MOVQ out+24(FP), R12
 	STORE4(Y0, X0, Y1, X1, Y2, X2, Y3, X3, 0)
 	VZEROUPPER
 	RET
 
-// func dot2x4AVX2(q *[4]*float32, r *[4]*float32, n int, pf uintptr, out *[16]float32)
-TEXT ·dot2x4AVX2(SB), NOSPLIT, $0-40
+// func dot2x4AVX2(q *[4]*float32, r *[4]*float32, n int, out *[16]float32)
+TEXT ·dot2x4AVX2(SB), NOSPLIT, $0-32
 	MOVQ q+0(FP), AX
 	MOVQ 0(AX), R8
 	MOVQ 8(AX), R9
 	MOVQ r+8(FP), AX
 	ROWPTRS
 	MOVQ n+16(FP), CX
-	MOVQ pf+24(FP), R13
 	XORQ AX, AX
 	ZERO4(Y0, Y1, Y2, Y3)
 	ZERO4(Y4, Y5, Y6, Y7)
 	TILE(DOT2x4, d24loop, d24tail, d24done)
-	MOVQ out+32(FP), R12
+	MOVQ out+24(FP), R12
 	STORE4(Y0, X0, Y1, X1, Y2, X2, Y3, X3, 0)
 	STORE4(Y4, X4, Y5, X5, Y6, X6, Y7, X7, 16)
 	VZEROUPPER
 	RET
 
-// func l22x4AVX2(q *[4]*float32, r *[4]*float32, n int, pf uintptr, out *[16]float32)
-TEXT ·l22x4AVX2(SB), NOSPLIT, $0-40
+// func l22x4AVX2(q *[4]*float32, r *[4]*float32, n int, out *[16]float32)
+TEXT ·l22x4AVX2(SB), NOSPLIT, $0-32
 	MOVQ q+0(FP), AX
 	MOVQ 0(AX), R8
 	MOVQ 8(AX), R9
 	MOVQ r+8(FP), AX
 	ROWPTRS
 	MOVQ n+16(FP), CX
-	MOVQ pf+24(FP), R13
 	XORQ AX, AX
 	ZERO4(Y0, Y1, Y2, Y3)
 	ZERO4(Y4, Y5, Y6, Y7)
 	TILE(L22x4, l24loop, l24tail, l24done)
-	MOVQ out+32(FP), R12
+	MOVQ out+24(FP), R12
 	STORE4(Y0, X0, Y1, X1, Y2, X2, Y3, X3, 0)
 	STORE4(Y4, X4, Y5, X5, Y6, X6, Y7, X7, 16)
 	VZEROUPPER

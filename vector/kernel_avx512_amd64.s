@@ -167,8 +167,7 @@ l2Sum:
 // feeds several FMAs. Each (query, row) pair has exactly one accumulator and
 // sees the same sequence of operations in the 1×4 and the 4×4 kernel, so a
 // pair's score does not depend on which kernel or which slot computed it.
-// SI, DI, BX, DX hold the four rows, R8-R11 the queries, R13 the next row
-// group (to prefetch), AX the byte offset, CX the floats left. The accumulator of (query i, row j) is Z(4i+j).
+// SI, DI, BX, DX hold the four rows, R8-R11 the queries, AX the byte offset, CX the floats left. The accumulator of (query i, row j) is Z(4i+j).
 
 // LOADQ1 and LOADR load 16 floats (masked by K1) at offset AX.
 #define LOADR \
@@ -201,30 +200,17 @@ l2Sum:
 	VFMADD231PS Z26, Z26, a2; \
 	VFMADD231PS Z27, Z27, a3
 
-// PREFETCH4 asks for the four cache lines of the next row group (at R13)
-// that match this step's 64 bytes of each row: over a whole call that is
-// the next four rows. Rows far apart in one group each start a new stream,
-// which the hardware prefetcher takes a while to pick up on.
-#define PREFETCH4 \
-	PREFETCHT0 (R13)(AX*4); \
-	PREFETCHT0 64(R13)(AX*4); \
-	PREFETCHT0 128(R13)(AX*4); \
-	PREFETCHT0 192(R13)(AX*4)
-
 #define DOT1x4 \
-	PREFETCH4; \
 	VMOVUPS.Z (R8)(AX*1), K1, Z16; \
 	LOADR; \
 	DOT4(Z16, Z0, Z1, Z2, Z3)
 
 #define L21x4 \
-	PREFETCH4; \
 	VMOVUPS.Z (R8)(AX*1), K1, Z16; \
 	LOADR; \
 	L24(Z16, Z0, Z1, Z2, Z3)
 
 #define DOT4x4 \
-	PREFETCH4; \
 	LOADQ4; \
 	LOADR; \
 	DOT4(Z16, Z0, Z1, Z2, Z3); \
@@ -233,7 +219,6 @@ l2Sum:
 	DOT4(Z19, Z12, Z13, Z14, Z15)
 
 #define L24x4 \
-	PREFETCH4; \
 	LOADQ4; \
 	LOADR; \
 	L24(Z16, Z0, Z1, Z2, Z3); \
@@ -291,51 +276,48 @@ done:
 	STORE(z2, x2, off+8); \
 	STORE(z3, x3, off+12)
 
-// func dot1x4AVX512(q *float32, r *[4]*float32, n int, pf uintptr, out *[4]float32)
-TEXT ·dot1x4AVX512(SB), NOSPLIT, $0-40
+// func dot1x4AVX512(q *float32, r *[4]*float32, n int, out *[4]float32)
+TEXT ·dot1x4AVX512(SB), NOSPLIT, $0-32
 	MOVQ q+0(FP), R8
 	MOVQ r+8(FP), AX
 	ROWPTRS
 	MOVQ n+16(FP), CX
-	MOVQ pf+24(FP), R13
 	XORQ AX, AX
 	ZERO4(Z0, Z1, Z2, Z3)
 	TILE(DOT1x4, d14loop, d14tail, d14done)
-	MOVQ out+32(FP), R12
+	MOVQ out+24(FP), R12
 	STORE4(Z0, X0, Z1, X1, Z2, X2, Z3, X3, 0)
 	VZEROUPPER
 	RET
 
-// func l21x4AVX512(q *float32, r *[4]*float32, n int, pf uintptr, out *[4]float32)
-TEXT ·l21x4AVX512(SB), NOSPLIT, $0-40
+// func l21x4AVX512(q *float32, r *[4]*float32, n int, out *[4]float32)
+TEXT ·l21x4AVX512(SB), NOSPLIT, $0-32
 	MOVQ q+0(FP), R8
 	MOVQ r+8(FP), AX
 	ROWPTRS
 	MOVQ n+16(FP), CX
-	MOVQ pf+24(FP), R13
 	XORQ AX, AX
 	ZERO4(Z0, Z1, Z2, Z3)
 	TILE(L21x4, l14loop, l14tail, l14done)
-	MOVQ out+32(FP), R12
+	MOVQ out+24(FP), R12
 	STORE4(Z0, X0, Z1, X1, Z2, X2, Z3, X3, 0)
 	VZEROUPPER
 	RET
 
-// func dot4x4AVX512(q *[4]*float32, r *[4]*float32, n int, pf uintptr, out *[16]float32)
-TEXT ·dot4x4AVX512(SB), NOSPLIT, $0-40
+// func dot4x4AVX512(q *[4]*float32, r *[4]*float32, n int, out *[16]float32)
+TEXT ·dot4x4AVX512(SB), NOSPLIT, $0-32
 	MOVQ q+0(FP), AX
 	QPTRS4
 	MOVQ r+8(FP), AX
 	ROWPTRS
 	MOVQ n+16(FP), CX
-	MOVQ pf+24(FP), R13
 	XORQ AX, AX
 	ZERO4(Z0, Z1, Z2, Z3)
 	ZERO4(Z4, Z5, Z6, Z7)
 	ZERO4(Z8, Z9, Z10, Z11)
 	ZERO4(Z12, Z13, Z14, Z15)
 	TILE(DOT4x4, d44loop, d44tail, d44done)
-	MOVQ out+32(FP), R12
+	MOVQ out+24(FP), R12
 	STORE4(Z0, X0, Z1, X1, Z2, X2, Z3, X3, 0)
 	STORE4(Z4, X4, Z5, X5, Z6, X6, Z7, X7, 16)
 	STORE4(Z8, X8, Z9, X9, Z10, X10, Z11, X11, 32)
@@ -343,21 +325,20 @@ TEXT ·dot4x4AVX512(SB), NOSPLIT, $0-40
 	VZEROUPPER
 	RET
 
-// func l24x4AVX512(q *[4]*float32, r *[4]*float32, n int, pf uintptr, out *[16]float32)
-TEXT ·l24x4AVX512(SB), NOSPLIT, $0-40
+// func l24x4AVX512(q *[4]*float32, r *[4]*float32, n int, out *[16]float32)
+TEXT ·l24x4AVX512(SB), NOSPLIT, $0-32
 	MOVQ q+0(FP), AX
 	QPTRS4
 	MOVQ r+8(FP), AX
 	ROWPTRS
 	MOVQ n+16(FP), CX
-	MOVQ pf+24(FP), R13
 	XORQ AX, AX
 	ZERO4(Z0, Z1, Z2, Z3)
 	ZERO4(Z4, Z5, Z6, Z7)
 	ZERO4(Z8, Z9, Z10, Z11)
 	ZERO4(Z12, Z13, Z14, Z15)
 	TILE(L24x4, l44loop, l44tail, l44done)
-	MOVQ out+32(FP), R12
+	MOVQ out+24(FP), R12
 	STORE4(Z0, X0, Z1, X1, Z2, X2, Z3, X3, 0)
 	STORE4(Z4, X4, Z5, X5, Z6, X6, Z7, X7, 16)
 	STORE4(Z8, X8, Z9, X9, Z10, X10, Z11, X11, 32)

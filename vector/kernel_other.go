@@ -9,10 +9,10 @@ func platformKernels() []Kernel { return nil }
 // tiler is never built here: kernels without one score pair by pair.
 type tiler struct{ queries int }
 
-func (t *tiler) one(Metric, *float32, *[4]*float32, int, uintptr, *[4]float32) {
+func (t *tiler) one(Metric, *float32, *[4]*float32, int, *[4]float32) {
 	panic("vector: no tile kernels on this platform")
 }
 
-func (t *tiler) many(Metric, *[4]*float32, *[4]*float32, int, uintptr, *[16]float32) {
+func (t *tiler) many(Metric, *[4]*float32, *[4]*float32, int, *[16]float32) {
 	panic("vector: no tile kernels on this platform")
 }
