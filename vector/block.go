@@ -48,10 +48,18 @@ func (k Kernel) scorePairs(m Metric, queries [][]float32, rows []float32, dim, n
 
 // scoreTiles walks the rows four at a time and, for each group, every
 // query: the group (four rows) stays in L1 while all queries use it, so the
-// rows are read from memory once per batch.
+// rows are read from memory once per batch. A lone query instead walks the
+// rows one by one, which reads memory as one sequential stream.
 func (k Kernel) scoreTiles(m Metric, queries [][]float32, rows []float32, dim, n int, out []float32) {
 	t := k.tile
 	nq := len(queries)
+	if nq == 1 {
+		q := &queries[0][0]
+		for j := range n {
+			out[j] = t.single(m, q, &rows[j*dim], dim)
+		}
+		return
+	}
 	full := nq - nq%t.queries // queries served by many-query tiles
 	var (
 		rp  [4]*float32

@@ -15,6 +15,12 @@ func dotAVX2(a, b []float32) float32
 func l2AVX2(a, b []float32) float32
 
 //go:noescape
+func dot1x1AVX2(q, r *float32, n int) float32
+
+//go:noescape
+func l21x1AVX2(q, r *float32, n int) float32
+
+//go:noescape
 func dot1x4AVX2(q *float32, r *[4]*float32, n int, out *[4]float32)
 
 //go:noescape
@@ -33,6 +39,12 @@ func dotAVX512(a, b []float32) float32
 
 //go:noescape
 func l2AVX512(a, b []float32) float32
+
+//go:noescape
+func dot1x1AVX512(q, r *float32, n int) float32
+
+//go:noescape
+func l21x1AVX512(q, r *float32, n int) float32
 
 //go:noescape
 func dot1x4AVX512(q *float32, r *[4]*float32, n int, out *[4]float32)
@@ -59,6 +71,20 @@ const (
 type tiler struct {
 	isa     uint8
 	queries int // queries per many-query tile
+}
+
+// single scores q against one row.
+func (t *tiler) single(m Metric, q, r *float32, n int) float32 {
+	switch {
+	case t.isa == isaAVX512 && m == Euclidean:
+		return l21x1AVX512(q, r, n)
+	case t.isa == isaAVX512:
+		return dot1x1AVX512(q, r, n)
+	case m == Euclidean:
+		return l21x1AVX2(q, r, n)
+	default:
+		return dot1x1AVX2(q, r, n)
+	}
 }
 
 // one scores q against four rows into out.

@@ -334,3 +334,42 @@ TEXT ·l22x4AVX2(SB), NOSPLIT, $0-32
 	STORE4(Y4, X4, Y5, X5, Y6, X6, Y7, X7, 16)
 	VZEROUPPER
 	RET
+
+// The 1×1 kernels score one query against one row with the same per-pair
+// operations as the tiles. A batch of one query walks the rows with them
+// in order: a single stream the hardware prefetcher follows at full
+// memory speed, where four rows at once (1×4) are four short streams.
+
+#define DOT1x1(ld) \
+	ld((R8)(AX*1), Y8); \
+	DOTROW1(ld, SI, Y0)
+
+#define L21x1(ld) \
+	ld((R8)(AX*1), Y8); \
+	L2ROW1(ld, SI, Y0)
+
+// func dot1x1AVX2(q, r *float32, n int) float32
+TEXT ·dot1x1AVX2(SB), NOSPLIT, $0-28
+	MOVQ   q+0(FP), R8
+	MOVQ   r+8(FP), SI
+	MOVQ   n+16(FP), CX
+	XORQ   AX, AX
+	VXORPS Y0, Y0, Y0
+	TILE(DOT1x1, d11loop, d11tail, d11done)
+	HSUM(Y0, X0, X14)
+	VMOVSS X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func l21x1AVX2(q, r *float32, n int) float32
+TEXT ·l21x1AVX2(SB), NOSPLIT, $0-28
+	MOVQ   q+0(FP), R8
+	MOVQ   r+8(FP), SI
+	MOVQ   n+16(FP), CX
+	XORQ   AX, AX
+	VXORPS Y0, Y0, Y0
+	TILE(L21x1, l11loop, l11tail, l11done)
+	HSUM(Y0, X0, X14)
+	VMOVSS X0, ret+24(FP)
+	VZEROUPPER
+	RET

@@ -9,6 +9,10 @@ func platformKernels() []Kernel { return nil }
 // tiler is never built here: kernels without one score pair by pair.
 type tiler struct{ queries int }
 
+func (t *tiler) single(Metric, *float32, *float32, int) float32 {
+	panic("vector: no tile kernels on this platform")
+}
+
 func (t *tiler) one(Metric, *float32, *[4]*float32, int, *[4]float32) {
 	panic("vector: no tile kernels on this platform")
 }
