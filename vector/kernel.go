@@ -74,54 +74,50 @@ func (k Kernel) Normalize(v []float32) bool {
 	return true
 }
 
-// The generic kernels keep eight independent sums: a single running sum
-// makes every addition wait for the previous one, and the float32 adds are
-// then latency-bound. Re-slicing each chunk to exactly eight elements lets
-// the compiler drop the bounds checks.
+// The generic kernels keep four running sums, each taking the sum of two
+// products per step: a single running sum makes every addition wait for
+// the previous one, so the loop is latency-bound. Four sums (not eight)
+// keep every value in a register; with eight, Go spills one, and its
+// chain through memory becomes the bottleneck. Re-slicing each chunk to
+// exactly eight elements lets the compiler drop the bounds checks.
 
 func dotGeneric(a, b []float32) float32 {
 	n := min(len(a), len(b))
 	a, b = a[:n], b[:n]
-	var s0, s1, s2, s3, s4, s5, s6, s7 float32
+	var s0, s1, s2, s3 float32
 	i := 0
 	for ; i+8 <= n; i += 8 {
 		x, y := a[i:i+8:i+8], b[i:i+8:i+8]
-		s0 += x[0] * y[0]
-		s1 += x[1] * y[1]
-		s2 += x[2] * y[2]
-		s3 += x[3] * y[3]
-		s4 += x[4] * y[4]
-		s5 += x[5] * y[5]
-		s6 += x[6] * y[6]
-		s7 += x[7] * y[7]
+		s0 += x[0]*y[0] + x[4]*y[4]
+		s1 += x[1]*y[1] + x[5]*y[5]
+		s2 += x[2]*y[2] + x[6]*y[6]
+		s3 += x[3]*y[3] + x[7]*y[7]
 	}
 	for ; i < n; i++ {
 		s0 += a[i] * b[i]
 	}
-	return ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))
+	return (s0 + s1) + (s2 + s3)
 }
 
 func l2Generic(a, b []float32) float32 {
 	n := min(len(a), len(b))
 	a, b = a[:n], b[:n]
-	var s0, s1, s2, s3, s4, s5, s6, s7 float32
+	var s0, s1, s2, s3 float32
 	i := 0
 	for ; i+8 <= n; i += 8 {
 		x, y := a[i:i+8:i+8], b[i:i+8:i+8]
-		d0, d1, d2, d3 := x[0]-y[0], x[1]-y[1], x[2]-y[2], x[3]-y[3]
-		d4, d5, d6, d7 := x[4]-y[4], x[5]-y[5], x[6]-y[6], x[7]-y[7]
-		s0 += d0 * d0
-		s1 += d1 * d1
-		s2 += d2 * d2
-		s3 += d3 * d3
-		s4 += d4 * d4
-		s5 += d5 * d5
-		s6 += d6 * d6
-		s7 += d7 * d7
+		d0, d4 := x[0]-y[0], x[4]-y[4]
+		s0 += d0*d0 + d4*d4
+		d1, d5 := x[1]-y[1], x[5]-y[5]
+		s1 += d1*d1 + d5*d5
+		d2, d6 := x[2]-y[2], x[6]-y[6]
+		s2 += d2*d2 + d6*d6
+		d3, d7 := x[3]-y[3], x[7]-y[7]
+		s3 += d3*d3 + d7*d7
 	}
 	for ; i < n; i++ {
 		d := a[i] - b[i]
 		s0 += d * d
 	}
-	return ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))
+	return (s0 + s1) + (s2 + s3)
 }
