@@ -10,8 +10,9 @@ import "fmt"
 //
 // Kernels with tile routines score up to four queries against four rows per
 // call, so one load of a row feeds several queries. A pair's score is the
-// same whichever tile computed it, so a scan is deterministic, but it may
-// differ in the last bits from Dot or L2Squared, which sum in another
+// same whichever tile (or the one-by-one path of a lone query) computed
+// it, so a scan's answer does not depend on how queries were batched; it
+// may differ in the last bits from Dot or L2Squared, which sum in another
 // order.
 func (k Kernel) ScoreRows(m Metric, queries [][]float32, rows []float32, dim int, out []float32) {
 	if dim <= 0 {

@@ -2,8 +2,8 @@
 
 #include "textflag.h"
 
-// AVX-512 kernels. Only AVX512F instructions are used, so every AVX-512 CPU
-// runs them. Tails shorter than 16 floats are read with zero-masking loads:
+// AVX-512 kernels. Besides AVX (VEX) instructions for the final sums, they
+// use only AVX512F, so every AVX-512 CPU runs them. Tails shorter than 16 floats are read with zero-masking loads:
 // masked-off lanes are neither read (no fault past the slice) nor counted
 // (they hold +0, and x + 0·0 leaves every real sum unchanged, NaN included).
 
