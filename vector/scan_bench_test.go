@@ -77,3 +77,26 @@ func BenchmarkTopK(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkScoreRows measures the tile kernels alone on a block of 256
+// rows that stays in cache, per kernel and batch size, in ns per
+// (query, row) pair.
+func BenchmarkScoreRows(b *testing.B) {
+	const dim, n = 1536, 256
+	rows := benchRows(n, dim)
+	for _, k := range Available() {
+		for _, batch := range []int{1, 4, 32} {
+			qs := make([][]float32, batch)
+			for i, q := range benchQueries(batch, dim, 10) {
+				qs[i] = q.Vector
+			}
+			out := make([]float32, batch*n)
+			b.Run(fmt.Sprintf("%s/batch=%d", k.Name, batch), func(b *testing.B) {
+				for b.Loop() {
+					k.ScoreRows(DotProduct, qs, rows.Data, dim, out)
+				}
+				b.ReportMetric(b.Elapsed().Seconds()*1e9/float64(b.N)/float64(batch*n), "ns/pair")
+			})
+		}
+	}
+}
