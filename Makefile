@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := $(CURDIR)/.bin
 TOOLS   := -modfile=$(CURDIR)/tools/go.mod
 
-.PHONY: run test vet proto proto-check tools build
+.PHONY: run test vet proto tools build bench
 
 ## run: the whole cluster in one process (3 shards x 2 replicas, 20 000 docs) on :8080
 run:
@@ -30,3 +30,7 @@ tools:
 proto: tools
 	$(BIN)/buf lint
 	$(BIN)/buf generate
+
+## bench: vector kernels and scans against gonum, vek and a plain memory read (bench/results.md, bench/results.png)
+bench:
+	cd bench && $(GO) run ./cmd/benchreport
