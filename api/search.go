@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 	"time"
@@ -24,8 +25,16 @@ import (
 // of the float64 expansion encoding/json would print.
 type score float32
 
+// A dot product of large finite vectors can overflow float32; JSON has no
+// Infinity, so such a score saturates at ±MaxFloat32 (it still ranks first
+// or last, which is what it means). NaN scores never reach here: top-k drops
+// them.
 func (s score) MarshalJSON() ([]byte, error) {
-	return strconv.AppendFloat(nil, float64(s), 'g', -1, 32), nil
+	f := float64(s)
+	if math.IsInf(f, 0) {
+		f = math.Copysign(math.MaxFloat32, f)
+	}
+	return strconv.AppendFloat(nil, f, 'g', -1, 32), nil
 }
 
 type item struct {
@@ -132,7 +141,6 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 func (s *Server) search(w http.ResponseWriter, r *http.Request) {
-	start := time.Now()
 	p, err := s.params(r)
 	if err != nil {
 		s.fail(w, r, err)
@@ -149,6 +157,9 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	// The deadline starts once the query is decoded: it budgets the
+	// router's work (lookup, fan-out, merge), not the client's upload.
+	start := time.Now()
 	// The client leaving does not cut the fan-out short: it is bounded by
 	// the deadline anyway, and a cancelled fan-out would count as degraded.
 	ctx := context.WithoutCancel(r.Context())
@@ -177,7 +188,6 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) searchBatch(w http.ResponseWriter, r *http.Request) {
-	start := time.Now()
 	p, err := s.params(r)
 	if err != nil {
 		s.fail(w, r, err)
@@ -194,6 +204,7 @@ func (s *Server) searchBatch(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	start := time.Now() // as in search: after the upload
 	ctx := context.WithoutCancel(r.Context())
 	qs, err = s.resolveLikes(ctx, start, p.budget, qs)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -139,11 +140,29 @@ type getResponse struct {
 	Shard  string    `json:"shard"`
 }
 
+// pathID is the {id} of /v1/vectors/{id}, unescaped. chi matches on the
+// raw path when the client escaped more than Go would (encodeURIComponent
+// sends user%3A42), and then hands back the escaped segment.
+func pathID(r *http.Request) (string, error) {
+	id := chi.URLParam(r, "id")
+	if r.URL.RawPath != "" {
+		u, err := url.PathUnescape(id)
+		if err != nil {
+			return "", invalid(fmt.Sprintf("id %q is not a valid escaped path segment", id))
+		}
+		id = u
+	}
+	if err := checkID(id); err != nil {
+		return "", invalid(err.Error())
+	}
+	return id, nil
+}
+
 func (s *Server) getVector(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	id := chi.URLParam(r, "id")
-	if err := checkID(id); err != nil {
-		s.fail(w, r, invalid(err.Error()))
+	id, err := pathID(r)
+	if err != nil {
+		s.fail(w, r, err)
 		return
 	}
 	p, err := s.params(r)
@@ -167,9 +186,9 @@ type deleteResponse struct {
 }
 
 func (s *Server) deleteVector(w http.ResponseWriter, r *http.Request) {
-	id := chi.URLParam(r, "id")
-	if err := checkID(id); err != nil {
-		s.fail(w, r, invalid(err.Error()))
+	id, err := pathID(r)
+	if err != nil {
+		s.fail(w, r, err)
 		return
 	}
 	home := s.placement.Home(id)

@@ -60,10 +60,11 @@ func readShard[R Replica, T any](ctx context.Context, c *Cluster[R], s *shardSta
 			t0 := time.Now()
 			v, err := call(actx, r.r)
 			took := time.Since(t0)
-			if code(err) == codes.Canceled && errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				// The shard's deadline passed; that the loop cancelled the
-				// attempt a moment before the deadline reached it is a race
-				// the replica's record must not depend on.
+			if code(err) == codes.Canceled && pastDeadline(ctx) {
+				// The shard's deadline passed; that a cancel (the loop's, or
+				// Gather's at its hard stop) reached the attempt a moment
+				// before the deadline did is a race the replica's record
+				// must not depend on.
 				err = status.Error(codes.DeadlineExceeded, "shard deadline passed during the attempt")
 			}
 			// Recorded here, not by the loop, so an attempt that ends after
@@ -186,4 +187,11 @@ func (c *Cluster[R]) hedgeDelay(ctx context.Context, cur, alt *replicaState[R]) 
 		return 0, false
 	}
 	return delay, true
+}
+
+// pastDeadline reports whether ctx's deadline has passed, whatever its Err
+// says.
+func pastDeadline(ctx context.Context) bool {
+	dl, ok := ctx.Deadline()
+	return ok && !time.Now().Before(dl)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net"
 	"strings"
 	"time"
 
@@ -40,8 +41,13 @@ func runDev(ctx context.Context, args []string) error {
 	for _, n := range dc.Names {
 		specs = append(specs, app.ShardSpec{Name: n, Addrs: addrs[n]})
 	}
+	ln, err := net.Listen("tcp", *httpAddr)
+	if err != nil {
+		return err
+	}
 	r, err := app.New(app.Config{Shards: specs, Logger: log, Kernel: kernel, Budget: budget.Config{}, Extra: dc.Routes})
 	if err != nil {
+		ln.Close()
 		return err
 	}
 	defer r.Close()
@@ -58,5 +64,5 @@ Break a replica and watch the answer (stop | blackhole | slow | restore):
   curl -s -X POST http://%[6]s/dev/replicas/shard-1/0/stop
 
 `, len(dc.Names), *docs, *seed, time.Since(t0).Round(time.Millisecond), kernel.Name, port)
-	return serveHTTP(ctx, log, *httpAddr, "", "", r)
+	return serveHTTP(ctx, log, ln, "", "", r)
 }

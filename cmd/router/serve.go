@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -52,9 +50,9 @@ func runServe(ctx context.Context, args []string) error {
 	}
 	dial := shard.DialConfig{}
 	if *tlsCA != "" {
-		tc, err := clientTLS(*tlsCA, *tlsCert, *tlsKey)
+		tc, err := shard.ClientTLS(*tlsCA, *tlsCert, *tlsKey)
 		if err != nil {
-			return err
+			return fmt.Errorf("--tls-ca/--tls-cert/--tls-key: %w", err)
 		}
 		dial.TLS = tc
 	}
@@ -81,21 +79,27 @@ func runServe(ctx context.Context, args []string) error {
 		return err
 	}
 	defer r.Close()
-	return serveHTTP(ctx, log, *httpAddr, *httpCert, *httpKey, r)
+	ln, err := net.Listen("tcp", *httpAddr)
+	if err != nil {
+		return err
+	}
+	return serveHTTP(ctx, log, ln, *httpCert, *httpKey, r)
 }
 
 // serveHTTP serves the router until ctx ends (SIGTERM), then drains: not
 // ready first, in-flight requests finished, then return.
-func serveHTTP(ctx context.Context, log *slog.Logger, addr, certFile, keyFile string, r *app.Router) error {
-	srv := &http.Server{Addr: addr, Handler: r.API, ReadHeaderTimeout: 5 * time.Second}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return err
+func serveHTTP(ctx context.Context, log *slog.Logger, ln net.Listener, certFile, keyFile string, r *app.Router) error {
+	srv := &http.Server{Handler: r.API, ReadHeaderTimeout: 5 * time.Second}
+	if certFile != "" {
+		tc, err := shard.ServerTLS(certFile, keyFile, "")
+		if err != nil {
+			return fmt.Errorf("--http-tls-cert/--http-tls-key: %w", err)
+		}
+		srv.TLSConfig = tc
 	}
 	errc := make(chan error, 1)
 	go func() {
 		if certFile != "" {
-			srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: certLoader(certFile, keyFile)}
 			errc <- srv.ServeTLS(ln, "", "")
 			return
 		}
@@ -104,6 +108,7 @@ func serveHTTP(ctx context.Context, log *slog.Logger, addr, certFile, keyFile st
 	log.Info("router listening", "addr", ln.Addr().String(), "https", certFile != "")
 	select {
 	case err := <-errc:
+		ln.Close()
 		return err
 	case <-ctx.Done():
 	}
@@ -112,42 +117,4 @@ func serveHTTP(ctx context.Context, log *slog.Logger, addr, certFile, keyFile st
 	sctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
 	defer cancel()
 	return srv.Shutdown(sctx)
-}
-
-// certLoader reads a certificate pair at every handshake, so a renewed
-// certificate (cert-manager rewriting the Secret's files) is served without a
-// restart. Handshakes are rare on long-lived connections; the read is cheap.
-func certLoader(certFile, keyFile string) func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
-	return func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
-		c, err := tls.LoadX509KeyPair(certFile, keyFile)
-		if err != nil {
-			return nil, err
-		}
-		return &c, nil
-	}
-}
-
-func clientTLS(caFile, certFile, keyFile string) (*tls.Config, error) {
-	pem, err := os.ReadFile(caFile)
-	if err != nil {
-		return nil, fmt.Errorf("--tls-ca: %w", err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("--tls-ca %s holds no PEM certificate", caFile)
-	}
-	tc := &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}
-	if (certFile == "") != (keyFile == "") {
-		return nil, errors.New("--tls-cert and --tls-key go together")
-	}
-	if certFile != "" {
-		tc.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
-			c, err := tls.LoadX509KeyPair(certFile, keyFile)
-			if err != nil {
-				return nil, err
-			}
-			return &c, nil
-		}
-	}
-	return tc, nil
 }

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -62,17 +60,9 @@ func runShard(ctx context.Context, args []string) error {
 
 	opts := shard.ServerOptions()
 	if *tlsCert != "" {
-		tc := &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: certLoader(*tlsCert, *tlsKey)}
-		if *clientCA != "" {
-			pem, err := os.ReadFile(*clientCA)
-			if err != nil {
-				return fmt.Errorf("--tls-client-ca: %w", err)
-			}
-			pool := x509.NewCertPool()
-			if !pool.AppendCertsFromPEM(pem) {
-				return fmt.Errorf("--tls-client-ca %s holds no PEM certificate", *clientCA)
-			}
-			tc.ClientCAs, tc.ClientAuth = pool, tls.RequireAndVerifyClientCert
+		tc, err := shard.ServerTLS(*tlsCert, *tlsKey, *clientCA)
+		if err != nil {
+			return fmt.Errorf("--tls-cert/--tls-key/--tls-client-ca: %w", err)
 		}
 		opts = append(opts, grpc.Creds(credentials.NewTLS(tc)))
 	} else if *clientCA != "" {

@@ -145,14 +145,29 @@ func (r *Router) warmUp(ctx context.Context, cfg Config) {
 	if ctx.Err() != nil {
 		return
 	}
-	r.learnSchema(ctx, cfg.Logger)
+	learned := r.learnSchema(ctx, cfg.Logger)
+	if !learned {
+		cfg.Logger.Warn("no shard reported its schema yet; assuming 1536-D cosine until one does")
+	}
 	r.API.SetReady(true)
 	cfg.Logger.Info("router ready", "replicas", len(r.conns))
+	// No shard answered yet: keep asking, so the router does not judge
+	// queries against an assumed dimension for longer than it must.
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for !learned {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			learned = r.learnSchema(ctx, cfg.Logger)
+		}
+	}
 }
 
 // learnSchema takes the dimension and metric from the first replica that
 // reports them; /cluster/status shows any replica that disagrees.
-func (r *Router) learnSchema(ctx context.Context, log *slog.Logger) {
+func (r *Router) learnSchema(ctx context.Context, log *slog.Logger) bool {
 	for _, shardStats := range r.API.Stats(ctx) {
 		for _, st := range shardStats {
 			if st == nil {
@@ -164,10 +179,10 @@ func (r *Router) learnSchema(ctx context.Context, log *slog.Logger) {
 			}
 			r.API.SetSchema(int(st.GetDim()), m)
 			log.Info("cluster schema", "dim", st.GetDim(), "metric", m)
-			return
+			return true
 		}
 	}
-	log.Warn("no shard reported its schema; assuming 1536-D cosine until one does")
+	return false
 }
 
 // Close stops the prober and warm-up and closes every connection.

@@ -8,6 +8,7 @@ package devcluster
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"math"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/trawl-search/trawl/internal/faultproxy"
 	"github.com/trawl-search/trawl/placement"
@@ -35,6 +37,8 @@ type Config struct {
 	Kernel   vector.Kernel
 	Docs     int
 	Seed     uint64
+	// TLS, when set, makes every replica serve gRPC over TLS with it.
+	TLS *tls.Config
 	// Corpus, when set, replaces the synthetic corpus (Docs and Seed are
 	// then ignored). Under cosine it is normalised in place.
 	Corpus []shard.Record
@@ -122,7 +126,11 @@ func startReplica(name string, idx int, store *shard.Memory, cfg Config) (*Repli
 	}
 	srv := shard.NewServer(shard.Config{Dim: cfg.Dim, Metric: cfg.Metric, Kernel: cfg.Kernel, Store: store,
 		Logger: cfg.Logger.With("shard", name, "replica", idx)})
-	g := grpc.NewServer(shard.ServerOptions()...)
+	opts := shard.ServerOptions()
+	if cfg.TLS != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.TLS)))
+	}
+	g := grpc.NewServer(opts...)
 	srv.Register(g)
 	srv.SetServing(true)
 	go g.Serve(ln)

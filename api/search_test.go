@@ -1,0 +1,485 @@
+package api_test
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"math"
+	"net/http"
+	"net/url"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/trawl-search/trawl/vector"
+)
+
+// objectKeys lists a JSON object's member names in document order.
+func objectKeys(t testing.TB, raw []byte) []string {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	tok, err := dec.Token()
+	require.NoError(t, err)
+	require.Equal(t, json.Delim('{'), tok, "not an object: %s", raw)
+	var out []string
+	for dec.More() {
+		tok, err := dec.Token()
+		require.NoError(t, err)
+		out = append(out, tok.(string))
+		var skip json.RawMessage
+		require.NoError(t, dec.Decode(&skip))
+	}
+	return out
+}
+
+func members(t testing.TB, raw []byte) map[string]json.RawMessage {
+	t.Helper()
+	var m map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal(raw, &m), "%s", raw)
+	return m
+}
+
+var sgKeys = []string{"degraded", "shards_total", "shards_queried", "unavailable_shards", "shard_errors",
+	"coverage", "elapsed_ms", "deadline_ms", "shard_deadline_ms"}
+
+type itemJSON struct {
+	ID    string  `json:"id"`
+	Score float64 `json:"score"`
+	Shard string  `json:"shard"`
+}
+
+type sgJSON struct {
+	Degraded          bool              `json:"degraded"`
+	ShardsTotal       int               `json:"shards_total"`
+	ShardsQueried     int               `json:"shards_queried"`
+	UnavailableShards []string          `json:"unavailable_shards"`
+	ShardErrors       map[string]string `json:"shard_errors"`
+	Coverage          float64           `json:"coverage"`
+	ElapsedMS         int64             `json:"elapsed_ms"`
+	DeadlineMS        int64             `json:"deadline_ms"`
+	ShardDeadlineMS   int64             `json:"shard_deadline_ms"`
+	Shards            []map[string]any  `json:"shards"`
+}
+
+type searchAnswer struct {
+	Items         []itemJSON `json:"items"`
+	ScatterGather sgJSON     `json:"scatter_gather"`
+}
+
+// strictDecode decodes b into v refusing unknown fields, so the answer
+// carries nothing the test does not know about.
+func strictDecode(t testing.TB, b []byte, v any) {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	require.NoError(t, dec.Decode(v), "%s", b)
+}
+
+// homeOf is the shard whose replicas store id: every replica of exactly
+// one shard.
+func (e *env) homeOf(id string) string {
+	e.t.Helper()
+	home := ""
+	for i, reps := range e.dc.Replicas {
+		n := 0
+		for _, r := range reps {
+			if _, ok := r.Store.Get(id); ok {
+				n++
+			}
+		}
+		if n == 0 {
+			continue
+		}
+		require.Equal(e.t, len(reps), n, "%q on %d of %d replicas of %s", id, n, len(reps), e.dc.Names[i])
+		require.Empty(e.t, home, "%q stored on two shards", id)
+		home = e.dc.Names[i]
+	}
+	return home
+}
+
+// reference is the exact cosine top-k over the corpus, in float64.
+func (e *env) reference(q []float32, k int, exclude string) []itemJSON {
+	var qn float64
+	for _, x := range q {
+		qn += float64(x) * float64(x)
+	}
+	qn = math.Sqrt(qn)
+	var all []itemJSON
+	for _, rec := range e.dc.Corpus {
+		if rec.ID == exclude {
+			continue
+		}
+		var s float64
+		for i := range q {
+			s += float64(q[i]) * float64(rec.Vector[i])
+		}
+		all = append(all, itemJSON{ID: rec.ID, Score: s / qn})
+	}
+	slices.SortFunc(all, func(a, b itemJSON) int {
+		if c := cmp.Compare(b.Score, a.Score); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.ID, b.ID)
+	})
+	return all[:k]
+}
+
+func TestSearchAnswerShape(t *testing.T) {
+	e := newEnv(t, envConfig{})
+	q := []float32{0.3, -1, 2, 0.5, 0, 1, -0.25, 4}
+	res := e.post("/v1/search", map[string]any{"vector": q, "k": 7})
+	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+	require.Equal(t, "false", res.header.Get("X-Trawl-Degraded"))
+	require.Equal(t, "application/json", res.header.Get("Content-Type"))
+
+	require.Equal(t, []string{"items", "scatter_gather"}, objectKeys(t, res.body))
+	m := members(t, res.body)
+	require.Equal(t, sgKeys, objectKeys(t, m["scatter_gather"]))
+	var items []json.RawMessage
+	require.NoError(t, json.Unmarshal(m["items"], &items))
+	require.Len(t, items, 7)
+	for _, it := range items {
+		require.Equal(t, []string{"id", "score", "shard"}, objectKeys(t, it))
+	}
+	require.Contains(t, string(m["scatter_gather"]), `"unavailable_shards":[],"shard_errors":{},"coverage":1,`)
+
+	var a searchAnswer
+	strictDecode(t, res.body, &a)
+	sg := a.ScatterGather
+	require.False(t, sg.Degraded)
+	require.Equal(t, 3, sg.ShardsTotal)
+	require.Equal(t, 3, sg.ShardsQueried)
+	require.Empty(t, sg.UnavailableShards)
+	require.Empty(t, sg.ShardErrors)
+	require.Equal(t, 1.0, sg.Coverage)
+	require.EqualValues(t, 50, sg.DeadlineMS)
+	require.EqualValues(t, 45, sg.ShardDeadlineMS)
+	require.GreaterOrEqual(t, sg.ElapsedMS, int64(0))
+	require.Nil(t, sg.Shards)
+
+	// The merged answer is the exact top-k of the corpus, best first, and
+	// each item names its home shard.
+	ref := e.reference(q, 7, "")
+	for i, it := range a.Items {
+		require.Equal(t, ref[i].ID, it.ID, "rank %d", i)
+		require.InDelta(t, ref[i].Score, it.Score, 1e-5, "rank %d", i)
+		require.Equal(t, e.homeOf(it.ID), it.Shard)
+	}
+
+	// deadline_ms wins, and shard_detail adds "shards" last.
+	res = e.post("/v1/search?deadline_ms=300&shard_detail=true", map[string]any{"vector_b64": b64(q)})
+	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+	m = members(t, res.body)
+	require.Equal(t, append(slices.Clone(sgKeys), "shards"), objectKeys(t, m["scatter_gather"]))
+	a = searchAnswer{}
+	strictDecode(t, res.body, &a)
+	require.Len(t, a.Items, 10, "k defaults to 10")
+	require.EqualValues(t, 300, a.ScatterGather.DeadlineMS)
+	require.EqualValues(t, 295, a.ScatterGather.ShardDeadlineMS)
+	var shards []json.RawMessage
+	require.NoError(t, json.Unmarshal(members(t, m["scatter_gather"])["shards"], &shards))
+	require.Len(t, shards, 3)
+	addrs := e.dc.Addrs()
+	for i, sh := range shards {
+		require.Equal(t, []string{"shard", "status", "replica", "latency_ms", "hedged", "failed_over"}, objectKeys(t, sh))
+		d := a.ScatterGather.Shards[i]
+		require.Equal(t, e.dc.Names[i], d["shard"])
+		require.Equal(t, "ok", d["status"])
+		require.Contains(t, addrs[e.dc.Names[i]], d["replica"])
+	}
+
+	// The deadline is clamped at the maximum, not refused.
+	res = e.post("/v1/search?deadline_ms=99999999999999999999999", map[string]any{"vector": q})
+	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+	a = searchAnswer{}
+	strictDecode(t, res.body, &a)
+	require.EqualValues(t, 10000, a.ScatterGather.DeadlineMS)
+}
+
+func TestSearchBatchAnswer(t *testing.T) {
+	e := newEnv(t, envConfig{})
+	qs := []map[string]any{
+		{"vector": []float32{1, 0, 0, 0, 0, 0, 0, 0}, "k": 3},
+		{"vector_b64": b64([]float32{0, 0, 0, 0, 0, 0, 0, 1})},
+		{"like_id": "doc-5", "k": 4},
+		{"vector": []float32{-1, 2, -3, 4, -5, 6, -7, 8}, "k": 1},
+	}
+	res := e.post("/v1/search/batch?shard_detail=true", map[string]any{"queries": qs})
+	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+	require.Equal(t, "false", res.header.Get("X-Trawl-Degraded"))
+	require.Equal(t, []string{"results", "scatter_gather"}, objectKeys(t, res.body))
+	m := members(t, res.body)
+	require.Equal(t, append(slices.Clone(sgKeys), "shards"), objectKeys(t, m["scatter_gather"]))
+	var a struct {
+		Results []struct {
+			Items []itemJSON `json:"items"`
+		} `json:"results"`
+		ScatterGather sgJSON `json:"scatter_gather"`
+	}
+	strictDecode(t, res.body, &a)
+	require.Len(t, a.Results, len(qs))
+	require.False(t, a.ScatterGather.Degraded)
+	require.Equal(t, 3, a.ScatterGather.ShardsQueried)
+
+	// Results come in query order: each equals the same query sent alone.
+	for i, q := range qs {
+		one := e.post("/v1/search", q)
+		require.Equal(t, http.StatusOK, one.status, "%s", one.body)
+		var sa searchAnswer
+		strictDecode(t, one.body, &sa)
+		require.Equal(t, sa.Items, a.Results[i].Items, "query %d", i)
+	}
+	require.Len(t, a.Results[0].Items, 3)
+	require.Len(t, a.Results[1].Items, 10)
+	require.Len(t, a.Results[2].Items, 4)
+	require.Len(t, a.Results[3].Items, 1)
+	for _, it := range a.Results[2].Items {
+		require.NotEqual(t, "doc-5", it.ID, "like_id's own document is left out")
+	}
+}
+
+func TestLikeIDExcludesItself(t *testing.T) {
+	e := newEnv(t, envConfig{})
+	var v []float32
+	for _, r := range e.dc.Corpus {
+		if r.ID == "doc-42" {
+			v = r.Vector
+		}
+	}
+	require.NotNil(t, v)
+
+	byVec := e.post("/v1/search", map[string]any{"vector": v, "k": 6})
+	require.Equal(t, http.StatusOK, byVec.status, "%s", byVec.body)
+	var av searchAnswer
+	strictDecode(t, byVec.body, &av)
+	require.Equal(t, "doc-42", av.Items[0].ID, "a document is its own nearest neighbour")
+
+	byID := e.post("/v1/search", map[string]any{"like_id": "doc-42", "k": 5})
+	require.Equal(t, http.StatusOK, byID.status, "%s", byID.body)
+	var ai searchAnswer
+	strictDecode(t, byID.body, &ai)
+	require.Equal(t, av.Items[1:], ai.Items, "like_id answers the vector's neighbours minus itself")
+	require.Equal(t, e.reference(v, 5, "doc-42")[0].ID, ai.Items[0].ID)
+}
+
+func TestUpsertGetDelete(t *testing.T) {
+	e := newEnv(t, envConfig{})
+	ids := []string{"new-1", "new 2 50%", "ünïcode-3", "x"}
+	raw := []float32{1, 2, 3, 4, 5, 6, 7, 8}
+	var vs []map[string]any
+	for i, id := range ids {
+		v := slices.Clone(raw)
+		v[0] = float32(i + 1)
+		if i%2 == 0 {
+			vs = append(vs, map[string]any{"id": id, "vector": v})
+		} else {
+			vs = append(vs, map[string]any{"id": id, "vector_b64": b64(v)})
+		}
+	}
+	before := e.storeState()
+	res := e.post("/v1/vectors", map[string]any{"vectors": vs})
+	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+	require.JSONEq(t, `{"results": [{"id": "new-1", "status": "ok"}, {"id": "new 2 50%", "status": "ok"},
+		{"id": "ünïcode-3", "status": "ok"}, {"id": "x", "status": "ok"}]}`, string(res.body))
+	total := func(s [][]int) (n int) {
+		for _, row := range s {
+			n += row[0]
+		}
+		return n
+	}
+	require.Equal(t, total(before)+len(ids), total(e.storeState()))
+
+	for i, id := range ids {
+		t.Run("get "+id, func(t *testing.T) {
+			home := e.homeOf(id)
+			require.NotEmpty(t, home)
+			res := e.do(http.MethodGet, "/v1/vectors/"+url.PathEscape(id), "", nil)
+			require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+			require.Equal(t, []string{"id", "vector", "shard"}, objectKeys(t, res.body))
+			var g struct {
+				ID     string    `json:"id"`
+				Vector []float32 `json:"vector"`
+				Shard  string    `json:"shard"`
+			}
+			strictDecode(t, res.body, &g)
+			require.Equal(t, id, g.ID)
+			require.Equal(t, home, g.Shard)
+			want := slices.Clone(raw)
+			want[0] = float32(i + 1)
+			require.True(t, vector.Generic().Normalize(want))
+			require.InDeltaSlice(t, toF64(want), toF64(g.Vector), 1e-6, "stored copy is the normalised vector")
+		})
+	}
+
+	// Upserting again is idempotent and replaces the vector.
+	res = e.post("/v1/vectors", map[string]any{"vectors": []any{map[string]any{"id": "new-1", "vector": vec(-1)}}})
+	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+	require.Equal(t, total(before)+len(ids), total(e.storeState()))
+	res = e.post("/v1/search", map[string]any{"vector": vec(-1), "k": 1})
+	var sa searchAnswer
+	strictDecode(t, res.body, &sa)
+	require.Equal(t, "new-1", sa.Items[0].ID)
+	require.InDelta(t, 1.0, sa.Items[0].Score, 1e-6)
+	require.Equal(t, e.homeOf("new-1"), sa.Items[0].Shard)
+
+	for _, id := range ids {
+		t.Run("delete "+id, func(t *testing.T) {
+			p := "/v1/vectors/" + url.PathEscape(id)
+			res := e.do(http.MethodDelete, p, "", nil)
+			require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+			require.JSONEq(t, jsonOf(t, map[string]string{"id": id, "status": "ok"}), string(res.body))
+			require.Empty(t, e.homeOf(id))
+			res = e.do(http.MethodDelete, p, "", nil)
+			require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+			require.JSONEq(t, jsonOf(t, map[string]string{"id": id, "status": "not_found"}), string(res.body))
+			requireError(t, e.do(http.MethodGet, p, "", nil), http.StatusNotFound, "not_found", false)
+		})
+	}
+	require.Equal(t, before, e.storeState())
+}
+
+func toF64(v []float32) []float64 {
+	out := make([]float64, len(v))
+	for i, x := range v {
+		out[i] = float64(x)
+	}
+	return out
+}
+
+// waitDown waits until /cluster/status shows no replica of shard READY:
+// the router has seen the connections go.
+func (e *env) waitDown(shard string) {
+	e.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var st struct {
+			Shards []struct {
+				Name     string `json:"name"`
+				Replicas []struct {
+					ConnState string `json:"conn_state"`
+				} `json:"replicas"`
+			} `json:"shards"`
+		}
+		res := e.do(http.MethodGet, "/cluster/status", "", nil)
+		require.Equal(e.t, http.StatusOK, res.status)
+		require.NoError(e.t, json.Unmarshal(res.body, &st))
+		down := true
+		for _, s := range st.Shards {
+			if s.Name != shard {
+				continue
+			}
+			for _, r := range s.Replicas {
+				if r.ConnState == "READY" {
+					down = false
+				}
+			}
+		}
+		if down {
+			return
+		}
+		require.True(e.t, time.Now().Before(deadline), "%s still has a READY replica", shard)
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// stopShard stops every replica of a shard, as killed processes.
+func (e *env) stopShard(name string) {
+	e.t.Helper()
+	i := slices.Index(e.dc.Names, name)
+	require.GreaterOrEqual(e.t, i, 0)
+	for _, r := range e.dc.Replicas[i] {
+		r.Proxy.Stop()
+	}
+	e.waitDown(name)
+}
+
+func TestDegradedAnswers(t *testing.T) {
+	e := newEnv(t, envConfig{})
+	e.stopShard("shard-1")
+	q := map[string]any{"vector": vec(1), "k": 5}
+
+	t.Run("allow_partial default", func(t *testing.T) {
+		res := e.post("/v1/search?deadline_ms=500", q)
+		require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+		require.Equal(t, "true", res.header.Get("X-Trawl-Degraded"))
+		var a searchAnswer
+		strictDecode(t, res.body, &a)
+		sg := a.ScatterGather
+		require.True(t, sg.Degraded)
+		require.Equal(t, 3, sg.ShardsTotal)
+		require.Equal(t, 2, sg.ShardsQueried)
+		require.Equal(t, []string{"shard-1"}, sg.UnavailableShards)
+		require.Equal(t, map[string]string{"shard-1": "unavailable"}, sg.ShardErrors)
+		require.Greater(t, sg.Coverage, 0.0)
+		require.Less(t, sg.Coverage, 1.0)
+		require.Len(t, a.Items, 5)
+		for _, it := range a.Items {
+			require.NotEqual(t, "shard-1", it.Shard)
+		}
+	})
+
+	for _, c := range []struct{ name, path, body string }{
+		{"search", "/v1/search?deadline_ms=500", `{"vector": ` + good8 + `, "allow_partial": false}`},
+		{"batch", "/v1/search/batch?deadline_ms=500", `{"queries": [{"vector": ` + good8 + `}, {"like_id": "doc-3"}], "allow_partial": false}`},
+	} {
+		t.Run("allow_partial false "+c.name, func(t *testing.T) {
+			res := e.do(http.MethodPost, c.path, c.body, nil)
+			msg := requireError(t, res, http.StatusServiceUnavailable, "unavailable", true)
+			require.Contains(t, msg, "allow_partial")
+			require.Equal(t, "true", res.header.Get("X-Trawl-Degraded"))
+			require.Equal(t, []string{"error", "scatter_gather"}, objectKeys(t, res.body))
+			m := members(t, res.body)
+			require.Equal(t, sgKeys, objectKeys(t, m["scatter_gather"]))
+			var sg sgJSON
+			strictDecode(t, m["scatter_gather"], &sg)
+			require.True(t, sg.Degraded)
+			require.Equal(t, []string{"shard-1"}, sg.UnavailableShards)
+			require.Equal(t, 2, sg.ShardsQueried)
+		})
+	}
+
+	t.Run("no shard answered", func(t *testing.T) {
+		e.stopShard("shard-0")
+		e.stopShard("shard-2")
+		res := e.post("/v1/search", q)
+		requireError(t, res, http.StatusServiceUnavailable, "unavailable", true)
+		require.Equal(t, "true", res.header.Get("X-Trawl-Degraded"))
+		var sg sgJSON
+		strictDecode(t, members(t, res.body)["scatter_gather"], &sg)
+		require.Equal(t, 0, sg.ShardsQueried)
+		require.Equal(t, []string{"shard-0", "shard-1", "shard-2"}, sg.UnavailableShards)
+		require.Equal(t, 0.0, sg.Coverage)
+	})
+}
+
+// TestEscapedIDInPath: an id is any 1..256 bytes, so GET and DELETE must
+// find it whatever the client percent-escapes in the path. chi matches on
+// r.URL.RawPath when the client's escaping differs from Go's default
+// ("a%2Fb", "user%3A42"), and its URL params are then still escaped, so
+// the handlers look up the wrong id.
+func TestEscapedIDInPath(t *testing.T) {
+	e := newEnv(t, envConfig{})
+	for _, c := range []struct{ id, path string }{
+		{"a/b", "a%2Fb"},
+		{"user:42", "user%3A42"}, // what encodeURIComponent sends
+		{"x+y", "x%2By"},
+	} {
+		t.Run(c.id, func(t *testing.T) {
+			res := e.post("/v1/vectors", map[string]any{"vectors": []any{map[string]any{"id": c.id, "vector": vec(1)}}})
+			require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+			require.NotEmpty(t, e.homeOf(c.id))
+
+			res = e.do(http.MethodGet, "/v1/vectors/"+c.path, "", nil)
+			require.Equal(t, http.StatusOK, res.status, "BUG: GET /v1/vectors/%s: %s", c.path, res.body)
+			require.JSONEq(t, jsonOf(t, c.id), jsonOf(t, members(t, res.body)["id"]))
+
+			res = e.do(http.MethodDelete, "/v1/vectors/"+c.path, "", nil)
+			require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+			require.JSONEq(t, jsonOf(t, map[string]string{"id": c.id, "status": "ok"}), string(res.body),
+				"BUG: DELETE /v1/vectors/%s", c.path)
+			require.Empty(t, e.homeOf(c.id))
+		})
+	}
+}

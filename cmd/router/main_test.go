@@ -1,0 +1,120 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/trawl-search/trawl/internal/app"
+	"github.com/trawl-search/trawl/internal/devcluster"
+	"github.com/trawl-search/trawl/vector"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestEnvironmentTwins(t *testing.T) {
+	t.Setenv("TRAWL_HTTP_ADDR", ":9999")
+	t.Setenv("TRAWL_MAX_INFLIGHT", "7")
+	t.Setenv("TRAWL_SHARDS", "shard-0=a:1,b:2; shard-1=c:3")
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	addr := fs.String("http-addr", ":8080", "")
+	inflight := fs.Int("max-inflight", 256, "")
+	var shards shardFlag
+	fs.Var(&shards, "shard", "")
+	require.NoError(t, parseFlags(fs, []string{"--max-inflight", "9"}))
+	require.Equal(t, ":9999", *addr, "from the environment")
+	require.Equal(t, 9, *inflight, "the command line wins over the environment")
+	require.Equal(t, shardFlag{{Name: "shard-0", Addrs: []string{"a:1", "b:2"}}, {Name: "shard-1", Addrs: []string{"c:3"}}}, shards)
+}
+
+func TestShardFlagRejectsMalformed(t *testing.T) {
+	for _, v := range []string{"noequals", "=a:1", "name="} {
+		var s shardFlag
+		require.Error(t, s.Set(v), v)
+	}
+	var s shardFlag
+	require.NoError(t, s.Set("x=a:1"))
+	require.NoError(t, s.Set("y=b:1,c:1"))
+	require.Equal(t, "x=a:1;y=b:1,c:1", s.String())
+}
+
+func TestBadEnvironmentValueIsAnError(t *testing.T) {
+	t.Setenv("TRAWL_MAX_INFLIGHT", "lots")
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.Int("max-inflight", 256, "")
+	require.ErrorContains(t, parseFlags(fs, nil), "TRAWL_MAX_INFLIGHT")
+}
+
+// SIGTERM: readiness turns false at once, the in-flight query finishes,
+// then serveHTTP returns.
+func TestShutdownDrainsInflightQueries(t *testing.T) {
+	dc, err := devcluster.Start(devcluster.Config{Dim: 8, Docs: 100, Seed: 1, Kernel: vector.Generic()})
+	require.NoError(t, err)
+	defer dc.Close()
+	addrs := dc.Addrs()
+	var specs []app.ShardSpec
+	for _, n := range dc.Names {
+		specs = append(specs, app.ShardSpec{Name: n, Addrs: addrs[n]})
+	}
+	r, err := app.New(app.Config{Shards: specs, Kernel: vector.Generic()})
+	require.NoError(t, err)
+	defer r.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- serveHTTP(ctx, slog.New(slog.DiscardHandler), ln, "", "", r) }()
+	base := "http://" + ln.Addr().String()
+	require.Eventually(t, func() bool {
+		resp, err := http.Get(base + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, 10*time.Second, 10*time.Millisecond)
+
+	for _, n := range dc.Names { // every shard answers slowly
+		for i := range 2 {
+			rep, _ := dc.Replica(n, i)
+			require.NoError(t, rep.Proxy.Slow(300*time.Millisecond))
+		}
+	}
+	type result struct {
+		code int
+		body string
+	}
+	inflight := make(chan result, 1)
+	go func() {
+		resp, err := http.Post(base+"/v1/search?deadline_ms=3000", "application/json",
+			bytes.NewReader([]byte(`{"like_id": "doc-1", "k": 3}`)))
+		if err != nil {
+			inflight <- result{body: err.Error()}
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		inflight <- result{resp.StatusCode, string(b)}
+	}()
+	time.Sleep(100 * time.Millisecond) // the query is now waiting on the slow shards
+	cancel()                           // SIGTERM
+	require.Eventually(t, func() bool {
+		rec := httptest.NewRecorder()
+		r.API.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+		return rec.Code == http.StatusServiceUnavailable
+	}, time.Second, time.Millisecond)
+	res := <-inflight
+	require.Equal(t, http.StatusOK, res.code, res.body)
+	require.Contains(t, res.body, `"degraded":false`)
+	require.NoError(t, <-served)
+}

@@ -1,0 +1,78 @@
+package app_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/trawl-search/trawl/budget"
+	"github.com/trawl-search/trawl/internal/app"
+	"github.com/trawl-search/trawl/internal/devcluster"
+	"github.com/trawl-search/trawl/internal/testpki"
+	"github.com/trawl-search/trawl/shard"
+	"github.com/trawl-search/trawl/vector"
+)
+
+// With inter-node TLS the default deadline is 250 ms, and a router that
+// has just turned ready has already handshaken with every replica: its
+// first query is never degraded (field report 002).
+func TestFirstQueryAfterReadyOverTLSIsComplete(t *testing.T) {
+	p := testpki.New(t)
+	stc, err := shard.ServerTLS(p.ServerCert, p.ServerKey, p.CAFile)
+	require.NoError(t, err)
+	dc, err := devcluster.Start(devcluster.Config{Dim: 64, Docs: 600, Seed: 9, Kernel: vector.Generic(), TLS: stc})
+	require.NoError(t, err)
+	defer dc.Close()
+	addrs := dc.Addrs()
+	var specs []app.ShardSpec
+	for _, n := range dc.Names {
+		specs = append(specs, app.ShardSpec{Name: n, Addrs: addrs[n]})
+	}
+	for restart := range 5 {
+		ctc, err := shard.ClientTLS(p.CAFile, p.ClientCert, p.ClientKey)
+		require.NoError(t, err)
+		r, err := app.New(app.Config{Shards: specs, Kernel: vector.Generic(), Dial: shard.DialConfig{TLS: ctc}, Budget: budget.Config{TLS: true}})
+		require.NoError(t, err)
+		h := &harness{dc: dc, r: r, srv: httptest.NewServer(r.API)}
+		require.Eventually(t, func() bool {
+			rec := httptest.NewRecorder()
+			r.API.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+			return rec.Code == http.StatusOK
+		}, 10*time.Second, time.Millisecond)
+		a, resp, _ := h.search(t, "", map[string]any{"vector": dc.Corpus[restart].Vector, "k": 5})
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		require.Equal(t, 250, a.ScatterGather.DeadlineMS, "TLS configured: 250 ms default")
+		require.False(t, a.ScatterGather.Degraded, "restart %d: %v", restart, a.ScatterGather.ShardErrors)
+		h.srv.Close()
+		r.Close()
+	}
+}
+
+func TestShardsRefuseARouterWithoutClientCertificate(t *testing.T) {
+	p := testpki.New(t)
+	stc, err := shard.ServerTLS(p.ServerCert, p.ServerKey, p.CAFile)
+	require.NoError(t, err)
+	dc, err := devcluster.Start(devcluster.Config{Docs: 30, Seed: 9, Kernel: vector.Generic(), TLS: stc})
+	require.NoError(t, err)
+	defer dc.Close()
+	addrs := dc.Addrs()
+	ctc, err := shard.ClientTLS(p.CAFile, "", "") // verifies the shards, presents nothing
+	require.NoError(t, err)
+	r, err := app.New(app.Config{Shards: []app.ShardSpec{{Name: "shard-0", Addrs: addrs["shard-0"]}},
+		Dial: shard.DialConfig{TLS: ctc}, Budget: budget.Config{TLS: true}, WarmupTimeout: 3 * time.Second, DisableProber: true})
+	require.NoError(t, err)
+	defer r.Close()
+	h := &harness{dc: dc, r: r, srv: httptest.NewServer(r.API)}
+	defer h.srv.Close()
+	require.Eventually(t, func() bool {
+		rec := httptest.NewRecorder()
+		r.API.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+		return rec.Code == http.StatusOK
+	}, 10*time.Second, time.Millisecond)
+	a, resp, _ := h.search(t, "?deadline_ms=500", map[string]any{"vector": dc.Corpus[0].Vector, "k": 5})
+	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	require.Equal(t, map[string]string{"shard-0": "unavailable"}, a.ScatterGather.ShardErrors)
+}

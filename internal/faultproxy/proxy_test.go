@@ -1,0 +1,106 @@
+package faultproxy
+
+import (
+	"bufio"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// echo serves a line echo on loopback.
+func echo(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	done := make(chan struct{})
+	var conns []net.Conn
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns = append(conns, c)
+			go func() {
+				s := bufio.NewScanner(c)
+				for s.Scan() {
+					if _, err := c.Write(append(s.Bytes(), '\n')); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		<-done
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return ln.Addr().String()
+}
+
+func roundTrip(c net.Conn, msg string, wait time.Duration) (string, error) {
+	if err := c.SetDeadline(time.Now().Add(wait)); err != nil {
+		return "", err
+	}
+	if _, err := c.Write([]byte(msg + "\n")); err != nil {
+		return "", err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	return line, err
+}
+
+func TestModes(t *testing.T) {
+	p, err := Start("127.0.0.1:0", echo(t))
+	require.NoError(t, err)
+	defer p.Close()
+
+	c, err := net.Dial("tcp", p.Addr())
+	require.NoError(t, err)
+	defer c.Close()
+	got, err := roundTrip(c, "hello", time.Second)
+	require.NoError(t, err)
+	require.Equal(t, "hello\n", got)
+
+	// Blackhole: the open connection stays open and goes silent.
+	require.NoError(t, p.Blackhole())
+	_, err = roundTrip(c, "lost", 200*time.Millisecond)
+	var ne net.Error
+	require.ErrorAs(t, err, &ne)
+	require.True(t, ne.Timeout(), "silence, not a reset: %v", err)
+
+	// Restore cuts blackholed connections; new ones work.
+	require.NoError(t, p.Restore())
+	c2, err := net.Dial("tcp", p.Addr())
+	require.NoError(t, err)
+	defer c2.Close()
+	got, err = roundTrip(c2, "back", time.Second)
+	require.NoError(t, err)
+	require.Equal(t, "back\n", got)
+
+	// Slow delays each chunk.
+	require.NoError(t, p.Slow(100*time.Millisecond))
+	t0 := time.Now()
+	_, err = roundTrip(c2, "slow", 2*time.Second)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, time.Since(t0), 200*time.Millisecond, "delayed both ways")
+
+	// Stop refuses new connections on the same address.
+	p.Stop()
+	_, err = net.DialTimeout("tcp", p.Addr(), time.Second)
+	require.Error(t, err)
+	require.NoError(t, p.Restore())
+	c3, err := net.Dial("tcp", p.Addr())
+	require.NoError(t, err)
+	defer c3.Close()
+	got, err = roundTrip(c3, "again", time.Second)
+	require.NoError(t, err)
+	require.Equal(t, "again\n", got)
+}

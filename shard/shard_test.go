@@ -1,0 +1,208 @@
+package shard
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"math"
+	"net"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
+
+	"github.com/trawl-search/trawl/internal/testpki"
+	"github.com/trawl-search/trawl/shard/shardpb"
+	"github.com/trawl-search/trawl/vector"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// serve starts a shard server on loopback and returns a connected client.
+func serve(t *testing.T, cfg Config, opts []grpc.ServerOption, dial DialConfig) (*Server, *Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	srv := NewServer(cfg)
+	g := grpc.NewServer(append(ServerOptions(), opts...)...)
+	srv.Register(g)
+	srv.SetServing(true)
+	go g.Serve(ln)
+	c, err := Dial(ln.Addr().String(), dial)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		c.Close()
+		g.Stop()
+	})
+	wctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c.WaitSettled(wctx)
+	return srv, c
+}
+
+func memConfig(dim int, m vector.Metric) Config {
+	return Config{Dim: dim, Metric: m, Kernel: vector.Generic(), Store: NewMemory(dim)}
+}
+
+var place = Placement{Fingerprint: "fp1", Shard: "shard-0"}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+func TestServerValidatesEveryVector(t *testing.T) {
+	_, c := serve(t, memConfig(4, vector.Cosine), nil, DialConfig{})
+	for _, tc := range []struct {
+		name string
+		v    []float32
+		msg  string
+	}{
+		{"wrong dimension", []float32{1, 2, 3}, "has 3 dimensions, want 4"},
+		{"NaN", []float32{1, float32(math.NaN()), 0, 0}, "element 1 is not a finite number"},
+		{"Inf", []float32{float32(math.Inf(1)), 0, 0, 0}, "element 0 is not a finite number"},
+		{"zero under cosine", []float32{0, 0, 0, 0}, "zero vector"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := c.Upsert(ctx(t), place, []*shardpb.Vector{{Id: "a", Vector: EncodeVector(tc.v)}})
+			require.Equal(t, codes.InvalidArgument, status.Code(err))
+			require.ErrorContains(t, err, tc.msg)
+			_, err = c.Search(ctx(t), &shardpb.Query{Vector: EncodeVector(tc.v), K: 1})
+			require.Equal(t, codes.InvalidArgument, status.Code(err))
+		})
+	}
+	st, err := c.Stats(ctx(t))
+	require.NoError(t, err)
+	require.Zero(t, st.GetDocCount(), "nothing invalid was stored")
+}
+
+func TestServerUpsertGetDeleteAndPlacement(t *testing.T) {
+	_, c := serve(t, memConfig(2, vector.Cosine), nil, DialConfig{})
+	require.NoError(t, c.Upsert(ctx(t), place, []*shardpb.Vector{
+		{Id: "a", Vector: EncodeVector([]float32{3, 4})},
+		{Id: "b", Vector: EncodeVector([]float32{0, 1})},
+	}))
+	v, err := c.Get(ctx(t), "a")
+	require.NoError(t, err)
+	got, err := DecodeVector(v.GetVector())
+	require.NoError(t, err)
+	require.InDeltaSlice(t, []float32{0.6, 0.8}, got, 1e-6, "stored normalised under cosine")
+
+	resp, err := c.Search(ctx(t), &shardpb.Query{Vector: EncodeVector([]float32{0, 2}), K: 5, ExcludeId: "b"})
+	require.NoError(t, err)
+	require.EqualValues(t, 2, resp.GetDocCount())
+	require.Len(t, resp.GetHits(), 1)
+	require.Equal(t, "a", resp.GetHits()[0].GetId())
+	require.InDelta(t, 0.8, resp.GetHits()[0].GetScore(), 1e-6)
+
+	// A write routed under another shard list is a reshard: refused.
+	err = c.Upsert(ctx(t), Placement{Fingerprint: "fp2", Shard: "shard-0"}, []*shardpb.Vector{{Id: "c", Vector: EncodeVector([]float32{1, 0})}})
+	require.Equal(t, codes.FailedPrecondition, status.Code(err))
+	_, err = c.Delete(ctx(t), Placement{Fingerprint: "fp1", Shard: "shard-1"}, "a")
+	require.Equal(t, codes.FailedPrecondition, status.Code(err))
+
+	found, err := c.Delete(ctx(t), place, "a")
+	require.NoError(t, err)
+	require.True(t, found)
+	found, err = c.Delete(ctx(t), place, "a")
+	require.NoError(t, err)
+	require.False(t, found)
+	_, err = c.Get(ctx(t), "a")
+	require.Equal(t, codes.NotFound, status.Code(err))
+}
+
+func TestProbeReportsNotServing(t *testing.T) {
+	srv, c := serve(t, memConfig(2, vector.DotProduct), nil, DialConfig{})
+	require.NoError(t, c.Probe(ctx(t)))
+	srv.SetServing(false)
+	err := c.Probe(ctx(t))
+	require.ErrorIs(t, err, ErrNotServing)
+	var ns interface{ NotServing() bool }
+	require.ErrorAs(t, err, &ns)
+}
+
+func TestRefusedWriteIsMarkedNeverSent(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	ln.Close()
+	c, err := Dial(addr, DialConfig{})
+	require.NoError(t, err)
+	defer c.Close()
+	err = c.Upsert(ctx(t), place, []*shardpb.Vector{{Id: "a", Vector: EncodeVector([]float32{1})}})
+	var ns interface{ NeverSent() bool }
+	require.ErrorAs(t, err, &ns)
+	require.Equal(t, codes.Unavailable, status.Code(err))
+}
+
+func TestWarmedConnectionIsReady(t *testing.T) {
+	_, c := serve(t, memConfig(2, vector.DotProduct), nil, DialConfig{})
+	require.Equal(t, connectivity.Ready, c.WaitSettled(ctx(t)))
+	require.True(t, c.Ready())
+}
+
+func TestMutualTLS(t *testing.T) {
+	p := testpki.New(t)
+	stc, err := ServerTLS(p.ServerCert, p.ServerKey, p.CAFile)
+	require.NoError(t, err)
+	creds := grpc.Creds(credentials.NewTLS(stc))
+
+	ctc, err := ClientTLS(p.CAFile, p.ClientCert, p.ClientKey)
+	require.NoError(t, err)
+	_, c := serve(t, memConfig(2, vector.DotProduct), []grpc.ServerOption{creds}, DialConfig{TLS: ctc})
+	require.Equal(t, connectivity.Ready, c.WaitSettled(ctx(t)))
+	_, err = c.Stats(ctx(t))
+	require.NoError(t, err)
+
+	// Without a client certificate the shard refuses the connection.
+	noCert, err := ClientTLS(p.CAFile, "", "")
+	require.NoError(t, err)
+	_, anon := serve(t, memConfig(2, vector.DotProduct), []grpc.ServerOption{creds}, DialConfig{TLS: noCert})
+	_, err = anon.Stats(ctx(t))
+	require.Error(t, err)
+	require.Contains(t, []codes.Code{codes.Unavailable, codes.Unknown}, status.Code(err), "%v", err)
+}
+
+func TestServerCertificateReloadsFromDisk(t *testing.T) {
+	p := testpki.New(t)
+	stc, err := ServerTLS(p.ServerCert, p.ServerKey, "")
+	require.NoError(t, err)
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", stc)
+	require.NoError(t, err)
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_ = c.(*tls.Conn).Handshake()
+			c.Close()
+		}
+	}()
+	serial := func() int64 {
+		ctc, err := ClientTLS(p.CAFile, "", "")
+		require.NoError(t, err)
+		c, err := tls.Dial("tcp", ln.Addr().String(), ctc)
+		require.NoError(t, err)
+		defer c.Close()
+		return c.ConnectionState().PeerCertificates[0].SerialNumber.Int64()
+	}
+	require.EqualValues(t, 10, serial())
+	// Renewal rewrites the files in place (as cert-manager does).
+	newCert, newKey := p.Issue(t, "server-renewed", 11, x509.ExtKeyUsageServerAuth)
+	for src, dst := range map[string]string{newCert: p.ServerCert, newKey: p.ServerKey} {
+		b, err := os.ReadFile(src)
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(dst, b, 0o600))
+	}
+	require.EqualValues(t, 11, serial(), "the next handshake serves the renewed certificate")
+}
