@@ -193,6 +193,11 @@ func (c *Cluster[R]) record(r *replicaState[R], err error, took, budget time.Dur
 		r.observePeak(took)
 	}
 	r.mu.Unlock()
+	c.announce(r, becameSuspect, wasSuspect, err)
+}
+
+// announce reports a replica's change of suspicion to the gauge and the log.
+func (c *Cluster[R]) announce(r *replicaState[R], becameSuspect, wasSuspect bool, err error) {
 	if becameSuspect {
 		c.opts.Reporter.Suspect(r.shard, r.r.Addr(), true)
 		c.opts.Logger.Warn("replica suspect", "shard", r.shard, "replica", r.r.Addr(), "err", err)

@@ -558,14 +558,7 @@ func startCounting(t *testing.T, shards, replicas, dim int) *writeHarness {
 		w.srv.Close()
 		r.Close()
 	})
-	require.Eventually(t, func() bool {
-		resp, err := http.Get(w.srv.URL + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}, 10*time.Second, 10*time.Millisecond)
+	waitReady(t, w.r)
 	return w
 }
 
