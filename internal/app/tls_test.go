@@ -27,7 +27,7 @@ func TestFirstQueryAfterReadyOverTLSIsComplete(t *testing.T) {
 	require.NoError(t, err)
 	defer dc.Close()
 	specs := dc.Specs()
-	for restart := range 5 {
+	for restart := range 20 { // issue 4: twenty restarts, none degraded
 		ctc, err := shard.ClientTLS(p.CAFile, p.ClientCert, p.ClientKey)
 		require.NoError(t, err)
 		r, err := app.New(app.Config{Shards: specs, Kernel: vector.Generic(), Dial: shard.DialConfig{TLS: ctc}, Budget: budget.Config{TLS: true}})
