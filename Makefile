@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := $(CURDIR)/.bin
 TOOLS   := -modfile=$(CURDIR)/tools/go.mod
 
-.PHONY: run test vet proto proto-check tools build
+.PHONY: run test vet proto tools build bench
 
 ## run: the whole cluster in one process (3 shards x 2 replicas, 20 000 docs) on :8080
 run:
@@ -15,6 +15,7 @@ test: vet
 
 vet:
 	$(GO) vet ./...
+	cd bench && $(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go') | grep -v '\.pb\.go$$' || true); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
@@ -30,3 +31,7 @@ tools:
 proto: tools
 	$(BIN)/buf lint
 	$(BIN)/buf generate
+
+## bench: vector kernels and scans against gonum, vek and a plain memory read (bench/results.md, bench/results.png)
+bench:
+	cd bench && $(GO) run ./cmd/benchreport

@@ -63,11 +63,7 @@ func newEnv(t testing.TB, cfg envConfig) *env {
 	dc, err := devcluster.Start(devcluster.Config{Shards: 3, Replicas: 2, Dim: testDim, Metric: cfg.Metric, Docs: cfg.Docs, Seed: 1})
 	require.NoError(t, err)
 	t.Cleanup(dc.Close)
-	addrs := dc.Addrs()
-	var specs []app.ShardSpec
-	for _, n := range dc.Names {
-		specs = append(specs, app.ShardSpec{Name: n, Addrs: addrs[n]})
-	}
+	specs := dc.Specs()
 	r, err := app.New(app.Config{Shards: specs, APIKey: cfg.APIKey, MaxInflight: cfg.MaxInflight,
 		WarmupTimeout: 5 * time.Second, DisableProber: !cfg.Prober})
 	require.NoError(t, err)

@@ -140,42 +140,69 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	writeError(w, http.StatusInternalServerError, codeInternal, err.Error())
 }
 
-func (s *Server) search(w http.ResponseWriter, r *http.Request) {
-	p, err := s.params(r)
-	if err != nil {
+// fanoutQuery is a search request ready to fan out: decoded, validated,
+// like_id vectors resolved, its clock started.
+type fanoutQuery struct {
+	params       fanoutParams
+	metric       vector.Metric
+	queries      []query
+	allowPartial bool
+	start        time.Time
+	ctx          context.Context
+}
+
+// prepare does what both search paths do before the fan-out; on failure it
+// has answered the request and returns false.
+func (s *Server) prepare(w http.ResponseWriter, r *http.Request, decode func([]byte, schema) ([]query, bool, error)) (fanoutQuery, bool) {
+	var fq fanoutQuery
+	var err error
+	fail := func(err error) (fanoutQuery, bool) {
 		s.fail(w, r, err)
-		return
+		return fq, false
+	}
+	if fq.params, err = s.params(r); err != nil {
+		return fail(err)
 	}
 	body, err := readBody(w, r)
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return fail(err)
 	}
 	sch := *s.schema.Load()
-	q, allowPartial, err := decodeSearch(body, sch)
-	if err != nil {
-		s.fail(w, r, err)
-		return
+	fq.metric = sch.Metric
+	if fq.queries, fq.allowPartial, err = decode(body, sch); err != nil {
+		return fail(err)
 	}
 	// The deadline starts once the query is decoded: it budgets the
 	// router's work (lookup, fan-out, merge), not the client's upload.
-	start := time.Now()
+	fq.start = time.Now()
 	// The client leaving does not cut the fan-out short: it is bounded by
 	// the deadline anyway, and a cancelled fan-out would count as degraded.
-	ctx := context.WithoutCancel(r.Context())
-	qs, err := s.resolveLikes(ctx, start, p.budget, []query{q})
-	if err != nil {
-		s.fail(w, r, err)
+	fq.ctx = context.WithoutCancel(r.Context())
+	if fq.queries, err = s.resolveLikes(fq.ctx, fq.start, fq.params.budget, fq.queries); err != nil {
+		return fail(err)
+	}
+	return fq, true
+}
+
+func (fq fanoutQuery) request(path string) fanout.Request {
+	return fanout.Request{Path: path, Start: fq.start, Deadline: fq.params.budget.Deadline, ShardDeadline: fq.params.budget.Shard}
+}
+
+func (s *Server) search(w http.ResponseWriter, r *http.Request) {
+	fq, ok := s.prepare(w, r, func(b []byte, sch schema) ([]query, bool, error) {
+		q, allowPartial, err := decodeSearch(b, sch)
+		return []query{q}, allowPartial, err
+	})
+	if !ok {
 		return
 	}
-	pq := toProto(qs[0])
-	results, sum := fanout.Gather(ctx, s.cfg.Cluster, fanout.Request{
-		Path: metrics.PathSearch, Start: start, Deadline: p.budget.Deadline, ShardDeadline: p.budget.Shard,
-	}, func(ctx context.Context, c *shard.Conn) (*shardpb.SearchResponse, error) {
-		return c.Search(ctx, pq)
-	})
-	sg := newScatterGather(sum, results, p.detail)
-	if s.refuseDegraded(w, sg, sum, allowPartial) {
+	pq := toProto(fq.queries[0])
+	results, sum := fanout.Gather(fq.ctx, s.cfg.Cluster, fq.request(metrics.PathSearch),
+		func(ctx context.Context, c *shard.Conn) (*shardpb.SearchResponse, error) {
+			return c.Search(ctx, pq)
+		})
+	sg := newScatterGather(sum, results, fq.params.detail)
+	if s.refuseDegraded(w, sg, sum, fq.allowPartial) {
 		return
 	}
 	lists := make([][]vector.Hit, len(results))
@@ -184,48 +211,29 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) {
 			lists[i] = hitsOf(res.Value.GetHits())
 		}
 	}
-	writeJSON(w, http.StatusOK, searchResponse{Items: s.merge(sch.Metric, q.k, lists), ScatterGather: sg})
+	writeJSON(w, http.StatusOK, searchResponse{Items: s.merge(fq.metric, fq.queries[0].k, lists), ScatterGather: sg})
 }
 
 func (s *Server) searchBatch(w http.ResponseWriter, r *http.Request) {
-	p, err := s.params(r)
-	if err != nil {
-		s.fail(w, r, err)
+	fq, ok := s.prepare(w, r, decodeBatch)
+	if !ok {
 		return
 	}
-	body, err := readBody(w, r)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	sch := *s.schema.Load()
-	qs, allowPartial, err := decodeBatch(body, sch)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	start := time.Now() // as in search: after the upload
-	ctx := context.WithoutCancel(r.Context())
-	qs, err = s.resolveLikes(ctx, start, p.budget, qs)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
+	qs := fq.queries
 	pqs := make([]*shardpb.Query, len(qs))
 	for i, q := range qs {
 		pqs[i] = toProto(q)
 	}
-	results, sum := fanout.Gather(ctx, s.cfg.Cluster, fanout.Request{
-		Path: metrics.PathSearchBatch, Start: start, Deadline: p.budget.Deadline, ShardDeadline: p.budget.Shard,
-	}, func(ctx context.Context, c *shard.Conn) (*shardpb.SearchBatchResponse, error) {
-		resp, err := c.SearchBatch(ctx, pqs)
-		if err == nil && len(resp.GetResults()) != len(pqs) {
-			return nil, status.Errorf(codes.Internal, "replica answered %d results for %d queries", len(resp.GetResults()), len(pqs))
-		}
-		return resp, err
-	})
-	sg := newScatterGather(sum, results, p.detail)
-	if s.refuseDegraded(w, sg, sum, allowPartial) {
+	results, sum := fanout.Gather(fq.ctx, s.cfg.Cluster, fq.request(metrics.PathSearchBatch),
+		func(ctx context.Context, c *shard.Conn) (*shardpb.SearchBatchResponse, error) {
+			resp, err := c.SearchBatch(ctx, pqs)
+			if err == nil && len(resp.GetResults()) != len(pqs) {
+				return nil, status.Errorf(codes.Internal, "replica answered %d results for %d queries", len(resp.GetResults()), len(pqs))
+			}
+			return resp, err
+		})
+	sg := newScatterGather(sum, results, fq.params.detail)
+	if s.refuseDegraded(w, sg, sum, fq.allowPartial) {
 		return
 	}
 	out := batchResponse{Results: make([]batchResult, len(qs)), ScatterGather: sg}
@@ -236,7 +244,7 @@ func (s *Server) searchBatch(w http.ResponseWriter, r *http.Request) {
 				lists[i] = hitsOf(res.Value.GetResults()[qi].GetHits())
 			}
 		}
-		out.Results[qi] = batchResult{Items: s.merge(sch.Metric, q.k, lists)}
+		out.Results[qi] = batchResult{Items: s.merge(fq.metric, q.k, lists)}
 	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -182,8 +182,22 @@ func (c *Cluster[R]) record(r *replicaState[R], err error, took, budget time.Dur
 			break
 		}
 		becameSuspect = r.failure(now, err.Error())
+	case kindCanceled:
+		// The attempt lost to a hedge or failover (the deadline case is
+		// mapped to DeadlineExceeded before this). Its time is a lower bound
+		// of the replica's latency, and when it exceeds the average the
+		// average jumps to it at once (as a peak-EWMA balancer does):
+		// otherwise a replica gone silent keeps its fast average, stays
+		// first choice, and spends a hedge on every query until the prober
+		// catches it.
+		r.observePeak(took)
 	}
 	r.mu.Unlock()
+	c.announce(r, becameSuspect, wasSuspect, err)
+}
+
+// announce reports a replica's change of suspicion to the gauge and the log.
+func (c *Cluster[R]) announce(r *replicaState[R], becameSuspect, wasSuspect bool, err error) {
 	if becameSuspect {
 		c.opts.Reporter.Suspect(r.shard, r.r.Addr(), true)
 		c.opts.Logger.Warn("replica suspect", "shard", r.shard, "replica", r.r.Addr(), "err", err)

@@ -463,3 +463,50 @@ func TestRunProberStopsWithItsContext(t *testing.T) {
 	cancel()
 	<-done
 }
+
+// After a hedge beats a replica that went silent, the silent one is no
+// longer first choice: the next read goes to the live replica directly
+// instead of spending another hedge (and the hedge budget) on it.
+func TestLosingToAHedgeDemotesTheSilentReplica(t *testing.T) {
+	rec := newRecorder()
+	silent := newFake("a0", okAfter(time.Millisecond, 5))
+	live := newFake("a1", okAfter(time.Millisecond, 5))
+	c := New([]Shard[*fake]{{Name: "a", Replicas: []*fake{silent, live}}}, Options{Reporter: rec})
+	for range 10 {
+		Gather(context.Background(), c, req(300*time.Millisecond), call)
+	}
+	for _, r := range c.shards[0].replicas { // equal: the first (silent) one is preferred
+		r.mu.Lock()
+		r.mean, r.dev = time.Millisecond, 0
+		r.mu.Unlock()
+	}
+	silent.script(hang)
+	res, sum := Gather(context.Background(), c, req(300*time.Millisecond), call)
+	require.False(t, sum.Degraded())
+	require.True(t, res[0].Hedged)
+	// The loser's attempt is recorded as it ends, just after the answer.
+	require.Eventually(t, func() bool {
+		st := c.Status()[0].Replicas
+		return st[0].Latency > st[1].Latency
+	}, time.Second, time.Millisecond)
+	cands, _ := c.candidates(c.shards[0])
+	require.Same(t, live, cands[0].r, "the live replica is asked first from now on")
+}
+
+// A lookup whose first replica is silent leaves time to ask the next one.
+func TestLookupSplitsItsBudget(t *testing.T) {
+	silent := newFake("a0", nil)
+	live := newFake("a1", nil)
+	c := New([]Shard[*fake]{{Name: "a", Replicas: []*fake{silent, live}}}, Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	v, err := Lookup(ctx, c, "a", func(ctx context.Context, f *fake) (string, error) {
+		if f == silent {
+			_, err := hang(ctx)
+			return "", err
+		}
+		return "found", nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, "found", v)
+}

@@ -56,6 +56,14 @@ func (h *health) observeLatency(d time.Duration) {
 	h.samples++
 }
 
+// observePeak takes a lower bound of a latency (an attempt cancelled after
+// took): the average rises to it at once if it is above.
+func (h *health) observePeak(took time.Duration) {
+	if took > h.mean {
+		h.mean = took
+	}
+}
+
 // tail is the estimated high-percentile latency; zero until measured.
 func (h *health) tail() time.Duration {
 	if h.samples == 0 {

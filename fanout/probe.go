@@ -69,14 +69,7 @@ func (c *Cluster[R]) recordProbe(r *replicaState[R], err error, timeout time.Dur
 		becameSuspect = r.failure(now, "probe: "+err.Error())
 	}
 	r.mu.Unlock()
-	if becameSuspect {
-		c.opts.Reporter.Suspect(r.shard, r.r.Addr(), true)
-		c.opts.Logger.Warn("replica suspect", "shard", r.shard, "replica", r.r.Addr(), "err", err)
-	}
-	if wasSuspect {
-		c.opts.Reporter.Suspect(r.shard, r.r.Addr(), false)
-		c.opts.Logger.Info("replica rejoined", "shard", r.shard, "replica", r.r.Addr())
-	}
+	c.announce(r, becameSuspect, wasSuspect, err)
 }
 
 // ReplicaStatus is one replica's health, for /cluster/status.

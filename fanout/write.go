@@ -100,16 +100,25 @@ func Lookup[R Replica, T any](ctx context.Context, c *Cluster[R], shard string, 
 	cands, _ := c.candidates(s)
 	notFound := 0
 	var lastErr error = ErrNoReplica
-	for _, r := range cands {
+	for i, r := range cands {
 		if ctx.Err() != nil {
 			break
 		}
+		// While another candidate remains, an attempt gets half the
+		// remaining budget, so a silent first choice leaves time to ask
+		// the next one.
+		actx, cancel := ctx, context.CancelFunc(func() {})
 		var budget time.Duration
 		if dl, ok := ctx.Deadline(); ok {
 			budget = time.Until(dl)
+			if i < len(cands)-1 {
+				budget /= 2
+				actx, cancel = context.WithTimeout(ctx, budget)
+			}
 		}
 		t0 := time.Now()
-		v, err := call(ctx, r.r)
+		v, err := call(actx, r.r)
+		cancel()
 		c.record(r, err, time.Since(t0), budget)
 		if err == nil {
 			return v, nil

@@ -7,16 +7,36 @@ import "unsafe"
 // bytes (1536 float32 = 6 144 bytes) never straddle lines at their start.
 const Alignment = 64
 
+// Arenas of at least hugeArena bytes start on a hugePage boundary and ask
+// the OS (where it has them) for transparent huge pages. A scan walks its
+// arena once per batch; with 4 KiB pages every 64 cache lines cost a TLB
+// miss and a page walk, and a one-core scan of a 384 MiB arena ran at
+// about 22 GB/s where huge pages gave 30. The alignment wastes at most one
+// huge page, under 1/8 of such an arena.
+const (
+	hugePage  = 2 << 20
+	hugeArena = 16 << 20
+)
+
 // Aligned returns a zeroed slice of n float32 whose first element sits on a
-// 64-byte boundary.
+// 64-byte boundary (a 2 MiB one for arenas of 16 MiB and more, which are
+// also advised to use huge pages).
 func Aligned(n int) []float32 {
 	if n == 0 {
 		return []float32{}
 	}
-	buf := make([]float32, n+Alignment/4)
-	off := 0
-	if rem := uintptr(unsafe.Pointer(&buf[0])) % Alignment; rem != 0 {
-		off = int((Alignment - rem) / 4)
+	align := Alignment
+	if n*4 >= hugeArena {
+		align = hugePage
 	}
-	return buf[off : off+n : off+n]
+	buf := make([]float32, n+align/4)
+	off := 0
+	if rem := uintptr(unsafe.Pointer(&buf[0])) % uintptr(align); rem != 0 {
+		off = int((uintptr(align) - rem) / 4)
+	}
+	out := buf[off : off+n : off+n]
+	if align == hugePage {
+		adviseHugePages(out)
+	}
+	return out
 }

@@ -1,6 +1,20 @@
 // Package vector scores float32 vectors: dot product, squared Euclidean
 // distance and normalisation, with SIMD implementations chosen from the
-// CPU's features, plus the top-k selection and merge that a scan needs.
+// CPU's features, plus the batch scan, top-k selection and merge that a
+// shard needs.
+//
+// Kernels: "generic" is portable Go; on amd64, "avx2" (AVX2+FMA) and
+// "avx512" (AVX512F) are hand-written assembly, listed by Available when the
+// CPU and OS support them and forced with TRAWL_VECTOR_KERNEL. Every kernel
+// handles any length (tails are read with masked loads, never past a
+// slice) and propagates NaN.
+//
+// Scan serves a batch of queries in one pass: each block of rows is scored
+// against every query by tile kernels (up to four queries by four rows per
+// call) while it is in cache, each query keeps a k-sized heap, and large
+// scans are split across cores. A pair's score is computed by the same
+// operations whichever tile computes it, so results depend only on the
+// kernel, not on batching or the split.
 //
 // It is the bottom of trawl's import graph: it must never import another
 // trawl package, do I/O, or keep mutable package-level state. Everything a

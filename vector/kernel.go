@@ -18,6 +18,11 @@ type Kernel struct {
 	Dot func(a, b []float32) float32
 	// L2Squared returns Σ (aᵢ-bᵢ)² over min(len(a), len(b)) elements.
 	L2Squared func(a, b []float32) float32
+
+	// tile, when set, scores several queries against four rows per call;
+	// ScoreRows and Scan use it. A Kernel built from just Dot and L2Squared
+	// works too, scoring pair by pair.
+	tile *tiler
 }
 
 // EnvKernel is the environment variable that forces a kernel by name.
@@ -30,7 +35,7 @@ func Generic() Kernel {
 
 // Available lists the kernels this CPU can run, best last.
 func Available() []Kernel {
-	return []Kernel{Generic()}
+	return append([]Kernel{Generic()}, platformKernels()...)
 }
 
 // Select returns the kernel called name ("" means the best available), or an
@@ -76,16 +81,24 @@ func (Kernel) Normalize(v []float32) bool {
 	return true
 }
 
+// The generic kernels keep four running sums, each taking the sum of two
+// products per step: a single running sum makes every addition wait for
+// the previous one, so the loop is latency-bound. Four sums (not eight)
+// keep every value in a register; with eight, Go spills one, and its
+// chain through memory becomes the bottleneck. Re-slicing each chunk to
+// exactly eight elements lets the compiler drop the bounds checks.
+
 func dotGeneric(a, b []float32) float32 {
 	n := min(len(a), len(b))
 	a, b = a[:n], b[:n]
 	var s0, s1, s2, s3 float32
 	i := 0
-	for ; i+4 <= n; i += 4 {
-		s0 += a[i] * b[i]
-		s1 += a[i+1] * b[i+1]
-		s2 += a[i+2] * b[i+2]
-		s3 += a[i+3] * b[i+3]
+	for ; i+8 <= n; i += 8 {
+		x, y := a[i:i+8:i+8], b[i:i+8:i+8]
+		s0 += x[0]*y[0] + x[4]*y[4]
+		s1 += x[1]*y[1] + x[5]*y[5]
+		s2 += x[2]*y[2] + x[6]*y[6]
+		s3 += x[3]*y[3] + x[7]*y[7]
 	}
 	for ; i < n; i++ {
 		s0 += a[i] * b[i]
@@ -98,15 +111,16 @@ func l2Generic(a, b []float32) float32 {
 	a, b = a[:n], b[:n]
 	var s0, s1, s2, s3 float32
 	i := 0
-	for ; i+4 <= n; i += 4 {
-		d0 := a[i] - b[i]
-		d1 := a[i+1] - b[i+1]
-		d2 := a[i+2] - b[i+2]
-		d3 := a[i+3] - b[i+3]
-		s0 += d0 * d0
-		s1 += d1 * d1
-		s2 += d2 * d2
-		s3 += d3 * d3
+	for ; i+8 <= n; i += 8 {
+		x, y := a[i:i+8:i+8], b[i:i+8:i+8]
+		d0, d4 := x[0]-y[0], x[4]-y[4]
+		s0 += d0*d0 + d4*d4
+		d1, d5 := x[1]-y[1], x[5]-y[5]
+		s1 += d1*d1 + d5*d5
+		d2, d6 := x[2]-y[2], x[6]-y[6]
+		s2 += d2*d2 + d6*d6
+		d3, d7 := x[3]-y[3], x[7]-y[7]
+		s3 += d3*d3 + d7*d7
 	}
 	for ; i < n; i++ {
 		d := a[i] - b[i]

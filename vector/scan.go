@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"runtime"
+	"sync"
 )
 
 // Rows is a read-only view of stored vectors: row i is
@@ -30,31 +32,89 @@ type Query struct {
 
 // BlockRows is how many rows a scan scores before it looks at its context
 // again: small enough that a passed deadline stops a scan within
-// microseconds, large enough that the check costs nothing.
+// microseconds, large enough that the check costs nothing. A block of
+// 1536-D rows (1.5 MiB) is scored by every query of a batch before the scan
+// moves on, four rows at a time, so each row comes from memory once per
+// batch and from L1 for every query after the first.
 const BlockRows = 256
+
+// Scans of at least parallelMinRows rows are split across up to GOMAXPROCS
+// goroutines, each given at least minWorkerRows rows: below that, starting
+// workers and merging their heaps costs more than it saves.
+const (
+	parallelMinRows = 16384
+	minWorkerRows   = 8192
+)
 
 // Scan returns, for each query, its k best rows best first. One pass over the
 // rows serves the whole batch: each block of rows is scored against every
-// query while it is still in cache. The context is checked every block; a
-// scan whose context ends returns its error (wrapped) and no hits.
+// query while it is still in cache. Large scans are split across cores, each
+// worker keeping its own k-sized heaps, merged at the end; the answer is the
+// exact top k under Better's order, so it does not depend on the split. The
+// context is checked every block; a scan whose context ends returns its
+// error (wrapped) and no hits.
 func (k Kernel) Scan(ctx context.Context, m Metric, rows Rows, queries []Query) ([][]Hit, error) {
+	return k.scan(ctx, m, rows, queries, runtime.GOMAXPROCS(0))
+}
+
+func (k Kernel) scan(ctx context.Context, m Metric, rows Rows, queries []Query, procs int) ([][]Hit, error) {
 	if rows.Dim <= 0 {
 		return nil, fmt.Errorf("scan: dimension %d", rows.Dim)
 	}
+	n := rows.Len()
+	if len(rows.Data) < n*rows.Dim {
+		return nil, fmt.Errorf("scan: %d ids but only %d floats of %d-D rows", n, len(rows.Data), rows.Dim)
+	}
+	vecs := make([][]float32, len(queries))
 	for i, q := range queries {
 		if len(q.Vector) != rows.Dim {
 			return nil, fmt.Errorf("scan: query %d has %d dimensions, want %d", i, len(q.Vector), rows.Dim)
 		}
+		if q.K < 0 {
+			return nil, fmt.Errorf("scan: query %d asks for %d hits", i, q.K)
+		}
+		vecs[i] = q.Vector
 	}
-	tops := make([]*TopK, len(queries))
-	for qi, q := range queries {
-		tops[qi] = NewTopK(q.K, rows.IDs)
+
+	workers := 1
+	if n >= parallelMinRows {
+		workers = max(1, min(procs, n/minWorkerRows))
 	}
-	if err := k.scanRange(ctx, m, rows, queries, tops, 0, rows.Len()); err != nil {
-		return nil, err
+	scanners := make([]*scanner, workers)
+	errs := make([]error, workers)
+	// Worker ranges are whole blocks, so every worker but the last scores
+	// full blocks.
+	per := (n/workers + BlockRows - 1) / BlockRows * BlockRows
+	var wg sync.WaitGroup
+	for w := range workers {
+		s := newScanner(k, m, rows, queries, vecs)
+		scanners[w] = s
+		lo, hi := min(w*per, n), min((w+1)*per, n)
+		if w == workers-1 {
+			hi = n
+		}
+		if workers == 1 {
+			errs[w] = s.run(ctx, lo, hi)
+			break
+		}
+		wg.Go(func() { errs[w] = s.run(ctx, lo, hi) })
 	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+
 	out := make([][]Hit, len(queries))
-	for qi, t := range tops {
+	for qi := range queries {
+		t := scanners[0].tops[qi]
+		for _, s := range scanners[1:] {
+			o := s.tops[qi]
+			for i, r := range o.rows {
+				t.Push(r, o.keys[i])
+			}
+		}
 		rs, keys := t.Sorted()
 		hits := make([]Hit, len(rs))
 		for i, r := range rs {
@@ -65,34 +125,72 @@ func (k Kernel) Scan(ctx context.Context, m Metric, rows Rows, queries []Query) 
 	return out, nil
 }
 
-func (k Kernel) scanRange(ctx context.Context, m Metric, rows Rows, queries []Query, tops []*TopK, lo, hi int) error {
-	dim := rows.Dim
+// scanner is one worker's state: a heap per query and a score buffer for
+// one block, allocated once so scoring a row allocates nothing.
+type scanner struct {
+	k       Kernel
+	m       Metric
+	rows    Rows
+	queries []Query
+	vecs    [][]float32
+	tops    []*TopK
+	scores  []float32
+}
+
+func newScanner(k Kernel, m Metric, rows Rows, queries []Query, vecs [][]float32) *scanner {
+	s := &scanner{
+		k: k, m: m, rows: rows, queries: queries, vecs: vecs,
+		tops:   make([]*TopK, len(queries)),
+		scores: make([]float32, len(queries)*min(BlockRows, rows.Len())),
+	}
+	for qi, q := range queries {
+		// A heap never holds more than the rows there are, whatever k.
+		s.tops[qi] = NewTopK(min(q.K, rows.Len()), rows.IDs)
+	}
+	return s
+}
+
+// run scans rows [lo, hi) block by block.
+func (s *scanner) run(ctx context.Context, lo, hi int) error {
+	dim := s.rows.Dim
 	for b := lo; b < hi; b += BlockRows {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("scan stopped after %d of %d rows: %w", b-lo, hi-lo, err)
 		}
 		end := min(b+BlockRows, hi)
-		for qi, q := range queries {
-			t := tops[qi]
-			for r := b; r < end; r++ {
-				row := rows.Data[r*dim : (r+1)*dim]
-				var key float32
-				if m == Euclidean {
-					key = -k.L2Squared(q.Vector, row)
-				} else {
-					key = k.Dot(q.Vector, row)
-				}
-				if th, full := t.Threshold(); full && key < th {
-					continue
-				}
-				if q.Exclude != "" && rows.IDs[r] == q.Exclude {
-					continue
-				}
-				t.Push(int32(r), key)
+		nr := end - b
+		scores := s.scores[:len(s.vecs)*nr]
+		s.k.ScoreRows(s.m, s.vecs, s.rows.Data[b*dim:end*dim], dim, scores)
+		for qi, q := range s.queries {
+			if q.K == 0 {
+				continue
 			}
+			s.collect(s.tops[qi], q.Exclude, b, scores[qi*nr:(qi+1)*nr])
 		}
 	}
 	return nil
+}
+
+// collect offers one query's scores for rows base, base+1, ... to its heap.
+// Once the heap is full almost every candidate is rejected by one float
+// comparison; NaN fails it too, and Push drops NaN when the heap is not
+// full, so a NaN score never displaces a real one.
+func (s *scanner) collect(t *TopK, exclude string, base int, scores []float32) {
+	neg := s.m == Euclidean // keys are larger-is-better
+	ids := s.rows.IDs
+	for j, sc := range scores {
+		key := sc
+		if neg {
+			key = -sc
+		}
+		if len(t.rows) == t.k && !(key >= t.keys[0]) {
+			continue
+		}
+		if exclude != "" && ids[base+j] == exclude {
+			continue
+		}
+		t.Push(int32(base+j), key)
+	}
 }
 
 // scoreOf turns a scan key back into the score the API reports.

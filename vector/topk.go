@@ -1,5 +1,7 @@
 package vector
 
+import "math"
+
 // TopK keeps the k best candidates seen so far. Candidates carry a row
 // number and a key where larger is better; ties on the key are broken by
 // id ascending, looked up only when keys tie (rare), so the common path
@@ -17,6 +19,7 @@ type TopK struct {
 // NewTopK returns a selector of the best k rows; ids resolves a row's id
 // for tie-breaking.
 func NewTopK(k int, ids []string) *TopK {
+	k = max(k, 0)
 	return &TopK{k: k, ids: ids, rows: make([]int32, 0, k), keys: make([]float32, 0, k)}
 }
 
@@ -56,6 +59,9 @@ func (t *TopK) Push(row int32, key float32) {
 // Threshold is the key a candidate must beat to enter once the selector is
 // full, or -Inf-like false when it is not full yet.
 func (t *TopK) Threshold() (float32, bool) {
+	if t.k == 0 {
+		return float32(math.Inf(1)), true // nothing can enter
+	}
 	if len(t.rows) < t.k {
 		return 0, false
 	}

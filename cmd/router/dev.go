@@ -36,11 +36,7 @@ func runDev(ctx context.Context, args []string) error {
 		return err
 	}
 	defer dc.Close()
-	var specs []app.ShardSpec
-	addrs := dc.Addrs()
-	for _, n := range dc.Names {
-		specs = append(specs, app.ShardSpec{Name: n, Addrs: addrs[n]})
-	}
+	specs := dc.Specs()
 	ln, err := net.Listen("tcp", *httpAddr)
 	if err != nil {
 		return err

@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -65,24 +64,13 @@ func TestLoadEveryFormat(t *testing.T) {
 	dc, err := devcluster.Start(devcluster.Config{Dim: dim, Docs: 1, Seed: 2, Kernel: vector.Generic()})
 	require.NoError(t, err)
 	defer dc.Close()
-	addrs := dc.Addrs()
-	var specs []app.ShardSpec
-	for _, name := range dc.Names {
-		specs = append(specs, app.ShardSpec{Name: name, Addrs: addrs[name]})
-	}
+	specs := dc.Specs()
 	r, err := app.New(app.Config{Shards: specs, Kernel: vector.Generic()})
 	require.NoError(t, err)
 	defer r.Close()
 	srv := httptest.NewServer(r.API)
 	defer srv.Close()
-	require.Eventually(t, func() bool {
-		resp, err := http.Get(srv.URL + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}, 10*time.Second, 10*time.Millisecond)
+	waitReady(t, r)
 
 	rows := devcluster.Corpus(n, dim, 3)
 	vs := make([][]float32, n)

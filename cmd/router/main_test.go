@@ -61,11 +61,7 @@ func TestShutdownDrainsInflightQueries(t *testing.T) {
 	dc, err := devcluster.Start(devcluster.Config{Dim: 8, Docs: 100, Seed: 1, Kernel: vector.Generic()})
 	require.NoError(t, err)
 	defer dc.Close()
-	addrs := dc.Addrs()
-	var specs []app.ShardSpec
-	for _, n := range dc.Names {
-		specs = append(specs, app.ShardSpec{Name: n, Addrs: addrs[n]})
-	}
+	specs := dc.Specs()
 	r, err := app.New(app.Config{Shards: specs, Kernel: vector.Generic()})
 	require.NoError(t, err)
 	defer r.Close()
@@ -75,14 +71,7 @@ func TestShutdownDrainsInflightQueries(t *testing.T) {
 	served := make(chan error, 1)
 	go func() { served <- serveHTTP(ctx, slog.New(slog.DiscardHandler), ln, "", "", r) }()
 	base := "http://" + ln.Addr().String()
-	require.Eventually(t, func() bool {
-		resp, err := http.Get(base + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}, 10*time.Second, 10*time.Millisecond)
+	waitReady(t, r)
 
 	for _, n := range dc.Names { // every shard answers slowly
 		for i := range 2 {
@@ -117,4 +106,12 @@ func TestShutdownDrainsInflightQueries(t *testing.T) {
 	require.Equal(t, http.StatusOK, res.code, res.body)
 	require.Contains(t, res.body, `"degraded":false`)
 	require.NoError(t, <-served)
+}
+
+// waitReady waits, boundedly, for the router's warm-up to end.
+func waitReady(t *testing.T, r *app.Router) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, r.WaitReady(ctx))
 }

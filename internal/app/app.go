@@ -59,6 +59,7 @@ type Router struct {
 	Cluster  *fanout.Cluster[*shard.Conn]
 
 	conns  []*shard.Conn
+	ready  chan struct{} // closed when the warm-up ends
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
@@ -80,7 +81,7 @@ func New(cfg Config) (*Router, error) {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	r := &Router{Registry: reg}
+	r := &Router{Registry: reg, ready: make(chan struct{})}
 
 	var mshards []metrics.Shard
 	var fshards []fanout.Shard[*shard.Conn]
@@ -150,6 +151,7 @@ func (r *Router) warmUp(ctx context.Context, cfg Config) {
 		cfg.Logger.Warn("no shard reported its schema yet; assuming 1536-D cosine until one does")
 	}
 	r.API.SetReady(true)
+	close(r.ready)
 	cfg.Logger.Info("router ready", "replicas", len(r.conns))
 	// No shard answered yet: keep asking, so the router does not judge
 	// queries against an assumed dimension for longer than it must.
@@ -183,6 +185,17 @@ func (r *Router) learnSchema(ctx context.Context, log *slog.Logger) bool {
 		}
 	}
 	return false
+}
+
+// WaitReady blocks until the warm-up has ended and the API is ready, or ctx
+// ends.
+func (r *Router) WaitReady(ctx context.Context) error {
+	select {
+	case <-r.ready:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("router not ready: %w", ctx.Err())
+	}
 }
 
 // Close stops the prober and warm-up and closes every connection.

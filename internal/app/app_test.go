@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -38,11 +39,7 @@ func start(t *testing.T, cfg devcluster.Config, extra ...app.ShardSpec) *harness
 	t.Helper()
 	dc, err := devcluster.Start(cfg)
 	require.NoError(t, err)
-	var specs []app.ShardSpec
-	addrs := dc.Addrs()
-	for _, n := range dc.Names {
-		specs = append(specs, app.ShardSpec{Name: n, Addrs: addrs[n]})
-	}
+	specs := dc.Specs()
 	specs = append(specs, extra...)
 	r, err := app.New(app.Config{Shards: specs, Kernel: cfg.Kernel, WarmupTimeout: 5 * time.Second})
 	require.NoError(t, err)
@@ -312,4 +309,12 @@ func TestOneReplicaOfEveryShardStopped(t *testing.T) {
 		require.False(t, a.ScatterGather.Degraded, "%v", a.ScatterGather.ShardErrors)
 		require.Len(t, a.Items, 5)
 	}
+}
+
+// waitReady waits, boundedly, for the router's warm-up to end.
+func waitReady(t *testing.T, r *app.Router) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, r.WaitReady(ctx))
 }

@@ -26,22 +26,14 @@ func TestFirstQueryAfterReadyOverTLSIsComplete(t *testing.T) {
 	dc, err := devcluster.Start(devcluster.Config{Dim: 64, Docs: 600, Seed: 9, Kernel: vector.Generic(), TLS: stc})
 	require.NoError(t, err)
 	defer dc.Close()
-	addrs := dc.Addrs()
-	var specs []app.ShardSpec
-	for _, n := range dc.Names {
-		specs = append(specs, app.ShardSpec{Name: n, Addrs: addrs[n]})
-	}
-	for restart := range 5 {
+	specs := dc.Specs()
+	for restart := range 20 { // issue 4: twenty restarts, none degraded
 		ctc, err := shard.ClientTLS(p.CAFile, p.ClientCert, p.ClientKey)
 		require.NoError(t, err)
 		r, err := app.New(app.Config{Shards: specs, Kernel: vector.Generic(), Dial: shard.DialConfig{TLS: ctc}, Budget: budget.Config{TLS: true}})
 		require.NoError(t, err)
 		h := &harness{dc: dc, r: r, srv: httptest.NewServer(r.API)}
-		require.Eventually(t, func() bool {
-			rec := httptest.NewRecorder()
-			r.API.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
-			return rec.Code == http.StatusOK
-		}, 10*time.Second, time.Millisecond)
+		waitReady(t, r)
 		a, resp, _ := h.search(t, "", map[string]any{"vector": dc.Corpus[restart].Vector, "k": 5})
 		require.Equal(t, http.StatusOK, resp.StatusCode)
 		require.Equal(t, 250, a.ScatterGather.DeadlineMS, "TLS configured: 250 ms default")
@@ -67,11 +59,7 @@ func TestShardsRefuseARouterWithoutClientCertificate(t *testing.T) {
 	defer r.Close()
 	h := &harness{dc: dc, r: r, srv: httptest.NewServer(r.API)}
 	defer h.srv.Close()
-	require.Eventually(t, func() bool {
-		rec := httptest.NewRecorder()
-		r.API.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
-		return rec.Code == http.StatusOK
-	}, 10*time.Second, time.Millisecond)
+	waitReady(t, r)
 	a, resp, _ := h.search(t, "?deadline_ms=500", map[string]any{"vector": dc.Corpus[0].Vector, "k": 5})
 	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
 	require.Equal(t, map[string]string{"shard-0": "unavailable"}, a.ScatterGather.ShardErrors)

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
+	"github.com/trawl-search/trawl/internal/app"
 	"github.com/trawl-search/trawl/internal/faultproxy"
 	"github.com/trawl-search/trawl/placement"
 	"github.com/trawl-search/trawl/shard"
@@ -145,9 +146,19 @@ func startReplica(name string, idx int, store *shard.Memory, cfg Config) (*Repli
 // Addrs lists each shard's replica addresses (the proxies), for the router.
 func (c *Cluster) Addrs() map[string][]string {
 	out := map[string][]string{}
+	for _, s := range c.Specs() {
+		out[s.Name] = s.Addrs
+	}
+	return out
+}
+
+// Specs is the router's --shard list for this cluster, in shard order.
+func (c *Cluster) Specs() []app.ShardSpec {
+	out := make([]app.ShardSpec, len(c.Names))
 	for i, reps := range c.Replicas {
+		out[i].Name = c.Names[i]
 		for _, r := range reps {
-			out[c.Names[i]] = append(out[c.Names[i]], r.Proxy.Addr())
+			out[i].Addrs = append(out[i].Addrs, r.Proxy.Addr())
 		}
 	}
 	return out

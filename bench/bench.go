@@ -1,0 +1,124 @@
+// Package bench measures package vector against comparison libraries and
+// against the machine itself (a plain memory read). It is its own module so
+// that gonum, vek and the plotting library stay out of trawl's go.mod.
+//
+// go test -bench . runs the micro-benchmarks; go run ./cmd/benchreport
+// writes results.md and results.png.
+package bench
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"unsafe"
+
+	"github.com/trawl-search/trawl/vector"
+	"github.com/viterin/vek/vek32"
+	"gonum.org/v1/gonum/blas/blas32"
+)
+
+// Dim is the production dimension.
+const Dim = 1536
+
+// PlainDot is the one-accumulator loop every kernel is compared with.
+func PlainDot(a, b []float32) float32 {
+	var s float32
+	for i := range a {
+		s += a[i] * b[i]
+	}
+	return s
+}
+
+// GonumDot is gonum's float32 BLAS dot (its own amd64 assembly).
+func GonumDot(a, b []float32) float32 {
+	return blas32.Dot(blas32.Vector{N: len(a), Data: a, Inc: 1}, blas32.Vector{N: len(b), Data: b, Inc: 1})
+}
+
+// VekDot is vek's float32 dot (AVX2 when the CPU has it). It must not be
+// called with empty slices.
+func VekDot(a, b []float32) float32 { return vek32.Dot(a, b) }
+
+// ReadSum is the plain memory read a scan is measured against: it reads
+// every byte of v once, as 64-bit words into eight independent sums, which
+// is faster than memory on any core, so it runs at the memory's speed.
+func ReadSum(v []float32) uint64 {
+	w := unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(v))), len(v)/2)
+	var s0, s1, s2, s3, s4, s5, s6, s7 uint64
+	i := 0
+	for ; i+8 <= len(w); i += 8 {
+		x := w[i : i+8 : i+8]
+		s0 += x[0]
+		s1 += x[1]
+		s2 += x[2]
+		s3 += x[3]
+		s4 += x[4]
+		s5 += x[5]
+		s6 += x[6]
+		s7 += x[7]
+	}
+	for ; i < len(w); i++ {
+		s0 += w[i]
+	}
+	return s0 + s1 + s2 + s3 + s4 + s5 + s6 + s7
+}
+
+// Vectors returns two random 64-byte aligned vectors of n floats.
+func Vectors(n int) (a, b []float32) {
+	r := rand.New(rand.NewPCG(1, 2))
+	a, b = vector.Aligned(n), vector.Aligned(n)
+	for i := range a {
+		a[i], b[i] = float32(r.NormFloat64()), float32(r.NormFloat64())
+	}
+	return a, b
+}
+
+// Corpus returns n random unit rows of Dim floats in one aligned arena, as
+// a shard stores them.
+func Corpus(n int) vector.Rows {
+	r := rand.New(rand.NewPCG(3, 4))
+	rows := vector.Rows{Data: vector.Aligned(n * Dim), Dim: Dim, IDs: make([]string, n)}
+	for i := range rows.Data {
+		rows.Data[i] = float32(r.NormFloat64())
+	}
+	k := vector.Generic()
+	for i := range n {
+		k.Normalize(rows.Row(i))
+		rows.IDs[i] = fmt.Sprintf("doc-%08d", i)
+	}
+	return rows
+}
+
+// Queries returns b random unit queries asking for k hits each.
+func Queries(b, k int) []vector.Query {
+	r := rand.New(rand.NewPCG(5, 6))
+	qs := make([]vector.Query, b)
+	for i := range qs {
+		v := make([]float32, Dim)
+		for j := range v {
+			v[j] = float32(r.NormFloat64())
+		}
+		vector.Generic().Normalize(v)
+		qs[i] = vector.Query{Vector: v, K: k}
+	}
+	return qs
+}
+
+// Scores returns n random candidate scores for the top-k benchmark.
+func Scores(n int) []float32 {
+	r := rand.New(rand.NewPCG(7, 8))
+	s := make([]float32, n)
+	for i := range s {
+		s[i] = r.Float32()
+	}
+	return s
+}
+
+// SelectTopK offers every score to t the way a scan does: one comparison
+// against the heap's threshold, and a push only for candidates that pass.
+func SelectTopK(t *vector.TopK, scores []float32) {
+	for i, s := range scores {
+		if th, full := t.Threshold(); full && !(s >= th) {
+			continue
+		}
+		t.Push(int32(i), s)
+	}
+}

@@ -1,0 +1,7 @@
+//go:build !linux
+
+package vector
+
+// adviseHugePages has no portable equivalent here; arenas use the
+// default page size.
+func adviseHugePages([]float32) {}

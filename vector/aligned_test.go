@@ -1,0 +1,24 @@
+package vector
+
+import (
+	"testing"
+	"unsafe"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestAligned(t *testing.T) {
+	for _, c := range []struct{ n, align int }{
+		{1, Alignment}, {3, Alignment}, {1536, Alignment}, {1536 * 100, Alignment},
+		{hugeArena / 4, hugePage}, {hugeArena/4 + 7, hugePage},
+	} {
+		v := Aligned(c.n)
+		require.Len(t, v, c.n)
+		require.Equal(t, c.n, cap(v))
+		require.Zero(t, uintptr(unsafe.Pointer(&v[0]))%uintptr(c.align), "n=%d", c.n)
+		require.Zero(t, v[0])
+		require.Zero(t, v[c.n-1])
+		v[c.n-1] = 1 // writable to the end
+	}
+	require.Empty(t, Aligned(0))
+}
