@@ -35,3 +35,17 @@ proto: tools
 ## bench: vector kernels and scans against gonum, vek and a plain memory read (bench/results.md, bench/results.png)
 bench:
 	cd bench && $(GO) run ./cmd/benchreport
+
+.PHONY: test-chart test-cluster image
+
+## test-chart: helm lint --strict and template over helm/trawl/ci, strict decode, invariants and golden files, promtool rule tests, metric names, dashboard, image (tools built from tools/chart)
+test-chart:
+	bash hack/test-chart.sh
+
+## test-cluster: helm install the chart on a real kube-apiserver and etcd built from tools/cluster, on loopback
+test-cluster:
+	bash hack/test-cluster.sh
+
+## image: the container image without a Docker daemon, into .bin/trawl-image.tar (checked: non-root, no shell, --help runs)
+image:
+	bash hack/image.sh
