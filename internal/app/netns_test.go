@@ -68,7 +68,9 @@ func newTestHost(t *testing.T) *testHost {
 		{"-n", h.ns, "addr", "add", h.nsIP + "/30", "dev", h.nsIf},
 		{"-n", h.ns, "link", "set", h.nsIf, "up"},
 	} {
-		require.NoError(t, ipCmd(args...))
+		if err := ipCmd(args...); err != nil {
+			t.Skipf("cannot wire a veth pair here: %v", err)
+		}
 	}
 	return h
 }
