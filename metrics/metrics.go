@@ -13,8 +13,8 @@ const (
 	PathSearchBatch = "search_batch"
 )
 
-// Paths lists every fan-out path.
-var Paths = []string{PathSearch, PathSearchBatch}
+// paths lists every fan-out path.
+func paths() []string { return []string{PathSearch, PathSearchBatch} }
 
 // Reasons a shard is missing from an answer (the reason label and the
 // shard_errors values of the API).
@@ -25,8 +25,10 @@ const (
 	ReasonInternal         = "internal"
 )
 
-// Reasons lists every missing-shard reason.
-var Reasons = []string{ReasonDeadlineExceeded, ReasonUnavailable, ReasonSuspect, ReasonInternal}
+// reasons lists every missing-shard reason.
+func reasons() []string {
+	return []string{ReasonDeadlineExceeded, ReasonUnavailable, ReasonSuspect, ReasonInternal}
+}
 
 // Hedge outcomes (the outcome label of trawl_scatter_hedges_total).
 const (
@@ -107,11 +109,11 @@ func NewRouter(reg prometheus.Registerer, shards []Shard, kernel string) *Router
 		m.shardRPC, m.suspect, m.failovers, m.hedges, m.http)
 	registerKernel(reg, kernel)
 
-	for _, p := range Paths {
+	for _, p := range paths() {
 		m.queries.WithLabelValues(p)
 		m.degraded.WithLabelValues(p)
 		for _, s := range shards {
-			for _, r := range Reasons {
+			for _, r := range reasons() {
 				m.unavailable.WithLabelValues(p, s.Name, r)
 			}
 		}
