@@ -1,6 +1,9 @@
 package vector
 
-import "fmt"
+import (
+	"fmt"
+	"unsafe"
+)
 
 // ScoreRows scores every query against every row of rows (row-major, dim
 // floats each) and writes query i's score for row j to out[i*n+j], where n
@@ -49,7 +52,9 @@ func (k Kernel) scorePairs(m Metric, queries [][]float32, rows []float32, dim, n
 
 // scoreTiles walks the rows four at a time and, for each group, every
 // query: the group (four rows) stays in L1 while all queries use it, so the
-// rows are read from memory once per batch. A lone query instead walks the
+// rows are read from memory once per batch, and the tiles prefetch the
+// groups that follow (see pfDist), past the end of rows too: the caller's
+// next block usually follows in memory. A lone query instead walks the
 // rows one by one, which reads memory as one sequential stream.
 func (k Kernel) scoreTiles(m Metric, queries [][]float32, rows []float32, dim, n int, out []float32) {
 	t := k.tile
@@ -68,6 +73,8 @@ func (k Kernel) scoreTiles(m Metric, queries [][]float32, rows []float32, dim, n
 		o4  [4]float32
 		o16 [16]float32
 	)
+	base := uintptr(unsafe.Pointer(&rows[0]))
+	rowBytes := uintptr(dim) * 4
 	for j0 := 0; j0 < n; j0 += 4 {
 		// A short last group repeats its last row; those scores are
 		// dropped, and every pair still goes through the same arithmetic.
@@ -79,7 +86,8 @@ func (k Kernel) scoreTiles(m Metric, queries [][]float32, rows []float32, dim, n
 			for i := range t.queries {
 				qp[i] = &queries[i0+i][0]
 			}
-			t.many(m, &qp, &rp, dim, &o16)
+			pr := uintptr(j0+pfDist*4+2*(i0/t.queries%2)) * rowBytes
+			t.many(m, &qp, &rp, dim, &o16, base+pr, base+pr+rowBytes)
 			for i := range t.queries {
 				copy(out[(i0+i)*n+j0:(i0+i)*n+j0+cnt], o16[i*4:i*4+cnt])
 			}
@@ -90,3 +98,10 @@ func (k Kernel) scoreTiles(m Metric, queries [][]float32, rows []float32, dim, n
 		}
 	}
 }
+
+// pfDist is how many groups of four rows ahead the many-query tiles
+// prefetch. The first two query tiles of a group each fetch two rows of
+// the group pfDist ahead into cache while they compute, so a batch no
+// longer stalls on memory at the start of every group: the hardware
+// prefetcher alone does not run far enough ahead of four row streams.
+const pfDist = 2

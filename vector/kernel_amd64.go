@@ -52,11 +52,15 @@ func dot1x4AVX512(q *float32, r *[4]*float32, n int, out *[4]float32)
 //go:noescape
 func l21x4AVX512(q *float32, r *[4]*float32, n int, out *[4]float32)
 
+// dot4x4AVX512 and l24x4AVX512 also prefetch n floats (rounded down to
+// whole steps) at each of the addresses pf0 and pf1, which they never load
+// from: a prefetch does not fault, so these may point anywhere.
+//
 //go:noescape
-func dot4x4AVX512(q *[4]*float32, r *[4]*float32, n int, out *[16]float32)
+func dot4x4AVX512(q *[4]*float32, r *[4]*float32, n int, out *[16]float32, pf0, pf1 uintptr)
 
 //go:noescape
-func l24x4AVX512(q *[4]*float32, r *[4]*float32, n int, out *[16]float32)
+func l24x4AVX512(q *[4]*float32, r *[4]*float32, n int, out *[16]float32, pf0, pf1 uintptr)
 
 // Instruction sets of the tile kernels.
 const (
@@ -103,12 +107,12 @@ func (t *tiler) one(m Metric, q *float32, r *[4]*float32, n int, out *[4]float32
 
 // many scores t.queries queries against four rows: out[i*4+j] is query
 // i against row j.
-func (t *tiler) many(m Metric, q *[4]*float32, r *[4]*float32, n int, out *[16]float32) {
+func (t *tiler) many(m Metric, q *[4]*float32, r *[4]*float32, n int, out *[16]float32, pf0, pf1 uintptr) {
 	switch {
 	case t.isa == isaAVX512 && m == Euclidean:
-		l24x4AVX512(q, r, n, out)
+		l24x4AVX512(q, r, n, out, pf0, pf1)
 	case t.isa == isaAVX512:
-		dot4x4AVX512(q, r, n, out)
+		dot4x4AVX512(q, r, n, out, pf0, pf1)
 	case m == Euclidean:
 		l22x4AVX2(q, r, n, out)
 	default:

@@ -250,6 +250,27 @@ tail: \
 	body(LDM); \
 done:
 
+// TILEP is TILE with two software prefetches per whole step, at R13+AX
+// and R14+AX: rows a later call will read, fetched into L2 while this one
+// computes.
+#define TILEP(body, loop, tail, done) \
+	CMPQ  CX, $16; \
+	JB    tail; \
+loop: \
+	PREFETCHT1 (R13)(AX*1); \
+	PREFETCHT1 (R14)(AX*1); \
+	body(LDF); \
+	ADDQ  $64, AX; \
+	SUBQ  $16, CX; \
+	CMPQ  CX, $16; \
+	JAE   loop; \
+tail: \
+	TESTQ CX, CX; \
+	JZ    done; \
+	TAILMASK; \
+	body(LDM); \
+done:
+
 // ROWPTRS loads the four row pointers from the array at AX.
 #define ROWPTRS \
 	MOVQ 0(AX), SI; \
@@ -309,8 +330,10 @@ TEXT ·l21x4AVX512(SB), NOSPLIT, $0-32
 	VZEROUPPER
 	RET
 
-// func dot4x4AVX512(q *[4]*float32, r *[4]*float32, n int, out *[16]float32)
-TEXT ·dot4x4AVX512(SB), NOSPLIT, $0-32
+// func dot4x4AVX512(q *[4]*float32, r *[4]*float32, n int, out *[16]float32, pf0, pf1 uintptr)
+TEXT ·dot4x4AVX512(SB), NOSPLIT, $0-48
+	MOVQ pf0+32(FP), R13
+	MOVQ pf1+40(FP), R14
 	MOVQ q+0(FP), AX
 	QPTRS4
 	MOVQ r+8(FP), AX
@@ -321,7 +344,7 @@ TEXT ·dot4x4AVX512(SB), NOSPLIT, $0-32
 	ZERO4(Z4, Z5, Z6, Z7)
 	ZERO4(Z8, Z9, Z10, Z11)
 	ZERO4(Z12, Z13, Z14, Z15)
-	TILE(DOT4x4, d44loop, d44tail, d44done)
+	TILEP(DOT4x4, d44loop, d44tail, d44done)
 	MOVQ out+24(FP), R12
 	STORE4(Z0, X0, Z1, X1, Z2, X2, Z3, X3, 0)
 	STORE4(Z4, X4, Z5, X5, Z6, X6, Z7, X7, 16)
@@ -330,8 +353,10 @@ TEXT ·dot4x4AVX512(SB), NOSPLIT, $0-32
 	VZEROUPPER
 	RET
 
-// func l24x4AVX512(q *[4]*float32, r *[4]*float32, n int, out *[16]float32)
-TEXT ·l24x4AVX512(SB), NOSPLIT, $0-32
+// func l24x4AVX512(q *[4]*float32, r *[4]*float32, n int, out *[16]float32, pf0, pf1 uintptr)
+TEXT ·l24x4AVX512(SB), NOSPLIT, $0-48
+	MOVQ pf0+32(FP), R13
+	MOVQ pf1+40(FP), R14
 	MOVQ q+0(FP), AX
 	QPTRS4
 	MOVQ r+8(FP), AX
@@ -342,7 +367,7 @@ TEXT ·l24x4AVX512(SB), NOSPLIT, $0-32
 	ZERO4(Z4, Z5, Z6, Z7)
 	ZERO4(Z8, Z9, Z10, Z11)
 	ZERO4(Z12, Z13, Z14, Z15)
-	TILE(L24x4, l44loop, l44tail, l44done)
+	TILEP(L24x4, l44loop, l44tail, l44done)
 	MOVQ out+24(FP), R12
 	STORE4(Z0, X0, Z1, X1, Z2, X2, Z3, X3, 0)
 	STORE4(Z4, X4, Z5, X5, Z6, X6, Z7, X7, 16)

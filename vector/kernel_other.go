@@ -17,6 +17,6 @@ func (t *tiler) one(Metric, *float32, *[4]*float32, int, *[4]float32) {
 	panic("vector: no tile kernels on this platform")
 }
 
-func (t *tiler) many(Metric, *[4]*float32, *[4]*float32, int, *[16]float32) {
+func (t *tiler) many(Metric, *[4]*float32, *[4]*float32, int, *[16]float32, uintptr, uintptr) {
 	panic("vector: no tile kernels on this platform")
 }
