@@ -66,12 +66,27 @@ func (k Kernel) scoreTiles(m Metric, queries [][]float32, rows []float32, dim, n
 		}
 		return
 	}
-	full := nq - nq%t.queries // queries served by many-query tiles
+	// Queries [0, wide) go through six-query tiles, [wide, full) through
+	// t.queries-query tiles, the rest one at a time. Two or three left
+	// over from the six-query tiles are better served, with one six, as
+	// two four-query tiles than as lone queries, which each reload the
+	// rows.
+	wide := 0
+	if t.wide > 0 {
+		n6, r := nq/t.wide, nq%t.wide
+		if n6 > 0 && (r == 2 || r == 3) {
+			n6--
+		}
+		wide = n6 * t.wide
+	}
+	full := nq - (nq-wide)%t.queries
 	var (
 		rp  [4]*float32
 		qp  [4]*float32
+		qp6 [6]*float32
 		o4  [4]float32
 		o16 [16]float32
+		o24 [24]float32
 	)
 	base := uintptr(unsafe.Pointer(&rows[0]))
 	rowBytes := uintptr(dim) * 4
@@ -82,12 +97,28 @@ func (k Kernel) scoreTiles(m Metric, queries [][]float32, rows []float32, dim, n
 		for j := range 4 {
 			rp[j] = &rows[(j0+min(j, cnt-1))*dim]
 		}
-		for i0 := 0; i0 < full; i0 += t.queries {
+		// The first two tiles prefetch two rows each of the group pfDist
+		// ahead.
+		pf := base + uintptr(j0+pfDist*4)*rowBytes
+		tile := uintptr(0)
+		for i0 := 0; i0 < wide; i0 += t.wide {
+			for i := range t.wide {
+				qp6[i] = &queries[i0+i][0]
+			}
+			p := pf + tile%2*2*rowBytes
+			t.six(m, &qp6, &rp, dim, &o24, p, p+rowBytes)
+			tile++
+			for i := range t.wide {
+				copy(out[(i0+i)*n+j0:(i0+i)*n+j0+cnt], o24[i*4:i*4+cnt])
+			}
+		}
+		for i0 := wide; i0 < full; i0 += t.queries {
 			for i := range t.queries {
 				qp[i] = &queries[i0+i][0]
 			}
-			pr := uintptr(j0+pfDist*4+2*(i0/t.queries%2)) * rowBytes
-			t.many(m, &qp, &rp, dim, &o16, base+pr, base+pr+rowBytes)
+			p := pf + tile%2*2*rowBytes
+			t.many(m, &qp, &rp, dim, &o16, p, p+rowBytes)
+			tile++
 			for i := range t.queries {
 				copy(out[(i0+i)*n+j0:(i0+i)*n+j0+cnt], o16[i*4:i*4+cnt])
 			}
