@@ -11,7 +11,7 @@ import (
 // L2Squared for Euclidean. Every query must have dim floats and out room
 // for len(queries)*n scores.
 //
-// Kernels with tile routines score up to four queries against four rows per
+// Kernels with tile routines score up to six queries against four rows per
 // call, so one load of a row feeds several queries. A pair's score is the
 // same whichever tile (or the one-by-one path of a lone query) computed
 // it, so a scan's answer does not depend on how queries were batched; it
@@ -51,7 +51,8 @@ func (k Kernel) scorePairs(m Metric, queries [][]float32, rows []float32, dim, n
 }
 
 // scoreTiles walks the rows four at a time and, for each group, every
-// query: the group (four rows) stays in L1 while all queries use it, so the
+// query: the group (four rows, 24 KiB at 1536-D) stays in cache (L2; with
+// a tile's queries it overflows L1) while all queries use it, so the
 // rows are read from memory once per batch, and the tiles prefetch the
 // groups that follow (see pfDist), past the end of rows too: the caller's
 // next block usually follows in memory. A lone query instead walks the
