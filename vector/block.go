@@ -1,6 +1,9 @@
 package vector
 
-import "fmt"
+import (
+	"fmt"
+	"unsafe"
+)
 
 // ScoreRows scores every query against every row of rows (row-major, dim
 // floats each) and writes query i's score for row j to out[i*n+j], where n
@@ -8,7 +11,7 @@ import "fmt"
 // L2Squared for Euclidean. Every query must have dim floats and out room
 // for len(queries)*n scores.
 //
-// Kernels with tile routines score up to four queries against four rows per
+// Kernels with tile routines score up to six queries against four rows per
 // call, so one load of a row feeds several queries. A pair's score is the
 // same whichever tile (or the one-by-one path of a lone query) computed
 // it, so a scan's answer does not depend on how queries were batched; it
@@ -48,8 +51,11 @@ func (k Kernel) scorePairs(m Metric, queries [][]float32, rows []float32, dim, n
 }
 
 // scoreTiles walks the rows four at a time and, for each group, every
-// query: the group (four rows) stays in L1 while all queries use it, so the
-// rows are read from memory once per batch. A lone query instead walks the
+// query: the group (four rows, 24 KiB at 1536-D) stays in cache (L2; with
+// a tile's queries it overflows L1) while all queries use it, so the
+// rows are read from memory once per batch, and the tiles prefetch the
+// groups that follow (see pfDist), past the end of rows too: the caller's
+// next block usually follows in memory. A lone query instead walks the
 // rows one by one, which reads memory as one sequential stream.
 func (k Kernel) scoreTiles(m Metric, queries [][]float32, rows []float32, dim, n int, out []float32) {
 	t := k.tile
@@ -61,13 +67,30 @@ func (k Kernel) scoreTiles(m Metric, queries [][]float32, rows []float32, dim, n
 		}
 		return
 	}
-	full := nq - nq%t.queries // queries served by many-query tiles
+	// Queries [0, wide) go through six-query tiles, [wide, full) through
+	// t.queries-query tiles, the rest one at a time. Two or three left
+	// over from the six-query tiles are better served, with one six, as
+	// two four-query tiles than as lone queries, which each reload the
+	// rows.
+	wide := 0
+	if t.wide > 0 {
+		n6, r := nq/t.wide, nq%t.wide
+		if n6 > 0 && (r == 2 || r == 3) {
+			n6--
+		}
+		wide = n6 * t.wide
+	}
+	full := nq - (nq-wide)%t.queries
 	var (
 		rp  [4]*float32
 		qp  [4]*float32
+		qp6 [6]*float32
 		o4  [4]float32
 		o16 [16]float32
+		o24 [24]float32
 	)
+	base := uintptr(unsafe.Pointer(&rows[0]))
+	rowBytes := uintptr(dim) * 4
 	for j0 := 0; j0 < n; j0 += 4 {
 		// A short last group repeats its last row; those scores are
 		// dropped, and every pair still goes through the same arithmetic.
@@ -75,11 +98,28 @@ func (k Kernel) scoreTiles(m Metric, queries [][]float32, rows []float32, dim, n
 		for j := range 4 {
 			rp[j] = &rows[(j0+min(j, cnt-1))*dim]
 		}
-		for i0 := 0; i0 < full; i0 += t.queries {
+		// The first two tiles prefetch two rows each of the group pfDist
+		// ahead.
+		pf := base + uintptr(j0+pfDist*4)*rowBytes
+		tile := uintptr(0)
+		for i0 := 0; i0 < wide; i0 += t.wide {
+			for i := range t.wide {
+				qp6[i] = &queries[i0+i][0]
+			}
+			p := pf + tile%2*2*rowBytes
+			t.six(m, &qp6, &rp, dim, &o24, p, p+rowBytes)
+			tile++
+			for i := range t.wide {
+				copy(out[(i0+i)*n+j0:(i0+i)*n+j0+cnt], o24[i*4:i*4+cnt])
+			}
+		}
+		for i0 := wide; i0 < full; i0 += t.queries {
 			for i := range t.queries {
 				qp[i] = &queries[i0+i][0]
 			}
-			t.many(m, &qp, &rp, dim, &o16)
+			p := pf + tile%2*2*rowBytes
+			t.many(m, &qp, &rp, dim, &o16, p, p+rowBytes)
+			tile++
 			for i := range t.queries {
 				copy(out[(i0+i)*n+j0:(i0+i)*n+j0+cnt], o16[i*4:i*4+cnt])
 			}
@@ -90,3 +130,10 @@ func (k Kernel) scoreTiles(m Metric, queries [][]float32, rows []float32, dim, n
 		}
 	}
 }
+
+// pfDist is how many groups of four rows ahead the many-query tiles
+// prefetch. The first two query tiles of a group each fetch two rows of
+// the group pfDist ahead into cache while they compute, so a batch no
+// longer stalls on memory at the start of every group: the hardware
+// prefetcher alone does not run far enough ahead of four row streams.
+const pfDist = 2

@@ -10,11 +10,11 @@
 // slice) and propagates NaN.
 //
 // Scan serves a batch of queries in one pass: each block of rows is scored
-// against every query by tile kernels (up to four queries by four rows per
-// call) while it is in cache, each query keeps a k-sized heap, and large
-// scans are split across cores. A pair's score is computed by the same
-// operations whichever tile computes it, so results depend only on the
-// kernel, not on batching or the split.
+// against every query by tile kernels (up to six queries by four rows per
+// call, prefetching the rows that follow) while it is in cache, each query
+// keeps a k-sized heap, and large scans are split across cores. A pair's
+// score is computed by the same operations whichever tile computes it, so
+// results depend only on the kernel, not on batching or the split.
 //
 // It is the bottom of trawl's import graph: it must never import another
 // trawl package, do I/O, or keep mutable package-level state. Everything a

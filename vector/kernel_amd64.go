@@ -52,11 +52,24 @@ func dot1x4AVX512(q *float32, r *[4]*float32, n int, out *[4]float32)
 //go:noescape
 func l21x4AVX512(q *float32, r *[4]*float32, n int, out *[4]float32)
 
+// dot4x4AVX512 and l24x4AVX512 also prefetch n floats (rounded down to
+// whole steps) at each of the addresses pf0 and pf1, which they never load
+// from: a prefetch does not fault, so these may point anywhere.
+//
 //go:noescape
-func dot4x4AVX512(q *[4]*float32, r *[4]*float32, n int, out *[16]float32)
+func dot4x4AVX512(q *[4]*float32, r *[4]*float32, n int, out *[16]float32, pf0, pf1 uintptr)
 
 //go:noescape
-func l24x4AVX512(q *[4]*float32, r *[4]*float32, n int, out *[16]float32)
+func l24x4AVX512(q *[4]*float32, r *[4]*float32, n int, out *[16]float32, pf0, pf1 uintptr)
+
+// dot6x4AVX512 and l26x4AVX512 score six queries, out[i*4+j] for query i
+// and row j, and prefetch like the 4×4 tiles.
+//
+//go:noescape
+func dot6x4AVX512(q *[6]*float32, r *[4]*float32, n int, out *[24]float32, pf0, pf1 uintptr)
+
+//go:noescape
+func l26x4AVX512(q *[6]*float32, r *[4]*float32, n int, out *[24]float32, pf0, pf1 uintptr)
 
 // Instruction sets of the tile kernels.
 const (
@@ -71,6 +84,7 @@ const (
 type tiler struct {
 	isa     uint8
 	queries int // queries per many-query tile
+	wide    int // queries per six-query tile (six), or 0 if there is none
 }
 
 // single scores q against one row.
@@ -103,16 +117,26 @@ func (t *tiler) one(m Metric, q *float32, r *[4]*float32, n int, out *[4]float32
 
 // many scores t.queries queries against four rows: out[i*4+j] is query
 // i against row j.
-func (t *tiler) many(m Metric, q *[4]*float32, r *[4]*float32, n int, out *[16]float32) {
+func (t *tiler) many(m Metric, q *[4]*float32, r *[4]*float32, n int, out *[16]float32, pf0, pf1 uintptr) {
 	switch {
 	case t.isa == isaAVX512 && m == Euclidean:
-		l24x4AVX512(q, r, n, out)
+		l24x4AVX512(q, r, n, out, pf0, pf1)
 	case t.isa == isaAVX512:
-		dot4x4AVX512(q, r, n, out)
+		dot4x4AVX512(q, r, n, out, pf0, pf1)
 	case m == Euclidean:
 		l22x4AVX2(q, r, n, out)
 	default:
 		dot2x4AVX2(q, r, n, out)
+	}
+}
+
+// six scores six queries against four rows: out[i*4+j] is query i
+// against row j. Only tilers with wide == 6 have it.
+func (t *tiler) six(m Metric, q *[6]*float32, r *[4]*float32, n int, out *[24]float32, pf0, pf1 uintptr) {
+	if m == Euclidean {
+		l26x4AVX512(q, r, n, out, pf0, pf1)
+	} else {
+		dot6x4AVX512(q, r, n, out, pf0, pf1)
 	}
 }
 
@@ -129,7 +153,7 @@ func platformKernels() []Kernel {
 	if cpuid.CPU.Supports(cpuid.AVX512F) {
 		ks = append(ks, Kernel{
 			Name: "avx512", Dot: dotAVX512, L2Squared: l2AVX512,
-			tile: &tiler{isa: isaAVX512, queries: 4},
+			tile: &tiler{isa: isaAVX512, queries: 4, wide: 6},
 		})
 	}
 	return ks

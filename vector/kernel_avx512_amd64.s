@@ -250,6 +250,27 @@ tail: \
 	body(LDM); \
 done:
 
+// TILEP is TILE with two software prefetches per whole step, at R13+AX
+// and R14+AX: rows a later call will read, fetched into L2 while this one
+// computes.
+#define TILEP(body, loop, tail, done) \
+	CMPQ  CX, $16; \
+	JB    tail; \
+loop: \
+	PREFETCHT1 (R13)(AX*1); \
+	PREFETCHT1 (R14)(AX*1); \
+	body(LDF); \
+	ADDQ  $64, AX; \
+	SUBQ  $16, CX; \
+	CMPQ  CX, $16; \
+	JAE   loop; \
+tail: \
+	TESTQ CX, CX; \
+	JZ    done; \
+	TAILMASK; \
+	body(LDM); \
+done:
+
 // ROWPTRS loads the four row pointers from the array at AX.
 #define ROWPTRS \
 	MOVQ 0(AX), SI; \
@@ -309,8 +330,10 @@ TEXT ·l21x4AVX512(SB), NOSPLIT, $0-32
 	VZEROUPPER
 	RET
 
-// func dot4x4AVX512(q *[4]*float32, r *[4]*float32, n int, out *[16]float32)
-TEXT ·dot4x4AVX512(SB), NOSPLIT, $0-32
+// func dot4x4AVX512(q *[4]*float32, r *[4]*float32, n int, out *[16]float32, pf0, pf1 uintptr)
+TEXT ·dot4x4AVX512(SB), NOSPLIT, $0-48
+	MOVQ pf0+32(FP), R13
+	MOVQ pf1+40(FP), R14
 	MOVQ q+0(FP), AX
 	QPTRS4
 	MOVQ r+8(FP), AX
@@ -321,7 +344,7 @@ TEXT ·dot4x4AVX512(SB), NOSPLIT, $0-32
 	ZERO4(Z4, Z5, Z6, Z7)
 	ZERO4(Z8, Z9, Z10, Z11)
 	ZERO4(Z12, Z13, Z14, Z15)
-	TILE(DOT4x4, d44loop, d44tail, d44done)
+	TILEP(DOT4x4, d44loop, d44tail, d44done)
 	MOVQ out+24(FP), R12
 	STORE4(Z0, X0, Z1, X1, Z2, X2, Z3, X3, 0)
 	STORE4(Z4, X4, Z5, X5, Z6, X6, Z7, X7, 16)
@@ -330,8 +353,10 @@ TEXT ·dot4x4AVX512(SB), NOSPLIT, $0-32
 	VZEROUPPER
 	RET
 
-// func l24x4AVX512(q *[4]*float32, r *[4]*float32, n int, out *[16]float32)
-TEXT ·l24x4AVX512(SB), NOSPLIT, $0-32
+// func l24x4AVX512(q *[4]*float32, r *[4]*float32, n int, out *[16]float32, pf0, pf1 uintptr)
+TEXT ·l24x4AVX512(SB), NOSPLIT, $0-48
+	MOVQ pf0+32(FP), R13
+	MOVQ pf1+40(FP), R14
 	MOVQ q+0(FP), AX
 	QPTRS4
 	MOVQ r+8(FP), AX
@@ -342,7 +367,7 @@ TEXT ·l24x4AVX512(SB), NOSPLIT, $0-32
 	ZERO4(Z4, Z5, Z6, Z7)
 	ZERO4(Z8, Z9, Z10, Z11)
 	ZERO4(Z12, Z13, Z14, Z15)
-	TILE(L24x4, l44loop, l44tail, l44done)
+	TILEP(L24x4, l44loop, l44tail, l44done)
 	MOVQ out+24(FP), R12
 	STORE4(Z0, X0, Z1, X1, Z2, X2, Z3, X3, 0)
 	STORE4(Z4, X4, Z5, X5, Z6, X6, Z7, X7, 16)
@@ -392,5 +417,137 @@ TEXT ·l21x1AVX512(SB), NOSPLIT, $0-28
 	TILE(L21x1, l11loop, l11tail, l11done)
 	HSUM(Z0, Z31)
 	VMOVSS X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// Six-query tiles: 24 accumulators, Z(4i+j) for query i and row j, the four
+// rows in Z24-Z27 and one query at a time in Z28, so a step of 16 floats
+// makes ten loads for 24 FMAs (the 4×4 tile: eight for 16). R8-R11, R13,
+// R14 hold the queries; R12 and R15 the prefetch addresses until the tail
+// (TAILMASK and STORE reuse R12).
+
+#define LOADR6(ld) \
+	ld((SI)(AX*1), Z24); \
+	ld((DI)(AX*1), Z25); \
+	ld((BX)(AX*1), Z26); \
+	ld((DX)(AX*1), Z27)
+
+#define DOT4R(q, a0, a1, a2, a3) \
+	VFMADD231PS Z24, q, a0; \
+	VFMADD231PS Z25, q, a1; \
+	VFMADD231PS Z26, q, a2; \
+	VFMADD231PS Z27, q, a3
+
+#define L24R(q, a0, a1, a2, a3) \
+	VSUBPS      q, Z24, Z29; \
+	VFMADD231PS Z29, Z29, a0; \
+	VSUBPS      q, Z25, Z30; \
+	VFMADD231PS Z30, Z30, a1; \
+	VSUBPS      q, Z26, Z31; \
+	VFMADD231PS Z31, Z31, a2; \
+	VSUBPS      q, Z27, Z29; \
+	VFMADD231PS Z29, Z29, a3
+
+#define DOT6x4(ld) \
+	LOADR6(ld); \
+	ld((R8)(AX*1), Z28); \
+	DOT4R(Z28, Z0, Z1, Z2, Z3); \
+	ld((R9)(AX*1), Z28); \
+	DOT4R(Z28, Z4, Z5, Z6, Z7); \
+	ld((R10)(AX*1), Z28); \
+	DOT4R(Z28, Z8, Z9, Z10, Z11); \
+	ld((R11)(AX*1), Z28); \
+	DOT4R(Z28, Z12, Z13, Z14, Z15); \
+	ld((R13)(AX*1), Z28); \
+	DOT4R(Z28, Z16, Z17, Z18, Z19); \
+	ld((R14)(AX*1), Z28); \
+	DOT4R(Z28, Z20, Z21, Z22, Z23)
+
+#define L26x4(ld) \
+	LOADR6(ld); \
+	ld((R8)(AX*1), Z28); \
+	L24R(Z28, Z0, Z1, Z2, Z3); \
+	ld((R9)(AX*1), Z28); \
+	L24R(Z28, Z4, Z5, Z6, Z7); \
+	ld((R10)(AX*1), Z28); \
+	L24R(Z28, Z8, Z9, Z10, Z11); \
+	ld((R11)(AX*1), Z28); \
+	L24R(Z28, Z12, Z13, Z14, Z15); \
+	ld((R13)(AX*1), Z28); \
+	L24R(Z28, Z16, Z17, Z18, Z19); \
+	ld((R14)(AX*1), Z28); \
+	L24R(Z28, Z20, Z21, Z22, Z23)
+
+#define TILE6(body, loop, tail, done) \
+	CMPQ  CX, $16; \
+	JB    tail; \
+loop: \
+	PREFETCHT1 (R12)(AX*1); \
+	PREFETCHT1 (R15)(AX*1); \
+	body(LDF); \
+	ADDQ  $64, AX; \
+	SUBQ  $16, CX; \
+	CMPQ  CX, $16; \
+	JAE   loop; \
+tail: \
+	TESTQ CX, CX; \
+	JZ    done; \
+	TAILMASK; \
+	body(LDM); \
+done:
+
+// SETUP6 expects the query array in AX, the row array in R12; it leaves
+// AX zero.
+#define SETUP6 \
+	MOVQ 0(AX), R8; \
+	MOVQ 8(AX), R9; \
+	MOVQ 16(AX), R10; \
+	MOVQ 24(AX), R11; \
+	MOVQ 32(AX), R13; \
+	MOVQ 40(AX), R14; \
+	MOVQ R12, AX; \
+	ROWPTRS; \
+	XORQ AX, AX; \
+	ZERO4(Z0, Z1, Z2, Z3); \
+	ZERO4(Z4, Z5, Z6, Z7); \
+	ZERO4(Z8, Z9, Z10, Z11); \
+	ZERO4(Z12, Z13, Z14, Z15); \
+	ZERO4(Z16, Z17, Z18, Z19); \
+	ZERO4(Z20, Z21, Z22, Z23)
+
+// STORE6 writes the 24 sums to the array at R12.
+#define STORE6 \
+	STORE4(Z0, X0, Z1, X1, Z2, X2, Z3, X3, 0); \
+	STORE4(Z4, X4, Z5, X5, Z6, X6, Z7, X7, 16); \
+	STORE4(Z8, X8, Z9, X9, Z10, X10, Z11, X11, 32); \
+	STORE4(Z12, X12, Z13, X13, Z14, X14, Z15, X15, 48); \
+	STORE4(Z16, X16, Z17, X17, Z18, X18, Z19, X19, 64); \
+	STORE4(Z20, X20, Z21, X21, Z22, X22, Z23, X23, 80)
+
+// func dot6x4AVX512(q *[6]*float32, r *[4]*float32, n int, out *[24]float32, pf0, pf1 uintptr)
+TEXT ·dot6x4AVX512(SB), NOSPLIT, $0-48
+	MOVQ q+0(FP), AX
+	MOVQ r+8(FP), R12
+	SETUP6
+	MOVQ pf0+32(FP), R12
+	MOVQ pf1+40(FP), R15
+	MOVQ n+16(FP), CX
+	TILE6(DOT6x4, d64loop, d64tail, d64done)
+	MOVQ out+24(FP), R12
+	STORE6
+	VZEROUPPER
+	RET
+
+// func l26x4AVX512(q *[6]*float32, r *[4]*float32, n int, out *[24]float32, pf0, pf1 uintptr)
+TEXT ·l26x4AVX512(SB), NOSPLIT, $0-48
+	MOVQ q+0(FP), AX
+	MOVQ r+8(FP), R12
+	SETUP6
+	MOVQ pf0+32(FP), R12
+	MOVQ pf1+40(FP), R15
+	MOVQ n+16(FP), CX
+	TILE6(L26x4, l64loop, l64tail, l64done)
+	MOVQ out+24(FP), R12
+	STORE6
 	VZEROUPPER
 	RET

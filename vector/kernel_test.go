@@ -260,19 +260,23 @@ func TestTilesPositionIndependent(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
 	const dim = 77
 	rows := unaligned(r, 9*dim, 0)
-	qs := make([][]float32, 7)
+	qs := make([][]float32, 17)
 	for i := range qs {
 		qs[i] = unaligned(r, dim, 3)
 	}
 	for _, k := range Available() {
 		for _, m := range []Metric{DotProduct, Euclidean} {
-			all := make([]float32, len(qs)*9)
-			k.ScoreRows(m, qs, rows, dim, all)
-			for i := range qs {
-				for j := range 9 {
-					one := make([]float32, 1)
-					k.ScoreRows(m, qs[i:i+1], rows[j*dim:(j+1)*dim], dim, one)
-					require.Equal(t, math.Float32bits(one[0]), math.Float32bits(all[i*9+j]), "%s %v q=%d row=%d", k.Name, m, i, j)
+			// Batch sizes that mix six- and four-query tiles and lone
+			// queries.
+			for _, nq := range []int{2, 5, 7, 8, 9, 14, 17} {
+				all := make([]float32, nq*9)
+				k.ScoreRows(m, qs[:nq], rows, dim, all)
+				for i := range nq {
+					for j := range 9 {
+						one := make([]float32, 1)
+						k.ScoreRows(m, qs[i:i+1], rows[j*dim:(j+1)*dim], dim, one)
+						require.Equal(t, math.Float32bits(one[0]), math.Float32bits(all[i*9+j]), "%s %v batch=%d q=%d row=%d", k.Name, m, nq, i, j)
+					}
 				}
 			}
 		}
