@@ -96,9 +96,13 @@ func (h *testHost) listen(t *testing.T) net.Listener {
 
 // pullCable takes the namespace's end of the link down: packets to and from
 // it vanish with no FIN and no RST, as when a host loses power.
-func (h *testHost) pullCable(t *testing.T) { require.NoError(t, ipCmd("-n", h.ns, "link", "set", h.nsIf, "down")) }
+func (h *testHost) pullCable(t *testing.T) {
+	require.NoError(t, ipCmd("-n", h.ns, "link", "set", h.nsIf, "down"))
+}
 
-func (h *testHost) plugCable(t *testing.T) { require.NoError(t, ipCmd("-n", h.ns, "link", "set", h.nsIf, "up")) }
+func (h *testHost) plugCable(t *testing.T) {
+	require.NoError(t, ipCmd("-n", h.ns, "link", "set", h.nsIf, "up"))
+}
 
 // A warm, READY replica on another host loses power: queries keep being
 // answered completely and within their deadline by the other replica, and
