@@ -206,3 +206,39 @@ func TestServerCertificateReloadsFromDisk(t *testing.T) {
 	}
 	require.EqualValues(t, 11, serial(), "the next handshake serves the renewed certificate")
 }
+
+// Rotating the CA that client certificates must chain to takes effect at
+// the next handshake, without restarting the shard.
+func TestClientCARotationNeedsNoRestart(t *testing.T) {
+	p := testpki.New(t)
+	next := testpki.New(t) // the new CA, and a router certificate it issued
+	stc, err := ServerTLS(p.ServerCert, p.ServerKey, p.CAFile)
+	require.NoError(t, err)
+	creds := grpc.Creds(credentials.NewTLS(stc))
+
+	dialWithNewCert := func() error {
+		ctc, err := ClientTLS(p.CAFile, next.ClientCert, next.ClientKey)
+		require.NoError(t, err)
+		_, c := serve(t, memConfig(2, vector.DotProduct), []grpc.ServerOption{creds}, DialConfig{TLS: ctc})
+		_, err = c.Stats(ctx(t))
+		return err
+	}
+	require.Error(t, dialWithNewCert(), "a certificate from an untrusted CA is refused")
+
+	b, err := os.ReadFile(next.CAFile)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(p.CAFile+".new", b, 0o600))
+	// The router keeps trusting the shard's (old-CA) server certificate via
+	// its own copy; only the shard's client CA file rotates.
+	old, err := os.ReadFile(p.CAFile)
+	require.NoError(t, err)
+	serverCA := p.CAFile + ".router"
+	require.NoError(t, os.WriteFile(serverCA, old, 0o600))
+	require.NoError(t, os.Rename(p.CAFile+".new", p.CAFile))
+
+	ctc, err := ClientTLS(serverCA, next.ClientCert, next.ClientKey)
+	require.NoError(t, err)
+	_, c := serve(t, memConfig(2, vector.DotProduct), []grpc.ServerOption{creds}, DialConfig{TLS: ctc})
+	_, err = c.Stats(ctx(t))
+	require.NoError(t, err, "the rotated client CA is read at the next handshake")
+}

@@ -12,7 +12,9 @@ import (
 // shard's certificate verified against caFile and, when certFile and
 // keyFile are given, a client certificate for mTLS. The client certificate
 // is read at every handshake, so a renewed one on disk is used without a
-// restart.
+// restart. The CA is read once: crypto/tls verifies host names against it,
+// and a client has no per-handshake hook to swap it (rotating the CA the
+// router trusts needs a router restart).
 func ClientTLS(caFile, certFile, keyFile string) (*tls.Config, error) {
 	pool, err := loadPool(caFile)
 	if err != nil {
@@ -34,10 +36,11 @@ func ClientTLS(caFile, certFile, keyFile string) (*tls.Config, error) {
 }
 
 // ServerTLS is a shard's (or the router's HTTPS) TLS configuration. The
-// certificate is read at every handshake, so cert-manager rewriting the
-// Secret's files takes effect without a restart; handshakes are rare on
-// long-lived connections, so the read costs nothing that matters. With
-// clientCAFile, clients must present a certificate that chains to it.
+// certificate, and with clientCAFile the CA that client certificates must
+// chain to, are read at every handshake, so cert-manager rewriting the
+// Secret's files (a renewal or a CA rotation) takes effect without a
+// restart; handshakes are rare on long-lived connections, so the reads cost
+// nothing that matters.
 func ServerTLS(certFile, keyFile, clientCAFile string) (*tls.Config, error) {
 	if _, err := tls.LoadX509KeyPair(certFile, keyFile); err != nil {
 		return nil, fmt.Errorf("server certificate: %w", err)
@@ -47,13 +50,38 @@ func ServerTLS(certFile, keyFile, clientCAFile string) (*tls.Config, error) {
 		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return loadPair(certFile, keyFile) },
 	}
 	if clientCAFile != "" {
-		pool, err := loadPool(clientCAFile)
-		if err != nil {
+		if _, err := loadPool(clientCAFile); err != nil {
 			return nil, err
 		}
-		tc.ClientCAs, tc.ClientAuth = pool, tls.RequireAndVerifyClientCert
+		// RequireAnyClientCert demands a certificate; VerifyConnection
+		// verifies it against the CA file as it is now.
+		tc.ClientAuth = tls.RequireAnyClientCert
+		tc.VerifyConnection = func(cs tls.ConnectionState) error {
+			return verifyClient(cs.PeerCertificates, clientCAFile)
+		}
 	}
 	return tc, nil
+}
+
+// verifyClient checks a client's chain against the CA file as it is now,
+// with the checks crypto/tls makes for RequireAndVerifyClientCert.
+func verifyClient(chain []*x509.Certificate, caFile string) error {
+	if len(chain) == 0 {
+		return errors.New("tls: client presented no certificate")
+	}
+	roots, err := loadPool(caFile)
+	if err != nil {
+		return err
+	}
+	opts := x509.VerifyOptions{Roots: roots, Intermediates: x509.NewCertPool(),
+		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+	for _, c := range chain[1:] {
+		opts.Intermediates.AddCert(c)
+	}
+	if _, err := chain[0].Verify(opts); err != nil {
+		return fmt.Errorf("tls: %w", err)
+	}
+	return nil
 }
 
 func loadPair(certFile, keyFile string) (*tls.Certificate, error) {
