@@ -2,7 +2,6 @@ package shard
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"net"
 	"strings"
@@ -44,9 +43,9 @@ const (
 
 // DialConfig is how the router reaches shards.
 type DialConfig struct {
-	// TLS, when set, is the client TLS configuration (CA, and the client
-	// certificate for mTLS). Nil means plaintext.
-	TLS *tls.Config
+	// Creds, when set, are the transport credentials (ClientCredentials for
+	// TLS and mTLS). Nil means plaintext.
+	Creds credentials.TransportCredentials
 	// Dialer, when set, replaces the TCP dialer (tests inject faults here).
 	Dialer func(ctx context.Context, addr string) (net.Conn, error)
 }
@@ -69,8 +68,8 @@ func Dial(addr string, cfg DialConfig) (*Conn, error) {
 		dialer = func(ctx context.Context, a string) (net.Conn, error) { return d.DialContext(ctx, "tcp", a) }
 	}
 	creds := insecure.NewCredentials()
-	if cfg.TLS != nil {
-		creds = credentials.NewTLS(cfg.TLS)
+	if cfg.Creds != nil {
+		creds = cfg.Creds
 	}
 	cc, err := grpc.NewClient("passthrough:///"+addr,
 		grpc.WithTransportCredentials(creds),

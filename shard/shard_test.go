@@ -7,6 +7,7 @@ import (
 	"math"
 	"net"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -155,17 +156,17 @@ func TestMutualTLS(t *testing.T) {
 	require.NoError(t, err)
 	creds := grpc.Creds(credentials.NewTLS(stc))
 
-	ctc, err := ClientTLS(p.CAFile, p.ClientCert, p.ClientKey)
+	ctc, err := ClientCredentials(p.CAFile, p.ClientCert, p.ClientKey)
 	require.NoError(t, err)
-	_, c := serve(t, memConfig(2, vector.DotProduct), []grpc.ServerOption{creds}, DialConfig{TLS: ctc})
+	_, c := serve(t, memConfig(2, vector.DotProduct), []grpc.ServerOption{creds}, DialConfig{Creds: ctc})
 	require.Equal(t, connectivity.Ready, c.WaitSettled(ctx(t)))
 	_, err = c.Stats(ctx(t))
 	require.NoError(t, err)
 
 	// Without a client certificate the shard refuses the connection.
-	noCert, err := ClientTLS(p.CAFile, "", "")
+	noCert, err := ClientCredentials(p.CAFile, "", "")
 	require.NoError(t, err)
-	_, anon := serve(t, memConfig(2, vector.DotProduct), []grpc.ServerOption{creds}, DialConfig{TLS: noCert})
+	_, anon := serve(t, memConfig(2, vector.DotProduct), []grpc.ServerOption{creds}, DialConfig{Creds: noCert})
 	_, err = anon.Stats(ctx(t))
 	require.Error(t, err)
 	require.Contains(t, []codes.Code{codes.Unavailable, codes.Unknown}, status.Code(err), "%v", err)
@@ -217,9 +218,9 @@ func TestClientCARotationNeedsNoRestart(t *testing.T) {
 	creds := grpc.Creds(credentials.NewTLS(stc))
 
 	dialWithNewCert := func() error {
-		ctc, err := ClientTLS(p.CAFile, next.ClientCert, next.ClientKey)
+		ctc, err := ClientCredentials(p.CAFile, next.ClientCert, next.ClientKey)
 		require.NoError(t, err)
-		_, c := serve(t, memConfig(2, vector.DotProduct), []grpc.ServerOption{creds}, DialConfig{TLS: ctc})
+		_, c := serve(t, memConfig(2, vector.DotProduct), []grpc.ServerOption{creds}, DialConfig{Creds: ctc})
 		_, err = c.Stats(ctx(t))
 		return err
 	}
@@ -236,9 +237,38 @@ func TestClientCARotationNeedsNoRestart(t *testing.T) {
 	require.NoError(t, os.WriteFile(serverCA, old, 0o600))
 	require.NoError(t, os.Rename(p.CAFile+".new", p.CAFile))
 
-	ctc, err := ClientTLS(serverCA, next.ClientCert, next.ClientKey)
+	ctc, err := ClientCredentials(serverCA, next.ClientCert, next.ClientKey)
 	require.NoError(t, err)
-	_, c := serve(t, memConfig(2, vector.DotProduct), []grpc.ServerOption{creds}, DialConfig{TLS: ctc})
+	_, c := serve(t, memConfig(2, vector.DotProduct), []grpc.ServerOption{creds}, DialConfig{Creds: ctc})
 	_, err = c.Stats(ctx(t))
 	require.NoError(t, err, "the rotated client CA is read at the next handshake")
+}
+
+// Rotating the CA the router trusts takes effect at the next connection,
+// with the same credentials: no router restart.
+func TestRouterCARotationNeedsNoRestart(t *testing.T) {
+	oldPKI, newPKI := testpki.New(t), testpki.New(t)
+	caFile := filepath.Join(t.TempDir(), "ca.crt")
+	copyFile := func(src string) {
+		b, err := os.ReadFile(src)
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(caFile+".tmp", b, 0o600))
+		require.NoError(t, os.Rename(caFile+".tmp", caFile))
+	}
+	copyFile(oldPKI.CAFile)
+	creds, err := ClientCredentials(caFile, "", "")
+	require.NoError(t, err)
+	statsVia := func(p *testpki.PKI) error {
+		stc, err := ServerTLS(p.ServerCert, p.ServerKey, "")
+		require.NoError(t, err)
+		_, c := serve(t, memConfig(2, vector.DotProduct), []grpc.ServerOption{grpc.Creds(credentials.NewTLS(stc))}, DialConfig{Creds: creds})
+		_, err = c.Stats(ctx(t))
+		return err
+	}
+	require.NoError(t, statsVia(oldPKI))
+	require.Error(t, statsVia(newPKI), "a shard certificate from an untrusted CA is refused")
+
+	copyFile(newPKI.CAFile)
+	require.NoError(t, statsVia(newPKI), "the rotated CA is read at the next handshake")
+	require.Error(t, statsVia(oldPKI), "and the old one is no longer trusted")
 }

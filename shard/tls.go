@@ -1,20 +1,64 @@
 package shard
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"os"
+
+	"google.golang.org/grpc/credentials"
 )
 
-// ClientTLS is the router's TLS configuration for shard connections: the
-// shard's certificate verified against caFile and, when certFile and
-// keyFile are given, a client certificate for mTLS. The client certificate
-// is read at every handshake, so a renewed one on disk is used without a
-// restart. The CA is read once: crypto/tls verifies host names against it,
-// and a client has no per-handshake hook to swap it (rotating the CA the
-// router trusts needs a router restart).
+// ClientCredentials are the router's transport credentials for shard
+// connections: ClientTLS built afresh at every handshake, so a renewed
+// client certificate or a rotated CA on disk (cert-manager rewriting the
+// Secret's files) is used without a restart. crypto/tls does the whole
+// verification, host name included; only its inputs are fresh. Handshakes
+// are rare on long-lived connections, so the reads cost nothing that
+// matters.
+func ClientCredentials(caFile, certFile, keyFile string) (credentials.TransportCredentials, error) {
+	if _, err := ClientTLS(caFile, certFile, keyFile); err != nil {
+		return nil, err
+	}
+	return reloadingClient{build: func() (*tls.Config, error) { return ClientTLS(caFile, certFile, keyFile) }}, nil
+}
+
+// reloadingClient hands each client handshake to gRPC's TLS credentials
+// over a freshly built configuration.
+type reloadingClient struct {
+	build func() (*tls.Config, error)
+}
+
+func (r reloadingClient) ClientHandshake(ctx context.Context, authority string, conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	cfg, err := r.build()
+	if err != nil {
+		return nil, nil, fmt.Errorf("shard TLS configuration: %w", err)
+	}
+	return credentials.NewTLS(cfg).ClientHandshake(ctx, authority, conn)
+}
+
+func (reloadingClient) ServerHandshake(net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	return nil, nil, errors.New("shard.ClientCredentials are for clients only")
+}
+
+func (reloadingClient) Info() credentials.ProtocolInfo {
+	return credentials.NewTLS(&tls.Config{}).Info()
+}
+
+func (r reloadingClient) Clone() credentials.TransportCredentials { return r }
+
+// OverrideServerName is deprecated in gRPC and unused by trawl.
+func (reloadingClient) OverrideServerName(string) error {
+	return errors.New("shard.ClientCredentials: OverrideServerName is not supported")
+}
+
+// ClientTLS is a snapshot of the router's TLS configuration for shard
+// connections: the shard's certificate verified against caFile and, when
+// certFile and keyFile are given, a client certificate for mTLS.
+// ClientCredentials rebuilds it at every handshake.
 func ClientTLS(caFile, certFile, keyFile string) (*tls.Config, error) {
 	pool, err := loadPool(caFile)
 	if err != nil {

@@ -50,11 +50,11 @@ func runServe(ctx context.Context, args []string) error {
 	}
 	dial := shard.DialConfig{}
 	if *tlsCA != "" {
-		tc, err := shard.ClientTLS(*tlsCA, *tlsCert, *tlsKey)
+		creds, err := shard.ClientCredentials(*tlsCA, *tlsCert, *tlsKey)
 		if err != nil {
 			return fmt.Errorf("--tls-ca/--tls-cert/--tls-key: %w", err)
 		}
-		dial.TLS = tc
+		dial.Creds = creds
 	}
 	apiKey := ""
 	if *apiKeyFile != "" {
@@ -73,7 +73,7 @@ func runServe(ctx context.Context, args []string) error {
 	log := newLogger()
 	r, err := app.New(app.Config{
 		Shards: shards, Dial: dial, APIKey: apiKey, MaxInflight: *maxInflight, Logger: log, Kernel: kernel,
-		Budget: budget.Config{TLS: dial.TLS != nil, Max: time.Duration(*maxDeadline) * time.Millisecond},
+		Budget: budget.Config{TLS: dial.Creds != nil, Max: time.Duration(*maxDeadline) * time.Millisecond},
 	})
 	if err != nil {
 		return err

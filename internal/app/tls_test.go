@@ -28,9 +28,9 @@ func TestFirstQueryAfterReadyOverTLSIsComplete(t *testing.T) {
 	defer dc.Close()
 	specs := dc.Specs()
 	for restart := range 20 { // issue 4: twenty restarts, none degraded
-		ctc, err := shard.ClientTLS(p.CAFile, p.ClientCert, p.ClientKey)
+		ctc, err := shard.ClientCredentials(p.CAFile, p.ClientCert, p.ClientKey)
 		require.NoError(t, err)
-		r, err := app.New(app.Config{Shards: specs, Kernel: vector.Generic(), Dial: shard.DialConfig{TLS: ctc}, Budget: budget.Config{TLS: true}})
+		r, err := app.New(app.Config{Shards: specs, Kernel: vector.Generic(), Dial: shard.DialConfig{Creds: ctc}, Budget: budget.Config{TLS: true}})
 		require.NoError(t, err)
 		h := &harness{dc: dc, r: r, srv: httptest.NewServer(r.API)}
 		waitReady(t, r)
@@ -51,10 +51,10 @@ func TestShardsRefuseARouterWithoutClientCertificate(t *testing.T) {
 	require.NoError(t, err)
 	defer dc.Close()
 	addrs := dc.Addrs()
-	ctc, err := shard.ClientTLS(p.CAFile, "", "") // verifies the shards, presents nothing
+	ctc, err := shard.ClientCredentials(p.CAFile, "", "") // verifies the shards, presents nothing
 	require.NoError(t, err)
 	r, err := app.New(app.Config{Shards: []app.ShardSpec{{Name: "shard-0", Addrs: addrs["shard-0"]}},
-		Dial: shard.DialConfig{TLS: ctc}, Budget: budget.Config{TLS: true}, WarmupTimeout: 3 * time.Second, DisableProber: true})
+		Dial: shard.DialConfig{Creds: ctc}, Budget: budget.Config{TLS: true}, WarmupTimeout: 3 * time.Second, DisableProber: true})
 	require.NoError(t, err)
 	defer r.Close()
 	h := &harness{dc: dc, r: r, srv: httptest.NewServer(r.API)}
