@@ -2,7 +2,6 @@ package fanout
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -77,7 +76,7 @@ func writeReplica[R Replica](ctx context.Context, c *Cluster[R], r *replicaState
 			case <-t.C:
 			}
 			continue
-		case classify(err) == kindAnswer && !errors.Is(err, context.DeadlineExceeded) && code(err) != codes.Unknown:
+		case classify(err) == kindAnswer && code(err) != codes.Unknown:
 			// The replica answered: it refused the write.
 			res.Outcome, res.Err = WriteFailed, err
 		default:
