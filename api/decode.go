@@ -3,7 +3,6 @@ package api
 import (
 	"bytes"
 	"encoding/base64"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +10,7 @@ import (
 	"math"
 	"net/http"
 
+	"github.com/trawl-search/trawl/shard"
 	"github.com/trawl-search/trawl/vector"
 )
 
@@ -103,12 +103,9 @@ func fromBase64(s string) ([]float32, error) {
 	if err != nil {
 		return nil, invalid("vector_b64 is not valid base64: " + err.Error())
 	}
-	if len(b)%4 != 0 {
-		return nil, invalid(fmt.Sprintf("vector_b64 decodes to %d bytes, not a whole number of float32", len(b)))
-	}
-	v := make([]float32, len(b)/4)
-	for i := range v {
-		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	v, err := shard.DecodeVector(b)
+	if err != nil {
+		return nil, invalid("vector_b64: " + err.Error())
 	}
 	return v, nil
 }

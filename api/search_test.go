@@ -181,13 +181,13 @@ func TestSearchAnswerShape(t *testing.T) {
 	var shards []json.RawMessage
 	require.NoError(t, json.Unmarshal(members(t, m["scatter_gather"])["shards"], &shards))
 	require.Len(t, shards, 3)
-	addrs := e.dc.Addrs()
+	specs := e.dc.Specs()
 	for i, sh := range shards {
 		require.Equal(t, []string{"shard", "status", "replica", "latency_ms", "hedged", "failed_over"}, objectKeys(t, sh))
 		d := a.ScatterGather.Shards[i]
 		require.Equal(t, e.dc.Names[i], d["shard"])
 		require.Equal(t, "ok", d["status"])
-		require.Contains(t, addrs[e.dc.Names[i]], d["replica"])
+		require.Contains(t, specs[i].Addrs, d["replica"])
 	}
 
 	// The deadline is clamped at the maximum, not refused.

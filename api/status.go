@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/trawl-search/trawl/shard"
 	"github.com/trawl-search/trawl/shard/shardpb"
 )
 
@@ -74,7 +73,7 @@ func (s *Server) clusterStatus(w http.ResponseWriter, r *http.Request) {
 		for j, c := range sh.Replicas {
 			h := health[i].Replicas[j]
 			rs := replicaStatus{
-				Addr: c.Addr(), ConnState: stateName(c), Suspect: h.Suspect,
+				Addr: c.Addr(), ConnState: c.State().String(), Suspect: h.Suspect,
 				ConsecutiveFailures: h.ConsecutiveFailures, LastError: h.LastError,
 				LatencyMS: float64(h.Latency.Microseconds()) / 1000,
 			}
@@ -95,8 +94,4 @@ func (s *Server) clusterStatus(w http.ResponseWriter, r *http.Request) {
 		out.Shards = append(out.Shards, ss)
 	}
 	writeJSON(w, http.StatusOK, out)
-}
-
-func stateName(c *shard.Conn) string {
-	return c.State().String()
 }

@@ -102,15 +102,6 @@ func New[R Replica](shards []Shard[R], opts Options) *Cluster[R] {
 	return c
 }
 
-// Names lists the shard names in order.
-func (c *Cluster[R]) Names() []string {
-	out := make([]string, len(c.shards))
-	for i, s := range c.shards {
-		out[i] = s.name
-	}
-	return out
-}
-
 func (c *Cluster[R]) shard(name string) *shardState[R] {
 	for _, s := range c.shards {
 		if s.name == name {

@@ -27,11 +27,9 @@ type Request struct {
 	Deadline, ShardDeadline time.Duration
 }
 
-// Status of one shard in an answer.
-const (
-	StatusOK      = "ok"
-	StatusMissing = "missing"
-)
+// StatusOK is a shard's status in an answer when it answered; otherwise its
+// status is its missing reason.
+const StatusOK = "ok"
 
 // Result is one shard's part of a fan-out.
 type Result[T any] struct {

@@ -10,7 +10,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -18,6 +17,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/trawl-search/trawl/shard"
 )
 
 // loadBatch is the most vectors one POST /v1/vectors takes.
@@ -197,7 +198,11 @@ func npyReader(r *bufio.Reader) (func() (loadVector, error), int, error) {
 		if _, err := io.ReadFull(r, buf); err != nil {
 			return loadVector{}, fmt.Errorf("truncated .npy: %w", err)
 		}
-		v := loadVector{ID: strconv.Itoa(row), Vector: floatsLE(buf)}
+		vec, err := shard.DecodeVector(buf)
+		if err != nil {
+			return loadVector{}, err
+		}
+		v := loadVector{ID: strconv.Itoa(row), Vector: vec}
 		row++
 		return v, nil
 	}, n, nil
@@ -228,7 +233,11 @@ func fvecsReader(r *bufio.Reader, size int64) (func() (loadVector, error), int, 
 		if _, err := io.ReadFull(r, buf); err != nil {
 			return loadVector{}, fmt.Errorf("truncated .fvecs: %w", err)
 		}
-		v := loadVector{ID: strconv.Itoa(row), Vector: floatsLE(buf)}
+		vec, err := shard.DecodeVector(buf)
+		if err != nil {
+			return loadVector{}, err
+		}
+		v := loadVector{ID: strconv.Itoa(row), Vector: vec}
 		row++
 		return v, nil
 	}, total, nil
@@ -243,12 +252,4 @@ func jsonlReader(r *bufio.Reader) func() (loadVector, error) {
 		}
 		return v, nil
 	}
-}
-
-func floatsLE(b []byte) []float32 {
-	v := make([]float32, len(b)/4)
-	for i := range v {
-		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-	}
-	return v
 }

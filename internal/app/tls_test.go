@@ -50,10 +50,9 @@ func TestShardsRefuseARouterWithoutClientCertificate(t *testing.T) {
 	dc, err := devcluster.Start(devcluster.Config{Docs: 30, Seed: 9, Kernel: vector.Generic(), TLS: stc})
 	require.NoError(t, err)
 	defer dc.Close()
-	addrs := dc.Addrs()
 	ctc, err := shard.ClientCredentials(p.CAFile, "", "") // verifies the shards, presents nothing
 	require.NoError(t, err)
-	r, err := app.New(app.Config{Shards: []app.ShardSpec{{Name: "shard-0", Addrs: addrs["shard-0"]}},
+	r, err := app.New(app.Config{Shards: dc.Specs()[:1],
 		Dial: shard.DialConfig{Creds: ctc}, Budget: budget.Config{TLS: true}, WarmupTimeout: 3 * time.Second, DisableProber: true})
 	require.NoError(t, err)
 	defer r.Close()

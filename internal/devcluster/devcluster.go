@@ -143,15 +143,6 @@ func startReplica(name string, idx int, store *shard.Memory, cfg Config) (*Repli
 	return &Replica{Shard: name, Index: idx, Proxy: proxy, Server: srv, Store: store, grpc: g}, nil
 }
 
-// Addrs lists each shard's replica addresses (the proxies), for the router.
-func (c *Cluster) Addrs() map[string][]string {
-	out := map[string][]string{}
-	for _, s := range c.Specs() {
-		out[s.Name] = s.Addrs
-	}
-	return out
-}
-
 // Specs is the router's --shard list for this cluster, in shard order.
 func (c *Cluster) Specs() []app.ShardSpec {
 	out := make([]app.ShardSpec, len(c.Names))
