@@ -27,10 +27,16 @@ const (
 )
 
 type Query struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Vector        []byte                 `protobuf:"bytes,1,opt,name=vector,proto3" json:"vector,omitempty"` // little-endian float32
-	K             uint32                 `protobuf:"varint,2,opt,name=k,proto3" json:"k,omitempty"`
-	ExcludeId     string                 `protobuf:"bytes,3,opt,name=exclude_id,json=excludeId,proto3" json:"exclude_id,omitempty"` // left out of the answer (search by stored id)
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Vector    []byte                 `protobuf:"bytes,1,opt,name=vector,proto3" json:"vector,omitempty"` // little-endian float32
+	K         uint32                 `protobuf:"varint,2,opt,name=k,proto3" json:"k,omitempty"`
+	ExcludeId string                 `protobuf:"bytes,3,opt,name=exclude_id,json=excludeId,proto3" json:"exclude_id,omitempty"` // left out of the answer (search by stored id)
+	// exact skips any approximate scan (int8 codes, an index probe): every
+	// matching row is scored in float32.
+	Exact bool `protobuf:"varint,4,opt,name=exact,proto3" json:"exact,omitempty"`
+	// oversample is how many candidates per k an int8 scan keeps for exact
+	// re-scoring (1..32); 0 means the shard's default.
+	Oversample    uint32 `protobuf:"varint,5,opt,name=oversample,proto3" json:"oversample,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -86,6 +92,20 @@ func (x *Query) GetExcludeId() string {
 	return ""
 }
 
+func (x *Query) GetExact() bool {
+	if x != nil {
+		return x.Exact
+	}
+	return false
+}
+
+func (x *Query) GetOversample() uint32 {
+	if x != nil {
+		return x.Oversample
+	}
+	return 0
+}
+
 type Hit struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -139,8 +159,12 @@ func (x *Hit) GetScore() float32 {
 }
 
 type SearchRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Query         *Query                 `protobuf:"bytes,1,opt,name=query,proto3" json:"query,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Query *Query                 `protobuf:"bytes,1,opt,name=query,proto3" json:"query,omitempty"`
+	// min_index is the last write index the router acknowledged on this
+	// shard; a replica that has not applied it refuses the read as not
+	// serving, so the router tries the next one (read-after-write).
+	MinIndex      uint64 `protobuf:"varint,2,opt,name=min_index,json=minIndex,proto3" json:"min_index,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -182,10 +206,18 @@ func (x *SearchRequest) GetQuery() *Query {
 	return nil
 }
 
+func (x *SearchRequest) GetMinIndex() uint64 {
+	if x != nil {
+		return x.MinIndex
+	}
+	return 0
+}
+
 type SearchResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Hits          []*Hit                 `protobuf:"bytes,1,rep,name=hits,proto3" json:"hits,omitempty"`
 	DocCount      uint64                 `protobuf:"varint,2,opt,name=doc_count,json=docCount,proto3" json:"doc_count,omitempty"` // documents this replica held when it answered
+	Exact         bool                   `protobuf:"varint,3,opt,name=exact,proto3" json:"exact,omitempty"`                       // true when every matching row was scored in float32
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -234,9 +266,17 @@ func (x *SearchResponse) GetDocCount() uint64 {
 	return 0
 }
 
+func (x *SearchResponse) GetExact() bool {
+	if x != nil {
+		return x.Exact
+	}
+	return false
+}
+
 type SearchBatchRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Queries       []*Query               `protobuf:"bytes,1,rep,name=queries,proto3" json:"queries,omitempty"`
+	MinIndex      uint64                 `protobuf:"varint,2,opt,name=min_index,json=minIndex,proto3" json:"min_index,omitempty"` // as in SearchRequest
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -276,6 +316,13 @@ func (x *SearchBatchRequest) GetQueries() []*Query {
 		return x.Queries
 	}
 	return nil
+}
+
+func (x *SearchBatchRequest) GetMinIndex() uint64 {
+	if x != nil {
+		return x.MinIndex
+	}
+	return 0
 }
 
 type HitList struct {
@@ -326,6 +373,7 @@ type SearchBatchResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Results       []*HitList             `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"` // in query order
 	DocCount      uint64                 `protobuf:"varint,2,opt,name=doc_count,json=docCount,proto3" json:"doc_count,omitempty"`
+	Exact         bool                   `protobuf:"varint,3,opt,name=exact,proto3" json:"exact,omitempty"` // true when every query was scored in float32 over every matching row
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -372,6 +420,13 @@ func (x *SearchBatchResponse) GetDocCount() uint64 {
 		return x.DocCount
 	}
 	return 0
+}
+
+func (x *SearchBatchResponse) GetExact() bool {
+	if x != nil {
+		return x.Exact
+	}
+	return false
 }
 
 // Placement identifies the shard list a write was routed under. A shard
@@ -432,7 +487,8 @@ func (x *Placement) GetShard() string {
 type Vector struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	Vector        []byte                 `protobuf:"bytes,2,opt,name=vector,proto3" json:"vector,omitempty"` // little-endian float32
+	Vector        []byte                 `protobuf:"bytes,2,opt,name=vector,proto3" json:"vector,omitempty"`   // little-endian float32
+	Payload       []byte                 `protobuf:"bytes,3,opt,name=payload,proto3" json:"payload,omitempty"` // a JSON object, empty when the document has none
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -477,6 +533,13 @@ func (x *Vector) GetId() string {
 func (x *Vector) GetVector() []byte {
 	if x != nil {
 		return x.Vector
+	}
+	return nil
+}
+
+func (x *Vector) GetPayload() []byte {
+	if x != nil {
+		return x.Payload
 	}
 	return nil
 }
@@ -536,6 +599,7 @@ func (x *UpsertRequest) GetVectors() []*Vector {
 type UpsertResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	DocCount      uint64                 `protobuf:"varint,1,opt,name=doc_count,json=docCount,proto3" json:"doc_count,omitempty"`
+	Index         uint64                 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"` // the consensus log index the write committed at
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -577,9 +641,17 @@ func (x *UpsertResponse) GetDocCount() uint64 {
 	return 0
 }
 
+func (x *UpsertResponse) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
 type GetRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	MinIndex      uint64                 `protobuf:"varint,2,opt,name=min_index,json=minIndex,proto3" json:"min_index,omitempty"` // as in SearchRequest
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -619,6 +691,13 @@ func (x *GetRequest) GetId() string {
 		return x.Id
 	}
 	return ""
+}
+
+func (x *GetRequest) GetMinIndex() uint64 {
+	if x != nil {
+		return x.MinIndex
+	}
+	return 0
 }
 
 type GetResponse struct {
@@ -720,6 +799,7 @@ func (x *DeleteRequest) GetId() string {
 type DeleteResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Found         bool                   `protobuf:"varint,1,opt,name=found,proto3" json:"found,omitempty"`
+	Index         uint64                 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"` // the consensus log index the delete committed at
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -759,6 +839,13 @@ func (x *DeleteResponse) GetFound() bool {
 		return x.Found
 	}
 	return false
+}
+
+func (x *DeleteResponse) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
 }
 
 type StatsRequest struct {
@@ -801,9 +888,16 @@ type StatsResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	DocCount      uint64                 `protobuf:"varint,1,opt,name=doc_count,json=docCount,proto3" json:"doc_count,omitempty"`
 	Dim           uint32                 `protobuf:"varint,2,opt,name=dim,proto3" json:"dim,omitempty"`
-	Metric        string                 `protobuf:"bytes,3,opt,name=metric,proto3" json:"metric,omitempty"`       // cosine, dot or l2
-	Kernel        string                 `protobuf:"bytes,4,opt,name=kernel,proto3" json:"kernel,omitempty"`       // the vector kernel in use: generic, avx2, avx512
-	Placement     *Placement             `protobuf:"bytes,5,opt,name=placement,proto3" json:"placement,omitempty"` // empty until the first write
+	Metric        string                 `protobuf:"bytes,3,opt,name=metric,proto3" json:"metric,omitempty"`                                  // cosine, dot or l2
+	Kernel        string                 `protobuf:"bytes,4,opt,name=kernel,proto3" json:"kernel,omitempty"`                                  // the vector kernel in use: generic, avx2, avx512
+	Placement     *Placement             `protobuf:"bytes,5,opt,name=placement,proto3" json:"placement,omitempty"`                            // empty until the first write
+	Role          string                 `protobuf:"bytes,6,opt,name=role,proto3" json:"role,omitempty"`                                      // leader, follower, candidate or shutdown
+	CommitIndex   uint64                 `protobuf:"varint,7,opt,name=commit_index,json=commitIndex,proto3" json:"commit_index,omitempty"`    // the consensus commit index this replica knows
+	AppliedIndex  uint64                 `protobuf:"varint,8,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"` // the last log index applied to its store
+	Leader        string                 `protobuf:"bytes,9,opt,name=leader,proto3" json:"leader,omitempty"`                                  // the leader's address, empty when unknown
+	Serving       bool                   `protobuf:"varint,10,opt,name=serving,proto3" json:"serving,omitempty"`                              // whether it answers reads now
+	Quantization  string                 `protobuf:"bytes,11,opt,name=quantization,proto3" json:"quantization,omitempty"`                     // none or int8
+	ScanRate      float64                `protobuf:"fixed64,12,opt,name=scan_rate,json=scanRate,proto3" json:"scan_rate,omitempty"`           // measured 1536-D-equivalent rows scanned per second per core, 0 before a scan
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -873,59 +967,128 @@ func (x *StatsResponse) GetPlacement() *Placement {
 	return nil
 }
 
+func (x *StatsResponse) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *StatsResponse) GetCommitIndex() uint64 {
+	if x != nil {
+		return x.CommitIndex
+	}
+	return 0
+}
+
+func (x *StatsResponse) GetAppliedIndex() uint64 {
+	if x != nil {
+		return x.AppliedIndex
+	}
+	return 0
+}
+
+func (x *StatsResponse) GetLeader() string {
+	if x != nil {
+		return x.Leader
+	}
+	return ""
+}
+
+func (x *StatsResponse) GetServing() bool {
+	if x != nil {
+		return x.Serving
+	}
+	return false
+}
+
+func (x *StatsResponse) GetQuantization() string {
+	if x != nil {
+		return x.Quantization
+	}
+	return ""
+}
+
+func (x *StatsResponse) GetScanRate() float64 {
+	if x != nil {
+		return x.ScanRate
+	}
+	return 0
+}
+
 var File_shard_proto protoreflect.FileDescriptor
 
 const file_shard_proto_rawDesc = "" +
 	"\n" +
-	"\vshard.proto\x12\x0etrawl.shard.v1\"L\n" +
+	"\vshard.proto\x12\x0etrawl.shard.v1\"\x82\x01\n" +
 	"\x05Query\x12\x16\n" +
 	"\x06vector\x18\x01 \x01(\fR\x06vector\x12\f\n" +
 	"\x01k\x18\x02 \x01(\rR\x01k\x12\x1d\n" +
 	"\n" +
-	"exclude_id\x18\x03 \x01(\tR\texcludeId\"+\n" +
+	"exclude_id\x18\x03 \x01(\tR\texcludeId\x12\x14\n" +
+	"\x05exact\x18\x04 \x01(\bR\x05exact\x12\x1e\n" +
+	"\n" +
+	"oversample\x18\x05 \x01(\rR\n" +
+	"oversample\"+\n" +
 	"\x03Hit\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
-	"\x05score\x18\x02 \x01(\x02R\x05score\"<\n" +
+	"\x05score\x18\x02 \x01(\x02R\x05score\"Y\n" +
 	"\rSearchRequest\x12+\n" +
-	"\x05query\x18\x01 \x01(\v2\x15.trawl.shard.v1.QueryR\x05query\"V\n" +
+	"\x05query\x18\x01 \x01(\v2\x15.trawl.shard.v1.QueryR\x05query\x12\x1b\n" +
+	"\tmin_index\x18\x02 \x01(\x04R\bminIndex\"l\n" +
 	"\x0eSearchResponse\x12'\n" +
 	"\x04hits\x18\x01 \x03(\v2\x13.trawl.shard.v1.HitR\x04hits\x12\x1b\n" +
-	"\tdoc_count\x18\x02 \x01(\x04R\bdocCount\"E\n" +
+	"\tdoc_count\x18\x02 \x01(\x04R\bdocCount\x12\x14\n" +
+	"\x05exact\x18\x03 \x01(\bR\x05exact\"b\n" +
 	"\x12SearchBatchRequest\x12/\n" +
-	"\aqueries\x18\x01 \x03(\v2\x15.trawl.shard.v1.QueryR\aqueries\"2\n" +
+	"\aqueries\x18\x01 \x03(\v2\x15.trawl.shard.v1.QueryR\aqueries\x12\x1b\n" +
+	"\tmin_index\x18\x02 \x01(\x04R\bminIndex\"2\n" +
 	"\aHitList\x12'\n" +
-	"\x04hits\x18\x01 \x03(\v2\x13.trawl.shard.v1.HitR\x04hits\"e\n" +
+	"\x04hits\x18\x01 \x03(\v2\x13.trawl.shard.v1.HitR\x04hits\"{\n" +
 	"\x13SearchBatchResponse\x121\n" +
 	"\aresults\x18\x01 \x03(\v2\x17.trawl.shard.v1.HitListR\aresults\x12\x1b\n" +
-	"\tdoc_count\x18\x02 \x01(\x04R\bdocCount\"C\n" +
+	"\tdoc_count\x18\x02 \x01(\x04R\bdocCount\x12\x14\n" +
+	"\x05exact\x18\x03 \x01(\bR\x05exact\"C\n" +
 	"\tPlacement\x12 \n" +
 	"\vfingerprint\x18\x01 \x01(\tR\vfingerprint\x12\x14\n" +
-	"\x05shard\x18\x02 \x01(\tR\x05shard\"0\n" +
+	"\x05shard\x18\x02 \x01(\tR\x05shard\"J\n" +
 	"\x06Vector\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
-	"\x06vector\x18\x02 \x01(\fR\x06vector\"z\n" +
+	"\x06vector\x18\x02 \x01(\fR\x06vector\x12\x18\n" +
+	"\apayload\x18\x03 \x01(\fR\apayload\"z\n" +
 	"\rUpsertRequest\x127\n" +
 	"\tplacement\x18\x01 \x01(\v2\x19.trawl.shard.v1.PlacementR\tplacement\x120\n" +
-	"\avectors\x18\x02 \x03(\v2\x16.trawl.shard.v1.VectorR\avectors\"-\n" +
+	"\avectors\x18\x02 \x03(\v2\x16.trawl.shard.v1.VectorR\avectors\"C\n" +
 	"\x0eUpsertResponse\x12\x1b\n" +
-	"\tdoc_count\x18\x01 \x01(\x04R\bdocCount\"\x1c\n" +
+	"\tdoc_count\x18\x01 \x01(\x04R\bdocCount\x12\x14\n" +
+	"\x05index\x18\x02 \x01(\x04R\x05index\"9\n" +
 	"\n" +
 	"GetRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"=\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
+	"\tmin_index\x18\x02 \x01(\x04R\bminIndex\"=\n" +
 	"\vGetResponse\x12.\n" +
 	"\x06vector\x18\x01 \x01(\v2\x16.trawl.shard.v1.VectorR\x06vector\"X\n" +
 	"\rDeleteRequest\x127\n" +
 	"\tplacement\x18\x01 \x01(\v2\x19.trawl.shard.v1.PlacementR\tplacement\x12\x0e\n" +
-	"\x02id\x18\x02 \x01(\tR\x02id\"&\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\"<\n" +
 	"\x0eDeleteResponse\x12\x14\n" +
-	"\x05found\x18\x01 \x01(\bR\x05found\"\x0e\n" +
-	"\fStatsRequest\"\xa7\x01\n" +
+	"\x05found\x18\x01 \x01(\bR\x05found\x12\x14\n" +
+	"\x05index\x18\x02 \x01(\x04R\x05index\"\x0e\n" +
+	"\fStatsRequest\"\xf6\x02\n" +
 	"\rStatsResponse\x12\x1b\n" +
 	"\tdoc_count\x18\x01 \x01(\x04R\bdocCount\x12\x10\n" +
 	"\x03dim\x18\x02 \x01(\rR\x03dim\x12\x16\n" +
 	"\x06metric\x18\x03 \x01(\tR\x06metric\x12\x16\n" +
 	"\x06kernel\x18\x04 \x01(\tR\x06kernel\x127\n" +
-	"\tplacement\x18\x05 \x01(\v2\x19.trawl.shard.v1.PlacementR\tplacement2\xc0\x03\n" +
+	"\tplacement\x18\x05 \x01(\v2\x19.trawl.shard.v1.PlacementR\tplacement\x12\x12\n" +
+	"\x04role\x18\x06 \x01(\tR\x04role\x12!\n" +
+	"\fcommit_index\x18\a \x01(\x04R\vcommitIndex\x12#\n" +
+	"\rapplied_index\x18\b \x01(\x04R\fappliedIndex\x12\x16\n" +
+	"\x06leader\x18\t \x01(\tR\x06leader\x12\x18\n" +
+	"\aserving\x18\n" +
+	" \x01(\bR\aserving\x12\"\n" +
+	"\fquantization\x18\v \x01(\tR\fquantization\x12\x1b\n" +
+	"\tscan_rate\x18\f \x01(\x01R\bscanRate2\xc0\x03\n" +
 	"\x05Shard\x12G\n" +
 	"\x06Search\x12\x1d.trawl.shard.v1.SearchRequest\x1a\x1e.trawl.shard.v1.SearchResponse\x12V\n" +
 	"\vSearchBatch\x12\".trawl.shard.v1.SearchBatchRequest\x1a#.trawl.shard.v1.SearchBatchResponse\x12G\n" +
