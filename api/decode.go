@@ -10,14 +10,14 @@ import (
 	"math"
 	"net/http"
 
-	"github.com/trawl-search/trawl/shard"
+	"github.com/trawl-search/trawl/coordinator"
 	"github.com/trawl-search/trawl/vector"
 )
 
 // Limits of the request contract.
 const (
 	MaxBodyBytes  = 8 << 20
-	MaxK          = 1000
+	MaxK          = vector.MaxK
 	DefaultK      = 10
 	MaxBatch      = 256
 	MaxWriteBatch = 256
@@ -56,10 +56,7 @@ func decodeStrict(b []byte, v any) error {
 }
 
 // schema is the cluster's dimension and metric, learned from the shards.
-type schema struct {
-	Dim    int
-	Metric vector.Metric
-}
+type schema coordinator.Schema
 
 // checkVector validates a decoded vector against the schema.
 func (s schema) checkVector(v []float32) error {
@@ -103,7 +100,7 @@ func fromBase64(s string) ([]float32, error) {
 	if err != nil {
 		return nil, invalid("vector_b64 is not valid base64: " + err.Error())
 	}
-	v, err := shard.DecodeVector(b)
+	v, err := vector.DecodeLE(b)
 	if err != nil {
 		return nil, invalid("vector_b64: " + err.Error())
 	}
@@ -129,11 +126,7 @@ type batchJSON struct {
 }
 
 // query is a validated query: either a vector or a stored id to look up.
-type query struct {
-	vector []float32
-	likeID string
-	k      int
-}
+type query = coordinator.Query
 
 // validate checks a decoded query completely.
 func (q queryJSON) validate(s schema) (query, error) {
@@ -150,12 +143,12 @@ func (q queryJSON) validate(s schema) (query, error) {
 	if n != 1 {
 		return query{}, invalid(`give exactly one of "vector", "vector_b64" or "like_id"`)
 	}
-	out := query{k: DefaultK}
+	out := query{K: DefaultK}
 	if q.K != nil {
 		if *q.K < 1 || *q.K > MaxK {
 			return query{}, invalid(fmt.Sprintf("k is %d, want 1..%d", *q.K, MaxK))
 		}
-		out.k = *q.K
+		out.K = *q.K
 	}
 	var err error
 	switch {
@@ -163,17 +156,17 @@ func (q queryJSON) validate(s schema) (query, error) {
 		if err := checkID(*q.LikeID); err != nil {
 			return query{}, invalid("like_id: " + err.Error())
 		}
-		out.likeID = *q.LikeID
+		out.LikeID = *q.LikeID
 		return out, nil
 	case q.VectorB64 != nil:
-		out.vector, err = fromBase64(*q.VectorB64)
+		out.Vector, err = fromBase64(*q.VectorB64)
 	default:
-		out.vector, err = fromJSONNumbers(q.Vector)
+		out.Vector, err = fromJSONNumbers(q.Vector)
 	}
 	if err != nil {
 		return query{}, err
 	}
-	if err := s.checkVector(out.vector); err != nil {
+	if err := s.checkVector(out.Vector); err != nil {
 		return query{}, err
 	}
 	return out, nil
@@ -231,10 +224,7 @@ type vectorJSON struct {
 	VectorB64 *string   `json:"vector_b64"`
 }
 
-type record struct {
-	id     string
-	vector []float32
-}
+type record = coordinator.Record
 
 // decodeWrite decodes and validates a /v1/vectors body, all or nothing.
 func decodeWrite(b []byte, s schema) ([]record, error) {
@@ -280,7 +270,7 @@ func decodeWrite(b []byte, s schema) ([]record, error) {
 		if err != nil {
 			return nil, invalid(fmt.Sprintf("vectors[%d]: %v", i, err))
 		}
-		out[i] = record{id: *vj.ID, vector: v}
+		out[i] = record{ID: *vj.ID, Vector: v}
 	}
 	return out, nil
 }

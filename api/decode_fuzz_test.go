@@ -48,19 +48,19 @@ func requireRequestError(t *testing.T, err error) {
 // requireValidQuery checks what a successful decode promises the handlers.
 func requireValidQuery(t *testing.T, s schema, q query) {
 	t.Helper()
-	if q.k < 1 || q.k > MaxK {
-		t.Fatalf("k = %d, want 1..%d", q.k, MaxK)
+	if q.K < 1 || q.K > MaxK {
+		t.Fatalf("k = %d, want 1..%d", q.K, MaxK)
 	}
-	if q.likeID != "" {
-		if q.vector != nil {
-			t.Fatalf("like_id %q with a vector", q.likeID)
+	if q.LikeID != "" {
+		if q.Vector != nil {
+			t.Fatalf("like_id %q with a vector", q.LikeID)
 		}
-		if len(q.likeID) > MaxIDBytes {
-			t.Fatalf("like_id of %d bytes", len(q.likeID))
+		if len(q.LikeID) > MaxIDBytes {
+			t.Fatalf("like_id of %d bytes", len(q.LikeID))
 		}
 		return
 	}
-	requireValidVector(t, s, q.vector)
+	requireValidVector(t, s, q.Vector)
 }
 
 func requireValidVector(t *testing.T, s schema, v []float32) {
@@ -190,14 +190,14 @@ func FuzzDecodeWrite(f *testing.F) {
 			}
 			seen := map[string]bool{}
 			for _, r := range recs {
-				if len(r.id) < 1 || len(r.id) > MaxIDBytes {
-					t.Fatalf("id of %d bytes accepted", len(r.id))
+				if len(r.ID) < 1 || len(r.ID) > MaxIDBytes {
+					t.Fatalf("id of %d bytes accepted", len(r.ID))
 				}
-				if seen[r.id] {
-					t.Fatalf("duplicate id %q accepted", r.id)
+				if seen[r.ID] {
+					t.Fatalf("duplicate id %q accepted", r.ID)
 				}
-				seen[r.id] = true
-				requireValidVector(t, s, r.vector)
+				seen[r.ID] = true
+				requireValidVector(t, s, r.Vector)
 			}
 		}
 	})

@@ -1,24 +1,15 @@
 package api
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"math"
 	"net/http"
 	"strconv"
-	"time"
-
-	"golang.org/x/sync/errgroup"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/trawl-search/trawl/budget"
+	"github.com/trawl-search/trawl/coordinator"
 	"github.com/trawl-search/trawl/fanout"
-	"github.com/trawl-search/trawl/metrics"
-	"github.com/trawl-search/trawl/shard"
-	"github.com/trawl-search/trawl/shard/shardpb"
-	"github.com/trawl-search/trawl/vector"
 )
 
 // score encodes a float32 with the fewest digits that round-trip, instead
@@ -79,26 +70,26 @@ type batchResponse struct {
 	ScatterGather scatterGather `json:"scatter_gather"`
 }
 
-func newScatterGather[T any](sum fanout.Summary, results []fanout.Result[T], detail bool) scatterGather {
+func newScatterGather(ans coordinator.Answer, detail bool) scatterGather {
+	sum := ans.Summary
 	sg := scatterGather{
 		Degraded:          sum.Degraded(),
 		ShardsTotal:       sum.ShardsTotal,
 		ShardsQueried:     sum.ShardsQueried,
 		UnavailableShards: sum.Unavailable,
-		ShardErrors:       sum.ShardErrors,
+		ShardErrors:       make(map[string]string, len(sum.ShardErrors)),
 		Coverage:          sum.Coverage,
 		ElapsedMS:         sum.Elapsed.Milliseconds(),
 		DeadlineMS:        sum.Deadline.Milliseconds(),
 		ShardDeadlineMS:   sum.ShardDeadline.Milliseconds(),
 	}
+	for name, reason := range sum.ShardErrors {
+		sg.ShardErrors[name] = string(reason)
+	}
 	if detail {
-		sg.Shards = make([]shardDetail, len(results))
-		for i, r := range results {
-			st := fanout.StatusOK
-			if r.Reason != "" {
-				st = r.Reason
-			}
-			sg.Shards[i] = shardDetail{Shard: r.Shard, Status: st, Replica: r.Replica,
+		sg.Shards = make([]shardDetail, len(ans.Shards))
+		for i, r := range ans.Shards {
+			sg.Shards[i] = shardDetail{Shard: r.Shard, Status: r.Status, Replica: r.Replica,
 				LatencyMS: float64(r.Latency.Microseconds()) / 1000, Hedged: r.Hedged, FailedOver: r.FailedOver}
 		}
 	}
@@ -128,206 +119,99 @@ func (s *Server) params(r *http.Request) (fanoutParams, error) {
 	return p, nil
 }
 
-// fail writes err: a requestError as itself, anything else as a 500 that
-// says no more than it must.
+// fail writes err: a requestError as itself, a coordinator error with the
+// status its code maps to, anything else as a 500 that says no more than it
+// must.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var re *requestError
 	if errors.As(err, &re) {
 		writeError(w, re.status, re.code, re.msg)
 		return
 	}
+	var ce *coordinator.Error
+	if errors.As(err, &ce) && ce.Code != coordinator.CodeInternal {
+		st, code := statusOf(ce.Code)
+		writeError(w, st, code, ce.Msg)
+		return
+	}
 	s.cfg.Logger.ErrorContext(r.Context(), "internal error", "err", err)
 	writeError(w, http.StatusInternalServerError, codeInternal, err.Error())
 }
 
-// fanoutQuery is a search request ready to fan out: decoded, validated,
-// like_id vectors resolved, its clock started.
-type fanoutQuery struct {
-	params       fanoutParams
-	metric       vector.Metric
-	queries      []query
-	allowPartial bool
-	start        time.Time
-	ctx          context.Context
-}
-
-// prepare does what both search paths do before the fan-out; on failure it
-// has answered the request and returns false.
-func (s *Server) prepare(w http.ResponseWriter, r *http.Request, decode func([]byte, schema) ([]query, bool, error)) (fanoutQuery, bool) {
-	var fq fanoutQuery
-	var err error
-	fail := func(err error) (fanoutQuery, bool) {
-		s.fail(w, r, err)
-		return fq, false
+// statusOf maps a coordinator error code to the HTTP status and error code
+// of the contract.
+func statusOf(c coordinator.Code) (int, string) {
+	switch c {
+	case coordinator.CodeNotFound:
+		return http.StatusNotFound, codeNotFound
+	case coordinator.CodeUnavailable:
+		return http.StatusServiceUnavailable, codeUnavailable
+	case coordinator.CodeConflict:
+		return http.StatusConflict, codeConflict
+	case coordinator.CodeOutcomeUnknown:
+		return http.StatusBadGateway, codeUnknown
 	}
-	if fq.params, err = s.params(r); err != nil {
-		return fail(err)
-	}
-	body, err := readBody(w, r)
-	if err != nil {
-		return fail(err)
-	}
-	sch := *s.schema.Load()
-	fq.metric = sch.Metric
-	if fq.queries, fq.allowPartial, err = decode(body, sch); err != nil {
-		return fail(err)
-	}
-	// The deadline starts once the query is decoded: it budgets the
-	// router's work (lookup, fan-out, merge), not the client's upload.
-	fq.start = time.Now()
-	// The client leaving does not cut the fan-out short: it is bounded by
-	// the deadline anyway, and a cancelled fan-out would count as degraded.
-	fq.ctx = context.WithoutCancel(r.Context())
-	if fq.queries, err = s.resolveLikes(fq.ctx, fq.start, fq.params.budget, fq.queries); err != nil {
-		return fail(err)
-	}
-	return fq, true
-}
-
-func (fq fanoutQuery) request(path string) fanout.Request {
-	return fanout.Request{Path: path, Start: fq.start, Deadline: fq.params.budget.Deadline, ShardDeadline: fq.params.budget.Shard}
+	return http.StatusInternalServerError, codeInternal
 }
 
 func (s *Server) search(w http.ResponseWriter, r *http.Request) {
-	fq, ok := s.prepare(w, r, func(b []byte, sch schema) ([]query, bool, error) {
+	s.runSearch(w, r, fanout.PathSearch, func(b []byte, sch schema) ([]query, bool, error) {
 		q, allowPartial, err := decodeSearch(b, sch)
 		return []query{q}, allowPartial, err
 	})
-	if !ok {
-		return
-	}
-	pq := toProto(fq.queries[0])
-	results, sum := fanout.Gather(fq.ctx, s.cfg.Cluster, fq.request(metrics.PathSearch),
-		func(ctx context.Context, c *shard.Conn) (*shardpb.SearchResponse, error) {
-			return c.Search(ctx, pq)
-		})
-	sg := newScatterGather(sum, results, fq.params.detail)
-	if s.refuseDegraded(w, sg, sum, fq.allowPartial) {
-		return
-	}
-	lists := make([][]vector.Hit, len(results))
-	for i, res := range results {
-		if res.Reason == "" {
-			lists[i] = hitsOf(res.Value.GetHits())
-		}
-	}
-	writeJSON(w, http.StatusOK, searchResponse{Items: s.merge(fq.metric, fq.queries[0].k, lists), ScatterGather: sg})
 }
 
 func (s *Server) searchBatch(w http.ResponseWriter, r *http.Request) {
-	fq, ok := s.prepare(w, r, decodeBatch)
-	if !ok {
+	s.runSearch(w, r, fanout.PathSearchBatch, decodeBatch)
+}
+
+// runSearch is both search paths: parameters, body, decode, the
+// coordinator's search, and the answer in the path's shape.
+func (s *Server) runSearch(w http.ResponseWriter, r *http.Request, path fanout.Path, decode func([]byte, schema) ([]query, bool, error)) {
+	p, err := s.params(r)
+	if err != nil {
+		s.fail(w, r, err)
 		return
 	}
-	qs := fq.queries
-	pqs := make([]*shardpb.Query, len(qs))
-	for i, q := range qs {
-		pqs[i] = toProto(q)
-	}
-	results, sum := fanout.Gather(fq.ctx, s.cfg.Cluster, fq.request(metrics.PathSearchBatch),
-		func(ctx context.Context, c *shard.Conn) (*shardpb.SearchBatchResponse, error) {
-			resp, err := c.SearchBatch(ctx, pqs)
-			if err == nil && len(resp.GetResults()) != len(pqs) {
-				return nil, status.Errorf(codes.Internal, "replica answered %d results for %d queries", len(resp.GetResults()), len(pqs))
-			}
-			return resp, err
-		})
-	sg := newScatterGather(sum, results, fq.params.detail)
-	if s.refuseDegraded(w, sg, sum, fq.allowPartial) {
+	body, err := readBody(w, r)
+	if err != nil {
+		s.fail(w, r, err)
 		return
 	}
-	out := batchResponse{Results: make([]batchResult, len(qs)), ScatterGather: sg}
-	for qi, q := range qs {
-		lists := make([][]vector.Hit, len(results))
-		for i, res := range results {
-			if res.Reason == "" {
-				lists[i] = hitsOf(res.Value.GetResults()[qi].GetHits())
-			}
-		}
-		out.Results[qi] = batchResult{Items: s.merge(fq.metric, q.k, lists)}
+	qs, allowPartial, err := decode(body, schema(s.cfg.Coordinator.Schema()))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	ans, err := s.cfg.Coordinator.Search(r.Context(), coordinator.Search{
+		Path: path, Queries: qs, Budget: p.budget, AllowPartial: allowPartial,
+	})
+	if err != nil && ans.Summary.ShardsTotal == 0 {
+		s.fail(w, r, err) // failed before the fan-out: a like_id lookup
+		return
+	}
+	sg := newScatterGather(ans, p.detail)
+	w.Header().Set("X-Trawl-Degraded", strconv.FormatBool(sg.Degraded))
+	if err != nil {
+		st, code := statusOf(coordinator.CodeOf(err))
+		writeJSON(w, st, errorResponse{Error: errorBody{Code: code, Message: err.Error()}, ScatterGather: &sg})
+		return
+	}
+	if path == fanout.PathSearch {
+		writeJSON(w, http.StatusOK, searchResponse{Items: items(ans.Hits[0]), ScatterGather: sg})
+		return
+	}
+	out := batchResponse{Results: make([]batchResult, len(ans.Hits)), ScatterGather: sg}
+	for i, hs := range ans.Hits {
+		out.Results[i] = batchResult{Items: items(hs)}
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
-// refuseDegraded sets X-Trawl-Degraded and answers 503 when no shard
-// answered, or when the caller refused partial answers and one is.
-func (s *Server) refuseDegraded(w http.ResponseWriter, sg scatterGather, sum fanout.Summary, allowPartial bool) bool {
-	w.Header().Set("X-Trawl-Degraded", strconv.FormatBool(sg.Degraded))
-	var msg string
-	switch {
-	case sum.ShardsQueried == 0:
-		msg = fmt.Sprintf("no shard answered (%d of %d unavailable)", len(sum.Unavailable), sum.ShardsTotal)
-	case sg.Degraded && !allowPartial:
-		msg = fmt.Sprintf("%d of %d shards unavailable and allow_partial is false", len(sum.Unavailable), sum.ShardsTotal)
-	default:
-		return false
-	}
-	writeJSON(w, http.StatusServiceUnavailable, errorResponse{
-		Error: errorBody{Code: codeUnavailable, Message: msg}, ScatterGather: &sg,
-	})
-	return true
-}
-
-func (s *Server) merge(m vector.Metric, k int, lists [][]vector.Hit) []item {
-	refs := m.Merge(k, lists)
-	items := make([]item, len(refs))
-	for i, ref := range refs {
-		items[i] = item{ID: ref.ID, Score: score(ref.Score), Shard: s.cfg.Shards[ref.List].Name}
-	}
-	return items
-}
-
-func hitsOf(hs []*shardpb.Hit) []vector.Hit {
-	out := make([]vector.Hit, len(hs))
+func items(hs []coordinator.Hit) []item {
+	out := make([]item, len(hs))
 	for i, h := range hs {
-		out[i] = vector.Hit{ID: h.GetId(), Score: h.GetScore()}
+		out[i] = item{ID: h.ID, Score: score(h.Score), Shard: h.Shard}
 	}
 	return out
-}
-
-func toProto(q query) *shardpb.Query {
-	return &shardpb.Query{Vector: shard.EncodeVector(q.vector), K: uint32(q.k), ExcludeId: q.likeID}
-}
-
-// resolveLikes fetches the stored vectors of like_id queries from their
-// home shards, concurrently, within the query's shard deadline: the lookup
-// spends the same budget as the fan-out that follows.
-func (s *Server) resolveLikes(ctx context.Context, start time.Time, b budget.Budget, qs []query) ([]query, error) {
-	ctx, cancel := context.WithDeadline(ctx, start.Add(b.Shard))
-	defer cancel()
-	g, gctx := errgroup.WithContext(ctx)
-	for i := range qs {
-		if qs[i].likeID == "" {
-			continue
-		}
-		g.Go(func() error {
-			id := qs[i].likeID
-			v, err := s.lookup(gctx, id)
-			if err != nil {
-				return err
-			}
-			qs[i].vector = v
-			return nil
-		})
-	}
-	return qs, g.Wait()
-}
-
-// lookup reads one stored vector from its home shard, mapping the engine's
-// answer to the API's errors.
-func (s *Server) lookup(ctx context.Context, id string) ([]float32, error) {
-	home := s.placement.Home(id)
-	pv, err := fanout.Lookup(ctx, s.cfg.Cluster, home, func(ctx context.Context, c *shard.Conn) (*shardpb.Vector, error) {
-		return c.Get(ctx, id)
-	})
-	switch status.Code(err) {
-	case codes.OK:
-		return shard.DecodeVector(pv.GetVector())
-	case codes.NotFound:
-		return nil, &requestError{status: http.StatusNotFound, code: codeNotFound, msg: fmt.Sprintf("no vector with id %q", id)}
-	case codes.Unavailable, codes.DeadlineExceeded:
-		return nil, &requestError{status: http.StatusServiceUnavailable, code: codeUnavailable,
-			msg: fmt.Sprintf("cannot read id %q: its home shard %s is unavailable: %v", id, home, status.Convert(err).Message())}
-	}
-	return nil, fmt.Errorf("reading id %q from shard %s: %w", id, home, err)
 }

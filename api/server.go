@@ -16,48 +16,38 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/trawl-search/trawl/budget"
-	"github.com/trawl-search/trawl/fanout"
+	"github.com/trawl-search/trawl/coordinator"
 	"github.com/trawl-search/trawl/metrics"
-	"github.com/trawl-search/trawl/placement"
-	"github.com/trawl-search/trawl/shard"
-	"github.com/trawl-search/trawl/vector"
 )
 
-// Shard is one shard's name and its replicas' connections.
-type Shard struct {
-	Name     string
-	Replicas []*shard.Conn
-}
+// DefaultMaxInflight is --max-inflight's default: concurrent /v1/* requests
+// before the router answers 429.
+const DefaultMaxInflight = 256
 
 // Config wires a Server.
 type Config struct {
-	Shards  []Shard
-	Cluster *fanout.Cluster[*shard.Conn]
-	Budget  budget.Config
-	Metrics *metrics.Router
+	// Coordinator runs the use cases the handlers decode requests into.
+	Coordinator *coordinator.Coordinator
+	Budget      budget.Config
+	Metrics     *metrics.Router
 	// Gatherer serves /metrics.
 	Gatherer prometheus.Gatherer
 	// APIKey, when non-empty, is required as a Bearer token on /v1/*.
 	APIKey string
-	// MaxInflight bounds concurrent /v1/* requests (256 if zero).
+	// MaxInflight bounds concurrent /v1/* requests (DefaultMaxInflight if
+	// zero).
 	MaxInflight int
 	Logger      *slog.Logger
-	// Dim and Metric are the schema assumed until the shards report theirs.
-	Dim    int
-	Metric vector.Metric
 	// Extra, when set, mounts more routes (router dev's fault endpoints).
 	Extra func(chi.Router)
 }
 
 // Server is the router's HTTP API.
 type Server struct {
-	cfg       Config
-	placement placement.Table
-	handler   http.Handler
-	inflight  chan struct{}
-	ready     atomic.Bool
-	schema    atomic.Pointer[schema]
-	shards    map[string]Shard
+	cfg      Config
+	handler  http.Handler
+	inflight chan struct{}
+	ready    atomic.Bool
 }
 
 // New builds the server. It is not ready until SetReady(true).
@@ -66,19 +56,9 @@ func New(cfg Config) *Server {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.MaxInflight <= 0 {
-		cfg.MaxInflight = 256
+		cfg.MaxInflight = DefaultMaxInflight
 	}
-	if cfg.Dim <= 0 {
-		cfg.Dim = 1536
-	}
-	names := make([]string, len(cfg.Shards))
-	s := &Server{cfg: cfg, inflight: make(chan struct{}, cfg.MaxInflight), shards: map[string]Shard{}}
-	for i, sh := range cfg.Shards {
-		names[i] = sh.Name
-		s.shards[sh.Name] = sh
-	}
-	s.placement = placement.New(names)
-	s.schema.Store(&schema{Dim: cfg.Dim, Metric: cfg.Metric})
+	s := &Server{cfg: cfg, inflight: make(chan struct{}, cfg.MaxInflight)}
 
 	r := chi.NewRouter()
 	r.Use(s.requestID, s.accessLog)
@@ -114,9 +94,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.S
 
 // SetReady flips /readyz.
 func (s *Server) SetReady(ready bool) { s.ready.Store(ready) }
-
-// SetSchema records the dimension and metric the shards reported.
-func (s *Server) SetSchema(dim int, m vector.Metric) { s.schema.Store(&schema{Dim: dim, Metric: m}) }
 
 func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 	if !s.ready.Load() {

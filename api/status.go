@@ -1,13 +1,7 @@
 package api
 
 import (
-	"context"
-	"fmt"
 	"net/http"
-	"sync"
-	"time"
-
-	"github.com/trawl-search/trawl/shard/shardpb"
 )
 
 type replicaStatus struct {
@@ -36,58 +30,22 @@ type clusterStatus struct {
 	Shards        []shardStatus `json:"shards"`
 }
 
-// statsTimeout bounds the Stats calls /cluster/status makes; a dead replica
-// shows as such instead of holding the page.
-const statsTimeout = time.Second
-
-// Stats asks every replica for its stats at once. Answers are indexed
-// [shard][replica]; nil where the replica did not answer.
-func (s *Server) Stats(ctx context.Context) [][]*shardpb.StatsResponse {
-	ctx, cancel := context.WithTimeout(ctx, statsTimeout)
-	defer cancel()
-	out := make([][]*shardpb.StatsResponse, len(s.cfg.Shards))
-	var wg sync.WaitGroup
-	for i, sh := range s.cfg.Shards {
-		out[i] = make([]*shardpb.StatsResponse, len(sh.Replicas))
-		for j, c := range sh.Replicas {
-			wg.Go(func() {
-				if st, err := c.Stats(ctx); err == nil {
-					out[i][j] = st
-				}
-			})
-		}
-	}
-	wg.Wait()
-	return out
-}
-
 // clusterStatus always answers 200: it is how an operator sees what is
 // wrong.
 func (s *Server) clusterStatus(w http.ResponseWriter, r *http.Request) {
-	stats := s.Stats(r.Context())
-	health := s.cfg.Cluster.Status()
-	sch := *s.schema.Load()
-	out := clusterStatus{Metric: sch.Metric.String(), Dimension: sch.Dim, Disagreements: []string{}}
-	for i, sh := range s.cfg.Shards {
-		ss := shardStatus{Name: sh.Name, DocCount: health[i].Docs}
-		for j, c := range sh.Replicas {
-			h := health[i].Replicas[j]
+	st := s.cfg.Coordinator.Status(r.Context())
+	out := clusterStatus{Metric: st.Schema.Metric.String(), Dimension: st.Schema.Dim, Disagreements: st.Disagreements}
+	for _, sh := range st.Shards {
+		ss := shardStatus{Name: sh.Name, DocCount: sh.DocCount}
+		for _, rep := range sh.Replicas {
 			rs := replicaStatus{
-				Addr: c.Addr(), ConnState: c.State().String(), Suspect: h.Suspect,
-				ConsecutiveFailures: h.ConsecutiveFailures, LastError: h.LastError,
-				LatencyMS: float64(h.Latency.Microseconds()) / 1000,
+				Addr: rep.Addr, ConnState: rep.ConnState, Suspect: rep.Suspect,
+				ConsecutiveFailures: rep.ConsecutiveFailures, LastError: rep.LastError,
+				LatencyMS: float64(rep.Latency.Microseconds()) / 1000,
 			}
-			if st := stats[i][j]; st != nil {
-				n := st.GetDocCount()
-				rs.DocCount, rs.Kernel, rs.Metric, rs.Dimension = &n, st.GetKernel(), st.GetMetric(), st.GetDim()
-				if !health[i].DocsSeen {
-					ss.DocCount = max(ss.DocCount, n)
-				}
-				if st.GetMetric() != out.Metric || int(st.GetDim()) != out.Dimension {
-					out.Disagreements = append(out.Disagreements, fmt.Sprintf(
-						"%s replica %s has metric %s dimension %d, the cluster %s dimension %d",
-						sh.Name, c.Addr(), st.GetMetric(), st.GetDim(), out.Metric, out.Dimension))
-				}
+			if rep.Answered {
+				n := rep.DocCount
+				rs.DocCount, rs.Kernel, rs.Metric, rs.Dimension = &n, rep.Kernel, rep.Metric, uint32(rep.Dimension)
 			}
 			ss.Replicas = append(ss.Replicas, rs)
 		}

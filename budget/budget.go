@@ -43,6 +43,11 @@ type Budget struct {
 	Shard time.Duration
 }
 
+// ShardDeadline is the time by which every shard RPC of a query whose clock
+// started at start must be done. It is the one place a shard deadline is
+// computed: the fan-out, lookups and gets all take theirs from here.
+func (b Budget) ShardDeadline(start time.Time) time.Time { return start.Add(b.Shard) }
+
 // Default is the deadline a query gets when it names none.
 func (c Config) Default() time.Duration {
 	d := DefaultPlaintext

@@ -20,10 +20,10 @@ type Replica interface {
 
 // Reporter receives the engine's measurements; metrics.Router is one.
 type Reporter interface {
-	Fanout(path string, elapsed time.Duration, coverage float64, missing map[string]string)
+	Fanout(path Path, elapsed time.Duration, coverage float64, missing map[string]Reason)
 	ShardRPC(shard, replica, outcome string, d time.Duration)
 	Failover(shard string)
-	Hedge(shard, outcome string)
+	Hedge(shard string, outcome HedgeOutcome)
 	Suspect(shard, replica string, suspect bool)
 }
 
@@ -201,11 +201,11 @@ func (c *Cluster[R]) announce(r *replicaState[R], becameSuspect, wasSuspect bool
 
 type nopReporter struct{}
 
-func (nopReporter) Fanout(string, time.Duration, float64, map[string]string) {}
-func (nopReporter) ShardRPC(string, string, string, time.Duration)           {}
-func (nopReporter) Failover(string)                                          {}
-func (nopReporter) Hedge(string, string)                                     {}
-func (nopReporter) Suspect(string, string, bool)                             {}
+func (nopReporter) Fanout(Path, time.Duration, float64, map[string]Reason) {}
+func (nopReporter) ShardRPC(string, string, string, time.Duration)         {}
+func (nopReporter) Failover(string)                                        {}
+func (nopReporter) Hedge(string, HedgeOutcome)                             {}
+func (nopReporter) Suspect(string, string, bool)                           {}
 
 // tokenBucket caps hedges at a share of shard RPCs: each RPC earns rate
 // tokens, a hedge spends one, and at most burst tokens are kept.

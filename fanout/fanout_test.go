@@ -12,6 +12,8 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/trawl-search/trawl/budget"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -83,7 +85,7 @@ func hang(ctx context.Context) (ans, error) {
 type recorder struct {
 	mu        sync.Mutex
 	fanouts   int
-	missing   map[string]string
+	missing   map[string]Reason
 	failovers map[string]int
 	hedges    map[string]int
 	suspect   map[string]bool
@@ -93,7 +95,7 @@ func newRecorder() *recorder {
 	return &recorder{failovers: map[string]int{}, hedges: map[string]int{}, suspect: map[string]bool{}}
 }
 
-func (r *recorder) Fanout(_ string, _ time.Duration, _ float64, missing map[string]string) {
+func (r *recorder) Fanout(_ Path, _ time.Duration, _ float64, missing map[string]Reason) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.fanouts++
@@ -105,10 +107,10 @@ func (r *recorder) Failover(shard string) {
 	defer r.mu.Unlock()
 	r.failovers[shard]++
 }
-func (r *recorder) Hedge(shard, outcome string) {
+func (r *recorder) Hedge(shard string, outcome HedgeOutcome) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.hedges[shard+"/"+outcome]++
+	r.hedges[shard+"/"+string(outcome)]++
 }
 func (r *recorder) Suspect(shard, replica string, s bool) {
 	r.mu.Lock()
@@ -135,7 +137,7 @@ func (c *clock) Add(d time.Duration) {
 }
 
 func req(deadline time.Duration) Request {
-	return Request{Path: "search", Start: time.Now(), Deadline: deadline, ShardDeadline: deadline - 5*time.Millisecond}
+	return Request{Path: PathSearch, Start: time.Now(), Budget: budget.Budget{Deadline: deadline, Shard: deadline - 5*time.Millisecond}}
 }
 
 func TestGatherAllHealthy(t *testing.T) {
@@ -172,8 +174,8 @@ func TestAnswersAreNotFailedOver(t *testing.T) {
 	other := newFake("a1", nil)
 	c := New([]Shard[*fake]{{Name: "a", Replicas: []*fake{bad, other}}}, Options{HedgeBudget: -1})
 	res, sum := Gather(context.Background(), c, req(200*time.Millisecond), call)
-	require.Equal(t, map[string]string{"a": "internal"}, sum.ShardErrors)
-	require.Equal(t, "internal", res[0].Reason)
+	require.Equal(t, map[string]Reason{"a": ReasonInternal}, sum.ShardErrors)
+	require.Equal(t, ReasonInternal, res[0].Reason)
 	require.Zero(t, other.calls.Load(), "an Internal answer is the shard's answer, not a connectivity failure")
 	st := c.Status()[0].Replicas[0]
 	require.Zero(t, st.ConsecutiveFailures)
@@ -187,7 +189,7 @@ func TestNoReadyReplicaFailsFast(t *testing.T) {
 	start := time.Now()
 	_, sum := Gather(context.Background(), c, req(2*time.Second), call)
 	require.Less(t, time.Since(start), time.Second, "no ready replica must not wait out the deadline")
-	require.Equal(t, map[string]string{"a": "unavailable"}, sum.ShardErrors)
+	require.Equal(t, map[string]Reason{"a": ReasonUnavailable}, sum.ShardErrors)
 	require.Zero(t, r0.calls.Load()+r1.calls.Load())
 }
 
@@ -203,9 +205,9 @@ func TestHungShardCostsTheDeadline(t *testing.T) {
 	took := time.Since(start)
 	require.GreaterOrEqual(t, took, deadline-5*time.Millisecond-time.Millisecond)
 	require.Less(t, took, deadline+50*time.Millisecond)
-	require.Equal(t, map[string]string{"a": "deadline_exceeded"}, sum.ShardErrors)
+	require.Equal(t, map[string]Reason{"a": ReasonDeadline}, sum.ShardErrors)
 	require.Less(t, sum.Coverage, 1.0)
-	require.Equal(t, map[string]string{"a": "deadline_exceeded"}, rec.missing)
+	require.Equal(t, map[string]Reason{"a": ReasonDeadline}, rec.missing)
 }
 
 // A call that ignores its context cannot hold the answer past the deadline.
@@ -216,7 +218,7 @@ func TestGatherReturnsByDeadlineWhateverTheCallDoes(t *testing.T) {
 	start := time.Now()
 	_, sum := Gather(context.Background(), c, req(200*time.Millisecond), call)
 	require.Less(t, time.Since(start), 250*time.Millisecond)
-	require.Equal(t, "deadline_exceeded", sum.ShardErrors["a"])
+	require.Equal(t, ReasonDeadline, sum.ShardErrors["a"])
 	close(release)
 }
 
@@ -227,7 +229,7 @@ func TestSuspectAfterThreeFailuresAndCooldown(t *testing.T) {
 	c := New([]Shard[*fake]{{Name: "a", Replicas: []*fake{down}}}, Options{Reporter: rec, Now: clk.Now})
 	for i := range SuspectAfter {
 		_, sum := Gather(context.Background(), c, req(200*time.Millisecond), call)
-		require.Equal(t, "unavailable", sum.ShardErrors["a"], "attempt %d", i)
+		require.Equal(t, ReasonUnavailable, sum.ShardErrors["a"], "attempt %d", i)
 	}
 	require.True(t, rec.suspect["a/a0"])
 	require.True(t, c.Status()[0].Replicas[0].Suspect)
@@ -235,7 +237,7 @@ func TestSuspectAfterThreeFailuresAndCooldown(t *testing.T) {
 	// Suspect: answered at once, without touching the replica.
 	calls := down.calls.Load()
 	_, sum := Gather(context.Background(), c, req(200*time.Millisecond), call)
-	require.Equal(t, "suspect", sum.ShardErrors["a"])
+	require.Equal(t, ReasonSuspect, sum.ShardErrors["a"])
 	require.Equal(t, calls, down.calls.Load())
 
 	// After the cooldown it is tried again.
@@ -251,8 +253,8 @@ func TestTinyBudgetTimeoutsCountAgainstNobody(t *testing.T) {
 	slow := newFake("a0", okAfter(50*time.Millisecond, 1))
 	c := New([]Shard[*fake]{{Name: "a", Replicas: []*fake{slow}}}, Options{})
 	for range 10 {
-		_, sum := Gather(context.Background(), c, Request{Path: "search", Start: time.Now(), Deadline: time.Millisecond, ShardDeadline: time.Millisecond}, call)
-		require.Equal(t, "deadline_exceeded", sum.ShardErrors["a"])
+		_, sum := Gather(context.Background(), c, Request{Path: PathSearch, Start: time.Now(), Budget: budget.Budget{Deadline: time.Millisecond, Shard: time.Millisecond}}, call)
+		require.Equal(t, ReasonDeadline, sum.ShardErrors["a"])
 	}
 	st := c.Status()[0].Replicas[0]
 	require.False(t, st.Suspect)
@@ -418,11 +420,11 @@ func TestLookupNotFoundNeedsEveryReplica(t *testing.T) {
 	notFound := func(context.Context, *fake) (string, error) { return "", status.Error(codes.NotFound, "no") }
 	r0, r1 := newFake("a0", nil), newFake("a1", nil)
 	c := New([]Shard[*fake]{{Name: "a", Replicas: []*fake{r0, r1}}}, Options{})
-	_, err := Lookup(context.Background(), c, "a", notFound)
+	_, err := Lookup(context.Background(), c, req(300*time.Millisecond), "a", notFound)
 	require.Equal(t, codes.NotFound, status.Code(err))
 
 	r1.ready.Store(false) // one replica unreachable: a NotFound proves nothing
-	_, err = Lookup(context.Background(), c, "a", notFound)
+	_, err = Lookup(context.Background(), c, req(300*time.Millisecond), "a", notFound)
 	require.Equal(t, codes.Unavailable, status.Code(err))
 	require.True(t, errors.Is(err, ErrNoReplica))
 }
@@ -498,9 +500,7 @@ func TestLookupSplitsItsBudget(t *testing.T) {
 	silent := newFake("a0", nil)
 	live := newFake("a1", nil)
 	c := New([]Shard[*fake]{{Name: "a", Replicas: []*fake{silent, live}}}, Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-	defer cancel()
-	v, err := Lookup(ctx, c, "a", func(ctx context.Context, f *fake) (string, error) {
+	v, err := Lookup(context.Background(), c, req(305*time.Millisecond), "a", func(ctx context.Context, f *fake) (string, error) {
 		if f == silent {
 			_, err := hang(ctx)
 			return "", err
@@ -509,4 +509,77 @@ func TestLookupSplitsItsBudget(t *testing.T) {
 	})
 	require.NoError(t, err)
 	require.Equal(t, "found", v)
+}
+
+// A call function that panics costs its shard (missing, internal), not the
+// process; the other shards answer as usual.
+func TestPanickingCallIsThatShardsInternalError(t *testing.T) {
+	boom := newFake("b0", nil)
+	c := New([]Shard[*fake]{
+		{Name: "a", Replicas: []*fake{newFake("a0", nil)}},
+		{Name: "b", Replicas: []*fake{boom}},
+	}, Options{})
+	res, sum := Gather(context.Background(), c, req(300*time.Millisecond), func(ctx context.Context, f *fake) (ans, error) {
+		if f == boom {
+			panic("scripted panic")
+		}
+		return call(ctx, f)
+	})
+	require.Equal(t, []string{"b"}, sum.Unavailable)
+	require.Equal(t, map[string]Reason{"b": ReasonInternal}, sum.ShardErrors)
+	require.Equal(t, codes.Internal, status.Code(res[1].Err))
+	require.Contains(t, res[1].Err.Error(), "scripted panic")
+	require.Empty(t, res[0].Reason)
+	require.False(t, c.Status()[1].Replicas[0].Suspect, "a panic is no connectivity failure")
+}
+
+// panicky is a Reporter whose every method panics.
+type panicky struct{}
+
+func (panicky) Fanout(Path, time.Duration, float64, map[string]Reason) { panic("fanout") }
+func (panicky) ShardRPC(string, string, string, time.Duration)         { panic("rpc") }
+func (panicky) Failover(string)                                        { panic("failover") }
+func (panicky) Hedge(string, HedgeOutcome)                             { panic("hedge") }
+func (panicky) Suspect(string, string, bool)                           { panic("suspect") }
+
+// A reporter that panics cannot take the router down either: the read it
+// was reporting on ends as that shard's internal error.
+func TestPanickingReporterIsContained(t *testing.T) {
+	c := New([]Shard[*fake]{{Name: "a", Replicas: []*fake{newFake("a0", nil)}}}, Options{Reporter: panicky{}})
+	res, sum := Gather(context.Background(), c, req(300*time.Millisecond), call)
+	require.Equal(t, map[string]Reason{"a": ReasonInternal}, sum.ShardErrors)
+	require.Equal(t, codes.Internal, status.Code(res[0].Err))
+	c.ProbeOnce(context.Background(), ProbeTimeout, func(context.Context, *fake) error { return nil })
+	_, err := Lookup(context.Background(), c, req(300*time.Millisecond), "a", func(context.Context, *fake) (string, error) { return "x", nil })
+	require.Equal(t, codes.Internal, status.Code(err))
+}
+
+// A survey asks every replica, suspect and not-ready ones included, and
+// leaves their health as it was.
+func TestSurveyAsksEveryReplicaAndChangesNoHealth(t *testing.T) {
+	clk := &clock{now: time.Unix(1000, 0)}
+	down, notReady := newFake("a0", nil), newFake("a1", nil)
+	notReady.ready.Store(false)
+	c := New([]Shard[*fake]{{Name: "a", Replicas: []*fake{down, notReady}}}, Options{Now: clk.Now})
+	for range SuspectAfter {
+		c.ProbeOnce(context.Background(), ProbeTimeout, func(_ context.Context, f *fake) error {
+			if f == down {
+				return status.Error(codes.Unavailable, "refused")
+			}
+			return nil
+		})
+	}
+	before := c.Status()
+	require.True(t, before[0].Replicas[0].Suspect)
+	got := Survey(context.Background(), c, time.Second, func(ctx context.Context, f *fake) (string, error) {
+		if f == down {
+			return "", status.Error(codes.Unavailable, "refused")
+		}
+		return f.addr, nil
+	})
+	require.Len(t, got, 1)
+	require.Len(t, got[0], 2)
+	require.Equal(t, codes.Unavailable, status.Code(got[0][0].Err))
+	require.Equal(t, "a1", got[0][1].Value)
+	require.Equal(t, before, c.Status(), "a survey changes no health state")
 }

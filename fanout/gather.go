@@ -3,6 +3,8 @@ package fanout
 import (
 	"context"
 	"time"
+
+	"github.com/trawl-search/trawl/budget"
 )
 
 // Answer is what a shard's read answer must tell the engine: how many
@@ -15,29 +17,33 @@ type Answer interface {
 // attempt's deadline and is cancelled when another attempt wins.
 type Call[R Replica, T any] func(ctx context.Context, r R) (T, error)
 
-// Request is one fan-out.
+// Request is one fan-out, or one lookup, and the time it may take.
 type Request struct {
-	// Path labels the fan-out in metrics ("search", "search_batch").
-	Path string
+	// Path labels the fan-out in metrics; lookups leave it empty.
+	Path Path
 	// Start is when the query's clock started (work before the fan-out,
 	// such as a like_id lookup, already spent part of the deadline).
 	Start time.Time
-	// Deadline is the router's whole budget; ShardDeadline what each shard
-	// RPC may use (budget.Budget).
-	Deadline, ShardDeadline time.Duration
+	// Budget is the query's deadline and per-shard budget.
+	Budget budget.Budget
 }
 
-// StatusOK is a shard's status in an answer when it answered; otherwise its
-// status is its missing reason.
-const StatusOK = "ok"
+// ShardDeadline is when every shard RPC of the request must be done.
+func (r Request) ShardDeadline() time.Time { return r.Budget.ShardDeadline(r.Start) }
+
+// hardStop is when Gather answers whatever the shards do: the whole
+// deadline (never before the shard deadline, which is at least 1 ms).
+func (r Request) hardStop() time.Time {
+	return r.Start.Add(max(r.Budget.Deadline, r.Budget.Shard))
+}
 
 // Result is one shard's part of a fan-out.
 type Result[T any] struct {
 	Shard string
 	// Value is the winning answer; meaningful only when Reason is "".
 	Value T
-	// Reason is why the shard is missing (metrics.Reason*), "" if it answered.
-	Reason string
+	// Reason is why the shard is missing, "" if it answered.
+	Reason Reason
 	Err    error
 	// Replica is the address that answered (or failed last).
 	Replica    string
@@ -53,7 +59,7 @@ type Summary struct {
 	// Unavailable lists missing shards in cluster order; ShardErrors gives
 	// each its reason.
 	Unavailable   []string
-	ShardErrors   map[string]string
+	ShardErrors   map[string]Reason
 	Coverage      float64
 	Elapsed       time.Duration
 	Deadline      time.Duration
@@ -69,9 +75,9 @@ func (s Summary) Degraded() bool { return len(s.Unavailable) > 0 }
 // answered by then is missing with deadline_exceeded, and its attempts are
 // cancelled and finish on their own.
 func Gather[R Replica, T Answer](ctx context.Context, c *Cluster[R], req Request, call Call[R, T]) ([]Result[T], Summary) {
-	ctx, cancel := context.WithDeadline(ctx, req.Start.Add(req.ShardDeadline))
+	ctx, cancel := context.WithDeadline(ctx, req.ShardDeadline())
 	defer cancel()
-	hardStop := time.NewTimer(time.Until(req.Start.Add(max(req.Deadline, req.ShardDeadline))))
+	hardStop := time.NewTimer(time.Until(req.hardStop()))
 	defer hardStop.Stop()
 
 	type indexed struct {
@@ -80,7 +86,13 @@ func Gather[R Replica, T Answer](ctx context.Context, c *Cluster[R], req Request
 	}
 	done := make(chan indexed, len(c.shards)) // buffered: late attempts never block
 	for i, s := range c.shards {
-		go func() { done <- indexed{i, readShard(ctx, c, s, call)} }()
+		go func() {
+			var r Result[T]
+			if err := c.safely("read", s.name, func() { r = newShardRead(c, s, call).run(ctx) }); err != nil {
+				r = Result[T]{Shard: s.name, Reason: ReasonInternal, Err: err}
+			}
+			done <- indexed{i, r}
+		}()
 	}
 	results := make([]Result[T], len(c.shards))
 	got := make([]bool, len(c.shards))
@@ -95,21 +107,13 @@ collect:
 	}
 	for i, s := range c.shards {
 		if !got[i] {
-			results[i] = Result[T]{Shard: s.name, Reason: reasonDeadline, Err: context.DeadlineExceeded}
+			results[i] = Result[T]{Shard: s.name, Reason: ReasonDeadline, Err: context.DeadlineExceeded}
 		}
 	}
 	sum := summarize(c, results, req)
-	c.opts.Reporter.Fanout(req.Path, sum.Elapsed, sum.Coverage, sum.ShardErrors)
+	_ = c.safely("reporter", "", func() { c.opts.Reporter.Fanout(req.Path, sum.Elapsed, sum.Coverage, sum.ShardErrors) })
 	return results, sum
 }
-
-// Reasons, as DESIGN.md names them (mirrored by package metrics).
-const (
-	reasonDeadline    = "deadline_exceeded"
-	reasonUnavailable = "unavailable"
-	reasonSuspect     = "suspect"
-	reasonInternal    = "internal"
-)
 
 // summarize builds the scatter_gather block. Coverage counts each missing
 // shard with its last known document count, or the mean of the known ones
@@ -118,10 +122,10 @@ const (
 func summarize[R Replica, T Answer](c *Cluster[R], results []Result[T], req Request) Summary {
 	sum := Summary{
 		ShardsTotal:   len(results),
-		ShardErrors:   map[string]string{},
+		ShardErrors:   map[string]Reason{},
 		Unavailable:   []string{},
-		Deadline:      req.Deadline,
-		ShardDeadline: req.ShardDeadline,
+		Deadline:      req.Budget.Deadline,
+		ShardDeadline: req.Budget.Shard,
 	}
 	var answered, total float64
 	var known []float64

@@ -43,11 +43,14 @@ func (c *Cluster[R]) ProbeOnce(ctx context.Context, timeout time.Duration, probe
 				defer wg.Done()
 				pctx, cancel := context.WithTimeout(ctx, timeout)
 				defer cancel()
-				err := probe(pctx, r.r)
+				var err error
+				if perr := c.safely("probe", r.shard, func() { err = probe(pctx, r.r) }); perr != nil {
+					err = perr
+				}
 				if ctx.Err() != nil {
 					return // shutting down: not the replica's fault
 				}
-				c.recordProbe(r, err, timeout)
+				_ = c.safely("probe record", r.shard, func() { c.recordProbe(r, err, timeout) })
 			}()
 		}
 	}

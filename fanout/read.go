@@ -13,6 +13,7 @@ import (
 // READY, or every one is suspect.
 var ErrNoReplica = status.Error(codes.Unavailable, "no ready replica")
 
+// attempt is one call's outcome, sent back to the read's loop.
 type attempt[R Replica, T any] struct {
 	r     *replicaState[R]
 	v     T
@@ -21,140 +22,186 @@ type attempt[R Replica, T any] struct {
 	hedge bool
 }
 
-// readShard reads one shard: the best candidate first; on a connectivity
-// error the next candidate with the remaining budget (each replica at most
-// once); and, when the replica in flight is slower than its own recent tail
-// latency, a hedge to the next candidate, first answer winning.
-func readShard[R Replica, T any](ctx context.Context, c *Cluster[R], s *shardState[R], call Call[R, T]) Result[T] {
-	res := Result[T]{Shard: s.name}
-	cands, allSuspect := c.candidates(s)
+// shardRead is one read of one shard: the best candidate first; on a
+// connectivity error the next candidate with the remaining budget (each
+// replica at most once); and, when the replica in flight is slower than its
+// own recent tail latency, a hedge to the next candidate, first answer
+// winning. Its state belongs to the goroutine running run; attempts talk to
+// it only through results.
+type shardRead[R Replica, T any] struct {
+	c     *Cluster[R]
+	s     *shardState[R]
+	call  Call[R, T]
+	cands []*replicaState[R]
+
+	ctx     context.Context // the shard's deadline
+	actx    context.Context // the attempts': cancelled when the read ends
+	results chan attempt[R, T]
+
+	next, inflight int
+	hedges         []*replicaState[R]
+	failedHedges   map[*replicaState[R]]bool
+	hedgeTimer     *time.Timer
+	hedgeC         <-chan time.Time
+	res            Result[T]
+}
+
+func newShardRead[R Replica, T any](c *Cluster[R], s *shardState[R], call Call[R, T]) *shardRead[R, T] {
+	return &shardRead[R, T]{c: c, s: s, call: call, res: Result[T]{Shard: s.name}, failedHedges: map[*replicaState[R]]bool{}}
+}
+
+// run reads the shard within ctx's deadline and returns its result.
+func (sr *shardRead[R, T]) run(ctx context.Context) Result[T] {
+	cands, allSuspect := sr.c.candidates(sr.s)
 	if len(cands) == 0 {
 		// Fail fast: nobody to ask, so nobody waits out the deadline.
-		res.Reason, res.Err = reasonUnavailable, ErrNoReplica
+		sr.res.Reason, sr.res.Err = ReasonUnavailable, ErrNoReplica
 		if allSuspect {
-			res.Reason = reasonSuspect
+			sr.res.Reason = ReasonSuspect
 		}
-		return res
+		return sr.res
 	}
+	sr.cands, sr.ctx = cands, ctx
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	results := make(chan attempt[R, T], len(cands)) // buffered: losers never block
-	next, inflight := 0, 0
-	var hedges []*replicaState[R]
-	launch := func(hedge bool) {
-		r := cands[next]
-		next++
-		inflight++
-		if hedge {
-			hedges = append(hedges, r)
-		}
-		r.mu.Lock()
-		r.outstanding++
-		r.mu.Unlock()
-		c.hedges.earn()
-		var budget time.Duration
-		if dl, ok := actx.Deadline(); ok {
-			budget = time.Until(dl)
-		}
-		go func() {
-			t0 := time.Now()
-			v, err := call(actx, r.r)
-			took := time.Since(t0)
-			if code(err) == codes.Canceled && pastDeadline(ctx) {
-				// The shard's deadline passed; that a cancel (the loop's, or
-				// Gather's at its hard stop) reached the attempt a moment
-				// before the deadline did is a race the replica's record
-				// must not depend on.
-				err = status.Error(codes.DeadlineExceeded, "shard deadline passed during the attempt")
-			}
-			// Recorded here, not by the loop, so an attempt that ends after
-			// the shard gave up on it still counts for the replica's health.
-			r.mu.Lock()
-			r.outstanding--
-			r.mu.Unlock()
-			c.record(r, err, took, budget)
-			results <- attempt[R, T]{r: r, v: v, err: err, took: took, hedge: hedge}
-		}()
-	}
-	var timer *time.Timer
-	var hedgeC <-chan time.Time
-	armHedge := func() {
-		if timer != nil {
-			timer.Stop()
-			hedgeC = nil
-		}
-		if next >= len(cands) {
-			return
-		}
-		if d, ok := c.hedgeDelay(ctx, cands[next-1], cands[next]); ok {
-			timer = time.NewTimer(d)
-			hedgeC = timer.C
-		}
-	}
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
+	sr.actx = actx
+	sr.results = make(chan attempt[R, T], len(cands)) // buffered: losers never block
+	defer sr.stopHedgeTimer()
 
-	launch(false)
-	armHedge()
+	sr.launch(false)
+	sr.armHedge()
 	var lastErr error
-	failedHedges := map[*replicaState[R]]bool{}
-	finish := func(winner *replicaState[R]) Result[T] {
-		for _, h := range hedges {
-			switch {
-			case h == winner:
-				c.opts.Reporter.Hedge(s.name, "won")
-			case failedHedges[h]:
-				c.opts.Reporter.Hedge(s.name, "failed")
-			default:
-				c.opts.Reporter.Hedge(s.name, "lost")
-			}
-		}
-		res.Hedged = len(hedges) > 0
-		return res
-	}
-	for inflight > 0 {
+	for sr.inflight > 0 {
 		select {
-		case a := <-results:
-			inflight--
-			res.Replica, res.Latency = a.r.r.Addr(), a.took
+		case a := <-sr.results:
+			sr.inflight--
+			sr.res.Replica, sr.res.Latency = a.r.r.Addr(), a.took
 			switch classify(a.err) {
 			case kindOK:
-				res.Value, res.Err = a.v, nil
-				return finish(a.r)
+				sr.res.Value, sr.res.Err = a.v, nil
+				return sr.finish(a.r)
 			case kindAnswer:
-				res.Reason, res.Err = reasonInternal, a.err
-				return finish(nil)
+				sr.res.Reason, sr.res.Err = ReasonInternal, a.err
+				return sr.finish(nil)
 			}
 			if a.hedge {
-				failedHedges[a.r] = true
+				sr.failedHedges[a.r] = true
 			}
 			lastErr = a.err
-			if inflight == 0 && next < len(cands) && ctx.Err() == nil {
-				c.opts.Reporter.Failover(s.name)
-				res.FailedOver = true
-				launch(false)
-				armHedge()
+			if sr.inflight == 0 && sr.next < len(sr.cands) && ctx.Err() == nil {
+				sr.c.opts.Reporter.Failover(sr.s.name)
+				sr.res.FailedOver = true
+				sr.launch(false)
+				sr.armHedge()
 			}
-		case <-hedgeC:
-			hedgeC = nil
-			if next < len(cands) && c.hedges.spend() {
-				launch(true)
-				armHedge()
+		case <-sr.hedgeC:
+			sr.hedgeC = nil
+			if sr.next < len(sr.cands) && sr.c.hedges.spend() {
+				sr.launch(true)
+				sr.armHedge()
 			}
 		case <-ctx.Done():
-			res.Reason, res.Err = reasonDeadline, ctx.Err()
-			return finish(nil)
+			sr.res.Reason, sr.res.Err = ReasonDeadline, ctx.Err()
+			return sr.finish(nil)
 		}
 	}
-	res.Err = lastErr
-	res.Reason = reasonUnavailable
+	sr.res.Err = lastErr
+	sr.res.Reason = ReasonUnavailable
 	if code(lastErr) == codes.DeadlineExceeded || errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		res.Reason = reasonDeadline
+		sr.res.Reason = ReasonDeadline
 	}
-	return finish(nil)
+	return sr.finish(nil)
+}
+
+// launch sends the read to the next candidate.
+func (sr *shardRead[R, T]) launch(hedge bool) {
+	r := sr.cands[sr.next]
+	sr.next++
+	sr.inflight++
+	if hedge {
+		sr.hedges = append(sr.hedges, r)
+	}
+	r.mu.Lock()
+	r.outstanding++
+	r.mu.Unlock()
+	sr.c.hedges.earn()
+	var budget time.Duration
+	if dl, ok := sr.actx.Deadline(); ok {
+		budget = time.Until(dl)
+	}
+	go sr.attempt(r, hedge, budget)
+}
+
+// attempt runs one call and sends its outcome back. A panic in the call or
+// in the bookkeeping after it becomes that attempt's internal error, so the
+// loop always hears back and the process lives.
+func (sr *shardRead[R, T]) attempt(r *replicaState[R], hedge bool, budget time.Duration) {
+	t0 := time.Now()
+	a := attempt[R, T]{r: r, hedge: hedge}
+	counted := false
+	defer func() {
+		if p := recover(); p != nil {
+			a.err = sr.c.recovered(p, "call", sr.s.name)
+			if !counted {
+				r.mu.Lock()
+				r.outstanding--
+				r.mu.Unlock()
+			}
+		}
+		sr.results <- a
+	}()
+	a.v, a.err = sr.call(sr.actx, r.r)
+	a.took = time.Since(t0)
+	if code(a.err) == codes.Canceled && pastDeadline(sr.ctx) {
+		// The shard's deadline passed; that a cancel (the loop's, or
+		// Gather's at its hard stop) reached the attempt a moment before the
+		// deadline did is a race the replica's record must not depend on.
+		a.err = status.Error(codes.DeadlineExceeded, "shard deadline passed during the attempt")
+	}
+	// Recorded here, not by the loop, so an attempt that ends after the
+	// shard gave up on it still counts for the replica's health.
+	r.mu.Lock()
+	r.outstanding--
+	r.mu.Unlock()
+	counted = true
+	sr.c.record(r, a.err, a.took, budget)
+}
+
+// armHedge schedules a hedge to the next candidate after the current one's
+// hedge delay, if the budget can hold it.
+func (sr *shardRead[R, T]) armHedge() {
+	sr.stopHedgeTimer()
+	if sr.next >= len(sr.cands) {
+		return
+	}
+	if d, ok := sr.c.hedgeDelay(sr.ctx, sr.cands[sr.next-1], sr.cands[sr.next]); ok {
+		sr.hedgeTimer = time.NewTimer(d)
+		sr.hedgeC = sr.hedgeTimer.C
+	}
+}
+
+func (sr *shardRead[R, T]) stopHedgeTimer() {
+	if sr.hedgeTimer != nil {
+		sr.hedgeTimer.Stop()
+		sr.hedgeTimer, sr.hedgeC = nil, nil
+	}
+}
+
+// finish counts every hedge of the read by its outcome and returns the
+// result; winner is the replica that answered, nil if none did.
+func (sr *shardRead[R, T]) finish(winner *replicaState[R]) Result[T] {
+	for _, h := range sr.hedges {
+		switch {
+		case h == winner:
+			sr.c.opts.Reporter.Hedge(sr.s.name, HedgeWon)
+		case sr.failedHedges[h]:
+			sr.c.opts.Reporter.Hedge(sr.s.name, HedgeFailed)
+		default:
+			sr.c.opts.Reporter.Hedge(sr.s.name, HedgeLost)
+		}
+	}
+	sr.res.Hedged = len(sr.hedges) > 0
+	return sr.res
 }
 
 // hedgeDelay is how long to wait on replica cur before hedging to alt: its

@@ -5,37 +5,13 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/trawl-search/trawl/fanout"
 )
 
-// Fan-out paths, the values of the path label.
-const (
-	PathSearch      = "search"
-	PathSearchBatch = "search_batch"
-)
-
-// paths lists every fan-out path.
-func paths() []string { return []string{PathSearch, PathSearchBatch} }
-
-// Reasons a shard is missing from an answer (the reason label and the
-// shard_errors values of the API).
-const (
-	ReasonDeadlineExceeded = "deadline_exceeded"
-	ReasonUnavailable      = "unavailable"
-	ReasonSuspect          = "suspect"
-	ReasonInternal         = "internal"
-)
-
-// reasons lists every missing-shard reason.
-func reasons() []string {
-	return []string{ReasonDeadlineExceeded, ReasonUnavailable, ReasonSuspect, ReasonInternal}
-}
-
-// Hedge outcomes (the outcome label of trawl_scatter_hedges_total).
-const (
-	HedgeWon  = "won"  // the hedge answered first
-	HedgeLost = "lost" // the first attempt answered first; the hedge was cancelled
-	HedgeFail = "failed"
-)
+// The label values of the path, reason and outcome labels are fanout's
+// vocabulary (fanout.Paths, fanout.Reasons, fanout.HedgeOutcomes), used as
+// they are: there is no second copy to drift.
 
 // Shard is one shard of the topology as the metrics see it.
 type Shard struct {
@@ -109,19 +85,19 @@ func NewRouter(reg prometheus.Registerer, shards []Shard, kernel string) *Router
 		m.shardRPC, m.suspect, m.failovers, m.hedges, m.http)
 	registerKernel(reg, kernel)
 
-	for _, p := range paths() {
-		m.queries.WithLabelValues(p)
-		m.degraded.WithLabelValues(p)
+	for _, p := range fanout.Paths() {
+		m.queries.WithLabelValues(string(p))
+		m.degraded.WithLabelValues(string(p))
 		for _, s := range shards {
-			for _, r := range reasons() {
-				m.unavailable.WithLabelValues(p, s.Name, r)
+			for _, r := range fanout.Reasons() {
+				m.unavailable.WithLabelValues(string(p), s.Name, string(r))
 			}
 		}
 	}
 	for _, s := range shards {
 		m.failovers.WithLabelValues(s.Name)
-		for _, o := range []string{HedgeWon, HedgeLost, HedgeFail} {
-			m.hedges.WithLabelValues(s.Name, o)
+		for _, o := range fanout.HedgeOutcomes() {
+			m.hedges.WithLabelValues(s.Name, string(o))
 		}
 		for _, r := range s.Replicas {
 			m.suspect.WithLabelValues(s.Name, r).Set(0)
@@ -133,16 +109,17 @@ func NewRouter(reg prometheus.Registerer, shards []Shard, kernel string) *Router
 // Fanout records one fan-out: its duration, its coverage, and every shard
 // missing from it with its reason. It is degraded exactly when missing is
 // non-empty.
-func (m *Router) Fanout(path string, elapsed time.Duration, coverage float64, missing map[string]string) {
-	m.queries.WithLabelValues(path).Inc()
-	m.duration.WithLabelValues(path).Observe(elapsed.Seconds())
-	m.coverage.WithLabelValues(path).Observe(coverage)
+func (m *Router) Fanout(path fanout.Path, elapsed time.Duration, coverage float64, missing map[string]fanout.Reason) {
+	p := string(path)
+	m.queries.WithLabelValues(p).Inc()
+	m.duration.WithLabelValues(p).Observe(elapsed.Seconds())
+	m.coverage.WithLabelValues(p).Observe(coverage)
 	if len(missing) == 0 {
 		return
 	}
-	m.degraded.WithLabelValues(path).Inc()
+	m.degraded.WithLabelValues(p).Inc()
 	for shard, reason := range missing {
-		m.unavailable.WithLabelValues(path, shard, reason).Inc()
+		m.unavailable.WithLabelValues(p, shard, string(reason)).Inc()
 	}
 }
 
@@ -155,7 +132,9 @@ func (m *Router) ShardRPC(shard, replica, outcome string, d time.Duration) {
 func (m *Router) Failover(shard string) { m.failovers.WithLabelValues(shard).Inc() }
 
 // Hedge counts a hedged read by its outcome.
-func (m *Router) Hedge(shard, outcome string) { m.hedges.WithLabelValues(shard, outcome).Inc() }
+func (m *Router) Hedge(shard string, outcome fanout.HedgeOutcome) {
+	m.hedges.WithLabelValues(shard, string(outcome)).Inc()
+}
 
 // Suspect sets a replica's suspect gauge.
 func (m *Router) Suspect(shard, replica string, suspect bool) {

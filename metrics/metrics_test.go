@@ -1,13 +1,42 @@
 package metrics
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
+
+	"github.com/trawl-search/trawl/fanout"
 )
+
+// The label values operators' alerts and dashboards match on are
+// DESIGN.md's, spelled as it spells them: if fanout's vocabulary drifts from
+// the contract, this fails.
+func TestLabelValuesAreTheContracts(t *testing.T) {
+	str := func(vs ...any) []string {
+		out := make([]string, len(vs))
+		for i, v := range vs {
+			out[i] = fmt.Sprint(v)
+		}
+		return out
+	}
+	var paths, reasons, hedges []any
+	for _, p := range fanout.Paths() {
+		paths = append(paths, p)
+	}
+	for _, r := range fanout.Reasons() {
+		reasons = append(reasons, r)
+	}
+	for _, o := range fanout.HedgeOutcomes() {
+		hedges = append(hedges, o)
+	}
+	require.Equal(t, []string{"search", "search_batch"}, str(paths...))
+	require.Equal(t, []string{"deadline_exceeded", "unavailable", "suspect", "internal"}, str(reasons...))
+	require.Equal(t, []string{"won", "lost", "failed"}, str(hedges...))
+}
 
 func TestRouterSeriesStartAtZero(t *testing.T) {
 	reg := prometheus.NewRegistry()
@@ -15,7 +44,7 @@ func TestRouterSeriesStartAtZero(t *testing.T) {
 	// path × {queries, degraded} + path × shard × reason + failovers + hedges × outcome
 	require.Equal(t, 2, testutil.CollectAndCount(m.queries))
 	require.Equal(t, 2, testutil.CollectAndCount(m.degraded))
-	require.Equal(t, 2*2*4, testutil.CollectAndCount(m.unavailable))
+	require.Equal(t, len(fanout.Paths())*2*len(fanout.Reasons()), testutil.CollectAndCount(m.unavailable))
 	require.Equal(t, 2, testutil.CollectAndCount(m.failovers))
 	require.Equal(t, 2*3, testutil.CollectAndCount(m.hedges))
 	require.Equal(t, 3, testutil.CollectAndCount(m.suspect))
@@ -39,14 +68,14 @@ func TestRouterSeriesStartAtZero(t *testing.T) {
 func TestFanoutCountsDegradedOnceAndEachMissingShard(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := NewRouter(reg, []Shard{{Name: "s0"}, {Name: "s1"}, {Name: "s2"}}, "generic")
-	m.Fanout(PathSearch, time.Millisecond, 1, nil)
-	require.Equal(t, 1.0, testutil.ToFloat64(m.queries.WithLabelValues(PathSearch)))
-	require.Zero(t, testutil.ToFloat64(m.degraded.WithLabelValues(PathSearch)))
+	m.Fanout(fanout.PathSearch, time.Millisecond, 1, nil)
+	require.Equal(t, 1.0, testutil.ToFloat64(m.queries.WithLabelValues("search")))
+	require.Zero(t, testutil.ToFloat64(m.degraded.WithLabelValues("search")))
 
-	m.Fanout(PathSearch, time.Millisecond, 0.4, map[string]string{"s1": ReasonDeadlineExceeded, "s2": ReasonSuspect})
-	require.Equal(t, 2.0, testutil.ToFloat64(m.queries.WithLabelValues(PathSearch)))
-	require.Equal(t, 1.0, testutil.ToFloat64(m.degraded.WithLabelValues(PathSearch)))
-	require.Equal(t, 1.0, testutil.ToFloat64(m.unavailable.WithLabelValues(PathSearch, "s1", ReasonDeadlineExceeded)))
-	require.Equal(t, 1.0, testutil.ToFloat64(m.unavailable.WithLabelValues(PathSearch, "s2", ReasonSuspect)))
-	require.Zero(t, testutil.ToFloat64(m.degraded.WithLabelValues(PathSearchBatch)))
+	m.Fanout(fanout.PathSearch, time.Millisecond, 0.4, map[string]fanout.Reason{"s1": fanout.ReasonDeadline, "s2": fanout.ReasonSuspect})
+	require.Equal(t, 2.0, testutil.ToFloat64(m.queries.WithLabelValues("search")))
+	require.Equal(t, 1.0, testutil.ToFloat64(m.degraded.WithLabelValues("search")))
+	require.Equal(t, 1.0, testutil.ToFloat64(m.unavailable.WithLabelValues("search", "s1", "deadline_exceeded")))
+	require.Equal(t, 1.0, testutil.ToFloat64(m.unavailable.WithLabelValues("search", "s2", "suspect")))
+	require.Zero(t, testutil.ToFloat64(m.degraded.WithLabelValues("search_batch")))
 }

@@ -1,28 +1,9 @@
 package shard
 
-import (
-	"encoding/binary"
-	"fmt"
-	"math"
-)
+import "github.com/trawl-search/trawl/vector"
 
 // EncodeVector packs v as little-endian float32, the wire form of vectors.
-func EncodeVector(v []float32) []byte {
-	b := make([]byte, 4*len(v))
-	for i, f := range v {
-		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(f))
-	}
-	return b
-}
+func EncodeVector(v []float32) []byte { return vector.EncodeLE(v) }
 
 // DecodeVector unpacks little-endian float32 bytes.
-func DecodeVector(b []byte) ([]float32, error) {
-	if len(b)%4 != 0 {
-		return nil, fmt.Errorf("vector is %d bytes, not a whole number of float32", len(b))
-	}
-	v := make([]float32, len(b)/4)
-	for i := range v {
-		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-	}
-	return v, nil
-}
+func DecodeVector(b []byte) ([]float32, error) { return vector.DecodeLE(b) }

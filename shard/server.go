@@ -20,9 +20,6 @@ import (
 	"github.com/trawl-search/trawl/vector"
 )
 
-// MaxK is the largest k a search may ask for.
-const MaxK = 1000
-
 // ScanObserver is told how long each scan took; metrics.ShardServer is one.
 type ScanObserver interface {
 	Scan(outcome string, d time.Duration)
@@ -133,8 +130,8 @@ func (s *Server) search(ctx context.Context, pqs []*shardpb.Query) ([]*shardpb.H
 		if err != nil {
 			return nil, 0, err
 		}
-		if pq.GetK() < 1 || pq.GetK() > MaxK {
-			return nil, 0, status.Errorf(codes.InvalidArgument, "query %d: k is %d, want 1..%d", i, pq.GetK(), MaxK)
+		if pq.GetK() < 1 || pq.GetK() > vector.MaxK {
+			return nil, 0, status.Errorf(codes.InvalidArgument, "query %d: k is %d, want 1..%d", i, pq.GetK(), vector.MaxK)
 		}
 		qs[i] = vector.Query{Vector: v, K: int(pq.GetK()), Exclude: pq.GetExcludeId()}
 	}

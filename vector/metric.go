@@ -71,3 +71,12 @@ func (m Metric) key(s float32) float32 {
 	}
 	return s
 }
+
+// Contract limits shared by every layer that checks a query.
+const (
+	// DefaultDim is the dimension assumed until the shards report theirs,
+	// and a shard's default --dim.
+	DefaultDim = 1536
+	// MaxK is the largest k a search may ask for.
+	MaxK = 1000
+)

@@ -51,14 +51,24 @@ func runDev(ctx context.Context, args []string) error {
 	if strings.HasPrefix(port, ":") {
 		port = "localhost" + port
 	}
-	fmt.Printf(`trawl dev: %d shards x 2 replicas, %d documents of 1536 dimensions (seed %d), loaded in %s, %s kernel.
+	fmt.Print(banner(dc, *seed, time.Since(t0), kernel.Name, port))
+	return serveHTTP(ctx, log, ln, "", "", r)
+}
+
+// banner is what router dev prints once it is ready: the cluster's shape,
+// read off the running cluster, and queries to paste.
+func banner(dc *devcluster.Cluster, seed uint64, took time.Duration, kernel, addr string) string {
+	dim := 0
+	if len(dc.Corpus) > 0 {
+		dim = len(dc.Corpus[0].Vector)
+	}
+	return fmt.Sprintf(`trawl dev: %d shards x %d replicas, %d documents of %d dimensions (seed %d), loaded in %s, %s kernel.
 
 Try:
-  curl -s -X POST 'http://%[6]s/v1/search?shard_detail=true' -d '{"like_id": "doc-7", "k": 10}'
-  curl -s http://%[6]s/cluster/status
+  curl -s -X POST 'http://%[8]s/v1/search?shard_detail=true' -d '{"like_id": "doc-7", "k": 10}'
+  curl -s http://%[8]s/cluster/status
 Break a replica and watch the answer (stop | blackhole | slow | restore):
-  curl -s -X POST http://%[6]s/dev/replicas/shard-1/0/stop
+  curl -s -X POST http://%[8]s/dev/replicas/shard-1/0/stop
 
-`, len(dc.Names), *docs, *seed, time.Since(t0).Round(time.Millisecond), kernel.Name, port)
-	return serveHTTP(ctx, log, ln, "", "", r)
+`, len(dc.Names), len(dc.Replicas[0]), len(dc.Corpus), dim, seed, took.Round(time.Millisecond), kernel, addr)
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/trawl-search/trawl/api"
 	"github.com/trawl-search/trawl/budget"
 	"github.com/trawl-search/trawl/internal/app"
 	"github.com/trawl-search/trawl/shard"
@@ -38,7 +39,7 @@ func runServe(ctx context.Context, args []string) error {
 	httpCert := fs.String("http-tls-cert", "", "certificate to serve the client API over HTTPS")
 	httpKey := fs.String("http-tls-key", "", "key to serve the client API over HTTPS")
 	apiKeyFile := fs.String("api-key-file", "", "file holding the API key required as Authorization: Bearer on /v1/*")
-	maxInflight := fs.Int("max-inflight", 256, "concurrent /v1/* requests before answering 429")
+	maxInflight := fs.Int("max-inflight", api.DefaultMaxInflight, "concurrent /v1/* requests before answering 429")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}

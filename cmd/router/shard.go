@@ -26,7 +26,7 @@ func runShard(ctx context.Context, args []string) error {
 	grpcAddr := fs.String("grpc-addr", ":7070", "gRPC listen address (search/write service and grpc.health.v1)")
 	httpAddr := fs.String("http-addr", ":9090", "HTTP listen address for /metrics, /healthz and /readyz")
 	dataDir := fs.String("data-dir", "", "data directory (created if missing)")
-	dim := fs.Int("dim", 1536, "vector dimension")
+	dim := fs.Int("dim", vector.DefaultDim, "vector dimension")
 	metricName := fs.String("metric", "cosine", "similarity metric: cosine, dot or l2")
 	tlsCert := fs.String("tls-cert", "", "server certificate; enables TLS")
 	tlsKey := fs.String("tls-key", "", "server key")

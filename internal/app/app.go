@@ -20,6 +20,7 @@ import (
 
 	"github.com/trawl-search/trawl/api"
 	"github.com/trawl-search/trawl/budget"
+	"github.com/trawl-search/trawl/coordinator"
 	"github.com/trawl-search/trawl/fanout"
 	"github.com/trawl-search/trawl/metrics"
 	"github.com/trawl-search/trawl/shard"
@@ -54,9 +55,10 @@ type Config struct {
 
 // Router is a running router minus its HTTP listener.
 type Router struct {
-	API      *api.Server
-	Registry *prometheus.Registry
-	Cluster  *fanout.Cluster[*shard.Conn]
+	API         *api.Server
+	Coordinator *coordinator.Coordinator
+	Registry    *prometheus.Registry
+	Cluster     *fanout.Cluster[*shard.Conn]
 
 	conns  []*shard.Conn
 	ready  chan struct{} // closed when the warm-up ends
@@ -85,7 +87,7 @@ func New(cfg Config) (*Router, error) {
 
 	var mshards []metrics.Shard
 	var fshards []fanout.Shard[*shard.Conn]
-	var ashards []api.Shard
+	var cshards []coordinator.Shard
 	seen := map[string]bool{}
 	for _, s := range cfg.Shards {
 		if seen[s.Name] {
@@ -109,12 +111,13 @@ func New(cfg Config) (*Router, error) {
 		}
 		mshards = append(mshards, metrics.Shard{Name: s.Name, Replicas: s.Addrs})
 		fshards = append(fshards, fanout.Shard[*shard.Conn]{Name: s.Name, Replicas: conns})
-		ashards = append(ashards, api.Shard{Name: s.Name, Replicas: conns})
+		cshards = append(cshards, coordinator.Shard{Name: s.Name, Replicas: conns})
 	}
 	m := metrics.NewRouter(reg, mshards, cfg.Kernel.Name)
 	r.Cluster = fanout.New(fshards, fanout.Options{Reporter: m, Logger: cfg.Logger})
+	r.Coordinator = coordinator.New(coordinator.Config{Shards: cshards, Cluster: r.Cluster, Logger: cfg.Logger})
 	r.API = api.New(api.Config{
-		Shards: ashards, Cluster: r.Cluster, Budget: cfg.Budget, Metrics: m, Gatherer: reg,
+		Coordinator: r.Coordinator, Budget: cfg.Budget, Metrics: m, Gatherer: reg,
 		APIKey: cfg.APIKey, MaxInflight: cfg.MaxInflight, Logger: cfg.Logger, Extra: cfg.Extra,
 	})
 
@@ -146,9 +149,10 @@ func (r *Router) warmUp(ctx context.Context, cfg Config) {
 	if ctx.Err() != nil {
 		return
 	}
-	learned := r.learnSchema(ctx, cfg.Logger)
+	learned := r.Coordinator.LearnSchema(ctx)
 	if !learned {
-		cfg.Logger.Warn("no shard reported its schema yet; assuming 1536-D cosine until one does")
+		cfg.Logger.Warn("no shard reported its schema yet; assuming the default until one does",
+			"dim", r.Coordinator.Schema().Dim, "metric", r.Coordinator.Schema().Metric)
 	}
 	r.API.SetReady(true)
 	close(r.ready)
@@ -162,29 +166,9 @@ func (r *Router) warmUp(ctx context.Context, cfg Config) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			learned = r.learnSchema(ctx, cfg.Logger)
+			learned = r.Coordinator.LearnSchema(ctx)
 		}
 	}
-}
-
-// learnSchema takes the dimension and metric from the first replica that
-// reports them; /cluster/status shows any replica that disagrees.
-func (r *Router) learnSchema(ctx context.Context, log *slog.Logger) bool {
-	for _, shardStats := range r.API.Stats(ctx) {
-		for _, st := range shardStats {
-			if st == nil {
-				continue
-			}
-			m, err := vector.ParseMetric(st.GetMetric())
-			if err != nil || st.GetDim() == 0 {
-				continue
-			}
-			r.API.SetSchema(int(st.GetDim()), m)
-			log.Info("cluster schema", "dim", st.GetDim(), "metric", m)
-			return true
-		}
-	}
-	return false
 }
 
 // WaitReady blocks until the warm-up has ended and the API is ready, or ctx

@@ -33,7 +33,7 @@ import (
 type Config struct {
 	Shards   int // 3 if zero
 	Replicas int // 2 if zero
-	Dim      int // 1536 if zero
+	Dim      int // vector.DefaultDim if zero
 	Metric   vector.Metric
 	Kernel   vector.Kernel
 	Docs     int
@@ -72,7 +72,7 @@ func Start(cfg Config) (*Cluster, error) {
 		cfg.Replicas = 2
 	}
 	if cfg.Dim == 0 {
-		cfg.Dim = 1536
+		cfg.Dim = vector.DefaultDim
 	}
 	if cfg.Kernel.Name == "" {
 		cfg.Kernel = vector.Generic()

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 	"sigs.k8s.io/yaml"
 
+	"github.com/trawl-search/trawl/fanout"
 	"github.com/trawl-search/trawl/metrics"
 )
 
@@ -47,7 +48,7 @@ func exported(t *testing.T) map[string]bool {
 	router := prometheus.NewRegistry()
 	m := metrics.NewRouter(router, []metrics.Shard{{Name: "shard-0", Replicas: []string{"a:7070", "b:7070"}}}, "generic")
 	// Vec collectors with no series yet are not gathered: touch every one.
-	m.Fanout(metrics.PathSearch, 0, 1, map[string]string{"shard-0": metrics.ReasonSuspect})
+	m.Fanout(fanout.PathSearch, 0, 1, map[string]fanout.Reason{"shard-0": fanout.ReasonSuspect})
 	m.ShardRPC("shard-0", "a:7070", "ok", 0)
 	m.HTTPRequest("/v1/search", 200)
 	add(router)

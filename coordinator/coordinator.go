@@ -1,0 +1,143 @@
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+
+	"github.com/trawl-search/trawl/fanout"
+	"github.com/trawl-search/trawl/placement"
+	"github.com/trawl-search/trawl/shard"
+	"github.com/trawl-search/trawl/shard/shardpb"
+	"github.com/trawl-search/trawl/vector"
+)
+
+// Shard is one shard's name and its replicas' connections, in the order
+// the engine was built with.
+type Shard struct {
+	Name     string
+	Replicas []*shard.Conn
+}
+
+// Config wires a Coordinator.
+type Config struct {
+	// Shards are the cluster's shards, in the same order as Cluster's.
+	Shards  []Shard
+	Cluster *fanout.Cluster[*shard.Conn]
+	Logger  *slog.Logger
+	// Schema is assumed until the shards report theirs (LearnSchema);
+	// zero fields mean vector.DefaultDim and cosine.
+	Schema Schema
+}
+
+// Schema is the cluster's dimension and metric.
+type Schema struct {
+	Dim    int
+	Metric vector.Metric
+}
+
+// Coordinator runs the router's use cases.
+type Coordinator struct {
+	shards    []Shard
+	cluster   *fanout.Cluster[*shard.Conn]
+	placement placement.Table
+	log       *slog.Logger
+	schema    atomic.Pointer[Schema]
+}
+
+// New builds a coordinator over cfg's shards.
+func New(cfg Config) *Coordinator {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Schema.Dim <= 0 {
+		cfg.Schema.Dim = vector.DefaultDim
+	}
+	names := make([]string, len(cfg.Shards))
+	for i, s := range cfg.Shards {
+		names[i] = s.Name
+	}
+	c := &Coordinator{shards: cfg.Shards, cluster: cfg.Cluster, placement: placement.New(names), log: cfg.Logger}
+	c.schema.Store(&cfg.Schema)
+	return c
+}
+
+// Schema is the dimension and metric queries and writes are checked
+// against: the shards' once one has reported it, the assumed one before.
+func (c *Coordinator) Schema() Schema { return *c.schema.Load() }
+
+// LearnSchema takes the dimension and metric from the first replica that
+// reports them, and reports whether one did; cluster status shows any
+// replica that disagrees.
+func (c *Coordinator) LearnSchema(ctx context.Context) bool {
+	for _, row := range c.stats(ctx) {
+		for _, a := range row {
+			st := a.Value
+			if a.Err != nil {
+				continue
+			}
+			m, err := vector.ParseMetric(st.GetMetric())
+			if err != nil || st.GetDim() == 0 {
+				continue
+			}
+			c.schema.Store(&Schema{Dim: int(st.GetDim()), Metric: m})
+			c.log.Info("cluster schema", "dim", st.GetDim(), "metric", m)
+			return true
+		}
+	}
+	return false
+}
+
+// stats surveys every replica's Stats.
+func (c *Coordinator) stats(ctx context.Context) [][]fanout.Answered[*shardpb.StatsResponse] {
+	return fanout.Survey(ctx, c.cluster, StatusTimeout, func(ctx context.Context, r *shard.Conn) (*shardpb.StatsResponse, error) {
+		return r.Stats(ctx)
+	})
+}
+
+// Code classifies the errors this package returns, for the API to map to
+// its statuses.
+type Code int
+
+// The error codes.
+const (
+	// CodeInternal: the shard or the router failed in a way the caller
+	// cannot fix.
+	CodeInternal Code = iota
+	// CodeNotFound: no document with that id.
+	CodeNotFound
+	// CodeUnavailable: the shards needed could not answer (in time).
+	CodeUnavailable
+	// CodeConflict: the write was routed under another shard list than the
+	// shard's data (a reshard).
+	CodeConflict
+	// CodeOutcomeUnknown: a write may or may not have been applied.
+	CodeOutcomeUnknown
+)
+
+// Error is a use case's failure: a code for the API's status and a message
+// meant for the client.
+type Error struct {
+	Code Code
+	Msg  string
+	// Err is the cause, when there is one.
+	Err error
+}
+
+func (e *Error) Error() string { return e.Msg }
+func (e *Error) Unwrap() error { return e.Err }
+
+// CodeOf is err's Code: its *Error's, or CodeInternal.
+func CodeOf(err error) Code {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return CodeInternal
+}
+
+func errorf(code Code, cause error, format string, args ...any) *Error {
+	return &Error{Code: code, Msg: fmt.Sprintf(format, args...), Err: cause}
+}

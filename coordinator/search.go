@@ -1,0 +1,250 @@
+package coordinator
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/trawl-search/trawl/budget"
+	"github.com/trawl-search/trawl/fanout"
+	"github.com/trawl-search/trawl/shard"
+	"github.com/trawl-search/trawl/shard/shardpb"
+	"github.com/trawl-search/trawl/vector"
+)
+
+// Query is one validated search query: a vector, or the id of a stored
+// document whose vector to search with (left out of the answer).
+type Query struct {
+	Vector []float32
+	LikeID string
+	// K is how many hits to return, 1..vector.MaxK.
+	K int
+}
+
+// Search is one search request: a single query (path search) or a batch
+// (path search_batch), answered by one fan-out.
+type Search struct {
+	Path    fanout.Path
+	Queries []Query
+	Budget  budget.Budget
+	// AllowPartial false refuses a degraded answer.
+	AllowPartial bool
+}
+
+// Hit is one merged search hit.
+type Hit struct {
+	ID    string
+	Score float32
+	Shard string
+}
+
+// ShardReport says how one shard served a fan-out (?shard_detail=true).
+type ShardReport struct {
+	Shard string
+	// Status is fanout.StatusOK or the missing reason.
+	Status     string
+	Replica    string
+	Latency    time.Duration
+	Hedged     bool
+	FailedOver bool
+}
+
+// Answer is a fan-out's answer: one merged hit list per query, in query
+// order, and the scatter_gather summary.
+type Answer struct {
+	Hits    [][]Hit
+	Summary fanout.Summary
+	Shards  []ShardReport
+}
+
+// Search resolves like_id queries, fans the queries out to every shard in
+// one RPC each, and merges the shards' top-k lists. Its clock starts when
+// it is called (after the request was read and decoded), and the like_id
+// lookups spend the same budget as the fan-out. When no shard answered, or
+// the answer is degraded and AllowPartial is false, it returns a
+// CodeUnavailable error together with the Answer, whose Summary is still
+// the answer's scatter_gather block.
+func (c *Coordinator) Search(ctx context.Context, s Search) (Answer, error) {
+	req := fanout.Request{Path: s.Path, Start: time.Now(), Budget: s.Budget}
+	// The client leaving does not cut the fan-out short: it is bounded by
+	// the deadline anyway, and a cancelled fan-out would count as degraded.
+	ctx = context.WithoutCancel(ctx)
+	qs, err := c.resolveLikes(ctx, req, s.Queries)
+	if err != nil {
+		return Answer{}, err
+	}
+	pqs := make([]*shardpb.Query, len(qs))
+	for i, q := range qs {
+		pqs[i] = &shardpb.Query{Vector: vector.EncodeLE(q.Vector), K: uint32(q.K), ExcludeId: q.LikeID}
+	}
+	var results []fanout.Result[hitLists]
+	var sum fanout.Summary
+	if s.Path == fanout.PathSearch && len(pqs) == 1 {
+		var rs []fanout.Result[*shardpb.SearchResponse]
+		rs, sum = fanout.Gather(ctx, c.cluster, req, func(ctx context.Context, r *shard.Conn) (*shardpb.SearchResponse, error) {
+			return r.Search(ctx, pqs[0])
+		})
+		results = convert(rs, func(v *shardpb.SearchResponse) hitLists { return hitLists{single: v.GetHits()} })
+	} else {
+		var rs []fanout.Result[*shardpb.SearchBatchResponse]
+		rs, sum = fanout.Gather(ctx, c.cluster, req, func(ctx context.Context, r *shard.Conn) (*shardpb.SearchBatchResponse, error) {
+			resp, err := r.SearchBatch(ctx, pqs)
+			if err == nil && len(resp.GetResults()) != len(pqs) {
+				return nil, status.Errorf(codes.Internal, "replica answered %d results for %d queries", len(resp.GetResults()), len(pqs))
+			}
+			return resp, err
+		})
+		results = convert(rs, func(v *shardpb.SearchBatchResponse) hitLists { return hitLists{batch: v.GetResults()} })
+	}
+
+	ans := Answer{Summary: sum, Shards: reports(results)}
+	if err := refuse(sum, s.AllowPartial); err != nil {
+		return ans, err
+	}
+	schema := c.Schema()
+	ans.Hits = make([][]Hit, len(qs))
+	for qi, q := range qs {
+		per := make([][]vector.Hit, len(results))
+		for i, res := range results {
+			if res.Reason == "" {
+				per[i] = hitsOf(res.Value.query(qi))
+			}
+		}
+		ans.Hits[qi] = c.merge(schema.Metric, q.K, per)
+	}
+	return ans, nil
+}
+
+// hitLists is either shard answer, single or batch, seen as lists by query.
+type hitLists struct {
+	single []*shardpb.Hit
+	batch  []*shardpb.HitList
+}
+
+func (h hitLists) query(i int) []*shardpb.Hit {
+	if h.batch != nil {
+		return h.batch[i].GetHits()
+	}
+	return h.single
+}
+
+// convert maps the winning values of a fan-out's results.
+func convert[A, B any](rs []fanout.Result[A], f func(A) B) []fanout.Result[B] {
+	out := make([]fanout.Result[B], len(rs))
+	for i, r := range rs {
+		out[i] = fanout.Result[B]{Shard: r.Shard, Reason: r.Reason, Err: r.Err, Replica: r.Replica,
+			Latency: r.Latency, Hedged: r.Hedged, FailedOver: r.FailedOver}
+		if r.Reason == "" {
+			out[i].Value = f(r.Value)
+		}
+	}
+	return out
+}
+
+func reports[T any](rs []fanout.Result[T]) []ShardReport {
+	out := make([]ShardReport, len(rs))
+	for i, r := range rs {
+		st := fanout.StatusOK
+		if r.Reason != "" {
+			st = string(r.Reason)
+		}
+		out[i] = ShardReport{Shard: r.Shard, Status: st, Replica: r.Replica, Latency: r.Latency,
+			Hedged: r.Hedged, FailedOver: r.FailedOver}
+	}
+	return out
+}
+
+// refuse is the answer's error when it may not be given: no shard
+// answered, or the caller refused partial answers and this one is.
+func refuse(sum fanout.Summary, allowPartial bool) error {
+	switch {
+	case sum.ShardsQueried == 0:
+		return errorf(CodeUnavailable, nil, "no shard answered (%d of %d unavailable)", len(sum.Unavailable), sum.ShardsTotal)
+	case sum.Degraded() && !allowPartial:
+		return errorf(CodeUnavailable, nil, "%d of %d shards unavailable and allow_partial is false", len(sum.Unavailable), sum.ShardsTotal)
+	}
+	return nil
+}
+
+func (c *Coordinator) merge(m vector.Metric, k int, lists [][]vector.Hit) []Hit {
+	refs := m.Merge(k, lists)
+	out := make([]Hit, len(refs))
+	for i, ref := range refs {
+		out[i] = Hit{ID: ref.ID, Score: ref.Score, Shard: c.shards[ref.List].Name}
+	}
+	return out
+}
+
+func hitsOf(hs []*shardpb.Hit) []vector.Hit {
+	out := make([]vector.Hit, len(hs))
+	for i, h := range hs {
+		out[i] = vector.Hit{ID: h.GetId(), Score: h.GetScore()}
+	}
+	return out
+}
+
+// resolveLikes fetches the stored vectors of like_id queries from their
+// home shards, concurrently, within the request's shard deadline.
+func (c *Coordinator) resolveLikes(ctx context.Context, req fanout.Request, qs []Query) ([]Query, error) {
+	out := make([]Query, len(qs))
+	copy(out, qs)
+	g, gctx := errgroup.WithContext(ctx)
+	for i := range out {
+		if out[i].LikeID == "" {
+			continue
+		}
+		g.Go(func() error {
+			v, err := c.lookup(gctx, req, out[i].LikeID)
+			if err != nil {
+				return err
+			}
+			out[i].Vector = v
+			return nil
+		})
+	}
+	return out, g.Wait()
+}
+
+// lookup reads one stored vector from its home shard, mapping the engine's
+// answer to this package's errors.
+func (c *Coordinator) lookup(ctx context.Context, req fanout.Request, id string) ([]float32, error) {
+	home := c.placement.Home(id)
+	pv, err := fanout.Lookup(ctx, c.cluster, req, home, func(ctx context.Context, r *shard.Conn) (*shardpb.Vector, error) {
+		return r.Get(ctx, id)
+	})
+	switch status.Code(err) {
+	case codes.OK:
+		v, err := vector.DecodeLE(pv.GetVector())
+		if err != nil {
+			return nil, errorf(CodeInternal, err, "shard %s returned a malformed vector for %q: %v", home, id, err)
+		}
+		return v, nil
+	case codes.NotFound:
+		return nil, errorf(CodeNotFound, err, "no vector with id %q", id)
+	case codes.Unavailable, codes.DeadlineExceeded:
+		return nil, errorf(CodeUnavailable, err, "cannot read id %q: its home shard %s is unavailable: %v", id, home, status.Convert(err).Message())
+	}
+	return nil, fmt.Errorf("reading id %q from shard %s: %w", id, home, err)
+}
+
+// Document is one stored document as GET returns it.
+type Document struct {
+	ID     string
+	Vector []float32
+	Shard  string
+}
+
+// Get reads one stored document from its home shard within b's shard
+// deadline, whose clock starts now.
+func (c *Coordinator) Get(ctx context.Context, id string, b budget.Budget) (Document, error) {
+	req := fanout.Request{Start: time.Now(), Budget: b}
+	v, err := c.lookup(context.WithoutCancel(ctx), req, id)
+	if err != nil {
+		return Document{}, err
+	}
+	return Document{ID: id, Vector: v, Shard: c.placement.Home(id)}, nil
+}

@@ -1,0 +1,78 @@
+package coordinator
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// StatusTimeout is the budget of a cluster status survey: every replica is
+// asked at once, so a dead one shows as such instead of holding the page.
+const StatusTimeout = time.Second
+
+// ReplicaStatus is one replica as /cluster/status shows it.
+type ReplicaStatus struct {
+	Addr                string
+	ConnState           string
+	Suspect             bool
+	ConsecutiveFailures int
+	LastError           string
+	Latency             time.Duration
+	// Answered is false when the replica did not answer the survey; the
+	// fields below are then zero.
+	Answered  bool
+	Kernel    string
+	DocCount  uint64
+	Metric    string
+	Dimension int
+}
+
+// ShardStatus is one shard as /cluster/status shows it.
+type ShardStatus struct {
+	Name string
+	// DocCount is the last count a fan-out saw, or, before any, the largest
+	// a replica reported.
+	DocCount uint64
+	Replicas []ReplicaStatus
+}
+
+// ClusterStatus is the whole cluster as an operator sees it.
+type ClusterStatus struct {
+	Schema        Schema
+	Disagreements []string
+	Shards        []ShardStatus
+}
+
+// Status surveys every replica (suspect ones too) within StatusTimeout,
+// through the engine, without changing any health state.
+func (c *Coordinator) Status(ctx context.Context) ClusterStatus {
+	stats := c.stats(ctx)
+	health := c.cluster.Status()
+	sch := c.Schema()
+	out := ClusterStatus{Schema: sch, Disagreements: []string{}}
+	for i, sh := range c.shards {
+		ss := ShardStatus{Name: sh.Name, DocCount: health[i].Docs}
+		for j, conn := range sh.Replicas {
+			h := health[i].Replicas[j]
+			rs := ReplicaStatus{
+				Addr: conn.Addr(), ConnState: conn.State().String(), Suspect: h.Suspect,
+				ConsecutiveFailures: h.ConsecutiveFailures, LastError: h.LastError, Latency: h.Latency,
+			}
+			if a := stats[i][j]; a.Err == nil {
+				st := a.Value
+				rs.Answered, rs.DocCount, rs.Kernel, rs.Metric, rs.Dimension = true, st.GetDocCount(), st.GetKernel(), st.GetMetric(), int(st.GetDim())
+				if !health[i].DocsSeen {
+					ss.DocCount = max(ss.DocCount, rs.DocCount)
+				}
+				if rs.Metric != sch.Metric.String() || rs.Dimension != sch.Dim {
+					out.Disagreements = append(out.Disagreements, fmt.Sprintf(
+						"%s replica %s has metric %s dimension %d, the cluster %s dimension %d",
+						sh.Name, conn.Addr(), rs.Metric, rs.Dimension, sch.Metric, sch.Dim))
+				}
+			}
+			ss.Replicas = append(ss.Replicas, rs)
+		}
+		out.Shards = append(out.Shards, ss)
+	}
+	return out
+}

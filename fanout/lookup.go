@@ -1,0 +1,69 @@
+package fanout
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc/codes"
+)
+
+// Lookup reads one document from the named shard within req's shard
+// deadline. Replicas are asked in the engine's order until one finds it. A
+// NotFound counts only when every replica says so: a NotFound while another
+// replica is unreachable is an unavailable answer, never a not-found (field
+// report 000).
+func Lookup[R Replica, T any](ctx context.Context, c *Cluster[R], req Request, shard string, call Call[R, T]) (_ T, err error) {
+	var zero T
+	defer func() {
+		if p := recover(); p != nil {
+			err = c.recovered(p, "lookup", shard)
+		}
+	}()
+	s := c.shard(shard)
+	if s == nil {
+		return zero, fmt.Errorf("unknown shard %q", shard)
+	}
+	ctx, cancel := context.WithDeadline(ctx, req.ShardDeadline())
+	defer cancel()
+	cands, _ := c.candidates(s)
+	notFound := 0
+	var lastErr error = ErrNoReplica
+	for i, r := range cands {
+		if ctx.Err() != nil {
+			break
+		}
+		// While another candidate remains, an attempt gets half the
+		// remaining budget, so a silent first choice leaves time to ask
+		// the next one.
+		budget := time.Until(req.ShardDeadline())
+		actx, acancel := ctx, context.CancelFunc(func() {})
+		if i < len(cands)-1 {
+			budget /= 2
+			actx, acancel = context.WithTimeout(ctx, budget)
+		}
+		t0 := time.Now()
+		v, err := call(actx, r.r)
+		acancel()
+		c.record(r, err, time.Since(t0), budget)
+		if err == nil {
+			return v, nil
+		}
+		if code(err) == codes.NotFound {
+			notFound++
+			lastErr = err
+			continue
+		}
+		if classify(err) == kindAnswer {
+			return zero, err
+		}
+		lastErr = err
+	}
+	if notFound == len(s.replicas) {
+		return zero, lastErr
+	}
+	if code(lastErr) == codes.NotFound {
+		return zero, fmt.Errorf("%w: %d of %d replicas said not found, the others could not be asked", ErrNoReplica, notFound, len(s.replicas))
+	}
+	return zero, lastErr
+}
