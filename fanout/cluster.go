@@ -63,6 +63,9 @@ type shardState[R Replica] struct {
 	mu       sync.Mutex
 	docs     uint64
 	docsSeen bool
+	// leader is the replica that last accepted a write, or that a refusal
+	// named: writes go there first.
+	leader string
 }
 
 type replicaState[R Replica] struct {

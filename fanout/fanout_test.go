@@ -583,3 +583,116 @@ func TestSurveyAsksEveryReplicaAndChangesNoHealth(t *testing.T) {
 	require.Equal(t, "a1", got[0][1].Value)
 	require.Equal(t, before, c.Status(), "a survey changes no health state")
 }
+
+// notLeader is a follower's refusal: not accepted, naming the leader.
+type notLeader struct {
+	error
+	leader string
+}
+
+func (notLeader) NeverSent() bool  { return true }
+func (e notLeader) Leader() string { return e.leader }
+
+func TestWriteGoesToOneReplicaAndFollowsTheLeader(t *testing.T) {
+	tests := []struct {
+		name string
+		// answer scripts replica i's answer to its n-th write (from 1).
+		answer      func(i int, n int32) error
+		wantOutcome string
+		wantReplica string
+		wantCalls   []int32
+	}{
+		{
+			name:        "the first replica is the leader",
+			answer:      func(int, int32) error { return nil },
+			wantOutcome: WriteOK, wantReplica: "a0", wantCalls: []int32{1, 0, 0},
+		},
+		{
+			name: "a follower names the leader",
+			answer: func(i int, _ int32) error {
+				if i == 2 {
+					return nil
+				}
+				return notLeader{status.Error(codes.Unavailable, "not the leader"), "a2"}
+			},
+			wantOutcome: WriteOK, wantReplica: "a2", wantCalls: []int32{1, 0, 1},
+		},
+		{
+			name: "an election: nobody accepts, then the leader does",
+			answer: func(i int, n int32) error {
+				if i == 1 && n >= 2 {
+					return nil
+				}
+				return notLeader{status.Error(codes.Unavailable, "no leader"), ""}
+			},
+			wantOutcome: WriteOK, wantReplica: "a1", wantCalls: []int32{2, 2, 1},
+		},
+		{
+			name: "a write that may have been delivered is never replayed",
+			answer: func(i int, _ int32) error {
+				return status.Error(codes.Unavailable, "connection reset mid-call")
+			},
+			wantOutcome: WriteUnknown, wantReplica: "a0", wantCalls: []int32{1, 0, 0},
+		},
+		{
+			name: "a refusal on its merits is final",
+			answer: func(int, int32) error {
+				return status.Error(codes.FailedPrecondition, "placement")
+			},
+			wantOutcome: WriteFailed, wantReplica: "a0", wantCalls: []int32{1, 0, 0},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			reps := []*fake{newFake("a0", nil), newFake("a1", nil), newFake("a2", nil)}
+			c := New([]Shard[*fake]{{Name: "a", Replicas: reps}}, Options{})
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			calls := make([]atomic.Int32, len(reps))
+			res := Write(ctx, c, "a", func(_ context.Context, f *fake) error {
+				for i, r := range reps {
+					if r == f {
+						return tc.answer(i, calls[i].Add(1))
+					}
+				}
+				panic("unknown replica")
+			})
+			require.Equal(t, tc.wantOutcome, res.Outcome, "err: %v", res.Err)
+			require.Equal(t, tc.wantReplica, res.Replica)
+			got := make([]int32, len(reps))
+			for i := range calls {
+				got[i] = calls[i].Load()
+			}
+			require.Equal(t, tc.wantCalls, got)
+		})
+	}
+}
+
+// Once a replica accepted a write, the next write goes to it first.
+func TestWriteRemembersTheLeader(t *testing.T) {
+	reps := []*fake{newFake("a0", nil), newFake("a1", nil)}
+	c := New([]Shard[*fake]{{Name: "a", Replicas: reps}}, Options{})
+	var toA0 atomic.Int32
+	write := func(_ context.Context, f *fake) error {
+		if f == reps[0] {
+			toA0.Add(1)
+			return notLeader{status.Error(codes.Unavailable, "not the leader"), ""}
+		}
+		return nil
+	}
+	require.Equal(t, WriteOK, Write(context.Background(), c, "a", write).Outcome)
+	require.Equal(t, WriteOK, Write(context.Background(), c, "a", write).Outcome)
+	require.EqualValues(t, 1, toA0.Load(), "the second write went to the leader directly")
+}
+
+func TestWriteWithoutALeaderFailsAtItsTimeout(t *testing.T) {
+	c := New([]Shard[*fake]{{Name: "a", Replicas: []*fake{newFake("a0", nil), newFake("a1", nil)}}}, Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	res := Write(ctx, c, "a", func(context.Context, *fake) error {
+		return notLeader{status.Error(codes.Unavailable, "no leader"), ""}
+	})
+	require.Equal(t, WriteFailed, res.Outcome)
+	require.ErrorIs(t, res.Err, ErrNoLeader)
+	require.ErrorIs(t, res.Err, context.DeadlineExceeded)
+}
