@@ -321,7 +321,7 @@ func TestMaxInflight(t *testing.T) {
 		require.Less(t, time.Since(start), 500*time.Millisecond, "never saw 429 while a request was held")
 		time.Sleep(2 * time.Millisecond)
 	}
-	requireError(t, got, http.StatusTooManyRequests, "resource_exhausted", false)
+	requireError(t, got, http.StatusTooManyRequests, "overloaded", false)
 	require.Equal(t, "1", got.header.Get("Retry-After"))
 	require.Equal(t, "req-429", got.header.Get("X-Request-Id"))
 	// Probes and /metrics are not limited.

@@ -9,6 +9,8 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"os"
+	"time"
 
 	"github.com/trawl-search/trawl/coordinator"
 	"github.com/trawl-search/trawl/vector"
@@ -24,14 +26,32 @@ const (
 	MaxIDBytes    = 256
 )
 
-// readBody reads the whole body, refusing more than MaxBodyBytes with 413.
-func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+// readBody reads the whole body within the body timeout, refusing more
+// than MaxBodyBytes with 413 and a body that does not arrive in time with
+// 408 (closing the connection: what is left of the body is unread).
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	rc := http.NewResponseController(w)
+	// Not every ResponseWriter supports deadlines (httptest's recorder);
+	// there the server's own timeouts are all there is.
+	deadlined := rc.SetReadDeadline(time.Now().Add(s.cfg.BodyTimeout)) == nil
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	if deadlined && err == nil {
+		// Cleared only after a whole body: after a timeout the deadline
+		// stays passed, so the server's attempt to drain the unread rest
+		// (for connection reuse) fails at once instead of waiting on the
+		// slow client.
+		_ = rc.SetReadDeadline(time.Time{})
+	}
 	if err != nil {
 		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
+		switch {
+		case errors.As(err, &mbe):
 			return nil, &requestError{status: http.StatusRequestEntityTooLarge, code: codeTooLarge,
 				msg: fmt.Sprintf("request body is over %d bytes", MaxBodyBytes)}
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			w.Header().Set("Connection", "close")
+			return nil, &requestError{status: http.StatusRequestTimeout, code: codeTimeout,
+				msg: fmt.Sprintf("request body did not arrive within --body-timeout=%s", s.cfg.BodyTimeout)}
 		}
 		return nil, invalid("reading request body: " + err.Error())
 	}

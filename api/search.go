@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/trawl-search/trawl/budget"
 	"github.com/trawl-search/trawl/coordinator"
@@ -168,12 +169,15 @@ func (s *Server) searchBatch(w http.ResponseWriter, r *http.Request) {
 // runSearch is both search paths: parameters, body, decode, the
 // coordinator's search, and the answer in the path's shape.
 func (s *Server) runSearch(w http.ResponseWriter, r *http.Request, path fanout.Path, decode func([]byte, schema) ([]query, bool, error)) {
+	// The limiter learns from the whole time a query spent in the router,
+	// body and decode included: under CPU pressure that part grows first.
+	arrived := time.Now()
 	p, err := s.params(r)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	body, err := readBody(w, r)
+	body, err := s.readBody(w, r)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -183,9 +187,14 @@ func (s *Server) runSearch(w http.ResponseWriter, r *http.Request, path fanout.P
 		s.fail(w, r, err)
 		return
 	}
+	permit := s.admit(w, len(qs), p.budget.Deadline)
+	if permit == nil {
+		return
+	}
 	ans, err := s.cfg.Coordinator.Search(r.Context(), coordinator.Search{
 		Path: path, Queries: qs, Budget: p.budget, AllowPartial: allowPartial,
 	})
+	permit.Done(time.Since(arrived), late(ans.Summary))
 	if err != nil && ans.Summary.ShardsTotal == 0 {
 		s.fail(w, r, err) // failed before the fan-out: a like_id lookup
 		return
@@ -206,6 +215,17 @@ func (s *Server) runSearch(w http.ResponseWriter, r *http.Request, path fanout.P
 		out.Results[i] = batchResult{Items: items(hs)}
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// late reports whether a fan-out ran out of time: a shard missed its
+// deadline, or the whole answer took longer than the deadline.
+func late(sum fanout.Summary) bool {
+	for _, reason := range sum.ShardErrors {
+		if reason == fanout.ReasonDeadline {
+			return true
+		}
+	}
+	return sum.Deadline > 0 && sum.Elapsed > sum.Deadline
 }
 
 func items(hs []coordinator.Hit) []item {

@@ -5,9 +5,9 @@ import (
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/hex"
+	"errors"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -15,14 +15,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/trawl-search/trawl/admission"
 	"github.com/trawl-search/trawl/budget"
 	"github.com/trawl-search/trawl/coordinator"
 	"github.com/trawl-search/trawl/metrics"
 )
 
-// DefaultMaxInflight is --max-inflight's default: concurrent /v1/* requests
-// before the router answers 429.
-const DefaultMaxInflight = 256
+// DefaultBodyTimeout is --body-timeout's default.
+const DefaultBodyTimeout = 10 * time.Second
 
 // Config wires a Server.
 type Config struct {
@@ -34,9 +34,14 @@ type Config struct {
 	Gatherer prometheus.Gatherer
 	// APIKey, when non-empty, is required as a Bearer token on /v1/*.
 	APIKey string
-	// MaxInflight bounds concurrent /v1/* requests (DefaultMaxInflight if
-	// zero).
-	MaxInflight int
+	// Limiter admits /v1/* requests (DESIGN.md, "Overload"); a default
+	// admission.Limiter if nil.
+	Limiter *admission.Limiter
+	// BodyTimeout bounds the time from the end of a request's headers to
+	// the end of its body (DefaultBodyTimeout if zero): a slower client is
+	// answered 408 and its connection closed. A client still sending its
+	// body holds no admission slot, so this bounds only its connection.
+	BodyTimeout time.Duration
 	Logger      *slog.Logger
 	// Extra, when set, mounts more routes (router dev's fault endpoints).
 	Extra func(chi.Router)
@@ -44,10 +49,9 @@ type Config struct {
 
 // Server is the router's HTTP API.
 type Server struct {
-	cfg      Config
-	handler  http.Handler
-	inflight chan struct{}
-	ready    atomic.Bool
+	cfg     Config
+	handler http.Handler
+	ready   atomic.Bool
 }
 
 // New builds the server. It is not ready until SetReady(true).
@@ -55,10 +59,13 @@ func New(cfg Config) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.MaxInflight <= 0 {
-		cfg.MaxInflight = DefaultMaxInflight
+	if cfg.Limiter == nil {
+		cfg.Limiter = admission.NewLimiter(admission.LimiterConfig{})
 	}
-	s := &Server{cfg: cfg, inflight: make(chan struct{}, cfg.MaxInflight)}
+	if cfg.BodyTimeout <= 0 {
+		cfg.BodyTimeout = DefaultBodyTimeout
+	}
+	s := &Server{cfg: cfg}
 
 	r := chi.NewRouter()
 	r.Use(s.requestID, s.accessLog)
@@ -75,7 +82,7 @@ func New(cfg Config) *Server {
 	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{}))
 	r.Get("/cluster/status", s.clusterStatus)
 	r.Route("/v1", func(r chi.Router) {
-		r.Use(s.authenticate, s.limitInflight)
+		r.Use(s.authenticate, s.checkAdmission)
 		r.Post("/search", s.search)
 		r.Post("/search/batch", s.searchBatch)
 		r.Post("/vectors", s.upsert)
@@ -180,18 +187,36 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 	})
 }
 
-// limitInflight refuses work beyond --max-inflight at once instead of
-// queueing it: a queue would only turn overload into missed deadlines.
-func (s *Server) limitInflight(next http.Handler) http.Handler {
+// checkAdmission refuses a /v1/* request on its line and headers when the
+// limiter is full, before a byte of its body is read; it reserves nothing.
+// Handlers acquire their slot once the body has arrived (admit).
+func (s *Server) checkAdmission(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case s.inflight <- struct{}{}:
-			defer func() { <-s.inflight }()
-			next.ServeHTTP(w, r)
-		default:
-			w.Header().Set("Retry-After", "1")
-			writeError(w, http.StatusTooManyRequests, codeExhausted,
-				"router is at --max-inflight="+strconv.Itoa(s.cfg.MaxInflight)+" concurrent requests; retry shortly")
+		if err := s.cfg.Limiter.Check(); err != nil {
+			s.refuse(w, err)
+			return
 		}
+		next.ServeHTTP(w, r)
 	})
+}
+
+// admit takes weight slots for a request whose body has arrived; on
+// refusal it has answered 429 and returns nil.
+func (s *Server) admit(w http.ResponseWriter, weight int, deadline time.Duration) *admission.Permit {
+	p, err := s.cfg.Limiter.Acquire(weight, deadline)
+	if err != nil {
+		s.refuse(w, err)
+		return nil
+	}
+	return p
+}
+
+// refuse answers an admission refusal: 429, code overloaded, Retry-After.
+func (s *Server) refuse(w http.ResponseWriter, err error) {
+	var ref *admission.Refusal
+	if errors.As(err, &ref) && s.cfg.Metrics != nil {
+		s.cfg.Metrics.Rejected(ref.Reason)
+	}
+	w.Header().Set("Retry-After", "1")
+	writeError(w, http.StatusTooManyRequests, codeOverloaded, err.Error())
 }

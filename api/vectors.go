@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 
@@ -22,7 +23,7 @@ type writeResponse struct {
 }
 
 func (s *Server) upsert(w http.ResponseWriter, r *http.Request) {
-	body, err := readBody(w, r)
+	body, err := s.readBody(w, r)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -32,6 +33,12 @@ func (s *Server) upsert(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	permit := s.admit(w, 1, 0)
+	if permit == nil {
+		return
+	}
+	start := time.Now()
+	defer func() { permit.Done(time.Since(start), false) }()
 	results := make([]writeResult, len(recs))
 	for i, res := range s.cfg.Coordinator.Upsert(r.Context(), recs) {
 		results[i] = toWriteResult(res)
@@ -108,7 +115,13 @@ func (s *Server) getVector(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	permit := s.admit(w, 1, 0)
+	if permit == nil {
+		return
+	}
+	start := time.Now()
 	doc, err := s.cfg.Coordinator.Get(r.Context(), id, p.budget)
+	permit.Done(time.Since(start), false)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -127,7 +140,13 @@ func (s *Server) deleteVector(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	permit := s.admit(w, 1, 0)
+	if permit == nil {
+		return
+	}
+	start := time.Now()
 	found, res := s.cfg.Coordinator.Delete(r.Context(), id)
+	permit.Done(time.Since(start), false)
 	if res.Err != nil {
 		wr := toWriteResult(res)
 		writeJSON(w, writeStatus([]writeResult{wr}), wr)

@@ -20,6 +20,10 @@ const (
 	kindCanceled
 	// kindNotServing: the replica is loading. Skip it, count nothing.
 	kindNotServing
+	// kindOverloaded: RESOURCE_EXHAUSTED, the replica refused the work
+	// before starting it. Fail over within the budget, count nothing, and
+	// hedge to it no more for a while.
+	kindOverloaded
 	// kindAnswer: any other code is the shard's answer (Internal,
 	// InvalidArgument, NotFound, …): no failover, no health change.
 	kindAnswer
@@ -56,6 +60,8 @@ func classify(err error) kind {
 		return kindConnectivity
 	case codes.Canceled:
 		return kindCanceled
+	case codes.ResourceExhausted:
+		return kindOverloaded
 	}
 	return kindAnswer
 }
@@ -85,6 +91,8 @@ func outcome(err error) string {
 		return "invalid_argument"
 	case codes.FailedPrecondition:
 		return "failed_precondition"
+	case codes.ResourceExhausted:
+		return "resource_exhausted"
 	default:
 		return "internal"
 	}

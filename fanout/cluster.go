@@ -47,7 +47,18 @@ type Options struct {
 	// MinHedgeDelay is the smallest hedge delay (1 ms if zero), so a
 	// replica answering in microseconds is not hedged on noise.
 	MinHedgeDelay time.Duration
+	// HedgePaused, when set, is asked before every hedge; while it says
+	// true no hedge is sent (the router's admission is refusing queries: a
+	// hedge is extra load exactly when there is too much).
+	HedgePaused func() bool
+	// NoFailover keeps a read on its first replica: a connectivity error
+	// ends the shard's read (--failover=false, for baselines only).
+	NoFailover bool
 }
+
+// OverloadCooldown is how long a replica that refused a read with
+// RESOURCE_EXHAUSTED is not hedged to.
+const OverloadCooldown = time.Second
 
 // Cluster is the engine's view of every shard.
 type Cluster[R Replica] struct {
@@ -176,6 +187,8 @@ func (c *Cluster[R]) record(r *replicaState[R], err error, took, budget time.Dur
 			break
 		}
 		becameSuspect = r.failure(now, err.Error())
+	case kindOverloaded:
+		r.overloadedTill = now.Add(OverloadCooldown)
 	case kindCanceled:
 		// The attempt lost to a hedge or failover (the deadline case is
 		// mapped to DeadlineExceeded before this). Its time is a lower bound

@@ -696,3 +696,65 @@ func TestWriteWithoutALeaderFailsAtItsTimeout(t *testing.T) {
 	require.ErrorIs(t, res.Err, ErrNoLeader)
 	require.ErrorIs(t, res.Err, context.DeadlineExceeded)
 }
+
+// RESOURCE_EXHAUSTED fails over within the budget and changes no health
+// state; a shard whose every replica refuses is missing as overloaded.
+func TestOverloadedReplicas(t *testing.T) {
+	rec := newRecorder()
+	busy, idle := newFake("a0", fails(codes.ResourceExhausted)), newFake("a1", nil)
+	c := New([]Shard[*fake]{{Name: "a", Replicas: []*fake{busy, idle}}}, Options{Reporter: rec})
+	res, sum := Gather(context.Background(), c, req(300*time.Millisecond), call)
+	require.False(t, sum.Degraded())
+	require.True(t, res[0].FailedOver)
+	require.Equal(t, "a1", res[0].Replica)
+
+	idle.script(fails(codes.ResourceExhausted))
+	for range SuspectAfter + 1 {
+		_, sum = Gather(context.Background(), c, req(300*time.Millisecond), call)
+		require.Equal(t, map[string]Reason{"a": ReasonOverloaded}, sum.ShardErrors)
+	}
+	for _, r := range c.Status()[0].Replicas {
+		require.False(t, r.Suspect, r.Addr)
+		require.Zero(t, r.ConsecutiveFailures, r.Addr)
+	}
+}
+
+// A replica that refused as overloaded is not hedged to, and no hedge goes
+// out while the router's admission is refusing.
+func TestNoHedgeToTheOverloaded(t *testing.T) {
+	tests := []struct {
+		name   string
+		paused bool
+		busy   bool
+	}{
+		{name: "hedges paused by admission", paused: true},
+		{name: "the alternative refused as overloaded", busy: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			slow, alt := newFake("a0", nil), newFake("a1", nil)
+			c := New([]Shard[*fake]{{Name: "a", Replicas: []*fake{slow, alt}}},
+				Options{HedgePaused: func() bool { return tc.paused }})
+			for range 10 { // both measured fast
+				Gather(context.Background(), c, req(300*time.Millisecond), call)
+			}
+			if tc.busy {
+				c.shards[0].replicas[1].mu.Lock()
+				c.shards[0].replicas[1].overloadedTill = time.Now().Add(time.Minute)
+				c.shards[0].replicas[1].mu.Unlock()
+			}
+			for _, r := range c.shards[0].replicas {
+				r.mu.Lock()
+				r.mean, r.dev = time.Millisecond, 0
+				r.mu.Unlock()
+			}
+			slow.script(okAfter(60*time.Millisecond, 5))
+			alt.script(nil)
+			n := alt.calls.Load()
+			res, sum := Gather(context.Background(), c, req(300*time.Millisecond), call)
+			require.False(t, sum.Degraded())
+			require.False(t, res[0].Hedged)
+			require.Equal(t, n, alt.calls.Load())
+		})
+	}
+}

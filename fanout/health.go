@@ -37,6 +37,9 @@ type health struct {
 	dev         time.Duration
 	samples     int
 	outstanding int
+	// overloadedTill: the replica refused a read as overloaded; no hedge
+	// goes to it before then.
+	overloadedTill time.Time
 }
 
 // ewmaWeight is the weight of a new latency sample (1/8, as TCP's SRTT).

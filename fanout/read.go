@@ -71,6 +71,7 @@ func (sr *shardRead[R, T]) run(ctx context.Context) Result[T] {
 	sr.launch(false)
 	sr.armHedge()
 	var lastErr error
+	attempts, overloaded := 0, 0
 	for sr.inflight > 0 {
 		select {
 		case a := <-sr.results:
@@ -88,7 +89,11 @@ func (sr *shardRead[R, T]) run(ctx context.Context) Result[T] {
 				sr.failedHedges[a.r] = true
 			}
 			lastErr = a.err
-			if sr.inflight == 0 && sr.next < len(sr.cands) && ctx.Err() == nil {
+			attempts++
+			if classify(a.err) == kindOverloaded {
+				overloaded++
+			}
+			if sr.inflight == 0 && sr.next < len(sr.cands) && ctx.Err() == nil && !sr.c.opts.NoFailover {
 				sr.c.opts.Reporter.Failover(sr.s.name)
 				sr.res.FailedOver = true
 				sr.launch(false)
@@ -96,7 +101,7 @@ func (sr *shardRead[R, T]) run(ctx context.Context) Result[T] {
 			}
 		case <-sr.hedgeC:
 			sr.hedgeC = nil
-			if sr.next < len(sr.cands) && sr.c.hedges.spend() {
+			if sr.next < len(sr.cands) && sr.c.hedgeAllowed(sr.cands[sr.next]) && sr.c.hedges.spend() {
 				sr.launch(true)
 				sr.armHedge()
 			}
@@ -107,10 +112,24 @@ func (sr *shardRead[R, T]) run(ctx context.Context) Result[T] {
 	}
 	sr.res.Err = lastErr
 	sr.res.Reason = ReasonUnavailable
-	if code(lastErr) == codes.DeadlineExceeded || errors.Is(ctx.Err(), context.DeadlineExceeded) {
+	switch {
+	case overloaded == attempts:
+		sr.res.Reason = ReasonOverloaded
+	case code(lastErr) == codes.DeadlineExceeded || errors.Is(ctx.Err(), context.DeadlineExceeded):
 		sr.res.Reason = ReasonDeadline
 	}
 	return sr.finish(nil)
+}
+
+// hedgeAllowed reports whether a hedge may go to r now: hedging is on and
+// not paused, and r has not refused a read as overloaded lately.
+func (c *Cluster[R]) hedgeAllowed(r *replicaState[R]) bool {
+	if c.opts.HedgePaused != nil && c.opts.HedgePaused() {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return !c.opts.Now().Before(r.overloadedTill)
 }
 
 // launch sends the read to the next candidate.

@@ -27,6 +27,9 @@ const (
 	ReasonUnavailable Reason = "unavailable"
 	// ReasonSuspect: every replica is in its cooldown; answered at once.
 	ReasonSuspect Reason = "suspect"
+	// ReasonOverloaded: every replica asked refused with RESOURCE_EXHAUSTED
+	// (its scan could not have finished in time).
+	ReasonOverloaded Reason = "overloaded"
 	// ReasonInternal: the shard answered with an error (or the router's own
 	// code for it panicked).
 	ReasonInternal Reason = "internal"
@@ -34,7 +37,7 @@ const (
 
 // Reasons lists every missing-shard reason.
 func Reasons() []Reason {
-	return []Reason{ReasonDeadline, ReasonUnavailable, ReasonSuspect, ReasonInternal}
+	return []Reason{ReasonDeadline, ReasonUnavailable, ReasonSuspect, ReasonOverloaded, ReasonInternal}
 }
 
 // HedgeOutcome is how a hedged attempt ended: the outcome label of

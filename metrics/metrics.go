@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/trawl-search/trawl/admission"
 	"github.com/trawl-search/trawl/fanout"
 )
 
@@ -31,6 +32,7 @@ type Router struct {
 	failovers   *prometheus.CounterVec
 	hedges      *prometheus.CounterVec
 	http        *prometheus.CounterVec
+	rejected    *prometheus.CounterVec
 }
 
 // NewRouter registers the router's collectors on reg and creates every
@@ -80,9 +82,16 @@ func NewRouter(reg prometheus.Registerer, shards []Shard, kernel string) *Router
 			Name: "trawl_http_requests_total",
 			Help: "HTTP requests answered, by route pattern and status code.",
 		}, []string{"route", "code"}),
+		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "trawl_admission_rejected_total",
+			Help: "Requests refused by admission with 429, by reason (limit, deadline, max_inflight).",
+		}, []string{"reason"}),
 	}
 	reg.MustRegister(m.queries, m.degraded, m.unavailable, m.duration, m.coverage,
-		m.shardRPC, m.suspect, m.failovers, m.hedges, m.http)
+		m.shardRPC, m.suspect, m.failovers, m.hedges, m.http, m.rejected)
+	for _, r := range admission.Reasons() {
+		m.rejected.WithLabelValues(string(r))
+	}
 	registerKernel(reg, kernel)
 
 	for _, p := range fanout.Paths() {
@@ -143,6 +152,18 @@ func (m *Router) Suspect(shard, replica string, suspect bool) {
 		v = 1
 	}
 	m.suspect.WithLabelValues(shard, replica).Set(v)
+}
+
+// Rejected counts a request refused by admission.
+func (m *Router) Rejected(reason admission.Reason) { m.rejected.WithLabelValues(string(reason)).Inc() }
+
+// AdmissionLimit exports the learned concurrency limit as the gauge
+// trawl_admission_limit, read at every scrape.
+func AdmissionLimit(reg prometheus.Registerer, limit func() int) {
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "trawl_admission_limit",
+		Help: "The router's learned concurrency limit (queries in flight it admits under pressure).",
+	}, func() float64 { return float64(limit()) }))
 }
 
 // HTTPRequest counts an answered HTTP request by its route pattern (never

@@ -48,6 +48,10 @@ type DialConfig struct {
 	Creds credentials.TransportCredentials
 	// Dialer, when set, replaces the TCP dialer (tests inject faults here).
 	Dialer func(ctx context.Context, addr string) (net.Conn, error)
+	// Lazy leaves the channel idle until the first RPC instead of
+	// connecting (and handshaking) at once (--prewarm=false, baselines
+	// only: the first queries then find no ready replica).
+	Lazy bool
 }
 
 // Conn is the router's channel to one replica.
@@ -96,7 +100,9 @@ func Dial(addr string, cfg DialConfig) (*Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dial shard %s: %w", addr, err)
 	}
-	cc.Connect()
+	if !cfg.Lazy {
+		cc.Connect()
+	}
 	return &Conn{addr: addr, cc: cc, shard: shardpb.NewShardClient(cc), health: healthpb.NewHealthClient(cc)}, nil
 }
 

@@ -2,6 +2,7 @@ package shard
 
 import (
 	"context"
+	"errors"
 
 	"fmt"
 	"log/slog"
@@ -16,6 +17,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
+	"github.com/trawl-search/trawl/admission"
 	"github.com/trawl-search/trawl/shard/shardpb"
 	"github.com/trawl-search/trawl/vector"
 )
@@ -35,6 +37,11 @@ type Config struct {
 	// Observer may be nil.
 	Observer ScanObserver
 	Logger   *slog.Logger
+	// Scans admits scans (DESIGN.md, "Overload"): about one per core at a
+	// time, earliest deadline first, and a scan that could not finish by
+	// its deadline refused with RESOURCE_EXHAUSTED before it starts. A
+	// queue with GOMAXPROCS slots if nil.
+	Scans *admission.ScanQueue
 }
 
 // Server answers the shard service for one replica.
@@ -53,6 +60,9 @@ type Server struct {
 func NewServer(cfg Config) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Scans == nil {
+		cfg.Scans = admission.NewScanQueue(admission.ScanQueueConfig{})
 	}
 	s := &Server{cfg: cfg, health: health.NewServer()}
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
@@ -135,12 +145,21 @@ func (s *Server) search(ctx context.Context, pqs []*shardpb.Query) ([]*shardpb.H
 		}
 		qs[i] = vector.Query{Vector: v, K: int(pq.GetK()), Exclude: pq.GetExcludeId()}
 	}
+	release, err := s.cfg.Scans.Acquire(ctx)
+	if err != nil {
+		if errors.Is(err, admission.ErrWouldMiss) {
+			s.observe(errOverloaded, 0)
+			return nil, 0, status.Errorf(codes.ResourceExhausted, "shard overloaded: %v", err)
+		}
+		return nil, 0, status.FromContextError(err).Err()
+	}
 	start := time.Now()
+	defer func() { release(time.Since(start)) }()
 	var (
 		hits [][]vector.Hit
 		docs int
 	)
-	err := s.cfg.Store.View(func(rows vector.Rows) error {
+	err = s.cfg.Store.View(func(rows vector.Rows) error {
 		docs = rows.Len()
 		var err error
 		hits, err = s.cfg.Kernel.Scan(ctx, s.cfg.Metric, rows, qs)
@@ -164,12 +183,18 @@ func (s *Server) search(ctx context.Context, pqs []*shardpb.Query) ([]*shardpb.H
 	return out, uint64(docs), nil
 }
 
+// errOverloaded marks a scan refused by admission, for the scan metric.
+var errOverloaded = errors.New("overloaded")
+
 func (s *Server) observe(err error, d time.Duration) {
 	if s.cfg.Observer == nil {
 		return
 	}
 	outcome := "ok"
-	if err != nil {
+	switch {
+	case errors.Is(err, errOverloaded):
+		outcome = "overloaded"
+	case err != nil:
 		outcome = "error"
 	}
 	s.cfg.Observer.Scan(outcome, d)

@@ -12,11 +12,20 @@ import (
 	"strings"
 	"time"
 
+	"github.com/trawl-search/trawl/admission"
 	"github.com/trawl-search/trawl/api"
 	"github.com/trawl-search/trawl/budget"
 	"github.com/trawl-search/trawl/internal/app"
 	"github.com/trawl-search/trawl/shard"
 	"github.com/trawl-search/trawl/vector"
+)
+
+// Connection timeouts of the HTTP server.
+const (
+	// headerTimeout bounds the request line and headers.
+	headerTimeout = 5 * time.Second
+	// idleTimeout closes a keep-alive connection idle this long.
+	idleTimeout = 2 * time.Minute
 )
 
 // drainTimeout bounds how long SIGTERM waits for in-flight requests; every
@@ -39,12 +48,20 @@ func runServe(ctx context.Context, args []string) error {
 	httpCert := fs.String("http-tls-cert", "", "certificate to serve the client API over HTTPS")
 	httpKey := fs.String("http-tls-key", "", "key to serve the client API over HTTPS")
 	apiKeyFile := fs.String("api-key-file", "", "file holding the API key required as Authorization: Bearer on /v1/*")
-	maxInflight := fs.Int("max-inflight", api.DefaultMaxInflight, "concurrent /v1/* requests before answering 429")
+	maxInflight := fs.Int("max-inflight", admission.DefaultMaxInflight, "hard cap on /v1/* requests in flight; beyond it 429 whatever admission learned")
+	bodyTimeout := fs.Duration("body-timeout", api.DefaultBodyTimeout, "time a request's body may take to arrive after its headers; then 408 and the connection closes")
+	admit := fs.Bool("admission", true, "adaptive admission: refuse queries past capacity with 429 (false: only --max-inflight; for baselines)")
+	hedge := fs.Bool("hedge", true, "hedge reads to a second replica when the first is slow (false for baselines)")
+	failover := fs.Bool("failover", true, "fail reads over to another replica within the call (false for baselines)")
+	prewarm := fs.Bool("prewarm", true, "dial and handshake every replica at start, before /readyz (false for baselines)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if len(shards) == 0 {
 		return errors.New("no shards: give --shard NAME=HOST:PORT at least once (or TRAWL_SHARDS)")
+	}
+	if *bodyTimeout <= 0 {
+		return errors.New("--body-timeout must be positive")
 	}
 	if *maxDeadline < 1 {
 		return errors.New("--max-deadline-ms must be at least 1")
@@ -73,7 +90,9 @@ func runServe(ctx context.Context, args []string) error {
 	}
 	log := newLogger()
 	r, err := app.New(app.Config{
-		Shards: shards, Dial: dial, APIKey: apiKey, MaxInflight: *maxInflight, Logger: log, Kernel: kernel,
+		Shards: shards, Dial: dial, APIKey: apiKey, MaxInflight: *maxInflight, BodyTimeout: *bodyTimeout,
+		NoAdmission: !*admit, NoHedge: !*hedge, NoFailover: !*failover, NoPrewarm: !*prewarm,
+		Logger: log, Kernel: kernel,
 		Budget: budget.Config{TLS: dial.Creds != nil, Max: time.Duration(*maxDeadline) * time.Millisecond},
 	})
 	if err != nil {
@@ -90,7 +109,10 @@ func runServe(ctx context.Context, args []string) error {
 // serveHTTP serves the router until ctx ends (SIGTERM), then drains: not
 // ready first, in-flight requests finished, then return.
 func serveHTTP(ctx context.Context, log *slog.Logger, ln net.Listener, certFile, keyFile string, r *app.Router) error {
-	srv := &http.Server{Handler: r.API, ReadHeaderTimeout: 5 * time.Second}
+	// Header and idle timeouts, with --body-timeout on each body, keep slow
+	// or idle clients from holding connections (and so the router) for
+	// long; no write timeout, since an answer is bounded by its deadline.
+	srv := &http.Server{Handler: r.API, ReadHeaderTimeout: headerTimeout, IdleTimeout: idleTimeout}
 	if certFile != "" {
 		tc, err := shard.ServerTLS(certFile, keyFile, "")
 		if err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/trawl-search/trawl/admission"
 	"github.com/trawl-search/trawl/api"
 	"github.com/trawl-search/trawl/budget"
 	"github.com/trawl-search/trawl/coordinator"
@@ -35,12 +36,22 @@ type ShardSpec struct {
 
 // Config is a router's configuration.
 type Config struct {
-	Shards      []ShardSpec
-	Dial        shard.DialConfig
-	Budget      budget.Config
-	APIKey      string
+	Shards []ShardSpec
+	Dial   shard.DialConfig
+	Budget budget.Config
+	APIKey string
+	// MaxInflight is the hard cap on /v1/* requests in flight
+	// (admission.DefaultMaxInflight if zero).
 	MaxInflight int
-	Logger      *slog.Logger
+	// BodyTimeout is --body-timeout (api.DefaultBodyTimeout if zero).
+	BodyTimeout time.Duration
+	// NoAdmission, NoHedge, NoFailover and NoPrewarm switch features off
+	// for baselines (--admission=false, --hedge=false, --failover=false,
+	// --prewarm=false); all are on by default. Without pre-warming no
+	// replica is dialled before the first query needs it and /readyz is
+	// ready at once.
+	NoAdmission, NoHedge, NoFailover, NoPrewarm bool
+	Logger                                      *slog.Logger
 	// Kernel is reported as trawl_vector_kernel_info.
 	Kernel vector.Kernel
 	// WarmupTimeout bounds how long /readyz waits for every replica to be
@@ -59,6 +70,8 @@ type Router struct {
 	Coordinator *coordinator.Coordinator
 	Registry    *prometheus.Registry
 	Cluster     *fanout.Cluster[*shard.Conn]
+	// Limiter is the router's admission.
+	Limiter *admission.Limiter
 
 	conns  []*shard.Conn
 	ready  chan struct{} // closed when the warm-up ends
@@ -100,8 +113,10 @@ func New(cfg Config) (*Router, error) {
 			return nil, fmt.Errorf("shard %q has no replicas", s.Name)
 		}
 		var conns []*shard.Conn
+		dial := cfg.Dial
+		dial.Lazy = cfg.NoPrewarm
 		for _, a := range s.Addrs {
-			c, err := shard.Dial(a, cfg.Dial)
+			c, err := shard.Dial(a, dial)
 			if err != nil {
 				r.closeConns()
 				return nil, err
@@ -114,11 +129,18 @@ func New(cfg Config) (*Router, error) {
 		cshards = append(cshards, coordinator.Shard{Name: s.Name, Replicas: conns})
 	}
 	m := metrics.NewRouter(reg, mshards, cfg.Kernel.Name)
-	r.Cluster = fanout.New(fshards, fanout.Options{Reporter: m, Logger: cfg.Logger})
+	limiter := admission.NewLimiter(admission.LimiterConfig{Max: cfg.MaxInflight, Off: cfg.NoAdmission})
+	metrics.AdmissionLimit(reg, limiter.Limit)
+	r.Limiter = limiter
+	fopts := fanout.Options{Reporter: m, Logger: cfg.Logger, HedgePaused: limiter.Refusing, NoFailover: cfg.NoFailover}
+	if cfg.NoHedge {
+		fopts.HedgeBudget = -1
+	}
+	r.Cluster = fanout.New(fshards, fopts)
 	r.Coordinator = coordinator.New(coordinator.Config{Shards: cshards, Cluster: r.Cluster, Logger: cfg.Logger})
 	r.API = api.New(api.Config{
 		Coordinator: r.Coordinator, Budget: cfg.Budget, Metrics: m, Gatherer: reg,
-		APIKey: cfg.APIKey, MaxInflight: cfg.MaxInflight, Logger: cfg.Logger, Extra: cfg.Extra,
+		APIKey: cfg.APIKey, Limiter: limiter, BodyTimeout: cfg.BodyTimeout, Logger: cfg.Logger, Extra: cfg.Extra,
 	})
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -143,7 +165,9 @@ func (r *Router) warmUp(ctx context.Context, cfg Config) {
 	defer cancel()
 	var wg sync.WaitGroup
 	for _, c := range r.conns {
-		wg.Go(func() { c.WaitSettled(wctx) })
+		if !cfg.NoPrewarm {
+			wg.Go(func() { c.WaitSettled(wctx) })
+		}
 	}
 	wg.Wait()
 	if ctx.Err() != nil {

@@ -1,0 +1,284 @@
+package app_test
+
+import (
+	"bufio"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/trawl-search/trawl/internal/app"
+	"github.com/trawl-search/trawl/internal/devcluster"
+	"github.com/trawl-search/trawl/vector"
+)
+
+// overloadHarness is a router over an in-process cluster of 12 000
+// 1536-D documents (the shape the overload was first measured on), scanned
+// with the machine's best kernel (assembly, so the race detector does not
+// slow the scans: the router's own work does the saturating too).
+func overloadHarness(t *testing.T, cfg app.Config) *harness {
+	t.Helper()
+	k, err := vector.Select("")
+	require.NoError(t, err)
+	dc, err := devcluster.Start(devcluster.Config{Docs: 12000, Seed: 7, Kernel: k})
+	require.NoError(t, err)
+	cfg.Shards, cfg.Kernel, cfg.WarmupTimeout = dc.Specs(), k, 5*time.Second
+	r, err := app.New(cfg)
+	require.NoError(t, err)
+	srv := httptest.NewServer(r.API)
+	h := &harness{dc: dc, r: r, srv: srv}
+	t.Cleanup(func() {
+		srv.Close()
+		r.Close()
+		dc.Close()
+	})
+	require.Eventually(t, func() bool {
+		resp, err := http.Get(srv.URL + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, 10*time.Second, 10*time.Millisecond)
+	return h
+}
+
+// b64Query is a k=10 search body with its vector as vector_b64, the
+// compact form bulk clients send (decoding 1536 JSON numbers would make
+// the router's own decoding the bottleneck under the race detector).
+func b64Query(t *testing.T, v []float32) []byte {
+	t.Helper()
+	b, err := json.Marshal(map[string]any{"vector_b64": base64.StdEncoding.EncodeToString(vector.EncodeLE(v)), "k": 10})
+	require.NoError(t, err)
+	return b
+}
+
+type shot struct {
+	at       time.Duration // since the run started
+	code     int
+	took     time.Duration
+	degraded bool
+	retry    string
+	errCode  string
+	err      error
+}
+
+// fire sends one search and describes its answer; safe in goroutines.
+func fire(c *http.Client, url string, body []byte, start time.Time) shot {
+	s := shot{at: time.Since(start)}
+	t0 := time.Now()
+	resp, err := c.Post(url+"/v1/search?deadline_ms=300", "application/json", strings.NewReader(string(body)))
+	if err != nil {
+		s.err = err
+		return s
+	}
+	raw, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	s.took, s.code, s.retry = time.Since(t0), resp.StatusCode, resp.Header.Get("Retry-After")
+	if err != nil {
+		s.err = err
+		return s
+	}
+	var a struct {
+		Error struct {
+			Code string `json:"code"`
+		} `json:"error"`
+		ScatterGather struct {
+			Degraded bool `json:"degraded"`
+		} `json:"scatter_gather"`
+	}
+	if err := json.Unmarshal(raw, &a); err != nil {
+		s.err = fmt.Errorf("%w: %s", err, raw)
+		return s
+	}
+	s.degraded, s.errCode = a.ScatterGather.Degraded, a.Error.Code
+	return s
+}
+
+// Offered several times the measured capacity, open loop (a fixed arrival
+// rate, so slow answers cannot hide queueing), the router keeps answering
+// complete queries, refuses the excess with 429 and Retry-After, answers
+// every admitted query within its deadline plus slack, and serves normally
+// once the load stops.
+func TestOverloadKeepsCompleteAnswersFlowing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("load test")
+	}
+	h := overloadHarness(t, app.Config{})
+	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 512}}
+	t.Cleanup(c.CloseIdleConnections)
+	body := b64Query(t, h.dc.Corpus[0].Vector)
+
+	// Capacity: four closed-loop clients for a second.
+	var mu sync.Mutex
+	done := 0
+	var wg sync.WaitGroup
+	t0 := time.Now()
+	for range 4 {
+		wg.Go(func() {
+			for time.Since(t0) < time.Second {
+				if s := fire(c, h.srv.URL, body, t0); s.err == nil && s.code == http.StatusOK && !s.degraded {
+					mu.Lock()
+					done++
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	capacity := float64(done) / time.Since(t0).Seconds()
+	require.Positive(t, capacity)
+
+	// Four times that, open loop, for three seconds.
+	const (
+		factor   = 4
+		duration = 3 * time.Second
+		deadline = 300 * time.Millisecond
+		slack    = 200 * time.Millisecond
+	)
+	rate := factor * capacity
+	n := int(rate * duration.Seconds())
+	interval := time.Duration(float64(time.Second) / rate)
+	shots := make([]shot, n)
+	start := time.Now()
+	for i := range n {
+		if d := time.Until(start.Add(time.Duration(i) * interval)); d > 0 {
+			time.Sleep(d)
+		}
+		wg.Go(func() { shots[i] = fire(c, h.srv.URL, body, start) })
+	}
+	wg.Wait()
+
+	buckets := make([]int, int(duration/(500*time.Millisecond))+1)
+	complete, refused, degraded := 0, 0, 0
+	for i, s := range shots {
+		require.NoError(t, s.err, "shot %d", i)
+		switch s.code {
+		case http.StatusTooManyRequests:
+			refused++
+			require.Equal(t, "overloaded", s.errCode)
+			require.Equal(t, "1", s.retry)
+		case http.StatusOK, http.StatusServiceUnavailable:
+			if s.took > deadline+slack {
+				t.Errorf("shot %d at %s: an admitted answer after %s, past its deadline", i, s.at, s.took)
+			}
+			if s.code == http.StatusOK && !s.degraded {
+				complete++
+				buckets[min(int(s.at/(500*time.Millisecond)), len(buckets)-1)]++
+			} else {
+				degraded++
+			}
+		default:
+			t.Fatalf("shot %d: status %d", i, s.code)
+		}
+	}
+	t.Logf("capacity %.0f q/s; offered %.0f q/s for %s: %d complete (%.0f/s, %.0f%% of capacity), %d refused, %d degraded; limit now %d",
+		capacity, rate, duration, complete, float64(complete)/duration.Seconds(),
+		100*float64(complete)/duration.Seconds()/capacity, refused, degraded, h.r.Limiter.Limit())
+	require.Positive(t, refused, "the excess is refused")
+	for i, b := range buckets[:len(buckets)-1] {
+		require.Positive(t, b, "no complete answer in the half second from %s", time.Duration(i)*500*time.Millisecond)
+	}
+
+	// The load gone, queries are answered as before.
+	require.Eventually(t, func() bool {
+		s := fire(c, h.srv.URL, body, start)
+		return s.err == nil && s.code == http.StatusOK && !s.degraded
+	}, 5*time.Second, 10*time.Millisecond)
+	for range 20 {
+		s := fire(c, h.srv.URL, body, start)
+		require.NoError(t, s.err)
+		require.Equal(t, http.StatusOK, s.code)
+		require.False(t, s.degraded)
+	}
+}
+
+// Hundreds of clients that send a search's headers and then trickle its
+// body hold no query slot: real queries are answered, complete and in time,
+// throughout; the trickling ones are answered 408 after --body-timeout and
+// their connections closed.
+func TestTricklingBodiesCannotHoldTheRouter(t *testing.T) {
+	const (
+		trickers    = 300
+		bodyTimeout = 2 * time.Second
+	)
+	h := overloadHarness(t, app.Config{BodyTimeout: bodyTimeout, MaxInflight: 64})
+	addr := strings.TrimPrefix(h.srv.URL, "http://")
+	type trickled struct {
+		status string
+		after  time.Duration
+		err    error
+	}
+	out := make(chan trickled, trickers)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range trickers {
+		wg.Go(func() {
+			conn, err := net.Dial("tcp", addr)
+			if err != nil {
+				out <- trickled{err: err}
+				return
+			}
+			defer conn.Close()
+			t0 := time.Now()
+			_, err = fmt.Fprintf(conn, "POST /v1/search HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{")
+			if err != nil {
+				out <- trickled{err: err}
+				return
+			}
+			// One byte every 200 ms until the router gives up on us.
+			go func() {
+				tk := time.NewTicker(200 * time.Millisecond)
+				defer tk.Stop()
+				for {
+					select {
+					case <-stop:
+						return
+					case <-tk.C:
+						if _, err := conn.Write([]byte(" ")); err != nil {
+							return
+						}
+					}
+				}
+			}()
+			_ = conn.SetReadDeadline(time.Now().Add(bodyTimeout + 10*time.Second))
+			line, err := bufio.NewReader(conn).ReadString('\n')
+			out <- trickled{status: strings.TrimSpace(line), after: time.Since(t0), err: err}
+		})
+	}
+	c := &http.Client{Timeout: 10 * time.Second}
+	t.Cleanup(c.CloseIdleConnections)
+	body := b64Query(t, h.dc.Corpus[0].Vector)
+	t0 := time.Now()
+	real := 0
+	for time.Since(t0) < bodyTimeout {
+		s := fire(c, h.srv.URL, body, t0)
+		require.NoError(t, s.err)
+		require.Equal(t, http.StatusOK, s.code, "a real query while %d bodies trickle", trickers)
+		require.False(t, s.degraded)
+		require.LessOrEqual(t, s.took, 300*time.Millisecond+200*time.Millisecond)
+		real++
+		time.Sleep(20 * time.Millisecond)
+	}
+	wg.Wait()
+	close(stop)
+	close(out)
+	n := 0
+	for tr := range out {
+		require.NoError(t, tr.err)
+		require.Equal(t, "HTTP/1.1 408 Request Timeout", tr.status)
+		require.GreaterOrEqual(t, tr.after, bodyTimeout)
+		n++
+	}
+	require.Equal(t, trickers, n)
+	t.Logf("%d real queries answered complete while %d bodies trickled; every trickler got 408", real, trickers)
+}
