@@ -36,7 +36,11 @@ proto: tools
 bench:
 	cd bench && $(GO) run ./cmd/benchreport
 
-.PHONY: test-chart test-cluster image
+.PHONY: test-chart test-cluster test-overload image
+
+## test-overload: the admission tests under -race, alone on the machine: open-loop load at 4x capacity and 300 trickling bodies
+test-overload:
+	TRAWL_OVERLOAD_TEST=1 $(GO) test -race -count=1 -timeout 10m -run 'TestOverload|TestTrickling' -v ./internal/app
 
 ## test-chart: helm lint --strict and template over helm/trawl/ci, strict decode, invariants and golden files, promtool rule tests, metric names, dashboard, image (tools built from tools/chart)
 test-chart:
