@@ -36,7 +36,7 @@ proto: tools
 bench:
 	cd bench && $(GO) run ./cmd/benchreport
 
-.PHONY: test-chart test-cluster image
+.PHONY: test-chart test-cluster test-alerts image
 
 ## test-chart: helm lint --strict and template over helm/trawl/ci, strict decode, invariants and golden files, promtool rule tests, metric names, dashboard, image (tools built from tools/chart)
 test-chart:
@@ -45,6 +45,10 @@ test-chart:
 ## test-cluster: helm install the chart on a real kube-apiserver and etcd built from tools/cluster, on loopback
 test-cluster:
 	bash hack/test-cluster.sh
+
+## test-alerts: the chart's alert rules on a live Prometheus (built from tools/alerts) scraping router dev under load while every replica of one shard is stopped and restored: the alerts fire, name the shard and resolve
+test-alerts:
+	bash hack/test-alerts.sh
 
 ## image: the container image without a Docker daemon, into .bin/trawl-image.tar (checked: non-root, no shell, --help runs)
 image:
