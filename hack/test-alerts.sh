@@ -32,7 +32,10 @@ go build -o .bin/router ./cmd/router
 	# Kubernetes, ...): the test scrapes a static target. Without the
 	# builtinassets tag the web UI's assets are not embedded (the module zip
 	# has none); the HTTP API, all the test uses, needs none.
-	go build -buildvcs=false -tags remove_all_sd -o ../../.bin/prometheus github.com/prometheus/prometheus/cmd/prometheus
+	version=$(go list -m -f '{{.Version}}' github.com/prometheus/prometheus)
+	go build -buildvcs=false -tags remove_all_sd \
+		-ldflags "-X github.com/prometheus/common/version.Version=${version#v}" \
+		-o ../../.bin/prometheus github.com/prometheus/prometheus/cmd/prometheus
 )
 echo "test-alerts: router and prometheus built in $((SECONDS - start)) s"
 
