@@ -11,15 +11,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p .bin
 
-# The test's children (router, prometheus) end with the test and die with it
-# (Pdeathsig); should the test be killed outright, this trap ends whatever
-# pids it recorded, by pid.
-piddir=$(mktemp -d)
+# The test keeps its files in $work and records its pids there (its own and
+# its children's: router, prometheus). Those die with the test (Pdeathsig);
+# should the test be stopped hard, this trap ends the recorded pids, by pid,
+# and removes $work.
+work=$(mktemp -d -t trawl-alerts.XXXXXX)
 cleanup() {
-	for f in "$piddir"/*.pid; do
+	for f in "$work"/*/*.pid; do
 		[ -e "$f" ] && kill "$(cat "$f")" 2>/dev/null || true
 	done
-	rm -rf "$piddir"
+	rm -rf "$work"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -40,6 +41,6 @@ go build -o .bin/router ./cmd/router
 echo "test-alerts: router and prometheus built in $((SECONDS - start)) s"
 
 cd tools/alerts
-TRAWL_ALERTS_PIDDIR="$piddir" TRAWL_ROUTER="$OLDPWD/.bin/router" PROMETHEUS="$OLDPWD/.bin/prometheus" \
+TRAWL_ALERTS_DIR="$work" TRAWL_ROUTER="$OLDPWD/.bin/router" PROMETHEUS="$OLDPWD/.bin/prometheus" \
 	go test -count=1 -v -timeout 10m ./... "$@"
 echo "test-alerts: done in $((SECONDS - start)) s"
