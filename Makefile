@@ -36,7 +36,7 @@ proto: tools
 bench:
 	cd bench && $(GO) run ./cmd/benchreport
 
-.PHONY: test-chart test-cluster test-overload image
+.PHONY: test-chart test-cluster test-alerts test-overload image
 
 ## test-overload: the admission tests under -race, alone on the machine: open-loop load at 4x capacity and 300 trickling bodies
 test-overload:
@@ -49,6 +49,10 @@ test-chart:
 ## test-cluster: helm install the chart on a real kube-apiserver and etcd built from tools/cluster, on loopback
 test-cluster:
 	bash hack/test-cluster.sh
+
+## test-alerts: the chart's alert rules on a live Prometheus (built from tools/alerts) scraping router dev under load while every replica of one shard is stopped and restored: the alerts fire, name the shard and resolve
+test-alerts:
+	bash hack/test-alerts.sh
 
 ## image: the container image without a Docker daemon, into .bin/trawl-image.tar (checked: non-root, no shell, --help runs)
 image:
