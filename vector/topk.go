@@ -119,3 +119,4 @@ func (t *TopK) Sorted() (rows []int32, keys []float32) {
 	}
 	return rows, keys
 }
+
