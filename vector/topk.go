@@ -119,4 +119,3 @@ func (t *TopK) Sorted() (rows []int32, keys []float32) {
 	}
 	return rows, keys
 }
-
