@@ -1,0 +1,181 @@
+package quant
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/trawl-search/trawl/vector"
+)
+
+// Kernel is one implementation of the int8 code primitives. Every kernel
+// computes the same exact integers, so which one runs changes speed only,
+// never a candidate set.
+type Kernel struct {
+	// Name is "generic" or "avx2".
+	Name string
+	// Dot returns Σ aᵢbᵢ over min(len(a), len(b)) elements, exactly.
+	// Elements must lie in [-127, 127] (every code does); the sum fits
+	// int32 for any length up to 133 000.
+	Dot func(a, b []int8) int32
+
+	// tile, when set, scores one or two queries against four rows per
+	// call; without it ScoreRows goes pair by pair.
+	tile *tiler
+}
+
+// MaxDim is the longest row the int32 sums hold without overflow:
+// 127·127·MaxDim < 2³¹.
+const MaxDim = 133_000
+
+// Generic is the portable Go kernel, available everywhere.
+func Generic() Kernel { return Kernel{Name: "generic", Dot: dotGeneric} }
+
+// Available lists the kernels this CPU can run, best last.
+func Available() []Kernel {
+	return append([]Kernel{Generic()}, platformKernels()...)
+}
+
+// Select returns the kernel called name ("" means the best available), or
+// an error naming the kernels this machine can run.
+func Select(name string) (Kernel, error) {
+	avail := Available()
+	if name == "" {
+		return avail[len(avail)-1], nil
+	}
+	names := make([]string, 0, len(avail))
+	for _, k := range avail {
+		if k.Name == name {
+			return k, nil
+		}
+		names = append(names, k.Name)
+	}
+	return Kernel{}, fmt.Errorf("quant kernel %q not available on this CPU (have %s)", name, strings.Join(names, ", "))
+}
+
+// FromEnv follows vector.EnvKernel (TRAWL_VECTOR_KERNEL) so one setting
+// forces both scans: the int8 kernel of that name, "generic" for
+// "generic", and the best int8 kernel for a name with no int8 twin (such
+// as "avx512" here, which has no int8 kernel of its own).
+func FromEnv() Kernel {
+	name := os.Getenv(vector.EnvKernel)
+	if k, err := Select(name); err == nil {
+		return k
+	}
+	k, _ := Select("")
+	return k
+}
+
+// The generic kernel keeps four sums so consecutive multiply-adds do not
+// wait on each other; integer sums are exact in any order.
+func dotGeneric(a, b []int8) int32 {
+	n := min(len(a), len(b))
+	a, b = a[:n], b[:n]
+	var s0, s1, s2, s3 int32
+	i := 0
+	for ; i+8 <= n; i += 8 {
+		x, y := a[i:i+8:i+8], b[i:i+8:i+8]
+		s0 += int32(x[0])*int32(y[0]) + int32(x[4])*int32(y[4])
+		s1 += int32(x[1])*int32(y[1]) + int32(x[5])*int32(y[5])
+		s2 += int32(x[2])*int32(y[2]) + int32(x[6])*int32(y[6])
+		s3 += int32(x[3])*int32(y[3]) + int32(x[7])*int32(y[7])
+	}
+	for ; i < n; i++ {
+		s0 += int32(a[i]) * int32(b[i])
+	}
+	return s0 + s1 + s2 + s3
+}
+
+// ScoreRows writes the dot product of query i and row j of codes
+// (row-major, dim codes each) to out[i*n+j], n = len(codes)/dim. Every
+// query must have dim codes and out room for len(queries)*n sums.
+func (k Kernel) ScoreRows(queries [][]int8, codes []int8, dim int, out []int32) {
+	if dim <= 0 || dim > MaxDim {
+		panic(fmt.Sprintf("quant: ScoreRows with dimension %d", dim))
+	}
+	n := len(codes) / dim
+	if len(out) < len(queries)*n {
+		panic(fmt.Sprintf("quant: ScoreRows needs %d sums, out has %d", len(queries)*n, len(out)))
+	}
+	for i, q := range queries {
+		if len(q) != dim {
+			panic(fmt.Sprintf("quant: ScoreRows query %d has %d codes, want %d", i, len(q), dim))
+		}
+	}
+	if k.tile == nil || dim < tileStep {
+		for j := range n {
+			row := codes[j*dim : (j+1)*dim]
+			for i, q := range queries {
+				out[i*n+j] = k.dotOr(q, row)
+			}
+		}
+		return
+	}
+	k.scoreTiles(queries, codes, dim, n, out)
+}
+
+func (k Kernel) dotOr(a, b []int8) int32 {
+	if k.Dot == nil {
+		return dotGeneric(a, b)
+	}
+	return k.Dot(a, b)
+}
+
+// tileStep is the bytes the tile kernels take per step; they score the
+// first dim rounded down to a multiple of it, and Go adds the rest (sums
+// of integers are exact in any order, so the split changes nothing).
+const tileStep = 32
+
+// scoreTiles walks the rows four at a time, and each group of four with
+// every pair of queries, so a row is read from memory once per batch. A
+// lone query walks the rows one by one: one sequential stream, which the
+// hardware prefetcher follows at full speed.
+func (k Kernel) scoreTiles(queries [][]int8, codes []int8, dim, n int, out []int32) {
+	t := k.tile
+	body := dim &^ (tileStep - 1)
+	nq := len(queries)
+	if nq == 1 {
+		q := queries[0]
+		for j := range n {
+			row := codes[j*dim : (j+1)*dim]
+			s := t.single(&q[0], &row[0], body)
+			if body < dim {
+				s += dotGeneric(q[body:], row[body:])
+			}
+			out[j] = s
+		}
+		return
+	}
+	pairs := nq &^ 1
+	var (
+		rp [4]*int8
+		qp [2]*int8
+		o4 [4]int32
+		o8 [8]int32
+	)
+	for j0 := 0; j0 < n; j0 += 4 {
+		// A short last group repeats its last row; those sums are dropped.
+		cnt := min(4, n-j0)
+		for j := range 4 {
+			rp[j] = &codes[(j0+min(j, cnt-1))*dim]
+		}
+		for i0 := 0; i0 < pairs; i0 += 2 {
+			qp[0], qp[1] = &queries[i0][0], &queries[i0+1][0]
+			t.two(&qp, &rp, body, &o8)
+			copy(out[i0*n+j0:i0*n+j0+cnt], o8[:cnt])
+			copy(out[(i0+1)*n+j0:(i0+1)*n+j0+cnt], o8[4:4+cnt])
+		}
+		if pairs < nq {
+			t.one(&queries[nq-1][0], &rp, body, &o4)
+			copy(out[(nq-1)*n+j0:(nq-1)*n+j0+cnt], o4[:cnt])
+		}
+		if body < dim {
+			for i, q := range queries {
+				for j := range cnt {
+					row := codes[(j0+j)*dim : (j0+j+1)*dim]
+					out[i*n+j0+j] += dotGeneric(q[body:], row[body:])
+				}
+			}
+		}
+	}
+}

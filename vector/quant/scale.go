@@ -1,0 +1,207 @@
+package quant
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+)
+
+// Kind is how many steps a Scale has.
+type Kind uint8
+
+const (
+	// PerDimension gives each dimension its own step, from the largest
+	// magnitude that dimension takes in the training rows.
+	PerDimension Kind = iota + 1
+	// PerShard gives every dimension one step, from the largest magnitude
+	// of any element.
+	PerShard
+)
+
+func (k Kind) String() string {
+	switch k {
+	case PerDimension:
+		return "per-dimension"
+	case PerShard:
+		return "per-shard"
+	}
+	return fmt.Sprintf("Kind(%d)", uint8(k))
+}
+
+// MaxCode is the largest code magnitude; codes lie in [-MaxCode, MaxCode].
+const MaxCode = 127
+
+// Scale maps float32 elements to int8 codes: element d of a row is
+// encoded as round(x/step[d]) clamped to ±MaxCode. A Scale is immutable
+// once made (by Train or UnmarshalBinary) and safe to share.
+type Scale struct {
+	kind Kind
+	step []float32
+}
+
+// Train returns the Scale of kind for the rows in data (row-major, dim
+// floats each): a step of max|x|/127 per dimension (PerDimension) or for
+// the whole shard (PerShard), over the finite elements. A dimension that
+// is zero in every row takes the shard's step; an all-zero shard a step of
+// 1. The result depends only on the rows, not on their order or the
+// machine: a maximum is exact, and each step is one float32 division.
+func Train(data []float32, dim int, kind Kind) (Scale, error) {
+	if dim <= 0 {
+		return Scale{}, fmt.Errorf("quant: train with dimension %d", dim)
+	}
+	if kind != PerDimension && kind != PerShard {
+		return Scale{}, fmt.Errorf("quant: train with %v", kind)
+	}
+	if len(data)%dim != 0 {
+		return Scale{}, fmt.Errorf("quant: %d floats are not whole %d-D rows", len(data), dim)
+	}
+	peak := make([]float32, dim)
+	for i := 0; i < len(data); i += dim {
+		row := data[i : i+dim : i+dim]
+		for d, x := range row {
+			a := float32(math.Abs(float64(x)))
+			if a > peak[d] && a <= math.MaxFloat32 { // not NaN or Inf
+				peak[d] = a
+			}
+		}
+	}
+	var all float32
+	for _, p := range peak {
+		all = max(all, p)
+	}
+	if all == 0 {
+		all = MaxCode
+	}
+	step := make([]float32, dim)
+	for d, p := range peak {
+		if kind == PerShard || p == 0 {
+			p = all
+		}
+		step[d] = p / MaxCode
+		if step[d] == 0 { // a peak so small its step underflows
+			step[d] = math.SmallestNonzeroFloat32
+		}
+	}
+	return Scale{kind: kind, step: step}, nil
+}
+
+// Dim is the dimension the Scale encodes, 0 for the zero Scale.
+func (s Scale) Dim() int { return len(s.step) }
+
+// Kind is how the Scale was trained.
+func (s Scale) Kind() Kind { return s.kind }
+
+// Step returns the step of dimension d: a code c stands for c·Step(d).
+func (s Scale) Step(d int) float32 { return s.step[d] }
+
+// Equal reports whether s and o encode every row identically.
+func (s Scale) Equal(o Scale) bool {
+	if s.kind != o.kind || len(s.step) != len(o.step) {
+		return false
+	}
+	for i, v := range s.step {
+		if math.Float32bits(v) != math.Float32bits(o.step[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// Encode writes the codes of row to dst; both must have Dim elements.
+func (s Scale) Encode(dst []int8, row []float32) {
+	if len(row) != len(s.step) || len(dst) != len(s.step) {
+		panic(fmt.Sprintf("quant: encode %d floats into %d codes with a %d-D scale", len(row), len(dst), len(s.step)))
+	}
+	for d, x := range row {
+		dst[d] = code(x / s.step[d])
+	}
+}
+
+// code rounds v half away from zero and clamps it to ±MaxCode; NaN is 0.
+func code(v float32) int8 {
+	switch {
+	case v >= MaxCode:
+		return MaxCode
+	case v <= -MaxCode:
+		return -MaxCode
+	case v != v:
+		return 0
+	}
+	return int8(math.Round(float64(v)))
+}
+
+// encodeQuery writes the codes of query q to dst and returns their unit
+// t: q·x ≈ t·Σ dstᵢ·codeᵢ(x). The query is first multiplied by the steps
+// (wᵢ = qᵢ·stepᵢ, so the per-dimension steps fold into the query and the
+// kernel multiplies codes only), then given its own step t = max|w|/127.
+// A zero (or non-finite) query gets all-zero codes and t = 0.
+func (s Scale) encodeQuery(dst []int8, q []float32) float32 {
+	var peak float32
+	for d, x := range q {
+		a := float32(math.Abs(float64(x * s.step[d])))
+		if a > peak {
+			peak = a
+		}
+	}
+	if peak == 0 || peak > math.MaxFloat32 {
+		clear(dst)
+		return 0
+	}
+	t := peak / MaxCode
+	if t == 0 {
+		t = math.SmallestNonzeroFloat32
+	}
+	for d, x := range q {
+		dst[d] = code(x * s.step[d] / t)
+	}
+	return t
+}
+
+// The binary form is a 4-byte magic, the kind, the dimension as a
+// little-endian uint32, then each step's float32 bits, little-endian.
+var magic = [4]byte{'T', 'Q', '8', '1'}
+
+const headerLen = 4 + 1 + 4
+
+// MarshalBinary encodes the Scale for the consensus log.
+func (s Scale) MarshalBinary() ([]byte, error) {
+	if len(s.step) == 0 {
+		return nil, errors.New("quant: marshal the zero Scale")
+	}
+	out := make([]byte, headerLen+4*len(s.step))
+	copy(out, magic[:])
+	out[4] = byte(s.kind)
+	binary.LittleEndian.PutUint32(out[5:], uint32(len(s.step)))
+	for d, v := range s.step {
+		binary.LittleEndian.PutUint32(out[headerLen+4*d:], math.Float32bits(v))
+	}
+	return out, nil
+}
+
+// UnmarshalBinary decodes a Scale written by MarshalBinary, refusing
+// anything else: a wrong magic, kind or length, or a step that is not a
+// positive finite float.
+func (s *Scale) UnmarshalBinary(b []byte) error {
+	if len(b) < headerLen || [4]byte(b[:4]) != magic {
+		return errors.New("quant: not an encoded Scale")
+	}
+	kind := Kind(b[4])
+	if kind != PerDimension && kind != PerShard {
+		return fmt.Errorf("quant: encoded Scale of unknown kind %d", b[4])
+	}
+	dim := binary.LittleEndian.Uint32(b[5:])
+	if dim == 0 || uint64(len(b)-headerLen) != 4*uint64(dim) {
+		return fmt.Errorf("quant: encoded Scale of %d dimensions has %d bytes", dim, len(b))
+	}
+	step := make([]float32, dim)
+	for d := range step {
+		v := math.Float32frombits(binary.LittleEndian.Uint32(b[headerLen+4*d:]))
+		if !(v > 0 && v <= math.MaxFloat32) {
+			return fmt.Errorf("quant: encoded Scale has step %v in dimension %d", v, d)
+		}
+		step[d] = v
+	}
+	s.kind, s.step = kind, step
+	return nil
+}
