@@ -86,9 +86,20 @@ func dotGeneric(a, b []int8) int32 {
 	return s0 + s1 + s2 + s3
 }
 
+// QueryMax is the largest magnitude of a query code. Queries get one bit
+// less than rows so that the AVX2 tile can offset them into unsigned
+// bytes (e + 64 ≤ 127) and multiply them by the rows' signed codes with
+// no sign fix-up per pair; see kernel_amd64.s.
+const QueryMax = 63
+
+// queryOffset is what the tile adds to each query code.
+const queryOffset = 64
+
 // ScoreRows writes the dot product of query i and row j of codes
 // (row-major, dim codes each) to out[i*n+j], n = len(codes)/dim. Every
-// query must have dim codes and out room for len(queries)*n sums.
+// query must have dim codes in [-QueryMax, QueryMax] (as the scan encodes
+// them; rows may use all of [-127, 127]), and out room for
+// len(queries)*n sums.
 func (k Kernel) ScoreRows(queries [][]int8, codes []int8, dim int, out []int32) {
 	if dim <= 0 || dim > MaxDim {
 		panic(fmt.Sprintf("quant: ScoreRows with dimension %d", dim))
@@ -102,16 +113,66 @@ func (k Kernel) ScoreRows(queries [][]int8, codes []int8, dim int, out []int32) 
 			panic(fmt.Sprintf("quant: ScoreRows query %d has %d codes, want %d", i, len(q), dim))
 		}
 	}
+	b := k.prepare(queries, dim)
+	var sums []int32
+	if b.offset != nil {
+		sums = make([]int32, n)
+		for j := range n {
+			sums[j] = codeSum(codes[j*dim : (j+1)*dim])
+		}
+	}
+	k.score(b, codes, sums, dim, out)
+}
+
+// batch is a set of encoded queries as the kernels take them: the codes,
+// and, for a kernel with a two-query tile, the codes offset into unsigned
+// bytes.
+type batch struct {
+	codes  [][]int8
+	offset [][]uint8
+}
+
+// prepare makes the batch for queries; it allocates once per scan.
+func (k Kernel) prepare(queries [][]int8, dim int) batch {
+	b := batch{codes: queries}
+	if k.tile == nil || len(queries) < 2 || dim < tileStep {
+		return b
+	}
+	buf := make([]uint8, len(queries)*dim)
+	b.offset = make([][]uint8, len(queries))
+	for i, q := range queries {
+		u := buf[i*dim : (i+1)*dim : (i+1)*dim]
+		for d, e := range q {
+			u[d] = uint8(e + queryOffset)
+		}
+		b.offset[i] = u
+	}
+	return b
+}
+
+// codeSum is Σ codes, which the offset tile subtracts 64 times.
+func codeSum(codes []int8) int32 {
+	var s int32
+	for _, c := range codes {
+		s += int32(c)
+	}
+	return s
+}
+
+// score is ScoreRows on a prepared batch; sums holds each row's codeSum
+// when b has offset queries.
+func (k Kernel) score(b batch, codes []int8, sums []int32, dim int, out []int32) {
+	n := len(codes) / dim
 	if k.tile == nil || dim < tileStep {
 		for j := range n {
 			row := codes[j*dim : (j+1)*dim]
-			for i, q := range queries {
+			for i, q := range b.codes {
 				out[i*n+j] = k.dotOr(q, row)
 			}
 		}
 		return
 	}
-	k.scoreTiles(queries, codes, dim, n, out)
+	k.scoreTiles(b, codes, sums, dim, n, out)
 }
 
 func (k Kernel) dotOr(a, b []int8) int32 {
@@ -130,9 +191,10 @@ const tileStep = 32
 // every pair of queries, so a row is read from memory once per batch. A
 // lone query walks the rows one by one: one sequential stream, which the
 // hardware prefetcher follows at full speed.
-func (k Kernel) scoreTiles(queries [][]int8, codes []int8, dim, n int, out []int32) {
+func (k Kernel) scoreTiles(b batch, codes []int8, sums []int32, dim, n int, out []int32) {
 	t := k.tile
 	body := dim &^ (tileStep - 1)
+	queries := b.codes
 	nq := len(queries)
 	if nq == 1 {
 		q := queries[0]
@@ -149,7 +211,7 @@ func (k Kernel) scoreTiles(queries [][]int8, codes []int8, dim, n int, out []int
 	pairs := nq &^ 1
 	var (
 		rp [4]*int8
-		qp [2]*int8
+		up [2]*uint8
 		o4 [4]int32
 		o8 [8]int32
 	)
@@ -160,22 +222,40 @@ func (k Kernel) scoreTiles(queries [][]int8, codes []int8, dim, n int, out []int
 			rp[j] = &codes[(j0+min(j, cnt-1))*dim]
 		}
 		for i0 := 0; i0 < pairs; i0 += 2 {
-			qp[0], qp[1] = &queries[i0][0], &queries[i0+1][0]
-			t.two(&qp, &rp, body, &o8)
-			copy(out[i0*n+j0:i0*n+j0+cnt], o8[:cnt])
-			copy(out[(i0+1)*n+j0:(i0+1)*n+j0+cnt], o8[4:4+cnt])
-		}
-		if pairs < nq {
-			t.one(&queries[nq-1][0], &rp, body, &o4)
-			copy(out[(nq-1)*n+j0:(nq-1)*n+j0+cnt], o4[:cnt])
-		}
-		if body < dim {
-			for i, q := range queries {
+			up[0], up[1] = &b.offset[i0][0], &b.offset[i0+1][0]
+			t.two(&up, &rp, body, &o8)
+			for i := range 2 {
+				u := b.offset[i0+i]
+				o := out[(i0+i)*n+j0 : (i0+i)*n+j0+cnt]
 				for j := range cnt {
-					row := codes[(j0+j)*dim : (j0+j+1)*dim]
-					out[i*n+j0+j] += dotGeneric(q[body:], row[body:])
+					s := o8[i*4+j]
+					if body < dim {
+						s += dotOffset(u[body:], codes[(j0+j)*dim+body:(j0+j+1)*dim])
+					}
+					o[j] = s - queryOffset*sums[j0+j]
 				}
 			}
 		}
+		if pairs < nq {
+			q := queries[nq-1]
+			t.one(&q[0], &rp, body, &o4)
+			o := out[(nq-1)*n+j0 : (nq-1)*n+j0+cnt]
+			for j := range cnt {
+				s := o4[j]
+				if body < dim {
+					s += dotGeneric(q[body:], codes[(j0+j)*dim+body:(j0+j+1)*dim])
+				}
+				o[j] = s
+			}
+		}
 	}
+}
+
+// dotOffset is Σ uᵢcᵢ for offset query bytes u, the tile's tail in Go.
+func dotOffset(u []uint8, c []int8) int32 {
+	var s int32
+	for i, x := range u[:len(c)] {
+		s += int32(x) * int32(c[i])
+	}
+	return s
 }

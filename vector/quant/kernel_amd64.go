@@ -14,10 +14,11 @@ func dot1x1AVX2(q, r *int8, n int) int32
 //go:noescape
 func dot1x4AVX2(q *int8, r *[4]*int8, n int, out *[4]int32)
 
-// dot2x4AVX2 writes query i against row j to out[i*4+j].
+// dot2x4uAVX2 takes queries offset into unsigned bytes (see QueryMax)
+// and writes Σ u·c of query i against row j to out[i*4+j].
 //
 //go:noescape
-func dot2x4AVX2(q *[2]*int8, r *[4]*int8, n int, out *[8]int32)
+func dot2x4uAVX2(q *[2]*uint8, r *[4]*int8, n int, out *[8]int32)
 
 // dotAVX2 is Kernel.Dot: the assembly over whole 32-byte steps, Go for
 // the rest.
@@ -42,7 +43,7 @@ func (*tiler) single(q, r *int8, n int) int32 { return dot1x1AVX2(q, r, n) }
 
 func (*tiler) one(q *int8, r *[4]*int8, n int, out *[4]int32) { dot1x4AVX2(q, r, n, out) }
 
-func (*tiler) two(q *[2]*int8, r *[4]*int8, n int, out *[8]int32) { dot2x4AVX2(q, r, n, out) }
+func (*tiler) two(q *[2]*uint8, r *[4]*int8, n int, out *[8]int32) { dot2x4uAVX2(q, r, n, out) }
 
 // platformKernels lists the SIMD kernels this CPU (and its OS) can run,
 // best last.

@@ -134,7 +134,8 @@ func code(v float32) int8 {
 // encodeQuery writes the codes of query q to dst and returns their unit
 // t: q·x ≈ t·Σ dstᵢ·codeᵢ(x). The query is first multiplied by the steps
 // (wᵢ = qᵢ·stepᵢ, so the per-dimension steps fold into the query and the
-// kernel multiplies codes only), then given its own step t = max|w|/127.
+// kernel multiplies codes only), then given its own step
+// t = max|w|/QueryMax.
 // A zero (or non-finite) query gets all-zero codes and t = 0.
 func (s Scale) encodeQuery(dst []int8, q []float32) float32 {
 	var peak float32
@@ -148,12 +149,12 @@ func (s Scale) encodeQuery(dst []int8, q []float32) float32 {
 		clear(dst)
 		return 0
 	}
-	t := peak / MaxCode
+	t := peak / QueryMax
 	if t == 0 {
 		t = math.SmallestNonzeroFloat32
 	}
 	for d, x := range q {
-		dst[d] = code(x * s.step[d] / t)
+		dst[d] = max(-QueryMax, min(QueryMax, code(x*s.step[d]/t)))
 	}
 	return t
 }

@@ -129,9 +129,11 @@ func TestEncodeQuery(t *testing.T) {
 	require.NoError(t, err)
 	dst := make([]int8, 2)
 	u := s.encodeQuery(dst, []float32{1, 0.5})
-	// w = (1/127, 1/127): both the largest, so both 127, unit w/127.
-	require.Equal(t, []int8{127, 127}, dst)
-	require.Equal(t, float32(1.0/127)/127, u)
+	// w = (1/127, 1/127): both the largest, so both QueryMax.
+	require.Equal(t, []int8{QueryMax, QueryMax}, dst)
+	require.Equal(t, float32(1.0/127)/QueryMax, u)
+	s.encodeQuery(dst, []float32{-1, 0.25})
+	require.Equal(t, []int8{-QueryMax, 32}, dst) // 31.5 rounds away from zero
 	require.Zero(t, s.encodeQuery(dst, []float32{0, 0}))
 	require.Equal(t, []int8{0, 0}, dst)
 	require.Zero(t, s.encodeQuery(dst, []float32{float32(math.Inf(1)), 0}))

@@ -153,6 +153,7 @@ type scanner struct {
 	codes   *Codes
 	queries []vector.Query
 	qs      [][]int8
+	batch   batch
 	units   []float32
 	tops    []*vector.TopK
 	sums    []int32
@@ -162,8 +163,9 @@ func newScanner(k Kernel, m vector.Metric, rows vector.Rows, codes *Codes, queri
 	n := rows.Len()
 	s := &scanner{
 		k: k, m: m, rows: rows, codes: codes, queries: queries, qs: qs, units: units,
-		tops: make([]*vector.TopK, len(queries)),
-		sums: make([]int32, len(queries)*min(BlockRows, n)),
+		batch: k.prepare(qs, rows.Dim),
+		tops:  make([]*vector.TopK, len(queries)),
+		sums:  make([]int32, len(queries)*min(BlockRows, n)),
 	}
 	for qi, q := range queries {
 		s.tops[qi] = vector.NewTopK(min(q.K*oversample, n), rows.IDs)
@@ -181,7 +183,11 @@ func (s *scanner) run(ctx context.Context, lo, hi int) error {
 		end := min(b+BlockRows, hi)
 		nr := end - b
 		sums := s.sums[:len(s.qs)*nr]
-		s.k.ScoreRows(s.qs, s.codes.data[b*dim:end*dim], dim, sums)
+		var rowSums []int32
+		if s.batch.offset != nil {
+			rowSums = s.codes.sums[b:end]
+		}
+		s.k.score(s.batch, s.codes.data[b*dim:end*dim], rowSums, dim, sums)
 		for qi, q := range s.queries {
 			if q.K == 0 {
 				continue
