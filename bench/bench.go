@@ -122,3 +122,59 @@ func SelectTopK(t *vector.TopK, scores []float32) {
 		t.Push(int32(i), s)
 	}
 }
+
+// Clustered returns n unit rows of Dim floats around 32 random centres,
+// made the way the dev cluster's corpus is (centres N(0, 1), each row a
+// centre plus N(0, ½) noise per element, then normalised), and nq queries
+// drawn the same way, so not in the corpus.
+func Clustered(n, nq int) (vector.Rows, [][]float32) {
+	r := rand.New(rand.NewPCG(9, 10))
+	const centres = 32
+	cs := make([][]float32, centres)
+	for i := range cs {
+		cs[i] = make([]float32, Dim)
+		for j := range cs[i] {
+			cs[i][j] = float32(r.NormFloat64())
+		}
+	}
+	noise := float32(0.7071067811865476)
+	k := vector.Generic()
+	draw := func(v []float32) {
+		c := cs[r.IntN(centres)]
+		for j := range v {
+			v[j] = c[j] + noise*float32(r.NormFloat64())
+		}
+		k.Normalize(v)
+	}
+	rows := vector.Rows{Data: vector.Aligned(n * Dim), Dim: Dim, IDs: make([]string, n)}
+	for i := range n {
+		draw(rows.Row(i))
+		rows.IDs[i] = fmt.Sprintf("doc-%08d", i)
+	}
+	qs := make([][]float32, nq)
+	for i := range qs {
+		qs[i] = make([]float32, Dim)
+		draw(qs[i])
+	}
+	return rows, qs
+}
+
+// Recall is the mean over queries of the fraction of want's ids (the
+// exact answer) that got holds.
+func Recall(want, got [][]vector.Hit) float64 {
+	var sum float64
+	for i, w := range want {
+		ids := make(map[string]bool, len(w))
+		for _, h := range w {
+			ids[h.ID] = true
+		}
+		found := 0
+		for _, h := range got[i] {
+			if ids[h.ID] {
+				found++
+			}
+		}
+		sum += float64(found) / float64(max(1, len(w)))
+	}
+	return sum / float64(len(want))
+}
