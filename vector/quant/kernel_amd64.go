@@ -15,10 +15,11 @@ func dot1x1AVX2(q, r *int8, n int) int32
 func dot1x4AVX2(q *int8, r *[4]*int8, n int, out *[4]int32)
 
 // dot2x4uAVX2 takes queries offset into unsigned bytes (see QueryMax)
-// and writes Σ u·c of query i against row j to out[i*4+j].
+// and writes Σ u·c of query i against row j to out[i*4+j]. It prefetches
+// 4n bytes from pf, which it never loads from.
 //
 //go:noescape
-func dot2x4uAVX2(q *[2]*uint8, r *[4]*int8, n int, out *[8]int32)
+func dot2x4uAVX2(q *[2]*uint8, r *[4]*int8, n int, out *[8]int32, pf uintptr)
 
 // dotAVX2 is Kernel.Dot: the assembly over whole 32-byte steps, Go for
 // the rest.
@@ -43,7 +44,9 @@ func (*tiler) single(q, r *int8, n int) int32 { return dot1x1AVX2(q, r, n) }
 
 func (*tiler) one(q *int8, r *[4]*int8, n int, out *[4]int32) { dot1x4AVX2(q, r, n, out) }
 
-func (*tiler) two(q *[2]*uint8, r *[4]*int8, n int, out *[8]int32) { dot2x4uAVX2(q, r, n, out) }
+func (*tiler) two(q *[2]*uint8, r *[4]*int8, n int, out *[8]int32, pf uintptr) {
+	dot2x4uAVX2(q, r, n, out, pf)
+}
 
 // platformKernels lists the SIMD kernels this CPU (and its OS) can run,
 // best last.

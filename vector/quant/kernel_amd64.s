@@ -166,14 +166,19 @@ d14done:
 	VPADDD     Y11, a0, a0; \
 	VPADDD     Y12, a1, a1
 
-// func dot2x4uAVX2(q *[2]*uint8, r *[4]*int8, n int, out *[8]int32)
-TEXT ·dot2x4uAVX2(SB), NOSPLIT, $0-32
+// func dot2x4uAVX2(q *[2]*uint8, r *[4]*int8, n int, out *[8]int32, pf uintptr)
+//
+// Each step also prefetches 128 bytes at pf + 4·offset: over a call, 4n
+// bytes from pf, which the caller points at a group of four rows further
+// on. A prefetch never faults, so pf may point anywhere.
+TEXT ·dot2x4uAVX2(SB), NOSPLIT, $0-40
 	MOVQ q+0(FP), AX
 	MOVQ 0(AX), R8
 	MOVQ 8(AX), R9
 	MOVQ r+8(FP), AX
 	ROWPTRS
 	MOVQ n+16(FP), CX
+	MOVQ pf+32(FP), R10
 	XORQ AX, AX
 	ONES(Y15)
 	ZERO4(Y0, Y1, Y2, Y3)
@@ -182,6 +187,8 @@ TEXT ·dot2x4uAVX2(SB), NOSPLIT, $0-32
 	JZ    d24udone
 
 d24uloop:
+	PREFETCHT0 (R10)(AX*4)
+	PREFETCHT0 64(R10)(AX*4)
 	VMOVDQU (R8)(AX*1), Y8
 	VMOVDQU (R9)(AX*1), Y9
 	ROWU(SI, Y0, Y4)

@@ -15,6 +15,6 @@ func (*tiler) one(*int8, *[4]*int8, int, *[4]int32) {
 	panic("quant: no tile kernels on this platform")
 }
 
-func (*tiler) two(*[2]*uint8, *[4]*int8, int, *[8]int32) {
+func (*tiler) two(*[2]*uint8, *[4]*int8, int, *[8]int32, uintptr) {
 	panic("quant: no tile kernels on this platform")
 }

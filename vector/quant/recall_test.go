@@ -82,15 +82,17 @@ func recallCorpora(n, nq int, m vector.Metric) []corpus {
 // default oversample, for k of 1, 10 and 100, every metric, on both
 // corpora, and logs it for both kinds of Scale.
 func TestRecall(t *testing.T) {
-	n, nq := 20000, 40
+	// Under the race detector (make test) the corpora are smaller and
+	// only the default kind runs; the assertion is the same.
+	n, nq, kinds := 20000, 40, []Kind{PerDimension, PerShard}
 	if testing.Short() || raceEnabled {
-		n, nq = 6000, 20
+		n, nq, kinds = 5000, 12, kinds[:1]
 	}
 	k, _ := Select("")
 	f, _ := vector.Select("")
 	for _, m := range metrics {
 		for _, c := range recallCorpora(n, nq, m) {
-			for _, kind := range []Kind{PerDimension, PerShard} {
+			for _, kind := range kinds {
 				codes := mustCodes(t, c.rows, kind)
 				for _, kk := range []int{1, 10, 100} {
 					qs := make([]vector.Query, len(c.queries))
