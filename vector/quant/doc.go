@@ -5,12 +5,11 @@
 // # Encoding
 //
 // A Scale, trained from a shard's rows by Train, maps element d of a row to
-// the code round(x/step[d]) clamped to [-127, 127]: one step per dimension
-// (PerDimension, the default: max|x_d|/127 over the training rows) or one
-// for the whole shard (PerShard). Steps fold into the query (w_d =
-// q_d·step_d, itself coded in [-63, 63] with its own step), so a per-
-// dimension scale costs nothing per row and the kernels multiply plain
-// integers. Codes also keep each row's |x|² (float64 sum, rounded once),
+// the code round(x/step[d]) clamped to [-127, 127]: one step for the whole
+// shard (PerShard, max|x|/127 over the training rows: DefaultKind, as
+// measured best) or one per dimension (PerDimension). Steps fold into the
+// query (w_d = q_d·step_d, itself coded in [-63, 63] with its own step),
+// so the kernels multiply plain integers. Codes also keep each row's |x|² (float64 sum, rounded once),
 // so Euclidean candidates are ranked on |x|² − 2q·x, and its code sum, for
 // the AVX2 tile.
 //
@@ -24,7 +23,7 @@
 //
 // # Use in a shard
 //
-//	scale, err := quant.Train(rows.Data, rows.Dim, quant.PerDimension) // leader; commit scale.MarshalBinary()
+//	scale, err := quant.Train(rows.Data, rows.Dim, quant.DefaultKind)  // leader; commit scale.MarshalBinary()
 //	var s quant.Scale; err = s.UnmarshalBinary(b)                       // every replica, on apply
 //	codes, err := quant.Encode(s, rows)                                 // or NewCodes(s) and Append per row
 //	codes.Append(v) / codes.Set(i, v) / codes.Delete(i)                 // beside each arena write, same i

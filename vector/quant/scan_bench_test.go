@@ -18,7 +18,7 @@ func BenchmarkScan(b *testing.B) {
 	const n, dim = 65536, 1536
 	r := rand.New(rand.NewPCG(91, 92))
 	rows := gaussian(r, n, dim, true)
-	codes := mustCodes(b, rows, PerDimension)
+	codes := mustCodes(b, rows, DefaultKind)
 	k, _ := Select("")
 	f, _ := vector.Select("")
 	ctx := context.Background()

@@ -3,7 +3,9 @@ package quant
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
+	"slices"
 	"sync/atomic"
 	"testing"
 
@@ -217,5 +219,48 @@ func TestScanCancelled(t *testing.T) {
 		cancel()
 		_, err := k.Scan(ctx, f, vector.Cosine, rows, codes, qs, 0)
 		require.ErrorIs(t, err, context.Canceled)
+	}
+}
+
+// TestScanNaNQuery: a NaN query scores NaN everywhere in float32, so the
+// exact scan returns nothing, and so must the int8 scan, whatever its
+// candidates were.
+func TestScanNaNQuery(t *testing.T) {
+	r := rand.New(rand.NewPCG(79, 80))
+	rows := gaussian(r, 300, 40, true)
+	codes := mustCodes(t, rows, PerDimension)
+	q := slices.Clone(rows.Row(1))
+	q[3] = float32(math.NaN())
+	f, _ := vector.Select("")
+	for _, k := range Available() {
+		for _, m := range metrics {
+			got, err := k.Scan(context.Background(), f, m, rows, codes, []vector.Query{{Vector: q, K: 5}, {Vector: rows.Row(2), K: 1}}, 0)
+			require.NoError(t, err)
+			require.Empty(t, got[0], "%s %v", k.Name, m)
+			require.Equal(t, rows.IDs[2], got[1][0].ID, "%s %v", k.Name, m)
+		}
+	}
+}
+
+// TestScanAllocations checks that allocations do not grow with the number
+// of rows scanned: scoring a row of codes allocates nothing.
+func TestScanAllocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	r := rand.New(rand.NewPCG(83, 84))
+	small, big := gaussian(r, 1000, 64, true), gaussian(r, 8000, 64, true)
+	cs, cb := mustCodes(t, small, PerDimension), mustCodes(t, big, PerDimension)
+	var qs []vector.Query
+	for range 5 {
+		qs = append(qs, vector.Query{Vector: gaussian(r, 1, 64, true).Data, K: 10})
+	}
+	f, _ := vector.Select("")
+	for _, k := range Available() {
+		for _, m := range metrics {
+			a := testing.AllocsPerRun(5, func() { _, _ = k.Scan(context.Background(), f, m, small, cs, qs, 0) })
+			b := testing.AllocsPerRun(5, func() { _, _ = k.Scan(context.Background(), f, m, big, cb, qs, 0) })
+			require.Equal(t, a, b, "%s %v: %v allocs for 1000 rows, %v for 8000", k.Name, m, a, b)
+		}
 	}
 }

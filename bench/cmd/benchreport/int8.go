@@ -20,7 +20,7 @@ import (
 
 var (
 	int8Rows      = flag.Int("int8-rows", 200000, "rows of the int8-versus-float32 corpus (1536-D: 6 KiB of floats and 1.5 KiB of codes each)")
-	clusteredRows = flag.Int("clustered-rows", 50000, "rows of the clustered corpus the recall curve also runs on")
+	clusteredRows = flag.Int("clustered-rows", 50000, "rows of the clustered and the anisotropic corpora the recall curve also runs on")
 	recallQueries = flag.Int("recall-queries", 100, "queries per recall measurement")
 )
 
@@ -74,7 +74,7 @@ func newInt8Bench(f vector.Kernel) *int8Bench {
 	k, _ := quant.Select("")
 	log.Printf("int8: building %d rows and their codes", *int8Rows)
 	rows := bench.Corpus(*int8Rows)
-	scale, err := quant.Train(rows.Data, rows.Dim, quant.PerDimension)
+	scale, err := quant.Train(rows.Data, rows.Dim, quant.DefaultKind)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -103,6 +103,7 @@ func newInt8Bench(f vector.Kernel) *int8Bench {
 	}
 
 	crow, cqs := bench.Clustered(*clusteredRows, *recallQueries)
+	arow, aqs := bench.Anisotropic(*clusteredRows, *recallQueries)
 	gqs := bench.Queries(*recallQueries, 100)
 	corpora := []struct {
 		name string
@@ -111,6 +112,7 @@ func newInt8Bench(f vector.Kernel) *int8Bench {
 	}{
 		{fmt.Sprintf("clustered, %d rows", crow.Len()), crow, cqs},
 		{fmt.Sprintf("gaussian, %d rows", rows.Len()), rows, nil},
+		{fmt.Sprintf("anisotropic, %d rows", arow.Len()), arow, aqs},
 	}
 	for i := range gqs {
 		corpora[1].qs = append(corpora[1].qs, gqs[i].Vector)
@@ -155,14 +157,14 @@ func newInt8Bench(f vector.Kernel) *int8Bench {
 		}
 		var curve [maxCurve + 1]float64
 		for os := 1; os <= maxCurve; os++ {
-			curve[os] = bench.Recall(prefix(10), scan(kinds[quant.PerDimension], 10, os))
+			curve[os] = bench.Recall(prefix(10), scan(kinds[quant.DefaultKind], 10, os))
 		}
 		b.res.recall10[c.name] = curve
-		b.res.perDim1[c.name] = curve[1]
+		b.res.perDim1[c.name] = bench.Recall(prefix(10), scan(kinds[quant.PerDimension], 10, 1))
 		b.res.perShard1[c.name] = bench.Recall(prefix(10), scan(kinds[quant.PerShard], 10, 1))
 		b.res.recallK[c.name] = map[int]float64{}
 		for _, kk := range []int{1, 100} {
-			b.res.recallK[c.name][kk] = bench.Recall(prefix(kk), scan(kinds[quant.PerDimension], kk, quant.DefaultOversample))
+			b.res.recallK[c.name][kk] = bench.Recall(prefix(kk), scan(kinds[quant.DefaultKind], kk, quant.DefaultOversample))
 		}
 	}
 	return b
@@ -213,7 +215,7 @@ func (r *int8Result) markdown(b *strings.Builder, procs int) {
 	p("%d unit rows of 1536 floats (%d MiB of float32, %d MiB of codes, both past L3); cosine top-10; int8 kernel `%s`,\n",
 		r.rows, r.floatBytes>>20, r.codeBytes>>20, r.kernel)
 	p("default oversample %d (the int8 scan keeps the best oversample×k rows by code score, then re-scores them in float32,\n", quant.DefaultOversample)
-	p("so its times include the re-scoring). Per-dimension scale. Ratios are medians of per-round ratios.\n\n")
+	p("so its times include the re-scoring). %s scale (quant.DefaultKind). Ratios are medians of per-round ratios.\n\n", quant.DefaultKind)
 	p("| case | float32 | int8 | int8 / float32 |\n|---|---:|---:|---:|\n")
 	p("| batch 1, one core, M vectors/s | %.2f | %.2f | %.2f× |\n", r.b1F.median()/1e6, r.b1Q.median()/1e6, ratio(r.b1Q, r.b1F))
 	p("| batch 32, one core, M vq/s | %.2f | %.2f | %.2f× |\n", r.b32F.median()/1e6, r.b32Q.median()/1e6, ratio(r.b32Q, r.b32F))
@@ -264,7 +266,7 @@ func (r *int8Result) charts() ([]*plot.Plot, error) {
 	rc.Title.Text = "int8 + re-score: recall@10 vs oversample"
 	rc.X.Label.Text = "oversample"
 	rc.Y.Label.Text = "recall@10"
-	colors := []color.Color{color.RGBA{R: 66, G: 133, B: 244, A: 255}, color.RGBA{R: 219, G: 68, B: 55, A: 255}}
+	colors := []color.Color{color.RGBA{R: 66, G: 133, B: 244, A: 255}, color.RGBA{R: 219, G: 68, B: 55, A: 255}, color.RGBA{R: 15, G: 157, B: 88, A: 255}}
 	for i, c := range r.corpora {
 		pts := make(plotter.XYs, maxCurve)
 		for os := 1; os <= maxCurve; os++ {
