@@ -45,3 +45,34 @@ func BenchmarkScan(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkEncode measures encoding one 1536-D row (what an upsert adds,
+// and what rebuilding the codes on load costs per row) and training a
+// scale from 10 000 rows.
+func BenchmarkEncode(b *testing.B) {
+	const dim = 1536
+	r := rand.New(rand.NewPCG(93, 94))
+	rows := gaussian(r, 10000, dim, true)
+	s, err := Train(rows.Data, dim, DefaultKind)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("row", func(b *testing.B) {
+		c := NewCodes(s)
+		i := 0
+		for b.Loop() {
+			if c.Len() == 10000 {
+				c = NewCodes(s)
+			}
+			c.Append(rows.Row(i % 10000))
+			i++
+		}
+	})
+	b.Run("train-10000", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := Train(rows.Data, dim, DefaultKind); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
