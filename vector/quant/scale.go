@@ -124,22 +124,25 @@ func (s Scale) Encode(dst []int8, row []float32) {
 	if len(row) != len(s.step) || len(dst) != len(s.step) {
 		panic(fmt.Sprintf("quant: encode %d floats into %d codes with a %d-D scale", len(row), len(dst), len(s.step)))
 	}
+	step := s.step[:len(row)]
+	dst = dst[:len(row)]
 	for d, x := range row {
-		dst[d] = code(x / s.step[d])
+		dst[d] = code(x / step[d])
 	}
 }
 
 // code rounds v half away from zero and clamps it to ±MaxCode; NaN is 0.
+// Once clamped, |v| + 0.5 is exact in float64 and truncating it rounds
+// exactly as math.Round does; the sign goes back on without a branch,
+// which random signs would mispredict half the time (encoding runs per
+// element of every write, and of every row when codes are rebuilt).
 func code(v float32) int8 {
-	switch {
-	case v >= MaxCode:
-		return MaxCode
-	case v <= -MaxCode:
-		return -MaxCode
-	case v != v:
+	if v != v {
 		return 0
 	}
-	return int8(math.Round(float64(v)))
+	r := int32(min(math.Abs(float64(v)), MaxCode) + 0.5)
+	neg := int32(math.Float32bits(v)) >> 31 // -1 if the sign bit is set, else 0
+	return int8(r ^ neg - neg)
 }
 
 // encodeQuery writes the codes of query q to dst and returns their unit

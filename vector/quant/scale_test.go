@@ -202,3 +202,27 @@ func TestCodesAligned(t *testing.T) {
 	}
 	require.Zero(t, uintptr(unsafePointer(c.data))%vector.Alignment)
 }
+
+// TestCodeRounds checks the fast rounding against math.Round on random
+// values, every half step and the values next to them.
+func TestCodeRounds(t *testing.T) {
+	ref := func(v float32) int8 {
+		if v != v {
+			return 0
+		}
+		return int8(math.Max(-MaxCode, math.Min(MaxCode, math.Round(float64(v)))))
+	}
+	r := rand.New(rand.NewPCG(65, 66))
+	var vs []float32
+	for h := -260; h <= 260; h++ {
+		v := float32(h) / 2
+		vs = append(vs, v, math.Nextafter32(v, 1000), math.Nextafter32(v, -1000))
+	}
+	for range 100000 {
+		vs = append(vs, float32(r.NormFloat64()*80))
+	}
+	vs = append(vs, float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)), 0, float32(math.Copysign(0, -1)))
+	for _, v := range vs {
+		require.Equal(t, ref(v), code(v), "%v", v)
+	}
+}
