@@ -6,8 +6,9 @@
 //
 // A Scale, trained from a shard's rows by Train, maps element d of a row to
 // the code round(x/step[d]) clamped to [-127, 127]: one step for the whole
-// shard (PerShard, max|x|/127 over the training rows: DefaultKind, as
-// measured best) or one per dimension (PerDimension). Steps fold into the
+// shard (PerShard, DefaultKind, as measured best: the largest |x| of the
+// training rows once the top millionth of elements is set aside, over
+// 127) or one per dimension (PerDimension, max|x_d|/127). Steps fold into the
 // query (w_d = q_d·step_d, itself coded in [-63, 63] with its own step),
 // so the kernels multiply plain integers. Codes also keep each row's |x|² (float64 sum, rounded once),
 // so Euclidean candidates are ranked on |x|² − 2q·x, and its code sum, for

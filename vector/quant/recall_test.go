@@ -109,3 +109,34 @@ func TestRecall(t *testing.T) {
 		}
 	}
 }
+
+// TestRecallOutlierRows: three degenerate rows (nearly one axis each, as a
+// bad embedding of an empty text can be) must not coarsen the codes of
+// every other row: the per-shard scale sets the spikes aside.
+func TestRecallOutlierRows(t *testing.T) {
+	n, nq := 20000, 60
+	if testing.Short() || raceEnabled {
+		n, nq = 5000, 20
+	}
+	r := rand.New(rand.NewPCG(85, 86))
+	rows, vecs := clustered(r, n, nq, 1536, true)
+	for _, i := range []int{7, 8, 9} {
+		row := rows.Row(i)
+		clear(row)
+		row[3+i], row[4] = 0.99, 0.14
+		vector.Generic().Normalize(row)
+	}
+	codes := mustCodes(t, rows, DefaultKind)
+	require.Less(t, codes.Scale().Step(0), float32(0.2/MaxCode), "the spikes set the step")
+	k, _ := Select("")
+	f, _ := vector.Select("")
+	for _, kk := range []int{1, 10} {
+		qs := make([]vector.Query, len(vecs))
+		for i, v := range vecs {
+			qs[i] = vector.Query{Vector: v, K: kk}
+		}
+		got := recall(t, k, f, vector.Cosine, rows, codes, qs, DefaultOversample)
+		t.Logf("k=%d: recall %.4f at oversample %d", kk, got, DefaultOversample)
+		require.GreaterOrEqual(t, got, 0.99, "k=%d", kk)
+	}
+}

@@ -52,11 +52,14 @@ type Scale struct {
 }
 
 // Train returns the Scale of kind for the rows in data (row-major, dim
-// floats each): a step of max|x|/127 per dimension (PerDimension) or for
-// the whole shard (PerShard), over the finite elements. A dimension that
-// is zero in every row takes the shard's step; an all-zero shard a step of
-// 1. The result depends only on the rows, not on their order or the
-// machine: a maximum is exact, and each step is one float32 division.
+// floats each), over their finite elements: for PerDimension a step of
+// max|x_d|/127 per dimension; for PerShard one step of p/127, where p is
+// the largest |x| once the top ClipFraction of all elements is set aside
+// (they encode as ±127), so one odd row cannot coarsen every code of the
+// shard. A dimension that is zero in every row takes the largest step; an
+// all-zero shard a step of 1. The result depends only on the rows, not on
+// their order or the machine: maxima and order statistics are exact, and
+// each step is one float32 division.
 func Train(data []float32, dim int, kind Kind) (Scale, error) {
 	if dim <= 0 {
 		return Scale{}, fmt.Errorf("quant: train with dimension %d", dim)
@@ -81,6 +84,11 @@ func Train(data []float32, dim int, kind Kind) (Scale, error) {
 	for _, p := range peak {
 		all = max(all, p)
 	}
+	if kind == PerShard {
+		if p := clippedPeak(data); p > 0 {
+			all = p
+		}
+	}
 	if all == 0 {
 		all = MaxCode
 	}
@@ -95,6 +103,56 @@ func Train(data []float32, dim int, kind Kind) (Scale, error) {
 		}
 	}
 	return Scale{kind: kind, step: step}, nil
+}
+
+// ClipFraction is the share of the largest elements a per-shard scale sets
+// aside: one in a million. Over a 1536-D shard of 200 000 rows that is the
+// 307 largest of 307 million elements; below a million elements it sets
+// none aside and the step is the maximum's. Measured on a clustered
+// corpus of 20 000 rows (100 queries) with three rows made spikes (0.99
+// in one dimension): the plain maximum made the step five times coarser
+// and recall@1 at oversample 4 fell to 0.98 (recall@10 at oversample 1
+// from 0.94 to 0.83); setting aside 1e-6 kept every figure at the
+// spike-free one. 1e-7 sets aside too few to help there; 1e-5 clamps
+// genuine extremes and lost a k=1 neighbour at oversample 4 on the
+// clustered test corpus.
+const ClipFraction = 1e-6
+
+// clippedPeak returns the ⌊n·ClipFraction⌋+1-th largest |x| of the n finite
+// elements of data, or 0 if there are none, by two counting passes over
+// the bits of |x| (whose order as integers is their order as floats): the
+// top 16 bits find the bucket, the low 16 bits the value. It is exact, so
+// every machine gets the same.
+func clippedPeak(data []float32) float32 {
+	const finite = 0x7f800000 // |x| bits at and above are Inf or NaN
+	hist := make([]int64, 1<<16)
+	var n int64
+	for _, x := range data {
+		if b := math.Float32bits(x) &^ (1 << 31); b < finite {
+			hist[b>>16]++
+			n++
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	skip := int64(float64(n) * ClipFraction)
+	var above int64
+	hi := len(hist) - 1
+	for ; hi > 0 && above+hist[hi] <= skip; hi-- {
+		above += hist[hi]
+	}
+	clear(hist)
+	for _, x := range data {
+		if b := math.Float32bits(x) &^ (1 << 31); b < finite && int(b>>16) == hi {
+			hist[b&0xffff]++
+		}
+	}
+	lo := len(hist) - 1
+	for ; lo > 0 && above+hist[lo] <= skip; lo-- {
+		above += hist[lo]
+	}
+	return math.Float32frombits(uint32(hi)<<16 | uint32(lo))
 }
 
 // Dim is the dimension the Scale encodes, 0 for the zero Scale.

@@ -3,6 +3,7 @@ package quant
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -225,4 +226,39 @@ func TestCodeRounds(t *testing.T) {
 	for _, v := range vs {
 		require.Equal(t, ref(v), code(v), "%v", v)
 	}
+}
+
+// TestTrainClips: a per-shard step sets aside the top ClipFraction of the
+// elements, exactly, whatever their order; a per-dimension one does not.
+func TestTrainClips(t *testing.T) {
+	r := rand.New(rand.NewPCG(67, 68))
+	const n, dim = 1000, 3100 // 3.1 million elements: the 3 largest are set aside
+	data := make([]float32, n*dim)
+	for i := range data {
+		data[i] = float32(r.NormFloat64() * 0.01)
+	}
+	data[5], data[77777] = 9, -8
+	data[200000] = 7
+	sorted := make([]float64, 0, len(data))
+	for _, x := range data {
+		if x == x {
+			sorted = append(sorted, math.Abs(float64(x)))
+		}
+	}
+	slices.Sort(sorted)
+	skip := int(float64(len(sorted)) * ClipFraction)
+	want := float32(sorted[len(sorted)-1-skip])
+	require.Less(t, want, float32(1))
+	s, err := Train(data, dim, PerShard)
+	require.NoError(t, err)
+	require.Equal(t, want/MaxCode, s.Step(0))
+	require.Equal(t, want/MaxCode, s.Step(dim-1))
+	require.Equal(t, want, clippedPeak(data))
+	d, err := Train(data, dim, PerDimension)
+	require.NoError(t, err)
+	require.Equal(t, float32(9.0/MaxCode), d.Step(5))
+	// Few elements: nothing set aside.
+	require.Equal(t, float32(9), clippedPeak([]float32{1, -9, 3, float32(math.Inf(1))}))
+	require.Zero(t, clippedPeak([]float32{float32(math.NaN())}))
+	require.Zero(t, clippedPeak(nil))
 }
