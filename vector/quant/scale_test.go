@@ -251,12 +251,17 @@ func TestTrainClips(t *testing.T) {
 	require.Less(t, want, float32(1))
 	s, err := Train(data, dim, PerShard)
 	require.NoError(t, err)
-	require.Equal(t, want/MaxCode, s.Step(0))
-	require.Equal(t, want/MaxCode, s.Step(dim-1))
+	require.Equal(t, want*clipHeadroom/MaxCode, s.Step(0))
+	require.Equal(t, want*clipHeadroom/MaxCode, s.Step(dim-1))
 	require.Equal(t, want, clippedPeak(data))
 	d, err := Train(data, dim, PerDimension)
 	require.NoError(t, err)
 	require.Equal(t, float32(9.0/MaxCode), d.Step(5))
+	// A tail that ends within the headroom keeps the plain maximum.
+	data[5], data[77777], data[200000] = 0.055, 0.05, 0.05
+	s, err = Train(data, dim, PerShard)
+	require.NoError(t, err)
+	require.Equal(t, float32(0.055)/MaxCode, s.Step(0))
 	// Few elements: nothing set aside.
 	require.Equal(t, float32(9), clippedPeak([]float32{1, -9, 3, float32(math.Inf(1))}))
 	require.Zero(t, clippedPeak([]float32{float32(math.NaN())}))
