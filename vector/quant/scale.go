@@ -61,8 +61,8 @@ type Scale struct {
 // their order or the machine: maxima and order statistics are exact, and
 // each step is one float32 division.
 func Train(data []float32, dim int, kind Kind) (Scale, error) {
-	if dim <= 0 {
-		return Scale{}, fmt.Errorf("quant: train with dimension %d", dim)
+	if dim <= 0 || dim > MaxDim {
+		return Scale{}, fmt.Errorf("quant: train with dimension %d (want 1..%d)", dim, MaxDim)
 	}
 	if kind != PerDimension && kind != PerShard {
 		return Scale{}, fmt.Errorf("quant: train with %v", kind)
@@ -274,7 +274,7 @@ func (s *Scale) UnmarshalBinary(b []byte) error {
 		return fmt.Errorf("quant: encoded Scale of unknown kind %d", b[4])
 	}
 	dim := binary.LittleEndian.Uint32(b[5:])
-	if dim == 0 || uint64(len(b)-headerLen) != 4*uint64(dim) {
+	if dim == 0 || dim > MaxDim || uint64(len(b)-headerLen) != 4*uint64(dim) {
 		return fmt.Errorf("quant: encoded Scale of %d dimensions has %d bytes", dim, len(b))
 	}
 	step := make([]float32, dim)

@@ -42,7 +42,7 @@ func TestTrain(t *testing.T) {
 		data []float32
 		dim  int
 		kind Kind
-	}{{data, 0, PerShard}, {data, 5, PerShard}, {data, 4, 0}, {data, 4, 9}} {
+	}{{data, 0, PerShard}, {data, 5, PerShard}, {data, 4, 0}, {data, 4, 9}, {nil, MaxDim + 1, PerShard}} {
 		_, err := Train(bad.data, bad.dim, bad.kind)
 		require.Error(t, err, "%+v", bad)
 	}
