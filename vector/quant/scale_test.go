@@ -267,3 +267,24 @@ func TestTrainClips(t *testing.T) {
 	require.Zero(t, clippedPeak([]float32{float32(math.NaN())}))
 	require.Zero(t, clippedPeak(nil))
 }
+
+// TestEncodeParallel: Encode split across goroutines builds exactly what
+// appending row by row builds.
+func TestEncodeParallel(t *testing.T) {
+	r := rand.New(rand.NewPCG(69, 70))
+	rows := gaussian(r, 3*minEncodeRows+17, 40, false)
+	s, err := Train(rows.Data, rows.Dim, DefaultKind)
+	require.NoError(t, err)
+	got, err := Encode(s, rows)
+	require.NoError(t, err)
+	want := NewCodes(s)
+	for i := range rows.Len() {
+		want.Append(rows.Row(i))
+	}
+	require.Equal(t, want.Len(), got.Len())
+	require.Equal(t, want.data, got.data)
+	require.Equal(t, want.norms, got.norms)
+	require.Equal(t, want.sums, got.sums)
+	got.Append(rows.Row(0)) // the arena still grows in place
+	require.Equal(t, rows.Len()+1, got.Len())
+}
