@@ -8,6 +8,7 @@ package bench
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"unsafe"
 
@@ -121,4 +122,94 @@ func SelectTopK(t *vector.TopK, scores []float32) {
 		}
 		t.Push(int32(i), s)
 	}
+}
+
+// Clustered returns n unit rows of Dim floats around 32 random centres,
+// made the way the dev cluster's corpus is (centres N(0, 1), each row a
+// centre plus N(0, ½) noise per element, then normalised), and nq queries
+// drawn the same way, so not in the corpus.
+func Clustered(n, nq int) (vector.Rows, [][]float32) {
+	r := rand.New(rand.NewPCG(9, 10))
+	const centres = 32
+	cs := make([][]float32, centres)
+	for i := range cs {
+		cs[i] = make([]float32, Dim)
+		for j := range cs[i] {
+			cs[i][j] = float32(r.NormFloat64())
+		}
+	}
+	noise := float32(0.7071067811865476)
+	k := vector.Generic()
+	draw := func(v []float32) {
+		c := cs[r.IntN(centres)]
+		for j := range v {
+			v[j] = c[j] + noise*float32(r.NormFloat64())
+		}
+		k.Normalize(v)
+	}
+	rows := vector.Rows{Data: vector.Aligned(n * Dim), Dim: Dim, IDs: make([]string, n)}
+	for i := range n {
+		draw(rows.Row(i))
+		rows.IDs[i] = fmt.Sprintf("doc-%08d", i)
+	}
+	qs := make([][]float32, nq)
+	for i := range qs {
+		qs[i] = make([]float32, Dim)
+		draw(qs[i])
+	}
+	return rows, qs
+}
+
+// Recall is the mean over queries of the fraction of want's ids (the
+// exact answer) that got holds.
+func Recall(want, got [][]vector.Hit) float64 {
+	var sum float64
+	for i, w := range want {
+		ids := make(map[string]bool, len(w))
+		for _, h := range w {
+			ids[h.ID] = true
+		}
+		found := 0
+		for _, h := range got[i] {
+			if ids[h.ID] {
+				found++
+			}
+		}
+		sum += float64(found) / float64(max(1, len(w)))
+	}
+	return sum / float64(len(want))
+}
+
+// Anisotropic returns n unit rows of Dim floats whose dimensions have
+// unequal spread, as learned embeddings do: dimension d is N(0, σ_d²) with
+// σ_d log-uniform over [e^-1.5, e^1.5], and 16 dimensions eight times wider
+// still, then normalised; and nq queries drawn the same way. It is where a
+// per-dimension scale should beat a per-shard one.
+func Anisotropic(n, nq int) (vector.Rows, [][]float32) {
+	r := rand.New(rand.NewPCG(13, 14))
+	sigma := make([]float64, Dim)
+	for d := range sigma {
+		sigma[d] = math.Exp(3*r.Float64() - 1.5)
+	}
+	for _, d := range r.Perm(Dim)[:16] {
+		sigma[d] *= 8
+	}
+	k := vector.Generic()
+	draw := func(v []float32) {
+		for d := range v {
+			v[d] = float32(sigma[d] * r.NormFloat64())
+		}
+		k.Normalize(v)
+	}
+	rows := vector.Rows{Data: vector.Aligned(n * Dim), Dim: Dim, IDs: make([]string, n)}
+	for i := range n {
+		draw(rows.Row(i))
+		rows.IDs[i] = fmt.Sprintf("doc-%08d", i)
+	}
+	qs := make([][]float32, nq)
+	for i := range qs {
+		qs[i] = make([]float32, Dim)
+		draw(qs[i])
+	}
+	return rows, qs
 }

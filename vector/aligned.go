@@ -21,22 +21,32 @@ const (
 // Aligned returns a zeroed slice of n float32 whose first element sits on a
 // 64-byte boundary (a 2 MiB one for arenas of 16 MiB and more, which are
 // also advised to use huge pages).
-func Aligned(n int) []float32 {
+func Aligned(n int) []float32 { return aligned[float32](n) }
+
+// AlignedInt8 is Aligned for int8 arenas (quantized codes), with the same
+// alignment rules by size in bytes.
+func AlignedInt8(n int) []int8 { return aligned[int8](n) }
+
+// aligned allocates n zeroed elements of T (a 1-, 2-, 4- or 8-byte number)
+// on the alignment the arena's size in bytes calls for.
+func aligned[T float32 | int8](n int) []T {
 	if n == 0 {
-		return []float32{}
+		return []T{}
 	}
+	var zero T
+	size := int(unsafe.Sizeof(zero))
 	align := Alignment
-	if n*4 >= hugeArena {
+	if n*size >= hugeArena {
 		align = hugePage
 	}
-	buf := make([]float32, n+align/4)
+	buf := make([]T, n+align/size)
 	off := 0
 	if rem := uintptr(unsafe.Pointer(&buf[0])) % uintptr(align); rem != 0 {
-		off = int((uintptr(align) - rem) / 4)
+		off = int((uintptr(align) - rem) / uintptr(size))
 	}
 	out := buf[off : off+n : off+n]
 	if align == hugePage {
-		adviseHugePages(out)
+		adviseHugePages(unsafe.Slice((*byte)(unsafe.Pointer(&out[0])), n*size))
 	}
 	return out
 }

@@ -4,4 +4,4 @@ package vector
 
 // adviseHugePages has no portable equivalent here; arenas use the
 // default page size.
-func adviseHugePages([]float32) {}
+func adviseHugePages([]byte) {}

@@ -22,3 +22,18 @@ func TestAligned(t *testing.T) {
 	}
 	require.Empty(t, Aligned(0))
 }
+
+func TestAlignedInt8(t *testing.T) {
+	for _, c := range []struct{ n, align int }{
+		{1, Alignment}, {63, Alignment}, {1536, Alignment}, {1536 * 100, Alignment},
+		{hugeArena, hugePage}, {hugeArena + 7, hugePage},
+	} {
+		v := AlignedInt8(c.n)
+		require.Len(t, v, c.n)
+		require.Equal(t, c.n, cap(v))
+		require.Zero(t, uintptr(unsafe.Pointer(&v[0]))%uintptr(c.align), "n=%d", c.n)
+		require.Zero(t, v[c.n-1])
+		v[c.n-1] = 1
+	}
+	require.Empty(t, AlignedInt8(0))
+}

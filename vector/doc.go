@@ -16,6 +16,11 @@
 // score is computed by the same operations whichever tile computes it, so
 // results depend only on the kernel, not on batching or the split.
 //
+// Rescore is the exact half of an approximate scan: it scores a shortlist
+// of candidate rows the way Scan scores every row, so scores from the
+// shortlist equal an exact scan's bit for bit. Subpackage quant chooses
+// such shortlists from int8 codes; AlignedInt8 allocates their arenas.
+//
 // It is the bottom of trawl's import graph: it must never import another
 // trawl package, do I/O, or keep mutable package-level state. Everything a
 // caller can vary (which Kernel runs) is a value passed in.

@@ -119,3 +119,11 @@ func (t *TopK) Sorted() (rows []int32, keys []float32) {
 	}
 	return rows, keys
 }
+
+// Merge offers every candidate o holds to t (both select over the same
+// ids), as a split scan combines its workers' selectors.
+func (t *TopK) Merge(o *TopK) {
+	for i, r := range o.rows {
+		t.Push(r, o.keys[i])
+	}
+}

@@ -113,6 +113,7 @@ type result struct {
 	kernel    string
 	procs     int
 	loadStart string
+	int8      *int8Result
 }
 
 type corpusResult struct {
@@ -180,8 +181,12 @@ func main() {
 		queries[b] = bench.Queries(b, 10)
 	}
 
+	ib := newInt8Bench(best)
+	res.int8 = ib.res
+
 	for r := range *rounds {
 		log.Printf("round %d of %d", r+1, *rounds)
+		ib.round(res.procs)
 		runtime.GOMAXPROCS(1) // per-core numbers: Scan uses one worker
 
 		for _, im := range impls {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/trawl-search/trawl/vector/quant"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
@@ -66,6 +67,8 @@ func (r *result) markdown() string {
 		p("| %d | %.2f |\n", k, r.topk[k].median())
 	}
 
+	r.int8.markdown(&b, r.procs)
+
 	best := r.dot["trawl "+r.kernel]
 	checks := []struct {
 		name string
@@ -77,6 +80,9 @@ func (r *result) markdown() string {
 		{"scan out of cache, batch 1 ≥ 75% of a plain read (stretch 85%)", fmt.Sprintf("%.0f%%", 100*ratio(big.scan, big.read)), ratio(big.scan, big.read) >= 0.75},
 		{"batch 32 ≥ 6× the vq/s of batch 1 (one core)", fmt.Sprintf("%.1f×", ratio(r.batch[32], r.batch[1])), ratio(r.batch[32], r.batch[1]) >= 6},
 		{"top-k ≤ 3 ns/candidate for k ≤ 100", fmt.Sprintf("%.2f ns", max(r.topk[10].median(), r.topk[100].median())), max(r.topk[10].median(), r.topk[100].median()) <= 3},
+		{"int8 batch 1 out of cache ≥ 3× float32 (one core)", fmt.Sprintf("%.2f×", ratio(r.int8.b1Q, r.int8.b1F)), ratio(r.int8.b1Q, r.int8.b1F) >= 3},
+		{"int8 batch 32 ≥ 2× float32 (one core)", fmt.Sprintf("%.2f×", ratio(r.int8.b32Q, r.int8.b32F)), ratio(r.int8.b32Q, r.int8.b32F) >= 2},
+		{fmt.Sprintf("int8 recall@1, @10 and @100 ≥ 0.99 at oversample %d on every corpus", quant.DefaultOversample), fmt.Sprintf("%.4f", r.int8.minRecall()), r.int8.minRecall() >= 0.99},
 	}
 	p("\n## Targets\n\n| target | this run | met |\n|---|---:|:---:|\n")
 	for _, c := range checks {
@@ -97,8 +103,10 @@ func scaled(s series, f float64) series {
 	return out
 }
 
-// chart draws three panels: Dot speed-up over the plain loop, read vs scan
-// bandwidth per corpus, and batch throughput.
+// chart draws two rows of three panels: Dot speed-up over the plain loop,
+// read vs scan bandwidth per corpus, and batch throughput; then the int8
+// scan's recall and speed over oversample and its throughput against
+// float32.
 func (r *result) chart(path string) error {
 	const w, h = 15 * vg.Inch, 5 * vg.Inch
 	var plots []*plot.Plot
@@ -178,13 +186,20 @@ func (r *result) chart(path string) error {
 	bt.NominalX("batch 1", "batch 8", "batch 32")
 	plots = append(plots, bt)
 
-	img := vgimg.New(w, h)
+	q, err := r.int8.charts()
+	if err != nil {
+		return err
+	}
+	img := vgimg.New(w, 2*h)
 	dc := draw.New(img)
-	tiles := draw.Tiles{Rows: 1, Cols: len(plots), PadX: vg.Millimeter * 4, PadY: vg.Millimeter * 4,
+	tiles := draw.Tiles{Rows: 2, Cols: len(plots), PadX: vg.Millimeter * 4, PadY: vg.Millimeter * 4,
 		PadTop: vg.Millimeter * 2, PadBottom: vg.Millimeter * 2, PadLeft: vg.Millimeter * 2, PadRight: vg.Millimeter * 2}
-	canvases := plot.Align([][]*plot.Plot{plots}, tiles, dc)
-	for i, p := range plots {
-		p.Draw(canvases[0][i])
+	grid := [][]*plot.Plot{plots, q}
+	canvases := plot.Align(grid, tiles, dc)
+	for i, row := range grid {
+		for j, p := range row {
+			p.Draw(canvases[i][j])
+		}
 	}
 	f, err := os.Create(path)
 	if err != nil {

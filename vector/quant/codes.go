@@ -1,0 +1,150 @@
+package quant
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+
+	"github.com/trawl-search/trawl/vector"
+)
+
+// Codes holds one int8 code per element of a set of rows, in one 64-byte
+// aligned arena, plus each row's squared float32 norm (for Euclidean
+// candidates: |q-x|² = |q|² + |x|² - 2q·x) and the sum of its codes (for
+// the AVX2 tile's query offset), eight bytes a row beside the codes. It mirrors a shard's float32
+// arena row for row: Append, Set and Delete do to the codes what the
+// shard does to its rows, so row i of the codes is row i of the floats.
+//
+// Codes is not safe for concurrent use; the caller guards it as it
+// guards the float32 rows (writes exclusive, scans shared).
+type Codes struct {
+	scale Scale
+	dim   int
+	data  []int8    // len = rows·dim, cap a multiple of dim
+	norms []float32 // |x|² of each row, float64 sum rounded once
+	sums  []int32   // Σ codes of each row, for the offset tile
+}
+
+// NewCodes returns empty codes for rows encoded with s.
+func NewCodes(s Scale) *Codes {
+	if s.Dim() == 0 {
+		panic("quant: codes with the zero Scale")
+	}
+	return &Codes{scale: s, dim: s.Dim(), data: vector.AlignedInt8(0)}
+}
+
+// Encode returns the codes of every row of rows under s, as Append would
+// build them one by one. Rebuilding the codes of a loaded shard is this
+// call, so it encodes on every core (a 1536-D row takes ~8 µs on one);
+// each row's codes depend on that row alone, so the split changes nothing.
+func Encode(s Scale, rows vector.Rows) (*Codes, error) {
+	if rows.Dim != s.Dim() {
+		return nil, fmt.Errorf("quant: %d-D rows with a %d-D scale", rows.Dim, s.Dim())
+	}
+	n := rows.Len()
+	if len(rows.Data) < n*rows.Dim {
+		return nil, fmt.Errorf("quant: %d ids but only %d floats of %d-D rows", n, len(rows.Data), rows.Dim)
+	}
+	c := NewCodes(s)
+	c.grow(n)
+	c.data = c.data[:n*c.dim]
+	c.norms = make([]float32, n)
+	c.sums = make([]int32, n)
+	encode := func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			row := rows.Row(i)
+			s.Encode(c.Row(i), row)
+			c.norms[i] = norm(row)
+			c.sums[i] = codeSum(c.Row(i))
+		}
+	}
+	workers := max(1, min(runtime.GOMAXPROCS(0), n/minEncodeRows))
+	per := (n + workers - 1) / workers
+	var wg sync.WaitGroup
+	for w := range workers {
+		lo, hi := min(w*per, n), min((w+1)*per, n)
+		wg.Go(func() { encode(lo, hi) })
+	}
+	wg.Wait()
+	return c, nil
+}
+
+// minEncodeRows is the fewest rows Encode gives a goroutine (~30 ms of
+// work at 1536-D), below which starting one costs more than it saves.
+const minEncodeRows = 4096
+
+// Scale is the Scale the codes were encoded with.
+func (c *Codes) Scale() Scale { return c.scale }
+
+// Len is the number of rows.
+func (c *Codes) Len() int { return len(c.norms) }
+
+// Dim is the number of codes per row.
+func (c *Codes) Dim() int { return c.dim }
+
+// Row returns the codes of row i; the slice aliases the arena.
+func (c *Codes) Row(i int) []int8 { return c.data[i*c.dim : (i+1)*c.dim : (i+1)*c.dim] }
+
+// Norm returns the squared norm of the float32 row i was encoded from.
+func (c *Codes) Norm(i int) float32 { return c.norms[i] }
+
+// Bytes is the memory the codes use (arena capacity and norms).
+func (c *Codes) Bytes() int { return cap(c.data) + 4*cap(c.norms) + 4*cap(c.sums) }
+
+// Append encodes row as a new last row.
+func (c *Codes) Append(row []float32) {
+	c.grow(1)
+	n := len(c.data)
+	c.data = c.data[:n+c.dim]
+	c.scale.Encode(c.data[n:], row)
+	c.norms = append(c.norms, norm(row))
+	c.sums = append(c.sums, codeSum(c.data[n:]))
+}
+
+// Set re-encodes row i (an overwrite of an existing id).
+func (c *Codes) Set(i int, row []float32) {
+	c.scale.Encode(c.Row(i), row)
+	c.norms[i] = norm(row)
+	c.sums[i] = codeSum(c.Row(i))
+}
+
+// Delete removes row i by moving the last row into it, as the shard's
+// arena does, so rows stay dense.
+func (c *Codes) Delete(i int) {
+	last := c.Len() - 1
+	if i < 0 || i > last {
+		panic(fmt.Sprintf("quant: delete row %d of %d", i, last+1))
+	}
+	if i != last {
+		copy(c.Row(i), c.Row(last))
+		c.norms[i] = c.norms[last]
+		c.sums[i] = c.sums[last]
+	}
+	c.data = c.data[:last*c.dim]
+	c.norms = c.norms[:last]
+	c.sums = c.sums[:last]
+}
+
+// grow makes room for n more rows without leaving the aligned arena:
+// append on a full slice would reallocate without the alignment.
+func (c *Codes) grow(n int) {
+	need := len(c.data) + n*c.dim
+	if need <= cap(c.data) {
+		return
+	}
+	rows := max(2*cap(c.data)/c.dim, 1024, need/c.dim)
+	next := vector.AlignedInt8(rows * c.dim)[:len(c.data)]
+	copy(next, c.data)
+	c.data = next
+}
+
+// norm is |x|² summed in float64 in index order and rounded once. Every
+// product of two float32 is exact in float64, so the result is the same
+// on every machine whether or not the compiler fuses the multiply-add.
+func norm(x []float32) float32 {
+	var s float64
+	for _, v := range x {
+		s += float64(v) * float64(v)
+	}
+	return float32(s)
+}

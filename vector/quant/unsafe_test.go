@@ -1,0 +1,5 @@
+package quant
+
+import "unsafe"
+
+func unsafePointer(v []int8) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(v))) }
