@@ -2,11 +2,13 @@ package fanout
 
 import (
 	"log/slog"
-
-	"google.golang.org/grpc/codes"
 	"slices"
 	"sync"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+	"google.golang.org/grpc/codes"
 )
 
 // Replica is what the engine needs of one replica's connection.
@@ -47,6 +49,10 @@ type Options struct {
 	// MinHedgeDelay is the smallest hedge delay (1 ms if zero), so a
 	// replica answering in microseconds is not hedged on noise.
 	MinHedgeDelay time.Duration
+	// TracerProvider makes the spans of fan-outs, shard reads, attempts,
+	// lookups and writes (DESIGN.md, Layout: tracing). Nil means
+	// OpenTelemetry's noop provider: no spans, and no attributes built.
+	TracerProvider trace.TracerProvider
 }
 
 // Cluster is the engine's view of every shard.
@@ -54,6 +60,7 @@ type Cluster[R Replica] struct {
 	shards []*shardState[R]
 	opts   Options
 	hedges *tokenBucket
+	tracer trace.Tracer
 }
 
 type shardState[R Replica] struct {
@@ -91,7 +98,11 @@ func New[R Replica](shards []Shard[R], opts Options) *Cluster[R] {
 	if opts.MinHedgeDelay == 0 {
 		opts.MinHedgeDelay = time.Millisecond
 	}
-	c := &Cluster[R]{opts: opts, hedges: newTokenBucket(opts.HedgeBudget, opts.HedgeBurst)}
+	if opts.TracerProvider == nil {
+		opts.TracerProvider = noop.NewTracerProvider()
+	}
+	c := &Cluster[R]{opts: opts, hedges: newTokenBucket(opts.HedgeBudget, opts.HedgeBurst),
+		tracer: opts.TracerProvider.Tracer(tracerName)}
 	for _, s := range shards {
 		ss := &shardState[R]{name: s.Name}
 		for _, r := range s.Replicas {

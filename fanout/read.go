@@ -3,8 +3,10 @@ package fanout
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -20,6 +22,9 @@ type attempt[R Replica, T any] struct {
 	err   error
 	took  time.Duration
 	hedge bool
+	// span is the attempt's span, left open for the read's loop to mark
+	// the winner and end (see deliver).
+	span trace.Span
 }
 
 // shardRead is one read of one shard: the best candidate first; on a
@@ -44,14 +49,31 @@ type shardRead[R Replica, T any] struct {
 	hedgeTimer     *time.Timer
 	hedgeC         <-chan time.Time
 	res            Result[T]
+
+	// mu orders attempts' deliveries against the loop's end: an attempt
+	// delivered before closed is the loop's to end (it alone knows the
+	// winner); one finishing after ends its own span.
+	mu     sync.Mutex
+	closed bool
 }
 
 func newShardRead[R Replica, T any](c *Cluster[R], s *shardState[R], call Call[R, T]) *shardRead[R, T] {
 	return &shardRead[R, T]{c: c, s: s, call: call, res: Result[T]{Shard: s.name}, failedHedges: map[*replicaState[R]]bool{}}
 }
 
-// run reads the shard within ctx's deadline and returns its result.
+// run reads the shard within ctx's deadline and returns its result, under
+// a span that its attempts' spans are children of.
 func (sr *shardRead[R, T]) run(ctx context.Context) Result[T] {
+	ctx, span := sr.c.tracer.Start(ctx, SpanRead)
+	defer span.End()
+	defer sr.close()
+	res := sr.read(ctx)
+	annotateRead(span, res)
+	return res
+}
+
+// read is run's work.
+func (sr *shardRead[R, T]) read(ctx context.Context) Result[T] {
 	cands, allSuspect := sr.c.candidates(sr.s)
 	if len(cands) == 0 {
 		// Fail fast: nobody to ask, so nobody waits out the deadline.
@@ -78,12 +100,15 @@ func (sr *shardRead[R, T]) run(ctx context.Context) Result[T] {
 			sr.res.Replica, sr.res.Latency = a.r.r.Addr(), a.took
 			switch classify(a.err) {
 			case kindOK:
+				endAttempt(a.span, a.err, true)
 				sr.res.Value, sr.res.Err = a.v, nil
 				return sr.finish(a.r)
 			case kindAnswer:
+				endAttempt(a.span, a.err, false)
 				sr.res.Reason, sr.res.Err = ReasonInternal, a.err
 				return sr.finish(nil)
 			}
+			endAttempt(a.span, a.err, false)
 			if a.hedge {
 				sr.failedHedges[a.r] = true
 			}
@@ -113,8 +138,10 @@ func (sr *shardRead[R, T]) run(ctx context.Context) Result[T] {
 	return sr.finish(nil)
 }
 
-// launch sends the read to the next candidate.
+// launch sends the read to the next candidate. An attempt that is not a
+// hedge and not the first is a failover.
 func (sr *shardRead[R, T]) launch(hedge bool) {
+	failover := !hedge && sr.next > 0
 	r := sr.cands[sr.next]
 	sr.next++
 	sr.inflight++
@@ -129,15 +156,19 @@ func (sr *shardRead[R, T]) launch(hedge bool) {
 	if dl, ok := sr.actx.Deadline(); ok {
 		budget = time.Until(dl)
 	}
-	go sr.attempt(r, hedge, budget)
+	go sr.attempt(r, hedge, failover, budget)
 }
 
 // attempt runs one call and sends its outcome back. A panic in the call or
 // in the bookkeeping after it becomes that attempt's internal error, so the
 // loop always hears back and the process lives.
-func (sr *shardRead[R, T]) attempt(r *replicaState[R], hedge bool, budget time.Duration) {
+func (sr *shardRead[R, T]) attempt(r *replicaState[R], hedge, failover bool, budget time.Duration) {
+	ctx, span := sr.c.tracer.Start(sr.actx, SpanAttempt)
+	if span.IsRecording() {
+		span.SetAttributes(AttrReplica.String(r.r.Addr()), AttrHedge.Bool(hedge), AttrFailover.Bool(failover))
+	}
 	t0 := time.Now()
-	a := attempt[R, T]{r: r, hedge: hedge}
+	a := attempt[R, T]{r: r, hedge: hedge, span: span}
 	counted := false
 	defer func() {
 		if p := recover(); p != nil {
@@ -148,9 +179,9 @@ func (sr *shardRead[R, T]) attempt(r *replicaState[R], hedge bool, budget time.D
 				r.mu.Unlock()
 			}
 		}
-		sr.results <- a
+		sr.deliver(a)
 	}()
-	a.v, a.err = sr.call(sr.actx, r.r)
+	a.v, a.err = sr.call(ctx, r.r)
 	a.took = time.Since(t0)
 	if code(a.err) == codes.Canceled && pastDeadline(sr.ctx) {
 		// The shard's deadline passed; that a cancel (the loop's, or
@@ -165,6 +196,39 @@ func (sr *shardRead[R, T]) attempt(r *replicaState[R], hedge bool, budget time.D
 	r.mu.Unlock()
 	counted = true
 	sr.c.record(r, a.err, a.took, budget)
+}
+
+// deliver hands an attempt's outcome to the read's loop, or, if the loop
+// has ended, ends the attempt's span itself: it lost (or came too late).
+func (sr *shardRead[R, T]) deliver(a attempt[R, T]) {
+	sr.mu.Lock()
+	closed := sr.closed
+	if !closed {
+		sr.results <- a // buffered for every candidate: never blocks
+	}
+	sr.mu.Unlock()
+	if closed {
+		endAttempt(a.span, a.err, false)
+	}
+}
+
+// close ends the loop's ownership of attempt spans: the ones delivered but
+// never read are ended here, the ones still running end their own.
+func (sr *shardRead[R, T]) close() {
+	if sr.results == nil {
+		return
+	}
+	sr.mu.Lock()
+	sr.closed = true
+	sr.mu.Unlock()
+	for {
+		select {
+		case a := <-sr.results:
+			endAttempt(a.span, a.err, false)
+		default:
+			return
+		}
+	}
 }
 
 // armHedge schedules a hedge to the next candidate after the current one's

@@ -1,0 +1,177 @@
+package fanout
+
+import (
+	"go.opentelemetry.io/otel/attribute"
+	otelcodes "go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc/codes"
+)
+
+// tracerName is the instrumentation scope of the engine's spans.
+const tracerName = "github.com/trawl-search/trawl/fanout"
+
+// Span names: one fan-out has one SpanGather, one SpanRead per shard, and
+// one SpanAttempt per replica asked (first choice, failovers, hedges).
+const (
+	SpanGather    = "fanout.gather"
+	SpanRead      = "fanout.read"
+	SpanAttempt   = "fanout.attempt"
+	SpanLookup    = "fanout.lookup"
+	SpanBroadcast = "fanout.broadcast"
+)
+
+// Span attribute keys. The values mean what the same words mean in an
+// answer's scatter_gather block and its ?shard_detail=true rows, so a trace
+// and the answer tell the same story.
+const (
+	AttrPath          = attribute.Key("trawl.path")
+	AttrDeadlineMS    = attribute.Key("trawl.deadline_ms")
+	AttrShardDeadline = attribute.Key("trawl.shard_deadline_ms")
+	AttrDegraded      = attribute.Key("trawl.degraded")
+	AttrCoverage      = attribute.Key("trawl.coverage")
+	AttrShardsTotal   = attribute.Key("trawl.shards_total")
+	AttrShardsQueried = attribute.Key("trawl.shards_queried")
+	// AttrMissing lists the missing shards as "shard=reason".
+	AttrMissing = attribute.Key("trawl.missing")
+
+	AttrShard   = attribute.Key("trawl.shard")
+	AttrReplica = attribute.Key("trawl.replica")
+	// AttrOutcome is, on a read, StatusOK or the missing Reason; on an
+	// attempt or a write, the RPC's outcome label ("ok", "unavailable",
+	// "deadline_exceeded", "canceled" for a loser cancelled by the winner,
+	// …), as in trawl_shard_request_duration_seconds.
+	AttrOutcome    = attribute.Key("trawl.outcome")
+	AttrReason     = attribute.Key("trawl.reason")
+	AttrHedged     = attribute.Key("trawl.hedged")
+	AttrFailedOver = attribute.Key("trawl.failed_over")
+	AttrLatencyMS  = attribute.Key("trawl.latency_ms")
+
+	AttrHedge    = attribute.Key("trawl.hedge")
+	AttrFailover = attribute.Key("trawl.failover")
+	// AttrWinner is true on the attempt whose answer the read returned.
+	AttrWinner = attribute.Key("trawl.winner")
+
+	AttrReplicasTried = attribute.Key("trawl.replicas_tried")
+)
+
+// EventMissing is the fan-out span's event for each missing shard.
+const EventMissing = "shard missing"
+
+// annotateGather records a fan-out's summary on its span.
+func annotateGather(span trace.Span, req Request, sum Summary) {
+	if !span.IsRecording() {
+		return
+	}
+	missing := make([]string, 0, len(sum.Unavailable))
+	for _, name := range sum.Unavailable {
+		missing = append(missing, name+"="+string(sum.ShardErrors[name]))
+	}
+	span.SetAttributes(
+		AttrPath.String(string(req.Path)),
+		AttrDeadlineMS.Int64(req.Budget.Deadline.Milliseconds()),
+		AttrShardDeadline.Int64(req.Budget.Shard.Milliseconds()),
+		AttrDegraded.Bool(sum.Degraded()),
+		AttrCoverage.Float64(sum.Coverage),
+		AttrShardsTotal.Int(sum.ShardsTotal),
+		AttrShardsQueried.Int(sum.ShardsQueried),
+		AttrMissing.StringSlice(missing),
+	)
+	if sum.Degraded() {
+		span.SetStatus(otelcodes.Error, "degraded: "+missing[0]+moreThan(len(missing)))
+	}
+}
+
+// annotateMissing adds an event per missing shard to a fan-out's span.
+func annotateMissing[T any](span trace.Span, results []Result[T]) {
+	if !span.IsRecording() {
+		return
+	}
+	for _, r := range results {
+		if r.Reason == "" {
+			continue
+		}
+		attrs := []attribute.KeyValue{AttrShard.String(r.Shard), AttrReason.String(string(r.Reason))}
+		if r.Replica != "" {
+			attrs = append(attrs, AttrReplica.String(r.Replica))
+		}
+		if r.Err != nil {
+			attrs = append(attrs, attribute.String("error.message", r.Err.Error()))
+		}
+		span.AddEvent(EventMissing, trace.WithAttributes(attrs...))
+	}
+}
+
+func moreThan(n int) string {
+	if n <= 1 {
+		return ""
+	}
+	return " and others"
+}
+
+// annotateRead records how one shard was read on its span.
+func annotateRead[T any](span trace.Span, res Result[T]) {
+	if !span.IsRecording() {
+		return
+	}
+	st := StatusOK
+	if res.Reason != "" {
+		st = string(res.Reason)
+	}
+	span.SetAttributes(
+		AttrShard.String(res.Shard),
+		AttrOutcome.String(st),
+		AttrReplica.String(res.Replica),
+		AttrHedged.Bool(res.Hedged),
+		AttrFailedOver.Bool(res.FailedOver),
+		AttrLatencyMS.Float64(float64(res.Latency.Microseconds())/1000),
+	)
+	if res.Reason != "" {
+		msg := st
+		if res.Err != nil {
+			msg += ": " + res.Err.Error()
+		}
+		span.SetStatus(otelcodes.Error, msg)
+	}
+}
+
+// endAttempt records an attempt's outcome on its span and ends it.
+func endAttempt(span trace.Span, err error, winner bool) {
+	if span.IsRecording() {
+		span.SetAttributes(AttrOutcome.String(outcome(err)), AttrWinner.Bool(winner))
+		if k := classify(err); k == kindConnectivity || k == kindAnswer {
+			span.SetStatus(otelcodes.Error, err.Error())
+		}
+	}
+	span.End()
+}
+
+// endLookup records a lookup's outcome on its span and ends it.
+func endLookup(span trace.Span, shard string, err error) {
+	if span.IsRecording() {
+		span.SetAttributes(AttrShard.String(shard), AttrOutcome.String(outcome(err)))
+		if err != nil && code(err) != codes.NotFound {
+			span.SetStatus(otelcodes.Error, err.Error())
+		}
+	}
+	span.End()
+}
+
+// annotateWrite records each replica's part of a write on the write's span.
+func annotateWrite(span trace.Span, shard string, out []WriteResult) {
+	if !span.IsRecording() {
+		return
+	}
+	span.SetAttributes(AttrShard.String(shard))
+	failed := false
+	for _, w := range out {
+		attrs := []attribute.KeyValue{AttrReplica.String(w.Replica), AttrOutcome.String(w.Outcome)}
+		if w.Err != nil {
+			attrs = append(attrs, attribute.String("error.message", w.Err.Error()))
+		}
+		span.AddEvent("replica write", trace.WithAttributes(attrs...))
+		failed = failed || w.Outcome != WriteOK
+	}
+	if failed {
+		span.SetStatus(otelcodes.Error, "a replica did not acknowledge the write")
+	}
+}
