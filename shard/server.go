@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
@@ -35,6 +37,9 @@ type Config struct {
 	// Observer may be nil.
 	Observer ScanObserver
 	Logger   *slog.Logger
+	// TracerProvider makes the scan span (SpanScan), a child of the RPC's
+	// server span when the grpc.Server has ServerTracing. Nil: no spans.
+	TracerProvider trace.TracerProvider
 }
 
 // Server answers the shard service for one replica.
@@ -42,6 +47,7 @@ type Server struct {
 	shardpb.UnimplementedShardServer
 	cfg    Config
 	health *health.Server
+	tracer trace.Tracer
 	// writeMu serialises writes so the placement check and the write it
 	// guards are one step.
 	writeMu sync.Mutex
@@ -54,7 +60,10 @@ func NewServer(cfg Config) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{cfg: cfg, health: health.NewServer()}
+	if cfg.TracerProvider == nil {
+		cfg.TracerProvider = noop.NewTracerProvider()
+	}
+	s := &Server{cfg: cfg, health: health.NewServer(), tracer: cfg.TracerProvider.Tracer(tracerName)}
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	return s
 }
@@ -135,6 +144,7 @@ func (s *Server) search(ctx context.Context, pqs []*shardpb.Query) ([]*shardpb.H
 		}
 		qs[i] = vector.Query{Vector: v, K: int(pq.GetK()), Exclude: pq.GetExcludeId()}
 	}
+	ctx, span := s.tracer.Start(ctx, SpanScan)
 	start := time.Now()
 	var (
 		hits [][]vector.Hit
@@ -147,6 +157,7 @@ func (s *Server) search(ctx context.Context, pqs []*shardpb.Query) ([]*shardpb.H
 		return err
 	})
 	s.observe(err, time.Since(start))
+	s.endScan(span, qs, docs, err)
 	if err != nil {
 		if c := status.FromContextError(ctx.Err()); ctx.Err() != nil {
 			return nil, 0, c.Err()

@@ -17,6 +17,8 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/trawl-search/trawl/api"
 	"github.com/trawl-search/trawl/budget"
@@ -51,6 +53,12 @@ type Config struct {
 	// DisableProber turns the background prober off (tests of the query
 	// path alone).
 	DisableProber bool
+	// TracerProvider and Propagator trace requests, fan-outs and shard
+	// RPCs (internal/tracing builds them from OTEL_*). A nil or noop
+	// provider is tracing off: no instrumentation installed. They also
+	// fill Dial's fields of the same names when those are unset.
+	TracerProvider trace.TracerProvider
+	Propagator     propagation.TextMapPropagator
 }
 
 // Router is a running router minus its HTTP listener.
@@ -80,6 +88,12 @@ func New(cfg Config) (*Router, error) {
 	}
 	if len(cfg.Shards) == 0 {
 		return nil, fmt.Errorf("no shards configured")
+	}
+	if cfg.Dial.TracerProvider == nil {
+		cfg.Dial.TracerProvider = cfg.TracerProvider
+	}
+	if cfg.Dial.Propagator == nil {
+		cfg.Dial.Propagator = cfg.Propagator
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -114,11 +128,12 @@ func New(cfg Config) (*Router, error) {
 		cshards = append(cshards, coordinator.Shard{Name: s.Name, Replicas: conns})
 	}
 	m := metrics.NewRouter(reg, mshards, cfg.Kernel.Name)
-	r.Cluster = fanout.New(fshards, fanout.Options{Reporter: m, Logger: cfg.Logger})
+	r.Cluster = fanout.New(fshards, fanout.Options{Reporter: m, Logger: cfg.Logger, TracerProvider: cfg.TracerProvider})
 	r.Coordinator = coordinator.New(coordinator.Config{Shards: cshards, Cluster: r.Cluster, Logger: cfg.Logger})
 	r.API = api.New(api.Config{
 		Coordinator: r.Coordinator, Budget: cfg.Budget, Metrics: m, Gatherer: reg,
 		APIKey: cfg.APIKey, MaxInflight: cfg.MaxInflight, Logger: cfg.Logger, Extra: cfg.Extra,
+		TracerProvider: cfg.TracerProvider, Propagator: cfg.Propagator,
 	})
 
 	ctx, cancel := context.WithCancel(context.Background())
