@@ -61,6 +61,9 @@ type Cluster[R Replica] struct {
 	opts   Options
 	hedges *tokenBucket
 	tracer trace.Tracer
+	// traced is false for a noop provider: spans are then skipped before
+	// the tracer is called at all (see start).
+	traced bool
 }
 
 type shardState[R Replica] struct {
@@ -101,8 +104,9 @@ func New[R Replica](shards []Shard[R], opts Options) *Cluster[R] {
 	if opts.TracerProvider == nil {
 		opts.TracerProvider = noop.NewTracerProvider()
 	}
+	_, untraced := opts.TracerProvider.(noop.TracerProvider)
 	c := &Cluster[R]{opts: opts, hedges: newTokenBucket(opts.HedgeBudget, opts.HedgeBurst),
-		tracer: opts.TracerProvider.Tracer(tracerName)}
+		tracer: opts.TracerProvider.Tracer(tracerName), traced: !untraced}
 	for _, s := range shards {
 		ss := &shardState[R]{name: s.Name}
 		for _, r := range s.Replicas {

@@ -75,7 +75,7 @@ func (s Summary) Degraded() bool { return len(s.Unavailable) > 0 }
 // answered by then is missing with deadline_exceeded, and its attempts are
 // cancelled and finish on their own.
 func Gather[R Replica, T Answer](ctx context.Context, c *Cluster[R], req Request, call Call[R, T]) ([]Result[T], Summary) {
-	ctx, span := c.tracer.Start(ctx, SpanGather)
+	ctx, span := c.start(ctx, SpanGather)
 	defer span.End()
 	ctx, cancel := context.WithDeadline(ctx, req.ShardDeadline())
 	defer cancel()

@@ -17,7 +17,7 @@ func Lookup[R Replica, T any](ctx context.Context, c *Cluster[R], req Request, s
 	var zero T
 	// Deferred before the recover below, so it runs after it and sees a
 	// panic's error.
-	ctx, span := c.tracer.Start(ctx, SpanLookup)
+	ctx, span := c.start(ctx, SpanLookup)
 	defer func() { endLookup(span, shard, err) }()
 	defer func() {
 		if p := recover(); p != nil {
@@ -46,10 +46,7 @@ func Lookup[R Replica, T any](ctx context.Context, c *Cluster[R], req Request, s
 			budget /= 2
 			actx, acancel = context.WithTimeout(ctx, budget)
 		}
-		actx, aspan := c.tracer.Start(actx, SpanAttempt)
-		if aspan.IsRecording() {
-			aspan.SetAttributes(AttrReplica.String(r.r.Addr()), AttrHedge.Bool(false), AttrFailover.Bool(i > 0))
-		}
+		actx, aspan := c.startAttempt(actx, r.r, false, i > 0)
 		t0 := time.Now()
 		v, err := call(actx, r.r)
 		acancel()

@@ -3,7 +3,7 @@ package fanout
 import (
 	"context"
 	"errors"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -50,11 +50,11 @@ type shardRead[R Replica, T any] struct {
 	hedgeC         <-chan time.Time
 	res            Result[T]
 
-	// mu orders attempts' deliveries against the loop's end: an attempt
-	// delivered before closed is the loop's to end (it alone knows the
-	// winner); one finishing after ends its own span.
-	mu     sync.Mutex
-	closed bool
+	// closed is set when the loop stops reading results: an attempt's span
+	// the loop received is the loop's to end (it alone knows the winner);
+	// any left in results after closed is ended by whoever drains it.
+	closed atomic.Bool
+	span   trace.Span
 }
 
 func newShardRead[R Replica, T any](c *Cluster[R], s *shardState[R], call Call[R, T]) *shardRead[R, T] {
@@ -63,17 +63,14 @@ func newShardRead[R Replica, T any](c *Cluster[R], s *shardState[R], call Call[R
 
 // run reads the shard within ctx's deadline and returns its result, under
 // a span that its attempts' spans are children of.
+//
+// Its frame is kept as small as before tracing (span work lives in begin
+// and end, one deferred call as before): a few more bytes made the read's
+// goroutine outgrow its first stack on every fan-out, a copy that cost more
+// than the rest of the tracing-off path (BenchmarkGather).
 func (sr *shardRead[R, T]) run(ctx context.Context) Result[T] {
-	ctx, span := sr.c.tracer.Start(ctx, SpanRead)
-	defer span.End()
-	defer sr.close()
-	res := sr.read(ctx)
-	annotateRead(span, res)
-	return res
-}
-
-// read is run's work.
-func (sr *shardRead[R, T]) read(ctx context.Context) Result[T] {
+	ctx = sr.begin(ctx)
+	defer sr.end()
 	cands, allSuspect := sr.c.candidates(sr.s)
 	if len(cands) == 0 {
 		// Fail fast: nobody to ask, so nobody waits out the deadline.
@@ -88,7 +85,6 @@ func (sr *shardRead[R, T]) read(ctx context.Context) Result[T] {
 	defer cancel()
 	sr.actx = actx
 	sr.results = make(chan attempt[R, T], len(cands)) // buffered: losers never block
-	defer sr.stopHedgeTimer()
 
 	sr.launch(false)
 	sr.armHedge()
@@ -163,10 +159,7 @@ func (sr *shardRead[R, T]) launch(hedge bool) {
 // in the bookkeeping after it becomes that attempt's internal error, so the
 // loop always hears back and the process lives.
 func (sr *shardRead[R, T]) attempt(r *replicaState[R], hedge, failover bool, budget time.Duration) {
-	ctx, span := sr.c.tracer.Start(sr.actx, SpanAttempt)
-	if span.IsRecording() {
-		span.SetAttributes(AttrReplica.String(r.r.Addr()), AttrHedge.Bool(hedge), AttrFailover.Bool(failover))
-	}
+	ctx, span := sr.c.startAttempt(sr.actx, r.r, hedge, failover)
 	t0 := time.Now()
 	a := attempt[R, T]{r: r, hedge: hedge, span: span}
 	counted := false
@@ -198,17 +191,32 @@ func (sr *shardRead[R, T]) attempt(r *replicaState[R], hedge, failover bool, bud
 	sr.c.record(r, a.err, a.took, budget)
 }
 
+// begin starts the read's span.
+func (sr *shardRead[R, T]) begin(ctx context.Context) context.Context {
+	ctx, sr.span = sr.c.start(ctx, SpanRead)
+	return ctx
+}
+
+// end stops the hedge timer and closes the read's span with its result
+// (every return of run returns sr.res).
+func (sr *shardRead[R, T]) end() {
+	sr.stopHedgeTimer()
+	sr.close()
+	annotateRead(sr.span, sr.res)
+	sr.span.End()
+}
+
 // deliver hands an attempt's outcome to the read's loop, or, if the loop
 // has ended, ends the attempt's span itself: it lost (or came too late).
+//
+// No lock: an attempt sends, then looks at closed; the loop sets closed,
+// then drains. If the attempt saw closed unset, its send came before the
+// loop's drain, which finds it; if it saw closed set, it drains itself.
+// Either way every span is ended exactly once, by whoever receives it.
 func (sr *shardRead[R, T]) deliver(a attempt[R, T]) {
-	sr.mu.Lock()
-	closed := sr.closed
-	if !closed {
-		sr.results <- a // buffered for every candidate: never blocks
-	}
-	sr.mu.Unlock()
-	if closed {
-		endAttempt(a.span, a.err, false)
+	sr.results <- a // buffered for every candidate: never blocks
+	if sr.closed.Load() {
+		sr.drain()
 	}
 }
 
@@ -218,9 +226,13 @@ func (sr *shardRead[R, T]) close() {
 	if sr.results == nil {
 		return
 	}
-	sr.mu.Lock()
-	sr.closed = true
-	sr.mu.Unlock()
+	sr.closed.Store(true)
+	sr.drain()
+}
+
+// drain ends the spans of the attempts waiting in results: after the loop,
+// they all lost.
+func (sr *shardRead[R, T]) drain() {
 	for {
 		select {
 		case a := <-sr.results:

@@ -41,7 +41,7 @@ func Broadcast[R Replica](ctx context.Context, c *Cluster[R], shard string, call
 	if s == nil {
 		return nil, fmt.Errorf("unknown shard %q", shard)
 	}
-	ctx, span := c.tracer.Start(ctx, SpanBroadcast)
+	ctx, span := c.start(ctx, SpanBroadcast)
 	defer span.End()
 	out := make([]WriteResult, len(s.replicas))
 	done := make(chan struct{}, len(s.replicas))
