@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
-	"go.opentelemetry.io/otel/trace/noop"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
@@ -47,7 +46,7 @@ type Server struct {
 	shardpb.UnimplementedShardServer
 	cfg    Config
 	health *health.Server
-	tracer trace.Tracer
+	tracer trace.Tracer // nil: tracing off
 	// writeMu serialises writes so the placement check and the write it
 	// guards are one step.
 	writeMu sync.Mutex
@@ -60,10 +59,7 @@ func NewServer(cfg Config) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.TracerProvider == nil {
-		cfg.TracerProvider = noop.NewTracerProvider()
-	}
-	s := &Server{cfg: cfg, health: health.NewServer(), tracer: cfg.TracerProvider.Tracer(tracerName)}
+	s := &Server{cfg: cfg, health: health.NewServer(), tracer: scanTracer(cfg.TracerProvider)}
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	return s
 }
@@ -144,7 +140,7 @@ func (s *Server) search(ctx context.Context, pqs []*shardpb.Query) ([]*shardpb.H
 		}
 		qs[i] = vector.Query{Vector: v, K: int(pq.GetK()), Exclude: pq.GetExcludeId()}
 	}
-	ctx, span := s.tracer.Start(ctx, SpanScan)
+	ctx, span := s.startScan(ctx)
 	start := time.Now()
 	var (
 		hits [][]vector.Hit

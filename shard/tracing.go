@@ -1,6 +1,8 @@
 package shard
 
 import (
+	"context"
+
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc/filters"
 	"go.opentelemetry.io/otel/attribute"
@@ -73,6 +75,23 @@ func ServerTracing(tp trace.TracerProvider, p propagation.TextMapPropagator) []g
 		return nil
 	}
 	return []grpc.ServerOption{grpc.StatsHandler(otelgrpc.NewServerHandler(otelOptions(tp, p)...))}
+}
+
+// scanTracer is tp's tracer, or nil when tp makes no spans.
+func scanTracer(tp trace.TracerProvider) trace.Tracer {
+	if !tracingOn(tp) {
+		return nil
+	}
+	return tp.Tracer(tracerName)
+}
+
+// startScan begins the scan span; with tracing off it calls no tracer
+// and returns OpenTelemetry's non-recording span.
+func (s *Server) startScan(ctx context.Context) (context.Context, trace.Span) {
+	if s.tracer == nil {
+		return ctx, trace.SpanFromContext(context.Background())
+	}
+	return s.tracer.Start(ctx, SpanScan)
 }
 
 // endScan records a scan on its span and ends it. Rows scanned is the

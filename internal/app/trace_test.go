@@ -187,6 +187,17 @@ func TestTraceFromClientToShardScan(t *testing.T) {
 	require.EqualValues(t, 2000, attr(g[0], fanout.AttrDeadlineMS).AsInt64())
 	require.False(t, attr(g[0], fanout.AttrDegraded).AsBool())
 
+	// Probes and scrapes make no spans.
+	for _, path := range []string{"/healthz", "/readyz", "/metrics"} {
+		resp, err := c.Get(h.srv.URL + path)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Empty(t, resp.Header.Get(api.TraceIDHeader), path)
+	}
+	for _, s := range h.rec.Ended() {
+		require.NotEqual(t, "GET", s.Name()[:min(3, len(s.Name()))], "no span for a probe: %s", s.Name())
+	}
+
 	require.Eventually(t, func() bool {
 		for _, line := range strings.Split(h.log.String(), "\n") {
 			if strings.Contains(line, `"msg":"http"`) && strings.Contains(line, `"trace_id":"`+clientTraceID+`"`) {
@@ -262,4 +273,20 @@ func nilIfEmpty(s []string) []string {
 		return nil
 	}
 	return s
+}
+
+// With tracing off the answer carries no trace id.
+func TestNoTraceIDWhenTracingIsOff(t *testing.T) {
+	h := start(t, faultCluster())
+	c := faultClient(t)
+	b, err := json.Marshal(map[string]any{"vector": h.dc.Corpus[1].Vector, "k": 5})
+	require.NoError(t, err)
+	req, err := http.NewRequest(http.MethodPost, h.srv.URL+"/v1/search", bytes.NewReader(b))
+	require.NoError(t, err)
+	req.Header.Set("traceparent", "00-"+clientTraceID+"-"+clientSpanID+"-01")
+	resp, err := c.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Empty(t, resp.Header.Get(api.TraceIDHeader))
 }
