@@ -206,8 +206,8 @@ func (sr *shardRead[R, T]) end() {
 	sr.span.End()
 }
 
-// deliver hands an attempt's outcome to the read's loop, or, if the loop
-// has ended, ends the attempt's span itself: it lost (or came too late).
+// deliver hands an attempt's outcome to the read's loop; if the loop has
+// ended, the attempt lost (or came too late) and its span is ended here.
 //
 // No lock: an attempt sends, then looks at closed; the loop sets closed,
 // then drains. If the attempt saw closed unset, its send came before the

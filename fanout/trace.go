@@ -39,9 +39,11 @@ const (
 	AttrShard   = attribute.Key("trawl.shard")
 	AttrReplica = attribute.Key("trawl.replica")
 	// AttrOutcome is, on a read, StatusOK or the missing Reason; on an
-	// attempt or a write, the RPC's outcome label ("ok", "unavailable",
+	// attempt or a lookup, the RPC's outcome label as in
+	// trawl_shard_request_duration_seconds ("ok", "unavailable",
 	// "deadline_exceeded", "canceled" for a loser cancelled by the winner,
-	// …), as in trawl_shard_request_duration_seconds.
+	// …, and "not_serving" for a replica still loading); on a write's
+	// replica event, WriteOK, WriteFailed or WriteUnknown.
 	AttrOutcome    = attribute.Key("trawl.outcome")
 	AttrReason     = attribute.Key("trawl.reason")
 	AttrHedged     = attribute.Key("trawl.hedged")
@@ -177,8 +179,13 @@ func annotateRead[T any](span trace.Span, res Result[T]) {
 // endAttempt records an attempt's outcome on its span and ends it.
 func endAttempt(span trace.Span, err error, winner bool) {
 	if span.IsRecording() {
-		span.SetAttributes(AttrOutcome.String(outcome(err)), AttrWinner.Bool(winner))
-		if k := classify(err); k == kindConnectivity || k == kindAnswer {
+		o := outcome(err)
+		k := classify(err)
+		if k == kindNotServing {
+			o = "not_serving"
+		}
+		span.SetAttributes(AttrOutcome.String(o), AttrWinner.Bool(winner))
+		if k == kindConnectivity || (k == kindAnswer && code(err) != codes.NotFound) {
 			span.SetStatus(otelcodes.Error, err.Error())
 		}
 	}

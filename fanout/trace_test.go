@@ -120,6 +120,22 @@ func TestTraceOfAShardRead(t *testing.T) {
 			},
 		},
 		{
+			name: "a loading replica is skipped",
+			setup: func(t *testing.T, tp trace.TracerProvider) *Cluster[*fake] {
+				loading := newFake("a0", func(context.Context) (ans, error) { return ans{}, notServing{} })
+				return New([]Shard[*fake]{{Name: "a", Replicas: []*fake{loading, newFake("a1", nil)}}},
+					Options{TracerProvider: tp, HedgeBudget: -1})
+			},
+			read: map[attribute.Key]attribute.Value{
+				AttrShard: attribute.StringValue("a"), AttrOutcome: attribute.StringValue(StatusOK),
+				AttrReplica: attribute.StringValue("a1"), AttrFailedOver: attribute.BoolValue(true),
+			},
+			attempts: []attemptView{
+				{replica: "a0", outcome: "not_serving"},
+				{replica: "a1", failover: true, outcome: "ok", winner: true},
+			},
+		},
+		{
 			name: "the shard answers with an error",
 			setup: func(t *testing.T, tp trace.TracerProvider) *Cluster[*fake] {
 				return New([]Shard[*fake]{{Name: "a", Replicas: []*fake{newFake("a0", fails(codes.Internal)), newFake("a1", nil)}}},

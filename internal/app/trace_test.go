@@ -290,3 +290,40 @@ func TestNoTraceIDWhenTracingIsOff(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Empty(t, resp.Header.Get(api.TraceIDHeader))
 }
+
+// A batch is one fan-out, and each shard's scan span counts the batch's
+// queries.
+func TestTraceOfABatch(t *testing.T) {
+	h := startTraced(t, devcluster.Config{Dim: 32, Docs: 300, Seed: 52, Kernel: faultCluster().Kernel})
+	qs := []map[string]any{
+		{"vector": h.dc.Corpus[1].Vector, "k": 3},
+		{"vector": h.dc.Corpus[2].Vector, "k": 7},
+		{"like_id": h.dc.Corpus[3].ID, "k": 2},
+	}
+	b, err := json.Marshal(map[string]any{"queries": qs})
+	require.NoError(t, err)
+	req, err := http.NewRequest(http.MethodPost, h.srv.URL+"/v1/search/batch?deadline_ms=2000", bytes.NewReader(b))
+	require.NoError(t, err)
+	req.Header.Set("traceparent", "00-"+clientTraceID+"-"+clientSpanID+"-01")
+	resp, err := faultClient(t).Do(req)
+	require.NoError(t, err)
+	raw, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(raw))
+
+	id, err := trace.TraceIDFromHex(clientTraceID)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return len(named(h.spans(id), "POST /v1/search/batch")) == 1 }, 5*time.Second, time.Millisecond)
+	spans := h.spans(id)
+	g := named(spans, fanout.SpanGather)
+	require.Len(t, g, 1, "one fan-out for the batch")
+	require.Equal(t, string(fanout.PathSearchBatch), attr(g[0], fanout.AttrPath).AsString())
+	require.Len(t, named(spans, fanout.SpanLookup), 1, "the like_id lookup")
+	scans := named(spans, shard.SpanScan)
+	require.Len(t, scans, len(h.dc.Names))
+	for _, s := range scans {
+		require.EqualValues(t, len(qs), attr(s, shard.AttrQueries).AsInt64())
+		require.EqualValues(t, 7, attr(s, shard.AttrK).AsInt64())
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"go.opentelemetry.io/contrib/exporters/autoexport"
 	"go.opentelemetry.io/otel/attribute"
@@ -60,8 +61,12 @@ func (t *Tracing) Shutdown(ctx context.Context) error {
 // Configured reports whether the environment asks for traces: one of
 // OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or
 // OTEL_TRACES_EXPORTER is set (OTEL_TRACES_EXPORTER=none counts as set,
-// and then exports nothing).
+// and then exports nothing), and OTEL_SDK_DISABLED is not "true".
 func Configured() bool {
+	// The specification's switch for the whole SDK.
+	if strings.EqualFold(strings.TrimSpace(os.Getenv("OTEL_SDK_DISABLED")), "true") {
+		return false
+	}
 	for _, k := range envSwitches {
 		if os.Getenv(k) != "" {
 			return true
