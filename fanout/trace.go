@@ -20,6 +20,7 @@ const (
 	SpanAttempt   = "fanout.attempt"
 	SpanLookup    = "fanout.lookup"
 	SpanBroadcast = "fanout.broadcast"
+	SpanSurvey    = "fanout.survey"
 )
 
 // Span attribute keys. The values mean what the same words mean in an
@@ -55,7 +56,8 @@ const (
 	// AttrWinner is true on the attempt whose answer the read returned.
 	AttrWinner = attribute.Key("trawl.winner")
 
-	AttrReplicasTried = attribute.Key("trawl.replicas_tried")
+	// AttrReplicas is how many replicas a survey asked.
+	AttrReplicas = attribute.Key("trawl.replicas")
 )
 
 // EventMissing is the fan-out span's event for each missing shard.
@@ -221,4 +223,16 @@ func annotateWrite(span trace.Span, shard string, out []WriteResult) {
 	if failed {
 		span.SetStatus(otelcodes.Error, "a replica did not acknowledge the write")
 	}
+}
+
+// annotateSurvey records a survey's size on its span.
+func annotateSurvey[T any](span trace.Span, out [][]Answered[T]) {
+	if !span.IsRecording() {
+		return
+	}
+	n := 0
+	for _, row := range out {
+		n += len(row)
+	}
+	span.SetAttributes(AttrShardsTotal.Int(len(out)), AttrReplicas.Int(n))
 }
