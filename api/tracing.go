@@ -28,9 +28,16 @@ func tracingOn(tp trace.TracerProvider) bool {
 // semconvRoute is OpenTelemetry's http.route attribute.
 const semconvRoute = attribute.Key("http.route")
 
-// untraced are the paths probes and scrapers call every few seconds: a span
-// for each would bury the queries.
-var untraced = map[string]bool{"/healthz": true, "/readyz": true, "/metrics": true}
+// traced reports whether a request to path gets a span: not the paths
+// probes and scrapers call every few seconds, whose spans would bury the
+// queries.
+func traced(path string) bool {
+	switch path {
+	case "/healthz", "/readyz", "/metrics":
+		return false
+	}
+	return true
+}
 
 // tracing is the request's span: it continues a client's W3C traceparent,
 // is renamed to the route pattern once chi has matched it (accessLog), and
@@ -45,7 +52,7 @@ func (s *Server) tracing() []func(http.Handler) http.Handler {
 		otelhttp.WithPropagators(prop),
 		// trawl_http_requests_total is the HTTP metric.
 		otelhttp.WithMeterProvider(metricnoop.NewMeterProvider()),
-		otelhttp.WithFilter(func(r *http.Request) bool { return !untraced[r.URL.Path] }),
+		otelhttp.WithFilter(func(r *http.Request) bool { return traced(r.URL.Path) }),
 		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method }),
 	)
 	header := func(next http.Handler) http.Handler {

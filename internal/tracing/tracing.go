@@ -23,14 +23,6 @@ const (
 	ServiceShard  = "trawl-shard"
 )
 
-// envSwitches are the variables any one of which turns tracing on. With
-// none set the process exports nothing.
-var envSwitches = []string{
-	"OTEL_EXPORTER_OTLP_ENDPOINT",
-	"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
-	"OTEL_TRACES_EXPORTER",
-}
-
 // Tracing is what a process hands to its parts.
 type Tracing struct {
 	// TracerProvider is the SDK's when tracing is on, and otherwise
@@ -67,7 +59,9 @@ func Configured() bool {
 	if strings.EqualFold(strings.TrimSpace(os.Getenv("OTEL_SDK_DISABLED")), "true") {
 		return false
 	}
-	for _, k := range envSwitches {
+	// Any one of these turns tracing on; with none set the process
+	// exports nothing.
+	for _, k := range []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_TRACES_EXPORTER"} {
 		if os.Getenv(k) != "" {
 			return true
 		}
