@@ -37,78 +37,74 @@ func reason(t *testing.T, err error) Reason {
 	return r.Reason
 }
 
-// rounds runs n rounds of as many concurrent queries as the limiter
-// admits, each finishing in took, and returns how many were refused.
-func rounds(l *Limiter, n int, took time.Duration) (refused int) {
-	for range n {
-		var ps []*Permit
-		for {
-			p, err := l.Acquire(1, 50*time.Millisecond)
-			if err != nil {
-				refused++
-				break
+// While admitted queries finish well inside their deadlines nothing but
+// the hard cap refuses, however many arrive at once.
+func TestLimiterRefusesNothingWhileAnswersAreFast(t *testing.T) {
+	clk := &clock{now: time.Unix(0, 0)}
+	for _, off := range []bool{false, true} {
+		l := NewLimiter(LimiterConfig{Max: 100, Floor: 4, Off: off, Now: clk.Now})
+		require.Equal(t, 100, l.Limit(), "the limit starts at the cap")
+		for range 3 {
+			var ps []*Permit
+			for range 100 {
+				require.NoError(t, l.Check())
+				p, err := l.Acquire(1, 50*time.Millisecond)
+				require.NoError(t, err)
+				ps = append(ps, p)
 			}
-			ps = append(ps, p)
-		}
-		for _, p := range ps {
-			p.Done(took, false)
+			_, err := l.Acquire(1, 50*time.Millisecond)
+			require.Equal(t, ReasonMaxInflight, reason(t, err))
+			require.Equal(t, ReasonMaxInflight, reason(t, l.Check()))
+			clk.Add(5 * time.Millisecond)
+			for _, p := range ps {
+				p.Done(5*time.Millisecond, false)
+			}
 		}
 	}
-	return refused
 }
 
-// While admitted queries finish well inside their deadlines the limit
-// doubles per round of answers, up to the hard cap, which alone refuses
-// then.
-func TestLimiterGrowsWhileAnswersAreFast(t *testing.T) {
+// A spike is felt as soon as the oldest query in flight has used more
+// than Target of its deadline, before any answer comes back late: the limit
+// drops below what is in flight, and the excess is refused.
+func TestLimiterFeelsASpikeBeforeItsAnswers(t *testing.T) {
 	clk := &clock{now: time.Unix(0, 0)}
-	l := NewLimiter(LimiterConfig{Max: 100, Floor: 4, Now: clk.Now})
-	require.Equal(t, 8, l.Limit(), "twice the floor to start")
-	rounds(l, 1, 5*time.Millisecond)
-	require.Equal(t, 16, l.Limit())
-	rounds(l, 4, 5*time.Millisecond)
-	require.Equal(t, 100, l.Limit())
+	l := NewLimiter(LimiterConfig{Max: 256, Floor: 8, Now: clk.Now})
 	var ps []*Permit
-	for range 100 {
-		require.NoError(t, l.Check())
-		p, err := l.Acquire(1, 50*time.Millisecond)
+	for range 50 {
+		p, err := l.Acquire(1, 100*time.Millisecond)
 		require.NoError(t, err)
 		ps = append(ps, p)
 	}
-	_, err := l.Acquire(1, 50*time.Millisecond)
-	require.Equal(t, ReasonMaxInflight, reason(t, err))
-	require.Equal(t, ReasonMaxInflight, reason(t, l.Check()))
+	clk.Add(60 * time.Millisecond) // past half of the oldest's deadline
+	require.Equal(t, ReasonLimit, reason(t, l.Check()))
+	require.Equal(t, 40, l.Limit(), "what was in flight, less one backoff step")
+	require.True(t, l.Refusing())
 	for _, p := range ps {
-		p.Done(5*time.Millisecond, false)
-	}
-	require.NoError(t, l.Check())
-
-	off := NewLimiter(LimiterConfig{Max: 100, Floor: 4, Off: true, Now: clk.Now})
-	for range 100 {
-		_, err := off.Acquire(1, 50*time.Millisecond)
-		require.NoError(t, err, "with admission off only the cap refuses")
+		p.Done(90*time.Millisecond, false)
 	}
 }
 
 // Queries that use most of their deadline shrink the limit toward the
-// floor, never below it; once queries are fast again it grows back.
+// floor, never below it; once queries are fast again it grows back: by
+// about one per round while under pressure, doubling per round after.
 func TestLimiterShrinksUnderPressureAndRecovers(t *testing.T) {
 	clk := &clock{now: time.Unix(0, 0)}
 	l := NewLimiter(LimiterConfig{Max: 256, Floor: 8, Now: clk.Now})
 	deadline := 50 * time.Millisecond
-	rounds(l, 5, time.Millisecond)
-	require.Equal(t, 256, l.Limit())
 	var ps []*Permit
 	for range 100 {
 		p, err := l.Acquire(1, deadline)
 		require.NoError(t, err)
 		ps = append(ps, p)
 	}
-	for _, p := range ps { // all slow: one shrink per interval
+	for _, p := range ps[:50] { // slow answers: one shrink per interval
 		clk.Add(10 * time.Millisecond)
 		p.Done(45*time.Millisecond, false)
 	}
-	require.Less(t, l.Limit(), 256)
+	require.Less(t, l.Limit(), 100)
+	for _, p := range ps[50:] {
+		p.Done(45*time.Millisecond, false)
+	}
 	for range 40 { // keep missing deadlines: the limit reaches its floor and stays
 		p, err := l.Acquire(1, deadline)
 		require.NoError(t, err)
@@ -132,38 +128,57 @@ func TestLimiterShrinksUnderPressureAndRecovers(t *testing.T) {
 	for _, p := range held[1:] {
 		p.Done(time.Millisecond, false)
 	}
-	// Under pressure, fast answers grow the limit by about one per round.
 	rounds(l, 20, time.Millisecond)
 	require.Greater(t, l.Limit(), 20)
 	require.Less(t, l.Limit(), 40)
 	clk.Add(2 * time.Second)
 	require.False(t, l.Refusing(), "refusing means within the last second")
-	rounds(l, 4, time.Millisecond) // pressure gone: doubling again
+	rounds(l, 4, time.Millisecond)
 	require.Equal(t, 256, l.Limit())
 }
 
-// A query whose deadline is shorter than what queries take while the
-// router is busy is refused as deadline.
+// rounds runs n rounds of as many concurrent queries as the limiter
+// admits, each finishing in took.
+func rounds(l *Limiter, n int, took time.Duration) {
+	for range n {
+		var ps []*Permit
+		for {
+			p, err := l.Acquire(1, 50*time.Millisecond)
+			if err != nil {
+				break
+			}
+			ps = append(ps, p)
+		}
+		for _, p := range ps {
+			p.Done(took, false)
+		}
+	}
+}
+
+// Under pressure, a query whose deadline is shorter than what queries have
+// been taking is refused as deadline.
 func TestLimiterRefusesWhatCannotFinishInTime(t *testing.T) {
 	clk := &clock{now: time.Unix(0, 0)}
 	l := NewLimiter(LimiterConfig{Max: 256, Floor: 2, Now: clk.Now})
 	var ps []*Permit
-	for range 3 {
+	for range 6 {
 		p, err := l.Acquire(1, time.Second)
 		require.NoError(t, err)
 		ps = append(ps, p)
 	}
 	ps[0].Done(800*time.Millisecond, false) // slow for its deadline: pressure
+	for _, p := range ps[1:4] {
+		p.Done(time.Millisecond, false)
+	}
 	_, err := l.Acquire(1, 5*time.Millisecond)
 	require.Equal(t, ReasonDeadline, reason(t, err))
 	p, err := l.Acquire(1, time.Second)
 	require.NoError(t, err, "a query with time enough is admitted")
-	for _, p := range append(ps[1:], p) {
+	for _, p := range append(ps[4:], p) {
 		p.Done(time.Millisecond, false)
 	}
 }
 
-// The queue's clock is the real one: deadlines come from contexts.
 func TestScanQueue(t *testing.T) {
 	q := NewScanQueue(ScanQueueConfig{Slots: 1})
 	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(time.Hour))

@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"container/list"
 	"fmt"
 	"math"
 	"runtime"
@@ -81,15 +82,16 @@ type LimiterConfig struct {
 }
 
 // Limiter is the router's adaptive concurrency limit, an AIMD controller
-// on deadline slack. A query that used more than Target of its deadline,
-// or missed it, lowers the limit by Backoff and puts the limiter under
-// pressure for a while. Every query that finishes with its deadline to
-// spare while the limit binds raises it: under pressure by 1/limit (about
-// one per round of queries), otherwise by one per query (doubling per
-// round, as TCP's slow start), so a burst of fast queries is refused only
-// while the limit catches up, and a burst past capacity is held at the
-// limit from its first query instead of being admitted whole until the
-// first answers come back late.
+// on deadline slack. It starts at Max and refuses nothing but Max while
+// admitted queries finish well inside their deadlines. Pressure is a query
+// that used more than Target of its deadline (or missed it), or the oldest
+// query in flight passing that mark — felt as a spike starts, before its
+// first answers come back late. At the onset of pressure the limit drops to
+// what is in flight, then by Backoff at most once per Interval while it
+// lasts; every query that finishes in time while the limit binds raises it,
+// by 1/limit under pressure (about one per round of queries) and by one
+// after (doubling per round, as TCP's slow start). The limit never falls
+// below Floor.
 //
 // Its signal is the deadline, not a latency trend against a baseline (as
 // Netflix's gradient limiters and failsafe-go's adaptive limiter use):
@@ -111,10 +113,13 @@ type Limiter struct {
 	// admission at 80 % of it, or a refusal for it): a query during whose
 	// life that happened found the limit binding.
 	saturations uint64
+	// admitted holds the permits in flight, oldest first: the oldest one
+	// still running past Target of its deadline is pressure too, felt as
+	// soon as a spike starts rather than once its first answers come back.
+	admitted list.List
 }
 
-// NewLimiter returns a limiter, not under pressure, its limit at twice its
-// floor.
+// NewLimiter returns a limiter, not under pressure, its limit at Max.
 func NewLimiter(cfg LimiterConfig) *Limiter {
 	if cfg.Max <= 0 {
 		cfg.Max = DefaultMaxInflight
@@ -138,7 +143,7 @@ func NewLimiter(cfg LimiterConfig) *Limiter {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Limiter{cfg: cfg, limit: float64(min(2*cfg.Floor, cfg.Max))}
+	return &Limiter{cfg: cfg, limit: float64(cfg.Max)}
 }
 
 // Limit is the current learned limit.
@@ -180,7 +185,9 @@ func (l *Limiter) Acquire(weight int, deadline time.Duration) (*Permit, error) {
 	if float64(l.inflight) >= 0.8*l.limit {
 		l.saturations++
 	}
-	return &Permit{l: l, weight: weight, deadline: deadline, saturations: sat}, nil
+	p := &Permit{l: l, weight: weight, deadline: deadline, saturations: sat, start: l.cfg.Now()}
+	p.elem = l.admitted.PushBack(p)
+	return p, nil
 }
 
 // pressured reports, with l.mu held, whether a query used more than Target
@@ -189,9 +196,38 @@ func (l *Limiter) pressured(now time.Time) bool {
 	return !l.lastSlow.IsZero() && now.Sub(l.lastSlow) < l.cfg.Pressure
 }
 
+// feelOldest puts the limiter under pressure, with l.mu held, when the
+// oldest query in flight has run longer than Target of its deadline. At the
+// onset of pressure the limit first drops to what is in flight: more than
+// that is already too much.
+func (l *Limiter) feelOldest(now time.Time) {
+	e := l.admitted.Front()
+	if e == nil {
+		return
+	}
+	p := e.Value.(*Permit)
+	if p.deadline == 0 || float64(now.Sub(p.start)) <= l.cfg.Target*float64(p.deadline) {
+		return
+	}
+	if !l.pressured(now) {
+		l.limit = math.Max(float64(l.cfg.Floor), math.Min(l.limit, float64(l.inflight)))
+	}
+	l.lastSlow = now
+	l.shrink(now)
+}
+
+// shrink lowers the limit by Backoff, at most once per Interval.
+func (l *Limiter) shrink(now time.Time) {
+	if now.Sub(l.lastShrink) >= l.cfg.Interval {
+		l.limit = math.Max(float64(l.cfg.Floor), l.limit*l.cfg.Backoff)
+		l.lastShrink = now
+	}
+}
+
 // refuse decides with l.mu held; deadline 0 skips the deadline test.
 func (l *Limiter) refuse(weight int, deadline time.Duration) error {
 	now := l.cfg.Now()
+	l.feelOldest(now)
 	pressured := l.pressured(now)
 	var r *Refusal
 	switch {
@@ -217,6 +253,8 @@ type Permit struct {
 	weight      int
 	deadline    time.Duration
 	saturations uint64 // the limiter's count when it was admitted
+	start       time.Time
+	elem        *list.Element
 	once        sync.Once
 }
 
@@ -231,6 +269,7 @@ func (l *Limiter) done(p *Permit, elapsed time.Duration, late bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.inflight -= p.weight
+	l.admitted.Remove(p.elem)
 	if l.latency == 0 {
 		l.latency = elapsed
 	} else {
@@ -238,11 +277,11 @@ func (l *Limiter) done(p *Permit, elapsed time.Duration, late bool) {
 	}
 	now := l.cfg.Now()
 	if late || (p.deadline > 0 && float64(elapsed) > l.cfg.Target*float64(p.deadline)) {
-		l.lastSlow = now
-		if now.Sub(l.lastShrink) >= l.cfg.Interval {
-			l.limit = math.Max(float64(l.cfg.Floor), l.limit*l.cfg.Backoff)
-			l.lastShrink = now
+		if !l.pressured(now) {
+			l.limit = math.Max(float64(l.cfg.Floor), math.Min(l.limit, float64(l.inflight+p.weight)))
 		}
+		l.lastSlow = now
+		l.shrink(now)
 		return
 	}
 	if l.saturations == p.saturations {

@@ -14,6 +14,8 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/trawl-search/trawl/admission"
 	"github.com/trawl-search/trawl/budget"
@@ -45,6 +47,14 @@ type Config struct {
 	Logger      *slog.Logger
 	// Extra, when set, mounts more routes (router dev's fault endpoints).
 	Extra func(chi.Router)
+	// TracerProvider, when set (and not OpenTelemetry's noop provider),
+	// makes a span per request (probes and /metrics excepted), continuing
+	// a client's W3C traceparent; the access log and the X-Trace-Id header
+	// then carry the trace id. Nil: no tracing middleware at all.
+	TracerProvider trace.TracerProvider
+	// Propagator reads the client's trace context; W3C tracecontext and
+	// baggage if nil.
+	Propagator propagation.TextMapPropagator
 }
 
 // Server is the router's HTTP API.
@@ -68,6 +78,10 @@ func New(cfg Config) *Server {
 	s := &Server{cfg: cfg}
 
 	r := chi.NewRouter()
+	if tracingOn(cfg.TracerProvider) {
+		// Outermost, so the access log and every handler see the span.
+		r.Use(s.tracing()...)
+	}
 	r.Use(s.requestID, s.accessLog)
 	r.NotFound(func(w http.ResponseWriter, _ *http.Request) {
 		writeError(w, http.StatusNotFound, codeNotFound, "no such endpoint")
@@ -165,10 +179,20 @@ func (s *Server) accessLog(next http.Handler) http.Handler {
 			s.cfg.Metrics.HTTPRequest(route, rec.status)
 		}
 		id, _ := r.Context().Value(requestIDKey).(string)
-		s.cfg.Logger.LogAttrs(r.Context(), slog.LevelInfo, "http",
+		attrs := []slog.Attr{
 			slog.String("request_id", id), slog.String("method", r.Method), slog.String("route", route),
 			slog.String("path", r.URL.Path), slog.Int("status", rec.status),
-			slog.Float64("latency_ms", float64(time.Since(start).Microseconds())/1000))
+			slog.Float64("latency_ms", float64(time.Since(start).Microseconds())/1000),
+		}
+		if span := trace.SpanFromContext(r.Context()); span.SpanContext().IsValid() {
+			attrs = append(attrs, slog.String("trace_id", span.SpanContext().TraceID().String()))
+			if span.IsRecording() {
+				// otelhttp named the span before chi matched the route.
+				span.SetName(r.Method + " " + route)
+				span.SetAttributes(semconvRoute.String(route))
+			}
+		}
+		s.cfg.Logger.LogAttrs(r.Context(), slog.LevelInfo, "http", attrs...)
 	})
 }
 

@@ -2,11 +2,13 @@ package fanout
 
 import (
 	"log/slog"
-
-	"google.golang.org/grpc/codes"
 	"slices"
 	"sync"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+	"google.golang.org/grpc/codes"
 )
 
 // Replica is what the engine needs of one replica's connection.
@@ -54,6 +56,10 @@ type Options struct {
 	// NoFailover keeps a read on its first replica: a connectivity error
 	// ends the shard's read (--failover=false, for baselines only).
 	NoFailover bool
+	// TracerProvider makes the spans of fan-outs, shard reads, attempts,
+	// lookups and writes (DESIGN.md, Layout: tracing). Nil means
+	// OpenTelemetry's noop provider: no spans, and no attributes built.
+	TracerProvider trace.TracerProvider
 }
 
 // OverloadCooldown is how long a replica that refused a read with
@@ -65,6 +71,10 @@ type Cluster[R Replica] struct {
 	shards []*shardState[R]
 	opts   Options
 	hedges *tokenBucket
+	tracer trace.Tracer
+	// traced is false for a noop provider: spans are then skipped before
+	// the tracer is called at all (see start).
+	traced bool
 }
 
 type shardState[R Replica] struct {
@@ -105,7 +115,12 @@ func New[R Replica](shards []Shard[R], opts Options) *Cluster[R] {
 	if opts.MinHedgeDelay == 0 {
 		opts.MinHedgeDelay = time.Millisecond
 	}
-	c := &Cluster[R]{opts: opts, hedges: newTokenBucket(opts.HedgeBudget, opts.HedgeBurst)}
+	if opts.TracerProvider == nil {
+		opts.TracerProvider = noop.NewTracerProvider()
+	}
+	_, untraced := opts.TracerProvider.(noop.TracerProvider)
+	c := &Cluster[R]{opts: opts, hedges: newTokenBucket(opts.HedgeBudget, opts.HedgeBurst),
+		tracer: opts.TracerProvider.Tracer(tracerName), traced: !untraced}
 	for _, s := range shards {
 		ss := &shardState[R]{name: s.Name}
 		for _, r := range s.Replicas {

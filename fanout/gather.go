@@ -75,6 +75,8 @@ func (s Summary) Degraded() bool { return len(s.Unavailable) > 0 }
 // answered by then is missing with deadline_exceeded, and its attempts are
 // cancelled and finish on their own.
 func Gather[R Replica, T Answer](ctx context.Context, c *Cluster[R], req Request, call Call[R, T]) ([]Result[T], Summary) {
+	ctx, span := c.start(ctx, SpanGather)
+	defer span.End()
 	ctx, cancel := context.WithDeadline(ctx, req.ShardDeadline())
 	defer cancel()
 	hardStop := time.NewTimer(time.Until(req.hardStop()))
@@ -111,6 +113,8 @@ collect:
 		}
 	}
 	sum := summarize(c, results, req)
+	annotateGather(span, req, sum)
+	annotateMissing(span, results)
 	_ = c.safely("reporter", "", func() { c.opts.Reporter.Fanout(req.Path, sum.Elapsed, sum.Coverage, sum.ShardErrors) })
 	return results, sum
 }

@@ -15,6 +15,10 @@ import (
 // report 000).
 func Lookup[R Replica, T any](ctx context.Context, c *Cluster[R], req Request, shard string, call Call[R, T]) (_ T, err error) {
 	var zero T
+	// Deferred before the recover below, so it runs after it and sees a
+	// panic's error.
+	ctx, span := c.start(ctx, SpanLookup)
+	defer func() { endLookup(span, shard, err) }()
 	defer func() {
 		if p := recover(); p != nil {
 			err = c.recovered(p, "lookup", shard)
@@ -42,9 +46,11 @@ func Lookup[R Replica, T any](ctx context.Context, c *Cluster[R], req Request, s
 			budget /= 2
 			actx, acancel = context.WithTimeout(ctx, budget)
 		}
+		actx, aspan := c.startAttempt(actx, r.r, false, i > 0)
 		t0 := time.Now()
 		v, err := call(actx, r.r)
 		acancel()
+		endAttempt(aspan, err, err == nil)
 		c.record(r, err, time.Since(t0), budget)
 		if err == nil {
 			return v, nil

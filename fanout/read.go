@@ -3,8 +3,10 @@ package fanout
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -20,6 +22,9 @@ type attempt[R Replica, T any] struct {
 	err   error
 	took  time.Duration
 	hedge bool
+	// span is the attempt's span, left open for the read's loop to mark
+	// the winner and end (see deliver).
+	span trace.Span
 }
 
 // shardRead is one read of one shard: the best candidate first; on a
@@ -44,14 +49,28 @@ type shardRead[R Replica, T any] struct {
 	hedgeTimer     *time.Timer
 	hedgeC         <-chan time.Time
 	res            Result[T]
+
+	// closed is set when the loop stops reading results: an attempt's span
+	// the loop received is the loop's to end (it alone knows the winner);
+	// any left in results after closed is ended by whoever drains it.
+	closed atomic.Bool
+	span   trace.Span
 }
 
 func newShardRead[R Replica, T any](c *Cluster[R], s *shardState[R], call Call[R, T]) *shardRead[R, T] {
 	return &shardRead[R, T]{c: c, s: s, call: call, res: Result[T]{Shard: s.name}, failedHedges: map[*replicaState[R]]bool{}}
 }
 
-// run reads the shard within ctx's deadline and returns its result.
+// run reads the shard within ctx's deadline and returns its result, under
+// a span that its attempts' spans are children of.
+//
+// Its frame is kept as small as before tracing (span work lives in begin
+// and end, one deferred call as before): a few more bytes made the read's
+// goroutine outgrow its first stack on every fan-out, a copy that cost more
+// than the rest of the tracing-off path (BenchmarkGather).
 func (sr *shardRead[R, T]) run(ctx context.Context) Result[T] {
+	ctx = sr.begin(ctx)
+	defer sr.end()
 	cands, allSuspect := sr.c.candidates(sr.s)
 	if len(cands) == 0 {
 		// Fail fast: nobody to ask, so nobody waits out the deadline.
@@ -66,7 +85,6 @@ func (sr *shardRead[R, T]) run(ctx context.Context) Result[T] {
 	defer cancel()
 	sr.actx = actx
 	sr.results = make(chan attempt[R, T], len(cands)) // buffered: losers never block
-	defer sr.stopHedgeTimer()
 
 	sr.launch(false)
 	sr.armHedge()
@@ -79,12 +97,15 @@ func (sr *shardRead[R, T]) run(ctx context.Context) Result[T] {
 			sr.res.Replica, sr.res.Latency = a.r.r.Addr(), a.took
 			switch classify(a.err) {
 			case kindOK:
+				endAttempt(a.span, a.err, true)
 				sr.res.Value, sr.res.Err = a.v, nil
 				return sr.finish(a.r)
 			case kindAnswer:
+				endAttempt(a.span, a.err, false)
 				sr.res.Reason, sr.res.Err = ReasonInternal, a.err
 				return sr.finish(nil)
 			}
+			endAttempt(a.span, a.err, false)
 			if a.hedge {
 				sr.failedHedges[a.r] = true
 			}
@@ -132,8 +153,10 @@ func (c *Cluster[R]) hedgeAllowed(r *replicaState[R]) bool {
 	return !c.opts.Now().Before(r.overloadedTill)
 }
 
-// launch sends the read to the next candidate.
+// launch sends the read to the next candidate. An attempt that is not a
+// hedge and not the first is a failover.
 func (sr *shardRead[R, T]) launch(hedge bool) {
+	failover := !hedge && sr.next > 0
 	r := sr.cands[sr.next]
 	sr.next++
 	sr.inflight++
@@ -148,15 +171,16 @@ func (sr *shardRead[R, T]) launch(hedge bool) {
 	if dl, ok := sr.actx.Deadline(); ok {
 		budget = time.Until(dl)
 	}
-	go sr.attempt(r, hedge, budget)
+	go sr.attempt(r, hedge, failover, budget)
 }
 
 // attempt runs one call and sends its outcome back. A panic in the call or
 // in the bookkeeping after it becomes that attempt's internal error, so the
 // loop always hears back and the process lives.
-func (sr *shardRead[R, T]) attempt(r *replicaState[R], hedge bool, budget time.Duration) {
+func (sr *shardRead[R, T]) attempt(r *replicaState[R], hedge, failover bool, budget time.Duration) {
+	ctx, span := sr.c.startAttempt(sr.actx, r.r, hedge, failover)
 	t0 := time.Now()
-	a := attempt[R, T]{r: r, hedge: hedge}
+	a := attempt[R, T]{r: r, hedge: hedge, span: span}
 	counted := false
 	defer func() {
 		if p := recover(); p != nil {
@@ -167,9 +191,9 @@ func (sr *shardRead[R, T]) attempt(r *replicaState[R], hedge bool, budget time.D
 				r.mu.Unlock()
 			}
 		}
-		sr.results <- a
+		sr.deliver(a)
 	}()
-	a.v, a.err = sr.call(sr.actx, r.r)
+	a.v, a.err = sr.call(ctx, r.r)
 	a.took = time.Since(t0)
 	if code(a.err) == codes.Canceled && pastDeadline(sr.ctx) {
 		// The shard's deadline passed; that a cancel (the loop's, or
@@ -184,6 +208,58 @@ func (sr *shardRead[R, T]) attempt(r *replicaState[R], hedge bool, budget time.D
 	r.mu.Unlock()
 	counted = true
 	sr.c.record(r, a.err, a.took, budget)
+}
+
+// begin starts the read's span.
+func (sr *shardRead[R, T]) begin(ctx context.Context) context.Context {
+	ctx, sr.span = sr.c.start(ctx, SpanRead)
+	return ctx
+}
+
+// end stops the hedge timer and closes the read's span with its result
+// (every return of run returns sr.res).
+func (sr *shardRead[R, T]) end() {
+	sr.stopHedgeTimer()
+	sr.close()
+	annotateRead(sr.span, sr.res)
+	sr.span.End()
+}
+
+// deliver hands an attempt's outcome to the read's loop; if the loop has
+// ended, the attempt lost (or came too late) and its span is ended here.
+//
+// No lock: an attempt sends, then looks at closed; the loop sets closed,
+// then drains. If the attempt saw closed unset, its send came before the
+// loop's drain, which finds it; if it saw closed set, it drains itself.
+// Either way every span is ended exactly once, by whoever receives it.
+func (sr *shardRead[R, T]) deliver(a attempt[R, T]) {
+	sr.results <- a // buffered for every candidate: never blocks
+	if sr.closed.Load() {
+		sr.drain()
+	}
+}
+
+// close ends the loop's ownership of attempt spans: the ones delivered but
+// never read are ended here, the ones still running end their own.
+func (sr *shardRead[R, T]) close() {
+	if sr.results == nil {
+		return
+	}
+	sr.closed.Store(true)
+	sr.drain()
+}
+
+// drain ends the spans of the attempts waiting in results: after the loop,
+// they all lost.
+func (sr *shardRead[R, T]) drain() {
+	for {
+		select {
+		case a := <-sr.results:
+			endAttempt(a.span, a.err, false)
+		default:
+			return
+		}
+	}
 }
 
 // armHedge schedules a hedge to the next candidate after the current one's

@@ -20,6 +20,8 @@ type Answered[T any] struct {
 // cluster status and schema discovery: it changes no health state and
 // moves no fan-out counter.
 func Survey[R Replica, T any](ctx context.Context, c *Cluster[R], timeout time.Duration, call Call[R, T]) [][]Answered[T] {
+	ctx, span := c.start(ctx, SpanSurvey)
+	defer span.End()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	out := make([][]Answered[T], len(c.shards))
@@ -39,5 +41,6 @@ func Survey[R Replica, T any](ctx context.Context, c *Cluster[R], timeout time.D
 		}
 	}
 	wg.Wait()
+	annotateSurvey(span, out)
 	return out
 }

@@ -160,6 +160,8 @@ func Broadcast[R Replica](ctx context.Context, c *Cluster[R], shard string, call
 	if s == nil {
 		return nil, fmt.Errorf("unknown shard %q", shard)
 	}
+	ctx, span := c.start(ctx, SpanBroadcast)
+	defer span.End()
 	out := make([]WriteResult, len(s.replicas))
 	done := make(chan struct{}, len(s.replicas))
 	for i, r := range s.replicas {
@@ -171,6 +173,7 @@ func Broadcast[R Replica](ctx context.Context, c *Cluster[R], shard string, call
 	for range s.replicas {
 		<-done
 	}
+	annotateWrite(span, shard, out)
 	return out, nil
 }
 

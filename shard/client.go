@@ -7,6 +7,9 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
@@ -52,6 +55,13 @@ type DialConfig struct {
 	// connecting (and handshaking) at once (--prewarm=false, baselines
 	// only: the first queries then find no ready replica).
 	Lazy bool
+	// TracerProvider, when set (and not OpenTelemetry's noop provider),
+	// makes a client span per RPC and sends the trace context to the
+	// replica. Nil: no tracing instrumentation at all.
+	TracerProvider trace.TracerProvider
+	// Propagator encodes the trace context into the RPC's metadata; W3C
+	// tracecontext and baggage if nil.
+	Propagator propagation.TextMapPropagator
 }
 
 // Conn is the router's channel to one replica.
@@ -75,7 +85,7 @@ func Dial(addr string, cfg DialConfig) (*Conn, error) {
 	if cfg.Creds != nil {
 		creds = cfg.Creds
 	}
-	cc, err := grpc.NewClient("passthrough:///"+addr,
+	opts := []grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
 		grpc.WithContextDialer(dialer),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{
@@ -95,8 +105,12 @@ func Dial(addr string, cfg DialConfig) (*Conn, error) {
 		// grpc-go's default 30 min idle timeout would make the next query
 		// after a quiet spell pay a cold (TLS) handshake.
 		grpc.WithIdleTimeout(0),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)),
-	)
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64 << 20)),
+	}
+	if tracingOn(cfg.TracerProvider) {
+		opts = append(opts, grpc.WithStatsHandler(otelgrpc.NewClientHandler(otelOptions(cfg.TracerProvider, cfg.Propagator)...)))
+	}
+	cc, err := grpc.NewClient("passthrough:///"+addr, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("dial shard %s: %w", addr, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
@@ -42,6 +43,9 @@ type Config struct {
 	// its deadline refused with RESOURCE_EXHAUSTED before it starts. A
 	// queue with GOMAXPROCS slots if nil.
 	Scans *admission.ScanQueue
+	// TracerProvider makes the scan span (SpanScan), a child of the RPC's
+	// server span when the grpc.Server has ServerTracing. Nil: no spans.
+	TracerProvider trace.TracerProvider
 }
 
 // Server answers the shard service for one replica.
@@ -49,6 +53,7 @@ type Server struct {
 	shardpb.UnimplementedShardServer
 	cfg    Config
 	health *health.Server
+	tracer trace.Tracer // nil: tracing off
 	// writeMu serialises writes so the placement check and the write it
 	// guards are one step.
 	writeMu sync.Mutex
@@ -64,7 +69,7 @@ func NewServer(cfg Config) *Server {
 	if cfg.Scans == nil {
 		cfg.Scans = admission.NewScanQueue(admission.ScanQueueConfig{})
 	}
-	s := &Server{cfg: cfg, health: health.NewServer()}
+	s := &Server{cfg: cfg, health: health.NewServer(), tracer: scanTracer(cfg.TracerProvider)}
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	return s
 }
@@ -145,13 +150,17 @@ func (s *Server) search(ctx context.Context, pqs []*shardpb.Query) ([]*shardpb.H
 		}
 		qs[i] = vector.Query{Vector: v, K: int(pq.GetK()), Exclude: pq.GetExcludeId()}
 	}
+	ctx, span := s.startScan(ctx)
 	release, err := s.cfg.Scans.Acquire(ctx)
 	if err != nil {
 		if errors.Is(err, admission.ErrWouldMiss) {
 			s.observe(errOverloaded, 0)
-			return nil, 0, status.Errorf(codes.ResourceExhausted, "shard overloaded: %v", err)
+			err = status.Errorf(codes.ResourceExhausted, "shard overloaded: %v", err)
+		} else {
+			err = status.FromContextError(err).Err()
 		}
-		return nil, 0, status.FromContextError(err).Err()
+		s.endScan(span, qs, 0, err)
+		return nil, 0, err
 	}
 	start := time.Now()
 	defer func() { release(time.Since(start)) }()
@@ -166,6 +175,7 @@ func (s *Server) search(ctx context.Context, pqs []*shardpb.Query) ([]*shardpb.H
 		return err
 	})
 	s.observe(err, time.Since(start))
+	s.endScan(span, qs, docs, err)
 	if err != nil {
 		if c := status.FromContextError(ctx.Err()); ctx.Err() != nil {
 			return nil, 0, c.Err()

@@ -11,6 +11,7 @@ import (
 	"github.com/trawl-search/trawl/budget"
 	"github.com/trawl-search/trawl/internal/app"
 	"github.com/trawl-search/trawl/internal/devcluster"
+	"github.com/trawl-search/trawl/internal/tracing"
 	"github.com/trawl-search/trawl/vector"
 )
 
@@ -30,8 +31,16 @@ func runDev(ctx context.Context, args []string) error {
 		return err
 	}
 	log := newLogger()
+	// One process, one service.name: the dev shards' spans are trawl-router's
+	// too (their scan spans still say which shard and replica).
+	tel, flush, err := startTracing(ctx, log, tracing.ServiceRouter)
+	if err != nil {
+		return err
+	}
+	defer flush()
 	t0 := time.Now()
-	dc, err := devcluster.Start(devcluster.Config{Docs: *docs, Seed: *seed, Kernel: kernel, Logger: log})
+	dc, err := devcluster.Start(devcluster.Config{Docs: *docs, Seed: *seed, Kernel: kernel, Logger: log,
+		TracerProvider: tel.TracerProvider, Propagator: tel.Propagator})
 	if err != nil {
 		return err
 	}
@@ -41,7 +50,8 @@ func runDev(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	r, err := app.New(app.Config{Shards: specs, Logger: log, Kernel: kernel, Budget: budget.Config{}, Extra: dc.Routes})
+	r, err := app.New(app.Config{Shards: specs, Logger: log, Kernel: kernel, Budget: budget.Config{}, Extra: dc.Routes,
+		TracerProvider: tel.TracerProvider, Propagator: tel.Propagator})
 	if err != nil {
 		ln.Close()
 		return err

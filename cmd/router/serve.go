@@ -16,6 +16,7 @@ import (
 	"github.com/trawl-search/trawl/api"
 	"github.com/trawl-search/trawl/budget"
 	"github.com/trawl-search/trawl/internal/app"
+	"github.com/trawl-search/trawl/internal/tracing"
 	"github.com/trawl-search/trawl/shard"
 	"github.com/trawl-search/trawl/vector"
 )
@@ -89,11 +90,17 @@ func runServe(ctx context.Context, args []string) error {
 		return err
 	}
 	log := newLogger()
+	tel, flush, err := startTracing(ctx, log, tracing.ServiceRouter)
+	if err != nil {
+		return err
+	}
+	defer flush()
 	r, err := app.New(app.Config{
 		Shards: shards, Dial: dial, APIKey: apiKey, MaxInflight: *maxInflight, BodyTimeout: *bodyTimeout,
 		NoAdmission: !*admit, NoHedge: !*hedge, NoFailover: !*failover, NoPrewarm: !*prewarm,
 		Logger: log, Kernel: kernel,
-		Budget: budget.Config{TLS: dial.Creds != nil, Max: time.Duration(*maxDeadline) * time.Millisecond},
+		Budget:         budget.Config{TLS: dial.Creds != nil, Max: time.Duration(*maxDeadline) * time.Millisecond},
+		TracerProvider: tel.TracerProvider, Propagator: tel.Propagator,
 	})
 	if err != nil {
 		return err

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
+	"github.com/trawl-search/trawl/internal/tracing"
 	"github.com/trawl-search/trawl/metrics"
 	"github.com/trawl-search/trawl/shard"
 	"github.com/trawl-search/trawl/vector"
@@ -52,13 +53,19 @@ func runShard(ctx context.Context, args []string) error {
 		return err
 	}
 	log := newLogger()
+	tel, flush, err := startTracing(ctx, log, tracing.ServiceShard)
+	if err != nil {
+		return err
+	}
+	defer flush()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	obs := metrics.NewShardServer(reg, kernel.Name)
 	store := shard.NewMemory(*dim)
-	srv := shard.NewServer(shard.Config{Dim: *dim, Metric: m, Kernel: kernel, Store: store, Observer: obs, Logger: log})
+	srv := shard.NewServer(shard.Config{Dim: *dim, Metric: m, Kernel: kernel, Store: store, Observer: obs, Logger: log,
+		TracerProvider: tel.TracerProvider})
 
-	opts := shard.ServerOptions()
+	opts := append(shard.ServerOptions(), shard.ServerTracing(tel.TracerProvider, tel.Propagator)...)
 	if *tlsCert != "" {
 		tc, err := shard.ServerTLS(*tlsCert, *tlsKey, *clientCA)
 		if err != nil {

@@ -17,6 +17,8 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/trawl-search/trawl/admission"
 	"github.com/trawl-search/trawl/api"
@@ -62,6 +64,12 @@ type Config struct {
 	// DisableProber turns the background prober off (tests of the query
 	// path alone).
 	DisableProber bool
+	// TracerProvider and Propagator trace requests, fan-outs and shard
+	// RPCs (internal/tracing builds them from OTEL_*). A nil or noop
+	// provider is tracing off: no instrumentation installed. They also
+	// fill Dial's fields of the same names when those are unset.
+	TracerProvider trace.TracerProvider
+	Propagator     propagation.TextMapPropagator
 }
 
 // Router is a running router minus its HTTP listener.
@@ -93,6 +101,12 @@ func New(cfg Config) (*Router, error) {
 	}
 	if len(cfg.Shards) == 0 {
 		return nil, fmt.Errorf("no shards configured")
+	}
+	if cfg.Dial.TracerProvider == nil {
+		cfg.Dial.TracerProvider = cfg.TracerProvider
+	}
+	if cfg.Dial.Propagator == nil {
+		cfg.Dial.Propagator = cfg.Propagator
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -132,7 +146,8 @@ func New(cfg Config) (*Router, error) {
 	limiter := admission.NewLimiter(admission.LimiterConfig{Max: cfg.MaxInflight, Off: cfg.NoAdmission})
 	metrics.AdmissionLimit(reg, limiter.Limit)
 	r.Limiter = limiter
-	fopts := fanout.Options{Reporter: m, Logger: cfg.Logger, HedgePaused: limiter.Refusing, NoFailover: cfg.NoFailover}
+	fopts := fanout.Options{Reporter: m, Logger: cfg.Logger, TracerProvider: cfg.TracerProvider,
+		HedgePaused: limiter.Refusing, NoFailover: cfg.NoFailover}
 	if cfg.NoHedge {
 		fopts.HedgeBudget = -1
 	}
@@ -141,6 +156,7 @@ func New(cfg Config) (*Router, error) {
 	r.API = api.New(api.Config{
 		Coordinator: r.Coordinator, Budget: cfg.Budget, Metrics: m, Gatherer: reg,
 		APIKey: cfg.APIKey, Limiter: limiter, BodyTimeout: cfg.BodyTimeout, Logger: cfg.Logger, Extra: cfg.Extra,
+		TracerProvider: cfg.TracerProvider, Propagator: cfg.Propagator,
 	})
 
 	ctx, cancel := context.WithCancel(context.Background())

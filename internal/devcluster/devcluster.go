@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
@@ -44,6 +46,11 @@ type Config struct {
 	// then ignored). Under cosine it is normalised in place.
 	Corpus []shard.Record
 	Logger *slog.Logger
+	// TracerProvider and Propagator, when set, trace every replica's RPCs
+	// and scans (shard.ServerTracing, shard.Config.TracerProvider). Nil:
+	// no tracing.
+	TracerProvider trace.TracerProvider
+	Propagator     propagation.TextMapPropagator
 }
 
 // Replica is one running replica.
@@ -126,8 +133,8 @@ func startReplica(name string, idx int, store *shard.Memory, cfg Config) (*Repli
 		return nil, err
 	}
 	srv := shard.NewServer(shard.Config{Dim: cfg.Dim, Metric: cfg.Metric, Kernel: cfg.Kernel, Store: store,
-		Logger: cfg.Logger.With("shard", name, "replica", idx)})
-	opts := shard.ServerOptions()
+		Logger: cfg.Logger.With("shard", name, "replica", idx), TracerProvider: cfg.TracerProvider})
+	opts := append(shard.ServerOptions(), shard.ServerTracing(cfg.TracerProvider, cfg.Propagator)...)
 	if cfg.TLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.TLS)))
 	}
