@@ -30,7 +30,10 @@ const (
 // than MaxBodyBytes with 413 and a body that does not arrive in time with
 // 408 (closing the connection: what is left of the body is unread).
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	rc := http.NewResponseController(w)
+	rc, ok := r.Context().Value(connKey).(*http.ResponseController)
+	if !ok {
+		rc = http.NewResponseController(w)
+	}
 	// Not every ResponseWriter supports deadlines (httptest's recorder);
 	// there the server's own timeouts are all there is.
 	deadlined := rc.SetReadDeadline(time.Now().Add(s.cfg.BodyTimeout)) == nil

@@ -110,8 +110,13 @@ func New(cfg Config) *Server {
 	return s
 }
 
-// ServeHTTP implements http.Handler.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
+// ServeHTTP implements http.Handler. It keeps a ResponseController for the connection before any middleware
+// wraps w (otelhttp's wrapper cannot be unwrapped), so the body timeout
+// can set the connection's read deadline whatever wraps it later.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rc := http.NewResponseController(w)
+	s.handler.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), connKey, rc)))
+}
 
 // SetReady flips /readyz.
 func (s *Server) SetReady(ready bool) { s.ready.Store(ready) }
@@ -126,7 +131,10 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 
 type ctxKey int
 
-const requestIDKey ctxKey = 0
+const (
+	requestIDKey ctxKey = iota
+	connKey             // the request's *http.ResponseController
+)
 
 // requestID echoes the caller's X-Request-Id or makes one.
 func (s *Server) requestID(next http.Handler) http.Handler {
