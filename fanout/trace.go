@@ -20,6 +20,7 @@ const (
 	SpanAttempt   = "fanout.attempt"
 	SpanLookup    = "fanout.lookup"
 	SpanBroadcast = "fanout.broadcast"
+	SpanWrite     = "fanout.write"
 	SpanSurvey    = "fanout.survey"
 )
 
@@ -222,6 +223,25 @@ func annotateWrite(span trace.Span, shard string, out []WriteResult) {
 	}
 	if failed {
 		span.SetStatus(otelcodes.Error, "a replica did not acknowledge the write")
+	}
+}
+
+// annotateWriteAttempt records one attempt of a leader-aware write as an
+// event on the write's span, and the outcome once it is final.
+func annotateWriteAttempt(span trace.Span, shard string, res WriteResult, final bool) {
+	if !span.IsRecording() {
+		return
+	}
+	attrs := []attribute.KeyValue{AttrReplica.String(res.Replica), AttrOutcome.String(res.Outcome)}
+	if res.Err != nil {
+		attrs = append(attrs, attribute.String("error.message", res.Err.Error()))
+	}
+	span.AddEvent("write attempt", trace.WithAttributes(attrs...))
+	if final {
+		span.SetAttributes(AttrShard.String(shard), AttrOutcome.String(res.Outcome), AttrReplica.String(res.Replica))
+		if res.Outcome != WriteOK {
+			span.SetStatus(otelcodes.Error, "the write was not acknowledged")
+		}
 	}
 }
 

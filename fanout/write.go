@@ -55,12 +55,15 @@ func Write[R Replica](ctx context.Context, c *Cluster[R], shard string, call fun
 	if s == nil {
 		return WriteResult{Outcome: WriteFailed, Err: fmt.Errorf("unknown shard %q", shard)}
 	}
+	ctx, span := c.start(ctx, SpanWrite)
+	defer span.End()
 	var lastErr error
 	for {
 		tried := map[*replicaState[R]]bool{}
 		for r := s.writeTarget(tried); r != nil; r = s.writeTarget(tried) {
 			tried[r] = true
 			res, leader, done := c.writeOnce(ctx, r, call)
+			annotateWriteAttempt(span, shard, res, done)
 			if done {
 				if res.Outcome == WriteOK {
 					s.setLeader(r.r.Addr())
@@ -77,7 +80,9 @@ func Write[R Replica](ctx context.Context, c *Cluster[R], shard string, call fun
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return WriteResult{Outcome: WriteFailed, Err: fmt.Errorf("%w: last refusal: %w (write timeout: %w)", ErrNoLeader, lastErr, ctx.Err())}
+			res := WriteResult{Outcome: WriteFailed, Err: fmt.Errorf("%w: last refusal: %w (write timeout: %w)", ErrNoLeader, lastErr, ctx.Err())}
+			annotateWriteAttempt(span, shard, res, true)
+			return res
 		case <-t.C:
 		}
 	}
