@@ -42,7 +42,7 @@ func reason(t *testing.T, err error) Reason {
 func TestLimiterRefusesNothingWhileAnswersAreFast(t *testing.T) {
 	clk := &clock{now: time.Unix(0, 0)}
 	for _, off := range []bool{false, true} {
-		l := NewLimiter(LimiterConfig{Max: 100, Floor: 4, Off: off, Now: clk.Now})
+		l := NewLimiter(LimiterConfig{Max: 100, Floor: 4, Off: off, Target: 0.5, Now: clk.Now})
 		require.Equal(t, 100, l.Limit(), "the limit starts at the cap")
 		for range 3 {
 			var ps []*Permit
@@ -68,7 +68,7 @@ func TestLimiterRefusesNothingWhileAnswersAreFast(t *testing.T) {
 // drops below what is in flight, and the excess is refused.
 func TestLimiterFeelsASpikeBeforeItsAnswers(t *testing.T) {
 	clk := &clock{now: time.Unix(0, 0)}
-	l := NewLimiter(LimiterConfig{Max: 256, Floor: 8, Now: clk.Now})
+	l := NewLimiter(LimiterConfig{Max: 256, Floor: 8, Target: 0.5, Now: clk.Now})
 	var ps []*Permit
 	for range 50 {
 		p, err := l.Acquire(1, 100*time.Millisecond)
@@ -89,7 +89,7 @@ func TestLimiterFeelsASpikeBeforeItsAnswers(t *testing.T) {
 // about one per round while under pressure, doubling per round after.
 func TestLimiterShrinksUnderPressureAndRecovers(t *testing.T) {
 	clk := &clock{now: time.Unix(0, 0)}
-	l := NewLimiter(LimiterConfig{Max: 256, Floor: 8, Now: clk.Now})
+	l := NewLimiter(LimiterConfig{Max: 256, Floor: 8, Target: 0.5, Now: clk.Now})
 	deadline := 50 * time.Millisecond
 	var ps []*Permit
 	for range 100 {
@@ -159,7 +159,7 @@ func rounds(l *Limiter, n int, took time.Duration) {
 // been taking is refused as deadline.
 func TestLimiterRefusesWhatCannotFinishInTime(t *testing.T) {
 	clk := &clock{now: time.Unix(0, 0)}
-	l := NewLimiter(LimiterConfig{Max: 256, Floor: 2, Now: clk.Now})
+	l := NewLimiter(LimiterConfig{Max: 256, Floor: 2, Target: 0.5, Now: clk.Now})
 	var ps []*Permit
 	for range 6 {
 		p, err := l.Acquire(1, time.Second)

@@ -62,7 +62,9 @@ type LimiterConfig struct {
 	// quiet router with a few slow queries is never starved.
 	Floor int
 	// Target is the share of a query's deadline an admitted query may use
-	// before the limit shrinks (0.5 if zero, at most 1). Below it the limit
+	// before the limit shrinks (0.7 if zero, at most 1). Lower refuses
+	// earlier and keeps more slack for the time before the query's clock
+	// starts (reading and decoding its body), which the limiter counts too. Below it the limit
 	// grows while it binds; above it, or on a missed deadline, it shrinks.
 	Target float64
 	// Backoff is the factor of one shrink (0.8 if zero); shrinks happen at
@@ -129,7 +131,7 @@ func NewLimiter(cfg LimiterConfig) *Limiter {
 	}
 	cfg.Floor = min(cfg.Floor, cfg.Max)
 	if cfg.Target <= 0 || cfg.Target > 1 {
-		cfg.Target = 0.5
+		cfg.Target = 0.7
 	}
 	if cfg.Backoff <= 0 || cfg.Backoff >= 1 {
 		cfg.Backoff = 0.8
