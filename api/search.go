@@ -199,7 +199,7 @@ func (s *Server) search(w http.ResponseWriter, r *http.Request) {
 	pq := toProto(fq.queries[0])
 	results, sum := fanout.Gather(fq.ctx, s.cfg.Cluster, fq.request(metrics.PathSearch),
 		func(ctx context.Context, c *shard.Conn) (*shardpb.SearchResponse, error) {
-			return c.Search(ctx, pq)
+			return c.Search(ctx, pq, 0)
 		})
 	sg := newScatterGather(sum, results, fq.params.detail)
 	if s.refuseDegraded(w, sg, sum, fq.allowPartial) {
@@ -226,7 +226,7 @@ func (s *Server) searchBatch(w http.ResponseWriter, r *http.Request) {
 	}
 	results, sum := fanout.Gather(fq.ctx, s.cfg.Cluster, fq.request(metrics.PathSearchBatch),
 		func(ctx context.Context, c *shard.Conn) (*shardpb.SearchBatchResponse, error) {
-			resp, err := c.SearchBatch(ctx, pqs)
+			resp, err := c.SearchBatch(ctx, pqs, 0)
 			if err == nil && len(resp.GetResults()) != len(pqs) {
 				return nil, status.Errorf(codes.Internal, "replica answered %d results for %d queries", len(resp.GetResults()), len(pqs))
 			}
@@ -318,7 +318,7 @@ func (s *Server) resolveLikes(ctx context.Context, start time.Time, b budget.Bud
 func (s *Server) lookup(ctx context.Context, id string) ([]float32, error) {
 	home := s.placement.Home(id)
 	pv, err := fanout.Lookup(ctx, s.cfg.Cluster, home, func(ctx context.Context, c *shard.Conn) (*shardpb.Vector, error) {
-		return c.Get(ctx, id)
+		return c.Get(ctx, id, 0)
 	})
 	switch status.Code(err) {
 	case codes.OK:

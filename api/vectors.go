@@ -60,7 +60,8 @@ func (s *Server) upsert(w http.ResponseWriter, r *http.Request) {
 			}
 			p := shard.Placement{Fingerprint: s.placement.Fingerprint(), Shard: name}
 			wr, err := fanout.Broadcast(ctx, s.cfg.Cluster, name, func(ctx context.Context, c *shard.Conn) error {
-				return c.Upsert(ctx, p, vs)
+				_, err := c.Upsert(ctx, p, vs)
+				return err
 			})
 			res := shardWriteResult(name, wr, err)
 			for _, i := range idx {
@@ -198,7 +199,7 @@ func (s *Server) deleteVector(w http.ResponseWriter, r *http.Request) {
 	var mu sync.Mutex
 	found := false
 	wr, err := fanout.Broadcast(ctx, s.cfg.Cluster, home, func(ctx context.Context, c *shard.Conn) error {
-		f, err := c.Delete(ctx, p, id)
+		f, _, err := c.Delete(ctx, p, id)
 		mu.Lock()
 		found = found || f
 		mu.Unlock()

@@ -26,3 +26,11 @@ func DecodeVector(b []byte) ([]float32, error) {
 	}
 	return v, nil
 }
+
+// appendVector appends v to b as little-endian float32.
+func appendVector(b []byte, v []float32) []byte {
+	for _, f := range v {
+		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(f))
+	}
+	return b
+}

@@ -2,7 +2,7 @@ package shard
 
 import (
 	"context"
-
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -35,6 +35,12 @@ type Config struct {
 	Metric vector.Metric
 	Kernel vector.Kernel
 	Store  Store
+	// Node, when set, is the replica's raft group: writes go through its
+	// log, reads are refused while it is not serving, and it decides the
+	// health status. Without one the server writes to Store directly and
+	// serves whenever SetServing says so (an unreplicated, memory-only
+	// replica: protocol tests).
+	Node *Node
 	// Observer may be nil.
 	Observer ScanObserver
 	Logger   *slog.Logger
@@ -77,10 +83,33 @@ func (s *Server) Serving() bool {
 	return err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING
 }
 
-// Register adds the shard and health services to g.
+// Register adds the shard and health services to g, and the raft service
+// when the server has a Node (same port, same TLS).
 func (s *Server) Register(g *grpc.Server) {
 	shardpb.RegisterShardServer(g, s)
 	healthpb.RegisterHealthServer(g, s.health)
+	if s.cfg.Node != nil {
+		s.cfg.Node.Register(g)
+		s.cfg.Node.OnServing(s.SetServing)
+	}
+}
+
+// readable refuses a read while the replica is not serving (loading,
+// catching up, no leader heard from within --max-leader-silence) or has not
+// applied minIndex, with codes.Unavailable and reason NOT_SERVING, so the
+// router skips it without counting a failure and tries the next replica.
+func (s *Server) readable(minIndex uint64) error {
+	n := s.cfg.Node
+	if n == nil {
+		return nil
+	}
+	if !n.Serving() {
+		return notServingStatus("replica is not serving: loading, catching up, or not hearing from a leader")
+	}
+	if applied := n.AppliedIndex(); applied < minIndex {
+		return notServingStatus(fmt.Sprintf("replica has applied index %d, the read asks for %d", applied, minIndex))
+	}
+	return nil
 }
 
 // Shutdown marks the server NOT_SERVING for good, so probes stop choosing it
@@ -107,6 +136,9 @@ func ServerOptions() []grpc.ServerOption {
 
 // Search implements shardpb.ShardServer.
 func (s *Server) Search(ctx context.Context, req *shardpb.SearchRequest) (*shardpb.SearchResponse, error) {
+	if err := s.readable(req.GetMinIndex()); err != nil {
+		return nil, err
+	}
 	res, docs, err := s.search(ctx, []*shardpb.Query{req.GetQuery()})
 	if err != nil {
 		return nil, err
@@ -118,6 +150,9 @@ func (s *Server) Search(ctx context.Context, req *shardpb.SearchRequest) (*shard
 func (s *Server) SearchBatch(ctx context.Context, req *shardpb.SearchBatchRequest) (*shardpb.SearchBatchResponse, error) {
 	if len(req.GetQueries()) == 0 {
 		return nil, status.Error(codes.InvalidArgument, "no queries")
+	}
+	if err := s.readable(req.GetMinIndex()); err != nil {
+		return nil, err
 	}
 	res, docs, err := s.search(ctx, req.GetQueries())
 	if err != nil {
@@ -200,24 +235,10 @@ func (s *Server) decodeVector(b []byte, what string) ([]float32, error) {
 	return v, nil
 }
 
-// checkPlacement refuses a write routed under another shard list: the
-// router's shard list changed (a reshard) or the write reached the wrong
-// shard. A replica that has never been written adopts the first placement.
-func (s *Server) checkPlacement(p *shardpb.Placement) (Placement, error) {
-	got := Placement{Fingerprint: p.GetFingerprint(), Shard: p.GetShard()}
-	if got.Fingerprint == "" || got.Shard == "" {
-		return got, status.Error(codes.InvalidArgument, "write without placement")
-	}
-	have := s.cfg.Store.Placement()
-	if have != (Placement{}) && have != got {
-		return got, status.Errorf(codes.FailedPrecondition,
-			"shard holds data written as %q under shard list %s, this write is for %q under %s: changing the shard list is a reshard",
-			have.Shard, have.Fingerprint, got.Shard, got.Fingerprint)
-	}
-	return got, nil
-}
-
-// Upsert implements shardpb.ShardServer. Validation is all-or-nothing.
+// Upsert implements shardpb.ShardServer. Validation is all-or-nothing. On
+// a replicated server the leader commits the (validated, normalised)
+// vectors through the log and answers once they are on a majority's disk
+// and applied here; a follower refuses with NOT_LEADER.
 func (s *Server) Upsert(ctx context.Context, req *shardpb.UpsertRequest) (*shardpb.UpsertResponse, error) {
 	recs := make([]Record, len(req.GetVectors()))
 	for i, pv := range req.GetVectors() {
@@ -228,11 +249,22 @@ func (s *Server) Upsert(ctx context.Context, req *shardpb.UpsertRequest) (*shard
 		if err != nil {
 			return nil, err
 		}
-		recs[i] = Record{ID: pv.GetId(), Vector: v}
+		recs[i] = Record{ID: pv.GetId(), Vector: v, Payload: pv.GetPayload()}
+	}
+	if n := s.cfg.Node; n != nil {
+		vs := make([]*shardpb.Vector, len(recs))
+		for i, r := range recs {
+			vs[i] = &shardpb.Vector{Id: r.ID, Vector: EncodeVector(r.Vector), Payload: r.Payload}
+		}
+		res, idx, err := s.propose(ctx, &shardpb.Command{Op: &shardpb.Command_Upsert{Upsert: &shardpb.UpsertCommand{Placement: req.GetPlacement(), Vectors: vs}}})
+		if err != nil {
+			return nil, err
+		}
+		return &shardpb.UpsertResponse{DocCount: uint64(res.docs), Index: idx}, nil
 	}
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
-	p, err := s.checkPlacement(req.GetPlacement())
+	p, err := placementCheck(s.cfg.Store.Placement(), req.GetPlacement())
 	if err != nil {
 		return nil, err
 	}
@@ -246,20 +278,65 @@ func (s *Server) Upsert(ctx context.Context, req *shardpb.UpsertRequest) (*shard
 	return &shardpb.UpsertResponse{DocCount: uint64(n)}, nil
 }
 
+// propose commits cmd through the node's log. The placement check runs in
+// the state machine, on every replica alike; the leader checks it first
+// as well only to refuse a reshard without spending a log entry.
+func (s *Server) propose(ctx context.Context, cmd *shardpb.Command) (applyResult, uint64, error) {
+	var p *shardpb.Placement
+	switch op := cmd.GetOp().(type) {
+	case *shardpb.Command_Upsert:
+		p = op.Upsert.GetPlacement()
+	case *shardpb.Command_Delete:
+		p = op.Delete.GetPlacement()
+	}
+	if _, err := placementCheck(s.cfg.Store.Placement(), p); err != nil {
+		return applyResult{}, 0, err
+	}
+	res, idx, err := s.cfg.Node.propose(ctx, cmd)
+	var pe *proposeError
+	switch {
+	case errors.As(err, &pe) && pe.notLeader:
+		return res, 0, notLeaderStatus(pe.leader)
+	case errors.As(err, &pe):
+		// Leadership lost, shutdown or a timeout after the entry entered
+		// the log: it may still commit.
+		return res, 0, status.Errorf(codes.Unavailable, "write may or may not have committed: %v", pe.err)
+	case err != nil:
+		if _, ok := status.FromError(err); ok {
+			return res, idx, err
+		}
+		return res, idx, status.Errorf(codes.Internal, "store: %v", err)
+	}
+	if s.cfg.Observer != nil {
+		s.cfg.Observer.Documents(res.docs)
+	}
+	return res, idx, nil
+}
+
 // Get implements shardpb.ShardServer.
 func (s *Server) Get(_ context.Context, req *shardpb.GetRequest) (*shardpb.GetResponse, error) {
-	v, ok := s.cfg.Store.Get(req.GetId())
+	if err := s.readable(req.GetMinIndex()); err != nil {
+		return nil, err
+	}
+	r, ok := s.cfg.Store.Record(req.GetId())
 	if !ok {
 		return nil, status.Errorf(codes.NotFound, "no vector with id %q", req.GetId())
 	}
-	return &shardpb.GetResponse{Vector: &shardpb.Vector{Id: req.GetId(), Vector: EncodeVector(v)}}, nil
+	return &shardpb.GetResponse{Vector: &shardpb.Vector{Id: req.GetId(), Vector: EncodeVector(r.Vector), Payload: r.Payload}}, nil
 }
 
 // Delete implements shardpb.ShardServer.
 func (s *Server) Delete(ctx context.Context, req *shardpb.DeleteRequest) (*shardpb.DeleteResponse, error) {
+	if s.cfg.Node != nil {
+		res, idx, err := s.propose(ctx, &shardpb.Command{Op: &shardpb.Command_Delete{Delete: &shardpb.DeleteCommand{Placement: req.GetPlacement(), Id: req.GetId()}}})
+		if err != nil {
+			return nil, err
+		}
+		return &shardpb.DeleteResponse{Found: res.found, Index: idx}, nil
+	}
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
-	p, err := s.checkPlacement(req.GetPlacement())
+	p, err := placementCheck(s.cfg.Store.Placement(), req.GetPlacement())
 	if err != nil {
 		return nil, err
 	}
@@ -276,11 +353,19 @@ func (s *Server) Delete(ctx context.Context, req *shardpb.DeleteRequest) (*shard
 // Stats implements shardpb.ShardServer.
 func (s *Server) Stats(context.Context, *shardpb.StatsRequest) (*shardpb.StatsResponse, error) {
 	p := s.cfg.Store.Placement()
-	return &shardpb.StatsResponse{
+	resp := &shardpb.StatsResponse{
 		DocCount:  uint64(s.cfg.Store.Len()),
 		Dim:       uint32(s.cfg.Dim),
 		Metric:    s.cfg.Metric.String(),
 		Kernel:    s.cfg.Kernel.Name,
 		Placement: &shardpb.Placement{Fingerprint: p.Fingerprint, Shard: p.Shard},
-	}, nil
+		Serving:   s.Serving(),
+	}
+	if n := s.cfg.Node; n != nil {
+		resp.Role = n.Role()
+		resp.CommitIndex = n.CommitIndex()
+		resp.AppliedIndex = n.AppliedIndex()
+		resp.Leader = n.Leader()
+	}
+	return resp, nil
 }
