@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -28,6 +29,10 @@ type fsm struct {
 	// onChange, when set, is told the document count after each apply
 	// and restore (the documents gauge).
 	onChange func(docs int)
+	// applied is the index of the last command applied to mem (raft's own
+	// AppliedIndex counts entries handed to the FSM goroutine, which may
+	// not have applied them yet, and entries that never reach it).
+	applied atomic.Uint64
 }
 
 // applyResult is what Apply returns to the leader that proposed the entry.
@@ -47,6 +52,7 @@ func (f *fsm) Apply(l *raft.Log) any {
 		return applyResult{err: status.Errorf(codes.Internal, "undecodable log entry %d: %v", l.Index, err)}
 	}
 	res := f.apply(&cmd)
+	f.applied.Store(l.Index)
 	res.docs = f.mem.Len()
 	if f.onChange != nil {
 		f.onChange(res.docs)
@@ -113,14 +119,15 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &fsmSnapshot{v: v, log: f.log}, nil
+	return &fsmSnapshot{v: v, applied: f.applied.Load(), log: f.log}, nil
 }
 
 // fsmSnapshot streams a View: a SnapshotHeader, then one length-delimited
 // shardpb.Vector per row.
 type fsmSnapshot struct {
-	v   *View
-	log *slog.Logger
+	v       *View
+	applied uint64
+	log     *slog.Logger
 }
 
 // Persist implements raft.FSMSnapshot.
@@ -140,7 +147,8 @@ func (s *fsmSnapshot) persist(w io.Writer) error {
 		Dim:       uint32(s.v.dim),
 		Placement: &shardpb.Placement{Fingerprint: s.v.placement.Fingerprint, Shard: s.v.placement.Shard},
 		Count:     uint64(n),
-		Trained:   s.v.trained,
+		Trained:      s.v.trained,
+		AppliedIndex: s.applied,
 	}
 	if _, err := protodelim.MarshalTo(bw, hdr); err != nil {
 		return err
@@ -223,6 +231,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	if _, err := br.ReadByte(); !errors.Is(err, io.EOF) {
 		return fmt.Errorf("snapshot has data after its %d rows", total)
 	}
+	f.applied.Store(hdr.GetAppliedIndex())
 	if f.onChange != nil {
 		f.onChange(f.mem.Len())
 	}

@@ -108,6 +108,7 @@ type Node struct {
 	log    *slog.Logger
 	peers  []string
 	raft   *raft.Raft
+	fsm    *fsm
 	trans  *transport
 	bolt   *raftboltdb.BoltStore
 	snaps  *raft.FileSnapshotStore
@@ -221,6 +222,7 @@ func OpenNode(cfg NodeConfig) (*Node, error) {
 	rc.SnapshotInterval = cfg.SnapshotInterval
 	rc.Logger = hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Info, Output: lw})
 	f := &fsm{mem: cfg.Store, log: log, onChange: cfg.OnDocuments}
+	n.fsm = f
 
 	if hadState {
 		log.Info("loading replica from its data directory", "dir", cfg.DataDir)
@@ -405,6 +407,7 @@ func (n *Node) monitor() {
 		barrierTerm uint64
 		caughtUp    bool
 		lastLog     time.Time
+		scan        commandScan
 	)
 	for {
 		select {
@@ -412,11 +415,11 @@ func (n *Node) monitor() {
 			return
 		case <-t.C:
 		}
-		applied := n.raft.AppliedIndex()
+		upTo := func(i uint64) bool { return scan.appliedUpTo(n, i) }
 		if !n.mayVote.Load() {
-			if fc := n.firstCommit.Load(); fc > 0 && applied >= fc {
+			if fc := n.firstCommit.Load(); fc > 0 && upTo(fc) {
 				n.mayVote.Store(true)
-				n.log.Info("caught up with the group; taking part in elections", "applied_index", applied)
+				n.log.Info("caught up with the group; taking part in elections", "applied_index", n.AppliedIndex())
 			}
 		}
 		serving := false
@@ -434,7 +437,7 @@ func (n *Node) monitor() {
 				}()
 			}
 			commit := n.raft.CommitIndex()
-			serving = n.readyTerm.Load() == term && commit <= applied+servingLag
+			serving = n.readyTerm.Load() == term && (commit <= servingLag || upTo(commit-servingLag))
 			caughtUp = false
 		case raft.Follower, raft.Candidate:
 			fresh := time.Since(n.raft.LastContact()) < n.silent
@@ -442,17 +445,18 @@ func (n *Node) monitor() {
 			switch {
 			case !fresh || lc == 0:
 				caughtUp = false
-			case applied >= lc:
+			case upTo(lc):
 				caughtUp = true
-			case lc > applied+servingLag:
+			case lc > servingLag && !upTo(lc-servingLag):
 				caughtUp = false
 			}
 			serving = fresh && caughtUp && n.mayVote.Load()
-			if lc > applied+1000 && time.Since(lastLog) > 2*time.Second {
+			if applied := n.AppliedIndex(); lc > applied+1000 && time.Since(lastLog) > 2*time.Second {
 				lastLog = time.Now()
 				n.log.Info("catching up", "applied_index", applied, "leader_commit_index", lc)
 			}
 		}
+		applied := n.AppliedIndex()
 		if n.serving.Swap(serving) != serving {
 			n.log.Info("serving changed", "serving", serving, "state", n.raft.State().String(),
 				"applied_index", applied, "commit_index", n.raft.CommitIndex())
@@ -466,8 +470,37 @@ func (n *Node) monitor() {
 	}
 }
 
-// AppliedIndex is the last log index applied to the store.
-func (n *Node) AppliedIndex() uint64 { return n.raft.AppliedIndex() }
+// AppliedIndex is the index of the last write applied to the store: a
+// write acknowledged with index i is visible once AppliedIndex() >= i.
+func (n *Node) AppliedIndex() uint64 { return n.fsm.applied.Load() }
+
+// commandScan decides whether every write up to an index is applied. The
+// state machine's applied index only moves on writes, while the commit
+// index a leader reports may point past them at entries that never reach
+// the state machine (a new leader's no-op, configurations, barriers); the
+// scan reads those entries from the log once and remembers how far it got.
+type commandScan struct{ through uint64 }
+
+// appliedUpTo reports whether every write with index <= i is applied.
+func (c *commandScan) appliedUpTo(n *Node, i uint64) bool {
+	applied := n.fsm.applied.Load()
+	if i <= applied {
+		return true
+	}
+	if n.raft.AppliedIndex() < i {
+		return false // raft has not even handed them over yet
+	}
+	for j := max(applied, c.through) + 1; j <= i; j++ {
+		var l raft.Log
+		if err := n.bolt.GetLog(j, &l); err == nil && l.Type == raft.LogCommand {
+			return false // handed to the state machine, not applied yet
+		}
+		// Not found: compacted into a snapshot this replica took or
+		// installed, so its state includes it.
+		c.through = j
+	}
+	return true
+}
 
 // CommitIndex is the commit index this replica knows.
 func (n *Node) CommitIndex() uint64 { return n.raft.CommitIndex() }

@@ -490,6 +490,7 @@ type SnapshotHeader struct {
 	Placement     *Placement             `protobuf:"bytes,2,opt,name=placement,proto3" json:"placement,omitempty"`
 	Count         uint64                 `protobuf:"varint,3,opt,name=count,proto3" json:"count,omitempty"`
 	Trained       map[string][]byte      `protobuf:"bytes,4,rep,name=trained,proto3" json:"trained,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	AppliedIndex  uint64                 `protobuf:"varint,5,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"` // the last command index the rows include
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -552,6 +553,13 @@ func (x *SnapshotHeader) GetTrained() map[string][]byte {
 	return nil
 }
 
+func (x *SnapshotHeader) GetAppliedIndex() uint64 {
+	if x != nil {
+		return x.AppliedIndex
+	}
+	return 0
+}
+
 var File_raft_proto protoreflect.FileDescriptor
 
 const file_raft_proto_rawDesc = "" +
@@ -583,12 +591,13 @@ const file_raft_proto_rawDesc = "" +
 	"\x02id\x18\x02 \x01(\tR\x02id\"=\n" +
 	"\x11SetTrainedCommand\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value\"\xf4\x01\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\"\x99\x02\n" +
 	"\x0eSnapshotHeader\x12\x10\n" +
 	"\x03dim\x18\x01 \x01(\rR\x03dim\x127\n" +
 	"\tplacement\x18\x02 \x01(\v2\x19.trawl.shard.v1.PlacementR\tplacement\x12\x14\n" +
 	"\x05count\x18\x03 \x01(\x04R\x05count\x12E\n" +
-	"\atrained\x18\x04 \x03(\v2+.trawl.shard.v1.SnapshotHeader.TrainedEntryR\atrained\x1a:\n" +
+	"\atrained\x18\x04 \x03(\v2+.trawl.shard.v1.SnapshotHeader.TrainedEntryR\atrained\x12#\n" +
+	"\rapplied_index\x18\x05 \x01(\x04R\fappliedIndex\x1a:\n" +
 	"\fTrainedEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x012\x88\x03\n" +
