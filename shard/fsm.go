@@ -144,9 +144,9 @@ func (s *fsmSnapshot) persist(w io.Writer) error {
 	bw := bufio.NewWriterSize(w, 1<<20)
 	n := s.v.Len()
 	hdr := &shardpb.SnapshotHeader{
-		Dim:       uint32(s.v.dim),
-		Placement: &shardpb.Placement{Fingerprint: s.v.placement.Fingerprint, Shard: s.v.placement.Shard},
-		Count:     uint64(n),
+		Dim:          uint32(s.v.dim),
+		Placement:    &shardpb.Placement{Fingerprint: s.v.placement.Fingerprint, Shard: s.v.placement.Shard},
+		Count:        uint64(n),
 		Trained:      s.v.trained,
 		AppliedIndex: s.applied,
 	}
