@@ -193,6 +193,15 @@ func OpenNode(cfg NodeConfig) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open raft log %s: %w", filepath.Join(cfg.DataDir, "raft.db"), err)
 	}
+	// A snapshot cut short by a crash stays behind as a .tmp directory
+	// that raft's store only warns about; the bolt file lock held from
+	// here on means no other process is writing one.
+	if tmps, _ := filepath.Glob(filepath.Join(cfg.DataDir, "snapshots", "*.tmp")); len(tmps) > 0 {
+		for _, d := range tmps {
+			_ = os.RemoveAll(d)
+		}
+		log.Info("removed snapshots left unfinished by a crash", "count", len(tmps))
+	}
 	lw := &slogWriter{log: log}
 	n.snaps, err = raft.NewFileSnapshotStore(cfg.DataDir, 2, lw)
 	if err != nil {

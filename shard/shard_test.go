@@ -24,7 +24,12 @@ import (
 	"github.com/trawl-search/trawl/vector"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) != "" {
+		runChild() // a shard process for the crash test; never returns
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // serve starts a shard server on loopback and returns a connected client.
 func serve(t *testing.T, cfg Config, opts []grpc.ServerOption, dial DialConfig) (*Server, *Conn) {
