@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
+	"strconv"
 	"sync"
 	"syscall"
 	"testing"
@@ -42,6 +44,10 @@ func runChild() {
 		os.Exit(2)
 	}
 	addr := os.Getenv(childAddrEnv)
+	// The pid, for a parent that runs us under a tracer.
+	if err := os.WriteFile(filepath.Join(os.Getenv(childDirEnv), "..", "child.pid"), []byte(strconv.Itoa(os.Getpid())), 0o600); err != nil {
+		fail(err)
+	}
 	ln, err := listenRetry(addr)
 	if err != nil {
 		fail(err)
@@ -79,7 +85,7 @@ func TestCrashKeepsEveryAcknowledgedWrite(t *testing.T) {
 	}
 	exe, err := os.Executable()
 	require.NoError(t, err)
-	dir := t.TempDir()
+	dir := filepath.Join(t.TempDir(), "data")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	addr := ln.Addr().String()

@@ -372,8 +372,12 @@ func (n *Node) peersFresh() (fresh, known bool) {
 	return true, known
 }
 
-// sawAppend records the commit index a leader reported.
+// sawAppend records the commit index a leader reported. raft's heartbeats
+// carry none (zero), so they do not count.
 func (n *Node) sawAppend(commit uint64) {
+	if commit == 0 {
+		return
+	}
 	n.leaderCommit.Store(commit)
 	if commit > 0 && !n.mayVote.Load() {
 		n.firstCommit.CompareAndSwap(0, commit)
