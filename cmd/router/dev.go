@@ -19,6 +19,7 @@ func runDev(ctx context.Context, args []string) error {
 	httpAddr := fs.String("http-addr", ":8080", "HTTP listen address of the router")
 	docs := fs.Int("docs", 20000, "synthetic documents to load")
 	seed := fs.Uint64("seed", 1, "seed of the synthetic corpus")
+	dataDir := fs.String("data-dir", "", "where the replicas keep their raft logs and snapshots (default: a temporary directory, removed on exit); a directory holding a dev cluster is loaded, not seeded again")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -31,7 +32,7 @@ func runDev(ctx context.Context, args []string) error {
 	}
 	log := newLogger()
 	t0 := time.Now()
-	dc, err := devcluster.Start(devcluster.Config{Docs: *docs, Seed: *seed, Kernel: kernel, Logger: log})
+	dc, err := devcluster.Start(devcluster.Config{Docs: *docs, Seed: *seed, Kernel: kernel, Logger: log, DataDir: *dataDir})
 	if err != nil {
 		return err
 	}
@@ -51,14 +52,18 @@ func runDev(ctx context.Context, args []string) error {
 	if strings.HasPrefix(port, ":") {
 		port = "localhost" + port
 	}
-	fmt.Printf(`trawl dev: %d shards x 2 replicas, %d documents of 1536 dimensions (seed %d), loaded in %s, %s kernel.
+	how := "written through each shard's raft leader"
+	if dc.Loaded {
+		how = "loaded from " + *dataDir
+	}
+	fmt.Printf(`trawl dev: %d shards x %d replicas (one raft group per shard), %d documents of 1536 dimensions (seed %d) %s in %s, %s kernel.
 
 Try:
-  curl -s -X POST 'http://%[6]s/v1/search?shard_detail=true' -d '{"like_id": "doc-7", "k": 10}'
-  curl -s http://%[6]s/cluster/status
+  curl -s -X POST 'http://%[8]s/v1/search?shard_detail=true' -d '{"like_id": "doc-7", "k": 10}'
+  curl -s http://%[8]s/cluster/status
 Break a replica and watch the answer (stop | blackhole | slow | restore):
-  curl -s -X POST http://%[6]s/dev/replicas/shard-1/0/stop
+  curl -s -X POST http://%[8]s/dev/replicas/shard-1/0/stop
 
-`, len(dc.Names), *docs, *seed, time.Since(t0).Round(time.Millisecond), kernel.Name, port)
+`, len(dc.Names), len(dc.Replicas[0]), *docs, *seed, how, time.Since(t0).Round(time.Millisecond), kernel.Name, port)
 	return serveHTTP(ctx, log, ln, "", "", r)
 }
