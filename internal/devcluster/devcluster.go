@@ -58,8 +58,8 @@ type Config struct {
 	// already holds a cluster of the same shape is loaded, not seeded.
 	DataDir string
 	// HeartbeatTimeout is the replicas' raft heartbeat and election
-	// timeout: 500 ms if zero (quick to form for tests; a dev cluster is
-	// one process, so there is no network to be patient with).
+	// timeout: raft's 1 s if zero, which holds up on a loaded machine
+	// running tests under -race (shorter ones make leaders flap there).
 	HeartbeatTimeout time.Duration
 	Logger           *slog.Logger
 }
@@ -119,7 +119,7 @@ func Start(cfg Config) (*Cluster, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.HeartbeatTimeout == 0 {
-		cfg.HeartbeatTimeout = 500 * time.Millisecond
+		cfg.HeartbeatTimeout = time.Second
 	}
 	c := &Cluster{}
 	if cfg.DataDir == "" {
