@@ -32,7 +32,7 @@ func runDev(ctx context.Context, args []string) error {
 	}
 	log := newLogger()
 	t0 := time.Now()
-	dc, err := devcluster.Start(devcluster.Config{Docs: *docs, Seed: *seed, Kernel: kernel, Logger: log, DataDir: *dataDir})
+	dc, err := devcluster.Start(devcluster.Config{Replicas: 3, Docs: *docs, Seed: *seed, Kernel: kernel, Logger: log, DataDir: *dataDir})
 	if err != nil {
 		return err
 	}

@@ -42,11 +42,11 @@ func answers(t *testing.T, c *Cluster, qs [][]float32) [][]string {
 
 func TestRestartedOnItsDataDirKeepsItsCorpus(t *testing.T) {
 	dir := t.TempDir()
-	cfg := Config{Dim: 16, Docs: 300, Seed: 5, Kernel: vector.Generic(), DataDir: dir}
+	cfg := Config{Replicas: 3, Dim: 16, Docs: 300, Seed: 5, Kernel: vector.Generic(), DataDir: dir}
 	c, err := Start(cfg)
 	require.NoError(t, err)
 	require.False(t, c.Loaded)
-	require.Len(t, c.Replicas[0], 3, "three replicas per shard by default")
+	require.Len(t, c.Replicas[0], 3, "three replicas per shard")
 	total := 0
 	for _, reps := range c.Replicas {
 		leaders := 0
