@@ -40,7 +40,7 @@ import (
 
 // Config shapes a dev cluster.
 type Config struct {
-	Shards   int // 3 if zero
+	Shards int // 3 if zero
 	// Replicas per shard, each shard one raft group of this many: 2 if
 	// zero (the shape the end-to-end tests were written for); router dev
 	// asks for 3, the production shape (a write survives one down).
