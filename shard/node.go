@@ -607,6 +607,9 @@ func (w *slogWriter) Write(p []byte) (int, error) {
 	line := strings.TrimSpace(string(p))
 	lvl := slog.LevelInfo
 	switch {
+	case strings.Contains(line, "nothing new to snapshot"):
+		// raft's snapshot timer found nothing to do; not an error.
+		lvl = slog.LevelDebug
 	case strings.Contains(line, "[ERROR]"):
 		lvl = slog.LevelError
 	case strings.Contains(line, "[WARN]"):
