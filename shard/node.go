@@ -126,6 +126,7 @@ type Node struct {
 	// leaderCommit is the commit index in the last AppendEntries received.
 	leaderCommit atomic.Uint64
 	serving      atomic.Bool
+	servingRole  atomic.Uint32 // the raft.RaftState serving was computed in
 	readyTerm    atomic.Uint64 // the term in which this leader's barrier completed
 
 	mu        sync.Mutex
@@ -235,6 +236,12 @@ func OpenNode(cfg NodeConfig) (*Node, error) {
 	// acknowledging router does not wait for it: min_index reads go to a
 	// replica that has applied the write (the leader at once).
 	rc.CommitTimeout = 50 * time.Millisecond
+	// One AppendEntries carries at most this many entries. An entry is one
+	// write request (at most 64 MiB, the shard's gRPC limit; ~1.5 MiB for
+	// 256 vectors of 1536-D without payloads), and an AppendEntries must
+	// fit the same 64 MiB receive limit on the follower: raft's default of
+	// 64 entries would not.
+	rc.MaxAppendEntries = 3
 	rc.SnapshotThreshold = cfg.SnapshotThreshold
 	rc.TrailingLogs = cfg.TrailingLogs
 	rc.SnapshotInterval = cfg.SnapshotInterval
@@ -402,8 +409,23 @@ func (n *Node) OnServing(fn func(bool)) {
 	fn(n.serving.Load())
 }
 
-// Serving reports whether the replica may answer reads now.
-func (n *Node) Serving() bool { return n.serving.Load() }
+// Serving reports whether the replica may answer reads now: the monitor's
+// verdict, provided the replica's role has not changed since (a leader that
+// stepped down stops serving at once, not at the next tick) and, for a
+// follower, its leader's silence has not grown past the limit since.
+func (n *Node) Serving() bool {
+	if !n.serving.Load() {
+		return false
+	}
+	state := n.raft.State()
+	if raft.RaftState(n.servingRole.Load()) != state {
+		return false
+	}
+	// A follower's silence is checked at the moment of the read, so it
+	// stops serving exactly --max-leader-silence after its last word from
+	// a leader, not up to a tick later.
+	return state == raft.Leader || time.Since(n.raft.LastContact()) < n.silent
+}
 
 // monitor recomputes the serving state every monitorEvery:
 //
@@ -445,7 +467,9 @@ func (n *Node) monitor() {
 			}
 		}
 		serving := false
-		switch n.raft.State() {
+		state := n.raft.State()
+		n.servingRole.Store(uint32(state))
+		switch state {
 		case raft.Leader:
 			term := n.raft.CurrentTerm()
 			if barrierTerm != term {

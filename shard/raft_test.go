@@ -118,10 +118,15 @@ func group(t *testing.T, n int, cfg func(*NodeConfig)) []*member {
 	return groupOf(t, n, testDim, cfg)
 }
 
-// groupDim starts n replicas of dim-dimensional vectors.
+// groupDim starts n replicas of dim-dimensional vectors with the
+// production raft timings (1 s heartbeat, 5 s leader silence): three
+// replicas bulk-loading 1536-D vectors in one process on two cores starve
+// the test timings' 200 ms leader lease.
 func groupDim(t *testing.T, n, dim int) []*member {
 	t.Helper()
-	return groupOf(t, n, dim, nil)
+	return groupOf(t, n, dim, func(c *NodeConfig) {
+		c.HeartbeatTimeout, c.ElectionTimeout, c.MaxLeaderSilence = 0, 0, 0
+	})
 }
 
 func groupOf(t *testing.T, n, dim int, cfg func(*NodeConfig)) []*member {
@@ -347,14 +352,20 @@ func TestRaftFollowerCutOffStopsServing(t *testing.T) {
 		f = ms[1]
 	}
 	require.Eventually(t, func() bool { return complete(t, f, []string{"a"}, idx) }, 10*time.Second, 10*time.Millisecond)
-	// Cut the follower off: its peers' traffic to it goes silent.
+	// Cut the follower off: its peers' traffic to it goes silent. It may
+	// go on serving (as follower, then candidate) while its last word from
+	// the leader is younger than the leader silence, and never after.
 	require.NoError(t, f.proxy.Blackhole())
 	t0 := time.Now()
-	require.Eventually(t, func() bool { return !complete(t, f, []string{"a"}, 0) }, testSilence+2*time.Second, 10*time.Millisecond)
-	took := time.Since(t0)
-	t.Logf("MEASURED: a cut-off follower stopped serving %s after the cut (max leader silence %s)", took.Round(time.Millisecond), testSilence)
-	require.Less(t, took, testSilence+time.Second)
-	// It never serves while cut off…
+	var last time.Duration
+	for time.Since(t0) < testSilence+time.Second {
+		if complete(t, f, []string{"a"}, 0) {
+			last = time.Since(t0)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Logf("MEASURED: a cut-off follower's last complete answer came %s after the cut (max leader silence %s)", last.Round(time.Millisecond), testSilence)
+	require.Less(t, last, testSilence+100*time.Millisecond, "a cut-off follower served past the leader silence")
 	for range 20 {
 		require.False(t, complete(t, f, nil, 0))
 		time.Sleep(25 * time.Millisecond)

@@ -58,8 +58,9 @@ type transport struct {
 	// groupState answers GroupState.
 	groupState func() *shardpb.GroupStateResponse
 
-	mu    sync.Mutex
-	conns map[raft.ServerAddress]*grpc.ClientConn
+	mu        sync.Mutex
+	conns     map[raft.ServerAddress]*grpc.ClientConn
+	heartbeat func(raft.RPC) // raft's fast path for heartbeats, when set
 }
 
 func newTransport(local string, creds credentials.TransportCredentials, dialer func(context.Context, string) (net.Conn, error)) *transport {
@@ -107,8 +108,17 @@ func (t *transport) AppendEntriesPipeline(raft.ServerID, raft.ServerAddress) (ra
 
 // AppendEntries implements raft.Transport.
 func (t *transport) AppendEntries(_ raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	if isHeartbeat(args) {
+		// Heartbeats have their own connection, so they never queue
+		// behind megabytes of entries (raft's TCP transport does the same).
+		return t.unaryOn(target+heartbeatConn, target, "AppendEntries", args, resp)
+	}
 	return t.unary(target, "AppendEntries", args, resp)
 }
+
+// heartbeatConn suffixes a target in the connection cache for its
+// heartbeat connection.
+const heartbeatConn = "#heartbeat"
 
 // RequestVote implements raft.Transport.
 func (t *transport) RequestVote(_ raft.ServerID, target raft.ServerAddress, args *raft.RequestVoteRequest, resp *raft.RequestVoteResponse) error {
@@ -124,7 +134,11 @@ func (t *transport) TimeoutNow(_ raft.ServerID, target raft.ServerAddress, args 
 }
 
 func (t *transport) unary(target raft.ServerAddress, method string, args, resp any) error {
-	cc, err := t.conn(target)
+	return t.unaryOn(target, target, method, args, resp)
+}
+
+func (t *transport) unaryOn(key, target raft.ServerAddress, method string, args, resp any) error {
+	cc, err := t.connKeyed(key, target)
 	if err != nil {
 		return err
 	}
@@ -204,10 +218,23 @@ func (t *transport) EncodePeer(_ raft.ServerID, addr raft.ServerAddress) []byte 
 // DecodePeer implements raft.Transport.
 func (t *transport) DecodePeer(b []byte) raft.ServerAddress { return raft.ServerAddress(b) }
 
-// SetHeartbeatHandler implements raft.Transport. Heartbeats take the normal
-// path: gRPC serves each RPC on its own goroutine, so a heartbeat never
-// queues behind a large AppendEntries on a shared connection.
-func (t *transport) SetHeartbeatHandler(func(raft.RPC)) {}
+// SetHeartbeatHandler implements raft.Transport. raft answers heartbeats
+// through it without waiting for its main loop, which may be busy storing
+// a large batch of entries; without it a follower's heartbeat answers
+// queue behind the fsync and the leader, hearing from no quorum within
+// its lease, steps down in the middle of a bulk load.
+func (t *transport) SetHeartbeatHandler(fn func(raft.RPC)) {
+	t.mu.Lock()
+	t.heartbeat = fn
+	t.mu.Unlock()
+}
+
+// isHeartbeat reports whether req is one of raft's heartbeats (what its
+// own network transport checks).
+func isHeartbeat(req *raft.AppendEntriesRequest) bool {
+	return req.Term != 0 && (len(req.Addr) > 0 || len(req.Leader) > 0) &&
+		req.PrevLogEntry == 0 && req.PrevLogTerm == 0 && len(req.Entries) == 0 && req.LeaderCommitIndex == 0
+}
 
 // Close implements raft.WithClose: it closes every peer connection and
 // fails RPCs still waiting for raft.
@@ -223,6 +250,12 @@ func (t *transport) Close() error {
 }
 
 func (t *transport) conn(target raft.ServerAddress) (*grpc.ClientConn, error) {
+	return t.connKeyed(target, target)
+}
+
+// connKeyed returns the cached connection key to target, dialling it
+// first if needed.
+func (t *transport) connKeyed(key, target raft.ServerAddress) (*grpc.ClientConn, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	select {
@@ -230,7 +263,7 @@ func (t *transport) conn(target raft.ServerAddress) (*grpc.ClientConn, error) {
 		return nil, raft.ErrTransportShutdown
 	default:
 	}
-	if cc, ok := t.conns[target]; ok {
+	if cc, ok := t.conns[key]; ok {
 		return cc, nil
 	}
 	creds := t.creds
@@ -250,7 +283,7 @@ func (t *transport) conn(target raft.ServerAddress) (*grpc.ClientConn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("raft peer %s: %w", target, err)
 	}
-	t.conns[target] = cc
+	t.conns[key] = cc
 	return cc, nil
 }
 
@@ -261,6 +294,23 @@ func (t *transport) conn(target raft.ServerAddress) (*grpc.ClientConn, error) {
 type raftService struct {
 	shardpb.UnimplementedRaftServer
 	*transport
+}
+
+// fastHeartbeat hands a heartbeat to raft's heartbeat handler.
+func (t *transport) fastHeartbeat(ctx context.Context, hb func(raft.RPC), req *raft.AppendEntriesRequest) (any, error) {
+	respCh := make(chan raft.RPCResponse, 1)
+	hb(raft.RPC{Command: req, RespChan: respCh})
+	select {
+	case resp := <-respCh:
+		if resp.Error != nil {
+			return nil, status.Error(codes.Unknown, resp.Error.Error())
+		}
+		return resp.Response, nil
+	case <-ctx.Done():
+		return nil, status.FromContextError(ctx.Err()).Err()
+	case <-t.done:
+		return nil, status.Error(codes.Unavailable, "raft transport shut down")
+	}
 }
 
 // dispatch hands a decoded command to raft and waits for its answer.
@@ -309,7 +359,18 @@ func (t raftService) AppendEntries(ctx context.Context, in *shardpb.RaftMessage)
 		return nil, status.Errorf(codes.InvalidArgument, "decode raft message: %v", err)
 	}
 	t.sawAppend(req.LeaderCommitIndex)
-	resp, err := t.dispatch(ctx, &req, nil)
+	var (
+		resp any
+		err  error
+	)
+	t.mu.Lock()
+	hb := t.heartbeat
+	t.mu.Unlock()
+	if hb != nil && isHeartbeat(&req) {
+		resp, err = t.fastHeartbeat(ctx, hb, &req)
+	} else {
+		resp, err = t.dispatch(ctx, &req, nil)
+	}
 	if err != nil {
 		return nil, err
 	}
