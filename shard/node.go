@@ -649,3 +649,13 @@ func (w *slogWriter) Write(p []byte) (int, error) {
 }
 
 var _ io.Writer = (*slogWriter)(nil)
+
+// SetTrained commits a trained value every replica must encode rows with
+// identically (an int8 scale, IVF centroids) through the log, on the
+// leader, and returns its index; every replica, restart and snapshot
+// install then holds the same value (Memory.Trained). A follower refuses
+// with a *proposeError whose notLeader is set, as writes do.
+func (n *Node) SetTrained(ctx context.Context, name string, value []byte) (uint64, error) {
+	_, idx, err := n.propose(ctx, &shardpb.Command{Op: &shardpb.Command_SetTrained{SetTrained: &shardpb.SetTrainedCommand{Name: name, Value: value}}})
+	return idx, err
+}

@@ -286,6 +286,21 @@ func TestRaftGroupReplicatesAndRefusesWritesOnFollowers(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, found)
 	require.Greater(t, didx, idx)
+
+	// A trained value is committed through the log and reaches every
+	// replica.
+	tidx, err := leader.node.SetTrained(ctx(t), "int8_scale", []byte{1, 2, 3})
+	require.NoError(t, err)
+	for _, m := range ms {
+		require.Eventually(t, func() bool { return m.node.AppliedIndex() >= tidx }, 10*time.Second, 10*time.Millisecond)
+		require.Equal(t, []byte{1, 2, 3}, m.mem.Trained("int8_scale"))
+		if m != leader {
+			_, err := m.node.SetTrained(ctx(t), "int8_scale", nil)
+			var pe *proposeError
+			require.ErrorAs(t, err, &pe)
+			require.True(t, pe.notLeader)
+		}
+	}
 }
 
 // rejoin measures how long after start a member serves complete answers

@@ -145,7 +145,7 @@ func Start(cfg Config) (*Cluster, error) {
 			cfg.Kernel.Normalize(r.Vector)
 		}
 	}
-	lay, loaded, err := loadLayout(cfg)
+	lay, lns, loaded, err := loadLayout(cfg)
 	if err != nil {
 		c.Close()
 		return nil, err
@@ -154,8 +154,13 @@ func Start(cfg Config) (*Cluster, error) {
 	for i, name := range c.Names {
 		var reps []*Replica
 		for j := range cfg.Replicas {
-			rep, err := startReplica(name, j, lay.Addrs[i], filepath.Join(cfg.DataDir, name, fmt.Sprintf("replica-%d", j)), cfg)
+			var ln net.Listener
+			if lns != nil {
+				ln, lns[i][j] = lns[i][j], nil
+			}
+			rep, err := startReplica(name, j, lay.Addrs[i], ln, filepath.Join(cfg.DataDir, name, fmt.Sprintf("replica-%d", j)), cfg)
 			if err != nil {
+				closeAll(lns)
 				c.Close()
 				return nil, err
 			}
@@ -188,39 +193,54 @@ func Start(cfg Config) (*Cluster, error) {
 	return c, nil
 }
 
-// loadLayout reads DataDir's cluster.json, or picks free ports for a new
-// cluster.
-func loadLayout(cfg Config) (layout, bool, error) {
+// loadLayout reads DataDir's cluster.json, or, for a new cluster, opens a
+// listener on a free port for every replica (held open, so no other
+// process can take the port before the replica serves on it).
+func loadLayout(cfg Config) (layout, [][]net.Listener, bool, error) {
 	path := filepath.Join(cfg.DataDir, "cluster.json")
 	b, err := os.ReadFile(path)
 	if err == nil {
 		var l layout
 		if err := json.Unmarshal(b, &l); err != nil {
-			return l, false, fmt.Errorf("%s: %w", path, err)
+			return l, nil, false, fmt.Errorf("%s: %w", path, err)
 		}
 		if l.Shards != cfg.Shards || l.Replicas != cfg.Replicas || l.Dim != cfg.Dim {
-			return l, false, fmt.Errorf("%s holds %d shards x %d replicas of %d dimensions, not %d x %d of %d",
+			return l, nil, false, fmt.Errorf("%s holds %d shards x %d replicas of %d dimensions, not %d x %d of %d",
 				cfg.DataDir, l.Shards, l.Replicas, l.Dim, cfg.Shards, cfg.Replicas, cfg.Dim)
 		}
-		return l, true, nil
+		return l, nil, true, nil
 	}
 	if !errors.Is(err, fs.ErrNotExist) {
-		return layout{}, false, err
+		return layout{}, nil, false, err
 	}
 	l := layout{Shards: cfg.Shards, Replicas: cfg.Replicas, Dim: cfg.Dim}
+	var lns [][]net.Listener
 	for range cfg.Shards {
 		var addrs []string
+		var row []net.Listener
 		for range cfg.Replicas {
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {
-				return l, false, err
+				closeAll(append(lns, row))
+				return l, nil, false, err
 			}
 			addrs = append(addrs, ln.Addr().String())
-			ln.Close()
+			row = append(row, ln)
 		}
 		l.Addrs = append(l.Addrs, addrs)
+		lns = append(lns, row)
 	}
-	return l, false, nil
+	return l, lns, false, nil
+}
+
+func closeAll(lns [][]net.Listener) {
+	for _, row := range lns {
+		for _, ln := range row {
+			if ln != nil {
+				ln.Close()
+			}
+		}
+	}
 }
 
 // saveLayout writes cluster.json once the corpus is in, so a cluster
@@ -314,11 +334,15 @@ func (c *Cluster) waitServing(timeout time.Duration) error {
 	return nil
 }
 
-func startReplica(name string, idx int, peers []string, dir string, cfg Config) (*Replica, error) {
+// startReplica serves a replica on ln, or, when ln is nil, on the address
+// its data directory was created with.
+func startReplica(name string, idx int, peers []string, ln net.Listener, dir string, cfg Config) (*Replica, error) {
 	addr := peers[idx]
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("%s replica %d: listen on %s (the port its data directory was created with): %w", name, idx, addr, err)
+	if ln == nil {
+		var err error
+		if ln, err = net.Listen("tcp", addr); err != nil {
+			return nil, fmt.Errorf("%s replica %d: listen on %s (the port its data directory was created with): %w", name, idx, addr, err)
+		}
 	}
 	log := cfg.Logger.With("shard", name, "replica", idx)
 	store := shard.NewMemory(cfg.Dim)
