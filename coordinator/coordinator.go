@@ -45,6 +45,10 @@ type Coordinator struct {
 	placement placement.Table
 	log       *slog.Logger
 	schema    atomic.Pointer[Schema]
+	// shardOf is each replica's shard, in cluster order; acked the last
+	// write index this router acknowledged on each shard.
+	shardOf map[*shard.Conn]int
+	acked   acked
 }
 
 // New builds a coordinator over cfg's shards.
@@ -59,7 +63,13 @@ func New(cfg Config) *Coordinator {
 	for i, s := range cfg.Shards {
 		names[i] = s.Name
 	}
-	c := &Coordinator{shards: cfg.Shards, cluster: cfg.Cluster, placement: placement.New(names), log: cfg.Logger}
+	c := &Coordinator{shards: cfg.Shards, cluster: cfg.Cluster, placement: placement.New(names), log: cfg.Logger,
+		shardOf: map[*shard.Conn]int{}, acked: acked{index: make([]atomic.Uint64, len(cfg.Shards))}}
+	for i, s := range cfg.Shards {
+		for _, r := range s.Replicas {
+			c.shardOf[r] = i
+		}
+	}
 	c.schema.Store(&cfg.Schema)
 	return c
 }

@@ -86,13 +86,13 @@ func (c *Coordinator) Search(ctx context.Context, s Search) (Answer, error) {
 	if s.Path == fanout.PathSearch && len(pqs) == 1 {
 		var rs []fanout.Result[*shardpb.SearchResponse]
 		rs, sum = fanout.Gather(ctx, c.cluster, req, func(ctx context.Context, r *shard.Conn) (*shardpb.SearchResponse, error) {
-			return r.Search(ctx, pqs[0])
+			return r.Search(ctx, pqs[0], c.minIndex(r))
 		})
 		results = convert(rs, func(v *shardpb.SearchResponse) hitLists { return hitLists{single: v.GetHits()} })
 	} else {
 		var rs []fanout.Result[*shardpb.SearchBatchResponse]
 		rs, sum = fanout.Gather(ctx, c.cluster, req, func(ctx context.Context, r *shard.Conn) (*shardpb.SearchBatchResponse, error) {
-			resp, err := r.SearchBatch(ctx, pqs)
+			resp, err := r.SearchBatch(ctx, pqs, c.minIndex(r))
 			if err == nil && len(resp.GetResults()) != len(pqs) {
 				return nil, status.Errorf(codes.Internal, "replica answered %d results for %d queries", len(resp.GetResults()), len(pqs))
 			}
@@ -214,7 +214,7 @@ func (c *Coordinator) resolveLikes(ctx context.Context, req fanout.Request, qs [
 func (c *Coordinator) lookup(ctx context.Context, req fanout.Request, id string) ([]float32, error) {
 	home := c.placement.Home(id)
 	pv, err := fanout.Lookup(ctx, c.cluster, req, home, func(ctx context.Context, r *shard.Conn) (*shardpb.Vector, error) {
-		return r.Get(ctx, id)
+		return r.Get(ctx, id, c.minIndex(r))
 	})
 	switch status.Code(err) {
 	case codes.OK:

@@ -2,9 +2,9 @@ package coordinator
 
 import (
 	"context"
-	"fmt"
-	"strings"
+	"errors"
 	"sync"
+	"sync/atomic"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -32,11 +32,37 @@ type WriteResult struct {
 }
 
 // retryNote ends every write error: upserts are keyed, so a retry is safe.
-const retryNote = " Upserts are keyed by id, so retrying the request is safe."
+const retryNote = " Upserts and deletes are keyed by id, so retrying the request is safe."
 
-// Upsert writes recs to their home shards, each shard's share in one RPC
-// per replica, all shards at once, within shard.WriteTimeout. Results are in
-// recs' order.
+// acked is the highest log index this router saw acknowledged on each
+// shard. Reads send it as min_index, so a search that starts after an
+// acknowledgement never reads a replica that has not applied it
+// (read-after-write through the acknowledging router).
+type acked struct {
+	index []atomic.Uint64 // by shard, in cluster order
+}
+
+func (a *acked) note(shard int, idx uint64) {
+	for {
+		cur := a.index[shard].Load()
+		if idx <= cur || a.index[shard].CompareAndSwap(cur, idx) {
+			return
+		}
+	}
+}
+
+// minIndex is the index a read of r's shard must see.
+func (c *Coordinator) minIndex(r *shard.Conn) uint64 {
+	if i, ok := c.shardOf[r]; ok {
+		return c.acked.index[i].Load()
+	}
+	return 0
+}
+
+// Upsert writes recs through their home shards' consensus groups, each
+// shard's share in one RPC to one replica (the leader when known), all
+// shards at once, within shard.WriteTimeout. An id is ok only once its
+// write is committed. Results are in recs' order.
 func (c *Coordinator) Upsert(ctx context.Context, recs []Record) []WriteResult {
 	byShard := map[string][]int{}
 	for i, rec := range recs {
@@ -54,10 +80,14 @@ func (c *Coordinator) Upsert(ctx context.Context, recs []Record) []WriteResult {
 				vs[j] = &shardpb.Vector{Id: recs[i].ID, Vector: vector.EncodeLE(recs[i].Vector)}
 			}
 			p := shard.Placement{Fingerprint: c.placement.Fingerprint(), Shard: name}
-			wr, err := fanout.Broadcast(ctx, c.cluster, name, func(ctx context.Context, r *shard.Conn) error {
-				return r.Upsert(ctx, p, vs)
+			wr := fanout.Write(ctx, c.cluster, name, func(ctx context.Context, r *shard.Conn) error {
+				index, err := r.Upsert(ctx, p, vs)
+				if err == nil {
+					c.acked.note(c.shardOf[r], index)
+				}
+				return err
 			})
-			res := shardWriteResult(name, wr, err)
+			res := writeResult(name, wr)
 			for _, i := range idx {
 				res.ID = recs[i].ID
 				results[i] = res
@@ -68,58 +98,49 @@ func (c *Coordinator) Upsert(ctx context.Context, recs []Record) []WriteResult {
 	return results
 }
 
-// Delete removes id from its home shard and reports whether any replica
-// held it.
+// Delete removes id through its home shard's consensus group and reports
+// whether it was there.
 func (c *Coordinator) Delete(ctx context.Context, id string) (bool, WriteResult) {
 	home := c.placement.Home(id)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shard.WriteTimeout)
 	defer cancel()
 	p := shard.Placement{Fingerprint: c.placement.Fingerprint(), Shard: home}
-	var mu sync.Mutex
 	found := false
-	wr, err := fanout.Broadcast(ctx, c.cluster, home, func(ctx context.Context, r *shard.Conn) error {
-		f, err := r.Delete(ctx, p, id)
-		mu.Lock()
-		found = found || f
-		mu.Unlock()
+	wr := fanout.Write(ctx, c.cluster, home, func(ctx context.Context, r *shard.Conn) error {
+		f, index, err := r.Delete(ctx, p, id)
+		if err == nil {
+			found = f // only the accepting attempt answers; writes are never concurrent
+			c.acked.note(c.shardOf[r], index)
+		}
 		return err
 	})
-	res := shardWriteResult(home, wr, err)
+	res := writeResult(home, wr)
 	res.ID = id
 	return found, res
 }
 
-// shardWriteResult folds the replicas' outcomes into the result every id of
-// that shard gets: ok only when every replica acknowledged; unknown when
-// any replica may have applied it; otherwise failed.
-func shardWriteResult(name string, wr []fanout.WriteResult, err error) WriteResult {
-	if err != nil {
-		return WriteResult{Outcome: fanout.WriteFailed, Err: errorf(CodeInternal, err, "%v", err)}
+// writeResult turns the engine's outcome of one shard's write into the
+// result every id of that shard gets.
+func writeResult(name string, wr fanout.WriteResult) WriteResult {
+	msg := status.Convert(wr.Err).Message()
+	switch wr.Outcome {
+	case fanout.WriteOK:
+		return WriteResult{Outcome: fanout.WriteOK}
+	case fanout.WriteUnknown:
+		return WriteResult{Outcome: fanout.WriteUnknown, Err: errorf(CodeOutcomeUnknown, wr.Err,
+			"shard %s: the write may or may not have been committed (%s: %s).%s", name, wr.Replica, msg, retryNote)}
 	}
-	var unknown, failed []string
 	code := CodeUnavailable
-	for _, x := range wr {
-		switch x.Outcome {
-		case fanout.WriteUnknown:
-			unknown = append(unknown, fmt.Sprintf("%s: %v", x.Replica, status.Convert(x.Err).Message()))
-		case fanout.WriteFailed:
-			failed = append(failed, fmt.Sprintf("%s: %v", x.Replica, status.Convert(x.Err).Message()))
-			switch status.Code(x.Err) {
-			case codes.FailedPrecondition:
-				code = CodeConflict
-			case codes.InvalidArgument, codes.Internal:
-				code = CodeInternal
-			}
-		}
-	}
 	switch {
-	case len(unknown) > 0:
-		return WriteResult{Outcome: fanout.WriteUnknown, Err: errorf(CodeOutcomeUnknown, nil,
-			"shard %s: the write may or may not have been applied on %s.%s",
-			name, strings.Join(append(unknown, failed...), "; "), retryNote)}
-	case len(failed) > 0:
-		return WriteResult{Outcome: fanout.WriteFailed, Err: errorf(code, nil,
-			"shard %s: not acknowledged by every replica (%s).%s", name, strings.Join(failed, "; "), retryNote)}
+	case errors.Is(wr.Err, fanout.ErrNoLeader):
+		return WriteResult{Outcome: fanout.WriteFailed, Err: errorf(CodeUnavailable, wr.Err,
+			"shard %s: no replica could take the write (a leader election, or too few replicas reachable): %v. It was not applied.%s",
+			name, wr.Err, retryNote)}
+	case status.Code(wr.Err) == codes.FailedPrecondition:
+		code = CodeConflict
+	case status.Code(wr.Err) == codes.InvalidArgument, status.Code(wr.Err) == codes.Internal:
+		code = CodeInternal
 	}
-	return WriteResult{Outcome: fanout.WriteOK}
+	return WriteResult{Outcome: fanout.WriteFailed, Err: errorf(code, wr.Err,
+		"shard %s: the write was refused by %s: %s. It was not applied.%s", name, wr.Replica, msg, retryNote)}
 }

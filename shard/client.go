@@ -159,13 +159,28 @@ func (c *Conn) Close() error { return c.cc.Close() }
 
 // ErrNotServing is returned by Probe when the replica answers NOT_SERVING
 // (still loading, or shutting down). Its NotServing method lets package
-// fanout recognise it without importing this package.
+// fanout recognise it without importing this package; reads refused with
+// reason NOT_SERVING return an error with the same method.
 var ErrNotServing error = notServingError{}
 
-type notServingError struct{}
+type notServingError struct{ err error }
 
-func (notServingError) Error() string    { return "replica is not serving" }
+func (e notServingError) Error() string {
+	if e.err == nil {
+		return "replica is not serving"
+	}
+	return e.err.Error()
+}
+func (e notServingError) Unwrap() error  { return e.err }
 func (notServingError) NotServing() bool { return true }
+
+// GRPCStatus is Unavailable, the code of the answer.
+func (e notServingError) GRPCStatus() *status.Status {
+	if e.err == nil {
+		return status.New(codes.Unavailable, "replica is not serving")
+	}
+	return status.Convert(e.err)
+}
 
 // Probe asks grpc.health.v1 whether the replica serves. ctx should carry the
 // probe timeout.
@@ -180,50 +195,64 @@ func (c *Conn) Probe(ctx context.Context) error {
 	return nil
 }
 
-// Search runs one query. ctx must carry the query's deadline.
-func (c *Conn) Search(ctx context.Context, q *shardpb.Query) (*shardpb.SearchResponse, error) {
-	return c.shard.Search(ctx, &shardpb.SearchRequest{Query: q})
+// Search runs one query. ctx must carry the query's deadline. minIndex is
+// the last write index the caller acknowledged on this shard (0: none); a
+// replica that has not applied it, or is not serving, answers an error
+// with NotServing() true.
+func (c *Conn) Search(ctx context.Context, q *shardpb.Query, minIndex uint64) (*shardpb.SearchResponse, error) {
+	resp, err := c.shard.Search(ctx, &shardpb.SearchRequest{Query: q, MinIndex: minIndex})
+	return resp, fromStatus(err)
 }
 
-// SearchBatch runs a batch of queries in one RPC.
-func (c *Conn) SearchBatch(ctx context.Context, qs []*shardpb.Query) (*shardpb.SearchBatchResponse, error) {
-	return c.shard.SearchBatch(ctx, &shardpb.SearchBatchRequest{Queries: qs})
+// SearchBatch runs a batch of queries in one RPC; minIndex as in Search.
+func (c *Conn) SearchBatch(ctx context.Context, qs []*shardpb.Query, minIndex uint64) (*shardpb.SearchBatchResponse, error) {
+	resp, err := c.shard.SearchBatch(ctx, &shardpb.SearchBatchRequest{Queries: qs, MinIndex: minIndex})
+	return resp, fromStatus(err)
 }
 
-// Get fetches one stored vector.
-func (c *Conn) Get(ctx context.Context, id string) (*shardpb.Vector, error) {
-	resp, err := c.shard.Get(ctx, &shardpb.GetRequest{Id: id})
+// Get fetches one stored vector with its payload; minIndex as in Search.
+func (c *Conn) Get(ctx context.Context, id string, minIndex uint64) (*shardpb.Vector, error) {
+	resp, err := c.shard.Get(ctx, &shardpb.GetRequest{Id: id, MinIndex: minIndex})
 	if err != nil {
-		return nil, err
+		return nil, fromStatus(err)
 	}
 	return resp.GetVector(), nil
 }
 
-// Upsert writes vectors to this replica.
-func (c *Conn) Upsert(ctx context.Context, p Placement, vs []*shardpb.Vector) error {
+// Upsert writes vectors through this replica and returns the log index the
+// write committed at (pass it as minIndex to later reads of this shard
+// for read-after-write). A replica that is not the leader refuses with a
+// *NotLeaderError (NeverSent() true, Leader() the hint); a write that was
+// provably not sent has NeverSent() true too. Any other Unavailable or
+// DeadlineExceeded may have been applied.
+func (c *Conn) Upsert(ctx context.Context, p Placement, vs []*shardpb.Vector) (uint64, error) {
 	if !c.Ready() {
-		return neverSentError{errNoReadyConn}
+		return 0, neverSentError{errNoReadyConn}
 	}
-	_, err := c.shard.Upsert(ctx, &shardpb.UpsertRequest{
+	resp, err := c.shard.Upsert(ctx, &shardpb.UpsertRequest{
 		Placement: &shardpb.Placement{Fingerprint: p.Fingerprint, Shard: p.Shard},
 		Vectors:   vs,
 	})
-	return markNeverSent(err)
+	if err != nil {
+		return 0, markNeverSent(fromStatus(err))
+	}
+	return resp.GetIndex(), nil
 }
 
-// Delete removes one id from this replica.
-func (c *Conn) Delete(ctx context.Context, p Placement, id string) (bool, error) {
+// Delete removes one id through this replica: whether it was there and the
+// log index the delete committed at. Errors as for Upsert.
+func (c *Conn) Delete(ctx context.Context, p Placement, id string) (found bool, index uint64, err error) {
 	if !c.Ready() {
-		return false, neverSentError{errNoReadyConn}
+		return false, 0, neverSentError{errNoReadyConn}
 	}
 	resp, err := c.shard.Delete(ctx, &shardpb.DeleteRequest{
 		Placement: &shardpb.Placement{Fingerprint: p.Fingerprint, Shard: p.Shard},
 		Id:        id,
 	})
 	if err != nil {
-		return false, markNeverSent(err)
+		return false, 0, markNeverSent(fromStatus(err))
 	}
-	return resp.GetFound(), nil
+	return resp.GetFound(), resp.GetIndex(), nil
 }
 
 // Stats asks the replica for its counts and settings.

@@ -3,7 +3,6 @@ package shard
 import (
 	"context"
 	"errors"
-
 	"fmt"
 	"log/slog"
 	"math"
@@ -16,6 +15,7 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/trawl-search/trawl/admission"
@@ -35,6 +35,20 @@ type Config struct {
 	Metric vector.Metric
 	Kernel vector.Kernel
 	Store  Store
+	// Node, when set, is the replica's raft group: writes go through its
+	// log, reads are refused while it is not serving, and it decides the
+	// health status. Without one the server writes to Store directly and
+	// serves whenever SetServing says so (an unreplicated, memory-only
+	// replica: protocol tests).
+	Node *Node
+	// ForwardWrites makes a follower that knows the leader pass a write
+	// to it and answer once the write is applied here too, instead of
+	// refusing with NOT_LEADER. Off by default: a router that writes to
+	// the leader needs no extra hop. router dev turns it on while the
+	// router still sends every write to every replica. ForwardDial is how
+	// the follower reaches the leader.
+	ForwardWrites bool
+	ForwardDial   DialConfig
 	// Observer may be nil.
 	Observer ScanObserver
 	Logger   *slog.Logger
@@ -57,6 +71,65 @@ type Server struct {
 	// writeMu serialises writes so the placement check and the write it
 	// guards are one step.
 	writeMu sync.Mutex
+
+	fwdMu sync.Mutex
+	fwd   map[string]*Conn // leader address -> connection, for ForwardWrites
+}
+
+// Close closes the connections ForwardWrites opened.
+func (s *Server) Close() {
+	s.fwdMu.Lock()
+	defer s.fwdMu.Unlock()
+	for a, c := range s.fwd {
+		c.Close()
+		delete(s.fwd, a)
+	}
+}
+
+// forwardedKey marks a write a follower forwarded, so it is forwarded at
+// most once.
+const forwardedKey = "trawl-forwarded"
+
+// forward sends a write this follower refused to the leader it named, and
+// waits until the write is applied here as well. It reports false when the
+// write is not to be forwarded.
+func (s *Server) forward(ctx context.Context, refusal error, send func(ctx context.Context, c *Conn) (uint64, error)) (uint64, bool, error) {
+	var nl *NotLeaderError
+	if !s.cfg.ForwardWrites || !errors.As(fromStatus(refusal), &nl) || nl.Leader() == "" {
+		return 0, false, nil
+	}
+	if md, _ := metadata.FromIncomingContext(ctx); len(md.Get(forwardedKey)) > 0 {
+		return 0, false, nil
+	}
+	s.fwdMu.Lock()
+	if s.fwd == nil {
+		s.fwd = map[string]*Conn{}
+	}
+	c, ok := s.fwd[nl.Leader()]
+	if !ok {
+		var err error
+		if c, err = Dial(nl.Leader(), s.cfg.ForwardDial); err != nil {
+			s.fwdMu.Unlock()
+			return 0, true, status.Errorf(codes.Unavailable, "forward to leader: %v", err)
+		}
+		s.fwd[nl.Leader()] = c
+	}
+	s.fwdMu.Unlock()
+	wctx, cancel := context.WithTimeout(ctx, WriteTimeout)
+	defer cancel()
+	c.WaitSettled(wctx)
+	idx, err := send(metadata.AppendToOutgoingContext(wctx, forwardedKey, "1"), c)
+	if err != nil {
+		return 0, true, err
+	}
+	for s.cfg.Node.AppliedIndex() < idx {
+		select {
+		case <-wctx.Done():
+			return 0, true, status.Errorf(codes.Unavailable, "the leader committed the write at index %d; this replica has not applied it yet", idx)
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+	return idx, true, nil
 }
 
 // NewServer returns a server over cfg.Store. It reports NOT_SERVING on
@@ -89,10 +162,33 @@ func (s *Server) Serving() bool {
 	return err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING
 }
 
-// Register adds the shard and health services to g.
+// Register adds the shard and health services to g, and the raft service
+// when the server has a Node (same port, same TLS).
 func (s *Server) Register(g *grpc.Server) {
 	shardpb.RegisterShardServer(g, s)
 	healthpb.RegisterHealthServer(g, s.health)
+	if s.cfg.Node != nil {
+		s.cfg.Node.Register(g)
+		s.cfg.Node.OnServing(s.SetServing)
+	}
+}
+
+// readable refuses a read while the replica is not serving (loading,
+// catching up, no leader heard from within --max-leader-silence) or has not
+// applied minIndex, with codes.Unavailable and reason NOT_SERVING, so the
+// router skips it without counting a failure and tries the next replica.
+func (s *Server) readable(minIndex uint64) error {
+	n := s.cfg.Node
+	if n == nil {
+		return nil
+	}
+	if !n.Serving() {
+		return notServingStatus("replica is not serving: loading, catching up, or not hearing from a leader")
+	}
+	if applied := n.AppliedIndex(); applied < minIndex {
+		return notServingStatus(fmt.Sprintf("replica has applied index %d, the read asks for %d", applied, minIndex))
+	}
+	return nil
 }
 
 // Shutdown marks the server NOT_SERVING for good, so probes stop choosing it
@@ -119,6 +215,9 @@ func ServerOptions() []grpc.ServerOption {
 
 // Search implements shardpb.ShardServer.
 func (s *Server) Search(ctx context.Context, req *shardpb.SearchRequest) (*shardpb.SearchResponse, error) {
+	if err := s.readable(req.GetMinIndex()); err != nil {
+		return nil, err
+	}
 	res, docs, err := s.search(ctx, []*shardpb.Query{req.GetQuery()})
 	if err != nil {
 		return nil, err
@@ -130,6 +229,9 @@ func (s *Server) Search(ctx context.Context, req *shardpb.SearchRequest) (*shard
 func (s *Server) SearchBatch(ctx context.Context, req *shardpb.SearchBatchRequest) (*shardpb.SearchBatchResponse, error) {
 	if len(req.GetQueries()) == 0 {
 		return nil, status.Error(codes.InvalidArgument, "no queries")
+	}
+	if err := s.readable(req.GetMinIndex()); err != nil {
+		return nil, err
 	}
 	res, docs, err := s.search(ctx, req.GetQueries())
 	if err != nil {
@@ -232,24 +334,10 @@ func (s *Server) decodeVector(b []byte, what string) ([]float32, error) {
 	return v, nil
 }
 
-// checkPlacement refuses a write routed under another shard list: the
-// router's shard list changed (a reshard) or the write reached the wrong
-// shard. A replica that has never been written adopts the first placement.
-func (s *Server) checkPlacement(p *shardpb.Placement) (Placement, error) {
-	got := Placement{Fingerprint: p.GetFingerprint(), Shard: p.GetShard()}
-	if got.Fingerprint == "" || got.Shard == "" {
-		return got, status.Error(codes.InvalidArgument, "write without placement")
-	}
-	have := s.cfg.Store.Placement()
-	if have != (Placement{}) && have != got {
-		return got, status.Errorf(codes.FailedPrecondition,
-			"shard holds data written as %q under shard list %s, this write is for %q under %s: changing the shard list is a reshard",
-			have.Shard, have.Fingerprint, got.Shard, got.Fingerprint)
-	}
-	return got, nil
-}
-
-// Upsert implements shardpb.ShardServer. Validation is all-or-nothing.
+// Upsert implements shardpb.ShardServer. Validation is all-or-nothing. On
+// a replicated server the leader commits the (validated, normalised)
+// vectors through the log and answers once they are on a majority's disk
+// and applied here; a follower refuses with NOT_LEADER.
 func (s *Server) Upsert(ctx context.Context, req *shardpb.UpsertRequest) (*shardpb.UpsertResponse, error) {
 	recs := make([]Record, len(req.GetVectors()))
 	for i, pv := range req.GetVectors() {
@@ -260,11 +348,30 @@ func (s *Server) Upsert(ctx context.Context, req *shardpb.UpsertRequest) (*shard
 		if err != nil {
 			return nil, err
 		}
-		recs[i] = Record{ID: pv.GetId(), Vector: v}
+		recs[i] = Record{ID: pv.GetId(), Vector: v, Payload: pv.GetPayload()}
+	}
+	if n := s.cfg.Node; n != nil {
+		vs := make([]*shardpb.Vector, len(recs))
+		for i, r := range recs {
+			vs[i] = &shardpb.Vector{Id: r.ID, Vector: EncodeVector(r.Vector), Payload: r.Payload}
+		}
+		res, idx, err := s.propose(ctx, &shardpb.Command{Op: &shardpb.Command_Upsert{Upsert: &shardpb.UpsertCommand{Placement: req.GetPlacement(), Vectors: vs}}})
+		if err != nil {
+			p := Placement{Fingerprint: req.GetPlacement().GetFingerprint(), Shard: req.GetPlacement().GetShard()}
+			fidx, ok, ferr := s.forward(ctx, err, func(ctx context.Context, c *Conn) (uint64, error) { return c.Upsert(ctx, p, vs) })
+			if !ok {
+				return nil, err
+			}
+			if ferr != nil {
+				return nil, ferr
+			}
+			return &shardpb.UpsertResponse{DocCount: uint64(s.cfg.Store.Len()), Index: fidx}, nil
+		}
+		return &shardpb.UpsertResponse{DocCount: uint64(res.docs), Index: idx}, nil
 	}
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
-	p, err := s.checkPlacement(req.GetPlacement())
+	p, err := placementCheck(s.cfg.Store.Placement(), req.GetPlacement())
 	if err != nil {
 		return nil, err
 	}
@@ -278,20 +385,78 @@ func (s *Server) Upsert(ctx context.Context, req *shardpb.UpsertRequest) (*shard
 	return &shardpb.UpsertResponse{DocCount: uint64(n)}, nil
 }
 
+// propose commits cmd through the node's log. The placement check runs in
+// the state machine, on every replica alike; the leader checks it first
+// as well only to refuse a reshard without spending a log entry.
+func (s *Server) propose(ctx context.Context, cmd *shardpb.Command) (applyResult, uint64, error) {
+	var p *shardpb.Placement
+	switch op := cmd.GetOp().(type) {
+	case *shardpb.Command_Upsert:
+		p = op.Upsert.GetPlacement()
+	case *shardpb.Command_Delete:
+		p = op.Delete.GetPlacement()
+	}
+	if _, err := placementCheck(s.cfg.Store.Placement(), p); err != nil {
+		return applyResult{}, 0, err
+	}
+	res, idx, err := s.cfg.Node.propose(ctx, cmd)
+	var pe *proposeError
+	switch {
+	case errors.As(err, &pe) && pe.notLeader:
+		return res, 0, notLeaderStatus(pe.leader)
+	case errors.As(err, &pe):
+		// Leadership lost, shutdown or a timeout after the entry entered
+		// the log: it may still commit.
+		return res, 0, status.Errorf(codes.Unavailable, "write may or may not have committed: %v", pe.err)
+	case err != nil:
+		if _, ok := status.FromError(err); ok {
+			return res, idx, err
+		}
+		return res, idx, status.Errorf(codes.Internal, "store: %v", err)
+	}
+	if s.cfg.Observer != nil {
+		s.cfg.Observer.Documents(res.docs)
+	}
+	return res, idx, nil
+}
+
 // Get implements shardpb.ShardServer.
 func (s *Server) Get(_ context.Context, req *shardpb.GetRequest) (*shardpb.GetResponse, error) {
-	v, ok := s.cfg.Store.Get(req.GetId())
+	if err := s.readable(req.GetMinIndex()); err != nil {
+		return nil, err
+	}
+	r, ok := s.cfg.Store.Record(req.GetId())
 	if !ok {
 		return nil, status.Errorf(codes.NotFound, "no vector with id %q", req.GetId())
 	}
-	return &shardpb.GetResponse{Vector: &shardpb.Vector{Id: req.GetId(), Vector: EncodeVector(v)}}, nil
+	return &shardpb.GetResponse{Vector: &shardpb.Vector{Id: req.GetId(), Vector: EncodeVector(r.Vector), Payload: r.Payload}}, nil
 }
 
 // Delete implements shardpb.ShardServer.
 func (s *Server) Delete(ctx context.Context, req *shardpb.DeleteRequest) (*shardpb.DeleteResponse, error) {
+	if s.cfg.Node != nil {
+		res, idx, err := s.propose(ctx, &shardpb.Command{Op: &shardpb.Command_Delete{Delete: &shardpb.DeleteCommand{Placement: req.GetPlacement(), Id: req.GetId()}}})
+		if err != nil {
+			p := Placement{Fingerprint: req.GetPlacement().GetFingerprint(), Shard: req.GetPlacement().GetShard()}
+			var found bool
+			fidx, ok, ferr := s.forward(ctx, err, func(ctx context.Context, c *Conn) (uint64, error) {
+				f, idx, err := c.Delete(ctx, p, req.GetId())
+				found = f
+				return idx, err
+			})
+			if !ok {
+				return nil, err
+			}
+			if ferr != nil {
+				return nil, ferr
+			}
+			return &shardpb.DeleteResponse{Found: found, Index: fidx}, nil
+		}
+		return &shardpb.DeleteResponse{Found: res.found, Index: idx}, nil
+	}
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
-	p, err := s.checkPlacement(req.GetPlacement())
+	p, err := placementCheck(s.cfg.Store.Placement(), req.GetPlacement())
 	if err != nil {
 		return nil, err
 	}
@@ -308,11 +473,19 @@ func (s *Server) Delete(ctx context.Context, req *shardpb.DeleteRequest) (*shard
 // Stats implements shardpb.ShardServer.
 func (s *Server) Stats(context.Context, *shardpb.StatsRequest) (*shardpb.StatsResponse, error) {
 	p := s.cfg.Store.Placement()
-	return &shardpb.StatsResponse{
+	resp := &shardpb.StatsResponse{
 		DocCount:  uint64(s.cfg.Store.Len()),
 		Dim:       uint32(s.cfg.Dim),
 		Metric:    s.cfg.Metric.String(),
 		Kernel:    s.cfg.Kernel.Name,
 		Placement: &shardpb.Placement{Fingerprint: p.Fingerprint, Shard: p.Shard},
-	}, nil
+		Serving:   s.Serving(),
+	}
+	if n := s.cfg.Node; n != nil {
+		resp.Role = n.Role()
+		resp.CommitIndex = n.CommitIndex()
+		resp.AppliedIndex = n.AppliedIndex()
+		resp.Leader = n.Leader()
+	}
+	return resp, nil
 }

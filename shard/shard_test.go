@@ -24,7 +24,12 @@ import (
 	"github.com/trawl-search/trawl/vector"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) != "" {
+		runChild() // a shard process for the crash test; never returns
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // serve starts a shard server on loopback and returns a connected client.
 func serve(t *testing.T, cfg Config, opts []grpc.ServerOption, dial DialConfig) (*Server, *Conn) {
@@ -73,10 +78,10 @@ func TestServerValidatesEveryVector(t *testing.T) {
 		{"zero under cosine", []float32{0, 0, 0, 0}, "zero vector"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := c.Upsert(ctx(t), place, []*shardpb.Vector{{Id: "a", Vector: EncodeVector(tc.v)}})
+			_, err := c.Upsert(ctx(t), place, []*shardpb.Vector{{Id: "a", Vector: EncodeVector(tc.v)}})
 			require.Equal(t, codes.InvalidArgument, status.Code(err))
 			require.ErrorContains(t, err, tc.msg)
-			_, err = c.Search(ctx(t), &shardpb.Query{Vector: EncodeVector(tc.v), K: 1})
+			_, err = c.Search(ctx(t), &shardpb.Query{Vector: EncodeVector(tc.v), K: 1}, 0)
 			require.Equal(t, codes.InvalidArgument, status.Code(err))
 		})
 	}
@@ -87,17 +92,18 @@ func TestServerValidatesEveryVector(t *testing.T) {
 
 func TestServerUpsertGetDeleteAndPlacement(t *testing.T) {
 	_, c := serve(t, memConfig(2, vector.Cosine), nil, DialConfig{})
-	require.NoError(t, c.Upsert(ctx(t), place, []*shardpb.Vector{
+	_, err := c.Upsert(ctx(t), place, []*shardpb.Vector{
 		{Id: "a", Vector: EncodeVector([]float32{3, 4})},
 		{Id: "b", Vector: EncodeVector([]float32{0, 1})},
-	}))
-	v, err := c.Get(ctx(t), "a")
+	})
+	require.NoError(t, err)
+	v, err := c.Get(ctx(t), "a", 0)
 	require.NoError(t, err)
 	got, err := DecodeVector(v.GetVector())
 	require.NoError(t, err)
 	require.InDeltaSlice(t, []float32{0.6, 0.8}, got, 1e-6, "stored normalised under cosine")
 
-	resp, err := c.Search(ctx(t), &shardpb.Query{Vector: EncodeVector([]float32{0, 2}), K: 5, ExcludeId: "b"})
+	resp, err := c.Search(ctx(t), &shardpb.Query{Vector: EncodeVector([]float32{0, 2}), K: 5, ExcludeId: "b"}, 0)
 	require.NoError(t, err)
 	require.EqualValues(t, 2, resp.GetDocCount())
 	require.Len(t, resp.GetHits(), 1)
@@ -105,18 +111,18 @@ func TestServerUpsertGetDeleteAndPlacement(t *testing.T) {
 	require.InDelta(t, 0.8, resp.GetHits()[0].GetScore(), 1e-6)
 
 	// A write routed under another shard list is a reshard: refused.
-	err = c.Upsert(ctx(t), Placement{Fingerprint: "fp2", Shard: "shard-0"}, []*shardpb.Vector{{Id: "c", Vector: EncodeVector([]float32{1, 0})}})
+	_, err = c.Upsert(ctx(t), Placement{Fingerprint: "fp2", Shard: "shard-0"}, []*shardpb.Vector{{Id: "c", Vector: EncodeVector([]float32{1, 0})}})
 	require.Equal(t, codes.FailedPrecondition, status.Code(err))
-	_, err = c.Delete(ctx(t), Placement{Fingerprint: "fp1", Shard: "shard-1"}, "a")
+	_, _, err = c.Delete(ctx(t), Placement{Fingerprint: "fp1", Shard: "shard-1"}, "a")
 	require.Equal(t, codes.FailedPrecondition, status.Code(err))
 
-	found, err := c.Delete(ctx(t), place, "a")
+	found, _, err := c.Delete(ctx(t), place, "a")
 	require.NoError(t, err)
 	require.True(t, found)
-	found, err = c.Delete(ctx(t), place, "a")
+	found, _, err = c.Delete(ctx(t), place, "a")
 	require.NoError(t, err)
 	require.False(t, found)
-	_, err = c.Get(ctx(t), "a")
+	_, err = c.Get(ctx(t), "a", 0)
 	require.Equal(t, codes.NotFound, status.Code(err))
 }
 
@@ -138,7 +144,7 @@ func TestRefusedWriteIsMarkedNeverSent(t *testing.T) {
 	c, err := Dial(addr, DialConfig{})
 	require.NoError(t, err)
 	defer c.Close()
-	err = c.Upsert(ctx(t), place, []*shardpb.Vector{{Id: "a", Vector: EncodeVector([]float32{1})}})
+	_, err = c.Upsert(ctx(t), place, []*shardpb.Vector{{Id: "a", Vector: EncodeVector([]float32{1})}})
 	var ns interface{ NeverSent() bool }
 	require.ErrorAs(t, err, &ns)
 	require.Equal(t, codes.Unavailable, status.Code(err))

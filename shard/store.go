@@ -2,15 +2,23 @@ package shard
 
 import (
 	"context"
+	"errors"
+	"maps"
+	"slices"
 	"sync"
+	"unsafe"
 
 	"github.com/trawl-search/trawl/vector"
 )
 
-// Record is one stored vector.
+// Record is one stored document. Records grow by adding fields here, in
+// shardpb.Vector (the wire and snapshot form) and in the FSM's apply.
 type Record struct {
 	ID     string
 	Vector []float32
+	// Payload is the document's JSON object, nil when it has none. A
+	// stored payload is never written to in place, so views may share it.
+	Payload []byte
 }
 
 // Placement is the shard list a replica's data was written under.
@@ -20,8 +28,8 @@ type Placement struct {
 }
 
 // Store holds one replica's vectors. The in-memory Memory is the index every
-// store scans; a durable store (its own issue) wraps it and acknowledges a
-// write only once it is on disk.
+// store scans; replication and durability are the Node's (raft log and
+// snapshots), which applies committed writes to it.
 type Store interface {
 	// Upsert stores records, replacing any with the same id, atomically
 	// with recording the placement they were written under.
@@ -30,6 +38,8 @@ type Store interface {
 	Delete(ctx context.Context, p Placement, id string) (bool, error)
 	// Get returns a copy of id's vector.
 	Get(id string) ([]float32, bool)
+	// Record returns a copy of id's vector with its payload.
+	Record(id string) (Record, bool)
 	// View runs fn with a consistent read-only view of every row; writes
 	// wait until fn returns, so fn must not retain the rows.
 	View(fn func(vector.Rows) error) error
@@ -41,20 +51,32 @@ type Store interface {
 
 // Memory is a Store in one growable 64-byte-aligned arena. Deleting swaps the
 // last row into the hole, so rows stay dense.
+//
+// While a snapshot streams (OpenView), a write that would overwrite a row
+// the snapshot has yet to read first copies that row aside (copy on
+// write), so the snapshot sees the state it was opened at without copying
+// the arena: its extra memory is the ids and payload slice headers (40
+// bytes a row) plus the rows overwritten while it streams.
 type Memory struct {
 	dim int
 
 	mu        sync.RWMutex
 	data      []float32 // len = rows*dim, cap a multiple of dim
 	ids       []string
+	payloads  [][]byte // parallel to ids
 	index     map[string]int
 	placement Placement
+	trained   map[string][]byte
+	view      *View // the open snapshot view, if any
 }
 
 // NewMemory returns an empty store of dim-dimensional vectors.
 func NewMemory(dim int) *Memory {
-	return &Memory{dim: dim, data: vector.Aligned(0), index: map[string]int{}}
+	return &Memory{dim: dim, data: vector.Aligned(0), index: map[string]int{}, trained: map[string][]byte{}}
 }
+
+// Dim is the vector dimension.
+func (m *Memory) Dim() int { return m.dim }
 
 // Upsert implements Store.
 func (m *Memory) Upsert(_ context.Context, p Placement, recs []Record) error {
@@ -63,19 +85,32 @@ func (m *Memory) Upsert(_ context.Context, p Placement, recs []Record) error {
 	m.placement = p
 	for _, r := range recs {
 		if i, ok := m.index[r.ID]; ok {
-			copy(m.data[i*m.dim:(i+1)*m.dim], r.Vector)
+			m.writeRow(i, r.Vector)
+			m.payloads[i] = r.Payload
 			continue
 		}
 		m.grow(1)
-		m.index[r.ID] = len(m.ids)
+		i := len(m.ids)
+		m.index[r.ID] = i
 		m.ids = append(m.ids, r.ID)
-		m.data = append(m.data, r.Vector...)
+		m.payloads = append(m.payloads, r.Payload)
+		m.data = m.data[:(i+1)*m.dim]
+		m.writeRow(i, r.Vector)
 	}
 	return nil
 }
 
+// writeRow copies v into row i, first saving the row for an open view
+// that has not read it yet. m.mu must be held for writing and row i must
+// be inside len(m.data).
+func (m *Memory) writeRow(i int, v []float32) {
+	m.view.preserve(m.data, i)
+	copy(m.data[i*m.dim:(i+1)*m.dim], v)
+}
+
 // grow makes room for n more rows without leaving the aligned arena: append
-// on a full slice would reallocate without the alignment.
+// on a full slice would reallocate without the alignment. An open view
+// keeps the old arena alive until it closes.
 func (m *Memory) grow(n int) {
 	need := len(m.data) + n*m.dim
 	if need <= cap(m.data) {
@@ -98,11 +133,14 @@ func (m *Memory) Delete(_ context.Context, p Placement, id string) (bool, error)
 	}
 	last := len(m.ids) - 1
 	if i != last {
-		copy(m.data[i*m.dim:(i+1)*m.dim], m.data[last*m.dim:])
+		m.writeRow(i, m.data[last*m.dim:(last+1)*m.dim])
 		m.ids[i] = m.ids[last]
+		m.payloads[i] = m.payloads[last]
 		m.index[m.ids[i]] = i
 	}
 	m.ids = m.ids[:last]
+	m.payloads[last] = nil
+	m.payloads = m.payloads[:last]
 	m.data = m.data[:last*m.dim]
 	delete(m.index, id)
 	return true, nil
@@ -110,15 +148,21 @@ func (m *Memory) Delete(_ context.Context, p Placement, id string) (bool, error)
 
 // Get implements Store.
 func (m *Memory) Get(id string) ([]float32, bool) {
+	r, ok := m.Record(id)
+	return r.Vector, ok
+}
+
+// Record implements Store.
+func (m *Memory) Record(id string) (Record, bool) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	i, ok := m.index[id]
 	if !ok {
-		return nil, false
+		return Record{}, false
 	}
 	out := make([]float32, m.dim)
 	copy(out, m.data[i*m.dim:])
-	return out, true
+	return Record{ID: id, Vector: out, Payload: m.payloads[i]}, true
 }
 
 // View implements Store.
@@ -140,4 +184,127 @@ func (m *Memory) Placement() Placement {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	return m.placement
+}
+
+// SetTrained records a trained value the replicas agree on (committed
+// through the log): an int8 scale, IVF centroids. value must not be
+// modified afterwards.
+func (m *Memory) SetTrained(name string, value []byte) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.trained[name] = value
+}
+
+// Trained returns a trained value, nil if never set.
+func (m *Memory) Trained(name string) []byte {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.trained[name]
+}
+
+// reset empties the store (a snapshot is about to replace it) and sets
+// what a snapshot carries besides rows.
+func (m *Memory) reset(p Placement, trained map[string][]byte) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.data = vector.Aligned(0)
+	m.ids = nil
+	m.payloads = nil
+	m.index = map[string]int{}
+	m.placement = p
+	m.trained = maps.Clone(trained)
+	if m.trained == nil {
+		m.trained = map[string][]byte{}
+	}
+}
+
+// errViewOpen is returned by OpenView while another view is open; raft
+// takes one snapshot at a time, so it means a bug.
+var errViewOpen = errors.New("a snapshot view is already open")
+
+// OpenView freezes a consistent view of the store for a snapshot without
+// copying the arena (see Memory). Close it when done; until then writes to
+// rows it has not read cost a row copy each.
+func (m *Memory) OpenView() (*View, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.view != nil {
+		return nil, errViewOpen
+	}
+	v := &View{
+		m:         m,
+		dim:       m.dim,
+		data:      m.data,
+		ids:       slices.Clone(m.ids),
+		payloads:  slices.Clone(m.payloads),
+		placement: m.placement,
+		trained:   maps.Clone(m.trained),
+		saved:     map[int][]float32{},
+	}
+	m.view = v
+	return v, nil
+}
+
+// View is a frozen state of a Memory, read in chunks by a snapshot while
+// writes go on.
+type View struct {
+	m         *Memory
+	dim       int
+	data      []float32 // the arena as it was opened; rows not in saved are unchanged
+	ids       []string
+	payloads  [][]byte
+	placement Placement
+	trained   map[string][]byte
+	saved     map[int][]float32 // rows overwritten since the view opened
+	read      int               // rows below this were read and need no saving
+}
+
+// Len is the number of rows in the view.
+func (v *View) Len() int { return len(v.ids) }
+
+// preserve saves row i of arena for the view before it is overwritten.
+// m.mu is held for writing. A nil view does nothing.
+func (v *View) preserve(arena []float32, i int) {
+	if v == nil || i < v.read || i >= len(v.ids) || len(v.data) == 0 ||
+		unsafe.SliceData(arena) != unsafe.SliceData(v.data) {
+		return
+	}
+	if _, ok := v.saved[i]; ok {
+		return
+	}
+	v.saved[i] = slices.Clone(v.data[i*v.dim : (i+1)*v.dim])
+}
+
+// Read calls fn for rows [from, to) as they were when the view opened,
+// holding the store's read lock only for this chunk. Chunks must be read
+// in order. fn must not retain vec.
+func (v *View) Read(from, to int, fn func(id string, vec []float32, payload []byte) error) error {
+	v.m.mu.RLock()
+	defer v.m.mu.RUnlock()
+	for i := from; i < to; i++ {
+		row, ok := v.saved[i]
+		if !ok {
+			row = v.data[i*v.dim : (i+1)*v.dim]
+		}
+		if err := fn(v.ids[i], row, v.payloads[i]); err != nil {
+			return err
+		}
+	}
+	// Rows read need no saving any more; dropping the saved copies under
+	// the read lock is safe because only writers (excluded) touch saved.
+	for i := from; i < to; i++ {
+		delete(v.saved, i)
+	}
+	v.read = to
+	return nil
+}
+
+// Close releases the view; the store stops saving rows for it.
+func (v *View) Close() {
+	v.m.mu.Lock()
+	defer v.m.mu.Unlock()
+	if v.m.view == v {
+		v.m.view = nil
+	}
+	v.saved = nil
 }

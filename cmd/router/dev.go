@@ -20,6 +20,7 @@ func runDev(ctx context.Context, args []string) error {
 	httpAddr := fs.String("http-addr", ":8080", "HTTP listen address of the router")
 	docs := fs.Int("docs", 20000, "synthetic documents to load")
 	seed := fs.Uint64("seed", 1, "seed of the synthetic corpus")
+	dataDir := fs.String("data-dir", "", "where the replicas keep their raft logs and snapshots (default: a temporary directory, removed on exit); a directory holding a dev cluster is loaded, not seeded again")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -39,7 +40,7 @@ func runDev(ctx context.Context, args []string) error {
 	}
 	defer flush()
 	t0 := time.Now()
-	dc, err := devcluster.Start(devcluster.Config{Docs: *docs, Seed: *seed, Kernel: kernel, Logger: log,
+	dc, err := devcluster.Start(devcluster.Config{Replicas: 3, Docs: *docs, Seed: *seed, Kernel: kernel, Logger: log, DataDir: *dataDir,
 		TracerProvider: tel.TracerProvider, Propagator: tel.Propagator})
 	if err != nil {
 		return err
@@ -61,24 +62,28 @@ func runDev(ctx context.Context, args []string) error {
 	if strings.HasPrefix(port, ":") {
 		port = "localhost" + port
 	}
-	fmt.Print(banner(dc, *seed, time.Since(t0), kernel.Name, port))
+	how := "written through each shard's raft leader"
+	if dc.Loaded {
+		how = "loaded from " + *dataDir
+	}
+	fmt.Print(banner(dc, *seed, how, time.Since(t0), kernel.Name, port))
 	return serveHTTP(ctx, log, ln, "", "", r)
 }
 
 // banner is what router dev prints once it is ready: the cluster's shape,
 // read off the running cluster, and queries to paste.
-func banner(dc *devcluster.Cluster, seed uint64, took time.Duration, kernel, addr string) string {
+func banner(dc *devcluster.Cluster, seed uint64, how string, took time.Duration, kernel, addr string) string {
 	dim := 0
 	if len(dc.Corpus) > 0 {
 		dim = len(dc.Corpus[0].Vector)
 	}
-	return fmt.Sprintf(`trawl dev: %d shards x %d replicas, %d documents of %d dimensions (seed %d), loaded in %s, %s kernel.
+	return fmt.Sprintf(`trawl dev: %d shards x %d replicas (one raft group per shard), %d documents of %d dimensions (seed %d) %s in %s, %s kernel.
 
 Try:
-  curl -s -X POST 'http://%[8]s/v1/search?shard_detail=true' -d '{"like_id": "doc-7", "k": 10}'
-  curl -s http://%[8]s/cluster/status
+  curl -s -X POST 'http://%[9]s/v1/search?shard_detail=true' -d '{"like_id": "doc-7", "k": 10}'
+  curl -s http://%[9]s/cluster/status
 Break a replica and watch the answer (stop | blackhole | slow | restore):
-  curl -s -X POST http://%[8]s/dev/replicas/shard-1/0/stop
+  curl -s -X POST http://%[9]s/dev/replicas/shard-1/0/stop
 
-`, len(dc.Names), len(dc.Replicas[0]), len(dc.Corpus), dim, seed, took.Round(time.Millisecond), kernel, addr)
+`, len(dc.Names), len(dc.Replicas[0]), len(dc.Corpus), dim, seed, how, took.Round(time.Millisecond), kernel, addr)
 }

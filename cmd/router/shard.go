@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -26,12 +27,16 @@ func runShard(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("shard", flag.ContinueOnError)
 	grpcAddr := fs.String("grpc-addr", ":7070", "gRPC listen address (search/write service and grpc.health.v1)")
 	httpAddr := fs.String("http-addr", ":9090", "HTTP listen address for /metrics, /healthz and /readyz")
-	dataDir := fs.String("data-dir", "", "data directory (created if missing)")
+	dataDir := fs.String("data-dir", "", "data directory (created if missing): the raft log (raft.db) and snapshots")
+	peers := fs.String("peers", "", "every replica of this shard, this one included, as HOST:PORT,HOST:PORT,... (the addresses they reach each other at); empty: a group of one")
+	advertise := fs.String("advertise-addr", "", "this replica's entry in --peers (default: --grpc-addr)")
+	maxSilence := fs.Duration("max-leader-silence", shard.DefaultMaxLeaderSilence, "stop serving reads after this long without hearing from a leader (at least 3x the 1s election timeout)")
 	dim := fs.Int("dim", vector.DefaultDim, "vector dimension")
 	metricName := fs.String("metric", "cosine", "similarity metric: cosine, dot or l2")
 	tlsCert := fs.String("tls-cert", "", "server certificate; enables TLS")
 	tlsKey := fs.String("tls-key", "", "server key")
 	clientCA := fs.String("tls-client-ca", "", "CA that client certificates must chain to; enables mTLS")
+	peerCA := fs.String("tls-peer-ca", "", "CA to verify peers' certificates with for raft traffic (default: --tls-client-ca); with --tls-cert, peers are dialled over TLS presenting --tls-cert as the client certificate")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -62,25 +67,60 @@ func runShard(ctx context.Context, args []string) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	obs := metrics.NewShardServer(reg, kernel.Name)
 	store := shard.NewMemory(*dim)
-	srv := shard.NewServer(shard.Config{Dim: *dim, Metric: m, Kernel: kernel, Store: store, Observer: obs, Logger: log,
-		TracerProvider: tel.TracerProvider})
 
 	opts := append(shard.ServerOptions(), shard.ServerTracing(tel.TracerProvider, tel.Propagator)...)
+	var peerCreds credentials.TransportCredentials
 	if *tlsCert != "" {
 		tc, err := shard.ServerTLS(*tlsCert, *tlsKey, *clientCA)
 		if err != nil {
 			return fmt.Errorf("--tls-cert/--tls-key/--tls-client-ca: %w", err)
 		}
 		opts = append(opts, grpc.Creds(credentials.NewTLS(tc)))
-	} else if *clientCA != "" {
-		return errors.New("--tls-client-ca needs --tls-cert and --tls-key")
+		ca := *peerCA
+		if ca == "" {
+			ca = *clientCA
+		}
+		if ca != "" {
+			if peerCreds, err = shard.ClientCredentials(ca, *tlsCert, *tlsKey); err != nil {
+				return fmt.Errorf("--tls-peer-ca: %w", err)
+			}
+		} else if *peers != "" {
+			return errors.New("raft traffic over TLS needs a CA to verify peers: --tls-peer-ca or --tls-client-ca")
+		}
+	} else if *clientCA != "" || *peerCA != "" {
+		return errors.New("--tls-client-ca and --tls-peer-ca need --tls-cert and --tls-key")
 	}
-	g := grpc.NewServer(opts...)
-	srv.Register(g)
 	ln, err := net.Listen("tcp", *grpcAddr)
 	if err != nil {
 		return err
 	}
+	adv := *advertise
+	if adv == "" {
+		adv = *grpcAddr
+	}
+	var peerList []string
+	for _, p := range strings.Split(*peers, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			peerList = append(peerList, p)
+		}
+	}
+	if len(peerList) > 0 && *advertise == "" && strings.HasPrefix(adv, ":") {
+		return fmt.Errorf("--advertise-addr is required with --peers when --grpc-addr %s has no host", *grpcAddr)
+	}
+	node, err := shard.OpenNode(shard.NodeConfig{
+		DataDir: *dataDir, Advertise: adv, Peers: peerList, MaxLeaderSilence: *maxSilence,
+		Creds: peerCreds, Store: store, OnDocuments: obs.Documents, Logger: log,
+	})
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer node.Close()
+	metrics.RegisterShardRaft(reg, raftGauges{node: node, store: store})
+	srv := shard.NewServer(shard.Config{Dim: *dim, Metric: m, Kernel: kernel, Store: store, Node: node, Observer: obs, Logger: log,
+		TracerProvider: tel.TracerProvider})
+	g := grpc.NewServer(opts...)
+	srv.Register(g)
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, `{"status":"ok"}`) })
@@ -96,8 +136,8 @@ func runShard(ctx context.Context, args []string) error {
 	go func() { errc <- g.Serve(ln) }()
 	go func() { errc <- hs.ListenAndServe() }()
 	obs.Documents(store.Len())
-	srv.SetServing(true)
-	log.Info("shard serving", "grpc", ln.Addr().String(), "http", *httpAddr, "dim", *dim, "metric", m, "kernel", kernel.Name)
+	log.Info("shard started; serving once caught up with its group", "grpc", ln.Addr().String(), "http", *httpAddr,
+		"advertise", adv, "peers", peerList, "dim", *dim, "metric", m, "kernel", kernel.Name)
 	select {
 	case err = <-errc:
 	case <-ctx.Done():
@@ -115,3 +155,15 @@ func runShard(ctx context.Context, args []string) error {
 	_ = hs.Shutdown(sctx)
 	return err
 }
+
+// raftGauges feeds the raft gauges: the shard label is the name the
+// replica's data was written under.
+type raftGauges struct {
+	node  *shard.Node
+	store *shard.Memory
+}
+
+func (r raftGauges) Shard() string        { return r.store.Placement().Shard }
+func (r raftGauges) CommitIndex() uint64  { return r.node.CommitIndex() }
+func (r raftGauges) AppliedIndex() uint64 { return r.node.AppliedIndex() }
+func (r raftGauges) IsLeader() bool       { return r.node.IsLeader() }

@@ -1,7 +1,10 @@
 // Package devcluster runs a whole trawl cluster in one process: shards ×
-// replicas, each a real gRPC server on a 127.0.0.1 port behind a fault
-// proxy, loaded with a seeded synthetic corpus. router dev serves it, and
-// end-to-end tests use it to break replicas for real.
+// replicas, each shard one raft group whose replicas are real gRPC servers
+// on 127.0.0.1 ports (raft traffic between them direct, the router's
+// traffic through a fault proxy per replica), with their data in a
+// directory, loaded with a seeded synthetic corpus written through each
+// group's leader. router dev serves it, and end-to-end tests use it to
+// break replicas for real.
 //
 // It is for development and tests only; router serve never uses it.
 package devcluster
@@ -9,12 +12,17 @@ package devcluster
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"math"
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -28,14 +36,18 @@ import (
 	"github.com/trawl-search/trawl/internal/faultproxy"
 	"github.com/trawl-search/trawl/placement"
 	"github.com/trawl-search/trawl/shard"
+	"github.com/trawl-search/trawl/shard/shardpb"
 	"github.com/trawl-search/trawl/vector"
 )
 
 // Config shapes a dev cluster.
 type Config struct {
-	Shards   int // 3 if zero
-	Replicas int // 2 if zero
-	Dim      int // vector.DefaultDim if zero
+	Shards int // 3 if zero
+	// Replicas per shard, each shard one raft group of this many: 2 if
+	// zero (the shape the end-to-end tests were written for); router dev
+	// asks for 3, the production shape (a write survives one down).
+	Replicas int
+	Dim      int // 1536 if zero
 	Metric   vector.Metric
 	Kernel   vector.Kernel
 	Docs     int
@@ -45,7 +57,16 @@ type Config struct {
 	// Corpus, when set, replaces the synthetic corpus (Docs and Seed are
 	// then ignored). Under cosine it is normalised in place.
 	Corpus []shard.Record
-	Logger *slog.Logger
+	// DataDir holds every replica's raft log and snapshots
+	// (DataDir/shard-i/replica-j) and the cluster's ports (cluster.json).
+	// Empty: a temporary directory, removed by Close. A directory that
+	// already holds a cluster of the same shape is loaded, not seeded.
+	DataDir string
+	// HeartbeatTimeout is the replicas' raft heartbeat and election
+	// timeout: raft's 1 s if zero, which holds up on a loaded machine
+	// running tests under -race (shorter ones make leaders flap there).
+	HeartbeatTimeout time.Duration
+	Logger           *slog.Logger
 	// TracerProvider and Propagator, when set, trace every replica's RPCs
 	// and scans (shard.ServerTracing, shard.Config.TracerProvider). Nil:
 	// no tracing.
@@ -55,12 +76,16 @@ type Config struct {
 
 // Replica is one running replica.
 type Replica struct {
-	Shard  string
-	Index  int
+	Shard string
+	Index int
+	// Addr is the replica's plaintext gRPC address, its raft peers' way in.
+	Addr   string
 	Proxy  *faultproxy.Proxy
 	Server *shard.Server
 	Store  *shard.Memory
-	grpc   *grpc.Server
+	Node   *shard.Node
+	// servers: the one on Addr, and the router's TLS one if any.
+	servers []*grpc.Server
 }
 
 // Cluster is a running dev cluster.
@@ -68,9 +93,25 @@ type Cluster struct {
 	Names    []string
 	Replicas [][]*Replica // [shard][replica]
 	Corpus   []shard.Record
+	// Loaded is true when the cluster was loaded from DataDir rather than
+	// seeded.
+	Loaded bool
+	tmpDir string
 }
 
-// Start builds the corpus, starts every replica and loads it.
+// layout is cluster.json: the shape and the ports a data directory's
+// replicas were started on. Raft stores its membership by address, so a
+// reloaded cluster must listen on the same ports.
+type layout struct {
+	Shards   int        `json:"shards"`
+	Replicas int        `json:"replicas"`
+	Dim      int        `json:"dim"`
+	Addrs    [][]string `json:"addrs"`
+}
+
+// Start builds the corpus, starts every replica and, on a new data
+// directory, writes the corpus through each shard's leader. It returns
+// once every replica serves.
 func Start(cfg Config) (*Cluster, error) {
 	if cfg.Shards == 0 {
 		cfg.Shards = 3
@@ -87,7 +128,17 @@ func Start(cfg Config) (*Cluster, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.HeartbeatTimeout == 0 {
+		cfg.HeartbeatTimeout = time.Second
+	}
 	c := &Cluster{}
+	if cfg.DataDir == "" {
+		d, err := os.MkdirTemp("", "trawl-dev-")
+		if err != nil {
+			return nil, err
+		}
+		cfg.DataDir, c.tmpDir = d, d
+	}
 	for i := range cfg.Shards {
 		c.Names = append(c.Names, fmt.Sprintf("shard-%d", i))
 	}
@@ -101,22 +152,22 @@ func Start(cfg Config) (*Cluster, error) {
 			cfg.Kernel.Normalize(r.Vector)
 		}
 	}
-	byShard := map[string][]shard.Record{}
-	for _, r := range c.Corpus {
-		h := table.Home(r.ID)
-		byShard[h] = append(byShard[h], r)
+	lay, lns, loaded, err := loadLayout(cfg)
+	if err != nil {
+		c.Close()
+		return nil, err
 	}
-	for _, name := range c.Names {
+	c.Loaded = loaded
+	for i, name := range c.Names {
 		var reps []*Replica
 		for j := range cfg.Replicas {
-			store := shard.NewMemory(cfg.Dim)
-			p := shard.Placement{Fingerprint: table.Fingerprint(), Shard: name}
-			if err := store.Upsert(context.Background(), p, byShard[name]); err != nil {
-				c.Close()
-				return nil, err
+			var ln net.Listener
+			if lns != nil {
+				ln, lns[i][j] = lns[i][j], nil
 			}
-			rep, err := startReplica(name, j, store, cfg)
+			rep, err := startReplica(name, j, lay.Addrs[i], ln, filepath.Join(cfg.DataDir, name, fmt.Sprintf("replica-%d", j)), cfg)
 			if err != nil {
+				closeAll(lns)
 				c.Close()
 				return nil, err
 			}
@@ -124,30 +175,228 @@ func Start(cfg Config) (*Cluster, error) {
 		}
 		c.Replicas = append(c.Replicas, reps)
 	}
+	if !loaded {
+		byShard := map[string][]shard.Record{}
+		for _, r := range c.Corpus {
+			h := table.Home(r.ID)
+			byShard[h] = append(byShard[h], r)
+		}
+		for i, name := range c.Names {
+			p := shard.Placement{Fingerprint: table.Fingerprint(), Shard: name}
+			if _, err := seed(c.Replicas[i], p, byShard[name]); err != nil {
+				c.Close()
+				return nil, fmt.Errorf("seed %s: %w", name, err)
+			}
+		}
+		if err := saveLayout(cfg.DataDir, lay); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	if err := c.waitServing(2 * time.Minute); err != nil {
+		c.Close()
+		return nil, err
+	}
 	return c, nil
 }
 
-func startReplica(name string, idx int, store *shard.Memory, cfg Config) (*Replica, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
+// loadLayout reads DataDir's cluster.json, or, for a new cluster, opens a
+// listener on a free port for every replica (held open, so no other
+// process can take the port before the replica serves on it).
+func loadLayout(cfg Config) (layout, [][]net.Listener, bool, error) {
+	path := filepath.Join(cfg.DataDir, "cluster.json")
+	b, err := os.ReadFile(path)
+	if err == nil {
+		var l layout
+		if err := json.Unmarshal(b, &l); err != nil {
+			return l, nil, false, fmt.Errorf("%s: %w", path, err)
+		}
+		if l.Shards != cfg.Shards || l.Replicas != cfg.Replicas || l.Dim != cfg.Dim {
+			return l, nil, false, fmt.Errorf("%s holds %d shards x %d replicas of %d dimensions, not %d x %d of %d",
+				cfg.DataDir, l.Shards, l.Replicas, l.Dim, cfg.Shards, cfg.Replicas, cfg.Dim)
+		}
+		return l, nil, true, nil
 	}
-	srv := shard.NewServer(shard.Config{Dim: cfg.Dim, Metric: cfg.Metric, Kernel: cfg.Kernel, Store: store,
-		Logger: cfg.Logger.With("shard", name, "replica", idx), TracerProvider: cfg.TracerProvider})
-	opts := append(shard.ServerOptions(), shard.ServerTracing(cfg.TracerProvider, cfg.Propagator)...)
+	if !errors.Is(err, fs.ErrNotExist) {
+		return layout{}, nil, false, err
+	}
+	l := layout{Shards: cfg.Shards, Replicas: cfg.Replicas, Dim: cfg.Dim}
+	var lns [][]net.Listener
+	for range cfg.Shards {
+		var addrs []string
+		var row []net.Listener
+		for range cfg.Replicas {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				closeAll(append(lns, row))
+				return l, nil, false, err
+			}
+			addrs = append(addrs, ln.Addr().String())
+			row = append(row, ln)
+		}
+		l.Addrs = append(l.Addrs, addrs)
+		lns = append(lns, row)
+	}
+	return l, lns, false, nil
+}
+
+func closeAll(lns [][]net.Listener) {
+	for _, row := range lns {
+		for _, ln := range row {
+			if ln != nil {
+				ln.Close()
+			}
+		}
+	}
+}
+
+// saveLayout writes cluster.json once the corpus is in, so a cluster
+// interrupted while seeding is seeded again rather than loaded half-full.
+func saveLayout(dir string, l layout) error {
+	b, err := json.MarshalIndent(l, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "cluster.json"), b, 0o640)
+}
+
+// seed writes recs through the group's leader in batches, the way a router
+// that knows the leader would, and returns the last write's index.
+func seed(reps []*Replica, p shard.Placement, recs []shard.Record) (uint64, error) {
+	deadline := time.Now().Add(time.Minute)
+	var leader *Replica
+	for leader == nil {
+		for _, r := range reps {
+			if r.Node.IsLeader() {
+				leader = r
+			}
+		}
+		if time.Now().After(deadline) {
+			return 0, errors.New("no leader elected")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	c, err := shard.Dial(leader.Addr, shard.DialConfig{})
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	const batch = 256
+	var last uint64
+	for i := 0; i < len(recs); i += batch {
+		vs := make([]*shardpb.Vector, 0, batch)
+		for _, r := range recs[i:min(i+batch, len(recs))] {
+			vs = append(vs, &shardpb.Vector{Id: r.ID, Vector: shard.EncodeVector(r.Vector), Payload: r.Payload})
+		}
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			c.WaitSettled(ctx)
+			idx, err := c.Upsert(ctx, p, vs)
+			cancel()
+			if err == nil {
+				last = idx
+				break
+			}
+			if time.Now().After(deadline) {
+				return 0, err
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	return last, nil
+}
+
+// waitServing waits until every replica serves and holds every write its
+// leader had applied (a serving follower may trail its leader by a few
+// entries for a moment; tests want identical replicas from the start).
+func (c *Cluster) waitServing(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	wait := func(r *Replica, what string, ok func() bool) error {
+		for !ok() {
+			if time.Now().After(deadline) {
+				return fmt.Errorf("%s replica %d is not %s after %s", r.Shard, r.Index, what, timeout)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		return nil
+	}
+	for _, reps := range c.Replicas {
+		for _, r := range reps {
+			if err := wait(r, "serving", r.Server.Serving); err != nil {
+				return err
+			}
+		}
+		var target uint64
+		for _, r := range reps {
+			if r.Node.IsLeader() {
+				target = r.Node.AppliedIndex()
+			}
+		}
+		for _, r := range reps {
+			if err := wait(r, "caught up", func() bool { return r.Node.AppliedIndex() >= target }); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// startReplica serves a replica on ln, or, when ln is nil, on the address
+// its data directory was created with.
+func startReplica(name string, idx int, peers []string, ln net.Listener, dir string, cfg Config) (*Replica, error) {
+	addr := peers[idx]
+	if ln == nil {
+		var err error
+		if ln, err = net.Listen("tcp", addr); err != nil {
+			return nil, fmt.Errorf("%s replica %d: listen on %s (the port its data directory was created with): %w", name, idx, addr, err)
+		}
+	}
+	log := cfg.Logger.With("shard", name, "replica", idx)
+	store := shard.NewMemory(cfg.Dim)
+	node, err := shard.OpenNode(shard.NodeConfig{
+		DataDir: dir, Advertise: addr, Peers: peers, Store: store, Logger: log,
+		HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.HeartbeatTimeout,
+		MaxLeaderSilence: max(shard.DefaultMaxLeaderSilence, 3*cfg.HeartbeatTimeout),
+	})
+	if err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("%s replica %d: %w", name, idx, err)
+	}
+	srv := shard.NewServer(shard.Config{Dim: cfg.Dim, Metric: cfg.Metric, Kernel: cfg.Kernel, Store: store, Node: node,
+		Logger: log, TracerProvider: cfg.TracerProvider})
+	traced := shard.ServerTracing(cfg.TracerProvider, cfg.Propagator)
+	// Without TLS one server on addr serves the router and the peers. With
+	// TLS the router's server is a second one on its own port: the peers
+	// (raft, forwarded writes) stay on plaintext addr, because test
+	// certificates are issued for serving only and cannot authenticate a
+	// replica as a client. router shard carries raft on its TLS port.
+	peer := grpc.NewServer(append(shard.ServerOptions(), traced...)...)
+	srv.Register(peer)
+	go peer.Serve(ln)
+	servers := []*grpc.Server{peer}
+	front := addr
 	if cfg.TLS != nil {
-		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.TLS)))
+		fln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			peer.Stop()
+			node.Close()
+			return nil, err
+		}
+		g := grpc.NewServer(append(append(shard.ServerOptions(), traced...), grpc.Creds(credentials.NewTLS(cfg.TLS)))...)
+		srv.Register(g)
+		go g.Serve(fln)
+		servers = append(servers, g)
+		front = fln.Addr().String()
 	}
-	g := grpc.NewServer(opts...)
-	srv.Register(g)
-	srv.SetServing(true)
-	go g.Serve(ln)
-	proxy, err := faultproxy.Start("127.0.0.1:0", ln.Addr().String())
+	proxy, err := faultproxy.Start("127.0.0.1:0", front)
 	if err != nil {
-		g.Stop()
+		for _, g := range servers {
+			g.Stop()
+		}
+		node.Close()
 		return nil, err
 	}
-	return &Replica{Shard: name, Index: idx, Proxy: proxy, Server: srv, Store: store, grpc: g}, nil
+	return &Replica{Shard: name, Index: idx, Addr: addr, Proxy: proxy, Server: srv, Store: store, Node: node, servers: servers}, nil
 }
 
 // Specs is the router's --shard list for this cluster, in shard order.
@@ -162,13 +411,21 @@ func (c *Cluster) Specs() []app.ShardSpec {
 	return out
 }
 
-// Close stops every replica.
+// Close stops every replica, and removes the data directory if it was a
+// temporary one.
 func (c *Cluster) Close() {
 	for _, reps := range c.Replicas {
 		for _, r := range reps {
 			r.Proxy.Close()
-			r.grpc.Stop()
+			for _, g := range r.servers {
+				g.Stop()
+			}
+			r.Server.Close()
+			_ = r.Node.Close()
 		}
+	}
+	if c.tmpDir != "" {
+		_ = os.RemoveAll(c.tmpDir)
 	}
 }
 

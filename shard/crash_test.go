@@ -1,0 +1,200 @@
+package shard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/trawl-search/trawl/shard/shardpb"
+	"github.com/trawl-search/trawl/vector"
+)
+
+// The crash test re-executes the test binary as a shard process: with
+// childEnv set, TestMain runs runChild instead of the tests.
+const (
+	childEnv     = "TRAWL_SHARD_CRASH_CHILD"
+	childDirEnv  = "TRAWL_SHARD_CRASH_DIR"
+	childAddrEnv = "TRAWL_SHARD_CRASH_ADDR"
+)
+
+// runChild serves one replica (a group of one) on childAddrEnv with its
+// data in childDirEnv until it is killed. Snapshots are frequent, so kills
+// land before, during and after them.
+func runChild() {
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	fail := func(err error) {
+		log.Error("crash child", "err", err)
+		os.Exit(2)
+	}
+	// raft's own warnings (unfinished snapshots found after a kill, the
+	// election after every start) are expected here.
+	raftLog := slog.New(slog.DiscardHandler)
+	addr := os.Getenv(childAddrEnv)
+	// The pid, for a parent that runs us under a tracer.
+	if err := os.WriteFile(filepath.Join(os.Getenv(childDirEnv), "..", "child.pid"), []byte(strconv.Itoa(os.Getpid())), 0o600); err != nil {
+		fail(err)
+	}
+	ln, err := listenRetry(addr)
+	if err != nil {
+		fail(err)
+	}
+	mem := NewMemory(testDim)
+	node, err := OpenNode(NodeConfig{
+		DataDir: os.Getenv(childDirEnv), Advertise: addr, Store: mem, Logger: raftLog,
+		HeartbeatTimeout: 200 * time.Millisecond, ElectionTimeout: 200 * time.Millisecond,
+		SnapshotThreshold: 40, TrailingLogs: 20, SnapshotInterval: 100 * time.Millisecond,
+	})
+	if err != nil {
+		fail(err)
+	}
+	srv := NewServer(Config{Dim: testDim, Metric: vector.Euclidean, Kernel: vector.Generic(), Store: mem, Node: node})
+	g := grpc.NewServer(ServerOptions()...)
+	srv.Register(g)
+	go func() { _ = g.Serve(ln) }()
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM)
+	<-sig
+	g.Stop()
+	_ = node.Close()
+	os.Exit(0)
+}
+
+// sentRecord is what the test sent for one id.
+type sentRecord struct {
+	vec     []byte
+	payload []byte
+}
+
+func TestCrashKeepsEveryAcknowledgedWrite(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kills a shard process 25 times")
+	}
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	dir := filepath.Join(t.TempDir(), "data")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	ln.Close()
+
+	var (
+		mu    sync.Mutex
+		sent  = map[string]sentRecord{}
+		acked = map[string]bool{}
+	)
+	rng := rand.New(rand.NewPCG(7, 11))
+	const kills = 25
+	next := 0
+	for round := 0; round <= kills; round++ {
+		cmd := exec.Command(exe, "-test.run=^$")
+		cmd.Env = append(os.Environ(), childEnv+"=1", childDirEnv+"="+dir, childAddrEnv+"="+addr)
+		cmd.Stderr = os.Stderr
+		require.NoError(t, cmd.Start())
+		c, err := Dial(addr, DialConfig{})
+		require.NoError(t, err)
+		require.Eventually(t, func() bool {
+			pctx, cancel := context.WithTimeout(context.Background(), 250*time.Millisecond)
+			defer cancel()
+			return c.Probe(pctx) == nil
+		}, 60*time.Second, 20*time.Millisecond, "the restarted shard never served")
+
+		// Every acknowledged write is back, byte for byte; an
+		// unacknowledged one is absent or exactly what was sent.
+		st, err := c.Stats(ctx(t))
+		require.NoError(t, err)
+		mu.Lock()
+		for id, want := range sent {
+			v, err := c.Get(ctx(t), id, 0)
+			if status.Code(err) == codes.NotFound {
+				require.False(t, acked[id], "round %d: acknowledged write %s lost", round, id)
+				continue
+			}
+			require.NoError(t, err)
+			require.Equal(t, want.vec, v.GetVector(), "round %d: %s has bytes nobody sent", round, id)
+			require.Equal(t, want.payload, v.GetPayload(), "round %d: %s has a payload nobody sent", round, id)
+		}
+		t.Logf("round %d: %d sent, %d acknowledged, %d stored, applied index %d", round, len(sent), len(acked), st.GetDocCount(), st.GetAppliedIndex())
+		mu.Unlock()
+		if round == kills {
+			c.Close()
+			require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+			require.NoError(t, cmd.Wait())
+			break
+		}
+
+		// Two writers stream upserts of fresh ids; the process is killed
+		// at a random moment among them.
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		for w := range 2 {
+			mu.Lock()
+			seed := uint64(round*2 + w)
+			mu.Unlock()
+			wg.Go(func() {
+				r := rand.New(rand.NewPCG(seed, 3))
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					mu.Lock()
+					batch := make([]*shardpb.Vector, 1+r.IntN(3))
+					for i := range batch {
+						id := fmt.Sprintf("doc-%d", next)
+						next++
+						v := make([]float32, testDim)
+						for j := range v {
+							v[j] = float32(r.NormFloat64())
+						}
+						rec := sentRecord{vec: EncodeVector(v), payload: fmt.Appendf(nil, `{"n":%d}`, r.Uint64())}
+						sent[id] = rec
+						batch[i] = &shardpb.Vector{Id: id, Vector: rec.vec, Payload: rec.payload}
+					}
+					mu.Unlock()
+					wctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+					_, err := c.Upsert(wctx, place, batch)
+					cancel()
+					if err != nil {
+						var nl *NotLeaderError
+						if errors.As(err, &nl) {
+							continue
+						}
+						return // killed: the rest of this round is unacknowledged
+					}
+					mu.Lock()
+					for _, v := range batch {
+						acked[v.GetId()] = true
+					}
+					mu.Unlock()
+				}
+			})
+		}
+		time.Sleep(time.Duration(30+rng.IntN(250)) * time.Millisecond)
+		require.NoError(t, cmd.Process.Kill())
+		_ = cmd.Wait()
+		close(stop)
+		wg.Wait()
+		c.Close()
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	require.Greater(t, len(acked), 100, "the test acknowledged too few writes to mean anything")
+}

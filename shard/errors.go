@@ -1,0 +1,88 @@
+package shard
+
+import (
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Reasons in the google.rpc.ErrorInfo detail of a shard's Unavailable
+// answers, so a client can tell them from a connectivity failure.
+const (
+	// ReasonNotLeader: a write reached a replica that is not the leader
+	// and was not accepted; metadata "leader" names the leader's address
+	// when known (empty during an election). Retrying elsewhere is safe.
+	ReasonNotLeader = "NOT_LEADER"
+	// ReasonNotServing: a read reached a replica that is loading, catching
+	// up, not hearing from a leader, or has not applied the min_index
+	// asked for. Another replica may answer.
+	ReasonNotServing = "NOT_SERVING"
+	errorDomain      = "trawl.shard"
+)
+
+func withReason(msg, reason string, md map[string]string) error {
+	st := status.New(codes.Unavailable, msg)
+	if d, err := st.WithDetails(&errdetails.ErrorInfo{Reason: reason, Domain: errorDomain, Metadata: md}); err == nil {
+		st = d
+	}
+	return st.Err()
+}
+
+func notServingStatus(msg string) error { return withReason(msg, ReasonNotServing, nil) }
+
+func notLeaderStatus(leader string) error {
+	msg := "not the leader; the write was not accepted (no leader known: election in progress)"
+	if leader != "" {
+		msg = "not the leader; the write was not accepted; the leader is " + leader
+	}
+	return withReason(msg, ReasonNotLeader, map[string]string{"leader": leader})
+}
+
+// errorInfo returns the ErrorInfo detail of a gRPC error, if any.
+func errorInfo(err error) (*errdetails.ErrorInfo, bool) {
+	s, ok := status.FromError(err)
+	if !ok || s.Code() != codes.Unavailable {
+		return nil, false
+	}
+	for _, d := range s.Details() {
+		if ei, ok := d.(*errdetails.ErrorInfo); ok && ei.GetDomain() == errorDomain {
+			return ei, true
+		}
+	}
+	return nil, false
+}
+
+// NotLeaderError is what Conn.Upsert and Conn.Delete return when the
+// replica was not the leader and did not accept the write. NeverSent lets
+// package fanout retry it on another replica (the write provably was not
+// applied); Leader names the leader to try first, empty when unknown.
+type NotLeaderError struct {
+	leader string
+	err    error
+}
+
+func (e *NotLeaderError) Error() string   { return e.err.Error() }
+func (e *NotLeaderError) Unwrap() error   { return e.err }
+func (e *NotLeaderError) NeverSent() bool { return true }
+
+// Leader is the leader's advertised address, empty during an election.
+func (e *NotLeaderError) Leader() string { return e.leader }
+
+// GRPCStatus keeps status.Code working through the wrapper.
+func (e *NotLeaderError) GRPCStatus() *status.Status { return status.Convert(e.err) }
+
+// fromStatus turns a shard's NOT_LEADER and NOT_SERVING answers into
+// errors with NeverSent/Leader and NotServing methods.
+func fromStatus(err error) error {
+	ei, ok := errorInfo(err)
+	if !ok {
+		return err
+	}
+	switch ei.GetReason() {
+	case ReasonNotLeader:
+		return &NotLeaderError{leader: ei.GetMetadata()["leader"], err: err}
+	case ReasonNotServing:
+		return notServingError{err: err}
+	}
+	return err
+}

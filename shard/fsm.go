@@ -1,0 +1,240 @@
+package shard
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protodelim"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/trawl-search/trawl/shard/shardpb"
+)
+
+// fsm is the shard's replicated state machine: committed log entries
+// (shardpb.Command) applied to the Memory store. Every check that decides
+// what a command does (the placement check) happens here, on every replica
+// alike, so replicas that apply the same log hold the same bytes.
+type fsm struct {
+	mem *Memory
+	log *slog.Logger
+	// onChange, when set, is told the document count after each apply
+	// and restore (the documents gauge).
+	onChange func(docs int)
+	// applied is the index of the last command applied to mem (raft's own
+	// AppliedIndex counts entries handed to the FSM goroutine, which may
+	// not have applied them yet, and entries that never reach it).
+	applied atomic.Uint64
+}
+
+// applyResult is what Apply returns to the leader that proposed the entry.
+type applyResult struct {
+	err   error // a gRPC status error: the command was committed but refused
+	found bool  // delete: the id was there
+	docs  int
+}
+
+// Apply implements raft.FSM.
+func (f *fsm) Apply(l *raft.Log) any {
+	var cmd shardpb.Command
+	if err := proto.Unmarshal(l.Data, &cmd); err != nil {
+		// Only our own leader proposes entries, so this is a bug; every
+		// replica skips the entry alike.
+		f.log.Error("undecodable log entry skipped", "index", l.Index, "err", err)
+		return applyResult{err: status.Errorf(codes.Internal, "undecodable log entry %d: %v", l.Index, err)}
+	}
+	res := f.apply(&cmd)
+	f.applied.Store(l.Index)
+	res.docs = f.mem.Len()
+	if f.onChange != nil {
+		f.onChange(res.docs)
+	}
+	return res
+}
+
+func (f *fsm) apply(cmd *shardpb.Command) applyResult {
+	ctx := context.Background()
+	switch op := cmd.GetOp().(type) {
+	case *shardpb.Command_Upsert:
+		p, err := placementCheck(f.mem.Placement(), op.Upsert.GetPlacement())
+		if err != nil {
+			return applyResult{err: err}
+		}
+		recs := make([]Record, len(op.Upsert.GetVectors()))
+		for i, v := range op.Upsert.GetVectors() {
+			vec, err := DecodeVector(v.GetVector())
+			if err != nil || len(vec) != f.mem.Dim() {
+				return applyResult{err: status.Errorf(codes.Internal, "log entry vector %d does not fit the store", i)}
+			}
+			recs[i] = Record{ID: v.GetId(), Vector: vec, Payload: v.GetPayload()}
+		}
+		return applyResult{err: f.mem.Upsert(ctx, p, recs)}
+	case *shardpb.Command_Delete:
+		p, err := placementCheck(f.mem.Placement(), op.Delete.GetPlacement())
+		if err != nil {
+			return applyResult{err: err}
+		}
+		found, err := f.mem.Delete(ctx, p, op.Delete.GetId())
+		return applyResult{err: err, found: found}
+	case *shardpb.Command_SetTrained:
+		f.mem.SetTrained(op.SetTrained.GetName(), op.SetTrained.GetValue())
+		return applyResult{}
+	}
+	return applyResult{err: status.Error(codes.Internal, "log entry with no operation")}
+}
+
+// placementCheck refuses a write routed under another shard list: the
+// router's shard list changed (a reshard) or the write reached the wrong
+// shard. A replica that has never been written adopts the first placement.
+func placementCheck(have Placement, p *shardpb.Placement) (Placement, error) {
+	got := Placement{Fingerprint: p.GetFingerprint(), Shard: p.GetShard()}
+	if got.Fingerprint == "" || got.Shard == "" {
+		return got, status.Error(codes.InvalidArgument, "write without placement")
+	}
+	if have != (Placement{}) && have != got {
+		return got, status.Errorf(codes.FailedPrecondition,
+			"shard holds data written as %q under shard list %s, this write is for %q under %s: changing the shard list is a reshard",
+			have.Shard, have.Fingerprint, got.Shard, got.Fingerprint)
+	}
+	return got, nil
+}
+
+// snapshotChunk is how many rows a snapshot reads under one hold of the
+// store's read lock: large enough to stream fast, small enough that a
+// write waits at most about a millisecond.
+const snapshotChunk = 256
+
+// Snapshot implements raft.FSM. raft calls it between applies, so the view
+// it opens is exactly the state at the snapshot's index.
+func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+	v, err := f.mem.OpenView()
+	if err != nil {
+		return nil, err
+	}
+	return &fsmSnapshot{v: v, applied: f.applied.Load(), log: f.log}, nil
+}
+
+// fsmSnapshot streams a View: a SnapshotHeader, then one length-delimited
+// shardpb.Vector per row.
+type fsmSnapshot struct {
+	v       *View
+	applied uint64
+	log     *slog.Logger
+}
+
+// Persist implements raft.FSMSnapshot.
+func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
+	if err := s.persist(sink); err != nil {
+		_ = sink.Cancel()
+		return fmt.Errorf("snapshot: %w", err)
+	}
+	return sink.Close()
+}
+
+func (s *fsmSnapshot) persist(w io.Writer) error {
+	t0 := time.Now()
+	bw := bufio.NewWriterSize(w, 1<<20)
+	n := s.v.Len()
+	hdr := &shardpb.SnapshotHeader{
+		Dim:          uint32(s.v.dim),
+		Placement:    &shardpb.Placement{Fingerprint: s.v.placement.Fingerprint, Shard: s.v.placement.Shard},
+		Count:        uint64(n),
+		Trained:      s.v.trained,
+		AppliedIndex: s.applied,
+	}
+	if _, err := protodelim.MarshalTo(bw, hdr); err != nil {
+		return err
+	}
+	pv := &shardpb.Vector{}
+	buf := make([]byte, 0, 4*s.v.dim)
+	for from := 0; from < n; from += snapshotChunk {
+		err := s.v.Read(from, min(from+snapshotChunk, n), func(id string, vec []float32, payload []byte) error {
+			buf = appendVector(buf[:0], vec)
+			pv.Id, pv.Vector, pv.Payload = id, buf, payload
+			_, err := protodelim.MarshalTo(bw, pv)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+	}
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+	s.log.Info("snapshot written", "rows", n, "took", time.Since(t0).Round(time.Millisecond))
+	return nil
+}
+
+// Release implements raft.FSMSnapshot.
+func (s *fsmSnapshot) Release() { s.v.Close() }
+
+// restoreBatch is how many rows a restore inserts per lock hold.
+const restoreBatch = 1024
+
+// Restore implements raft.FSM: it replaces the store with a snapshot, on
+// start-up (the latest local snapshot) and when a leader installs one. The
+// replica is NOT_SERVING meanwhile (see Node).
+func (f *fsm) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	t0 := time.Now()
+	br := bufio.NewReaderSize(rc, 1<<20)
+	var hdr shardpb.SnapshotHeader
+	if err := protodelim.UnmarshalFrom(br, &hdr); err != nil {
+		return fmt.Errorf("snapshot header: %w", err)
+	}
+	if int(hdr.GetDim()) != f.mem.Dim() {
+		return fmt.Errorf("snapshot holds %d-dimensional vectors, this shard has --dim %d", hdr.GetDim(), f.mem.Dim())
+	}
+	p := Placement{Fingerprint: hdr.GetPlacement().GetFingerprint(), Shard: hdr.GetPlacement().GetShard()}
+	f.mem.reset(p, hdr.GetTrained())
+	total := hdr.GetCount()
+	f.log.Info("restoring snapshot", "rows", total)
+	batch := make([]Record, 0, restoreBatch)
+	last := time.Now()
+	flush := func() error {
+		err := f.mem.Upsert(context.Background(), p, batch)
+		batch = batch[:0]
+		return err
+	}
+	opts := protodelim.UnmarshalOptions{MaxSize: 128 << 20}
+	for i := uint64(0); i < total; i++ {
+		var pv shardpb.Vector
+		if err := opts.UnmarshalFrom(br, &pv); err != nil {
+			return fmt.Errorf("snapshot row %d of %d: %w", i, total, err)
+		}
+		vec, err := DecodeVector(pv.GetVector())
+		if err != nil || len(vec) != f.mem.Dim() {
+			return fmt.Errorf("snapshot row %d: bad vector", i)
+		}
+		batch = append(batch, Record{ID: pv.GetId(), Vector: vec, Payload: pv.GetPayload()})
+		if len(batch) == restoreBatch {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+		if time.Since(last) > 2*time.Second {
+			last = time.Now()
+			f.log.Info("restoring snapshot", "rows", i+1, "of", total)
+		}
+	}
+	if err := flush(); err != nil {
+		return err
+	}
+	if _, err := br.ReadByte(); !errors.Is(err, io.EOF) {
+		return fmt.Errorf("snapshot has data after its %d rows", total)
+	}
+	f.applied.Store(hdr.GetAppliedIndex())
+	if f.onChange != nil {
+		f.onChange(f.mem.Len())
+	}
+	f.log.Info("snapshot restored", "rows", total, "took", time.Since(t0).Round(time.Millisecond))
+	return nil
+}

@@ -1,0 +1,442 @@
+package shard
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/trawl-search/trawl/internal/faultproxy"
+	"github.com/trawl-search/trawl/shard/shardpb"
+	"github.com/trawl-search/trawl/vector"
+)
+
+// Test timings: generous for a loaded 2-core machine under -race, and
+// MaxLeaderSilence at its minimum of 3x the election timeout.
+const (
+	testHeartbeat = 400 * time.Millisecond
+	testSilence   = 3 * testHeartbeat
+	testDim       = 8
+)
+
+// member is one in-process replica of a test group: a gRPC server on its
+// own loopback port, reached by its peers through a fault proxy (its
+// advertised address), and by the test directly.
+type member struct {
+	t      *testing.T
+	dir    string
+	listen string // the server's own address (stable across restarts)
+	proxy  *faultproxy.Proxy
+	peers  []string
+	cfg    func(*NodeConfig)
+	dim    int // testDim if zero
+
+	g    *grpc.Server
+	node *Node
+	srv  *Server
+	mem  *Memory
+	conn *Conn
+}
+
+func (m *member) addr() string { return m.proxy.Addr() }
+
+// start opens the node and serves it.
+func (m *member) start() error {
+	if m.dim == 0 {
+		m.dim = testDim
+	}
+	m.mem = NewMemory(m.dim)
+	nc := NodeConfig{
+		DataDir: m.dir, Advertise: m.addr(), Peers: m.peers, Store: m.mem,
+		HeartbeatTimeout: testHeartbeat, ElectionTimeout: testHeartbeat, MaxLeaderSilence: testSilence,
+		Logger: testLogger(m.t),
+	}
+	if m.cfg != nil {
+		m.cfg(&nc)
+	}
+	ln, err := listenRetry(m.listen)
+	if err != nil {
+		return err
+	}
+	node, err := OpenNode(nc)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	m.node = node
+	m.srv = NewServer(Config{Dim: m.dim, Metric: vector.Euclidean, Kernel: vector.Generic(), Store: m.mem, Node: node})
+	m.g = grpc.NewServer(ServerOptions()...)
+	m.srv.Register(m.g)
+	go m.g.Serve(ln)
+	m.conn, err = Dial(m.listen, DialConfig{})
+	return err
+}
+
+// stop is a crash as far as the group can tell: the server vanishes.
+func (m *member) stop() {
+	if m.g == nil {
+		return
+	}
+	m.conn.Close()
+	m.g.Stop()
+	require.NoError(m.t, m.node.Close())
+	m.g = nil
+}
+
+func listenRetry(addr string) (net.Listener, error) {
+	var err error
+	for range 50 {
+		var ln net.Listener
+		if ln, err = net.Listen("tcp", addr); err == nil {
+			return ln, nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return nil, err
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	if os.Getenv("TRAWL_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("test", t.Name())
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// group starts n replicas of one shard.
+func group(t *testing.T, n int, cfg func(*NodeConfig)) []*member {
+	t.Helper()
+	return groupOf(t, n, testDim, cfg)
+}
+
+// groupDim starts n replicas of dim-dimensional vectors with the
+// production raft timings (1 s heartbeat, 5 s leader silence): three
+// replicas bulk-loading 1536-D vectors in one process on two cores starve
+// the test timings' 200 ms leader lease.
+func groupDim(t *testing.T, n, dim int) []*member {
+	t.Helper()
+	return groupOf(t, n, dim, func(c *NodeConfig) {
+		c.HeartbeatTimeout, c.ElectionTimeout, c.MaxLeaderSilence = 0, 0, 0
+	})
+}
+
+func groupOf(t *testing.T, n, dim int, cfg func(*NodeConfig)) []*member {
+	t.Helper()
+	ms := make([]*member, n)
+	var peers []string
+	for i := range ms {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		addr := ln.Addr().String()
+		ln.Close()
+		p, err := faultproxy.Start("127.0.0.1:0", addr)
+		require.NoError(t, err)
+		ms[i] = &member{t: t, dir: filepath.Join(t.TempDir(), fmt.Sprint("r", i)), listen: addr, proxy: p, cfg: cfg, dim: dim}
+		peers = append(peers, p.Addr())
+	}
+	for _, m := range ms {
+		m.peers = peers
+		require.NoError(t, m.start())
+	}
+	t.Cleanup(func() {
+		for _, m := range ms {
+			m.stop()
+			m.proxy.Close()
+		}
+	})
+	return ms
+}
+
+// waitLeader waits for a serving leader among the running members.
+func waitLeader(t *testing.T, ms []*member) *member {
+	t.Helper()
+	var leader *member
+	require.Eventually(t, func() bool {
+		for _, m := range ms {
+			if m.g != nil && m.node.IsLeader() && m.node.Serving() {
+				leader = m
+				return true
+			}
+		}
+		return false
+	}, 30*time.Second, 20*time.Millisecond, "no leader")
+	return leader
+}
+
+func testVec(id string, gen int) []float32 {
+	r := rand.New(rand.NewPCG(uint64(len(id)), uint64(gen)))
+	v := make([]float32, testDim)
+	for i := range v {
+		v[i] = float32(r.NormFloat64())
+	}
+	return v
+}
+
+// write upserts ids on the leader, retrying on NOT_LEADER as a router
+// would (the hint first), and returns the last index.
+func write(t *testing.T, ms []*member, ids ...string) uint64 {
+	t.Helper()
+	vs := make([]*shardpb.Vector, len(ids))
+	for i, id := range ids {
+		vs[i] = &shardpb.Vector{Id: id, Vector: EncodeVector(testVec(id, 0)), Payload: []byte(`{"id":"` + id + `"}`)}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		for _, m := range ms {
+			if m.g == nil || !m.node.IsLeader() {
+				continue
+			}
+			idx, err := m.conn.Upsert(ctx(t), place, vs)
+			if err == nil {
+				return idx
+			}
+			var nl *NotLeaderError
+			require.True(t, errors.As(err, &nl), "only NOT_LEADER is expected here, got %v", err)
+		}
+		require.True(t, time.Now().Before(deadline), "no leader took the write")
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// complete reports whether m answers a full search, and if so, checks it
+// holds every id in want (an answer counted as complete never lacks an
+// acknowledged write).
+func complete(t *testing.T, m *member, want []string, minIndex uint64) bool {
+	t.Helper()
+	resp, err := m.conn.Search(ctx(t), &shardpb.Query{Vector: EncodeVector(testVec("q", 1)), K: vector.MaxK}, minIndex)
+	if err != nil {
+		var ns interface{ NotServing() bool }
+		require.True(t, errors.As(err, &ns) && ns.NotServing(), "a replica that cannot answer says NOT_SERVING, got %v", err)
+		return false
+	}
+	got := make([]string, 0, len(resp.GetHits()))
+	for _, h := range resp.GetHits() {
+		got = append(got, h.GetId())
+	}
+	for _, id := range want {
+		require.Contains(t, got, id, "a complete answer lacks an acknowledged write")
+	}
+	return true
+}
+
+func ids(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s-%d", prefix, i)
+	}
+	return out
+}
+
+func TestRaftGroupReplicatesAndRefusesWritesOnFollowers(t *testing.T) {
+	ms := group(t, 3, nil)
+	leader := waitLeader(t, ms)
+	idx := write(t, ms, "a", "b")
+	require.Positive(t, idx)
+
+	for _, m := range ms {
+		st, err := m.conn.Stats(ctx(t))
+		require.NoError(t, err)
+		if m == leader {
+			require.Equal(t, "leader", st.GetRole())
+			continue
+		}
+		require.Equal(t, "follower", st.GetRole())
+		_, err = m.conn.Upsert(ctx(t), place, []*shardpb.Vector{{Id: "c", Vector: EncodeVector(testVec("c", 0))}})
+		var nl *NotLeaderError
+		require.ErrorAs(t, err, &nl)
+		require.Equal(t, leader.addr(), nl.Leader())
+		require.True(t, nl.NeverSent())
+		require.Equal(t, codes.Unavailable, status.Code(err))
+		_, _, err = m.conn.Delete(ctx(t), place, "a")
+		require.ErrorAs(t, err, &nl)
+	}
+	// Every replica applies the write; min_index reads wait for it.
+	for _, m := range ms {
+		require.Eventually(t, func() bool { return complete(t, m, []string{"a", "b"}, idx) }, 10*time.Second, 20*time.Millisecond)
+		v, err := m.conn.Get(ctx(t), "a", idx)
+		require.NoError(t, err)
+		require.Equal(t, EncodeVector(testVec("a", 0)), v.GetVector())
+		require.Equal(t, `{"id":"a"}`, string(v.GetPayload()))
+		st, err := m.conn.Stats(ctx(t))
+		require.NoError(t, err)
+		require.True(t, st.GetServing())
+		require.GreaterOrEqual(t, st.GetAppliedIndex(), idx)
+		require.Equal(t, leader.addr(), st.GetLeader())
+	}
+	// A read asking for an index nobody has applied is refused as not
+	// serving.
+	_, err := ms[0].conn.Get(ctx(t), "a", idx+1000)
+	require.ErrorIs(t, err, err)
+	var ns interface{ NotServing() bool }
+	require.ErrorAs(t, err, &ns)
+
+	// The placement check is the state machine's: a reshard is refused.
+	_, err = leader.conn.Upsert(ctx(t), Placement{Fingerprint: "other", Shard: "shard-0"}, []*shardpb.Vector{{Id: "z", Vector: EncodeVector(testVec("z", 0))}})
+	require.Equal(t, codes.FailedPrecondition, status.Code(err))
+	found, didx, err := leader.conn.Delete(ctx(t), place, "a")
+	require.NoError(t, err)
+	require.True(t, found)
+	require.Greater(t, didx, idx)
+
+	// A trained value is committed through the log and reaches every
+	// replica.
+	tidx, err := leader.node.SetTrained(ctx(t), "int8_scale", []byte{1, 2, 3})
+	require.NoError(t, err)
+	for _, m := range ms {
+		require.Eventually(t, func() bool { return m.node.AppliedIndex() >= tidx }, 10*time.Second, 10*time.Millisecond)
+		require.Equal(t, []byte{1, 2, 3}, m.mem.Trained("int8_scale"))
+		if m != leader {
+			_, err := m.node.SetTrained(ctx(t), "int8_scale", nil)
+			var pe *proposeError
+			require.ErrorAs(t, err, &pe)
+			require.True(t, pe.notLeader)
+		}
+	}
+}
+
+// rejoin measures how long after start a member serves complete answers
+// again, checking every answer it gives meanwhile.
+func rejoin(t *testing.T, m *member, want []string, minIndex uint64) time.Duration {
+	t.Helper()
+	t0 := time.Now()
+	require.NoError(t, m.start())
+	require.False(t, complete(t, m, nil, 0), "a replica that has just started answers NOT_SERVING")
+	require.Eventually(t, func() bool { return complete(t, m, want, minIndex) }, 60*time.Second, 10*time.Millisecond)
+	return time.Since(t0)
+}
+
+func TestRaftReplicaAwayCatchesUpBeforeServing(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		wipe bool
+	}{
+		{"restarted on its directory", false},
+		{"restarted on a wiped directory", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// A short log: the writes made while the replica is away are
+			// compacted into a snapshot, so a wiped one must install it.
+			ms := group(t, 3, func(c *NodeConfig) { c.TrailingLogs = 10; c.SnapshotThreshold = 100 })
+			leader := waitLeader(t, ms)
+			before := ids("before", 20)
+			write(t, ms, before...)
+			away := ms[0]
+			if away == leader {
+				away = ms[1]
+			}
+			away.stop()
+			if tc.wipe {
+				require.NoError(t, os.RemoveAll(away.dir))
+			}
+			// The group keeps acknowledging writes with one replica down.
+			during := ids("during", 200)
+			var last uint64
+			for _, id := range during {
+				last = write(t, ms, id)
+			}
+			require.NoError(t, waitLeader(t, ms).node.Snapshot())
+			all := append(before, during...)
+			took := rejoin(t, away, all, 0)
+			t.Logf("MEASURED: a replica 200 writes behind, %s, serves complete answers %s after it starts", tc.name, took.Round(time.Millisecond))
+			require.True(t, complete(t, away, all, last))
+			require.True(t, away.node.MayVote())
+			if tc.wipe {
+				snaps, err := away.node.snaps.List()
+				require.NoError(t, err)
+				require.NotEmpty(t, snaps, "the wiped replica rebuilt from an installed snapshot")
+			}
+		})
+	}
+}
+
+func TestRaftFollowerCutOffStopsServing(t *testing.T) {
+	ms := group(t, 3, nil)
+	leader := waitLeader(t, ms)
+	idx := write(t, ms, "a")
+	f := ms[0]
+	if f == leader {
+		f = ms[1]
+	}
+	require.Eventually(t, func() bool { return complete(t, f, []string{"a"}, idx) }, 10*time.Second, 10*time.Millisecond)
+	// Cut the follower off: its peers' traffic to it goes silent. It may
+	// go on serving (as follower, then candidate) while its last word from
+	// the leader is younger than the leader silence, and never after.
+	require.NoError(t, f.proxy.Blackhole())
+	t0 := time.Now()
+	var last time.Duration
+	for time.Since(t0) < testSilence+time.Second {
+		if complete(t, f, []string{"a"}, 0) {
+			last = time.Since(t0)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Logf("MEASURED: a cut-off follower's last complete answer came %s after the cut (max leader silence %s)", last.Round(time.Millisecond), testSilence)
+	require.Less(t, last, testSilence+100*time.Millisecond, "a cut-off follower served past the leader silence")
+	for range 20 {
+		require.False(t, complete(t, f, nil, 0))
+		time.Sleep(25 * time.Millisecond)
+	}
+	// …and serves again once reconnected.
+	require.NoError(t, f.proxy.Restore())
+	idx = write(t, ms, "b")
+	require.Eventually(t, func() bool { return complete(t, f, []string{"a", "b"}, idx) }, 30*time.Second, 10*time.Millisecond)
+}
+
+func TestRaftWipedReplicaWithFrozenPeersDoesNothing(t *testing.T) {
+	ms := group(t, 3, nil)
+	waitLeader(t, ms)
+	write(t, ms, ids("x", 10)...)
+	wiped := ms[2]
+	wiped.stop()
+	require.NoError(t, os.RemoveAll(wiped.dir))
+	// Freeze the others as SIGSTOP would: connections accepted, nothing
+	// answered and nothing sent. Traffic to a replica passes its own
+	// proxy, so the wiped replica's is silenced too: otherwise a peer still
+	// leading (its lease not yet expired) would rightly catch it up.
+	for _, m := range ms {
+		require.NoError(t, m.proxy.Blackhole())
+	}
+	require.NoError(t, wiped.start())
+	for range 3 * int(testSilence/(100*time.Millisecond)) {
+		require.False(t, complete(t, wiped, nil, 0), "an empty replica answered as complete")
+		require.NotEqual(t, "leader", wiped.node.Role())
+		require.False(t, wiped.node.MayVote())
+		require.Zero(t, wiped.node.raft.LastIndex(), "it bootstrapped a group of its own")
+		time.Sleep(100 * time.Millisecond)
+	}
+	// It refuses to vote, at the transport.
+	_, err := shardpb.NewRaftClient(wiped.conn.cc).RequestVote(ctx(t), &shardpb.RaftMessage{})
+	require.Equal(t, codes.Unavailable, status.Code(err))
+	require.ErrorContains(t, err, "no part in elections")
+
+	// The peers thaw: it joins, catches up and serves everything.
+	for _, m := range ms {
+		require.NoError(t, m.proxy.Restore())
+	}
+	require.Eventually(t, func() bool { return complete(t, wiped, ids("x", 10), 0) }, 60*time.Second, 20*time.Millisecond)
+	require.True(t, wiped.node.MayVote())
+}
+
+func TestRaftPeersMismatchRefused(t *testing.T) {
+	ms := group(t, 1, nil)
+	waitLeader(t, ms)
+	write(t, ms, "a")
+	m := ms[0]
+	m.stop()
+	m.peers = []string{m.addr(), "127.0.0.1:1"}
+	err := m.start()
+	require.ErrorContains(t, err, "disagrees with the membership stored")
+	// Its own peers again: it loads what it had.
+	m.peers = nil
+	require.NoError(t, m.start())
+	require.Eventually(t, func() bool { return complete(t, m, []string{"a"}, 0) }, 30*time.Second, 20*time.Millisecond)
+}

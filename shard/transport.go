@@ -1,0 +1,452 @@
+package shard
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-msgpack/v2/codec"
+	"github.com/hashicorp/raft"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
+
+	"github.com/trawl-search/trawl/shard/shardpb"
+)
+
+// Timeouts of the raft transport. raft calls the transport synchronously
+// from its replication and election goroutines; a bound keeps a
+// blackholed peer from stalling them.
+const (
+	// raftRPCTimeout bounds AppendEntries, RequestVote and TimeoutNow.
+	raftRPCTimeout = 5 * time.Second
+	// snapshotRate is the slowest transfer a snapshot install is allowed
+	// before it is abandoned (and retried by raft).
+	snapshotRate = 8 << 20 // bytes per second
+	// snapshotChunkBytes is the size of one InstallSnapshot stream message.
+	snapshotChunkBytes = 1 << 20
+)
+
+// transport is a raft.Transport over the shard's own gRPC server: the Raft
+// service (shardpb/raft.proto) carries raft's structs as msgpack, the codec
+// raft's own TCP transport uses, so every field raft adds travels without
+// a change here. It shares the shard's port, so the shard's TLS and mTLS
+// cover replication; it dials peers with the router's client credentials.
+type transport struct {
+	local    raft.ServerAddress
+	creds    credentials.TransportCredentials
+	dialer   func(ctx context.Context, addr string) (net.Conn, error)
+	consumer chan raft.RPC
+	done     chan struct{}
+	closeMu  sync.Once
+
+	// mayVote reports whether this replica may take part in elections:
+	// ask for votes, grant them, or accept a leadership hand-over. A
+	// replica that started empty may not until it has caught up (Node).
+	mayVote func() bool
+	// sawAppend is told of every AppendEntries from a leader (the commit
+	// index it reports decides when a follower has caught up).
+	sawAppend func(leaderCommit uint64)
+	// groupState answers GroupState.
+	groupState func() *shardpb.GroupStateResponse
+
+	mu        sync.Mutex
+	conns     map[raft.ServerAddress]*grpc.ClientConn
+	heartbeat func(raft.RPC) // raft's fast path for heartbeats, when set
+}
+
+func newTransport(local string, creds credentials.TransportCredentials, dialer func(context.Context, string) (net.Conn, error)) *transport {
+	return &transport{
+		local:      raft.ServerAddress(local),
+		creds:      creds,
+		dialer:     dialer,
+		consumer:   make(chan raft.RPC),
+		done:       make(chan struct{}),
+		mayVote:    func() bool { return true },
+		sawAppend:  func(uint64) {},
+		groupState: func() *shardpb.GroupStateResponse { return &shardpb.GroupStateResponse{} },
+		conns:      map[raft.ServerAddress]*grpc.ClientConn{},
+	}
+}
+
+// The msgpack handle matches raft's NetworkTransport (new time format).
+func encodeMsgpack(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	err := codec.NewEncoder(&buf, &codec.MsgpackHandle{}).Encode(v)
+	return buf.Bytes(), err
+}
+
+func decodeMsgpack(b []byte, v any) error {
+	return codec.NewDecoder(bytes.NewReader(b), &codec.MsgpackHandle{}).Decode(v)
+}
+
+// errNotVoting is what a replica that may not vote yet answers, and what
+// its own vote requests fail with before they are sent.
+var errNotVoting = status.Error(codes.Unavailable, "replica started on an empty data directory and takes no part in elections until it has caught up with its group")
+
+// --- raft.Transport, client side ---
+
+// Consumer implements raft.Transport.
+func (t *transport) Consumer() <-chan raft.RPC { return t.consumer }
+
+// LocalAddr implements raft.Transport.
+func (t *transport) LocalAddr() raft.ServerAddress { return t.local }
+
+// AppendEntriesPipeline implements raft.Transport; raft falls back to
+// synchronous AppendEntries.
+func (t *transport) AppendEntriesPipeline(raft.ServerID, raft.ServerAddress) (raft.AppendPipeline, error) {
+	return nil, raft.ErrPipelineReplicationNotSupported
+}
+
+// AppendEntries implements raft.Transport.
+func (t *transport) AppendEntries(_ raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	if isHeartbeat(args) {
+		// Heartbeats have their own connection, so they never queue
+		// behind megabytes of entries (raft's TCP transport does the same).
+		return t.unaryOn(target+heartbeatConn, target, "AppendEntries", args, resp)
+	}
+	return t.unary(target, "AppendEntries", args, resp)
+}
+
+// heartbeatConn suffixes a target in the connection cache for its
+// heartbeat connection.
+const heartbeatConn = "#heartbeat"
+
+// RequestVote implements raft.Transport.
+func (t *transport) RequestVote(_ raft.ServerID, target raft.ServerAddress, args *raft.RequestVoteRequest, resp *raft.RequestVoteResponse) error {
+	if !t.mayVote() {
+		return errNotVoting
+	}
+	return t.unary(target, "RequestVote", args, resp)
+}
+
+// TimeoutNow implements raft.Transport.
+func (t *transport) TimeoutNow(_ raft.ServerID, target raft.ServerAddress, args *raft.TimeoutNowRequest, resp *raft.TimeoutNowResponse) error {
+	return t.unary(target, "TimeoutNow", args, resp)
+}
+
+func (t *transport) unary(target raft.ServerAddress, method string, args, resp any) error {
+	return t.unaryOn(target, target, method, args, resp)
+}
+
+func (t *transport) unaryOn(key, target raft.ServerAddress, method string, args, resp any) error {
+	cc, err := t.connKeyed(key, target)
+	if err != nil {
+		return err
+	}
+	b, err := encodeMsgpack(args)
+	if err != nil {
+		return fmt.Errorf("raft %s: encode: %w", method, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), raftRPCTimeout)
+	defer cancel()
+	c := shardpb.NewRaftClient(cc)
+	var out *shardpb.RaftMessage
+	in := &shardpb.RaftMessage{Msgpack: b}
+	switch method {
+	case "AppendEntries":
+		out, err = c.AppendEntries(ctx, in)
+	case "RequestVote":
+		out, err = c.RequestVote(ctx, in)
+	case "TimeoutNow":
+		out, err = c.TimeoutNow(ctx, in)
+	}
+	if err != nil {
+		return fmt.Errorf("raft %s to %s: %w", method, target, err)
+	}
+	return decodeMsgpack(out.GetMsgpack(), resp)
+}
+
+// InstallSnapshot implements raft.Transport: the request, then the data in
+// chunks, on one client stream.
+func (t *transport) InstallSnapshot(_ raft.ServerID, target raft.ServerAddress, args *raft.InstallSnapshotRequest, resp *raft.InstallSnapshotResponse, data io.Reader) error {
+	cc, err := t.conn(target)
+	if err != nil {
+		return err
+	}
+	req, err := encodeMsgpack(args)
+	if err != nil {
+		return err
+	}
+	timeout := 10*time.Second + time.Duration(args.Size/snapshotRate)*time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	stream, err := shardpb.NewRaftClient(cc).InstallSnapshot(ctx)
+	if err != nil {
+		return fmt.Errorf("raft InstallSnapshot to %s: %w", target, err)
+	}
+	buf := make([]byte, snapshotChunkBytes)
+	first := true
+	for {
+		n, rerr := io.ReadFull(data, buf)
+		if n > 0 || first {
+			chunk := &shardpb.SnapshotChunk{Data: buf[:n]}
+			if first {
+				chunk.Request, first = req, false
+			}
+			if err := stream.Send(chunk); err != nil {
+				// The server's answer says why.
+				_, rerr := stream.CloseAndRecv()
+				return fmt.Errorf("raft InstallSnapshot to %s: %w (%w)", target, err, rerr)
+			}
+		}
+		if errors.Is(rerr, io.EOF) || errors.Is(rerr, io.ErrUnexpectedEOF) {
+			break
+		}
+		if rerr != nil {
+			return fmt.Errorf("raft InstallSnapshot: read snapshot: %w", rerr)
+		}
+	}
+	out, err := stream.CloseAndRecv()
+	if err != nil {
+		return fmt.Errorf("raft InstallSnapshot to %s: %w", target, err)
+	}
+	return decodeMsgpack(out.GetMsgpack(), resp)
+}
+
+// EncodePeer implements raft.Transport.
+func (t *transport) EncodePeer(_ raft.ServerID, addr raft.ServerAddress) []byte { return []byte(addr) }
+
+// DecodePeer implements raft.Transport.
+func (t *transport) DecodePeer(b []byte) raft.ServerAddress { return raft.ServerAddress(b) }
+
+// SetHeartbeatHandler implements raft.Transport. raft answers heartbeats
+// through it without waiting for its main loop, which may be busy storing
+// a large batch of entries; without it a follower's heartbeat answers
+// queue behind the fsync and the leader, hearing from no quorum within
+// its lease, steps down in the middle of a bulk load.
+func (t *transport) SetHeartbeatHandler(fn func(raft.RPC)) {
+	t.mu.Lock()
+	t.heartbeat = fn
+	t.mu.Unlock()
+}
+
+// isHeartbeat reports whether req is one of raft's heartbeats (what its
+// own network transport checks).
+func isHeartbeat(req *raft.AppendEntriesRequest) bool {
+	return req.Term != 0 && (len(req.Addr) > 0 || len(req.Leader) > 0) &&
+		req.PrevLogEntry == 0 && req.PrevLogTerm == 0 && len(req.Entries) == 0 && req.LeaderCommitIndex == 0
+}
+
+// Close implements raft.WithClose: it closes every peer connection and
+// fails RPCs still waiting for raft.
+func (t *transport) Close() error {
+	t.closeMu.Do(func() { close(t.done) })
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for a, cc := range t.conns {
+		cc.Close()
+		delete(t.conns, a)
+	}
+	return nil
+}
+
+func (t *transport) conn(target raft.ServerAddress) (*grpc.ClientConn, error) {
+	return t.connKeyed(target, target)
+}
+
+// connKeyed returns the cached connection key to target, dialling it
+// first if needed.
+func (t *transport) connKeyed(key, target raft.ServerAddress) (*grpc.ClientConn, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	select {
+	case <-t.done:
+		return nil, raft.ErrTransportShutdown
+	default:
+	}
+	if cc, ok := t.conns[key]; ok {
+		return cc, nil
+	}
+	creds := t.creds
+	if creds == nil {
+		creds = insecure.NewCredentials()
+	}
+	opts := []grpc.DialOption{
+		grpc.WithTransportCredentials(creds),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: KeepaliveTime, Timeout: KeepaliveTimeout, PermitWithoutStream: true}),
+		grpc.WithIdleTimeout(0),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(256<<20), grpc.MaxCallSendMsgSize(256<<20)),
+	}
+	if t.dialer != nil {
+		opts = append(opts, grpc.WithContextDialer(t.dialer))
+	}
+	cc, err := grpc.NewClient("passthrough:///"+string(target), opts...)
+	if err != nil {
+		return nil, fmt.Errorf("raft peer %s: %w", target, err)
+	}
+	t.conns[key] = cc
+	return cc, nil
+}
+
+// --- shardpb.RaftServer, server side ---
+
+// raftService serves the Raft gRPC service for a transport: it decodes each
+// RPC and hands it to raft through the transport's consumer channel.
+type raftService struct {
+	shardpb.UnimplementedRaftServer
+	*transport
+}
+
+// fastHeartbeat hands a heartbeat to raft's heartbeat handler.
+func (t *transport) fastHeartbeat(ctx context.Context, hb func(raft.RPC), req *raft.AppendEntriesRequest) (any, error) {
+	respCh := make(chan raft.RPCResponse, 1)
+	hb(raft.RPC{Command: req, RespChan: respCh})
+	select {
+	case resp := <-respCh:
+		if resp.Error != nil {
+			return nil, status.Error(codes.Unknown, resp.Error.Error())
+		}
+		return resp.Response, nil
+	case <-ctx.Done():
+		return nil, status.FromContextError(ctx.Err()).Err()
+	case <-t.done:
+		return nil, status.Error(codes.Unavailable, "raft transport shut down")
+	}
+}
+
+// dispatch hands a decoded command to raft and waits for its answer.
+func (t *transport) dispatch(ctx context.Context, cmd any, r io.Reader) (any, error) {
+	respCh := make(chan raft.RPCResponse, 1)
+	rpc := raft.RPC{Command: cmd, Reader: r, RespChan: respCh}
+	select {
+	case t.consumer <- rpc:
+	case <-ctx.Done():
+		return nil, status.FromContextError(ctx.Err()).Err()
+	case <-t.done:
+		return nil, status.Error(codes.Unavailable, "raft transport shut down")
+	}
+	select {
+	case resp := <-respCh:
+		if resp.Error != nil {
+			return nil, status.Error(codes.Unknown, resp.Error.Error())
+		}
+		return resp.Response, nil
+	case <-ctx.Done():
+		return nil, status.FromContextError(ctx.Err()).Err()
+	case <-t.done:
+		return nil, status.Error(codes.Unavailable, "raft transport shut down")
+	}
+}
+
+func (t *transport) serveUnary(ctx context.Context, in *shardpb.RaftMessage, req any) (*shardpb.RaftMessage, error) {
+	if err := decodeMsgpack(in.GetMsgpack(), req); err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "decode raft message: %v", err)
+	}
+	resp, err := t.dispatch(ctx, req, nil)
+	if err != nil {
+		return nil, err
+	}
+	b, err := encodeMsgpack(resp)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "encode raft answer: %v", err)
+	}
+	return &shardpb.RaftMessage{Msgpack: b}, nil
+}
+
+// AppendEntries implements shardpb.RaftServer.
+func (t raftService) AppendEntries(ctx context.Context, in *shardpb.RaftMessage) (*shardpb.RaftMessage, error) {
+	var req raft.AppendEntriesRequest
+	if err := decodeMsgpack(in.GetMsgpack(), &req); err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "decode raft message: %v", err)
+	}
+	t.sawAppend(req.LeaderCommitIndex)
+	var (
+		resp any
+		err  error
+	)
+	t.mu.Lock()
+	hb := t.heartbeat
+	t.mu.Unlock()
+	if hb != nil && isHeartbeat(&req) {
+		resp, err = t.fastHeartbeat(ctx, hb, &req)
+	} else {
+		resp, err = t.dispatch(ctx, &req, nil)
+	}
+	if err != nil {
+		return nil, err
+	}
+	b, err := encodeMsgpack(resp)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "encode raft answer: %v", err)
+	}
+	return &shardpb.RaftMessage{Msgpack: b}, nil
+}
+
+// RequestVote implements shardpb.RaftServer.
+func (t raftService) RequestVote(ctx context.Context, in *shardpb.RaftMessage) (*shardpb.RaftMessage, error) {
+	if !t.mayVote() {
+		return nil, errNotVoting
+	}
+	return t.serveUnary(ctx, in, &raft.RequestVoteRequest{})
+}
+
+// TimeoutNow implements shardpb.RaftServer.
+func (t raftService) TimeoutNow(ctx context.Context, in *shardpb.RaftMessage) (*shardpb.RaftMessage, error) {
+	if !t.mayVote() {
+		return nil, errNotVoting
+	}
+	return t.serveUnary(ctx, in, &raft.TimeoutNowRequest{})
+}
+
+// GroupState implements shardpb.RaftServer.
+func (t raftService) GroupState(context.Context, *shardpb.GroupStateRequest) (*shardpb.GroupStateResponse, error) {
+	return t.groupState(), nil
+}
+
+// InstallSnapshot implements shardpb.RaftServer: the stream's data is piped
+// to raft as the snapshot reader.
+func (t raftService) InstallSnapshot(stream grpc.ClientStreamingServer[shardpb.SnapshotChunk, shardpb.RaftMessage]) error {
+	first, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	var req raft.InstallSnapshotRequest
+	if err := decodeMsgpack(first.GetRequest(), &req); err != nil {
+		return status.Errorf(codes.InvalidArgument, "decode raft message: %v", err)
+	}
+	pr, pw := io.Pipe()
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		if _, err := pw.Write(first.GetData()); err != nil {
+			return
+		}
+		for {
+			c, err := stream.Recv()
+			if errors.Is(err, io.EOF) {
+				pw.Close()
+				return
+			}
+			if err != nil {
+				pw.CloseWithError(err)
+				return
+			}
+			if _, err := pw.Write(c.GetData()); err != nil {
+				return
+			}
+		}
+	}()
+	resp, err := t.dispatch(stream.Context(), &req, io.LimitReader(pr, req.Size))
+	pr.CloseWithError(errors.New("snapshot install finished"))
+	if err != nil {
+		<-copied
+		return err
+	}
+	b, err := encodeMsgpack(resp)
+	if err != nil {
+		<-copied
+		return status.Errorf(codes.Internal, "encode raft answer: %v", err)
+	}
+	// Drain the client's half-close so SendAndClose does not race a Recv.
+	<-copied
+	return stream.SendAndClose(&shardpb.RaftMessage{Msgpack: b})
+}
