@@ -343,6 +343,9 @@ func TestInstallOnAPIServer(t *testing.T) {
 		cases := map[string][]string{
 			"invalid label key":            {"router.podLabels.bad label!=x"},
 			"pdb maxUnavailable over 100%": {"router.pdb.maxUnavailable=150%"},
+			// The server checks downward-API field paths, so the pod-index
+			// label path the shards use was checked too.
+			"bad downward API field": {"shards.extraEnv[0].name=X", "shards.extraEnv[0].valueFrom.fieldRef.fieldPath=metadata.nope"},
 		}
 		for name, sets := range cases {
 			args := []string{"install", "bad", chart, "--namespace", "trawl-bad", "--create-namespace"}
