@@ -6,6 +6,9 @@
 # check rules / test rules, the metric-name and dashboard checks.
 # Update the golden files after an intended chart change with:
 #   hack/test-chart.sh -update
+# TRAWL_ROUTER=/path/to/router checks the chart's flags against, and starts
+# shard-0's replicas from the chart's args with, a router built elsewhere (for
+# one with the replicated shards' --peers: a three-replica group on loopback).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p .bin

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -243,6 +244,7 @@ func checkInvariants(t *testing.T, objs []object) {
 	}
 
 	checkRouterShards(t, objs, services)
+	checkShardPeers(t, objs)
 	checkTLS(t, objs)
 	checkMonitoring(t, objs, services, pods)
 }
@@ -363,6 +365,59 @@ func checkRouterShards(t *testing.T, objs []object, services map[string]*corev1.
 	}
 }
 
+// checkShardPeers: every pod i of every zone, with its env expanded as the
+// kubelet does, gets --peers equal to the router's replica list for shard-i
+// (pod i of every zone, same order), --advertise-addr its own entry in that
+// list, --max-leader-silence, and --data-dir on the pod's data volume (the
+// PVC when persistence is on).
+func checkShardPeers(t *testing.T, objs []object) {
+	t.Helper()
+	routerShards := map[string]string{}
+	for _, a := range ofKind[*appsv1.Deployment](objs)[0].Spec.Template.Spec.Containers[0].Args {
+		if v, ok := strings.CutPrefix(a, "--shard="); ok {
+			name, addrs, _ := strings.Cut(v, "=")
+			routerShards[name] = addrs
+		}
+	}
+	for _, s := range ofKind[*appsv1.StatefulSet](objs) {
+		c := s.Spec.Template.Spec.Containers[0]
+		claims := map[string]bool{}
+		for _, pvc := range s.Spec.VolumeClaimTemplates {
+			claims[pvc.Name] = true
+		}
+		for i := 0; i < int(*s.Spec.Replicas); i++ {
+			what := "StatefulSet/" + s.Name + " pod " + strconv.Itoa(i)
+			flags := map[string]string{}
+			for _, a := range expandEnv(t, c, s.Name+"-"+strconv.Itoa(i), i) {
+				name, val, _ := strings.Cut(a, "=")
+				flags[name] = val
+			}
+			peers, want := flags["--peers"], routerShards["shard-"+strconv.Itoa(i)]
+			if peers == "" || peers != want {
+				t.Errorf("%s: --peers %q, want the router's shard-%d replicas %q", what, peers, i, want)
+			}
+			if adv := flags["--advertise-addr"]; !slices.Contains(strings.Split(peers, ","), adv) {
+				t.Errorf("%s: --advertise-addr %q is not one of its --peers %q", what, adv, peers)
+			}
+			if flags["--max-leader-silence"] == "" {
+				t.Errorf("%s: no --max-leader-silence", what)
+			}
+			dir, mounted := flags["--data-dir"], false
+			for _, m := range c.VolumeMounts {
+				if m.MountPath == dir && m.Name == "data" {
+					mounted = true
+					if len(s.Spec.VolumeClaimTemplates) > 0 && !claims[m.Name] {
+						t.Errorf("%s: --data-dir %s is not on the PVC", what, dir)
+					}
+				}
+			}
+			if !mounted {
+				t.Errorf("%s: --data-dir %q is not the mounted data volume", what, dir)
+			}
+		}
+	}
+}
+
 // checkTLS: with TLS on, every pod mounts a Secret with exactly the keys
 // cert-manager writes, and the flags point at files in that mount.
 func checkTLS(t *testing.T, objs []object) {
@@ -475,6 +530,24 @@ func checkMonitoring(t *testing.T, objs []object, services map[string]*corev1.Se
 		if len(targets) == 0 {
 			t.Errorf("NetworkPolicy/%s selects no pod", np.Name)
 		}
+		// Raft traffic: the replicas of a shard reach each other on the gRPC port.
+		shardToShard := false
+		for _, rule := range np.Spec.Ingress {
+			grpc := false
+			for _, port := range rule.Ports {
+				grpc = grpc || port.Port.String() == "grpc"
+			}
+			for _, peer := range rule.From {
+				if peer.PodSelector != nil && grpc {
+					for _, p := range selected(t, "NetworkPolicy peer", peer.PodSelector, pods) {
+						shardToShard = shardToShard || strings.HasPrefix(p.owner, "StatefulSet/")
+					}
+				}
+			}
+		}
+		if len(targets) > 0 && strings.HasPrefix(targets[0].owner, "StatefulSet/") && !shardToShard {
+			t.Errorf("NetworkPolicy/%s does not admit shard pods to the shards' gRPC port: raft traffic between replicas is blocked", np.Name)
+		}
 		for _, rule := range np.Spec.Ingress {
 			for _, port := range rule.Ports {
 				for _, p := range targets {
@@ -523,8 +596,25 @@ func TestDefaults(t *testing.T) {
 			t.Errorf("%s: %d shards, want 3", s.Name, *s.Spec.Replicas)
 		}
 	}
-	if !reflect.DeepEqual(names, []string{"trawl-shard-zone-a", "trawl-shard-zone-b"}) {
-		t.Errorf("shard StatefulSets %v", names)
+	if !reflect.DeepEqual(names, []string{"trawl-shard-zone-a", "trawl-shard-zone-b", "trawl-shard-zone-c"}) {
+		t.Errorf("shard StatefulSets %v, want three zones (a write survives one lost zone)", names)
+	}
+	for _, s := range sets {
+		c := s.Spec.Template.Spec.Containers[0]
+		args := expandEnv(t, c, s.Name+"-1", 1)
+		if !slices.Contains(args, "--max-leader-silence=5s") {
+			t.Errorf("%s: want --max-leader-silence=5s in %v", s.Name, args)
+		}
+		if !slices.Contains(args, "--advertise-addr="+s.Name+"-1.trawl-shard-headless.trawl.svc.cluster.local:7070") {
+			t.Errorf("%s pod 1: --advertise-addr is not its own name: %v", s.Name, args)
+		}
+		sp, rp := c.StartupProbe, c.ReadinessProbe
+		if sp == nil || sp.HTTPGet.Path != "/healthz" || sp.PeriodSeconds*sp.FailureThreshold < 30*60 {
+			t.Errorf("%s: startup probe %+v, want /healthz tolerating a 30-minute load", s.Name, sp)
+		}
+		if rp == nil || rp.HTTPGet.Path != "/readyz" {
+			t.Errorf("%s: readiness probe %+v, want the shard's /readyz (NOT_SERVING until caught up)", s.Name, rp)
+		}
 	}
 	d := ofKind[*appsv1.Deployment](objs)[0]
 	if *d.Spec.Replicas < 2 {
@@ -575,6 +665,8 @@ func TestBadValuesFail(t *testing.T) {
 		"cert-manager no issuer":   {"tls.enabled=true", "tls.certManager.enabled=true"},
 		"bad anti-affinity":        {"shards.zoneAntiAffinity=maybe"},
 		"string replicas":          {"router.replicas=two"},
+		"leader silence no unit":   {"shards.maxLeaderSilence=5"},
+		"ordered pod management":   {"shards.podManagementPolicy=OrderedReady"},
 	}
 	for name, sets := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -56,6 +56,8 @@ func TestDashboard(t *testing.T) {
 		"trawl_scatter_failovers_total",
 		"trawl_replica_suspect",
 		"trawl_scatter_coverage_ratio",
+		"trawl_admission_rejected_total", // refused queries by reason
+		"trawl_admission_limit",          // the learned concurrency limit
 	}
 	all := ""
 	for _, exprs := range panels {

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 	"sigs.k8s.io/yaml"
 
+	"github.com/trawl-search/trawl/admission"
 	"github.com/trawl-search/trawl/fanout"
 	"github.com/trawl-search/trawl/metrics"
 )
@@ -51,6 +52,8 @@ func exported(t *testing.T) map[string]bool {
 	m.Fanout(fanout.PathSearch, 0, 1, map[string]fanout.Reason{"shard-0": fanout.ReasonSuspect})
 	m.ShardRPC("shard-0", "a:7070", "ok", 0)
 	m.HTTPRequest("/v1/search", 200)
+	m.Rejected(admission.ReasonLimit)
+	metrics.AdmissionLimit(router, func() int { return 8 })
 	add(router)
 	shard := prometheus.NewRegistry()
 	s := metrics.NewShardServer(shard, "generic")
@@ -202,7 +205,8 @@ func TestMetricNamesExported(t *testing.T) {
 		}
 	}
 	// The signals the issue asks for are all there.
-	for _, n := range []string{"trawl_scatter_degraded_total", "trawl_scatter_queries_total", "trawl_scatter_shard_unavailable_total", "trawl_replica_suspect"} {
+	for _, n := range []string{"trawl_scatter_degraded_total", "trawl_scatter_queries_total", "trawl_scatter_shard_unavailable_total", "trawl_replica_suspect",
+		"trawl_admission_rejected_total", "trawl_admission_limit"} {
 		if len(used[n]) == 0 {
 			t.Errorf("%s is used by no alert or panel", n)
 		}

@@ -284,8 +284,8 @@ func TestInstallOnAPIServer(t *testing.T) {
 	// The default install: what the chart promises is what the server stored.
 	t.Run("default-objects", func(t *testing.T) {
 		ns := "trawl-default"
-		if n := s.count(t, "/apis/apps/v1", ns, "statefulsets"); n != 2 {
-			t.Errorf("%d StatefulSets, want 2 (zones a and b)", n)
+		if n := s.count(t, "/apis/apps/v1", ns, "statefulsets"); n != 3 {
+			t.Errorf("%d StatefulSets, want 3 (zones a, b and c)", n)
 		}
 		if n := s.count(t, "/apis/policy/v1", ns, "poddisruptionbudgets"); n != 4 {
 			t.Errorf("%d PodDisruptionBudgets, want 4 (router + 3 shards)", n)
@@ -293,6 +293,23 @@ func TestInstallOnAPIServer(t *testing.T) {
 		code, body := s.get("/apis/apps/v1/namespaces/" + ns + "/statefulsets/trawl-shard-zone-a")
 		if code != 200 || !strings.Contains(string(body), `"cpu":"300m"`) || !strings.Contains(string(body), `"cpu":"2"`) {
 			t.Errorf("trawl-shard-zone-a: HTTP %d, want requests.cpu 300m and limits.cpu 2: %.2000s", code, body)
+		}
+		// The server stored (so validated) the downward-API env the shards'
+		// --peers and --advertise-addr expand, and the args that use it.
+		for _, want := range []string{
+			`"fieldPath":"metadata.labels['apps.kubernetes.io/pod-index']"`,
+			`"fieldPath":"metadata.name"`,
+			`"--peers=trawl-shard-zone-a-$(POD_INDEX).trawl-shard-headless.trawl-default.svc.cluster.local:7070,trawl-shard-zone-b-$(POD_INDEX).trawl-shard-headless.trawl-default.svc.cluster.local:7070,trawl-shard-zone-c-$(POD_INDEX).trawl-shard-headless.trawl-default.svc.cluster.local:7070"`,
+			`"--advertise-addr=$(POD_NAME).trawl-shard-headless.trawl-default.svc.cluster.local:7070"`,
+			`"podManagementPolicy":"Parallel"`,
+		} {
+			if !strings.Contains(string(body), want) {
+				t.Errorf("trawl-shard-zone-a as stored lacks %s: %.3000s", want, body)
+			}
+		}
+		code, body = s.get("/api/v1/namespaces/" + ns + "/services/trawl-shard-headless")
+		if code != 200 || !strings.Contains(string(body), `"publishNotReadyAddresses":true`) {
+			t.Errorf("trawl-shard-headless: HTTP %d, want publishNotReadyAddresses: %.2000s", code, body)
 		}
 	})
 
@@ -306,12 +323,29 @@ func TestInstallOnAPIServer(t *testing.T) {
 		}
 	})
 
+	// An upgrade that changes the shards' pod template (a new
+	// --max-leader-silence) is accepted: only the template changes, and the
+	// StatefulSets' immutable fields stay as installed.
+	t.Run("upgrade-changes-shard-args", func(t *testing.T) {
+		ns := "trawl-default"
+		if out, err := s.helm(t, "upgrade", "trawl", chart, "--namespace", ns, "--reuse-values", "--set", "shards.maxLeaderSilence=10s"); err != nil {
+			t.Fatalf("helm upgrade: %v\n%s", err, out)
+		}
+		code, body := s.get("/apis/apps/v1/namespaces/" + ns + "/statefulsets/trawl-shard-zone-c")
+		if code != 200 || !strings.Contains(string(body), `"--max-leader-silence=10s"`) {
+			t.Errorf("trawl-shard-zone-c after upgrade: HTTP %d, want --max-leader-silence=10s: %.2000s", code, body)
+		}
+	})
+
 	// The API server rejects what no values schema can see; proves it is
 	// really validating.
 	t.Run("server-rejects", func(t *testing.T) {
 		cases := map[string][]string{
 			"invalid label key":            {"router.podLabels.bad label!=x"},
 			"pdb maxUnavailable over 100%": {"router.pdb.maxUnavailable=150%"},
+			// The server checks downward-API field paths, so the pod-index
+			// label path the shards use was checked too.
+			"bad downward API field": {"shards.extraEnv[0].name=X", "shards.extraEnv[0].valueFrom.fieldRef.fieldPath=metadata.nope"},
 		}
 		for name, sets := range cases {
 			args := []string{"install", "bad", chart, "--namespace", "trawl-bad", "--create-namespace"}

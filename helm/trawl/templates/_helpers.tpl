@@ -54,22 +54,44 @@ app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 
 {{/*
+The stable DNS name and gRPC port of pod <index> of one zone's StatefulSet,
+through the headless Service: <fullname>-shard-zone-<zone>-<index>.<headless>.
+<namespace>.svc.cluster.local:<grpcPort>. Arguments: ctx, zone (its name),
+index (a number, or "$(POD_INDEX)" for the kubelet to expand in a pod's args).
+The router's --shard flags and the shards' --peers and --advertise-addr all
+come from here, so they cannot disagree.
+*/}}
+{{- define "trawl.replicaAddr" -}}
+{{- printf "%s-zone-%s-%v.%s.%s.svc.cluster.local:%d" (include "trawl.shardName" .ctx) .zone .index (include "trawl.headlessName" .ctx) .ctx.Release.Namespace (int .ctx.Values.shards.grpcPort) -}}
+{{- end -}}
+
+{{/*
 The router's --shard flags, rendered from shards.count and shards.zones so there
 is no hand-kept address list: shard i is pod i of every zone's StatefulSet,
 reached through the headless Service's stable DNS name.
 */}}
 {{- define "trawl.shardFlags" -}}
-{{- $shard := include "trawl.shardName" . -}}
-{{- $headless := include "trawl.headlessName" . -}}
-{{- $ns := .Release.Namespace -}}
-{{- $port := .Values.shards.grpcPort -}}
 {{- range $i := until (int .Values.shards.count) }}
 {{- $addrs := list -}}
 {{- range $.Values.shards.zones }}
-{{- $addrs = append $addrs (printf "%s-zone-%s-%d.%s.%s.svc.cluster.local:%d" $shard .name $i $headless $ns (int $port)) -}}
+{{- $addrs = append $addrs (include "trawl.replicaAddr" (dict "ctx" $ "zone" .name "index" $i)) -}}
 {{- end }}
 - --shard=shard-{{ $i }}={{ join "," $addrs }}
 {{- end }}
+{{- end -}}
+
+{{/*
+A shard pod's --peers: pod <index> of every zone (itself included), the
+members of shard <index>'s consensus group. The index is left to the kubelet
+as $(POD_INDEX) (the pod's apps.kubernetes.io/pod-index label through the
+downward API), so one pod template serves every pod of the StatefulSet.
+*/}}
+{{- define "trawl.shardPeers" -}}
+{{- $addrs := list -}}
+{{- range .Values.shards.zones }}
+{{- $addrs = append $addrs (include "trawl.replicaAddr" (dict "ctx" $ "zone" .name "index" "$(POD_INDEX)")) -}}
+{{- end }}
+{{- join "," $addrs -}}
 {{- end -}}
 
 {{/* Where the TLS Secret is mounted; flags point at its tls.crt, tls.key, ca.crt. */}}
