@@ -43,7 +43,9 @@ func (s *Server) upsert(w http.ResponseWriter, r *http.Request) {
 	for i, res := range s.cfg.Coordinator.Upsert(r.Context(), recs) {
 		results[i] = toWriteResult(res)
 	}
-	writeJSON(w, writeStatus(results), writeResponse{Results: results})
+	st := writeStatus(results)
+	retryAfter(w, st)
+	writeJSON(w, st, writeResponse{Results: results})
 }
 
 func toWriteResult(res coordinator.WriteResult) writeResult {
@@ -52,6 +54,14 @@ func toWriteResult(res coordinator.WriteResult) writeResult {
 	}
 	_, code := statusOf(res.Err.Code)
 	return writeResult{ID: res.ID, Status: "error", Outcome: res.Outcome, Error: &errorBody{Code: code, Message: res.Err.Msg}}
+}
+
+// retryAfter asks the client to come back in a second on a 503: a write
+// that no replica could take (a leader election takes about that long).
+func retryAfter(w http.ResponseWriter, status int) {
+	if status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "1")
+	}
 }
 
 // writeStatus is 200 when every id is ok; 502 when any outcome is unknown;
@@ -149,7 +159,9 @@ func (s *Server) deleteVector(w http.ResponseWriter, r *http.Request) {
 	permit.Done(time.Since(start), false)
 	if res.Err != nil {
 		wr := toWriteResult(res)
-		writeJSON(w, writeStatus([]writeResult{wr}), wr)
+		st := writeStatus([]writeResult{wr})
+		retryAfter(w, st)
+		writeJSON(w, st, wr)
 		return
 	}
 	st := "ok"

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -97,11 +98,19 @@ func TestLoadEveryFormat(t *testing.T) {
 			require.Equal(t, http.StatusOK, resp.StatusCode)
 		})
 	}
-	total := 0
-	for _, reps := range dc.Replicas {
-		total += reps[0].Store.Len()
+	// Every replica holds every write once its raft group applied it: the
+	// leader at the acknowledgement, followers a moment later.
+	total := func(replica int) int {
+		n := 0
+		for _, reps := range dc.Replicas {
+			n += reps[replica].Store.Len()
+		}
+		return n
 	}
-	require.Equal(t, 1+2*n, total, "npy and fvecs share ids 0..299, jsonl adds j-*; plus the seed doc")
+	for i := range dc.Replicas[0] {
+		require.Eventually(t, func() bool { return total(i) == 1+2*n }, 5*time.Second, 10*time.Millisecond,
+			"replica %d: npy and fvecs share ids 0..299, jsonl adds j-*; plus the seed doc (have %d)", i, total(i))
+	}
 }
 
 func TestLoadRefusesUnknownFormats(t *testing.T) {

@@ -517,6 +517,8 @@ type writeHarness struct {
 	r        *app.Router
 	srv      *httptest.Server
 	dim      int
+	// lastRetryAfter is the Retry-After of the last upsert's answer.
+	lastRetryAfter string
 }
 
 // startCounting runs shards of empty counting replicas, each a real gRPC
@@ -608,13 +610,28 @@ func (w *writeHarness) upsert(c *http.Client, id string) (writeAnswer, int, time
 	if err := json.Unmarshal(raw, &a); err != nil {
 		return writeAnswer{}, resp.StatusCode, took, fmt.Errorf("%w: %s", err, raw)
 	}
+	w.lastRetryAfter = resp.Header.Get("Retry-After")
 	return a, resp.StatusCode, took, nil
 }
 
-// A write to a shard with one replica blackholed may have been delivered
-// there (sent on a READY connection, then silence): it is reported as
-// outcome unknown (502) after the write timeout and never sent again —
-// not as a hedge, not as a retry, not after the replica comes back.
+// target is the replica a write to the named shard goes to first: the one
+// that accepted the last write (the router's leader cache).
+func (w *writeHarness) target(t *testing.T, shardName, lastID string) (first, other *countingReplica) {
+	t.Helper()
+	reps := w.replicas[shardName]
+	for i, r := range reps {
+		if r.store.count(lastID) == 1 {
+			return r, reps[1-i]
+		}
+	}
+	t.Fatalf("no replica of %s holds %q", shardName, lastID)
+	return nil, nil
+}
+
+// A write whose replica goes silent after it was sent (a blackhole on a
+// READY connection) may have been delivered: it is reported as outcome
+// unknown (502) after the write timeout and never sent again — not to
+// another replica, not as a hedge, not after the replica comes back.
 func TestFaultWriteToBlackholedReplicaIsUnknownAndNeverReplayed(t *testing.T) {
 	w := startCounting(t, 2, 2, 16)
 	c := faultClient(t)
@@ -624,26 +641,20 @@ func TestFaultWriteToBlackholedReplicaIsUnknownAndNeverReplayed(t *testing.T) {
 	require.Equal(t, http.StatusOK, code, "%+v", a)
 	hedges0 := metricSum(t, w.r.Registry, "trawl_scatter_hedges_total")
 
-	reps := w.replicas["shard-0"]
-	silent, live := reps[0], reps[1]
+	silent, other := w.target(t, "shard-0", warmID)
 	require.NoError(t, silent.proxy.Blackhole())
 	id := w.idOn("shard-0", "w")
 	a, code, took, err := w.upsert(c, id)
 	require.NoError(t, err)
 	t.Logf("write to a blackholed replica answered %d in %s: %+v", code, took, a.Results)
 	require.Len(t, a.Results, 1)
-	if code == http.StatusOK {
-		// Only possible if the write never left for the silent replica,
-		// which cannot happen on a READY connection; kept for honesty.
-		require.Equal(t, "ok", a.Results[0].Status)
-	} else {
-		require.Equal(t, http.StatusBadGateway, code)
-		require.Equal(t, "unknown", a.Results[0].Outcome)
-		require.Equal(t, "outcome_unknown", a.Results[0].Error.Code)
-		require.Less(t, took, shard.WriteTimeout+time.Second, "bounded by the write timeout")
-	}
-	require.Equal(t, 1, live.store.count(id), "the live replica gets the write once")
+	require.Equal(t, http.StatusBadGateway, code)
+	require.Equal(t, "unknown", a.Results[0].Outcome)
+	require.Equal(t, "outcome_unknown", a.Results[0].Error.Code)
+	require.Contains(t, a.Results[0].Error.Message, "retrying the request is safe")
+	require.Less(t, took, shard.WriteTimeout+time.Second, "bounded by the write timeout")
 	require.Zero(t, silent.store.count(id), "nothing crosses a blackhole")
+	require.Zero(t, other.store.count(id), "a write that may have been delivered is not sent elsewhere")
 
 	// The silent replica comes back: nothing is replayed to it.
 	require.NoError(t, silent.proxy.Restore())
@@ -656,49 +667,69 @@ func TestFaultWriteToBlackholedReplicaIsUnknownAndNeverReplayed(t *testing.T) {
 	a, code, _, err = w.upsert(c, later)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, code, "%+v", a)
-	require.Equal(t, 1, silent.store.count(later))
+	require.Equal(t, 1, silent.store.count(later)+other.store.count(later), "one replica takes a write")
 	require.Zero(t, silent.store.count(id), "an unknown write is never replayed")
-	require.Equal(t, 1, live.store.count(id))
+	require.Zero(t, other.store.count(id))
 	require.Equal(t, hedges0, metricSum(t, w.r.Registry, "trawl_scatter_hedges_total"), "writes are never hedged")
-	for _, r := range reps {
+	for _, r := range w.replicas["shard-0"] {
 		require.LessOrEqual(t, r.store.count(warmID), 1)
 	}
 }
 
-// A write to a shard with one replica killed (refused) provably never left
-// for it: it is retried while the write timeout lasts, and ends failed (not
-// unknown) if the replica stays down, or ok on both replicas if it comes
-// back in time — each replica getting the write exactly once.
+// A write whose replica refuses the connection provably never left: it goes
+// on to another replica within the call. With every replica refusing it is
+// retried while the write timeout lasts and ends failed (503, Retry-After,
+// not unknown), or ok if one comes back in time — each write reaching
+// exactly one replica, once.
 func TestFaultWriteToRefusedReplica(t *testing.T) {
 	w := startCounting(t, 2, 2, 16)
 	c := faultClient(t)
-	reps := w.replicas["shard-1"]
-	dead, live := reps[0], reps[1]
-	dead.proxy.Stop()
-	// Wait until the router has seen the connection go: a write sent in the
-	// instant between the cut and the router noticing may have left, and is
-	// rightly unknown.
-	require.Eventually(t, func() bool { return connState(t, c, w.srv.URL, dead.proxy.Addr()) != "READY" },
-		3*time.Second, 10*time.Millisecond)
+	warmID := w.idOn("shard-1", "warm")
+	_, code, _, err := w.upsert(c, warmID)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, code)
+	first, other := w.target(t, "shard-1", warmID)
+	down := func(r *countingReplica) {
+		r.proxy.Stop()
+		// Wait until the router has seen the connection go: a write sent in
+		// the instant between the cut and the router noticing may have left,
+		// and is rightly unknown.
+		require.Eventually(t, func() bool { return connState(t, c, w.srv.URL, r.proxy.Addr()) != "READY" },
+			3*time.Second, 10*time.Millisecond)
+	}
+	down(first)
 
-	t.Run("stays down: failed", func(t *testing.T) {
-		id := w.idOn("shard-1", "down")
+	t.Run("the first choice refused: the other replica takes it", func(t *testing.T) {
+		id := w.idOn("shard-1", "over")
 		a, code, took, err := w.upsert(c, id)
 		require.NoError(t, err)
-		t.Logf("write with a refused replica answered %d in %s: %+v", code, took, a.Results)
+		t.Logf("write with its first choice refused answered %d in %s", code, took)
+		require.Equal(t, http.StatusOK, code, "%+v", a)
+		require.Less(t, took, time.Second)
+		require.Equal(t, 1, other.store.count(id))
+		require.Zero(t, first.store.count(id))
+	})
+
+	down(other)
+	t.Run("every replica refused: failed", func(t *testing.T) {
+		id := w.idOn("shard-1", "down")
+		a, code, took, err := w.upsert(c, id)
+		retry := w.lastRetryAfter
+		require.NoError(t, err)
+		t.Logf("write with every replica refused answered %d in %s: %+v", code, took, a.Results)
 		require.Equal(t, http.StatusServiceUnavailable, code)
+		require.Equal(t, "1", retry)
 		require.Len(t, a.Results, 1)
 		require.Equal(t, "failed", a.Results[0].Outcome)
 		require.Equal(t, "unavailable", a.Results[0].Error.Code)
 		require.GreaterOrEqual(t, took, shard.WriteTimeout-50*time.Millisecond, "retried while the write timeout lasted")
 		require.Less(t, took, shard.WriteTimeout+time.Second)
-		require.Equal(t, 1, live.store.count(id))
-		require.Zero(t, dead.store.count(id))
+		require.Zero(t, first.store.count(id)+other.store.count(id))
 	})
 
-	t.Run("restored 300 ms in: ok on both", func(t *testing.T) {
+	t.Run("one restored 300 ms in: ok, once", func(t *testing.T) {
 		id := w.idOn("shard-1", "back")
-		restore := time.AfterFunc(300*time.Millisecond, func() { _ = dead.proxy.Restore() })
+		restore := time.AfterFunc(300*time.Millisecond, func() { _ = other.proxy.Restore() })
 		defer restore.Stop()
 		a, code, took, err := w.upsert(c, id)
 		require.NoError(t, err)
@@ -706,10 +737,7 @@ func TestFaultWriteToRefusedReplica(t *testing.T) {
 		require.Equal(t, http.StatusOK, code, "%+v", a)
 		require.Less(t, took, shard.WriteTimeout)
 		require.Equal(t, "ok", a.Results[0].Status)
-		for i, r := range reps {
-			require.Equal(t, 1, r.store.count(id), "replica %d", i)
-			_, ok := r.store.Get(id)
-			require.True(t, ok, "replica %d holds the vector", i)
-		}
+		require.Equal(t, 1, other.store.count(id))
+		require.Zero(t, first.store.count(id))
 	})
 }
