@@ -427,7 +427,21 @@ func TestLookupNotFoundNeedsEveryReplica(t *testing.T) {
 	_, err = Lookup(context.Background(), c, req(300*time.Millisecond), "a", notFound)
 	require.Equal(t, codes.Unavailable, status.Code(err))
 	require.True(t, errors.Is(err, ErrNoReplica))
+	// One replica behind the read's index (NOT_SERVING): no witness, so the
+	// other's NotFound stands.
+	r1.ready.Store(true)
+	_, err = Lookup(context.Background(), c, req(300*time.Millisecond), "a", func(_ context.Context, f *fake) (string, error) {
+		if f == r1 {
+			return "", notServingErr{status.Error(codes.Unavailable, "behind")}
+		}
+		return "", status.Error(codes.NotFound, "no")
+	})
+	require.Equal(t, codes.NotFound, status.Code(err))
 }
+
+type notServingErr struct{ error }
+
+func (notServingErr) NotServing() bool { return true }
 
 func TestProbeMakesSuspectAndRejoins(t *testing.T) {
 	clk := &clock{now: time.Unix(1000, 0)}

@@ -10,9 +10,10 @@ import (
 
 // Lookup reads one document from the named shard within req's shard
 // deadline. Replicas are asked in the engine's order until one finds it. A
-// NotFound counts only when every replica says so: a NotFound while another
-// replica is unreachable is an unavailable answer, never a not-found (field
-// report 000).
+// NotFound counts only when every replica says so, or is behind (answers
+// NOT_SERVING: loading, catching up, or short of the read's index, so no
+// witness): a NotFound while another replica is unreachable is an
+// unavailable answer, never a not-found (field report 000).
 func Lookup[R Replica, T any](ctx context.Context, c *Cluster[R], req Request, shard string, call Call[R, T]) (_ T, err error) {
 	var zero T
 	// Deferred before the recover below, so it runs after it and sees a
@@ -31,7 +32,7 @@ func Lookup[R Replica, T any](ctx context.Context, c *Cluster[R], req Request, s
 	ctx, cancel := context.WithDeadline(ctx, req.ShardDeadline())
 	defer cancel()
 	cands, _ := c.candidates(s)
-	notFound := 0
+	notFound, behind := 0, 0
 	var lastErr error = ErrNoReplica
 	for i, r := range cands {
 		if ctx.Err() != nil {
@@ -60,13 +61,23 @@ func Lookup[R Replica, T any](ctx context.Context, c *Cluster[R], req Request, s
 			lastErr = err
 			continue
 		}
+		if classify(err) == kindNotServing {
+			// Behind (loading, catching up, short of the read's index): it
+			// is no witness either way, so it neither blocks nor counts
+			// toward a not-found.
+			behind++
+			if lastErr == ErrNoReplica || code(lastErr) != codes.NotFound {
+				lastErr = err
+			}
+			continue
+		}
 		if classify(err) == kindAnswer {
 			return zero, err
 		}
 		lastErr = err
 	}
-	if notFound == len(s.replicas) {
-		return zero, lastErr
+	if notFound > 0 && notFound+behind == len(s.replicas) {
+		return zero, lastErr // a NotFound
 	}
 	if code(lastErr) == codes.NotFound {
 		return zero, fmt.Errorf("%w: %d of %d replicas said not found, the others could not be asked", ErrNoReplica, notFound, len(s.replicas))
