@@ -281,7 +281,7 @@ func TestNoTraceIDWhenTracingIsOff(t *testing.T) {
 	c := faultClient(t)
 	b, err := json.Marshal(map[string]any{"vector": h.dc.Corpus[1].Vector, "k": 5})
 	require.NoError(t, err)
-	req, err := http.NewRequest(http.MethodPost, h.srv.URL+"/v1/search", bytes.NewReader(b))
+	req, err := http.NewRequest(http.MethodPost, h.srv.URL+"/v1/search?deadline_ms=2000", bytes.NewReader(b))
 	require.NoError(t, err)
 	req.Header.Set("traceparent", "00-"+clientTraceID+"-"+clientSpanID+"-01")
 	resp, err := c.Do(req)
