@@ -488,3 +488,46 @@ func TestEscapedIDInPath(t *testing.T) {
 		})
 	}
 }
+
+// /cluster/status shows each replica's place in its consensus group: one
+// leader per shard, every replica serving, and no lag once the followers
+// have applied the last write.
+func TestClusterStatusShowsConsensus(t *testing.T) {
+	e := newEnv(t, envConfig{})
+	res := e.post("/v1/vectors", map[string]any{"vectors": []any{map[string]any{"id": "status-1", "vector": vec(3)}}})
+	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+	type replica struct {
+		Addr         string `json:"addr"`
+		Role         string `json:"role"`
+		Serving      bool   `json:"serving"`
+		CommitIndex  uint64 `json:"commit_index"`
+		AppliedIndex uint64 `json:"applied_index"`
+		Lag          uint64 `json:"lag"`
+	}
+	var st struct {
+		Shards []struct {
+			Name     string    `json:"name"`
+			Replicas []replica `json:"replicas"`
+		} `json:"shards"`
+	}
+	require.Eventually(t, func() bool {
+		res := e.do(http.MethodGet, "/cluster/status", "", nil)
+		require.Equal(t, http.StatusOK, res.status)
+		require.NoError(t, json.Unmarshal(res.body, &st))
+		for _, s := range st.Shards {
+			leaders := 0
+			for _, r := range s.Replicas {
+				if r.Role == "leader" {
+					leaders++
+				}
+				if !r.Serving || r.Lag != 0 || r.AppliedIndex == 0 {
+					return false
+				}
+			}
+			if leaders != 1 {
+				return false
+			}
+		}
+		return true
+	}, 5*time.Second, 20*time.Millisecond, "%+v", st)
+}

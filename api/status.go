@@ -15,6 +15,11 @@ type replicaStatus struct {
 	DocCount            *uint64 `json:"doc_count"`
 	Metric              string  `json:"metric,omitempty"`
 	Dimension           uint32  `json:"dimension,omitempty"`
+	Role                string  `json:"role"`
+	Serving             bool    `json:"serving"`
+	CommitIndex         uint64  `json:"commit_index"`
+	AppliedIndex        uint64  `json:"applied_index"`
+	Lag                 uint64  `json:"lag"`
 }
 
 type shardStatus struct {
@@ -46,6 +51,7 @@ func (s *Server) clusterStatus(w http.ResponseWriter, r *http.Request) {
 			if rep.Answered {
 				n := rep.DocCount
 				rs.DocCount, rs.Kernel, rs.Metric, rs.Dimension = &n, rep.Kernel, rep.Metric, uint32(rep.Dimension)
+				rs.Role, rs.Serving, rs.CommitIndex, rs.AppliedIndex, rs.Lag = rep.Role, rep.Serving, rep.CommitIndex, rep.AppliedIndex, rep.Lag
 			}
 			ss.Replicas = append(ss.Replicas, rs)
 		}

@@ -25,6 +25,14 @@ type ReplicaStatus struct {
 	DocCount  uint64
 	Metric    string
 	Dimension int
+	// Role is the replica's place in its consensus group (leader,
+	// follower, candidate); Serving whether it answers reads now.
+	Role    string
+	Serving bool
+	// CommitIndex and AppliedIndex are its consensus log positions; Lag
+	// is how far its applied index trails the highest applied index any
+	// replica of the shard reported.
+	CommitIndex, AppliedIndex, Lag uint64
 }
 
 // ShardStatus is one shard as /cluster/status shows it.
@@ -61,6 +69,7 @@ func (c *Coordinator) Status(ctx context.Context) ClusterStatus {
 			if a := stats[i][j]; a.Err == nil {
 				st := a.Value
 				rs.Answered, rs.DocCount, rs.Kernel, rs.Metric, rs.Dimension = true, st.GetDocCount(), st.GetKernel(), st.GetMetric(), int(st.GetDim())
+				rs.Role, rs.Serving, rs.CommitIndex, rs.AppliedIndex = st.GetRole(), st.GetServing(), st.GetCommitIndex(), st.GetAppliedIndex()
 				if !health[i].DocsSeen {
 					ss.DocCount = max(ss.DocCount, rs.DocCount)
 				}
@@ -71,6 +80,18 @@ func (c *Coordinator) Status(ctx context.Context) ClusterStatus {
 				}
 			}
 			ss.Replicas = append(ss.Replicas, rs)
+		}
+		// Lag is measured against the most advanced replica's applied
+		// index, not the commit index: the log also commits entries the
+		// store never applies (a new leader's barrier, configurations).
+		var ahead uint64
+		for _, rs := range ss.Replicas {
+			ahead = max(ahead, rs.AppliedIndex)
+		}
+		for j := range ss.Replicas {
+			if rs := &ss.Replicas[j]; rs.Answered && ahead > rs.AppliedIndex {
+				rs.Lag = ahead - rs.AppliedIndex
+			}
 		}
 		out.Shards = append(out.Shards, ss)
 	}

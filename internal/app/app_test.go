@@ -284,10 +284,9 @@ func TestShardSilentSinceStartLowersCoverage(t *testing.T) {
 }
 
 func TestRefusedShardFailsAtOnce(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	dead := ln.Addr().String()
-	require.NoError(t, ln.Close()) // nothing listens: connection refused
+	// Port 1: nothing listens there (a freed ephemeral port could be taken
+	// by a test running in parallel, which then answers as shard-9).
+	const dead = "127.0.0.1:1"
 	h := start(t, devcluster.Config{Dim: 32, Docs: 300, Seed: 5, Kernel: vector.Generic()},
 		app.ShardSpec{Name: "shard-9", Addrs: []string{dead}})
 	a, resp, took := h.search(t, "?deadline_ms=2000", map[string]any{"like_id": "doc-3", "k": 5})
