@@ -42,7 +42,7 @@ func members(t testing.TB, raw []byte) map[string]json.RawMessage {
 }
 
 var sgKeys = []string{"degraded", "shards_total", "shards_queried", "unavailable_shards", "shard_errors",
-	"coverage", "elapsed_ms", "deadline_ms", "shard_deadline_ms"}
+	"coverage", "exact", "elapsed_ms", "deadline_ms", "shard_deadline_ms"}
 
 type itemJSON struct {
 	ID    string  `json:"id"`
@@ -57,6 +57,7 @@ type sgJSON struct {
 	UnavailableShards []string          `json:"unavailable_shards"`
 	ShardErrors       map[string]string `json:"shard_errors"`
 	Coverage          float64           `json:"coverage"`
+	Exact             bool              `json:"exact"`
 	ElapsedMS         int64             `json:"elapsed_ms"`
 	DeadlineMS        int64             `json:"deadline_ms"`
 	ShardDeadlineMS   int64             `json:"shard_deadline_ms"`
@@ -143,7 +144,7 @@ func TestSearchAnswerShape(t *testing.T) {
 	for _, it := range items {
 		require.Equal(t, []string{"id", "score", "shard"}, objectKeys(t, it))
 	}
-	require.Contains(t, string(m["scatter_gather"]), `"unavailable_shards":[],"shard_errors":{},"coverage":1,`)
+	require.Contains(t, string(m["scatter_gather"]), `"unavailable_shards":[],"shard_errors":{},"coverage":1,"exact":true,`)
 
 	var a searchAnswer
 	strictDecode(t, res.body, &a)
