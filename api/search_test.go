@@ -484,3 +484,22 @@ func TestEscapedIDInPath(t *testing.T) {
 		})
 	}
 }
+
+// TestExactOversampleNProbeAccepted: the three scan options are accepted
+// on a search and on every batch query whatever the shards run (these are
+// unquantized, so every answer is exact: scatter_gather.exact is true).
+func TestExactOversampleNProbeAccepted(t *testing.T) {
+	e := newEnv(t, envConfig{})
+	res := e.post("/v1/search", map[string]any{"vector": vec(1), "k": 5, "exact": false, "oversample": 32, "nprobe": 8})
+	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+	var a searchAnswer
+	strictDecode(t, res.body, &a)
+	require.Len(t, a.Items, 5)
+	require.True(t, a.ScatterGather.Exact, "unquantized shards scan exactly")
+	res = e.post("/v1/search/batch", map[string]any{"queries": []any{
+		map[string]any{"vector": vec(1), "exact": true},
+		map[string]any{"vector": vec(2), "oversample": 1, "nprobe": 1},
+	}})
+	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+	require.Contains(t, string(members(t, res.body)["scatter_gather"]), `"coverage":1,"exact":true,`)
+}
