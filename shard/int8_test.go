@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -264,4 +265,68 @@ func hitPairs(hs []*shardpb.Hit) []string {
 		out[i] = fmt.Sprintf("%s %v", h.GetId(), h.GetScore())
 	}
 	return out
+}
+
+type kindCounter struct {
+	mu    sync.Mutex
+	kinds map[string]int
+}
+
+func (k *kindCounter) Scan(string, time.Duration) {}
+func (k *kindCounter) Documents(int)              {}
+func (k *kindCounter) Queries(kind string, n int) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.kinds[kind] += n
+}
+
+func (k *kindCounter) get(kind string) int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.kinds[kind]
+}
+
+// TestServerCountsScansByKind: an unreplicated int8 store scans exactly
+// until a scale is set, then with the codes; the observer counts queries
+// of both kinds.
+func TestServerCountsScansByKind(t *testing.T) {
+	const dim = 16
+	obs := &kindCounter{kinds: map[string]int{}}
+	mem := NewMemory(dim, WithQuantization(QuantInt8))
+	_, c := serve(t, Config{Dim: dim, Metric: vector.DotProduct, Kernel: vector.Generic(), Store: mem, Observer: obs}, nil, DialConfig{})
+	rng := rand.New(rand.NewPCG(1, 2))
+	var vs []*shardpb.Vector
+	for i := range 100 {
+		v := make([]float32, dim)
+		for j := range v {
+			v[j] = float32(rng.NormFloat64())
+		}
+		vs = append(vs, &shardpb.Vector{Id: fmt.Sprint("v", i), Vector: EncodeVector(v)})
+	}
+	_, err := c.Upsert(ctx(t), place, vs)
+	require.NoError(t, err)
+	qs := []*shardpb.Query{{Vector: vs[0].GetVector(), K: 5}, {Vector: vs[1].GetVector(), K: 5, Oversample: 2}}
+	r, err := c.SearchBatch(ctx(t), qs, 0)
+	require.NoError(t, err)
+	require.True(t, r.GetExact())
+	require.Equal(t, 2, obs.get(ScanExact))
+
+	b, err := mem.trainInt8()
+	require.NoError(t, err)
+	require.NoError(t, mem.SetTrained(TrainedInt8Scale, b))
+	r, err = c.SearchBatch(ctx(t), qs, 0)
+	require.NoError(t, err)
+	require.False(t, r.GetExact())
+	require.Equal(t, "v0", r.GetResults()[0].GetHits()[0].GetId())
+	require.Equal(t, "v1", r.GetResults()[1].GetHits()[0].GetId())
+	require.Equal(t, 2, obs.get(ScanInt8))
+	qs[0].Exact = true
+	r, err = c.SearchBatch(ctx(t), qs, 0)
+	require.NoError(t, err)
+	require.True(t, r.GetExact(), "one query asking exact makes the batch exact")
+	require.Equal(t, 4, obs.get(ScanExact))
+
+	// A scale that does not decode leaves the store without codes.
+	require.Error(t, mem.SetTrained(TrainedInt8Scale, []byte("junk")))
+	require.False(t, mem.Int8Ready())
 }
