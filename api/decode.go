@@ -136,7 +136,16 @@ type queryJSON struct {
 	VectorB64 *string   `json:"vector_b64"`
 	LikeID    *string   `json:"like_id"`
 	K         *int      `json:"k"`
+	// Exact, Oversample and NProbe are accepted whatever the shards run
+	// (DESIGN.md): nprobe is checked and ignored until shards have an IVF
+	// index.
+	Exact      *bool `json:"exact"`
+	Oversample *int  `json:"oversample"`
+	NProbe     *int  `json:"nprobe"`
 }
+
+// MaxOversample is the largest "oversample" a query may ask for.
+const MaxOversample = 32
 
 type searchJSON struct {
 	queryJSON
@@ -172,6 +181,18 @@ func (q queryJSON) validate(s schema) (query, error) {
 			return query{}, invalid(fmt.Sprintf("k is %d, want 1..%d", *q.K, MaxK))
 		}
 		out.K = *q.K
+	}
+	if q.Exact != nil {
+		out.Exact = *q.Exact
+	}
+	if q.Oversample != nil {
+		if *q.Oversample < 1 || *q.Oversample > MaxOversample {
+			return query{}, invalid(fmt.Sprintf("oversample is %d, want 1..%d", *q.Oversample, MaxOversample))
+		}
+		out.Oversample = *q.Oversample
+	}
+	if q.NProbe != nil && *q.NProbe < 1 {
+		return query{}, invalid(fmt.Sprintf("nprobe is %d, want at least 1", *q.NProbe))
 	}
 	var err error
 	switch {

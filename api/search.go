@@ -51,6 +51,7 @@ type scatterGather struct {
 	UnavailableShards []string          `json:"unavailable_shards"`
 	ShardErrors       map[string]string `json:"shard_errors"`
 	Coverage          float64           `json:"coverage"`
+	Exact             bool              `json:"exact"`
 	ElapsedMS         int64             `json:"elapsed_ms"`
 	DeadlineMS        int64             `json:"deadline_ms"`
 	ShardDeadlineMS   int64             `json:"shard_deadline_ms"`
@@ -80,6 +81,7 @@ func newScatterGather(ans coordinator.Answer, detail bool) scatterGather {
 		UnavailableShards: sum.Unavailable,
 		ShardErrors:       make(map[string]string, len(sum.ShardErrors)),
 		Coverage:          sum.Coverage,
+		Exact:             ans.Exact,
 		ElapsedMS:         sum.Elapsed.Milliseconds(),
 		DeadlineMS:        sum.Deadline.Milliseconds(),
 		ShardDeadlineMS:   sum.ShardDeadline.Milliseconds(),

@@ -42,7 +42,7 @@ func members(t testing.TB, raw []byte) map[string]json.RawMessage {
 }
 
 var sgKeys = []string{"degraded", "shards_total", "shards_queried", "unavailable_shards", "shard_errors",
-	"coverage", "elapsed_ms", "deadline_ms", "shard_deadline_ms"}
+	"coverage", "exact", "elapsed_ms", "deadline_ms", "shard_deadline_ms"}
 
 type itemJSON struct {
 	ID    string  `json:"id"`
@@ -57,6 +57,7 @@ type sgJSON struct {
 	UnavailableShards []string          `json:"unavailable_shards"`
 	ShardErrors       map[string]string `json:"shard_errors"`
 	Coverage          float64           `json:"coverage"`
+	Exact             bool              `json:"exact"`
 	ElapsedMS         int64             `json:"elapsed_ms"`
 	DeadlineMS        int64             `json:"deadline_ms"`
 	ShardDeadlineMS   int64             `json:"shard_deadline_ms"`
@@ -148,7 +149,7 @@ func TestSearchAnswerShape(t *testing.T) {
 	for _, it := range items {
 		require.Equal(t, []string{"id", "score", "shard"}, objectKeys(t, it))
 	}
-	require.Contains(t, string(m["scatter_gather"]), `"unavailable_shards":[],"shard_errors":{},"coverage":1,`)
+	require.Contains(t, string(m["scatter_gather"]), `"unavailable_shards":[],"shard_errors":{},"coverage":1,"exact":true,`)
 
 	var a searchAnswer
 	strictDecode(t, res.body, &a)
@@ -530,4 +531,23 @@ func TestClusterStatusShowsConsensus(t *testing.T) {
 		}
 		return true
 	}, 5*time.Second, 20*time.Millisecond, "%+v", st)
+}
+
+// TestExactOversampleNProbeAccepted: the three scan options are accepted
+// on a search and on every batch query whatever the shards run (these are
+// unquantized, so every answer is exact: scatter_gather.exact is true).
+func TestExactOversampleNProbeAccepted(t *testing.T) {
+	e := newEnv(t, envConfig{})
+	res := e.post("/v1/search", map[string]any{"vector": vec(1), "k": 5, "exact": false, "oversample": 32, "nprobe": 8})
+	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+	var a searchAnswer
+	strictDecode(t, res.body, &a)
+	require.Len(t, a.Items, 5)
+	require.True(t, a.ScatterGather.Exact, "unquantized shards scan exactly")
+	res = e.post("/v1/search/batch", map[string]any{"queries": []any{
+		map[string]any{"vector": vec(1), "exact": true},
+		map[string]any{"vector": vec(2), "oversample": 1, "nprobe": 1},
+	}})
+	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
+	require.Contains(t, string(members(t, res.body)["scatter_gather"]), `"coverage":1,"exact":true,`)
 }

@@ -23,6 +23,11 @@ type Query struct {
 	LikeID string
 	// K is how many hits to return, 1..vector.MaxK.
 	K int
+	// Exact asks every shard to score every row in float32 (no int8
+	// codes, no index probe). Oversample is the int8 scan's candidates
+	// per k, 1..32, or 0 for the shard's default.
+	Exact      bool
+	Oversample int
 }
 
 // Search is one search request: a single query (path search) or a batch
@@ -59,6 +64,9 @@ type Answer struct {
 	Hits    [][]Hit
 	Summary fanout.Summary
 	Shards  []ShardReport
+	// Exact is true when every answering shard scored every row in
+	// float32 for every query (scatter_gather.exact).
+	Exact bool
 }
 
 // Search resolves like_id queries, fans the queries out to every shard in
@@ -79,7 +87,8 @@ func (c *Coordinator) Search(ctx context.Context, s Search) (Answer, error) {
 	}
 	pqs := make([]*shardpb.Query, len(qs))
 	for i, q := range qs {
-		pqs[i] = &shardpb.Query{Vector: vector.EncodeLE(q.Vector), K: uint32(q.K), ExcludeId: q.LikeID}
+		pqs[i] = &shardpb.Query{Vector: vector.EncodeLE(q.Vector), K: uint32(q.K), ExcludeId: q.LikeID,
+			Exact: q.Exact, Oversample: uint32(q.Oversample)}
 	}
 	var results []fanout.Result[hitLists]
 	var sum fanout.Summary
@@ -88,7 +97,9 @@ func (c *Coordinator) Search(ctx context.Context, s Search) (Answer, error) {
 		rs, sum = fanout.Gather(ctx, c.cluster, req, func(ctx context.Context, r *shard.Conn) (*shardpb.SearchResponse, error) {
 			return r.Search(ctx, pqs[0], c.minIndex(r))
 		})
-		results = convert(rs, func(v *shardpb.SearchResponse) hitLists { return hitLists{single: v.GetHits()} })
+		results = convert(rs, func(v *shardpb.SearchResponse) hitLists {
+			return hitLists{single: v.GetHits(), exact: v.GetExact()}
+		})
 	} else {
 		var rs []fanout.Result[*shardpb.SearchBatchResponse]
 		rs, sum = fanout.Gather(ctx, c.cluster, req, func(ctx context.Context, r *shard.Conn) (*shardpb.SearchBatchResponse, error) {
@@ -98,10 +109,17 @@ func (c *Coordinator) Search(ctx context.Context, s Search) (Answer, error) {
 			}
 			return resp, err
 		})
-		results = convert(rs, func(v *shardpb.SearchBatchResponse) hitLists { return hitLists{batch: v.GetResults()} })
+		results = convert(rs, func(v *shardpb.SearchBatchResponse) hitLists {
+			return hitLists{batch: v.GetResults(), exact: v.GetExact()}
+		})
 	}
 
-	ans := Answer{Summary: sum, Shards: reports(results)}
+	ans := Answer{Summary: sum, Shards: reports(results), Exact: true}
+	for _, res := range results {
+		if res.Reason == "" && !res.Value.exact {
+			ans.Exact = false
+		}
+	}
 	if err := refuse(sum, s.AllowPartial); err != nil {
 		return ans, err
 	}
@@ -123,6 +141,7 @@ func (c *Coordinator) Search(ctx context.Context, s Search) (Answer, error) {
 type hitLists struct {
 	single []*shardpb.Hit
 	batch  []*shardpb.HitList
+	exact  bool // the shard scored every row in float32
 }
 
 func (h hitLists) query(i int) []*shardpb.Hit {

@@ -176,6 +176,7 @@ func (m *Router) HTTPRequest(route string, code int) {
 type ShardServer struct {
 	documents prometheus.Gauge
 	searches  *prometheus.HistogramVec
+	queries   *prometheus.CounterVec
 }
 
 // NewShardServer registers a shard server's collectors on reg.
@@ -190,14 +191,24 @@ func NewShardServer(reg prometheus.Registerer, kernel string) *ShardServer {
 			Help:    "Time a shard spends scanning for one search RPC (any batch size), by outcome.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .02, .045, .1, .25, .5, 1},
 		}, []string{"outcome"}),
+		queries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "trawl_shard_scan_queries_total",
+			Help: "Queries a shard scanned, by kind: exact (float32 over every row) or int8 (int8 codes chose the candidates, float32 re-scored them).",
+		}, []string{"kind"}),
 	}
-	reg.MustRegister(m.documents, m.searches)
+	for _, k := range []string{"exact", "int8"} {
+		m.queries.WithLabelValues(k)
+	}
+	reg.MustRegister(m.documents, m.searches, m.queries)
 	registerKernel(reg, kernel)
 	return m
 }
 
 // Documents sets the document count.
 func (m *ShardServer) Documents(n int) { m.documents.Set(float64(n)) }
+
+// Queries counts n queries scanned by kind ("exact" or "int8").
+func (m *ShardServer) Queries(kind string, n int) { m.queries.WithLabelValues(kind).Add(float64(n)) }
 
 // Scan records one scan.
 func (m *ShardServer) Scan(outcome string, d time.Duration) {

@@ -79,3 +79,13 @@ func TestFanoutCountsDegradedOnceAndEachMissingShard(t *testing.T) {
 	require.Equal(t, 1.0, testutil.ToFloat64(m.unavailable.WithLabelValues("search", "s2", "suspect")))
 	require.Zero(t, testutil.ToFloat64(m.degraded.WithLabelValues("search_batch")))
 }
+
+func TestShardScanQueriesByKind(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := NewShardServer(reg, "avx2")
+	require.Equal(t, 2, testutil.CollectAndCount(m.queries), "both kinds start at 0")
+	m.Queries("int8", 3)
+	m.Queries("exact", 1)
+	require.Equal(t, 3.0, testutil.ToFloat64(m.queries.WithLabelValues("int8")))
+	require.Equal(t, 1.0, testutil.ToFloat64(m.queries.WithLabelValues("exact")))
+}

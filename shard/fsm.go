@@ -85,7 +85,9 @@ func (f *fsm) apply(cmd *shardpb.Command) applyResult {
 		found, err := f.mem.Delete(ctx, p, op.Delete.GetId())
 		return applyResult{err: err, found: found}
 	case *shardpb.Command_SetTrained:
-		f.mem.SetTrained(op.SetTrained.GetName(), op.SetTrained.GetValue())
+		if err := f.mem.SetTrained(op.SetTrained.GetName(), op.SetTrained.GetValue()); err != nil {
+			f.log.Error("trained value not usable; scanning exactly", "name", op.SetTrained.GetName(), "err", err)
+		}
 		return applyResult{}
 	}
 	return applyResult{err: status.Error(codes.Internal, "log entry with no operation")}
@@ -230,6 +232,9 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	}
 	if _, err := br.ReadByte(); !errors.Is(err, io.EOF) {
 		return fmt.Errorf("snapshot has data after its %d rows", total)
+	}
+	if err := f.mem.encodeRestored(); err != nil {
+		f.log.Error("restored int8 scale not usable; scanning exactly", "err", err)
 	}
 	f.applied.Store(hdr.GetAppliedIndex())
 	if f.onChange != nil {

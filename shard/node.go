@@ -87,6 +87,10 @@ type NodeConfig struct {
 	Store *Memory
 	// OnDocuments, when set, is told the document count after each change.
 	OnDocuments func(int)
+	// Int8MinRows is how many rows a leader of a QuantInt8 store waits for
+	// before it trains and commits the int8 scale (DefaultInt8MinRows if
+	// zero).
+	Int8MinRows int
 	Logger      *slog.Logger
 }
 
@@ -128,6 +132,7 @@ type Node struct {
 	serving      atomic.Bool
 	servingRole  atomic.Uint32 // the raft.RaftState serving was computed in
 	readyTerm    atomic.Uint64 // the term in which this leader's barrier completed
+	training     atomic.Bool   // a leader's int8 training is under way
 
 	mu        sync.Mutex
 	onServing func(bool)
@@ -178,6 +183,9 @@ func OpenNode(cfg NodeConfig) (*Node, error) {
 	}
 	if cfg.SnapshotInterval == 0 {
 		cfg.SnapshotInterval = 30 * time.Second
+	}
+	if cfg.Int8MinRows <= 0 {
+		cfg.Int8MinRows = DefaultInt8MinRows
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
 		return nil, fmt.Errorf("data directory: %w", err)
@@ -485,6 +493,9 @@ func (n *Node) monitor() {
 			commit := n.raft.CommitIndex()
 			serving = n.readyTerm.Load() == term && (commit <= servingLag || upTo(commit-servingLag))
 			caughtUp = false
+			if serving {
+				n.maybeTrain()
+			}
 		case raft.Follower, raft.Candidate:
 			fresh := time.Since(n.raft.LastContact()) < n.silent
 			lc := n.leaderCommit.Load()
@@ -649,6 +660,38 @@ func (w *slogWriter) Write(p []byte) (int, error) {
 }
 
 var _ io.Writer = (*slogWriter)(nil)
+
+// maybeTrain, on a serving leader (which has applied everything committed
+// before its term, so it sees any scale already committed), trains the
+// int8 scale from its rows once there are enough and commits it; every
+// replica encodes its rows on applying it. One training at a time; a
+// failed commit (leadership lost) is retried at a later tick by whoever
+// leads then.
+func (n *Node) maybeTrain() {
+	if !n.cfg.Store.needsInt8Scale(n.cfg.Int8MinRows) || !n.training.CompareAndSwap(false, true) {
+		return
+	}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		defer n.training.Store(false)
+		t0 := time.Now()
+		b, err := n.cfg.Store.trainInt8()
+		if err != nil {
+			n.log.Error("int8 scale training failed", "err", err)
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), WriteTimeout)
+		defer cancel()
+		idx, err := n.SetTrained(ctx, TrainedInt8Scale, b)
+		if err != nil {
+			n.log.Warn("int8 scale not committed; retrying later", "err", err)
+			return
+		}
+		n.log.Info("int8 scale trained and committed", "rows", n.cfg.Store.Len(), "index", idx,
+			"took", time.Since(t0).Round(time.Millisecond))
+	}()
+}
 
 // SetTrained commits a trained value every replica must encode rows with
 // identically (an int8 scale, IVF centroids) through the log, on the

@@ -40,6 +40,8 @@ type member struct {
 	peers  []string
 	cfg    func(*NodeConfig)
 	dim    int // testDim if zero
+	// memOpts configure the member's store at every start.
+	memOpts []MemoryOption
 
 	g    *grpc.Server
 	node *Node
@@ -55,7 +57,7 @@ func (m *member) start() error {
 	if m.dim == 0 {
 		m.dim = testDim
 	}
-	m.mem = NewMemory(m.dim)
+	m.mem = NewMemory(m.dim, m.memOpts...)
 	nc := NodeConfig{
 		DataDir: m.dir, Advertise: m.addr(), Peers: m.peers, Store: m.mem,
 		HeartbeatTimeout: testHeartbeat, ElectionTimeout: testHeartbeat, MaxLeaderSilence: testSilence,
@@ -129,7 +131,7 @@ func groupDim(t *testing.T, n, dim int) []*member {
 	})
 }
 
-func groupOf(t *testing.T, n, dim int, cfg func(*NodeConfig)) []*member {
+func groupOf(t *testing.T, n, dim int, cfg func(*NodeConfig), memOpts ...MemoryOption) []*member {
 	t.Helper()
 	ms := make([]*member, n)
 	var peers []string
@@ -140,7 +142,7 @@ func groupOf(t *testing.T, n, dim int, cfg func(*NodeConfig)) []*member {
 		ln.Close()
 		p, err := faultproxy.Start("127.0.0.1:0", addr)
 		require.NoError(t, err)
-		ms[i] = &member{t: t, dir: filepath.Join(t.TempDir(), fmt.Sprint("r", i)), listen: addr, proxy: p, cfg: cfg, dim: dim}
+		ms[i] = &member{t: t, dir: filepath.Join(t.TempDir(), fmt.Sprint("r", i)), listen: addr, proxy: p, cfg: cfg, dim: dim, memOpts: memOpts}
 		peers = append(peers, p.Addr())
 	}
 	for _, m := range ms {

@@ -21,12 +21,27 @@ import (
 	"github.com/trawl-search/trawl/admission"
 	"github.com/trawl-search/trawl/shard/shardpb"
 	"github.com/trawl-search/trawl/vector"
+	"github.com/trawl-search/trawl/vector/quant"
 )
 
 // ScanObserver is told how long each scan took; metrics.ShardServer is one.
 type ScanObserver interface {
 	Scan(outcome string, d time.Duration)
+	// Queries is told how many queries a scan served, by kind: ScanExact
+	// (float32 over every row) or ScanInt8 (int8 codes, exact re-scoring).
+	Queries(kind string, n int)
 	Documents(n int)
+}
+
+// Scan kinds, the kind label of trawl_shard_scan_queries_total.
+const (
+	ScanExact = "exact"
+	ScanInt8  = "int8"
+)
+
+// codesViewer is a Store that may hold int8 codes (Memory).
+type codesViewer interface {
+	ViewCodes(fn func(vector.Rows, *quant.Codes) error) error
 }
 
 // Config is what a shard server is.
@@ -34,7 +49,10 @@ type Config struct {
 	Dim    int
 	Metric vector.Metric
 	Kernel vector.Kernel
-	Store  Store
+	// Int8Kernel scores int8 codes when Store keeps them
+	// (--quantization int8): quant.FromEnv() if unnamed.
+	Int8Kernel quant.Kernel
+	Store      Store
 	// Node, when set, is the replica's raft group: writes go through its
 	// log, reads are refused while it is not serving, and it decides the
 	// health status. Without one the server writes to Store directly and
@@ -142,6 +160,9 @@ func NewServer(cfg Config) *Server {
 	if cfg.Scans == nil {
 		cfg.Scans = admission.NewScanQueue(admission.ScanQueueConfig{})
 	}
+	if cfg.Int8Kernel.Name == "" {
+		cfg.Int8Kernel = quant.FromEnv()
+	}
 	s := &Server{cfg: cfg, health: health.NewServer(), tracer: scanTracer(cfg.TracerProvider)}
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	return s
@@ -218,11 +239,11 @@ func (s *Server) Search(ctx context.Context, req *shardpb.SearchRequest) (*shard
 	if err := s.readable(req.GetMinIndex()); err != nil {
 		return nil, err
 	}
-	res, docs, err := s.search(ctx, []*shardpb.Query{req.GetQuery()})
+	res, docs, exact, err := s.search(ctx, []*shardpb.Query{req.GetQuery()})
 	if err != nil {
 		return nil, err
 	}
-	return &shardpb.SearchResponse{Hits: res[0].Hits, DocCount: docs}, nil
+	return &shardpb.SearchResponse{Hits: res[0].Hits, DocCount: docs, Exact: exact}, nil
 }
 
 // SearchBatch implements shardpb.ShardServer.
@@ -233,24 +254,36 @@ func (s *Server) SearchBatch(ctx context.Context, req *shardpb.SearchBatchReques
 	if err := s.readable(req.GetMinIndex()); err != nil {
 		return nil, err
 	}
-	res, docs, err := s.search(ctx, req.GetQueries())
+	res, docs, exact, err := s.search(ctx, req.GetQueries())
 	if err != nil {
 		return nil, err
 	}
-	return &shardpb.SearchBatchResponse{Results: res, DocCount: docs}, nil
+	return &shardpb.SearchBatchResponse{Results: res, DocCount: docs, Exact: exact}, nil
 }
 
-func (s *Server) search(ctx context.Context, pqs []*shardpb.Query) ([]*shardpb.HitList, uint64, error) {
+// search scans for a batch and reports whether it was exact: float32 over
+// every row, as it is when a query of the batch asks "exact": true or the
+// store holds no int8 codes (yet); otherwise the int8 codes choose each
+// query's candidates (one pass per distinct oversample) and float32
+// re-scores them.
+func (s *Server) search(ctx context.Context, pqs []*shardpb.Query) ([]*shardpb.HitList, uint64, bool, error) {
 	qs := make([]vector.Query, len(pqs))
+	overs := make([]int, len(pqs))
+	wantExact := false
 	for i, pq := range pqs {
 		v, err := s.decodeVector(pq.GetVector(), fmt.Sprintf("query %d", i))
 		if err != nil {
-			return nil, 0, err
+			return nil, 0, false, err
 		}
 		if pq.GetK() < 1 || pq.GetK() > vector.MaxK {
-			return nil, 0, status.Errorf(codes.InvalidArgument, "query %d: k is %d, want 1..%d", i, pq.GetK(), vector.MaxK)
+			return nil, 0, false, status.Errorf(codes.InvalidArgument, "query %d: k is %d, want 1..%d", i, pq.GetK(), vector.MaxK)
+		}
+		if o := pq.GetOversample(); o > quant.MaxOversample {
+			return nil, 0, false, status.Errorf(codes.InvalidArgument, "query %d: oversample is %d, want 1..%d (0: the default)", i, o, quant.MaxOversample)
 		}
 		qs[i] = vector.Query{Vector: v, K: int(pq.GetK()), Exclude: pq.GetExcludeId()}
+		overs[i] = int(pq.GetOversample())
+		wantExact = wantExact || pq.GetExact()
 	}
 	ctx, span := s.startScan(ctx)
 	release, err := s.cfg.Scans.Acquire(ctx)
@@ -262,27 +295,58 @@ func (s *Server) search(ctx context.Context, pqs []*shardpb.Query) ([]*shardpb.H
 			err = status.FromContextError(err).Err()
 		}
 		s.endScan(span, qs, 0, err)
-		return nil, 0, err
+		return nil, 0, false, err
 	}
 	start := time.Now()
 	defer func() { release(time.Since(start)) }()
 	var (
-		hits [][]vector.Hit
-		docs int
+		hits  [][]vector.Hit
+		docs  int
+		exact = true
 	)
-	err = s.cfg.Store.View(func(rows vector.Rows) error {
+	scan := func(rows vector.Rows, c *quant.Codes) error {
 		docs = rows.Len()
-		var err error
-		hits, err = s.cfg.Kernel.Scan(ctx, s.cfg.Metric, rows, qs)
-		return err
-	})
+		if c == nil || wantExact || c.Len() != rows.Len() {
+			var err error
+			hits, err = s.cfg.Kernel.Scan(ctx, s.cfg.Metric, rows, qs)
+			return err
+		}
+		exact = false
+		hits = make([][]vector.Hit, len(qs))
+		for _, group := range groupByOversample(overs) {
+			sub := make([]vector.Query, len(group))
+			for j, qi := range group {
+				sub[j] = qs[qi]
+			}
+			hs, err := s.cfg.Int8Kernel.Scan(ctx, s.cfg.Kernel, s.cfg.Metric, rows, c, sub, overs[group[0]])
+			if err != nil {
+				return err
+			}
+			for j, qi := range group {
+				hits[qi] = hs[j]
+			}
+		}
+		return nil
+	}
+	if cv, ok := s.cfg.Store.(codesViewer); ok {
+		err = cv.ViewCodes(scan)
+	} else {
+		err = s.cfg.Store.View(func(rows vector.Rows) error { return scan(rows, nil) })
+	}
 	s.observe(err, time.Since(start))
+	if err == nil && s.cfg.Observer != nil {
+		kind := ScanExact
+		if !exact {
+			kind = ScanInt8
+		}
+		s.cfg.Observer.Queries(kind, len(qs))
+	}
 	s.endScan(span, qs, docs, err)
 	if err != nil {
 		if c := status.FromContextError(ctx.Err()); ctx.Err() != nil {
-			return nil, 0, c.Err()
+			return nil, 0, false, c.Err()
 		}
-		return nil, 0, status.Errorf(codes.Internal, "scan: %v", err)
+		return nil, 0, false, status.Errorf(codes.Internal, "scan: %v", err)
 	}
 	out := make([]*shardpb.HitList, len(hits))
 	for i, hs := range hits {
@@ -292,7 +356,7 @@ func (s *Server) search(ctx context.Context, pqs []*shardpb.Query) ([]*shardpb.H
 		}
 		out[i] = l
 	}
-	return out, uint64(docs), nil
+	return out, uint64(docs), exact, nil
 }
 
 // errOverloaded marks a scan refused by admission, for the scan metric.

@@ -9,6 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/trawl-search/trawl/vector"
+	"github.com/trawl-search/trawl/vector/quant"
 )
 
 // Record is one stored document. Records grow by adding fields here, in
@@ -68,11 +69,20 @@ type Memory struct {
 	placement Placement
 	trained   map[string][]byte
 	view      *View // the open snapshot view, if any
+
+	quantization Quantization
+	// codes mirror the rows row for row once an int8 scale is applied
+	// (QuantInt8), nil before; written under mu with the rows.
+	codes *quant.Codes
 }
 
 // NewMemory returns an empty store of dim-dimensional vectors.
-func NewMemory(dim int) *Memory {
-	return &Memory{dim: dim, data: vector.Aligned(0), index: map[string]int{}, trained: map[string][]byte{}}
+func NewMemory(dim int, opts ...MemoryOption) *Memory {
+	m := &Memory{dim: dim, data: vector.Aligned(0), index: map[string]int{}, trained: map[string][]byte{}}
+	for _, o := range opts {
+		o(m)
+	}
+	return m
 }
 
 // Dim is the vector dimension.
@@ -87,6 +97,9 @@ func (m *Memory) Upsert(_ context.Context, p Placement, recs []Record) error {
 		if i, ok := m.index[r.ID]; ok {
 			m.writeRow(i, r.Vector)
 			m.payloads[i] = r.Payload
+			if m.codes != nil {
+				m.codes.Set(i, r.Vector)
+			}
 			continue
 		}
 		m.grow(1)
@@ -96,6 +109,9 @@ func (m *Memory) Upsert(_ context.Context, p Placement, recs []Record) error {
 		m.payloads = append(m.payloads, r.Payload)
 		m.data = m.data[:(i+1)*m.dim]
 		m.writeRow(i, r.Vector)
+		if m.codes != nil {
+			m.codes.Append(r.Vector)
+		}
 	}
 	return nil
 }
@@ -142,6 +158,9 @@ func (m *Memory) Delete(_ context.Context, p Placement, id string) (bool, error)
 	m.payloads[last] = nil
 	m.payloads = m.payloads[:last]
 	m.data = m.data[:last*m.dim]
+	if m.codes != nil {
+		m.codes.Delete(i)
+	}
 	delete(m.index, id)
 	return true, nil
 }
@@ -188,11 +207,18 @@ func (m *Memory) Placement() Placement {
 
 // SetTrained records a trained value the replicas agree on (committed
 // through the log): an int8 scale, IVF centroids. value must not be
-// modified afterwards.
-func (m *Memory) SetTrained(name string, value []byte) {
+// modified afterwards. Setting TrainedInt8Scale on a QuantInt8 store
+// encodes every row with it (under the write lock); the error says why a
+// scale could not be used (the store then keeps no codes and scans
+// exactly, on every replica alike).
+func (m *Memory) SetTrained(name string, value []byte) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.trained[name] = value
+	if name == TrainedInt8Scale {
+		return m.applyInt8Scale(value)
+	}
+	return nil
 }
 
 // Trained returns a trained value, nil if never set.
@@ -216,6 +242,7 @@ func (m *Memory) reset(p Placement, trained map[string][]byte) {
 	if m.trained == nil {
 		m.trained = map[string][]byte{}
 	}
+	m.codes = nil // encodeRestored encodes the restored rows
 }
 
 // errViewOpen is returned by OpenView while another view is open; raft

@@ -95,7 +95,8 @@ func (s *Server) startScan(ctx context.Context) (context.Context, trace.Span) {
 }
 
 // endScan records a scan on its span and ends it. Rows scanned is the
-// replica's row count: every scan is exact over every row.
+// replica's row count: an exact scan scores every row in float32, an int8
+// scan every row's codes (and re-scores a shortlist).
 func (s *Server) endScan(span trace.Span, qs []vector.Query, rows int, err error) {
 	if span.IsRecording() {
 		k := 0

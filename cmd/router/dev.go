@@ -12,6 +12,7 @@ import (
 	"github.com/trawl-search/trawl/internal/app"
 	"github.com/trawl-search/trawl/internal/devcluster"
 	"github.com/trawl-search/trawl/internal/tracing"
+	"github.com/trawl-search/trawl/shard"
 	"github.com/trawl-search/trawl/vector"
 )
 
@@ -20,12 +21,17 @@ func runDev(ctx context.Context, args []string) error {
 	httpAddr := fs.String("http-addr", ":8080", "HTTP listen address of the router")
 	docs := fs.Int("docs", 20000, "synthetic documents to load")
 	seed := fs.Uint64("seed", 1, "seed of the synthetic corpus")
+	quantName := fs.String("quantization", "none", "the shards' --quantization: none or int8")
 	dataDir := fs.String("data-dir", "", "where the replicas keep their raft logs and snapshots (default: a temporary directory, removed on exit); a directory holding a dev cluster is loaded, not seeded again")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *docs < 1 {
 		return fmt.Errorf("--docs %d: want at least 1", *docs)
+	}
+	qz, err := shard.ParseQuantization(*quantName)
+	if err != nil {
+		return fmt.Errorf("--quantization: %w", err)
 	}
 	kernel, err := vector.FromEnv()
 	if err != nil {
@@ -41,7 +47,7 @@ func runDev(ctx context.Context, args []string) error {
 	defer flush()
 	t0 := time.Now()
 	dc, err := devcluster.Start(devcluster.Config{Replicas: 3, Docs: *docs, Seed: *seed, Kernel: kernel, Logger: log, DataDir: *dataDir,
-		TracerProvider: tel.TracerProvider, Propagator: tel.Propagator})
+		Quantization: qz, TracerProvider: tel.TracerProvider, Propagator: tel.Propagator})
 	if err != nil {
 		return err
 	}

@@ -33,6 +33,7 @@ func runShard(ctx context.Context, args []string) error {
 	maxSilence := fs.Duration("max-leader-silence", shard.DefaultMaxLeaderSilence, "stop serving reads after this long without hearing from a leader (at least 3x the 1s election timeout)")
 	dim := fs.Int("dim", vector.DefaultDim, "vector dimension")
 	metricName := fs.String("metric", "cosine", "similarity metric: cosine, dot or l2")
+	quantName := fs.String("quantization", "none", "none, or int8: keep int8 codes beside the float32 rows (the leader trains the scale once the shard holds 1000 rows and commits it through the log) and scan them for queries without \"exact\": true, re-scoring the candidates in float32")
 	tlsCert := fs.String("tls-cert", "", "server certificate; enables TLS")
 	tlsKey := fs.String("tls-key", "", "server key")
 	clientCA := fs.String("tls-client-ca", "", "CA that client certificates must chain to; enables mTLS")
@@ -53,6 +54,10 @@ func runShard(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	qz, err := shard.ParseQuantization(*quantName)
+	if err != nil {
+		return fmt.Errorf("--quantization: %w", err)
+	}
 	kernel, err := vector.FromEnv()
 	if err != nil {
 		return err
@@ -66,7 +71,7 @@ func runShard(ctx context.Context, args []string) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	obs := metrics.NewShardServer(reg, kernel.Name)
-	store := shard.NewMemory(*dim)
+	store := shard.NewMemory(*dim, shard.WithQuantization(qz))
 
 	opts := append(shard.ServerOptions(), shard.ServerTracing(tel.TracerProvider, tel.Propagator)...)
 	var peerCreds credentials.TransportCredentials
@@ -137,7 +142,7 @@ func runShard(ctx context.Context, args []string) error {
 	go func() { errc <- hs.ListenAndServe() }()
 	obs.Documents(store.Len())
 	log.Info("shard started; serving once caught up with its group", "grpc", ln.Addr().String(), "http", *httpAddr,
-		"advertise", adv, "peers", peerList, "dim", *dim, "metric", m, "kernel", kernel.Name)
+		"advertise", adv, "peers", peerList, "dim", *dim, "metric", m, "kernel", kernel.Name, "quantization", qz)
 	select {
 	case err = <-errc:
 	case <-ctx.Done():

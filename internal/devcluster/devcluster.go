@@ -52,6 +52,11 @@ type Config struct {
 	Kernel   vector.Kernel
 	Docs     int
 	Seed     uint64
+	// Quantization is every replica's --quantization; Int8MinRows the
+	// rows a leader waits for before training the int8 scale
+	// (shard.DefaultInt8MinRows if zero).
+	Quantization shard.Quantization
+	Int8MinRows  int
 	// TLS, when set, makes every replica serve gRPC over TLS with it.
 	TLS *tls.Config
 	// Corpus, when set, replaces the synthetic corpus (Docs and Seed are
@@ -197,6 +202,12 @@ func Start(cfg Config) (*Cluster, error) {
 		c.Close()
 		return nil, err
 	}
+	if cfg.Quantization == shard.QuantInt8 {
+		if err := c.waitInt8(cfg.Int8MinRows, 2*time.Minute); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
 	return c, nil
 }
 
@@ -306,6 +317,27 @@ func seed(reps []*Replica, p shard.Placement, recs []shard.Record) (uint64, erro
 	return last, nil
 }
 
+// waitInt8 waits until every replica of a shard holding at least minRows
+// rows has applied the int8 scale its leader trains, so an int8 cluster
+// starts with codes on every replica.
+func (c *Cluster) waitInt8(minRows int, timeout time.Duration) error {
+	if minRows <= 0 {
+		minRows = shard.DefaultInt8MinRows
+	}
+	deadline := time.Now().Add(timeout)
+	for _, reps := range c.Replicas {
+		for _, r := range reps {
+			for r.Store.Len() >= minRows && !r.Store.Int8Ready() {
+				if time.Now().After(deadline) {
+					return fmt.Errorf("%s replica %d has no int8 codes after %s", r.Shard, r.Index, timeout)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+	}
+	return nil
+}
+
 // waitServing waits until every replica serves and holds every write its
 // leader had applied (a serving follower may trail its leader by a few
 // entries for a moment; tests want identical replicas from the start).
@@ -352,9 +384,9 @@ func startReplica(name string, idx int, peers []string, ln net.Listener, dir str
 		}
 	}
 	log := cfg.Logger.With("shard", name, "replica", idx)
-	store := shard.NewMemory(cfg.Dim)
+	store := shard.NewMemory(cfg.Dim, shard.WithQuantization(cfg.Quantization))
 	node, err := shard.OpenNode(shard.NodeConfig{
-		DataDir: dir, Advertise: addr, Peers: peers, Store: store, Logger: log,
+		DataDir: dir, Advertise: addr, Peers: peers, Store: store, Logger: log, Int8MinRows: cfg.Int8MinRows,
 		HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.HeartbeatTimeout,
 		MaxLeaderSilence: max(shard.DefaultMaxLeaderSilence, 3*cfg.HeartbeatTimeout),
 	})

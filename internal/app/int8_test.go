@@ -1,0 +1,134 @@
+package app_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/trawl-search/trawl/internal/devcluster"
+	"github.com/trawl-search/trawl/shard"
+	"github.com/trawl-search/trawl/vector"
+)
+
+type int8Answer struct {
+	Items         []item `json:"items"`
+	ScatterGather struct {
+		Degraded bool `json:"degraded"`
+		Exact    bool `json:"exact"`
+	} `json:"scatter_gather"`
+}
+
+func (h *harness) int8Search(t *testing.T, body any) int8Answer {
+	t.Helper()
+	b, err := json.Marshal(body)
+	require.NoError(t, err)
+	resp, err := http.Post(h.srv.URL+"/v1/search?deadline_ms=5000", "application/json", bytes.NewReader(b))
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", raw)
+	var a int8Answer
+	require.NoError(t, json.Unmarshal(raw, &a), "%s", raw)
+	require.False(t, a.ScatterGather.Degraded)
+	return a
+}
+
+// TestInt8SearchExactIsBruteForce is the brute-force property with
+// --quantization int8 shards: with "exact": true the answer is still the
+// exact top-k of the union (and says exact); without it the int8 scan
+// serves (exact false), every score is still the exact one, and recall@10
+// against brute force is measured and logged (asserted only loosely).
+func TestInt8SearchExactIsBruteForce(t *testing.T) {
+	const dim = 64
+	for _, m := range []vector.Metric{vector.Cosine, vector.DotProduct, vector.Euclidean} {
+		t.Run(m.String(), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(11, uint64(m)))
+			recs := corpus(rng, 1200, dim)
+			h := start(t, devcluster.Config{Dim: dim, Metric: m, Replicas: 2, Corpus: recs, Kernel: vector.Generic(),
+				Quantization: shard.QuantInt8, Int8MinRows: 200})
+			for _, reps := range h.dc.Replicas {
+				for _, r := range reps {
+					require.True(t, r.Store.Int8Ready(), "%s replica %d has codes", r.Shard, r.Index)
+				}
+			}
+			found, total, found1 := 0, 0, 0
+			for q := range 12 {
+				qv := make([]float32, dim)
+				if q == 0 {
+					copy(qv, recs[rng.IntN(len(recs))].Vector)
+				} else {
+					for j := range qv {
+						qv[j] = float32(rng.NormFloat64())
+					}
+				}
+				scoredQ := slices.Clone(qv)
+				if m == vector.Cosine {
+					vector.Generic().Normalize(scoredQ)
+				}
+				ref := bruteForce(m, scoredQ, h.dc.Corpus)
+				byID := map[string]scored{}
+				for _, s := range ref {
+					byID[s.id] = s
+				}
+				checkScore := func(it item) scored {
+					want, ok := byID[it.ID]
+					require.True(t, ok)
+					got := it.Score
+					if m == vector.Euclidean {
+						got *= got
+					}
+					require.InDelta(t, want.score, got, want.bound+1e-6*math.Abs(want.score), "score of %s", it.ID)
+					return want
+				}
+				for _, k := range []int{1, 10, 50} {
+					a := h.int8Search(t, map[string]any{"vector": qv, "k": k, "exact": true})
+					require.True(t, a.ScatterGather.Exact, "exact:true is answered exactly")
+					require.Len(t, a.Items, k)
+					for i, it := range a.Items {
+						want := checkScore(it)
+						if it.ID != ref[i].id {
+							require.InDelta(t, ref[i].score, want.score, ref[i].bound+want.bound,
+								"k=%d position %d: got %s (%.9g), want %s (%.9g)", k, i, it.ID, want.score, ref[i].id, ref[i].score)
+						}
+					}
+				}
+				kth := ref[9]
+				hits := func(body map[string]any) int {
+					a := h.int8Search(t, body)
+					require.False(t, a.ScatterGather.Exact, "without exact the int8 codes serve")
+					require.Len(t, a.Items, 10)
+					n := 0
+					for _, it := range a.Items {
+						want := checkScore(it)
+						// A hit counts when it is as good as the 10th best
+						// (ties at the boundary are common in this corpus).
+						better := want.score >= kth.score-kth.bound-want.bound
+						if m == vector.Euclidean {
+							better = want.score <= kth.score+kth.bound+want.bound
+						}
+						if better {
+							n++
+						}
+					}
+					return n
+				}
+				found += hits(map[string]any{"vector": qv, "k": 10})
+				found1 += hits(map[string]any{"vector": qv, "k": 10, "oversample": 1})
+				total += 10
+			}
+			recall := float64(found) / float64(total)
+			t.Logf("%s: int8 recall@10 over 12 queries, %d docs of %d-D on 3 shards: %.3f at the default oversample, %.3f at oversample 1",
+				m, len(recs), dim, recall, float64(found1)/float64(total))
+			require.GreaterOrEqual(t, recall, 0.9, fmt.Sprintf("recall@10 %.3f", recall))
+		})
+	}
+}

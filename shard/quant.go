@@ -1,0 +1,173 @@
+package shard
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/trawl-search/trawl/vector"
+	"github.com/trawl-search/trawl/vector/quant"
+)
+
+// Quantization is what a Memory keeps beside its float32 rows
+// (--quantization).
+type Quantization uint8
+
+const (
+	// QuantNone keeps the float32 rows alone; every scan is exact.
+	QuantNone Quantization = iota
+	// QuantInt8 keeps one int8 code per element (vector/quant) once the
+	// group has committed a scale, and scans the codes for queries that do
+	// not ask for "exact": true.
+	QuantInt8
+)
+
+func (q Quantization) String() string {
+	if q == QuantInt8 {
+		return "int8"
+	}
+	return "none"
+}
+
+// ParseQuantization parses --quantization: none or int8.
+func ParseQuantization(s string) (Quantization, error) {
+	switch s {
+	case "", "none":
+		return QuantNone, nil
+	case "int8":
+		return QuantInt8, nil
+	}
+	return QuantNone, fmt.Errorf("quantization %q: want none or int8", s)
+}
+
+// TrainedInt8Scale is the trained value (Node.SetTrained) holding the
+// shard's int8 scale, quant.Scale.MarshalBinary.
+const TrainedInt8Scale = "int8-scale"
+
+// DefaultInt8MinRows is how many rows a leader waits for before it trains
+// the int8 scale. The per-shard scale is one clipped maximum over every
+// element of the training rows; 1 000 rows of 1536-D are 1.5 million
+// elements, enough for the clipped peak (quant.ClipFraction, one in a
+// million) to set a spike aside instead of resting on one row, and a
+// shard that small scans its float32 rows in well under a millisecond,
+// so scanning exactly until then costs nothing. The scale is not
+// retrained as the shard grows: rows beyond its range clamp to ±127,
+// which only coarsens their candidate ranking (re-scoring stays exact).
+const DefaultInt8MinRows = 1000
+
+// maxTrainRows caps the rows a scale is trained from (the first rows of
+// the arena), so training a large shard that turns int8 on later holds
+// the store's read lock for a bounded time (~0.3 s at 1536-D).
+const maxTrainRows = 131072
+
+// MemoryOption configures a Memory.
+type MemoryOption func(*Memory)
+
+// WithQuantization makes the store keep codes of kind q (QuantInt8) beside
+// its rows once a scale is committed.
+func WithQuantization(q Quantization) MemoryOption {
+	return func(m *Memory) { m.quantization = q }
+}
+
+// Quantization is the store's --quantization.
+func (m *Memory) Quantization() Quantization { return m.quantization }
+
+// Int8Ready reports whether the store holds int8 codes of every row (a
+// scale has been applied).
+func (m *Memory) Int8Ready() bool {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.codes != nil
+}
+
+// ViewCodes is View with the store's int8 codes, nil when there are none
+// (no quantization, or no scale applied yet). The codes mirror the rows.
+func (m *Memory) ViewCodes(fn func(vector.Rows, *quant.Codes) error) error {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return fn(vector.Rows{Data: m.data, Dim: m.dim, IDs: m.ids}, m.codes)
+}
+
+// needsInt8Scale reports whether the leader should train a scale: the
+// store is int8, no scale is committed, and it holds at least minRows.
+func (m *Memory) needsInt8Scale(minRows int) bool {
+	if m.quantization != QuantInt8 {
+		return false
+	}
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.trained[TrainedInt8Scale] == nil && len(m.ids) >= minRows
+}
+
+// trainInt8 trains a scale from the first rows (at most maxTrainRows) and
+// returns it serialised, for the leader to commit.
+func (m *Memory) trainInt8() ([]byte, error) {
+	m.mu.RLock()
+	n := min(len(m.ids), maxTrainRows)
+	var (
+		s   quant.Scale
+		err error
+	)
+	if n > 0 {
+		s, err = quant.Train(m.data[:n*m.dim], m.dim, quant.DefaultKind)
+	}
+	m.mu.RUnlock()
+	if n == 0 {
+		return nil, errors.New("no rows to train an int8 scale from")
+	}
+	if err != nil {
+		return nil, err
+	}
+	return s.MarshalBinary()
+}
+
+// applyInt8Scale, with m.mu held for writing, decodes a committed scale
+// and encodes every row with it. A value that does not decode (or fits
+// another dimension) leaves the store without codes, on every replica
+// alike: it scans exactly.
+func (m *Memory) applyInt8Scale(b []byte) error {
+	m.codes = nil
+	if m.quantization != QuantInt8 || b == nil {
+		return nil
+	}
+	var s quant.Scale
+	if err := s.UnmarshalBinary(b); err != nil {
+		return fmt.Errorf("int8 scale: %w", err)
+	}
+	if s.Dim() != m.dim {
+		return fmt.Errorf("int8 scale is %d-D, the store %d-D", s.Dim(), m.dim)
+	}
+	c, err := quant.Encode(s, vector.Rows{Data: m.data, Dim: m.dim, IDs: m.ids})
+	if err != nil {
+		return err
+	}
+	m.codes = c
+	return nil
+}
+
+// encodeRestored encodes every row once a snapshot restore has loaded them
+// (reset leaves the codes out so the rows are encoded in one parallel
+// pass, not row by row).
+func (m *Memory) encodeRestored() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.applyInt8Scale(m.trained[TrainedInt8Scale])
+}
+
+// groupByOversample splits a batch's query indexes by oversample (the int8
+// scan takes one per pass), in order of first appearance.
+func groupByOversample(os []int) [][]int {
+	var keys []int
+	by := map[int][]int{}
+	for i, o := range os {
+		if _, ok := by[o]; !ok {
+			keys = append(keys, o)
+		}
+		by[o] = append(by[o], i)
+	}
+	out := make([][]int, len(keys))
+	for i, k := range keys {
+		out[i] = slices.Clip(by[k])
+	}
+	return out
+}
