@@ -37,11 +37,18 @@ type harness struct {
 // and waits until the router is ready.
 func start(t *testing.T, cfg devcluster.Config, extra ...app.ShardSpec) *harness {
 	t.Helper()
+	return startWith(t, cfg, app.Config{}, extra...)
+}
+
+// startWith is start with a router configured as rcfg (its shards, kernel
+// and warm-up are filled in).
+func startWith(t *testing.T, cfg devcluster.Config, rcfg app.Config, extra ...app.ShardSpec) *harness {
+	t.Helper()
 	dc, err := devcluster.Start(cfg)
 	require.NoError(t, err)
-	specs := dc.Specs()
-	specs = append(specs, extra...)
-	r, err := app.New(app.Config{Shards: specs, Kernel: cfg.Kernel, WarmupTimeout: 5 * time.Second})
+	rcfg.Shards = append(dc.Specs(), extra...)
+	rcfg.Kernel, rcfg.WarmupTimeout = cfg.Kernel, 5*time.Second
+	r, err := app.New(rcfg)
 	require.NoError(t, err)
 	srv := httptest.NewServer(r.API)
 	h := &harness{dc: dc, r: r, srv: srv}

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"strings"
 	"sync"
@@ -41,27 +40,7 @@ func overloadHarness(t *testing.T, cfg app.Config) *harness {
 	t.Helper()
 	k, err := vector.Select("")
 	require.NoError(t, err)
-	dc, err := devcluster.Start(devcluster.Config{Docs: 12000, Seed: 7, Kernel: k})
-	require.NoError(t, err)
-	cfg.Shards, cfg.Kernel, cfg.WarmupTimeout = dc.Specs(), k, 5*time.Second
-	r, err := app.New(cfg)
-	require.NoError(t, err)
-	srv := httptest.NewServer(r.API)
-	h := &harness{dc: dc, r: r, srv: srv}
-	t.Cleanup(func() {
-		srv.Close()
-		r.Close()
-		dc.Close()
-	})
-	require.Eventually(t, func() bool {
-		resp, err := http.Get(srv.URL + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}, 10*time.Second, 10*time.Millisecond)
-	return h
+	return startWith(t, devcluster.Config{Docs: 12000, Seed: 7, Kernel: k}, cfg)
 }
 
 // b64Query is a k=10 search body with its vector as vector_b64, the
@@ -82,6 +61,23 @@ type shot struct {
 	retry    string
 	errCode  string
 	err      error
+}
+
+// openLoop sends n searches, one every interval whatever the answers do
+// (open loop: slow answers cannot hide queueing), and returns them in
+// order once all are answered.
+func openLoop(c *http.Client, url string, body []byte, n int, interval time.Duration) []shot {
+	shots := make([]shot, n)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := range n {
+		if d := time.Until(start.Add(time.Duration(i) * interval)); d > 0 {
+			time.Sleep(d)
+		}
+		wg.Go(func() { shots[i] = fire(c, url, body, start) })
+	}
+	wg.Wait()
+	return shots
 }
 
 // fire sends one search and describes its answer; safe in goroutines.
@@ -158,15 +154,8 @@ func TestOverloadKeepsCompleteAnswersFlowing(t *testing.T) {
 	rate := factor * capacity
 	n := int(rate * duration.Seconds())
 	interval := time.Duration(float64(time.Second) / rate)
-	shots := make([]shot, n)
 	start := time.Now()
-	for i := range n {
-		if d := time.Until(start.Add(time.Duration(i) * interval)); d > 0 {
-			time.Sleep(d)
-		}
-		wg.Go(func() { shots[i] = fire(c, h.srv.URL, body, start) })
-	}
-	wg.Wait()
+	shots := openLoop(c, h.srv.URL, body, n, interval)
 
 	buckets := make([]int, int(duration/(500*time.Millisecond))+1)
 	complete, refused, degraded := 0, 0, 0

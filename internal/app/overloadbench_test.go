@@ -73,15 +73,7 @@ func TestOverloadSweep(t *testing.T) {
 			rate := f * capacity
 			n := int(rate * duration.Seconds())
 			interval := time.Duration(float64(time.Second) / rate)
-			shots := make([]shot, n)
-			start := time.Now()
-			for i := range n {
-				if d := time.Until(start.Add(time.Duration(i) * interval)); d > 0 {
-					time.Sleep(d)
-				}
-				wg.Go(func() { shots[i] = fire(c, h.srv.URL, body, start) })
-			}
-			wg.Wait()
+			shots := openLoop(c, h.srv.URL, body, n, interval)
 			var refusals, admitted []time.Duration
 			complete, degraded := 0, 0
 			for _, s := range shots {
