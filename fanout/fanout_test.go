@@ -379,43 +379,6 @@ type neverSentErr struct{ error }
 
 func (neverSentErr) NeverSent() bool { return true }
 
-func TestBroadcastRetriesOnlyWhatNeverLeft(t *testing.T) {
-	var refused atomic.Int32
-	r0 := newFake("a0", nil)
-	r1 := newFake("a1", nil)
-	c := New([]Shard[*fake]{{Name: "a", Replicas: []*fake{r0, r1}}}, Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	var r1calls atomic.Int32
-	res, err := Broadcast(ctx, c, "a", func(ctx context.Context, f *fake) error {
-		if f == r0 {
-			if refused.Add(1) <= 2 {
-				return neverSentErr{status.Error(codes.Unavailable, "connection refused")}
-			}
-			return nil
-		}
-		r1calls.Add(1)
-		return status.Error(codes.Unavailable, "connection reset mid-call")
-	})
-	require.NoError(t, err)
-	require.Equal(t, WriteOK, res[0].Outcome, "never-sent attempts are retried")
-	require.EqualValues(t, 3, refused.Load())
-	require.Equal(t, WriteUnknown, res[1].Outcome, "a possibly delivered write is reported unknown")
-	require.EqualValues(t, 1, r1calls.Load(), "and never replayed")
-}
-
-func TestBroadcastGivesUpAtItsTimeout(t *testing.T) {
-	c := New([]Shard[*fake]{{Name: "a", Replicas: []*fake{newFake("a0", nil)}}}, Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-	defer cancel()
-	res, err := Broadcast(ctx, c, "a", func(context.Context, *fake) error {
-		return neverSentErr{status.Error(codes.Unavailable, "refused")}
-	})
-	require.NoError(t, err)
-	require.Equal(t, WriteFailed, res[0].Outcome)
-	require.ErrorIs(t, res[0].Err, context.DeadlineExceeded)
-}
-
 func TestLookupNotFoundNeedsEveryReplica(t *testing.T) {
 	notFound := func(context.Context, *fake) (string, error) { return "", status.Error(codes.NotFound, "no") }
 	r0, r1 := newFake("a0", nil), newFake("a1", nil)

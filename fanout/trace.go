@@ -19,7 +19,6 @@ const (
 	SpanRead      = "fanout.read"
 	SpanAttempt   = "fanout.attempt"
 	SpanLookup    = "fanout.lookup"
-	SpanBroadcast = "fanout.broadcast"
 	SpanWrite     = "fanout.write"
 	SpanSurvey    = "fanout.survey"
 )
@@ -204,26 +203,6 @@ func endLookup(span trace.Span, shard string, err error) {
 		}
 	}
 	span.End()
-}
-
-// annotateWrite records each replica's part of a write on the write's span.
-func annotateWrite(span trace.Span, shard string, out []WriteResult) {
-	if !span.IsRecording() {
-		return
-	}
-	span.SetAttributes(AttrShard.String(shard))
-	failed := false
-	for _, w := range out {
-		attrs := []attribute.KeyValue{AttrReplica.String(w.Replica), AttrOutcome.String(w.Outcome)}
-		if w.Err != nil {
-			attrs = append(attrs, attribute.String("error.message", w.Err.Error()))
-		}
-		span.AddEvent("replica write", trace.WithAttributes(attrs...))
-		failed = failed || w.Outcome != WriteOK
-	}
-	if failed {
-		span.SetStatus(otelcodes.Error, "a replica did not acknowledge the write")
-	}
 }
 
 // annotateWriteAttempt records one attempt of a leader-aware write as an

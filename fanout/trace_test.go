@@ -283,30 +283,34 @@ func TestTraceOfALookup(t *testing.T) {
 	require.ElementsMatch(t, []attemptView{{replica: "a0", outcome: "not_found"}, {replica: "a1", failover: true, outcome: "ok", winner: true}}, views)
 }
 
-// A write's span has one event per replica with its outcome.
-func TestTraceOfABroadcast(t *testing.T) {
+// A write's span has one event per attempt with its outcome, and the final
+// outcome and replica as attributes.
+func TestTraceOfAWrite(t *testing.T) {
 	tr := newTraced(t)
 	r0, r1 := newFake("a0", nil), newFake("a1", nil)
 	c := New([]Shard[*fake]{{Name: "a", Replicas: []*fake{r0, r1}}}, Options{TracerProvider: tr.tp})
 	id := tr.query(func(ctx context.Context) {
-		_, err := Broadcast(ctx, c, "a", func(_ context.Context, f *fake) error {
-			if f == r1 {
-				return status.Error(codes.FailedPrecondition, "reshard")
+		res := Write(ctx, c, "a", func(_ context.Context, f *fake) error {
+			if f == r0 {
+				return notLeader{status.Error(codes.Unavailable, "not the leader"), "a1"}
 			}
 			return nil
 		})
-		require.NoError(t, err)
+		require.Equal(t, WriteOK, res.Outcome)
 	})
-	w := tr.ended(id, SpanBroadcast)
+	w := tr.ended(id, SpanWrite)
 	require.Len(t, w, 1)
-	require.Equal(t, "a", attrs(w[0])[AttrShard].AsString())
-	got := map[string]string{}
+	a := attrs(w[0])
+	require.Equal(t, "a", a[AttrShard].AsString())
+	require.Equal(t, WriteOK, a[AttrOutcome].AsString())
+	require.Equal(t, "a1", a[AttrReplica].AsString())
+	var got []string
 	for _, ev := range w[0].Events() {
 		m := map[attribute.Key]attribute.Value{}
 		for _, kv := range ev.Attributes {
 			m[kv.Key] = kv.Value
 		}
-		got[m[AttrReplica].AsString()] = m[AttrOutcome].AsString()
+		got = append(got, m[AttrReplica].AsString()+"="+m[AttrOutcome].AsString())
 	}
-	require.Equal(t, map[string]string{"a0": WriteOK, "a1": WriteFailed}, got)
+	require.Equal(t, []string{"a0=" + WriteFailed, "a1=" + WriteOK}, got)
 }

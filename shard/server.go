@@ -15,7 +15,6 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/trawl-search/trawl/admission"
@@ -59,14 +58,6 @@ type Config struct {
 	// serves whenever SetServing says so (an unreplicated, memory-only
 	// replica: protocol tests).
 	Node *Node
-	// ForwardWrites makes a follower that knows the leader pass a write
-	// to it and answer once the write is applied here too, instead of
-	// refusing with NOT_LEADER. Off by default: a router that writes to
-	// the leader needs no extra hop. router dev turns it on while the
-	// router still sends every write to every replica. ForwardDial is how
-	// the follower reaches the leader.
-	ForwardWrites bool
-	ForwardDial   DialConfig
 	// Observer may be nil.
 	Observer ScanObserver
 	Logger   *slog.Logger
@@ -89,65 +80,6 @@ type Server struct {
 	// writeMu serialises writes so the placement check and the write it
 	// guards are one step.
 	writeMu sync.Mutex
-
-	fwdMu sync.Mutex
-	fwd   map[string]*Conn // leader address -> connection, for ForwardWrites
-}
-
-// Close closes the connections ForwardWrites opened.
-func (s *Server) Close() {
-	s.fwdMu.Lock()
-	defer s.fwdMu.Unlock()
-	for a, c := range s.fwd {
-		c.Close()
-		delete(s.fwd, a)
-	}
-}
-
-// forwardedKey marks a write a follower forwarded, so it is forwarded at
-// most once.
-const forwardedKey = "trawl-forwarded"
-
-// forward sends a write this follower refused to the leader it named, and
-// waits until the write is applied here as well. It reports false when the
-// write is not to be forwarded.
-func (s *Server) forward(ctx context.Context, refusal error, send func(ctx context.Context, c *Conn) (uint64, error)) (uint64, bool, error) {
-	var nl *NotLeaderError
-	if !s.cfg.ForwardWrites || !errors.As(fromStatus(refusal), &nl) || nl.Leader() == "" {
-		return 0, false, nil
-	}
-	if md, _ := metadata.FromIncomingContext(ctx); len(md.Get(forwardedKey)) > 0 {
-		return 0, false, nil
-	}
-	s.fwdMu.Lock()
-	if s.fwd == nil {
-		s.fwd = map[string]*Conn{}
-	}
-	c, ok := s.fwd[nl.Leader()]
-	if !ok {
-		var err error
-		if c, err = Dial(nl.Leader(), s.cfg.ForwardDial); err != nil {
-			s.fwdMu.Unlock()
-			return 0, true, status.Errorf(codes.Unavailable, "forward to leader: %v", err)
-		}
-		s.fwd[nl.Leader()] = c
-	}
-	s.fwdMu.Unlock()
-	wctx, cancel := context.WithTimeout(ctx, WriteTimeout)
-	defer cancel()
-	c.WaitSettled(wctx)
-	idx, err := send(metadata.AppendToOutgoingContext(wctx, forwardedKey, "1"), c)
-	if err != nil {
-		return 0, true, err
-	}
-	for s.cfg.Node.AppliedIndex() < idx {
-		select {
-		case <-wctx.Done():
-			return 0, true, status.Errorf(codes.Unavailable, "the leader committed the write at index %d; this replica has not applied it yet", idx)
-		case <-time.After(2 * time.Millisecond):
-		}
-	}
-	return idx, true, nil
 }
 
 // NewServer returns a server over cfg.Store. It reports NOT_SERVING on
@@ -421,15 +353,7 @@ func (s *Server) Upsert(ctx context.Context, req *shardpb.UpsertRequest) (*shard
 		}
 		res, idx, err := s.propose(ctx, &shardpb.Command{Op: &shardpb.Command_Upsert{Upsert: &shardpb.UpsertCommand{Placement: req.GetPlacement(), Vectors: vs}}})
 		if err != nil {
-			p := Placement{Fingerprint: req.GetPlacement().GetFingerprint(), Shard: req.GetPlacement().GetShard()}
-			fidx, ok, ferr := s.forward(ctx, err, func(ctx context.Context, c *Conn) (uint64, error) { return c.Upsert(ctx, p, vs) })
-			if !ok {
-				return nil, err
-			}
-			if ferr != nil {
-				return nil, ferr
-			}
-			return &shardpb.UpsertResponse{DocCount: uint64(s.cfg.Store.Len()), Index: fidx}, nil
+			return nil, err
 		}
 		return &shardpb.UpsertResponse{DocCount: uint64(res.docs), Index: idx}, nil
 	}
@@ -501,20 +425,7 @@ func (s *Server) Delete(ctx context.Context, req *shardpb.DeleteRequest) (*shard
 	if s.cfg.Node != nil {
 		res, idx, err := s.propose(ctx, &shardpb.Command{Op: &shardpb.Command_Delete{Delete: &shardpb.DeleteCommand{Placement: req.GetPlacement(), Id: req.GetId()}}})
 		if err != nil {
-			p := Placement{Fingerprint: req.GetPlacement().GetFingerprint(), Shard: req.GetPlacement().GetShard()}
-			var found bool
-			fidx, ok, ferr := s.forward(ctx, err, func(ctx context.Context, c *Conn) (uint64, error) {
-				f, idx, err := c.Delete(ctx, p, req.GetId())
-				found = f
-				return idx, err
-			})
-			if !ok {
-				return nil, err
-			}
-			if ferr != nil {
-				return nil, ferr
-			}
-			return &shardpb.DeleteResponse{Found: found, Index: fidx}, nil
+			return nil, err
 		}
 		return &shardpb.DeleteResponse{Found: res.found, Index: idx}, nil
 	}

@@ -452,7 +452,6 @@ func (c *Cluster) Close() {
 			for _, g := range r.servers {
 				g.Stop()
 			}
-			r.Server.Close()
 			_ = r.Node.Close()
 		}
 	}
