@@ -45,7 +45,7 @@ type shardRead[R Replica, T any] struct {
 
 	next, inflight int
 	hedges         []*replicaState[R]
-	failedHedges   map[*replicaState[R]]bool
+	failedHedges   map[*replicaState[R]]bool // made on the first failed hedge
 	hedgeTimer     *time.Timer
 	hedgeC         <-chan time.Time
 	res            Result[T]
@@ -58,7 +58,7 @@ type shardRead[R Replica, T any] struct {
 }
 
 func newShardRead[R Replica, T any](c *Cluster[R], s *shardState[R], call Call[R, T]) *shardRead[R, T] {
-	return &shardRead[R, T]{c: c, s: s, call: call, res: Result[T]{Shard: s.name}, failedHedges: map[*replicaState[R]]bool{}}
+	return &shardRead[R, T]{c: c, s: s, call: call, res: Result[T]{Shard: s.name}}
 }
 
 // run reads the shard within ctx's deadline and returns its result, under
@@ -95,7 +95,8 @@ func (sr *shardRead[R, T]) run(ctx context.Context) Result[T] {
 		case a := <-sr.results:
 			sr.inflight--
 			sr.res.Replica, sr.res.Latency = a.r.r.Addr(), a.took
-			switch classify(a.err) {
+			k := classify(a.err)
+			switch k {
 			case kindOK:
 				endAttempt(a.span, a.err, true)
 				sr.res.Value, sr.res.Err = a.v, nil
@@ -107,11 +108,14 @@ func (sr *shardRead[R, T]) run(ctx context.Context) Result[T] {
 			}
 			endAttempt(a.span, a.err, false)
 			if a.hedge {
+				if sr.failedHedges == nil {
+					sr.failedHedges = map[*replicaState[R]]bool{}
+				}
 				sr.failedHedges[a.r] = true
 			}
 			lastErr = a.err
 			attempts++
-			if classify(a.err) == kindOverloaded {
+			if k == kindOverloaded {
 				overloaded++
 			}
 			if sr.inflight == 0 && sr.next < len(sr.cands) && ctx.Err() == nil && !sr.c.opts.NoFailover {

@@ -15,12 +15,12 @@ const tracerName = "github.com/trawl-search/trawl/fanout"
 // Span names: one fan-out has one SpanGather, one SpanRead per shard, and
 // one SpanAttempt per replica asked (first choice, failovers, hedges).
 const (
-	SpanGather    = "fanout.gather"
-	SpanRead      = "fanout.read"
-	SpanAttempt   = "fanout.attempt"
-	SpanLookup    = "fanout.lookup"
-	SpanWrite     = "fanout.write"
-	SpanSurvey    = "fanout.survey"
+	SpanGather  = "fanout.gather"
+	SpanRead    = "fanout.read"
+	SpanAttempt = "fanout.attempt"
+	SpanLookup  = "fanout.lookup"
+	SpanWrite   = "fanout.write"
+	SpanSurvey  = "fanout.survey"
 )
 
 // Span attribute keys. The values mean what the same words mean in an

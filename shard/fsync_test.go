@@ -18,9 +18,9 @@ import (
 	"github.com/trawl-search/trawl/shard/shardpb"
 )
 
-// TestWritesAreSyncedBeforeTheAck runs a shard process under strace and
-// sends it acknowledged upserts one at a time: each must have cost at
-// least one fdatasync/fsync of the raft log (raft.db) before its ack.
+// TestWritesAreSyncedBeforeTheAck runs a shard process under strace -tt and
+// sends it acknowledged upserts one at a time: by the time of each ack, at
+// least one more fdatasync/fsync of the raft log (raft.db) had begun.
 // SIGKILL keeps the page cache, so the crash test alone cannot see a
 // missing sync; this can. Skips where strace or ptrace is unavailable.
 func TestWritesAreSyncedBeforeTheAck(t *testing.T) {
@@ -41,7 +41,7 @@ func TestWritesAreSyncedBeforeTheAck(t *testing.T) {
 	trace := filepath.Join(t.TempDir(), "trace")
 	// -y names each descriptor's file; -tt timestamps order syncs against
 	// acks.
-	cmd := exec.Command(strace, "-f", "-y", "-e", "trace=fsync,fdatasync", "-o", trace, exe, "-test.run=^$")
+	cmd := exec.Command(strace, "-f", "-y", "-tt", "-e", "trace=fsync,fdatasync", "-o", trace, exe, "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"=1", childDirEnv+"="+dir, childAddrEnv+"="+addr)
 	require.NoError(t, cmd.Start())
 	c, err := Dial(addr, DialConfig{})
@@ -62,22 +62,42 @@ func TestWritesAreSyncedBeforeTheAck(t *testing.T) {
 		_ = cmd.Wait()
 		t.Skip("the traced shard never served (ptrace refused?)")
 	}
-	count := func() int {
-		b, err := os.ReadFile(trace)
-		require.NoError(t, err)
-		return len(regexp.MustCompile(`f(data)?sync\(\d+<[^>]*raft\.db>\) = 0`).FindAll(b, -1))
-	}
-	// Let start-up syncs settle, then count only the writes' own.
+	// stamp is strace -tt's clock format; the child shares this host's
+	// clock and time zone, and the strings order as the times do.
+	stamp := func() string { return time.Now().Format("15:04:05.000000") }
+	// Let start-up syncs settle, then look only at the writes' own.
 	time.Sleep(500 * time.Millisecond)
-	before := count()
+	from := stamp()
 	const writes = 40
+	acks := make([]string, writes)
 	for i := range writes {
 		_, err := c.Upsert(ctx(t), place, []*shardpb.Vector{{Id: strings.Repeat("x", i+1), Vector: EncodeVector(testVec("s", i))}})
 		require.NoError(t, err)
+		acks[i] = stamp()
 	}
-	syncs := count() - before
+	time.Sleep(200 * time.Millisecond) // strace's file catches up
+	b, err := os.ReadFile(trace)
+	require.NoError(t, err)
+	var synced []string // when each sync of raft.db began
+	for _, m := range regexp.MustCompile(`(\d\d:\d\d:\d\d\.\d{6}) f(?:data)?sync\(\d+<[^>]*raft\.db>\) = 0`).FindAllSubmatch(b, -1) {
+		if ts := string(m[1]); ts > from {
+			synced = append(synced, ts)
+		}
+	}
+	// The i-th acknowledgement came after at least i+1 syncs of the log:
+	// no write was answered before its own sync.
+	for i, ack := range acks {
+		n := 0
+		for _, ts := range synced {
+			if ts <= ack {
+				n++
+			}
+		}
+		require.GreaterOrEqual(t, n, i+1, "write %d was acknowledged at %s after only %d syncs of raft.db", i, ack, n)
+	}
+	syncs := len(synced)
 	// Stop the traced shard itself; strace exits with it.
-	b, err := os.ReadFile(filepath.Join(dir, "..", "child.pid"))
+	b, err = os.ReadFile(filepath.Join(dir, "..", "child.pid"))
 	require.NoError(t, err)
 	pid, err := strconv.Atoi(string(b))
 	require.NoError(t, err)

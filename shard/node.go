@@ -403,7 +403,7 @@ func (n *Node) sawAppend(commit uint64) {
 		return
 	}
 	n.leaderCommit.Store(commit)
-	if commit > 0 && !n.mayVote.Load() {
+	if !n.mayVote.Load() {
 		n.firstCommit.CompareAndSwap(0, commit)
 	}
 }

@@ -203,7 +203,7 @@ func (s *Server) search(ctx context.Context, pqs []*shardpb.Query) ([]*shardpb.H
 	overs := make([]int, len(pqs))
 	wantExact := false
 	for i, pq := range pqs {
-		v, err := s.decodeVector(pq.GetVector(), fmt.Sprintf("query %d", i))
+		v, err := s.decodeVector(pq.GetVector(), "query", i)
 		if err != nil {
 			return nil, 0, false, err
 		}
@@ -310,22 +310,27 @@ func (s *Server) observe(err error, d time.Duration) {
 
 // decodeVector checks a vector the way the router does, so a shard never
 // stores or scans what the router would refuse, whoever calls it. Under
-// cosine it returns the vector normalised.
-func (s *Server) decodeVector(b []byte, what string) ([]float32, error) {
+// cosine it returns the vector normalised. what and i name the vector in
+// an error ("query 3"); the name is formatted only then, since every query
+// of every search passes through here.
+func (s *Server) decodeVector(b []byte, what string, i int) ([]float32, error) {
+	bad := func(format string, args ...any) error {
+		return status.Errorf(codes.InvalidArgument, "%s %d"+format, append([]any{what, i}, args...)...)
+	}
 	v, err := DecodeVector(b)
 	if err != nil {
-		return nil, status.Errorf(codes.InvalidArgument, "%s: %v", what, err)
+		return nil, bad(": %v", err)
 	}
 	if len(v) != s.cfg.Dim {
-		return nil, status.Errorf(codes.InvalidArgument, "%s has %d dimensions, want %d", what, len(v), s.cfg.Dim)
+		return nil, bad(" has %d dimensions, want %d", len(v), s.cfg.Dim)
 	}
-	for i, f := range v {
+	for j, f := range v {
 		if math.IsNaN(float64(f)) || math.IsInf(float64(f), 0) {
-			return nil, status.Errorf(codes.InvalidArgument, "%s: element %d is not a finite number", what, i)
+			return nil, bad(": element %d is not a finite number", j)
 		}
 	}
 	if s.cfg.Metric == vector.Cosine && !s.cfg.Kernel.Normalize(v) {
-		return nil, status.Errorf(codes.InvalidArgument, "%s is a zero vector, which has no direction under cosine", what)
+		return nil, bad(" is a zero vector, which has no direction under cosine")
 	}
 	return v, nil
 }
@@ -340,7 +345,7 @@ func (s *Server) Upsert(ctx context.Context, req *shardpb.UpsertRequest) (*shard
 		if pv.GetId() == "" {
 			return nil, status.Errorf(codes.InvalidArgument, "vector %d: empty id", i)
 		}
-		v, err := s.decodeVector(pv.GetVector(), fmt.Sprintf("vector %d", i))
+		v, err := s.decodeVector(pv.GetVector(), "vector", i)
 		if err != nil {
 			return nil, err
 		}

@@ -110,10 +110,7 @@ func (k Kernel) scan(ctx context.Context, m Metric, rows Rows, queries []Query, 
 	for qi := range queries {
 		t := scanners[0].tops[qi]
 		for _, s := range scanners[1:] {
-			o := s.tops[qi]
-			for i, r := range o.rows {
-				t.Push(r, o.keys[i])
-			}
+			t.Merge(s.tops[qi])
 		}
 		rs, keys := t.Sorted()
 		hits := make([]Hit, len(rs))
