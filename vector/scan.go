@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"runtime"
-	"sync"
 )
 
 // Rows is a read-only view of stored vectors: row i is
@@ -38,14 +37,6 @@ type Query struct {
 // batch and from L1 for every query after the first.
 const BlockRows = 256
 
-// Scans of at least parallelMinRows rows are split across up to GOMAXPROCS
-// goroutines, each given at least minWorkerRows rows: below that, starting
-// workers and merging their heaps costs more than it saves.
-const (
-	parallelMinRows = 16384
-	minWorkerRows   = 8192
-)
-
 // Scan returns, for each query, its k best rows best first. One pass over the
 // rows serves the whole batch: each block of rows is scored against every
 // query while it is still in cache. Large scans are split across cores, each
@@ -76,34 +67,13 @@ func (k Kernel) scan(ctx context.Context, m Metric, rows Rows, queries []Query, 
 		vecs[i] = q.Vector
 	}
 
-	workers := 1
-	if n >= parallelMinRows {
-		workers = max(1, min(procs, n/minWorkerRows))
-	}
+	workers := ScanWorkers(n, procs)
 	scanners := make([]*scanner, workers)
-	errs := make([]error, workers)
-	// Worker ranges are whole blocks, so every worker but the last scores
-	// full blocks.
-	per := (n/workers + BlockRows - 1) / BlockRows * BlockRows
-	var wg sync.WaitGroup
-	for w := range workers {
-		s := newScanner(k, m, rows, queries, vecs)
-		scanners[w] = s
-		lo, hi := min(w*per, n), min((w+1)*per, n)
-		if w == workers-1 {
-			hi = n
-		}
-		if workers == 1 {
-			errs[w] = s.run(ctx, lo, hi)
-			break
-		}
-		wg.Go(func() { errs[w] = s.run(ctx, lo, hi) })
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return nil, err
-		}
+	if err := SplitRows(n, workers, BlockRows, func(w, lo, hi int) error {
+		scanners[w] = newScanner(k, m, rows, queries, vecs)
+		return scanners[w].run(ctx, lo, hi)
+	}); err != nil {
+		return nil, err
 	}
 
 	out := make([][]Hit, len(queries))

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"runtime"
-	"sync"
 
 	"github.com/trawl-search/trawl/vector"
 )
@@ -31,13 +30,6 @@ const minCandidateK = 10
 // its context again: 768 KiB of 1536-D codes, half of what a float32
 // block reads, and a batch's int32 sums for it stay in L2.
 const BlockRows = 512
-
-// Scans of at least parallelMinRows rows are split across up to GOMAXPROCS
-// goroutines, each given at least minWorkerRows rows, as in package vector.
-const (
-	parallelMinRows = 16384
-	minWorkerRows   = 8192
-)
 
 // Scan returns, for each query, its q.K best rows best first, ties by id
 // ascending, leaving out q.Exclude, in two steps: one pass over the codes
@@ -89,32 +81,14 @@ func (k Kernel) scan(ctx context.Context, f vector.Kernel, m vector.Metric, rows
 		units[i] = codes.scale.encodeQuery(qs[i], q.Vector)
 	}
 
-	workers := 1
-	if n >= parallelMinRows {
-		workers = max(1, min(procs, n/minWorkerRows))
-	}
+	// The same split as the float32 scan, in blocks of this package's size.
+	workers := vector.ScanWorkers(n, procs)
 	scanners := make([]*scanner, workers)
-	errs := make([]error, workers)
-	per := (n/workers + BlockRows - 1) / BlockRows * BlockRows
-	var wg sync.WaitGroup
-	for w := range workers {
-		s := newScanner(k, m, rows, codes, queries, qs, units, oversample)
-		scanners[w] = s
-		lo, hi := min(w*per, n), min((w+1)*per, n)
-		if w == workers-1 {
-			hi = n
-		}
-		if workers == 1 {
-			errs[w] = s.run(ctx, lo, hi)
-			break
-		}
-		wg.Go(func() { errs[w] = s.run(ctx, lo, hi) })
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return nil, err
-		}
+	if err := vector.SplitRows(n, workers, BlockRows, func(w, lo, hi int) error {
+		scanners[w] = newScanner(k, m, rows, codes, queries, qs, units, oversample)
+		return scanners[w].run(ctx, lo, hi)
+	}); err != nil {
+		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("int8 scan stopped before re-scoring: %w", err)
@@ -137,16 +111,10 @@ func (k Kernel) scan(ctx context.Context, f vector.Kernel, m vector.Metric, rows
 			out[qi], rerrs[qi] = f.Rescore(m, rows, queries[qi], cands[qi])
 		}
 	}
-	if rw := min(workers, len(queries)); rw > 1 {
-		per := (len(queries) + rw - 1) / rw
-		for w := range rw {
-			lo, hi := min(w*per, len(queries)), min((w+1)*per, len(queries))
-			wg.Go(func() { rescore(lo, hi) })
-		}
-		wg.Wait()
-	} else {
-		rescore(0, len(queries))
-	}
+	_ = vector.SplitRows(len(queries), min(workers, len(queries)), 1, func(_, lo, hi int) error {
+		rescore(lo, hi)
+		return nil
+	})
 	for _, err := range rerrs {
 		if err != nil {
 			return nil, fmt.Errorf("int8 scan: %w", err)

@@ -125,7 +125,7 @@ func TestScanAllCandidatesIsExact(t *testing.T) {
 // for every int8 kernel, any split across workers and any batching.
 func TestScanDeterministic(t *testing.T) {
 	r := rand.New(rand.NewPCG(73, 74))
-	n, dim := parallelMinRows+3*BlockRows+17, 48
+	n, dim := parallelRows+3*BlockRows+17, 48
 	rows, vecs := clustered(r, n, 7, dim, true)
 	codes := mustCodes(t, rows, PerDimension)
 	qs := make([]vector.Query, len(vecs))
@@ -203,7 +203,7 @@ func (c *cancelAfter) Err() error {
 
 func TestScanCancelled(t *testing.T) {
 	r := rand.New(rand.NewPCG(77, 78))
-	rows := gaussian(r, parallelMinRows+BlockRows, 8, true)
+	rows := gaussian(r, parallelRows+BlockRows, 8, true)
 	codes := mustCodes(t, rows, PerDimension)
 	qs := []vector.Query{{Vector: rows.Row(3), K: 3}}
 	f := vector.Generic()
@@ -264,3 +264,13 @@ func TestScanAllocations(t *testing.T) {
 		}
 	}
 }
+
+// parallelRows is a row count past which vector.ScanWorkers splits a scan
+// on two cores.
+var parallelRows = func() int {
+	n := 1
+	for vector.ScanWorkers(n, 2) < 2 {
+		n *= 2
+	}
+	return n
+}()
