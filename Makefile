@@ -36,7 +36,11 @@ proto: tools
 bench:
 	cd bench && $(GO) run ./cmd/benchreport
 
-.PHONY: test-chart test-cluster test-alerts test-overload image
+.PHONY: test-chart test-cluster test-alerts test-overload test-replication image
+
+## test-replication: real `router shard` processes in raft groups of three behind `router serve`: SIGKILLed, wiped and SIGSTOPped replicas, two routers writing the same ids, and the 90 s chaos run (TRAWL_CHAOS_SECONDS)
+test-replication:
+	TRAWL_REPLICATION_TEST=1 $(GO) test -race -count=1 -timeout 20m -v ./test/replication
 
 ## test-overload: the admission tests under -race, alone on the machine: open-loop load at 4x capacity and 300 trickling bodies
 test-overload:

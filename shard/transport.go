@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/go-msgpack/v2/codec"
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
@@ -128,6 +129,18 @@ func (t *transport) RequestVote(_ raft.ServerID, target raft.ServerAddress, args
 	return t.unary(target, "RequestVote", args, resp)
 }
 
+// RequestPreVote implements raft.WithPreVote. Without it raft disables
+// pre-vote, and a replica that restarts, or misses heartbeats while its
+// leader's connection to it backs off, raises the term and deposes a
+// healthy leader: an election and a shard without writes, and without
+// read-after-write reads, for a second or two.
+func (t *transport) RequestPreVote(_ raft.ServerID, target raft.ServerAddress, args *raft.RequestPreVoteRequest, resp *raft.RequestPreVoteResponse) error {
+	if !t.mayVote() {
+		return errNotVoting
+	}
+	return t.unary(target, "RequestPreVote", args, resp)
+}
+
 // TimeoutNow implements raft.Transport.
 func (t *transport) TimeoutNow(_ raft.ServerID, target raft.ServerAddress, args *raft.TimeoutNowRequest, resp *raft.TimeoutNowResponse) error {
 	return t.unary(target, "TimeoutNow", args, resp)
@@ -156,6 +169,8 @@ func (t *transport) unaryOn(key, target raft.ServerAddress, method string, args,
 		out, err = c.AppendEntries(ctx, in)
 	case "RequestVote":
 		out, err = c.RequestVote(ctx, in)
+	case "RequestPreVote":
+		out, err = c.RequestPreVote(ctx, in)
 	case "TimeoutNow":
 		out, err = c.TimeoutNow(ctx, in)
 	}
@@ -273,6 +288,14 @@ func (t *transport) connKeyed(key, target raft.ServerAddress) (*grpc.ClientConn,
 	opts := []grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: KeepaliveTime, Timeout: KeepaliveTimeout, PermitWithoutStream: true}),
+		// grpc-go's default backoff grows to 120 s: a leader would then
+		// reach a restarted follower only long after it is back, and the
+		// follower, hearing nobody, would stand for election. The router's
+		// connections use the same schedule (Dial).
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: MaxBackoff},
+			MinConnectTimeout: ConnectTimeout,
+		}),
 		grpc.WithIdleTimeout(0),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(256<<20), grpc.MaxCallSendMsgSize(256<<20)),
 	}
@@ -387,6 +410,14 @@ func (t raftService) RequestVote(ctx context.Context, in *shardpb.RaftMessage) (
 		return nil, errNotVoting
 	}
 	return t.serveUnary(ctx, in, &raft.RequestVoteRequest{})
+}
+
+// RequestPreVote implements shardpb.RaftServer.
+func (t raftService) RequestPreVote(ctx context.Context, in *shardpb.RaftMessage) (*shardpb.RaftMessage, error) {
+	if !t.mayVote() {
+		return nil, errNotVoting
+	}
+	return t.serveUnary(ctx, in, &raft.RequestPreVoteRequest{})
 }
 
 // TimeoutNow implements shardpb.RaftServer.

@@ -600,10 +600,11 @@ const file_raft_proto_rawDesc = "" +
 	"\rapplied_index\x18\x05 \x01(\x04R\fappliedIndex\x1a:\n" +
 	"\fTrainedEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x012\x88\x03\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x012\xd4\x03\n" +
 	"\x04Raft\x12I\n" +
 	"\rAppendEntries\x12\x1b.trawl.shard.v1.RaftMessage\x1a\x1b.trawl.shard.v1.RaftMessage\x12G\n" +
-	"\vRequestVote\x12\x1b.trawl.shard.v1.RaftMessage\x1a\x1b.trawl.shard.v1.RaftMessage\x12F\n" +
+	"\vRequestVote\x12\x1b.trawl.shard.v1.RaftMessage\x1a\x1b.trawl.shard.v1.RaftMessage\x12J\n" +
+	"\x0eRequestPreVote\x12\x1b.trawl.shard.v1.RaftMessage\x1a\x1b.trawl.shard.v1.RaftMessage\x12F\n" +
 	"\n" +
 	"TimeoutNow\x12\x1b.trawl.shard.v1.RaftMessage\x1a\x1b.trawl.shard.v1.RaftMessage\x12O\n" +
 	"\x0fInstallSnapshot\x12\x1d.trawl.shard.v1.SnapshotChunk\x1a\x1b.trawl.shard.v1.RaftMessage(\x01\x12S\n" +
@@ -648,16 +649,18 @@ var file_raft_proto_depIdxs = []int32{
 	9,  // 7: trawl.shard.v1.SnapshotHeader.trained:type_name -> trawl.shard.v1.SnapshotHeader.TrainedEntry
 	0,  // 8: trawl.shard.v1.Raft.AppendEntries:input_type -> trawl.shard.v1.RaftMessage
 	0,  // 9: trawl.shard.v1.Raft.RequestVote:input_type -> trawl.shard.v1.RaftMessage
-	0,  // 10: trawl.shard.v1.Raft.TimeoutNow:input_type -> trawl.shard.v1.RaftMessage
-	1,  // 11: trawl.shard.v1.Raft.InstallSnapshot:input_type -> trawl.shard.v1.SnapshotChunk
-	2,  // 12: trawl.shard.v1.Raft.GroupState:input_type -> trawl.shard.v1.GroupStateRequest
-	0,  // 13: trawl.shard.v1.Raft.AppendEntries:output_type -> trawl.shard.v1.RaftMessage
-	0,  // 14: trawl.shard.v1.Raft.RequestVote:output_type -> trawl.shard.v1.RaftMessage
-	0,  // 15: trawl.shard.v1.Raft.TimeoutNow:output_type -> trawl.shard.v1.RaftMessage
-	0,  // 16: trawl.shard.v1.Raft.InstallSnapshot:output_type -> trawl.shard.v1.RaftMessage
-	3,  // 17: trawl.shard.v1.Raft.GroupState:output_type -> trawl.shard.v1.GroupStateResponse
-	13, // [13:18] is the sub-list for method output_type
-	8,  // [8:13] is the sub-list for method input_type
+	0,  // 10: trawl.shard.v1.Raft.RequestPreVote:input_type -> trawl.shard.v1.RaftMessage
+	0,  // 11: trawl.shard.v1.Raft.TimeoutNow:input_type -> trawl.shard.v1.RaftMessage
+	1,  // 12: trawl.shard.v1.Raft.InstallSnapshot:input_type -> trawl.shard.v1.SnapshotChunk
+	2,  // 13: trawl.shard.v1.Raft.GroupState:input_type -> trawl.shard.v1.GroupStateRequest
+	0,  // 14: trawl.shard.v1.Raft.AppendEntries:output_type -> trawl.shard.v1.RaftMessage
+	0,  // 15: trawl.shard.v1.Raft.RequestVote:output_type -> trawl.shard.v1.RaftMessage
+	0,  // 16: trawl.shard.v1.Raft.RequestPreVote:output_type -> trawl.shard.v1.RaftMessage
+	0,  // 17: trawl.shard.v1.Raft.TimeoutNow:output_type -> trawl.shard.v1.RaftMessage
+	0,  // 18: trawl.shard.v1.Raft.InstallSnapshot:output_type -> trawl.shard.v1.RaftMessage
+	3,  // 19: trawl.shard.v1.Raft.GroupState:output_type -> trawl.shard.v1.GroupStateResponse
+	14, // [14:20] is the sub-list for method output_type
+	8,  // [8:14] is the sub-list for method input_type
 	8,  // [8:8] is the sub-list for extension type_name
 	8,  // [8:8] is the sub-list for extension extendee
 	0,  // [0:8] is the sub-list for field type_name

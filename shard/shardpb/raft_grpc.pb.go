@@ -30,6 +30,7 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	Raft_AppendEntries_FullMethodName   = "/trawl.shard.v1.Raft/AppendEntries"
 	Raft_RequestVote_FullMethodName     = "/trawl.shard.v1.Raft/RequestVote"
+	Raft_RequestPreVote_FullMethodName  = "/trawl.shard.v1.Raft/RequestPreVote"
 	Raft_TimeoutNow_FullMethodName      = "/trawl.shard.v1.Raft/TimeoutNow"
 	Raft_InstallSnapshot_FullMethodName = "/trawl.shard.v1.Raft/InstallSnapshot"
 	Raft_GroupState_FullMethodName      = "/trawl.shard.v1.Raft/GroupState"
@@ -44,6 +45,11 @@ type RaftClient interface {
 	AppendEntries(ctx context.Context, in *RaftMessage, opts ...grpc.CallOption) (*RaftMessage, error)
 	// RequestVote carries raft.RequestVoteRequest / raft.RequestVoteResponse.
 	RequestVote(ctx context.Context, in *RaftMessage, opts ...grpc.CallOption) (*RaftMessage, error)
+	// RequestPreVote carries raft.RequestPreVoteRequest /
+	// raft.RequestPreVoteResponse: a replica that lost its leader first asks
+	// whether it could win, so a restarted or briefly cut-off replica does
+	// not depose a healthy leader by raising the term.
+	RequestPreVote(ctx context.Context, in *RaftMessage, opts ...grpc.CallOption) (*RaftMessage, error)
 	// TimeoutNow carries raft.TimeoutNowRequest / raft.TimeoutNowResponse.
 	TimeoutNow(ctx context.Context, in *RaftMessage, opts ...grpc.CallOption) (*RaftMessage, error)
 	// InstallSnapshot streams a snapshot: the first chunk carries the
@@ -76,6 +82,16 @@ func (c *raftClient) RequestVote(ctx context.Context, in *RaftMessage, opts ...g
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(RaftMessage)
 	err := c.cc.Invoke(ctx, Raft_RequestVote_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *raftClient) RequestPreVote(ctx context.Context, in *RaftMessage, opts ...grpc.CallOption) (*RaftMessage, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RaftMessage)
+	err := c.cc.Invoke(ctx, Raft_RequestPreVote_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -124,6 +140,11 @@ type RaftServer interface {
 	AppendEntries(context.Context, *RaftMessage) (*RaftMessage, error)
 	// RequestVote carries raft.RequestVoteRequest / raft.RequestVoteResponse.
 	RequestVote(context.Context, *RaftMessage) (*RaftMessage, error)
+	// RequestPreVote carries raft.RequestPreVoteRequest /
+	// raft.RequestPreVoteResponse: a replica that lost its leader first asks
+	// whether it could win, so a restarted or briefly cut-off replica does
+	// not depose a healthy leader by raising the term.
+	RequestPreVote(context.Context, *RaftMessage) (*RaftMessage, error)
 	// TimeoutNow carries raft.TimeoutNowRequest / raft.TimeoutNowResponse.
 	TimeoutNow(context.Context, *RaftMessage) (*RaftMessage, error)
 	// InstallSnapshot streams a snapshot: the first chunk carries the
@@ -147,6 +168,9 @@ func (UnimplementedRaftServer) AppendEntries(context.Context, *RaftMessage) (*Ra
 }
 func (UnimplementedRaftServer) RequestVote(context.Context, *RaftMessage) (*RaftMessage, error) {
 	return nil, status.Error(codes.Unimplemented, "method RequestVote not implemented")
+}
+func (UnimplementedRaftServer) RequestPreVote(context.Context, *RaftMessage) (*RaftMessage, error) {
+	return nil, status.Error(codes.Unimplemented, "method RequestPreVote not implemented")
 }
 func (UnimplementedRaftServer) TimeoutNow(context.Context, *RaftMessage) (*RaftMessage, error) {
 	return nil, status.Error(codes.Unimplemented, "method TimeoutNow not implemented")
@@ -214,6 +238,24 @@ func _Raft_RequestVote_Handler(srv interface{}, ctx context.Context, dec func(in
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Raft_RequestPreVote_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RaftMessage)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RaftServer).RequestPreVote(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Raft_RequestPreVote_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RaftServer).RequestPreVote(ctx, req.(*RaftMessage))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Raft_TimeoutNow_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(RaftMessage)
 	if err := dec(in); err != nil {
@@ -271,6 +313,10 @@ var Raft_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RequestVote",
 			Handler:    _Raft_RequestVote_Handler,
+		},
+		{
+			MethodName: "RequestPreVote",
+			Handler:    _Raft_RequestPreVote_Handler,
 		},
 		{
 			MethodName: "TimeoutNow",

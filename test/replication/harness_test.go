@@ -1,0 +1,604 @@
+// Package replication tests replicated shards the way an operator runs
+// them: real `router shard` processes in raft groups of three and real
+// `router serve` processes in front, faults made with signals (SIGKILL,
+// SIGSTOP/SIGCONT) and wiped data directories, answers checked over HTTP
+// against a brute force over what was acknowledged.
+//
+// The tests start a dozen processes and take minutes, so they run under
+// `make test-replication` (TRAWL_REPLICATION_TEST=1) and are skipped by a
+// plain `go test ./...`.
+package replication
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+const (
+	gateEnv = "TRAWL_REPLICATION_TEST"
+	dim     = 64
+	// queryDeadline is generous: a dozen processes share two cores, and
+	// what these tests judge is which answers are complete and exact, not
+	// latency (the fault tests in internal/app hold the deadline).
+	queryDeadline = 1000 * time.Millisecond
+	// leaderSilence is the shards' --max-leader-silence: the smallest the
+	// flag allows over the 1 s election timeout.
+	leaderSilence = 3 * time.Second
+)
+
+// binary is the router binary, built once per test run.
+type binary struct {
+	once sync.Once
+	path string
+	dir  string
+	err  error
+}
+
+func (b *binary) get(t *testing.T) string {
+	t.Helper()
+	b.once.Do(func() {
+		b.dir, b.err = os.MkdirTemp("", "trawl-replication-")
+		if b.err != nil {
+			return
+		}
+		b.path = filepath.Join(b.dir, "router")
+		cmd := exec.Command("go", "build", "-o", b.path, "github.com/trawl-search/trawl/cmd/router")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			b.err = fmt.Errorf("go build: %w\n%s", err, out)
+		}
+	})
+	require.NoError(t, b.err)
+	return b.path
+}
+
+// router is built once for all the tests of a run and removed by TestMain.
+var router binary
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if router.dir != "" {
+		_ = os.RemoveAll(router.dir)
+	}
+	os.Exit(code)
+}
+
+func gate(t *testing.T) {
+	t.Helper()
+	if os.Getenv(gateEnv) == "" {
+		t.Skip("starts a dozen processes for minutes: run `make test-replication` (" + gateEnv + "=1)")
+	}
+}
+
+// freePort reserves a loopback port and releases it for a process to take.
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	return addr
+}
+
+// process is one child, its output kept in a log file shown on failure.
+type process struct {
+	name string
+	bin  string
+	args []string
+	log  string
+
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	stopped bool // SIGSTOPped
+}
+
+func (p *process) start(t *testing.T) {
+	t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	f, err := os.OpenFile(p.log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	require.NoError(t, err)
+	fmt.Fprintf(f, "=== start %s %s\n", time.Now().Format(time.StampMilli), strings.Join(p.args, " "))
+	cmd := exec.Command(p.bin, p.args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	require.NoError(t, cmd.Start())
+	f.Close()
+	p.cmd, p.stopped = cmd, false
+}
+
+// kill SIGKILLs the process (continuing it first if stopped) and reaps it.
+func (p *process) kill() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil {
+		return
+	}
+	_ = p.cmd.Process.Kill()
+	_ = p.cmd.Wait()
+	p.cmd, p.stopped = nil, false
+}
+
+func (p *process) signal(sig syscall.Signal) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil {
+		return
+	}
+	_ = p.cmd.Process.Signal(sig)
+	p.stopped = sig == syscall.SIGSTOP
+}
+
+// keepLog copies the log into $TRAWL_REPLICATION_LOGS, when set, for a
+// failure to be read whole.
+func (p *process) keepLog() {
+	dir := os.Getenv("TRAWL_REPLICATION_LOGS")
+	if dir == "" {
+		return
+	}
+	b, err := os.ReadFile(p.log)
+	if err != nil || os.MkdirAll(dir, 0o750) != nil {
+		return
+	}
+	_ = os.WriteFile(filepath.Join(dir, strings.ReplaceAll(p.name, "/", "-")+".log"), b, 0o600)
+}
+
+func (p *process) tail(n int) string {
+	b, err := os.ReadFile(p.log)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// replica is one `router shard` process of a three-replica group.
+type replica struct {
+	process
+	shard, idx int
+	grpc       string
+	http       string
+	dir        string
+}
+
+// wipe deletes the replica's data directory (the process must be down).
+func (r *replica) wipe(t *testing.T) {
+	t.Helper()
+	require.NoError(t, os.RemoveAll(r.dir))
+}
+
+// ready reports whether the replica's /readyz says it is serving.
+func (r *replica) ready() bool {
+	resp, err := http.Get("http://" + r.http + "/readyz")
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+// cluster is shards × 3 replica processes.
+type cluster struct {
+	t      *testing.T
+	dir    string
+	shards [][]*replica
+}
+
+func shardName(i int) string { return "shard-" + strconv.Itoa(i) }
+
+func startCluster(t *testing.T, nShards int) *cluster {
+	t.Helper()
+	bin := router.get(t)
+	c := &cluster{t: t, dir: t.TempDir()}
+	for s := range nShards {
+		reps := make([]*replica, 3)
+		peers := make([]string, 3)
+		for i := range reps {
+			reps[i] = &replica{shard: s, idx: i, grpc: freePort(t), http: freePort(t),
+				dir: filepath.Join(c.dir, fmt.Sprintf("%s-%d", shardName(s), i))}
+			peers[i] = reps[i].grpc
+		}
+		for _, r := range reps {
+			r.process = process{
+				name: fmt.Sprintf("%s/%d", shardName(s), r.idx), bin: bin, log: r.dir + ".log",
+				args: []string{"shard", "--grpc-addr", r.grpc, "--http-addr", r.http, "--data-dir", r.dir,
+					"--dim", strconv.Itoa(dim), "--metric", "cosine",
+					"--peers", strings.Join(peers, ","), "--advertise-addr", r.grpc,
+					"--max-leader-silence", leaderSilence.String()},
+			}
+			r.start(t)
+		}
+		c.shards = append(c.shards, reps)
+	}
+	t.Cleanup(func() {
+		for _, reps := range c.shards {
+			for _, r := range reps {
+				r.kill()
+				if t.Failed() {
+					r.keepLog()
+					t.Logf("--- %s log tail:\n%s", r.name, r.tail(15))
+				}
+			}
+		}
+	})
+	return c
+}
+
+// shardFlags are `router serve` --shard flags naming every replica, or
+// for shard only the replicas in only (the others as given).
+func (c *cluster) shardFlags(only map[int][]int) []string {
+	var out []string
+	for s, reps := range c.shards {
+		idx := only[s]
+		if idx == nil {
+			idx = []int{0, 1, 2}
+		}
+		addrs := make([]string, 0, len(idx))
+		for _, i := range idx {
+			addrs = append(addrs, reps[i].grpc)
+		}
+		out = append(out, "--shard", shardName(s)+"="+strings.Join(addrs, ","))
+	}
+	return out
+}
+
+// routerProc is a `router serve` process.
+type routerProc struct {
+	process
+	base string
+	hc   *http.Client
+}
+
+// startRouter runs `router serve` over the cluster; only restricts a
+// shard to some of its replicas.
+func (c *cluster) startRouter(t *testing.T, name string, only map[int][]int) *routerProc {
+	t.Helper()
+	addr := freePort(t)
+	r := &routerProc{base: "http://" + addr, hc: &http.Client{Timeout: 30 * time.Second}}
+	r.process = process{name: name, bin: router.get(t), log: filepath.Join(c.dir, name+".log"),
+		args: append([]string{"serve", "--http-addr", addr, "--max-deadline-ms", "10000"}, c.shardFlags(only)...)}
+	r.start(t)
+	t.Cleanup(func() {
+		r.kill()
+		if t.Failed() {
+			r.keepLog()
+			t.Logf("--- %s log tail:\n%s", name, r.tail(15))
+		}
+	})
+	require.Eventually(t, func() bool {
+		resp, err := r.hc.Get(r.base + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, 60*time.Second, 50*time.Millisecond, "%s never became ready", name)
+	return r
+}
+
+type doc struct {
+	id  string
+	vec []float32 // normalised, as the shards store it for cosine
+}
+
+func newDoc(rng *rand.Rand, id string) doc {
+	v := make([]float32, dim)
+	var n float64
+	for i := range v {
+		v[i] = float32(rng.NormFloat64())
+		n += float64(v[i]) * float64(v[i])
+	}
+	n = math.Sqrt(n)
+	for i := range v {
+		v[i] = float32(float64(v[i]) / n)
+	}
+	return doc{id: id, vec: v}
+}
+
+type writeResult struct {
+	ID      string `json:"id"`
+	Status  string `json:"status"`
+	Outcome string `json:"outcome"`
+}
+
+// upsert posts docs once and returns the ids the router acknowledged (some
+// may be, beside an error for the others).
+func (r *routerProc) upsert(ctx context.Context, docs []doc) ([]string, int, error) {
+	type vj struct {
+		ID     string    `json:"id"`
+		Vector []float32 `json:"vector"`
+	}
+	body := struct {
+		Vectors []vj `json:"vectors"`
+	}{}
+	for _, d := range docs {
+		body.Vectors = append(body.Vectors, vj{d.id, d.vec})
+	}
+	b, err := json.Marshal(body)
+	if err != nil {
+		return nil, 0, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.base+"/v1/vectors", bytes.NewReader(b))
+	if err != nil {
+		return nil, 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := r.hc.Do(req)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, resp.StatusCode, err
+	}
+	var out struct {
+		Results []writeResult `json:"results"`
+	}
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return nil, resp.StatusCode, fmt.Errorf("%d %s: %w", resp.StatusCode, raw, err)
+	}
+	var acked []string
+	for _, res := range out.Results {
+		if res.Status == "ok" {
+			acked = append(acked, res.ID)
+		}
+	}
+	if resp.StatusCode != http.StatusOK {
+		return acked, resp.StatusCode, fmt.Errorf("%d %.300s", resp.StatusCode, raw)
+	}
+	return acked, resp.StatusCode, nil
+}
+
+// writeBatch is how many vectors one POST /v1/vectors carries here (the
+// router takes up to 256).
+const writeBatch = 200
+
+// upsertAll retries docs until every one is acknowledged (keyed upserts of
+// the same bytes are safe to resend).
+func (r *routerProc) upsertAll(t *testing.T, docs []doc) {
+	t.Helper()
+	for len(docs) > writeBatch {
+		r.upsertAll(t, docs[:writeBatch])
+		docs = docs[writeBatch:]
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	left := docs
+	var last string
+	for len(left) > 0 {
+		require.True(t, time.Now().Before(deadline), "%d writes never acknowledged; last answer: %s", len(left), last)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		acked, code, err := r.upsert(ctx, left)
+		cancel()
+		last = fmt.Sprintf("%d %v", code, err)
+		ok := map[string]bool{}
+		for _, id := range acked {
+			ok[id] = true
+		}
+		left = slices.DeleteFunc(slices.Clone(left), func(d doc) bool { return ok[d.id] })
+		if len(left) > 0 {
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+}
+
+type item struct {
+	ID    string  `json:"id"`
+	Score float64 `json:"score"`
+}
+
+type scatter struct {
+	Degraded          bool              `json:"degraded"`
+	UnavailableShards []string          `json:"unavailable_shards"`
+	ShardErrors       map[string]string `json:"shard_errors"`
+	Coverage          float64           `json:"coverage"`
+}
+
+type answer struct {
+	Items         []item  `json:"items"`
+	ScatterGather scatter `json:"scatter_gather"`
+}
+
+type batchAnswer struct {
+	Results       []struct{ Items []item } `json:"results"`
+	ScatterGather scatter                  `json:"scatter_gather"`
+}
+
+func (r *routerProc) post(ctx context.Context, path string, body, out any) (int, error) {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return 0, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.base+path, bytes.NewReader(b))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := r.hc.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return resp.StatusCode, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return resp.StatusCode, fmt.Errorf("%s: %d %s", path, resp.StatusCode, raw)
+	}
+	return resp.StatusCode, json.Unmarshal(raw, out)
+}
+
+func (r *routerProc) search(ctx context.Context, q []float32, k int) (answer, error) {
+	var a answer
+	_, err := r.post(ctx, fmt.Sprintf("/v1/search?deadline_ms=%d", queryDeadline.Milliseconds()),
+		map[string]any{"vector": q, "k": k}, &a)
+	return a, err
+}
+
+func (r *routerProc) searchBatch(ctx context.Context, qs [][]float32, k int) (batchAnswer, error) {
+	type qj struct {
+		Vector []float32 `json:"vector"`
+		K      int       `json:"k"`
+	}
+	body := struct {
+		Queries []qj `json:"queries"`
+	}{}
+	for _, q := range qs {
+		body.Queries = append(body.Queries, qj{q, k})
+	}
+	var a batchAnswer
+	_, err := r.post(ctx, fmt.Sprintf("/v1/search/batch?deadline_ms=%d", queryDeadline.Milliseconds()), body, &a)
+	return a, err
+}
+
+// counter reads one sample of a counter from the router's /metrics.
+func (r *routerProc) counter(t *testing.T, name, labels string) float64 {
+	t.Helper()
+	resp, err := r.hc.Get(r.base + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	want := name + "{" + labels + "}"
+	if labels == "" {
+		want = name
+	}
+	for sc.Scan() {
+		line := sc.Text()
+		if v, ok := strings.CutPrefix(line, want+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			require.NoError(t, err, line)
+			return f
+		}
+	}
+	require.NoError(t, sc.Err())
+	t.Fatalf("%s not found in /metrics", want)
+	return 0
+}
+
+func dot(a, b []float32) float64 {
+	var s float64
+	for i := range a {
+		s += float64(a[i]) * float64(b[i])
+	}
+	return s
+}
+
+// scoreTolerance covers float32 accumulation in the kernels against the
+// float64 brute force here.
+const scoreTolerance = 1e-4
+
+// exactAgainst checks a complete answer of k items for q: every item is a
+// document that was sent, scored right, in order, without duplicates, and
+// no document of mustHave that scores above the last item is missing. It
+// returns "" or what is wrong.
+func exactAgainst(q []float32, k int, items []item, sent func(id string) (doc, bool), mustHave []doc) string {
+	seen := map[string]bool{}
+	for i, it := range items {
+		d, ok := sent(it.ID)
+		if !ok {
+			return fmt.Sprintf("item %d: %s was never sent", i, it.ID)
+		}
+		if seen[it.ID] {
+			return fmt.Sprintf("item %d: %s twice", i, it.ID)
+		}
+		seen[it.ID] = true
+		if want := dot(q, d.vec); math.Abs(want-it.Score) > scoreTolerance {
+			return fmt.Sprintf("item %d: %s scored %.6f, brute force %.6f", i, it.ID, it.Score, want)
+		}
+		if i > 0 && it.Score > items[i-1].Score+scoreTolerance {
+			return fmt.Sprintf("item %d: out of order", i)
+		}
+	}
+	if len(items) > k {
+		return fmt.Sprintf("%d items for k=%d", len(items), k)
+	}
+	floor := math.Inf(-1)
+	if len(items) == k {
+		floor = items[k-1].Score
+	}
+	for _, d := range mustHave {
+		if seen[d.id] {
+			continue
+		}
+		if s := dot(q, d.vec); s > floor+scoreTolerance {
+			return fmt.Sprintf("acknowledged %s (score %.6f) missing; last item scores %.6f", d.id, s, floor)
+		}
+	}
+	return ""
+}
+
+// ledger is what the test sent and what was acknowledged, in order.
+type ledger struct {
+	mu    sync.Mutex
+	sent  map[string]doc
+	acked []doc
+	at    []time.Time // when each of acked was acknowledged, in order
+}
+
+func newLedger() *ledger { return &ledger{sent: map[string]doc{}} }
+
+func (l *ledger) send(ds []doc) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, d := range ds {
+		l.sent[d.id] = d
+	}
+}
+
+func (l *ledger) ack(ids []string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := time.Now()
+	for _, id := range ids {
+		l.acked = append(l.acked, l.sent[id])
+		l.at = append(l.at, now)
+	}
+}
+
+// ackedBefore is a stable view of the documents acknowledged before t
+// (appends never touch the elements it holds).
+func (l *ledger) ackedBefore(t time.Time) []doc {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n, _ := slices.BinarySearchFunc(l.at, t, func(a, t time.Time) int { return a.Compare(t) })
+	return l.acked[:n:n]
+}
+
+func (l *ledger) lookup(id string) (doc, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	d, ok := l.sent[id]
+	return d, ok
+}
+
+func makeDocs(rng *rand.Rand, prefix string, from, n int) []doc {
+	out := make([]doc, n)
+	for i := range out {
+		out[i] = newDoc(rng, prefix+strconv.Itoa(from+i))
+	}
+	return out
+}
