@@ -11,17 +11,25 @@ import (
 	"strings"
 	"sync"
 	"time"
+)
 
-	"github.com/trawl-search/trawl/api"
+// The router's limits on POST /v1/vectors (DESIGN.md, "Writes"). They are
+// written out rather than imported from package api, so a client carries
+// no server code; a test holds them equal to api's.
+const (
+	// MaxBatch is the most vectors one POST /v1/vectors takes.
+	MaxBatch = 256
+	// maxBodyBytes is the largest request body the router reads.
+	maxBodyBytes = 8 << 20
+	// maxIDBytes is the longest id it takes.
+	maxIDBytes = 256
 )
 
 // Defaults and bounds of Config, also the flags' of `router load`.
 const (
 	// DefaultBatch is the router's own limit: fewer requests, each
 	// amortising its raft commit over more vectors.
-	DefaultBatch = api.MaxWriteBatch
-	// MaxBatch is the most vectors one POST /v1/vectors takes.
-	MaxBatch = api.MaxWriteBatch
+	DefaultBatch = MaxBatch
 	// DefaultConcurrency keeps every shard's leader busy on a small
 	// cluster without queueing behind the router's admission limit.
 	DefaultConcurrency = 4
@@ -145,7 +153,7 @@ func Run(ctx context.Context, src Source, cfg Config) (Summary, error) {
 		url: strings.TrimRight(cfg.Router, "/") + "/v1/vectors",
 		t:   newTracker(cfg, src.Total()),
 
-		maxBody: api.MaxBodyBytes,
+		maxBody: maxBodyBytes,
 	}
 	runCtx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
@@ -222,8 +230,8 @@ func (l *loader) produce(ctx context.Context, src Source, out chan<- *batch) (in
 			}
 			return off, nil
 		}
-		if err == nil && (len(rec.ID) < 1 || len(rec.ID) > api.MaxIDBytes) {
-			err = fmt.Errorf("record %d: id is %d bytes, want 1..%d", off, len(rec.ID), api.MaxIDBytes)
+		if err == nil && (len(rec.ID) < 1 || len(rec.ID) > maxIDBytes) {
+			err = fmt.Errorf("record %d: id is %d bytes, want 1..%d", off, len(rec.ID), maxIDBytes)
 		}
 		var entry []byte
 		if err == nil {

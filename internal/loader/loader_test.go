@@ -627,6 +627,12 @@ func TestAPIKeyAndTLSCA(t *testing.T) {
 	require.Len(t, f.requests(), 3, "nothing reached the router")
 }
 
+func TestLimitsAreTheRouters(t *testing.T) {
+	require.Equal(t, api.MaxWriteBatch, MaxBatch)
+	require.Equal(t, api.MaxBodyBytes, maxBodyBytes)
+	require.Equal(t, api.MaxIDBytes, maxIDBytes)
+}
+
 func TestConfigFilesAndBounds(t *testing.T) {
 	dir := t.TempDir()
 	_, err := NewClient(filepath.Join(dir, "missing.pem"), 1)

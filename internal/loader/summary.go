@@ -49,7 +49,7 @@ func (s Summary) write(w io.Writer) {
 	fmt.Fprintf(w, " in %s (%.1f vectors/s)\n", s.Elapsed.Round(time.Millisecond), s.Rate())
 	if s.Batches > 0 {
 		fmt.Fprintf(w, "write latency per batch: p50 %s p99 %s (%d batches, %d retries)\n",
-			s.P50.Round(time.Microsecond*100), s.P99.Round(time.Microsecond*100), s.Batches, s.Retries)
+			round(s.P50), round(s.P99), s.Batches, s.Retries)
 	}
 	for _, e := range s.Errors {
 		fmt.Fprintf(w, "failed: %s\n", e)
@@ -60,6 +60,17 @@ func (s Summary) write(w io.Writer) {
 	if !s.Complete {
 		fmt.Fprintf(w, "resume with --resume-from %d\n", s.Resume)
 	}
+}
+
+// round keeps about four significant digits of a latency.
+func round(d time.Duration) time.Duration {
+	switch {
+	case d >= time.Second:
+		return d.Round(time.Millisecond)
+	case d >= time.Millisecond:
+		return d.Round(100 * time.Microsecond)
+	}
+	return d.Round(time.Microsecond)
 }
 
 // percentiles are the nearest-rank p50 and p99 of ds. A load has at most
