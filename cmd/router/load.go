@@ -1,255 +1,96 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
+	"log/slog"
+	"net/url"
 	"os"
-	"path/filepath"
-	"regexp"
-	"strconv"
-	"strings"
-	"time"
+	"os/signal"
+	"sync"
+	"syscall"
 
-	"github.com/trawl-search/trawl/shard"
+	"golang.org/x/term"
+
+	"github.com/trawl-search/trawl/internal/loader"
 )
 
-// loadBatch is the most vectors one POST /v1/vectors takes.
-const loadBatch = 256
+const loadUsage = "usage: router load --router URL [--resume-from N] [--api-key-file F] [--tls-ca F] [--batch N] [--concurrency N] FILE\n" +
+	`FILE is .npy (float32 [N,dim]; ids are row numbers), .fvecs (ids are record numbers) or .jsonl/.ndjson ({"id", "vector", "payload"} a line)`
 
-type loadVector struct {
-	ID     string    `json:"id"`
-	Vector []float32 `json:"vector"`
+// runLoad is `router load`: it parses flags and hands the file to package
+// loader, writing progress and the summary to stderr.
+func runLoad(ctx context.Context, args []string) error {
+	return load(ctx, args, os.Stderr, term.IsTerminal(int(os.Stderr.Fd())))
 }
 
-func runLoad(ctx context.Context, args []string) error {
+func load(ctx context.Context, args []string, w io.Writer, terminal bool) error {
+	// Progress comes from the workers that finish batches and log lines
+	// from those that retry: one lock keeps their lines whole.
+	stderr := &lockedWriter{w: w}
 	fs := flag.NewFlagSet("load", flag.ContinueOnError)
-	router := fs.String("router", "http://localhost:8080", "router base URL")
-	apiKeyFile := fs.String("api-key-file", "", "file holding the router's API key")
+	fs.SetOutput(stderr)
+	router := fs.String("router", "http://localhost:8080", "router base URL, http:// or https://")
+	resumeFrom := fs.Int64("resume-from", 0, "skip the file's first N records (the number an interrupted or failed load printed)")
+	apiKeyFile := fs.String("api-key-file", "", "file holding the router's API key, sent as Authorization: Bearer")
+	tlsCA := fs.String("tls-ca", "", "PEM file of the CA that an https router's certificate must chain to (default: the system's roots)")
+	batch := fs.Int("batch", loader.DefaultBatch,
+		fmt.Sprintf("records per request, 1..%d (the most POST /v1/vectors takes; a request is also cut short of the router's body limit)", loader.MaxBatch))
+	concurrency := fs.Int("concurrency", loader.DefaultConcurrency,
+		fmt.Sprintf("requests in flight at once, 1..%d", loader.MaxConcurrency))
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
-		return errors.New("usage: router load --router URL FILE (.npy float32 [N,dim], .fvecs, or .jsonl of {\"id\",\"vector\"})")
+		return errors.New(loadUsage)
 	}
-	path := fs.Arg(0)
-	key := ""
+	if u, err := url.Parse(*router); *tlsCA != "" && err == nil && u.Scheme != "https" {
+		return fmt.Errorf("--tls-ca is for an https router; --router is %s", *router)
+	}
+	cfg := loader.Config{
+		Router: *router, Batch: *batch, Concurrency: *concurrency, ResumeFrom: *resumeFrom,
+		Out: stderr, Terminal: terminal,
+		Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	}
 	if *apiKeyFile != "" {
-		b, err := os.ReadFile(*apiKeyFile)
+		key, err := loader.ReadAPIKey(*apiKeyFile)
 		if err != nil {
 			return err
 		}
-		key = strings.TrimSpace(string(b))
+		cfg.APIKey = key
 	}
-	f, err := os.Open(path)
+	client, err := loader.NewClient(*tlsCA, *concurrency)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
-	var next func() (loadVector, error)
-	var total int
-	switch strings.ToLower(filepath.Ext(path)) {
-	case ".npy":
-		next, total, err = npyReader(bufio.NewReader(f))
-	case ".fvecs":
-		st, serr := f.Stat()
-		if serr != nil {
-			return serr
-		}
-		next, total, err = fvecsReader(bufio.NewReader(f), st.Size())
-	case ".jsonl", ".ndjson":
-		next, total = jsonlReader(bufio.NewReader(f)), -1
-	default:
-		return fmt.Errorf("%s: unknown format, want .npy, .fvecs or .jsonl", path)
-	}
-	if err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	url := strings.TrimRight(*router, "/") + "/v1/vectors"
-	start, done := time.Now(), 0
-	batch := make([]loadVector, 0, loadBatch)
-	flush := func() error {
-		if len(batch) == 0 {
-			return nil
-		}
-		if err := postBatch(ctx, url, key, batch); err != nil {
-			return err
-		}
-		done += len(batch)
-		batch = batch[:0]
-		progress(done, total, start)
-		return nil
-	}
-	for {
-		v, err := next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return fmt.Errorf("%s: record %d: %w", path, done+len(batch), err)
-		}
-		batch = append(batch, v)
-		if len(batch) == loadBatch {
-			if err := flush(); err != nil {
-				return err
-			}
-		}
-	}
-	if err := flush(); err != nil {
-		return err
-	}
-	fmt.Fprintln(os.Stderr)
-	return nil
-}
-
-// progress redraws one status line on stderr.
-func progress(done, total int, start time.Time) {
-	rate := float64(done) / max(time.Since(start).Seconds(), 1e-9)
-	if total > 0 {
-		const width = 30
-		fill := width * done / total
-		fmt.Fprintf(os.Stderr, "\r[%s%s] %d/%d vectors  %.0f/s", strings.Repeat("=", fill), strings.Repeat(" ", width-fill), done, total, rate)
-		return
-	}
-	fmt.Fprintf(os.Stderr, "\r%d vectors  %.0f/s", done, rate)
-}
-
-func postBatch(ctx context.Context, url, key string, batch []loadVector) error {
-	body, err := json.Marshal(map[string]any{"vectors": batch})
+	defer client.CloseIdleConnections()
+	cfg.Client = client
+	src, err := loader.Open(fs.Arg(0))
 	if err != nil {
 		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return fmt.Errorf("router answered %s: %s", resp.Status, bytes.TrimSpace(msg))
-	}
-	return nil
+	defer src.Close()
+
+	// The first interrupt stops the load cleanly: no new batches, the ones
+	// in flight answered, the resume offset printed. The default handling
+	// is put back then, so a second one ends the process at once even if
+	// the router never answers.
+	stop := context.AfterFunc(ctx, func() { signal.Reset(os.Interrupt, syscall.SIGTERM) })
+	defer stop()
+	_, err = loader.Run(ctx, src, cfg)
+	return err
 }
 
-var npyShape = regexp.MustCompile(`'shape':\s*\((\d+),\s*(\d+)\)`)
-
-// npyReader reads a NumPy .npy file of little-endian float32 [N, dim] in C
-// order; ids are row numbers.
-func npyReader(r *bufio.Reader) (func() (loadVector, error), int, error) {
-	magic := make([]byte, 8)
-	if _, err := io.ReadFull(r, magic); err != nil || string(magic[:6]) != "\x93NUMPY" {
-		return nil, 0, errors.New("not a .npy file")
-	}
-	var hlen int
-	if magic[6] == 1 {
-		var n uint16
-		if err := binary.Read(r, binary.LittleEndian, &n); err != nil {
-			return nil, 0, err
-		}
-		hlen = int(n)
-	} else {
-		var n uint32
-		if err := binary.Read(r, binary.LittleEndian, &n); err != nil {
-			return nil, 0, err
-		}
-		hlen = int(n)
-	}
-	if hlen > 1<<20 {
-		return nil, 0, errors.New(".npy header too large")
-	}
-	header := make([]byte, hlen)
-	if _, err := io.ReadFull(r, header); err != nil {
-		return nil, 0, err
-	}
-	h := string(header)
-	if !strings.Contains(h, "'descr': '<f4'") {
-		return nil, 0, fmt.Errorf(".npy dtype must be little-endian float32 ('<f4'): %s", h)
-	}
-	if strings.Contains(h, "'fortran_order': True") {
-		return nil, 0, errors.New(".npy must be C order")
-	}
-	m := npyShape.FindStringSubmatch(h)
-	if m == nil {
-		return nil, 0, fmt.Errorf(".npy shape must be 2-D: %s", h)
-	}
-	n, _ := strconv.Atoi(m[1])
-	dim, _ := strconv.Atoi(m[2])
-	row := 0
-	buf := make([]byte, 4*dim)
-	return func() (loadVector, error) {
-		if row == n {
-			return loadVector{}, io.EOF
-		}
-		if _, err := io.ReadFull(r, buf); err != nil {
-			return loadVector{}, fmt.Errorf("truncated .npy: %w", err)
-		}
-		vec, err := shard.DecodeVector(buf)
-		if err != nil {
-			return loadVector{}, err
-		}
-		v := loadVector{ID: strconv.Itoa(row), Vector: vec}
-		row++
-		return v, nil
-	}, n, nil
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
 }
 
-// fvecsReader reads the .fvecs format: each record an int32 dimension then
-// that many float32; ids are record numbers.
-func fvecsReader(r *bufio.Reader, size int64) (func() (loadVector, error), int, error) {
-	head, err := r.Peek(4)
-	if err != nil {
-		return nil, 0, errors.New("empty .fvecs file")
-	}
-	dim := int(binary.LittleEndian.Uint32(head))
-	if dim < 1 || dim > 1<<16 {
-		return nil, 0, fmt.Errorf(".fvecs dimension %d out of range", dim)
-	}
-	total := int(size / int64(4+4*dim))
-	row := 0
-	buf := make([]byte, 4*dim)
-	return func() (loadVector, error) {
-		var d uint32
-		if err := binary.Read(r, binary.LittleEndian, &d); err != nil {
-			return loadVector{}, io.EOF
-		}
-		if int(d) != dim {
-			return loadVector{}, fmt.Errorf(".fvecs record has dimension %d, the first had %d", d, dim)
-		}
-		if _, err := io.ReadFull(r, buf); err != nil {
-			return loadVector{}, fmt.Errorf("truncated .fvecs: %w", err)
-		}
-		vec, err := shard.DecodeVector(buf)
-		if err != nil {
-			return loadVector{}, err
-		}
-		v := loadVector{ID: strconv.Itoa(row), Vector: vec}
-		row++
-		return v, nil
-	}, total, nil
-}
-
-func jsonlReader(r *bufio.Reader) func() (loadVector, error) {
-	dec := json.NewDecoder(r)
-	return func() (loadVector, error) {
-		var v loadVector
-		if err := dec.Decode(&v); err != nil {
-			return loadVector{}, err
-		}
-		return v, nil
-	}
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"math"
 	"net/http"
@@ -60,19 +62,24 @@ func writeJSONL(t *testing.T, path string, rows [][]float32) {
 	require.NoError(t, os.WriteFile(path, []byte(sb.String()), 0o600))
 }
 
-func TestLoadEveryFormat(t *testing.T) {
-	const dim, n = 8, 300 // more than one 256-vector batch
+// startRouter is a real router over a dev cluster of dim-dimensional
+// vectors, served by httptest; apiKey, when set, is required on /v1/*.
+func startRouter(t *testing.T, dim int, apiKey string) (*devcluster.Cluster, *httptest.Server) {
 	dc, err := devcluster.Start(devcluster.Config{Dim: dim, Docs: 1, Seed: 2, Kernel: vector.Generic()})
 	require.NoError(t, err)
-	defer dc.Close()
-	specs := dc.Specs()
-	r, err := app.New(app.Config{Shards: specs, Kernel: vector.Generic()})
+	t.Cleanup(dc.Close)
+	r, err := app.New(app.Config{Shards: dc.Specs(), Kernel: vector.Generic(), APIKey: apiKey})
 	require.NoError(t, err)
-	defer r.Close()
+	t.Cleanup(r.Close)
 	srv := httptest.NewServer(r.API)
-	defer srv.Close()
+	t.Cleanup(srv.Close)
 	waitReady(t, r)
+	return dc, srv
+}
 
+func TestLoadEveryFormat(t *testing.T) {
+	const dim, n = 8, 300 // more than one batch
+	dc, srv := startRouter(t, dim, "")
 	rows := devcluster.Corpus(n, dim, 3)
 	vs := make([][]float32, n)
 	for i, rec := range rows {
@@ -91,7 +98,10 @@ func TestLoadEveryFormat(t *testing.T) {
 		t.Run(tc.file, func(t *testing.T) {
 			path := filepath.Join(dir, tc.file)
 			tc.write(t, path, vs)
-			require.NoError(t, runLoad(context.Background(), []string{"--router", srv.URL, path}))
+			var out bytes.Buffer
+			require.NoError(t, load(context.Background(), []string{"--router", srv.URL, "--batch", "64", "--concurrency", "3", path}, &out, false))
+			require.Contains(t, out.String(), "sent 300, acknowledged 300, failed 0 in ")
+			require.NotContains(t, out.String(), "resume with")
 			resp, err := http.Get(srv.URL + "/v1/vectors/" + tc.id)
 			require.NoError(t, err)
 			resp.Body.Close()
@@ -113,8 +123,77 @@ func TestLoadEveryFormat(t *testing.T) {
 	}
 }
 
-func TestLoadRefusesUnknownFormats(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "v.csv")
-	require.NoError(t, os.WriteFile(path, []byte("1,2\n"), 0o600))
-	require.ErrorContains(t, runLoad(context.Background(), []string{path}), "unknown format")
+// The router's own 400 for a bad record stops the load, names the record,
+// and says where to resume; the key goes as the router wants it.
+func TestLoadAgainstARealRouter(t *testing.T) {
+	const dim = 8
+	_, srv := startRouter(t, dim, "s3cret")
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "key")
+	require.NoError(t, os.WriteFile(keyFile, []byte("s3cret\n"), 0o600))
+	rows := make([][]float32, 40)
+	for i := range rows {
+		rows[i] = make([]float32, dim)
+		rows[i][i%dim] = 1
+	}
+	rows[25] = make([]float32, dim) // a zero vector: refused under cosine
+	path := filepath.Join(dir, "v.npy")
+	writeNpy(t, path, rows)
+
+	var out bytes.Buffer
+	err := load(context.Background(), []string{"--router", srv.URL, path}, &out, false)
+	require.ErrorContains(t, err, "router answered 401 Unauthorized: missing or wrong API key")
+
+	out.Reset()
+	err = load(context.Background(), []string{"--router", srv.URL, "--api-key-file", keyFile, "--batch", "10", "--concurrency", "1", path}, &out, false)
+	require.ErrorContains(t, err, `records 20..29: router answered 400 Bad Request: vectors[5] (record 25, id "25"): `)
+	require.Contains(t, out.String(), "resume with --resume-from 20\n")
+
+	out.Reset()
+	rows[25][0] = 1
+	writeNpy(t, path, rows)
+	require.NoError(t, load(context.Background(), []string{"--router", srv.URL, "--api-key-file", keyFile, "--resume-from", "20", path}, &out, false))
+	require.Contains(t, out.String(), "sent 20, acknowledged 20, failed 0, skipped 20 (--resume-from) in ")
+}
+
+func TestLoadFlags(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "v.npy")
+	writeNpy(t, path, [][]float32{{1, 2}})
+	ca := filepath.Join(dir, "ca.pem")
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{"no file", nil, []string{"--router", "http://127.0.0.1:1"}, "usage: router load"},
+		{"two files", nil, []string{path, path}, "usage: router load"},
+		{"unknown format", nil, []string{filepath.Join(dir, "v.csv")}, "unknown format"},
+		{"batch bound", nil, []string{"--batch", "257", path}, "--batch 257: want 1..256"},
+		{"batch from the environment", map[string]string{"TRAWL_BATCH": "0"}, []string{"--batch", "300", path}, "--batch 300"},
+		{"concurrency from the environment", map[string]string{"TRAWL_CONCURRENCY": "99"}, []string{path}, "--concurrency 99: want 1..64"},
+		{"tls-ca on http", nil, []string{"--tls-ca", ca, path}, "--tls-ca is for an https router"},
+		{"missing tls-ca", nil, []string{"--router", "https://127.0.0.1:1", "--tls-ca", ca, path}, "--tls-ca: open"},
+		{"missing key file", nil, []string{"--api-key-file", filepath.Join(dir, "nokey"), path}, "--api-key-file: open"},
+		{"resume past the end", nil, []string{"--resume-from", "2", path}, "--resume-from 2: cannot skip 2 records"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			var out bytes.Buffer
+			require.ErrorContains(t, load(context.Background(), tc.args, &out, false), tc.want)
+		})
+	}
+}
+
+func TestLoadHelpNamesDefaultsAndBounds(t *testing.T) {
+	var out bytes.Buffer
+	err := load(context.Background(), []string{"--help"}, &out, false)
+	require.ErrorIs(t, err, flag.ErrHelp)
+	for _, want := range []string{"-batch int", "1..256", "(default 256)", "-concurrency int", "1..64", "(default 4)",
+		"-resume-from int", "-api-key-file string", "-tls-ca string", "-router string", "TRAWL_<FLAG>"} {
+		require.Contains(t, out.String(), want)
+	}
 }
