@@ -46,15 +46,15 @@ const (
 	leaderSilence = 3 * time.Second
 )
 
-// binary is the router binary, built once per test run.
-type binary struct {
+// routerBinary is the router binary, built once per test run.
+type routerBinary struct {
 	once sync.Once
 	path string
 	dir  string
 	err  error
 }
 
-func (b *binary) get(t *testing.T) string {
+func (b *routerBinary) get(t *testing.T) string {
 	t.Helper()
 	b.once.Do(func() {
 		b.dir, b.err = os.MkdirTemp("", "trawl-replication-")
@@ -73,7 +73,7 @@ func (b *binary) get(t *testing.T) string {
 }
 
 // router is built once for all the tests of a run and removed by TestMain.
-var router binary
+var router routerBinary
 
 func TestMain(m *testing.M) {
 	code := m.Run()
@@ -210,6 +210,12 @@ func shardName(i int) string { return "shard-" + strconv.Itoa(i) }
 
 func startCluster(t *testing.T, nShards int) *cluster {
 	t.Helper()
+	return startClusterDim(t, nShards, dim)
+}
+
+// startClusterDim is startCluster with vectors of d dimensions.
+func startClusterDim(t *testing.T, nShards, d int) *cluster {
+	t.Helper()
 	bin := router.get(t)
 	c := &cluster{t: t, dir: t.TempDir()}
 	for s := range nShards {
@@ -224,7 +230,7 @@ func startCluster(t *testing.T, nShards int) *cluster {
 			r.process = process{
 				name: fmt.Sprintf("%s/%d", shardName(s), r.idx), bin: bin, log: r.dir + ".log",
 				args: []string{"shard", "--grpc-addr", r.grpc, "--http-addr", r.http, "--data-dir", r.dir,
-					"--dim", strconv.Itoa(dim), "--metric", "cosine",
+					"--dim", strconv.Itoa(d), "--metric", "cosine",
 					"--peers", strings.Join(peers, ","), "--advertise-addr", r.grpc,
 					"--max-leader-silence", leaderSilence.String()},
 			}
