@@ -142,3 +142,11 @@ func TestNeedsRetrain(t *testing.T) {
 		require.Equal(t, c.want, NeedsRetrain(c.trained, c.rows), "trained %d, rows %d", c.trained, c.rows)
 	}
 }
+
+func TestDefaultNProbe(t *testing.T) {
+	for _, c := range []struct{ lists, want int }{
+		{1, 1}, {5, 5}, {8, 8}, {158, 8}, {160, 8}, {161, 9}, {316, 16}, {632, 32}, {1000, 50}, {MaxLists, 3277},
+	} {
+		require.Equal(t, c.want, DefaultNProbe(c.lists), "lists=%d", c.lists)
+	}
+}

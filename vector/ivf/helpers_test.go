@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -138,4 +140,13 @@ func recall(want, got [][]vector.Hit) float64 {
 		sum += float64(found) / float64(max(1, len(want[i])))
 	}
 	return sum / float64(len(want))
+}
+
+// benchRows is the corpus size of the benchmarks: IVF_BENCH_ROWS or
+// 100 000.
+func benchRows() int {
+	if n, err := strconv.Atoi(os.Getenv("IVF_BENCH_ROWS")); err == nil && n > 0 {
+		return n
+	}
+	return 100000
 }
