@@ -179,7 +179,8 @@ func (x *Index) probeW() float64 {
 }
 
 // Assign returns the list v belongs in: a pure function of the centroids
-// and v, ties to the lower list id.
+// and v, ties to the lower list id. It uses the index's scratch space, as
+// the writes do: call it under the write lock, not beside other writes.
 func (x *Index) Assign(v []float32) int {
 	if len(v) != x.cent.Dim {
 		panic(fmt.Sprintf("ivf: assign %d floats with %d-D centroids", len(v), x.cent.Dim))

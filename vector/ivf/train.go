@@ -13,8 +13,11 @@ import (
 
 // Training parameters.
 const (
-	// SamplePerList is how many sample rows Train is given per list:
-	// FAISS warns below 39 and stops gaining near 256. PLACEHOLDER
+	// SamplePerList is how many sample rows Train is given per list.
+	// FAISS warns below 39 per centre and caps at 256; 64 (20 224 rows for
+	// 316 lists) trained 100 000 1536-D rows in ~2 s on two cores and gave
+	// the recall in docs/ivf.md. Training cost grows with lists·sample,
+	// so with √N lists it is linear in N.
 	SamplePerList = 64
 	// DefaultIterations bounds Lloyd's iterations; Train stops earlier
 	// when no sample row changes list.
