@@ -23,6 +23,9 @@ type Codes struct {
 	data  []int8    // len = rows·dim, cap a multiple of dim
 	norms []float32 // |x|² of each row, float64 sum rounded once
 	sums  []int32   // Σ codes of each row, for the offset tile
+	// small marks codes made by NewCodesCap: they grow by a quarter,
+	// not by doubling from 1 024 rows (see NewCodesCap).
+	small bool
 }
 
 // NewCodes returns empty codes for rows encoded with s.
@@ -31,6 +34,23 @@ func NewCodes(s Scale) *Codes {
 		panic("quant: codes with the zero Scale")
 	}
 	return &Codes{scale: s, dim: s.Dim(), data: vector.AlignedInt8(0)}
+}
+
+// NewCodesCap returns empty codes for rows encoded with s, with room for
+// rows rows before they grow, and growing by a quarter (at least 16 rows)
+// each time they do. It is for indexes that keep many small arenas, such
+// as vector/ivf's inverted lists (hundreds of a few hundred rows each):
+// NewCodes's first 1 024 rows would be 1.5 MiB of 1536-D codes a list,
+// and doubling would leave a list built at its exact size half empty
+// after one more row.
+func NewCodesCap(s Scale, rows int) *Codes {
+	c := NewCodes(s)
+	c.small = true
+	rows = max(rows, 0)
+	c.grow(rows)
+	c.norms = make([]float32, 0, rows)
+	c.sums = make([]int32, 0, rows)
+	return c
 }
 
 // Encode returns the codes of every row of rows under s, as Append would
@@ -132,7 +152,11 @@ func (c *Codes) grow(n int) {
 	if need <= cap(c.data) {
 		return
 	}
-	rows := max(2*cap(c.data)/c.dim, 1024, need/c.dim)
+	have := cap(c.data) / c.dim
+	rows := max(2*have, 1024, need/c.dim)
+	if c.small {
+		rows = max(have+have/4, 16, need/c.dim)
+	}
 	next := vector.AlignedInt8(rows * c.dim)[:len(c.data)]
 	copy(next, c.data)
 	c.data = next

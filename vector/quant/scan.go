@@ -197,7 +197,7 @@ func (s *scanner) collect(qi int, exclude string, base int, sums []int32) {
 	for j, sum := range sums {
 		key := float32(sum)
 		if l2 {
-			key = float32(twoT*key) - norms[j]
+			key = euclideanKey(twoT, sum, norms[j])
 		}
 		if th, full := t.Threshold(); full && !(key >= th) {
 			continue

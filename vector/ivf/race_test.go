@@ -1,0 +1,5 @@
+//go:build race
+
+package ivf
+
+const raceEnabled = true
