@@ -270,6 +270,13 @@ func TestMeasureRestart(t *testing.T) {
 	rep.start(t)
 	require.Eventually(t, rep.ready, 120*time.Second, 20*time.Millisecond, "the restarted replica never served")
 	took := time.Since(t0)
+	// Where the time went: the replica logs its restore and when it
+	// began serving.
+	b, err := os.ReadFile(rep.log)
+	require.NoError(t, err)
+	for _, line := range regexp.MustCompile(`(?m)^.*(snapshot restored|loading replica|serving changed|caught up).*$`).FindAll(b, -1) {
+		t.Logf("replica log: %.260s", line)
+	}
 	t.Logf("MEASURED a replica of %d x %d (%.2f GB on disk) serves %v after it starts; reading its directory sequentially took %v (%.0f MB/s, page cache warm for both)",
 		rows, measureDim, float64(size)/1e9, took.Round(time.Millisecond), read.Round(time.Millisecond), float64(size)/1e6/read.Seconds())
 }
