@@ -396,8 +396,9 @@ func (n *Node) peersFresh() (fresh, known bool) {
 	return true, known
 }
 
-// sawAppend records the commit index a leader reported. raft's heartbeats
-// carry none (zero), so they do not count.
+// sawAppend records the commit index a leader reported and proved
+// (provenCommit). raft's heartbeats carry none, and a new leader's carries
+// none it has proved yet (zero), so they do not count.
 func (n *Node) sawAppend(commit uint64) {
 	if commit == 0 {
 		return

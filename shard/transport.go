@@ -381,7 +381,7 @@ func (t raftService) AppendEntries(ctx context.Context, in *shardpb.RaftMessage)
 	if err := decodeMsgpack(in.GetMsgpack(), &req); err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "decode raft message: %v", err)
 	}
-	t.sawAppend(req.LeaderCommitIndex)
+	t.sawAppend(provenCommit(&req))
 	var (
 		resp any
 		err  error
@@ -402,6 +402,26 @@ func (t raftService) AppendEntries(ctx context.Context, in *shardpb.RaftMessage)
 		return nil, status.Errorf(codes.Internal, "encode raft answer: %v", err)
 	}
 	return &shardpb.RaftMessage{Msgpack: b}, nil
+}
+
+// provenCommit is the commit index req reports, once req proves it covers
+// every write the group acknowledged, else 0. A new leader learns that the
+// entries it inherited are committed only when an entry of its own term is
+// (the Raft paper, §5.4.2): until then its commit index can lag writes its
+// predecessor acknowledged, and a follower that trusted it would serve
+// without them. The proof is an entry of req.Term at or below the commit
+// index: the entry before req's, or one of req's.
+func provenCommit(req *raft.AppendEntriesRequest) uint64 {
+	c := req.LeaderCommitIndex
+	if req.PrevLogEntry > 0 && req.PrevLogTerm == req.Term && req.PrevLogEntry <= c {
+		return c
+	}
+	for _, e := range req.Entries {
+		if e.Term == req.Term && e.Index <= c {
+			return c
+		}
+	}
+	return 0
 }
 
 // RequestVote implements shardpb.RaftServer.

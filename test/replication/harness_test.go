@@ -90,14 +90,30 @@ func gate(t *testing.T) {
 	}
 }
 
-// freePort reserves a loopback port and releases it for a process to take.
+// ports are the loopback ports this run has handed out: a port is released
+// for its process to bind, so without this two processes (or a restarted
+// replica and a router started while it was down) could be handed the same
+// one, and a router would then talk to the wrong shard.
+var ports = struct {
+	sync.Mutex
+	used map[string]bool
+}{used: map[string]bool{}}
+
+// freePort picks a loopback port no other process of the run was given.
 func freePort(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	return addr
+	ports.Lock()
+	defer ports.Unlock()
+	for {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		addr := ln.Addr().String()
+		require.NoError(t, ln.Close())
+		if !ports.used[addr] {
+			ports.used[addr] = true
+			return addr
+		}
+	}
 }
 
 // process is one child, its output kept in a log file shown on failure.
