@@ -136,11 +136,11 @@ func TestMatchSemantics(t *testing.T) {
 		{`{}`, true},
 		{`{"must": {"key": "lang", "match": {"value": "en"}}}`, true},
 		{`{"must": {"key": "lang", "match": {"value": "de"}}}`, false},
-		{`{"must": {"key": "lang", "match": {"value": 1}}}`, false},             // type mismatch
-		{`{"must": {"key": "year", "match": {"value": "2021"}}}`, false},        // type mismatch
-		{`{"must": {"key": "year", "match": {"value": 2021}}}`, true},           // integer
-		{`{"must": {"key": "f", "match": {"value": 2020}}}`, false},             // a float is not an integer
-		{`{"must": {"key": "f", "range": {"gte": 2020, "lte": 2020}}}`, true},   // but ranges read it
+		{`{"must": {"key": "lang", "match": {"value": 1}}}`, false},              // type mismatch
+		{`{"must": {"key": "year", "match": {"value": "2021"}}}`, false},         // type mismatch
+		{`{"must": {"key": "year", "match": {"value": 2021}}}`, true},            // integer
+		{`{"must": {"key": "f", "match": {"value": 2020}}}`, false},              // a float is not an integer
+		{`{"must": {"key": "f", "range": {"gte": 2020, "lte": 2020}}}`, true},    // but ranges read it
 		{`{"must": {"key": "big", "match": {"value": 9007199254740993}}}`, true}, // exact past 2^53
 		{`{"must": {"key": "big", "match": {"value": 9007199254740992}}}`, false},
 		{`{"must": {"key": "missing", "match": {"value": 1}}}`, false},
