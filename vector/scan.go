@@ -45,10 +45,23 @@ const BlockRows = 256
 // context is checked every block; a scan whose context ends returns its
 // error (wrapped) and no hits.
 func (k Kernel) Scan(ctx context.Context, m Metric, rows Rows, queries []Query) ([][]Hit, error) {
-	return k.scan(ctx, m, rows, queries, runtime.GOMAXPROCS(0))
+	return k.scan(ctx, m, rows, queries, nil, runtime.GOMAXPROCS(0))
 }
 
-func (k Kernel) scan(ctx context.Context, m Metric, rows Rows, queries []Query, procs int) ([][]Hit, error) {
+// ScanSelected is Scan over only the rows sel names (row numbers into
+// rows, ascending, distinct): a filtered search, which reads and scores
+// those rows alone, so its cost follows len(sel), not the shard. Runs of
+// consecutive rows are scored in place; scattered ones are first copied
+// into a block buffer, so the batch kernels score them exactly as Scan
+// would (the same bits). An empty sel returns empty hit lists.
+func (k Kernel) ScanSelected(ctx context.Context, m Metric, rows Rows, queries []Query, sel []uint32) ([][]Hit, error) {
+	if sel == nil {
+		sel = []uint32{}
+	}
+	return k.scan(ctx, m, rows, queries, sel, runtime.GOMAXPROCS(0))
+}
+
+func (k Kernel) scan(ctx context.Context, m Metric, rows Rows, queries []Query, sel []uint32, procs int) ([][]Hit, error) {
 	if rows.Dim <= 0 {
 		return nil, fmt.Errorf("scan: dimension %d", rows.Dim)
 	}
@@ -67,10 +80,17 @@ func (k Kernel) scan(ctx context.Context, m Metric, rows Rows, queries []Query, 
 		vecs[i] = q.Vector
 	}
 
-	workers := ScanWorkers(n, procs)
+	todo := n
+	if sel != nil {
+		todo = len(sel)
+		if todo > 0 && int(sel[todo-1]) >= n {
+			return nil, fmt.Errorf("scan: selected row %d of %d", sel[todo-1], n)
+		}
+	}
+	workers := ScanWorkers(todo, procs)
 	scanners := make([]*scanner, workers)
-	if err := SplitRows(n, workers, BlockRows, func(w, lo, hi int) error {
-		scanners[w] = newScanner(k, m, rows, queries, vecs)
+	if err := SplitRows(todo, workers, BlockRows, func(w, lo, hi int) error {
+		scanners[w] = newScanner(k, m, rows, queries, vecs, sel)
 		return scanners[w].run(ctx, lo, hi)
 	}); err != nil {
 		return nil, err
@@ -102,22 +122,30 @@ type scanner struct {
 	vecs    [][]float32
 	tops    []*TopK
 	scores  []float32
+	// sel, when not nil, lists the rows to scan (run's range indexes
+	// it); buf holds a block of them gathered.
+	sel []uint32
+	buf []float32
 }
 
-func newScanner(k Kernel, m Metric, rows Rows, queries []Query, vecs [][]float32) *scanner {
+func newScanner(k Kernel, m Metric, rows Rows, queries []Query, vecs [][]float32, sel []uint32) *scanner {
+	n := rows.Len()
+	if sel != nil {
+		n = len(sel)
+	}
 	s := &scanner{
-		k: k, m: m, rows: rows, queries: queries, vecs: vecs,
+		k: k, m: m, rows: rows, queries: queries, vecs: vecs, sel: sel,
 		tops:   make([]*TopK, len(queries)),
-		scores: make([]float32, len(queries)*min(BlockRows, rows.Len())),
+		scores: make([]float32, len(queries)*min(BlockRows, n)),
 	}
 	for qi, q := range queries {
 		// A heap never holds more than the rows there are, whatever k.
-		s.tops[qi] = NewTopK(min(q.K, rows.Len()), rows.IDs)
+		s.tops[qi] = NewTopK(min(q.K, n), rows.IDs)
 	}
 	return s
 }
 
-// run scans rows [lo, hi) block by block.
+// run scans rows [lo, hi) block by block (of sel, when set).
 func (s *scanner) run(ctx context.Context, lo, hi int) error {
 	dim := s.rows.Dim
 	for b := lo; b < hi; b += BlockRows {
@@ -127,22 +155,45 @@ func (s *scanner) run(ctx context.Context, lo, hi int) error {
 		end := min(b+BlockRows, hi)
 		nr := end - b
 		scores := s.scores[:len(s.vecs)*nr]
-		s.k.ScoreRows(s.m, s.vecs, s.rows.Data[b*dim:end*dim], dim, scores)
+		base, idx, data := b, []uint32(nil), s.rows.Data[b*dim:end*dim]
+		if s.sel != nil {
+			base, idx, data = s.gather(s.sel[b:end])
+		}
+		s.k.ScoreRows(s.m, s.vecs, data, dim, scores)
 		for qi, q := range s.queries {
 			if q.K == 0 {
 				continue
 			}
-			s.collect(s.tops[qi], q.Exclude, b, scores[qi*nr:(qi+1)*nr])
+			s.collect(s.tops[qi], q.Exclude, base, idx, scores[qi*nr:(qi+1)*nr])
 		}
 	}
 	return nil
 }
 
-// collect offers one query's scores for rows base, base+1, ... to its heap.
-// Once the heap is full almost every candidate is rejected by one float
-// comparison; NaN fails it too, and Push drops NaN when the heap is not
-// full, so a NaN score never displaces a real one.
-func (s *scanner) collect(t *TopK, exclude string, base int, scores []float32) {
+// gather returns the rows of a block of sel as one run: in place when
+// they are consecutive (base is then the first row and idx nil), else
+// copied into buf (idx maps a position to its row).
+func (s *scanner) gather(rows []uint32) (base int, idx []uint32, data []float32) {
+	dim := s.rows.Dim
+	first, last := int(rows[0]), int(rows[len(rows)-1])
+	if last-first == len(rows)-1 {
+		return first, nil, s.rows.Data[first*dim : (last+1)*dim]
+	}
+	if s.buf == nil {
+		s.buf = Aligned(min(BlockRows, len(s.sel)) * dim)
+	}
+	for j, r := range rows {
+		copy(s.buf[j*dim:(j+1)*dim], s.rows.Data[int(r)*dim:(int(r)+1)*dim])
+	}
+	return 0, rows, s.buf[:len(rows)*dim]
+}
+
+// collect offers one query's scores for rows base, base+1, ... (or idx[0],
+// idx[1], ... when idx is set) to its heap. Once the heap is full almost
+// every candidate is rejected by one float comparison; NaN fails it too,
+// and Push drops NaN when the heap is not full, so a NaN score never
+// displaces a real one.
+func (s *scanner) collect(t *TopK, exclude string, base int, idx []uint32, scores []float32) {
 	neg := s.m == Euclidean // keys are larger-is-better
 	ids := s.rows.IDs
 	for j, sc := range scores {
@@ -153,10 +204,14 @@ func (s *scanner) collect(t *TopK, exclude string, base int, scores []float32) {
 		if len(t.rows) == t.k && !(key >= t.keys[0]) {
 			continue
 		}
-		if exclude != "" && ids[base+j] == exclude {
+		row := base + j
+		if idx != nil {
+			row = int(idx[j])
+		}
+		if exclude != "" && ids[row] == exclude {
 			continue
 		}
-		t.Push(int32(base+j), key)
+		t.Push(int32(row), key)
 	}
 }
 
