@@ -123,9 +123,10 @@ type scanner struct {
 	tops    []*TopK
 	scores  []float32
 	// sel, when not nil, lists the rows to scan (run's range indexes
-	// it); buf holds a block of them gathered.
-	sel []uint32
-	buf []float32
+	// it); buf holds scattered ones gathered, pending their row numbers.
+	sel     []uint32
+	buf     []float32
+	pending []uint32
 }
 
 func newScanner(k Kernel, m Metric, rows Rows, queries []Query, vecs [][]float32, sel []uint32) *scanner {
@@ -153,39 +154,79 @@ func (s *scanner) run(ctx context.Context, lo, hi int) error {
 			return fmt.Errorf("scan stopped after %d of %d rows: %w", b-lo, hi-lo, err)
 		}
 		end := min(b+BlockRows, hi)
-		nr := end - b
-		scores := s.scores[:len(s.vecs)*nr]
-		base, idx, data := b, []uint32(nil), s.rows.Data[b*dim:end*dim]
 		if s.sel != nil {
-			base, idx, data = s.gather(s.sel[b:end])
+			s.runSelected(s.sel[b:end])
+			continue
 		}
-		s.k.ScoreRows(s.m, s.vecs, data, dim, scores)
-		for qi, q := range s.queries {
-			if q.K == 0 {
-				continue
-			}
-			s.collect(s.tops[qi], q.Exclude, base, idx, scores[qi*nr:(qi+1)*nr])
-		}
+		s.score(b, nil, s.rows.Data[b*dim:end*dim])
 	}
 	return nil
 }
 
-// gather returns the rows of a block of sel as one run: in place when
-// they are consecutive (base is then the first row and idx nil), else
-// copied into buf (idx maps a position to its row).
-func (s *scanner) gather(rows []uint32) (base int, idx []uint32, data []float32) {
+// minRun is the shortest run of consecutive selected rows scored in
+// place; shorter ones are gathered, so the tiles (four rows at a time)
+// are not called on fragments.
+const minRun = 8
+
+// gatherRows is how many scattered rows are copied aside before they are
+// scored: 384 KiB at 1536-D, so a sparse filter's scan allocates little.
+const gatherRows = 64
+
+// runSelected scores a block of selected rows: runs of consecutive rows
+// in place, the rest copied into buf in groups of gatherRows.
+func (s *scanner) runSelected(rows []uint32) {
 	dim := s.rows.Dim
-	first, last := int(rows[0]), int(rows[len(rows)-1])
-	if last-first == len(rows)-1 {
-		return first, nil, s.rows.Data[first*dim : (last+1)*dim]
+	data := s.rows.Data
+	var pending []uint32
+	flush := func() {
+		if len(pending) > 0 {
+			s.score(0, pending, s.buf[:len(pending)*dim])
+			pending = pending[:0]
+		}
 	}
-	if s.buf == nil {
-		s.buf = Aligned(min(BlockRows, len(s.sel)) * dim)
+	for i := 0; i < len(rows); {
+		j := i + 1
+		for j < len(rows) && rows[j] == rows[j-1]+1 {
+			j++
+		}
+		if j-i >= minRun {
+			first, last := int(rows[i]), int(rows[j-1])
+			s.score(first, nil, data[first*dim:(last+1)*dim])
+			i = j
+			continue
+		}
+		if s.buf == nil {
+			s.buf = Aligned(min(gatherRows, len(s.sel)) * dim)
+			s.pending = make([]uint32, 0, min(gatherRows, len(s.sel)))
+		}
+		if pending == nil {
+			pending = s.pending[:0]
+		}
+		for _, r := range rows[i:j] {
+			if len(pending) == cap(pending) {
+				flush()
+			}
+			n := len(pending)
+			copy(s.buf[n*dim:(n+1)*dim], data[int(r)*dim:(int(r)+1)*dim])
+			pending = append(pending, r)
+		}
+		i = j
 	}
-	for j, r := range rows {
-		copy(s.buf[j*dim:(j+1)*dim], s.rows.Data[int(r)*dim:(int(r)+1)*dim])
+	flush()
+}
+
+// score scores rows (consecutive in data) against every query and offers
+// them to the heaps: as rows base, base+1, ..., or idx's rows when set.
+func (s *scanner) score(base int, idx []uint32, data []float32) {
+	nr := len(data) / s.rows.Dim
+	scores := s.scores[:len(s.vecs)*nr]
+	s.k.ScoreRows(s.m, s.vecs, data, s.rows.Dim, scores)
+	for qi, q := range s.queries {
+		if q.K == 0 {
+			continue
+		}
+		s.collect(s.tops[qi], q.Exclude, base, idx, scores[qi*nr:(qi+1)*nr])
 	}
-	return 0, rows, s.buf[:len(rows)*dim]
 }
 
 // collect offers one query's scores for rows base, base+1, ... (or idx[0],
