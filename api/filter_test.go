@@ -114,7 +114,9 @@ func TestPayloadsAndFilters(t *testing.T) {
 		}
 		v[i%testDim] = "9"
 		lang := []string{"en", "de"}[i%2]
-		vs = append(vs, fmt.Sprintf(`{"id": "pf-%d", "vector": [%s], "payload": {"lang": %q, "year": %d, "tags": ["t%d"], "meta": {"draft": %v}}}`,
+		// Keys of their own: the dev corpus's documents carry lang, year
+		// and tags too.
+		vs = append(vs, fmt.Sprintf(`{"id": "pf-%d", "vector": [%s], "payload": {"plang": %q, "pyear": %d, "ptags": ["t%d"], "meta": {"draft": %v}}}`,
 			i, strings.Join(v, ","), lang, 2000+i, i%3, i%4 == 0))
 	}
 	res := e.do(http.MethodPost, "/v1/vectors", `{"vectors": [`+strings.Join(vs, ",")+`]}`, nil)
@@ -126,7 +128,7 @@ func TestPayloadsAndFilters(t *testing.T) {
 		Payload json.RawMessage `json:"payload"`
 	}
 	require.NoError(t, json.Unmarshal(res.body, &g))
-	require.JSONEq(t, `{"lang": "de", "year": 2003, "tags": ["t0"], "meta": {"draft": false}}`, string(g.Payload))
+	require.JSONEq(t, `{"plang": "de", "pyear": 2003, "ptags": ["t0"], "meta": {"draft": false}}`, string(g.Payload))
 
 	type hit struct {
 		ID      string         `json:"id"`
@@ -148,17 +150,17 @@ func TestPayloadsAndFilters(t *testing.T) {
 	for _, h := range all {
 		require.Nil(t, h.Payload, "no payload unless asked")
 	}
-	en := search(`{` + q + `, "with_payload": ["lang", "absent"], "filter": {"must": {"key": "lang", "match": {"value": "en"}}, "must_not": {"key": "meta.draft", "match": {"value": true}}}}`)
+	en := search(`{` + q + `, "with_payload": ["plang", "absent"], "filter": {"must": {"key": "plang", "match": {"value": "en"}}, "must_not": {"key": "meta.draft", "match": {"value": true}}}}`)
 	require.Len(t, en, 10)
 	for _, h := range en {
-		require.Equal(t, map[string]any{"lang": "en"}, h.Payload, h.ID)
+		require.Equal(t, map[string]any{"plang": "en"}, h.Payload, h.ID)
 	}
-	few := search(`{` + q + `, "with_payload": true, "filter": {"must": {"key": "year", "range": {"gte": 2010, "lt": 2013}}}}`)
+	few := search(`{` + q + `, "with_payload": true, "filter": {"must": {"key": "pyear", "range": {"gte": 2010, "lt": 2013}}}}`)
 	require.Len(t, few, 3, "fewer than k match")
 	for _, h := range few {
 		require.Len(t, h.Payload, 4)
 	}
-	require.Empty(t, search(`{`+q+`, "filter": {"must": {"key": "year", "match": {"value": "2010"}}}}`), "a type mismatch matches nothing")
+	require.Empty(t, search(`{`+q+`, "filter": {"must": {"key": "pyear", "match": {"value": "2010"}}}}`), "a type mismatch matches nothing")
 	th := all[4].Score
 	cut := search(fmt.Sprintf(`{%s, "score_threshold": %v}`, q, th))
 	require.GreaterOrEqual(t, len(cut), 5)
@@ -167,8 +169,8 @@ func TestPayloadsAndFilters(t *testing.T) {
 	}
 
 	res = e.do(http.MethodPost, "/v1/search/batch?deadline_ms=2000", `{"queries": [
-		{`+q+`, "filter": {"must": {"key": "tags", "match": {"any": ["t1"]}}}, "with_payload": ["tags"]},
-		{`+q+`, "filter": {"must": {"key": "tags", "match": {"except": ["t1"]}}}},
+		{`+q+`, "filter": {"must": {"key": "ptags", "match": {"any": ["t1"]}}}, "with_payload": ["ptags"]},
+		{`+q+`, "filter": {"must": {"key": "ptags", "match": {"except": ["t1"]}}}},
 		{`+q+`}]}`, nil)
 	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
 	var b struct {
@@ -179,7 +181,7 @@ func TestPayloadsAndFilters(t *testing.T) {
 	require.NoError(t, json.Unmarshal(res.body, &b))
 	require.Len(t, b.Results[0].Items, 13)
 	for _, h := range b.Results[0].Items {
-		require.Equal(t, map[string]any{"tags": []any{"t1"}}, h.Payload)
+		require.Equal(t, map[string]any{"ptags": []any{"t1"}}, h.Payload)
 	}
 	require.Len(t, b.Results[1].Items, 27)
 	require.Len(t, b.Results[2].Items, 40)

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -159,7 +160,8 @@ func TestFilteredSearchIsTheTopKOfTheMatchingRows(t *testing.T) {
 				require.False(t, resp8.GetExact(), "int8 scan")
 
 				if len(want[0]) > 2 {
-					th := float64(want[0][2].Score)
+					// The threshold as a client would send it: a score it read.
+					th, _ := strconv.ParseFloat(strconv.FormatFloat(float64(want[0][2].Score), 'g', -1, 32), 64)
 					tq := proto.Clone(exact).(*shardpb.Query)
 					tq.ScoreThreshold = &th
 					tq.WithPayload = nil
@@ -167,7 +169,8 @@ func TestFilteredSearchIsTheTopKOfTheMatchingRows(t *testing.T) {
 					require.NoError(t, err)
 					var wantT []string
 					for _, h := range want[0] {
-						if (m == vector.Euclidean && float64(h.Score) <= th) || (m != vector.Euclidean && float64(h.Score) >= th) {
+						sc, _ := strconv.ParseFloat(strconv.FormatFloat(float64(h.Score), 'g', -1, 32), 64)
+						if (m == vector.Euclidean && sc <= th) || (m != vector.Euclidean && sc >= th) {
 							wantT = append(wantT, fmt.Sprintf("%s %v", h.ID, h.Score))
 						}
 					}
@@ -235,4 +238,50 @@ func TestServerRefusesBadFiltersAndPayloads(t *testing.T) {
 	_, err = c.Search(ctx(t), &shardpb.Query{Vector: v, K: 1, Filter: []byte(`{"must": {"key": "a", "range": {}}}`)}, 0)
 	require.Equal(t, codes.InvalidArgument, status.Code(err))
 	require.Contains(t, err.Error(), "query 0: filter.must.range: needs at least one of gt, gte, lt, lte")
+}
+
+// TestFilteredSearchesAndWritesConcurrently: filtered searches (which
+// read the payload index under the store's read lock) run beside writes
+// (which change it under the write lock); the race detector checks that
+// no read writes.
+func TestFilteredSearchesAndWritesConcurrently(t *testing.T) {
+	const dim = 4
+	_, c := serve(t, memConfig(dim, vector.DotProduct), nil, DialConfig{})
+	rng := rand.New(rand.NewPCG(9, 9))
+	var filters [][]byte
+	for range 8 {
+		f, err := filter.Parse([]byte(filtertest.Filter(rng, 2)))
+		require.NoError(t, err)
+		b, _ := json.Marshal(f)
+		filters = append(filters, b)
+	}
+	done := make(chan error, 3)
+	for g := range 3 {
+		go func() {
+			for i := range 100 {
+				q := &shardpb.Query{Vector: EncodeVector([]float32{1, 2, 3, 4}), K: 5, Filter: filters[(g+i)%len(filters)],
+					WithPayload: &shardpb.PayloadSelector{All: true}}
+				if _, err := c.Search(ctx(t), q, 0); err != nil {
+					done <- err
+					return
+				}
+			}
+			done <- nil
+		}()
+	}
+	wrng := rand.New(rand.NewPCG(10, 10))
+	for i := range 100 {
+		id := fmt.Sprintf("d%d", wrng.IntN(50))
+		if i%5 == 4 {
+			_, _, err := c.Delete(ctx(t), place, id)
+			require.NoError(t, err)
+			continue
+		}
+		_, err := c.Upsert(ctx(t), place, []*shardpb.Vector{{Id: id, Vector: EncodeVector([]float32{1, float32(i), 1, 1}),
+			Payload: []byte(filtertest.Payload(wrng))}})
+		require.NoError(t, err)
+	}
+	for range 3 {
+		require.NoError(t, <-done)
+	}
 }
