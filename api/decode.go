@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/trawl-search/trawl/coordinator"
+	"github.com/trawl-search/trawl/filter"
 	"github.com/trawl-search/trawl/vector"
 )
 
@@ -142,6 +143,11 @@ type queryJSON struct {
 	Exact      *bool `json:"exact"`
 	Oversample *int  `json:"oversample"`
 	NProbe     *int  `json:"nprobe"`
+	// Filter is Qdrant's filter JSON (package filter), checked whole.
+	Filter         json.RawMessage `json:"filter"`
+	ScoreThreshold *float64        `json:"score_threshold"`
+	// WithPayload is true, false or a list of top-level keys.
+	WithPayload json.RawMessage `json:"with_payload"`
 }
 
 // MaxOversample is the largest "oversample" a query may ask for.
@@ -194,7 +200,19 @@ func (q queryJSON) validate(s schema) (query, error) {
 	if q.NProbe != nil && *q.NProbe < 1 {
 		return query{}, invalid(fmt.Sprintf("nprobe is %d, want at least 1", *q.NProbe))
 	}
-	var err error
+	if isSet(q.Filter) {
+		f, err := filter.Parse(q.Filter)
+		if err != nil {
+			return query{}, invalid(err.Error())
+		}
+		out.Filter = f
+	}
+	out.ScoreThreshold = q.ScoreThreshold
+	sel, err := decodeWithPayload(q.WithPayload)
+	if err != nil {
+		return query{}, err
+	}
+	out.WithPayload = sel
 	switch {
 	case q.LikeID != nil:
 		if err := checkID(*q.LikeID); err != nil {
@@ -214,6 +232,58 @@ func (q queryJSON) validate(s schema) (query, error) {
 		return query{}, err
 	}
 	return out, nil
+}
+
+// isSet reports whether an optional JSON member was given and not null.
+func isSet(raw json.RawMessage) bool {
+	return len(raw) > 0 && !bytes.Equal(bytes.TrimSpace(raw), []byte("null"))
+}
+
+// decodeWithPayload reads with_payload: true (all of the payload), false
+// or absent (none), or a list of top-level keys.
+func decodeWithPayload(raw json.RawMessage) (*coordinator.PayloadSelection, error) {
+	if !isSet(raw) {
+		return nil, nil
+	}
+	var b bool
+	if err := json.Unmarshal(raw, &b); err == nil {
+		if !b {
+			return nil, nil
+		}
+		return &coordinator.PayloadSelection{All: true}, nil
+	}
+	var keys []string
+	if err := json.Unmarshal(raw, &keys); err != nil {
+		return nil, invalid("with_payload is " + jsonKind(raw) + ", want true, false or a list of top-level keys")
+	}
+	for i, k := range keys {
+		if k == "" {
+			return nil, invalid(fmt.Sprintf("with_payload[%d] is empty, want a top-level payload key", i))
+		}
+	}
+	if keys == nil {
+		keys = []string{}
+	}
+	return &coordinator.PayloadSelection{Keys: keys}, nil
+}
+
+// jsonKind names the JSON type of a raw value for an error.
+func jsonKind(raw json.RawMessage) string {
+	t := bytes.TrimSpace(raw)
+	if len(t) == 0 {
+		return "empty"
+	}
+	switch t[0] {
+	case '"':
+		return "a string"
+	case '{':
+		return "an object"
+	case '[':
+		return "an array that is not all strings"
+	case 't', 'f':
+		return "a boolean"
+	}
+	return "a number"
 }
 
 func checkID(id string) error {
@@ -263,9 +333,10 @@ type writeJSONReq struct {
 }
 
 type vectorJSON struct {
-	ID        *string   `json:"id"`
-	Vector    []float64 `json:"vector"`
-	VectorB64 *string   `json:"vector_b64"`
+	ID        *string         `json:"id"`
+	Vector    []float64       `json:"vector"`
+	VectorB64 *string         `json:"vector_b64"`
+	Payload   json.RawMessage `json:"payload"`
 }
 
 type record = coordinator.Record
@@ -315,6 +386,13 @@ func decodeWrite(b []byte, s schema) ([]record, error) {
 			return nil, invalid(fmt.Sprintf("vectors[%d]: %v", i, err))
 		}
 		out[i] = record{ID: *vj.ID, Vector: v}
+		if isSet(vj.Payload) {
+			p, err := filter.CheckPayload(vj.Payload)
+			if err != nil {
+				return nil, invalid(fmt.Sprintf("vectors[%d]: %v", i, err))
+			}
+			out[i].Payload = p
+		}
 	}
 	return out, nil
 }

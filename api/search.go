@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -33,6 +34,8 @@ type item struct {
 	ID    string `json:"id"`
 	Score score  `json:"score"`
 	Shard string `json:"shard"`
+	// Payload is there only when the query asked with_payload.
+	Payload json.RawMessage `json:"payload,omitempty"`
 }
 
 type shardDetail struct {
@@ -233,7 +236,7 @@ func late(sum fanout.Summary) bool {
 func items(hs []coordinator.Hit) []item {
 	out := make([]item, len(hs))
 	for i, h := range hs {
-		out[i] = item{ID: h.ID, Score: score(h.Score), Shard: h.Shard}
+		out[i] = item{ID: h.ID, Score: score(h.Score), Shard: h.Shard, Payload: h.Payload}
 	}
 	return out
 }

@@ -303,13 +303,15 @@ func TestUpsertGetDelete(t *testing.T) {
 			require.NotEmpty(t, home)
 			res := e.do(http.MethodGet, "/v1/vectors/"+url.PathEscape(id), "", nil)
 			require.Equal(t, http.StatusOK, res.status, "%s", res.body)
-			require.Equal(t, []string{"id", "vector", "shard"}, objectKeys(t, res.body))
+			require.Equal(t, []string{"id", "vector", "payload", "shard"}, objectKeys(t, res.body))
 			var g struct {
-				ID     string    `json:"id"`
-				Vector []float32 `json:"vector"`
-				Shard  string    `json:"shard"`
+				ID      string          `json:"id"`
+				Vector  []float32       `json:"vector"`
+				Payload json.RawMessage `json:"payload"`
+				Shard   string          `json:"shard"`
 			}
 			strictDecode(t, res.body, &g)
+			require.Equal(t, "{}", string(g.Payload), "no payload was written")
 			require.Equal(t, id, g.ID)
 			require.Equal(t, home, g.Shard)
 			want := slices.Clone(raw)

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -91,9 +92,10 @@ func writeStatus(results []writeResult) int {
 }
 
 type getResponse struct {
-	ID     string    `json:"id"`
-	Vector []float32 `json:"vector"`
-	Shard  string    `json:"shard"`
+	ID      string          `json:"id"`
+	Vector  []float32       `json:"vector"`
+	Payload json.RawMessage `json:"payload"`
+	Shard   string          `json:"shard"`
 }
 
 // pathID is the {id} of /v1/vectors/{id}, unescaped. chi matches on the
@@ -136,7 +138,11 @@ func (s *Server) getVector(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, getResponse{ID: doc.ID, Vector: doc.Vector, Shard: doc.Shard})
+	payload := json.RawMessage(doc.Payload)
+	if len(payload) == 0 {
+		payload = json.RawMessage("{}") // Qdrant's answer for a point without payload
+	}
+	writeJSON(w, http.StatusOK, getResponse{ID: doc.ID, Vector: doc.Vector, Payload: payload, Shard: doc.Shard})
 }
 
 type deleteResponse struct {

@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 
 	"github.com/trawl-search/trawl/budget"
 	"github.com/trawl-search/trawl/fanout"
+	"github.com/trawl-search/trawl/filter"
 	"github.com/trawl-search/trawl/shard"
 	"github.com/trawl-search/trawl/shard/shardpb"
 	"github.com/trawl-search/trawl/vector"
@@ -28,6 +30,22 @@ type Query struct {
 	// per k, 1..32, or 0 for the shard's default.
 	Exact      bool
 	Oversample int
+	// Filter, when set, limits the answer to documents whose payloads
+	// match it (evaluated on the shards before scoring).
+	Filter *filter.Filter
+	// ScoreThreshold, when set, keeps only hits at least this good (at
+	// most this distance under l2); the answer may then hold fewer than K.
+	ScoreThreshold *float64
+	// WithPayload, when set, returns each hit's payload (all of it, or
+	// the listed top-level keys).
+	WithPayload *PayloadSelection
+}
+
+// PayloadSelection is a query's with_payload: all of the payload, or
+// only the listed top-level keys (those a document has).
+type PayloadSelection struct {
+	All  bool
+	Keys []string
 }
 
 // Search is one search request: a single query (path search) or a batch
@@ -45,6 +63,9 @@ type Hit struct {
 	ID    string
 	Score float32
 	Shard string
+	// Payload is the hit's payload JSON (or the selected keys), "{}" for
+	// a document without one, when the query asked for it; else nil.
+	Payload []byte
 }
 
 // ShardReport says how one shard served a fan-out (?shard_detail=true).
@@ -88,7 +109,17 @@ func (c *Coordinator) Search(ctx context.Context, s Search) (Answer, error) {
 	pqs := make([]*shardpb.Query, len(qs))
 	for i, q := range qs {
 		pqs[i] = &shardpb.Query{Vector: vector.EncodeLE(q.Vector), K: uint32(q.K), ExcludeId: q.LikeID,
-			Exact: q.Exact, Oversample: uint32(q.Oversample)}
+			Exact: q.Exact, Oversample: uint32(q.Oversample), ScoreThreshold: q.ScoreThreshold}
+		if !q.Filter.Empty() {
+			// The canonical form: every shard parses the same bytes, and
+			// a shard groups a batch's queries by them.
+			if pqs[i].Filter, err = json.Marshal(q.Filter); err != nil {
+				return Answer{}, fmt.Errorf("query %d: encoding its filter: %w", i, err)
+			}
+		}
+		if w := q.WithPayload; w != nil {
+			pqs[i].WithPayload = &shardpb.PayloadSelector{All: w.All, Keys: w.Keys}
+		}
 	}
 	var results []fanout.Result[hitLists]
 	var sum fanout.Summary
@@ -127,14 +158,44 @@ func (c *Coordinator) Search(ctx context.Context, s Search) (Answer, error) {
 	ans.Hits = make([][]Hit, len(qs))
 	for qi, q := range qs {
 		per := make([][]vector.Hit, len(results))
+		var payloads []map[string][]byte // by shard, then id; only with_payload
+		if q.WithPayload != nil {
+			payloads = make([]map[string][]byte, len(results))
+		}
 		for i, res := range results {
 			if res.Reason == "" {
-				per[i] = hitsOf(res.Value.query(qi))
+				hs := res.Value.query(qi)
+				per[i] = hitsOf(hs)
+				if payloads != nil {
+					payloads[i] = make(map[string][]byte, len(hs))
+					for _, h := range hs {
+						payloads[i][h.GetId()] = h.GetPayload()
+					}
+				}
 			}
 		}
 		ans.Hits[qi] = c.merge(schema.Metric, q.K, per)
+		for j, h := range ans.Hits[qi] {
+			if payloads != nil {
+				p := payloads[c.shardIndex(h.Shard)][h.ID]
+				if len(p) == 0 {
+					p = []byte("{}")
+				}
+				ans.Hits[qi][j].Payload = p
+			}
+		}
 	}
 	return ans, nil
+}
+
+// shardIndex is the cluster-order index of the named shard.
+func (c *Coordinator) shardIndex(name string) int {
+	for i, s := range c.shards {
+		if s.Name == name {
+			return i
+		}
+	}
+	return -1
 }
 
 // hitLists is either shard answer, single or batch, seen as lists by query.
@@ -217,7 +278,7 @@ func (c *Coordinator) resolveLikes(ctx context.Context, req fanout.Request, qs [
 			continue
 		}
 		g.Go(func() error {
-			v, err := c.lookup(gctx, req, out[i].LikeID)
+			v, _, err := c.lookup(gctx, req, out[i].LikeID)
 			if err != nil {
 				return err
 			}
@@ -228,9 +289,9 @@ func (c *Coordinator) resolveLikes(ctx context.Context, req fanout.Request, qs [
 	return out, g.Wait()
 }
 
-// lookup reads one stored vector from its home shard, mapping the engine's
-// answer to this package's errors.
-func (c *Coordinator) lookup(ctx context.Context, req fanout.Request, id string) ([]float32, error) {
+// lookup reads one stored vector and its payload from its home shard,
+// mapping the engine's answer to this package's errors.
+func (c *Coordinator) lookup(ctx context.Context, req fanout.Request, id string) ([]float32, []byte, error) {
 	home := c.placement.Home(id)
 	pv, err := fanout.Lookup(ctx, c.cluster, req, home, func(ctx context.Context, r *shard.Conn) (*shardpb.Vector, error) {
 		return r.Get(ctx, id, c.minIndex(r))
@@ -239,31 +300,33 @@ func (c *Coordinator) lookup(ctx context.Context, req fanout.Request, id string)
 	case codes.OK:
 		v, err := vector.DecodeLE(pv.GetVector())
 		if err != nil {
-			return nil, errorf(CodeInternal, err, "shard %s returned a malformed vector for %q: %v", home, id, err)
+			return nil, nil, errorf(CodeInternal, err, "shard %s returned a malformed vector for %q: %v", home, id, err)
 		}
-		return v, nil
+		return v, pv.GetPayload(), nil
 	case codes.NotFound:
-		return nil, errorf(CodeNotFound, err, "no vector with id %q", id)
+		return nil, nil, errorf(CodeNotFound, err, "no vector with id %q", id)
 	case codes.Unavailable, codes.DeadlineExceeded:
-		return nil, errorf(CodeUnavailable, err, "cannot read id %q: its home shard %s is unavailable: %v", id, home, status.Convert(err).Message())
+		return nil, nil, errorf(CodeUnavailable, err, "cannot read id %q: its home shard %s is unavailable: %v", id, home, status.Convert(err).Message())
 	}
-	return nil, fmt.Errorf("reading id %q from shard %s: %w", id, home, err)
+	return nil, nil, fmt.Errorf("reading id %q from shard %s: %w", id, home, err)
 }
 
 // Document is one stored document as GET returns it.
 type Document struct {
 	ID     string
 	Vector []float32
-	Shard  string
+	// Payload is its payload JSON, nil when it has none.
+	Payload []byte
+	Shard   string
 }
 
 // Get reads one stored document from its home shard within b's shard
 // deadline, whose clock starts now.
 func (c *Coordinator) Get(ctx context.Context, id string, b budget.Budget) (Document, error) {
 	req := fanout.Request{Start: time.Now(), Budget: b}
-	v, err := c.lookup(context.WithoutCancel(ctx), req, id)
+	v, p, err := c.lookup(context.WithoutCancel(ctx), req, id)
 	if err != nil {
 		return Document{}, err
 	}
-	return Document{ID: id, Vector: v, Shard: c.placement.Home(id)}, nil
+	return Document{ID: id, Vector: v, Payload: p, Shard: c.placement.Home(id)}, nil
 }

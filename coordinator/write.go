@@ -19,6 +19,8 @@ import (
 type Record struct {
 	ID     string
 	Vector []float32
+	// Payload is the document's validated payload JSON, nil for none.
+	Payload []byte
 }
 
 // WriteResult is one id's part of a write.
@@ -77,7 +79,7 @@ func (c *Coordinator) Upsert(ctx context.Context, recs []Record) []WriteResult {
 		wg.Go(func() {
 			vs := make([]*shardpb.Vector, len(idx))
 			for j, i := range idx {
-				vs[j] = &shardpb.Vector{Id: recs[i].ID, Vector: vector.EncodeLE(recs[i].Vector)}
+				vs[j] = &shardpb.Vector{Id: recs[i].ID, Vector: vector.EncodeLE(recs[i].Vector), Payload: recs[i].Payload}
 			}
 			p := shard.Placement{Fingerprint: c.placement.Fingerprint(), Shard: name}
 			wr := fanout.Write(ctx, c.cluster, name, func(ctx context.Context, r *shard.Conn) error {

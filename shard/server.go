@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"strconv"
 	"sync"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/trawl-search/trawl/admission"
+	"github.com/trawl-search/trawl/filter"
 	"github.com/trawl-search/trawl/shard/shardpb"
 	"github.com/trawl-search/trawl/vector"
 	"github.com/trawl-search/trawl/vector/quant"
@@ -37,11 +39,6 @@ const (
 	ScanExact = "exact"
 	ScanInt8  = "int8"
 )
-
-// codesViewer is a Store that may hold int8 codes (Memory).
-type codesViewer interface {
-	ViewCodes(fn func(vector.Rows, *quant.Codes) error) error
-}
 
 // Config is what a shard server is.
 type Config struct {
@@ -193,28 +190,68 @@ func (s *Server) SearchBatch(ctx context.Context, req *shardpb.SearchBatchReques
 	return &shardpb.SearchBatchResponse{Results: res, DocCount: docs, Exact: exact}, nil
 }
 
+// shardQuery is one decoded query of a batch.
+type shardQuery struct {
+	q    vector.Query
+	over int
+	// filter and its canonical bytes (the batch is grouped by them), nil
+	// and "" for none.
+	filter    *filter.Filter
+	filterKey string
+	threshold *float64
+	payload   *shardpb.PayloadSelector
+}
+
+// decodeQuery checks one query of a batch the way the router does.
+func (s *Server) decodeQuery(i int, pq *shardpb.Query) (shardQuery, error) {
+	v, err := s.decodeVector(pq.GetVector(), "query", i)
+	if err != nil {
+		return shardQuery{}, err
+	}
+	if pq.GetK() < 1 || pq.GetK() > vector.MaxK {
+		return shardQuery{}, status.Errorf(codes.InvalidArgument, "query %d: k is %d, want 1..%d", i, pq.GetK(), vector.MaxK)
+	}
+	if o := pq.GetOversample(); o > quant.MaxOversample {
+		return shardQuery{}, status.Errorf(codes.InvalidArgument, "query %d: oversample is %d, want 1..%d (0: the default)", i, o, quant.MaxOversample)
+	}
+	sq := shardQuery{q: vector.Query{Vector: v, K: int(pq.GetK()), Exclude: pq.GetExcludeId()}, over: int(pq.GetOversample()),
+		payload: pq.GetWithPayload()}
+	if pq.ScoreThreshold != nil {
+		t := pq.GetScoreThreshold()
+		if math.IsNaN(t) {
+			return shardQuery{}, status.Errorf(codes.InvalidArgument, "query %d: score_threshold is NaN", i)
+		}
+		sq.threshold = &t
+	}
+	if fb := pq.GetFilter(); len(fb) > 0 {
+		f, err := filter.Parse(fb)
+		if err != nil {
+			return shardQuery{}, status.Errorf(codes.InvalidArgument, "query %d: %v", i, err)
+		}
+		if !f.Empty() {
+			sq.filter, sq.filterKey = f, string(fb)
+		}
+	}
+	return sq, nil
+}
+
 // search scans for a batch and reports whether it was exact: float32 over
-// every row, as it is when a query of the batch asks "exact": true or the
-// store holds no int8 codes (yet); otherwise the int8 codes choose each
-// query's candidates (one pass per distinct oversample) and float32
-// re-scores them.
+// every matching row, as it is when a query of the batch asks "exact":
+// true or the store holds no int8 codes (yet); otherwise the int8 codes
+// choose each query's candidates (one pass per distinct oversample) and
+// float32 re-scores them. Queries with a filter scan only the rows it
+// matches, one pass per distinct filter, the rows chosen from the payload
+// index before anything is scored.
 func (s *Server) search(ctx context.Context, pqs []*shardpb.Query) ([]*shardpb.HitList, uint64, bool, error) {
+	sqs := make([]shardQuery, len(pqs))
 	qs := make([]vector.Query, len(pqs))
-	overs := make([]int, len(pqs))
 	wantExact := false
 	for i, pq := range pqs {
-		v, err := s.decodeVector(pq.GetVector(), "query", i)
+		sq, err := s.decodeQuery(i, pq)
 		if err != nil {
 			return nil, 0, false, err
 		}
-		if pq.GetK() < 1 || pq.GetK() > vector.MaxK {
-			return nil, 0, false, status.Errorf(codes.InvalidArgument, "query %d: k is %d, want 1..%d", i, pq.GetK(), vector.MaxK)
-		}
-		if o := pq.GetOversample(); o > quant.MaxOversample {
-			return nil, 0, false, status.Errorf(codes.InvalidArgument, "query %d: oversample is %d, want 1..%d (0: the default)", i, o, quant.MaxOversample)
-		}
-		qs[i] = vector.Query{Vector: v, K: int(pq.GetK()), Exclude: pq.GetExcludeId()}
-		overs[i] = int(pq.GetOversample())
+		sqs[i], qs[i] = sq, sq.q
 		wantExact = wantExact || pq.GetExact()
 	}
 	ctx, span := s.startScan(ctx)
@@ -232,38 +269,43 @@ func (s *Server) search(ctx context.Context, pqs []*shardpb.Query) ([]*shardpb.H
 	start := time.Now()
 	defer func() { release(time.Since(start)) }()
 	var (
-		hits  [][]vector.Hit
+		out   []*shardpb.HitList
 		docs  int
 		exact = true
 	)
-	scan := func(rows vector.Rows, c *quant.Codes) error {
-		docs = rows.Len()
-		if c == nil || wantExact || c.Len() != rows.Len() {
-			var err error
-			hits, err = s.cfg.Kernel.Scan(ctx, s.cfg.Metric, rows, qs)
-			return err
-		}
-		exact = false
-		hits = make([][]vector.Hit, len(qs))
-		for _, group := range groupByOversample(overs) {
-			sub := make([]vector.Query, len(group))
-			for j, qi := range group {
-				sub[j] = qs[qi]
+	scan := func(v *ScanView) error {
+		docs = v.Rows.Len()
+		hits := make([][]vector.Hit, len(sqs))
+		for _, group := range groupByFilter(sqs) {
+			var sel []uint32 // nil: every row
+			if f := sqs[group[0]].filter; f != nil {
+				var err error
+				if sel, err = v.Select(f); err != nil {
+					return err
+				}
 			}
-			hs, err := s.cfg.Int8Kernel.Scan(ctx, s.cfg.Kernel, s.cfg.Metric, rows, c, sub, overs[group[0]])
+			gq := make([]vector.Query, len(group))
+			overs := make([]int, len(group))
+			for j, qi := range group {
+				gq[j], overs[j] = qs[qi], sqs[qi].over
+			}
+			hs, ex, err := s.scanRows(ctx, v, gq, overs, sel, wantExact)
 			if err != nil {
 				return err
 			}
+			exact = exact && ex
 			for j, qi := range group {
 				hits[qi] = hs[j]
 			}
 		}
-		return nil
+		var err error
+		out, err = s.answer(v, sqs, hits)
+		return err
 	}
-	if cv, ok := s.cfg.Store.(codesViewer); ok {
-		err = cv.ViewCodes(scan)
+	if sv, ok := s.cfg.Store.(scanViewer); ok {
+		err = sv.ViewScan(scan)
 	} else {
-		err = s.cfg.Store.View(func(rows vector.Rows) error { return scan(rows, nil) })
+		err = s.cfg.Store.View(func(rows vector.Rows) error { return scan(&ScanView{Rows: rows}) })
 	}
 	s.observe(err, time.Since(start))
 	if err == nil && s.cfg.Observer != nil {
@@ -280,15 +322,116 @@ func (s *Server) search(ctx context.Context, pqs []*shardpb.Query) ([]*shardpb.H
 		}
 		return nil, 0, false, status.Errorf(codes.Internal, "scan: %v", err)
 	}
+	return out, uint64(docs), exact, nil
+}
+
+// scanRows scans the rows sel names (every row when nil) for qs, with the
+// int8 codes unless exact is asked or there are none, and reports whether
+// the scan was exact.
+func (s *Server) scanRows(ctx context.Context, v *ScanView, qs []vector.Query, overs []int, sel []uint32, wantExact bool) ([][]vector.Hit, bool, error) {
+	rows, c := v.Rows, v.Codes
+	if c == nil || wantExact || c.Len() != rows.Len() {
+		if sel != nil {
+			hs, err := s.cfg.Kernel.ScanSelected(ctx, s.cfg.Metric, rows, qs, sel)
+			return hs, true, err
+		}
+		hs, err := s.cfg.Kernel.Scan(ctx, s.cfg.Metric, rows, qs)
+		return hs, true, err
+	}
+	hits := make([][]vector.Hit, len(qs))
+	for _, group := range groupByOversample(overs) {
+		sub := make([]vector.Query, len(group))
+		for j, qi := range group {
+			sub[j] = qs[qi]
+		}
+		var (
+			hs  [][]vector.Hit
+			err error
+		)
+		if sel != nil {
+			hs, err = s.cfg.Int8Kernel.ScanSelected(ctx, s.cfg.Kernel, s.cfg.Metric, rows, c, sub, overs[group[0]], sel)
+		} else {
+			hs, err = s.cfg.Int8Kernel.Scan(ctx, s.cfg.Kernel, s.cfg.Metric, rows, c, sub, overs[group[0]])
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		for j, qi := range group {
+			hits[qi] = hs[j]
+		}
+	}
+	return hits, false, nil
+}
+
+// answer turns each query's hits into its hit list: only those within its
+// score_threshold (the top k of the hits at least that good are the
+// top-k's hits at least that good), with their payloads when asked. It
+// runs under the scan's read lock, so payloads are those of the scanned
+// rows.
+func (s *Server) answer(v *ScanView, sqs []shardQuery, hits [][]vector.Hit) ([]*shardpb.HitList, error) {
 	out := make([]*shardpb.HitList, len(hits))
 	for i, hs := range hits {
-		l := &shardpb.HitList{Hits: make([]*shardpb.Hit, len(hs))}
-		for j, h := range hs {
-			l.Hits[j] = &shardpb.Hit{Id: h.ID, Score: h.Score}
+		sq := sqs[i]
+		l := &shardpb.HitList{Hits: make([]*shardpb.Hit, 0, len(hs))}
+		for _, h := range hs {
+			if sq.threshold != nil && !s.within(h.Score, *sq.threshold) {
+				break // hits are best first
+			}
+			ph := &shardpb.Hit{Id: h.ID, Score: h.Score}
+			if sel := sq.payload; sel != nil {
+				var keys []string
+				if !sel.GetAll() {
+					keys = sel.GetKeys()
+					if keys == nil {
+						keys = []string{}
+					}
+				}
+				p, err := v.Payload(h.ID, keys)
+				if err != nil {
+					return nil, err
+				}
+				ph.Payload = p
+			}
+			l.Hits = append(l.Hits, ph)
 		}
 		out[i] = l
 	}
-	return out, uint64(docs), exact, nil
+	return out, nil
+}
+
+// within reports whether a score meets a score_threshold: at least it
+// under cosine and dot (higher is better), at most it under l2 (a
+// distance). The score compared is the one the client reads: the API
+// prints a float32 in its shortest decimal form, which as a float64 can
+// sit just on the other side of a threshold from the float32 itself.
+func (s *Server) within(score float32, t float64) bool {
+	v, err := strconv.ParseFloat(strconv.FormatFloat(float64(score), 'g', -1, 32), 64)
+	if err != nil {
+		v = float64(score)
+	}
+	if s.cfg.Metric == vector.Euclidean {
+		return v <= t
+	}
+	return v >= t
+}
+
+// groupByFilter splits a batch's query indexes by filter (one selection
+// and one pass each), in order of first appearance; queries without a
+// filter are one group.
+func groupByFilter(sqs []shardQuery) [][]int {
+	var keys []string
+	by := map[string][]int{}
+	for i, q := range sqs {
+		if _, ok := by[q.filterKey]; !ok {
+			keys = append(keys, q.filterKey)
+		}
+		by[q.filterKey] = append(by[q.filterKey], i)
+	}
+	out := make([][]int, len(keys))
+	for i, k := range keys {
+		out[i] = by[k]
+	}
+	return out
 }
 
 // errOverloaded marks a scan refused by admission, for the scan metric.
@@ -349,7 +492,15 @@ func (s *Server) Upsert(ctx context.Context, req *shardpb.UpsertRequest) (*shard
 		if err != nil {
 			return nil, err
 		}
-		recs[i] = Record{ID: pv.GetId(), Vector: v, Payload: pv.GetPayload()}
+		var payload []byte
+		if b := pv.GetPayload(); len(b) > 0 {
+			// Checked here as the router checks it: the index and filters
+			// assume a payload that decodes.
+			if payload, err = filter.CheckPayload(b); err != nil {
+				return nil, status.Errorf(codes.InvalidArgument, "vector %d: %v", i, err)
+			}
+		}
+		recs[i] = Record{ID: pv.GetId(), Vector: v, Payload: payload}
 	}
 	if n := s.cfg.Node; n != nil {
 		vs := make([]*shardpb.Vector, len(recs))

@@ -16,6 +16,11 @@
 // score is computed by the same operations whichever tile computes it, so
 // results depend only on the kernel, not on batching or the split.
 //
+// ScanSelected is Scan over a list of row numbers (the rows a filter
+// kept): runs of consecutive rows are scored in place and scattered ones
+// gathered into a block first, so the same kernels score them and a
+// filtered scan costs in proportion to the rows it keeps.
+//
 // Rescore is the exact half of an approximate scan: it scores a shortlist
 // of candidate rows the way Scan scores every row, so scores from the
 // shortlist equal an exact scan's bit for bit. Subpackage quant chooses

@@ -45,10 +45,23 @@ const BlockRows = 256
 // context is checked every block; a scan whose context ends returns its
 // error (wrapped) and no hits.
 func (k Kernel) Scan(ctx context.Context, m Metric, rows Rows, queries []Query) ([][]Hit, error) {
-	return k.scan(ctx, m, rows, queries, runtime.GOMAXPROCS(0))
+	return k.scan(ctx, m, rows, queries, nil, runtime.GOMAXPROCS(0))
 }
 
-func (k Kernel) scan(ctx context.Context, m Metric, rows Rows, queries []Query, procs int) ([][]Hit, error) {
+// ScanSelected is Scan over only the rows sel names (row numbers into
+// rows, ascending, distinct): a filtered search, which reads and scores
+// those rows alone, so its cost follows len(sel), not the shard. Runs of
+// consecutive rows are scored in place; scattered ones are first copied
+// into a block buffer, so the batch kernels score them exactly as Scan
+// would (the same bits). An empty sel returns empty hit lists.
+func (k Kernel) ScanSelected(ctx context.Context, m Metric, rows Rows, queries []Query, sel []uint32) ([][]Hit, error) {
+	if sel == nil {
+		sel = []uint32{}
+	}
+	return k.scan(ctx, m, rows, queries, sel, runtime.GOMAXPROCS(0))
+}
+
+func (k Kernel) scan(ctx context.Context, m Metric, rows Rows, queries []Query, sel []uint32, procs int) ([][]Hit, error) {
 	if rows.Dim <= 0 {
 		return nil, fmt.Errorf("scan: dimension %d", rows.Dim)
 	}
@@ -67,10 +80,17 @@ func (k Kernel) scan(ctx context.Context, m Metric, rows Rows, queries []Query, 
 		vecs[i] = q.Vector
 	}
 
-	workers := ScanWorkers(n, procs)
+	todo := n
+	if sel != nil {
+		todo = len(sel)
+		if todo > 0 && int(sel[todo-1]) >= n {
+			return nil, fmt.Errorf("scan: selected row %d of %d", sel[todo-1], n)
+		}
+	}
+	workers := ScanWorkers(todo, procs)
 	scanners := make([]*scanner, workers)
-	if err := SplitRows(n, workers, BlockRows, func(w, lo, hi int) error {
-		scanners[w] = newScanner(k, m, rows, queries, vecs)
+	if err := SplitRows(todo, workers, BlockRows, func(w, lo, hi int) error {
+		scanners[w] = newScanner(k, m, rows, queries, vecs, sel)
 		return scanners[w].run(ctx, lo, hi)
 	}); err != nil {
 		return nil, err
@@ -102,22 +122,31 @@ type scanner struct {
 	vecs    [][]float32
 	tops    []*TopK
 	scores  []float32
+	// sel, when not nil, lists the rows to scan (run's range indexes
+	// it); buf holds scattered ones gathered, pending their row numbers.
+	sel     []uint32
+	buf     []float32
+	pending []uint32
 }
 
-func newScanner(k Kernel, m Metric, rows Rows, queries []Query, vecs [][]float32) *scanner {
+func newScanner(k Kernel, m Metric, rows Rows, queries []Query, vecs [][]float32, sel []uint32) *scanner {
+	n := rows.Len()
+	if sel != nil {
+		n = len(sel)
+	}
 	s := &scanner{
-		k: k, m: m, rows: rows, queries: queries, vecs: vecs,
+		k: k, m: m, rows: rows, queries: queries, vecs: vecs, sel: sel,
 		tops:   make([]*TopK, len(queries)),
-		scores: make([]float32, len(queries)*min(BlockRows, rows.Len())),
+		scores: make([]float32, len(queries)*min(BlockRows, n)),
 	}
 	for qi, q := range queries {
 		// A heap never holds more than the rows there are, whatever k.
-		s.tops[qi] = NewTopK(min(q.K, rows.Len()), rows.IDs)
+		s.tops[qi] = NewTopK(min(q.K, n), rows.IDs)
 	}
 	return s
 }
 
-// run scans rows [lo, hi) block by block.
+// run scans rows [lo, hi) block by block (of sel, when set).
 func (s *scanner) run(ctx context.Context, lo, hi int) error {
 	dim := s.rows.Dim
 	for b := lo; b < hi; b += BlockRows {
@@ -125,24 +154,87 @@ func (s *scanner) run(ctx context.Context, lo, hi int) error {
 			return fmt.Errorf("scan stopped after %d of %d rows: %w", b-lo, hi-lo, err)
 		}
 		end := min(b+BlockRows, hi)
-		nr := end - b
-		scores := s.scores[:len(s.vecs)*nr]
-		s.k.ScoreRows(s.m, s.vecs, s.rows.Data[b*dim:end*dim], dim, scores)
-		for qi, q := range s.queries {
-			if q.K == 0 {
-				continue
-			}
-			s.collect(s.tops[qi], q.Exclude, b, scores[qi*nr:(qi+1)*nr])
+		if s.sel != nil {
+			s.runSelected(s.sel[b:end])
+			continue
 		}
+		s.score(b, nil, s.rows.Data[b*dim:end*dim])
 	}
 	return nil
 }
 
-// collect offers one query's scores for rows base, base+1, ... to its heap.
-// Once the heap is full almost every candidate is rejected by one float
-// comparison; NaN fails it too, and Push drops NaN when the heap is not
-// full, so a NaN score never displaces a real one.
-func (s *scanner) collect(t *TopK, exclude string, base int, scores []float32) {
+// minRun is the shortest run of consecutive selected rows scored in
+// place; shorter ones are gathered, so the tiles (four rows at a time)
+// are not called on fragments.
+const minRun = 8
+
+// gatherRows is how many scattered rows are copied aside before they are
+// scored: 384 KiB at 1536-D, so a sparse filter's scan allocates little.
+const gatherRows = 64
+
+// runSelected scores a block of selected rows: runs of consecutive rows
+// in place, the rest copied into buf in groups of gatherRows.
+func (s *scanner) runSelected(rows []uint32) {
+	dim := s.rows.Dim
+	data := s.rows.Data
+	var pending []uint32
+	flush := func() {
+		if len(pending) > 0 {
+			s.score(0, pending, s.buf[:len(pending)*dim])
+			pending = pending[:0]
+		}
+	}
+	for i := 0; i < len(rows); {
+		j := i + 1
+		for j < len(rows) && rows[j] == rows[j-1]+1 {
+			j++
+		}
+		if j-i >= minRun {
+			first, last := int(rows[i]), int(rows[j-1])
+			s.score(first, nil, data[first*dim:(last+1)*dim])
+			i = j
+			continue
+		}
+		if s.buf == nil {
+			s.buf = Aligned(min(gatherRows, len(s.sel)) * dim)
+			s.pending = make([]uint32, 0, min(gatherRows, len(s.sel)))
+		}
+		if pending == nil {
+			pending = s.pending[:0]
+		}
+		for _, r := range rows[i:j] {
+			if len(pending) == cap(pending) {
+				flush()
+			}
+			n := len(pending)
+			copy(s.buf[n*dim:(n+1)*dim], data[int(r)*dim:(int(r)+1)*dim])
+			pending = append(pending, r)
+		}
+		i = j
+	}
+	flush()
+}
+
+// score scores rows (consecutive in data) against every query and offers
+// them to the heaps: as rows base, base+1, ..., or idx's rows when set.
+func (s *scanner) score(base int, idx []uint32, data []float32) {
+	nr := len(data) / s.rows.Dim
+	scores := s.scores[:len(s.vecs)*nr]
+	s.k.ScoreRows(s.m, s.vecs, data, s.rows.Dim, scores)
+	for qi, q := range s.queries {
+		if q.K == 0 {
+			continue
+		}
+		s.collect(s.tops[qi], q.Exclude, base, idx, scores[qi*nr:(qi+1)*nr])
+	}
+}
+
+// collect offers one query's scores for rows base, base+1, ... (or idx[0],
+// idx[1], ... when idx is set) to its heap. Once the heap is full almost
+// every candidate is rejected by one float comparison; NaN fails it too,
+// and Push drops NaN when the heap is not full, so a NaN score never
+// displaces a real one.
+func (s *scanner) collect(t *TopK, exclude string, base int, idx []uint32, scores []float32) {
 	neg := s.m == Euclidean // keys are larger-is-better
 	ids := s.rows.IDs
 	for j, sc := range scores {
@@ -153,10 +245,14 @@ func (s *scanner) collect(t *TopK, exclude string, base int, scores []float32) {
 		if len(t.rows) == t.k && !(key >= t.keys[0]) {
 			continue
 		}
-		if exclude != "" && ids[base+j] == exclude {
+		row := base + j
+		if idx != nil {
+			row = int(idx[j])
+		}
+		if exclude != "" && ids[row] == exclude {
 			continue
 		}
-		t.Push(int32(base+j), key)
+		t.Push(int32(row), key)
 	}
 }
 

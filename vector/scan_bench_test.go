@@ -71,7 +71,7 @@ func BenchmarkTopK(b *testing.B) {
 			t := NewTopK(k, ids)
 			for b.Loop() {
 				t.Reset(ids)
-				s.collect(t, "", 0, scores)
+				s.collect(t, "", 0, nil, scores)
 			}
 			b.ReportMetric(b.Elapsed().Seconds()*1e9/float64(b.N)/n, "ns/candidate")
 		})

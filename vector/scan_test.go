@@ -144,10 +144,10 @@ func TestScanParallel(t *testing.T) {
 	}
 	for _, k := range Available() {
 		for _, m := range metrics {
-			one, err := k.scan(context.Background(), m, rows, qs, 1)
+			one, err := k.scan(context.Background(), m, rows, qs, nil, 1)
 			require.NoError(t, err)
 			for _, procs := range []int{2, 3} {
-				many, err := k.scan(context.Background(), m, rows, qs, procs)
+				many, err := k.scan(context.Background(), m, rows, qs, nil, procs)
 				require.NoError(t, err)
 				require.Equal(t, one, many, "%s %v procs=%d", k.Name, m, procs)
 			}
@@ -171,9 +171,9 @@ func TestScanFloatDeterministic(t *testing.T) {
 	qs := []Query{{Vector: unaligned(r, dim, 1), K: 20}, {Vector: unaligned(r, dim, 2), K: 7}}
 	for _, k := range Available() {
 		for _, m := range metrics {
-			a, err := k.scan(context.Background(), m, rows, qs, 1)
+			a, err := k.scan(context.Background(), m, rows, qs, nil, 1)
 			require.NoError(t, err)
-			b, err := k.scan(context.Background(), m, rows, qs, 2)
+			b, err := k.scan(context.Background(), m, rows, qs, nil, 2)
 			require.NoError(t, err)
 			require.Equal(t, a, b, "%s %v", k.Name, m)
 			for qi := range qs {
@@ -243,7 +243,7 @@ func TestScanCancelled(t *testing.T) {
 	for _, k := range Available() {
 		for _, procs := range []int{1, 2} {
 			ctx := &cancelAfter{Context: context.Background(), after: 5}
-			got, err := k.scan(ctx, DotProduct, rows, qs, procs)
+			got, err := k.scan(ctx, DotProduct, rows, qs, nil, procs)
 			require.ErrorIs(t, err, context.Canceled, "%s procs=%d", k.Name, procs)
 			require.ErrorContains(t, err, "scan stopped after")
 			require.Nil(t, got)
@@ -289,4 +289,56 @@ func TestTopKZeroAndNaN(t *testing.T) {
 	rs, keys := tk.Sorted()
 	require.Equal(t, []int32{1}, rs)
 	require.Equal(t, []float32{1}, keys)
+}
+
+// TestScanSelected: a scan of selected rows equals brute force over those
+// rows alone, for runs, scattered rows, a selection large enough to split
+// across workers, one row and none.
+func TestScanSelected(t *testing.T) {
+	r := rand.New(rand.NewPCG(31, 32))
+	n := parallelMinRows + 5*BlockRows + 3
+	rows := intRows(r, n, 6)
+	qs := []Query{
+		{Vector: intVector(r, 6), K: 10},
+		{Vector: intVector(r, 6), K: 1, Exclude: rows.IDs[700]},
+		{Vector: intVector(r, 6), K: 50},
+	}
+	sels := map[string][]uint32{"none": {}, "one": {uint32(n - 1)}}
+	var run, scattered, mixed []uint32
+	for i := 600; i < 1400; i++ {
+		run = append(run, uint32(i))
+	}
+	for i := 0; i < n; i += 1 + r.IntN(7) {
+		scattered = append(scattered, uint32(i))
+	}
+	for i := 0; i < n; i++ {
+		if (i/300)%2 == 0 || r.IntN(50) == 0 {
+			mixed = append(mixed, uint32(i))
+		}
+	}
+	sels["run"], sels["scattered"], sels["mixed"] = run, scattered, mixed
+	for name, sel := range sels {
+		sub := Rows{Dim: rows.Dim}
+		for _, i := range sel {
+			sub.Data = append(sub.Data, rows.Row(int(i))...)
+			sub.IDs = append(sub.IDs, rows.IDs[i])
+		}
+		for _, k := range Available() {
+			for _, m := range metrics {
+				for _, procs := range []int{1, 2} {
+					got, err := k.scan(context.Background(), m, rows, qs, sel, procs)
+					require.NoError(t, err)
+					for qi, q := range qs {
+						if len(sel) == 0 {
+							require.Empty(t, got[qi])
+							continue
+						}
+						require.Equal(t, bruteForce(m, sub, q), got[qi], "%s %s %v procs=%d query %d", name, k.Name, m, procs, qi)
+					}
+				}
+			}
+		}
+	}
+	_, err := Generic().ScanSelected(context.Background(), DotProduct, rows, qs, []uint32{uint32(n)})
+	require.Error(t, err, "a row past the end")
 }

@@ -24,6 +24,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -471,10 +472,14 @@ func (c *Cluster) Replica(shardName string, idx int) (*Replica, bool) {
 }
 
 // Corpus makes n clustered vectors: 32 random centres, each vector a
-// centre plus noise, so nearest neighbours are meaningful. The same seed
-// always gives the same corpus.
+// centre plus noise, so nearest neighbours are meaningful, each with a
+// small payload (lang, year, tags). The same seed always gives the same
+// corpus.
 func Corpus(n, dim int, seed uint64) []shard.Record {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	// Payloads come from their own stream, so the vectors of a seed are
+	// what they were before documents had payloads.
+	prng := rand.New(rand.NewPCG(seed^0x5bd1e995, seed))
 	const centres = 32
 	cs := make([][]float32, centres)
 	for i := range cs {
@@ -491,9 +496,23 @@ func Corpus(n, dim int, seed uint64) []shard.Record {
 		for j := range v {
 			v[j] = c[j] + noise*float32(rng.NormFloat64())
 		}
-		out[i] = shard.Record{ID: "doc-" + strconv.Itoa(i), Vector: v}
+		out[i] = shard.Record{ID: "doc-" + strconv.Itoa(i), Vector: v, Payload: payload(prng)}
 	}
 	return out
+}
+
+// payload makes a dev document's small payload: a language (en half the
+// time), a year in 2000..2025 and zero to three tags, so the README's
+// filtered queries match a useful share of the corpus.
+func payload(rng *rand.Rand) []byte {
+	langs := []string{"en", "en", "de", "fr", "es", "ja"}
+	tags := []string{"go", "rust", "python", "search", "vectors", "databases"}
+	var ts []string
+	for _, i := range rng.Perm(len(tags))[:rng.IntN(4)] {
+		ts = append(ts, strconv.Quote(tags[i]))
+	}
+	return fmt.Appendf(nil, `{"lang":%q,"year":%d,"tags":[%s]}`,
+		langs[rng.IntN(len(langs))], 2000+rng.IntN(26), strings.Join(ts, ","))
 }
 
 // Routes mounts POST /dev/replicas/{shard}/{replica}/{action} with action

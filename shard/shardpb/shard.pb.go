@@ -36,7 +36,17 @@ type Query struct {
 	Exact bool `protobuf:"varint,4,opt,name=exact,proto3" json:"exact,omitempty"`
 	// oversample is how many candidates per k an int8 scan keeps for exact
 	// re-scoring (1..32); 0 means the shard's default.
-	Oversample    uint32 `protobuf:"varint,5,opt,name=oversample,proto3" json:"oversample,omitempty"`
+	Oversample uint32 `protobuf:"varint,5,opt,name=oversample,proto3" json:"oversample,omitempty"`
+	// filter is a payload filter in its canonical JSON (package filter,
+	// Filter.MarshalJSON), empty for none. JSON rather than a message: one
+	// grammar and one decoder on both ends, and the shard re-validates it
+	// as it re-validates vectors. Only rows it matches are scored.
+	Filter []byte `protobuf:"bytes,6,opt,name=filter,proto3" json:"filter,omitempty"`
+	// score_threshold, when set, keeps only hits at least this good: a
+	// score >= it under cosine and dot, a distance <= it under l2.
+	ScoreThreshold *float64 `protobuf:"fixed64,7,opt,name=score_threshold,json=scoreThreshold,proto3,oneof" json:"score_threshold,omitempty"`
+	// with_payload, when set, returns each hit's payload.
+	WithPayload   *PayloadSelector `protobuf:"bytes,8,opt,name=with_payload,json=withPayload,proto3" json:"with_payload,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -106,17 +116,95 @@ func (x *Query) GetOversample() uint32 {
 	return 0
 }
 
-type Hit struct {
+func (x *Query) GetFilter() []byte {
+	if x != nil {
+		return x.Filter
+	}
+	return nil
+}
+
+func (x *Query) GetScoreThreshold() float64 {
+	if x != nil && x.ScoreThreshold != nil {
+		return *x.ScoreThreshold
+	}
+	return 0
+}
+
+func (x *Query) GetWithPayload() *PayloadSelector {
+	if x != nil {
+		return x.WithPayload
+	}
+	return nil
+}
+
+// PayloadSelector says which part of a payload to return: all of it, or
+// the listed top-level keys (those a document has).
+type PayloadSelector struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	Score         float32                `protobuf:"fixed32,2,opt,name=score,proto3" json:"score,omitempty"`
+	All           bool                   `protobuf:"varint,1,opt,name=all,proto3" json:"all,omitempty"`
+	Keys          []string               `protobuf:"bytes,2,rep,name=keys,proto3" json:"keys,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PayloadSelector) Reset() {
+	*x = PayloadSelector{}
+	mi := &file_shard_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PayloadSelector) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PayloadSelector) ProtoMessage() {}
+
+func (x *PayloadSelector) ProtoReflect() protoreflect.Message {
+	mi := &file_shard_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PayloadSelector.ProtoReflect.Descriptor instead.
+func (*PayloadSelector) Descriptor() ([]byte, []int) {
+	return file_shard_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *PayloadSelector) GetAll() bool {
+	if x != nil {
+		return x.All
+	}
+	return false
+}
+
+func (x *PayloadSelector) GetKeys() []string {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+type Hit struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Score float32                `protobuf:"fixed32,2,opt,name=score,proto3" json:"score,omitempty"`
+	// payload is the hit's payload JSON (or the selected keys of it), "{}"
+	// for a document without one, when the query asked; else empty.
+	Payload       []byte `protobuf:"bytes,3,opt,name=payload,proto3" json:"payload,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Hit) Reset() {
 	*x = Hit{}
-	mi := &file_shard_proto_msgTypes[1]
+	mi := &file_shard_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -128,7 +216,7 @@ func (x *Hit) String() string {
 func (*Hit) ProtoMessage() {}
 
 func (x *Hit) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[1]
+	mi := &file_shard_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -141,7 +229,7 @@ func (x *Hit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Hit.ProtoReflect.Descriptor instead.
 func (*Hit) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{1}
+	return file_shard_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Hit) GetId() string {
@@ -158,6 +246,13 @@ func (x *Hit) GetScore() float32 {
 	return 0
 }
 
+func (x *Hit) GetPayload() []byte {
+	if x != nil {
+		return x.Payload
+	}
+	return nil
+}
+
 type SearchRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Query *Query                 `protobuf:"bytes,1,opt,name=query,proto3" json:"query,omitempty"`
@@ -171,7 +266,7 @@ type SearchRequest struct {
 
 func (x *SearchRequest) Reset() {
 	*x = SearchRequest{}
-	mi := &file_shard_proto_msgTypes[2]
+	mi := &file_shard_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -183,7 +278,7 @@ func (x *SearchRequest) String() string {
 func (*SearchRequest) ProtoMessage() {}
 
 func (x *SearchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[2]
+	mi := &file_shard_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -196,7 +291,7 @@ func (x *SearchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchRequest.ProtoReflect.Descriptor instead.
 func (*SearchRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{2}
+	return file_shard_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *SearchRequest) GetQuery() *Query {
@@ -224,7 +319,7 @@ type SearchResponse struct {
 
 func (x *SearchResponse) Reset() {
 	*x = SearchResponse{}
-	mi := &file_shard_proto_msgTypes[3]
+	mi := &file_shard_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -236,7 +331,7 @@ func (x *SearchResponse) String() string {
 func (*SearchResponse) ProtoMessage() {}
 
 func (x *SearchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[3]
+	mi := &file_shard_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -249,7 +344,7 @@ func (x *SearchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchResponse.ProtoReflect.Descriptor instead.
 func (*SearchResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{3}
+	return file_shard_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *SearchResponse) GetHits() []*Hit {
@@ -283,7 +378,7 @@ type SearchBatchRequest struct {
 
 func (x *SearchBatchRequest) Reset() {
 	*x = SearchBatchRequest{}
-	mi := &file_shard_proto_msgTypes[4]
+	mi := &file_shard_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -295,7 +390,7 @@ func (x *SearchBatchRequest) String() string {
 func (*SearchBatchRequest) ProtoMessage() {}
 
 func (x *SearchBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[4]
+	mi := &file_shard_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -308,7 +403,7 @@ func (x *SearchBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchBatchRequest.ProtoReflect.Descriptor instead.
 func (*SearchBatchRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{4}
+	return file_shard_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *SearchBatchRequest) GetQueries() []*Query {
@@ -334,7 +429,7 @@ type HitList struct {
 
 func (x *HitList) Reset() {
 	*x = HitList{}
-	mi := &file_shard_proto_msgTypes[5]
+	mi := &file_shard_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -346,7 +441,7 @@ func (x *HitList) String() string {
 func (*HitList) ProtoMessage() {}
 
 func (x *HitList) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[5]
+	mi := &file_shard_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -359,7 +454,7 @@ func (x *HitList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HitList.ProtoReflect.Descriptor instead.
 func (*HitList) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{5}
+	return file_shard_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *HitList) GetHits() []*Hit {
@@ -380,7 +475,7 @@ type SearchBatchResponse struct {
 
 func (x *SearchBatchResponse) Reset() {
 	*x = SearchBatchResponse{}
-	mi := &file_shard_proto_msgTypes[6]
+	mi := &file_shard_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -392,7 +487,7 @@ func (x *SearchBatchResponse) String() string {
 func (*SearchBatchResponse) ProtoMessage() {}
 
 func (x *SearchBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[6]
+	mi := &file_shard_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -405,7 +500,7 @@ func (x *SearchBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchBatchResponse.ProtoReflect.Descriptor instead.
 func (*SearchBatchResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{6}
+	return file_shard_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SearchBatchResponse) GetResults() []*HitList {
@@ -442,7 +537,7 @@ type Placement struct {
 
 func (x *Placement) Reset() {
 	*x = Placement{}
-	mi := &file_shard_proto_msgTypes[7]
+	mi := &file_shard_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -454,7 +549,7 @@ func (x *Placement) String() string {
 func (*Placement) ProtoMessage() {}
 
 func (x *Placement) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[7]
+	mi := &file_shard_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -467,7 +562,7 @@ func (x *Placement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Placement.ProtoReflect.Descriptor instead.
 func (*Placement) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{7}
+	return file_shard_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Placement) GetFingerprint() string {
@@ -495,7 +590,7 @@ type Vector struct {
 
 func (x *Vector) Reset() {
 	*x = Vector{}
-	mi := &file_shard_proto_msgTypes[8]
+	mi := &file_shard_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -507,7 +602,7 @@ func (x *Vector) String() string {
 func (*Vector) ProtoMessage() {}
 
 func (x *Vector) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[8]
+	mi := &file_shard_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -520,7 +615,7 @@ func (x *Vector) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Vector.ProtoReflect.Descriptor instead.
 func (*Vector) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{8}
+	return file_shard_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Vector) GetId() string {
@@ -554,7 +649,7 @@ type UpsertRequest struct {
 
 func (x *UpsertRequest) Reset() {
 	*x = UpsertRequest{}
-	mi := &file_shard_proto_msgTypes[9]
+	mi := &file_shard_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -566,7 +661,7 @@ func (x *UpsertRequest) String() string {
 func (*UpsertRequest) ProtoMessage() {}
 
 func (x *UpsertRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[9]
+	mi := &file_shard_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -579,7 +674,7 @@ func (x *UpsertRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertRequest.ProtoReflect.Descriptor instead.
 func (*UpsertRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{9}
+	return file_shard_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *UpsertRequest) GetPlacement() *Placement {
@@ -606,7 +701,7 @@ type UpsertResponse struct {
 
 func (x *UpsertResponse) Reset() {
 	*x = UpsertResponse{}
-	mi := &file_shard_proto_msgTypes[10]
+	mi := &file_shard_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -618,7 +713,7 @@ func (x *UpsertResponse) String() string {
 func (*UpsertResponse) ProtoMessage() {}
 
 func (x *UpsertResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[10]
+	mi := &file_shard_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -631,7 +726,7 @@ func (x *UpsertResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertResponse.ProtoReflect.Descriptor instead.
 func (*UpsertResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{10}
+	return file_shard_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *UpsertResponse) GetDocCount() uint64 {
@@ -658,7 +753,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_shard_proto_msgTypes[11]
+	mi := &file_shard_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -670,7 +765,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[11]
+	mi := &file_shard_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -683,7 +778,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{11}
+	return file_shard_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GetRequest) GetId() string {
@@ -709,7 +804,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_shard_proto_msgTypes[12]
+	mi := &file_shard_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -721,7 +816,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[12]
+	mi := &file_shard_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -734,7 +829,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{12}
+	return file_shard_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GetResponse) GetVector() *Vector {
@@ -754,7 +849,7 @@ type DeleteRequest struct {
 
 func (x *DeleteRequest) Reset() {
 	*x = DeleteRequest{}
-	mi := &file_shard_proto_msgTypes[13]
+	mi := &file_shard_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -766,7 +861,7 @@ func (x *DeleteRequest) String() string {
 func (*DeleteRequest) ProtoMessage() {}
 
 func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[13]
+	mi := &file_shard_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -779,7 +874,7 @@ func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{13}
+	return file_shard_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DeleteRequest) GetPlacement() *Placement {
@@ -806,7 +901,7 @@ type DeleteResponse struct {
 
 func (x *DeleteResponse) Reset() {
 	*x = DeleteResponse{}
-	mi := &file_shard_proto_msgTypes[14]
+	mi := &file_shard_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -818,7 +913,7 @@ func (x *DeleteResponse) String() string {
 func (*DeleteResponse) ProtoMessage() {}
 
 func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[14]
+	mi := &file_shard_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -831,7 +926,7 @@ func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteResponse.ProtoReflect.Descriptor instead.
 func (*DeleteResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{14}
+	return file_shard_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DeleteResponse) GetFound() bool {
@@ -856,7 +951,7 @@ type StatsRequest struct {
 
 func (x *StatsRequest) Reset() {
 	*x = StatsRequest{}
-	mi := &file_shard_proto_msgTypes[15]
+	mi := &file_shard_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -868,7 +963,7 @@ func (x *StatsRequest) String() string {
 func (*StatsRequest) ProtoMessage() {}
 
 func (x *StatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[15]
+	mi := &file_shard_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -881,7 +976,7 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{15}
+	return file_shard_proto_rawDescGZIP(), []int{16}
 }
 
 type StatsResponse struct {
@@ -904,7 +999,7 @@ type StatsResponse struct {
 
 func (x *StatsResponse) Reset() {
 	*x = StatsResponse{}
-	mi := &file_shard_proto_msgTypes[16]
+	mi := &file_shard_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -916,7 +1011,7 @@ func (x *StatsResponse) String() string {
 func (*StatsResponse) ProtoMessage() {}
 
 func (x *StatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[16]
+	mi := &file_shard_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -929,7 +1024,7 @@ func (x *StatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsResponse.ProtoReflect.Descriptor instead.
 func (*StatsResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{16}
+	return file_shard_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *StatsResponse) GetDocCount() uint64 {
@@ -1020,7 +1115,7 @@ var File_shard_proto protoreflect.FileDescriptor
 
 const file_shard_proto_rawDesc = "" +
 	"\n" +
-	"\vshard.proto\x12\x0etrawl.shard.v1\"\x82\x01\n" +
+	"\vshard.proto\x12\x0etrawl.shard.v1\"\xa0\x02\n" +
 	"\x05Query\x12\x16\n" +
 	"\x06vector\x18\x01 \x01(\fR\x06vector\x12\f\n" +
 	"\x01k\x18\x02 \x01(\rR\x01k\x12\x1d\n" +
@@ -1029,10 +1124,18 @@ const file_shard_proto_rawDesc = "" +
 	"\x05exact\x18\x04 \x01(\bR\x05exact\x12\x1e\n" +
 	"\n" +
 	"oversample\x18\x05 \x01(\rR\n" +
-	"oversample\"+\n" +
+	"oversample\x12\x16\n" +
+	"\x06filter\x18\x06 \x01(\fR\x06filter\x12,\n" +
+	"\x0fscore_threshold\x18\a \x01(\x01H\x00R\x0escoreThreshold\x88\x01\x01\x12B\n" +
+	"\fwith_payload\x18\b \x01(\v2\x1f.trawl.shard.v1.PayloadSelectorR\vwithPayloadB\x12\n" +
+	"\x10_score_threshold\"7\n" +
+	"\x0fPayloadSelector\x12\x10\n" +
+	"\x03all\x18\x01 \x01(\bR\x03all\x12\x12\n" +
+	"\x04keys\x18\x02 \x03(\tR\x04keys\"E\n" +
 	"\x03Hit\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
-	"\x05score\x18\x02 \x01(\x02R\x05score\"Y\n" +
+	"\x05score\x18\x02 \x01(\x02R\x05score\x12\x18\n" +
+	"\apayload\x18\x03 \x01(\fR\apayload\"Y\n" +
 	"\rSearchRequest\x12+\n" +
 	"\x05query\x18\x01 \x01(\v2\x15.trawl.shard.v1.QueryR\x05query\x12\x1b\n" +
 	"\tmin_index\x18\x02 \x01(\x04R\bminIndex\"l\n" +
@@ -1109,54 +1212,56 @@ func file_shard_proto_rawDescGZIP() []byte {
 	return file_shard_proto_rawDescData
 }
 
-var file_shard_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_shard_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_shard_proto_goTypes = []any{
 	(*Query)(nil),               // 0: trawl.shard.v1.Query
-	(*Hit)(nil),                 // 1: trawl.shard.v1.Hit
-	(*SearchRequest)(nil),       // 2: trawl.shard.v1.SearchRequest
-	(*SearchResponse)(nil),      // 3: trawl.shard.v1.SearchResponse
-	(*SearchBatchRequest)(nil),  // 4: trawl.shard.v1.SearchBatchRequest
-	(*HitList)(nil),             // 5: trawl.shard.v1.HitList
-	(*SearchBatchResponse)(nil), // 6: trawl.shard.v1.SearchBatchResponse
-	(*Placement)(nil),           // 7: trawl.shard.v1.Placement
-	(*Vector)(nil),              // 8: trawl.shard.v1.Vector
-	(*UpsertRequest)(nil),       // 9: trawl.shard.v1.UpsertRequest
-	(*UpsertResponse)(nil),      // 10: trawl.shard.v1.UpsertResponse
-	(*GetRequest)(nil),          // 11: trawl.shard.v1.GetRequest
-	(*GetResponse)(nil),         // 12: trawl.shard.v1.GetResponse
-	(*DeleteRequest)(nil),       // 13: trawl.shard.v1.DeleteRequest
-	(*DeleteResponse)(nil),      // 14: trawl.shard.v1.DeleteResponse
-	(*StatsRequest)(nil),        // 15: trawl.shard.v1.StatsRequest
-	(*StatsResponse)(nil),       // 16: trawl.shard.v1.StatsResponse
+	(*PayloadSelector)(nil),     // 1: trawl.shard.v1.PayloadSelector
+	(*Hit)(nil),                 // 2: trawl.shard.v1.Hit
+	(*SearchRequest)(nil),       // 3: trawl.shard.v1.SearchRequest
+	(*SearchResponse)(nil),      // 4: trawl.shard.v1.SearchResponse
+	(*SearchBatchRequest)(nil),  // 5: trawl.shard.v1.SearchBatchRequest
+	(*HitList)(nil),             // 6: trawl.shard.v1.HitList
+	(*SearchBatchResponse)(nil), // 7: trawl.shard.v1.SearchBatchResponse
+	(*Placement)(nil),           // 8: trawl.shard.v1.Placement
+	(*Vector)(nil),              // 9: trawl.shard.v1.Vector
+	(*UpsertRequest)(nil),       // 10: trawl.shard.v1.UpsertRequest
+	(*UpsertResponse)(nil),      // 11: trawl.shard.v1.UpsertResponse
+	(*GetRequest)(nil),          // 12: trawl.shard.v1.GetRequest
+	(*GetResponse)(nil),         // 13: trawl.shard.v1.GetResponse
+	(*DeleteRequest)(nil),       // 14: trawl.shard.v1.DeleteRequest
+	(*DeleteResponse)(nil),      // 15: trawl.shard.v1.DeleteResponse
+	(*StatsRequest)(nil),        // 16: trawl.shard.v1.StatsRequest
+	(*StatsResponse)(nil),       // 17: trawl.shard.v1.StatsResponse
 }
 var file_shard_proto_depIdxs = []int32{
-	0,  // 0: trawl.shard.v1.SearchRequest.query:type_name -> trawl.shard.v1.Query
-	1,  // 1: trawl.shard.v1.SearchResponse.hits:type_name -> trawl.shard.v1.Hit
-	0,  // 2: trawl.shard.v1.SearchBatchRequest.queries:type_name -> trawl.shard.v1.Query
-	1,  // 3: trawl.shard.v1.HitList.hits:type_name -> trawl.shard.v1.Hit
-	5,  // 4: trawl.shard.v1.SearchBatchResponse.results:type_name -> trawl.shard.v1.HitList
-	7,  // 5: trawl.shard.v1.UpsertRequest.placement:type_name -> trawl.shard.v1.Placement
-	8,  // 6: trawl.shard.v1.UpsertRequest.vectors:type_name -> trawl.shard.v1.Vector
-	8,  // 7: trawl.shard.v1.GetResponse.vector:type_name -> trawl.shard.v1.Vector
-	7,  // 8: trawl.shard.v1.DeleteRequest.placement:type_name -> trawl.shard.v1.Placement
-	7,  // 9: trawl.shard.v1.StatsResponse.placement:type_name -> trawl.shard.v1.Placement
-	2,  // 10: trawl.shard.v1.Shard.Search:input_type -> trawl.shard.v1.SearchRequest
-	4,  // 11: trawl.shard.v1.Shard.SearchBatch:input_type -> trawl.shard.v1.SearchBatchRequest
-	9,  // 12: trawl.shard.v1.Shard.Upsert:input_type -> trawl.shard.v1.UpsertRequest
-	11, // 13: trawl.shard.v1.Shard.Get:input_type -> trawl.shard.v1.GetRequest
-	13, // 14: trawl.shard.v1.Shard.Delete:input_type -> trawl.shard.v1.DeleteRequest
-	15, // 15: trawl.shard.v1.Shard.Stats:input_type -> trawl.shard.v1.StatsRequest
-	3,  // 16: trawl.shard.v1.Shard.Search:output_type -> trawl.shard.v1.SearchResponse
-	6,  // 17: trawl.shard.v1.Shard.SearchBatch:output_type -> trawl.shard.v1.SearchBatchResponse
-	10, // 18: trawl.shard.v1.Shard.Upsert:output_type -> trawl.shard.v1.UpsertResponse
-	12, // 19: trawl.shard.v1.Shard.Get:output_type -> trawl.shard.v1.GetResponse
-	14, // 20: trawl.shard.v1.Shard.Delete:output_type -> trawl.shard.v1.DeleteResponse
-	16, // 21: trawl.shard.v1.Shard.Stats:output_type -> trawl.shard.v1.StatsResponse
-	16, // [16:22] is the sub-list for method output_type
-	10, // [10:16] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	1,  // 0: trawl.shard.v1.Query.with_payload:type_name -> trawl.shard.v1.PayloadSelector
+	0,  // 1: trawl.shard.v1.SearchRequest.query:type_name -> trawl.shard.v1.Query
+	2,  // 2: trawl.shard.v1.SearchResponse.hits:type_name -> trawl.shard.v1.Hit
+	0,  // 3: trawl.shard.v1.SearchBatchRequest.queries:type_name -> trawl.shard.v1.Query
+	2,  // 4: trawl.shard.v1.HitList.hits:type_name -> trawl.shard.v1.Hit
+	6,  // 5: trawl.shard.v1.SearchBatchResponse.results:type_name -> trawl.shard.v1.HitList
+	8,  // 6: trawl.shard.v1.UpsertRequest.placement:type_name -> trawl.shard.v1.Placement
+	9,  // 7: trawl.shard.v1.UpsertRequest.vectors:type_name -> trawl.shard.v1.Vector
+	9,  // 8: trawl.shard.v1.GetResponse.vector:type_name -> trawl.shard.v1.Vector
+	8,  // 9: trawl.shard.v1.DeleteRequest.placement:type_name -> trawl.shard.v1.Placement
+	8,  // 10: trawl.shard.v1.StatsResponse.placement:type_name -> trawl.shard.v1.Placement
+	3,  // 11: trawl.shard.v1.Shard.Search:input_type -> trawl.shard.v1.SearchRequest
+	5,  // 12: trawl.shard.v1.Shard.SearchBatch:input_type -> trawl.shard.v1.SearchBatchRequest
+	10, // 13: trawl.shard.v1.Shard.Upsert:input_type -> trawl.shard.v1.UpsertRequest
+	12, // 14: trawl.shard.v1.Shard.Get:input_type -> trawl.shard.v1.GetRequest
+	14, // 15: trawl.shard.v1.Shard.Delete:input_type -> trawl.shard.v1.DeleteRequest
+	16, // 16: trawl.shard.v1.Shard.Stats:input_type -> trawl.shard.v1.StatsRequest
+	4,  // 17: trawl.shard.v1.Shard.Search:output_type -> trawl.shard.v1.SearchResponse
+	7,  // 18: trawl.shard.v1.Shard.SearchBatch:output_type -> trawl.shard.v1.SearchBatchResponse
+	11, // 19: trawl.shard.v1.Shard.Upsert:output_type -> trawl.shard.v1.UpsertResponse
+	13, // 20: trawl.shard.v1.Shard.Get:output_type -> trawl.shard.v1.GetResponse
+	15, // 21: trawl.shard.v1.Shard.Delete:output_type -> trawl.shard.v1.DeleteResponse
+	17, // 22: trawl.shard.v1.Shard.Stats:output_type -> trawl.shard.v1.StatsResponse
+	17, // [17:23] is the sub-list for method output_type
+	11, // [11:17] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_shard_proto_init() }
@@ -1164,13 +1269,14 @@ func file_shard_proto_init() {
 	if File_shard_proto != nil {
 		return
 	}
+	file_shard_proto_msgTypes[0].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_shard_proto_rawDesc), len(file_shard_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   17,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -47,10 +47,22 @@ const BlockRows = 512
 // is not for this scan but for f.Scan. A scan whose context ends returns its error
 // (wrapped) and no hits.
 func (k Kernel) Scan(ctx context.Context, f vector.Kernel, m vector.Metric, rows vector.Rows, codes *Codes, queries []vector.Query, oversample int) ([][]vector.Hit, error) {
-	return k.scan(ctx, f, m, rows, codes, queries, oversample, runtime.GOMAXPROCS(0))
+	return k.scan(ctx, f, m, rows, codes, queries, oversample, nil, runtime.GOMAXPROCS(0))
 }
 
-func (k Kernel) scan(ctx context.Context, f vector.Kernel, m vector.Metric, rows vector.Rows, codes *Codes, queries []vector.Query, oversample, procs int) ([][]vector.Hit, error) {
+// ScanSelected is Scan over only the rows sel names (ascending, distinct
+// row numbers): a filtered search, whose candidates all come from the
+// selected rows and whose cost follows len(sel). Scattered rows' codes are
+// gathered into a block buffer first; their scores are the same as in
+// place. An empty sel returns empty hit lists.
+func (k Kernel) ScanSelected(ctx context.Context, f vector.Kernel, m vector.Metric, rows vector.Rows, codes *Codes, queries []vector.Query, oversample int, sel []uint32) ([][]vector.Hit, error) {
+	if sel == nil {
+		sel = []uint32{}
+	}
+	return k.scan(ctx, f, m, rows, codes, queries, oversample, sel, runtime.GOMAXPROCS(0))
+}
+
+func (k Kernel) scan(ctx context.Context, f vector.Kernel, m vector.Metric, rows vector.Rows, codes *Codes, queries []vector.Query, oversample int, sel []uint32, procs int) ([][]vector.Hit, error) {
 	if oversample == 0 {
 		oversample = DefaultOversample
 	}
@@ -81,11 +93,18 @@ func (k Kernel) scan(ctx context.Context, f vector.Kernel, m vector.Metric, rows
 		units[i] = codes.scale.encodeQuery(qs[i], q.Vector)
 	}
 
+	todo := n
+	if sel != nil {
+		todo = len(sel)
+		if todo > 0 && int(sel[todo-1]) >= n {
+			return nil, fmt.Errorf("int8 scan: selected row %d of %d", sel[todo-1], n)
+		}
+	}
 	// The same split as the float32 scan, in blocks of this package's size.
-	workers := vector.ScanWorkers(n, procs)
+	workers := vector.ScanWorkers(todo, procs)
 	scanners := make([]*scanner, workers)
-	if err := vector.SplitRows(n, workers, BlockRows, func(w, lo, hi int) error {
-		scanners[w] = newScanner(k, m, rows, codes, queries, qs, units, oversample)
+	if err := vector.SplitRows(todo, workers, BlockRows, func(w, lo, hi int) error {
+		scanners[w] = newScanner(k, m, rows, codes, queries, qs, units, oversample, sel)
 		return scanners[w].run(ctx, lo, hi)
 	}); err != nil {
 		return nil, err
@@ -136,12 +155,22 @@ type scanner struct {
 	units   []float32
 	tops    []*vector.TopK
 	sums    []int32
+	// sel, when not nil, lists the rows to scan (run's range indexes
+	// it); the bufs hold a block of their codes, code sums and norms.
+	sel      []uint32
+	codeBuf  []int8
+	sumBuf   []int32
+	normBuf  []float32
+	selBlock []uint32
 }
 
-func newScanner(k Kernel, m vector.Metric, rows vector.Rows, codes *Codes, queries []vector.Query, qs [][]int8, units []float32, oversample int) *scanner {
+func newScanner(k Kernel, m vector.Metric, rows vector.Rows, codes *Codes, queries []vector.Query, qs [][]int8, units []float32, oversample int, sel []uint32) *scanner {
 	n := rows.Len()
+	if sel != nil {
+		n = len(sel)
+	}
 	s := &scanner{
-		k: k, m: m, rows: rows, codes: codes, queries: queries, qs: qs, units: units,
+		k: k, m: m, rows: rows, codes: codes, queries: queries, qs: qs, units: units, sel: sel,
 		batch: k.prepare(qs, rows.Dim),
 		tops:  make([]*vector.TopK, len(queries)),
 		sums:  make([]int32, len(queries)*min(BlockRows, n)),
@@ -166,19 +195,47 @@ func (s *scanner) run(ctx context.Context, lo, hi int) error {
 		end := min(b+BlockRows, hi)
 		nr := end - b
 		sums := s.sums[:len(s.qs)*nr]
-		var rowSums []int32
-		if s.batch.offset != nil {
-			rowSums = s.codes.sums[b:end]
+		base, idx := b, []uint32(nil)
+		data, rowSums, norms := s.codes.data[b*dim:end*dim], s.codes.sums[b:end], s.codes.norms[b:end]
+		if s.sel != nil {
+			base, idx, data, rowSums, norms = s.gather(s.sel[b:end])
 		}
-		s.k.score(s.batch, s.codes.data[b*dim:end*dim], rowSums, dim, sums)
+		if s.batch.offset == nil {
+			rowSums = nil
+		}
+		s.k.score(s.batch, data, rowSums, dim, sums)
 		for qi, q := range s.queries {
 			if q.K == 0 {
 				continue
 			}
-			s.collect(qi, q.Exclude, b, sums[qi*nr:(qi+1)*nr])
+			s.collect(qi, q.Exclude, base, idx, norms, sums[qi*nr:(qi+1)*nr])
 		}
 	}
 	return nil
+}
+
+// gather returns a block of sel's rows as one run: in place when they are
+// consecutive (base is then the first row and idx nil), else copied into
+// the scanner's buffers (idx maps a position to its row).
+func (s *scanner) gather(rows []uint32) (base int, idx []uint32, data []int8, sums []int32, norms []float32) {
+	dim, c := s.rows.Dim, s.codes
+	first, last := int(rows[0]), int(rows[len(rows)-1])
+	if last-first == len(rows)-1 {
+		return first, nil, c.data[first*dim : (last+1)*dim], c.sums[first : last+1], c.norms[first : last+1]
+	}
+	if s.codeBuf == nil {
+		nb := min(BlockRows, len(s.sel))
+		s.codeBuf = vector.AlignedInt8(nb * dim)
+		s.sumBuf = make([]int32, nb)
+		s.normBuf = make([]float32, nb)
+	}
+	for j, r := range rows {
+		copy(s.codeBuf[j*dim:(j+1)*dim], c.data[int(r)*dim:(int(r)+1)*dim])
+		s.sumBuf[j] = c.sums[r]
+		s.normBuf[j] = c.norms[r]
+	}
+	n := len(rows)
+	return 0, rows, s.codeBuf[:n*dim], s.sumBuf[:n], s.normBuf[:n]
 }
 
 // collect offers query qi's sums for rows base, base+1, ... to its heap
@@ -188,12 +245,11 @@ func (s *scanner) run(ctx context.Context, lo, hi int) error {
 // rounded to float32 explicitly so no compiler fuses them into a
 // multiply-add: every machine computes the same keys, and so the same
 // candidates.
-func (s *scanner) collect(qi int, exclude string, base int, sums []int32) {
+func (s *scanner) collect(qi int, exclude string, base int, idx []uint32, norms []float32, sums []int32) {
 	t := s.tops[qi]
 	ids := s.rows.IDs
 	l2 := s.m == vector.Euclidean
 	twoT := 2 * s.units[qi]
-	norms := s.codes.norms[base : base+len(sums)]
 	for j, sum := range sums {
 		key := float32(sum)
 		if l2 {
@@ -202,9 +258,13 @@ func (s *scanner) collect(qi int, exclude string, base int, sums []int32) {
 		if th, full := t.Threshold(); full && !(key >= th) {
 			continue
 		}
-		if exclude != "" && ids[base+j] == exclude {
+		row := base + j
+		if idx != nil {
+			row = int(idx[j])
+		}
+		if exclude != "" && ids[row] == exclude {
 			continue
 		}
-		t.Push(int32(base+j), key)
+		t.Push(int32(row), key)
 	}
 }

@@ -138,7 +138,7 @@ func TestScanDeterministic(t *testing.T) {
 		var first [][]vector.Hit
 		for _, k := range Available() {
 			for _, procs := range []int{1, 2, 3} {
-				got, err := k.scan(context.Background(), f, m, rows, codes, qs, 2, procs)
+				got, err := k.scan(context.Background(), f, m, rows, codes, qs, 2, nil, procs)
 				require.NoError(t, err)
 				if first == nil {
 					first = got
@@ -210,7 +210,7 @@ func TestScanCancelled(t *testing.T) {
 	for _, k := range Available() {
 		for _, procs := range []int{1, 2} {
 			ctx := &cancelAfter{Context: context.Background(), after: 5}
-			got, err := k.scan(ctx, f, vector.Cosine, rows, codes, qs, 0, procs)
+			got, err := k.scan(ctx, f, vector.Cosine, rows, codes, qs, 0, nil, procs)
 			require.ErrorIs(t, err, context.Canceled, "%s procs=%d", k.Name, procs)
 			require.ErrorContains(t, err, "int8 scan stopped after")
 			require.Nil(t, got)
@@ -274,3 +274,50 @@ var parallelRows = func() int {
 	}
 	return n
 }()
+
+// TestScanSelected: an int8 scan of selected rows equals the int8 scan of
+// a store holding only those rows (same scale), so every candidate comes
+// from the selection, for scattered rows, runs, a split and none.
+func TestScanSelected(t *testing.T) {
+	r := rand.New(rand.NewPCG(77, 78))
+	n, dim := parallelRows+3*BlockRows+17, 48
+	rows, vecs := clustered(r, n, 7, dim, true)
+	codes := mustCodes(t, rows, PerShard)
+	qs := make([]vector.Query, len(vecs))
+	for i, v := range vecs {
+		qs[i] = vector.Query{Vector: v, K: 1 + 3*i}
+	}
+	f, _ := vector.Select("")
+	var scattered, mixed []uint32
+	for i := 0; i < n; i += 1 + r.IntN(9) {
+		scattered = append(scattered, uint32(i))
+	}
+	for i := 0; i < n; i++ {
+		if (i/700)%2 == 0 || r.IntN(40) == 0 {
+			mixed = append(mixed, uint32(i))
+		}
+	}
+	qs[1].Exclude = rows.IDs[scattered[3]]
+	for name, sel := range map[string][]uint32{"scattered": scattered, "mixed": mixed, "one": {5}, "none": {}} {
+		sub := vector.Rows{Dim: dim}
+		for _, i := range sel {
+			sub.Data = append(sub.Data, rows.Row(int(i))...)
+			sub.IDs = append(sub.IDs, rows.IDs[i])
+		}
+		subCodes, err := Encode(codes.Scale(), sub)
+		require.NoError(t, err)
+		for _, m := range metrics {
+			for _, k := range Available() {
+				want, err := k.Scan(context.Background(), f, m, sub, subCodes, qs, 2)
+				require.NoError(t, err)
+				for _, procs := range []int{1, 2} {
+					got, err := k.scan(context.Background(), f, m, rows, codes, qs, 2, sel, procs)
+					require.NoError(t, err)
+					for qi := range qs {
+						require.Equal(t, nonNil(want[qi]), nonNil(got[qi]), "%s %s %v procs=%d query %d", name, k.Name, m, procs, qi)
+					}
+				}
+			}
+		}
+	}
+}

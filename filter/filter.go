@@ -1,0 +1,382 @@
+package filter
+
+import (
+	"encoding/json"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Limits of a filter (DESIGN.md): how deep filters nest (the filter
+// itself is level one) and how many conditions it holds in all, nested
+// filters counting as conditions too.
+const (
+	MaxNesting    = 8
+	MaxConditions = 64
+)
+
+// Filter is a parsed filter: every Must condition holds, at least one
+// Should condition holds when there are any, and no MustNot condition
+// holds. The zero Filter matches every document.
+type Filter struct {
+	Must    []Condition
+	Should  []Condition
+	MustNot []Condition
+}
+
+// Op is what a Condition tests.
+type Op uint8
+
+// The condition operators.
+const (
+	// OpMatch: {"key", "match": {"value": v}}: some value at Key equals
+	// Value (same type).
+	OpMatch Op = iota + 1
+	// OpAny: {"key", "match": {"any": [...]}}: some value is in Values.
+	OpAny
+	// OpExcept: {"key", "match": {"except": [...]}}: some value of
+	// Values' type is not in Values.
+	OpExcept
+	// OpRange: {"key", "range": {...}}: some number within Range.
+	OpRange
+	// OpIsEmpty: {"is_empty": {"key"}}: Key is missing, null or [].
+	OpIsEmpty
+	// OpIsNull: {"is_null": {"key"}}: Key is present and null.
+	OpIsNull
+	// OpFilter: a nested filter object, in Nested.
+	OpFilter
+)
+
+// Condition is one condition of a filter's clause.
+type Condition struct {
+	Op  Op
+	Key string
+	// Path is Key split at its dots.
+	Path   []string
+	Value  Value   // OpMatch
+	Values []Value // OpAny, OpExcept: all of one Type (Type String when empty)
+	Range  Range   // OpRange
+	Nested *Filter // OpFilter
+}
+
+// Type is the type of a Value.
+type Type uint8
+
+// Value types: the ones Qdrant's match takes.
+const (
+	String Type = iota + 1
+	Integer
+	Bool
+)
+
+// Value is a match operand.
+type Value struct {
+	Type Type
+	Str  string
+	Int  int64
+	Bool bool
+}
+
+// Range bounds numbers; a nil bound is absent, and at least one is set.
+type Range struct {
+	GT, GTE, LT, LTE *float64
+}
+
+// Contains reports whether x is within every bound.
+func (r Range) Contains(x float64) bool {
+	return (r.GT == nil || x > *r.GT) && (r.GTE == nil || x >= *r.GTE) &&
+		(r.LT == nil || x < *r.LT) && (r.LTE == nil || x <= *r.LTE)
+}
+
+// Empty reports whether f has no conditions (it matches everything).
+func (f *Filter) Empty() bool {
+	return f == nil || len(f.Must)+len(f.Should)+len(f.MustNot) == 0
+}
+
+// Match evaluates f on a document's payload as DecodePayload returns it
+// (nil: a document without payload). A nil Filter matches everything.
+func (f *Filter) Match(doc map[string]any) bool {
+	if f == nil {
+		return true
+	}
+	for i := range f.Must {
+		if !f.Must[i].Match(doc) {
+			return false
+		}
+	}
+	if len(f.Should) > 0 {
+		ok := false
+		for i := range f.Should {
+			if f.Should[i].Match(doc) {
+				ok = true
+				break
+			}
+		}
+		if !ok {
+			return false
+		}
+	}
+	for i := range f.MustNot {
+		if f.MustNot[i].Match(doc) {
+			return false
+		}
+	}
+	return true
+}
+
+// Lookup finds the value at a dotted path: each segment but the last must
+// name an object. An array on the way is not walked into (payload arrays
+// hold scalars only).
+func Lookup(doc map[string]any, p []string) (any, bool) {
+	var cur any = doc
+	for _, seg := range p {
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		if cur, ok = m[seg]; !ok {
+			return nil, false
+		}
+	}
+	return cur, true
+}
+
+// Match evaluates one condition on a document's payload.
+func (c *Condition) Match(doc map[string]any) bool {
+	if c.Op == OpFilter {
+		return c.Nested.Match(doc)
+	}
+	v, found := Lookup(doc, c.Path)
+	switch c.Op {
+	case OpIsEmpty:
+		if !found || v == nil {
+			return true
+		}
+		a, isArr := v.([]any)
+		return isArr && len(a) == 0
+	case OpIsNull:
+		return found && v == nil
+	}
+	if !found || v == nil {
+		return false
+	}
+	if a, ok := v.([]any); ok {
+		for _, e := range a {
+			if c.matchScalar(e) {
+				return true
+			}
+		}
+		return false
+	}
+	return c.matchScalar(v)
+}
+
+// matchScalar tests one scalar value (an array element or the value
+// itself) for a match or range condition.
+func (c *Condition) matchScalar(v any) bool {
+	switch c.Op {
+	case OpMatch:
+		return c.Value.Equal(v)
+	case OpAny:
+		for _, w := range c.Values {
+			if w.Equal(v) {
+				return true
+			}
+		}
+		return false
+	case OpExcept:
+		if !c.exceptType(v) {
+			return false
+		}
+		for _, w := range c.Values {
+			if w.Equal(v) {
+				return false
+			}
+		}
+		return true
+	case OpRange:
+		switch x := v.(type) {
+		case int64:
+			return c.Range.Contains(float64(x))
+		case float64:
+			return c.Range.Contains(x)
+		}
+	}
+	return false
+}
+
+// exceptType reports whether v has the type an except list compares:
+// its elements' type, or a string or an integer for an empty list.
+func (c *Condition) exceptType(v any) bool {
+	switch v.(type) {
+	case string:
+		return len(c.Values) == 0 || c.Values[0].Type == String
+	case int64:
+		return len(c.Values) == 0 || c.Values[0].Type == Integer
+	}
+	return false
+}
+
+// Equal reports whether a payload scalar equals the value, of the same
+// type: a float payload number never equals an integer (2020.0 is not
+// 2020, as in Qdrant, whose integer match reads integers only).
+func (w Value) Equal(v any) bool {
+	switch x := v.(type) {
+	case string:
+		return w.Type == String && w.Str == x
+	case int64:
+		return w.Type == Integer && w.Int == x
+	case bool:
+		return w.Type == Bool && w.Bool == x
+	}
+	return false
+}
+
+// MarshalJSON writes the filter's canonical form: clauses as lists in the
+// order must, should, must_not, empty ones left out; Parse reads it back
+// to an equal Filter.
+func (f *Filter) MarshalJSON() ([]byte, error) {
+	return f.appendJSON(nil), nil
+}
+
+func (f *Filter) appendJSON(b []byte) []byte {
+	b = append(b, '{')
+	first := true
+	for _, cl := range [...]struct {
+		name  string
+		conds []Condition
+	}{{"must", f.Must}, {"should", f.Should}, {"must_not", f.MustNot}} {
+		if len(cl.conds) == 0 {
+			continue
+		}
+		if !first {
+			b = append(b, ',')
+		}
+		first = false
+		b = appendString(b, cl.name)
+		b = append(b, ":["...)
+		for i := range cl.conds {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = cl.conds[i].appendJSON(b)
+		}
+		b = append(b, ']')
+	}
+	return append(b, '}')
+}
+
+func (c *Condition) appendJSON(b []byte) []byte {
+	keyed := func(b []byte) []byte {
+		b = append(b, `{"key":`...)
+		return appendString(b, c.Key)
+	}
+	switch c.Op {
+	case OpFilter:
+		return c.Nested.appendJSON(b)
+	case OpIsEmpty, OpIsNull:
+		name := `{"is_empty":`
+		if c.Op == OpIsNull {
+			name = `{"is_null":`
+		}
+		b = append(b, name...)
+		b = keyed(b)
+		return append(b, "}}"...)
+	case OpMatch:
+		b = append(keyed(b), `,"match":{"value":`...)
+		b = c.Value.appendJSON(b)
+		return append(b, "}}"...)
+	case OpAny, OpExcept:
+		name := `,"match":{"any":[`
+		if c.Op == OpExcept {
+			name = `,"match":{"except":[`
+		}
+		b = append(keyed(b), name...)
+		for i, v := range c.Values {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = v.appendJSON(b)
+		}
+		return append(b, "]}}"...)
+	case OpRange:
+		b = append(keyed(b), `,"range":{`...)
+		first := true
+		for _, bd := range [...]struct {
+			name string
+			v    *float64
+		}{{"gt", c.Range.GT}, {"gte", c.Range.GTE}, {"lt", c.Range.LT}, {"lte", c.Range.LTE}} {
+			if bd.v == nil {
+				continue
+			}
+			if !first {
+				b = append(b, ',')
+			}
+			first = false
+			b = appendString(b, bd.name)
+			b = append(b, ':')
+			b = appendFloat(b, *bd.v)
+		}
+		return append(b, "}}"...)
+	}
+	return append(b, "{}"...)
+}
+
+func (w Value) appendJSON(b []byte) []byte {
+	switch w.Type {
+	case String:
+		return appendString(b, w.Str)
+	case Integer:
+		return appendInt(b, w.Int)
+	}
+	if w.Bool {
+		return append(b, "true"...)
+	}
+	return append(b, "false"...)
+}
+
+func appendString(b []byte, s string) []byte {
+	enc, _ := json.Marshal(s) // a string always marshals
+	return append(b, enc...)
+}
+
+// Keys lists the distinct keys f's conditions test, sorted (for logs and
+// tests).
+func (f *Filter) Keys() []string {
+	var out []string
+	var walk func(f *Filter)
+	walk = func(f *Filter) {
+		for _, cs := range [][]Condition{f.Must, f.Should, f.MustNot} {
+			for i := range cs {
+				if cs[i].Op == OpFilter {
+					walk(cs[i].Nested)
+				} else {
+					out = append(out, cs[i].Key)
+				}
+			}
+		}
+	}
+	if f != nil {
+		walk(f)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// splitKey splits a dotted key, reporting whether every segment is
+// non-empty.
+func splitKey(k string) ([]string, bool) {
+	if k == "" {
+		return nil, false
+	}
+	p := strings.Split(k, ".")
+	for _, s := range p {
+		if s == "" {
+			return nil, false
+		}
+	}
+	return p, true
+}
+
+func appendInt(b []byte, i int64) []byte     { return strconv.AppendInt(b, i, 10) }
+func appendFloat(b []byte, f float64) []byte { return strconv.AppendFloat(b, f, 'g', -1, 64) }

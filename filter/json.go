@@ -1,0 +1,143 @@
+package filter
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// Error is a bad filter or payload, and where: Path is a JSON path from the
+// root the caller named ("filter.must[1].range", "payload.tags[3]").
+type Error struct {
+	Path string
+	Msg  string
+}
+
+func (e *Error) Error() string { return e.Path + ": " + e.Msg }
+
+// path is a JSON path being walked, formatted only for an error.
+type path []string
+
+func (p path) key(k string) path { return append(p[:len(p):len(p)], "."+k) }
+func (p path) index(i int) path  { return append(p[:len(p):len(p)], "["+strconv.Itoa(i)+"]") }
+func (p path) String() string    { return strings.Join(p, "") }
+func (p path) errorf(format string, args ...any) *Error {
+	return &Error{Path: p.String(), Msg: fmt.Sprintf(format, args...)}
+}
+
+// tree decodes one JSON value into maps, slices, strings, bools, nil and
+// json.Number (numbers keep their literal, so an integer is told from a
+// float as Qdrant tells them). A repeated object key is an error (encoding/json
+// would keep the last silently); so is anything after the value. maxDepth
+// bounds the nesting of objects and arrays (the root counts as one).
+type tree struct {
+	dec      *json.Decoder
+	root     path
+	maxDepth int
+	// scalarArrays refuses arrays holding arrays or objects (payloads).
+	scalarArrays bool
+}
+
+func parseTree(b []byte, root path, maxDepth int, scalarArrays bool) (any, error) {
+	if !utf8.Valid(b) {
+		return nil, root.errorf("is not valid UTF-8")
+	}
+	t := &tree{dec: json.NewDecoder(bytes.NewReader(b)), root: root, maxDepth: maxDepth, scalarArrays: scalarArrays}
+	t.dec.UseNumber()
+	v, err := t.value(root, 1)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := t.dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, root.errorf("has data after its JSON value")
+	}
+	return v, nil
+}
+
+func (t *tree) syntax(p path, err error) *Error {
+	if errors.Is(err, io.EOF) {
+		err = io.ErrUnexpectedEOF
+	}
+	return p.errorf("bad JSON: %v", err)
+}
+
+func (t *tree) value(p path, depth int) (any, error) {
+	tok, err := t.dec.Token()
+	if err != nil {
+		return nil, t.syntax(p, err)
+	}
+	d, ok := tok.(json.Delim)
+	if !ok {
+		return tok, nil
+	}
+	if depth > t.maxDepth {
+		return nil, p.errorf("is nested deeper than %d levels", t.maxDepth)
+	}
+	switch d {
+	case '{':
+		m := map[string]any{}
+		for t.dec.More() {
+			kt, err := t.dec.Token()
+			if err != nil {
+				return nil, t.syntax(p, err)
+			}
+			k, _ := kt.(string)
+			kp := p.key(k)
+			if _, dup := m[k]; dup {
+				return nil, kp.errorf("repeats a key")
+			}
+			v, err := t.value(kp, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			m[k] = v
+		}
+		if _, err := t.dec.Token(); err != nil {
+			return nil, t.syntax(p, err)
+		}
+		return m, nil
+	case '[':
+		a := []any{}
+		for i := 0; t.dec.More(); i++ {
+			ip := p.index(i)
+			v, err := t.value(ip, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			if t.scalarArrays {
+				switch v.(type) {
+				case map[string]any, []any:
+					return nil, ip.errorf("is an object or array inside an array; array elements must be strings, numbers, booleans or null")
+				}
+			}
+			a = append(a, v)
+		}
+		if _, err := t.dec.Token(); err != nil {
+			return nil, t.syntax(p, err)
+		}
+		return a, nil
+	}
+	return nil, p.errorf("bad JSON: unexpected %q", d)
+}
+
+// number classifies a JSON number literal: an integer literal that fits
+// int64 is an int64 (Qdrant's integer), anything else a finite float64.
+func number(n json.Number) (any, error) {
+	s := string(n)
+	if !strings.ContainsAny(s, ".eE") {
+		if i, err := strconv.ParseInt(s, 10, 64); err == nil {
+			return i, nil
+		}
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
+		return nil, fmt.Errorf("number %s is beyond the float64 range", s)
+	}
+	return f, nil
+}

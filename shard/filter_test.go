@@ -1,0 +1,287 @@
+package shard
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/trawl-search/trawl/filter"
+	"github.com/trawl-search/trawl/filter/filtertest"
+	"github.com/trawl-search/trawl/shard/shardpb"
+	"github.com/trawl-search/trawl/vector"
+)
+
+// matching returns the rows of mem whose payloads match f, as a Rows of
+// their own, and their ids' payloads.
+func matching(t *testing.T, mem *Memory, f *filter.Filter) (vector.Rows, map[string][]byte) {
+	sub := vector.Rows{Dim: mem.Dim()}
+	payloads := map[string][]byte{}
+	require.NoError(t, mem.ViewScan(func(v *ScanView) error {
+		for i, id := range v.Rows.IDs {
+			p := mem.payloads[i]
+			payloads[id] = p
+			if f.Match(decodePayload(p)) {
+				sub.Data = append(sub.Data, v.Rows.Row(i)...)
+				sub.IDs = append(sub.IDs, id)
+			}
+		}
+		return nil
+	}))
+	return sub, payloads
+}
+
+// TestFilteredSearchIsTheTopKOfTheMatchingRows: through upserts,
+// overwrites and deletes, a filtered exact search equals a scan of only
+// the matching rows, an int8 one returns matching rows only with exact
+// scores, score_threshold cuts the list where it should, with_payload
+// returns the stored payload or its keys, and the payload index rebuilt
+// from a snapshot selects the same rows.
+func TestFilteredSearchIsTheTopKOfTheMatchingRows(t *testing.T) {
+	const dim = 8
+	for _, m := range []vector.Metric{vector.Cosine, vector.DotProduct, vector.Euclidean} {
+		t.Run(m.String(), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(uint64(m)+1, 5))
+			mem := NewMemory(dim, WithQuantization(QuantInt8))
+			cfg := Config{Dim: dim, Metric: m, Kernel: vector.Generic(), Store: mem}
+			_, c := serve(t, cfg, nil, DialConfig{})
+			vec := func() []float32 {
+				v := make([]float32, dim)
+				for j := range v {
+					v[j] = float32(rng.IntN(9) - 4)
+				}
+				v[rng.IntN(dim)] = 5
+				return v
+			}
+			var ids []string
+			for b := range 12 {
+				var vs []*shardpb.Vector
+				for i := range 200 {
+					id := fmt.Sprintf("doc-%d-%d", b, i)
+					if len(ids) > 0 && rng.IntN(5) == 0 {
+						id = ids[rng.IntN(len(ids))] // an overwrite
+					} else {
+						ids = append(ids, id)
+					}
+					if slices.ContainsFunc(vs, func(v *shardpb.Vector) bool { return v.GetId() == id }) {
+						continue
+					}
+					pv := &shardpb.Vector{Id: id, Vector: EncodeVector(vec())}
+					if rng.IntN(8) > 0 {
+						pv.Payload = []byte(filtertest.Payload(rng))
+					}
+					vs = append(vs, pv)
+				}
+				_, err := c.Upsert(ctx(t), place, vs)
+				require.NoError(t, err)
+				for range 20 {
+					_, _, err := c.Delete(ctx(t), place, ids[rng.IntN(len(ids))])
+					require.NoError(t, err)
+				}
+			}
+			scale, err := mem.trainInt8()
+			require.NoError(t, err)
+			require.NoError(t, mem.SetTrained(TrainedInt8Scale, scale))
+			require.True(t, mem.Int8Ready())
+
+			for fi := range 40 {
+				src := filtertest.Filter(rng, 3)
+				if fi == 0 {
+					src = `{"must": {"key": "nope", "match": {"value": 1}}}` // matches nothing
+				}
+				f, err := filter.Parse([]byte(src))
+				require.NoError(t, err)
+				canon, _ := json.Marshal(f)
+				sub, payloads := matching(t, mem, f)
+				qv := vec()
+				k := 1 + rng.IntN(20)
+				want, err := vector.Generic().Scan(ctx(t), m, sub, []vector.Query{{Vector: normalised(m, qv), K: k}})
+				require.NoError(t, err)
+				q := &shardpb.Query{Vector: EncodeVector(qv), K: uint32(k), Filter: canon}
+				exact := proto.Clone(q).(*shardpb.Query)
+				exact.Exact = true
+				exact.WithPayload = &shardpb.PayloadSelector{All: true}
+				keys := proto.Clone(q).(*shardpb.Query)
+				keys.Exact = true
+				keys.WithPayload = &shardpb.PayloadSelector{Keys: []string{"lang", "meta", "absent"}}
+				int8q := proto.Clone(q).(*shardpb.Query)
+				int8q.Oversample = 32
+				resp, err := c.SearchBatch(ctx(t), []*shardpb.Query{exact, keys}, 0)
+				require.NoError(t, err, src)
+				require.True(t, resp.GetExact())
+				// A batch with an exact query scans exactly: int8 apart.
+				resp8, err := c.SearchBatch(ctx(t), []*shardpb.Query{int8q, q}, 0)
+				require.NoError(t, err, src)
+				require.Equal(t, hitsOfVector(want[0]), hitPairs(resp.GetResults()[0].GetHits()), "filter %s", src)
+				require.Equal(t, hitsOfVector(want[0]), hitPairs(resp.GetResults()[1].GetHits()), "filter %s", src)
+				for i, h := range resp.GetResults()[0].GetHits() {
+					stored := payloads[h.GetId()]
+					if len(stored) == 0 {
+						stored = []byte("{}")
+					}
+					require.Equal(t, string(stored), string(h.GetPayload()))
+					var all, some map[string]json.RawMessage
+					require.NoError(t, json.Unmarshal(stored, &all))
+					require.NoError(t, json.Unmarshal(resp.GetResults()[1].GetHits()[i].GetPayload(), &some))
+					for k, v := range all {
+						if k != "lang" && k != "meta" {
+							delete(all, k)
+							continue
+						}
+						require.JSONEq(t, string(v), string(some[k]))
+					}
+					require.Len(t, some, len(all))
+				}
+				exactScore := map[string]float32{}
+				for _, h := range want[0] {
+					exactScore[h.ID] = h.Score
+				}
+				inSub := map[string]bool{}
+				for _, id := range sub.IDs {
+					inSub[id] = true
+				}
+				for _, res := range resp8.GetResults() {
+					require.LessOrEqual(t, len(res.GetHits()), len(want[0]))
+					for _, h := range res.GetHits() {
+						require.True(t, inSub[h.GetId()], "int8 hit %s outside the filter %s", h.GetId(), src)
+						require.Empty(t, h.GetPayload(), "not asked for")
+					}
+				}
+				require.False(t, resp8.GetExact(), "int8 scan")
+
+				if len(want[0]) > 2 {
+					// The threshold as a client would send it: a score it read.
+					th, _ := strconv.ParseFloat(strconv.FormatFloat(float64(want[0][2].Score), 'g', -1, 32), 64)
+					tq := proto.Clone(exact).(*shardpb.Query)
+					tq.ScoreThreshold = &th
+					tq.WithPayload = nil
+					r, err := c.Search(ctx(t), tq, 0)
+					require.NoError(t, err)
+					var wantT []string
+					for _, h := range want[0] {
+						sc, _ := strconv.ParseFloat(strconv.FormatFloat(float64(h.Score), 'g', -1, 32), 64)
+						if (m == vector.Euclidean && sc <= th) || (m != vector.Euclidean && sc >= th) {
+							wantT = append(wantT, fmt.Sprintf("%s %v", h.ID, h.Score))
+						}
+					}
+					require.Equal(t, wantT, hitPairs(r.GetHits()))
+					require.GreaterOrEqual(t, len(wantT), 3)
+				}
+			}
+
+			// The index rebuilt from a snapshot selects the same rows.
+			fsm1 := &fsm{mem: mem, log: slog.New(slog.DiscardHandler)}
+			snap, err := fsm1.Snapshot()
+			require.NoError(t, err)
+			var buf bytes.Buffer
+			require.NoError(t, snap.(*fsmSnapshot).persist(&buf))
+			snap.Release()
+			restored := NewMemory(dim)
+			require.NoError(t, (&fsm{mem: restored, log: slog.New(slog.DiscardHandler)}).Restore(io.NopCloser(&buf)))
+			for range 40 {
+				f, err := filter.Parse([]byte(filtertest.Filter(rng, 3)))
+				require.NoError(t, err)
+				a, _ := matching(t, mem, f)
+				b, _ := matching(t, restored, f)
+				require.ElementsMatch(t, a.IDs, b.IDs)
+				var sel []string
+				require.NoError(t, restored.ViewScan(func(v *ScanView) error {
+					rows, err := v.Select(f)
+					for _, r := range rows {
+						sel = append(sel, v.Rows.IDs[r])
+					}
+					return err
+				}))
+				require.ElementsMatch(t, a.IDs, sel)
+			}
+		})
+	}
+}
+
+func normalised(m vector.Metric, v []float32) []float32 {
+	v = slices.Clone(v)
+	if m == vector.Cosine {
+		vector.Generic().Normalize(v)
+	}
+	return v
+}
+
+func hitsOfVector(hs []vector.Hit) []string {
+	out := []string{}
+	for _, h := range hs {
+		out = append(out, fmt.Sprintf("%s %v", h.ID, h.Score))
+	}
+	return out
+}
+
+func TestServerRefusesBadFiltersAndPayloads(t *testing.T) {
+	_, c := serve(t, memConfig(4, vector.DotProduct), nil, DialConfig{})
+	v := EncodeVector([]float32{1, 2, 3, 4})
+	_, err := c.Upsert(ctx(t), place, []*shardpb.Vector{{Id: "a", Vector: v, Payload: []byte(`{"a": [{"b": 1}]}`)}})
+	require.Equal(t, codes.InvalidArgument, status.Code(err))
+	require.Contains(t, err.Error(), "vector 0: payload.a[0]: is an object or array inside an array")
+	_, err = c.Upsert(ctx(t), place, []*shardpb.Vector{{Id: "a", Vector: v, Payload: []byte(` {"a" : 1} `)}})
+	require.NoError(t, err)
+	pv, err := c.Get(ctx(t), "a", 0)
+	require.NoError(t, err)
+	require.Equal(t, `{"a":1}`, string(pv.GetPayload()), "stored compacted")
+	_, err = c.Search(ctx(t), &shardpb.Query{Vector: v, K: 1, Filter: []byte(`{"must": {"key": "a", "range": {}}}`)}, 0)
+	require.Equal(t, codes.InvalidArgument, status.Code(err))
+	require.Contains(t, err.Error(), "query 0: filter.must.range: needs at least one of gt, gte, lt, lte")
+}
+
+// TestFilteredSearchesAndWritesConcurrently: filtered searches (which
+// read the payload index under the store's read lock) run beside writes
+// (which change it under the write lock); the race detector checks that
+// no read writes.
+func TestFilteredSearchesAndWritesConcurrently(t *testing.T) {
+	const dim = 4
+	_, c := serve(t, memConfig(dim, vector.DotProduct), nil, DialConfig{})
+	rng := rand.New(rand.NewPCG(9, 9))
+	var filters [][]byte
+	for range 8 {
+		f, err := filter.Parse([]byte(filtertest.Filter(rng, 2)))
+		require.NoError(t, err)
+		b, _ := json.Marshal(f)
+		filters = append(filters, b)
+	}
+	done := make(chan error, 3)
+	for g := range 3 {
+		go func() {
+			for i := range 100 {
+				q := &shardpb.Query{Vector: EncodeVector([]float32{1, 2, 3, 4}), K: 5, Filter: filters[(g+i)%len(filters)],
+					WithPayload: &shardpb.PayloadSelector{All: true}}
+				if _, err := c.Search(ctx(t), q, 0); err != nil {
+					done <- err
+					return
+				}
+			}
+			done <- nil
+		}()
+	}
+	wrng := rand.New(rand.NewPCG(10, 10))
+	for i := range 100 {
+		id := fmt.Sprintf("d%d", wrng.IntN(50))
+		if i%5 == 4 {
+			_, _, err := c.Delete(ctx(t), place, id)
+			require.NoError(t, err)
+			continue
+		}
+		_, err := c.Upsert(ctx(t), place, []*shardpb.Vector{{Id: id, Vector: EncodeVector([]float32{1, float32(i), 1, 1}),
+			Payload: []byte(filtertest.Payload(wrng))}})
+		require.NoError(t, err)
+	}
+	for range 3 {
+		require.NoError(t, <-done)
+	}
+}

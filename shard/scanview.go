@@ -1,0 +1,85 @@
+package shard
+
+import (
+	"encoding/json"
+	"errors"
+	"slices"
+
+	"github.com/trawl-search/trawl/filter"
+	"github.com/trawl-search/trawl/vector"
+	"github.com/trawl-search/trawl/vector/quant"
+)
+
+// ScanView is what one scan reads while the store's read lock is held:
+// the rows, their int8 codes (nil when there are none), and the payloads
+// with their index, for filters and with_payload. It must not be kept
+// past the call that handed it out.
+type ScanView struct {
+	Rows  vector.Rows
+	Codes *quant.Codes
+	m     *Memory // nil: a store without payloads (no filters)
+}
+
+// scanViewer is a Store that hands out ScanViews (Memory).
+type scanViewer interface {
+	ViewScan(fn func(*ScanView) error) error
+}
+
+// ViewScan runs fn with a ScanView under the read lock; writes wait until
+// it returns.
+func (m *Memory) ViewScan(fn func(*ScanView) error) error {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return fn(&ScanView{Rows: vector.Rows{Data: m.data, Dim: m.dim, IDs: m.ids}, Codes: m.codes, m: m})
+}
+
+// errNoPayloads is a filter or with_payload on a store without payloads.
+var errNoPayloads = errors.New("this store keeps no payloads")
+
+// Select returns the rows whose payloads match f, ascending: from the
+// payload index where it answers, by evaluating payloads row by row where
+// it does not.
+func (v *ScanView) Select(f *filter.Filter) ([]uint32, error) {
+	if v.m == nil {
+		return nil, errNoPayloads
+	}
+	m := v.m
+	b := m.payloadIndex.Select(f, len(m.ids), func(row uint32) map[string]any { return decodePayload(m.payloads[row]) })
+	return b.ToArray(), nil
+}
+
+// Payload returns id's payload as a hit carries it: all of it when keys
+// is nil, else only those top-level keys the document has; "{}" for a
+// document without payload.
+func (v *ScanView) Payload(id string, keys []string) ([]byte, error) {
+	if v.m == nil {
+		return nil, errNoPayloads
+	}
+	i, ok := v.m.index[id]
+	if !ok {
+		return nil, errors.New("hit " + id + " is not in the store")
+	}
+	return projectPayload(v.m.payloads[i], keys)
+}
+
+// projectPayload keeps the listed top-level keys of a payload (all when
+// keys is nil).
+func projectPayload(p []byte, keys []string) ([]byte, error) {
+	if len(p) == 0 {
+		return []byte("{}"), nil
+	}
+	if keys == nil {
+		return p, nil
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(p, &obj); err != nil {
+		return nil, err
+	}
+	out := make(map[string]json.RawMessage, len(keys))
+	for k, v := range obj {
+		if slices.Contains(keys, k) {
+			out[k] = v
+		}
+	}
+	return json.Marshal(out)
+}
