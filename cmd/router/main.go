@@ -4,6 +4,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -15,7 +17,7 @@ const usage = `trawl: a scatter-gather vector search router.
 Usage:
   router serve   the router: HTTP API over every shard
   router shard   a shard server
-  router dev     3 shards x 2 replicas and the router in this process
+  router dev     3 shards x 3 replicas (a raft group each) and the router in this process
   router load    bulk import .npy, .fvecs or JSON Lines through a router
 
 Run "router COMMAND --help" for a command's flags; every flag has an
@@ -45,6 +47,9 @@ func main() {
 	default:
 		fmt.Fprintf(os.Stderr, "unknown command %q\n\n%s", cmd, usage)
 		os.Exit(2)
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		return // the flag set printed the command's flags, as asked
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "router:", err)
