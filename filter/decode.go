@@ -95,6 +95,9 @@ func (d *decoder) filter(p path, v any, level int) (*Filter, error) {
 		default:
 			return nil, cp.errorf("is %s, want a condition or a list of conditions", kindOf(raw))
 		}
+		if len(conds) == 0 {
+			conds = nil // an empty list constrains nothing, as an absent one
+		}
 		switch name {
 		case "must":
 			f.Must = conds
