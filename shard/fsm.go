@@ -3,10 +3,12 @@ package shard
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"sync/atomic"
 	"time"
 
@@ -181,6 +183,10 @@ func (s *fsmSnapshot) Release() { s.v.Close() }
 // restoreBatch is how many rows a restore inserts per lock hold.
 const restoreBatch = 1024
 
+// maxPresizeRows bounds how many rows a snapshot's header may make Restore
+// reserve room for up front (past it the store grows as rows arrive).
+const maxPresizeRows = 1 << 24
+
 // Restore implements raft.FSM: it replaces the store with a snapshot, on
 // start-up (the latest local snapshot) and when a leader installs one. The
 // replica is NOT_SERVING meanwhile (see Node).
@@ -196,9 +202,15 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 		return fmt.Errorf("snapshot holds %d-dimensional vectors, this shard has --dim %d", hdr.GetDim(), f.mem.Dim())
 	}
 	p := Placement{Fingerprint: hdr.GetPlacement().GetFingerprint(), Shard: hdr.GetPlacement().GetShard()}
-	f.mem.reset(p, hdr.GetTrained())
 	total := hdr.GetCount()
+	// The count is the snapshot's own claim: it sizes the store only up to
+	// what a shard can hold, so a corrupt header cannot ask for terabytes.
+	f.mem.reset(p, hdr.GetTrained(), int(min(total, maxPresizeRows)))
 	f.log.Info("restoring snapshot", "rows", total)
+	dim := f.mem.Dim()
+	// One buffer of vectors for a batch, reused: Upsert copies the rows
+	// into the arena, so a row needs no allocation of its own.
+	vecs := make([]float32, restoreBatch*dim)
 	batch := make([]Record, 0, restoreBatch)
 	last := time.Now()
 	flush := func() error {
@@ -207,14 +219,19 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 		return err
 	}
 	opts := protodelim.UnmarshalOptions{MaxSize: 128 << 20}
+	var pv shardpb.Vector
 	for i := uint64(0); i < total; i++ {
-		var pv shardpb.Vector
+		pv.Reset()
 		if err := opts.UnmarshalFrom(br, &pv); err != nil {
 			return fmt.Errorf("snapshot row %d of %d: %w", i, total, err)
 		}
-		vec, err := DecodeVector(pv.GetVector())
-		if err != nil || len(vec) != f.mem.Dim() {
+		raw := pv.GetVector()
+		if len(raw) != 4*dim {
 			return fmt.Errorf("snapshot row %d: bad vector", i)
+		}
+		vec := vecs[len(batch)*dim : (len(batch)+1)*dim]
+		for j := range vec {
+			vec[j] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*j:]))
 		}
 		batch = append(batch, Record{ID: pv.GetId(), Vector: vec, Payload: pv.GetPayload()})
 		if len(batch) == restoreBatch {

@@ -257,15 +257,17 @@ func (m *Memory) Trained(name string) []byte {
 	return m.trained[name]
 }
 
-// reset empties the store (a snapshot is about to replace it) and sets
-// what a snapshot carries besides rows.
-func (m *Memory) reset(p Placement, trained map[string][]byte) {
+// reset empties the store (a snapshot of rows rows is about to replace it)
+// and sets what a snapshot carries besides rows. The arena, ids and index
+// are sized for rows at once: growing them by doubling while a large
+// snapshot streams in zeroed and copied the arena several times over.
+func (m *Memory) reset(p Placement, trained map[string][]byte, rows int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.data = vector.Aligned(0)
-	m.ids = nil
-	m.payloads = nil
-	m.index = map[string]int{}
+	m.data = vector.Aligned(rows * m.dim)[:0]
+	m.ids = make([]string, 0, rows)
+	m.payloads = make([][]byte, 0, rows)
+	m.index = make(map[string]int, rows)
 	m.placement = p
 	m.trained = maps.Clone(trained)
 	if m.trained == nil {
