@@ -70,26 +70,28 @@ func (w *waiters) Pop() any {
 
 // Acquire waits for a scan slot, in deadline order, and returns the
 // function that gives it back with the scan's duration. It refuses at once,
-// with an error wrapping ErrWouldMiss, a scan whose predicted finish (the
-// scans ahead of it in deadline order, spread over the slots, then its own)
-// is past ctx's deadline; and it returns ctx's error if ctx ends while it
-// waits. A scan without a deadline is never refused.
+// with an error wrapping ErrWouldMiss, a scan that would have to wait and
+// whose predicted finish (the scans ahead of it in deadline order, spread
+// over the slots, then its own) is past ctx's deadline; and it returns
+// ctx's error if ctx ends while it waits. A scan without a deadline, or
+// one a free slot takes at once, is never refused.
 func (q *ScanQueue) Acquire(ctx context.Context) (release func(took time.Duration), err error) {
 	dl, hasDeadline := ctx.Deadline()
 	q.mu.Lock()
-	if hasDeadline && q.estimate > 0 {
-		ahead := q.running
-		for _, w := range q.waiting {
-			if !w.deadline.After(dl) {
-				ahead++
-			}
+	ahead := q.running
+	for _, w := range q.waiting {
+		if !w.deadline.After(dl) {
+			ahead++
 		}
-		// Slots free now start at once; the rest wait for rounds of the
-		// scans ahead.
-		rounds := 0
-		if ahead >= q.cfg.Slots {
-			rounds = ahead / q.cfg.Slots
-		}
+	}
+	// Only a scan that would wait is judged: one that gets a free slot
+	// starts now, whatever the estimate says. Judging it too latched the
+	// queue shut: once the estimate grew past the deadlines callers send
+	// (a burst on a busy machine), every scan was refused, none ran, and
+	// the estimate never came down again (found by the bench harness).
+	if hasDeadline && q.estimate > 0 && ahead >= q.cfg.Slots {
+		// The rest wait for rounds of the scans ahead.
+		rounds := ahead / q.cfg.Slots
 		finish := q.cfg.Now().Add(time.Duration(rounds+1) * q.estimate)
 		if finish.After(dl) {
 			est := q.estimate
