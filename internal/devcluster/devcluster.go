@@ -276,23 +276,31 @@ func saveLayout(dir string, l layout) error {
 // that knows the leader would, and returns the last write's index.
 func seed(reps []*Replica, p shard.Placement, recs []shard.Record) (uint64, error) {
 	deadline := time.Now().Add(time.Minute)
-	var leader *Replica
-	for leader == nil {
-		for _, r := range reps {
-			if r.Node.IsLeader() {
-				leader = r
+	// leader dials whichever replica leads now: on a loaded machine the
+	// leadership can move in the middle of seeding, and the old leader then
+	// refuses every batch with NOT_LEADER.
+	leader := func() (*shard.Conn, error) {
+		for {
+			for _, r := range reps {
+				if r.Node.IsLeader() {
+					return shard.Dial(r.Addr, shard.DialConfig{})
+				}
 			}
+			if time.Now().After(deadline) {
+				return nil, errors.New("no leader elected")
+			}
+			time.Sleep(10 * time.Millisecond)
 		}
-		if time.Now().After(deadline) {
-			return 0, errors.New("no leader elected")
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
-	c, err := shard.Dial(leader.Addr, shard.DialConfig{})
+	c, err := leader()
 	if err != nil {
 		return 0, err
 	}
-	defer c.Close()
+	defer func() {
+		if c != nil {
+			c.Close()
+		}
+	}()
 	const batch = 256
 	var last uint64
 	for i := 0; i < len(recs); i += batch {
@@ -312,7 +320,13 @@ func seed(reps []*Replica, p shard.Placement, recs []shard.Record) (uint64, erro
 			if time.Now().After(deadline) {
 				return 0, err
 			}
+			// Keyed upserts of the same bytes: resending is safe, to
+			// whoever leads now.
 			time.Sleep(50 * time.Millisecond)
+			c.Close()
+			if c, err = leader(); err != nil {
+				return 0, err
+			}
 		}
 	}
 	return last, nil
