@@ -89,7 +89,9 @@ func (r *results) scenarioChart() (*plot.Plot, error) {
 		p.Add(bc)
 		p.Legend.Add(b.label, bc)
 	}
-	p.Legend.Top, p.Legend.Left = true, true
+	p.Legend.Top = true
+	// Head room so the legend does not cover the tallest bars.
+	p.Y.Min, p.Y.Max = 0, p.Y.Max*1.3
 	p.NominalX(names...)
 	return p, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -26,16 +27,19 @@ const (
 type scenario struct {
 	name, what string
 	apply      func(*cluster.Replica) error
+	// undo lifts the fault; nil: restore the proxies.
+	undo func(context.Context, *cluster.Replica) error
 }
 
 var scenarios = []scenario{
-	{"healthy", "no fault", nil},
-	{"killed", "replica 0 of every shard refuses connections and its open ones are cut (its proxy stopped: what the router sees of a SIGKILLed replica; the raft group behind it carries on)",
-		func(r *cluster.Replica) error { r.Proxy.Stop(); return nil }},
+	{"healthy", "no fault", nil, nil},
+	{"killed", "replica 0 of every shard is SIGKILLed just before the run (its proxy's connections to it break, and new ones are closed at once, as a dead port's RST would be), and restarted after it; the wait until it has caught up is outside the measured window",
+		func(r *cluster.Replica) error { r.Kill(); return nil },
+		func(ctx context.Context, r *cluster.Replica) error { return r.Restart(ctx) }},
 	{"blackholed", "replica 0 of every shard goes silent: connections stay open, nothing is forwarded either way (a powered-off host: no FIN, no RST)",
-		func(r *cluster.Replica) error { return r.Proxy.Blackhole() }},
+		func(r *cluster.Replica) error { return r.Proxy.Blackhole() }, nil},
 	{"slowed", "replica 0 of every shard: +50 ms before every chunk it forwards (a third of the replicas slow on every call, not 10 % of calls: the proxy delays whole connections)",
-		func(r *cluster.Replica) error { return r.Proxy.Slow(50 * time.Millisecond) }},
+		func(r *cluster.Replica) error { return r.Proxy.Slow(50 * time.Millisecond) }, nil},
 }
 
 // mainFamilies runs capacity, the fault scenarios, the overload sweep and
@@ -96,7 +100,13 @@ func (e *env) mainFamilies(ctx context.Context, res *results) error {
 				e.logf("round %d %s %s: %.1f complete/s, p99 %s, degraded %.1f%%", round, sc.name, name,
 					s.Goodput(), s.Latency.P99, 100*s.Share(s.Degraded))
 				if sc.apply != nil {
-					if err := c.Restore(); err != nil {
+					var err error
+					if sc.undo == nil {
+						err = c.Restore()
+					} else {
+						err = c.EachShardParallel(0, func(r *cluster.Replica) error { return sc.undo(ctx, r) })
+					}
+					if err != nil {
 						return err
 					}
 					if err := sleep(ctx, e.settle); err != nil {
@@ -127,7 +137,7 @@ func (e *env) mainFamilies(ctx context.Context, res *results) error {
 				e.logf("round %d %.1f× %s: %.1f complete/s, refused %.1f%%, degraded %.1f%%", round, f, name,
 					s.Goodput(), 100*s.Share(s.Refused), 100*s.Share(s.Degraded))
 				// Let the queue drain and admission's pressure window pass.
-				if err := sleep(ctx, time.Second); err != nil {
+				if err := sleep(ctx, e.pause); err != nil {
 					return err
 				}
 			}
@@ -138,7 +148,11 @@ func (e *env) mainFamilies(ctx context.Context, res *results) error {
 
 // overheadRound is one round of the router-overhead family.
 type overheadRound struct {
-	router, direct  loadgen.Summary // interleaved, one client
+	router, direct loadgen.Summary // interleaved, one client
+	// pair50, pair99 are percentiles of router − direct over the pairs
+	// of one query sent both ways back to back: the same query, the same
+	// moment's load.
+	pair50, pair99  time.Duration
 	b64, json       loadgen.Summary // closed loop, 4 clients, for CPU
 	cpuB64, cpuJSON time.Duration   // router CPU per query
 }
@@ -161,7 +175,7 @@ func (e *env) overhead(ctx context.Context, c *cluster.Cluster, trawl *cluster.R
 	t := e.target(trawl)
 	t.NoMetrics = true
 	res.loadAt["overhead"] = machine.LoadAvg()
-	idle, err := idleCPU(ctx, trawl.PID(), e.phase)
+	idle, err := idleCPU(ctx, trawl.PID(), e.idle)
 	if err != nil {
 		return err
 	}
@@ -169,7 +183,7 @@ func (e *env) overhead(ctx context.Context, c *cluster.Cluster, trawl *cluster.R
 	for round := range e.rounds {
 		var r overheadRound
 		var err error
-		if r.router, r.direct, err = e.interleaved(ctx, t, conns); err != nil {
+		if r.router, r.direct, r.pair50, r.pair99, err = e.interleaved(ctx, t, conns); err != nil {
 			return err
 		}
 		cpu := func(q *loadgen.Queries) (loadgen.Summary, time.Duration, error) {
@@ -201,7 +215,7 @@ func (e *env) overhead(ctx context.Context, c *cluster.Cluster, trawl *cluster.R
 }
 
 // interleaved alternates router and direct searches for one phase.
-func (e *env) interleaved(ctx context.Context, t loadgen.Target, conns []*shard.Conn) (loadgen.Summary, loadgen.Summary, error) {
+func (e *env) interleaved(ctx context.Context, t loadgen.Target, conns []*shard.Conn) (viaR, dir loadgen.Summary, pair50, pair99 time.Duration, err error) {
 	hc := &http.Client{Timeout: 10 * time.Second}
 	defer hc.CloseIdleConnections()
 	url := fmt.Sprintf("%s/v1/search?deadline_ms=%d", t.Base, t.DeadlineMS)
@@ -210,9 +224,10 @@ func (e *env) interleaved(ctx context.Context, t loadgen.Target, conns []*shard.
 	budget := time.Duration(e.deadlineMS) * time.Millisecond
 	start := time.Now()
 	var routerTime, directTime time.Duration
+	var diffs []time.Duration
 	for i := 0; time.Since(start) < e.phase; i++ {
 		if err := ctx.Err(); err != nil {
-			return loadgen.Summary{}, loadgen.Summary{}, err
+			return viaR, dir, 0, 0, err
 		}
 		q := i % len(e.queries.Bodies)
 		o, code, took := loadgen.Do(hc, url, hdr, e.queries.Bodies[q])
@@ -242,9 +257,19 @@ func (e *env) interleaved(ctx context.Context, t loadgen.Target, conns []*shard.
 		} else {
 			direct.Add(loadgen.Degraded, 0, d)
 		}
+		if ok && o == loadgen.Complete {
+			diffs = append(diffs, took-d)
+		}
+	}
+	slices.Sort(diffs)
+	at := func(q float64) time.Duration {
+		if len(diffs) == 0 {
+			return 0
+		}
+		return diffs[min(len(diffs)-1, int(q*float64(len(diffs))))]
 	}
 	return viaRouter.Summarise("router, 1 client interleaved", routerTime),
-		direct.Summarise("direct gRPC, 1 client interleaved", directTime), nil
+		direct.Summarise("direct gRPC, 1 client interleaved", directTime), at(0.5), at(0.99), nil
 }
 
 // scaleCell is one cluster of the shard-count and corpus-size families:
@@ -334,7 +359,7 @@ func (e *env) scaleCell(ctx context.Context, shards, rows int) (scaleCell, error
 	defer c.Close()
 	cell.load = loadTook
 	cell.loadAvg = machine.LoadAvg()
-	idle, err := idleCPU(ctx, trawl.PID(), e.phase)
+	idle, err := idleCPU(ctx, trawl.PID(), e.idle)
 	if err != nil {
 		return cell, err
 	}
@@ -344,7 +369,7 @@ func (e *env) scaleCell(ctx context.Context, shards, rows int) (scaleCell, error
 			order = []*cluster.Router{base, trawl}
 		}
 		for _, r := range order {
-			s, err := loadgen.Closed(ctx, e.target(r), e.queries, 1, e.phase)
+			s, err := loadgen.Closed(ctx, e.target(r), e.queries, 1, e.scalePhase)
 			if err != nil {
 				return cell, err
 			}
@@ -357,7 +382,7 @@ func (e *env) scaleCell(ctx context.Context, shards, rows int) (scaleCell, error
 		t := e.target(trawl)
 		t.NoMetrics = true
 		s, cpu, err := cpuPerQuery(ctx, trawl.PID(), idle, func() (loadgen.Summary, error) {
-			return loadgen.Closed(ctx, t, e.queries, 8, e.phase)
+			return loadgen.Closed(ctx, t, e.queries, 8, e.scalePhase)
 		})
 		if err != nil {
 			return cell, err

@@ -120,8 +120,9 @@ func (r *results) write(path string) error {
 	w("- Outcomes: *complete* is a 200 without `X-Trawl-Degraded: true`; *degraded* a 200 marked degraded or a 503; *refused* a 429. " +
 		"Latency percentiles (HdrHistogram, 3 significant digits) are over every request not refused, client timeouts included. " +
 		"Open loop is vegeta at a fixed arrival rate; closed loop is N clients each waiting for its answer.\n")
-	w("- One measured run lasts %s; a fault is applied just before a run (so the run includes its detection) and lifted "+
-		"after it, then %s pass before the next.\n", r.phase, r.settle)
+	w("- One measured run lasts %s (fan-out and size runs %s); a fault is applied just before a run (so the run includes its detection) and lifted "+
+		"after it, then %s pass before the next. Capacity is what 8 closed-loop clients get; open loop at more concurrency can exceed it.\n",
+		r.phase, r.scalePhase, r.settle)
 	gb := func(rows int) float64 { return float64(rows) * float64(r.dim) * 4 / 1e9 }
 	w("- Memory and disk: one copy of the main corpus (%d × %d float32) is %.2f GB; the 3 × 3 cluster holds three copies in RAM "+
 		"(%.2f GB) and about twice that on disk (raft log plus snapshot per replica: ~%.1f GB). Loading it took %s.\n\n",
@@ -189,6 +190,9 @@ func (r *results) write(path string) error {
 	w("- A silent drop mid-run (blackhole once the run is under way), the router restarted with TLS (first 100 queries), " +
 		"32 shards (in-process or simulated), 1 000 000 vectors, filtered queries, int8 and IVF shards, and the peer comparison (bench-peer).\n")
 	w("- The slowed scenario delays every call of one replica per shard, not 10 %% of calls.\n")
+	if r.quick {
+		w("- Quick runs are short: a p99 over one 2 s run at 0.5× capacity rests on a few dozen answers, close to the maximum; the overload sweep has one round.\n")
+	}
 	w("- Router overhead at 32 shards; a faster JSON vector decoder (see the figures above for whether it matters).\n")
 	return os.WriteFile(path, []byte(b.String()), 0o644)
 }
@@ -205,10 +209,11 @@ func (r *results) writeOverhead(w func(string, ...any), ms func(float64) string)
 	w("## Router overhead (3 shards × 3 replicas, %d vectors)\n\n", r.mainRows)
 	w("One client alternates a search through trawl's router with the same query sent by `trawlbench` straight to replica 0 "+
 		"of every shard over gRPC (through the same proxies), in parallel, timed until the slowest shard answers. "+
-		"Overhead is the router's percentile minus the direct one, per round, then the median. CPU per query is the router "+
+		"Overhead is given two ways: the router's percentile minus the direct one, and the percentiles of the per-query differences "+
+		"(the same query both ways, back to back), each per round, then the median over rounds. CPU per query is the router "+
 		"process's user+system time from `/proc/<pid>/stat` (10 ms ticks) over a closed-loop run of 4 clients, less its idle rate "+
 		"(%.1f ms/s: prober and keepalives), divided by its queries. Load average %s.\n\n", 1e3*r.routerIdle, r.loadAt["overhead"])
-	var rp50, rp99, dp50, dp99, op50, op99, cb, cj, jp50, bp50 []float64
+	var rp50, rp99, dp50, dp99, op50, op99, pp50, pp99, cb, cj, jp50, bp50 []float64
 	for _, o := range r.overhead {
 		rp50 = append(rp50, p50(o.router))
 		rp99 = append(rp99, p99(o.router))
@@ -216,6 +221,8 @@ func (r *results) writeOverhead(w func(string, ...any), ms func(float64) string)
 		dp99 = append(dp99, p99(o.direct))
 		op50 = append(op50, p50(o.router)-p50(o.direct))
 		op99 = append(op99, p99(o.router)-p99(o.direct))
+		pp50 = append(pp50, msOf(o.pair50))
+		pp99 = append(pp99, msOf(o.pair99))
 		cb = append(cb, float64(o.cpuB64)/1e3)
 		cj = append(cj, float64(o.cpuJSON)/1e3)
 		bp50 = append(bp50, p50(o.b64))
@@ -224,7 +231,9 @@ func (r *results) writeOverhead(w func(string, ...any), ms func(float64) string)
 	w("| | p50 ms | p99 ms |\n|---|---:|---:|\n")
 	w("| through the router | %s | %s |\n", ms(median(rp50)), ms(median(rp99)))
 	w("| direct to the slowest of 3 shards | %s | %s |\n", ms(median(dp50)), ms(median(dp99)))
-	w("| **router overhead** | **%.2f** | **%.2f** |\n\n", median(op50), median(op99))
+	w("| router overhead: difference of the percentiles | %.2f | %.2f |\n", median(op50), median(op99))
+	w("| **router overhead: percentiles of the per-query difference** (router − direct, same query back to back) | **%.2f** | **%.2f** |\n\n",
+		median(pp50), median(pp99))
 	var jr []float64
 	for i := range cb {
 		if cb[i] > 0 {
@@ -239,8 +248,9 @@ func (r *results) writeOverhead(w func(string, ...any), ms func(float64) string)
 
 func (r *results) writeScale(w func(string, ...any), ms func(float64) string, charts chartFiles) {
 	w("## Fan-out width and corpus size (shards of one replica)\n\n")
-	w("Each row is its own cluster of groups of one (`router shard` without `--peers`), loaded with `router load`. " +
-		"Latency is one closed-loop client, trawl and baseline alternating; goodput and router CPU per query are 8 closed-loop clients through trawl.\n\n")
+	w("Each row is its own cluster of groups of one (`router shard` without `--peers`), loaded with `router load`. "+
+		"Latency is one closed-loop client, trawl and baseline alternating; goodput and router CPU per query are 8 closed-loop clients through trawl; "+
+		"runs of %s.\n\n", r.scalePhase)
 	w("| shards | vectors | load avg | load s | trawl p50 ms | trawl p99 ms | baseline p50 ms | baseline p99 ms | goodput/s (8 clients) | router CPU µs/query |\n")
 	w("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, c := range r.scale {

@@ -25,6 +25,10 @@ type plan struct {
 	sizeRows                 []int         // corpora of the size family, 3 shards of one
 	phase                    time.Duration // one measured run
 	settle                   time.Duration // after a fault is lifted, for both routers' probers to see it
+	scalePhase               time.Duration // one run of the fan-out and size families
+	pause                    time.Duration // between overload steps, for queues to drain
+	idle                     time.Duration // router idle CPU measurement
+	afterLoad                time.Duration // after a bulk load, before measuring
 	rounds                   int           // of the scenarios, capacity and overhead families
 	sweepRounds, scaleRounds int
 	factors                  []float64 // offered load as multiples of capacity
@@ -33,8 +37,9 @@ type plan struct {
 }
 
 func quickPlan() plan {
-	return plan{quick: true, dim: 1536, mainRows: 10_000, scaleRows: 5_000, shardSweep: []int{1, 3, 8},
-		sizeRows: []int{1_000, 5_000}, phase: 2 * time.Second, settle: 1500 * time.Millisecond,
+	return plan{quick: true, dim: 1536, mainRows: 10_000, scaleRows: 2_000, shardSweep: []int{1, 3, 8},
+		sizeRows: []int{500, 2_000}, phase: 2 * time.Second, settle: time.Second,
+		scalePhase: 1500 * time.Millisecond, pause: 500 * time.Millisecond, idle: time.Second, afterLoad: 500 * time.Millisecond,
 		rounds: 2, sweepRounds: 1, scaleRounds: 1,
 		factors: []float64{0.5, 1, 2, 3, 5}, deadlineMS: 200, latFactor: 0.5}
 }
@@ -42,6 +47,7 @@ func quickPlan() plan {
 func fullPlan() plan {
 	return plan{dim: 1536, mainRows: 100_000, scaleRows: 100_000, shardSweep: []int{1, 3, 8},
 		sizeRows: []int{10_000, 100_000}, phase: 10 * time.Second, settle: 2500 * time.Millisecond,
+		scalePhase: 5 * time.Second, pause: time.Second, idle: 3 * time.Second, afterLoad: 3 * time.Second,
 		rounds: 3, sweepRounds: 3, scaleRounds: 3,
 		factors: []float64{0.5, 1, 2, 3, 5}, deadlineMS: 200, latFactor: 0.5}
 }
@@ -157,7 +163,7 @@ func (e *env) startLoaded(ctx context.Context, name string, shards, replicas, ro
 	loadTook := time.Since(t1)
 	e.logf("%s: loaded %d vectors in %s", name, rows, loadTook.Round(time.Millisecond))
 	// The shards may snapshot and compact right after a bulk load.
-	if err := sleep(ctx, 2*time.Second); err != nil {
+	if err := sleep(ctx, e.afterLoad); err != nil {
 		return fail(err)
 	}
 	// Warm both routers' connections and the shards' pages.

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/trawl-search/trawl/internal/faultproxy"
@@ -80,7 +81,13 @@ func (c *Cluster) start(ctx context.Context) error {
 			if err := r.Start(); err != nil {
 				return err
 			}
-			p, err := faultproxy.Start("127.0.0.1:0", r.GRPC)
+			// The proxy listens again on the same port after a stop:
+			// keep it out of the ephemeral range too (see freePort).
+			pa, err := freePort()
+			if err != nil {
+				return err
+			}
+			p, err := faultproxy.Start(pa, r.GRPC)
 			if err != nil {
 				return fmt.Errorf("proxy for %s: %w", r.Name, err)
 			}
@@ -132,6 +139,18 @@ func (c *Cluster) EachShard(idx int, f func(*Replica) error) error {
 	return errs(es)
 }
 
+// EachShardParallel is EachShard with f run for all shards at once (a
+// restart that waits for catch-up, say).
+func (c *Cluster) EachShardParallel(idx int, f func(*Replica) error) error {
+	es := make([]error, len(c.Shards))
+	var wg sync.WaitGroup
+	for i, reps := range c.Shards {
+		wg.Go(func() { es[i] = f(reps[idx]) })
+	}
+	wg.Wait()
+	return errs(es)
+}
+
 // Close kills every router and replica and closes the proxies.
 func (c *Cluster) Close() {
 	for _, r := range c.routers {
@@ -175,4 +194,13 @@ func (c *Cluster) StartRouter(ctx context.Context, name string, extra ...string)
 		return nil, err
 	}
 	return r, nil
+}
+
+// Restart starts a killed replica again on the same ports and data
+// directory and waits until it serves (it has caught up with its group).
+func (r *Replica) Restart(ctx context.Context) error {
+	if err := r.Start(); err != nil {
+		return err
+	}
+	return waitReady(ctx, &r.Proc, "http://"+r.HTTP+"/readyz", 120*time.Second)
 }

@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -112,14 +113,28 @@ func (p *Proc) Tail(n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// freePort reserves a loopback port and releases it for a child to take.
+// freePort reserves a loopback port below the kernel's ephemeral range
+// and releases it for a child to take. Below the range, because a port
+// from it can be taken by any outgoing connection once its process dies
+// (a peer redialling a killed replica can even connect to itself), and
+// the replica restarted on it would find it in use.
 func freePort() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("free port: %w", err)
+	lo, hi := 20000, 32000
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		var start, end int
+		if _, err := fmt.Sscan(string(b), &start, &end); err == nil && start > 2048 {
+			lo, hi = max(1024, start-12000), start
+		}
 	}
-	addr := ln.Addr().String()
-	return addr, ln.Close()
+	for range 200 {
+		addr := fmt.Sprintf("127.0.0.1:%d", lo+rand.IntN(hi-lo))
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			continue
+		}
+		return addr, ln.Close()
+	}
+	return "", fmt.Errorf("free port: none free in %d..%d after 200 tries", lo, hi)
 }
 
 // waitReady polls url until it answers 200 or timeout passes.
