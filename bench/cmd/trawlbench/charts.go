@@ -161,6 +161,7 @@ func (r *results) scaleCharts() (*plot.Plot, *plot.Plot) {
 			p.Legend.Add(s.label, l, pts)
 		}
 		p.Legend.Top, p.Legend.Left = true, true
+		p.Y.Min = 0
 		return p
 	}
 	shards := mk(fmt.Sprintf("Latency against shard count (groups of one), %d vectors", r.scaleRows), "shards",

@@ -29,17 +29,22 @@ type scenario struct {
 	apply      func(*cluster.Replica) error
 	// undo lifts the fault; nil: restore the proxies.
 	undo func(context.Context, *cluster.Replica) error
+	// midway applies the fault half-way through the run instead of
+	// before it: in-flight queries meet it, not only new connections.
+	midway bool
 }
 
 var scenarios = []scenario{
-	{"healthy", "no fault", nil, nil},
+	{"healthy", "no fault", nil, nil, false},
 	{"killed", "replica 0 of every shard is SIGKILLed just before the run (its proxy's connections to it break, and new ones are closed at once, as a dead port's RST would be), and restarted after it; the wait until it has caught up is outside the measured window",
 		func(r *cluster.Replica) error { r.Kill(); return nil },
-		func(ctx context.Context, r *cluster.Replica) error { return r.Restart(ctx) }},
+		func(ctx context.Context, r *cluster.Replica) error { return r.Restart(ctx) }, false},
 	{"blackholed", "replica 0 of every shard goes silent: connections stay open, nothing is forwarded either way (a powered-off host: no FIN, no RST)",
-		func(r *cluster.Replica) error { return r.Proxy.Blackhole() }, nil},
+		func(r *cluster.Replica) error { return r.Proxy.Blackhole() }, nil, false},
+	{"dropped", "replica 0 of every shard goes silent as above, but half-way through the run, on warm connections with queries in flight (a silent drop mid-run)",
+		func(r *cluster.Replica) error { return r.Proxy.Blackhole() }, nil, true},
 	{"slowed", "replica 0 of every shard: +50 ms before every chunk it forwards (a third of the replicas slow on every call, not 10 % of calls: the proxy delays whole connections)",
-		func(r *cluster.Replica) error { return r.Proxy.Slow(50 * time.Millisecond) }, nil},
+		func(r *cluster.Replica) error { return r.Proxy.Slow(50 * time.Millisecond) }, nil, false},
 }
 
 // mainFamilies runs capacity, the fault scenarios, the overload sweep and
@@ -72,6 +77,9 @@ func (e *env) mainFamilies(ctx context.Context, res *results) error {
 		return fmt.Errorf("capacity %.2f/s: the cluster answers nothing complete", res.capacity)
 	}
 
+	if res.idleAfterCapacity, err = e.idleCheck(ctx, c); err != nil {
+		return err
+	}
 	res.scenarios = map[string]map[string][]loadgen.Summary{}
 	res.loadAt["scenarios"] = machine.LoadAvg()
 	rate := e.latFactor * res.capacity
@@ -87,7 +95,12 @@ func (e *env) mainFamilies(ctx context.Context, res *results) error {
 				order = []string{baseName, trawlName}
 			}
 			for _, name := range order {
-				if sc.apply != nil {
+				var mid *time.Timer
+				midErr := make(chan error, 1)
+				switch {
+				case sc.apply != nil && sc.midway:
+					mid = time.AfterFunc(e.phase/2, func() { midErr <- c.EachShard(0, sc.apply) })
+				case sc.apply != nil:
 					if err := c.EachShard(0, sc.apply); err != nil {
 						return err
 					}
@@ -95,6 +108,11 @@ func (e *env) mainFamilies(ctx context.Context, res *results) error {
 				s, err := loadgen.Open(ctx, e.target(routers[name]), e.queries, rate, e.phase)
 				if err != nil {
 					return err
+				}
+				if mid != nil {
+					if err := <-midErr; err != nil {
+						return err
+					}
 				}
 				res.scenarios[sc.name][name] = append(res.scenarios[sc.name][name], s)
 				e.logf("round %d %s %s: %.1f complete/s, p99 %s, degraded %.1f%%", round, sc.name, name,
@@ -143,7 +161,11 @@ func (e *env) mainFamilies(ctx context.Context, res *results) error {
 			}
 		}
 	}
-	return e.overhead(ctx, c, trawl, res)
+	if err := e.overhead(ctx, c, trawl, res); err != nil {
+		return err
+	}
+	res.idleAtEnd, err = e.idleCheck(ctx, c)
+	return err
 }
 
 // overheadRound is one round of the router-overhead family.

@@ -20,15 +20,18 @@ type results struct {
 	loadStart, loadEnd string
 	took               time.Duration
 
-	mainLoad     time.Duration
-	loadAt       map[string]string // load average as each family started
-	routerIdle   float64           // router CPU s/s while idle
-	capacity     float64
-	capacityRuns []loadgen.Summary
-	scenarios    map[string]map[string][]loadgen.Summary // scenario → router → rounds
-	sweep        map[float64]map[string][]loadgen.Summary
-	overhead     []overheadRound
-	scale        []scaleCell
+	mainLoad   time.Duration
+	loadAt     map[string]string // load average as each family started
+	routerIdle float64           // router CPU s/s while idle
+	// idleAfterCapacity, idleAtEnd: replicas refusing an idle scan as
+	// overloaded, after the capacity runs and at the end of the 3 × 3 runs.
+	idleAfterCapacity, idleAtEnd []string
+	capacity                     float64
+	capacityRuns                 []loadgen.Summary
+	scenarios                    map[string]map[string][]loadgen.Summary // scenario → router → rounds
+	sweep                        map[float64]map[string][]loadgen.Summary
+	overhead                     []overheadRound
+	scale                        []scaleCell
 }
 
 func median(xs []float64) float64 {
@@ -133,6 +136,9 @@ func (r *results) write(path string) error {
 		"**%.1f/s** (rounds: %s; p99 %s ms; load average %s). Every open-loop rate below is a multiple of this figure.\n\n",
 		r.mainRows, r.capacity, joinF(r.capacityRuns, goodput, "%.1f"), ms(med(r.capacityRuns, p99)), r.loadAt["capacity"])
 
+	w("Idle check: one scan sent straight to each of the 9 replicas with the router's shard budget (%d ms) while nothing else runs; "+
+		"replicas that refused it as overloaded (RESOURCE_EXHAUSTED) after the capacity runs: %s; at the end of the 3 × 3 runs: %s.\n\n",
+		r.deadlineMS-5, listOrNone(r.idleAfterCapacity), listOrNone(r.idleAtEnd))
 	w("## Scenarios: trawl against its baseline\n\n")
 	w("Open loop at %.1f× capacity (%.1f queries/s), 3 shards × 3 replicas, %d vectors; load average %s. Faults:\n\n",
 		r.latFactor, r.latFactor*r.capacity, r.mainRows, r.loadAt["scenarios"])
@@ -187,7 +193,7 @@ func (r *results) write(path string) error {
 		w("`make bench` runs `go run ./cmd/benchreport` too: the kernel and scan report is [results.md](results.md) (its chart results.png).\n\n")
 	}
 	w("## Not measured here\n\n")
-	w("- A silent drop mid-run (blackhole once the run is under way), the router restarted with TLS (first 100 queries), " +
+	w("- The router restarted with TLS (first 100 queries), " +
 		"32 shards (in-process or simulated), 1 000 000 vectors, filtered queries, int8 and IVF shards, and the peer comparison (bench-peer).\n")
 	w("- The slowed scenario delays every call of one replica per shard, not 10 %% of calls.\n")
 	if r.quick {
@@ -195,6 +201,13 @@ func (r *results) write(path string) error {
 	}
 	w("- Router overhead at 32 shards; a faster JSON vector decoder (see the figures above for whether it matters).\n")
 	return os.WriteFile(path, []byte(b.String()), 0o644)
+}
+
+func listOrNone(xs []string) string {
+	if len(xs) == 0 {
+		return "none"
+	}
+	return fmt.Sprintf("**%d**: %s", len(xs), strings.Join(xs, "; "))
 }
 
 func joinF(ss []loadgen.Summary, f func(loadgen.Summary) float64, format string) string {
