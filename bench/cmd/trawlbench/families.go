@@ -77,10 +77,11 @@ func (e *env) mainFamilies(ctx context.Context, res *results) error {
 		return fmt.Errorf("capacity %.2f/s: the cluster answers nothing complete", res.capacity)
 	}
 
-	if res.idleAfterCapacity, err = e.idleCheck(ctx, c); err != nil {
+	if res.idleAfterCapacity, err = e.recover(ctx, c); err != nil {
 		return err
 	}
 	res.scenarios = map[string]map[string][]loadgen.Summary{}
+	res.scenarioLatched = map[string]map[string][]int{}
 	res.loadAt["scenarios"] = machine.LoadAvg()
 	rate := e.latFactor * res.capacity
 	for round := range e.rounds {
@@ -115,6 +116,12 @@ func (e *env) mainFamilies(ctx context.Context, res *results) error {
 					}
 				}
 				res.scenarios[sc.name][name] = append(res.scenarios[sc.name][name], s)
+				if sc.apply == nil {
+					// After a fault the check waits until it is lifted.
+					if err := e.noteLatched(ctx, c, res.scenarioLatched, sc.name, name); err != nil {
+						return err
+					}
+				}
 				e.logf("round %d %s %s: %.1f complete/s, p99 %s, degraded %.1f%%", round, sc.name, name,
 					s.Goodput(), s.Latency.P99, 100*s.Share(s.Degraded))
 				if sc.apply != nil {
@@ -130,12 +137,20 @@ func (e *env) mainFamilies(ctx context.Context, res *results) error {
 					if err := sleep(ctx, e.settle); err != nil {
 						return err
 					}
+					if err := e.noteLatched(ctx, c, res.scenarioLatched, sc.name, name); err != nil {
+						return err
+					}
 				}
 			}
 		}
 	}
 
 	res.sweep = map[float64]map[string][]loadgen.Summary{}
+	res.sweepLatched = map[float64]map[string][]int{}
+	// The scenarios may have latched replicas too (recorded, then fixed).
+	if res.idleAfterScenarios, err = e.recover(ctx, c); err != nil {
+		return err
+	}
 	res.loadAt["sweep"] = machine.LoadAvg()
 	for round := range e.sweepRounds {
 		for _, f := range e.factors {
@@ -152,6 +167,17 @@ func (e *env) mainFamilies(ctx context.Context, res *results) error {
 					return err
 				}
 				res.sweep[f][name] = append(res.sweep[f][name], s)
+				latched, err := e.recover(ctx, c)
+				if err != nil {
+					return err
+				}
+				if res.sweepLatched[f] == nil {
+					res.sweepLatched[f] = map[string][]int{}
+				}
+				res.sweepLatched[f][name] = append(res.sweepLatched[f][name], len(latched))
+				if len(latched) > 0 {
+					e.logf("after %.1f× %s: %d replicas refusing idle scans: %v", f, name, len(latched), latched)
+				}
 				e.logf("round %d %.1f× %s: %.1f complete/s, refused %.1f%%, degraded %.1f%%", round, f, name,
 					s.Goodput(), 100*s.Share(s.Refused), 100*s.Share(s.Degraded))
 				// Let the queue drain and admission's pressure window pass.
@@ -164,8 +190,25 @@ func (e *env) mainFamilies(ctx context.Context, res *results) error {
 	if err := e.overhead(ctx, c, trawl, res); err != nil {
 		return err
 	}
-	res.idleAtEnd, err = e.idleCheck(ctx, c)
+	res.idleAtEnd, err = e.recover(ctx, c)
 	return err
+}
+
+// noteLatched recovers latched replicas and records how many there were
+// after the run of router name in family key.
+func (e *env) noteLatched(ctx context.Context, c *cluster.Cluster, into map[string]map[string][]int, key, name string) error {
+	latched, err := e.recover(ctx, c)
+	if err != nil {
+		return err
+	}
+	if into[key] == nil {
+		into[key] = map[string][]int{}
+	}
+	into[key][name] = append(into[key][name], len(latched))
+	if len(latched) > 0 {
+		e.logf("after %s %s: %d replicas refusing idle scans: %v", key, name, len(latched), latched)
+	}
+	return nil
 }
 
 // overheadRound is one round of the router-overhead family.

@@ -64,6 +64,19 @@ func (t Target) timeout() time.Duration {
 	return 10 * time.Second
 }
 
+// LateSlack is what the router may take past a query's deadline
+// (DESIGN.md: deadline + 10 ms, measured; tests allow 50 ms on a loaded
+// 2-core machine): a slower answer counts as late.
+const LateSlack = 50 * time.Millisecond
+
+func (t Target) newTally() *Tally {
+	tl := NewTally()
+	if t.DeadlineMS > 0 {
+		tl.LateAfter(time.Duration(t.DeadlineMS)*time.Millisecond + LateSlack)
+	}
+	return tl
+}
+
 // scrape reads the counters, or nothing when NoMetrics.
 func (t Target) scrape(ctx context.Context) (map[string]float64, error) {
 	if t.NoMetrics {
@@ -125,7 +138,7 @@ func Open(ctx context.Context, t Target, q *Queries, rate float64, d time.Durati
 		stop := context.AfterFunc(ctx, func() { atk.Stop() })
 		defer stop()
 		pacer := vegeta.ConstantPacer{Freq: max(1, int(rate+0.5)), Per: time.Second}
-		tally := NewTally()
+		tally := t.newTally()
 		start := time.Now()
 		last := start
 		for r := range atk.Attack(vegeta.Targeter(targeter), pacer, d, "trawlbench") {
@@ -160,7 +173,7 @@ func Closed(ctx context.Context, t Target, q *Queries, clients int, d time.Durat
 		var wg sync.WaitGroup
 		start := time.Now()
 		for c := range clients {
-			tallies[c] = NewTally()
+			tallies[c] = t.newTally()
 			wg.Go(func() {
 				for ctx.Err() == nil {
 					body := q.Bodies[(next.Add(1)-1)%uint64(len(q.Bodies))]
@@ -174,7 +187,7 @@ func Closed(ctx context.Context, t Target, q *Queries, clients int, d time.Durat
 		}
 		wg.Wait()
 		elapsed := time.Since(start)
-		all := NewTally()
+		all := t.newTally()
 		for _, t := range tallies {
 			all.Merge(t)
 		}

@@ -61,7 +61,15 @@ type Tally struct {
 	complete *hdrhistogram.Histogram
 	refused  *hdrhistogram.Histogram
 	codes    map[int]int64
+	// lateAfter, when positive, counts answers slower than it in late:
+	// the router promises an answer within the deadline plus a slack.
+	lateAfter time.Duration
+	late      int64
 }
+
+// LateAfter makes t count requests that took longer than d (refusals
+// included: a refusal is an answer too).
+func (t *Tally) LateAfter(d time.Duration) { t.lateAfter = d }
 
 // NewTally is an empty tally.
 func NewTally() *Tally {
@@ -74,6 +82,9 @@ func clampNs(d time.Duration) int64 { return min(max(int64(d), histMin), histMax
 func (t *Tally) Add(o Outcome, code int, took time.Duration) {
 	t.counts[o]++
 	t.codes[code]++
+	if t.lateAfter > 0 && took > t.lateAfter {
+		t.late++
+	}
 	ns := clampNs(took)
 	if o == Refused {
 		_ = t.refused.RecordValue(ns)
@@ -93,6 +104,7 @@ func (t *Tally) Merge(o *Tally) {
 	for c, n := range o.codes {
 		t.codes[c] += n
 	}
+	t.late += o.late
 	t.answered.Merge(o.answered)
 	t.complete.Merge(o.complete)
 	t.refused.Merge(o.refused)
@@ -119,6 +131,8 @@ type Summary struct {
 
 	Complete, Degraded, Refused, Failed int64
 	Codes                               map[int]int64
+	// Late is how many took longer than the tally's LateAfter.
+	Late int64
 
 	// Latency is over every request not refused; CompleteLatency over
 	// complete answers only; RefusalLatency over 429s.
@@ -133,7 +147,7 @@ type Summary struct {
 func (t *Tally) Summarise(mode string, elapsed time.Duration) Summary {
 	s := Summary{Mode: mode, Elapsed: elapsed,
 		Complete: t.counts[Complete], Degraded: t.counts[Degraded], Refused: t.counts[Refused], Failed: t.counts[Failed],
-		Codes:   map[int]int64{},
+		Codes: map[int]int64{}, Late: t.late,
 		Latency: percentiles(t.answered), CompleteLatency: percentiles(t.complete), RefusalLatency: percentiles(t.refused)}
 	for c, n := range t.codes {
 		s.Codes[c] = n
@@ -172,6 +186,9 @@ func (s Summary) String() string {
 		ms(s.Latency.P50), ms(s.Latency.P90), ms(s.Latency.P99), ms(s.Latency.P999), ms(s.Latency.Max))
 	out += fmt.Sprintf("  complete %.1f%%  degraded %.1f%%  refused (429) %.1f%%  failed %.1f%%  codes %v\n",
 		100*s.Share(s.Complete), 100*s.Share(s.Degraded), 100*s.Share(s.Refused), 100*s.Share(s.Failed), s.Codes)
+	if s.Late > 0 {
+		out += fmt.Sprintf("  late (past deadline + %s): %.1f%%\n", LateSlack, 100*s.Share(s.Late))
+	}
 	if s.Refused > 0 {
 		out += fmt.Sprintf("  refusal latency ms: p50 %s  p99 %s\n", ms(s.RefusalLatency.P50), ms(s.RefusalLatency.P99))
 	}

@@ -66,3 +66,17 @@ func TestTallyPercentiles(t *testing.T) {
 		t.Errorf("refused share %f", sh)
 	}
 }
+
+func TestLateCountsEveryKindOfAnswer(t *testing.T) {
+	tl := NewTally()
+	tl.LateAfter(250 * time.Millisecond)
+	tl.Add(Complete, 200, 100*time.Millisecond)
+	tl.Add(Degraded, 200, 300*time.Millisecond)
+	tl.Add(Refused, 429, 400*time.Millisecond)
+	other := NewTally()
+	other.Add(Failed, 0, time.Second) // counts only where LateAfter is set
+	tl.Merge(other)
+	if s := tl.Summarise("t", time.Second); s.Late != 2 {
+		t.Fatalf("late %d, want 2", s.Late)
+	}
+}
