@@ -137,7 +137,8 @@ func Open(ctx context.Context, t Target, q *Queries, rate float64, d time.Durati
 		)
 		stop := context.AfterFunc(ctx, func() { atk.Stop() })
 		defer stop()
-		pacer := vegeta.ConstantPacer{Freq: max(1, int(rate+0.5)), Per: time.Second}
+		// Hits per 1000 s, so a low rate (4.35/s) is not rounded to 4.
+		pacer := vegeta.ConstantPacer{Freq: max(1, int(rate*1000+0.5)), Per: 1000 * time.Second}
 		tally := t.newTally()
 		start := time.Now()
 		last := start
