@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := $(CURDIR)/.bin
 TOOLS   := -modfile=$(CURDIR)/tools/go.mod
 
-.PHONY: run test vet proto tools build bench
+.PHONY: run test vet proto tools build bench bench-quick
 
 ## run: the whole cluster in one process (3 shards x 2 replicas, 20 000 docs) on :8080
 run:
@@ -32,9 +32,14 @@ proto: tools
 	$(BIN)/buf lint
 	$(BIN)/buf generate
 
-## bench: vector kernels and scans against gonum, vek and a plain memory read (bench/results.md, bench/results.png)
+## bench: vector kernels and scans against gonum, vek and a plain memory read (bench/results.md, bench/results.png), then the router harness at full size (bench/RESULTS.md and its PNGs: real shard and router processes on loopback, faults, overload, overhead; about 25 minutes, 100 000 x 1536 vectors, ~2 GB RAM, ~4 GB disk)
 bench:
 	cd bench && $(GO) run ./cmd/benchreport
+	cd bench && $(GO) run ./cmd/trawlbench suite
+
+## bench-quick: every router-harness family at reduced size in under 3 minutes (bench/RESULTS-quick.md and its PNGs; never touches RESULTS.md)
+bench-quick:
+	cd bench && $(GO) run ./cmd/trawlbench suite -quick
 
 .PHONY: test-chart test-cluster test-alerts test-overload test-replication image
 

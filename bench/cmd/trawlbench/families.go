@@ -1,0 +1,461 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/trawl-search/trawl/bench/internal/cluster"
+	"github.com/trawl-search/trawl/bench/internal/loadgen"
+	"github.com/trawl-search/trawl/bench/internal/machine"
+	"github.com/trawl-search/trawl/bench/internal/procstat"
+	"github.com/trawl-search/trawl/shard"
+	"github.com/trawl-search/trawl/shard/shardpb"
+)
+
+// Routers, in the order tables list them.
+const (
+	trawlName = "trawl"
+	baseName  = "baseline"
+)
+
+// scenario is a fault applied to replica 0 of every shard, through its
+// proxy, for the length of one run.
+type scenario struct {
+	name, what string
+	apply      func(*cluster.Replica) error
+	// undo lifts the fault; nil: restore the proxies.
+	undo func(context.Context, *cluster.Replica) error
+	// midway applies the fault half-way through the run instead of
+	// before it: in-flight queries meet it, not only new connections.
+	midway bool
+}
+
+var scenarios = []scenario{
+	{"healthy", "no fault", nil, nil, false},
+	{"killed", "replica 0 of every shard is SIGKILLed just before the run (its proxy's connections to it break, and new ones are closed at once, as a dead port's RST would be), and restarted after it; the wait until it has caught up is outside the measured window",
+		func(r *cluster.Replica) error { r.Kill(); return nil },
+		func(ctx context.Context, r *cluster.Replica) error { return r.Restart(ctx) }, false},
+	{"blackholed", "replica 0 of every shard goes silent: connections stay open, nothing is forwarded either way (a powered-off host: no FIN, no RST)",
+		func(r *cluster.Replica) error { return r.Proxy.Blackhole() }, nil, false},
+	{"dropped", "replica 0 of every shard goes silent as above, but half-way through the run, on warm connections with queries in flight (a silent drop mid-run)",
+		func(r *cluster.Replica) error { return r.Proxy.Blackhole() }, nil, true},
+	{"slowed", "replica 0 of every shard: +50 ms before every chunk it forwards (a third of the replicas slow on every call, not 10 % of calls: the proxy delays whole connections)",
+		func(r *cluster.Replica) error { return r.Proxy.Slow(50 * time.Millisecond) }, nil, false},
+}
+
+// mainFamilies runs capacity, the fault scenarios, the overload sweep and
+// the router overhead on one 3 shards × 3 replicas cluster.
+func (e *env) mainFamilies(ctx context.Context, res *results) error {
+	c, trawl, base, loadTook, err := e.startLoaded(ctx, "main", 3, 3, e.mainRows)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	res.mainLoad = loadTook
+	routers := map[string]*cluster.Router{trawlName: trawl, baseName: base}
+
+	// Capacity: complete answers/s from 8 closed-loop clients on the
+	// healthy cluster through trawl's router (admission refuses nothing at
+	// that concurrency), the median over rounds.
+	var caps []float64
+	res.loadAt["capacity"] = machine.LoadAvg()
+	for range e.rounds {
+		s, err := loadgen.Closed(ctx, e.target(trawl), e.queries, 8, e.phase)
+		if err != nil {
+			return err
+		}
+		caps = append(caps, s.Goodput())
+		res.capacityRuns = append(res.capacityRuns, s)
+	}
+	res.capacity = median(caps)
+	e.logf("capacity %.1f complete answers/s (rounds %v)", res.capacity, caps)
+	if res.capacity < 1 {
+		return fmt.Errorf("capacity %.2f/s: the cluster answers nothing complete", res.capacity)
+	}
+
+	if res.idleAfterCapacity, err = e.recover(ctx, c); err != nil {
+		return err
+	}
+	res.scenarios = map[string]map[string][]loadgen.Summary{}
+	res.scenarioLatched = map[string]map[string][]int{}
+	res.loadAt["scenarios"] = machine.LoadAvg()
+	rate := e.latFactor * res.capacity
+	for round := range e.rounds {
+		for _, sc := range scenarios {
+			if res.scenarios[sc.name] == nil {
+				res.scenarios[sc.name] = map[string][]loadgen.Summary{}
+			}
+			// Alternate which router goes first, so a drift in the
+			// machine's load does not favour one.
+			order := []string{trawlName, baseName}
+			if round%2 == 1 {
+				order = []string{baseName, trawlName}
+			}
+			for _, name := range order {
+				var mid *time.Timer
+				midErr := make(chan error, 1)
+				switch {
+				case sc.apply != nil && sc.midway:
+					mid = time.AfterFunc(e.phase/2, func() { midErr <- c.EachShard(0, sc.apply) })
+				case sc.apply != nil:
+					if err := c.EachShard(0, sc.apply); err != nil {
+						return err
+					}
+				}
+				s, err := loadgen.Open(ctx, e.target(routers[name]), e.queries, rate, e.phase)
+				if err != nil {
+					return err
+				}
+				if mid != nil {
+					if err := <-midErr; err != nil {
+						return err
+					}
+				}
+				res.scenarios[sc.name][name] = append(res.scenarios[sc.name][name], s)
+				if sc.apply == nil {
+					// After a fault the check waits until it is lifted.
+					if err := e.noteLatched(ctx, c, res.scenarioLatched, sc.name, name); err != nil {
+						return err
+					}
+				}
+				e.logf("round %d %s %s: %.1f complete/s, p99 %s, degraded %.1f%%", round, sc.name, name,
+					s.Goodput(), s.Latency.P99, 100*s.Share(s.Degraded))
+				if sc.apply != nil {
+					var err error
+					if sc.undo == nil {
+						err = c.Restore()
+					} else {
+						err = c.EachShardParallel(0, func(r *cluster.Replica) error { return sc.undo(ctx, r) })
+					}
+					if err != nil {
+						return err
+					}
+					if err := sleep(ctx, e.settle); err != nil {
+						return err
+					}
+					if err := e.noteLatched(ctx, c, res.scenarioLatched, sc.name, name); err != nil {
+						return err
+					}
+				}
+			}
+		}
+	}
+
+	res.sweep = map[float64]map[string][]loadgen.Summary{}
+	res.sweepLatched = map[float64]map[string][]int{}
+	// The scenarios may have latched replicas too (recorded, then fixed).
+	if res.idleAfterScenarios, err = e.recover(ctx, c); err != nil {
+		return err
+	}
+	res.loadAt["sweep"] = machine.LoadAvg()
+	for round := range e.sweepRounds {
+		for _, f := range e.factors {
+			if res.sweep[f] == nil {
+				res.sweep[f] = map[string][]loadgen.Summary{}
+			}
+			order := []string{trawlName, baseName}
+			if round%2 == 1 {
+				order = []string{baseName, trawlName}
+			}
+			for _, name := range order {
+				s, err := loadgen.Open(ctx, e.target(routers[name]), e.queries, f*res.capacity, e.phase)
+				if err != nil {
+					return err
+				}
+				res.sweep[f][name] = append(res.sweep[f][name], s)
+				latched, err := e.recover(ctx, c)
+				if err != nil {
+					return err
+				}
+				if res.sweepLatched[f] == nil {
+					res.sweepLatched[f] = map[string][]int{}
+				}
+				res.sweepLatched[f][name] = append(res.sweepLatched[f][name], len(latched))
+				if len(latched) > 0 {
+					e.logf("after %.1f× %s: %d replicas refusing idle scans: %v", f, name, len(latched), latched)
+				}
+				e.logf("round %d %.1f× %s: %.1f complete/s, refused %.1f%%, degraded %.1f%%", round, f, name,
+					s.Goodput(), 100*s.Share(s.Refused), 100*s.Share(s.Degraded))
+				// Let the queue drain and admission's pressure window pass.
+				if err := sleep(ctx, e.pause); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if err := e.overhead(ctx, c, trawl, res); err != nil {
+		return err
+	}
+	res.idleAtEnd, err = e.recover(ctx, c)
+	return err
+}
+
+// noteLatched recovers latched replicas and records how many there were
+// after the run of router name in family key.
+func (e *env) noteLatched(ctx context.Context, c *cluster.Cluster, into map[string]map[string][]int, key, name string) error {
+	latched, err := e.recover(ctx, c)
+	if err != nil {
+		return err
+	}
+	if into[key] == nil {
+		into[key] = map[string][]int{}
+	}
+	into[key][name] = append(into[key][name], len(latched))
+	if len(latched) > 0 {
+		e.logf("after %s %s: %d replicas refusing idle scans: %v", key, name, len(latched), latched)
+	}
+	return nil
+}
+
+// overheadRound is one round of the router-overhead family.
+type overheadRound struct {
+	router, direct loadgen.Summary // interleaved, one client
+	// pair50, pair99 are percentiles of router − direct over the pairs
+	// of one query sent both ways back to back: the same query, the same
+	// moment's load.
+	pair50, pair99  time.Duration
+	b64, json       loadgen.Summary // closed loop, 4 clients, for CPU
+	cpuB64, cpuJSON time.Duration   // router CPU per query
+}
+
+// overhead measures what the router adds over calling the shards
+// directly: one client alternates a search through the router with the
+// same query sent straight to replica 0 of every shard over gRPC, in
+// parallel, timed until the slowest answers. Then the router's CPU per
+// query from /proc, with vector_b64 and with JSON floats.
+func (e *env) overhead(ctx context.Context, c *cluster.Cluster, trawl *cluster.Router, res *results) error {
+	conns := make([]*shard.Conn, len(c.Shards))
+	for i, reps := range c.Shards {
+		cn, err := shard.Dial(reps[0].Proxy.Addr(), shard.DialConfig{})
+		if err != nil {
+			return err
+		}
+		defer cn.Close()
+		conns[i] = cn
+	}
+	t := e.target(trawl)
+	t.NoMetrics = true
+	res.loadAt["overhead"] = machine.LoadAvg()
+	idle, err := idleCPU(ctx, trawl.PID(), e.idle)
+	if err != nil {
+		return err
+	}
+	res.routerIdle = idle
+	for round := range e.rounds {
+		var r overheadRound
+		var err error
+		if r.router, r.direct, r.pair50, r.pair99, err = e.interleaved(ctx, t, conns); err != nil {
+			return err
+		}
+		cpu := func(q *loadgen.Queries) (loadgen.Summary, time.Duration, error) {
+			return cpuPerQuery(ctx, trawl.PID(), idle, func() (loadgen.Summary, error) {
+				return loadgen.Closed(ctx, t, q, 4, e.phase)
+			})
+		}
+		first, second := e.queries, e.jsonQ
+		if round%2 == 1 {
+			first, second = second, first
+		}
+		s1, c1, err := cpu(first)
+		if err != nil {
+			return err
+		}
+		s2, c2, err := cpu(second)
+		if err != nil {
+			return err
+		}
+		r.b64, r.cpuB64, r.json, r.cpuJSON = s1, c1, s2, c2
+		if round%2 == 1 {
+			r.b64, r.cpuB64, r.json, r.cpuJSON = s2, c2, s1, c1
+		}
+		e.logf("overhead round %d: router p50 %s p99 %s, direct p50 %s p99 %s, CPU/query b64 %s json %s", round,
+			r.router.Latency.P50, r.router.Latency.P99, r.direct.Latency.P50, r.direct.Latency.P99, r.cpuB64, r.cpuJSON)
+		res.overhead = append(res.overhead, r)
+	}
+	return nil
+}
+
+// interleaved alternates router and direct searches for one phase.
+func (e *env) interleaved(ctx context.Context, t loadgen.Target, conns []*shard.Conn) (viaR, dir loadgen.Summary, pair50, pair99 time.Duration, err error) {
+	hc := &http.Client{Timeout: 10 * time.Second}
+	defer hc.CloseIdleConnections()
+	url := fmt.Sprintf("%s/v1/search?deadline_ms=%d", t.Base, t.DeadlineMS)
+	hdr := http.Header{"Content-Type": []string{"application/json"}}
+	viaRouter, direct := loadgen.NewTally(), loadgen.NewTally()
+	budget := time.Duration(e.deadlineMS) * time.Millisecond
+	start := time.Now()
+	var routerTime, directTime time.Duration
+	var diffs []time.Duration
+	for i := 0; time.Since(start) < e.phase; i++ {
+		if err := ctx.Err(); err != nil {
+			return viaR, dir, 0, 0, err
+		}
+		q := i % len(e.queries.Bodies)
+		o, code, took := loadgen.Do(hc, url, hdr, e.queries.Bodies[q])
+		viaRouter.Add(o, code, took)
+		routerTime += took
+		vec := loadgen.LittleEndian(e.queries.Vectors[q])
+		t0 := time.Now()
+		qctx, cancel := context.WithTimeout(ctx, budget)
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		ok := true
+		for _, cn := range conns {
+			wg.Go(func() {
+				if _, err := cn.Search(qctx, &shardpb.Query{Vector: vec, K: 10}, 0); err != nil {
+					mu.Lock()
+					ok = false
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		cancel()
+		d := time.Since(t0)
+		directTime += d
+		if ok {
+			direct.Add(loadgen.Complete, 200, d)
+		} else {
+			direct.Add(loadgen.Degraded, 0, d)
+		}
+		if ok && o == loadgen.Complete {
+			diffs = append(diffs, took-d)
+		}
+	}
+	slices.Sort(diffs)
+	at := func(q float64) time.Duration {
+		if len(diffs) == 0 {
+			return 0
+		}
+		return diffs[min(len(diffs)-1, int(q*float64(len(diffs))))]
+	}
+	return viaRouter.Summarise("router, 1 client interleaved", routerTime),
+		direct.Summarise("direct gRPC, 1 client interleaved", directTime), at(0.5), at(0.99), nil
+}
+
+// scaleCell is one cluster of the shard-count and corpus-size families:
+// shards groups of one replica each.
+type scaleCell struct {
+	shards, rows int
+	load         time.Duration
+	trawl, base  []loadgen.Summary // 1 client
+	capacity     []loadgen.Summary // 8 clients, trawl
+	cpu          []time.Duration   // trawl router CPU per query at 8 clients
+	loadAvg      string
+}
+
+// idleCPU is the router's CPU per second while it serves no query (its
+// prober and keepalives), to take out of the per-query figure.
+func idleCPU(ctx context.Context, pid int, d time.Duration) (float64, error) {
+	before, err := procstat.CPU(pid)
+	if err != nil {
+		return 0, err
+	}
+	t0 := time.Now()
+	if err := sleep(ctx, d); err != nil {
+		return 0, err
+	}
+	after, err := procstat.CPU(pid)
+	if err != nil {
+		return 0, err
+	}
+	return float64(after-before) / time.Since(t0).Seconds(), nil
+}
+
+// cpuPerQuery runs f and charges the router's CPU over it, less its idle
+// rate, to the queries f sent.
+func cpuPerQuery(ctx context.Context, pid int, idle float64, f func() (loadgen.Summary, error)) (loadgen.Summary, time.Duration, error) {
+	before, err := procstat.CPU(pid)
+	if err != nil {
+		return loadgen.Summary{}, 0, err
+	}
+	t0 := time.Now()
+	s, err := f()
+	if err != nil {
+		return s, 0, err
+	}
+	after, err := procstat.CPU(pid)
+	if err != nil {
+		return s, 0, err
+	}
+	used := float64(after-before) - idle*time.Since(t0).Seconds()
+	return s, time.Duration(max(used, 0) / float64(max(s.Sent, 1))), nil
+}
+
+// scaleFamilies measures latency, capacity and router CPU over shard
+// counts and corpus sizes, on shards of one replica: fan-out width and
+// data size are what vary, not replication.
+func (e *env) scaleFamilies(ctx context.Context, res *results) error {
+	type key struct{ shards, rows int }
+	var cells []key
+	seen := map[key]bool{}
+	add := func(k key) {
+		if !seen[k] {
+			seen[k] = true
+			cells = append(cells, k)
+		}
+	}
+	for _, n := range e.shardSweep {
+		add(key{n, e.scaleRows})
+	}
+	for _, rows := range e.sizeRows {
+		add(key{3, rows})
+	}
+	for _, k := range cells {
+		cell, err := e.scaleCell(ctx, k.shards, k.rows)
+		if err != nil {
+			return err
+		}
+		res.scale = append(res.scale, cell)
+	}
+	return nil
+}
+
+func (e *env) scaleCell(ctx context.Context, shards, rows int) (scaleCell, error) {
+	cell := scaleCell{shards: shards, rows: rows}
+	c, trawl, base, loadTook, err := e.startLoaded(ctx, fmt.Sprintf("scale-%dx%d", shards, rows), shards, 1, rows)
+	if err != nil {
+		return cell, err
+	}
+	defer c.Close()
+	cell.load = loadTook
+	cell.loadAvg = machine.LoadAvg()
+	idle, err := idleCPU(ctx, trawl.PID(), e.idle)
+	if err != nil {
+		return cell, err
+	}
+	for round := range e.scaleRounds {
+		order := []*cluster.Router{trawl, base}
+		if round%2 == 1 {
+			order = []*cluster.Router{base, trawl}
+		}
+		for _, r := range order {
+			s, err := loadgen.Closed(ctx, e.target(r), e.queries, 1, e.scalePhase)
+			if err != nil {
+				return cell, err
+			}
+			if r == trawl {
+				cell.trawl = append(cell.trawl, s)
+			} else {
+				cell.base = append(cell.base, s)
+			}
+		}
+		t := e.target(trawl)
+		t.NoMetrics = true
+		s, cpu, err := cpuPerQuery(ctx, trawl.PID(), idle, func() (loadgen.Summary, error) {
+			return loadgen.Closed(ctx, t, e.queries, 8, e.scalePhase)
+		})
+		if err != nil {
+			return cell, err
+		}
+		cell.capacity = append(cell.capacity, s)
+		cell.cpu = append(cell.cpu, cpu)
+	}
+	e.logf("%d shards, %d rows: trawl p50 %s p99 %s, %.1f complete/s at 8 clients", shards, rows,
+		cell.trawl[0].Latency.P50, cell.trawl[0].Latency.P99, cell.capacity[0].Goodput())
+	return cell, nil
+}

@@ -1,0 +1,197 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/trawl-search/trawl/bench/internal/cluster"
+	"github.com/trawl-search/trawl/bench/internal/loadgen"
+	"github.com/trawl-search/trawl/bench/internal/machine"
+)
+
+// plan is how big and how long every family of the suite runs.
+type plan struct {
+	quick                    bool
+	dim                      int
+	mainRows                 int           // the 3 × 3 cluster of the fault and overload families
+	scaleRows                int           // corpus of the shard-count family
+	shardSweep               []int         // shard counts, groups of one
+	sizeRows                 []int         // corpora of the size family, 3 shards of one
+	phase                    time.Duration // one measured run
+	settle                   time.Duration // after a fault is lifted, for both routers' probers to see it
+	scalePhase               time.Duration // one run of the fan-out and size families
+	pause                    time.Duration // between overload steps, for queues to drain
+	idle                     time.Duration // router idle CPU measurement
+	afterLoad                time.Duration // after a bulk load, before measuring
+	rounds                   int           // of the scenarios, capacity and overhead families
+	sweepRounds, scaleRounds int
+	factors                  []float64 // offered load as multiples of capacity
+	deadlineMS               int
+	latFactor                float64 // offered load of the latency scenarios, × capacity
+}
+
+func quickPlan() plan {
+	return plan{quick: true, dim: 1536, mainRows: 10_000, scaleRows: 2_000, shardSweep: []int{1, 3, 8},
+		sizeRows: []int{500, 2_000}, phase: 2 * time.Second, settle: time.Second,
+		scalePhase: 1500 * time.Millisecond, pause: 500 * time.Millisecond, idle: time.Second, afterLoad: 500 * time.Millisecond,
+		rounds: 2, sweepRounds: 1, scaleRounds: 1,
+		factors: []float64{0.5, 1, 2, 3, 5}, deadlineMS: 200, latFactor: 0.5}
+}
+
+func fullPlan() plan {
+	return plan{dim: 1536, mainRows: 100_000, scaleRows: 100_000, shardSweep: []int{1, 3, 8},
+		sizeRows: []int{10_000, 100_000}, phase: 10 * time.Second, settle: 2500 * time.Millisecond,
+		scalePhase: 5 * time.Second, pause: time.Second, idle: 3 * time.Second, afterLoad: 3 * time.Second,
+		rounds: 3, sweepRounds: 3, scaleRounds: 3,
+		// At 200 ms, replicas of ~33 000 rows latched into refusing every
+		// scan (RESOURCE_EXHAUSTED) once contention had pushed their scan
+		// estimate past the budget: see RESULTS.md, "Noticed".
+		factors: []float64{0.5, 1, 2, 3, 5}, deadlineMS: 1000, latFactor: 0.5}
+}
+
+// env is what every family shares.
+type env struct {
+	plan
+	bin     string
+	work    string
+	queries *loadgen.Queries // vector_b64 bodies
+	jsonQ   *loadgen.Queries // the same vectors as JSON floats
+	logf    func(format string, args ...any)
+}
+
+func runSuite(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("suite", flag.ExitOnError)
+	quick := fs.Bool("quick", false, "reduced sizes and short runs (under 3 minutes with the build), writing RESULTS-quick.md")
+	out := fs.String("out", "", "markdown file to write (default RESULTS.md, or RESULTS-quick.md with -quick)")
+	root := fs.String("repo", "..", "the trawl repository (cmd/router is built from it)")
+	rounds := fs.Int("rounds", 0, "rounds of every comparison (0: the plan's)")
+	phase := fs.Duration("phase", 0, "length of one measured run (0: the plan's)")
+	keep := fs.Bool("keep", false, "keep the work directory (logs, data) after the run")
+	deadline := fs.Int("deadline-ms", 0, "?deadline_ms of every query (0: the plan's, 200 quick, 1000 full)")
+	_ = fs.Parse(args)
+	p := fullPlan()
+	if *quick {
+		p = quickPlan()
+	}
+	if *rounds > 0 {
+		p.rounds, p.sweepRounds, p.scaleRounds = *rounds, *rounds, *rounds
+	}
+	if *phase > 0 {
+		p.phase = *phase
+	}
+	if *deadline > 0 {
+		p.deadlineMS = *deadline
+	}
+	if *out == "" {
+		*out = "RESULTS.md"
+		if p.quick {
+			*out = "RESULTS-quick.md"
+		}
+	}
+	rootAbs, err := filepath.Abs(*root)
+	if err != nil {
+		return err
+	}
+	started := time.Now()
+	res := &results{plan: p, command: "trawlbench suite " + strings.Join(args, " "), loadStart: machine.LoadAvg(), loadAt: map[string]string{},
+		info: machine.Describe(ctx, rootAbs)}
+	work, err := os.MkdirTemp("", "trawlbench-")
+	if err != nil {
+		return err
+	}
+	if !*keep {
+		defer os.RemoveAll(work)
+	}
+	e := &env{plan: p, work: work, logf: log.Printf}
+	e.logf("work directory %s, load average %s", work, res.loadStart)
+	t0 := time.Now()
+	if e.bin, err = cluster.Build(ctx, rootAbs, work); err != nil {
+		return err
+	}
+	e.logf("built the router in %s", time.Since(t0).Round(time.Millisecond))
+	if e.queries, err = loadgen.NewQueries(256, p.dim, 10, loadgen.B64, 1); err != nil {
+		return err
+	}
+	if e.jsonQ, err = loadgen.NewQueries(256, p.dim, 10, loadgen.JSON, 1); err != nil {
+		return err
+	}
+	if err := e.mainFamilies(ctx, res); err != nil {
+		return err
+	}
+	if err := e.scaleFamilies(ctx, res); err != nil {
+		return err
+	}
+	res.loadEnd = machine.LoadAvg()
+	res.took = time.Since(started)
+	return res.write(*out)
+}
+
+// startLoaded starts a cluster, a trawl router and a baseline router, and
+// loads rows vectors through the trawl router.
+func (e *env) startLoaded(ctx context.Context, name string, shards, replicas, rows int) (*cluster.Cluster, *cluster.Router, *cluster.Router, time.Duration, error) {
+	dir := filepath.Join(e.work, name)
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return nil, nil, nil, 0, err
+	}
+	t0 := time.Now()
+	c, err := cluster.Start(ctx, cluster.Config{Bin: e.bin, Dir: dir, Shards: shards, Replicas: replicas, Dim: e.dim})
+	if err != nil {
+		return nil, nil, nil, 0, err
+	}
+	fail := func(err error) (*cluster.Cluster, *cluster.Router, *cluster.Router, time.Duration, error) {
+		c.Close()
+		return nil, nil, nil, 0, err
+	}
+	trawl, err := c.StartRouter(ctx, "trawl")
+	if err != nil {
+		return fail(err)
+	}
+	base, err := c.StartRouter(ctx, "baseline", cluster.Baseline...)
+	if err != nil {
+		return fail(err)
+	}
+	e.logf("%s: %d shards × %d replicas up in %s", name, shards, replicas, time.Since(t0).Round(time.Millisecond))
+	npy := filepath.Join(e.work, fmt.Sprintf("corpus-%d.npy", rows))
+	if _, err := os.Stat(npy); err != nil {
+		if err := cluster.WriteNpy(npy, rows, e.dim, 42); err != nil {
+			return fail(err)
+		}
+	}
+	t1 := time.Now()
+	if _, err := c.Load(ctx, trawl, npy); err != nil {
+		return fail(err)
+	}
+	loadTook := time.Since(t1)
+	e.logf("%s: loaded %d vectors in %s", name, rows, loadTook.Round(time.Millisecond))
+	// The shards may snapshot and compact right after a bulk load.
+	if err := sleep(ctx, e.afterLoad); err != nil {
+		return fail(err)
+	}
+	// Warm both routers' connections and the shards' pages.
+	for _, r := range []*cluster.Router{trawl, base} {
+		if _, err := loadgen.Closed(ctx, e.target(r), e.queries, 2, 500*time.Millisecond); err != nil {
+			return fail(err)
+		}
+	}
+	return c, trawl, base, loadTook, nil
+}
+
+func (e *env) target(r *cluster.Router) loadgen.Target {
+	return loadgen.Target{Base: r.Base, DeadlineMS: e.deadlineMS, Timeout: 10 * time.Second}
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
+}

@@ -1,0 +1,206 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/trawl-search/trawl/internal/faultproxy"
+)
+
+// Config is the shape of a cluster.
+type Config struct {
+	Bin      string // the router binary
+	Dir      string // data directories and logs go under it
+	Shards   int
+	Replicas int // 1 (groups of one, no --peers) or more (raft groups)
+	Dim      int
+}
+
+// Replica is one `router shard` process and the fault proxy in front of
+// its gRPC port.
+type Replica struct {
+	Proc
+	Shard, Index int
+	GRPC, HTTP   string
+	Dir          string
+	Proxy        *faultproxy.Proxy
+}
+
+// Cluster is Shards × Replicas replica processes.
+type Cluster struct {
+	cfg     Config
+	Shards  [][]*Replica
+	routers []*Router
+}
+
+// ShardName is the name of shard i in --shard flags.
+func ShardName(i int) string { return "shard-" + strconv.Itoa(i) }
+
+// Start launches every replica with its proxy and waits until all serve.
+func Start(ctx context.Context, cfg Config) (*Cluster, error) {
+	c := &Cluster{cfg: cfg}
+	if err := c.start(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Cluster) start(ctx context.Context) error {
+	for s := range c.cfg.Shards {
+		reps := make([]*Replica, c.cfg.Replicas)
+		peers := make([]string, len(reps))
+		for i := range reps {
+			g, err := freePort()
+			if err != nil {
+				return err
+			}
+			h, err := freePort()
+			if err != nil {
+				return err
+			}
+			reps[i] = &Replica{Shard: s, Index: i, GRPC: g, HTTP: h,
+				Dir: filepath.Join(c.cfg.Dir, fmt.Sprintf("%s-%d", ShardName(s), i))}
+			peers[i] = g
+		}
+		c.Shards = append(c.Shards, reps)
+		for _, r := range reps {
+			args := []string{"shard", "--grpc-addr", r.GRPC, "--http-addr", r.HTTP, "--data-dir", r.Dir,
+				"--dim", strconv.Itoa(c.cfg.Dim), "--metric", "cosine"}
+			if len(reps) > 1 {
+				// Raft talks replica to replica directly; only the
+				// router's traffic goes through the proxies.
+				args = append(args, "--peers", strings.Join(peers, ","), "--advertise-addr", r.GRPC)
+			}
+			r.Proc = Proc{Name: fmt.Sprintf("%s/%d", ShardName(s), r.Index), Bin: c.cfg.Bin, Args: args, Log: r.Dir + ".log"}
+			if err := r.Start(); err != nil {
+				return err
+			}
+			// The proxy listens again on the same port after a stop:
+			// keep it out of the ephemeral range too (see freePort).
+			pa, err := freePort()
+			if err != nil {
+				return err
+			}
+			p, err := faultproxy.Start(pa, r.GRPC)
+			if err != nil {
+				return fmt.Errorf("proxy for %s: %w", r.Name, err)
+			}
+			r.Proxy = p
+		}
+	}
+	for _, reps := range c.Shards {
+		for _, r := range reps {
+			if err := waitReady(ctx, &r.Proc, "http://"+r.HTTP+"/readyz", 60*time.Second); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// ShardFlags are `router serve` --shard flags naming every replica by its
+// proxy.
+func (c *Cluster) ShardFlags() []string {
+	var out []string
+	for s, reps := range c.Shards {
+		addrs := make([]string, len(reps))
+		for i, r := range reps {
+			addrs[i] = r.Proxy.Addr()
+		}
+		out = append(out, "--shard", ShardName(s)+"="+strings.Join(addrs, ","))
+	}
+	return out
+}
+
+// Restore puts every proxy back to forwarding.
+func (c *Cluster) Restore() error {
+	var es []error
+	for _, reps := range c.Shards {
+		for _, r := range reps {
+			es = append(es, r.Proxy.Restore())
+		}
+	}
+	return errs(es)
+}
+
+// EachShard applies f to replica idx of every shard (one replica of every
+// shard: what losing a zone does).
+func (c *Cluster) EachShard(idx int, f func(*Replica) error) error {
+	var es []error
+	for _, reps := range c.Shards {
+		es = append(es, f(reps[idx]))
+	}
+	return errs(es)
+}
+
+// EachShardParallel is EachShard with f run for all shards at once (a
+// restart that waits for catch-up, say).
+func (c *Cluster) EachShardParallel(idx int, f func(*Replica) error) error {
+	es := make([]error, len(c.Shards))
+	var wg sync.WaitGroup
+	for i, reps := range c.Shards {
+		wg.Go(func() { es[i] = f(reps[idx]) })
+	}
+	wg.Wait()
+	return errs(es)
+}
+
+// Close kills every router and replica and closes the proxies.
+func (c *Cluster) Close() {
+	for _, r := range c.routers {
+		r.Kill()
+	}
+	for _, reps := range c.Shards {
+		for _, r := range reps {
+			r.Kill()
+			if r.Proxy != nil {
+				r.Proxy.Close()
+			}
+		}
+	}
+}
+
+// Router is a `router serve` process.
+type Router struct {
+	Proc
+	Base string
+}
+
+// Baseline are the flags that switch off every feature whose effect the
+// benchmarks measure (DESIGN.md, Overload).
+var Baseline = []string{"--hedge=false", "--failover=false", "--prewarm=false", "--admission=false"}
+
+// StartRouter runs `router serve` over the cluster with extra flags and
+// waits for /readyz.
+func (c *Cluster) StartRouter(ctx context.Context, name string, extra ...string) (*Router, error) {
+	addr, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	args := append([]string{"serve", "--http-addr", addr}, c.ShardFlags()...)
+	r := &Router{Base: "http://" + addr,
+		Proc: Proc{Name: name, Bin: c.cfg.Bin, Args: append(args, extra...), Log: filepath.Join(c.cfg.Dir, name+".log")}}
+	if err := r.Start(); err != nil {
+		return nil, err
+	}
+	c.routers = append(c.routers, r)
+	if err := waitReady(ctx, &r.Proc, r.Base+"/readyz", 60*time.Second); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// Restart starts a killed replica again on the same ports and data
+// directory and waits until it serves (it has caught up with its group).
+func (r *Replica) Restart(ctx context.Context) error {
+	if err := r.Start(); err != nil {
+		return err
+	}
+	return waitReady(ctx, &r.Proc, "http://"+r.HTTP+"/readyz", 120*time.Second)
+}
