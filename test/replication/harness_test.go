@@ -96,24 +96,36 @@ func gate(t *testing.T) {
 // one, and a router would then talk to the wrong shard.
 var ports = struct {
 	sync.Mutex
-	used map[string]bool
-}{used: map[string]bool{}}
+	used map[int]bool
+	rng  *rand.Rand
+}{used: map[int]bool{}, rng: rand.New(rand.NewPCG(uint64(os.Getpid()), uint64(time.Now().UnixNano())))}
+
+// Ports come from below Linux's ephemeral range (32768-60999 by default):
+// a replica restarts on its old port, and in the ephemeral range an
+// outgoing connection (a peer redialling it) may have taken it meanwhile.
+const portLow, portHigh = 20000, 32000
 
 // freePort picks a loopback port no other process of the run was given.
 func freePort(t *testing.T) string {
 	t.Helper()
 	ports.Lock()
 	defer ports.Unlock()
-	for {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		addr := ln.Addr().String()
-		require.NoError(t, ln.Close())
-		if !ports.used[addr] {
-			ports.used[addr] = true
-			return addr
+	for range 1000 {
+		p := portLow + ports.rng.IntN(portHigh-portLow)
+		if ports.used[p] {
+			continue
 		}
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(p))
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			continue // someone else's
+		}
+		require.NoError(t, ln.Close())
+		ports.used[p] = true
+		return addr
 	}
+	t.Fatal("no free loopback port below the ephemeral range")
+	return ""
 }
 
 // process is one child, its output kept in a log file shown on failure.
