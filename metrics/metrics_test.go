@@ -33,7 +33,7 @@ func TestLabelValuesAreTheContracts(t *testing.T) {
 	for _, o := range fanout.HedgeOutcomes() {
 		hedges = append(hedges, o)
 	}
-	require.Equal(t, []string{"search", "search_batch"}, str(paths...))
+	require.Equal(t, []string{"search", "search_batch", "scroll", "count"}, str(paths...))
 	require.Equal(t, []string{"deadline_exceeded", "unavailable", "suspect", "overloaded", "internal"}, str(reasons...))
 	require.Equal(t, []string{"won", "lost", "failed"}, str(hedges...))
 }

@@ -19,12 +19,13 @@ type Page struct {
 	Docs int
 }
 
-// PageRequest asks for a page: the documents f matches (nil: all) after
-// the id After (when HasAfter), at most Limit of them (0: count only).
+// PageRequest asks for a page: the documents f matches (nil: all) from
+// the id From on (inclusive, when HasFrom), at most Limit of them (0:
+// count only).
 type PageRequest struct {
 	Filter     *filter.Filter
-	After      string
-	HasAfter   bool
+	From       string
+	HasFrom    bool
 	Limit      int
 	WithVector bool
 	// Payload: nil returns no payload; Keys nil all of it; else those
@@ -36,7 +37,7 @@ type PageRequest struct {
 type PayloadKeys struct{ Keys []string }
 
 // Page lists one page under the read lock. It keeps only the Limit
-// smallest ids past After (a bounded heap), so a page costs a pass over
+// smallest ids from From on (a bounded heap), so a page costs a pass over
 // the matching rows and Limit·log(Limit), not a sort of the shard.
 func (m *Memory) Page(req PageRequest) (Page, error) {
 	m.mu.RLock()
@@ -56,7 +57,7 @@ func (m *Memory) Page(req PageRequest) (Page, error) {
 	h := &maxIDs{ids: m.ids}
 	consider := func(row int) {
 		id := m.ids[row]
-		if req.HasAfter && idorder.Compare(id, req.After) <= 0 {
+		if req.HasFrom && idorder.Compare(id, req.From) < 0 {
 			return
 		}
 		if h.Len() < req.Limit {

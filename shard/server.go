@@ -652,8 +652,9 @@ type pager interface {
 	Page(req PageRequest) (Page, error)
 }
 
-// MaxScrollLimit is the largest page a Scroll returns.
-const MaxScrollLimit = 10000
+// MaxScrollLimit is the largest page a Scroll returns: a router page of
+// 10 000 and the id the next page starts at.
+const MaxScrollLimit = 10001
 
 // Scroll implements shardpb.ShardServer.
 func (s *Server) Scroll(_ context.Context, req *shardpb.ScrollRequest) (*shardpb.ScrollResponse, error) {
@@ -667,7 +668,7 @@ func (s *Server) Scroll(_ context.Context, req *shardpb.ScrollRequest) (*shardpb
 	if !ok {
 		return nil, status.Error(codes.Unimplemented, "this store cannot list pages")
 	}
-	pr := PageRequest{After: req.GetAfter(), HasAfter: req.GetHasAfter(), Limit: int(req.GetLimit()), WithVector: req.GetWithVector()}
+	pr := PageRequest{From: req.GetFrom(), HasFrom: req.GetHasFrom(), Limit: int(req.GetLimit()), WithVector: req.GetWithVector()}
 	if fb := req.GetFilter(); len(fb) > 0 {
 		f, err := filter.Parse(fb)
 		if err != nil {

@@ -994,10 +994,11 @@ type ScrollRequest struct {
 	// filter limits the listing to matching documents (canonical JSON, as
 	// in Query); empty: every document.
 	Filter []byte `protobuf:"bytes,1,opt,name=filter,proto3" json:"filter,omitempty"`
-	// after, when has_after, starts the page after this id (exclusive), so
-	// a page's last id continues the listing.
-	After    string `protobuf:"bytes,2,opt,name=after,proto3" json:"after,omitempty"`
-	HasAfter bool   `protobuf:"varint,3,opt,name=has_after,json=hasAfter,proto3" json:"has_after,omitempty"`
+	// from, when has_from, starts the page at this id (inclusive, as
+	// Qdrant's scroll offset): a router asks limit+1 and the extra id is
+	// where the next page starts.
+	From    string `protobuf:"bytes,2,opt,name=from,proto3" json:"from,omitempty"`
+	HasFrom bool   `protobuf:"varint,3,opt,name=has_from,json=hasFrom,proto3" json:"has_from,omitempty"`
 	// limit is the page size; 0 lists nothing and only counts.
 	Limit         uint32           `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
 	WithPayload   *PayloadSelector `protobuf:"bytes,5,opt,name=with_payload,json=withPayload,proto3" json:"with_payload,omitempty"`
@@ -1044,16 +1045,16 @@ func (x *ScrollRequest) GetFilter() []byte {
 	return nil
 }
 
-func (x *ScrollRequest) GetAfter() string {
+func (x *ScrollRequest) GetFrom() string {
 	if x != nil {
-		return x.After
+		return x.From
 	}
 	return ""
 }
 
-func (x *ScrollRequest) GetHasAfter() bool {
+func (x *ScrollRequest) GetHasFrom() bool {
 	if x != nil {
-		return x.HasAfter
+		return x.HasFrom
 	}
 	return false
 }
@@ -1088,7 +1089,7 @@ func (x *ScrollRequest) GetMinIndex() uint64 {
 
 type ScrollResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// points are the first limit matching documents after `after`, in id
+	// points are the first limit matching documents from `from`, in id
 	// order, with payload and vector only when asked.
 	Points        []*Vector `protobuf:"bytes,1,rep,name=points,proto3" json:"points,omitempty"`
 	Count         uint64    `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`                       // every document the filter matches on this replica
@@ -1387,11 +1388,11 @@ const file_shard_proto_rawDesc = "" +
 	"\x0eDeleteResponse\x12\x14\n" +
 	"\x05found\x18\x01 \x01(\bR\x05found\x12\x14\n" +
 	"\x05index\x18\x02 \x01(\x04R\x05index\x12\x18\n" +
-	"\adeleted\x18\x03 \x01(\x04R\adeleted\"\xf2\x01\n" +
+	"\adeleted\x18\x03 \x01(\x04R\adeleted\"\xee\x01\n" +
 	"\rScrollRequest\x12\x16\n" +
-	"\x06filter\x18\x01 \x01(\fR\x06filter\x12\x14\n" +
-	"\x05after\x18\x02 \x01(\tR\x05after\x12\x1b\n" +
-	"\thas_after\x18\x03 \x01(\bR\bhasAfter\x12\x14\n" +
+	"\x06filter\x18\x01 \x01(\fR\x06filter\x12\x12\n" +
+	"\x04from\x18\x02 \x01(\tR\x04from\x12\x19\n" +
+	"\bhas_from\x18\x03 \x01(\bR\ahasFrom\x12\x14\n" +
 	"\x05limit\x18\x04 \x01(\rR\x05limit\x12B\n" +
 	"\fwith_payload\x18\x05 \x01(\v2\x1f.trawl.shard.v1.PayloadSelectorR\vwithPayload\x12\x1f\n" +
 	"\vwith_vector\x18\x06 \x01(\bR\n" +
