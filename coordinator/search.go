@@ -357,9 +357,12 @@ const retrieveConcurrency = 16
 // are not stored are left out. An id whose home shard cannot say (no
 // replica answered in time) fails the whole read with CodeUnavailable:
 // leaving it out would claim it is not stored (field report 000).
-func (c *Coordinator) Retrieve(ctx context.Context, ids []string, b budget.Budget) ([]Document, error) {
+//
+// Its Summary counts the shards asked (the ids' home shards) as queried;
+// it is never degraded, since a read missing a shard is an error.
+func (c *Coordinator) Retrieve(ctx context.Context, ids []string, b budget.Budget) (RetrieveAnswer, error) {
 	if len(ids) > MaxRetrieve {
-		return nil, fmt.Errorf("retrieve of %d ids, want at most %d", len(ids), MaxRetrieve)
+		return RetrieveAnswer{}, fmt.Errorf("retrieve of %d ids, want at most %d", len(ids), MaxRetrieve)
 	}
 	req := fanout.Request{Start: time.Now(), Budget: b}
 	ctx = context.WithoutCancel(ctx)
@@ -381,15 +384,28 @@ func (c *Coordinator) Retrieve(ctx context.Context, ids []string, b budget.Budge
 		})
 	}
 	if err := g.Wait(); err != nil {
-		return nil, err
+		return RetrieveAnswer{}, err
 	}
-	out := make([]Document, 0, len(ids))
+	out := RetrieveAnswer{Docs: make([]Document, 0, len(ids)), Summary: fanout.Summary{
+		ShardsTotal: len(c.shards), Unavailable: []string{}, ShardErrors: map[string]fanout.Reason{}, Coverage: 1,
+		Deadline: b.Deadline, ShardDeadline: b.Shard}}
+	asked := map[string]bool{}
 	for i, d := range docs {
+		asked[c.placement.Home(ids[i])] = true
 		if found[i] {
-			out = append(out, d)
+			out.Docs = append(out.Docs, d)
 		}
 	}
+	out.Summary.ShardsQueried = len(asked)
+	out.Summary.Elapsed = time.Since(req.Start)
 	return out, nil
+}
+
+// RetrieveAnswer is what Retrieve read.
+type RetrieveAnswer struct {
+	// Docs are the stored ones of the ids asked, in their order.
+	Docs    []Document
+	Summary fanout.Summary
 }
 
 // Project keeps the part of a stored payload sel asks for: all of it, or
