@@ -490,8 +490,8 @@ type qdrantPoint struct {
 // or a batch of columns, all or nothing, into records.
 func decodeQUpsert(b []byte, sch schema) ([]record, error) {
 	var req struct {
-		Points     []json.RawMessage `json:"points"`
-		Batch      *struct {
+		Points []json.RawMessage `json:"points"`
+		Batch  *struct {
 			IDs      []json.RawMessage `json:"ids"`
 			Vectors  json.RawMessage   `json:"vectors"`
 			Payloads []json.RawMessage `json:"payloads"`
