@@ -78,6 +78,9 @@ func qdrantVector(raw json.RawMessage, where string, sch schema) ([]float32, err
 		return nil, invalid(where + ": " + err.Error())
 	}
 	if err := sch.checkVector(v); err != nil {
+		if where == "vector" {
+			return nil, err // "vector has 1535 dimensions, want 1536" names it already
+		}
 		return nil, invalid(where + ": " + err.Error())
 	}
 	return v, nil
