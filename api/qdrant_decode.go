@@ -48,17 +48,22 @@ func qdrantVector(raw json.RawMessage, where string, sch schema) ([]float32, err
 		if err := json.Unmarshal(raw, &probe); err != nil {
 			return nil, invalid(where + ": " + err.Error())
 		}
+		errSparse := invalid(where + ": sparse vectors are not supported: trawl stores one dense vector per point")
 		if _, sparse := probe["indices"]; sparse {
-			return nil, invalid(where + ": sparse vectors are not supported: trawl stores one dense vector per point")
+			return nil, errSparse
+		}
+		for _, v := range probe {
+			// {"name": {"indices": ..., "values": ...}}: a named sparse
+			// vector (upsert), or {"name", "vector": {...}} (search).
+			if bytes.Contains(v, []byte(`"indices"`)) {
+				return nil, errSparse
+			}
 		}
 		if err := decodeStrict(raw, &named); err != nil || named.Name == nil {
 			return nil, invalid(fmt.Sprintf("%s: %s (got an object with %s)", where, errNamedVectors, strings.Join(slices.Sorted(maps.Keys(probe)), ", ")))
 		}
 		if *named.Name != "" {
 			return nil, invalid(fmt.Sprintf("%s: %s (got the name %q)", where, errNamedVectors, *named.Name))
-		}
-		if bytes.HasPrefix(bytes.TrimSpace(named.Vector), []byte("{")) {
-			return nil, invalid(where + ": sparse vectors are not supported: trawl stores one dense vector per point")
 		}
 		return qdrantVector(named.Vector, where+".vector", sch)
 	}
