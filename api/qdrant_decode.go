@@ -34,15 +34,18 @@ var errNamedVectors = "named vectors are not supported: trawl stores one unnamed
 // qdrantVector decodes a vector where Qdrant takes a plain one, a named
 // one ({"name", "vector"}, the name empty: Qdrant's default vector) or a
 // sparse one, and checks it against the schema.
-func qdrantVector(raw json.RawMessage, where string, sch schema) ([]float32, error) {
-	raw = bytes.TrimSpace(raw)
+func qdrantVector(jv jsonVector, where string, sch schema) ([]float32, error) {
+	if jv.isFloats {
+		return checkedVector(jv.floats, where, sch)
+	}
+	raw := bytes.TrimSpace(jv.raw)
 	if !isSet(raw) {
 		return nil, invalid(where + " is missing")
 	}
 	if raw[0] == '{' {
 		var named struct {
-			Name   *string         `json:"name"`
-			Vector json.RawMessage `json:"vector"`
+			Name   *string    `json:"name"`
+			Vector jsonVector `json:"vector"`
 		}
 		var probe map[string]json.RawMessage
 		if err := json.Unmarshal(raw, &probe); err != nil {
@@ -78,6 +81,11 @@ func qdrantVector(raw json.RawMessage, where string, sch schema) ([]float32, err
 		}
 		return nil, invalid(where + " is not an array of numbers")
 	}
+	return checkedVector(xs, where, sch)
+}
+
+// checkedVector narrows and checks a decoded vector.
+func checkedVector(xs []float64, where string, sch schema) ([]float32, error) {
 	v, err := fromJSONNumbers(xs)
 	if err != nil {
 		return nil, invalid(where + ": " + err.Error())
@@ -192,7 +200,7 @@ type qSearchParams struct {
 // qSearchJSON is Qdrant's SearchRequest.
 type qSearchJSON struct {
 	ShardKey       json.RawMessage `json:"shard_key"`
-	Vector         json.RawMessage `json:"vector"`
+	Vector         jsonVector      `json:"vector"`
 	Filter         json.RawMessage `json:"filter"`
 	Params         *qSearchParams  `json:"params"`
 	Limit          *int            `json:"limit"`
@@ -292,7 +300,7 @@ func decodeQSearchBatch(b []byte, sch schema) ([]qQuery, error) {
 type qQueryJSON struct {
 	ShardKey       json.RawMessage `json:"shard_key"`
 	Prefetch       json.RawMessage `json:"prefetch"`
-	Query          json.RawMessage `json:"query"`
+	Query          jsonVector      `json:"query"`
 	Using          *string         `json:"using"`
 	Filter         json.RawMessage `json:"filter"`
 	Params         *qSearchParams  `json:"params"`
@@ -328,7 +336,13 @@ func decodeQQuery(b []byte, sch schema) (qQuery, error) {
 	if err != nil {
 		return qQuery{}, err
 	}
-	q := bytes.TrimSpace(req.Query)
+	if req.Query.isFloats {
+		if out.q.Vector, err = qdrantVector(req.Query, "query", sch); err != nil {
+			return qQuery{}, err
+		}
+		return out, nil
+	}
+	q := bytes.TrimSpace(req.Query.raw)
 	if !isSet(q) {
 		return qQuery{}, invalid("query is missing: trawl serves nearest-vector queries (a vector, a point id, or {\"nearest\": ...}); list points with points/scroll")
 	}
@@ -358,7 +372,7 @@ func decodeQQuery(b []byte, sch schema) (qQuery, error) {
 		out.q.LikeID = id
 		return out, nil
 	}
-	if out.q.Vector, err = qdrantVector(q, "query", sch); err != nil {
+	if out.q.Vector, err = qdrantVector(jsonVector{raw: q}, "query", sch); err != nil {
 		return qQuery{}, err
 	}
 	return out, nil
@@ -490,7 +504,7 @@ func decodeQRetrieve(b []byte) (qRetrieve, error) {
 // qdrantPoint is Qdrant's PointStruct.
 type qdrantPoint struct {
 	ID      json.RawMessage `json:"id"`
-	Vector  json.RawMessage `json:"vector"`
+	Vector  jsonVector      `json:"vector"`
 	Payload json.RawMessage `json:"payload"`
 }
 
@@ -533,7 +547,7 @@ func decodeQUpsert(b []byte, sch schema) ([]record, error) {
 		}
 	default:
 		bt := req.Batch
-		var vs []json.RawMessage
+		var vs []jsonVector
 		if err := json.Unmarshal(bt.Vectors, &vs); err != nil {
 			return nil, invalid("batch.vectors: " + errNamedVectors + ", or not a list of vectors")
 		}
