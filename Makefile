@@ -41,7 +41,7 @@ bench:
 bench-quick:
 	cd bench && $(GO) run ./cmd/trawlbench suite -quick
 
-.PHONY: test-chart test-cluster test-alerts test-overload test-replication image
+.PHONY: test-chart test-cluster test-alerts test-overload test-replication test-compat image
 
 ## test-replication: real `router shard` processes in raft groups of three behind `router serve`: SIGKILLed, wiped and SIGSTOPped replicas, two routers writing the same ids, and the 90 s chaos run (TRAWL_CHAOS_SECONDS)
 test-replication:
@@ -62,6 +62,10 @@ test-cluster:
 ## test-alerts: the chart's alert rules on a live Prometheus (built from tools/alerts) scraping router dev under load while every replica of one shard is stopped and restored: the alerts fire, name the shard and resolve
 test-alerts:
 	bash hack/test-alerts.sh
+
+## test-compat: Qdrant's official JS client and LangChain's Qdrant store (pinned in test/compat/package-lock.json, npm ci into a scratch folder) drive a real router dev through the Qdrant-compatible REST routes; every call printed and checked against a brute force
+test-compat:
+	bash hack/test-compat.sh
 
 ## image: the container image without a Docker daemon, into .bin/trawl-image.tar (checked: non-root, no shell, --help runs)
 image:

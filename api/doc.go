@@ -1,7 +1,10 @@
 // Package api is trawl's HTTP surface: chi handlers that decode and
 // validate requests into the service layer's types (package coordinator),
 // run them there, and encode the contract's JSON with the contract's HTTP
-// statuses (DESIGN.md, "Query path", "Writes", "Other endpoints").
+// statuses (DESIGN.md, "Query path", "Writes", "Other endpoints"), and
+// the Qdrant-compatible subset of Qdrant's REST API on the same port
+// (qdrant*.go; DESIGN.md, "Qdrant-compatible REST") over the same use
+// cases, in Qdrant's shapes.
 //
 // Validation happens here, completely, before anything reaches a shard:
 // bad input gets a JSON error with the right status and never panics,

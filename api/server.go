@@ -34,8 +34,12 @@ type Config struct {
 	Metrics     *metrics.Router
 	// Gatherer serves /metrics.
 	Gatherer prometheus.Gatherer
-	// APIKey, when non-empty, is required as a Bearer token on /v1/*.
+	// APIKey, when non-empty, is required as a Bearer token on /v1/*, and
+	// as Qdrant's api-key header or a Bearer token on /collections/*.
 	APIKey string
+	// Collection is the name the Qdrant-compatible routes serve the
+	// cluster's documents under (DefaultCollection if empty).
+	Collection string
 	// Limiter admits /v1/* requests (DESIGN.md, "Overload"); a default
 	// admission.Limiter if nil.
 	Limiter *admission.Limiter
@@ -103,6 +107,7 @@ func New(cfg Config) *Server {
 		r.Get("/vectors/{id}", s.getVector)
 		r.Delete("/vectors/{id}", s.deleteVector)
 	})
+	s.mountQdrant(r)
 	if cfg.Extra != nil {
 		cfg.Extra(r)
 	}
@@ -247,12 +252,17 @@ func (s *Server) admit(w http.ResponseWriter, weight int, deadline time.Duration
 	return p
 }
 
-// refuse answers an admission refusal: 429, code overloaded, Retry-After.
-func (s *Server) refuse(w http.ResponseWriter, err error) {
+// noteRefusal counts an admission refusal by its reason.
+func (s *Server) noteRefusal(err error) {
 	var ref *admission.Refusal
 	if errors.As(err, &ref) && s.cfg.Metrics != nil {
 		s.cfg.Metrics.Rejected(ref.Reason)
 	}
+}
+
+// refuse answers an admission refusal: 429, code overloaded, Retry-After.
+func (s *Server) refuse(w http.ResponseWriter, err error) {
+	s.noteRefusal(err)
 	w.Header().Set("Retry-After", "1")
 	writeError(w, http.StatusTooManyRequests, codeOverloaded, err.Error())
 }

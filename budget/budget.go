@@ -120,3 +120,31 @@ func parseMillis(s string) (uint64, error) {
 	}
 	return n, nil
 }
+
+// ErrInvalidTimeout is wrapped by ResolveTimeout's errors about Qdrant's
+// timeout parameter.
+var ErrInvalidTimeout = errors.New("invalid timeout")
+
+// ResolveTimeout applies the rules to a request that may carry trawl's
+// ?deadline_ms= and Qdrant's ?timeout= (whole seconds ≥ 1, as Qdrant's
+// clients send it). deadline_ms, when given, wins: it is the finer one and
+// trawl's own. A timeout is a deadline of that many seconds, clamped to
+// the maximum like any deadline — so a Qdrant client's generous timeout
+// still gets trawl's bounded answer time.
+func ResolveTimeout(c Config, deadlineMS, timeoutS []string) (Budget, error) {
+	if len(deadlineMS) > 0 || len(timeoutS) == 0 {
+		return Resolve(c, deadlineMS)
+	}
+	if len(timeoutS) > 1 {
+		return Budget{}, fmt.Errorf("%w: given %d times, want once", ErrInvalidTimeout, len(timeoutS))
+	}
+	s, err := parseMillis(timeoutS[0])
+	if err != nil {
+		return Budget{}, fmt.Errorf("%w: %q is not an integer number of seconds ≥ 1", ErrInvalidTimeout, timeoutS[0])
+	}
+	ms := s * 1000
+	if s > (1<<63)/1000 {
+		ms = 1 << 63
+	}
+	return ForDeadline(c.clamp(ms)), nil
+}

@@ -71,3 +71,33 @@ func FuzzResolve(f *testing.F) {
 		require.Less(t, b.Shard, b.Deadline+time.Millisecond)
 	})
 }
+
+func TestResolveTimeout(t *testing.T) {
+	c := Config{Max: 2 * time.Second}
+	for _, tc := range []struct {
+		name           string
+		deadline, secs []string
+		want           time.Duration
+		err            error
+	}{
+		{name: "neither: the default", want: DefaultPlaintext},
+		{name: "seconds", secs: []string{"1"}, want: time.Second},
+		{name: "clamped to the max", secs: []string{"30"}, want: 2 * time.Second},
+		{name: "huge clamped", secs: []string{"99999999999999999999"}, want: 2 * time.Second},
+		{name: "deadline_ms wins", deadline: []string{"120"}, secs: []string{"1"}, want: 120 * time.Millisecond},
+		{name: "zero", secs: []string{"0"}, err: ErrInvalidTimeout},
+		{name: "fraction", secs: []string{"0.5"}, err: ErrInvalidTimeout},
+		{name: "twice", secs: []string{"1", "2"}, err: ErrInvalidTimeout},
+		{name: "bad deadline_ms still refused", deadline: []string{"x"}, secs: []string{"1"}, err: ErrInvalid},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := ResolveTimeout(c, tc.deadline, tc.secs)
+			if tc.err != nil {
+				require.ErrorIs(t, err, tc.err)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.want, b.Deadline)
+		})
+	}
+}

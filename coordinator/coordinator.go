@@ -151,3 +151,14 @@ func CodeOf(err error) Code {
 func errorf(code Code, cause error, format string, args ...any) *Error {
 	return &Error{Code: code, Msg: fmt.Sprintf(format, args...), Err: cause}
 }
+
+// Shape is the cluster's number of shards and the replicas of its
+// smallest replica set (Qdrant's shard_number and replication_factor).
+func (c *Coordinator) Shape() (shards, replicas int) {
+	for i, s := range c.shards {
+		if i == 0 || len(s.Replicas) < replicas {
+			replicas = len(s.Replicas)
+		}
+	}
+	return len(c.shards), replicas
+}

@@ -39,6 +39,8 @@ type Query struct {
 	// WithPayload, when set, returns each hit's payload (all of it, or
 	// the listed top-level keys).
 	WithPayload *PayloadSelection
+	// WithVector returns each hit's stored vector.
+	WithVector bool
 }
 
 // PayloadSelection is a query's with_payload: all of the payload, or
@@ -66,6 +68,8 @@ type Hit struct {
 	// Payload is the hit's payload JSON (or the selected keys), "{}" for
 	// a document without one, when the query asked for it; else nil.
 	Payload []byte
+	// Vector is the hit's stored vector when the query asked; else nil.
+	Vector []float32
 }
 
 // ShardReport says how one shard served a fan-out (?shard_detail=true).
@@ -109,7 +113,7 @@ func (c *Coordinator) Search(ctx context.Context, s Search) (Answer, error) {
 	pqs := make([]*shardpb.Query, len(qs))
 	for i, q := range qs {
 		pqs[i] = &shardpb.Query{Vector: vector.EncodeLE(q.Vector), K: uint32(q.K), ExcludeId: q.LikeID,
-			Exact: q.Exact, Oversample: uint32(q.Oversample), ScoreThreshold: q.ScoreThreshold}
+			Exact: q.Exact, Oversample: uint32(q.Oversample), ScoreThreshold: q.ScoreThreshold, WithVector: q.WithVector}
 		if !q.Filter.Empty() {
 			// The canonical form: every shard parses the same bytes, and
 			// a shard groups a batch's queries by them.
@@ -158,30 +162,41 @@ func (c *Coordinator) Search(ctx context.Context, s Search) (Answer, error) {
 	ans.Hits = make([][]Hit, len(qs))
 	for qi, q := range qs {
 		per := make([][]vector.Hit, len(results))
-		var payloads []map[string][]byte // by shard, then id; only with_payload
-		if q.WithPayload != nil {
-			payloads = make([]map[string][]byte, len(results))
+		var extra []map[string]*shardpb.Hit // by shard, then id; only with_payload or with_vector
+		if q.WithPayload != nil || q.WithVector {
+			extra = make([]map[string]*shardpb.Hit, len(results))
 		}
 		for i, res := range results {
 			if res.Reason == "" {
 				hs := res.Value.query(qi)
 				per[i] = hitsOf(hs)
-				if payloads != nil {
-					payloads[i] = make(map[string][]byte, len(hs))
+				if extra != nil {
+					extra[i] = make(map[string]*shardpb.Hit, len(hs))
 					for _, h := range hs {
-						payloads[i][h.GetId()] = h.GetPayload()
+						extra[i][h.GetId()] = h
 					}
 				}
 			}
 		}
 		ans.Hits[qi] = c.merge(schema.Metric, q.K, per)
 		for j, h := range ans.Hits[qi] {
-			if payloads != nil {
-				p := payloads[c.shardIndex(h.Shard)][h.ID]
+			if extra == nil {
+				break
+			}
+			ph := extra[c.shardIndex(h.Shard)][h.ID]
+			if q.WithPayload != nil {
+				p := ph.GetPayload()
 				if len(p) == 0 {
 					p = []byte("{}")
 				}
 				ans.Hits[qi][j].Payload = p
+			}
+			if q.WithVector {
+				v, err := vector.DecodeLE(ph.GetVector())
+				if err != nil {
+					return ans, errorf(CodeInternal, err, "shard %s returned a malformed vector for %q: %v", h.Shard, h.ID, err)
+				}
+				ans.Hits[qi][j].Vector = v
 			}
 		}
 	}
@@ -329,4 +344,88 @@ func (c *Coordinator) Get(ctx context.Context, id string, b budget.Budget) (Docu
 		return Document{}, err
 	}
 	return Document{ID: id, Vector: v, Payload: p, Shard: c.placement.Home(id)}, nil
+}
+
+// MaxRetrieve is the most ids one Retrieve reads.
+const MaxRetrieve = 1000
+
+// retrieveConcurrency bounds the lookups one Retrieve runs at once.
+const retrieveConcurrency = 16
+
+// Retrieve reads ids from their home shards, concurrently, within b's
+// shard deadline (whose clock starts now), in the order given; ids that
+// are not stored are left out. An id whose home shard cannot say (no
+// replica answered in time) fails the whole read with CodeUnavailable:
+// leaving it out would claim it is not stored (field report 000).
+//
+// Its Summary counts the shards asked (the ids' home shards) as queried;
+// it is never degraded, since a read missing a shard is an error.
+func (c *Coordinator) Retrieve(ctx context.Context, ids []string, b budget.Budget) (RetrieveAnswer, error) {
+	if len(ids) > MaxRetrieve {
+		return RetrieveAnswer{}, fmt.Errorf("retrieve of %d ids, want at most %d", len(ids), MaxRetrieve)
+	}
+	req := fanout.Request{Start: time.Now(), Budget: b}
+	ctx = context.WithoutCancel(ctx)
+	docs := make([]Document, len(ids))
+	found := make([]bool, len(ids))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(retrieveConcurrency)
+	for i, id := range ids {
+		g.Go(func() error {
+			v, p, err := c.lookup(gctx, req, id)
+			if CodeOf(err) == CodeNotFound {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			docs[i], found[i] = Document{ID: id, Vector: v, Payload: p, Shard: c.placement.Home(id)}, true
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return RetrieveAnswer{}, err
+	}
+	out := RetrieveAnswer{Docs: make([]Document, 0, len(ids)), Summary: fanout.Summary{
+		ShardsTotal: len(c.shards), Unavailable: []string{}, ShardErrors: map[string]fanout.Reason{}, Coverage: 1,
+		Deadline: b.Deadline, ShardDeadline: b.Shard}}
+	asked := map[string]bool{}
+	for i, d := range docs {
+		asked[c.placement.Home(ids[i])] = true
+		if found[i] {
+			out.Docs = append(out.Docs, d)
+		}
+	}
+	out.Summary.ShardsQueried = len(asked)
+	out.Summary.Elapsed = time.Since(req.Start)
+	return out, nil
+}
+
+// RetrieveAnswer is what Retrieve read.
+type RetrieveAnswer struct {
+	// Docs are the stored ones of the ids asked, in their order.
+	Docs    []Document
+	Summary fanout.Summary
+}
+
+// Project keeps the part of a stored payload sel asks for: all of it, or
+// its listed top-level keys that are there; "{}" for no payload.
+func (sel PayloadSelection) Project(p []byte) ([]byte, error) {
+	if len(p) == 0 {
+		return []byte("{}"), nil
+	}
+	if sel.All {
+		return p, nil
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(p, &obj); err != nil {
+		return nil, fmt.Errorf("stored payload does not decode: %w", err)
+	}
+	out := make(map[string]json.RawMessage, len(sel.Keys))
+	for _, k := range sel.Keys {
+		if v, ok := obj[k]; ok {
+			out[k] = v
+		}
+	}
+	return json.Marshal(out)
 }

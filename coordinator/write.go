@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/trawl-search/trawl/fanout"
+	"github.com/trawl-search/trawl/filter"
 	"github.com/trawl-search/trawl/shard"
 	"github.com/trawl-search/trawl/shard/shardpb"
 	"github.com/trawl-search/trawl/vector"
@@ -145,4 +146,67 @@ func writeResult(name string, wr fanout.WriteResult) WriteResult {
 	}
 	return WriteResult{Outcome: fanout.WriteFailed, Err: errorf(code, wr.Err,
 		"shard %s: the write was refused by %s: %s. It was not applied.%s", name, wr.Replica, msg, retryNote)}
+}
+
+// Removal deletes many documents at once: every listed id, and every
+// document Filter matches (nil: none by filter).
+type Removal struct {
+	IDs    []string
+	Filter *filter.Filter
+}
+
+// ShardWrite is one shard's part of a Removal.
+type ShardWrite struct {
+	Shard string
+	// Deleted is how many documents the shard removed (when Err is nil).
+	Deleted uint64
+	Outcome string
+	Err     *Error
+}
+
+// Remove deletes rm through the consensus groups of the shards it
+// concerns — the ids' home shards, and every shard when there is a filter
+// — each shard's share in one log entry, all shards at once, within
+// shard.WriteTimeout. The filter is evaluated as each shard's entry
+// applies, so every replica of a shard removes the same documents. Results
+// are in cluster order, one per shard written.
+func (c *Coordinator) Remove(ctx context.Context, rm Removal) ([]ShardWrite, error) {
+	fb, err := filterBytes(rm.Filter)
+	if err != nil {
+		return nil, err
+	}
+	byShard := map[string][]string{}
+	for _, id := range rm.IDs {
+		home := c.placement.Home(id)
+		byShard[home] = append(byShard[home], id)
+	}
+	var names []string
+	for _, s := range c.shards {
+		if _, ok := byShard[s.Name]; ok || fb != nil {
+			names = append(names, s.Name)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shard.WriteTimeout)
+	defer cancel()
+	out := make([]ShardWrite, len(names))
+	var wg sync.WaitGroup
+	for i, name := range names {
+		wg.Go(func() {
+			ids := byShard[name]
+			p := shard.Placement{Fingerprint: c.placement.Fingerprint(), Shard: name}
+			var deleted uint64
+			wr := fanout.Write(ctx, c.cluster, name, func(ctx context.Context, r *shard.Conn) error {
+				n, index, err := r.DeleteMatching(ctx, p, ids, fb)
+				if err == nil {
+					deleted = n // only the accepting attempt answers
+					c.acked.note(c.shardOf[r], index)
+				}
+				return err
+			})
+			res := writeResult(name, wr)
+			out[i] = ShardWrite{Shard: name, Deleted: deleted, Outcome: res.Outcome, Err: res.Err}
+		})
+	}
+	wg.Wait()
+	return out, nil
 }

@@ -7,11 +7,16 @@ type Path string
 const (
 	PathSearch      Path = "search"
 	PathSearchBatch Path = "search_batch"
+	// PathScroll lists a page of documents in id order; PathCount counts
+	// the documents a filter matches (Qdrant's points/scroll and count,
+	// and delete by filter's listing).
+	PathScroll Path = "scroll"
+	PathCount  Path = "count"
 )
 
 // Paths lists every fan-out path, so metrics can create their series at
 // zero.
-func Paths() []Path { return []Path{PathSearch, PathSearchBatch} }
+func Paths() []Path { return []Path{PathSearch, PathSearchBatch, PathScroll, PathCount} }
 
 // Reason says why a shard is missing from an answer: the shard_errors
 // values of the API and the reason label of

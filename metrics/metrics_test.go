@@ -33,7 +33,7 @@ func TestLabelValuesAreTheContracts(t *testing.T) {
 	for _, o := range fanout.HedgeOutcomes() {
 		hedges = append(hedges, o)
 	}
-	require.Equal(t, []string{"search", "search_batch"}, str(paths...))
+	require.Equal(t, []string{"search", "search_batch", "scroll", "count"}, str(paths...))
 	require.Equal(t, []string{"deadline_exceeded", "unavailable", "suspect", "overloaded", "internal"}, str(reasons...))
 	require.Equal(t, []string{"won", "lost", "failed"}, str(hedges...))
 }
@@ -42,8 +42,8 @@ func TestRouterSeriesStartAtZero(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := NewRouter(reg, []Shard{{Name: "shard-0", Replicas: []string{"a:1", "b:1"}}, {Name: "shard-1", Replicas: []string{"c:1"}}}, "avx2")
 	// path × {queries, degraded} + path × shard × reason + failovers + hedges × outcome
-	require.Equal(t, 2, testutil.CollectAndCount(m.queries))
-	require.Equal(t, 2, testutil.CollectAndCount(m.degraded))
+	require.Equal(t, len(fanout.Paths()), testutil.CollectAndCount(m.queries))
+	require.Equal(t, len(fanout.Paths()), testutil.CollectAndCount(m.degraded))
 	require.Equal(t, len(fanout.Paths())*2*len(fanout.Reasons()), testutil.CollectAndCount(m.unavailable))
 	require.Equal(t, 2, testutil.CollectAndCount(m.failovers))
 	require.Equal(t, 2*3, testutil.CollectAndCount(m.hedges))

@@ -255,6 +255,31 @@ func (c *Conn) Delete(ctx context.Context, p Placement, id string) (found bool, 
 	return resp.GetFound(), resp.GetIndex(), nil
 }
 
+// DeleteMatching removes every listed id and every document f (canonical
+// filter JSON, nil for none) matches, in one log entry, through this
+// replica: how many it removed and the log index. Errors as for Upsert.
+func (c *Conn) DeleteMatching(ctx context.Context, p Placement, ids []string, f []byte) (deleted, index uint64, err error) {
+	if !c.Ready() {
+		return 0, 0, neverSentError{errNoReadyConn}
+	}
+	resp, err := c.shard.Delete(ctx, &shardpb.DeleteRequest{
+		Placement: &shardpb.Placement{Fingerprint: p.Fingerprint, Shard: p.Shard},
+		Ids:       ids,
+		Filter:    f,
+	})
+	if err != nil {
+		return 0, 0, markNeverSent(fromStatus(err))
+	}
+	return resp.GetDeleted(), resp.GetIndex(), nil
+}
+
+// Scroll lists a page of the replica's documents in id order; req's
+// min_index as in Search.
+func (c *Conn) Scroll(ctx context.Context, req *shardpb.ScrollRequest) (*shardpb.ScrollResponse, error) {
+	resp, err := c.shard.Scroll(ctx, req)
+	return resp, fromStatus(err)
+}
+
 // Stats asks the replica for its counts and settings.
 func (c *Conn) Stats(ctx context.Context) (*shardpb.StatsResponse, error) {
 	return c.shard.Stats(ctx, &shardpb.StatsRequest{})

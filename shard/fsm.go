@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/encoding/protodelim"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/trawl-search/trawl/filter"
 	"github.com/trawl-search/trawl/shard/shardpb"
 )
 
@@ -41,7 +42,9 @@ type fsm struct {
 type applyResult struct {
 	err   error // a gRPC status error: the command was committed but refused
 	found bool  // delete: the id was there
-	docs  int
+	// deleted is how many documents a delete removed.
+	deleted int
+	docs    int
 }
 
 // Apply implements raft.FSM.
@@ -84,8 +87,29 @@ func (f *fsm) apply(cmd *shardpb.Command) applyResult {
 		if err != nil {
 			return applyResult{err: err}
 		}
-		found, err := f.mem.Delete(ctx, p, op.Delete.GetId())
-		return applyResult{err: err, found: found}
+		d := op.Delete
+		if len(d.GetIds()) == 0 && len(d.GetFilter()) == 0 {
+			found, err := f.mem.Delete(ctx, p, d.GetId())
+			n := 0
+			if found {
+				n = 1
+			}
+			return applyResult{err: err, found: found, deleted: n}
+		}
+		var flt *filter.Filter
+		if len(d.GetFilter()) > 0 {
+			// The leader parsed it before proposing; a replica that
+			// cannot is running other code, and every one skips alike.
+			if flt, err = filter.Parse(d.GetFilter()); err != nil {
+				return applyResult{err: status.Errorf(codes.Internal, "log entry filter: %v", err)}
+			}
+		}
+		ids := d.GetIds()
+		if d.GetId() != "" {
+			ids = append([]string{d.GetId()}, ids...)
+		}
+		n, err := f.mem.DeleteMatching(ctx, p, ids, flt)
+		return applyResult{err: err, found: n > 0, deleted: n}
 	case *shardpb.Command_SetTrained:
 		if err := f.mem.SetTrained(op.SetTrained.GetName(), op.SetTrained.GetValue()); err != nil {
 			f.log.Error("trained value not usable; scanning exactly", "name", op.SetTrained.GetName(), "err", err)

@@ -62,6 +62,28 @@ func (v *ScanView) Payload(id string, keys []string) ([]byte, error) {
 	return projectPayload(v.m.payloads[i], keys)
 }
 
+// Vector returns the row of id as the scan read it (not a copy: encode it
+// before the view is released).
+func (v *ScanView) Vector(id string) ([]float32, error) {
+	i := -1
+	if v.m != nil {
+		if j, ok := v.m.index[id]; ok {
+			i = j
+		}
+	} else {
+		for j, rid := range v.Rows.IDs {
+			if rid == id {
+				i = j
+				break
+			}
+		}
+	}
+	if i < 0 {
+		return nil, errors.New("hit " + id + " is not in the store")
+	}
+	return v.Rows.Data[i*v.Rows.Dim : (i+1)*v.Rows.Dim], nil
+}
+
 // projectPayload keeps the listed top-level keys of a payload (all when
 // keys is nil).
 func projectPayload(p []byte, keys []string) ([]byte, error) {

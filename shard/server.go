@@ -200,6 +200,8 @@ type shardQuery struct {
 	filterKey string
 	threshold *float64
 	payload   *shardpb.PayloadSelector
+	// withVector returns each hit's stored vector.
+	withVector bool
 }
 
 // decodeQuery checks one query of a batch the way the router does.
@@ -215,7 +217,7 @@ func (s *Server) decodeQuery(i int, pq *shardpb.Query) (shardQuery, error) {
 		return shardQuery{}, status.Errorf(codes.InvalidArgument, "query %d: oversample is %d, want 1..%d (0: the default)", i, o, quant.MaxOversample)
 	}
 	sq := shardQuery{q: vector.Query{Vector: v, K: int(pq.GetK()), Exclude: pq.GetExcludeId()}, over: int(pq.GetOversample()),
-		payload: pq.GetWithPayload()}
+		payload: pq.GetWithPayload(), withVector: pq.GetWithVector()}
 	if pq.ScoreThreshold != nil {
 		t := pq.GetScoreThreshold()
 		if math.IsNaN(t) {
@@ -391,6 +393,13 @@ func (s *Server) answer(v *ScanView, sqs []shardQuery, hits [][]vector.Hit) ([]*
 					return nil, err
 				}
 				ph.Payload = p
+			}
+			if sq.withVector {
+				vec, err := v.Vector(h.ID)
+				if err != nil {
+					return nil, err
+				}
+				ph.Vector = EncodeVector(vec)
 			}
 			l.Hits = append(l.Hits, ph)
 		}
@@ -576,14 +585,25 @@ func (s *Server) Get(_ context.Context, req *shardpb.GetRequest) (*shardpb.GetRe
 	return &shardpb.GetResponse{Vector: &shardpb.Vector{Id: req.GetId(), Vector: EncodeVector(r.Vector), Payload: r.Payload}}, nil
 }
 
-// Delete implements shardpb.ShardServer.
+// Delete implements shardpb.ShardServer. A request with ids or a filter
+// deletes all of them in one log entry; the filter is checked here as the
+// router checks it, and evaluated when the entry applies.
 func (s *Server) Delete(ctx context.Context, req *shardpb.DeleteRequest) (*shardpb.DeleteResponse, error) {
+	many := len(req.GetIds()) > 0 || len(req.GetFilter()) > 0
+	var f *filter.Filter
+	if fb := req.GetFilter(); len(fb) > 0 {
+		var err error
+		if f, err = filter.Parse(fb); err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "delete filter: %v", err)
+		}
+	}
 	if s.cfg.Node != nil {
-		res, idx, err := s.propose(ctx, &shardpb.Command{Op: &shardpb.Command_Delete{Delete: &shardpb.DeleteCommand{Placement: req.GetPlacement(), Id: req.GetId()}}})
+		res, idx, err := s.propose(ctx, &shardpb.Command{Op: &shardpb.Command_Delete{Delete: &shardpb.DeleteCommand{
+			Placement: req.GetPlacement(), Id: req.GetId(), Ids: req.GetIds(), Filter: req.GetFilter()}}})
 		if err != nil {
 			return nil, err
 		}
-		return &shardpb.DeleteResponse{Found: res.found, Index: idx}, nil
+		return &shardpb.DeleteResponse{Found: res.found, Index: idx, Deleted: uint64(res.deleted)}, nil
 	}
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
@@ -591,14 +611,90 @@ func (s *Server) Delete(ctx context.Context, req *shardpb.DeleteRequest) (*shard
 	if err != nil {
 		return nil, err
 	}
-	found, err := s.cfg.Store.Delete(ctx, p, req.GetId())
+	var (
+		found   bool
+		deleted int
+	)
+	if many {
+		dm, ok := s.cfg.Store.(matchDeleter)
+		if !ok {
+			return nil, status.Error(codes.Unimplemented, "this store deletes one id at a time")
+		}
+		ids := req.GetIds()
+		if req.GetId() != "" {
+			ids = append([]string{req.GetId()}, ids...)
+		}
+		deleted, err = dm.DeleteMatching(ctx, p, ids, f)
+		found = deleted > 0
+	} else {
+		found, err = s.cfg.Store.Delete(ctx, p, req.GetId())
+		if found {
+			deleted = 1
+		}
+	}
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "store: %v", err)
 	}
 	if s.cfg.Observer != nil {
 		s.cfg.Observer.Documents(s.cfg.Store.Len())
 	}
-	return &shardpb.DeleteResponse{Found: found}, nil
+	return &shardpb.DeleteResponse{Found: found, Deleted: uint64(deleted)}, nil
+}
+
+// matchDeleter is a Store that deletes many ids and filter matches at
+// once (Memory).
+type matchDeleter interface {
+	DeleteMatching(ctx context.Context, p Placement, ids []string, f *filter.Filter) (int, error)
+}
+
+// pager is a Store that lists pages in id order (Memory).
+type pager interface {
+	Page(req PageRequest) (Page, error)
+}
+
+// MaxScrollLimit is the largest page a Scroll returns: a router page of
+// 10 000 and the id the next page starts at.
+const MaxScrollLimit = 10001
+
+// Scroll implements shardpb.ShardServer.
+func (s *Server) Scroll(_ context.Context, req *shardpb.ScrollRequest) (*shardpb.ScrollResponse, error) {
+	if err := s.readable(req.GetMinIndex()); err != nil {
+		return nil, err
+	}
+	if req.GetLimit() > MaxScrollLimit {
+		return nil, status.Errorf(codes.InvalidArgument, "limit is %d, want at most %d", req.GetLimit(), MaxScrollLimit)
+	}
+	pg, ok := s.cfg.Store.(pager)
+	if !ok {
+		return nil, status.Error(codes.Unimplemented, "this store cannot list pages")
+	}
+	pr := PageRequest{From: req.GetFrom(), HasFrom: req.GetHasFrom(), Limit: int(req.GetLimit()), WithVector: req.GetWithVector()}
+	if fb := req.GetFilter(); len(fb) > 0 {
+		f, err := filter.Parse(fb)
+		if err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "scroll filter: %v", err)
+		}
+		pr.Filter = f
+	}
+	if sel := req.GetWithPayload(); sel != nil {
+		pr.Payload = &PayloadKeys{}
+		if !sel.GetAll() {
+			pr.Payload.Keys = append([]string{}, sel.GetKeys()...)
+		}
+	}
+	page, err := pg.Page(pr)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "scroll: %v", err)
+	}
+	out := &shardpb.ScrollResponse{Count: uint64(page.Count), DocCount: uint64(page.Docs), Points: make([]*shardpb.Vector, len(page.Records))}
+	for i, r := range page.Records {
+		v := &shardpb.Vector{Id: r.ID, Payload: r.Payload}
+		if r.Vector != nil {
+			v.Vector = EncodeVector(r.Vector)
+		}
+		out.Points[i] = v
+	}
+	return out, nil
 }
 
 // Stats implements shardpb.ShardServer.

@@ -167,12 +167,46 @@ func (m *Memory) Delete(_ context.Context, p Placement, id string) (bool, error)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.placement = p
+	defer m.payloadIndex.Flush()
+	return m.deleteLocked(id), nil
+}
+
+// DeleteMatching removes every listed id and every document f matches
+// (f nil: none by filter), atomically, and reports how many it removed.
+// The filter is evaluated under the write lock, so on a replica applying
+// a log entry it sees exactly the state every other replica sees there.
+func (m *Memory) DeleteMatching(_ context.Context, p Placement, ids []string, f *filter.Filter) (int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.placement = p
+	defer m.payloadIndex.Flush()
+	doomed := ids
+	if !f.Empty() {
+		// Ids first: deleting swaps rows, so row numbers would go stale.
+		rows := m.payloadIndex.Select(f, len(m.ids), func(row uint32) map[string]any { return decodePayload(m.payloads[row]) })
+		doomed = slices.Clone(ids)
+		for _, r := range rows.ToArray() {
+			doomed = append(doomed, m.ids[r])
+		}
+	}
+	n := 0
+	for _, id := range doomed {
+		if m.deleteLocked(id) {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// deleteLocked removes id, swapping the last row into its place, and
+// reports whether it was there. m.mu must be held for writing; the caller
+// flushes the payload index.
+func (m *Memory) deleteLocked(id string) bool {
 	i, ok := m.index[id]
 	if !ok {
-		return false, nil
+		return false
 	}
 	last := len(m.ids) - 1
-	defer m.payloadIndex.Flush()
 	m.payloadIndex.Remove(uint32(i), decodePayload(m.payloads[i]))
 	if i != last {
 		moved := decodePayload(m.payloads[last])
@@ -191,7 +225,7 @@ func (m *Memory) Delete(_ context.Context, p Placement, id string) (bool, error)
 		m.codes.Delete(i)
 	}
 	delete(m.index, id)
-	return true, nil
+	return true
 }
 
 // Get implements Store.

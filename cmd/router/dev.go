@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/trawl-search/trawl/api"
 	"github.com/trawl-search/trawl/budget"
 	"github.com/trawl-search/trawl/internal/app"
 	"github.com/trawl-search/trawl/internal/devcluster"
@@ -22,9 +23,17 @@ func runDev(ctx context.Context, args []string) error {
 	docs := fs.Int("docs", 20000, "synthetic documents to load")
 	seed := fs.Uint64("seed", 1, "seed of the synthetic corpus")
 	quantName := fs.String("quantization", "none", "the shards' --quantization: none or int8")
+	dim := fs.Int("dim", vector.DefaultDim, "dimension of the synthetic corpus and the shards' vectors")
+	collection := fs.String("collection", api.DefaultCollection, "the collection name the Qdrant-compatible REST routes serve the documents under")
 	dataDir := fs.String("data-dir", "", "where the replicas keep their raft logs and snapshots (default: a temporary directory, removed on exit); a directory holding a dev cluster is loaded, not seeded again")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *dim < 1 || *dim > 65536 {
+		return fmt.Errorf("--dim %d: want 1..65536", *dim)
+	}
+	if *collection == "" {
+		return fmt.Errorf("--collection must not be empty")
 	}
 	if *docs < 1 {
 		return fmt.Errorf("--docs %d: want at least 1", *docs)
@@ -46,7 +55,7 @@ func runDev(ctx context.Context, args []string) error {
 	}
 	defer flush()
 	t0 := time.Now()
-	dc, err := devcluster.Start(devcluster.Config{Replicas: 3, Docs: *docs, Seed: *seed, Kernel: kernel, Logger: log, DataDir: *dataDir,
+	dc, err := devcluster.Start(devcluster.Config{Replicas: 3, Docs: *docs, Dim: *dim, Seed: *seed, Kernel: kernel, Logger: log, DataDir: *dataDir,
 		Quantization: qz, TracerProvider: tel.TracerProvider, Propagator: tel.Propagator})
 	if err != nil {
 		return err
@@ -57,7 +66,7 @@ func runDev(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	r, err := app.New(app.Config{Shards: specs, Logger: log, Kernel: kernel, Budget: budget.Config{}, Extra: dc.Routes,
+	r, err := app.New(app.Config{Shards: specs, Collection: *collection, Logger: log, Kernel: kernel, Budget: budget.Config{}, Extra: dc.Routes,
 		TracerProvider: tel.TracerProvider, Propagator: tel.Propagator})
 	if err != nil {
 		ln.Close()
@@ -72,13 +81,13 @@ func runDev(ctx context.Context, args []string) error {
 	if dc.Loaded {
 		how = "loaded from " + *dataDir
 	}
-	fmt.Print(banner(dc, *seed, how, time.Since(t0), kernel.Name, port))
+	fmt.Print(banner(dc, *seed, how, time.Since(t0), kernel.Name, port, *collection))
 	return serveHTTP(ctx, log, ln, "", "", r)
 }
 
 // banner is what router dev prints once it is ready: the cluster's shape,
 // read off the running cluster, and queries to paste.
-func banner(dc *devcluster.Cluster, seed uint64, how string, took time.Duration, kernel, addr string) string {
+func banner(dc *devcluster.Cluster, seed uint64, how string, took time.Duration, kernel, addr, collection string) string {
 	dim := 0
 	if len(dc.Corpus) > 0 {
 		dim = len(dc.Corpus[0].Vector)
@@ -88,8 +97,10 @@ func banner(dc *devcluster.Cluster, seed uint64, how string, took time.Duration,
 Try:
   curl -s -X POST 'http://%[9]s/v1/search?shard_detail=true' -d '{"like_id": "doc-7", "k": 10}'
   curl -s http://%[9]s/cluster/status
+Qdrant clients: url http://%[9]s, collection %[10]q:
+  curl -s -X POST http://%[9]s/collections/%[10]s/points/count -H 'Content-Type: application/json' -d '{}'
 Break a replica and watch the answer (stop | blackhole | slow | restore):
   curl -s -X POST http://%[9]s/dev/replicas/shard-1/0/stop
 
-`, len(dc.Names), len(dc.Replicas[0]), len(dc.Corpus), dim, seed, how, took.Round(time.Millisecond), kernel, addr)
+`, len(dc.Names), len(dc.Replicas[0]), len(dc.Corpus), dim, seed, how, took.Round(time.Millisecond), kernel, addr, collection)
 }

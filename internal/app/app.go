@@ -42,6 +42,9 @@ type Config struct {
 	Dial   shard.DialConfig
 	Budget budget.Config
 	APIKey string
+	// Collection names the cluster's documents on the Qdrant-compatible
+	// routes (api.DefaultCollection if empty).
+	Collection string
 	// MaxInflight is the hard cap on /v1/* requests in flight
 	// (admission.DefaultMaxInflight if zero).
 	MaxInflight int
@@ -155,7 +158,7 @@ func New(cfg Config) (*Router, error) {
 	r.Coordinator = coordinator.New(coordinator.Config{Shards: cshards, Cluster: r.Cluster, Logger: cfg.Logger})
 	r.API = api.New(api.Config{
 		Coordinator: r.Coordinator, Budget: cfg.Budget, Metrics: m, Gatherer: reg,
-		APIKey: cfg.APIKey, Limiter: limiter, BodyTimeout: cfg.BodyTimeout, Logger: cfg.Logger, Extra: cfg.Extra,
+		APIKey: cfg.APIKey, Collection: cfg.Collection, Limiter: limiter, BodyTimeout: cfg.BodyTimeout, Logger: cfg.Logger, Extra: cfg.Extra,
 		TracerProvider: cfg.TracerProvider, Propagator: cfg.Propagator,
 	})
 

@@ -376,9 +376,13 @@ func (x *UpsertCommand) GetVectors() []*Vector {
 }
 
 type DeleteCommand struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Placement     *Placement             `protobuf:"bytes,1,opt,name=placement,proto3" json:"placement,omitempty"`
-	Id            string                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Placement *Placement             `protobuf:"bytes,1,opt,name=placement,proto3" json:"placement,omitempty"`
+	Id        string                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	// ids and filter as in DeleteRequest: the filter is evaluated when the
+	// entry applies, so every replica removes the same documents.
+	Ids           []string `protobuf:"bytes,3,rep,name=ids,proto3" json:"ids,omitempty"`
+	Filter        []byte   `protobuf:"bytes,4,opt,name=filter,proto3" json:"filter,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -425,6 +429,20 @@ func (x *DeleteCommand) GetId() string {
 		return x.Id
 	}
 	return ""
+}
+
+func (x *DeleteCommand) GetIds() []string {
+	if x != nil {
+		return x.Ids
+	}
+	return nil
+}
+
+func (x *DeleteCommand) GetFilter() []byte {
+	if x != nil {
+		return x.Filter
+	}
+	return nil
 }
 
 // SetTrainedCommand commits a trained value every replica must encode rows
@@ -585,10 +603,12 @@ const file_raft_proto_rawDesc = "" +
 	"\x02op\"z\n" +
 	"\rUpsertCommand\x127\n" +
 	"\tplacement\x18\x01 \x01(\v2\x19.trawl.shard.v1.PlacementR\tplacement\x120\n" +
-	"\avectors\x18\x02 \x03(\v2\x16.trawl.shard.v1.VectorR\avectors\"X\n" +
+	"\avectors\x18\x02 \x03(\v2\x16.trawl.shard.v1.VectorR\avectors\"\x82\x01\n" +
 	"\rDeleteCommand\x127\n" +
 	"\tplacement\x18\x01 \x01(\v2\x19.trawl.shard.v1.PlacementR\tplacement\x12\x0e\n" +
-	"\x02id\x18\x02 \x01(\tR\x02id\"=\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\x12\x10\n" +
+	"\x03ids\x18\x03 \x03(\tR\x03ids\x12\x16\n" +
+	"\x06filter\x18\x04 \x01(\fR\x06filter\"=\n" +
 	"\x11SetTrainedCommand\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\"\x99\x02\n" +

@@ -46,7 +46,9 @@ type Query struct {
 	// score >= it under cosine and dot, a distance <= it under l2.
 	ScoreThreshold *float64 `protobuf:"fixed64,7,opt,name=score_threshold,json=scoreThreshold,proto3,oneof" json:"score_threshold,omitempty"`
 	// with_payload, when set, returns each hit's payload.
-	WithPayload   *PayloadSelector `protobuf:"bytes,8,opt,name=with_payload,json=withPayload,proto3" json:"with_payload,omitempty"`
+	WithPayload *PayloadSelector `protobuf:"bytes,8,opt,name=with_payload,json=withPayload,proto3" json:"with_payload,omitempty"`
+	// with_vector returns each hit's stored vector.
+	WithVector    bool `protobuf:"varint,9,opt,name=with_vector,json=withVector,proto3" json:"with_vector,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -137,6 +139,13 @@ func (x *Query) GetWithPayload() *PayloadSelector {
 	return nil
 }
 
+func (x *Query) GetWithVector() bool {
+	if x != nil {
+		return x.WithVector
+	}
+	return false
+}
+
 // PayloadSelector says which part of a payload to return: all of it, or
 // the listed top-level keys (those a document has).
 type PayloadSelector struct {
@@ -197,7 +206,10 @@ type Hit struct {
 	Score float32                `protobuf:"fixed32,2,opt,name=score,proto3" json:"score,omitempty"`
 	// payload is the hit's payload JSON (or the selected keys of it), "{}"
 	// for a document without one, when the query asked; else empty.
-	Payload       []byte `protobuf:"bytes,3,opt,name=payload,proto3" json:"payload,omitempty"`
+	Payload []byte `protobuf:"bytes,3,opt,name=payload,proto3" json:"payload,omitempty"`
+	// vector is the hit's stored vector (little-endian float32) when the
+	// query asked with_vector; else empty.
+	Vector        []byte `protobuf:"bytes,4,opt,name=vector,proto3" json:"vector,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -249,6 +261,13 @@ func (x *Hit) GetScore() float32 {
 func (x *Hit) GetPayload() []byte {
 	if x != nil {
 		return x.Payload
+	}
+	return nil
+}
+
+func (x *Hit) GetVector() []byte {
+	if x != nil {
+		return x.Vector
 	}
 	return nil
 }
@@ -840,9 +859,14 @@ func (x *GetResponse) GetVector() *Vector {
 }
 
 type DeleteRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Placement     *Placement             `protobuf:"bytes,1,opt,name=placement,proto3" json:"placement,omitempty"`
-	Id            string                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Placement *Placement             `protobuf:"bytes,1,opt,name=placement,proto3" json:"placement,omitempty"`
+	Id        string                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	// ids and filter delete more in the same log entry: every listed id,
+	// and every document the filter (canonical JSON, as in Query) matches
+	// when the entry applies. id, ids and filter may be combined.
+	Ids           []string `protobuf:"bytes,3,rep,name=ids,proto3" json:"ids,omitempty"`
+	Filter        []byte   `protobuf:"bytes,4,opt,name=filter,proto3" json:"filter,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -891,10 +915,25 @@ func (x *DeleteRequest) GetId() string {
 	return ""
 }
 
+func (x *DeleteRequest) GetIds() []string {
+	if x != nil {
+		return x.Ids
+	}
+	return nil
+}
+
+func (x *DeleteRequest) GetFilter() []byte {
+	if x != nil {
+		return x.Filter
+	}
+	return nil
+}
+
 type DeleteResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Found         bool                   `protobuf:"varint,1,opt,name=found,proto3" json:"found,omitempty"`
-	Index         uint64                 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"` // the consensus log index the delete committed at
+	Index         uint64                 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`     // the consensus log index the delete committed at
+	Deleted       uint64                 `protobuf:"varint,3,opt,name=deleted,proto3" json:"deleted,omitempty"` // how many documents the delete removed
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -943,6 +982,173 @@ func (x *DeleteResponse) GetIndex() uint64 {
 	return 0
 }
 
+func (x *DeleteResponse) GetDeleted() uint64 {
+	if x != nil {
+		return x.Deleted
+	}
+	return 0
+}
+
+type ScrollRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// filter limits the listing to matching documents (canonical JSON, as
+	// in Query); empty: every document.
+	Filter []byte `protobuf:"bytes,1,opt,name=filter,proto3" json:"filter,omitempty"`
+	// from, when has_from, starts the page at this id (inclusive, as
+	// Qdrant's scroll offset): a router asks limit+1 and the extra id is
+	// where the next page starts.
+	From    string `protobuf:"bytes,2,opt,name=from,proto3" json:"from,omitempty"`
+	HasFrom bool   `protobuf:"varint,3,opt,name=has_from,json=hasFrom,proto3" json:"has_from,omitempty"`
+	// limit is the page size; 0 lists nothing and only counts.
+	Limit         uint32           `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
+	WithPayload   *PayloadSelector `protobuf:"bytes,5,opt,name=with_payload,json=withPayload,proto3" json:"with_payload,omitempty"`
+	WithVector    bool             `protobuf:"varint,6,opt,name=with_vector,json=withVector,proto3" json:"with_vector,omitempty"`
+	MinIndex      uint64           `protobuf:"varint,7,opt,name=min_index,json=minIndex,proto3" json:"min_index,omitempty"` // as in SearchRequest
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ScrollRequest) Reset() {
+	*x = ScrollRequest{}
+	mi := &file_shard_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ScrollRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScrollRequest) ProtoMessage() {}
+
+func (x *ScrollRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_shard_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScrollRequest.ProtoReflect.Descriptor instead.
+func (*ScrollRequest) Descriptor() ([]byte, []int) {
+	return file_shard_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ScrollRequest) GetFilter() []byte {
+	if x != nil {
+		return x.Filter
+	}
+	return nil
+}
+
+func (x *ScrollRequest) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *ScrollRequest) GetHasFrom() bool {
+	if x != nil {
+		return x.HasFrom
+	}
+	return false
+}
+
+func (x *ScrollRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ScrollRequest) GetWithPayload() *PayloadSelector {
+	if x != nil {
+		return x.WithPayload
+	}
+	return nil
+}
+
+func (x *ScrollRequest) GetWithVector() bool {
+	if x != nil {
+		return x.WithVector
+	}
+	return false
+}
+
+func (x *ScrollRequest) GetMinIndex() uint64 {
+	if x != nil {
+		return x.MinIndex
+	}
+	return 0
+}
+
+type ScrollResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// points are the first limit matching documents from `from`, in id
+	// order, with payload and vector only when asked.
+	Points        []*Vector `protobuf:"bytes,1,rep,name=points,proto3" json:"points,omitempty"`
+	Count         uint64    `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`                       // every document the filter matches on this replica
+	DocCount      uint64    `protobuf:"varint,3,opt,name=doc_count,json=docCount,proto3" json:"doc_count,omitempty"` // documents this replica held when it answered
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ScrollResponse) Reset() {
+	*x = ScrollResponse{}
+	mi := &file_shard_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ScrollResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScrollResponse) ProtoMessage() {}
+
+func (x *ScrollResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_shard_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScrollResponse.ProtoReflect.Descriptor instead.
+func (*ScrollResponse) Descriptor() ([]byte, []int) {
+	return file_shard_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ScrollResponse) GetPoints() []*Vector {
+	if x != nil {
+		return x.Points
+	}
+	return nil
+}
+
+func (x *ScrollResponse) GetCount() uint64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *ScrollResponse) GetDocCount() uint64 {
+	if x != nil {
+		return x.DocCount
+	}
+	return 0
+}
+
 type StatsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -951,7 +1157,7 @@ type StatsRequest struct {
 
 func (x *StatsRequest) Reset() {
 	*x = StatsRequest{}
-	mi := &file_shard_proto_msgTypes[16]
+	mi := &file_shard_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -963,7 +1169,7 @@ func (x *StatsRequest) String() string {
 func (*StatsRequest) ProtoMessage() {}
 
 func (x *StatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[16]
+	mi := &file_shard_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -976,7 +1182,7 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{16}
+	return file_shard_proto_rawDescGZIP(), []int{18}
 }
 
 type StatsResponse struct {
@@ -999,7 +1205,7 @@ type StatsResponse struct {
 
 func (x *StatsResponse) Reset() {
 	*x = StatsResponse{}
-	mi := &file_shard_proto_msgTypes[17]
+	mi := &file_shard_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1011,7 +1217,7 @@ func (x *StatsResponse) String() string {
 func (*StatsResponse) ProtoMessage() {}
 
 func (x *StatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[17]
+	mi := &file_shard_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1024,7 +1230,7 @@ func (x *StatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsResponse.ProtoReflect.Descriptor instead.
 func (*StatsResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{17}
+	return file_shard_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *StatsResponse) GetDocCount() uint64 {
@@ -1115,7 +1321,7 @@ var File_shard_proto protoreflect.FileDescriptor
 
 const file_shard_proto_rawDesc = "" +
 	"\n" +
-	"\vshard.proto\x12\x0etrawl.shard.v1\"\xa0\x02\n" +
+	"\vshard.proto\x12\x0etrawl.shard.v1\"\xc1\x02\n" +
 	"\x05Query\x12\x16\n" +
 	"\x06vector\x18\x01 \x01(\fR\x06vector\x12\f\n" +
 	"\x01k\x18\x02 \x01(\rR\x01k\x12\x1d\n" +
@@ -1127,15 +1333,18 @@ const file_shard_proto_rawDesc = "" +
 	"oversample\x12\x16\n" +
 	"\x06filter\x18\x06 \x01(\fR\x06filter\x12,\n" +
 	"\x0fscore_threshold\x18\a \x01(\x01H\x00R\x0escoreThreshold\x88\x01\x01\x12B\n" +
-	"\fwith_payload\x18\b \x01(\v2\x1f.trawl.shard.v1.PayloadSelectorR\vwithPayloadB\x12\n" +
+	"\fwith_payload\x18\b \x01(\v2\x1f.trawl.shard.v1.PayloadSelectorR\vwithPayload\x12\x1f\n" +
+	"\vwith_vector\x18\t \x01(\bR\n" +
+	"withVectorB\x12\n" +
 	"\x10_score_threshold\"7\n" +
 	"\x0fPayloadSelector\x12\x10\n" +
 	"\x03all\x18\x01 \x01(\bR\x03all\x12\x12\n" +
-	"\x04keys\x18\x02 \x03(\tR\x04keys\"E\n" +
+	"\x04keys\x18\x02 \x03(\tR\x04keys\"]\n" +
 	"\x03Hit\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05score\x18\x02 \x01(\x02R\x05score\x12\x18\n" +
-	"\apayload\x18\x03 \x01(\fR\apayload\"Y\n" +
+	"\apayload\x18\x03 \x01(\fR\apayload\x12\x16\n" +
+	"\x06vector\x18\x04 \x01(\fR\x06vector\"Y\n" +
 	"\rSearchRequest\x12+\n" +
 	"\x05query\x18\x01 \x01(\v2\x15.trawl.shard.v1.QueryR\x05query\x12\x1b\n" +
 	"\tmin_index\x18\x02 \x01(\x04R\bminIndex\"l\n" +
@@ -1170,13 +1379,29 @@ const file_shard_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\tmin_index\x18\x02 \x01(\x04R\bminIndex\"=\n" +
 	"\vGetResponse\x12.\n" +
-	"\x06vector\x18\x01 \x01(\v2\x16.trawl.shard.v1.VectorR\x06vector\"X\n" +
+	"\x06vector\x18\x01 \x01(\v2\x16.trawl.shard.v1.VectorR\x06vector\"\x82\x01\n" +
 	"\rDeleteRequest\x127\n" +
 	"\tplacement\x18\x01 \x01(\v2\x19.trawl.shard.v1.PlacementR\tplacement\x12\x0e\n" +
-	"\x02id\x18\x02 \x01(\tR\x02id\"<\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\x12\x10\n" +
+	"\x03ids\x18\x03 \x03(\tR\x03ids\x12\x16\n" +
+	"\x06filter\x18\x04 \x01(\fR\x06filter\"V\n" +
 	"\x0eDeleteResponse\x12\x14\n" +
 	"\x05found\x18\x01 \x01(\bR\x05found\x12\x14\n" +
-	"\x05index\x18\x02 \x01(\x04R\x05index\"\x0e\n" +
+	"\x05index\x18\x02 \x01(\x04R\x05index\x12\x18\n" +
+	"\adeleted\x18\x03 \x01(\x04R\adeleted\"\xee\x01\n" +
+	"\rScrollRequest\x12\x16\n" +
+	"\x06filter\x18\x01 \x01(\fR\x06filter\x12\x12\n" +
+	"\x04from\x18\x02 \x01(\tR\x04from\x12\x19\n" +
+	"\bhas_from\x18\x03 \x01(\bR\ahasFrom\x12\x14\n" +
+	"\x05limit\x18\x04 \x01(\rR\x05limit\x12B\n" +
+	"\fwith_payload\x18\x05 \x01(\v2\x1f.trawl.shard.v1.PayloadSelectorR\vwithPayload\x12\x1f\n" +
+	"\vwith_vector\x18\x06 \x01(\bR\n" +
+	"withVector\x12\x1b\n" +
+	"\tmin_index\x18\a \x01(\x04R\bminIndex\"s\n" +
+	"\x0eScrollResponse\x12.\n" +
+	"\x06points\x18\x01 \x03(\v2\x16.trawl.shard.v1.VectorR\x06points\x12\x14\n" +
+	"\x05count\x18\x02 \x01(\x04R\x05count\x12\x1b\n" +
+	"\tdoc_count\x18\x03 \x01(\x04R\bdocCount\"\x0e\n" +
 	"\fStatsRequest\"\xf6\x02\n" +
 	"\rStatsResponse\x12\x1b\n" +
 	"\tdoc_count\x18\x01 \x01(\x04R\bdocCount\x12\x10\n" +
@@ -1191,14 +1416,15 @@ const file_shard_proto_rawDesc = "" +
 	"\aserving\x18\n" +
 	" \x01(\bR\aserving\x12\"\n" +
 	"\fquantization\x18\v \x01(\tR\fquantization\x12\x1b\n" +
-	"\tscan_rate\x18\f \x01(\x01R\bscanRate2\xc0\x03\n" +
+	"\tscan_rate\x18\f \x01(\x01R\bscanRate2\x89\x04\n" +
 	"\x05Shard\x12G\n" +
 	"\x06Search\x12\x1d.trawl.shard.v1.SearchRequest\x1a\x1e.trawl.shard.v1.SearchResponse\x12V\n" +
 	"\vSearchBatch\x12\".trawl.shard.v1.SearchBatchRequest\x1a#.trawl.shard.v1.SearchBatchResponse\x12G\n" +
 	"\x06Upsert\x12\x1d.trawl.shard.v1.UpsertRequest\x1a\x1e.trawl.shard.v1.UpsertResponse\x12>\n" +
 	"\x03Get\x12\x1a.trawl.shard.v1.GetRequest\x1a\x1b.trawl.shard.v1.GetResponse\x12G\n" +
 	"\x06Delete\x12\x1d.trawl.shard.v1.DeleteRequest\x1a\x1e.trawl.shard.v1.DeleteResponse\x12D\n" +
-	"\x05Stats\x12\x1c.trawl.shard.v1.StatsRequest\x1a\x1d.trawl.shard.v1.StatsResponseB-Z+github.com/trawl-search/trawl/shard/shardpbb\x06proto3"
+	"\x05Stats\x12\x1c.trawl.shard.v1.StatsRequest\x1a\x1d.trawl.shard.v1.StatsResponse\x12G\n" +
+	"\x06Scroll\x12\x1d.trawl.shard.v1.ScrollRequest\x1a\x1e.trawl.shard.v1.ScrollResponseB-Z+github.com/trawl-search/trawl/shard/shardpbb\x06proto3"
 
 var (
 	file_shard_proto_rawDescOnce sync.Once
@@ -1212,7 +1438,7 @@ func file_shard_proto_rawDescGZIP() []byte {
 	return file_shard_proto_rawDescData
 }
 
-var file_shard_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_shard_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_shard_proto_goTypes = []any{
 	(*Query)(nil),               // 0: trawl.shard.v1.Query
 	(*PayloadSelector)(nil),     // 1: trawl.shard.v1.PayloadSelector
@@ -1230,8 +1456,10 @@ var file_shard_proto_goTypes = []any{
 	(*GetResponse)(nil),         // 13: trawl.shard.v1.GetResponse
 	(*DeleteRequest)(nil),       // 14: trawl.shard.v1.DeleteRequest
 	(*DeleteResponse)(nil),      // 15: trawl.shard.v1.DeleteResponse
-	(*StatsRequest)(nil),        // 16: trawl.shard.v1.StatsRequest
-	(*StatsResponse)(nil),       // 17: trawl.shard.v1.StatsResponse
+	(*ScrollRequest)(nil),       // 16: trawl.shard.v1.ScrollRequest
+	(*ScrollResponse)(nil),      // 17: trawl.shard.v1.ScrollResponse
+	(*StatsRequest)(nil),        // 18: trawl.shard.v1.StatsRequest
+	(*StatsResponse)(nil),       // 19: trawl.shard.v1.StatsResponse
 }
 var file_shard_proto_depIdxs = []int32{
 	1,  // 0: trawl.shard.v1.Query.with_payload:type_name -> trawl.shard.v1.PayloadSelector
@@ -1244,24 +1472,28 @@ var file_shard_proto_depIdxs = []int32{
 	9,  // 7: trawl.shard.v1.UpsertRequest.vectors:type_name -> trawl.shard.v1.Vector
 	9,  // 8: trawl.shard.v1.GetResponse.vector:type_name -> trawl.shard.v1.Vector
 	8,  // 9: trawl.shard.v1.DeleteRequest.placement:type_name -> trawl.shard.v1.Placement
-	8,  // 10: trawl.shard.v1.StatsResponse.placement:type_name -> trawl.shard.v1.Placement
-	3,  // 11: trawl.shard.v1.Shard.Search:input_type -> trawl.shard.v1.SearchRequest
-	5,  // 12: trawl.shard.v1.Shard.SearchBatch:input_type -> trawl.shard.v1.SearchBatchRequest
-	10, // 13: trawl.shard.v1.Shard.Upsert:input_type -> trawl.shard.v1.UpsertRequest
-	12, // 14: trawl.shard.v1.Shard.Get:input_type -> trawl.shard.v1.GetRequest
-	14, // 15: trawl.shard.v1.Shard.Delete:input_type -> trawl.shard.v1.DeleteRequest
-	16, // 16: trawl.shard.v1.Shard.Stats:input_type -> trawl.shard.v1.StatsRequest
-	4,  // 17: trawl.shard.v1.Shard.Search:output_type -> trawl.shard.v1.SearchResponse
-	7,  // 18: trawl.shard.v1.Shard.SearchBatch:output_type -> trawl.shard.v1.SearchBatchResponse
-	11, // 19: trawl.shard.v1.Shard.Upsert:output_type -> trawl.shard.v1.UpsertResponse
-	13, // 20: trawl.shard.v1.Shard.Get:output_type -> trawl.shard.v1.GetResponse
-	15, // 21: trawl.shard.v1.Shard.Delete:output_type -> trawl.shard.v1.DeleteResponse
-	17, // 22: trawl.shard.v1.Shard.Stats:output_type -> trawl.shard.v1.StatsResponse
-	17, // [17:23] is the sub-list for method output_type
-	11, // [11:17] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	1,  // 10: trawl.shard.v1.ScrollRequest.with_payload:type_name -> trawl.shard.v1.PayloadSelector
+	9,  // 11: trawl.shard.v1.ScrollResponse.points:type_name -> trawl.shard.v1.Vector
+	8,  // 12: trawl.shard.v1.StatsResponse.placement:type_name -> trawl.shard.v1.Placement
+	3,  // 13: trawl.shard.v1.Shard.Search:input_type -> trawl.shard.v1.SearchRequest
+	5,  // 14: trawl.shard.v1.Shard.SearchBatch:input_type -> trawl.shard.v1.SearchBatchRequest
+	10, // 15: trawl.shard.v1.Shard.Upsert:input_type -> trawl.shard.v1.UpsertRequest
+	12, // 16: trawl.shard.v1.Shard.Get:input_type -> trawl.shard.v1.GetRequest
+	14, // 17: trawl.shard.v1.Shard.Delete:input_type -> trawl.shard.v1.DeleteRequest
+	18, // 18: trawl.shard.v1.Shard.Stats:input_type -> trawl.shard.v1.StatsRequest
+	16, // 19: trawl.shard.v1.Shard.Scroll:input_type -> trawl.shard.v1.ScrollRequest
+	4,  // 20: trawl.shard.v1.Shard.Search:output_type -> trawl.shard.v1.SearchResponse
+	7,  // 21: trawl.shard.v1.Shard.SearchBatch:output_type -> trawl.shard.v1.SearchBatchResponse
+	11, // 22: trawl.shard.v1.Shard.Upsert:output_type -> trawl.shard.v1.UpsertResponse
+	13, // 23: trawl.shard.v1.Shard.Get:output_type -> trawl.shard.v1.GetResponse
+	15, // 24: trawl.shard.v1.Shard.Delete:output_type -> trawl.shard.v1.DeleteResponse
+	19, // 25: trawl.shard.v1.Shard.Stats:output_type -> trawl.shard.v1.StatsResponse
+	17, // 26: trawl.shard.v1.Shard.Scroll:output_type -> trawl.shard.v1.ScrollResponse
+	20, // [20:27] is the sub-list for method output_type
+	13, // [13:20] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_shard_proto_init() }
@@ -1276,7 +1508,7 @@ func file_shard_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_shard_proto_rawDesc), len(file_shard_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   18,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -30,6 +30,7 @@ const (
 	Shard_Get_FullMethodName         = "/trawl.shard.v1.Shard/Get"
 	Shard_Delete_FullMethodName      = "/trawl.shard.v1.Shard/Delete"
 	Shard_Stats_FullMethodName       = "/trawl.shard.v1.Shard/Stats"
+	Shard_Scroll_FullMethodName      = "/trawl.shard.v1.Shard/Scroll"
 )
 
 // ShardClient is the client API for Shard service.
@@ -48,6 +49,10 @@ type ShardClient interface {
 	Delete(ctx context.Context, in *DeleteRequest, opts ...grpc.CallOption) (*DeleteResponse, error)
 	// Stats reports what the router needs for coverage and status.
 	Stats(ctx context.Context, in *StatsRequest, opts ...grpc.CallOption) (*StatsResponse, error)
+	// Scroll lists the documents a filter matches in id order (package
+	// idorder), a page at a time, and counts them: the router merges every
+	// shard's page into a global one (Qdrant's points/scroll and count).
+	Scroll(ctx context.Context, in *ScrollRequest, opts ...grpc.CallOption) (*ScrollResponse, error)
 }
 
 type shardClient struct {
@@ -118,6 +123,16 @@ func (c *shardClient) Stats(ctx context.Context, in *StatsRequest, opts ...grpc.
 	return out, nil
 }
 
+func (c *shardClient) Scroll(ctx context.Context, in *ScrollRequest, opts ...grpc.CallOption) (*ScrollResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ScrollResponse)
+	err := c.cc.Invoke(ctx, Shard_Scroll_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ShardServer is the server API for Shard service.
 // All implementations must embed UnimplementedShardServer
 // for forward compatibility.
@@ -134,6 +149,10 @@ type ShardServer interface {
 	Delete(context.Context, *DeleteRequest) (*DeleteResponse, error)
 	// Stats reports what the router needs for coverage and status.
 	Stats(context.Context, *StatsRequest) (*StatsResponse, error)
+	// Scroll lists the documents a filter matches in id order (package
+	// idorder), a page at a time, and counts them: the router merges every
+	// shard's page into a global one (Qdrant's points/scroll and count).
+	Scroll(context.Context, *ScrollRequest) (*ScrollResponse, error)
 	mustEmbedUnimplementedShardServer()
 }
 
@@ -161,6 +180,9 @@ func (UnimplementedShardServer) Delete(context.Context, *DeleteRequest) (*Delete
 }
 func (UnimplementedShardServer) Stats(context.Context, *StatsRequest) (*StatsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Stats not implemented")
+}
+func (UnimplementedShardServer) Scroll(context.Context, *ScrollRequest) (*ScrollResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Scroll not implemented")
 }
 func (UnimplementedShardServer) mustEmbedUnimplementedShardServer() {}
 func (UnimplementedShardServer) testEmbeddedByValue()               {}
@@ -291,6 +313,24 @@ func _Shard_Stats_Handler(srv interface{}, ctx context.Context, dec func(interfa
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Shard_Scroll_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ScrollRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ShardServer).Scroll(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Shard_Scroll_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ShardServer).Scroll(ctx, req.(*ScrollRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Shard_ServiceDesc is the grpc.ServiceDesc for Shard service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -321,6 +361,10 @@ var Shard_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Stats",
 			Handler:    _Shard_Stats_Handler,
+		},
+		{
+			MethodName: "Scroll",
+			Handler:    _Shard_Scroll_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

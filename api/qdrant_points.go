@@ -1,0 +1,386 @@
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/trawl-search/trawl/coordinator"
+	"github.com/trawl-search/trawl/fanout"
+)
+
+// scoredPoint is Qdrant's ScoredPoint. trawl keeps no point versions, so
+// version is 0.
+type scoredPoint struct {
+	ID      qdrantID        `json:"id"`
+	Version uint64          `json:"version"`
+	Score   score           `json:"score"`
+	Payload json.RawMessage `json:"payload,omitempty"`
+	Vector  []float32       `json:"vector,omitempty"`
+}
+
+// qdrantRecord is Qdrant's Record: payload and vector are null unless
+// asked for, as Qdrant answers.
+type qdrantRecord struct {
+	ID      qdrantID        `json:"id"`
+	Payload json.RawMessage `json:"payload"`
+	Vector  []float32       `json:"vector"`
+}
+
+type updateResult struct {
+	// OperationID is null: a write spans shards, each with its own log,
+	// so there is no one operation number to give.
+	OperationID *uint64 `json:"operation_id"`
+	Status      string  `json:"status"`
+}
+
+// body reads, checks the query parameters, and returns both.
+func (s *Server) qdrantBody(w http.ResponseWriter, r *http.Request) ([]byte, qdrantParams, bool) {
+	p, err := s.qdrantParams(r)
+	if err != nil {
+		s.qdrantFail(w, r, err, nil)
+		return nil, p, false
+	}
+	b, err := s.readBody(w, r)
+	if err != nil {
+		s.qdrantFail(w, r, err, nil)
+		return nil, p, false
+	}
+	return b, p, true
+}
+
+func (s *Server) qdrantSearch(w http.ResponseWriter, r *http.Request) {
+	s.qdrantRunSearch(w, r, fanout.PathSearch, func(b []byte, sch schema) ([]qQuery, error) {
+		q, err := decodeQSearch(b, sch)
+		return []qQuery{q}, err
+	}, func(lists [][]scoredPoint) any { return lists[0] })
+}
+
+func (s *Server) qdrantSearchBatch(w http.ResponseWriter, r *http.Request) {
+	s.qdrantRunSearch(w, r, fanout.PathSearchBatch, decodeQSearchBatch, func(lists [][]scoredPoint) any { return lists })
+}
+
+func (s *Server) qdrantQuery(w http.ResponseWriter, r *http.Request) {
+	s.qdrantRunSearch(w, r, fanout.PathSearch, func(b []byte, sch schema) ([]qQuery, error) {
+		q, err := decodeQQuery(b, sch)
+		return []qQuery{q}, err
+	}, func(lists [][]scoredPoint) any { return map[string][]scoredPoint{"points": lists[0]} })
+}
+
+// qdrantRunSearch is search, batch search and query: the same
+// coordinator.Search as /v1/search and /v1/search/batch, answered in
+// Qdrant's shapes.
+func (s *Server) qdrantRunSearch(w http.ResponseWriter, r *http.Request, path fanout.Path,
+	decode func([]byte, schema) ([]qQuery, error), shape func([][]scoredPoint) any) {
+	arrived := time.Now()
+	body, p, ok := s.qdrantBody(w, r)
+	if !ok {
+		return
+	}
+	qqs, err := decode(body, schema(s.cfg.Coordinator.Schema()))
+	if err != nil {
+		s.qdrantFail(w, r, err, nil)
+		return
+	}
+	done := s.qdrantAdmit(w, r, len(qqs), p.budget.Deadline, arrived)
+	if done == nil {
+		return
+	}
+	qs := make([]query, len(qqs))
+	for i, q := range qqs {
+		qs[i] = q.q
+	}
+	ans, err := s.cfg.Coordinator.Search(r.Context(), coordinator.Search{Path: path, Queries: qs, Budget: p.budget, AllowPartial: p.allowPartial})
+	done(late(ans.Summary))
+	if err != nil && ans.Summary.ShardsTotal == 0 {
+		if coordinator.CodeOf(err) == coordinator.CodeNotFound {
+			err = &requestError{status: http.StatusNotFound, msg: err.Error()} // query by an id not stored
+		}
+		s.qdrantFail(w, r, err, nil)
+		return
+	}
+	sg := newScatterGather(ans, p.detail)
+	if err != nil {
+		s.qdrantFail(w, r, err, &sg)
+		return
+	}
+	lists := make([][]scoredPoint, len(ans.Hits))
+	for i, hs := range ans.Hits {
+		hs = hs[min(qqs[i].offset, len(hs)):]
+		lists[i] = make([]scoredPoint, len(hs))
+		for j, h := range hs {
+			pl, err := stripKeys(h.Payload, qqs[i].exclude)
+			if err != nil {
+				s.qdrantFail(w, r, err, &sg)
+				return
+			}
+			lists[i][j] = scoredPoint{ID: qdrantID(h.ID), Score: score(h.Score), Payload: pl, Vector: h.Vector}
+		}
+	}
+	qdrantResult(w, r, shape(lists), &sg)
+}
+
+func (s *Server) qdrantScroll(w http.ResponseWriter, r *http.Request) {
+	body, p, ok := s.qdrantBody(w, r)
+	if !ok {
+		return
+	}
+	qs, err := decodeQScroll(body)
+	if err != nil {
+		s.qdrantFail(w, r, err, nil)
+		return
+	}
+	done := s.qdrantAdmit(w, r, 1, p.budget.Deadline, time.Now())
+	if done == nil {
+		return
+	}
+	qs.s.Budget, qs.s.AllowPartial = p.budget, p.allowPartial
+	ans, err := s.cfg.Coordinator.Scroll(r.Context(), qs.s)
+	done(late(ans.Summary))
+	sg := newScatterGather(coordinator.Answer{Summary: ans.Summary, Shards: ans.Shards, Exact: true}, p.detail)
+	if err != nil {
+		s.qdrantFail(w, r, err, &sg)
+		return
+	}
+	type scrollResult struct {
+		Points         []qdrantRecord `json:"points"`
+		NextPageOffset *qdrantID      `json:"next_page_offset"`
+	}
+	out := scrollResult{Points: make([]qdrantRecord, len(ans.Points))}
+	for i, pt := range ans.Points {
+		rec, err := toRecord(pt.ID, pt.Payload, pt.Vector, qs.s.WithPayload != nil, qs.exclude)
+		if err != nil {
+			s.qdrantFail(w, r, err, &sg)
+			return
+		}
+		out.Points[i] = rec
+	}
+	if ans.HasNext {
+		next := qdrantID(ans.Next)
+		out.NextPageOffset = &next
+	}
+	qdrantResult(w, r, out, &sg)
+}
+
+// toRecord builds a Record: payload (minus excluded keys) when asked, the
+// vector when there is one.
+func toRecord(id string, payload []byte, vec []float32, withPayload bool, exclude []string) (qdrantRecord, error) {
+	rec := qdrantRecord{ID: qdrantID(id), Vector: vec}
+	if withPayload {
+		pl, err := stripKeys(payload, exclude)
+		if err != nil {
+			return qdrantRecord{}, err
+		}
+		rec.Payload = pl
+	}
+	return rec, nil
+}
+
+func (s *Server) qdrantCount(w http.ResponseWriter, r *http.Request) {
+	body, p, ok := s.qdrantBody(w, r)
+	if !ok {
+		return
+	}
+	f, err := decodeQCount(body)
+	if err != nil {
+		s.qdrantFail(w, r, err, nil)
+		return
+	}
+	done := s.qdrantAdmit(w, r, 1, p.budget.Deadline, time.Now())
+	if done == nil {
+		return
+	}
+	ans, err := s.cfg.Coordinator.Count(r.Context(), f, p.budget, p.allowPartial)
+	done(late(ans.Summary))
+	sg := newScatterGather(coordinator.Answer{Summary: ans.Summary, Shards: ans.Shards, Exact: true}, p.detail)
+	if err != nil {
+		s.qdrantFail(w, r, err, &sg)
+		return
+	}
+	qdrantResult(w, r, map[string]uint64{"count": ans.Count}, &sg)
+}
+
+func (s *Server) qdrantRetrieve(w http.ResponseWriter, r *http.Request) {
+	body, p, ok := s.qdrantBody(w, r)
+	if !ok {
+		return
+	}
+	req, err := decodeQRetrieve(body)
+	if err != nil {
+		s.qdrantFail(w, r, err, nil)
+		return
+	}
+	s.qdrantReadPoints(w, r, p, req, func(recs []qdrantRecord) any { return recs })
+}
+
+func (s *Server) qdrantGetPoint(w http.ResponseWriter, r *http.Request) {
+	raw := chi.URLParam(r, "id")
+	if r.URL.RawPath != "" {
+		if u, err := url.PathUnescape(raw); err == nil {
+			raw = u
+		}
+	}
+	id, err := parsePathID(raw)
+	if err != nil {
+		s.qdrantFail(w, r, invalid(err.Error()), nil)
+		return
+	}
+	p, err := s.qdrantParams(r)
+	if err != nil {
+		s.qdrantFail(w, r, err, nil)
+		return
+	}
+	req := qRetrieve{ids: []string{id}, payload: &coordinator.PayloadSelection{All: true}, withVector: true}
+	s.qdrantReadPoints(w, r, p, req, func(recs []qdrantRecord) any {
+		if len(recs) == 0 {
+			return nil
+		}
+		return recs[0]
+	})
+}
+
+// qdrantReadPoints reads points by id from their home shards. Its
+// scatter_gather counts the shards asked: a read that could not ask one
+// is an error (503), never an answer missing the point.
+func (s *Server) qdrantReadPoints(w http.ResponseWriter, r *http.Request, p qdrantParams, req qRetrieve, shape func([]qdrantRecord) any) {
+	done := s.qdrantAdmit(w, r, 1, p.budget.Deadline, time.Now())
+	if done == nil {
+		return
+	}
+	ans, err := s.cfg.Coordinator.Retrieve(r.Context(), req.ids, p.budget)
+	done(false)
+	if err != nil {
+		s.qdrantFail(w, r, err, nil)
+		return
+	}
+	recs := make([]qdrantRecord, 0, len(ans.Docs))
+	for _, d := range ans.Docs {
+		var pl []byte
+		if req.payload != nil {
+			if pl, err = req.payload.Project(d.Payload); err != nil {
+				s.qdrantFail(w, r, err, nil)
+				return
+			}
+		}
+		var vec []float32
+		if req.withVector {
+			vec = d.Vector
+		}
+		rec, err := toRecord(d.ID, pl, vec, req.payload != nil, req.exclude)
+		if err != nil {
+			s.qdrantFail(w, r, err, nil)
+			return
+		}
+		recs = append(recs, rec)
+	}
+	sg := newScatterGather(coordinator.Answer{Summary: ans.Summary, Exact: true}, false)
+	out := shape(recs)
+	if out == nil {
+		w.Header().Set("X-Trawl-Degraded", "false")
+		writeJSON(w, http.StatusNotFound, qdrantErr{Status: qdrantStatus{Error: fmt.Sprintf("Not found: Point with id %s does not exists!", req.ids[0])},
+			Time: elapsed(r), ScatterGather: &sg})
+		return
+	}
+	qdrantResult(w, r, out, &sg)
+}
+
+func (s *Server) qdrantUpsert(w http.ResponseWriter, r *http.Request) {
+	body, _, ok := s.qdrantBody(w, r)
+	if !ok {
+		return
+	}
+	recs, err := decodeQUpsert(body, schema(s.cfg.Coordinator.Schema()))
+	if err != nil {
+		s.qdrantFail(w, r, err, nil)
+		return
+	}
+	done := s.qdrantAdmit(w, r, 1, 0, time.Now())
+	if done == nil {
+		return
+	}
+	results := s.cfg.Coordinator.Upsert(r.Context(), recs)
+	done(false)
+	var failed []string
+	wrs := make([]writeResult, 0, len(results))
+	for _, res := range results {
+		if res.Err != nil {
+			wrs = append(wrs, toWriteResult(res))
+			if len(failed) == 0 || failed[len(failed)-1] != res.Err.Msg {
+				failed = append(failed, res.Err.Msg)
+			}
+		}
+	}
+	if len(wrs) > 0 {
+		s.qdrantWriteFailed(w, r, writeStatus(wrs), fmt.Sprintf("%d of %d points were not written: %s",
+			len(wrs), len(results), strings.Join(dedupe(failed), " ")))
+		return
+	}
+	// trawl acknowledges a write once it is committed and applied, so
+	// even wait=false is answered completed: the weaker promise is kept
+	// by the stronger one.
+	qdrantResult(w, r, updateResult{Status: "completed"}, nil)
+}
+
+func (s *Server) qdrantDelete(w http.ResponseWriter, r *http.Request) {
+	body, _, ok := s.qdrantBody(w, r)
+	if !ok {
+		return
+	}
+	rm, err := decodeQDelete(body)
+	if err != nil {
+		s.qdrantFail(w, r, err, nil)
+		return
+	}
+	done := s.qdrantAdmit(w, r, 1, 0, time.Now())
+	if done == nil {
+		return
+	}
+	results, err := s.cfg.Coordinator.Remove(r.Context(), rm)
+	done(false)
+	if err != nil {
+		s.qdrantFail(w, r, err, nil)
+		return
+	}
+	var wrs []writeResult
+	var failed, applied []string
+	for _, res := range results {
+		if res.Err != nil {
+			wrs = append(wrs, toWriteResult(coordinator.WriteResult{ID: res.Shard, Outcome: res.Outcome, Err: res.Err}))
+			failed = append(failed, res.Err.Msg)
+		} else {
+			applied = append(applied, res.Shard)
+		}
+	}
+	if len(wrs) > 0 {
+		msg := strings.Join(failed, " ")
+		if len(applied) > 0 {
+			msg += fmt.Sprintf(" The delete was applied on %s.", strings.Join(applied, ", "))
+		}
+		s.qdrantWriteFailed(w, r, writeStatus(wrs), msg)
+		return
+	}
+	qdrantResult(w, r, updateResult{Status: "completed"}, nil)
+}
+
+func (s *Server) qdrantWriteFailed(w http.ResponseWriter, r *http.Request, status int, msg string) {
+	retryAfter(w, status)
+	writeJSON(w, status, qdrantErr{Status: qdrantStatus{Error: qdrantPrefix(status) + msg}, Time: elapsed(r)})
+}
+
+// dedupe drops repeated messages, keeping the first of each.
+func dedupe(msgs []string) []string {
+	seen := map[string]bool{}
+	out := msgs[:0]
+	for _, m := range msgs {
+		if !seen[m] {
+			seen[m] = true
+			out = append(out, m)
+		}
+	}
+	return out
+}

@@ -1,0 +1,167 @@
+package coordinator
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/trawl-search/trawl/budget"
+	"github.com/trawl-search/trawl/fanout"
+	"github.com/trawl-search/trawl/filter"
+	"github.com/trawl-search/trawl/idorder"
+	"github.com/trawl-search/trawl/shard"
+	"github.com/trawl-search/trawl/shard/shardpb"
+	"github.com/trawl-search/trawl/vector"
+)
+
+// MaxScrollLimit is the largest page a Scroll returns (the shard's page
+// limit less the id that says where the next page starts).
+const MaxScrollLimit = shard.MaxScrollLimit - 1
+
+// Scroll is one listing: the documents Filter matches (nil: all), in id
+// order (package idorder), from the id From on (inclusive, when HasFrom),
+// Limit of them (1..MaxScrollLimit).
+type Scroll struct {
+	Filter      *filter.Filter
+	From        string
+	HasFrom     bool
+	Limit       int
+	WithPayload *PayloadSelection
+	WithVector  bool
+	Budget      budget.Budget
+	// AllowPartial false refuses a degraded answer.
+	AllowPartial bool
+}
+
+// Point is one listed document.
+type Point struct {
+	ID    string
+	Shard string
+	// Vector is set only when asked (WithVector); Payload only when asked
+	// (WithPayload), "{}" for a document without one.
+	Vector  []float32
+	Payload []byte
+}
+
+// ScrollAnswer is a page: its points in id order, where the next page
+// starts (HasNext false: this was the last page of the shards that
+// answered), and the fan-out's summary. When a shard is missing the page
+// is the answering shards' (Summary says which are missing).
+type ScrollAnswer struct {
+	Points  []Point
+	Next    string
+	HasNext bool
+	Summary fanout.Summary
+	Shards  []ShardReport
+}
+
+// Scroll asks every shard for its first Limit+1 matching ids from From on
+// and merges them into the global page; the extra id is where the next
+// page starts. Errors as Search's.
+func (c *Coordinator) Scroll(ctx context.Context, s Scroll) (ScrollAnswer, error) {
+	if s.Limit < 1 || s.Limit > MaxScrollLimit {
+		return ScrollAnswer{}, fmt.Errorf("scroll limit %d outside 1..%d", s.Limit, MaxScrollLimit)
+	}
+	fb, err := filterBytes(s.Filter)
+	if err != nil {
+		return ScrollAnswer{}, err
+	}
+	req := &shardpb.ScrollRequest{Filter: fb, From: s.From, HasFrom: s.HasFrom, Limit: uint32(s.Limit + 1), WithVector: s.WithVector}
+	if w := s.WithPayload; w != nil {
+		req.WithPayload = &shardpb.PayloadSelector{All: w.All, Keys: w.Keys}
+	}
+	results, sum := c.scroll(ctx, fanout.PathScroll, s.Budget, req)
+	ans := ScrollAnswer{Summary: sum, Shards: reports(results)}
+	if err := refuse(sum, s.AllowPartial); err != nil {
+		return ans, err
+	}
+	var all []Point
+	for _, res := range results {
+		if res.Reason != "" {
+			continue
+		}
+		for _, pv := range res.Value.GetPoints() {
+			p := Point{ID: pv.GetId(), Shard: res.Shard}
+			if s.WithVector {
+				if p.Vector, err = vector.DecodeLE(pv.GetVector()); err != nil {
+					return ans, errorf(CodeInternal, err, "shard %s returned a malformed vector for %q: %v", res.Shard, p.ID, err)
+				}
+			}
+			if s.WithPayload != nil {
+				p.Payload = pv.GetPayload()
+				if len(p.Payload) == 0 {
+					p.Payload = []byte("{}")
+				}
+			}
+			all = append(all, p)
+		}
+	}
+	// Each shard's page is sorted and ids are unique across shards (each
+	// has one home), so a sort of at most shards·(Limit+1) ids is the
+	// merge.
+	slices.SortFunc(all, func(a, b Point) int { return idorder.Compare(a.ID, b.ID) })
+	if len(all) > s.Limit {
+		ans.Next, ans.HasNext = all[s.Limit].ID, true
+		all = all[:s.Limit]
+	}
+	ans.Points = all
+	return ans, nil
+}
+
+// CountAnswer is how many documents a filter matches on the shards that
+// answered, and the fan-out's summary: a count missing a shard is
+// degraded, and says so.
+type CountAnswer struct {
+	Count   uint64
+	Summary fanout.Summary
+	Shards  []ShardReport
+}
+
+// Count counts the documents f matches (nil: every document) on every
+// shard. Errors as Search's.
+func (c *Coordinator) Count(ctx context.Context, f *filter.Filter, b budget.Budget, allowPartial bool) (CountAnswer, error) {
+	fb, err := filterBytes(f)
+	if err != nil {
+		return CountAnswer{}, err
+	}
+	results, sum := c.scroll(ctx, fanout.PathCount, b, &shardpb.ScrollRequest{Filter: fb})
+	ans := CountAnswer{Summary: sum, Shards: reports(results)}
+	if err := refuse(sum, allowPartial); err != nil {
+		return ans, err
+	}
+	for _, res := range results {
+		if res.Reason == "" {
+			ans.Count += res.Value.GetCount()
+		}
+	}
+	return ans, nil
+}
+
+// scroll fans req out to every shard, each replica asked with its shard's
+// acknowledged index (read-after-write).
+func (c *Coordinator) scroll(ctx context.Context, path fanout.Path, b budget.Budget, req *shardpb.ScrollRequest) ([]fanout.Result[*shardpb.ScrollResponse], fanout.Summary) {
+	freq := fanout.Request{Path: path, Start: time.Now(), Budget: b}
+	// As Search: the client leaving does not cut the fan-out short.
+	return fanout.Gather(context.WithoutCancel(ctx), c.cluster, freq, func(ctx context.Context, r *shard.Conn) (*shardpb.ScrollResponse, error) {
+		rq := proto.CloneOf(req) // each replica its own min_index
+		rq.MinIndex = c.minIndex(r)
+		return r.Scroll(ctx, rq)
+	})
+}
+
+// filterBytes is a filter's canonical JSON, nil for none: what shards
+// parse.
+func filterBytes(f *filter.Filter) ([]byte, error) {
+	if f.Empty() {
+		return nil, nil
+	}
+	b, err := json.Marshal(f)
+	if err != nil {
+		return nil, fmt.Errorf("encoding a filter: %w", err)
+	}
+	return b, nil
+}

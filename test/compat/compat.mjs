@@ -1,0 +1,290 @@
+// make test-compat: drives a running `router dev` through Qdrant's official
+// JavaScript client and LangChain's Qdrant vector store, unchanged, and
+// checks every answer against a brute force computed here. It prints every
+// client call and its result; it exits non-zero on the first mismatch.
+//
+// TRAWL_URL is the router (http://127.0.0.1:PORT), TRAWL_DIM the dev
+// cluster's --dim, TRAWL_COLLECTION its --collection (default trawl).
+import assert from "node:assert/strict";
+
+import { QdrantClient } from "@qdrant/js-client-rest";
+import { QdrantVectorStore } from "@langchain/qdrant";
+import { Embeddings } from "@langchain/core/embeddings";
+import { Document } from "@langchain/core/documents";
+
+const url = process.env.TRAWL_URL;
+const dim = Number(process.env.TRAWL_DIM);
+const collection = process.env.TRAWL_COLLECTION ?? "trawl";
+assert.ok(url && dim > 0, "TRAWL_URL and TRAWL_DIM must be set");
+
+let calls = 0;
+function show(v) {
+  const s = JSON.stringify(v, (_k, x) => (Array.isArray(x) && x.length > 8 && typeof x[0] === "number" ? `[${x.length} floats]` : x));
+  return s === undefined ? "undefined" : s.length > 400 ? s.slice(0, 400) + "…" : s;
+}
+// call runs one client call, prints it and its result, and returns it.
+async function call(name, args, fn) {
+  calls++;
+  const res = await fn();
+  console.log(`#${calls} ${name}(${show(args)})\n    -> ${show(res)}`);
+  return res;
+}
+// refused runs a call that must fail with the given HTTP status and
+// prints Qdrant's error message.
+async function refused(name, args, status, fn) {
+  calls++;
+  try {
+    await fn();
+  } catch (e) {
+    const msg = e?.data?.status?.error ?? e?.message;
+    console.log(`#${calls} ${name}(${show(args)})\n    -> refused ${e?.status}: ${msg}`);
+    assert.equal(e?.status, status, `${name}: status ${e?.status}, want ${status}: ${msg}`);
+    assert.ok(typeof msg === "string" && msg.length > 0, `${name}: no error message`);
+    return msg;
+  }
+  assert.fail(`${name} succeeded, want HTTP ${status}`);
+}
+
+// A deterministic embedding: a seeded pseudo-random unit vector per text
+// (FNV-1a seed, mulberry32 stream), the same on every run.
+function embed(text) {
+  let h = 0x811c9dc5;
+  for (const c of text) {
+    h ^= c.codePointAt(0);
+    h = Math.imul(h, 0x01000193) >>> 0;
+  }
+  let a = h;
+  const v = [];
+  for (let i = 0; i < dim; i++) {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    v.push(((t ^ (t >>> 14)) >>> 0) / 4294967296 - 0.5);
+  }
+  const n = Math.hypot(...v);
+  return v.map((x) => x / n);
+}
+
+class FakeEmbeddings extends Embeddings {
+  constructor() {
+    super({});
+  }
+  async embedDocuments(texts) {
+    return texts.map(embed);
+  }
+  async embedQuery(text) {
+    return embed(text);
+  }
+}
+
+const dot = (a, b) => a.reduce((s, x, i) => s + x * b[i], 0);
+const unit = (v) => {
+  const n = Math.hypot(...v);
+  return v.map((x) => x / n);
+};
+
+// The brute force: cosine scores of every point that passes keep, best
+// first, ties by id as trawl breaks them (ascending string).
+function bruteForce(points, q, k, keep = () => true) {
+  const uq = unit(q);
+  return points
+    .filter(keep)
+    .map((p) => ({ id: p.id, score: dot(unit(p.vector), uq) }))
+    .sort((a, b) => b.score - a.score || (String(a.id) < String(b.id) ? -1 : 1))
+    .slice(0, k);
+}
+function sameHits(got, want, what) {
+  assert.deepEqual(
+    got.map((h) => h.id),
+    want.map((h) => h.id),
+    `${what}: ids ${show(got.map((h) => h.id))}, brute force ${show(want.map((h) => h.id))}`,
+  );
+  got.forEach((h, i) => assert.ok(Math.abs(h.score - want[i].score) < 1e-4, `${what}: score of ${h.id} ${h.score}, brute force ${want[i].score}`));
+}
+// Qdrant's id order: integers ascending, then UUIDs (bytewise on the
+// canonical form).
+function idOrder(a, b) {
+  const an = typeof a === "number", bn = typeof b === "number";
+  if (an && bn) return a - b;
+  if (an) return -1;
+  if (bn) return 1;
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+const client = new QdrantClient({ url, checkCompatibility: true });
+
+const root = await call("versionInfo", {}, () => client.versionInfo());
+assert.match(root.version, /^1\.\d+\.\d+$/);
+
+const cols = await call("getCollections", {}, () => client.getCollections());
+assert.deepEqual(cols.collections.map((c) => c.name), [collection]);
+assert.equal((await call("collectionExists", collection, () => client.collectionExists(collection))).exists, true);
+assert.equal((await call("collectionExists", "other", () => client.collectionExists("other"))).exists, false);
+
+const create = { vectors: { size: dim, distance: "Cosine" } };
+assert.equal(await call("createCollection", [collection, create], () => client.createCollection(collection, create)), true);
+assert.equal(await call("createCollection (again: idempotent)", [collection, create], () => client.createCollection(collection, create)), true);
+await refused("createCollection (wrong size)", [collection, { vectors: { size: dim + 1, distance: "Cosine" } }], 400, () =>
+  client.createCollection(collection, { vectors: { size: dim + 1, distance: "Cosine" } }),
+);
+await refused("createCollection (named vectors)", [collection, { vectors: { text: create.vectors } }], 400, () =>
+  client.createCollection(collection, { vectors: { text: create.vectors } }),
+);
+await refused("createCollection (a second collection)", ["other", create], 400, () => client.createCollection("other", create));
+
+const info0 = await call("getCollection", collection, () => client.getCollection(collection));
+assert.equal(info0.status, "green");
+assert.equal(info0.config.params.vectors.size, dim);
+assert.equal(info0.config.params.vectors.distance, "Cosine");
+const before = info0.points_count;
+
+// 60 points: integer ids and UUIDs, payloads with a group to keep them
+// apart from the dev corpus.
+const colors = ["red", "green", "blue"];
+const points = [];
+for (let i = 0; i < 60; i++) {
+  const id = i % 2 === 0 ? 1000 + i : `00000000-0000-4000-8000-${String(i).padStart(12, "0")}`;
+  points.push({ id, vector: embed(`point ${i}`), payload: { group: "compat", n: i, color: colors[i % 3], tags: i % 4 === 0 ? ["go", "rust"] : ["js"] } });
+}
+const up = await call("upsert", { wait: true, points: `${points.length} points` }, () => client.upsert(collection, { wait: true, points }));
+assert.equal(up.status, "completed");
+await refused("upsert (wrong vector size)", { points: [{ id: 1, vector: "[dim-1 floats]" }] }, 400, () =>
+  client.upsert(collection, { wait: true, points: [{ id: 1, vector: embed("x").slice(1) }] }),
+);
+await refused("upsert (named vector)", { points: [{ id: 1, vector: { text: "[dim floats]" } }] }, 400, () =>
+  client.upsert(collection, { wait: true, points: [{ id: 1, vector: { text: embed("x") } }] }),
+);
+await refused("upsert (sparse vector)", { points: [{ id: 1, vector: { s: { indices: [1], values: [0.5] } } }] }, 400, () =>
+  client.upsert(collection, { wait: true, points: [{ id: 1, vector: { s: { indices: [1], values: [0.5] } } }] }),
+);
+const info1 = await call("getCollection", collection, () => client.getCollection(collection));
+assert.equal(info1.points_count, before + points.length, "points_count after the upsert");
+
+const q = embed("a query");
+const red = { must: [{ key: "group", match: { value: "compat" } }, { key: "color", match: { value: "red" } }] };
+const isRed = (p) => p.payload.color === "red";
+const hits = await call("search", { vector: "q", limit: 5, filter: red, with_payload: true }, () =>
+  client.search(collection, { vector: q, limit: 5, filter: red, with_payload: true }),
+);
+sameHits(hits, bruteForce(points, q, 5, isRed), "search with a filter");
+hits.forEach((h) => assert.equal(h.payload.color, "red"));
+
+const anyTag = { must: { key: "group", match: { value: "compat" } }, should: [{ key: "tags", match: { any: ["rust"] } }], must_not: [{ key: "n", range: { gte: 40 } }] };
+const keepTag = (p) => p.payload.tags.includes("rust") && p.payload.n < 40;
+const hits2 = await call("search", { vector: "q", limit: 4, offset: 1, filter: anyTag }, () =>
+  client.search(collection, { vector: q, limit: 4, offset: 1, filter: anyTag }),
+);
+sameHits(hits2, bruteForce(points, q, 5, keepTag).slice(1), "search with should, must_not, range and offset");
+await refused("search (unsupported filter clause)", { filter: { must: [{ has_id: [1] }] } }, 400, () =>
+  client.search(collection, { vector: q, limit: 3, filter: { must: [{ has_id: [1] }] } }),
+);
+await refused("search (wrong vector size)", { vector: "[dim-1 floats]" }, 400, () => client.search(collection, { vector: q.slice(1), limit: 3 }));
+await refused("search (unknown collection)", "other", 404, () => client.search("other", { vector: q, limit: 3 }));
+
+const batch = await call("searchBatch", { searches: ["red k=3", "all compat k=2"] }, () =>
+  client.searchBatch(collection, {
+    searches: [
+      { vector: q, limit: 3, filter: red },
+      { vector: embed("another"), limit: 2, filter: { must: { key: "group", match: { value: "compat" } } } },
+    ],
+  }),
+);
+sameHits(batch[0], bruteForce(points, q, 3, isRed), "searchBatch[0]");
+sameHits(batch[1], bruteForce(points, embed("another"), 2), "searchBatch[1]");
+
+const qr = await call("query", { query: "q", limit: 5, filter: red, with_payload: ["n"] }, () =>
+  client.query(collection, { query: q, limit: 5, filter: red, with_payload: ["n"] }),
+);
+sameHits(qr.points, bruteForce(points, q, 5, isRed), "query");
+qr.points.forEach((p) => assert.deepEqual(Object.keys(p.payload), ["n"]));
+const qn = await call("query", { query: { nearest: "q" }, limit: 3, score_threshold: 0 }, () =>
+  client.query(collection, { query: { nearest: q }, limit: 3, filter: red, score_threshold: 0 }),
+);
+sameHits(qn.points, bruteForce(points, q, 3, (p) => isRed(p)).filter((h) => h.score >= 0), "query nearest with a threshold");
+const byID = await call("query", { query: points[0].id, limit: 3 }, () =>
+  client.query(collection, { query: points[0].id, limit: 3, filter: { must: { key: "group", match: { value: "compat" } } } }),
+);
+sameHits(byID.points, bruteForce(points, points[0].vector, 4, (p) => p.id !== points[0].id).slice(0, 3), "query by a point id");
+await refused("query (fusion)", { prefetch: "[...]", query: { fusion: "rrf" } }, 400, () =>
+  client.query(collection, { prefetch: [{ query: q, limit: 5 }], query: { fusion: "rrf" } }),
+);
+
+// Scroll through every compat point, 7 at a time.
+const compat = { must: { key: "group", match: { value: "compat" } } };
+const seen = [];
+let offset;
+for (let page = 0; ; page++) {
+  const res = await call("scroll", { filter: compat, limit: 7, offset, with_payload: ["n"] }, () =>
+    client.scroll(collection, { filter: compat, limit: 7, offset, with_payload: ["n"] }),
+  );
+  seen.push(...res.points.map((p) => p.id));
+  if (res.next_page_offset === null || res.next_page_offset === undefined) break;
+  offset = res.next_page_offset;
+  assert.ok(page < 20, "scroll does not end");
+}
+assert.deepEqual(seen, points.map((p) => p.id).sort(idOrder), "scroll: every point once, in id order");
+
+const total = await call("count", { filter: compat }, () => client.count(collection, { filter: compat, exact: true }));
+assert.equal(total.count, points.length);
+const reds = await call("count", { filter: red }, () => client.count(collection, { filter: red }));
+assert.equal(reds.count, points.filter(isRed).length);
+
+const got = await call("retrieve", { ids: [points[0].id, points[1].id, 999999], with_vector: true }, () =>
+  client.retrieve(collection, { ids: [points[0].id, points[1].id, 999999], with_payload: true, with_vector: true }),
+);
+assert.deepEqual(got.map((p) => p.id), [points[0].id, points[1].id]);
+assert.deepEqual(got[1].payload, points[1].payload);
+got.forEach((p, i) => assert.ok(dot(p.vector, unit(points[i].vector)) > 0.9999, "retrieve: the stored (normalised) vector"));
+
+// The scatter_gather block and X-Trawl-Degraded are there beside result,
+// for whoever looks (the client does not).
+{
+  calls++;
+  const res = await fetch(`${url}/collections/${collection}/points/count`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ filter: compat }) });
+  const body = await res.json();
+  console.log(`#${calls} raw POST /collections/${collection}/points/count\n    -> X-Trawl-Degraded: ${res.headers.get("x-trawl-degraded")}, ${show(body)}`);
+  assert.equal(res.headers.get("x-trawl-degraded"), "false");
+  assert.equal(body.scatter_gather.degraded, false);
+  assert.equal(body.result.count, points.length);
+}
+
+const del = await call("delete", { wait: true, filter: { must: [...compat.must ? [compat.must] : [], { key: "color", match: { value: "blue" } }] } }, () =>
+  client.delete(collection, { wait: true, filter: { must: [compat.must, { key: "color", match: { value: "blue" } }] } }),
+);
+assert.equal(del.status, "completed");
+const left = points.filter((p) => p.payload.color !== "blue");
+const after = await call("count", { filter: compat }, () => client.count(collection, { filter: compat }));
+assert.equal(after.count, left.length, "count after delete by filter");
+const hitsAfter = await call("search", { vector: "q", limit: 10, filter: compat }, () => client.search(collection, { vector: q, limit: 10, filter: compat }));
+sameHits(hitsAfter, bruteForce(left, q, 10), "search after delete by filter");
+const delIDs = await call("delete", { points: [left[0].id, left[1].id] }, () => client.delete(collection, { wait: true, points: [left[0].id, left[1].id] }));
+assert.equal(delIDs.status, "completed");
+assert.equal((await call("count", { filter: compat }, () => client.count(collection, { filter: compat }))).count, left.length - 2);
+
+// LangChain's store, unchanged, on the same collection.
+const embeddings = new FakeEmbeddings();
+const store = await call("QdrantVectorStore.fromExistingCollection", { url, collectionName: collection }, () =>
+  QdrantVectorStore.fromExistingCollection(embeddings, { url, collectionName: collection }),
+);
+const texts = ["the cat sat on the mat", "deadlines bound every fan-out", "partial answers are never silent", "rust and go", "vector search at scale", "a dog in the fog"];
+const docs = texts.map((t, i) => new Document({ pageContent: t, metadata: { source: "langchain", i } }));
+await call("QdrantVectorStore.addDocuments", `${docs.length} documents`, () => store.addDocuments(docs));
+const lcFilter = { must: [{ key: "metadata.source", match: { value: "langchain" } }] };
+const found = await call("QdrantVectorStore.similaritySearchWithScore", ["partial answers", 3, lcFilter], () =>
+  store.similaritySearchWithScore("partial answers", 3, lcFilter),
+);
+const lcPoints = texts.map((t, i) => ({ id: t, vector: embed(t), payload: { i } }));
+const want = bruteForce(lcPoints, embed("partial answers"), 3);
+assert.deepEqual(found.map(([d]) => d.pageContent), want.map((h) => h.id), "LangChain similaritySearchWithScore: brute-force order");
+found.forEach(([d, s], i) => {
+  assert.equal(d.metadata.source, "langchain");
+  assert.ok(Math.abs(s - want[i].score) < 1e-4, `LangChain score ${s}, brute force ${want[i].score}`);
+});
+await call("QdrantVectorStore.delete", { filter: lcFilter }, () => store.delete({ filter: lcFilter }));
+const cleanup = { must: { key: "group", match: { value: "compat" } } };
+await call("delete", { filter: cleanup }, () => client.delete(collection, { wait: true, filter: cleanup }));
+const info2 = await call("getCollection", collection, () => client.getCollection(collection));
+assert.equal(info2.points_count, before, "points_count back where it started");
+
+console.log(`\ntest-compat: ${calls} client calls, every answer matched the brute force or the refusal expected`);
