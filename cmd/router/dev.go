@@ -12,7 +12,6 @@ import (
 	"github.com/trawl-search/trawl/internal/app"
 	"github.com/trawl-search/trawl/internal/devcluster"
 	"github.com/trawl-search/trawl/internal/tracing"
-	"github.com/trawl-search/trawl/shard"
 	"github.com/trawl-search/trawl/vector"
 )
 
@@ -22,6 +21,7 @@ func runDev(ctx context.Context, args []string) error {
 	docs := fs.Int("docs", 20000, "synthetic documents to load")
 	seed := fs.Uint64("seed", 1, "seed of the synthetic corpus")
 	quantName := fs.String("quantization", "none", "the shards' --quantization: none or int8")
+	indexName := fs.String("index", "flat", "the shards' --index: flat or ivf (implies --quantization int8; a shard trains its index once it holds 16384 documents, so give --docs 50000 or more to see it)")
 	dataDir := fs.String("data-dir", "", "where the replicas keep their raft logs and snapshots (default: a temporary directory, removed on exit); a directory holding a dev cluster is loaded, not seeded again")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -29,9 +29,9 @@ func runDev(ctx context.Context, args []string) error {
 	if *docs < 1 {
 		return fmt.Errorf("--docs %d: want at least 1", *docs)
 	}
-	qz, err := shard.ParseQuantization(*quantName)
+	qz, idx, err := parseScan(fs, *quantName, *indexName)
 	if err != nil {
-		return fmt.Errorf("--quantization: %w", err)
+		return err
 	}
 	kernel, err := vector.FromEnv()
 	if err != nil {
@@ -47,7 +47,7 @@ func runDev(ctx context.Context, args []string) error {
 	defer flush()
 	t0 := time.Now()
 	dc, err := devcluster.Start(devcluster.Config{Replicas: 3, Docs: *docs, Seed: *seed, Kernel: kernel, Logger: log, DataDir: *dataDir,
-		Quantization: qz, TracerProvider: tel.TracerProvider, Propagator: tel.Propagator})
+		Quantization: qz, Index: idx, TracerProvider: tel.TracerProvider, Propagator: tel.Propagator})
 	if err != nil {
 		return err
 	}
