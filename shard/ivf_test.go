@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"sync"
 	"testing"
 	"time"
 
@@ -441,6 +442,8 @@ func TestIVFReplicas(t *testing.T) {
 	rejoinHeld := func(m *member, what string) {
 		t.Helper()
 		gate := make(chan struct{})
+		release := sync.OnceFunc(func() { close(gate) })
+		defer release() // a failed assertion must not leave the build held: Close waits for it
 		held := make(chan struct{}, 1)
 		opts := m.memOpts
 		m.memOpts = append(slices.Clone(opts), withBuildHook(func() {
@@ -466,7 +469,7 @@ func TestIVFReplicas(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 		require.False(t, m.mem.IndexReady())
-		close(gate)
+		release()
 		require.Eventually(t, func() bool { return m.node.Serving() && m.node.AppliedIndex() >= last },
 			30*time.Second, 10*time.Millisecond, "%s: serving once built", what)
 		require.True(t, m.mem.IVFIndexed())
