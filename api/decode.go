@@ -138,8 +138,8 @@ type queryJSON struct {
 	LikeID    *string   `json:"like_id"`
 	K         *int      `json:"k"`
 	// Exact, Oversample and NProbe are accepted whatever the shards run
-	// (DESIGN.md): nprobe is checked and ignored until shards have an IVF
-	// index.
+	// (DESIGN.md); shards ignore what does not apply to them (nprobe on a
+	// flat shard, oversample on a float32 one).
 	Exact      *bool `json:"exact"`
 	Oversample *int  `json:"oversample"`
 	NProbe     *int  `json:"nprobe"`
@@ -152,6 +152,10 @@ type queryJSON struct {
 
 // MaxOversample is the largest "oversample" a query may ask for.
 const MaxOversample = 32
+
+// MaxNProbe is the largest "nprobe" sent to shards, ivf.MaxLists: no shard
+// has more lists, and a larger nprobe probes every list anyway.
+const MaxNProbe = 65536
 
 type searchJSON struct {
 	queryJSON
@@ -197,8 +201,13 @@ func (q queryJSON) validate(s schema) (query, error) {
 		}
 		out.Oversample = *q.Oversample
 	}
-	if q.NProbe != nil && *q.NProbe < 1 {
-		return query{}, invalid(fmt.Sprintf("nprobe is %d, want at least 1", *q.NProbe))
+	if q.NProbe != nil {
+		if *q.NProbe < 1 {
+			return query{}, invalid(fmt.Sprintf("nprobe is %d, want at least 1", *q.NProbe))
+		}
+		// More lists than a shard has probes them all; the cap only keeps
+		// the number inside the wire's uint32.
+		out.NProbe = min(*q.NProbe, MaxNProbe)
 	}
 	if isSet(q.Filter) {
 		f, err := filter.Parse(q.Filter)

@@ -30,6 +30,9 @@ type Query struct {
 	// per k, 1..32, or 0 for the shard's default.
 	Exact      bool
 	Oversample int
+	// NProbe is how many inverted lists an IVF shard probes, or 0 for the
+	// shard's default; flat shards ignore it.
+	NProbe int
 	// Filter, when set, limits the answer to documents whose payloads
 	// match it (evaluated on the shards before scoring).
 	Filter *filter.Filter
@@ -113,7 +116,7 @@ func (c *Coordinator) Search(ctx context.Context, s Search) (Answer, error) {
 	pqs := make([]*shardpb.Query, len(qs))
 	for i, q := range qs {
 		pqs[i] = &shardpb.Query{Vector: vector.EncodeLE(q.Vector), K: uint32(q.K), ExcludeId: q.LikeID,
-			Exact: q.Exact, Oversample: uint32(q.Oversample), ScoreThreshold: q.ScoreThreshold, WithVector: q.WithVector}
+			Exact: q.Exact, Oversample: uint32(q.Oversample), Nprobe: uint32(q.NProbe), ScoreThreshold: q.ScoreThreshold, WithVector: q.WithVector}
 		if !q.Filter.Empty() {
 			// The canonical form: every shard parses the same bytes, and
 			// a shard groups a batch's queries by them.

@@ -193,10 +193,10 @@ func NewShardServer(reg prometheus.Registerer, kernel string) *ShardServer {
 		}, []string{"outcome"}),
 		queries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "trawl_shard_scan_queries_total",
-			Help: "Queries a shard scanned, by kind: exact (float32 over every row) or int8 (int8 codes chose the candidates, float32 re-scored them).",
+			Help: "Queries a shard scanned, by kind: exact (float32 over every matching row), int8 (int8 codes chose the candidates, float32 re-scored them) or ivf (an IVF index probe chose them, float32 re-scored them).",
 		}, []string{"kind"}),
 	}
-	for _, k := range []string{"exact", "int8"} {
+	for _, k := range []string{"exact", "int8", "ivf"} {
 		m.queries.WithLabelValues(k)
 	}
 	reg.MustRegister(m.documents, m.searches, m.queries)
@@ -207,7 +207,7 @@ func NewShardServer(reg prometheus.Registerer, kernel string) *ShardServer {
 // Documents sets the document count.
 func (m *ShardServer) Documents(n int) { m.documents.Set(float64(n)) }
 
-// Queries counts n queries scanned by kind ("exact" or "int8").
+// Queries counts n queries scanned by kind ("exact", "int8" or "ivf").
 func (m *ShardServer) Queries(kind string, n int) { m.queries.WithLabelValues(kind).Add(float64(n)) }
 
 // Scan records one scan.

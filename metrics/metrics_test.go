@@ -83,7 +83,7 @@ func TestFanoutCountsDegradedOnceAndEachMissingShard(t *testing.T) {
 func TestShardScanQueriesByKind(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := NewShardServer(reg, "avx2")
-	require.Equal(t, 2, testutil.CollectAndCount(m.queries), "both kinds start at 0")
+	require.Equal(t, 3, testutil.CollectAndCount(m.queries), "every kind starts at 0")
 	m.Queries("int8", 3)
 	m.Queries("exact", 1)
 	require.Equal(t, 3.0, testutil.ToFloat64(m.queries.WithLabelValues("int8")))

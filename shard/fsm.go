@@ -32,6 +32,10 @@ type fsm struct {
 	// onChange, when set, is told the document count after each apply
 	// and restore (the documents gauge).
 	onChange func(docs int)
+	// serving, when set, says whether the replica is serving reads (the
+	// Node's verdict): trained values applied while it is are served from
+	// at once (see Memory.setTrained).
+	serving func() bool
 	// applied is the index of the last command applied to mem (raft's own
 	// AppliedIndex counts entries handed to the FSM goroutine, which may
 	// not have applied them yet, and entries that never reach it).
@@ -111,7 +115,8 @@ func (f *fsm) apply(cmd *shardpb.Command) applyResult {
 		n, err := f.mem.DeleteMatching(ctx, p, ids, flt)
 		return applyResult{err: err, found: n > 0, deleted: n}
 	case *shardpb.Command_SetTrained:
-		if err := f.mem.SetTrained(op.SetTrained.GetName(), op.SetTrained.GetValue()); err != nil {
+		serving := f.serving == nil || f.serving()
+		if err := f.mem.setTrained(op.SetTrained.GetName(), op.SetTrained.GetValue(), serving); err != nil {
 			f.log.Error("trained value not usable; scanning exactly", "name", op.SetTrained.GetName(), "err", err)
 		}
 		return applyResult{}

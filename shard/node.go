@@ -24,6 +24,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/trawl-search/trawl/shard/shardpb"
+	"github.com/trawl-search/trawl/vector/ivf"
 )
 
 // Defaults of NodeConfig.
@@ -91,7 +92,12 @@ type NodeConfig struct {
 	// before it trains and commits the int8 scale (DefaultInt8MinRows if
 	// zero).
 	Int8MinRows int
-	Logger      *slog.Logger
+	// IVFMinRows is how many rows a leader of an IVF store (WithIVF) waits
+	// for, once its int8 scale is committed, before it trains and commits
+	// centroids (ivf.MinRows if zero); tests lower it to exercise the
+	// index on small shards.
+	IVFMinRows int
+	Logger     *slog.Logger
 }
 
 // Node is one replica's membership of its shard's raft group: the
@@ -132,7 +138,12 @@ type Node struct {
 	serving      atomic.Bool
 	servingRole  atomic.Uint32 // the raft.RaftState serving was computed in
 	readyTerm    atomic.Uint64 // the term in which this leader's barrier completed
-	training     atomic.Bool   // a leader's int8 training is under way
+	training     atomic.Bool   // a leader's int8 or IVF training is under way
+	building     atomic.Bool   // an IVF index build is under way
+
+	// ctx ends when the node closes: background training and builds stop.
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	mu        sync.Mutex
 	onServing func(bool)
@@ -187,11 +198,20 @@ func OpenNode(cfg NodeConfig) (*Node, error) {
 	if cfg.Int8MinRows <= 0 {
 		cfg.Int8MinRows = DefaultInt8MinRows
 	}
+	if cfg.IVFMinRows <= 0 {
+		cfg.IVFMinRows = ivf.MinRows
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
 		return nil, fmt.Errorf("data directory: %w", err)
 	}
 	log := cfg.Logger.With("component", "raft")
 	n := &Node{cfg: cfg, log: log, peers: peers, silent: cfg.MaxLeaderSilence, stop: make(chan struct{})}
+	n.ctx, n.cancel = context.WithCancel(context.Background())
+	defer func() {
+		if n.raft == nil {
+			n.cancel()
+		}
+	}()
 
 	var err error
 	n.bolt, err = raftboltdb.New(raftboltdb.Options{
@@ -254,7 +274,7 @@ func OpenNode(cfg NodeConfig) (*Node, error) {
 	rc.TrailingLogs = cfg.TrailingLogs
 	rc.SnapshotInterval = cfg.SnapshotInterval
 	rc.Logger = hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Info, Output: lw})
-	f := &fsm{mem: cfg.Store, log: log, onChange: cfg.OnDocuments}
+	f := &fsm{mem: cfg.Store, log: log, onChange: cfg.OnDocuments, serving: n.Serving}
 	n.fsm = f
 
 	if hadState {
@@ -423,6 +443,8 @@ func (n *Node) OnServing(fn func(bool)) {
 // stepped down stops serving at once, not at the next tick) and, for a
 // follower, its leader's silence has not grown past the limit since.
 func (n *Node) Serving() bool {
+	// serving is false until the monitor (started after raft) first says
+	// otherwise, so n.raft is set whenever it is read below.
 	if !n.serving.Load() {
 		return false
 	}
@@ -492,7 +514,8 @@ func (n *Node) monitor() {
 				}()
 			}
 			commit := n.raft.CommitIndex()
-			serving = n.readyTerm.Load() == term && (commit <= servingLag || upTo(commit-servingLag))
+			serving = n.readyTerm.Load() == term && (commit <= servingLag || upTo(commit-servingLag)) &&
+				n.cfg.Store.IndexReady()
 			caughtUp = false
 			if serving {
 				n.maybeTrain()
@@ -508,12 +531,13 @@ func (n *Node) monitor() {
 			case lc > servingLag && !upTo(lc-servingLag):
 				caughtUp = false
 			}
-			serving = fresh && caughtUp && n.mayVote.Load()
+			serving = fresh && caughtUp && n.mayVote.Load() && n.cfg.Store.IndexReady()
 			if applied := n.AppliedIndex(); lc > applied+1000 && time.Since(lastLog) > 2*time.Second {
 				lastLog = time.Now()
 				n.log.Info("catching up", "applied_index", applied, "leader_commit_index", lc)
 			}
 		}
+		n.maybeBuild()
 		applied := n.AppliedIndex()
 		if n.serving.Swap(serving) != serving {
 			n.log.Info("serving changed", "serving", serving, "state", n.raft.State().String(),
@@ -626,6 +650,7 @@ func (n *Node) Close() error {
 	default:
 		close(n.stop)
 	}
+	n.cancel()
 	err := n.raft.Shutdown().Error()
 	n.wg.Wait()
 	n.trans.Close()
@@ -669,6 +694,10 @@ var _ io.Writer = (*slogWriter)(nil)
 // failed commit (leadership lost) is retried at a later tick by whoever
 // leads then.
 func (n *Node) maybeTrain() {
+	if n.cfg.Store.needsIVFTrain(n.cfg.IVFMinRows) {
+		n.trainIVF()
+		return
+	}
 	if !n.cfg.Store.needsInt8Scale(n.cfg.Int8MinRows) || !n.training.CompareAndSwap(false, true) {
 		return
 	}
@@ -691,6 +720,66 @@ func (n *Node) maybeTrain() {
 		}
 		n.log.Info("int8 scale trained and committed", "rows", n.cfg.Store.Len(), "index", idx,
 			"took", time.Since(t0).Round(time.Millisecond))
+	}()
+}
+
+// trainIVF, on a serving leader, trains IVF centroids on a sample of its
+// rows in the background and commits them; every replica then builds its
+// index from them (maybeBuild). Searches and writes go on meanwhile: the
+// sample is copied under the read lock, training holds no lock.
+func (n *Node) trainIVF() {
+	if !n.training.CompareAndSwap(false, true) {
+		return
+	}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		defer n.training.Store(false)
+		t0 := time.Now()
+		rows := n.cfg.Store.Len()
+		// Any seed would do (only the leader trains, and it commits the
+		// result); the row count makes a run repeatable.
+		b, lists, err := n.cfg.Store.trainIVF(n.ctx, uint64(rows))
+		if err != nil {
+			if n.ctx.Err() == nil {
+				n.log.Error("ivf centroid training failed", "err", err)
+			}
+			return
+		}
+		trained := time.Since(t0)
+		ctx, cancel := context.WithTimeout(n.ctx, WriteTimeout)
+		defer cancel()
+		idx, err := n.SetTrained(ctx, TrainedIVFCentroids, b)
+		if err != nil {
+			n.log.Warn("ivf centroids not committed; retrying later", "err", err)
+			return
+		}
+		n.log.Info("ivf centroids trained and committed", "rows", rows, "lists", lists, "bytes", len(b), "index", idx,
+			"took", trained.Round(time.Millisecond))
+	}()
+}
+
+// maybeBuild starts building the IVF index of the committed centroids in
+// the background when the store needs one (first centroids, a retrain, a
+// restart or a snapshot install), on every replica: the index is a pure
+// function of the centroids and the rows, so each replica builds its own
+// rather than receiving it.
+func (n *Node) maybeBuild() {
+	if !n.cfg.Store.needsIVFBuild() || !n.building.CompareAndSwap(false, true) {
+		return
+	}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		defer n.building.Store(false)
+		t0 := time.Now()
+		built, err := n.cfg.Store.BuildIndex(n.ctx)
+		switch {
+		case err != nil && n.ctx.Err() == nil:
+			n.log.Error("ivf index build failed; serving without it", "err", err)
+		case built:
+			n.log.Info("ivf index built", "rows", n.cfg.Store.Len(), "took", time.Since(t0).Round(time.Millisecond))
+		}
 	}()
 }
 

@@ -73,11 +73,11 @@ func WithQuantization(q Quantization) MemoryOption {
 func (m *Memory) Quantization() Quantization { return m.quantization }
 
 // Int8Ready reports whether the store holds int8 codes of every row (a
-// scale has been applied).
+// scale has been applied): flat ones, or an IVF index's lists.
 func (m *Memory) Int8Ready() bool {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	return m.codes != nil
+	return m.codes != nil || m.ivf.x != nil
 }
 
 // ViewCodes is View with the store's int8 codes, nil when there are none
@@ -151,6 +151,17 @@ func (m *Memory) applyInt8Scale(b []byte) error {
 func (m *Memory) encodeRestored() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.indexKind == IndexIVF && m.trained[TrainedIVFCentroids] != nil {
+		// The index, built in the background, will hold the codes; until
+		// then the replica is NOT_SERVING (IndexReady), so flat codes
+		// would only cost the time and memory of encoding every row.
+		m.codes = nil
+		if err := m.setIVFTrained(false); err == nil {
+			return nil
+		}
+		// Unusable centroids: serve as a flat int8 store, as every
+		// replica does.
+	}
 	return m.applyInt8Scale(m.trained[TrainedInt8Scale])
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/trawl-search/trawl/filter"
 	"github.com/trawl-search/trawl/vector"
+	"github.com/trawl-search/trawl/vector/ivf"
 	"github.com/trawl-search/trawl/vector/quant"
 )
 
@@ -17,7 +18,10 @@ import (
 type ScanView struct {
 	Rows  vector.Rows
 	Codes *quant.Codes
-	m     *Memory // nil: a store without payloads (no filters)
+	// IVF is the index IVF queries probe, nil when there is none (a flat
+	// store, or no index built yet).
+	IVF *ivf.Index
+	m   *Memory // nil: a store without payloads (no filters)
 }
 
 // scanViewer is a Store that hands out ScanViews (Memory).
@@ -30,7 +34,7 @@ type scanViewer interface {
 func (m *Memory) ViewScan(fn func(*ScanView) error) error {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	return fn(&ScanView{Rows: vector.Rows{Data: m.data, Dim: m.dim, IDs: m.ids}, Codes: m.codes, m: m})
+	return fn(&ScanView{Rows: vector.Rows{Data: m.data, Dim: m.dim, IDs: m.ids}, Codes: m.codes, IVF: m.ivf.x, m: m})
 }
 
 // errNoPayloads is a filter or with_payload on a store without payloads.

@@ -22,6 +22,7 @@ import (
 	"github.com/trawl-search/trawl/filter"
 	"github.com/trawl-search/trawl/shard/shardpb"
 	"github.com/trawl-search/trawl/vector"
+	"github.com/trawl-search/trawl/vector/ivf"
 	"github.com/trawl-search/trawl/vector/quant"
 )
 
@@ -29,7 +30,8 @@ import (
 type ScanObserver interface {
 	Scan(outcome string, d time.Duration)
 	// Queries is told how many queries a scan served, by kind: ScanExact
-	// (float32 over every row) or ScanInt8 (int8 codes, exact re-scoring).
+	// (float32 over every row), ScanInt8 (int8 codes, exact re-scoring)
+	// or ScanIVF (an IVF index probe, exact re-scoring).
 	Queries(kind string, n int)
 	Documents(n int)
 }
@@ -38,6 +40,7 @@ type ScanObserver interface {
 const (
 	ScanExact = "exact"
 	ScanInt8  = "int8"
+	ScanIVF   = "ivf"
 )
 
 // Config is what a shard server is.
@@ -192,8 +195,9 @@ func (s *Server) SearchBatch(ctx context.Context, req *shardpb.SearchBatchReques
 
 // shardQuery is one decoded query of a batch.
 type shardQuery struct {
-	q    vector.Query
-	over int
+	q      vector.Query
+	over   int
+	nprobe int
 	// filter and its canonical bytes (the batch is grouped by them), nil
 	// and "" for none.
 	filter    *filter.Filter
@@ -217,7 +221,7 @@ func (s *Server) decodeQuery(i int, pq *shardpb.Query) (shardQuery, error) {
 		return shardQuery{}, status.Errorf(codes.InvalidArgument, "query %d: oversample is %d, want 1..%d (0: the default)", i, o, quant.MaxOversample)
 	}
 	sq := shardQuery{q: vector.Query{Vector: v, K: int(pq.GetK()), Exclude: pq.GetExcludeId()}, over: int(pq.GetOversample()),
-		payload: pq.GetWithPayload(), withVector: pq.GetWithVector()}
+		nprobe: int(min(pq.GetNprobe(), ivf.MaxLists)), payload: pq.GetWithPayload(), withVector: pq.GetWithVector()}
 	if pq.ScoreThreshold != nil {
 		t := pq.GetScoreThreshold()
 		if math.IsNaN(t) {
@@ -239,11 +243,14 @@ func (s *Server) decodeQuery(i int, pq *shardpb.Query) (shardQuery, error) {
 
 // search scans for a batch and reports whether it was exact: float32 over
 // every matching row, as it is when a query of the batch asks "exact":
-// true or the store holds no int8 codes (yet); otherwise the int8 codes
-// choose each query's candidates (one pass per distinct oversample) and
-// float32 re-scores them. Queries with a filter scan only the rows it
-// matches, one pass per distinct filter, the rows chosen from the payload
-// index before anything is scored.
+// true or the store holds no int8 codes (yet); otherwise an IVF index
+// probe, or else the int8 codes, choose each query's candidates (one pass
+// per distinct oversample for the flat codes, one probe of the union of
+// the batch's lists for the index) and float32 re-scores them. Queries
+// with a filter scan only the rows it matches, one pass per distinct
+// filter, the rows chosen from the payload index before anything is
+// scored; on an IVF store a filter keeping few rows scans them exactly
+// (ivf.ScanExactly), so it never loses hits to lists left unprobed.
 func (s *Server) search(ctx context.Context, pqs []*shardpb.Query) ([]*shardpb.HitList, uint64, bool, error) {
 	sqs := make([]shardQuery, len(pqs))
 	qs := make([]vector.Query, len(pqs))
@@ -273,7 +280,7 @@ func (s *Server) search(ctx context.Context, pqs []*shardpb.Query) ([]*shardpb.H
 	var (
 		out   []*shardpb.HitList
 		docs  int
-		exact = true
+		kinds = make([]string, len(sqs))
 	)
 	scan := func(v *ScanView) error {
 		docs = v.Rows.Len()
@@ -288,16 +295,16 @@ func (s *Server) search(ctx context.Context, pqs []*shardpb.Query) ([]*shardpb.H
 			}
 			gq := make([]vector.Query, len(group))
 			overs := make([]int, len(group))
+			probes := make([]int, len(group))
 			for j, qi := range group {
-				gq[j], overs[j] = qs[qi], sqs[qi].over
+				gq[j], overs[j], probes[j] = qs[qi], sqs[qi].over, sqs[qi].nprobe
 			}
-			hs, ex, err := s.scanRows(ctx, v, gq, overs, sel, wantExact)
+			hs, ks, err := s.scanRows(ctx, v, gq, overs, probes, sel, wantExact)
 			if err != nil {
 				return err
 			}
-			exact = exact && ex
 			for j, qi := range group {
-				hits[qi] = hs[j]
+				hits[qi], kinds[qi] = hs[j], ks[j]
 			}
 		}
 		var err error
@@ -310,12 +317,18 @@ func (s *Server) search(ctx context.Context, pqs []*shardpb.Query) ([]*shardpb.H
 		err = s.cfg.Store.View(func(rows vector.Rows) error { return scan(&ScanView{Rows: rows}) })
 	}
 	s.observe(err, time.Since(start))
-	if err == nil && s.cfg.Observer != nil {
-		kind := ScanExact
-		if !exact {
-			kind = ScanInt8
+	exact := true
+	if err == nil {
+		count := map[string]int{}
+		for _, k := range kinds {
+			count[k]++
+			exact = exact && k == ScanExact
 		}
-		s.cfg.Observer.Queries(kind, len(qs))
+		if s.cfg.Observer != nil {
+			for k, n := range count {
+				s.cfg.Observer.Queries(k, n)
+			}
+		}
 	}
 	s.endScan(span, qs, docs, err)
 	if err != nil {
@@ -327,18 +340,25 @@ func (s *Server) search(ctx context.Context, pqs []*shardpb.Query) ([]*shardpb.H
 	return out, uint64(docs), exact, nil
 }
 
-// scanRows scans the rows sel names (every row when nil) for qs, with the
-// int8 codes unless exact is asked or there are none, and reports whether
-// the scan was exact.
-func (s *Server) scanRows(ctx context.Context, v *ScanView, qs []vector.Query, overs []int, sel []uint32, wantExact bool) ([][]vector.Hit, bool, error) {
+// scanRows scans the rows sel names (every row when nil) for qs: with the
+// IVF index or else the int8 codes unless exact is asked or there are
+// none. It reports each query's scan kind (ScanExact, ScanInt8, ScanIVF).
+func (s *Server) scanRows(ctx context.Context, v *ScanView, qs []vector.Query, overs, probes []int, sel []uint32, wantExact bool) ([][]vector.Hit, []string, error) {
 	rows, c := v.Rows, v.Codes
+	if x := v.IVF; x != nil && !wantExact && x.Len() == rows.Len() {
+		return s.scanIVF(ctx, rows, x, qs, overs, probes, sel)
+	}
 	if c == nil || wantExact || c.Len() != rows.Len() {
+		var (
+			hs  [][]vector.Hit
+			err error
+		)
 		if sel != nil {
-			hs, err := s.cfg.Kernel.ScanSelected(ctx, s.cfg.Metric, rows, qs, sel)
-			return hs, true, err
+			hs, err = s.cfg.Kernel.ScanSelected(ctx, s.cfg.Metric, rows, qs, sel)
+		} else {
+			hs, err = s.cfg.Kernel.Scan(ctx, s.cfg.Metric, rows, qs)
 		}
-		hs, err := s.cfg.Kernel.Scan(ctx, s.cfg.Metric, rows, qs)
-		return hs, true, err
+		return hs, kindsOf(ScanExact, len(qs)), err
 	}
 	hits := make([][]vector.Hit, len(qs))
 	for _, group := range groupByOversample(overs) {
@@ -356,13 +376,81 @@ func (s *Server) scanRows(ctx context.Context, v *ScanView, qs []vector.Query, o
 			hs, err = s.cfg.Int8Kernel.Scan(ctx, s.cfg.Kernel, s.cfg.Metric, rows, c, sub, overs[group[0]])
 		}
 		if err != nil {
-			return nil, false, err
+			return nil, nil, err
 		}
 		for j, qi := range group {
 			hits[qi] = hs[j]
 		}
 	}
-	return hits, false, nil
+	return hits, kindsOf(ScanInt8, len(qs)), nil
+}
+
+// scanIVF answers qs from the index: one probe of the union of their
+// lists. With a filter (sel, the rows it keeps, ascending), a query for
+// which ivf.ScanExactly says the probed lists would hold too few allowed
+// rows to find its hits, or that reading the allowed rows' floats costs
+// no more than probing, scans them exactly instead; the others probe
+// with the filter as the Allow hook.
+func (s *Server) scanIVF(ctx context.Context, rows vector.Rows, x *ivf.Index, qs []vector.Query, overs, probes []int, sel []uint32) ([][]vector.Hit, []string, error) {
+	hits := make([][]vector.Hit, len(qs))
+	kinds := make([]string, len(qs))
+	var exactQs, probeQs []int
+	for i, q := range qs {
+		if sel != nil && ivf.ScanExactly(len(sel), rows.Len(), q.K, probes[i], x.Lists()) {
+			exactQs = append(exactQs, i)
+		} else {
+			probeQs = append(probeQs, i)
+		}
+	}
+	if len(exactQs) > 0 {
+		sub := make([]vector.Query, len(exactQs))
+		for j, i := range exactQs {
+			sub[j] = qs[i]
+		}
+		hs, err := s.cfg.Kernel.ScanSelected(ctx, s.cfg.Metric, rows, sub, sel)
+		if err != nil {
+			return nil, nil, err
+		}
+		for j, i := range exactQs {
+			hits[i], kinds[i] = hs[j], ScanExact
+		}
+	}
+	if len(probeQs) > 0 {
+		var allow func(int32) bool
+		if sel != nil {
+			allow = rowSet(sel, rows.Len())
+		}
+		iq := make([]ivf.Query, len(probeQs))
+		for j, i := range probeQs {
+			iq[j] = ivf.Query{Query: qs[i], NProbe: probes[i], Oversample: overs[i], Allow: allow}
+		}
+		hs, err := x.Search(ctx, s.cfg.Int8Kernel, s.cfg.Kernel, rows, iq)
+		if err != nil {
+			return nil, nil, err
+		}
+		for j, i := range probeQs {
+			hits[i], kinds[i] = hs[j], ScanIVF
+		}
+	}
+	return hits, kinds, nil
+}
+
+// rowSet returns a membership test for the rows of sel (each below n): a
+// bitset, read-only once built, so the probe's goroutines may share it.
+func rowSet(sel []uint32, n int) func(int32) bool {
+	bits := make([]uint64, (n+63)/64)
+	for _, r := range sel {
+		bits[r/64] |= 1 << (r % 64)
+	}
+	return func(r int32) bool { return bits[r/64]&(1<<(uint32(r)%64)) != 0 }
+}
+
+func kindsOf(kind string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = kind
+	}
+	return out
 }
 
 // answer turns each query's hits into its hit list: only those within its

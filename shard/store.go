@@ -82,6 +82,18 @@ type Memory struct {
 	// about a second beside the restore itself (docs/filters.md), and a
 	// stored copy would be one more format for replicas to agree on.
 	payloadIndex *index.Index
+
+	// indexKind is --index; an IVF store's kernel and metric assign and
+	// train, and ivf is its index state (ivf.go), written under mu with
+	// the rows.
+	indexKind IndexKind
+	kernel    vector.Kernel
+	metric    vector.Metric
+	ivf       ivfState
+	// buildHook, when set, runs twice a chunk of a background index
+	// build, with no lock held: after the chunk is copied and after it is
+	// added (tests write, or hold the build, there).
+	buildHook func()
 }
 
 // NewMemory returns an empty store of dim-dimensional vectors.
@@ -90,6 +102,10 @@ func NewMemory(dim int, opts ...MemoryOption) *Memory {
 		payloadIndex: index.New(index.Config{})}
 	for _, o := range opts {
 		o(m)
+	}
+	if m.indexKind == IndexIVF {
+		// The lists are int8 codes: an IVF store trains and keeps a scale.
+		m.quantization = QuantInt8
 	}
 	return m
 }
@@ -112,6 +128,7 @@ func (m *Memory) Upsert(_ context.Context, p Placement, recs []Record) error {
 			if m.codes != nil {
 				m.codes.Set(i, r.Vector)
 			}
+			m.ivfSet(i, r.Vector)
 			continue
 		}
 		m.grow(1)
@@ -125,6 +142,7 @@ func (m *Memory) Upsert(_ context.Context, p Placement, recs []Record) error {
 		if m.codes != nil {
 			m.codes.Append(r.Vector)
 		}
+		m.ivfAppend(r.Vector)
 	}
 	return nil
 }
@@ -224,6 +242,7 @@ func (m *Memory) deleteLocked(id string) bool {
 	if m.codes != nil {
 		m.codes.Delete(i)
 	}
+	m.ivfDelete(i, last)
 	delete(m.index, id)
 	return true
 }
@@ -275,13 +294,28 @@ func (m *Memory) Placement() Placement {
 // scale could not be used (the store then keeps no codes and scans
 // exactly, on every replica alike).
 func (m *Memory) SetTrained(name string, value []byte) error {
+	return m.setTrained(name, value, true)
+}
+
+// setTrained is SetTrained; serving says whether the replica was serving
+// when it applied the value (a store without a node always is): an IVF
+// store that was keeps serving from its flat codes until the index of new
+// centroids is built, one that was not (restarting, catching up) waits
+// for the index (IndexReady).
+func (m *Memory) setTrained(name string, value []byte, serving bool) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.trained[name] = value
+	var err error
 	if name == TrainedInt8Scale {
-		return m.applyInt8Scale(value)
+		err = m.applyInt8Scale(value)
 	}
-	return nil
+	if m.indexKind == IndexIVF && (name == TrainedInt8Scale || name == TrainedIVFCentroids) {
+		if ierr := m.setIVFTrained(serving); err == nil {
+			err = ierr
+		}
+	}
+	return err
 }
 
 // Trained returns a trained value, nil if never set.
@@ -309,6 +343,9 @@ func (m *Memory) reset(p Placement, trained map[string][]byte, rows int) {
 	}
 	m.codes = nil // encodeRestored encodes the restored rows
 	m.payloadIndex.Reset()
+	// No index until the restored rows are built into one (and any build
+	// under way is stale).
+	m.ivf = ivfState{gen: m.ivf.gen + 1}
 }
 
 // errViewOpen is returned by OpenView while another view is open; raft

@@ -13,7 +13,6 @@ import (
 	"github.com/trawl-search/trawl/internal/app"
 	"github.com/trawl-search/trawl/internal/devcluster"
 	"github.com/trawl-search/trawl/internal/tracing"
-	"github.com/trawl-search/trawl/shard"
 	"github.com/trawl-search/trawl/vector"
 )
 
@@ -25,6 +24,7 @@ func runDev(ctx context.Context, args []string) error {
 	quantName := fs.String("quantization", "none", "the shards' --quantization: none or int8")
 	dim := fs.Int("dim", vector.DefaultDim, "dimension of the synthetic corpus and the shards' vectors")
 	collection := fs.String("collection", api.DefaultCollection, "the collection name the Qdrant-compatible REST routes serve the documents under")
+	indexName := fs.String("index", "flat", "the shards' --index: flat or ivf (implies --quantization int8; a shard trains its index once it holds 16384 documents, so give --docs 50000 or more to see it)")
 	dataDir := fs.String("data-dir", "", "where the replicas keep their raft logs and snapshots (default: a temporary directory, removed on exit); a directory holding a dev cluster is loaded, not seeded again")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -38,9 +38,9 @@ func runDev(ctx context.Context, args []string) error {
 	if *docs < 1 {
 		return fmt.Errorf("--docs %d: want at least 1", *docs)
 	}
-	qz, err := shard.ParseQuantization(*quantName)
+	qz, idx, err := parseScan(fs, *quantName, *indexName)
 	if err != nil {
-		return fmt.Errorf("--quantization: %w", err)
+		return err
 	}
 	kernel, err := vector.FromEnv()
 	if err != nil {
@@ -56,7 +56,7 @@ func runDev(ctx context.Context, args []string) error {
 	defer flush()
 	t0 := time.Now()
 	dc, err := devcluster.Start(devcluster.Config{Replicas: 3, Docs: *docs, Dim: *dim, Seed: *seed, Kernel: kernel, Logger: log, DataDir: *dataDir,
-		Quantization: qz, TracerProvider: tel.TracerProvider, Propagator: tel.Propagator})
+		Quantization: qz, Index: idx, TracerProvider: tel.TracerProvider, Propagator: tel.Propagator})
 	if err != nil {
 		return err
 	}

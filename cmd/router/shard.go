@@ -34,6 +34,7 @@ func runShard(ctx context.Context, args []string) error {
 	dim := fs.Int("dim", vector.DefaultDim, "vector dimension")
 	metricName := fs.String("metric", "cosine", "similarity metric: cosine, dot or l2")
 	quantName := fs.String("quantization", "none", "none, or int8: keep int8 codes beside the float32 rows (the leader trains the scale once the shard holds 1000 rows and commits it through the log) and scan them for queries without \"exact\": true, re-scoring the candidates in float32")
+	indexName := fs.String("index", "flat", "flat, or ivf: once the shard holds 16384 rows the leader trains k-means centroids (about sqrt(rows) lists) and commits them through the log; every replica partitions its int8 codes into lists around them and queries without \"exact\": true probe their \"nprobe\" nearest lists (default one in twenty, at least 8) instead of every row. Implies --quantization int8")
 	tlsCert := fs.String("tls-cert", "", "server certificate; enables TLS")
 	tlsKey := fs.String("tls-key", "", "server key")
 	clientCA := fs.String("tls-client-ca", "", "CA that client certificates must chain to; enables mTLS")
@@ -54,9 +55,9 @@ func runShard(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	qz, err := shard.ParseQuantization(*quantName)
+	qz, idx, err := parseScan(fs, *quantName, *indexName)
 	if err != nil {
-		return fmt.Errorf("--quantization: %w", err)
+		return err
 	}
 	kernel, err := vector.FromEnv()
 	if err != nil {
@@ -71,7 +72,7 @@ func runShard(ctx context.Context, args []string) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	obs := metrics.NewShardServer(reg, kernel.Name)
-	store := shard.NewMemory(*dim, shard.WithQuantization(qz))
+	store := newStore(*dim, m, kernel, qz, idx)
 
 	opts := append(shard.ServerOptions(), shard.ServerTracing(tel.TracerProvider, tel.Propagator)...)
 	var peerCreds credentials.TransportCredentials
@@ -142,7 +143,7 @@ func runShard(ctx context.Context, args []string) error {
 	go func() { errc <- hs.ListenAndServe() }()
 	obs.Documents(store.Len())
 	log.Info("shard started; serving once caught up with its group", "grpc", ln.Addr().String(), "http", *httpAddr,
-		"advertise", adv, "peers", peerList, "dim", *dim, "metric", m, "kernel", kernel.Name, "quantization", qz)
+		"advertise", adv, "peers", peerList, "dim", *dim, "metric", m, "kernel", kernel.Name, "quantization", qz, "index", idx)
 	select {
 	case err = <-errc:
 	case <-ctx.Done():
@@ -172,3 +173,37 @@ func (r raftGauges) Shard() string        { return r.store.Placement().Shard }
 func (r raftGauges) CommitIndex() uint64  { return r.node.CommitIndex() }
 func (r raftGauges) AppliedIndex() uint64 { return r.node.AppliedIndex() }
 func (r raftGauges) IsLeader() bool       { return r.node.IsLeader() }
+
+// parseScan parses --quantization and --index. --index ivf implies
+// --quantization int8 (the lists are int8 codes, encoded with the
+// committed scale, so an IVF shard without them cannot exist); naming
+// --quantization none beside it is a contradiction, refused rather than
+// silently overridden.
+func parseScan(fs *flag.FlagSet, quant, index string) (shard.Quantization, shard.IndexKind, error) {
+	qz, err := shard.ParseQuantization(quant)
+	if err != nil {
+		return qz, shard.IndexFlat, fmt.Errorf("--quantization: %w", err)
+	}
+	idx, err := shard.ParseIndex(index)
+	if err != nil {
+		return qz, idx, fmt.Errorf("--index: %w", err)
+	}
+	if idx == shard.IndexIVF {
+		named := false
+		fs.Visit(func(f *flag.Flag) { named = named || f.Name == "quantization" })
+		if named && qz != shard.QuantInt8 {
+			return qz, idx, errors.New("--index ivf keeps int8 codes in its lists: it needs --quantization int8 (implied when not given)")
+		}
+		qz = shard.QuantInt8
+	}
+	return qz, idx, nil
+}
+
+// newStore is a shard's memory store for its --quantization and --index.
+func newStore(dim int, m vector.Metric, k vector.Kernel, qz shard.Quantization, idx shard.IndexKind) *shard.Memory {
+	opts := []shard.MemoryOption{shard.WithQuantization(qz)}
+	if idx == shard.IndexIVF {
+		opts = append(opts, shard.WithIVF(k, m))
+	}
+	return shard.NewMemory(dim, opts...)
+}

@@ -39,6 +39,7 @@ import (
 	"github.com/trawl-search/trawl/shard"
 	"github.com/trawl-search/trawl/shard/shardpb"
 	"github.com/trawl-search/trawl/vector"
+	"github.com/trawl-search/trawl/vector/ivf"
 )
 
 // Config shapes a dev cluster.
@@ -58,6 +59,12 @@ type Config struct {
 	// (shard.DefaultInt8MinRows if zero).
 	Quantization shard.Quantization
 	Int8MinRows  int
+	// Index is every replica's --index (shard.IndexIVF implies
+	// QuantInt8); IVFMinRows the rows a leader waits for before training
+	// centroids (ivf.MinRows if zero). Start returns once every replica
+	// of a shard that large serves from its index.
+	Index      shard.IndexKind
+	IVFMinRows int
 	// TLS, when set, makes every replica serve gRPC over TLS with it.
 	TLS *tls.Config
 	// Corpus, when set, replaces the synthetic corpus (Docs and Seed are
@@ -137,6 +144,9 @@ func Start(cfg Config) (*Cluster, error) {
 	if cfg.HeartbeatTimeout == 0 {
 		cfg.HeartbeatTimeout = time.Second
 	}
+	if cfg.Index == shard.IndexIVF {
+		cfg.Quantization = shard.QuantInt8
+	}
 	c := &Cluster{}
 	if cfg.DataDir == "" {
 		d, err := os.MkdirTemp("", "trawl-dev-")
@@ -205,6 +215,12 @@ func Start(cfg Config) (*Cluster, error) {
 	}
 	if cfg.Quantization == shard.QuantInt8 {
 		if err := c.waitInt8(cfg.Int8MinRows, 2*time.Minute); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	if cfg.Index == shard.IndexIVF {
+		if err := c.WaitIVF(cfg.IVFMinRows, 5*time.Minute); err != nil {
 			c.Close()
 			return nil, err
 		}
@@ -353,6 +369,27 @@ func (c *Cluster) waitInt8(minRows int, timeout time.Duration) error {
 	return nil
 }
 
+// WaitIVF waits until every replica of a shard holding at least minRows
+// rows (ivf.MinRows if zero) serves from an index built from its
+// committed centroids.
+func (c *Cluster) WaitIVF(minRows int, timeout time.Duration) error {
+	if minRows <= 0 {
+		minRows = ivf.MinRows
+	}
+	deadline := time.Now().Add(timeout)
+	for _, reps := range c.Replicas {
+		for _, r := range reps {
+			for r.Store.Len() >= minRows && !(r.Store.IVFIndexed() && r.Server.Serving()) {
+				if time.Now().After(deadline) {
+					return fmt.Errorf("%s replica %d has no ivf index after %s", r.Shard, r.Index, timeout)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+	}
+	return nil
+}
+
 // waitServing waits until every replica serves and holds every write its
 // leader had applied (a serving follower may trail its leader by a few
 // entries for a moment; tests want identical replicas from the start).
@@ -399,9 +436,14 @@ func startReplica(name string, idx int, peers []string, ln net.Listener, dir str
 		}
 	}
 	log := cfg.Logger.With("shard", name, "replica", idx)
-	store := shard.NewMemory(cfg.Dim, shard.WithQuantization(cfg.Quantization))
+	opts := []shard.MemoryOption{shard.WithQuantization(cfg.Quantization)}
+	if cfg.Index == shard.IndexIVF {
+		opts = append(opts, shard.WithIVF(cfg.Kernel, cfg.Metric))
+	}
+	store := shard.NewMemory(cfg.Dim, opts...)
 	node, err := shard.OpenNode(shard.NodeConfig{
 		DataDir: dir, Advertise: addr, Peers: peers, Store: store, Logger: log, Int8MinRows: cfg.Int8MinRows,
+		IVFMinRows:       cfg.IVFMinRows,
 		HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.HeartbeatTimeout,
 		MaxLeaderSilence: max(shard.DefaultMaxLeaderSilence, 3*cfg.HeartbeatTimeout),
 	})

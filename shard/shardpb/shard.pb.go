@@ -48,7 +48,11 @@ type Query struct {
 	// with_payload, when set, returns each hit's payload.
 	WithPayload *PayloadSelector `protobuf:"bytes,8,opt,name=with_payload,json=withPayload,proto3" json:"with_payload,omitempty"`
 	// with_vector returns each hit's stored vector.
-	WithVector    bool `protobuf:"varint,9,opt,name=with_vector,json=withVector,proto3" json:"with_vector,omitempty"`
+	WithVector bool `protobuf:"varint,9,opt,name=with_vector,json=withVector,proto3" json:"with_vector,omitempty"`
+	// nprobe is how many inverted lists an IVF shard (--index ivf) probes;
+	// 0 means the shard's default (one list in twenty, at least 8). Ignored
+	// by flat shards.
+	Nprobe        uint32 `protobuf:"varint,10,opt,name=nprobe,proto3" json:"nprobe,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -144,6 +148,13 @@ func (x *Query) GetWithVector() bool {
 		return x.WithVector
 	}
 	return false
+}
+
+func (x *Query) GetNprobe() uint32 {
+	if x != nil {
+		return x.Nprobe
+	}
+	return 0
 }
 
 // PayloadSelector says which part of a payload to return: all of it, or
@@ -1321,7 +1332,7 @@ var File_shard_proto protoreflect.FileDescriptor
 
 const file_shard_proto_rawDesc = "" +
 	"\n" +
-	"\vshard.proto\x12\x0etrawl.shard.v1\"\xc1\x02\n" +
+	"\vshard.proto\x12\x0etrawl.shard.v1\"\xd9\x02\n" +
 	"\x05Query\x12\x16\n" +
 	"\x06vector\x18\x01 \x01(\fR\x06vector\x12\f\n" +
 	"\x01k\x18\x02 \x01(\rR\x01k\x12\x1d\n" +
@@ -1335,7 +1346,9 @@ const file_shard_proto_rawDesc = "" +
 	"\x0fscore_threshold\x18\a \x01(\x01H\x00R\x0escoreThreshold\x88\x01\x01\x12B\n" +
 	"\fwith_payload\x18\b \x01(\v2\x1f.trawl.shard.v1.PayloadSelectorR\vwithPayload\x12\x1f\n" +
 	"\vwith_vector\x18\t \x01(\bR\n" +
-	"withVectorB\x12\n" +
+	"withVector\x12\x16\n" +
+	"\x06nprobe\x18\n" +
+	" \x01(\rR\x06nprobeB\x12\n" +
 	"\x10_score_threshold\"7\n" +
 	"\x0fPayloadSelector\x12\x10\n" +
 	"\x03all\x18\x01 \x01(\bR\x03all\x12\x12\n" +

@@ -178,6 +178,29 @@ func (x *Index) probeW() float64 {
 	return 0
 }
 
+// AssignRows returns the list every row of rows belongs in, as Assign
+// would, on every core. It reads only the centroids, never the lists or
+// the write scratch, so it may run without the caller's lock, beside
+// writes to the index: a shard building an index in the background
+// assigns a copied chunk of its rows this way, with no lock held, then
+// adds them under its lock with AppendAssigned.
+func (x *Index) AssignRows(rows vector.Rows) []int32 {
+	if rows.Dim != x.cent.Dim {
+		panic(fmt.Sprintf("ivf: assign %d-D rows with %d-D centroids", rows.Dim, x.cent.Dim))
+	}
+	return x.assignAll(rows)
+}
+
+// AppendAssigned adds v as row Len() to list l, which must be Assign(v)
+// (from AssignRows): the index trusts it, so a list given any other way
+// would break the rule every replica assigns by.
+func (x *Index) AppendAssigned(l int, v []float32) {
+	if l < 0 || l >= len(x.lists) || len(v) != x.cent.Dim {
+		panic(fmt.Sprintf("ivf: append %d floats to list %d of %d", len(v), l, len(x.lists)))
+	}
+	x.push(l, int32(len(x.where)), v)
+}
+
 // Assign returns the list v belongs in: a pure function of the centroids
 // and v, ties to the lower list id. It uses the index's scratch space, as
 // the writes do: call it under the write lock, not beside other writes.

@@ -69,6 +69,18 @@ func TestBuildIsDeterministic(t *testing.T) {
 			}
 			require.Equal(t, want, listsOf(y, rows.IDs), "%v Append with %s", m, f.Name)
 		}
+		// AssignRows on chunks, then AppendAssigned: the shard's
+		// background build.
+		z, err := New(b.f, b.x.Centroids(), b.x.Scale())
+		require.NoError(t, err)
+		for lo := 0; lo < rows.Len(); lo += 700 {
+			hi := min(lo+700, rows.Len())
+			chunk := vector.Rows{Data: rows.Data[lo*rows.Dim : hi*rows.Dim], Dim: rows.Dim, IDs: rows.IDs[lo:hi]}
+			for i, l := range z.AssignRows(chunk) {
+				z.AppendAssigned(int(l), chunk.Row(i))
+			}
+		}
+		require.Equal(t, want, listsOf(z, rows.IDs), "%v AssignRows + AppendAssigned", m)
 		// Round trip through the log's form.
 		bin, err := b.x.Centroids().MarshalBinary()
 		require.NoError(t, err)

@@ -1,0 +1,228 @@
+package app_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/trawl-search/trawl/internal/devcluster"
+	"github.com/trawl-search/trawl/shard"
+	"github.com/trawl-search/trawl/shard/shardpb"
+	"github.com/trawl-search/trawl/vector"
+	"github.com/trawl-search/trawl/vector/ivf"
+)
+
+// TestIVFSearchThroughTheRouter is the brute-force property on --index ivf
+// shards (IVFMinRows lowered so 1 500-row shards build an index, and set
+// with Int8MinRows above the last full seeding batch, so the scale and
+// centroids are trained on every row whatever the timing): with
+// "exact": true the answer is the exact top-k of the union and says
+// exact; without it every shard answers from its index (exact false),
+// every score is still the exact one, and recall@10 against brute force
+// on the clustered dev corpus is at least 0.99 at the default nprobe; a
+// selective filter is answered exactly (the exact filtered top-k); a
+// batch answers each query as it would alone; and the replicas of each
+// shard, asked directly, give identical answers (ids and scores).
+func TestIVFSearchThroughTheRouter(t *testing.T) {
+	const (
+		dim  = 128
+		docs = 4500
+	)
+	for _, m := range []vector.Metric{vector.Cosine, vector.DotProduct, vector.Euclidean} {
+		t.Run(m.String(), func(t *testing.T) {
+			recs := devcluster.Corpus(docs, dim, 15+uint64(m))
+			h := start(t, devcluster.Config{Dim: dim, Metric: m, Replicas: 2, Corpus: recs, Kernel: vector.Generic(),
+				Index: shard.IndexIVF, Int8MinRows: 1400, IVFMinRows: 1400})
+			lists := 0
+			for _, reps := range h.dc.Replicas {
+				for _, r := range reps {
+					require.True(t, r.Store.IVFIndexed(), "%s replica %d has its index", r.Shard, r.Index)
+					require.NoError(t, r.Store.ViewIVF(func(_ vector.Rows, x *ivf.Index) error { lists = x.Lists(); return nil }))
+				}
+			}
+			payloads := map[string]map[string]any{}
+			for _, r := range h.dc.Corpus {
+				var p map[string]any
+				require.NoError(t, json.Unmarshal(r.Payload, &p))
+				payloads[r.ID] = p
+			}
+			rng := rand.New(rand.NewPCG(15, uint64(m)))
+			better := func(a, b float64) bool {
+				if m == vector.Euclidean {
+					return a <= b
+				}
+				return a >= b
+			}
+			found, total := 0, 0
+			var batch []map[string]any
+			var direct []*shardpb.Query
+			for q := range 20 {
+				// Queries near stored documents, as real ones are: noise
+				// of 0.3 times the document's norm.
+				qv := slices.Clone(h.dc.Corpus[rng.IntN(len(h.dc.Corpus))].Vector)
+				sigma := 0.3 * math.Sqrt(float64(vector.Generic().Dot(qv, qv))/dim)
+				for j := range qv {
+					qv[j] += float32(sigma * rng.NormFloat64())
+				}
+				scoredQ := slices.Clone(qv)
+				if m == vector.Cosine {
+					vector.Generic().Normalize(scoredQ)
+				}
+				ref := bruteForce(m, scoredQ, h.dc.Corpus)
+				byID := map[string]scored{}
+				for _, s := range ref {
+					byID[s.id] = s
+				}
+				check := func(it item) scored {
+					want, ok := byID[it.ID]
+					require.True(t, ok)
+					got := it.Score
+					if m == vector.Euclidean {
+						got *= got
+					}
+					require.InDelta(t, want.score, got, want.bound+1e-6*math.Abs(want.score), "score of %s", it.ID)
+					return want
+				}
+				for _, k := range []int{1, 10, 50} {
+					a := h.int8Search(t, map[string]any{"vector": qv, "k": k, "exact": true})
+					require.True(t, a.ScatterGather.Exact, "exact:true is answered exactly")
+					require.Len(t, a.Items, k)
+					for i, it := range a.Items {
+						want := check(it)
+						if it.ID != ref[i].id {
+							require.InDelta(t, ref[i].score, want.score, ref[i].bound+want.bound,
+								"k=%d position %d: got %s (%.9g), want %s (%.9g)", k, i, it.ID, want.score, ref[i].id, ref[i].score)
+						}
+					}
+				}
+				body := map[string]any{"vector": qv, "k": 10}
+				a := h.int8Search(t, body)
+				require.False(t, a.ScatterGather.Exact, "the index serves")
+				require.Len(t, a.Items, 10)
+				kth := ref[9]
+				for _, it := range a.Items {
+					// A hit counts when it is as good as the 10th best
+					// (within the score bound: near-ties may swap).
+					want := check(it)
+					slack := kth.bound + want.bound
+					if m != vector.Euclidean {
+						slack = -slack
+					}
+					if better(want.score, kth.score+slack) {
+						found++
+					}
+				}
+				total += 10
+				if q < 8 {
+					batch = append(batch, body)
+					direct = append(direct, &shardpb.Query{Vector: vector.EncodeLE(scoredQ), K: 10, Nprobe: uint32(q % 2 * 3)})
+				}
+
+				// A selective filter (one language, one year: ~0.6 % of the
+				// documents) is scanned exactly: the exact filtered top-k.
+				filt := map[string]any{"must": []any{
+					map[string]any{"key": "lang", "match": map[string]any{"value": "ja"}},
+					map[string]any{"key": "year", "match": map[string]any{"value": 2003}},
+				}}
+				var fref []scored
+				for _, s := range ref {
+					if p := payloads[s.id]; p["lang"] == "ja" && p["year"] == float64(2003) {
+						fref = append(fref, s)
+					}
+				}
+				require.NotEmpty(t, fref)
+				fa := h.int8Search(t, map[string]any{"vector": qv, "k": 10, "filter": filt})
+				require.True(t, fa.ScatterGather.Exact, "a selective filter scans exactly")
+				require.Len(t, fa.Items, min(10, len(fref)))
+				for i, it := range fa.Items {
+					want := check(it)
+					if it.ID != fref[i].id {
+						require.InDelta(t, fref[i].score, want.score, fref[i].bound+want.bound, "filtered position %d", i)
+					}
+				}
+			}
+			recall := float64(found) / float64(total)
+			t.Logf("%s: ivf recall@10 through the router, %d clustered docs of %d-D on 3 shards (%d lists a shard, default nprobe %d): %.3f",
+				m, docs, dim, lists, ivf.DefaultNProbe(lists), recall)
+			require.GreaterOrEqual(t, recall, 0.99)
+
+			// A batch answers each query as it would alone.
+			ba := h.batchSearch(t, map[string]any{"queries": batch})
+			for i, q := range batch {
+				require.Equal(t, h.int8Search(t, q).Items, ba[i], "batch query %d", i)
+			}
+
+			// Every replica of a shard gives the same non-exact answers.
+			for si, reps := range h.dc.Replicas {
+				var first *shardpb.SearchBatchResponse
+				for _, r := range reps {
+					c, err := shard.Dial(r.Addr, shard.DialConfig{})
+					require.NoError(t, err)
+					ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+					c.WaitSettled(ctx)
+					got, err := c.SearchBatch(ctx, direct, 0)
+					cancel()
+					c.Close()
+					require.NoError(t, err)
+					require.False(t, got.GetExact())
+					if first == nil {
+						first = got
+						continue
+					}
+					for qi := range direct {
+						require.Equal(t, pairs(first.GetResults()[qi].GetHits()), pairs(got.GetResults()[qi].GetHits()),
+							"shard %d query %d: replica %d answers as replica 0", si, qi, r.Index)
+					}
+				}
+			}
+		})
+	}
+}
+
+func pairs(hs []*shardpb.Hit) []string {
+	out := make([]string, len(hs))
+	for i, h := range hs {
+		out[i] = fmt.Sprintf("%s %v", h.GetId(), h.GetScore())
+	}
+	return out
+}
+
+// batchSearch posts a /v1/search/batch and returns each query's items.
+func (h *harness) batchSearch(t *testing.T, body any) [][]item {
+	t.Helper()
+	b, err := json.Marshal(body)
+	require.NoError(t, err)
+	resp, err := http.Post(h.srv.URL+"/v1/search/batch?deadline_ms=5000", "application/json", bytes.NewReader(b))
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", raw)
+	var a struct {
+		Results []struct {
+			Items []item `json:"items"`
+		} `json:"results"`
+		ScatterGather struct {
+			Degraded bool `json:"degraded"`
+			Exact    bool `json:"exact"`
+		} `json:"scatter_gather"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &a), "%s", raw)
+	require.False(t, a.ScatterGather.Degraded)
+	require.False(t, a.ScatterGather.Exact)
+	out := make([][]item, len(a.Results))
+	for i, r := range a.Results {
+		out[i] = r.Items
+	}
+	return out
+}

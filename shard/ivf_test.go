@@ -1,0 +1,524 @@
+package shard
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/trawl-search/trawl/shard/shardpb"
+	"github.com/trawl-search/trawl/vector"
+	"github.com/trawl-search/trawl/vector/ivf"
+	"github.com/trawl-search/trawl/vector/quant"
+)
+
+func TestParseIndex(t *testing.T) {
+	for s, want := range map[string]IndexKind{"": IndexFlat, "flat": IndexFlat, "ivf": IndexIVF} {
+		k, err := ParseIndex(s)
+		require.NoError(t, err)
+		require.Equal(t, want, k)
+		require.Equal(t, map[IndexKind]string{IndexFlat: "flat", IndexIVF: "ivf"}[want], k.String())
+	}
+	_, err := ParseIndex("hnsw")
+	require.Error(t, err)
+	require.Equal(t, QuantInt8, NewMemory(4, WithIVF(vector.Generic(), vector.Cosine)).Quantization(), "ivf implies int8")
+}
+
+// clusteredGen makes vectors around a few fixed centres, so IVF lists
+// mean something.
+type clusteredGen struct {
+	rng     *rand.Rand
+	centres [][]float32
+}
+
+func newClustered(seed uint64, dim, centres int) *clusteredGen {
+	g := &clusteredGen{rng: rand.New(rand.NewPCG(seed, 99))}
+	for range centres {
+		c := make([]float32, dim)
+		for j := range c {
+			c[j] = float32(g.rng.NormFloat64())
+		}
+		g.centres = append(g.centres, c)
+	}
+	return g
+}
+
+func (g *clusteredGen) vec() []float32 {
+	c := g.centres[g.rng.IntN(len(g.centres))]
+	v := make([]float32, len(c))
+	for j := range v {
+		v[j] = c[j] + 0.5*float32(g.rng.NormFloat64())
+	}
+	return v
+}
+
+// listSets returns the store's index as sorted id sets, list by list
+// (slot order inside a list follows the write history, which replicas and
+// a fresh build need not share; answers do not depend on it).
+func listSets(t *testing.T, m *Memory) [][]string {
+	t.Helper()
+	var out [][]string
+	require.NoError(t, m.ViewIVF(func(r vector.Rows, x *ivf.Index) error {
+		require.NotNil(t, x, "an index")
+		require.Equal(t, r.Len(), x.Len())
+		for l := range x.Lists() {
+			ids := []string{}
+			for _, row := range x.ListRows(l) {
+				ids = append(ids, r.IDs[row])
+			}
+			sort.Strings(ids)
+			out = append(out, ids)
+		}
+		return nil
+	}))
+	return out
+}
+
+// freshLists builds an index from the store's committed centroids and
+// scale over a copy of its rows, as sorted id sets.
+func freshLists(t *testing.T, m *Memory) [][]string {
+	t.Helper()
+	var c ivf.Centroids
+	require.NoError(t, c.UnmarshalBinary(m.Trained(TrainedIVFCentroids)))
+	var s quant.Scale
+	require.NoError(t, s.UnmarshalBinary(m.Trained(TrainedInt8Scale)))
+	var out [][]string
+	require.NoError(t, m.View(func(r vector.Rows) error {
+		x, err := ivf.Build(vector.Generic(), c, s, r)
+		require.NoError(t, err)
+		for l := range x.Lists() {
+			ids := []string{}
+			for _, row := range x.ListRows(l) {
+				ids = append(ids, r.IDs[row])
+			}
+			sort.Strings(ids)
+			out = append(out, ids)
+		}
+		return nil
+	}))
+	return out
+}
+
+func withBuildHook(fn func()) MemoryOption { return func(m *Memory) { m.buildHook = fn } }
+
+// TestIVFBuildBesideWrites: a background build with appends, overwrites
+// (of rows the build holds and rows it does not yet) and deletes (moving
+// rows into and out of the part it holds, and shrinking the store below
+// it) between its chunks swaps in an index whose lists hold exactly the
+// rows a fresh build from the same centroids puts there; writes after the
+// swap keep it so; the flat codes are dropped.
+func TestIVFBuildBesideWrites(t *testing.T) {
+	const dim = 16
+	g := newClustered(3, dim, 12)
+	var mem *Memory
+	next := 0
+	upsert := func(n int) {
+		recs := make([]Record, n)
+		for i := range recs {
+			recs[i] = Record{ID: fmt.Sprintf("r%05d", next), Vector: g.vec()}
+			next++
+		}
+		require.NoError(t, mem.Upsert(context.Background(), place, recs))
+	}
+	overwrite := func(row int) {
+		var id string
+		require.NoError(t, mem.View(func(r vector.Rows) error { id = r.IDs[row]; return nil }))
+		require.NoError(t, mem.Upsert(context.Background(), place, []Record{{ID: id, Vector: g.vec()}}))
+	}
+	del := func(row int) {
+		var id string
+		require.NoError(t, mem.View(func(r vector.Rows) error { id = r.IDs[row]; return nil }))
+		found, err := mem.Delete(context.Background(), place, id)
+		require.NoError(t, err)
+		require.True(t, found)
+	}
+	chunks := 0
+	hook := func() {
+		chunks++
+		mem.mu.RLock()
+		held := mem.ivf.pending.x.Len()
+		mem.mu.RUnlock()
+		if n := mem.Len(); held > 0 && n > held+1 {
+			overwrite(g.rng.IntN(held))          // held by the build
+			overwrite(held + g.rng.IntN(n-held)) // not yet
+			del(g.rng.IntN(held))                // the last row moves into the build's part
+			del(held + g.rng.IntN(mem.Len()-held))
+		}
+		if chunks == 3 || chunks == 6 {
+			// Shrink the store below the build's rows: deletes then move
+			// rows the build holds.
+			for mem.Len() > held-50 {
+				del(g.rng.IntN(mem.Len()))
+			}
+		}
+		if chunks <= 6 {
+			upsert(300)
+		}
+	}
+	mem = NewMemory(dim, WithIVF(vector.Generic(), vector.Euclidean), withBuildHook(hook))
+	upsert(5000)
+	b, err := mem.trainInt8()
+	require.NoError(t, err)
+	require.NoError(t, mem.SetTrained(TrainedInt8Scale, b))
+	require.True(t, mem.IndexReady())
+	cb, lists, err := mem.trainIVF(context.Background(), 1)
+	require.NoError(t, err)
+	require.Equal(t, ivf.DefaultLists(5000), lists)
+	require.NoError(t, mem.SetTrained(TrainedIVFCentroids, cb))
+	require.True(t, mem.IndexReady(), "applied while serving: the flat codes serve until the index is built")
+	require.False(t, mem.IVFIndexed())
+
+	built, err := mem.BuildIndex(context.Background())
+	require.NoError(t, err)
+	require.True(t, built)
+	require.GreaterOrEqual(t, chunks, 3)
+	require.True(t, mem.IVFIndexed())
+	require.True(t, mem.Int8Ready())
+	require.Nil(t, mem.codes, "the lists hold the codes")
+	require.Equal(t, freshLists(t, mem), listSets(t, mem))
+	built, err = mem.BuildIndex(context.Background())
+	require.NoError(t, err)
+	require.False(t, built, "nothing to build")
+
+	for range 200 {
+		switch g.rng.IntN(3) {
+		case 0:
+			upsert(1)
+		case 1:
+			overwrite(g.rng.IntN(mem.Len()))
+		default:
+			del(g.rng.IntN(mem.Len()))
+		}
+	}
+	require.Equal(t, freshLists(t, mem), listSets(t, mem), "writes after the swap keep the lists")
+
+	// A restore (reset) drops the index; a store restored with centroids
+	// committed waits for its build before serving.
+	trained := map[string][]byte{TrainedInt8Scale: b, TrainedIVFCentroids: cb}
+	mem.reset(place, trained, 0)
+	upsert(2000)
+	require.NoError(t, mem.encodeRestored())
+	require.False(t, mem.IndexReady(), "restored: not ready until built")
+	require.False(t, mem.Int8Ready())
+	built, err = mem.BuildIndex(context.Background())
+	require.NoError(t, err)
+	require.True(t, built)
+	require.True(t, mem.IndexReady())
+	require.Equal(t, freshLists(t, mem), listSets(t, mem))
+
+	// Centroids that do not decode leave a flat store, ready.
+	require.Error(t, mem.SetTrained(TrainedIVFCentroids, []byte("junk")))
+	require.True(t, mem.IndexReady())
+	require.False(t, mem.needsIVFBuild())
+}
+
+// TestIVFServerScans: an unreplicated IVF store answers from its index
+// (kind ivf, not exact), "exact": true from the float32 rows, a
+// selective filter exactly (so it loses nothing), a broad one by probing
+// with the filter, and nprobe = every list as the flat int8 scan would.
+func TestIVFServerScans(t *testing.T) {
+	const dim = 16
+	g := newClustered(4, dim, 10)
+	obs := &kindCounter{kinds: map[string]int{}}
+	mem := NewMemory(dim, WithIVF(vector.Generic(), vector.Euclidean))
+	_, c := serve(t, Config{Dim: dim, Metric: vector.Euclidean, Kernel: vector.Generic(), Store: mem, Observer: obs}, nil, DialConfig{})
+	var vs []*shardpb.Vector
+	for i := range 4000 {
+		vs = append(vs, &shardpb.Vector{Id: fmt.Sprintf("v%04d", i), Vector: EncodeVector(g.vec()),
+			Payload: fmt.Appendf(nil, `{"g":%d}`, i%100)})
+	}
+	for i := 0; i < len(vs); i += 256 {
+		_, err := c.Upsert(ctx(t), place, vs[i:min(i+256, len(vs))])
+		require.NoError(t, err)
+	}
+	b, err := mem.trainInt8()
+	require.NoError(t, err)
+	require.NoError(t, mem.SetTrained(TrainedInt8Scale, b))
+	cb, lists, err := mem.trainIVF(context.Background(), 7)
+	require.NoError(t, err)
+	require.NoError(t, mem.SetTrained(TrainedIVFCentroids, cb))
+	_, err = mem.BuildIndex(context.Background())
+	require.NoError(t, err)
+
+	var rows vector.Rows
+	require.NoError(t, mem.View(func(r vector.Rows) error {
+		rows = vector.Rows{Data: slices.Clone(r.Data), Dim: r.Dim, IDs: slices.Clone(r.IDs)}
+		return nil
+	}))
+	found, total := 0, 0
+	for range 20 {
+		v := g.vec()
+		brute, err := vector.Generic().Scan(context.Background(), vector.Euclidean, rows, []vector.Query{{Vector: v, K: 10}})
+		require.NoError(t, err)
+		want := hitPairs(toPB(brute[0]))
+		r, err := c.Search(ctx(t), &shardpb.Query{Vector: EncodeVector(v), K: 10}, 0)
+		require.NoError(t, err)
+		require.False(t, r.GetExact())
+		truth := map[string]bool{}
+		for _, h := range brute[0] {
+			truth[h.ID] = true
+		}
+		for _, h := range r.GetHits() {
+			if truth[h.GetId()] {
+				found++
+			}
+		}
+		total += 10
+		r, err = c.Search(ctx(t), &shardpb.Query{Vector: EncodeVector(v), K: 10, Exact: true}, 0)
+		require.NoError(t, err)
+		require.True(t, r.GetExact())
+		require.Equal(t, want, hitPairs(r.GetHits()), "exact is the float32 scan")
+		all, err := c.Search(ctx(t), &shardpb.Query{Vector: EncodeVector(v), K: 10, Nprobe: uint32(lists)}, 0)
+		require.NoError(t, err)
+		require.False(t, all.GetExact())
+		flat, err := quant.Generic().Scan(context.Background(), vector.Generic(), vector.Euclidean, rows, mustEncode(t, b, rows), []vector.Query{{Vector: v, K: 10}}, 0)
+		require.NoError(t, err)
+		require.Equal(t, hitPairs(toPB(flat[0])), hitPairs(all.GetHits()), "probing every list is the flat int8 scan")
+
+		// Selective (1 %): scanned exactly, the exact filtered answer.
+		sel, err := c.Search(ctx(t), &shardpb.Query{Vector: EncodeVector(v), K: 10, Filter: []byte(`{"must":[{"key":"g","match":{"value":7}}]}`)}, 0)
+		require.NoError(t, err)
+		require.True(t, sel.GetExact(), "a 1 %% filter scans its rows exactly")
+		var keep []uint32
+		for i := range rows.Len() {
+			if i%100 == 7 {
+				keep = append(keep, uint32(i))
+			}
+		}
+		bf, err := vector.Generic().ScanSelected(context.Background(), vector.Euclidean, rows, []vector.Query{{Vector: v, K: 10}}, keep)
+		require.NoError(t, err)
+		require.Equal(t, hitPairs(toPB(bf[0])), hitPairs(sel.GetHits()))
+		// Broad (80 %): probed with the filter; every hit matches it.
+		broad, err := c.Search(ctx(t), &shardpb.Query{Vector: EncodeVector(v), K: 10, Filter: []byte(`{"must":[{"key":"g","range":{"lt":80}}]}`)}, 0)
+		require.NoError(t, err)
+		require.False(t, broad.GetExact())
+		require.Len(t, broad.GetHits(), 10)
+		for _, h := range broad.GetHits() {
+			var i int
+			_, err := fmt.Sscanf(h.GetId(), "v%d", &i)
+			require.NoError(t, err)
+			require.Less(t, i%100, 80, "hit %s matches the filter", h.GetId())
+		}
+	}
+	recall := float64(found) / float64(total)
+	t.Logf("ivf recall@10 over 20 queries, 4000 rows of %d-D, %d lists, default nprobe %d: %.3f", dim, lists, ivf.DefaultNProbe(lists), recall)
+	require.GreaterOrEqual(t, recall, 0.95)
+	require.Equal(t, 20*3, obs.get(ScanIVF), "default, nprobe=all and the broad filter")
+	require.Equal(t, 20*2, obs.get(ScanExact), "exact:true and the selective filter")
+	require.Zero(t, obs.get(ScanInt8))
+}
+
+func toPB(hs []vector.Hit) []*shardpb.Hit {
+	out := make([]*shardpb.Hit, len(hs))
+	for i, h := range hs {
+		out[i] = &shardpb.Hit{Id: h.ID, Score: h.Score}
+	}
+	return out
+}
+
+func mustEncode(t *testing.T, scale []byte, rows vector.Rows) *quant.Codes {
+	t.Helper()
+	var s quant.Scale
+	require.NoError(t, s.UnmarshalBinary(scale))
+	c, err := quant.Encode(s, rows)
+	require.NoError(t, err)
+	return c
+}
+
+// TestIVFReplicas: in a group of three the leader trains centroids once
+// the int8 scale is committed and the shard holds IVFMinRows rows, and
+// commits them; every replica builds lists holding the same rows as a
+// fresh build, kept so through writes, and answers every non-exact query
+// identically (ids and scores). A follower restarted from its snapshot,
+// and one rebuilt on a wiped directory from the leader's snapshot,
+// answer NOT_SERVING until their index is built, then the same as the
+// others. Growing the shard by ivf.RetrainGrowth retrains and swaps.
+func TestIVFReplicas(t *testing.T) {
+	const (
+		dim     = 16
+		minRows = 600
+	)
+	ms := groupOf(t, 3, dim, func(c *NodeConfig) {
+		c.Int8MinRows, c.IVFMinRows = 200, minRows
+		c.TrailingLogs, c.SnapshotThreshold = 10, 100
+	}, WithIVF(vector.Generic(), vector.Euclidean))
+	waitLeader(t, ms)
+	g := newClustered(5, dim, 8)
+	next := 0
+	batch := func(n int) []*shardpb.Vector {
+		var vs []*shardpb.Vector
+		for range n {
+			vs = append(vs, &shardpb.Vector{Id: fmt.Sprintf("d-%05d", next), Vector: EncodeVector(g.vec())})
+			next++
+		}
+		return vs
+	}
+	upsertOn(t, ms, batch(250))
+	for _, m := range ms {
+		require.Eventually(t, m.mem.Int8Ready, 20*time.Second, 10*time.Millisecond, "int8 scale first")
+	}
+	time.Sleep(300 * time.Millisecond)
+	for _, m := range ms {
+		require.Nil(t, m.mem.Trained(TrainedIVFCentroids), "no centroids below %d rows", minRows)
+	}
+	var last uint64
+	for range 4 {
+		last = upsertOn(t, ms, batch(200))
+	}
+	for _, m := range ms {
+		require.Eventually(t, m.mem.IVFIndexed, 30*time.Second, 10*time.Millisecond, "every replica builds its index")
+	}
+	cent := ms[0].mem.Trained(TrainedIVFCentroids)
+	for _, m := range ms {
+		require.Equal(t, cent, m.mem.Trained(TrainedIVFCentroids))
+	}
+	// Writes after the build: appends, overwrites, deletes.
+	for i := range 30 {
+		last = upsertOn(t, ms, []*shardpb.Vector{{Id: fmt.Sprintf("d-%05d", i*13), Vector: EncodeVector(g.vec())}})
+	}
+	deleteOn := func(id string) {
+		require.Eventually(t, func() bool {
+			for _, m := range ms {
+				if m.g != nil && m.node.IsLeader() {
+					_, idx, err := m.conn.Delete(ctx(t), place, id)
+					if err == nil {
+						last = idx
+						return true
+					}
+				}
+			}
+			return false
+		}, 30*time.Second, 20*time.Millisecond)
+	}
+	for i := range 20 {
+		deleteOn(fmt.Sprintf("d-%05d", 5+i*17))
+	}
+	last = upsertOn(t, ms, batch(100))
+	for _, m := range ms {
+		require.Eventually(t, func() bool { return m.node.AppliedIndex() >= last }, 20*time.Second, 10*time.Millisecond)
+	}
+
+	queries := make([]*shardpb.Query, 20)
+	for i := range queries {
+		queries[i] = &shardpb.Query{Vector: EncodeVector(g.vec()), K: 10, Nprobe: uint32(i % 3)}
+	}
+	same := func(what string) {
+		t.Helper()
+		want := freshLists(t, ms[0].mem)
+		var first *shardpb.SearchBatchResponse
+		for i, m := range ms {
+			require.Equal(t, want, listSets(t, m.mem), "%s: replica %d's lists hold the rows a fresh build does", what, i)
+			var got *shardpb.SearchBatchResponse
+			require.Eventually(t, func() bool {
+				// A loaded machine can make a follower miss its leader for a moment.
+				var err error
+				got, err = m.conn.SearchBatch(ctx(t), queries, last)
+				return err == nil
+			}, 20*time.Second, 20*time.Millisecond, "%s: replica %d answers", what, i)
+			require.False(t, got.GetExact())
+			if first == nil {
+				first = got
+				continue
+			}
+			for qi := range queries {
+				require.Equal(t, hitPairs(first.GetResults()[qi].GetHits()), hitPairs(got.GetResults()[qi].GetHits()),
+					"%s: query %d: replica %d answers as replica 0", what, qi, i)
+			}
+		}
+	}
+	same("after writes")
+
+	// Restarted from its own snapshot, a follower is NOT_SERVING until its
+	// index is built; its build is held at its first chunk meanwhile.
+	rejoinHeld := func(m *member, what string) {
+		t.Helper()
+		gate := make(chan struct{})
+		release := sync.OnceFunc(func() { close(gate) })
+		defer release() // a failed assertion must not leave the build held: Close waits for it
+		held := make(chan struct{}, 1)
+		opts := m.memOpts
+		m.memOpts = append(slices.Clone(opts), withBuildHook(func() {
+			select {
+			case held <- struct{}{}:
+			default:
+			}
+			<-gate
+		}))
+		require.NoError(t, m.start())
+		m.memOpts = opts
+		select {
+		case <-held:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s: no index build started", what)
+		}
+		// Caught up with the log by now or soon; still not serving.
+		deadline := time.Now().Add(time.Second)
+		for time.Now().Before(deadline) {
+			require.False(t, m.node.Serving(), "%s: serving before its index is built", what)
+			_, err := m.conn.Search(ctx(t), queries[0], 0)
+			require.Equal(t, codes.Unavailable, status.Code(err), "%s: %v", what, err)
+			time.Sleep(50 * time.Millisecond)
+		}
+		require.False(t, m.mem.IndexReady())
+		release()
+		require.Eventually(t, func() bool { return m.node.Serving() && m.node.AppliedIndex() >= last },
+			30*time.Second, 10*time.Millisecond, "%s: serving once built", what)
+		require.True(t, m.mem.IVFIndexed())
+	}
+	var follower *member
+	for _, m := range ms {
+		if !m.node.IsLeader() {
+			follower = m
+		}
+	}
+	require.NoError(t, follower.node.Snapshot())
+	follower.stop()
+	rejoinHeld(follower, "restarted")
+	same("after a restart")
+
+	// Wiped, it installs the leader's snapshot and rebuilds.
+	follower.stop()
+	require.NoError(t, os.RemoveAll(follower.dir))
+	for range 3 {
+		last = upsertOn(t, ms, batch(50))
+	}
+	for _, m := range ms {
+		if m != follower {
+			// Both, so whichever leads has compacted the log it lacks.
+			require.NoError(t, m.node.Snapshot())
+		}
+	}
+	rejoinHeld(follower, "rebuilt from a snapshot")
+	snaps, err := follower.node.snaps.List()
+	require.NoError(t, err)
+	require.NotEmpty(t, snaps, "the wiped replica installed a snapshot")
+	same("after a snapshot install")
+
+	// Growing by ivf.RetrainGrowth retrains; every replica swaps.
+	var c0 ivf.Centroids
+	require.NoError(t, c0.UnmarshalBinary(cent))
+	for ms[0].mem.Len() < ivf.RetrainGrowth*c0.TrainedRows {
+		last = upsertOn(t, ms, batch(256))
+	}
+	for _, m := range ms {
+		require.Eventually(t, func() bool {
+			var c ivf.Centroids
+			return c.UnmarshalBinary(m.mem.Trained(TrainedIVFCentroids)) == nil && c.TrainedRows > c0.TrainedRows &&
+				m.mem.IVFIndexed() && m.node.AppliedIndex() >= last
+		}, 60*time.Second, 10*time.Millisecond, "retrained and rebuilt")
+	}
+	var c1 ivf.Centroids
+	require.NoError(t, c1.UnmarshalBinary(ms[0].mem.Trained(TrainedIVFCentroids)))
+	t.Logf("retrained: %d lists on %d rows, then %d lists on %d rows", c0.Lists(), c0.TrainedRows, c1.Lists(), c1.TrainedRows)
+	require.Greater(t, c1.Lists(), c0.Lists())
+	same("after a retrain")
+}
