@@ -76,6 +76,9 @@ type ivfState struct {
 	err error
 	// trainedRows is the committed centroids' TrainedRows, 0 when none.
 	trainedRows int
+	// restoring: a snapshot is being loaded (reset until encodeRestored);
+	// no build starts on the half-loaded rows.
+	restoring bool
 	// fallback: the committed centroids were applied while this replica
 	// was serving, so until the index is built it keeps serving from its
 	// flat int8 codes (every live replica does the same; a replica that
@@ -136,6 +139,7 @@ func (m *Memory) setIVFTrained(serving bool) error {
 	s := &m.ivf
 	s.gen++
 	s.pending = nil
+	s.restoring = false
 	s.fallback = serving
 	s.err, s.trainedRows = nil, 0
 	b := m.trained[TrainedIVFCentroids]
@@ -300,7 +304,7 @@ func (m *Memory) BuildIndex(ctx context.Context) (bool, error) {
 func (m *Memory) needsIVFBuildLocked() bool {
 	s := &m.ivf
 	return m.indexKind == IndexIVF && m.trained[TrainedIVFCentroids] != nil && s.err == nil && s.pending == nil &&
-		(s.x == nil || s.built != s.gen)
+		!s.restoring && (s.x == nil || s.built != s.gen)
 }
 
 // build fills b from the rows chunk by chunk (see BuildIndex), then swaps

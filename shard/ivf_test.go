@@ -206,6 +206,10 @@ func TestIVFBuildBesideWrites(t *testing.T) {
 	trained := map[string][]byte{TrainedInt8Scale: b, TrainedIVFCentroids: cb}
 	mem.reset(place, trained, 0)
 	upsert(2000)
+	require.False(t, mem.needsIVFBuild(), "no build while a snapshot is half loaded")
+	built, err = mem.BuildIndex(context.Background())
+	require.NoError(t, err)
+	require.False(t, built)
 	require.NoError(t, mem.encodeRestored())
 	require.False(t, mem.IndexReady(), "restored: not ready until built")
 	require.False(t, mem.Int8Ready())

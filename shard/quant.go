@@ -151,6 +151,7 @@ func (m *Memory) applyInt8Scale(b []byte) error {
 func (m *Memory) encodeRestored() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.ivf.restoring = false
 	if m.indexKind == IndexIVF && m.trained[TrainedIVFCentroids] != nil {
 		// The index, built in the background, will hold the codes; until
 		// then the replica is NOT_SERVING (IndexReady), so flat codes

@@ -343,9 +343,9 @@ func (m *Memory) reset(p Placement, trained map[string][]byte, rows int) {
 	}
 	m.codes = nil // encodeRestored encodes the restored rows
 	m.payloadIndex.Reset()
-	// No index until the restored rows are built into one (and any build
-	// under way is stale).
-	m.ivf = ivfState{gen: m.ivf.gen + 1}
+	// No index until the restored rows are built into one, no build until
+	// they are all in (encodeRestored), and any build under way is stale.
+	m.ivf = ivfState{gen: m.ivf.gen + 1, restoring: true}
 }
 
 // errViewOpen is returned by OpenView while another view is open; raft

@@ -17,6 +17,7 @@ import (
 
 	"github.com/trawl-search/trawl/internal/app"
 	"github.com/trawl-search/trawl/internal/devcluster"
+	"github.com/trawl-search/trawl/shard"
 	"github.com/trawl-search/trawl/vector"
 )
 
@@ -114,4 +115,31 @@ func waitReady(t *testing.T, r *app.Router) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	require.NoError(t, r.WaitReady(ctx))
+}
+
+// TestIndexIVFImpliesInt8: --index ivf turns int8 on unless --quantization
+// says otherwise, which is refused; flat leaves --quantization alone.
+func TestIndexIVFImpliesInt8(t *testing.T) {
+	parse := func(args ...string) (shard.Quantization, shard.IndexKind, error) {
+		fs := flag.NewFlagSet("shard", flag.ContinueOnError)
+		q := fs.String("quantization", "none", "")
+		idx := fs.String("index", "flat", "")
+		require.NoError(t, parseFlags(fs, args))
+		return parseScan(fs, *q, *idx)
+	}
+	q, idx, err := parse("--index", "ivf")
+	require.NoError(t, err)
+	require.Equal(t, shard.QuantInt8, q)
+	require.Equal(t, shard.IndexIVF, idx)
+	q, _, err = parse("--index", "ivf", "--quantization", "int8")
+	require.NoError(t, err)
+	require.Equal(t, shard.QuantInt8, q)
+	_, _, err = parse("--index", "ivf", "--quantization", "none")
+	require.ErrorContains(t, err, "needs --quantization int8")
+	q, idx, err = parse()
+	require.NoError(t, err)
+	require.Equal(t, shard.QuantNone, q)
+	require.Equal(t, shard.IndexFlat, idx)
+	_, _, err = parse("--index", "hnsw")
+	require.ErrorContains(t, err, "--index")
 }
