@@ -74,34 +74,10 @@ func TestInt8SearchExactIsBruteForce(t *testing.T) {
 				if m == vector.Cosine {
 					vector.Generic().Normalize(scoredQ)
 				}
-				ref := bruteForce(m, scoredQ, h.dc.Corpus)
-				byID := map[string]scored{}
-				for _, s := range ref {
-					byID[s.id] = s
-				}
-				checkScore := func(it item) scored {
-					want, ok := byID[it.ID]
-					require.True(t, ok)
-					got := it.Score
-					if m == vector.Euclidean {
-						got *= got
-					}
-					require.InDelta(t, want.score, got, want.bound+1e-6*math.Abs(want.score), "score of %s", it.ID)
-					return want
-				}
-				for _, k := range []int{1, 10, 50} {
-					a := h.int8Search(t, map[string]any{"vector": qv, "k": k, "exact": true})
-					require.True(t, a.ScatterGather.Exact, "exact:true is answered exactly")
-					require.Len(t, a.Items, k)
-					for i, it := range a.Items {
-						want := checkScore(it)
-						if it.ID != ref[i].id {
-							require.InDelta(t, ref[i].score, want.score, ref[i].bound+want.bound,
-								"k=%d position %d: got %s (%.9g), want %s (%.9g)", k, i, it.ID, want.score, ref[i].id, ref[i].score)
-						}
-					}
-				}
-				kth := ref[9]
+				ref := newExactRef(t, m, scoredQ, h.dc.Corpus)
+				ref.requireExactTopK(h, qv)
+				checkScore := ref.check
+				kth := ref.ranked[9]
 				hits := func(body map[string]any) int {
 					a := h.int8Search(t, body)
 					require.False(t, a.ScatterGather.Exact, "without exact the int8 codes serve")
@@ -130,5 +106,57 @@ func TestInt8SearchExactIsBruteForce(t *testing.T) {
 				m, len(recs), dim, recall, float64(found1)/float64(total))
 			require.GreaterOrEqual(t, recall, 0.9, fmt.Sprintf("recall@10 %.3f", recall))
 		})
+	}
+}
+
+// exactRef is one query's brute-force ranking over a corpus, for checking
+// answered items against it.
+type exactRef struct {
+	t      *testing.T
+	m      vector.Metric
+	ranked []scored
+	byID   map[string]scored
+}
+
+// newExactRef ranks corpus for scoredQ (normalised already for cosine).
+func newExactRef(t *testing.T, m vector.Metric, scoredQ []float32, corpus []shard.Record) *exactRef {
+	e := &exactRef{t: t, m: m, ranked: bruteForce(m, scoredQ, corpus), byID: map[string]scored{}}
+	for _, s := range e.ranked {
+		e.byID[s.id] = s
+	}
+	return e
+}
+
+// check asserts an item is a corpus document answered with its own score
+// (l2 answers distances, the ranking squared ones) and returns its entry.
+func (e *exactRef) check(it item) scored {
+	e.t.Helper()
+	want, ok := e.byID[it.ID]
+	require.True(e.t, ok)
+	got := it.Score
+	if e.m == vector.Euclidean {
+		got *= got
+	}
+	require.InDelta(e.t, want.score, got, want.bound+1e-6*math.Abs(want.score), "score of %s", it.ID)
+	return want
+}
+
+// requireExactTopK asks qv with "exact": true at k = 1, 10 and 50: each
+// answer is exact and is the brute-force top-k (a different id at a
+// position only where the two score the same within their bounds).
+func (e *exactRef) requireExactTopK(h *harness, qv []float32) {
+	t := e.t
+	t.Helper()
+	for _, k := range []int{1, 10, 50} {
+		a := h.int8Search(t, map[string]any{"vector": qv, "k": k, "exact": true})
+		require.True(t, a.ScatterGather.Exact, "exact:true is answered exactly")
+		require.Len(t, a.Items, k)
+		for i, it := range a.Items {
+			want := e.check(it)
+			if r := e.ranked[i]; it.ID != r.id {
+				require.InDelta(t, r.score, want.score, r.bound+want.bound,
+					"k=%d position %d: got %s (%.9g), want %s (%.9g)", k, i, it.ID, want.score, r.id, r.score)
+			}
+		}
 	}
 }

@@ -78,38 +78,14 @@ func TestIVFSearchThroughTheRouter(t *testing.T) {
 				if m == vector.Cosine {
 					vector.Generic().Normalize(scoredQ)
 				}
-				ref := bruteForce(m, scoredQ, h.dc.Corpus)
-				byID := map[string]scored{}
-				for _, s := range ref {
-					byID[s.id] = s
-				}
-				check := func(it item) scored {
-					want, ok := byID[it.ID]
-					require.True(t, ok)
-					got := it.Score
-					if m == vector.Euclidean {
-						got *= got
-					}
-					require.InDelta(t, want.score, got, want.bound+1e-6*math.Abs(want.score), "score of %s", it.ID)
-					return want
-				}
-				for _, k := range []int{1, 10, 50} {
-					a := h.int8Search(t, map[string]any{"vector": qv, "k": k, "exact": true})
-					require.True(t, a.ScatterGather.Exact, "exact:true is answered exactly")
-					require.Len(t, a.Items, k)
-					for i, it := range a.Items {
-						want := check(it)
-						if it.ID != ref[i].id {
-							require.InDelta(t, ref[i].score, want.score, ref[i].bound+want.bound,
-								"k=%d position %d: got %s (%.9g), want %s (%.9g)", k, i, it.ID, want.score, ref[i].id, ref[i].score)
-						}
-					}
-				}
+				ref := newExactRef(t, m, scoredQ, h.dc.Corpus)
+				ref.requireExactTopK(h, qv)
+				check := ref.check
 				body := map[string]any{"vector": qv, "k": 10}
 				a := h.int8Search(t, body)
 				require.False(t, a.ScatterGather.Exact, "the index serves")
 				require.Len(t, a.Items, 10)
-				kth := ref[9]
+				kth := ref.ranked[9]
 				for _, it := range a.Items {
 					// A hit counts when it is as good as the 10th best
 					// (within the score bound: near-ties may swap).
@@ -135,7 +111,7 @@ func TestIVFSearchThroughTheRouter(t *testing.T) {
 					map[string]any{"key": "year", "match": map[string]any{"value": 2003}},
 				}}
 				var fref []scored
-				for _, s := range ref {
+				for _, s := range ref.ranked {
 					if p := payloads[s.id]; p["lang"] == "ja" && p["year"] == float64(2003) {
 						fref = append(fref, s)
 					}
