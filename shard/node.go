@@ -136,10 +136,13 @@ type Node struct {
 	// leaderCommit is the commit index in the last AppendEntries received.
 	leaderCommit atomic.Uint64
 	serving      atomic.Bool
-	servingRole  atomic.Uint32 // the raft.RaftState serving was computed in
-	readyTerm    atomic.Uint64 // the term in which this leader's barrier completed
-	training     atomic.Bool   // a leader's int8 or IVF training is under way
-	building     atomic.Bool   // an IVF index build is under way
+	// servingBy is the rule serving was last granted under (byLeader or
+	// byContact), zero when it was not; Serving re-checks that rule's
+	// condition at the moment of each read.
+	servingBy atomic.Uint32
+	readyTerm atomic.Uint64 // the term in which this leader's barrier completed
+	training  atomic.Bool   // a leader's int8 or IVF training is under way
+	building  atomic.Bool   // an IVF index build is under way
 
 	// ctx ends when the node closes: background training and builds stop.
 	ctx    context.Context
@@ -438,24 +441,41 @@ func (n *Node) OnServing(fn func(bool)) {
 	fn(n.serving.Load())
 }
 
+// The two rules the monitor grants serving under.
+const (
+	// byLeader: a leader whose barrier in its term has applied.
+	byLeader uint32 = iota + 1
+	// byContact: a replica that heard from a leader within
+	// MaxLeaderSilence and is caught up with it — a follower, a candidate,
+	// or a just-elected leader whose barrier has not applied yet.
+	byContact
+)
+
 // Serving reports whether the replica may answer reads now: the monitor's
-// verdict, provided the replica's role has not changed since (a leader that
-// stepped down stops serving at once, not at the next tick) and, for a
-// follower, its leader's silence has not grown past the limit since.
+// verdict, provided the rule it was granted under still holds at this
+// moment — a leader serving as one stops at once when it steps down, not at
+// the next tick, and a replica serving by contact stops exactly
+// --max-leader-silence after its last word from a leader.
+//
+// An election alone does not stop a replica serving by contact: a follower
+// that turns candidate, or is elected, holds the same data it served a
+// moment before, and its freshness still bounds how stale it can be. Going
+// dark on every role change made all live replicas of a shard refuse at
+// once for the election's 100-200 ms whenever its leader died (the chaos
+// test's degraded bursts).
 func (n *Node) Serving() bool {
 	// serving is false until the monitor (started after raft) first says
 	// otherwise, so n.raft is set whenever it is read below.
 	if !n.serving.Load() {
 		return false
 	}
-	state := n.raft.State()
-	if raft.RaftState(n.servingRole.Load()) != state {
-		return false
+	switch n.servingBy.Load() {
+	case byLeader:
+		return n.raft.State() == raft.Leader
+	case byContact:
+		return n.raft.State() != raft.Shutdown && time.Since(n.raft.LastContact()) < n.silent
 	}
-	// A follower's silence is checked at the moment of the read, so it
-	// stops serving exactly --max-leader-silence after its last word from
-	// a leader, not up to a tick later.
-	return state == raft.Leader || time.Since(n.raft.LastContact()) < n.silent
+	return false
 }
 
 // monitor recomputes the serving state every monitorEvery:
@@ -464,7 +484,11 @@ func (n *Node) Serving() bool {
 //     committed before it (a new leader may hold committed entries it has
 //     not applied), while it stays leader (raft steps a leader down when
 //     a quorum is silent for the leader lease), and while it has applied
-//     all but servingLag of its commit index;
+//     all but servingLag of its commit index; until its barrier applies, a
+//     just-elected leader serves by the follower rule below, on the
+//     contact and commit index it had as a follower;
+//   - a replica that has led serves by the follower rule only once a new
+//     leader has proved a commit index to it;
 //   - a follower serves while it has heard from a leader within
 //     MaxLeaderSilence and, since it last did not serve, has applied the
 //     commit index its leader reported, and trails it by at most
@@ -497,9 +521,22 @@ func (n *Node) monitor() {
 				n.log.Info("caught up with the group; taking part in elections", "applied_index", n.AppliedIndex())
 			}
 		}
-		serving := false
+		serving, by := false, uint32(0)
 		state := n.raft.State()
-		n.servingRole.Store(uint32(state))
+		// byContact: heard from a leader lately and caught up with it.
+		contact := func() bool {
+			fresh := time.Since(n.raft.LastContact()) < n.silent
+			lc := n.leaderCommit.Load()
+			switch {
+			case !fresh || lc == 0:
+				caughtUp = false
+			case upTo(lc):
+				caughtUp = true
+			case lc > servingLag && !upTo(lc-servingLag):
+				caughtUp = false
+			}
+			return fresh && caughtUp && n.mayVote.Load() && n.cfg.Store.IndexReady()
+		}
 		switch state {
 		case raft.Leader:
 			term := n.raft.CurrentTerm()
@@ -513,32 +550,37 @@ func (n *Node) monitor() {
 					}
 				}()
 			}
+			if n.readyTerm.Load() != term {
+				// Just elected: serve on as the follower it was a moment
+				// ago (its last contact is its old leader's) until the
+				// barrier applies or that contact grows too old.
+				serving, by = contact(), byContact
+				break
+			}
 			commit := n.raft.CommitIndex()
-			serving = n.readyTerm.Load() == term && (commit <= servingLag || upTo(commit-servingLag)) &&
-				n.cfg.Store.IndexReady()
+			serving, by = (commit <= servingLag || upTo(commit-servingLag)) && n.cfg.Store.IndexReady(), byLeader
+			// Once it has led, the commit index it last heard as a
+			// follower proves nothing: after stepping down (raft then
+			// resets its last contact to now) it serves again only once a
+			// new leader has proved one.
 			caughtUp = false
+			n.leaderCommit.Store(0)
 			if serving {
 				n.maybeTrain()
 			}
 		case raft.Follower, raft.Candidate:
-			fresh := time.Since(n.raft.LastContact()) < n.silent
-			lc := n.leaderCommit.Load()
-			switch {
-			case !fresh || lc == 0:
-				caughtUp = false
-			case upTo(lc):
-				caughtUp = true
-			case lc > servingLag && !upTo(lc-servingLag):
-				caughtUp = false
-			}
-			serving = fresh && caughtUp && n.mayVote.Load() && n.cfg.Store.IndexReady()
-			if applied := n.AppliedIndex(); lc > applied+1000 && time.Since(lastLog) > 2*time.Second {
+			serving, by = contact(), byContact
+			if applied, lc := n.AppliedIndex(), n.leaderCommit.Load(); lc > applied+1000 && time.Since(lastLog) > 2*time.Second {
 				lastLog = time.Now()
 				n.log.Info("catching up", "applied_index", applied, "leader_commit_index", lc)
 			}
 		}
 		n.maybeBuild()
 		applied := n.AppliedIndex()
+		if !serving {
+			by = 0
+		}
+		n.servingBy.Store(by)
 		if n.serving.Swap(serving) != serving {
 			n.log.Info("serving changed", "serving", serving, "state", n.raft.State().String(),
 				"applied_index", applied, "commit_index", n.raft.CommitIndex())
