@@ -28,16 +28,65 @@ func chaosFor(t *testing.T) time.Duration {
 	return time.Duration(n) * time.Second
 }
 
+// timeline is the run's faults and degraded answers in order, logged when
+// the test fails: a CI failure then says which fault each burst of
+// degraded answers followed, without a re-run.
+type timeline struct {
+	mu     sync.Mutex
+	events []string
+	last   string // the previous degraded event, to fold repeats
+	folded int
+}
+
+func (tl *timeline) add(what string) {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	tl.flushLocked()
+	tl.events = append(tl.events, time.Now().Format("15:04:05.000")+" "+what)
+	tl.last = ""
+}
+
+// degraded records a degraded answer; a run of identical ones is folded
+// into its first and a count.
+func (tl *timeline) degraded(what string) {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	if what == tl.last {
+		tl.folded++
+		return
+	}
+	tl.flushLocked()
+	tl.events = append(tl.events, time.Now().Format("15:04:05.000")+" "+what)
+	tl.last = what
+}
+
+func (tl *timeline) flushLocked() {
+	if tl.folded > 0 {
+		tl.events = append(tl.events, fmt.Sprintf("%s  ... %d more like it", time.Now().Format("15:04:05.000"), tl.folded))
+		tl.folded = 0
+	}
+}
+
+func (tl *timeline) log(t *testing.T) {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	tl.flushLocked()
+	for _, e := range tl.events {
+		t.Log(e)
+	}
+}
+
 // tally is one router's answers in the chaos run.
 type tally struct {
 	answers, complete, degraded, failed atomic.Int64
+	tl                                  *timeline
 
 	mu      sync.Mutex
 	wrong   []string
 	reasons map[string]int // "shard: reason" → degraded answers it appeared in
 }
 
-func newTally() *tally { return &tally{reasons: map[string]int{}} }
+func newTally(tl *timeline) *tally { return &tally{tl: tl, reasons: map[string]int{}} }
 
 func (c *tally) fail(msg string) {
 	c.mu.Lock()
@@ -71,6 +120,7 @@ func (c *tally) query(r *routerProc, l *ledger, rng *rand.Rand, since func(time.
 	case a.ScatterGather.Degraded:
 		c.degraded.Add(1)
 		c.missing(a.ScatterGather.ShardErrors)
+		c.tl.degraded(fmt.Sprintf("%s: degraded %v", r.name, a.ScatterGather.ShardErrors))
 		if len(a.ScatterGather.UnavailableShards) == 0 || a.ScatterGather.Coverage >= 1 {
 			c.fail(fmt.Sprintf("degraded answer that names no missing shard: %+v", a.ScatterGather))
 		}
@@ -144,7 +194,13 @@ func TestChaosEveryCompleteAnswerIsExact(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), chaosFor(t))
 	defer cancel()
-	readers, raw := newTally(), newTally()
+	tl := &timeline{}
+	t.Cleanup(func() {
+		if t.Failed() {
+			tl.log(t)
+		}
+	})
+	readers, raw := newTally(tl), newTally(tl)
 	var wg sync.WaitGroup
 	for cl := range 4 {
 		wg.Go(func() {
@@ -196,6 +252,11 @@ func TestChaosEveryCompleteAnswerIsExact(t *testing.T) {
 			faults.Add(1)
 			held.Go(func() {
 				defer busy[s].Store(false)
+				sig := "SIGSTOP"
+				if kill {
+					sig = "SIGKILL"
+				}
+				tl.add(fmt.Sprintf("%s %s for %v", sig, rep.name, hold))
 				if kill {
 					rep.kill()
 				} else {
@@ -212,9 +273,11 @@ func TestChaosEveryCompleteAnswerIsExact(t *testing.T) {
 				}
 				// Live again only once serving: a replica still catching
 				// up does not count as one of the shard's two.
+				tl.add(rep.name + " back")
 				for end := time.Now().Add(30 * time.Second); !rep.ready() && time.Now().Before(end); {
 					time.Sleep(50 * time.Millisecond)
 				}
+				tl.add(rep.name + " serving")
 			})
 		}
 	})
