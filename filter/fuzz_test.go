@@ -3,6 +3,7 @@ package filter
 import (
 	"encoding/json"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 )
@@ -76,5 +77,44 @@ func FuzzMatch(f *testing.F) {
 		again, err := Parse(c)
 		require.NoError(t, err)
 		require.Equal(t, got, again.Match(d))
+	})
+}
+
+// FuzzParseTreeFastPath: the fastjson path and the token walker decode
+// every input to the same tree, or refuse it with the same first error,
+// for filters (any arrays) and payloads (scalar arrays) alike. Inputs the
+// walker refuses as broken JSON may be refused by the fast path's
+// validator first and then by the walker, so their errors match too.
+func FuzzParseTreeFastPath(f *testing.F) {
+	for _, s := range append(append([]string{}, fuzzFilters...), fuzzPayloads...) {
+		f.Add([]byte(s))
+	}
+	for _, s := range []string{`{"a":1,"a":2}`, `{"a":[[1]]}`, `{"a":"\ud800"}`, `{"a":"\u00e9\n"}`, `[1,2] x`,
+		`{"a":01}`, `{"a":1.}`, `{"a":-}`, `{"a":NaN}`, `{"a":"x` + "\x01" + `"}`, `{"a":{"b":{"c":{"d":{"e":{"f":1}}}}}}`,
+		` {"a" : 1e400 } `, `{"a":-0.0,"b":12345678901234567890}`, `{"\u0061":1,"a":2}`, `"\t"`, "{\"a\":\"\\q\"}"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		for _, tc := range []struct {
+			depth  int
+			scalar bool
+		}{{maxJSONDepth, false}, {MaxDepth, true}, {3, true}} {
+			root := path{"x"}
+			got, gerr := parseTree(b, root, tc.depth, tc.scalar)
+			var want any
+			var werr error
+			if utf8.Valid(b) {
+				want, werr = walkTree(b, root, tc.depth, tc.scalar)
+			} else {
+				werr = root.errorf("is not valid UTF-8")
+			}
+			if werr != nil {
+				require.Error(t, gerr, "walker refused %q: %v", b, werr)
+				require.Equal(t, werr.Error(), gerr.Error(), "%q", b)
+				continue
+			}
+			require.NoError(t, gerr, "%q", b)
+			require.Equal(t, want, got, "%q", b)
+		}
 	})
 }

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/valyala/fastjson"
 )
 
 // Error is a bad filter or payload, and where: Path is a JSON path from the
@@ -48,6 +50,49 @@ func parseTree(b []byte, root path, maxDepth int, scalarArrays bool) (any, error
 	if !utf8.Valid(b) {
 		return nil, root.errorf("is not valid UTF-8")
 	}
+	// The fast path: fastjson validates the whole document strictly (RFC
+	// 8259: escapes, control characters, number grammar, trailing data) and
+	// parses it several times faster than encoding/json's token reader,
+	// which made payload parsing most of a shard's write cost. Only JSON
+	// that breaks takes the token walker below, which names where it breaks.
+	// FuzzParseTreeFastPath holds the two paths to the same tree and the same
+	// first error.
+	if !needsWalker(b) && fastjson.ValidateBytes(b) == nil {
+		var fp fastjson.Parser
+		if v, err := fp.ParseBytes(b); err == nil {
+			t := &tree{root: root, maxDepth: maxDepth, scalarArrays: scalarArrays}
+			return t.fromFast(v, root, 1)
+		}
+	}
+	return walkTree(b, root, maxDepth, scalarArrays)
+}
+
+// needsWalker reports inputs the fast path could decode differently from
+// encoding/json, which therefore take the walker:
+//   - any byte below 0x20: fastjson's validator misses a control
+//     character placed before an escape in a string, so only JSON without
+//     them (compact JSON, as shards store and forward it) goes fast;
+//   - a \u escape that may be a UTF-16 surrogate (\uD800-\uDFFF):
+//     fastjson keeps a lone one verbatim where encoding/json decodes it to
+//     U+FFFD. A false positive (an escaped backslash before "ud8") only
+//     costs speed.
+func needsWalker(b []byte) bool {
+	for i, c := range b {
+		switch {
+		case c < 0x20:
+			return true
+		case c == '\\' && i+3 < len(b) && b[i+1] == 'u':
+			if d, e := b[i+2]|0x20, b[i+3]|0x20; d == 'd' && (e >= '8' && e <= '9' || e >= 'a' && e <= 'f') {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// walkTree is parseTree's slow path, encoding/json's token reader walked
+// value by value, so a syntax error is reported at the path it is in.
+func walkTree(b []byte, root path, maxDepth int, scalarArrays bool) (any, error) {
 	t := &tree{dec: json.NewDecoder(bytes.NewReader(b)), root: root, maxDepth: maxDepth, scalarArrays: scalarArrays}
 	t.dec.UseNumber()
 	v, err := t.value(root, 1)
@@ -58,6 +103,72 @@ func parseTree(b []byte, root path, maxDepth int, scalarArrays bool) (any, error
 		return nil, root.errorf("has data after its JSON value")
 	}
 	return v, nil
+}
+
+// fromFast converts fastjson's parse into the tree value would have
+// decoded, applying the same checks in the same document order (depth on
+// entering an object or array, a repeated key before its value, array
+// elements as they come), so the first error is the one value reports.
+func (t *tree) fromFast(v *fastjson.Value, p path, depth int) (any, error) {
+	switch v.Type() {
+	case fastjson.TypeNull:
+		return nil, nil
+	case fastjson.TypeTrue:
+		return true, nil
+	case fastjson.TypeFalse:
+		return false, nil
+	case fastjson.TypeString:
+		return string(v.GetStringBytes()), nil
+	case fastjson.TypeNumber:
+		// The literal as written: it was validated against JSON's number
+		// grammar, and number() classifies it as the token walker's does.
+		return json.Number(v.MarshalTo(nil)), nil
+	case fastjson.TypeObject:
+		if depth > t.maxDepth {
+			return nil, p.errorf("is nested deeper than %d levels", t.maxDepth)
+		}
+		o, _ := v.Object()
+		m := make(map[string]any, o.Len())
+		var err error
+		o.Visit(func(kb []byte, x *fastjson.Value) {
+			if err != nil {
+				return
+			}
+			k := string(kb)
+			kp := p.key(k)
+			if _, dup := m[k]; dup {
+				err = kp.errorf("repeats a key")
+				return
+			}
+			m[k], err = t.fromFast(x, kp, depth+1)
+		})
+		if err != nil {
+			return nil, err
+		}
+		return m, nil
+	case fastjson.TypeArray:
+		if depth > t.maxDepth {
+			return nil, p.errorf("is nested deeper than %d levels", t.maxDepth)
+		}
+		xs, _ := v.Array()
+		a := make([]any, 0, len(xs))
+		for i, x := range xs {
+			ip := p.index(i)
+			e, err := t.fromFast(x, ip, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			if t.scalarArrays {
+				switch e.(type) {
+				case map[string]any, []any:
+					return nil, ip.errorf("is an object or array inside an array; array elements must be strings, numbers, booleans or null")
+				}
+			}
+			a = append(a, e)
+		}
+		return a, nil
+	}
+	return nil, p.errorf("bad JSON: unexpected value")
 }
 
 func (t *tree) syntax(p path, err error) *Error {
