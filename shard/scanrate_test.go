@@ -38,15 +38,15 @@ func TestStatsReportCalibratedScanRate(t *testing.T) {
 // Real full scans of one query feed the live rate; the calibrated one is
 // kept beside it.
 func TestStatsReportLiveScanRate(t *testing.T) {
-	const dim = 16
+	const dim = 1536
 	srv, c := serve(t, memConfig(dim, vector.Cosine), nil, DialConfig{})
 	srv.SetScanRate(123)
 	st, err := c.Stats(ctx(t))
 	require.NoError(t, err)
 	require.Zero(t, st.GetScanRateLive(), "no scan yet")
 
-	recs := make([]*shardpb.Vector, 0, 512)
-	for i := range minLiveRows {
+	recs := make([]*shardpb.Vector, 0, 64)
+	for i := range minLiveBytes/(4*dim) + 64 {
 		v := make([]float32, dim)
 		v[i%dim], v[(i+1)%dim] = 1, float32(i%7)+1
 		recs = append(recs, &shardpb.Vector{Id: fmt.Sprintf("doc-%d", i), Vector: EncodeVector(v)})

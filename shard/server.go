@@ -807,16 +807,16 @@ func (s *Server) CalibrateScanRate(ctx context.Context) (float64, error) {
 // process (router dev), one measurement serves them all.
 func (s *Server) SetScanRate(rate float64) { s.rates.setCalibrated(rate) }
 
-// minLiveRows: smaller scans are mostly fixed costs (heaps, goroutines),
+// minLiveBytes: smaller scans are mostly fixed costs (heaps, goroutines),
 // so their rate would understate what a shard of sizing interest does.
-const minLiveRows = 4096
+const minLiveBytes = 4 << 20
 
 // observeRate folds a full exact scan of one query into the running rate,
 // per core of the workers the scan split over. Batches are left out: one
 // pass serves every query of a batch, so its rows per second are another
 // quantity.
 func (s *Server) observeRate(rows, queries int, d time.Duration) {
-	if queries != 1 || rows < minLiveRows {
+	if queries != 1 || rows*s.cfg.Dim*4 < minLiveBytes {
 		return
 	}
 	s.rates.observe(rowsPerSecond(rows, s.cfg.Dim, vector.ScanWorkers(rows, runtime.GOMAXPROCS(0)), d))
