@@ -71,20 +71,36 @@ func (e *env) devFamilies(ctx context.Context, res *results) error {
 		}
 		return d, err
 	}
+	// The 3-shard cluster of the width family is the flat cluster of the
+	// kind family too: one seeding fewer.
+	var flat *cluster.DevShards
+	defer func() {
+		if flat != nil {
+			flat.Close()
+		}
+	}()
 	for _, n := range e.widths {
-		d, err := start(fmt.Sprintf("width-%d", n), "-shards", strconv.Itoa(n), "-docs", strconv.Itoa(e.devDocs), "-dim", strconv.Itoa(e.dim))
+		d, err := start(fmt.Sprintf("dev-%d", n), "-shards", strconv.Itoa(n), "-docs", strconv.Itoa(e.devDocs), "-dim", strconv.Itoa(e.dim))
 		if err != nil {
 			return err
 		}
 		cell, err := e.widthCell(ctx, d, n)
-		d.Close()
+		if n == 3 && flat == nil {
+			flat = d
+		} else {
+			d.Close()
+		}
 		if err != nil {
 			return err
 		}
 		res.widths = append(res.widths, cell)
 	}
-	if err := e.kindFamily(ctx, res, start); err != nil {
+	if err := e.kindFamily(ctx, res, start, flat); err != nil {
 		return err
+	}
+	if flat != nil {
+		flat.Close()
+		flat = nil
 	}
 	return e.tlsFamily(ctx, res, start)
 }
@@ -95,6 +111,8 @@ func (e *env) widthCell(ctx context.Context, d *cluster.DevShards, n int) (width
 	if err != nil {
 		return cell, err
 	}
+	// Gone before the next family routes to the same shards.
+	defer r.Kill()
 	conns := make([]*shard.Conn, len(d.Spec.Shards))
 	for i, s := range d.Spec.Shards {
 		cn, err := shard.Dial(s.Addrs[0], shard.DialConfig{})
@@ -133,7 +151,7 @@ func (e *env) widthCell(ctx context.Context, d *cluster.DevShards, n int) (width
 // kindFamily runs the healthy open-loop scenario, at the main scenarios'
 // offered load, over flat, int8 and IVF shards and with two filters (on
 // the flat shards).
-func (e *env) kindFamily(ctx context.Context, res *results, start func(string, ...string) (*cluster.DevShards, error)) error {
+func (e *env) kindFamily(ctx context.Context, res *results, start func(string, ...string) (*cluster.DevShards, error), flat *cluster.DevShards) error {
 	res.kindRate = e.latFactor * res.capacity
 	base := []string{"-shards", "3", "-docs", strconv.Itoa(e.devDocs), "-dim", strconv.Itoa(e.dim)}
 	type kind struct {
@@ -160,11 +178,14 @@ func (e *env) kindFamily(ctx context.Context, res *results, start func(string, .
 	}
 	for _, cl := range clusters {
 		err := func() error {
-			d, err := start("kind-"+cl.name, append(slices.Clone(base), cl.args...)...)
-			if err != nil {
-				return err
+			d := flat
+			if cl.name != "flat" || d == nil {
+				var err error
+				if d, err = start("kind-"+cl.name, append(slices.Clone(base), cl.args...)...); err != nil {
+					return err
+				}
+				defer d.Close()
 			}
-			defer d.Close()
 			r, err := d.StartRouter(ctx, "kind-"+cl.name+"-router")
 			if err != nil {
 				return err
