@@ -39,6 +39,7 @@ func runDevShards(ctx context.Context, args []string) error {
 	quantName := fs.String("quantization", "none", "none or int8")
 	indexName := fs.String("index", "flat", "flat or ivf")
 	ivfMin := fs.Int("ivf-min-rows", 0, "rows a shard holds before its IVF centroids are trained (0: ivf.MinRows)")
+	int8Min := fs.Int("int8-min-rows", 0, "rows a shard holds before its int8 scale is trained (0: shard.DefaultInt8MinRows); IVF needs the scale first")
 	tlsDir := fs.String("tls-dir", "", "serve gRPC over TLS with a CA and certificate written here (ca.pem)")
 	out := fs.String("out", "", "file to write the shard addresses to (JSON)")
 	dataDir := fs.String("data-dir", "", "the replicas' raft logs and snapshots (removed by the suite with its work directory)")
@@ -59,7 +60,7 @@ func runDevShards(ctx context.Context, args []string) error {
 		return err
 	}
 	cfg := devcluster.Config{Shards: *shards, Replicas: 1, Dim: *dim, Metric: vector.Cosine, Kernel: k, Docs: *docs, Seed: 1,
-		Quantization: qz, Index: idx, IVFMinRows: *ivfMin, DataDir: *dataDir,
+		Quantization: qz, Index: idx, IVFMinRows: *ivfMin, Int8MinRows: *int8Min, DataDir: *dataDir,
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	if *tlsDir != "" {
 		if cfg.TLS, err = writePKI(*tlsDir); err != nil {
