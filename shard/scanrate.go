@@ -85,7 +85,7 @@ func Calibrate(ctx context.Context, log *slog.Logger, k vector.Kernel, m vector.
 		return 0, err
 	}
 	log.Info("scan rate measured", "rows_per_second_per_core_1536d", math.Round(rate), "kernel", k.Name,
-		"scratch_mib", bytes>>20, "beyond_last_level_cache", beyondCache, "took", time.Since(start).Round(time.Millisecond))
+		"scratch_mib", bytes>>20, "beyond_last_level_cache", beyondCache, "took_ms", time.Since(start).Milliseconds())
 	return rate, nil
 }
 

@@ -455,7 +455,7 @@ func (c *Cluster) measureScanRate(cfg Config) {
 			return
 		}
 		cfg.Logger.Info("scan rate measured", "rows_per_second_per_core_1536d", int64(rate), "kernel", cfg.Kernel.Name,
-			"scratch_mib", cfg.ScanRateBytes>>20, "took", time.Since(start).Round(time.Millisecond))
+			"scratch_mib", cfg.ScanRateBytes>>20, "took_ms", time.Since(start).Milliseconds())
 		for _, reps := range c.Replicas {
 			for _, r := range reps {
 				r.Server.SetScanRate(rate)
