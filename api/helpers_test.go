@@ -44,6 +44,9 @@ type envConfig struct {
 	// replica health (and so shard_errors reasons) moves only with the
 	// queries a test sends.
 	Prober bool
+	// ScanRateBytes is devcluster.Config.ScanRateBytes: 0, no scan-rate
+	// measurement.
+	ScanRateBytes int
 }
 
 // env is a dev cluster (3 shards × 2 replicas behind fault proxies), a
@@ -60,7 +63,8 @@ func newEnv(t testing.TB, cfg envConfig) *env {
 	if cfg.Docs == 0 {
 		cfg.Docs = 300
 	}
-	dc, err := devcluster.Start(devcluster.Config{Shards: 3, Replicas: 2, Dim: testDim, Metric: cfg.Metric, Docs: cfg.Docs, Seed: 1})
+	dc, err := devcluster.Start(devcluster.Config{Shards: 3, Replicas: 2, Dim: testDim, Metric: cfg.Metric, Docs: cfg.Docs, Seed: 1,
+		ScanRateBytes: cfg.ScanRateBytes})
 	require.NoError(t, err)
 	t.Cleanup(dc.Close)
 	specs := dc.Specs()

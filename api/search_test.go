@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/trawl-search/trawl/shard"
 	"github.com/trawl-search/trawl/vector"
 )
 
@@ -533,6 +534,57 @@ func TestClusterStatusShowsConsensus(t *testing.T) {
 		}
 		return true
 	}, 5*time.Second, 20*time.Millisecond, "%+v", st)
+}
+
+// TestClusterStatusShape pins /cluster/status's members, in order, and the
+// measured scan rate: every replica's, and the largest shard one core
+// scans within the default per-shard budget, which shard_budget_ms names
+// (45 ms: the 50 ms plaintext default less the network allowance).
+func TestClusterStatusShape(t *testing.T) {
+	e := newEnv(t, envConfig{ScanRateBytes: 1 << 20})
+	var body []byte
+	var st struct {
+		Dimension int `json:"dimension"`
+		Shards    []struct {
+			Replicas []struct {
+				ScanRate          float64 `json:"scan_rate"`
+				MaxRowsInDeadline uint64  `json:"max_rows_in_deadline"`
+			} `json:"replicas"`
+		} `json:"shards"`
+	}
+	measured := func() bool {
+		res := e.do(http.MethodGet, "/cluster/status", "", nil)
+		require.Equal(t, http.StatusOK, res.status)
+		body = res.body
+		require.NoError(t, json.Unmarshal(body, &st))
+		for _, s := range st.Shards {
+			for _, r := range s.Replicas {
+				if r.ScanRate <= 0 {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	require.Eventually(t, measured, 30*time.Second, 20*time.Millisecond, "%s", body)
+	top := members(t, body)
+	require.Equal(t, []string{"metric", "dimension", "disagreements", "shard_budget_ms", "shards"}, objectKeys(t, body))
+	require.JSONEq(t, "45", string(top["shard_budget_ms"]))
+	var shards []json.RawMessage
+	require.NoError(t, json.Unmarshal(top["shards"], &shards))
+	require.Len(t, shards, 3)
+	require.Equal(t, []string{"name", "doc_count", "replicas"}, objectKeys(t, shards[0]))
+	var reps []json.RawMessage
+	require.NoError(t, json.Unmarshal(members(t, shards[0])["replicas"], &reps))
+	require.Equal(t, []string{"addr", "conn_state", "suspect", "consecutive_failures", "last_error", "latency_ms", "kernel",
+		"doc_count", "metric", "dimension", "role", "serving", "commit_index", "applied_index", "lag",
+		"scan_rate", "scan_rate_live", "max_rows_in_deadline"}, objectKeys(t, reps[0]))
+	for _, s := range st.Shards {
+		for _, r := range s.Replicas {
+			require.Equal(t, shard.MaxRowsWithin(r.ScanRate, st.Dimension, 45*time.Millisecond), r.MaxRowsInDeadline)
+			require.Positive(t, r.MaxRowsInDeadline)
+		}
+	}
 }
 
 // TestExactOversampleNProbeAccepted: the three scan options are accepted

@@ -2,6 +2,9 @@ package api
 
 import (
 	"net/http"
+
+	"github.com/trawl-search/trawl/budget"
+	"github.com/trawl-search/trawl/shard"
 )
 
 type replicaStatus struct {
@@ -20,6 +23,14 @@ type replicaStatus struct {
 	CommitIndex         uint64  `json:"commit_index"`
 	AppliedIndex        uint64  `json:"applied_index"`
 	Lag                 uint64  `json:"lag"`
+	// ScanRate is 1536-D-equivalent rows per second one core of the
+	// replica scans (measured at its start), ScanRateLive the running
+	// rate of its real full scans; MaxRowsInDeadline how many rows of the
+	// cluster's dimension one core scans within the default per-shard
+	// budget (shard_budget_ms): the shard-sizing rule, from a measurement.
+	ScanRate          float64 `json:"scan_rate"`
+	ScanRateLive      float64 `json:"scan_rate_live"`
+	MaxRowsInDeadline uint64  `json:"max_rows_in_deadline"`
 }
 
 type shardStatus struct {
@@ -29,9 +40,13 @@ type shardStatus struct {
 }
 
 type clusterStatus struct {
-	Metric        string        `json:"metric"`
-	Dimension     int           `json:"dimension"`
-	Disagreements []string      `json:"disagreements"`
+	Metric        string   `json:"metric"`
+	Dimension     int      `json:"dimension"`
+	Disagreements []string `json:"disagreements"`
+	// ShardBudgetMS is the per-shard RPC budget of a query that names no
+	// deadline (the default deadline less the network allowance), the
+	// budget max_rows_in_deadline is computed for.
+	ShardBudgetMS int64         `json:"shard_budget_ms"`
 	Shards        []shardStatus `json:"shards"`
 }
 
@@ -39,7 +54,9 @@ type clusterStatus struct {
 // wrong.
 func (s *Server) clusterStatus(w http.ResponseWriter, r *http.Request) {
 	st := s.cfg.Coordinator.Status(r.Context())
-	out := clusterStatus{Metric: st.Schema.Metric.String(), Dimension: st.Schema.Dim, Disagreements: st.Disagreements}
+	shardBudget := budget.ForDeadline(s.cfg.Budget.Default()).Shard
+	out := clusterStatus{Metric: st.Schema.Metric.String(), Dimension: st.Schema.Dim, Disagreements: st.Disagreements,
+		ShardBudgetMS: shardBudget.Milliseconds()}
 	for _, sh := range st.Shards {
 		ss := shardStatus{Name: sh.Name, DocCount: sh.DocCount}
 		for _, rep := range sh.Replicas {
@@ -52,6 +69,8 @@ func (s *Server) clusterStatus(w http.ResponseWriter, r *http.Request) {
 				n := rep.DocCount
 				rs.DocCount, rs.Kernel, rs.Metric, rs.Dimension = &n, rep.Kernel, rep.Metric, uint32(rep.Dimension)
 				rs.Role, rs.Serving, rs.CommitIndex, rs.AppliedIndex, rs.Lag = rep.Role, rep.Serving, rep.CommitIndex, rep.AppliedIndex, rep.Lag
+				rs.ScanRate, rs.ScanRateLive = rep.ScanRate, rep.ScanRateLive
+				rs.MaxRowsInDeadline = shard.MaxRowsWithin(rep.ScanRate, rep.Dimension, shardBudget)
 			}
 			ss.Replicas = append(ss.Replicas, rs)
 		}

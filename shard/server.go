@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"runtime"
 	"strconv"
 	"sync"
 	"time"
@@ -80,6 +81,8 @@ type Server struct {
 	// writeMu serialises writes so the placement check and the write it
 	// guards are one step.
 	writeMu sync.Mutex
+	// rates: the measured scan rates Stats reports.
+	rates scanRates
 }
 
 // NewServer returns a server over cfg.Store. It reports NOT_SERVING on
@@ -356,7 +359,11 @@ func (s *Server) scanRows(ctx context.Context, v *ScanView, qs []vector.Query, o
 		if sel != nil {
 			hs, err = s.cfg.Kernel.ScanSelected(ctx, s.cfg.Metric, rows, qs, sel)
 		} else {
+			start := time.Now()
 			hs, err = s.cfg.Kernel.Scan(ctx, s.cfg.Metric, rows, qs)
+			if err == nil {
+				s.observeRate(rows.Len(), len(qs), time.Since(start))
+			}
 		}
 		return hs, kindsOf(ScanExact, len(qs)), err
 	}
@@ -787,16 +794,48 @@ func (s *Server) Scroll(_ context.Context, req *shardpb.ScrollRequest) (*shardpb
 	return out, nil
 }
 
+// CalibrateScanRate measures this replica's kernel (Calibrate) and keeps
+// the figure for Stats.
+func (s *Server) CalibrateScanRate(ctx context.Context) (float64, error) {
+	rate, err := Calibrate(ctx, s.cfg.Logger, s.cfg.Kernel, s.cfg.Metric, s.cfg.Dim)
+	if err != nil {
+		return 0, err
+	}
+	s.rates.setCalibrated(rate)
+	return rate, nil
+}
+
+// SetScanRate sets the calibrated rate: where several replicas share a
+// process (router dev), one measurement serves them all.
+func (s *Server) SetScanRate(rate float64) { s.rates.setCalibrated(rate) }
+
+// minLiveBytes: smaller scans are mostly fixed costs (heaps, goroutines),
+// so their rate would understate what a shard of sizing interest does.
+const minLiveBytes = 4 << 20
+
+// observeRate folds a full exact scan of one query into the running rate,
+// per core of the workers the scan split over. Batches are left out: one
+// pass serves every query of a batch, so its rows per second are another
+// quantity.
+func (s *Server) observeRate(rows, queries int, d time.Duration) {
+	if queries != 1 || rows*s.cfg.Dim*4 < minLiveBytes {
+		return
+	}
+	s.rates.observe(rowsPerSecond(rows, s.cfg.Dim, vector.ScanWorkers(rows, runtime.GOMAXPROCS(0)), d))
+}
+
 // Stats implements shardpb.ShardServer.
 func (s *Server) Stats(context.Context, *shardpb.StatsRequest) (*shardpb.StatsResponse, error) {
 	p := s.cfg.Store.Placement()
 	resp := &shardpb.StatsResponse{
-		DocCount:  uint64(s.cfg.Store.Len()),
-		Dim:       uint32(s.cfg.Dim),
-		Metric:    s.cfg.Metric.String(),
-		Kernel:    s.cfg.Kernel.Name,
-		Placement: &shardpb.Placement{Fingerprint: p.Fingerprint, Shard: p.Shard},
-		Serving:   s.Serving(),
+		DocCount:     uint64(s.cfg.Store.Len()),
+		Dim:          uint32(s.cfg.Dim),
+		Metric:       s.cfg.Metric.String(),
+		Kernel:       s.cfg.Kernel.Name,
+		Placement:    &shardpb.Placement{Fingerprint: p.Fingerprint, Shard: p.Shard},
+		Serving:      s.Serving(),
+		ScanRate:     s.rates.getCalibrated(),
+		ScanRateLive: s.rates.getLive(),
 	}
 	if n := s.cfg.Node; n != nil {
 		resp.Role = n.Role()

@@ -13,6 +13,7 @@ import (
 	"github.com/trawl-search/trawl/internal/app"
 	"github.com/trawl-search/trawl/internal/devcluster"
 	"github.com/trawl-search/trawl/internal/tracing"
+	"github.com/trawl-search/trawl/shard"
 	"github.com/trawl-search/trawl/vector"
 )
 
@@ -55,8 +56,9 @@ func runDev(ctx context.Context, args []string) error {
 	}
 	defer flush()
 	t0 := time.Now()
+	rateBytes, _ := shard.CalibrationBytes()
 	dc, err := devcluster.Start(devcluster.Config{Replicas: 3, Docs: *docs, Dim: *dim, Seed: *seed, Kernel: kernel, Logger: log, DataDir: *dataDir,
-		Quantization: qz, Index: idx, TracerProvider: tel.TracerProvider, Propagator: tel.Propagator})
+		Quantization: qz, Index: idx, TracerProvider: tel.TracerProvider, Propagator: tel.Propagator, ScanRateBytes: rateBytes})
 	if err != nil {
 		return err
 	}

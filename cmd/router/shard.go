@@ -64,6 +64,18 @@ func runShard(ctx context.Context, args []string) error {
 		return err
 	}
 	log := newLogger()
+	// The scan rate is measured while the node loads (it reads no store):
+	// the start-up path does not wait for it, and Stats reports 0 until
+	// it is in.
+	calibrated := make(chan float64, 1)
+	go func() {
+		rate, err := shard.Calibrate(ctx, log, kernel, m, *dim)
+		if err != nil {
+			log.Warn("scan rate not measured", "err", err)
+			return
+		}
+		calibrated <- rate
+	}()
 	tel, flush, err := startTracing(ctx, log, tracing.ServiceShard)
 	if err != nil {
 		return err
@@ -125,6 +137,13 @@ func runShard(ctx context.Context, args []string) error {
 	metrics.RegisterShardRaft(reg, raftGauges{node: node, store: store})
 	srv := shard.NewServer(shard.Config{Dim: *dim, Metric: m, Kernel: kernel, Store: store, Node: node, Observer: obs, Logger: log,
 		TracerProvider: tel.TracerProvider})
+	go func() {
+		select {
+		case rate := <-calibrated:
+			srv.SetScanRate(rate)
+		case <-ctx.Done():
+		}
+	}()
 	g := grpc.NewServer(opts...)
 	srv.Register(g)
 	mux := http.NewServeMux()

@@ -85,6 +85,13 @@ type Config struct {
 	// no tracing.
 	TracerProvider trace.TracerProvider
 	Propagator     propagation.TextMapPropagator
+	// ScanRateBytes, when positive, has the cluster measure its kernel's
+	// scan rate once, in the background while it loads, on a scratch
+	// buffer this big (shard.CalibrationBytes() in router dev), and give
+	// the figure to every replica: they share the process's cores, so one
+	// measurement is theirs all, and nine at once would measure each
+	// other. 0: not measured (Stats reports 0), which keeps tests cheap.
+	ScanRateBytes int
 }
 
 // Replica is one running replica.
@@ -110,6 +117,9 @@ type Cluster struct {
 	// seeded.
 	Loaded bool
 	tmpDir string
+	// stopRate ends the scan-rate measurement (Close).
+	stopRate context.CancelFunc
+	rateDone chan struct{}
 }
 
 // layout is cluster.json: the shape and the ports a data directory's
@@ -191,6 +201,7 @@ func Start(cfg Config) (*Cluster, error) {
 		}
 		c.Replicas = append(c.Replicas, reps)
 	}
+	c.measureScanRate(cfg)
 	if !loaded {
 		byShard := map[string][]shard.Record{}
 		for _, r := range c.Corpus {
@@ -425,6 +436,34 @@ func (c *Cluster) waitServing(timeout time.Duration) error {
 	return nil
 }
 
+// measureScanRate starts the background scan-rate measurement, when
+// cfg asks for one, and hands the figure to every replica.
+func (c *Cluster) measureScanRate(cfg Config) {
+	if cfg.ScanRateBytes <= 0 {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c.stopRate, c.rateDone = cancel, make(chan struct{})
+	go func() {
+		defer close(c.rateDone)
+		start := time.Now()
+		rate, err := shard.MeasureScanRate(ctx, cfg.Kernel, cfg.Metric, cfg.Dim, cfg.ScanRateBytes)
+		if err != nil {
+			if ctx.Err() == nil {
+				cfg.Logger.Warn("scan rate not measured", "err", err)
+			}
+			return
+		}
+		cfg.Logger.Info("scan rate measured", "rows_per_second_per_core_1536d", int64(rate), "kernel", cfg.Kernel.Name,
+			"scratch_mib", cfg.ScanRateBytes>>20, "took_ms", time.Since(start).Milliseconds())
+		for _, reps := range c.Replicas {
+			for _, r := range reps {
+				r.Server.SetScanRate(rate)
+			}
+		}
+	}()
+}
+
 // startReplica serves a replica on ln, or, when ln is nil, on the address
 // its data directory was created with.
 func startReplica(name string, idx int, peers []string, ln net.Listener, dir string, cfg Config) (*Replica, error) {
@@ -503,6 +542,10 @@ func (c *Cluster) Specs() []app.ShardSpec {
 // Close stops every replica, and removes the data directory if it was a
 // temporary one.
 func (c *Cluster) Close() {
+	if c.stopRate != nil {
+		c.stopRate()
+		<-c.rateDone
+	}
 	for _, reps := range c.Replicas {
 		for _, r := range reps {
 			r.Proxy.Close()

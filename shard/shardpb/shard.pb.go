@@ -1197,19 +1197,24 @@ func (*StatsRequest) Descriptor() ([]byte, []int) {
 }
 
 type StatsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	DocCount      uint64                 `protobuf:"varint,1,opt,name=doc_count,json=docCount,proto3" json:"doc_count,omitempty"`
-	Dim           uint32                 `protobuf:"varint,2,opt,name=dim,proto3" json:"dim,omitempty"`
-	Metric        string                 `protobuf:"bytes,3,opt,name=metric,proto3" json:"metric,omitempty"`                                  // cosine, dot or l2
-	Kernel        string                 `protobuf:"bytes,4,opt,name=kernel,proto3" json:"kernel,omitempty"`                                  // the vector kernel in use: generic, avx2, avx512
-	Placement     *Placement             `protobuf:"bytes,5,opt,name=placement,proto3" json:"placement,omitempty"`                            // empty until the first write
-	Role          string                 `protobuf:"bytes,6,opt,name=role,proto3" json:"role,omitempty"`                                      // leader, follower, candidate or shutdown
-	CommitIndex   uint64                 `protobuf:"varint,7,opt,name=commit_index,json=commitIndex,proto3" json:"commit_index,omitempty"`    // the consensus commit index this replica knows
-	AppliedIndex  uint64                 `protobuf:"varint,8,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"` // the last log index applied to its store
-	Leader        string                 `protobuf:"bytes,9,opt,name=leader,proto3" json:"leader,omitempty"`                                  // the leader's address, empty when unknown
-	Serving       bool                   `protobuf:"varint,10,opt,name=serving,proto3" json:"serving,omitempty"`                              // whether it answers reads now
-	Quantization  string                 `protobuf:"bytes,11,opt,name=quantization,proto3" json:"quantization,omitempty"`                     // none or int8
-	ScanRate      float64                `protobuf:"fixed64,12,opt,name=scan_rate,json=scanRate,proto3" json:"scan_rate,omitempty"`           // measured 1536-D-equivalent rows scanned per second per core, 0 before a scan
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	DocCount     uint64                 `protobuf:"varint,1,opt,name=doc_count,json=docCount,proto3" json:"doc_count,omitempty"`
+	Dim          uint32                 `protobuf:"varint,2,opt,name=dim,proto3" json:"dim,omitempty"`
+	Metric       string                 `protobuf:"bytes,3,opt,name=metric,proto3" json:"metric,omitempty"`                                  // cosine, dot or l2
+	Kernel       string                 `protobuf:"bytes,4,opt,name=kernel,proto3" json:"kernel,omitempty"`                                  // the vector kernel in use: generic, avx2, avx512
+	Placement    *Placement             `protobuf:"bytes,5,opt,name=placement,proto3" json:"placement,omitempty"`                            // empty until the first write
+	Role         string                 `protobuf:"bytes,6,opt,name=role,proto3" json:"role,omitempty"`                                      // leader, follower, candidate or shutdown
+	CommitIndex  uint64                 `protobuf:"varint,7,opt,name=commit_index,json=commitIndex,proto3" json:"commit_index,omitempty"`    // the consensus commit index this replica knows
+	AppliedIndex uint64                 `protobuf:"varint,8,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"` // the last log index applied to its store
+	Leader       string                 `protobuf:"bytes,9,opt,name=leader,proto3" json:"leader,omitempty"`                                  // the leader's address, empty when unknown
+	Serving      bool                   `protobuf:"varint,10,opt,name=serving,proto3" json:"serving,omitempty"`                              // whether it answers reads now
+	Quantization string                 `protobuf:"bytes,11,opt,name=quantization,proto3" json:"quantization,omitempty"`                     // none or int8
+	ScanRate     float64                `protobuf:"fixed64,12,opt,name=scan_rate,json=scanRate,proto3" json:"scan_rate,omitempty"`           // measured 1536-D-equivalent rows scanned per second per core, 0 before a scan
+	// scan_rate_live is the running rate of this replica's real full exact
+	// scans of one query (same unit, per core the scan split over, so it
+	// includes contention), 0 before one. Fields from 20 on: the IVF
+	// branch adds index fields to StatsResponse beside these.
+	ScanRateLive  float64 `protobuf:"fixed64,20,opt,name=scan_rate_live,json=scanRateLive,proto3" json:"scan_rate_live,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1328,6 +1333,13 @@ func (x *StatsResponse) GetScanRate() float64 {
 	return 0
 }
 
+func (x *StatsResponse) GetScanRateLive() float64 {
+	if x != nil {
+		return x.ScanRateLive
+	}
+	return 0
+}
+
 var File_shard_proto protoreflect.FileDescriptor
 
 const file_shard_proto_rawDesc = "" +
@@ -1415,7 +1427,7 @@ const file_shard_proto_rawDesc = "" +
 	"\x06points\x18\x01 \x03(\v2\x16.trawl.shard.v1.VectorR\x06points\x12\x14\n" +
 	"\x05count\x18\x02 \x01(\x04R\x05count\x12\x1b\n" +
 	"\tdoc_count\x18\x03 \x01(\x04R\bdocCount\"\x0e\n" +
-	"\fStatsRequest\"\xf6\x02\n" +
+	"\fStatsRequest\"\x9c\x03\n" +
 	"\rStatsResponse\x12\x1b\n" +
 	"\tdoc_count\x18\x01 \x01(\x04R\bdocCount\x12\x10\n" +
 	"\x03dim\x18\x02 \x01(\rR\x03dim\x12\x16\n" +
@@ -1429,7 +1441,8 @@ const file_shard_proto_rawDesc = "" +
 	"\aserving\x18\n" +
 	" \x01(\bR\aserving\x12\"\n" +
 	"\fquantization\x18\v \x01(\tR\fquantization\x12\x1b\n" +
-	"\tscan_rate\x18\f \x01(\x01R\bscanRate2\x89\x04\n" +
+	"\tscan_rate\x18\f \x01(\x01R\bscanRate\x12$\n" +
+	"\x0escan_rate_live\x18\x14 \x01(\x01R\fscanRateLive2\x89\x04\n" +
 	"\x05Shard\x12G\n" +
 	"\x06Search\x12\x1d.trawl.shard.v1.SearchRequest\x1a\x1e.trawl.shard.v1.SearchResponse\x12V\n" +
 	"\vSearchBatch\x12\".trawl.shard.v1.SearchBatchRequest\x1a#.trawl.shard.v1.SearchBatchResponse\x12G\n" +

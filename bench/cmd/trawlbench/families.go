@@ -80,6 +80,9 @@ func (e *env) mainFamilies(ctx context.Context, res *results) error {
 	if res.idleAfterCapacity, err = e.recover(ctx, c); err != nil {
 		return err
 	}
+	if res.rates, err = readRates(ctx, trawl); err != nil {
+		return fmt.Errorf("/cluster/status: %w", err)
+	}
 	res.scenarios = map[string]map[string][]loadgen.Summary{}
 	res.scenarioLatched = map[string]map[string][]int{}
 	res.loadAt["scenarios"] = machine.LoadAvg()
@@ -281,6 +284,11 @@ func (e *env) overhead(ctx context.Context, c *cluster.Cluster, trawl *cluster.R
 
 // interleaved alternates router and direct searches for one phase.
 func (e *env) interleaved(ctx context.Context, t loadgen.Target, conns []*shard.Conn) (viaR, dir loadgen.Summary, pair50, pair99 time.Duration, err error) {
+	return e.interleavedFor(ctx, t, conns, e.phase)
+}
+
+// interleavedFor is interleaved for phase.
+func (e *env) interleavedFor(ctx context.Context, t loadgen.Target, conns []*shard.Conn, phase time.Duration) (viaR, dir loadgen.Summary, pair50, pair99 time.Duration, err error) {
 	hc := &http.Client{Timeout: 10 * time.Second}
 	defer hc.CloseIdleConnections()
 	url := fmt.Sprintf("%s/v1/search?deadline_ms=%d", t.Base, t.DeadlineMS)
@@ -290,7 +298,7 @@ func (e *env) interleaved(ctx context.Context, t loadgen.Target, conns []*shard.
 	start := time.Now()
 	var routerTime, directTime time.Duration
 	var diffs []time.Duration
-	for i := 0; time.Since(start) < e.phase; i++ {
+	for i := 0; time.Since(start) < phase; i++ {
 		if err := ctx.Err(); err != nil {
 			return viaR, dir, 0, 0, err
 		}

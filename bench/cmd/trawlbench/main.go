@@ -34,6 +34,8 @@ func main() {
 		err = runLoad(ctx, os.Args[2:])
 	case "suite":
 		err = runSuite(ctx, os.Args[2:])
+	case "devshards":
+		err = runDevShards(ctx, os.Args[2:])
 	default:
 		usage()
 	}

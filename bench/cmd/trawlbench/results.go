@@ -36,6 +36,14 @@ type results struct {
 	sweep           map[float64]map[string][]loadgen.Summary
 	overhead        []overheadRound
 	scale           []scaleCell
+	// rates: /cluster/status of the main cluster's trawl router once
+	// loaded (the replicas' measured scan rates).
+	rates statusRates
+	// The devshards families.
+	widths   []widthCell
+	kinds    []kindCell
+	kindRate float64
+	tls      []tlsRound
 }
 
 func median(xs []float64) float64 {
@@ -194,8 +202,12 @@ func (r *results) write(path string) error {
 	}
 	w("%s.\n\n![goodput against offered load](%s)\n\n", strings.Join(parts, ", "), charts.sweep)
 
+	r.writeRates(w)
 	r.writeOverhead(w, ms)
+	r.writeWidths(w, ms)
 	r.writeScale(w, ms, charts)
+	r.writeKinds(w, ms)
+	r.writeTLS(w, ms)
 	w("## Kernels\n\n")
 	if r.quick {
 		w("Not run by `make bench-quick`. `make bench` runs `go run ./cmd/benchreport`, which writes the kernel and scan report to [results.md](results.md).\n\n")
@@ -203,13 +215,13 @@ func (r *results) write(path string) error {
 		w("`make bench` runs `go run ./cmd/benchreport` too: the kernel and scan report is [results.md](results.md) (its chart results.png).\n\n")
 	}
 	w("## Not measured here\n\n")
-	w("- The router restarted with TLS (first 100 queries), " +
-		"32 shards (in-process or simulated), 1 000 000 vectors, filtered queries, int8 and IVF shards, and the peer comparison (bench-peer).\n")
+	w("- 1 000 000 vectors, the peer comparison (bench-peer), and int8, IVF and filtered queries on `router shard` processes " +
+		"(the families above use in-process shards) or under faults.\n")
 	w("- The slowed scenario delays every call of one replica per shard, not 10 %% of calls.\n")
 	if r.quick {
 		w("- Quick runs are short: a p99 over one 2 s run at 0.5× capacity rests on a few dozen answers, close to the maximum; the overload sweep has one round.\n")
 	}
-	w("- Router overhead at 32 shards; a faster JSON vector decoder (see the figures above for whether it matters).\n")
+	w("- A faster JSON vector decoder (see the figures above for whether it matters).\n")
 	return os.WriteFile(path, []byte(b.String()), 0o644)
 }
 
@@ -243,7 +255,7 @@ func (r *results) writeOverhead(w func(string, ...any), ms func(float64) string)
 		"Overhead is given two ways: the router's percentile minus the direct one, and the percentiles of the per-query differences "+
 		"(the same query both ways, back to back), each per round, then the median over rounds. CPU per query is the router "+
 		"process's user+system time from `/proc/<pid>/stat` (10 ms ticks) over a closed-loop run of 4 clients, less its idle rate "+
-		"(%.1f ms/s: prober and keepalives), divided by its queries. Load average %s.\n\n", 1e3*r.routerIdle, r.loadAt["overhead"])
+		"(%.1f ms/s: prober and keepalives), divided by its queries. Load average %s.\n\n", r.routerIdle/1e6, r.loadAt["overhead"])
 	var rp50, rp99, dp50, dp99, op50, op99, pp50, pp99, cb, cj, jp50, bp50 []float64
 	for _, o := range r.overhead {
 		rp50 = append(rp50, p50(o.router))

@@ -34,14 +34,24 @@ type plan struct {
 	factors                  []float64 // offered load as multiples of capacity
 	deadlineMS               int
 	latFactor                float64 // offered load of the latency scenarios, × capacity
+	// The devshards families (devfamilies.go): shard counts of the
+	// router-overhead family, the dev corpus of every devshards cluster,
+	// and the rows an IVF shard holds before it trains.
+	widths              []int
+	devDocs, ivfMinRows int
+	devRounds           int
+	devPhase            time.Duration
 }
 
 func quickPlan() plan {
 	return plan{quick: true, dim: 1536, mainRows: 10_000, scaleRows: 2_000, shardSweep: []int{1, 3, 8},
 		sizeRows: []int{500, 2_000}, phase: 2 * time.Second, settle: time.Second,
 		scalePhase: 1500 * time.Millisecond, pause: 500 * time.Millisecond, idle: time.Second, afterLoad: 500 * time.Millisecond,
-		rounds: 2, sweepRounds: 1, scaleRounds: 1,
-		factors: []float64{0.5, 1, 2, 3, 5}, deadlineMS: 200, latFactor: 0.5}
+		// One round each: with the devshards families, two rounds of the
+		// scenarios took bench-quick past its 3 minutes.
+		rounds: 1, sweepRounds: 1, scaleRounds: 1,
+		factors: []float64{0.5, 1, 2, 3, 5}, deadlineMS: 200, latFactor: 0.5,
+		widths: []int{3, 32}, devDocs: 2_000, ivfMinRows: 500, devRounds: 1, devPhase: 1500 * time.Millisecond}
 }
 
 func fullPlan() plan {
@@ -52,7 +62,8 @@ func fullPlan() plan {
 		// At 200 ms, replicas of ~33 000 rows latched into refusing every
 		// scan (RESOURCE_EXHAUSTED) once contention had pushed their scan
 		// estimate past the budget: see RESULTS.md, "Noticed".
-		factors: []float64{0.5, 1, 2, 3, 5}, deadlineMS: 1000, latFactor: 0.5}
+		factors: []float64{0.5, 1, 2, 3, 5}, deadlineMS: 1000, latFactor: 0.5,
+		widths: []int{3, 32}, devDocs: 32_000, ivfMinRows: 8_000, devRounds: 3, devPhase: 5 * time.Second}
 }
 
 // env is what every family shares.
@@ -74,13 +85,15 @@ func runSuite(ctx context.Context, args []string) error {
 	phase := fs.Duration("phase", 0, "length of one measured run (0: the plan's)")
 	keep := fs.Bool("keep", false, "keep the work directory (logs, data) after the run")
 	deadline := fs.Int("deadline-ms", 0, "?deadline_ms of every query (0: the plan's, 200 quick, 1000 full)")
+	families := fs.String("families", "main,scale,dev", "which families to run: main (capacity, scenarios, overload, overhead on 3 × 3), scale (fan-out and size), dev (in-process shards: width, scan kinds and filters, TLS restart); without main, the dev scan kinds run at -kind-rate")
+	kindRate := fs.Float64("kind-rate", 20, "offered queries/s of the dev scan-kind family when main (which measures capacity) is not run")
 	_ = fs.Parse(args)
 	p := fullPlan()
 	if *quick {
 		p = quickPlan()
 	}
 	if *rounds > 0 {
-		p.rounds, p.sweepRounds, p.scaleRounds = *rounds, *rounds, *rounds
+		p.rounds, p.sweepRounds, p.scaleRounds, p.devRounds = *rounds, *rounds, *rounds, *rounds
 	}
 	if *phase > 0 {
 		p.phase = *phase
@@ -121,11 +134,26 @@ func runSuite(ctx context.Context, args []string) error {
 	if e.jsonQ, err = loadgen.NewQueries(256, p.dim, 10, loadgen.JSON, 1); err != nil {
 		return err
 	}
-	if err := e.mainFamilies(ctx, res); err != nil {
-		return err
+	run := map[string]bool{}
+	for _, f := range strings.Split(*families, ",") {
+		run[strings.TrimSpace(f)] = true
 	}
-	if err := e.scaleFamilies(ctx, res); err != nil {
-		return err
+	if run["main"] {
+		if err := e.mainFamilies(ctx, res); err != nil {
+			return err
+		}
+	} else {
+		res.capacity = *kindRate / p.latFactor
+	}
+	if run["scale"] {
+		if err := e.scaleFamilies(ctx, res); err != nil {
+			return err
+		}
+	}
+	if run["dev"] {
+		if err := e.devFamilies(ctx, res); err != nil {
+			return err
+		}
 	}
 	res.loadEnd = machine.LoadAvg()
 	res.took = time.Since(started)

@@ -179,21 +179,40 @@ var Baseline = []string{"--hedge=false", "--failover=false", "--prewarm=false", 
 // StartRouter runs `router serve` over the cluster with extra flags and
 // waits for /readyz.
 func (c *Cluster) StartRouter(ctx context.Context, name string, extra ...string) (*Router, error) {
+	r, err := startRouter(ctx, c.cfg.Bin, c.cfg.Dir, name, c.ShardFlags(), extra)
+	if r != nil {
+		c.routers = append(c.routers, r)
+	}
+	return r, err
+}
+
+// startRouter runs `router serve` with shard flags and extra flags, logging
+// under dir, and waits for /readyz. The router is returned, to be killed,
+// whenever it started.
+func startRouter(ctx context.Context, bin, dir, name string, shards, extra []string) (*Router, error) {
 	addr, err := freePort()
 	if err != nil {
 		return nil, err
 	}
-	args := append([]string{"serve", "--http-addr", addr}, c.ShardFlags()...)
+	args := append(append([]string{"serve", "--http-addr", addr}, shards...), extra...)
 	r := &Router{Base: "http://" + addr,
-		Proc: Proc{Name: name, Bin: c.cfg.Bin, Args: append(args, extra...), Log: filepath.Join(c.cfg.Dir, name+".log")}}
+		Proc: Proc{Name: name, Bin: bin, Args: args, Log: filepath.Join(dir, name+".log")}}
 	if err := r.Start(); err != nil {
 		return nil, err
 	}
-	c.routers = append(c.routers, r)
 	if err := waitReady(ctx, &r.Proc, r.Base+"/readyz", 60*time.Second); err != nil {
-		return nil, err
+		return r, err
 	}
 	return r, nil
+}
+
+// Restart starts a stopped router again with the same flags and waits
+// for /readyz.
+func (r *Router) Restart(ctx context.Context) error {
+	if err := r.Start(); err != nil {
+		return err
+	}
+	return waitReady(ctx, &r.Proc, r.Base+"/readyz", 60*time.Second)
 }
 
 // Restart starts a killed replica again on the same ports and data
