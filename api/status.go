@@ -4,7 +4,6 @@ import (
 	"net/http"
 
 	"github.com/trawl-search/trawl/budget"
-	"github.com/trawl-search/trawl/shard"
 )
 
 type replicaStatus struct {
@@ -70,7 +69,7 @@ func (s *Server) clusterStatus(w http.ResponseWriter, r *http.Request) {
 				rs.DocCount, rs.Kernel, rs.Metric, rs.Dimension = &n, rep.Kernel, rep.Metric, uint32(rep.Dimension)
 				rs.Role, rs.Serving, rs.CommitIndex, rs.AppliedIndex, rs.Lag = rep.Role, rep.Serving, rep.CommitIndex, rep.AppliedIndex, rep.Lag
 				rs.ScanRate, rs.ScanRateLive = rep.ScanRate, rep.ScanRateLive
-				rs.MaxRowsInDeadline = shard.MaxRowsWithin(rep.ScanRate, rep.Dimension, shardBudget)
+				rs.MaxRowsInDeadline = rep.MaxRowsWithin(shardBudget)
 			}
 			ss.Replicas = append(ss.Replicas, rs)
 		}

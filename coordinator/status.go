@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/trawl-search/trawl/shard"
 )
 
 // StatusTimeout is the budget of a cluster status survey: every replica is
@@ -37,6 +39,13 @@ type ReplicaStatus struct {
 	// 1536-D-equivalent rows per second per core; ScanRateLive the
 	// running rate of its real full exact scans. 0: not measured yet.
 	ScanRate, ScanRateLive float64
+}
+
+// MaxRowsWithin is how many rows of the replica's dimension one of its
+// cores scans within budget at its measured rate: the shard-sizing rule
+// /cluster/status shows (0 before the replica has measured).
+func (r ReplicaStatus) MaxRowsWithin(budget time.Duration) uint64 {
+	return shard.MaxRowsWithin(r.ScanRate, r.Dimension, budget)
 }
 
 // ShardStatus is one shard as /cluster/status shows it.
