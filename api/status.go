@@ -1,6 +1,7 @@
 package api
 
 import (
+	"math"
 	"net/http"
 )
 
@@ -20,6 +21,21 @@ type replicaStatus struct {
 	CommitIndex         uint64  `json:"commit_index"`
 	AppliedIndex        uint64  `json:"applied_index"`
 	Lag                 uint64  `json:"lag"`
+	Quantization        string  `json:"quantization,omitempty"`
+	// Index is null when the replica did not answer or predates the field.
+	Index *indexStatus `json:"index"`
+}
+
+type indexStatus struct {
+	Kind           string  `json:"kind"`
+	State          string  `json:"state"`
+	Lists          int     `json:"lists"`
+	TrainedRows    uint64  `json:"trained_rows"`
+	DefaultNProbe  int     `json:"default_nprobe"`
+	Rows           uint64  `json:"rows"`
+	Bytes          uint64  `json:"bytes"`
+	BytesPerVector float64 `json:"bytes_per_vector"`
+	Error          string  `json:"error,omitempty"`
 }
 
 type shardStatus struct {
@@ -52,6 +68,13 @@ func (s *Server) clusterStatus(w http.ResponseWriter, r *http.Request) {
 				n := rep.DocCount
 				rs.DocCount, rs.Kernel, rs.Metric, rs.Dimension = &n, rep.Kernel, rep.Metric, uint32(rep.Dimension)
 				rs.Role, rs.Serving, rs.CommitIndex, rs.AppliedIndex, rs.Lag = rep.Role, rep.Serving, rep.CommitIndex, rep.AppliedIndex, rep.Lag
+				rs.Quantization = rep.Quantization
+				if ix := rep.Index; ix != nil {
+					rs.Index = &indexStatus{
+						Kind: ix.Kind, State: ix.State, Lists: ix.Lists, TrainedRows: ix.TrainedRows, DefaultNProbe: ix.DefaultNProbe,
+						Rows: ix.Rows, Bytes: ix.Bytes, BytesPerVector: math.Round(ix.BytesPerVector()*10) / 10, Error: ix.Error,
+					}
+				}
 			}
 			ss.Replicas = append(ss.Replicas, rs)
 		}

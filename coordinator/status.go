@@ -33,6 +33,29 @@ type ReplicaStatus struct {
 	// is how far its applied index trails the highest applied index any
 	// replica of the shard reported.
 	CommitIndex, AppliedIndex, Lag uint64
+	// Quantization is its --quantization (none, int8); Index what its
+	// approximate queries scan, nil when it did not say (a shard older
+	// than the field).
+	Quantization string
+	Index        *IndexStatus
+}
+
+// IndexStatus is a replica's index (shardpb.IndexStats says what each
+// field means).
+type IndexStatus struct {
+	Kind, State              string
+	Lists, DefaultNProbe     int
+	TrainedRows, Rows, Bytes uint64
+	Error                    string
+}
+
+// BytesPerVector is the index's memory a row beside its float32 row, 0 on
+// an empty index.
+func (ix IndexStatus) BytesPerVector() float64 {
+	if ix.Rows == 0 {
+		return 0
+	}
+	return float64(ix.Bytes) / float64(ix.Rows)
 }
 
 // ShardStatus is one shard as /cluster/status shows it.
@@ -70,6 +93,13 @@ func (c *Coordinator) Status(ctx context.Context) ClusterStatus {
 				st := a.Value
 				rs.Answered, rs.DocCount, rs.Kernel, rs.Metric, rs.Dimension = true, st.GetDocCount(), st.GetKernel(), st.GetMetric(), int(st.GetDim())
 				rs.Role, rs.Serving, rs.CommitIndex, rs.AppliedIndex = st.GetRole(), st.GetServing(), st.GetCommitIndex(), st.GetAppliedIndex()
+				rs.Quantization = st.GetQuantization()
+				if ix := st.GetIndex(); ix != nil {
+					rs.Index = &IndexStatus{
+						Kind: ix.GetKind(), State: ix.GetState(), Lists: int(ix.GetLists()), DefaultNProbe: int(ix.GetDefaultNprobe()),
+						TrainedRows: ix.GetTrainedRows(), Rows: ix.GetRows(), Bytes: ix.GetBytes(), Error: ix.GetError(),
+					}
+				}
 				if !health[i].DocsSeen {
 					ss.DocCount = max(ss.DocCount, rs.DocCount)
 				}

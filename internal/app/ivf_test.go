@@ -50,6 +50,7 @@ func TestIVFSearchThroughTheRouter(t *testing.T) {
 					require.NoError(t, r.Store.ViewIVF(func(_ vector.Rows, x *ivf.Index) error { lists = x.Lists(); return nil }))
 				}
 			}
+			requireIndexStatus(t, h)
 			payloads := map[string]map[string]any{}
 			for _, r := range h.dc.Corpus {
 				var p map[string]any
@@ -201,4 +202,43 @@ func (h *harness) batchSearch(t *testing.T, body any) [][]item {
 		out[i] = r.Items
 	}
 	return out
+}
+
+// requireIndexStatus: /cluster/status shows, for every replica, exactly
+// the index its store reports (kind ivf, ready, its lists, the rows its
+// centroids were trained on, its default nprobe and memory).
+func requireIndexStatus(t *testing.T, h *harness) {
+	t.Helper()
+	resp, err := http.Get(h.srv.URL + "/cluster/status")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", raw)
+	var st struct {
+		Shards []struct {
+			Name     string `json:"name"`
+			Replicas []struct {
+				Quantization string          `json:"quantization"`
+				Index        json.RawMessage `json:"index"`
+			} `json:"replicas"`
+		} `json:"shards"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &st), "%s", raw)
+	require.Len(t, st.Shards, len(h.dc.Replicas))
+	for si, reps := range h.dc.Replicas {
+		require.Equal(t, h.dc.Names[si], st.Shards[si].Name)
+		require.Len(t, st.Shards[si].Replicas, len(reps))
+		for j, r := range reps {
+			ix := r.Store.IndexStats()
+			require.Equal(t, shard.IndexStateReady, ix.State)
+			require.Positive(t, ix.Lists)
+			want := fmt.Sprintf(`{"kind": "ivf", "state": "ready", "lists": %d, "trained_rows": %d, "default_nprobe": %d,
+				"rows": %d, "bytes": %d, "bytes_per_vector": %v}`, ix.Lists, ix.TrainedRows, ivf.DefaultNProbe(ix.Lists),
+				ix.Rows, ix.Bytes, math.Round(float64(ix.Bytes)/float64(ix.Rows)*10)/10)
+			got := st.Shards[si].Replicas[j]
+			require.Equal(t, "int8", got.Quantization, "%s replica %d", r.Shard, j)
+			require.JSONEq(t, want, string(got.Index), "%s replica %d", r.Shard, j)
+		}
+	}
 }
