@@ -626,4 +626,16 @@ func TestIndexStats(t *testing.T) {
 		require.Greater(t, ix.GetBytes(), uint64(rows*(dim+8)))
 		require.Empty(t, ix.GetError())
 	})
+
+	t.Run("ivf centroids that do not decode", func(t *testing.T) {
+		mem := NewMemory(dim, WithIVF(vector.Generic(), vector.Euclidean))
+		c := load(t, mem)
+		trainScale(t, mem)
+		require.Error(t, mem.SetTrained(TrainedIVFCentroids, []byte("not centroids")))
+		_, ix := stats(t, c)
+		require.Equal(t, IndexStateFailed, ix.GetState(), "the store serves as a flat int8 one")
+		require.Contains(t, ix.GetError(), "ivf centroids")
+		require.Zero(t, ix.GetLists())
+		require.Positive(t, ix.GetBytes(), "its flat int8 codes")
+	})
 }
