@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/json"
+	"fmt"
 	"math"
 	"net/http"
 	"net/url"
@@ -578,7 +579,7 @@ func TestClusterStatusShape(t *testing.T) {
 	require.NoError(t, json.Unmarshal(members(t, shards[0])["replicas"], &reps))
 	require.Equal(t, []string{"addr", "conn_state", "suspect", "consecutive_failures", "last_error", "latency_ms", "kernel",
 		"doc_count", "metric", "dimension", "role", "serving", "commit_index", "applied_index", "lag",
-		"scan_rate", "scan_rate_live", "max_rows_in_deadline"}, objectKeys(t, reps[0]))
+		"quantization", "index", "scan_rate", "scan_rate_live", "max_rows_in_deadline"}, objectKeys(t, reps[0]))
 	for _, s := range st.Shards {
 		for _, r := range s.Replicas {
 			require.Equal(t, shard.MaxRowsWithin(r.ScanRate, st.Dimension, 45*time.Millisecond), r.MaxRowsInDeadline)
@@ -604,4 +605,32 @@ func TestExactOversampleNProbeAccepted(t *testing.T) {
 	}})
 	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
 	require.Contains(t, string(members(t, res.body)["scatter_gather"]), `"coverage":1,"exact":true,`)
+}
+
+// TestClusterStatusShowsIndex: every replica says what its approximate
+// queries scan; these shards are flat and unquantized, so nothing beside
+// the float32 rows.
+func TestClusterStatusShowsIndex(t *testing.T) {
+	e := newEnv(t, envConfig{})
+	res := e.do(http.MethodGet, "/cluster/status", "", nil)
+	require.Equal(t, http.StatusOK, res.status)
+	var st struct {
+		Shards []struct {
+			Replicas []struct {
+				DocCount     uint64          `json:"doc_count"`
+				Quantization string          `json:"quantization"`
+				Index        json.RawMessage `json:"index"`
+			} `json:"replicas"`
+		} `json:"shards"`
+	}
+	require.NoError(t, json.Unmarshal(res.body, &st))
+	require.NotEmpty(t, st.Shards)
+	for _, s := range st.Shards {
+		require.NotEmpty(t, s.Replicas)
+		for _, r := range s.Replicas {
+			require.Equal(t, "none", r.Quantization)
+			require.JSONEq(t, fmt.Sprintf(`{"kind": "flat", "state": "ready", "lists": 0, "trained_rows": 0, "default_nprobe": 0,
+				"rows": %d, "bytes": 0, "bytes_per_vector": 0}`, r.DocCount), string(r.Index))
+		}
+	}
 }

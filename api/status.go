@@ -1,6 +1,7 @@
 package api
 
 import (
+	"math"
 	"net/http"
 
 	"github.com/trawl-search/trawl/budget"
@@ -22,6 +23,9 @@ type replicaStatus struct {
 	CommitIndex         uint64  `json:"commit_index"`
 	AppliedIndex        uint64  `json:"applied_index"`
 	Lag                 uint64  `json:"lag"`
+	Quantization        string  `json:"quantization,omitempty"`
+	// Index is null when the replica did not answer or predates the field.
+	Index *indexStatus `json:"index"`
 	// ScanRate is 1536-D-equivalent rows per second one core of the
 	// replica scans (measured at its start), ScanRateLive the running
 	// rate of its real full scans; MaxRowsInDeadline how many rows of the
@@ -30,6 +34,18 @@ type replicaStatus struct {
 	ScanRate          float64 `json:"scan_rate"`
 	ScanRateLive      float64 `json:"scan_rate_live"`
 	MaxRowsInDeadline uint64  `json:"max_rows_in_deadline"`
+}
+
+type indexStatus struct {
+	Kind           string  `json:"kind"`
+	State          string  `json:"state"`
+	Lists          int     `json:"lists"`
+	TrainedRows    uint64  `json:"trained_rows"`
+	DefaultNProbe  int     `json:"default_nprobe"`
+	Rows           uint64  `json:"rows"`
+	Bytes          uint64  `json:"bytes"`
+	BytesPerVector float64 `json:"bytes_per_vector"`
+	Error          string  `json:"error,omitempty"`
 }
 
 type shardStatus struct {
@@ -70,6 +86,13 @@ func (s *Server) clusterStatus(w http.ResponseWriter, r *http.Request) {
 				rs.Role, rs.Serving, rs.CommitIndex, rs.AppliedIndex, rs.Lag = rep.Role, rep.Serving, rep.CommitIndex, rep.AppliedIndex, rep.Lag
 				rs.ScanRate, rs.ScanRateLive = rep.ScanRate, rep.ScanRateLive
 				rs.MaxRowsInDeadline = rep.MaxRowsWithin(shardBudget)
+				rs.Quantization = rep.Quantization
+				if ix := rep.Index; ix != nil {
+					rs.Index = &indexStatus{
+						Kind: ix.Kind, State: ix.State, Lists: ix.Lists, TrainedRows: ix.TrainedRows, DefaultNProbe: ix.DefaultNProbe,
+						Rows: ix.Rows, Bytes: ix.Bytes, BytesPerVector: math.Round(ix.BytesPerVector()*10) / 10, Error: ix.Error,
+					}
+				}
 			}
 			ss.Replicas = append(ss.Replicas, rs)
 		}

@@ -39,6 +39,11 @@ type ReplicaStatus struct {
 	// 1536-D-equivalent rows per second per core; ScanRateLive the
 	// running rate of its real full exact scans. 0: not measured yet.
 	ScanRate, ScanRateLive float64
+	// Quantization is its --quantization (none, int8); Index what its
+	// approximate queries scan, nil when it did not say (a shard older
+	// than the field).
+	Quantization string
+	Index        *IndexStatus
 }
 
 // MaxRowsWithin is how many rows of the replica's dimension one of its
@@ -46,6 +51,24 @@ type ReplicaStatus struct {
 // /cluster/status shows (0 before the replica has measured).
 func (r ReplicaStatus) MaxRowsWithin(budget time.Duration) uint64 {
 	return shard.MaxRowsWithin(r.ScanRate, r.Dimension, budget)
+}
+
+// IndexStatus is a replica's index (shardpb.IndexStats says what each
+// field means).
+type IndexStatus struct {
+	Kind, State              string
+	Lists, DefaultNProbe     int
+	TrainedRows, Rows, Bytes uint64
+	Error                    string
+}
+
+// BytesPerVector is the index's memory a row beside its float32 row, 0 on
+// an empty index.
+func (ix IndexStatus) BytesPerVector() float64 {
+	if ix.Rows == 0 {
+		return 0
+	}
+	return float64(ix.Bytes) / float64(ix.Rows)
 }
 
 // ShardStatus is one shard as /cluster/status shows it.
@@ -84,6 +107,13 @@ func (c *Coordinator) Status(ctx context.Context) ClusterStatus {
 				rs.Answered, rs.DocCount, rs.Kernel, rs.Metric, rs.Dimension = true, st.GetDocCount(), st.GetKernel(), st.GetMetric(), int(st.GetDim())
 				rs.Role, rs.Serving, rs.CommitIndex, rs.AppliedIndex = st.GetRole(), st.GetServing(), st.GetCommitIndex(), st.GetAppliedIndex()
 				rs.ScanRate, rs.ScanRateLive = st.GetScanRate(), st.GetScanRateLive()
+				rs.Quantization = st.GetQuantization()
+				if ix := st.GetIndex(); ix != nil {
+					rs.Index = &IndexStatus{
+						Kind: ix.GetKind(), State: ix.GetState(), Lists: int(ix.GetLists()), DefaultNProbe: int(ix.GetDefaultNprobe()),
+						TrainedRows: ix.GetTrainedRows(), Rows: ix.GetRows(), Bytes: ix.GetBytes(), Error: ix.GetError(),
+					}
+				}
 				if !health[i].DocsSeen {
 					ss.DocCount = max(ss.DocCount, rs.DocCount)
 				}

@@ -443,3 +443,54 @@ func (m *Memory) ivfDelete(i, last int) {
 		p.x.Set(i, m.data[i*m.dim:(i+1)*m.dim])
 	}
 }
+
+// Index states, as IndexStats reports them (/cluster/status).
+const (
+	IndexStateReady     = "ready"
+	IndexStateUntrained = "untrained"
+	IndexStateBuilding  = "building"
+	IndexStateFailed    = "failed"
+)
+
+// IndexStats describes what a store's approximate queries scan, for the
+// Stats RPC (shardpb.IndexStats says what each field means).
+type IndexStats struct {
+	Kind  IndexKind
+	State string
+	// Lists, TrainedRows and DefaultNProbe are the index queries probe
+	// now, 0 when there is none.
+	Lists, TrainedRows, DefaultNProbe int
+	Rows                              int
+	Bytes                             int
+	Err                               error
+}
+
+// IndexStats reports the store's index. A build under way is not read: its
+// goroutine appends to it under the read lock, so only its existence is.
+func (m *Memory) IndexStats() IndexStats {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	st := IndexStats{Kind: m.indexKind, State: IndexStateReady, Rows: len(m.ids)}
+	if m.codes != nil {
+		st.Bytes += m.codes.Bytes()
+	}
+	if m.indexKind != IndexIVF {
+		return st
+	}
+	s := &m.ivf
+	st.Rows = 0
+	if x := s.x; x != nil {
+		st.Lists, st.TrainedRows, st.Rows = x.Lists(), x.Centroids().TrainedRows, x.Len()
+		st.DefaultNProbe = ivf.DefaultNProbe(x.Lists())
+		st.Bytes += x.Bytes()
+	}
+	switch {
+	case s.err != nil:
+		st.State, st.Err = IndexStateFailed, s.err
+	case m.trained[TrainedIVFCentroids] == nil:
+		st.State = IndexStateUntrained
+	case s.x == nil || s.built != s.gen || s.pending != nil:
+		st.State = IndexStateBuilding
+	}
+	return st
+}

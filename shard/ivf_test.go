@@ -526,3 +526,116 @@ func TestIVFReplicas(t *testing.T) {
 	require.Greater(t, c1.Lists(), c0.Lists())
 	same("after a retrain")
 }
+
+// TestIndexStats: the Stats RPC says which index a replica's approximate
+// queries scan and how far an IVF store has got: untrained, building once
+// centroids are committed, then ready with the built index's lists, the
+// rows its centroids were trained on, its default nprobe and memory.
+func TestIndexStats(t *testing.T) {
+	const dim, rows = 16, 4000
+	load := func(t *testing.T, mem *Memory) *Conn {
+		t.Helper()
+		_, c := serve(t, Config{Dim: dim, Metric: vector.Euclidean, Kernel: vector.Generic(), Store: mem}, nil, DialConfig{})
+		g := newClustered(5, dim, 10)
+		var vs []*shardpb.Vector
+		for i := range rows {
+			vs = append(vs, &shardpb.Vector{Id: fmt.Sprintf("v%04d", i), Vector: EncodeVector(g.vec())})
+		}
+		for i := 0; i < len(vs); i += 256 {
+			_, err := c.Upsert(ctx(t), place, vs[i:min(i+256, len(vs))])
+			require.NoError(t, err)
+		}
+		return c
+	}
+	stats := func(t *testing.T, c *Conn) (string, *shardpb.IndexStats) {
+		t.Helper()
+		st, err := c.Stats(ctx(t))
+		require.NoError(t, err)
+		return st.GetQuantization(), st.GetIndex()
+	}
+	trainScale := func(t *testing.T, mem *Memory) {
+		t.Helper()
+		b, err := mem.trainInt8()
+		require.NoError(t, err)
+		require.NoError(t, mem.SetTrained(TrainedInt8Scale, b))
+	}
+
+	t.Run("flat", func(t *testing.T) {
+		for _, tc := range []struct {
+			name      string
+			opts      []MemoryOption
+			quant     string
+			withCodes bool
+		}{
+			{"float32", nil, "none", false},
+			{"int8", []MemoryOption{WithQuantization(QuantInt8)}, "int8", true},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				mem := NewMemory(dim, tc.opts...)
+				c := load(t, mem)
+				if tc.withCodes {
+					trainScale(t, mem)
+				}
+				q, ix := stats(t, c)
+				require.Equal(t, tc.quant, q)
+				require.Equal(t, "flat", ix.GetKind())
+				require.Equal(t, IndexStateReady, ix.GetState())
+				require.Equal(t, uint64(rows), ix.GetRows())
+				require.Zero(t, ix.GetLists())
+				require.Zero(t, ix.GetDefaultNprobe())
+				if tc.withCodes {
+					// A code a dimension, plus a norm and a sum.
+					require.GreaterOrEqual(t, ix.GetBytes(), uint64(rows*(dim+8)))
+				} else {
+					require.Zero(t, ix.GetBytes(), "nothing beside the float32 rows")
+				}
+			})
+		}
+	})
+
+	t.Run("ivf", func(t *testing.T) {
+		mem := NewMemory(dim, WithIVF(vector.Generic(), vector.Euclidean))
+		c := load(t, mem)
+		q, ix := stats(t, c)
+		require.Equal(t, "int8", q, "ivf implies int8")
+		require.Equal(t, "ivf", ix.GetKind())
+		require.Equal(t, IndexStateUntrained, ix.GetState())
+		require.Zero(t, ix.GetLists())
+
+		trainScale(t, mem)
+		cb, lists, err := mem.trainIVF(context.Background(), 7)
+		require.NoError(t, err)
+		require.NoError(t, mem.SetTrained(TrainedIVFCentroids, cb))
+		_, ix = stats(t, c)
+		require.Equal(t, IndexStateBuilding, ix.GetState(), "centroids committed, no index built")
+		require.Zero(t, ix.GetLists(), "no index to probe yet")
+		flatBytes := ix.GetBytes()
+		require.Positive(t, flatBytes, "the flat int8 codes serve meanwhile")
+
+		_, err = mem.BuildIndex(context.Background())
+		require.NoError(t, err)
+		_, ix = stats(t, c)
+		require.Equal(t, IndexStateReady, ix.GetState())
+		require.Equal(t, uint32(lists), ix.GetLists())
+		require.Positive(t, ix.GetLists())
+		require.Equal(t, uint64(rows), ix.GetTrainedRows())
+		require.Equal(t, uint32(ivf.DefaultNProbe(lists)), ix.GetDefaultNprobe())
+		require.Equal(t, uint64(rows), ix.GetRows())
+		// The lists hold every row's codes (the flat ones are dropped) plus
+		// the row maps and centroids.
+		require.Greater(t, ix.GetBytes(), uint64(rows*(dim+8)))
+		require.Empty(t, ix.GetError())
+	})
+
+	t.Run("ivf centroids that do not decode", func(t *testing.T) {
+		mem := NewMemory(dim, WithIVF(vector.Generic(), vector.Euclidean))
+		c := load(t, mem)
+		trainScale(t, mem)
+		require.Error(t, mem.SetTrained(TrainedIVFCentroids, []byte("not centroids")))
+		_, ix := stats(t, c)
+		require.Equal(t, IndexStateFailed, ix.GetState(), "the store serves as a flat int8 one")
+		require.Contains(t, ix.GetError(), "ivf centroids")
+		require.Zero(t, ix.GetLists())
+		require.Positive(t, ix.GetBytes(), "its flat int8 codes")
+	})
+}

@@ -843,5 +843,24 @@ func (s *Server) Stats(context.Context, *shardpb.StatsRequest) (*shardpb.StatsRe
 		resp.AppliedIndex = n.AppliedIndex()
 		resp.Leader = n.Leader()
 	}
+	if q, ok := s.cfg.Store.(quantizer); ok {
+		resp.Quantization = q.Quantization().String()
+	}
+	if ix, ok := s.cfg.Store.(indexStatser); ok {
+		st := ix.IndexStats()
+		resp.Index = &shardpb.IndexStats{
+			Kind: st.Kind.String(), State: st.State, Lists: uint32(st.Lists), TrainedRows: uint64(st.TrainedRows),
+			DefaultNprobe: uint32(st.DefaultNProbe), Rows: uint64(st.Rows), Bytes: uint64(st.Bytes),
+		}
+		if st.Err != nil {
+			resp.Index.Error = st.Err.Error()
+		}
+	}
 	return resp, nil
 }
+
+// quantizer and indexStatser are Stores that report their --quantization
+// and their index (Memory).
+type quantizer interface{ Quantization() Quantization }
+
+type indexStatser interface{ IndexStats() IndexStats }

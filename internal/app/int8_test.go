@@ -141,13 +141,17 @@ func (e *exactRef) check(it item) scored {
 	return want
 }
 
-// requireExactTopK asks qv with "exact": true at k = 1, 10 and 50: each
-// answer is exact and is the brute-force top-k (a different id at a
-// position only where the two score the same within their bounds).
-func (e *exactRef) requireExactTopK(h *harness, qv []float32) {
+// requireExactTopK asks qv with "exact": true at each of ks (1, 10 and 50
+// when none): each answer is exact and is the brute-force top-k (a
+// different id at a position only where the two score the same within
+// their bounds).
+func (e *exactRef) requireExactTopK(h *harness, qv []float32, ks ...int) {
 	t := e.t
 	t.Helper()
-	for _, k := range []int{1, 10, 50} {
+	if len(ks) == 0 {
+		ks = []int{1, 10, 50}
+	}
+	for _, k := range ks {
 		a := h.int8Search(t, map[string]any{"vector": qv, "k": k, "exact": true})
 		require.True(t, a.ScatterGather.Exact, "exact:true is answered exactly")
 		require.Len(t, a.Items, k)

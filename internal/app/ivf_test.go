@@ -27,9 +27,11 @@ import (
 // with Int8MinRows above the last full seeding batch, so the scale and
 // centroids are trained on every row whatever the timing): with
 // "exact": true the answer is the exact top-k of the union and says
-// exact; without it every shard answers from its index (exact false),
-// every score is still the exact one, and recall@10 against brute force
-// on the clustered dev corpus is at least 0.99 at the default nprobe; a
+// exact (at k = 1, 10, 100); without it every shard answers from its
+// index (exact false), every score is still the exact one, and recall at
+// k = 1, 10 and 100 against brute force on the clustered dev corpus is at
+// least 0.99 each at the default nprobe; /cluster/status shows each
+// replica's index as its store reports it; a
 // selective filter is answered exactly (the exact filtered top-k); a
 // batch answers each query as it would alone; and the replicas of each
 // shard, asked directly, give identical answers (ids and scores).
@@ -50,6 +52,7 @@ func TestIVFSearchThroughTheRouter(t *testing.T) {
 					require.NoError(t, r.Store.ViewIVF(func(_ vector.Rows, x *ivf.Index) error { lists = x.Lists(); return nil }))
 				}
 			}
+			requireIndexStatus(t, h)
 			payloads := map[string]map[string]any{}
 			for _, r := range h.dc.Corpus {
 				var p map[string]any
@@ -63,7 +66,10 @@ func TestIVFSearchThroughTheRouter(t *testing.T) {
 				}
 				return a >= b
 			}
-			found, total := 0, 0
+			// Recall at each k, at the default nprobe; "exact": true at
+			// the same k is the brute-force top-k.
+			recallKs := []int{1, 10, 100}
+			found, total := make([]int, len(recallKs)), make([]int, len(recallKs))
 			var batch []map[string]any
 			var direct []*shardpb.Query
 			for q := range 20 {
@@ -79,26 +85,29 @@ func TestIVFSearchThroughTheRouter(t *testing.T) {
 					vector.Generic().Normalize(scoredQ)
 				}
 				ref := newExactRef(t, m, scoredQ, h.dc.Corpus)
-				ref.requireExactTopK(h, qv)
+				ref.requireExactTopK(h, qv, recallKs...)
 				check := ref.check
 				body := map[string]any{"vector": qv, "k": 10}
-				a := h.int8Search(t, body)
-				require.False(t, a.ScatterGather.Exact, "the index serves")
-				require.Len(t, a.Items, 10)
-				kth := ref.ranked[9]
-				for _, it := range a.Items {
-					// A hit counts when it is as good as the 10th best
-					// (within the score bound: near-ties may swap).
-					want := check(it)
-					slack := kth.bound + want.bound
-					if m != vector.Euclidean {
-						slack = -slack
+				for ki, k := range recallKs {
+					a := h.int8Search(t, map[string]any{"vector": qv, "k": k})
+					require.False(t, a.ScatterGather.Exact, "the index serves")
+					require.Len(t, a.Items, k)
+					kth := ref.ranked[k-1]
+					for _, it := range a.Items {
+						// A hit counts when it is as good as the k-th
+						// best (within the score bound: near-ties may
+						// swap).
+						want := check(it)
+						slack := kth.bound + want.bound
+						if m != vector.Euclidean {
+							slack = -slack
+						}
+						if better(want.score, kth.score+slack) {
+							found[ki]++
+						}
 					}
-					if better(want.score, kth.score+slack) {
-						found++
-					}
+					total[ki] += k
 				}
-				total += 10
 				if q < 8 {
 					batch = append(batch, body)
 					direct = append(direct, &shardpb.Query{Vector: vector.EncodeLE(scoredQ), K: 10, Nprobe: uint32(q % 2 * 3)})
@@ -127,10 +136,12 @@ func TestIVFSearchThroughTheRouter(t *testing.T) {
 					}
 				}
 			}
-			recall := float64(found) / float64(total)
-			t.Logf("%s: ivf recall@10 through the router, %d clustered docs of %d-D on 3 shards (%d lists a shard, default nprobe %d): %.3f",
-				m, docs, dim, lists, ivf.DefaultNProbe(lists), recall)
-			require.GreaterOrEqual(t, recall, 0.99)
+			for ki, k := range recallKs {
+				recall := float64(found[ki]) / float64(total[ki])
+				t.Logf("%s: ivf recall@%d through the router, %d clustered docs of %d-D on 3 shards (%d lists a shard, default nprobe %d): %.3f",
+					m, k, docs, dim, lists, ivf.DefaultNProbe(lists), recall)
+				require.GreaterOrEqual(t, recall, 0.99, "recall@%d", k)
+			}
 
 			// A batch answers each query as it would alone.
 			ba := h.batchSearch(t, map[string]any{"queries": batch})
@@ -201,4 +212,46 @@ func (h *harness) batchSearch(t *testing.T, body any) [][]item {
 		out[i] = r.Items
 	}
 	return out
+}
+
+// requireIndexStatus: /cluster/status shows, for every replica, exactly
+// the index its store reports (kind ivf, ready, its lists, the rows its
+// centroids were trained on, its default nprobe and memory).
+func requireIndexStatus(t *testing.T, h *harness) {
+	t.Helper()
+	resp, err := http.Get(h.srv.URL + "/cluster/status")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", raw)
+	var st struct {
+		Shards []struct {
+			Name     string `json:"name"`
+			Replicas []struct {
+				Quantization string          `json:"quantization"`
+				Index        json.RawMessage `json:"index"`
+			} `json:"replicas"`
+		} `json:"shards"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &st), "%s", raw)
+	require.Len(t, st.Shards, len(h.dc.Replicas))
+	for si, reps := range h.dc.Replicas {
+		require.Equal(t, h.dc.Names[si], st.Shards[si].Name)
+		require.Len(t, st.Shards[si].Replicas, len(reps))
+		for j, r := range reps {
+			ix := r.Store.IndexStats()
+			require.Equal(t, shard.IndexStateReady, ix.State)
+			require.Positive(t, ix.Lists)
+			want := fmt.Sprintf(`{"kind": "ivf", "state": "ready", "lists": %d, "trained_rows": %d, "default_nprobe": %d,
+				"rows": %d, "bytes": %d, "bytes_per_vector": %v}`, ix.Lists, ix.TrainedRows, ivf.DefaultNProbe(ix.Lists),
+				ix.Rows, ix.Bytes, math.Round(float64(ix.Bytes)/float64(ix.Rows)*10)/10)
+			got := st.Shards[si].Replicas[j]
+			require.Equal(t, "int8", got.Quantization, "%s replica %d", r.Shard, j)
+			require.JSONEq(t, want, string(got.Index), "%s replica %d", r.Shard, j)
+			if si == 0 && j == 0 {
+				t.Logf("%s replica 0 in /cluster/status: %s", r.Shard, got.Index)
+			}
+		}
+	}
 }

@@ -1210,10 +1210,10 @@ type StatsResponse struct {
 	Serving      bool                   `protobuf:"varint,10,opt,name=serving,proto3" json:"serving,omitempty"`                              // whether it answers reads now
 	Quantization string                 `protobuf:"bytes,11,opt,name=quantization,proto3" json:"quantization,omitempty"`                     // none or int8
 	ScanRate     float64                `protobuf:"fixed64,12,opt,name=scan_rate,json=scanRate,proto3" json:"scan_rate,omitempty"`           // measured 1536-D-equivalent rows scanned per second per core, 0 before a scan
+	Index        *IndexStats            `protobuf:"bytes,13,opt,name=index,proto3" json:"index,omitempty"`                                   // what approximate queries scan (--index)
 	// scan_rate_live is the running rate of this replica's real full exact
 	// scans of one query (same unit, per core the scan split over, so it
-	// includes contention), 0 before one. Fields from 20 on: the IVF
-	// branch adds index fields to StatsResponse beside these.
+	// includes contention), 0 before one.
 	ScanRateLive  float64 `protobuf:"fixed64,20,opt,name=scan_rate_live,json=scanRateLive,proto3" json:"scan_rate_live,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1333,11 +1333,130 @@ func (x *StatsResponse) GetScanRate() float64 {
 	return 0
 }
 
+func (x *StatsResponse) GetIndex() *IndexStats {
+	if x != nil {
+		return x.Index
+	}
+	return nil
+}
+
 func (x *StatsResponse) GetScanRateLive() float64 {
 	if x != nil {
 		return x.ScanRateLive
 	}
 	return 0
+}
+
+// IndexStats describes the index a replica's approximate queries scan.
+type IndexStats struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Kind  string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"` // flat or ivf (--index)
+	// ready (flat always; ivf: serving from an index of the committed
+	// centroids), untrained (ivf: no centroids committed yet, queries scan
+	// the flat int8 codes or the float32 rows), building (ivf: centroids
+	// committed, their index not built yet; queries use the previous index
+	// if any, else the flat codes, else the replica is NOT_SERVING), or
+	// failed (ivf: the committed centroids cannot build an index; see error).
+	State string `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
+	// The fields below describe the index queries probe now (during a
+	// retrain, the old one); 0 on a flat store and before the first build.
+	Lists         uint32 `protobuf:"varint,3,opt,name=lists,proto3" json:"lists,omitempty"`                                      // inverted lists
+	TrainedRows   uint64 `protobuf:"varint,4,opt,name=trained_rows,json=trainedRows,proto3" json:"trained_rows,omitempty"`       // rows the store held when its centroids were trained
+	DefaultNprobe uint32 `protobuf:"varint,5,opt,name=default_nprobe,json=defaultNprobe,proto3" json:"default_nprobe,omitempty"` // lists a query without "nprobe" probes
+	Rows          uint64 `protobuf:"varint,6,opt,name=rows,proto3" json:"rows,omitempty"`                                        // rows the index holds (flat: the store's rows)
+	// Memory beside the float32 rows: the flat int8 codes and the index
+	// (codes, norms, row maps, centroids). A build under way holds a second
+	// copy of the codes, not counted here.
+	Bytes         uint64 `protobuf:"varint,7,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	Error         string `protobuf:"bytes,8,opt,name=error,proto3" json:"error,omitempty"` // why the state is failed, else empty
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IndexStats) Reset() {
+	*x = IndexStats{}
+	mi := &file_shard_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IndexStats) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IndexStats) ProtoMessage() {}
+
+func (x *IndexStats) ProtoReflect() protoreflect.Message {
+	mi := &file_shard_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IndexStats.ProtoReflect.Descriptor instead.
+func (*IndexStats) Descriptor() ([]byte, []int) {
+	return file_shard_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *IndexStats) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *IndexStats) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *IndexStats) GetLists() uint32 {
+	if x != nil {
+		return x.Lists
+	}
+	return 0
+}
+
+func (x *IndexStats) GetTrainedRows() uint64 {
+	if x != nil {
+		return x.TrainedRows
+	}
+	return 0
+}
+
+func (x *IndexStats) GetDefaultNprobe() uint32 {
+	if x != nil {
+		return x.DefaultNprobe
+	}
+	return 0
+}
+
+func (x *IndexStats) GetRows() uint64 {
+	if x != nil {
+		return x.Rows
+	}
+	return 0
+}
+
+func (x *IndexStats) GetBytes() uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *IndexStats) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
 }
 
 var File_shard_proto protoreflect.FileDescriptor
@@ -1427,7 +1546,7 @@ const file_shard_proto_rawDesc = "" +
 	"\x06points\x18\x01 \x03(\v2\x16.trawl.shard.v1.VectorR\x06points\x12\x14\n" +
 	"\x05count\x18\x02 \x01(\x04R\x05count\x12\x1b\n" +
 	"\tdoc_count\x18\x03 \x01(\x04R\bdocCount\"\x0e\n" +
-	"\fStatsRequest\"\x9c\x03\n" +
+	"\fStatsRequest\"\xce\x03\n" +
 	"\rStatsResponse\x12\x1b\n" +
 	"\tdoc_count\x18\x01 \x01(\x04R\bdocCount\x12\x10\n" +
 	"\x03dim\x18\x02 \x01(\rR\x03dim\x12\x16\n" +
@@ -1441,8 +1560,19 @@ const file_shard_proto_rawDesc = "" +
 	"\aserving\x18\n" +
 	" \x01(\bR\aserving\x12\"\n" +
 	"\fquantization\x18\v \x01(\tR\fquantization\x12\x1b\n" +
-	"\tscan_rate\x18\f \x01(\x01R\bscanRate\x12$\n" +
-	"\x0escan_rate_live\x18\x14 \x01(\x01R\fscanRateLive2\x89\x04\n" +
+	"\tscan_rate\x18\f \x01(\x01R\bscanRate\x120\n" +
+	"\x05index\x18\r \x01(\v2\x1a.trawl.shard.v1.IndexStatsR\x05index\x12$\n" +
+	"\x0escan_rate_live\x18\x14 \x01(\x01R\fscanRateLive\"\xd6\x01\n" +
+	"\n" +
+	"IndexStats\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x14\n" +
+	"\x05state\x18\x02 \x01(\tR\x05state\x12\x14\n" +
+	"\x05lists\x18\x03 \x01(\rR\x05lists\x12!\n" +
+	"\ftrained_rows\x18\x04 \x01(\x04R\vtrainedRows\x12%\n" +
+	"\x0edefault_nprobe\x18\x05 \x01(\rR\rdefaultNprobe\x12\x12\n" +
+	"\x04rows\x18\x06 \x01(\x04R\x04rows\x12\x14\n" +
+	"\x05bytes\x18\a \x01(\x04R\x05bytes\x12\x14\n" +
+	"\x05error\x18\b \x01(\tR\x05error2\x89\x04\n" +
 	"\x05Shard\x12G\n" +
 	"\x06Search\x12\x1d.trawl.shard.v1.SearchRequest\x1a\x1e.trawl.shard.v1.SearchResponse\x12V\n" +
 	"\vSearchBatch\x12\".trawl.shard.v1.SearchBatchRequest\x1a#.trawl.shard.v1.SearchBatchResponse\x12G\n" +
@@ -1464,7 +1594,7 @@ func file_shard_proto_rawDescGZIP() []byte {
 	return file_shard_proto_rawDescData
 }
 
-var file_shard_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_shard_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_shard_proto_goTypes = []any{
 	(*Query)(nil),               // 0: trawl.shard.v1.Query
 	(*PayloadSelector)(nil),     // 1: trawl.shard.v1.PayloadSelector
@@ -1486,6 +1616,7 @@ var file_shard_proto_goTypes = []any{
 	(*ScrollResponse)(nil),      // 17: trawl.shard.v1.ScrollResponse
 	(*StatsRequest)(nil),        // 18: trawl.shard.v1.StatsRequest
 	(*StatsResponse)(nil),       // 19: trawl.shard.v1.StatsResponse
+	(*IndexStats)(nil),          // 20: trawl.shard.v1.IndexStats
 }
 var file_shard_proto_depIdxs = []int32{
 	1,  // 0: trawl.shard.v1.Query.with_payload:type_name -> trawl.shard.v1.PayloadSelector
@@ -1501,25 +1632,26 @@ var file_shard_proto_depIdxs = []int32{
 	1,  // 10: trawl.shard.v1.ScrollRequest.with_payload:type_name -> trawl.shard.v1.PayloadSelector
 	9,  // 11: trawl.shard.v1.ScrollResponse.points:type_name -> trawl.shard.v1.Vector
 	8,  // 12: trawl.shard.v1.StatsResponse.placement:type_name -> trawl.shard.v1.Placement
-	3,  // 13: trawl.shard.v1.Shard.Search:input_type -> trawl.shard.v1.SearchRequest
-	5,  // 14: trawl.shard.v1.Shard.SearchBatch:input_type -> trawl.shard.v1.SearchBatchRequest
-	10, // 15: trawl.shard.v1.Shard.Upsert:input_type -> trawl.shard.v1.UpsertRequest
-	12, // 16: trawl.shard.v1.Shard.Get:input_type -> trawl.shard.v1.GetRequest
-	14, // 17: trawl.shard.v1.Shard.Delete:input_type -> trawl.shard.v1.DeleteRequest
-	18, // 18: trawl.shard.v1.Shard.Stats:input_type -> trawl.shard.v1.StatsRequest
-	16, // 19: trawl.shard.v1.Shard.Scroll:input_type -> trawl.shard.v1.ScrollRequest
-	4,  // 20: trawl.shard.v1.Shard.Search:output_type -> trawl.shard.v1.SearchResponse
-	7,  // 21: trawl.shard.v1.Shard.SearchBatch:output_type -> trawl.shard.v1.SearchBatchResponse
-	11, // 22: trawl.shard.v1.Shard.Upsert:output_type -> trawl.shard.v1.UpsertResponse
-	13, // 23: trawl.shard.v1.Shard.Get:output_type -> trawl.shard.v1.GetResponse
-	15, // 24: trawl.shard.v1.Shard.Delete:output_type -> trawl.shard.v1.DeleteResponse
-	19, // 25: trawl.shard.v1.Shard.Stats:output_type -> trawl.shard.v1.StatsResponse
-	17, // 26: trawl.shard.v1.Shard.Scroll:output_type -> trawl.shard.v1.ScrollResponse
-	20, // [20:27] is the sub-list for method output_type
-	13, // [13:20] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	20, // 13: trawl.shard.v1.StatsResponse.index:type_name -> trawl.shard.v1.IndexStats
+	3,  // 14: trawl.shard.v1.Shard.Search:input_type -> trawl.shard.v1.SearchRequest
+	5,  // 15: trawl.shard.v1.Shard.SearchBatch:input_type -> trawl.shard.v1.SearchBatchRequest
+	10, // 16: trawl.shard.v1.Shard.Upsert:input_type -> trawl.shard.v1.UpsertRequest
+	12, // 17: trawl.shard.v1.Shard.Get:input_type -> trawl.shard.v1.GetRequest
+	14, // 18: trawl.shard.v1.Shard.Delete:input_type -> trawl.shard.v1.DeleteRequest
+	18, // 19: trawl.shard.v1.Shard.Stats:input_type -> trawl.shard.v1.StatsRequest
+	16, // 20: trawl.shard.v1.Shard.Scroll:input_type -> trawl.shard.v1.ScrollRequest
+	4,  // 21: trawl.shard.v1.Shard.Search:output_type -> trawl.shard.v1.SearchResponse
+	7,  // 22: trawl.shard.v1.Shard.SearchBatch:output_type -> trawl.shard.v1.SearchBatchResponse
+	11, // 23: trawl.shard.v1.Shard.Upsert:output_type -> trawl.shard.v1.UpsertResponse
+	13, // 24: trawl.shard.v1.Shard.Get:output_type -> trawl.shard.v1.GetResponse
+	15, // 25: trawl.shard.v1.Shard.Delete:output_type -> trawl.shard.v1.DeleteResponse
+	19, // 26: trawl.shard.v1.Shard.Stats:output_type -> trawl.shard.v1.StatsResponse
+	17, // 27: trawl.shard.v1.Shard.Scroll:output_type -> trawl.shard.v1.ScrollResponse
+	21, // [21:28] is the sub-list for method output_type
+	14, // [14:21] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_shard_proto_init() }
@@ -1534,7 +1666,7 @@ func file_shard_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_shard_proto_rawDesc), len(file_shard_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   20,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

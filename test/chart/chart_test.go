@@ -656,6 +656,7 @@ func TestBadValuesFail(t *testing.T) {
 		"misspelt key":             {"router.replica=3"},
 		"misspelt nested key":      {"shards.persistance.enabled=false"},
 		"unknown metric":           {"shards.metric=hamming"},
+		"unknown index":            {"shards.index=hnsw"},
 		"zero shards":              {"shards.count=0"},
 		"port name as number":      {"shards.grpcPort=70000"},
 		"bad zone name":            {"shards.zones[0].name=Zone_A"},
@@ -703,5 +704,51 @@ func TestNoCapabilitiesChecks(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestIndexValue: shards.index reaches every shard container as --index, and
+// ivf's int8 codes are in the memory the pods ask for.
+func TestIndexValue(t *testing.T) {
+	cases := []struct {
+		name    string
+		sets    []string
+		wantArg string // "" : no --index at all (the shard's default, flat)
+		wantMem string
+	}{
+		// 200 000 x 1536 x 4 B x 1.5 + 256 Mi.
+		{"default", nil, "", "2014Mi"},
+		{"flat", []string{"shards.index=flat"}, "", "2014Mi"},
+		// 200 000 x (1536 x 4 + 1536 + 256) B x 1.5 + 256 Mi.
+		{"ivf", []string{"shards.index=ivf"}, "--index=ivf", "2527Mi"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			objs := decodeAll(t, render(t, nil, tc.sets...))
+			sets := ofKind[*appsv1.StatefulSet](objs)
+			if len(sets) == 0 {
+				t.Fatal("no shard StatefulSets rendered")
+			}
+			for _, s := range sets {
+				c := s.Spec.Template.Spec.Containers[0]
+				var got []string
+				for _, a := range c.Args {
+					if strings.HasPrefix(a, "--index") {
+						got = append(got, a)
+					}
+				}
+				var want []string
+				if tc.wantArg != "" {
+					want = []string{tc.wantArg}
+				}
+				if !slices.Equal(got, want) {
+					t.Errorf("%s: --index args %v, want %v", s.Name, got, want)
+				}
+				if got := c.Resources.Limits[corev1.ResourceMemory]; got.Cmp(resource.MustParse(tc.wantMem)) != 0 {
+					t.Errorf("%s: limits.memory %s, want %s", s.Name, got.String(), tc.wantMem)
+				}
+			}
+			checkInvariants(t, objs)
+		})
 	}
 }

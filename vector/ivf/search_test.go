@@ -126,7 +126,8 @@ func TestScanExactly(t *testing.T) {
 	}{
 		{allowed: 100000, total: 100000, k: 10, nprobe: 16, lists: 316, want: false}, // no filter
 		{allowed: 10000, total: 100000, k: 10, nprobe: 16, lists: 316, want: false},  // 10 %: 506 allowed in probed lists
-		{allowed: 1000, total: 100000, k: 10, nprobe: 16, lists: 316, want: true},    // 1 000 rows of floats cost less than 5 063 of codes
+		{allowed: 1000, total: 100000, k: 10, nprobe: 16, lists: 316, want: true},    // 1 000 exact rows cost less than 5 063 probed (ExactRowCost 4.8)
+		{allowed: 1100, total: 100000, k: 10, nprobe: 16, lists: 316, want: false},   // 1 100 cost more: past the measured crossover (~1.0 %)
 		{allowed: 1000, total: 100000, k: 1, nprobe: 16, lists: 316, want: true},     // the same for k = 1
 		{allowed: 2000, total: 100000, k: 100, nprobe: 16, lists: 316, want: true},   // ~101 allowed rows probed, 400 candidates wanted
 		{allowed: 0, total: 100000, k: 10, nprobe: 16, lists: 316, want: true},

@@ -159,7 +159,12 @@ kernel's OOM killer steps in. Argument: the container's resources.
 {{/* Shard memory: vectorsPerShard x dim x 4 B x headroom + base, in MiB. */}}
 {{- define "trawl.shardMemoryMiB" -}}
 {{- $s := .Values.shards -}}
-{{- $bytes := mul (int64 $s.vectorsPerShard) (int64 $s.dim) 4 -}}
+{{- /* ivf keeps int8 codes beside the floats: dim bytes a row plus ~250 of
+norms, row maps and list slack (1 768 measured at 1536-D, docs/ivf.md). A
+rebuild's second copy of the codes fits in the headroom. */ -}}
+{{- $rowBytes := mul (int64 $s.dim) 4 -}}
+{{- if eq $s.index "ivf" }}{{ $rowBytes = add $rowBytes (int64 $s.dim) 256 }}{{ end -}}
+{{- $bytes := mul (int64 $s.vectorsPerShard) $rowBytes -}}
 {{- $withHeadroom := div (mul $bytes (int64 $s.memoryHeadroomPercent)) 100 -}}
 {{- add (div (add $withHeadroom 1048575) 1048576) (int64 $s.memoryBaseMi) -}}
 {{- end -}}
