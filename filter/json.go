@@ -46,6 +46,13 @@ type tree struct {
 	scalarArrays bool
 }
 
+// parsers recycles fastjson parsers: a fresh one allocates its value
+// cache on every parse, which cost more than the parse itself. A pool is
+// a cache, not state: which parser serves a call changes nothing it
+// returns (fromFast copies every string and number out of the parser's
+// buffers before it goes back).
+var parsers fastjson.ParserPool
+
 func parseTree(b []byte, root path, maxDepth int, scalarArrays bool) (any, error) {
 	if !utf8.Valid(b) {
 		return nil, root.errorf("is not valid UTF-8")
@@ -58,7 +65,8 @@ func parseTree(b []byte, root path, maxDepth int, scalarArrays bool) (any, error
 	// FuzzParseTreeFastPath holds the two paths to the same tree and the same
 	// first error.
 	if !needsWalker(b) && fastjson.ValidateBytes(b) == nil {
-		var fp fastjson.Parser
+		fp := parsers.Get()
+		defer parsers.Put(fp)
 		if v, err := fp.ParseBytes(b); err == nil {
 			t := &tree{root: root, maxDepth: maxDepth, scalarArrays: scalarArrays}
 			return t.fromFast(v, root, 1)
