@@ -53,6 +53,7 @@ type peerSystem struct {
 	importTook time.Duration
 	importNote string
 	rss        int64 // bytes, after import
+	rssAnon    int64 // its anonymous part
 	rounds     []peerRound
 	recall     float64 // of the first round's single-client answers
 }
@@ -277,11 +278,12 @@ func startTrawl(ctx context.Context, bin, work, npy string, corpus *peer.Corpus,
 	s.importTook = time.Since(t0)
 	s.importNote = fmt.Sprintf("`router load` %.1f s, then until every shard answered from its index", loaded.Seconds())
 	s.rss = rss(s.pids())
+	s.rssAnon = rssAnon(s.pids())
 	var per []string
 	for _, pid := range s.pids() {
-		per = append(per, fmt.Sprintf("%.0f", float64(rss([]int{pid}))/(1<<20)))
+		per = append(per, fmt.Sprintf("%.0f/%.0f", float64(rss([]int{pid}))/(1<<20), float64(rssAnon([]int{pid}))/(1<<20)))
 	}
-	s.importNote += fmt.Sprintf("; RSS router, shards: %s MiB", strings.Join(per, ", "))
+	s.importNote += fmt.Sprintf("; RSS/anonymous of the router, then each shard: %s MiB", strings.Join(per, ", "))
 	logf("trawl: loaded %d vectors in %s, indexes serving after %s, RSS %.0f MiB", corpus.Rows,
 		loaded.Round(time.Millisecond), s.importTook.Round(time.Millisecond), float64(s.rss)/(1<<20))
 	return s, c, nil
@@ -385,7 +387,7 @@ func startWeaviateClass(ctx context.Context, ws *weaviate.Server, class, index s
 		pids: func() []int { return []int{ws.PID()} }}
 	s.importTook = time.Since(t0)
 	s.importNote = fmt.Sprintf("`/v1/batch/objects` %.1f s (%d a request, %d in flight), then until indexed", imported.Seconds(), p.batch, p.importCC)
-	s.rss = rss(s.pids())
+	s.rss, s.rssAnon = rss(s.pids()), rssAnon(s.pids())
 	logf("weaviate %s: imported in %s, indexed after %s, process RSS %.0f MiB", class, imported.Round(time.Millisecond),
 		s.importTook.Round(time.Millisecond), float64(s.rss)/(1<<20))
 	return s, nil
@@ -458,8 +460,16 @@ func measure(ctx context.Context, s *peerSystem, p peerPlan, round int) (peerRou
 	return pr, got, ctx.Err()
 }
 
-// rss is the summed resident set of pids, from /proc/<pid>/status.
-func rss(pids []int) int64 {
+// rss is the summed resident set of pids, from /proc/<pid>/status:
+// VmRSS, which counts file pages mapped and touched (a memory-mapped raft
+// log or LSM segment) as well as the heap.
+func rss(pids []int) int64 { return procStatus(pids, "VmRSS:") }
+
+// rssAnon is the anonymous part of rss (heap and stacks): memory that
+// cannot be dropped and read back from a file.
+func rssAnon(pids []int) int64 { return procStatus(pids, "RssAnon:") }
+
+func procStatus(pids []int, field string) int64 {
 	var total int64
 	for _, pid := range pids {
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
@@ -467,7 +477,7 @@ func rss(pids []int) int64 {
 			continue
 		}
 		for _, line := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			if v, ok := strings.CutPrefix(line, field); ok {
 				f := strings.Fields(v)
 				if n, err := strconv.ParseInt(f[0], 10, 64); err == nil {
 					total += n << 10

@@ -98,14 +98,14 @@ func (r *peerResults) write(path string) error {
 		"in flight: p50/p99), then %d closed-loop clients for %s (q/s). Latency is the client's, request sent to answer "+
 		"parsed. Recall@%d by exact id set against the brute force, from the first round's single-client answers (%d queries).\n",
 		p.warmup, p.single, p.clients, p.window, p.k, p.recipe.Queries)
-	w("- RSS from `/proc/<pid>/status` after import: trawl's is the router and its %d shards together; Weaviate's is its one "+
+	w("- RSS (VmRSS, and RssAnon: heap without file pages such as a memory-mapped raft log or LSM segment) from `/proc/<pid>/status` after import: trawl's is the router and its %d shards together; Weaviate's is its one "+
 		"process (holding the HNSW class only at that moment; the flat class's figure is the process with both).\n\n", p.shards)
 
 	w("## Results\n\n![p50 and q/s per system](%s)\n\n", png)
-	w("| system | p50 ms, 1 client | p99 ms, 1 client | q/s, %d clients | recall@%d | import + index | RSS after import |\n|---|---:|---:|---:|---:|---:|---:|\n", p.clients, p.k)
+	w("| system | p50 ms, 1 client | p99 ms, 1 client | q/s, %d clients | recall@%d | import + index | RSS after import (anonymous) |\n|---|---:|---:|---:|---:|---:|---:|\n", p.clients, p.k)
 	for _, s := range r.systems {
-		w("| %s | %.2f | %.2f | %.0f | %.4f | %.1f s | %.0f MiB |\n", s.name, s.med(p50, false), s.med(p99, false),
-			s.med(thru, true), s.recall, s.importTook.Seconds(), float64(s.rss)/(1<<20))
+		w("| %s | %.2f | %.2f | %.0f | %.4f | %.1f s | %.0f MiB (%.0f) |\n", s.name, s.med(p50, false), s.med(p99, false),
+			s.med(thru, true), s.recall, s.importTook.Seconds(), float64(s.rss)/(1<<20), float64(s.rssAnon)/(1<<20))
 	}
 	w("\nImport: ")
 	for i, s := range r.systems {
