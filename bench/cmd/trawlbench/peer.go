@@ -24,6 +24,7 @@ import (
 	"github.com/trawl-search/trawl/bench/internal/loadgen"
 	"github.com/trawl-search/trawl/bench/internal/machine"
 	"github.com/trawl-search/trawl/bench/internal/peer"
+	"github.com/trawl-search/trawl/bench/internal/promtext"
 	"github.com/trawl-search/trawl/bench/internal/weaviate"
 	"github.com/trawl-search/trawl/vector"
 )
@@ -284,6 +285,17 @@ func startTrawl(ctx context.Context, bin, work, npy string, corpus *peer.Corpus,
 		per = append(per, fmt.Sprintf("%.0f/%.0f", float64(rss([]int{pid}))/(1<<20), float64(rssAnon([]int{pid}))/(1<<20)))
 	}
 	s.importNote += fmt.Sprintf("; RSS/anonymous of the router, then each shard: %s MiB", strings.Join(per, ", "))
+	// The Go heap in use tells live data from freed heap the runtime has
+	// not yet returned to the kernel.
+	var heap []string
+	for _, reps := range c.Shards {
+		m, err := promtext.Scrape(ctx, hc, "http://"+reps[0].HTTP+"/metrics")
+		if err != nil {
+			return fail(err)
+		}
+		heap = append(heap, fmt.Sprintf("%.0f", m["go_memstats_heap_inuse_bytes"]/(1<<20)))
+	}
+	s.importNote += fmt.Sprintf("; Go heap in use per shard: %s MiB", strings.Join(heap, ", "))
 	logf("trawl: loaded %d vectors in %s, indexes serving after %s, RSS %.0f MiB", corpus.Rows,
 		loaded.Round(time.Millisecond), s.importTook.Round(time.Millisecond), float64(s.rss)/(1<<20))
 	return s, c, nil

@@ -52,7 +52,11 @@ func Start(ctx context.Context, bin, dir, log string) (*Server, error) {
 			"AUTHENTICATION_ANONYMOUS_ACCESS_ENABLED=true",
 			"DISABLE_TELEMETRY=true",
 			"CLUSTER_HOSTNAME=peer4-node1",
-			"CLUSTER_IN_LOCALHOST=true",
+			// Without an advertise address Weaviate picks the host's
+			// first address; on an IPv6 one (fd00::2 here) its raft RPC
+			// listener fails ("listen tcp: address fd00::2:PORT: too many
+			// colons in address"). CLUSTER_IN_LOCALHOST=true kept the
+			// one-node raft from ever electing itself ("no known peers").
 			"CLUSTER_BIND_ADDR=127.0.0.1",
 			"CLUSTER_ADVERTISE_ADDR=127.0.0.1",
 			"CLUSTER_GOSSIP_BIND_PORT=" + gossip,
