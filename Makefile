@@ -37,7 +37,7 @@ bench:
 	cd bench && $(GO) run ./cmd/benchreport
 	cd bench && $(GO) run ./cmd/trawlbench suite
 
-## weaviate: build the peer Weaviate (v1.35.2, pinned in tools/weaviate/go.mod) into .bin/weaviate-server (a large build: ~15-25 minutes on 2 cores)
+## weaviate: build the peer Weaviate (v1.35.2, pinned in tools/weaviate/go.mod) into .bin/weaviate-server (a large build: 19 minutes on 2 shared cores, a 160 MB binary)
 weaviate:
 	cd tools/weaviate && $(GO) build -buildvcs=false -o $(BIN)/weaviate-server github.com/weaviate/weaviate/cmd/weaviate-server
 

@@ -39,9 +39,10 @@ type peerPlan struct {
 	clients  int           // closed-loop clients of the throughput run
 	window   time.Duration // one throughput run
 	rounds   int
-	flat     bool // also a Weaviate class with a flat index
-	batch    int  // Weaviate import: objects a request
-	importCC int  // Weaviate import: requests in flight
+	flat     bool  // also a Weaviate class with a flat index
+	nprobes  []int // trawl systems besides the default nprobe, on the same shards
+	batch    int   // Weaviate import: objects a request
+	importCC int   // Weaviate import: requests in flight
 }
 
 // peerSystem is one side of the comparison: how to ask it query i and
@@ -82,6 +83,7 @@ func runPeer(ctx context.Context, args []string) error {
 	fs.IntVar(&p.batch, "batch", 200, "Weaviate import: objects per /v1/batch/objects request")
 	fs.IntVar(&p.importCC, "import-concurrency", 2, "Weaviate import: requests in flight")
 	bin := fs.String("weaviate", "../.bin/weaviate-server", "the weaviate-server binary (make weaviate builds it from tools/weaviate); none: trawl alone, to try the harness")
+	nprobeFlag := fs.String("nprobe-extra", "", "comma-separated nprobe values to measure trawl at besides the default, on the same shards")
 	out := fs.String("out", "RESULTS-peer.md", "markdown file to write (its PNG beside it)")
 	root := fs.String("repo", "..", "the trawl repository (cmd/router is built from it)")
 	workFlag := fs.String("work", "", "work directory (default: a new one under the system's temp dir)")
@@ -89,6 +91,16 @@ func runPeer(ctx context.Context, args []string) error {
 	_ = fs.Parse(args)
 	if p.single <= 0 {
 		p.single = p.recipe.Queries
+	}
+	for f := range strings.SplitSeq(*nprobeFlag, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n <= 0 {
+			return fmt.Errorf("-nprobe-extra %q: want positive integers", *nprobeFlag)
+		}
+		p.nprobes = append(p.nprobes, n)
 	}
 	rootAbs, err := filepath.Abs(*root)
 	if err != nil {
@@ -144,12 +156,12 @@ func runPeer(ctx context.Context, args []string) error {
 
 	// trawl: groups of one replica, so the figures are the index and the
 	// scatter-gather, not raft replication.
-	tr, c, err := startTrawl(ctx, rbin, work, npy, corpus, p, logf)
+	trs, c, err := startTrawl(ctx, rbin, work, npy, corpus, p, logf)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	systems := []*peerSystem{tr}
+	systems := trs
 
 	if wbin != "" {
 		ws, err := weaviate.Start(ctx, wbin, filepath.Join(work, "weaviate"), filepath.Join(work, "weaviate.log"))
@@ -203,7 +215,7 @@ func runPeer(ctx context.Context, args []string) error {
 // startTrawl starts 3 `router shard --index ivf` processes and a router,
 // loads the corpus through `router load`, and waits until every shard
 // answers from its IVF index.
-func startTrawl(ctx context.Context, bin, work, npy string, corpus *peer.Corpus, p peerPlan, logf func(string, ...any)) (*peerSystem, *cluster.Cluster, error) {
+func startTrawl(ctx context.Context, bin, work, npy string, corpus *peer.Corpus, p peerPlan, logf func(string, ...any)) ([]*peerSystem, *cluster.Cluster, error) {
 	dir := filepath.Join(work, "trawl")
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, nil, err
@@ -213,7 +225,7 @@ func startTrawl(ctx context.Context, bin, work, npy string, corpus *peer.Corpus,
 	if err != nil {
 		return nil, nil, err
 	}
-	fail := func(err error) (*peerSystem, *cluster.Cluster, error) {
+	fail := func(err error) ([]*peerSystem, *cluster.Cluster, error) {
 		c.Close()
 		return nil, nil, err
 	}
@@ -226,30 +238,44 @@ func startTrawl(ctx context.Context, bin, work, npy string, corpus *peer.Corpus,
 		return fail(err)
 	}
 	loaded := time.Since(t0)
-	bodies := make([][]byte, len(corpus.Queries))
-	for i, q := range corpus.Queries {
-		b, err := json.Marshal(map[string]any{"vector_b64": base64.StdEncoding.EncodeToString(vector.EncodeLE(q)), "k": p.k})
-		if err != nil {
-			return fail(err)
-		}
-		bodies[i] = b
-	}
 	// A generous deadline: the comparison is of answers, and Weaviate has
 	// none; a trawl answer missing a shard counts as an error.
 	url := rt.Base + "/v1/search?deadline_ms=5000"
-	s := &peerSystem{name: fmt.Sprintf("trawl ivf (int8), %d shards", p.shards),
-		search: func(ctx context.Context, hc *http.Client, i int) ([]string, error) {
-			return trawlSearch(ctx, hc, url, bodies[i%len(bodies)])
-		},
-		pids: func() []int {
-			ps := []int{rt.PID()}
-			for _, reps := range c.Shards {
-				for _, r := range reps {
-					ps = append(ps, r.PID())
-				}
+	pids := func() []int {
+		ps := []int{rt.PID()}
+		for _, reps := range c.Shards {
+			for _, r := range reps {
+				ps = append(ps, r.PID())
 			}
-			return ps
-		}}
+		}
+		return ps
+	}
+	system := func(nprobe int) (*peerSystem, error) {
+		bodies := make([][]byte, len(corpus.Queries))
+		for i, q := range corpus.Queries {
+			m := map[string]any{"vector_b64": base64.StdEncoding.EncodeToString(vector.EncodeLE(q)), "k": p.k}
+			if nprobe > 0 {
+				m["nprobe"] = nprobe
+			}
+			b, err := json.Marshal(m)
+			if err != nil {
+				return nil, err
+			}
+			bodies[i] = b
+		}
+		name := fmt.Sprintf("trawl ivf (int8), %d shards", p.shards)
+		if nprobe > 0 {
+			name = fmt.Sprintf("trawl ivf (int8) nprobe %d, %d shards", nprobe, p.shards)
+		}
+		return &peerSystem{name: name, pids: pids,
+			search: func(ctx context.Context, hc *http.Client, i int) ([]string, error) {
+				return trawlSearch(ctx, hc, url, bodies[i%len(bodies)])
+			}}, nil
+	}
+	s, err := system(0)
+	if err != nil {
+		return fail(err)
+	}
 	// The shards train their centroids during the load and build their
 	// index in the background: wait until each one answers from it.
 	hc := &http.Client{Timeout: 10 * time.Second}
@@ -298,7 +324,16 @@ func startTrawl(ctx context.Context, bin, work, npy string, corpus *peer.Corpus,
 	s.importNote += fmt.Sprintf("; Go heap in use per shard: %s MiB", strings.Join(heap, ", "))
 	logf("trawl: loaded %d vectors in %s, indexes serving after %s, RSS %.0f MiB", corpus.Rows,
 		loaded.Round(time.Millisecond), s.importTook.Round(time.Millisecond), float64(s.rss)/(1<<20))
-	return s, c, nil
+	out := []*peerSystem{s}
+	for _, n := range p.nprobes {
+		x, err := system(n)
+		if err != nil {
+			return fail(err)
+		}
+		x.importTook, x.importNote, x.rss, x.rssAnon = s.importTook, "the same shards", s.rss, s.rssAnon
+		out = append(out, x)
+	}
+	return out, c, nil
 }
 
 func trawlSearch(ctx context.Context, hc *http.Client, url string, body []byte) ([]string, error) {

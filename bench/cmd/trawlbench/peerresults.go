@@ -125,8 +125,14 @@ func (r *peerResults) write(path string) error {
 			w("| %d | %s | %.2f | %.2f | %.0f | %d | %s |\n", i+1, s.name, p50(pr.single), p99(pr.single), pr.multi.Throughput(), pr.errors, pr.loadAvg)
 		}
 	}
-	if len(r.systems) >= 2 {
-		t, h := r.systems[0], r.systems[1]
+	var h *peerSystem
+	for _, s := range r.systems {
+		if strings.HasPrefix(s.name, "Weaviate") && strings.Contains(s.name, "hnsw") {
+			h = s
+			break
+		}
+	}
+	if t := r.systems[0]; h != nil {
 		pr := perRound(t, h, p50, false)
 		qr := perRound(t, h, thru, true)
 		w("\nSame-round ratios, trawl ÷ Weaviate HNSW (rounds 1 … %d): p50 **%s** (below 1: trawl faster), %d-client q/s **%s** "+
@@ -161,9 +167,20 @@ func (r *peerResults) chart(path string) error {
 	tag := fmt.Sprintf("(commit %s, load avg %s, %d × %d-D, %d shards)", r.info.Commit, r.loadStart, r.plan.recipe.Rows, r.plan.recipe.Dim, r.plan.shards)
 	names := make([]string, len(r.systems))
 	for i, s := range r.systems {
-		names[i] = strings.SplitN(s.name, ",", 2)[0]
+		names[i] = strings.SplitN(strings.TrimPrefix(s.name, "Weaviate 1.35.2 "), ",", 2)[0]
 	}
-	cols := []color.Color{trawlColor, baseColor, baseLight}
+	// trawl's bars in its reds, the peer's in blues, as in the suite's charts.
+	cols := make([]color.Color, len(r.systems))
+	nt, nw := 0, 0
+	for i, s := range r.systems {
+		if strings.HasPrefix(s.name, "trawl") {
+			cols[i] = []color.Color{trawlColor, trawlLight}[nt%2]
+			nt++
+		} else {
+			cols[i] = []color.Color{baseColor, baseLight}[nw%2]
+			nw++
+		}
+	}
 	mk := func(title, ylabel string, val func(*peerSystem) float64) (*plot.Plot, error) {
 		p := plot.New()
 		p.Title.Text = title + "\n" + tag
@@ -175,7 +192,7 @@ func (r *peerResults) chart(path string) error {
 			if err != nil {
 				return nil, err
 			}
-			bc.Color = cols[i%len(cols)]
+			bc.Color = cols[i]
 			bc.LineStyle.Width = 0
 			p.Add(bc)
 			p.Legend.Add(fmt.Sprintf("%s: %.3g", names[i], val(s)), bc)
