@@ -99,7 +99,11 @@ func (r *peerResults) write(path string) error {
 		"parsed. Recall@%d by exact id set against the brute force, from the first round's single-client answers (%d queries).\n",
 		p.warmup, p.single, p.clients, p.window, p.k, p.recipe.Queries)
 	w("- RSS (VmRSS, and RssAnon: heap without file pages such as a memory-mapped raft log or LSM segment) from `/proc/<pid>/status` after import: trawl's is the router and its %d shards together; Weaviate's is its one "+
-		"process (holding the HNSW class only at that moment; the flat class's figure is the process with both).\n\n", p.shards)
+		"process", p.shards)
+	if p.flat {
+		w(" (holding the HNSW class only at that moment; the flat class's figure is the process with both)")
+	}
+	w(".\n\n")
 
 	w("## Results\n\n![p50 and q/s per system](%s)\n\n", png)
 	w("| system | p50 ms, 1 client | p99 ms, 1 client | q/s, %d clients | recall@%d | import + index | RSS after import (anonymous) |\n|---|---:|---:|---:|---:|---:|---:|\n", p.clients, p.k)
