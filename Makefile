@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := $(CURDIR)/.bin
 TOOLS   := -modfile=$(CURDIR)/tools/go.mod
 
-.PHONY: run test vet proto tools build bench bench-quick
+.PHONY: run test vet proto tools build bench bench-quick weaviate bench-peer
 
 ## run: the whole cluster in one process (3 shards x 2 replicas, 20 000 docs) on :8080
 run:
@@ -36,6 +36,14 @@ proto: tools
 bench:
 	cd bench && $(GO) run ./cmd/benchreport
 	cd bench && $(GO) run ./cmd/trawlbench suite
+
+## weaviate: build the peer Weaviate (v1.35.2, pinned in tools/weaviate/go.mod) into .bin/weaviate-server (a large build: 19 minutes on 2 shared cores, a 160 MB binary)
+weaviate:
+	cd tools/weaviate && $(GO) build -buildvcs=false -o $(BIN)/weaviate-server github.com/weaviate/weaviate/cmd/weaviate-server
+
+## bench-peer: trawl --index ivf against Weaviate HNSW (and flat) on the same 100 000 x 1536 clustered corpus over 3 shards, same run (bench/RESULTS-peer.md and its PNG; ~10 minutes after the build, ~4 GB RAM)
+bench-peer: weaviate
+	cd bench && $(GO) run ./cmd/trawlbench peer -weaviate $(BIN)/weaviate-server $(PEERFLAGS)
 
 ## bench-quick: every router-harness family at reduced size in under 3 minutes (bench/RESULTS-quick.md and its PNGs; never touches RESULTS.md)
 bench-quick:

@@ -3,6 +3,7 @@
 //	trawlbench load  -url http://127.0.0.1:8080 -rate 200 -duration 10s   # open loop
 //	trawlbench load  -url http://127.0.0.1:8080 -clients 8 -duration 10s  # closed loop
 //	trawlbench suite [-quick]   # starts clusters on loopback, writes RESULTS(-quick).md and charts
+//	trawlbench peer             # trawl IVF against Weaviate HNSW, writes RESULTS-peer.md and its chart
 //
 // load works against any router; suite builds the router binary, starts
 // real `router shard` and `router serve` processes, injects faults with
@@ -36,6 +37,8 @@ func main() {
 		err = runSuite(ctx, os.Args[2:])
 	case "devshards":
 		err = runDevShards(ctx, os.Args[2:])
+	case "peer":
+		err = runPeer(ctx, os.Args[2:])
 	default:
 		usage()
 	}
@@ -46,7 +49,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: trawlbench load [flags] | trawlbench suite [flags]  (-h for flags)")
+	fmt.Fprintln(os.Stderr, "usage: trawlbench load [flags] | trawlbench suite [flags] | trawlbench peer [flags]  (-h for flags)")
 	os.Exit(2)
 }
 

@@ -19,6 +19,9 @@ type Config struct {
 	Shards   int
 	Replicas int // 1 (groups of one, no --peers) or more (raft groups)
 	Dim      int
+	// ShardArgs are extra `router shard` flags for every replica
+	// (--index ivf, say).
+	ShardArgs []string
 }
 
 // Replica is one `router shard` process and the fault proxy in front of
@@ -77,6 +80,7 @@ func (c *Cluster) start(ctx context.Context) error {
 				// router's traffic goes through the proxies.
 				args = append(args, "--peers", strings.Join(peers, ","), "--advertise-addr", r.GRPC)
 			}
+			args = append(args, c.cfg.ShardArgs...)
 			r.Proc = Proc{Name: fmt.Sprintf("%s/%d", ShardName(s), r.Index), Bin: c.cfg.Bin, Args: args, Log: r.Dir + ".log"}
 			if err := r.Start(); err != nil {
 				return err

@@ -14,6 +14,24 @@ import (
 // WriteNpy writes rows random Gaussian vectors of dim float32 as a NumPy
 // .npy file (format 1.0), the input `router load` takes.
 func WriteNpy(path string, rows, dim int, seed uint64) error {
+	rng := rand.New(rand.NewPCG(seed, 0x636f7270))
+	return writeNpy(path, rows, dim, func(_ int, row []float32) {
+		for j := range row {
+			row[j] = float32(rng.NormFloat64())
+		}
+	})
+}
+
+// WriteNpyRows writes data (rows of dim float32, row-major) as a .npy
+// file.
+func WriteNpyRows(path string, data []float32, dim int) error {
+	return writeNpy(path, len(data)/dim, dim, func(i int, row []float32) {
+		copy(row, data[i*dim:(i+1)*dim])
+	})
+}
+
+// writeNpy writes a .npy file of rows × dim float32, row i filled by fill.
+func writeNpy(path string, rows, dim int, fill func(i int, row []float32)) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return fmt.Errorf("corpus: %w", err)
@@ -28,11 +46,12 @@ func WriteNpy(path string, rows, dim int, seed uint64) error {
 	w.WriteString("\x93NUMPY\x01\x00")
 	binary.Write(w, binary.LittleEndian, uint16(len(hdr)))
 	w.WriteString(hdr)
-	rng := rand.New(rand.NewPCG(seed, 0x636f7270))
+	v := make([]float32, dim)
 	row := make([]byte, 4*dim)
-	for range rows {
-		for j := range dim {
-			binary.LittleEndian.PutUint32(row[4*j:], math.Float32bits(float32(rng.NormFloat64())))
+	for i := range rows {
+		fill(i, v)
+		for j, x := range v {
+			binary.LittleEndian.PutUint32(row[4*j:], math.Float32bits(x))
 		}
 		w.Write(row)
 	}

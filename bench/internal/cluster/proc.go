@@ -41,6 +41,9 @@ type Proc struct {
 	Bin  string
 	Args []string
 	Log  string
+	// Env is added to the caller's environment (less its TRAWL_*
+	// variables), for a process configured by environment.
+	Env []string
 
 	mu  sync.Mutex
 	cmd *exec.Cmd
@@ -60,7 +63,7 @@ func (p *Proc) Start() error {
 	cmd.Stdout, cmd.Stderr = f, f
 	// TRAWL_* variables of the caller would override the flags' defaults
 	// in the child (every flag has an environment twin).
-	cmd.Env = cleanEnv()
+	cmd.Env = append(cleanEnv(), p.Env...)
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", p.Name, err)
 	}
@@ -118,7 +121,11 @@ func (p *Proc) Tail(n int) string {
 // from it can be taken by any outgoing connection once its process dies
 // (a peer redialling a killed replica can even connect to itself), and
 // the replica restarted on it would find it in use.
-func freePort() (string, error) {
+func freePort() (string, error) { return FreePort() }
+
+// FreePort is freePort for other packages' processes (a peer system's
+// ports).
+func FreePort() (string, error) {
 	lo, hi := 20000, 32000
 	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
 		var start, end int
@@ -163,3 +170,8 @@ func waitReady(ctx context.Context, p *Proc, url string, timeout time.Duration) 
 
 // errs joins errors, keeping nil when there are none.
 func errs(es []error) error { return errors.Join(es...) }
+
+// WaitReady polls url until it answers 200, p exits or timeout passes.
+func WaitReady(ctx context.Context, p *Proc, url string, timeout time.Duration) error {
+	return waitReady(ctx, p, url, timeout)
+}

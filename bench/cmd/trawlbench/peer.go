@@ -1,0 +1,536 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/trawl-search/trawl/bench/internal/cluster"
+	"github.com/trawl-search/trawl/bench/internal/loadgen"
+	"github.com/trawl-search/trawl/bench/internal/machine"
+	"github.com/trawl-search/trawl/bench/internal/peer"
+	"github.com/trawl-search/trawl/bench/internal/promtext"
+	"github.com/trawl-search/trawl/bench/internal/weaviate"
+	"github.com/trawl-search/trawl/vector"
+)
+
+// peerPlan is the shape of a `trawlbench peer` run.
+type peerPlan struct {
+	recipe   peer.Recipe
+	shards   int
+	k        int
+	warmup   int           // single-client queries before the timed ones
+	single   int           // timed single-client queries (each round)
+	clients  int           // closed-loop clients of the throughput run
+	window   time.Duration // one throughput run
+	rounds   int
+	flat     bool  // also a Weaviate class with a flat index
+	nprobes  []int // trawl systems besides the default nprobe, on the same shards
+	batch    int   // Weaviate import: objects a request
+	importCC int   // Weaviate import: requests in flight
+}
+
+// peerSystem is one side of the comparison: how to ask it query i and
+// get back trawl's ids of its answer.
+type peerSystem struct {
+	name   string
+	search func(ctx context.Context, hc *http.Client, i int) ([]string, error)
+	pids   func() []int // processes whose RSS is the system's
+
+	importTook time.Duration
+	importNote string
+	rss        int64 // bytes, after import
+	rssAnon    int64 // its anonymous part
+	rounds     []peerRound
+	recall     float64 // of the first round's single-client answers
+}
+
+type peerRound struct {
+	single, multi loadgen.Summary
+	errors        int64
+	loadAvg       string
+}
+
+func runPeer(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("peer", flag.ExitOnError)
+	p := peerPlan{recipe: peer.Recipe{Dim: 1536, Seed: 15}, k: 10}
+	fs.IntVar(&p.recipe.Rows, "rows", 100_000, "documents")
+	fs.IntVar(&p.recipe.Queries, "queries", 256, "distinct queries (each answered once per single-client run)")
+	fs.IntVar(&p.recipe.Clusters, "clusters", 1_000, "Gaussian clusters of the corpus")
+	fs.Float64Var(&p.recipe.Noise, "noise", 1, "noise norm relative to a cluster centre's")
+	fs.IntVar(&p.shards, "shards", 3, "shards on both systems")
+	fs.IntVar(&p.warmup, "warmup", 64, "single-client queries before the timed ones, every run")
+	fs.IntVar(&p.single, "single", 0, "timed single-client queries per run (0: -queries)")
+	fs.IntVar(&p.clients, "clients", 4, "closed-loop clients of the throughput run")
+	fs.DurationVar(&p.window, "window", 15*time.Second, "one throughput run")
+	fs.IntVar(&p.rounds, "rounds", 3, "rounds; systems alternate within each")
+	fs.BoolVar(&p.flat, "flat", true, "also measure a Weaviate class with a flat (exact) index")
+	fs.IntVar(&p.batch, "batch", 200, "Weaviate import: objects per /v1/batch/objects request")
+	fs.IntVar(&p.importCC, "import-concurrency", 2, "Weaviate import: requests in flight")
+	bin := fs.String("weaviate", "../.bin/weaviate-server", "the weaviate-server binary (make weaviate builds it from tools/weaviate); none: trawl alone, to try the harness")
+	nprobeFlag := fs.String("nprobe-extra", "", "comma-separated nprobe values to measure trawl at besides the default, on the same shards")
+	out := fs.String("out", "RESULTS-peer.md", "markdown file to write (its PNG beside it)")
+	root := fs.String("repo", "..", "the trawl repository (cmd/router is built from it)")
+	workFlag := fs.String("work", "", "work directory (default: a new one under the system's temp dir)")
+	keep := fs.Bool("keep", false, "keep the work directory (logs, data) after the run")
+	_ = fs.Parse(args)
+	if p.single <= 0 {
+		p.single = p.recipe.Queries
+	}
+	for f := range strings.SplitSeq(*nprobeFlag, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n <= 0 {
+			return fmt.Errorf("-nprobe-extra %q: want positive integers", *nprobeFlag)
+		}
+		p.nprobes = append(p.nprobes, n)
+	}
+	rootAbs, err := filepath.Abs(*root)
+	if err != nil {
+		return err
+	}
+	wbin := ""
+	if *bin != "none" {
+		if wbin, err = filepath.Abs(*bin); err != nil {
+			return err
+		}
+		if _, err := os.Stat(wbin); err != nil {
+			return fmt.Errorf("weaviate binary: %w (run make weaviate)", err)
+		}
+	}
+	work := *workFlag
+	if work == "" {
+		if work, err = os.MkdirTemp("", "trawlbench-peer-"); err != nil {
+			return err
+		}
+	} else if err := os.MkdirAll(work, 0o750); err != nil {
+		return err
+	}
+	if !*keep {
+		defer os.RemoveAll(work)
+	}
+	started := time.Now()
+	res := &peerResults{plan: p, command: "trawlbench peer " + strings.Join(args, " "),
+		loadStart: machine.LoadAvg(), info: machine.Describe(ctx, rootAbs)}
+	logf := log.Printf
+	logf("work directory %s, load average %s", work, res.loadStart)
+
+	t0 := time.Now()
+	rbin, err := cluster.Build(ctx, rootAbs, work)
+	if err != nil {
+		return err
+	}
+	logf("built the router in %s", time.Since(t0).Round(time.Millisecond))
+	t0 = time.Now()
+	corpus, err := peer.Generate(p.recipe)
+	if err != nil {
+		return err
+	}
+	truth, err := peer.Exact(ctx, corpus, p.k)
+	if err != nil {
+		return err
+	}
+	res.exactTook = time.Since(t0)
+	logf("corpus and exact answers in %s", res.exactTook.Round(time.Millisecond))
+	npy := filepath.Join(work, "corpus.npy")
+	if err := cluster.WriteNpyRows(npy, corpus.Data, corpus.Dim); err != nil {
+		return err
+	}
+
+	// trawl: groups of one replica, so the figures are the index and the
+	// scatter-gather, not raft replication.
+	trs, c, err := startTrawl(ctx, rbin, work, npy, corpus, p, logf)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	systems := trs
+
+	if wbin != "" {
+		ws, err := weaviate.Start(ctx, wbin, filepath.Join(work, "weaviate"), filepath.Join(work, "weaviate.log"))
+		if err != nil {
+			return err
+		}
+		defer ws.Kill()
+		logf("weaviate up at %s", ws.Base)
+		classes := []struct{ name, index string }{{"PeerHnsw", "hnsw"}}
+		if p.flat {
+			classes = append(classes, struct{ name, index string }{"PeerFlat", "flat"})
+		}
+		for _, cl := range classes {
+			s, err := startWeaviateClass(ctx, ws, cl.name, cl.index, corpus, p, logf)
+			if err != nil {
+				return err
+			}
+			systems = append(systems, s)
+		}
+	}
+
+	for r := range p.rounds {
+		order := systems
+		if r%2 == 1 {
+			// Reverse the order every other round, so no system always
+			// runs right after the same neighbour.
+			order = make([]*peerSystem, len(systems))
+			for i, s := range systems {
+				order[len(systems)-1-i] = s
+			}
+		}
+		for _, s := range order {
+			pr, got, err := measure(ctx, s, p, r)
+			if err != nil {
+				return fmt.Errorf("%s, round %d: %w", s.name, r+1, err)
+			}
+			s.rounds = append(s.rounds, pr)
+			if r == 0 {
+				s.recall = peer.Recall(got, truth)
+			}
+			logf("round %d %s: p50 %.2f ms p99 %.2f ms, %d clients %.0f q/s, recall@%d %.4f, errors %d",
+				r+1, s.name, p50(pr.single), p99(pr.single), p.clients, pr.multi.Throughput(), p.k, s.recall, pr.errors)
+		}
+	}
+	res.systems = systems
+	res.loadEnd = machine.LoadAvg()
+	res.took = time.Since(started)
+	return res.write(*out)
+}
+
+// startTrawl starts 3 `router shard --index ivf` processes and a router,
+// loads the corpus through `router load`, and waits until every shard
+// answers from its IVF index.
+func startTrawl(ctx context.Context, bin, work, npy string, corpus *peer.Corpus, p peerPlan, logf func(string, ...any)) ([]*peerSystem, *cluster.Cluster, error) {
+	dir := filepath.Join(work, "trawl")
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return nil, nil, err
+	}
+	c, err := cluster.Start(ctx, cluster.Config{Bin: bin, Dir: dir, Shards: p.shards, Replicas: 1, Dim: corpus.Dim,
+		ShardArgs: []string{"--index", "ivf"}})
+	if err != nil {
+		return nil, nil, err
+	}
+	fail := func(err error) ([]*peerSystem, *cluster.Cluster, error) {
+		c.Close()
+		return nil, nil, err
+	}
+	rt, err := c.StartRouter(ctx, "trawl")
+	if err != nil {
+		return fail(err)
+	}
+	t0 := time.Now()
+	if _, err := c.Load(ctx, rt, npy); err != nil {
+		return fail(err)
+	}
+	loaded := time.Since(t0)
+	// A generous deadline: the comparison is of answers, and Weaviate has
+	// none; a trawl answer missing a shard counts as an error.
+	url := rt.Base + "/v1/search?deadline_ms=5000"
+	pids := func() []int {
+		ps := []int{rt.PID()}
+		for _, reps := range c.Shards {
+			for _, r := range reps {
+				ps = append(ps, r.PID())
+			}
+		}
+		return ps
+	}
+	system := func(nprobe int) (*peerSystem, error) {
+		bodies := make([][]byte, len(corpus.Queries))
+		for i, q := range corpus.Queries {
+			m := map[string]any{"vector_b64": base64.StdEncoding.EncodeToString(vector.EncodeLE(q)), "k": p.k}
+			if nprobe > 0 {
+				m["nprobe"] = nprobe
+			}
+			b, err := json.Marshal(m)
+			if err != nil {
+				return nil, err
+			}
+			bodies[i] = b
+		}
+		name := fmt.Sprintf("trawl ivf (int8), %d shards", p.shards)
+		if nprobe > 0 {
+			name = fmt.Sprintf("trawl ivf (int8) nprobe %d, %d shards", nprobe, p.shards)
+		}
+		return &peerSystem{name: name, pids: pids,
+			search: func(ctx context.Context, hc *http.Client, i int) ([]string, error) {
+				return trawlSearch(ctx, hc, url, bodies[i%len(bodies)])
+			}}, nil
+	}
+	s, err := system(0)
+	if err != nil {
+		return fail(err)
+	}
+	// The shards train their centroids during the load and build their
+	// index in the background: wait until each one answers from it.
+	hc := &http.Client{Timeout: 10 * time.Second}
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		if _, err := s.search(ctx, hc, 0); err != nil {
+			return fail(err)
+		}
+		ready := true
+		for _, reps := range c.Shards {
+			n, err := ivfScans(ctx, hc, "http://"+reps[0].HTTP+"/metrics")
+			if err != nil {
+				return fail(err)
+			}
+			ready = ready && n > 0
+		}
+		if ready {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fail(errors.New("trawl: shards not answering from their IVF index after 5 minutes"))
+		}
+		if err := sleep(ctx, 250*time.Millisecond); err != nil {
+			return fail(err)
+		}
+	}
+	s.importTook = time.Since(t0)
+	s.importNote = fmt.Sprintf("`router load` %.1f s, then until every shard answered from its index", loaded.Seconds())
+	s.rss = rss(s.pids())
+	s.rssAnon = rssAnon(s.pids())
+	var per []string
+	for _, pid := range s.pids() {
+		per = append(per, fmt.Sprintf("%.0f/%.0f", float64(rss([]int{pid}))/(1<<20), float64(rssAnon([]int{pid}))/(1<<20)))
+	}
+	s.importNote += fmt.Sprintf("; RSS/anonymous of the router, then each shard: %s MiB", strings.Join(per, ", "))
+	// The Go heap in use tells live data from freed heap the runtime has
+	// not yet returned to the kernel.
+	var heap []string
+	for _, reps := range c.Shards {
+		m, err := promtext.Scrape(ctx, hc, "http://"+reps[0].HTTP+"/metrics")
+		if err != nil {
+			return fail(err)
+		}
+		heap = append(heap, fmt.Sprintf("%.0f", m["go_memstats_heap_inuse_bytes"]/(1<<20)))
+	}
+	s.importNote += fmt.Sprintf("; Go heap in use per shard: %s MiB", strings.Join(heap, ", "))
+	logf("trawl: loaded %d vectors in %s, indexes serving after %s, RSS %.0f MiB", corpus.Rows,
+		loaded.Round(time.Millisecond), s.importTook.Round(time.Millisecond), float64(s.rss)/(1<<20))
+	out := []*peerSystem{s}
+	for _, n := range p.nprobes {
+		x, err := system(n)
+		if err != nil {
+			return fail(err)
+		}
+		x.importTook, x.importNote, x.rss, x.rssAnon = s.importTook, "the same shards", s.rss, s.rssAnon
+		out = append(out, x)
+	}
+	return out, c, nil
+}
+
+func trawlSearch(ctx context.Context, hc *http.Client, url string, body []byte) ([]string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("trawl search: %w", err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("trawl search: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("trawl search: %s: %.300s", resp.Status, raw)
+	}
+	var a struct {
+		Items []struct {
+			ID string `json:"id"`
+		} `json:"items"`
+		ScatterGather struct {
+			Degraded bool `json:"degraded"`
+		} `json:"scatter_gather"`
+	}
+	if err := json.Unmarshal(raw, &a); err != nil {
+		return nil, fmt.Errorf("trawl search: %w", err)
+	}
+	if a.ScatterGather.Degraded {
+		return nil, fmt.Errorf("trawl search: degraded answer: %.300s", raw)
+	}
+	ids := make([]string, len(a.Items))
+	for i, it := range a.Items {
+		ids[i] = it.ID
+	}
+	return ids, nil
+}
+
+// ivfScans is a shard's trawl_shard_scan_queries_total{kind="ivf"}.
+func ivfScans(ctx context.Context, hc *http.Client, url string) (float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("shard metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 4<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "trawl_shard_scan_queries_total{") && strings.Contains(line, `kind="ivf"`) {
+			f := strings.Fields(line)
+			return strconv.ParseFloat(f[len(f)-1], 64)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, fmt.Errorf("shard metrics: %w", err)
+	}
+	return 0, nil
+}
+
+// startWeaviateClass creates a class, imports the corpus into it and waits
+// for its index.
+func startWeaviateClass(ctx context.Context, ws *weaviate.Server, class, index string, corpus *peer.Corpus, p peerPlan, logf func(string, ...any)) (*peerSystem, error) {
+	if err := ws.CreateClass(ctx, class, index, p.shards); err != nil {
+		return nil, err
+	}
+	t0 := time.Now()
+	if err := ws.Import(ctx, class, corpus.Data, corpus.Dim, p.batch, p.importCC); err != nil {
+		return nil, err
+	}
+	imported := time.Since(t0)
+	if err := ws.WaitIndexed(ctx, class, corpus.Rows, 10*time.Minute); err != nil {
+		return nil, err
+	}
+	bodies := make([][]byte, len(corpus.Queries))
+	for i, q := range corpus.Queries {
+		bodies[i] = weaviate.SearchBody(class, q, p.k)
+	}
+	s := &peerSystem{name: fmt.Sprintf("Weaviate 1.35.2 %s, %d shards", index, p.shards),
+		search: func(ctx context.Context, hc *http.Client, i int) ([]string, error) {
+			uuids, err := ws.Search(ctx, hc, class, bodies[i%len(bodies)])
+			if err != nil {
+				return nil, err
+			}
+			ids := make([]string, len(uuids))
+			for j, u := range uuids {
+				ids[j] = peer.ID(weaviate.Row(u))
+			}
+			return ids, nil
+		},
+		pids: func() []int { return []int{ws.PID()} }}
+	s.importTook = time.Since(t0)
+	s.importNote = fmt.Sprintf("`/v1/batch/objects` %.1f s (%d a request, %d in flight), then until indexed", imported.Seconds(), p.batch, p.importCC)
+	s.rss, s.rssAnon = rss(s.pids()), rssAnon(s.pids())
+	logf("weaviate %s: imported in %s, indexed after %s, process RSS %.0f MiB", class, imported.Round(time.Millisecond),
+		s.importTook.Round(time.Millisecond), float64(s.rss)/(1<<20))
+	return s, nil
+}
+
+// measure runs warm-up queries, then p.single timed queries one at a time
+// (their answers are returned for recall), then p.clients closed-loop
+// clients for p.window.
+func measure(ctx context.Context, s *peerSystem, p peerPlan, round int) (peerRound, [][]string, error) {
+	pr := peerRound{loadAvg: machine.LoadAvg()}
+	tr := &http.Transport{MaxIdleConnsPerHost: p.clients, MaxIdleConns: p.clients}
+	defer tr.CloseIdleConnections()
+	hc := &http.Client{Timeout: 30 * time.Second, Transport: tr}
+	for i := range p.warmup {
+		if _, err := s.search(ctx, hc, i+round); err != nil {
+			return pr, nil, err
+		}
+	}
+	got := make([][]string, p.recipe.Queries)
+	tl := loadgen.NewTally()
+	t0 := time.Now()
+	for i := range p.single {
+		q0 := time.Now()
+		ids, err := s.search(ctx, hc, i)
+		took := time.Since(q0)
+		if err != nil {
+			return pr, nil, err
+		}
+		tl.Add(loadgen.Complete, http.StatusOK, took)
+		if i < len(got) {
+			got[i] = ids
+		}
+	}
+	pr.single = tl.Summarise("closed 1", time.Since(t0))
+
+	wctx, cancel := context.WithTimeout(ctx, p.window)
+	defer cancel()
+	tallies := make([]*loadgen.Tally, p.clients)
+	var next atomic.Int64
+	var errs atomic.Int64
+	var wg sync.WaitGroup
+	t0 = time.Now()
+	for c := range p.clients {
+		tallies[c] = loadgen.NewTally()
+		wg.Go(func() {
+			for wctx.Err() == nil {
+				q0 := time.Now()
+				_, err := s.search(wctx, hc, int(next.Add(1)-1))
+				took := time.Since(q0)
+				switch {
+				case err != nil && wctx.Err() != nil:
+					return // cut short by the end of the window, not an answer
+				case err != nil:
+					errs.Add(1)
+					tallies[c].Add(loadgen.Failed, 0, took)
+				default:
+					tallies[c].Add(loadgen.Complete, http.StatusOK, took)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(t0)
+	all := loadgen.NewTally()
+	for _, t := range tallies {
+		all.Merge(t)
+	}
+	pr.multi = all.Summarise(fmt.Sprintf("closed %d", p.clients), elapsed)
+	pr.errors = errs.Load()
+	return pr, got, ctx.Err()
+}
+
+// rss is the summed resident set of pids, from /proc/<pid>/status:
+// VmRSS, which counts file pages mapped and touched (a memory-mapped raft
+// log or LSM segment) as well as the heap.
+func rss(pids []int) int64 { return procStatus(pids, "VmRSS:") }
+
+// rssAnon is the anonymous part of rss (heap and stacks): memory that
+// cannot be dropped and read back from a file.
+func rssAnon(pids []int) int64 { return procStatus(pids, "RssAnon:") }
+
+func procStatus(pids []int, field string) int64 {
+	var total int64
+	for _, pid := range pids {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, field); ok {
+				f := strings.Fields(v)
+				if n, err := strconv.ParseInt(f[0], 10, 64); err == nil {
+					total += n << 10
+				}
+			}
+		}
+	}
+	return total
+}

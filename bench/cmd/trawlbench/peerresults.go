@@ -1,0 +1,219 @@
+package main
+
+import (
+	"fmt"
+	"image/color"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+
+	"github.com/trawl-search/trawl/bench/internal/loadgen"
+	"github.com/trawl-search/trawl/bench/internal/machine"
+)
+
+// peerResults is what a `trawlbench peer` run measured.
+type peerResults struct {
+	plan               peerPlan
+	command            string
+	info               machine.Info
+	loadStart, loadEnd string
+	took, exactTook    time.Duration
+	systems            []*peerSystem // trawl first, then Weaviate HNSW, then (optionally) flat
+}
+
+func (s *peerSystem) med(f func(loadgen.Summary) float64, multi bool) float64 {
+	xs := make([]float64, len(s.rounds))
+	for i, r := range s.rounds {
+		if multi {
+			xs[i] = f(r.multi)
+		} else {
+			xs[i] = f(r.single)
+		}
+	}
+	return median(xs)
+}
+
+// perRound is a/b of one figure, round by round.
+func perRound(a, b *peerSystem, f func(loadgen.Summary) float64, multi bool) []float64 {
+	var out []float64
+	for i := range min(len(a.rounds), len(b.rounds)) {
+		x, y := f(a.rounds[i].single), f(b.rounds[i].single)
+		if multi {
+			x, y = f(a.rounds[i].multi), f(b.rounds[i].multi)
+		}
+		if y > 0 {
+			out = append(out, x/y)
+		}
+	}
+	return out
+}
+
+func fmtRatios(xs []float64) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = fmt.Sprintf("%.2f", x)
+	}
+	return strings.Join(s, " / ")
+}
+
+func (r *peerResults) write(path string) error {
+	dir := filepath.Dir(path)
+	png := strings.TrimSuffix(filepath.Base(path), ".md") + ".png"
+	if err := r.chart(filepath.Join(dir, png)); err != nil {
+		return err
+	}
+	p := r.plan
+	var b strings.Builder
+	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	w("# trawl IVF against Weaviate 1.35.2, same machine, same run\n\n")
+	w("Written by `%s` (from `bench/`; `make bench-peer` at the top) on %s; it took %s. ", r.command,
+		time.Now().UTC().Format("2006-01-02 15:04 UTC"), r.took.Round(time.Second))
+	w("Load average (1, 5, 15 min) at start **%s**, at end **%s**. The machine is shared with other work, so compare "+
+		"the systems by the same-round ratios below; figures are medians over %d rounds, the systems measured one after "+
+		"another within a round (order reversed every other round), every process of both systems running throughout.\n\n",
+		r.loadStart, r.loadEnd, p.rounds)
+	w("%s\n", r.info.Markdown())
+	w("## Setup\n\n")
+	w("- **Corpus** (`bench/internal/peer`): %s. Cosine. Exact top-%d of every query by brute force with trawl's float32 "+
+		"kernel (`vector.Kernel.Scan`; %s for corpus and answers).\n", p.recipe, p.k, r.exactTook.Round(time.Millisecond))
+	w("- **trawl**: %d `router shard --index ivf` processes (int8 codes; groups of one replica each, no raft peers) behind one "+
+		"`router serve` at its defaults, loaded with `router load` from a .npy file; the run waits until every shard has "+
+		"answered a query from its IVF index (`trawl_shard_scan_queries_total{kind=\"ivf\"}`). Queries: `POST /v1/search?deadline_ms=5000` "+
+		"with `vector_b64` and `k` = %d, default `nprobe`; a degraded answer counts as an error.\n", p.shards, p.k)
+	w("- **Weaviate 1.35.2**: one `weaviate-server` (built by `make weaviate` from `tools/weaviate/go.mod`) on loopback, "+
+		"`vectorizer: none`, cosine, `shardingConfig.desiredCount: %d`; class `PeerHnsw` with `vectorIndexType: hnsw` at "+
+		"Weaviate's defaults (efConstruction, maxConnections, dynamic ef)", p.shards)
+	if p.flat {
+		w(" and class `PeerFlat` with `vectorIndexType: flat` (its exact baseline) in the same process")
+	}
+	w(". Imported through `/v1/batch/objects` with explicit vectors and a UUID per document that encodes its row; the "+
+		"run waits until the class counts every object and each shard reports `vectorIndexingStatus: READY` with an empty "+
+		"queue. Queries: GraphQL `Get` with `nearVector`, `limit: %d`, returning `_additional { id }`.\n", p.k)
+	w("- **Per system and round**: %d single-client warm-up queries, then %d timed single-client queries (closed loop, one "+
+		"in flight: p50/p99), then %d closed-loop clients for %s (q/s). Latency is the client's, request sent to answer "+
+		"parsed. Recall@%d by exact id set against the brute force, from the first round's single-client answers (%d queries).\n",
+		p.warmup, p.single, p.clients, p.window, p.k, p.recipe.Queries)
+	w("- RSS (VmRSS, and RssAnon: heap without file pages such as a memory-mapped raft log or LSM segment) from `/proc/<pid>/status` after import: trawl's is the router and its %d shards together; Weaviate's is its one "+
+		"process", p.shards)
+	if p.flat {
+		w(" (holding the HNSW class only at that moment; the flat class's figure is the process with both)")
+	}
+	w(".\n\n")
+
+	w("## Results\n\n![p50 and q/s per system](%s)\n\n", png)
+	w("| system | p50 ms, 1 client | p99 ms, 1 client | q/s, %d clients | recall@%d | import + index | RSS after import (anonymous) |\n|---|---:|---:|---:|---:|---:|---:|\n", p.clients, p.k)
+	for _, s := range r.systems {
+		w("| %s | %.2f | %.2f | %.0f | %.4f | %.1f s | %.0f MiB (%.0f) |\n", s.name, s.med(p50, false), s.med(p99, false),
+			s.med(thru, true), s.recall, s.importTook.Seconds(), float64(s.rss)/(1<<20), float64(s.rssAnon)/(1<<20))
+	}
+	w("\nImport: ")
+	for i, s := range r.systems {
+		if i > 0 {
+			w("; ")
+		}
+		w("%s: %s", s.name, s.importNote)
+	}
+	w(".\n\nPer round (p50 ms / p99 ms / q/s; errors in the throughput run; load average as the system's run began):\n\n")
+	w("| round | system | p50 | p99 | q/s | errors | load avg |\n|---|---|---:|---:|---:|---:|---|\n")
+	for i := range p.rounds {
+		for _, s := range r.systems {
+			if i >= len(s.rounds) {
+				continue
+			}
+			pr := s.rounds[i]
+			w("| %d | %s | %.2f | %.2f | %.0f | %d | %s |\n", i+1, s.name, p50(pr.single), p99(pr.single), pr.multi.Throughput(), pr.errors, pr.loadAvg)
+		}
+	}
+	var h *peerSystem
+	for _, s := range r.systems {
+		if strings.HasPrefix(s.name, "Weaviate") && strings.Contains(s.name, "hnsw") {
+			h = s
+			break
+		}
+	}
+	if t := r.systems[0]; h != nil {
+		pr := perRound(t, h, p50, false)
+		qr := perRound(t, h, thru, true)
+		w("\nSame-round ratios, trawl ÷ Weaviate HNSW (rounds 1 … %d): p50 **%s** (below 1: trawl faster), %d-client q/s **%s** "+
+			"(above 1: trawl more).\n\n", p.rounds, fmtRatios(pr), p.clients, fmtRatios(qr))
+		w("## Verdict against issue 15\n\n")
+		w("Goal: at %d clustered %d-D cosine documents over %d shards, `--index ivf` at the default nprobe has single-client "+
+			"p50 at or below Weaviate HNSW's, %d-client q/s at or above it, and recall@10 ≥ 0.99 by exact id set.\n\n",
+			p.recipe.Rows, p.recipe.Dim, p.shards, p.clients)
+		okP50 := t.med(p50, false) <= h.med(p50, false)
+		okQPS := t.med(thru, true) >= h.med(thru, true)
+		okRec := t.recall >= 0.99
+		mark := func(ok bool) string {
+			if ok {
+				return "met"
+			}
+			return "**not met**"
+		}
+		w("- p50: trawl %.2f ms against %.2f ms (median ratio %.2f): %s.\n", t.med(p50, false), h.med(p50, false), median(pr), mark(okP50))
+		w("- q/s at %d clients: trawl %.0f against %.0f (median ratio %.2f): %s.\n", p.clients, t.med(thru, true), h.med(thru, true), median(qr), mark(okQPS))
+		w("- recall@%d: trawl %.4f (Weaviate HNSW %.4f): %s.\n", p.k, t.recall, h.recall, mark(okRec))
+		if okP50 && okQPS && okRec {
+			w("\n**The goal is met in this run.**\n")
+		} else {
+			w("\n**The goal is not met in this run.**\n")
+		}
+	}
+	return os.WriteFile(path, []byte(b.String()), 0o644)
+}
+
+// chart: p50 and q/s per system, side by side.
+func (r *peerResults) chart(path string) error {
+	tag := fmt.Sprintf("(commit %s, load avg %s, %d × %d-D, %d shards)", r.info.Commit, r.loadStart, r.plan.recipe.Rows, r.plan.recipe.Dim, r.plan.shards)
+	names := make([]string, len(r.systems))
+	for i, s := range r.systems {
+		names[i] = strings.SplitN(strings.TrimPrefix(s.name, "Weaviate 1.35.2 "), ",", 2)[0]
+	}
+	// trawl's bars in its reds, the peer's in blues, as in the suite's charts.
+	cols := make([]color.Color, len(r.systems))
+	nt, nw := 0, 0
+	for i, s := range r.systems {
+		if strings.HasPrefix(s.name, "trawl") {
+			cols[i] = []color.Color{trawlColor, trawlLight}[nt%2]
+			nt++
+		} else {
+			cols[i] = []color.Color{baseColor, baseLight}[nw%2]
+			nw++
+		}
+	}
+	mk := func(title, ylabel string, val func(*peerSystem) float64) (*plot.Plot, error) {
+		p := plot.New()
+		p.Title.Text = title + "\n" + tag
+		p.Y.Label.Text = ylabel
+		for i, s := range r.systems {
+			vals := make(plotter.Values, len(r.systems))
+			vals[i] = val(s)
+			bc, err := plotter.NewBarChart(vals, vg.Points(40))
+			if err != nil {
+				return nil, err
+			}
+			bc.Color = cols[i]
+			bc.LineStyle.Width = 0
+			p.Add(bc)
+			p.Legend.Add(fmt.Sprintf("%s: %.3g", names[i], val(s)), bc)
+		}
+		p.Legend.Top = true
+		p.Y.Min, p.Y.Max = 0, p.Y.Max*1.35
+		p.NominalX(names...)
+		return p, nil
+	}
+	a, err := mk("Single-client p50 (median of rounds)", "latency, ms", func(s *peerSystem) float64 { return s.med(p50, false) })
+	if err != nil {
+		return err
+	}
+	b, err := mk(fmt.Sprintf("Throughput, %d closed-loop clients (median of rounds)", r.plan.clients), "queries/s",
+		func(s *peerSystem) float64 { return s.med(thru, true) })
+	if err != nil {
+		return err
+	}
+	return savePNG(path, 12*vg.Inch, 5*vg.Inch, a, b)
+}

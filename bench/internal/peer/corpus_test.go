@@ -1,0 +1,56 @@
+package peer
+
+import (
+	"math"
+	"slices"
+	"testing"
+)
+
+func TestGenerateIsDeterministicAndUnit(t *testing.T) {
+	r := Recipe{Rows: 300, Queries: 5, Dim: 64, Clusters: 7, Noise: 1, Seed: 3}
+	a, err := Generate(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := Generate(r)
+	if !slices.Equal(a.Data, b.Data) || !slices.Equal(a.Queries[4], b.Queries[4]) {
+		t.Fatal("two draws of one recipe differ")
+	}
+	for i := range r.Rows {
+		var n float64
+		for _, x := range a.Data[i*r.Dim : (i+1)*r.Dim] {
+			n += float64(x) * float64(x)
+		}
+		if math.Abs(n-1) > 1e-5 {
+			t.Fatalf("row %d has squared norm %v", i, n)
+		}
+	}
+}
+
+func TestExactFindsTheQueryItself(t *testing.T) {
+	r := Recipe{Rows: 500, Queries: 3, Dim: 32, Clusters: 5, Noise: 1, Seed: 1}
+	c, err := Generate(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A query equal to a stored row has that row first.
+	c.Queries[0] = slices.Clone(c.Data[17*r.Dim : 18*r.Dim])
+	got, err := Exact(t.Context(), c, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 || len(got[0]) != 10 || got[0][0] != "17" {
+		t.Fatalf("exact answers %v", got)
+	}
+	if Recall(got, got) != 1 {
+		t.Fatal("recall of the truth is not 1")
+	}
+}
+
+func TestRecallCountsIDSets(t *testing.T) {
+	want := [][]string{{"1", "2", "3", "4"}, {"5", "6"}}
+	got := [][]string{{"4", "3", "9", "9"}, {"6", "6"}}
+	if r := Recall(got, want); math.Abs(r-3.0/6) > 1e-12 {
+		t.Fatalf("recall %v, want 0.5 (a repeated id counts once)", r)
+	}
+}
