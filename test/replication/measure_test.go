@@ -231,20 +231,23 @@ func TestMeasureRestart(t *testing.T) {
 	out, rate := runLoad(t, r, file)
 	t.Logf("loaded %d rows at %.0f vectors/s:\n%s", rows, rate, out)
 
-	// A follower, so the group keeps its leader.
+	// A follower, so the group keeps its leader, once it holds every row:
+	// the load's last acknowledgement came from the leader, and followers
+	// apply a moment later.
 	var rep *replica
-	for _, x := range c.shards[0] {
-		cn, err := shard.Dial(x.grpc, shard.DialConfig{})
-		require.NoError(t, err)
-		st, err := cn.Stats(context.Background())
-		cn.Close()
-		require.NoError(t, err)
-		if st.GetRole() == "follower" && st.GetDocCount() == rows {
-			rep = x
-			break
+	require.Eventually(t, func() bool {
+		for _, x := range c.shards[0] {
+			cn, err := shard.Dial(x.grpc, shard.DialConfig{})
+			require.NoError(t, err)
+			st, err := cn.Stats(context.Background())
+			cn.Close()
+			if err == nil && st.GetRole() == "follower" && st.GetDocCount() == rows {
+				rep = x
+				return true
+			}
 		}
-	}
-	require.NotNil(t, rep, "no follower holding every row")
+		return false
+	}, time.Minute, 200*time.Millisecond, "no follower holding every row")
 	rep.kill()
 	var size int64
 	t0 := time.Now()
