@@ -2,8 +2,10 @@ package shard
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"unsafe"
 
 	"github.com/trawl-search/trawl/vector"
@@ -46,6 +48,29 @@ func ParseIndex(s string) (IndexKind, error) {
 // shard's IVF centroids, ivf.Centroids.MarshalBinary.
 const TrainedIVFCentroids = "ivf-centroids"
 
+// TrainedIVFNProbe is the trained value holding the default nprobe the
+// leader measured on its built index of the committed centroids
+// (ivf.CalibrateNProbe): 4 bytes of the centroids' CRC-32 (IEEE, of their
+// encoding), then the nprobe, both little-endian uint32. A replica uses
+// it only with an index of the centroids it names, so a value measured
+// for centroids a retrain replaced is ignored until the leader measures
+// again; without one, ivf.DefaultNProbe applies.
+const TrainedIVFNProbe = "ivf-nprobe"
+
+// encodeNProbe is TrainedIVFNProbe's value.
+func encodeNProbe(crc uint32, nprobe int) []byte {
+	b := binary.LittleEndian.AppendUint32(nil, crc)
+	return binary.LittleEndian.AppendUint32(b, uint32(nprobe))
+}
+
+// decodeNProbe reads TrainedIVFNProbe's value; ok false when malformed.
+func decodeNProbe(b []byte) (crc uint32, nprobe int, ok bool) {
+	if len(b) != 8 {
+		return 0, 0, false
+	}
+	return binary.LittleEndian.Uint32(b), int(binary.LittleEndian.Uint32(b[4:])), true
+}
+
 // WithIVF makes the store an IVF store (--index ivf) for metric m: it keeps
 // int8 codes (it implies QuantInt8: the lists are int8 codes, encoded with
 // the committed scale) and, once centroids are committed, an ivf.Index
@@ -76,6 +101,9 @@ type ivfState struct {
 	err error
 	// trainedRows is the committed centroids' TrainedRows, 0 when none.
 	trainedRows int
+	// builtCRC is the CRC-32 of the encoded centroids x was built from:
+	// the committed nprobe applies to x only when it names them.
+	builtCRC uint32
 	// restoring: a snapshot is being loaded (reset until encodeRestored);
 	// no build starts on the half-loaded rows.
 	restoring bool
@@ -91,6 +119,7 @@ type ivfState struct {
 type ivfBuild struct {
 	x   *ivf.Index
 	gen uint64
+	crc uint32 // of the encoded centroids it is built from
 }
 
 // IndexKind is the store's --index.
@@ -277,7 +306,7 @@ func (m *Memory) BuildIndex(ctx context.Context) (bool, error) {
 		m.mu.Unlock()
 		return false, err
 	}
-	b := &ivfBuild{x: x, gen: m.ivf.gen}
+	b := &ivfBuild{x: x, gen: m.ivf.gen, crc: crc32.ChecksumIEEE(m.trained[TrainedIVFCentroids])}
 	m.ivf.pending = b
 	m.mu.Unlock()
 
@@ -381,10 +410,66 @@ func (m *Memory) finishBuild(b *ivfBuild) (bool, error) {
 		b.x.Append(m.data[r*m.dim : (r+1)*m.dim])
 	}
 	s := &m.ivf
-	s.x, s.built, s.pending, s.fallback = b.x, b.gen, nil, false
+	s.x, s.built, s.pending, s.fallback, s.builtCRC = b.x, b.gen, nil, false, b.crc
+	m.applyNProbeLocked()
 	// The lists hold every row's codes: the flat ones are not needed.
 	m.codes = nil
 	return true, nil
+}
+
+// applyNProbeLocked, with m.mu held for writing, sets the index's default
+// nprobe from the committed value when it names the centroids the index
+// was built from, else back to ivf.DefaultNProbe.
+func (m *Memory) applyNProbeLocked() {
+	s := &m.ivf
+	if s.x == nil {
+		return
+	}
+	crc, np, ok := decodeNProbe(m.trained[TrainedIVFNProbe])
+	if !ok || crc != s.builtCRC {
+		np = 0
+	}
+	s.x.SetDefaultNProbe(np)
+}
+
+// needsIVFNProbe reports whether the leader should measure the default
+// nprobe: its index of the committed centroids is built and serving, and
+// no committed value names those centroids.
+func (m *Memory) needsIVFNProbe() bool {
+	if m.indexKind != IndexIVF {
+		return false
+	}
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	s := &m.ivf
+	if s.x == nil || s.built != s.gen || s.pending != nil || s.err != nil {
+		return false
+	}
+	crc, _, ok := decodeNProbe(m.trained[TrainedIVFNProbe])
+	return !ok || crc != s.builtCRC
+}
+
+// calibrateIVF measures the default nprobe on the built index
+// (ivf.CalibrateNProbe), one step per read-lock hold so writes go on, and
+// returns TrainedIVFNProbe's value for it. It fails with errBuildStale
+// when the index is replaced meanwhile.
+func (m *Memory) calibrateIVF(ctx context.Context) ([]byte, int, float64, error) {
+	m.mu.RLock()
+	crc := m.ivf.builtCRC
+	m.mu.RUnlock()
+	view := func(fn func(vector.Rows, *ivf.Index) error) error {
+		m.mu.RLock()
+		defer m.mu.RUnlock()
+		if m.ivf.x == nil || m.ivf.builtCRC != crc {
+			return errBuildStale
+		}
+		return fn(vector.Rows{Data: m.data, Dim: m.dim, IDs: m.ids}, m.ivf.x)
+	}
+	np, rec, err := ivf.CalibrateNProbe(ctx, view, quant.FromEnv(), m.kernel)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	return encodeNProbe(crc, np), np, rec, nil
 }
 
 // sameBits reports whether a and b hold the same float32 bit patterns.
@@ -481,7 +566,7 @@ func (m *Memory) IndexStats() IndexStats {
 	st.Rows = 0
 	if x := s.x; x != nil {
 		st.Lists, st.TrainedRows, st.Rows = x.Lists(), x.Centroids().TrainedRows, x.Len()
-		st.DefaultNProbe = ivf.DefaultNProbe(x.Lists())
+		st.DefaultNProbe = x.DefaultNProbe()
 		st.Bytes += x.Bytes()
 	}
 	switch {

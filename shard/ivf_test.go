@@ -1,8 +1,10 @@
 package shard
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"hash/crc32"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -417,6 +419,23 @@ func TestIVFReplicas(t *testing.T) {
 	}
 	same := func(what string) {
 		t.Helper()
+		// The leader measures the default nprobe once its index of the
+		// committed centroids is built, and commits it: replicas agree
+		// once each has applied it (before, some would probe by the rule
+		// and some by the measurement).
+		require.Eventually(t, func() bool {
+			v := ms[0].mem.Trained(TrainedIVFNProbe)
+			crc, _, ok := decodeNProbe(v)
+			if !ok || crc != crc32.ChecksumIEEE(ms[0].mem.Trained(TrainedIVFCentroids)) {
+				return false
+			}
+			for _, m := range ms {
+				if !bytes.Equal(m.mem.Trained(TrainedIVFNProbe), v) || !m.mem.IVFIndexed() {
+					return false
+				}
+			}
+			return true
+		}, 30*time.Second, 10*time.Millisecond, "%s: the leader's measured nprobe reaches every replica", what)
 		want := freshLists(t, ms[0].mem)
 		var first *shardpb.SearchBatchResponse
 		for i, m := range ms {

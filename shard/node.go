@@ -740,6 +740,10 @@ func (n *Node) maybeTrain() {
 		n.trainIVF()
 		return
 	}
+	if n.cfg.Store.needsIVFNProbe() {
+		n.calibrateIVF()
+		return
+	}
 	if !n.cfg.Store.needsInt8Scale(n.cfg.Int8MinRows) || !n.training.CompareAndSwap(false, true) {
 		return
 	}
@@ -798,6 +802,39 @@ func (n *Node) trainIVF() {
 		}
 		n.log.Info("ivf centroids trained and committed", "rows", rows, "lists", lists, "bytes", len(b), "index", idx,
 			"took", trained.Round(time.Millisecond))
+	}()
+}
+
+// calibrateIVF, on a serving leader whose index of the committed
+// centroids is built, measures the default nprobe its rows need
+// (ivf.CalibrateNProbe) in the background and commits it, so every
+// replica probes as many lists for a query that names none.
+func (n *Node) calibrateIVF() {
+	if !n.training.CompareAndSwap(false, true) {
+		return
+	}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		defer n.training.Store(false)
+		t0 := time.Now()
+		b, np, rec, err := n.cfg.Store.calibrateIVF(n.ctx)
+		if err != nil {
+			if n.ctx.Err() == nil && !errors.Is(err, errBuildStale) {
+				n.log.Error("ivf nprobe calibration failed", "err", err)
+			}
+			return
+		}
+		took := time.Since(t0)
+		ctx, cancel := context.WithTimeout(n.ctx, WriteTimeout)
+		defer cancel()
+		idx, err := n.SetTrained(ctx, TrainedIVFNProbe, b)
+		if err != nil {
+			n.log.Warn("ivf nprobe not committed; retrying later", "err", err)
+			return
+		}
+		n.log.Info("ivf default nprobe measured and committed", "nprobe", np, "sample_recall", rec, "index", idx,
+			"took", took.Round(time.Millisecond))
 	}()
 }
 

@@ -403,7 +403,11 @@ func (s *Server) scanIVF(ctx context.Context, rows vector.Rows, x *ivf.Index, qs
 	kinds := make([]string, len(qs))
 	var exactQs, probeQs []int
 	for i, q := range qs {
-		if sel != nil && ivf.ScanExactly(len(sel), rows.Len(), q.K, probes[i], x.Lists()) {
+		np := probes[i]
+		if np == 0 {
+			np = x.DefaultNProbe()
+		}
+		if sel != nil && ivf.ScanExactly(len(sel), rows.Len(), q.K, np, x.Lists()) {
 			exactQs = append(exactQs, i)
 		} else {
 			probeQs = append(probeQs, i)

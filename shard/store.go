@@ -315,6 +315,9 @@ func (m *Memory) setTrained(name string, value []byte, serving bool) error {
 			err = ierr
 		}
 	}
+	if m.indexKind == IndexIVF && name == TrainedIVFNProbe {
+		m.applyNProbeLocked()
+	}
 	return err
 }
 

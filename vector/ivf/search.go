@@ -9,8 +9,11 @@ import (
 	"github.com/trawl-search/trawl/vector/quant"
 )
 
-// DefaultNProbe is how many of lists lists a query probes unless it says:
-// one in ProbeShare (rounded up), at least MinNProbe, at most lists.
+// DefaultNProbe is the rule for how many of lists lists a query probes
+// unless it says, until a value measured on the index is set
+// (CalibrateNProbe, Index.SetDefaultNProbe), and where calibration
+// starts: one in ProbeShare (rounded up), at least MinNProbe, at most
+// lists.
 //
 // Measured (docs/ivf.md) on the dev cluster's clustered corpus (32
 // clusters, cosine, 100 queries): recall@10 and @100 reach 0.99 at 8 of
@@ -34,13 +37,26 @@ const (
 	MinNProbe  = 8
 )
 
+// DefaultNProbe is the lists a query that names none probes: the value
+// set with SetDefaultNProbe, else DefaultNProbe(lists).
+func (x *Index) DefaultNProbe() int {
+	if x.nprobe > 0 {
+		return min(x.nprobe, len(x.lists))
+	}
+	return DefaultNProbe(len(x.lists))
+}
+
+// SetDefaultNProbe sets the default nprobe (0: DefaultNProbe(lists)). It
+// must not run beside a search.
+func (x *Index) SetDefaultNProbe(n int) { x.nprobe = max(0, n) }
+
 // Query is one search of a batch.
 type Query struct {
 	vector.Query
-	// NProbe is how many lists to probe: 0 for DefaultNProbe(lists); more than
-	// the lists there are probes them all. A query whose nearest lists
-	// hold fewer rows than it keeps candidates probes twice as many, until
-	// they do.
+	// NProbe is how many lists to probe: 0 for the index's default
+	// (Index.DefaultNProbe); more than the lists there are probes them
+	// all. A query whose nearest lists hold fewer rows than it keeps
+	// candidates probes twice as many, until they do.
 	NProbe int
 	// Oversample is how many candidates per hit the codes choose for
 	// exact re-scoring, as quant.Kernel.Scan's: 1..quant.MaxOversample,
@@ -116,7 +132,7 @@ func (x *Index) search(ctx context.Context, k quant.Kernel, f vector.Kernel, row
 		}
 		np := q.NProbe
 		if np == 0 {
-			np = DefaultNProbe(nl)
+			np = x.DefaultNProbe()
 		}
 		// Probe more lists (doubling) while the chosen ones hold fewer
 		// rows than the query keeps candidates: k-means can leave lists
