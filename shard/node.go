@@ -744,72 +744,45 @@ func (n *Node) maybeTrain() {
 		n.calibrateIVF()
 		return
 	}
-	if !n.cfg.Store.needsInt8Scale(n.cfg.Int8MinRows) || !n.training.CompareAndSwap(false, true) {
-		return
+	if n.cfg.Store.needsInt8Scale(n.cfg.Int8MinRows) {
+		n.trainInBackground("int8 scale", TrainedInt8Scale, func(context.Context) ([]byte, []any, error) {
+			b, err := n.cfg.Store.trainInt8()
+			return b, []any{"rows", n.cfg.Store.Len()}, err
+		})
 	}
-	n.wg.Add(1)
-	go func() {
-		defer n.wg.Done()
-		defer n.training.Store(false)
-		t0 := time.Now()
-		b, err := n.cfg.Store.trainInt8()
-		if err != nil {
-			n.log.Error("int8 scale training failed", "err", err)
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), WriteTimeout)
-		defer cancel()
-		idx, err := n.SetTrained(ctx, TrainedInt8Scale, b)
-		if err != nil {
-			n.log.Warn("int8 scale not committed; retrying later", "err", err)
-			return
-		}
-		n.log.Info("int8 scale trained and committed", "rows", n.cfg.Store.Len(), "index", idx,
-			"took", time.Since(t0).Round(time.Millisecond))
-	}()
 }
 
 // trainIVF, on a serving leader, trains IVF centroids on a sample of its
-// rows in the background and commits them; every replica then builds its
-// index from them (maybeBuild). Searches and writes go on meanwhile: the
-// sample is copied under the read lock, training holds no lock.
+// rows and commits them; every replica then builds its index from them
+// (maybeBuild). Searches and writes go on meanwhile: the sample is copied
+// under the read lock, training holds no lock.
 func (n *Node) trainIVF() {
-	if !n.training.CompareAndSwap(false, true) {
-		return
-	}
-	n.wg.Add(1)
-	go func() {
-		defer n.wg.Done()
-		defer n.training.Store(false)
-		t0 := time.Now()
+	n.trainInBackground("ivf centroids", TrainedIVFCentroids, func(ctx context.Context) ([]byte, []any, error) {
 		rows := n.cfg.Store.Len()
 		// Any seed would do (only the leader trains, and it commits the
 		// result); the row count makes a run repeatable.
-		b, lists, err := n.cfg.Store.trainIVF(n.ctx, uint64(rows))
-		if err != nil {
-			if n.ctx.Err() == nil {
-				n.log.Error("ivf centroid training failed", "err", err)
-			}
-			return
-		}
-		trained := time.Since(t0)
-		ctx, cancel := context.WithTimeout(n.ctx, WriteTimeout)
-		defer cancel()
-		idx, err := n.SetTrained(ctx, TrainedIVFCentroids, b)
-		if err != nil {
-			n.log.Warn("ivf centroids not committed; retrying later", "err", err)
-			return
-		}
-		n.log.Info("ivf centroids trained and committed", "rows", rows, "lists", lists, "bytes", len(b), "index", idx,
-			"took", trained.Round(time.Millisecond))
-	}()
+		b, lists, err := n.cfg.Store.trainIVF(ctx, uint64(rows))
+		return b, []any{"rows", rows, "lists", lists, "bytes", len(b)}, err
+	})
 }
 
 // calibrateIVF, on a serving leader whose index of the committed
 // centroids is built, measures the default nprobe its rows need
-// (ivf.CalibrateNProbe) in the background and commits it, so every
-// replica probes as many lists for a query that names none.
+// (ivf.CalibrateNProbe) and commits it, so every replica probes as many
+// lists for a query that names none.
 func (n *Node) calibrateIVF() {
+	n.trainInBackground("ivf default nprobe", TrainedIVFNProbe, func(ctx context.Context) ([]byte, []any, error) {
+		b, np, rec, err := n.cfg.Store.calibrateIVF(ctx)
+		return b, []any{"nprobe", np, "sample_recall", rec}, err
+	})
+}
+
+// trainInBackground runs train (one training at a time) and commits the
+// value it returns as the trained value name, logging what with the
+// figures train reports. A failure is left for a later tick to retry: an
+// index replaced under a calibration (errBuildStale) or a node closing is
+// not worth a log line, a lost leadership only a warning.
+func (n *Node) trainInBackground(what, name string, train func(context.Context) ([]byte, []any, error)) {
 	if !n.training.CompareAndSwap(false, true) {
 		return
 	}
@@ -818,23 +791,22 @@ func (n *Node) calibrateIVF() {
 		defer n.wg.Done()
 		defer n.training.Store(false)
 		t0 := time.Now()
-		b, np, rec, err := n.cfg.Store.calibrateIVF(n.ctx)
+		b, figures, err := train(n.ctx)
 		if err != nil {
 			if n.ctx.Err() == nil && !errors.Is(err, errBuildStale) {
-				n.log.Error("ivf nprobe calibration failed", "err", err)
+				n.log.Error(what+" training failed", "err", err)
 			}
 			return
 		}
 		took := time.Since(t0)
 		ctx, cancel := context.WithTimeout(n.ctx, WriteTimeout)
 		defer cancel()
-		idx, err := n.SetTrained(ctx, TrainedIVFNProbe, b)
+		idx, err := n.SetTrained(ctx, name, b)
 		if err != nil {
-			n.log.Warn("ivf nprobe not committed; retrying later", "err", err)
+			n.log.Warn(what+" not committed; retrying later", "err", err)
 			return
 		}
-		n.log.Info("ivf default nprobe measured and committed", "nprobe", np, "sample_recall", rec, "index", idx,
-			"took", took.Round(time.Millisecond))
+		n.log.Info(what+" trained and committed", append(figures, "index", idx, "took", took.Round(time.Millisecond))...)
 	}()
 }
 
