@@ -14,6 +14,8 @@ import (
 
 	"github.com/trawl-search/trawl/budget"
 	"github.com/trawl-search/trawl/coordinator"
+	"github.com/trawl-search/trawl/fanout"
+	"github.com/trawl-search/trawl/filter"
 	"github.com/trawl-search/trawl/vector"
 )
 
@@ -329,6 +331,38 @@ type collectionConfig struct {
 	QuantizationConfig *struct{} `json:"quantization_config"`
 }
 
+// qdrantGather is the fan-out step every Qdrant read of one unit of work
+// shares: admission, the call, its scatter_gather. It reports false once
+// it has answered (refused, or the call failed: the error with the
+// scatter_gather of what was asked).
+func (s *Server) qdrantGather(w http.ResponseWriter, r *http.Request, p qdrantParams,
+	call func(context.Context) (fanout.Summary, []coordinator.ShardReport, error)) (scatterGather, bool) {
+	done := s.qdrantAdmit(w, r, 1, p.budget.Deadline, time.Now())
+	if done == nil {
+		return scatterGather{}, false
+	}
+	sum, shards, err := call(r.Context())
+	done(late(sum))
+	sg := newScatterGather(coordinator.Answer{Summary: sum, Shards: shards, Exact: true}, p.detail)
+	if err != nil {
+		s.qdrantFail(w, r, err, &sg)
+		return sg, false
+	}
+	return sg, true
+}
+
+// countPoints counts the points f matches (all when nil) through
+// qdrantGather.
+func (s *Server) countPoints(w http.ResponseWriter, r *http.Request, p qdrantParams, f *filter.Filter) (uint64, scatterGather, bool) {
+	var n uint64
+	sg, ok := s.qdrantGather(w, r, p, func(ctx context.Context) (fanout.Summary, []coordinator.ShardReport, error) {
+		ans, err := s.cfg.Coordinator.Count(ctx, f, p.budget, p.allowPartial)
+		n = ans.Count
+		return ans.Summary, ans.Shards, err
+	})
+	return n, sg, ok
+}
+
 // qdrantCollection is GET /collections/{name}: the schema and shape, and
 // the points count from a count fan-out (so a count missing a shard is
 // degraded: status yellow, and scatter_gather says which).
@@ -342,20 +376,13 @@ func (s *Server) qdrantCollection(w http.ResponseWriter, r *http.Request) {
 		s.qdrantFail(w, r, err, nil)
 		return
 	}
-	done := s.qdrantAdmit(w, r, 1, p.budget.Deadline, time.Now())
-	if done == nil {
-		return
-	}
-	ans, err := s.cfg.Coordinator.Count(r.Context(), nil, p.budget, p.allowPartial)
-	done(late(ans.Summary))
-	sg := newScatterGather(coordinator.Answer{Summary: ans.Summary, Shards: ans.Shards, Exact: true}, p.detail)
-	if err != nil {
-		s.qdrantFail(w, r, err, &sg)
+	count, sg, ok := s.countPoints(w, r, p, nil)
+	if !ok {
 		return
 	}
 	sch := s.cfg.Coordinator.Schema()
 	shards, replicas := s.cfg.Coordinator.Shape()
-	info := collectionInfo{Status: "green", OptimizerStatus: "ok", PointsCount: ans.Count, SegmentsCount: shards}
+	info := collectionInfo{Status: "green", OptimizerStatus: "ok", PointsCount: count, SegmentsCount: shards}
 	if sg.Degraded {
 		info.Status = "yellow"
 	}

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -135,16 +136,14 @@ func (s *Server) qdrantScroll(w http.ResponseWriter, r *http.Request) {
 		s.qdrantFail(w, r, err, nil)
 		return
 	}
-	done := s.qdrantAdmit(w, r, 1, p.budget.Deadline, time.Now())
-	if done == nil {
-		return
-	}
 	qs.s.Budget, qs.s.AllowPartial = p.budget, p.allowPartial
-	ans, err := s.cfg.Coordinator.Scroll(r.Context(), qs.s)
-	done(late(ans.Summary))
-	sg := newScatterGather(coordinator.Answer{Summary: ans.Summary, Shards: ans.Shards, Exact: true}, p.detail)
-	if err != nil {
-		s.qdrantFail(w, r, err, &sg)
+	var ans coordinator.ScrollAnswer
+	sg, ok := s.qdrantGather(w, r, p, func(ctx context.Context) (fanout.Summary, []coordinator.ShardReport, error) {
+		var err error
+		ans, err = s.cfg.Coordinator.Scroll(ctx, qs.s)
+		return ans.Summary, ans.Shards, err
+	})
+	if !ok {
 		return
 	}
 	type scrollResult struct {
@@ -191,18 +190,11 @@ func (s *Server) qdrantCount(w http.ResponseWriter, r *http.Request) {
 		s.qdrantFail(w, r, err, nil)
 		return
 	}
-	done := s.qdrantAdmit(w, r, 1, p.budget.Deadline, time.Now())
-	if done == nil {
+	n, sg, ok := s.countPoints(w, r, p, f)
+	if !ok {
 		return
 	}
-	ans, err := s.cfg.Coordinator.Count(r.Context(), f, p.budget, p.allowPartial)
-	done(late(ans.Summary))
-	sg := newScatterGather(coordinator.Answer{Summary: ans.Summary, Shards: ans.Shards, Exact: true}, p.detail)
-	if err != nil {
-		s.qdrantFail(w, r, err, &sg)
-		return
-	}
-	qdrantResult(w, r, map[string]uint64{"count": ans.Count}, &sg)
+	qdrantResult(w, r, map[string]uint64{"count": n}, &sg)
 }
 
 func (s *Server) qdrantRetrieve(w http.ResponseWriter, r *http.Request) {
