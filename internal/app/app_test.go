@@ -104,6 +104,23 @@ func (h *harness) search(t *testing.T, query string, body any) (answer, *http.Re
 	return a, resp, took
 }
 
+// postOK posts body as JSON to the router's path, requires a 200 and
+// decodes the answer into a T.
+func postOK[T any](t *testing.T, h *harness, path string, body any) T {
+	t.Helper()
+	b, err := json.Marshal(body)
+	require.NoError(t, err)
+	resp, err := http.Post(h.srv.URL+path, "application/json", bytes.NewReader(b))
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", raw)
+	var a T
+	require.NoError(t, json.Unmarshal(raw, &a), "%s", raw)
+	return a
+}
+
 // corpus makes n vectors with values on a coarse grid, a share of them
 // exact copies under other ids, so equal scores (across shards too) are
 // common and the id tie-break is exercised.

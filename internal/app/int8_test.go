@@ -1,13 +1,9 @@
 package app_test
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
-	"io"
 	"math"
 	"math/rand/v2"
-	"net/http"
 	"slices"
 	"testing"
 
@@ -28,16 +24,7 @@ type int8Answer struct {
 
 func (h *harness) int8Search(t *testing.T, body any) int8Answer {
 	t.Helper()
-	b, err := json.Marshal(body)
-	require.NoError(t, err)
-	resp, err := http.Post(h.srv.URL+"/v1/search?deadline_ms=5000", "application/json", bytes.NewReader(b))
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", raw)
-	var a int8Answer
-	require.NoError(t, json.Unmarshal(raw, &a), "%s", raw)
+	a := postOK[int8Answer](t, h, "/v1/search?deadline_ms=5000", body)
 	require.False(t, a.ScatterGather.Degraded)
 	return a
 }

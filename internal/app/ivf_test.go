@@ -1,7 +1,6 @@
 package app_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -187,15 +186,7 @@ func pairs(hs []*shardpb.Hit) []string {
 // batchSearch posts a /v1/search/batch and returns each query's items.
 func (h *harness) batchSearch(t *testing.T, body any) [][]item {
 	t.Helper()
-	b, err := json.Marshal(body)
-	require.NoError(t, err)
-	resp, err := http.Post(h.srv.URL+"/v1/search/batch?deadline_ms=5000", "application/json", bytes.NewReader(b))
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", raw)
-	var a struct {
+	a := postOK[struct {
 		Results []struct {
 			Items []item `json:"items"`
 		} `json:"results"`
@@ -203,8 +194,7 @@ func (h *harness) batchSearch(t *testing.T, body any) [][]item {
 			Degraded bool `json:"degraded"`
 			Exact    bool `json:"exact"`
 		} `json:"scatter_gather"`
-	}
-	require.NoError(t, json.Unmarshal(raw, &a), "%s", raw)
+	}](t, h, "/v1/search/batch?deadline_ms=5000", body)
 	require.False(t, a.ScatterGather.Degraded)
 	require.False(t, a.ScatterGather.Exact)
 	out := make([][]item, len(a.Results))
