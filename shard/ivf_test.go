@@ -644,6 +644,28 @@ func TestIndexStats(t *testing.T) {
 		// the row maps and centroids.
 		require.Greater(t, ix.GetBytes(), uint64(rows*(dim+8)))
 		require.Empty(t, ix.GetError())
+
+		// A committed nprobe for these centroids is what queries without
+		// one probe; one naming other centroids (a retrain's leftover) is
+		// ignored; the leader's measurement names the built index's.
+		require.True(t, mem.needsIVFNProbe())
+		crc := crc32.ChecksumIEEE(cb)
+		want := ivf.DefaultNProbe(lists) + 3
+		require.NoError(t, mem.SetTrained(TrainedIVFNProbe, encodeNProbe(crc, want)))
+		_, ix = stats(t, c)
+		require.Equal(t, uint32(want), ix.GetDefaultNprobe())
+		require.False(t, mem.needsIVFNProbe())
+		require.NoError(t, mem.SetTrained(TrainedIVFNProbe, encodeNProbe(crc+1, want)))
+		_, ix = stats(t, c)
+		require.Equal(t, uint32(ivf.DefaultNProbe(lists)), ix.GetDefaultNprobe(), "other centroids' value")
+		require.True(t, mem.needsIVFNProbe())
+		b, np, _, err := mem.calibrateIVF(context.Background())
+		require.NoError(t, err)
+		gotCRC, gotNP, ok := decodeNProbe(b)
+		require.True(t, ok)
+		require.Equal(t, crc, gotCRC)
+		require.Equal(t, np, gotNP)
+		require.GreaterOrEqual(t, np, ivf.DefaultNProbe(lists))
 	})
 
 	t.Run("ivf centroids that do not decode", func(t *testing.T) {
