@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/trawl-search/trawl/internal/threadclock"
 	"github.com/trawl-search/trawl/vector"
 )
 
@@ -125,7 +126,7 @@ func MeasureScanRate(ctx context.Context, k vector.Kernel, m vector.Metric, dim,
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	clock := func() time.Duration {
-		if d, ok := threadTime(); ok {
+		if d, ok := threadclock.Now(); ok {
 			return d
 		}
 		return time.Duration(time.Now().UnixNano())

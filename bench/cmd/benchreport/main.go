@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/trawl-search/trawl/bench"
+	"github.com/trawl-search/trawl/internal/threadclock"
 	"github.com/trawl-search/trawl/vector"
 )
 
@@ -62,7 +63,7 @@ func cpuNsPerOp(ops int, f func()) float64 {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	f()
-	start, ok := threadTime()
+	start, ok := threadclock.Now()
 	if !ok {
 		return nsPerOp(ops, f)
 	}
@@ -70,7 +71,7 @@ func cpuNsPerOp(ops int, f func()) float64 {
 	for {
 		f()
 		n++
-		now, _ := threadTime()
+		now, _ := threadclock.Now()
 		if n >= 2 && now-start >= *minTime {
 			return float64((now - start).Nanoseconds()) / float64(n*ops)
 		}
