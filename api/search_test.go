@@ -630,7 +630,7 @@ func TestClusterStatusShowsIndex(t *testing.T) {
 		for _, r := range s.Replicas {
 			require.Equal(t, "none", r.Quantization)
 			require.JSONEq(t, fmt.Sprintf(`{"kind": "flat", "state": "ready", "lists": 0, "trained_rows": 0, "default_nprobe": 0,
-				"rows": %d, "bytes": 0, "bytes_per_vector": 0}`, r.DocCount), string(r.Index))
+				"nprobe_calibrated": false, "rows": %d, "bytes": 0, "bytes_per_vector": 0}`, r.DocCount), string(r.Index))
 		}
 	}
 }

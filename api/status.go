@@ -42,6 +42,7 @@ type indexStatus struct {
 	Lists          int     `json:"lists"`
 	TrainedRows    uint64  `json:"trained_rows"`
 	DefaultNProbe  int     `json:"default_nprobe"`
+	Calibrated     bool    `json:"nprobe_calibrated"`
 	Rows           uint64  `json:"rows"`
 	Bytes          uint64  `json:"bytes"`
 	BytesPerVector float64 `json:"bytes_per_vector"`
@@ -90,7 +91,8 @@ func (s *Server) clusterStatus(w http.ResponseWriter, r *http.Request) {
 				if ix := rep.Index; ix != nil {
 					rs.Index = &indexStatus{
 						Kind: ix.Kind, State: ix.State, Lists: ix.Lists, TrainedRows: ix.TrainedRows, DefaultNProbe: ix.DefaultNProbe,
-						Rows: ix.Rows, Bytes: ix.Bytes, BytesPerVector: math.Round(ix.BytesPerVector()*10) / 10, Error: ix.Error,
+						Calibrated: ix.NProbeCalibrated,
+						Rows:       ix.Rows, Bytes: ix.Bytes, BytesPerVector: math.Round(ix.BytesPerVector()*10) / 10, Error: ix.Error,
 					}
 				}
 			}

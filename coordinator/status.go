@@ -58,6 +58,7 @@ func (r ReplicaStatus) MaxRowsWithin(budget time.Duration) uint64 {
 type IndexStatus struct {
 	Kind, State              string
 	Lists, DefaultNProbe     int
+	NProbeCalibrated         bool
 	TrainedRows, Rows, Bytes uint64
 	Error                    string
 }
@@ -111,7 +112,8 @@ func (c *Coordinator) Status(ctx context.Context) ClusterStatus {
 				if ix := st.GetIndex(); ix != nil {
 					rs.Index = &IndexStatus{
 						Kind: ix.GetKind(), State: ix.GetState(), Lists: int(ix.GetLists()), DefaultNProbe: int(ix.GetDefaultNprobe()),
-						TrainedRows: ix.GetTrainedRows(), Rows: ix.GetRows(), Bytes: ix.GetBytes(), Error: ix.GetError(),
+						NProbeCalibrated: ix.GetNprobeCalibrated(),
+						TrainedRows:      ix.GetTrainedRows(), Rows: ix.GetRows(), Bytes: ix.GetBytes(), Error: ix.GetError(),
 					}
 				}
 				if !health[i].DocsSeen {

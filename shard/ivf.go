@@ -545,9 +545,12 @@ type IndexStats struct {
 	// Lists, TrainedRows and DefaultNProbe are the index queries probe
 	// now, 0 when there is none.
 	Lists, TrainedRows, DefaultNProbe int
-	Rows                              int
-	Bytes                             int
-	Err                               error
+	// NProbeCalibrated: DefaultNProbe is the committed measurement for
+	// that index's centroids, not ivf.DefaultNProbe's rule.
+	NProbeCalibrated bool
+	Rows             int
+	Bytes            int
+	Err              error
 }
 
 // IndexStats reports the store's index. A build under way is not read: its
@@ -567,6 +570,8 @@ func (m *Memory) IndexStats() IndexStats {
 	if x := s.x; x != nil {
 		st.Lists, st.TrainedRows, st.Rows = x.Lists(), x.Centroids().TrainedRows, x.Len()
 		st.DefaultNProbe = x.DefaultNProbe()
+		crc, _, ok := decodeNProbe(m.trained[TrainedIVFNProbe])
+		st.NProbeCalibrated = ok && crc == s.builtCRC
 		st.Bytes += x.Bytes()
 	}
 	switch {

@@ -639,6 +639,7 @@ func TestIndexStats(t *testing.T) {
 		require.Positive(t, ix.GetLists())
 		require.Equal(t, uint64(rows), ix.GetTrainedRows())
 		require.Equal(t, uint32(ivf.DefaultNProbe(lists)), ix.GetDefaultNprobe())
+		require.False(t, ix.GetNprobeCalibrated(), "the rule's value, nothing measured")
 		require.Equal(t, uint64(rows), ix.GetRows())
 		// The lists hold every row's codes (the flat ones are dropped) plus
 		// the row maps and centroids.
@@ -654,10 +655,12 @@ func TestIndexStats(t *testing.T) {
 		require.NoError(t, mem.SetTrained(TrainedIVFNProbe, encodeNProbe(crc, want)))
 		_, ix = stats(t, c)
 		require.Equal(t, uint32(want), ix.GetDefaultNprobe())
+		require.True(t, ix.GetNprobeCalibrated())
 		require.False(t, mem.needsIVFNProbe())
 		require.NoError(t, mem.SetTrained(TrainedIVFNProbe, encodeNProbe(crc+1, want)))
 		_, ix = stats(t, c)
 		require.Equal(t, uint32(ivf.DefaultNProbe(lists)), ix.GetDefaultNprobe(), "other centroids' value")
+		require.False(t, ix.GetNprobeCalibrated(), "other centroids' value")
 		require.True(t, mem.needsIVFNProbe())
 		b, np, _, err := mem.calibrateIVF(context.Background())
 		require.NoError(t, err)

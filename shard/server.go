@@ -854,7 +854,7 @@ func (s *Server) Stats(context.Context, *shardpb.StatsRequest) (*shardpb.StatsRe
 		st := ix.IndexStats()
 		resp.Index = &shardpb.IndexStats{
 			Kind: st.Kind.String(), State: st.State, Lists: uint32(st.Lists), TrainedRows: uint64(st.TrainedRows),
-			DefaultNprobe: uint32(st.DefaultNProbe), Rows: uint64(st.Rows), Bytes: uint64(st.Bytes),
+			DefaultNprobe: uint32(st.DefaultNProbe), NprobeCalibrated: st.NProbeCalibrated, Rows: uint64(st.Rows), Bytes: uint64(st.Bytes),
 		}
 		if st.Err != nil {
 			resp.Index.Error = st.Err.Error()

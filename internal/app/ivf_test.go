@@ -234,8 +234,8 @@ func requireIndexStatus(t *testing.T, h *harness) {
 			require.Equal(t, shard.IndexStateReady, ix.State)
 			require.Positive(t, ix.Lists)
 			want := fmt.Sprintf(`{"kind": "ivf", "state": "ready", "lists": %d, "trained_rows": %d, "default_nprobe": %d,
-				"rows": %d, "bytes": %d, "bytes_per_vector": %v}`, ix.Lists, ix.TrainedRows, ivf.DefaultNProbe(ix.Lists),
-				ix.Rows, ix.Bytes, math.Round(float64(ix.Bytes)/float64(ix.Rows)*10)/10)
+				"nprobe_calibrated": %v, "rows": %d, "bytes": %d, "bytes_per_vector": %v}`, ix.Lists, ix.TrainedRows, ix.DefaultNProbe,
+				ix.NProbeCalibrated, ix.Rows, ix.Bytes, math.Round(float64(ix.Bytes)/float64(ix.Rows)*10)/10)
 			got := st.Shards[si].Replicas[j]
 			require.Equal(t, "int8", got.Quantization, "%s replica %d", r.Shard, j)
 			require.JSONEq(t, want, string(got.Index), "%s replica %d", r.Shard, j)

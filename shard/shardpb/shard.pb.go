@@ -1367,10 +1367,14 @@ type IndexStats struct {
 	// Memory beside the float32 rows: the flat int8 codes and the index
 	// (codes, norms, row maps, centroids). A build under way holds a second
 	// copy of the codes, not counted here.
-	Bytes         uint64 `protobuf:"varint,7,opt,name=bytes,proto3" json:"bytes,omitempty"`
-	Error         string `protobuf:"bytes,8,opt,name=error,proto3" json:"error,omitempty"` // why the state is failed, else empty
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Bytes uint64 `protobuf:"varint,7,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	Error string `protobuf:"bytes,8,opt,name=error,proto3" json:"error,omitempty"` // why the state is failed, else empty
+	// default_nprobe is the leader's measurement on this index (committed
+	// through the log for its centroids), not the starting rule: a bulk
+	// load or benchmark waits for it before trusting recall figures.
+	NprobeCalibrated bool `protobuf:"varint,9,opt,name=nprobe_calibrated,json=nprobeCalibrated,proto3" json:"nprobe_calibrated,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *IndexStats) Reset() {
@@ -1457,6 +1461,13 @@ func (x *IndexStats) GetError() string {
 		return x.Error
 	}
 	return ""
+}
+
+func (x *IndexStats) GetNprobeCalibrated() bool {
+	if x != nil {
+		return x.NprobeCalibrated
+	}
+	return false
 }
 
 var File_shard_proto protoreflect.FileDescriptor
@@ -1562,7 +1573,7 @@ const file_shard_proto_rawDesc = "" +
 	"\fquantization\x18\v \x01(\tR\fquantization\x12\x1b\n" +
 	"\tscan_rate\x18\f \x01(\x01R\bscanRate\x120\n" +
 	"\x05index\x18\r \x01(\v2\x1a.trawl.shard.v1.IndexStatsR\x05index\x12$\n" +
-	"\x0escan_rate_live\x18\x14 \x01(\x01R\fscanRateLive\"\xd6\x01\n" +
+	"\x0escan_rate_live\x18\x14 \x01(\x01R\fscanRateLive\"\x83\x02\n" +
 	"\n" +
 	"IndexStats\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x14\n" +
@@ -1572,7 +1583,8 @@ const file_shard_proto_rawDesc = "" +
 	"\x0edefault_nprobe\x18\x05 \x01(\rR\rdefaultNprobe\x12\x12\n" +
 	"\x04rows\x18\x06 \x01(\x04R\x04rows\x12\x14\n" +
 	"\x05bytes\x18\a \x01(\x04R\x05bytes\x12\x14\n" +
-	"\x05error\x18\b \x01(\tR\x05error2\x89\x04\n" +
+	"\x05error\x18\b \x01(\tR\x05error\x12+\n" +
+	"\x11nprobe_calibrated\x18\t \x01(\bR\x10nprobeCalibrated2\x89\x04\n" +
 	"\x05Shard\x12G\n" +
 	"\x06Search\x12\x1d.trawl.shard.v1.SearchRequest\x1a\x1e.trawl.shard.v1.SearchResponse\x12V\n" +
 	"\vSearchBatch\x12\".trawl.shard.v1.SearchBatchRequest\x1a#.trawl.shard.v1.SearchBatchResponse\x12G\n" +
