@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"math"
 	"unsafe"
 
 	"github.com/trawl-search/trawl/vector"
@@ -48,27 +49,45 @@ func ParseIndex(s string) (IndexKind, error) {
 // shard's IVF centroids, ivf.Centroids.MarshalBinary.
 const TrainedIVFCentroids = "ivf-centroids"
 
-// TrainedIVFNProbe is the trained value holding the default nprobe the
-// leader measured on its built index of the committed centroids
-// (ivf.CalibrateNProbe): 4 bytes of the centroids' CRC-32 (IEEE, of their
-// encoding), then the nprobe, both little-endian uint32. A replica uses
-// it only with an index of the centroids it names, so a value measured
-// for centroids a retrain replaced is ignored until the leader measures
-// again; without one, ivf.DefaultNProbe applies.
+// TrainedIVFNProbe is the trained value holding the default nprobe
+// levels the leader measured on its built index of the committed
+// centroids (ivf.CalibrateNProbe): 4 bytes of the centroids' CRC-32
+// (IEEE, of their encoding), then each level's K and nprobe, all
+// little-endian uint32. A value of one nprobe and no K (8 bytes, written
+// before levels) applies to every k. A replica uses it only with an index
+// of the centroids it names, so a value measured for centroids a retrain
+// replaced is ignored until the leader measures again; without one,
+// ivf.DefaultNProbe applies.
 const TrainedIVFNProbe = "ivf-nprobe"
 
 // encodeNProbe is TrainedIVFNProbe's value.
-func encodeNProbe(crc uint32, nprobe int) []byte {
+func encodeNProbe(crc uint32, levels []ivf.Level) []byte {
 	b := binary.LittleEndian.AppendUint32(nil, crc)
-	return binary.LittleEndian.AppendUint32(b, uint32(nprobe))
+	for _, l := range levels {
+		b = binary.LittleEndian.AppendUint32(b, uint32(l.K))
+		b = binary.LittleEndian.AppendUint32(b, uint32(l.NProbe))
+	}
+	return b
 }
 
-// decodeNProbe reads TrainedIVFNProbe's value; ok false when malformed.
-func decodeNProbe(b []byte) (crc uint32, nprobe int, ok bool) {
-	if len(b) != 8 {
-		return 0, 0, false
+// decodeNProbe reads TrainedIVFNProbe's value; ok false when malformed
+// (levels must be in ascending K, each nprobe positive).
+func decodeNProbe(b []byte) (crc uint32, levels []ivf.Level, ok bool) {
+	switch {
+	case len(b) == 8:
+		np := int(binary.LittleEndian.Uint32(b[4:]))
+		return binary.LittleEndian.Uint32(b), []ivf.Level{{K: math.MaxInt32, NProbe: np}}, np > 0
+	case len(b) < 12 || (len(b)-4)%8 != 0:
+		return 0, nil, false
 	}
-	return binary.LittleEndian.Uint32(b), int(binary.LittleEndian.Uint32(b[4:])), true
+	for i := 4; i < len(b); i += 8 {
+		l := ivf.Level{K: int(binary.LittleEndian.Uint32(b[i:])), NProbe: int(binary.LittleEndian.Uint32(b[i+4:]))}
+		if l.NProbe <= 0 || (len(levels) > 0 && l.K <= levels[len(levels)-1].K) {
+			return 0, nil, false
+		}
+		levels = append(levels, l)
+	}
+	return binary.LittleEndian.Uint32(b), levels, true
 }
 
 // WithIVF makes the store an IVF store (--index ivf) for metric m: it keeps
@@ -425,11 +444,11 @@ func (m *Memory) applyNProbeLocked() {
 	if s.x == nil {
 		return
 	}
-	crc, np, ok := decodeNProbe(m.trained[TrainedIVFNProbe])
+	crc, levels, ok := decodeNProbe(m.trained[TrainedIVFNProbe])
 	if !ok || crc != s.builtCRC {
-		np = 0
+		levels = nil
 	}
-	s.x.SetDefaultNProbe(np)
+	s.x.SetDefaultNProbes(levels)
 }
 
 // needsIVFNProbe reports whether the leader should measure the default
@@ -453,7 +472,7 @@ func (m *Memory) needsIVFNProbe() bool {
 // (ivf.CalibrateNProbe), one step per read-lock hold so writes go on, and
 // returns TrainedIVFNProbe's value for it. It fails with errBuildStale
 // when the index is replaced meanwhile.
-func (m *Memory) calibrateIVF(ctx context.Context) ([]byte, int, float64, error) {
+func (m *Memory) calibrateIVF(ctx context.Context) ([]byte, []ivf.Level, error) {
 	m.mu.RLock()
 	crc := m.ivf.builtCRC
 	m.mu.RUnlock()
@@ -465,11 +484,11 @@ func (m *Memory) calibrateIVF(ctx context.Context) ([]byte, int, float64, error)
 		}
 		return fn(vector.Rows{Data: m.data, Dim: m.dim, IDs: m.ids}, m.ivf.x)
 	}
-	np, rec, err := ivf.CalibrateNProbe(ctx, view, quant.FromEnv(), m.kernel)
+	levels, err := ivf.CalibrateNProbe(ctx, view, quant.FromEnv(), m.kernel)
 	if err != nil {
-		return nil, 0, 0, err
+		return nil, nil, err
 	}
-	return encodeNProbe(crc, np), np, rec, nil
+	return encodeNProbe(crc, levels), levels, nil
 }
 
 // sameBits reports whether a and b hold the same float32 bit patterns.

@@ -3,8 +3,10 @@ package shard
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"math"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -652,23 +654,28 @@ func TestIndexStats(t *testing.T) {
 		require.True(t, mem.needsIVFNProbe())
 		crc := crc32.ChecksumIEEE(cb)
 		want := ivf.DefaultNProbe(lists) + 3
-		require.NoError(t, mem.SetTrained(TrainedIVFNProbe, encodeNProbe(crc, want)))
+		levels := []ivf.Level{{K: 10, NProbe: want}, {K: 100, NProbe: want + 2}}
+		require.NoError(t, mem.SetTrained(TrainedIVFNProbe, encodeNProbe(crc, levels)))
 		_, ix = stats(t, c)
 		require.Equal(t, uint32(want), ix.GetDefaultNprobe())
 		require.True(t, ix.GetNprobeCalibrated())
 		require.False(t, mem.needsIVFNProbe())
-		require.NoError(t, mem.SetTrained(TrainedIVFNProbe, encodeNProbe(crc+1, want)))
+		require.NoError(t, mem.SetTrained(TrainedIVFNProbe, encodeNProbe(crc+1, levels)))
 		_, ix = stats(t, c)
 		require.Equal(t, uint32(ivf.DefaultNProbe(lists)), ix.GetDefaultNprobe(), "other centroids' value")
 		require.False(t, ix.GetNprobeCalibrated(), "other centroids' value")
 		require.True(t, mem.needsIVFNProbe())
-		b, np, _, err := mem.calibrateIVF(context.Background())
+		b, measured, err := mem.calibrateIVF(context.Background())
 		require.NoError(t, err)
-		gotCRC, gotNP, ok := decodeNProbe(b)
+		gotCRC, got, ok := decodeNProbe(b)
 		require.True(t, ok)
 		require.Equal(t, crc, gotCRC)
-		require.Equal(t, np, gotNP)
-		require.GreaterOrEqual(t, np, ivf.DefaultNProbe(lists))
+		require.Len(t, got, len(ivf.CalibrationKs()))
+		for i, l := range got {
+			require.Equal(t, measured[i].K, l.K)
+			require.Equal(t, measured[i].NProbe, l.NProbe)
+		}
+		require.GreaterOrEqual(t, got[0].NProbe, ivf.DefaultNProbe(lists))
 	})
 
 	t.Run("ivf centroids that do not decode", func(t *testing.T) {
@@ -682,4 +689,34 @@ func TestIndexStats(t *testing.T) {
 		require.Zero(t, ix.GetLists())
 		require.Positive(t, ix.GetBytes(), "its flat int8 codes")
 	})
+}
+
+// The committed nprobe value round-trips its levels; a value of one
+// nprobe (written before levels) applies to every k; anything else is
+// refused, so a replica falls back to the rule rather than misread it.
+func TestDecodeNProbe(t *testing.T) {
+	levels := []ivf.Level{{K: 10, NProbe: 24}, {K: 100, NProbe: 96}}
+	for _, tc := range []struct {
+		name string
+		b    []byte
+		want []ivf.Level
+	}{
+		{"levels", encodeNProbe(7, levels), levels},
+		{"one nprobe", binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(nil, 7), 30), []ivf.Level{{K: math.MaxInt32, NProbe: 30}}},
+		{"short", []byte{7, 0, 0, 0, 1, 0}, nil},
+		{"half a level", append(encodeNProbe(7, levels), 1, 0, 0, 0), nil},
+		{"descending k", encodeNProbe(7, []ivf.Level{{K: 100, NProbe: 9}, {K: 10, NProbe: 8}}), nil},
+		{"zero nprobe", encodeNProbe(7, []ivf.Level{{K: 10, NProbe: 0}}), nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			crc, got, ok := decodeNProbe(tc.b)
+			if tc.want == nil {
+				require.False(t, ok)
+				return
+			}
+			require.True(t, ok)
+			require.Equal(t, uint32(7), crc)
+			require.Equal(t, tc.want, got)
+		})
+	}
 }

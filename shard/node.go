@@ -772,8 +772,12 @@ func (n *Node) trainIVF() {
 // lists for a query that names none.
 func (n *Node) calibrateIVF() {
 	n.trainInBackground("ivf default nprobe", TrainedIVFNProbe, func(ctx context.Context) ([]byte, []any, error) {
-		b, np, rec, err := n.cfg.Store.calibrateIVF(ctx)
-		return b, []any{"nprobe", np, "sample_recall", rec}, err
+		b, levels, err := n.cfg.Store.calibrateIVF(ctx)
+		var figures []any
+		for _, l := range levels {
+			figures = append(figures, fmt.Sprintf("nprobe_k%d", l.K), l.NProbe, fmt.Sprintf("sample_recall_k%d", l.K), l.Recall)
+		}
+		return b, figures, err
 	})
 }
 

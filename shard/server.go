@@ -405,7 +405,7 @@ func (s *Server) scanIVF(ctx context.Context, rows vector.Rows, x *ivf.Index, qs
 	for i, q := range qs {
 		np := probes[i]
 		if np == 0 {
-			np = x.DefaultNProbe()
+			np = x.DefaultNProbeFor(q.K)
 		}
 		if sel != nil && ivf.ScanExactly(len(sel), rows.Len(), q.K, np, x.Lists()) {
 			exactQs = append(exactQs, i)

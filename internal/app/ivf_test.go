@@ -206,9 +206,22 @@ func (h *harness) batchSearch(t *testing.T, body any) [][]item {
 
 // requireIndexStatus: /cluster/status shows, for every replica, exactly
 // the index its store reports (kind ivf, ready, its lists, the rows its
-// centroids were trained on, its default nprobe and memory).
+// centroids were trained on, its measured default nprobe and memory).
 func requireIndexStatus(t *testing.T, h *harness) {
 	t.Helper()
+	// The leader measures the default nprobe after each build and commits
+	// it: compare once every replica has it, or the status read and the
+	// store's could straddle the commit.
+	require.Eventually(t, func() bool {
+		for _, reps := range h.dc.Replicas {
+			for _, r := range reps {
+				if !r.Store.IndexStats().NProbeCalibrated {
+					return false
+				}
+			}
+		}
+		return true
+	}, 30*time.Second, 10*time.Millisecond, "every replica has its leader's measured nprobe")
 	resp, err := http.Get(h.srv.URL + "/cluster/status")
 	require.NoError(t, err)
 	defer resp.Body.Close()

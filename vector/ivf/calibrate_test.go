@@ -18,8 +18,9 @@ func viewOf(b built) Viewer {
 // CalibrateNProbe finds what each corpus needs: on isotropic data, where
 // DefaultNProbe's share loses most neighbours, more lists, enough that
 // fresh queries (not rows of the shard) then reach the promised recall at
-// the index's default; on a corpus of few clusters, about the rule's own
-// value. The same inputs give the same answer.
+// the index's default, at k = 10 and at k = 100; on a corpus of few
+// clusters, about the rule's own value at k = 10. A deeper level never
+// probes fewer lists. The same inputs give the same answer.
 func TestCalibrateNProbe(t *testing.T) {
 	n, dim, nq := 20000, 64, 40
 	r := rand.New(rand.NewPCG(21, 22))
@@ -39,27 +40,36 @@ func TestCalibrateNProbe(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			b := build(t, vector.Cosine, c.rows, 0)
 			def := DefaultNProbe(b.x.Lists())
-			np, rec, err := CalibrateNProbe(context.Background(), viewOf(b), b.k, b.f)
+			levels, err := CalibrateNProbe(context.Background(), viewOf(b), b.k, b.f)
 			require.NoError(t, err)
-			t.Logf("%s: %d lists, rule %d, calibrated %d (sample recall %.4f)", c.name, b.x.Lists(), def, np, rec)
-			require.GreaterOrEqual(t, np, c.atLeast(def))
-			require.LessOrEqual(t, np, c.atMost(def, b.x.Lists()))
-			require.True(t, rec >= CalibrationTarget || np == b.x.Lists(), "stops at the target or at every list")
+			t.Logf("%s: %d lists, rule %d, calibrated %+v", c.name, b.x.Lists(), def, levels)
+			require.Len(t, levels, len(CalibrationKs()))
+			for i, l := range levels {
+				require.Equal(t, CalibrationKs()[i], l.K)
+				require.True(t, l.Recall >= CalibrationTarget || l.NProbe == b.x.Lists(), "stops at the target or at every list")
+				if i > 0 {
+					require.GreaterOrEqual(t, l.NProbe, levels[i-1].NProbe, "a deeper level probes at least as many lists")
+				}
+			}
+			require.GreaterOrEqual(t, levels[0].NProbe, c.atLeast(def))
+			require.LessOrEqual(t, levels[0].NProbe, c.atMost(def, b.x.Lists()))
 
-			again, _, err := CalibrateNProbe(context.Background(), viewOf(b), b.k, b.f)
+			again, err := CalibrateNProbe(context.Background(), viewOf(b), b.k, b.f)
 			require.NoError(t, err)
-			require.Equal(t, np, again)
+			require.Equal(t, levels, again)
 
-			b.x.SetDefaultNProbe(np)
-			require.Equal(t, np, b.x.DefaultNProbe())
-			qs := queriesOf(c.vecs, 10, 0)
-			exact, err := b.f.Scan(context.Background(), vector.Cosine, c.rows, plain(qs))
-			require.NoError(t, err)
-			got, err := b.x.Search(context.Background(), b.k, b.f, c.rows, qs)
-			require.NoError(t, err)
-			fresh := recall(exact, got)
-			t.Logf("%s: fresh queries' recall@10 at the calibrated default %.4f", c.name, fresh)
-			require.GreaterOrEqual(t, fresh, 0.98)
+			b.x.SetDefaultNProbes(levels)
+			require.Equal(t, levels[0].NProbe, b.x.DefaultNProbe())
+			for _, k := range []int{10, 100} {
+				qs := queriesOf(c.vecs, k, 0)
+				exact, err := b.f.Scan(context.Background(), vector.Cosine, c.rows, plain(qs))
+				require.NoError(t, err)
+				got, err := b.x.Search(context.Background(), b.k, b.f, c.rows, qs)
+				require.NoError(t, err)
+				fresh := recall(exact, got)
+				t.Logf("%s: fresh queries' recall@%d at the calibrated default %.4f", c.name, k, fresh)
+				require.GreaterOrEqual(t, fresh, 0.98, "k = %d", k)
+			}
 		})
 	}
 }
@@ -67,18 +77,23 @@ func TestCalibrateNProbe(t *testing.T) {
 func TestCalibrateNProbeRefusesTinyShards(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	b := build(t, vector.Cosine, gaussian(r, 15, 8, true), 2)
-	_, _, err := CalibrateNProbe(context.Background(), viewOf(b), b.k, b.f)
+	_, err := CalibrateNProbe(context.Background(), viewOf(b), b.k, b.f)
 	require.ErrorContains(t, err, "15 rows")
 }
 
-func TestDefaultNProbeOverride(t *testing.T) {
+// A query's default is the level of the smallest K covering its k, the
+// last level beyond every K, never more than the lists; no levels is the
+// rule.
+func TestDefaultNProbeFor(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	b := build(t, vector.Cosine, gaussian(r, 2000, 8, true), 40)
 	require.Equal(t, DefaultNProbe(40), b.x.DefaultNProbe())
-	b.x.SetDefaultNProbe(12)
+	require.Equal(t, DefaultNProbe(40), b.x.DefaultNProbeFor(100))
+	b.x.SetDefaultNProbes([]Level{{K: 10, NProbe: 12}, {K: 100, NProbe: 400}})
+	for k, want := range map[int]int{0: 12, 1: 12, 10: 12, 11: 40, 100: 40, 1000: 40} {
+		require.Equal(t, want, b.x.DefaultNProbeFor(k), "k = %d", k)
+	}
 	require.Equal(t, 12, b.x.DefaultNProbe())
-	b.x.SetDefaultNProbe(400)
-	require.Equal(t, 40, b.x.DefaultNProbe(), "never more than the lists")
-	b.x.SetDefaultNProbe(0)
-	require.Equal(t, DefaultNProbe(40), b.x.DefaultNProbe())
+	b.x.SetDefaultNProbes(nil)
+	require.Equal(t, DefaultNProbe(40), b.x.DefaultNProbeFor(10))
 }

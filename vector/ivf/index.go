@@ -37,11 +37,12 @@ type Index struct {
 	lists []list
 	where []slot // by row
 
-	// nprobe is the default of queries that name none, 0 for
-	// DefaultNProbe(lists): a shard sets the value its leader measured for
-	// these centroids (CalibrateNProbe) and committed, so every replica
-	// probes alike. Set only while no search runs (the shard's write lock).
-	nprobe int
+	// nprobes are the defaults of queries that name none, by ascending
+	// K, nil for DefaultNProbe(lists): a shard sets the levels its leader
+	// measured for these centroids (CalibrateNProbe) and committed, so
+	// every replica probes alike. Set only while no search runs (the
+	// shard's write lock).
+	nprobes []Level
 
 	// Scratch for one write at a time (writes are exclusive).
 	fast []float32

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
 
 	"github.com/trawl-search/trawl/vector"
 	"github.com/trawl-search/trawl/vector/quant"
@@ -11,7 +12,7 @@ import (
 
 // DefaultNProbe is the rule for how many of lists lists a query probes
 // unless it says, until a value measured on the index is set
-// (CalibrateNProbe, Index.SetDefaultNProbe), and where calibration
+// (CalibrateNProbe, Index.SetDefaultNProbes), and where calibration
 // starts: one in ProbeShare (rounded up), at least MinNProbe, at most
 // lists.
 //
@@ -37,24 +38,38 @@ const (
 	MinNProbe  = 8
 )
 
-// DefaultNProbe is the lists a query that names none probes: the value
-// set with SetDefaultNProbe, else DefaultNProbe(lists).
-func (x *Index) DefaultNProbe() int {
-	if x.nprobe > 0 {
-		return min(x.nprobe, len(x.lists))
+// DefaultNProbe is the lists a query for up to the first of
+// CalibrationKs hits probes when it names none: DefaultNProbeFor(0).
+func (x *Index) DefaultNProbe() int { return x.DefaultNProbeFor(0) }
+
+// DefaultNProbeFor is the lists a query for k hits probes when it names
+// none: the level set with SetDefaultNProbes of the smallest K at least
+// k (the last level beyond), else DefaultNProbe(lists); never more than
+// the lists.
+func (x *Index) DefaultNProbeFor(k int) int {
+	if len(x.nprobes) == 0 {
+		return DefaultNProbe(len(x.lists))
 	}
-	return DefaultNProbe(len(x.lists))
+	l := x.nprobes[len(x.nprobes)-1]
+	for _, v := range x.nprobes {
+		if v.K >= k {
+			l = v
+			break
+		}
+	}
+	return max(1, min(l.NProbe, len(x.lists)))
 }
 
-// SetDefaultNProbe sets the default nprobe (0: DefaultNProbe(lists)). It
-// must not run beside a search.
-func (x *Index) SetDefaultNProbe(n int) { x.nprobe = max(0, n) }
+// SetDefaultNProbes sets the measured defaults (CalibrateNProbe), levels
+// by ascending K; nil restores DefaultNProbe(lists). It must not run
+// beside a search.
+func (x *Index) SetDefaultNProbes(levels []Level) { x.nprobes = slices.Clone(levels) }
 
 // Query is one search of a batch.
 type Query struct {
 	vector.Query
 	// NProbe is how many lists to probe: 0 for the index's default
-	// (Index.DefaultNProbe); more than the lists there are probes them
+	// (Index.DefaultNProbeFor its K); more than the lists there are probes them
 	// all. A query whose nearest lists hold fewer rows than it keeps
 	// candidates probes twice as many, until they do.
 	NProbe int
@@ -132,7 +147,7 @@ func (x *Index) search(ctx context.Context, k quant.Kernel, f vector.Kernel, row
 		}
 		np := q.NProbe
 		if np == 0 {
-			np = x.DefaultNProbe()
+			np = x.DefaultNProbeFor(q.K)
 		}
 		// Probe more lists (doubling) while the chosen ones hold fewer
 		// rows than the query keeps candidates: k-means can leave lists

@@ -1,12 +1,10 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -43,6 +41,13 @@ type peerPlan struct {
 	nprobes  []int // trawl systems besides the default nprobe, on the same shards
 	batch    int   // Weaviate import: objects a request
 	importCC int   // Weaviate import: requests in flight
+	// exact: also trawl's exact float32 scan ("exact": true) on the same
+	// shards, exactSingle timed single-client queries a round (its scan
+	// grows with the corpus).
+	exact       bool
+	exactSingle int
+	recallKs    []int  // besides k, for trawl's index systems
+	memLimit    string // GOMEMLIMIT of every trawl shard, "" unset
 }
 
 // peerSystem is one side of the comparison: how to ask it query i and
@@ -50,14 +55,26 @@ type peerPlan struct {
 type peerSystem struct {
 	name   string
 	search func(ctx context.Context, hc *http.Client, i int) ([]string, error)
-	pids   func() []int // processes whose RSS is the system's
+	// searchK asks query i for k hits (nil: the system is measured at
+	// the plan's k only).
+	searchK func(ctx context.Context, hc *http.Client, i, k int) ([]string, error)
+	pids    func() []int // processes whose RSS is the system's
+	// warmup and single override the plan's (0: the plan's).
+	warmup, single int
+	// nprobe is the nprobe the system's queries name, 0 for the
+	// default; index is whether it answers from trawl's index.
+	nprobe int
+	index  bool
 
 	importTook time.Duration
 	importNote string
 	rss        int64 // bytes, after import
 	rssAnon    int64 // its anonymous part
 	rounds     []peerRound
-	recall     float64 // of the first round's single-client answers
+	recall     float64         // of the first round's single-client answers
+	recallAt   map[int]float64 // at the plan's recallKs, untimed passes
+	shardNote  string          // trawl: each shard's index, from /cluster/status
+	bytesPerV  float64         // trawl: the shards' anonymous RSS a vector
 }
 
 type peerRound struct {
@@ -83,6 +100,10 @@ func runPeer(ctx context.Context, args []string) error {
 	fs.IntVar(&p.batch, "batch", 200, "Weaviate import: objects per /v1/batch/objects request")
 	fs.IntVar(&p.importCC, "import-concurrency", 2, "Weaviate import: requests in flight")
 	bin := fs.String("weaviate", "../.bin/weaviate-server", "the weaviate-server binary (make weaviate builds it from tools/weaviate); none: trawl alone, to try the harness")
+	fs.BoolVar(&p.exact, "exact", false, "also measure trawl's exact float32 scan (\"exact\": true) on the same shards")
+	fs.IntVar(&p.exactSingle, "exact-queries", 64, "timed single-client queries a round of the exact system (after 8 warm-up ones)")
+	fs.StringVar(&p.memLimit, "shard-memlimit", "", "GOMEMLIMIT of every trawl shard, as the Helm chart sets it (90 % of its memory limit), e.g. 6GiB; empty: unset")
+	recallFlag := fs.String("recall-k", "1,100", "comma-separated k, besides -k 10, at which trawl's index answers are checked for recall (untimed, every query once)")
 	nprobeFlag := fs.String("nprobe-extra", "", "comma-separated nprobe values to measure trawl at besides the default, on the same shards")
 	out := fs.String("out", "RESULTS-peer.md", "markdown file to write (its PNG beside it)")
 	root := fs.String("repo", "..", "the trawl repository (cmd/router is built from it)")
@@ -101,6 +122,16 @@ func runPeer(ctx context.Context, args []string) error {
 			return fmt.Errorf("-nprobe-extra %q: want positive integers", *nprobeFlag)
 		}
 		p.nprobes = append(p.nprobes, n)
+	}
+	for f := range strings.SplitSeq(*recallFlag, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n <= 0 || n > 1000 {
+			return fmt.Errorf("-recall-k %q: want integers in 1..1000", *recallFlag)
+		}
+		p.recallKs = append(p.recallKs, n)
 	}
 	rootAbs, err := filepath.Abs(*root)
 	if err != nil {
@@ -139,20 +170,15 @@ func runPeer(ctx context.Context, args []string) error {
 	}
 	logf("built the router in %s", time.Since(t0).Round(time.Millisecond))
 	t0 = time.Now()
-	corpus, err := peer.Generate(p.recipe)
-	if err != nil {
-		return err
-	}
-	truth, err := peer.Exact(ctx, corpus, p.k)
+	npy := filepath.Join(work, "corpus.npy")
+	// Weaviate's import needs the documents in memory; trawl's reads the
+	// .npy file, so without Weaviate the corpus is only streamed through.
+	corpus, truth, err := writeCorpus(ctx, p, npy, wbin != "")
 	if err != nil {
 		return err
 	}
 	res.exactTook = time.Since(t0)
-	logf("corpus and exact answers in %s", res.exactTook.Round(time.Millisecond))
-	npy := filepath.Join(work, "corpus.npy")
-	if err := cluster.WriteNpyRows(npy, corpus.Data, corpus.Dim); err != nil {
-		return err
-	}
+	logf("corpus, .npy file and exact answers in %s", res.exactTook.Round(time.Millisecond))
 
 	// trawl: groups of one replica, so the figures are the index and the
 	// scatter-gather, not raft replication.
@@ -200,10 +226,31 @@ func runPeer(ctx context.Context, args []string) error {
 			}
 			s.rounds = append(s.rounds, pr)
 			if r == 0 {
-				s.recall = peer.Recall(got, truth)
+				// Against the queries it answered (the exact system
+				// answers fewer).
+				s.recall = peer.Recall(got, truth.IDs(p.k)[:len(got)])
 			}
 			logf("round %d %s: p50 %.2f ms p99 %.2f ms, %d clients %.0f q/s, recall@%d %.4f, errors %d",
 				r+1, s.name, p50(pr.single), p99(pr.single), p.clients, pr.multi.Throughput(), p.k, s.recall, pr.errors)
+		}
+	}
+	// Recall at the other k: every query once, untimed, after the timed
+	// rounds so their caches are the same for every system.
+	for _, s := range systems {
+		if s.searchK == nil || !s.index {
+			continue
+		}
+		s.recallAt = map[int]float64{}
+		hc := &http.Client{Timeout: 30 * time.Second}
+		for _, k := range p.recallKs {
+			got := make([][]string, p.recipe.Queries)
+			for i := range got {
+				if got[i], err = s.searchK(ctx, hc, i, k); err != nil {
+					return fmt.Errorf("%s, recall@%d: %w", s.name, k, err)
+				}
+			}
+			s.recallAt[k] = peer.Recall(got, truth.IDs(k))
+			logf("%s: recall@%d %.4f", s.name, k, s.recallAt[k])
 		}
 	}
 	res.systems = systems
@@ -212,16 +259,62 @@ func runPeer(ctx context.Context, args []string) error {
 	return res.write(*out)
 }
 
-// startTrawl starts 3 `router shard --index ivf` processes and a router,
+// writeCorpus streams the recipe's corpus into a .npy file for `router
+// load` while the exact answers accumulate, at the largest k any system
+// is checked at; the documents stay in memory only when keep is set.
+func writeCorpus(ctx context.Context, p peerPlan, npy string, keep bool) (*peer.Corpus, *peer.Truth, error) {
+	r := p.recipe
+	qs, err := peer.Queries(r)
+	if err != nil {
+		return nil, nil, err
+	}
+	kmax := p.k
+	for _, k := range p.recallKs {
+		kmax = max(kmax, k)
+	}
+	truth, err := peer.NewTruth(qs, kmax)
+	if err != nil {
+		return nil, nil, err
+	}
+	w, err := cluster.CreateNpy(npy, r.Rows, r.Dim)
+	if err != nil {
+		return nil, nil, err
+	}
+	c := &peer.Corpus{Recipe: r, Queries: qs}
+	if keep {
+		c.Data = make([]float32, 0, r.Rows*r.Dim)
+	}
+	err = peer.Stream(ctx, r, 8192, func(first int, rows []float32) error {
+		if err := w.Write(rows); err != nil {
+			return err
+		}
+		if keep {
+			c.Data = append(c.Data, rows...)
+		}
+		return truth.Add(ctx, first, rows)
+	})
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, truth, nil
+}
+
+// startTrawl starts `router shard --index ivf` processes and a router,
 // loads the corpus through `router load`, and waits until every shard
-// answers from its IVF index.
+// answers from an index whose default nprobe its leader has measured.
 func startTrawl(ctx context.Context, bin, work, npy string, corpus *peer.Corpus, p peerPlan, logf func(string, ...any)) ([]*peerSystem, *cluster.Cluster, error) {
 	dir := filepath.Join(work, "trawl")
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, nil, err
 	}
-	c, err := cluster.Start(ctx, cluster.Config{Bin: bin, Dir: dir, Shards: p.shards, Replicas: 1, Dim: corpus.Dim,
-		ShardArgs: []string{"--index", "ivf"}})
+	cfg := cluster.Config{Bin: bin, Dir: dir, Shards: p.shards, Replicas: 1, Dim: corpus.Dim, ShardArgs: []string{"--index", "ivf"}}
+	if p.memLimit != "" {
+		cfg.ShardEnv = []string{"GOMEMLIMIT=" + p.memLimit}
+	}
+	c, err := cluster.Start(ctx, cfg)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -238,6 +331,7 @@ func startTrawl(ctx context.Context, bin, work, npy string, corpus *peer.Corpus,
 		return fail(err)
 	}
 	loaded := time.Since(t0)
+	logf("trawl: loaded %d vectors in %s", corpus.Rows, loaded.Round(time.Millisecond))
 	// A generous deadline: the comparison is of answers, and Weaviate has
 	// none; a trawl answer missing a shard counts as an error.
 	url := rt.Base + "/v1/search?deadline_ms=5000"
@@ -250,66 +344,94 @@ func startTrawl(ctx context.Context, bin, work, npy string, corpus *peer.Corpus,
 		}
 		return ps
 	}
-	system := func(nprobe int) (*peerSystem, error) {
-		bodies := make([][]byte, len(corpus.Queries))
-		for i, q := range corpus.Queries {
-			m := map[string]any{"vector_b64": base64.StdEncoding.EncodeToString(vector.EncodeLE(q)), "k": p.k}
+	system := func(nprobe int, exact bool) (*peerSystem, error) {
+		body := func(i, k int) ([]byte, error) {
+			m := map[string]any{"vector_b64": base64.StdEncoding.EncodeToString(vector.EncodeLE(corpus.Queries[i%len(corpus.Queries)])), "k": k}
 			if nprobe > 0 {
 				m["nprobe"] = nprobe
 			}
-			b, err := json.Marshal(m)
+			if exact {
+				m["exact"] = true
+			}
+			return json.Marshal(m)
+		}
+		bodies := make([][]byte, len(corpus.Queries))
+		for i := range bodies {
+			b, err := body(i, p.k)
 			if err != nil {
 				return nil, err
 			}
 			bodies[i] = b
 		}
 		name := fmt.Sprintf("trawl ivf (int8), %d shards", p.shards)
-		if nprobe > 0 {
+		switch {
+		case exact:
+			name = fmt.Sprintf("trawl exact (float32), %d shards", p.shards)
+		case nprobe > 0:
 			name = fmt.Sprintf("trawl ivf (int8) nprobe %d, %d shards", nprobe, p.shards)
 		}
-		return &peerSystem{name: name, pids: pids,
+		s := &peerSystem{name: name, pids: pids, nprobe: nprobe, index: !exact,
 			search: func(ctx context.Context, hc *http.Client, i int) ([]string, error) {
 				return trawlSearch(ctx, hc, url, bodies[i%len(bodies)])
-			}}, nil
+			},
+			searchK: func(ctx context.Context, hc *http.Client, i, k int) ([]string, error) {
+				b, err := body(i, k)
+				if err != nil {
+					return nil, err
+				}
+				return trawlSearch(ctx, hc, url, b)
+			}}
+		if exact {
+			s.warmup, s.single = 8, min(p.exactSingle, p.single)
+		}
+		return s, nil
 	}
-	s, err := system(0)
+	s, err := system(0, false)
 	if err != nil {
 		return fail(err)
 	}
-	// The shards train their centroids during the load and build their
-	// index in the background: wait until each one answers from it.
+	// The shards train their centroids during the load (and again each
+	// time a shard grows 4×), build their index in the background, then
+	// the leader measures the default nprobe and commits it: wait for all
+	// of it on every shard, as /cluster/status shows it.
 	hc := &http.Client{Timeout: 10 * time.Second}
-	deadline := time.Now().Add(5 * time.Minute)
+	deadline := time.Now().Add(20 * time.Minute)
+	var ixs []indexState
 	for {
 		if _, err := s.search(ctx, hc, 0); err != nil {
 			return fail(err)
 		}
-		ready := true
-		for _, reps := range c.Shards {
-			n, err := ivfScans(ctx, hc, "http://"+reps[0].HTTP+"/metrics")
-			if err != nil {
-				return fail(err)
-			}
-			ready = ready && n > 0
+		if ixs, err = clusterIndexes(ctx, hc, rt.Base); err != nil {
+			return fail(err)
+		}
+		ready := len(ixs) == p.shards
+		for _, ix := range ixs {
+			ready = ready && ix.settled()
 		}
 		if ready {
 			break
 		}
 		if time.Now().After(deadline) {
-			return fail(errors.New("trawl: shards not answering from their IVF index after 5 minutes"))
+			return fail(fmt.Errorf("trawl: shards' indexes not built and calibrated 20 minutes after the load: %+v", ixs))
 		}
-		if err := sleep(ctx, 250*time.Millisecond); err != nil {
+		if err := sleep(ctx, 500*time.Millisecond); err != nil {
 			return fail(err)
 		}
 	}
 	s.importTook = time.Since(t0)
-	s.importNote = fmt.Sprintf("`router load` %.1f s, then until every shard answered from its index", loaded.Seconds())
+	s.importNote = fmt.Sprintf("`router load` %.1f s, then until every shard answered from its index with a measured default nprobe", loaded.Seconds())
 	s.rss = rss(s.pids())
 	s.rssAnon = rssAnon(s.pids())
 	var per []string
-	for _, pid := range s.pids() {
-		per = append(per, fmt.Sprintf("%.0f/%.0f", float64(rss([]int{pid}))/(1<<20), float64(rssAnon([]int{pid}))/(1<<20)))
+	var shardAnon int64
+	for i, pid := range s.pids() {
+		a := rssAnon([]int{pid})
+		if i > 0 {
+			shardAnon += a
+		}
+		per = append(per, fmt.Sprintf("%.0f/%.0f", float64(rss([]int{pid}))/(1<<20), float64(a)/(1<<20)))
 	}
+	s.bytesPerV = float64(shardAnon) / float64(corpus.Rows)
 	s.importNote += fmt.Sprintf("; RSS/anonymous of the router, then each shard: %s MiB", strings.Join(per, ", "))
 	// The Go heap in use tells live data from freed heap the runtime has
 	// not yet returned to the kernel.
@@ -322,18 +444,81 @@ func startTrawl(ctx context.Context, bin, work, npy string, corpus *peer.Corpus,
 		heap = append(heap, fmt.Sprintf("%.0f", m["go_memstats_heap_inuse_bytes"]/(1<<20)))
 	}
 	s.importNote += fmt.Sprintf("; Go heap in use per shard: %s MiB", strings.Join(heap, ", "))
-	logf("trawl: loaded %d vectors in %s, indexes serving after %s, RSS %.0f MiB", corpus.Rows,
-		loaded.Round(time.Millisecond), s.importTook.Round(time.Millisecond), float64(s.rss)/(1<<20))
+	var shards []string
+	for i, ix := range ixs {
+		shards = append(shards, fmt.Sprintf("%s: %d rows, %d lists trained at %d rows, default nprobe %d, %.0f B/vector beside the floats",
+			cluster.ShardName(i), ix.Rows, ix.Lists, ix.TrainedRows, ix.DefaultNProbe, ix.BytesPerVector))
+	}
+	s.shardNote = strings.Join(shards, "; ")
+	logf("trawl: indexes serving after %s, RSS %.0f MiB; %s", s.importTook.Round(time.Millisecond), float64(s.rss)/(1<<20), s.shardNote)
 	out := []*peerSystem{s}
+	extra := func(x *peerSystem) {
+		x.importTook, x.importNote, x.rss, x.rssAnon, x.bytesPerV = s.importTook, "the same shards", s.rss, s.rssAnon, s.bytesPerV
+		out = append(out, x)
+	}
 	for _, n := range p.nprobes {
-		x, err := system(n)
+		x, err := system(n, false)
 		if err != nil {
 			return fail(err)
 		}
-		x.importTook, x.importNote, x.rss, x.rssAnon = s.importTook, "the same shards", s.rss, s.rssAnon
-		out = append(out, x)
+		extra(x)
+	}
+	if p.exact {
+		x, err := system(0, true)
+		if err != nil {
+			return fail(err)
+		}
+		extra(x)
 	}
 	return out, c, nil
+}
+
+// indexState is one replica's index block of /cluster/status.
+type indexState struct {
+	State            string  `json:"state"`
+	Lists            int     `json:"lists"`
+	TrainedRows      int     `json:"trained_rows"`
+	DefaultNProbe    int     `json:"default_nprobe"`
+	NProbeCalibrated bool    `json:"nprobe_calibrated"`
+	Rows             int     `json:"rows"`
+	BytesPerVector   float64 `json:"bytes_per_vector"`
+}
+
+// settled: serving from an index with a measured default nprobe, and no
+// retrain due (the shard has not grown 4× past its centroids' rows).
+func (ix indexState) settled() bool {
+	return ix.State == "ready" && ix.NProbeCalibrated && ix.TrainedRows > 0 && ix.Rows < 4*ix.TrainedRows
+}
+
+// clusterIndexes is the first replica's index of every shard, from the
+// router's /cluster/status.
+func clusterIndexes(ctx context.Context, hc *http.Client, base string) ([]indexState, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/cluster/status", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("cluster status: %w", err)
+	}
+	defer resp.Body.Close()
+	var st struct {
+		Shards []struct {
+			Replicas []struct {
+				Index *indexState `json:"index"`
+			} `json:"replicas"`
+		} `json:"shards"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		return nil, fmt.Errorf("cluster status: %w", err)
+	}
+	var out []indexState
+	for _, sh := range st.Shards {
+		if len(sh.Replicas) > 0 && sh.Replicas[0].Index != nil {
+			out = append(out, *sh.Replicas[0].Index)
+		}
+	}
+	return out, nil
 }
 
 func trawlSearch(ctx context.Context, hc *http.Client, url string, body []byte) ([]string, error) {
@@ -373,32 +558,6 @@ func trawlSearch(ctx context.Context, hc *http.Client, url string, body []byte) 
 		ids[i] = it.ID
 	}
 	return ids, nil
-}
-
-// ivfScans is a shard's trawl_shard_scan_queries_total{kind="ivf"}.
-func ivfScans(ctx context.Context, hc *http.Client, url string) (float64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return 0, err
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return 0, fmt.Errorf("shard metrics: %w", err)
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 4<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if strings.HasPrefix(line, "trawl_shard_scan_queries_total{") && strings.Contains(line, `kind="ivf"`) {
-			f := strings.Fields(line)
-			return strconv.ParseFloat(f[len(f)-1], 64)
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return 0, fmt.Errorf("shard metrics: %w", err)
-	}
-	return 0, nil
 }
 
 // startWeaviateClass creates a class, imports the corpus into it and waits
@@ -441,22 +600,30 @@ func startWeaviateClass(ctx context.Context, ws *weaviate.Server, class, index s
 }
 
 // measure runs warm-up queries, then p.single timed queries one at a time
-// (their answers are returned for recall), then p.clients closed-loop
+// (or the system's own counts; the answers of the first p.recipe.Queries
+// are returned for recall), then p.clients closed-loop
 // clients for p.window.
 func measure(ctx context.Context, s *peerSystem, p peerPlan, round int) (peerRound, [][]string, error) {
 	pr := peerRound{loadAvg: machine.LoadAvg()}
 	tr := &http.Transport{MaxIdleConnsPerHost: p.clients, MaxIdleConns: p.clients}
 	defer tr.CloseIdleConnections()
 	hc := &http.Client{Timeout: 30 * time.Second, Transport: tr}
-	for i := range p.warmup {
+	warmup, single := p.warmup, p.single
+	if s.warmup > 0 {
+		warmup = s.warmup
+	}
+	if s.single > 0 {
+		single = s.single
+	}
+	for i := range warmup {
 		if _, err := s.search(ctx, hc, i+round); err != nil {
 			return pr, nil, err
 		}
 	}
-	got := make([][]string, p.recipe.Queries)
+	got := make([][]string, min(single, p.recipe.Queries))
 	tl := loadgen.NewTally()
 	t0 := time.Now()
-	for i := range p.single {
+	for i := range single {
 		q0 := time.Now()
 		ids, err := s.search(ctx, hc, i)
 		took := time.Since(q0)

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"image/color"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -67,10 +70,28 @@ func (r *peerResults) write(path string) error {
 	if err := r.chart(filepath.Join(dir, png)); err != nil {
 		return err
 	}
+	curve, err := r.curve(path)
+	if err != nil {
+		return err
+	}
 	p := r.plan
 	var b strings.Builder
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
-	w("# trawl IVF against Weaviate 1.35.2, same machine, same run\n\n")
+	var peers []string
+	for _, s := range r.systems {
+		switch {
+		case strings.HasPrefix(s.name, "Weaviate"):
+			if len(peers) == 0 || peers[len(peers)-1] != "Weaviate 1.35.2" {
+				peers = append(peers, "Weaviate 1.35.2")
+			}
+		case !s.index:
+			peers = append(peers, "its exact scan")
+		}
+	}
+	if len(peers) == 0 {
+		peers = []string{"itself at other nprobe"}
+	}
+	w("# trawl IVF against %s, same machine, same run\n\n", strings.Join(peers, " and "))
 	w("Written by `%s` (from `bench/`; `make bench-peer` at the top) on %s; it took %s. ", r.command,
 		time.Now().UTC().Format("2006-01-02 15:04 UTC"), r.took.Round(time.Second))
 	w("Load average (1, 5, 15 min) at start **%s**, at end **%s**. The machine is shared with other work, so compare "+
@@ -85,6 +106,17 @@ func (r *peerResults) write(path string) error {
 		"`router serve` at its defaults, loaded with `router load` from a .npy file; the run waits until every shard has "+
 		"answered a query from its IVF index (`trawl_shard_scan_queries_total{kind=\"ivf\"}`). Queries: `POST /v1/search?deadline_ms=5000` "+
 		"with `vector_b64` and `k` = %d, default `nprobe`; a degraded answer counts as an error.\n", p.shards, p.k)
+	if p.memLimit != "" {
+		w("  Every shard runs with `GOMEMLIMIT=%s`, as the Helm chart sets it (90 %% of the pod's memory limit).\n", p.memLimit)
+	}
+	if p.exact {
+		w("- **trawl exact**: the same shards asked with `\"exact\": true` (every row scanned in float32, as a flat shard does); "+
+			"%d single-client warm-up and %d timed queries a round, as its scan grows with the corpus.\n", 8, min(p.exactSingle, p.single))
+	}
+	if len(p.recallKs) > 0 {
+		w("- **Recall at other k**: after the timed rounds, every query once more at k = %s through trawl's index systems, "+
+			"untimed, by exact id set against the brute force's top-k.\n", joinInts(p.recallKs))
+	}
 	w("- **Weaviate 1.35.2**: one `weaviate-server` (built by `make weaviate` from `tools/weaviate/go.mod`) on loopback, "+
 		"`vectorizer: none`, cosine, `shardingConfig.desiredCount: %d`; class `PeerHnsw` with `vectorIndexType: hnsw` at "+
 		"Weaviate's defaults (efConstruction, maxConnections, dynamic ef)", p.shards)
@@ -106,10 +138,33 @@ func (r *peerResults) write(path string) error {
 	w(".\n\n")
 
 	w("## Results\n\n![p50 and q/s per system](%s)\n\n", png)
-	w("| system | p50 ms, 1 client | p99 ms, 1 client | q/s, %d clients | recall@%d | import + index | RSS after import (anonymous) |\n|---|---:|---:|---:|---:|---:|---:|\n", p.clients, p.k)
+	if curve != "" {
+		w("![recall@%d against p50 and q/s, over nprobe](%s)\n\n", p.k, filepath.Base(curve))
+	}
+	other := ""
+	for _, k := range p.recallKs {
+		other += fmt.Sprintf(" | recall@%d", k)
+	}
+	w("| system | p50 ms, 1 client | p99 ms, 1 client | q/s, %d clients | recall@%d%s | import + index | RSS after import (anonymous) | shards' anonymous RSS a vector |\n|---|---:|---:|---:|---:%s|---:|---:|---:|\n",
+		p.clients, p.k, other, strings.Repeat("|---:", len(p.recallKs)))
 	for _, s := range r.systems {
-		w("| %s | %.2f | %.2f | %.0f | %.4f | %.1f s | %.0f MiB (%.0f) |\n", s.name, s.med(p50, false), s.med(p99, false),
-			s.med(thru, true), s.recall, s.importTook.Seconds(), float64(s.rss)/(1<<20), float64(s.rssAnon)/(1<<20))
+		at := ""
+		for _, k := range p.recallKs {
+			if v, ok := s.recallAt[k]; ok {
+				at += fmt.Sprintf(" | %.4f", v)
+			} else {
+				at += " | —"
+			}
+		}
+		bpv := "—"
+		if s.bytesPerV > 0 {
+			bpv = fmt.Sprintf("%.0f B", s.bytesPerV)
+		}
+		w("| %s | %.2f | %.2f | %.0f | %.4f%s | %.1f s | %.0f MiB (%.0f) | %s |\n", s.name, s.med(p50, false), s.med(p99, false),
+			s.med(thru, true), s.recall, at, s.importTook.Seconds(), float64(s.rss)/(1<<20), float64(s.rssAnon)/(1<<20), bpv)
+	}
+	if n := r.systems[0].shardNote; n != "" {
+		w("\ntrawl's index per shard (`/cluster/status`): %s. A float32 vector is %d B.\n", n, 4*p.recipe.Dim)
 	}
 	w("\nImport: ")
 	for i, s := range r.systems {
@@ -129,6 +184,7 @@ func (r *peerResults) write(path string) error {
 			w("| %d | %s | %.2f | %.2f | %.0f | %d | %s |\n", i+1, s.name, p50(pr.single), p99(pr.single), pr.multi.Throughput(), pr.errors, pr.loadAvg)
 		}
 	}
+	r.writeExactVerdict(w)
 	var h *peerSystem
 	for _, s := range r.systems {
 		if strings.HasPrefix(s.name, "Weaviate") && strings.Contains(s.name, "hnsw") {
@@ -216,4 +272,121 @@ func (r *peerResults) chart(path string) error {
 		return err
 	}
 	return savePNG(path, 12*vg.Inch, 5*vg.Inch, a, b)
+}
+
+func joinInts(xs []int) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = strconv.Itoa(x)
+	}
+	return strings.Join(s, ", ")
+}
+
+// writeExactVerdict compares trawl's index at its default nprobe with its
+// exact scan, when both ran: issue 15's goal at a million vectors is
+// ≥ 20× the exact scan's q/s at recall@10 ≥ 0.99.
+func (r *peerResults) writeExactVerdict(w func(string, ...any)) {
+	var ix, ex *peerSystem
+	for _, s := range r.systems {
+		switch {
+		case s.index && s.nprobe == 0 && strings.HasPrefix(s.name, "trawl") && ix == nil:
+			ix = s
+		case !s.index && strings.HasPrefix(s.name, "trawl"):
+			ex = s
+		}
+	}
+	if ix == nil || ex == nil {
+		return
+	}
+	p := r.plan
+	qr := perRound(ix, ex, thru, true)
+	pr := perRound(ix, ex, p50, false)
+	w("\n## The index against the exact scan\n\n")
+	w("Same shards, same run, default nprobe against `\"exact\": true`: %d-client q/s **%.1f×** the exact scan's (rounds: %s), "+
+		"single-client p50 **%.3g×** (rounds: %s), at recall@%d %.4f.\n", p.clients, median(qr), fmtRatios(qr), median(pr), fmtRatios(pr), p.k, ix.recall)
+	if p.recipe.Rows >= 1_000_000 {
+		ok := median(qr) >= 20 && ix.recall >= 0.99
+		verdict := "**not met**"
+		if ok {
+			verdict = "met"
+		}
+		w("\nIssue 15's goal at 1 000 000 vectors, ≥ 20× the exact scan's q/s at recall@10 ≥ 0.99: %s in this run.\n", verdict)
+	}
+}
+
+// curve charts recall@k against p50 and against q/s for trawl's index at
+// each nprobe measured, with the exact scan and any peer as single
+// points, into the results' name with -curve.png; "" when fewer than two
+// nprobe were measured.
+func (r *peerResults) curve(mdPath string) (string, error) {
+	var ivfs []*peerSystem
+	for _, s := range r.systems {
+		if s.index {
+			ivfs = append(ivfs, s)
+		}
+	}
+	if len(ivfs) < 2 {
+		return "", nil
+	}
+	path := strings.TrimSuffix(mdPath, ".md") + "-curve.png"
+	tag := fmt.Sprintf("(commit %s, load avg %s, %d × %d-D, %d shards)", r.info.Commit, r.loadStart, r.plan.recipe.Rows, r.plan.recipe.Dim, r.plan.shards)
+	mk := func(title, xlabel string, x func(*peerSystem) float64) (*plot.Plot, error) {
+		pl := plot.New()
+		pl.Title.Text = title + "\n" + tag
+		pl.X.Label.Text = xlabel
+		pl.Y.Label.Text = fmt.Sprintf("recall@%d (exact id set)", r.plan.k)
+		// trawl's index, by nprobe (the default at its measured place).
+		sorted := slices.Clone(ivfs)
+		slices.SortFunc(sorted, func(a, b *peerSystem) int { return cmp.Compare(x(a), x(b)) })
+		xy := make(plotter.XYs, len(sorted))
+		labels := make([]string, len(sorted))
+		for i, s := range sorted {
+			xy[i] = plotter.XY{X: x(s), Y: s.recall}
+			labels[i] = "default"
+			if s.nprobe > 0 {
+				labels[i] = fmt.Sprintf("nprobe %d", s.nprobe)
+			}
+		}
+		line, pts, err := plotter.NewLinePoints(xy)
+		if err != nil {
+			return nil, err
+		}
+		line.Color, pts.Color = trawlColor, trawlColor
+		pl.Add(line, pts)
+		pl.Legend.Add("trawl ivf (int8)", line, pts)
+		lb, err := plotter.NewLabels(plotter.XYLabels{XYs: xy, Labels: labels})
+		if err != nil {
+			return nil, err
+		}
+		pl.Add(lb)
+		for _, s := range r.systems {
+			if s.index {
+				continue
+			}
+			sc, err := plotter.NewScatter(plotter.XYs{{X: x(s), Y: s.recall}})
+			if err != nil {
+				return nil, err
+			}
+			sc.Color = baseColor
+			if strings.HasPrefix(s.name, "trawl") {
+				sc.Color = color.Black
+			}
+			sc.Radius = vg.Points(4)
+			pl.Add(sc)
+			pl.Legend.Add(strings.SplitN(s.name, ",", 2)[0], sc)
+		}
+		pl.Legend.Top = false
+		pl.Legend.Left = false
+		return pl, nil
+	}
+	a, err := mk("Recall against single-client p50, over nprobe", "p50 latency, ms (median of rounds)", func(s *peerSystem) float64 { return s.med(p50, false) })
+	if err != nil {
+		return "", err
+	}
+	b, err := mk(fmt.Sprintf("Recall against throughput, %d clients, over nprobe", r.plan.clients), "queries/s (median of rounds)",
+		func(s *peerSystem) float64 { return s.med(thru, true) })
+	if err != nil {
+		return "", err
+	}
+	return path, savePNG(path, 12*vg.Inch, 5*vg.Inch, a, b)
 }

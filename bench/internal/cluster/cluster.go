@@ -22,6 +22,9 @@ type Config struct {
 	// ShardArgs are extra `router shard` flags for every replica
 	// (--index ivf, say).
 	ShardArgs []string
+	// ShardEnv is added to every replica's environment (GOMEMLIMIT, say,
+	// as the Helm chart sets it).
+	ShardEnv []string
 }
 
 // Replica is one `router shard` process and the fault proxy in front of
@@ -81,7 +84,7 @@ func (c *Cluster) start(ctx context.Context) error {
 				args = append(args, "--peers", strings.Join(peers, ","), "--advertise-addr", r.GRPC)
 			}
 			args = append(args, c.cfg.ShardArgs...)
-			r.Proc = Proc{Name: fmt.Sprintf("%s/%d", ShardName(s), r.Index), Bin: c.cfg.Bin, Args: args, Log: r.Dir + ".log"}
+			r.Proc = Proc{Name: fmt.Sprintf("%s/%d", ShardName(s), r.Index), Bin: c.cfg.Bin, Args: args, Log: r.Dir + ".log", Env: c.cfg.ShardEnv}
 			if err := r.Start(); err != nil {
 				return err
 			}

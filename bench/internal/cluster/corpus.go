@@ -22,19 +22,38 @@ func WriteNpy(path string, rows, dim int, seed uint64) error {
 	})
 }
 
-// WriteNpyRows writes data (rows of dim float32, row-major) as a .npy
-// file.
-func WriteNpyRows(path string, data []float32, dim int) error {
-	return writeNpy(path, len(data)/dim, dim, func(i int, row []float32) {
-		copy(row, data[i*dim:(i+1)*dim])
-	})
-}
-
 // writeNpy writes a .npy file of rows × dim float32, row i filled by fill.
 func writeNpy(path string, rows, dim int, fill func(i int, row []float32)) error {
+	w, err := CreateNpy(path, rows, dim)
+	if err != nil {
+		return err
+	}
+	v := make([]float32, dim)
+	for i := range rows {
+		fill(i, v)
+		if err := w.Write(v); err != nil {
+			w.f.Close()
+			return err
+		}
+	}
+	return w.Close()
+}
+
+// NpyWriter writes a .npy file (format 1.0) of float32 rows in order,
+// for corpora too large to hold in memory.
+type NpyWriter struct {
+	f         *os.File
+	w         *bufio.Writer
+	dim       int
+	rows, got int
+	buf       []byte
+}
+
+// CreateNpy starts a .npy file of rows × dim float32.
+func CreateNpy(path string, rows, dim int) (*NpyWriter, error) {
 	f, err := os.Create(path)
 	if err != nil {
-		return fmt.Errorf("corpus: %w", err)
+		return nil, fmt.Errorf("corpus: %w", err)
 	}
 	w := bufio.NewWriterSize(f, 1<<20)
 	hdr := fmt.Sprintf("{'descr': '<f4', 'fortran_order': False, 'shape': (%d, %d), }", rows, dim)
@@ -46,20 +65,39 @@ func writeNpy(path string, rows, dim int, fill func(i int, row []float32)) error
 	w.WriteString("\x93NUMPY\x01\x00")
 	binary.Write(w, binary.LittleEndian, uint16(len(hdr)))
 	w.WriteString(hdr)
-	v := make([]float32, dim)
-	row := make([]byte, 4*dim)
-	for i := range rows {
-		fill(i, v)
-		for j, x := range v {
-			binary.LittleEndian.PutUint32(row[4*j:], math.Float32bits(x))
-		}
-		w.Write(row)
+	return &NpyWriter{f: f, w: w, dim: dim, rows: rows}, nil
+}
+
+// Write appends whole rows (row-major).
+func (n *NpyWriter) Write(data []float32) error {
+	if len(data)%n.dim != 0 || n.got+len(data)/n.dim > n.rows {
+		return fmt.Errorf("corpus: %d floats do not fit the %d × %d file after %d rows", len(data), n.rows, n.dim, n.got)
 	}
-	if err := w.Flush(); err != nil {
-		f.Close()
+	if cap(n.buf) < 4*len(data) {
+		n.buf = make([]byte, 4*len(data))
+	}
+	b := n.buf[:4*len(data)]
+	for j, x := range data {
+		binary.LittleEndian.PutUint32(b[4*j:], math.Float32bits(x))
+	}
+	n.got += len(data) / n.dim
+	if _, err := n.w.Write(b); err != nil {
 		return fmt.Errorf("corpus: %w", err)
 	}
-	if err := f.Close(); err != nil {
+	return nil
+}
+
+// Close flushes the file; it fails if fewer rows were written than the
+// header says.
+func (n *NpyWriter) Close() error {
+	err := n.w.Flush()
+	if cerr := n.f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil && n.got != n.rows {
+		err = fmt.Errorf("%d of %d rows written", n.got, n.rows)
+	}
+	if err != nil {
 		return fmt.Errorf("corpus: %w", err)
 	}
 	return nil

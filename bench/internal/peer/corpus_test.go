@@ -54,3 +54,39 @@ func TestRecallCountsIDSets(t *testing.T) {
 		t.Fatalf("recall %v, want 0.5 (a repeated id counts once)", r)
 	}
 }
+
+func TestStreamedTruthEqualsWhole(t *testing.T) {
+	for _, clusters := range []int{0, 6} {
+		r := Recipe{Rows: 1000, Queries: 7, Dim: 24, Clusters: clusters, Noise: 1, Seed: 9}
+		c, err := Generate(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		whole, err := Exact(t.Context(), c, 20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr, err := NewTruth(c.Queries, 20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var streamed []float32
+		// Chunks of 97 rows: the running top-20 is merged across chunk
+		// edges, and the streamed rows are the generated ones.
+		if err := Stream(t.Context(), r, 97, func(first int, rows []float32) error {
+			streamed = append(streamed, rows...)
+			return tr.Add(t.Context(), first, rows)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(streamed, c.Data) {
+			t.Fatalf("clusters %d: streamed rows differ from the generated ones", clusters)
+		}
+		if got := tr.IDs(20); !slices.EqualFunc(got, whole, slices.Equal) {
+			t.Fatalf("clusters %d: streamed truth %v, whole %v", clusters, got[0], whole[0])
+		}
+		if got := tr.IDs(1); len(got[0]) != 1 || got[0][0] != whole[0][0] {
+			t.Fatalf("clusters %d: top-1 %v, want the top-20's first %v", clusters, got[0], whole[0][0])
+		}
+	}
+}
