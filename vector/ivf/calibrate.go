@@ -55,10 +55,20 @@ type Viewer func(fn func(rows vector.Rows, x *Index) error) error
 // smallest nprobe in a ladder growing by half each step (from
 // DefaultNProbe(lists) for the first level, from the previous level's
 // value after it) at which the index finds, for CalibrationQueries rows
-// taken evenly through the shard, at least CalibrationTarget of each
+// taken evenly through the shard (through the rows written since the
+// centroids were trained, when there are that many), at least CalibrationTarget of each
 // one's exact K nearest other rows (leave-one-out recall: the row itself
 // is excluded from both answers). Every list is the last step (recall 1
 // by construction: a probe of all lists re-scores the flat candidates).
+//
+// Writes go on between steps (a bulk load usually is), so every step
+// reads only the rows the shard held at the first: the truth is scanned
+// over them and the probes are restricted to them (Query.Allow), or rows
+// added meanwhile would displace true neighbours from the answers and
+// the measured recall, lowered, would push nprobe up to every list. Rows
+// are appended at the end; a delete moves the last row into its hole, and
+// an upsert of a held id changes its vector, so those (rare under a load)
+// can still move the figure a little.
 //
 // The result depends only on the rows and the index, so it is the same
 // on any replica, but only a leader runs it, and commits it: replicas
@@ -68,6 +78,7 @@ func CalibrateNProbe(ctx context.Context, view Viewer, k quant.Kernel, f vector.
 		qs    []vector.Query
 		exact [][]vector.Hit
 		lists int
+		held  int // rows at the first step, the only ones any step reads
 	)
 	ks := CalibrationKs()
 	deepest := ks[len(ks)-1]
@@ -79,11 +90,20 @@ func CalibrateNProbe(ctx context.Context, view Viewer, k quant.Kernel, f vector.
 		if x == nil || n < 2*ks[0] {
 			return fmt.Errorf("ivf calibration: %d rows", n)
 		}
-		lists = len(x.lists)
+		lists, held = len(x.lists), n
 		deepest = min(deepest, n-1)
+		// Rows the centroids were trained on sit nearer the centroids
+		// they shaped than a query does, so their recall flatters the
+		// index. Rows written after the training (appended past
+		// TrainedRows) are as new to the centroids as a query: use them
+		// when there are enough.
+		from := 0
+		if t := x.cent.TrainedRows; n-t >= CalibrationQueries {
+			from = t
+		}
 		nq := min(CalibrationQueries, n)
 		for i := range nq {
-			r := i * n / nq
+			r := from + i*(n-from)/nq
 			v := append([]float32(nil), rows.Data[r*rows.Dim:(r+1)*rows.Dim]...)
 			qs = append(qs, vector.Query{Vector: v, K: deepest, Exclude: rows.IDs[r]})
 		}
@@ -95,7 +115,7 @@ func CalibrateNProbe(ctx context.Context, view Viewer, k quant.Kernel, f vector.
 	for lo := 0; lo < len(qs); lo += batch {
 		sub := qs[lo:min(lo+batch, len(qs))]
 		err := view(func(rows vector.Rows, x *Index) error {
-			hs, err := f.Scan(ctx, x.cent.Metric, rows, sub)
+			hs, err := f.Scan(ctx, x.cent.Metric, firstRows(rows, held), sub)
 			exact = append(exact, hs...)
 			return err
 		})
@@ -103,6 +123,7 @@ func CalibrateNProbe(ctx context.Context, view Viewer, k quant.Kernel, f vector.
 			return nil, fmt.Errorf("ivf calibration: %w", err)
 		}
 	}
+	allow := func(row int32) bool { return int(row) < held }
 	var out []Level
 	np := DefaultNProbe(lists)
 	for _, lk := range ks {
@@ -111,7 +132,7 @@ func CalibrateNProbe(ctx context.Context, view Viewer, k quant.Kernel, f vector.
 			iq := make([]Query, len(qs))
 			for i, q := range qs {
 				q.K = kk
-				iq[i] = Query{Query: q, NProbe: np}
+				iq[i] = Query{Query: q, NProbe: np, Allow: allow}
 			}
 			var got [][]vector.Hit
 			err := view(func(rows vector.Rows, x *Index) error {
@@ -131,6 +152,13 @@ func CalibrateNProbe(ctx context.Context, view Viewer, k quant.Kernel, f vector.
 		}
 	}
 	return out, nil
+}
+
+// firstRows is rows cut to its first n (fewer if it has fewer).
+func firstRows(rows vector.Rows, n int) vector.Rows {
+	n = min(n, rows.Len())
+	rows.Data, rows.IDs = rows.Data[:n*rows.Dim], rows.IDs[:n]
+	return rows
 }
 
 // recallOf is the mean share of each exact answer's first k ids found in

@@ -2,6 +2,7 @@ package ivf
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 
@@ -96,4 +97,43 @@ func TestDefaultNProbeFor(t *testing.T) {
 	require.Equal(t, 12, b.x.DefaultNProbe())
 	b.x.SetDefaultNProbes(nil)
 	require.Equal(t, DefaultNProbe(40), b.x.DefaultNProbeFor(10))
+}
+
+// Rows written while a calibration runs (a bulk load goes on between its
+// steps) change nothing: every step reads the rows held at the first.
+// The rows written here are each a near copy of a calibration query, so
+// counted they would push out a true neighbour of nearly every query.
+func TestCalibrateNProbeIgnoresRowsWrittenMeanwhile(t *testing.T) {
+	n, dim := 8000, 32
+	r := rand.New(rand.NewPCG(5, 6))
+	rows, _ := clustered(r, n, 1, dim, true)
+	b := build(t, vector.Cosine, rows, 0)
+	want, err := CalibrateNProbe(context.Background(), viewOf(b), b.k, b.f)
+	require.NoError(t, err)
+
+	// A copy of the rows and index that grows between steps.
+	data := append(make([]float32, 0, 2*n*dim), rows.Data...)
+	ids := append(make([]string, 0, 2*n), rows.IDs...)
+	g := build(t, vector.Cosine, vector.Rows{Data: data, Dim: dim, IDs: ids}, b.x.Lists())
+	steps := 0
+	grow := func(fn func(vector.Rows, *Index) error) error {
+		if steps > 0 {
+			for q := range min(CalibrationQueries, n) {
+				src := q * n / min(CalibrationQueries, n)
+				v := make([]float32, dim)
+				copy(v, data[src*dim:(src+1)*dim])
+				v[steps%dim] += 1e-3
+				vector.Generic().Normalize(v)
+				data = append(data, v...)
+				ids = append(ids, fmt.Sprintf("new-%d-%d", steps, q))
+				g.x.Append(v)
+			}
+		}
+		steps++
+		return fn(vector.Rows{Data: data, Dim: dim, IDs: ids}, g.x)
+	}
+	got, err := CalibrateNProbe(context.Background(), grow, g.k, g.f)
+	require.NoError(t, err)
+	require.Greater(t, len(ids), n+CalibrationQueries, "rows were written between steps")
+	require.Equal(t, want, got)
 }
