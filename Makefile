@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := $(CURDIR)/.bin
 TOOLS   := -modfile=$(CURDIR)/tools/go.mod
 
-.PHONY: run test vet proto tools build bench bench-quick weaviate bench-peer
+.PHONY: run test vet proto tools build bench bench-quick weaviate bench-peer bench-ivf
 
 ## run: the whole cluster in one process (3 shards x 2 replicas, 20 000 docs) on :8080
 run:
@@ -32,18 +32,25 @@ proto: tools
 	$(BIN)/buf lint
 	$(BIN)/buf generate
 
-## bench: vector kernels and scans against gonum, vek and a plain memory read (bench/results.md, bench/results.png), then the router harness at full size (bench/RESULTS.md and its PNGs: real shard and router processes on loopback, faults, overload, overhead; about 25 minutes, 100 000 x 1536 vectors, ~2 GB RAM, ~4 GB disk)
+## bench: vector kernels and scans against gonum, vek and a plain memory read (bench/results.md, bench/results.png), then the router harness at full size (bench/RESULTS.md and its PNGs: real shard and router processes on loopback, faults, overload, overhead; about 25 minutes, 100 000 x 1536 vectors, ~2 GB RAM, ~4 GB disk), then bench-ivf
 bench:
 	cd bench && $(GO) run ./cmd/benchreport
 	cd bench && $(GO) run ./cmd/trawlbench suite
+	$(MAKE) bench-ivf
+
+## bench-ivf: --index ivf against the exact scan on the same shards (3 groups of one), clustered and isotropic corpora of 100 000 and 1 000 000 x 1536: recall@1/10/100 at the default nprobe, the recall/nprobe curve, p50/p99 and q/s, memory a vector, build time (bench/RESULTS-ivf-*.md and PNGs; about 40 minutes; the 1 M runs need ~14 GB RAM and ~30 GB disk)
+bench-ivf:
+	cd bench && $(GO) run ./cmd/trawlbench peer -weaviate none -exact -rows 100000 -clusters 0 -nprobe-extra 32,64 -out RESULTS-ivf-100k-isotropic.md
+	cd bench && $(GO) run ./cmd/trawlbench peer -weaviate none -exact -rows 1000000 -rounds 2 -nprobe-extra 16,32,64 -shard-memlimit 5GiB -out RESULTS-ivf-1m-clustered.md
+	cd bench && $(GO) run ./cmd/trawlbench peer -weaviate none -exact -rows 1000000 -rounds 2 -clusters 0 -shard-memlimit 5GiB -out RESULTS-ivf-1m-isotropic.md
 
 ## weaviate: build the peer Weaviate (v1.35.2, pinned in tools/weaviate/go.mod) into .bin/weaviate-server (a large build: 19 minutes on 2 shared cores, a 160 MB binary)
 weaviate:
 	cd tools/weaviate && $(GO) build -buildvcs=false -o $(BIN)/weaviate-server github.com/weaviate/weaviate/cmd/weaviate-server
 
-## bench-peer: trawl --index ivf against Weaviate HNSW (and flat) on the same 100 000 x 1536 clustered corpus over 3 shards, same run (bench/RESULTS-peer.md and its PNG; ~10 minutes after the build, ~4 GB RAM)
+## bench-peer: trawl --index ivf (default nprobe and 16, 32, 64) and its exact scan against Weaviate HNSW and flat on the same 100 000 x 1536 clustered corpus over 3 shards, same run (bench/RESULTS-peer.md and its PNGs; ~20 minutes after the build, ~5 GB RAM)
 bench-peer: weaviate
-	cd bench && $(GO) run ./cmd/trawlbench peer -weaviate $(BIN)/weaviate-server $(PEERFLAGS)
+	cd bench && $(GO) run ./cmd/trawlbench peer -weaviate $(BIN)/weaviate-server -exact -nprobe-extra 16,32,64 $(PEERFLAGS)
 
 ## bench-quick: every router-harness family at reduced size in under 3 minutes (bench/RESULTS-quick.md and its PNGs; never touches RESULTS.md)
 bench-quick:
