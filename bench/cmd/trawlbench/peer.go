@@ -446,8 +446,12 @@ func startTrawl(ctx context.Context, bin, work, npy string, corpus *peer.Corpus,
 	s.importNote += fmt.Sprintf("; Go heap in use per shard: %s MiB", strings.Join(heap, ", "))
 	var shards []string
 	for i, ix := range ixs {
-		shards = append(shards, fmt.Sprintf("%s: %d rows, %d lists trained at %d rows, default nprobe %d, %.0f B/vector beside the floats",
-			cluster.ShardName(i), ix.Rows, ix.Lists, ix.TrainedRows, ix.DefaultNProbe, ix.BytesPerVector))
+		note := fmt.Sprintf("%s: %d rows, %d lists trained at %d rows, default nprobe %d (k ≤ 10), %.0f B/vector beside the floats",
+			cluster.ShardName(i), ix.Rows, ix.Lists, ix.TrainedRows, ix.DefaultNProbe, ix.BytesPerVector)
+		if i < len(c.Shards) {
+			note += indexTimes(c.Shards[i][0].Log)
+		}
+		shards = append(shards, note)
 	}
 	s.shardNote = strings.Join(shards, "; ")
 	logf("trawl: indexes serving after %s, RSS %.0f MiB; %s", s.importTook.Round(time.Millisecond), float64(s.rss)/(1<<20), s.shardNote)
@@ -471,6 +475,55 @@ func startTrawl(ctx context.Context, bin, work, npy string, corpus *peer.Corpus,
 		extra(x)
 	}
 	return out, c, nil
+}
+
+// indexTimes reads, from a shard's log, how long its last training of
+// centroids, build of its index and measurement of its default nprobe
+// took, and the levels measured; "" when the log says nothing of them.
+func indexTimes(logPath string) string {
+	b, err := os.ReadFile(logPath)
+	if err != nil {
+		return ""
+	}
+	last := map[string]map[string]any{}
+	for _, line := range strings.Split(string(b), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(line), &m) != nil {
+			continue
+		}
+		if msg, _ := m["msg"].(string); msg != "" {
+			last[msg] = m
+		}
+	}
+	var out []string
+	if m := last["ivf centroids trained and committed"]; m != nil {
+		out = append(out, fmt.Sprintf("last training %s", logDuration(m["took"])))
+	}
+	if m := last["ivf index built"]; m != nil {
+		out = append(out, fmt.Sprintf("its build %s (%v rows)", logDuration(m["took"]), m["rows"]))
+	}
+	if m := last["ivf default nprobe trained and committed"]; m != nil {
+		var lv []string
+		for _, k := range []string{"10", "100"} {
+			if np, ok := m["nprobe_k"+k]; ok {
+				lv = append(lv, fmt.Sprintf("k ≤ %s: nprobe %v, sample recall %.3f", k, np, m["sample_recall_k"+k]))
+			}
+		}
+		out = append(out, fmt.Sprintf("nprobe measured in %s (%s)", logDuration(m["took"]), strings.Join(lv, "; ")))
+	}
+	if len(out) == 0 {
+		return ""
+	}
+	return " — " + strings.Join(out, ", ")
+}
+
+// logDuration is a slog JSON duration (nanoseconds) as a duration.
+func logDuration(v any) string {
+	ns, ok := v.(float64)
+	if !ok {
+		return fmt.Sprint(v)
+	}
+	return time.Duration(ns).Round(time.Millisecond).String()
 }
 
 // indexState is one replica's index block of /cluster/status.

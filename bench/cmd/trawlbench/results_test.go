@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"testing"
 	"time"
 
@@ -37,5 +38,28 @@ func TestRatioIsMedianOfPerRoundRatios(t *testing.T) {
 	}
 	if got := med(a, goodput); got != 40 {
 		t.Fatalf("median goodput %v, want 40", got)
+	}
+}
+
+// indexTimes reports the last of each index event a shard logged, with
+// slog's nanosecond durations as durations.
+func TestIndexTimes(t *testing.T) {
+	path := t.TempDir() + "/shard.log"
+	log := `{"msg":"ivf centroids trained and committed","took":1000000000}
+not json
+{"msg":"ivf centroids trained and committed","took":2375000000}
+{"msg":"ivf index built","rows":18534,"took":1340000000}
+{"msg":"ivf default nprobe trained and committed","nprobe_k10":27,"sample_recall_k10":0.9934,"nprobe_k100":128,"sample_recall_k100":1,"took":4984000000}
+`
+	if err := os.WriteFile(path, []byte(log), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := " — last training 2.375s, its build 1.34s (18534 rows), nprobe measured in 4.984s " +
+		"(k ≤ 10: nprobe 27, sample recall 0.993; k ≤ 100: nprobe 128, sample recall 1.000)"
+	if got := indexTimes(path); got != want {
+		t.Fatalf("got  %q\nwant %q", got, want)
+	}
+	if got := indexTimes(t.TempDir() + "/none.log"); got != "" {
+		t.Fatalf("no log: %q", got)
 	}
 }
