@@ -56,8 +56,8 @@ type Viewer func(fn func(rows vector.Rows, x *Index) error) error
 // DefaultNProbe(lists) for the first level, from the previous level's
 // value after it) at which the index finds, for CalibrationQueries rows
 // taken evenly through the shard (through the rows written since the
-// centroids were trained, when there are that many), at least CalibrationTarget of each
-// one's exact K nearest other rows (leave-one-out recall: the row itself
+// centroids were trained, when there are that many), at least
+// CalibrationTarget of each one's exact K nearest other rows (leave-one-out recall: the row itself
 // is excluded from both answers). Every list is the last step (recall 1
 // by construction: a probe of all lists re-scores the flat candidates).
 //
@@ -83,8 +83,10 @@ func CalibrateNProbe(ctx context.Context, view Viewer, k quant.Kernel, f vector.
 	ks := CalibrationKs()
 	deepest := ks[len(ks)-1]
 	// The truth: an exact float32 scan at the deepest level, batch by
-	// batch of queries; each level's is its prefix.
-	const batch = 16
+	// batch of queries (each batch one read-lock hold: at 333 000 rows of
+	// 1536-D, about a quarter of a second of writes held off); each
+	// level's truth is its prefix.
+	const batch = 8
 	err := view(func(rows vector.Rows, x *Index) error {
 		n := rows.Len()
 		if x == nil || n < 2*ks[0] {
