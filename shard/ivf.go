@@ -453,7 +453,9 @@ func (m *Memory) applyNProbeLocked() {
 
 // needsIVFNProbe reports whether the leader should measure the default
 // nprobe: its index of the committed centroids is built and serving, and
-// no committed value names those centroids.
+// no committed value names those centroids with a level for each of
+// ivf.CalibrationKs (a value from before levels, or from a version
+// measuring other k, is measured again).
 func (m *Memory) needsIVFNProbe() bool {
 	if m.indexKind != IndexIVF {
 		return false
@@ -464,8 +466,8 @@ func (m *Memory) needsIVFNProbe() bool {
 	if s.x == nil || s.built != s.gen || s.pending != nil || s.err != nil {
 		return false
 	}
-	crc, _, ok := decodeNProbe(m.trained[TrainedIVFNProbe])
-	return !ok || crc != s.builtCRC
+	crc, levels, ok := decodeNProbe(m.trained[TrainedIVFNProbe])
+	return !ok || crc != s.builtCRC || len(levels) != len(ivf.CalibrationKs())
 }
 
 // calibrateIVF measures the default nprobe on the built index
