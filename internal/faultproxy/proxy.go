@@ -10,7 +10,9 @@ package faultproxy
 
 import (
 	"errors"
+	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"sync"
 	"time"
@@ -51,6 +53,10 @@ type Proxy struct {
 	ln    net.Listener
 	mode  Mode
 	delay time.Duration
+	// share of reply chunks delayed (SlowSome), drawn from rng; 0 with
+	// Slow, which delays every chunk both ways.
+	share float64
+	rng   *rand.Rand
 	conns map[net.Conn]struct{}
 	wg    sync.WaitGroup
 }
@@ -107,8 +113,8 @@ func (p *Proxy) handle(client net.Conn) {
 	}
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go func() { defer wg.Done(); p.pipe(server, client) }()
-	go func() { defer wg.Done(); p.pipe(client, server) }()
+	go func() { defer wg.Done(); p.pipe(server, client, false) }()
+	go func() { defer wg.Done(); p.pipe(client, server, true) }()
 	wg.Wait()
 	p.untrack(client, server)
 }
@@ -137,16 +143,19 @@ func (p *Proxy) untrack(cs ...net.Conn) {
 	}
 }
 
-// pipe copies src to dst, holding data back while blackholed and delaying
-// it while slow. Data read during a blackhole is dropped, as a dead link
-// would.
-func (p *Proxy) pipe(dst, src net.Conn) {
+// pipe copies src to dst (reply: from the target back to the client),
+// holding data back while blackholed and delaying it while slow. Data
+// read during a blackhole is dropped, as a dead link would.
+func (p *Proxy) pipe(dst, src net.Conn, reply bool) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
 			p.mu.Lock()
 			mode, delay := p.mode, p.delay
+			if p.share > 0 && (!reply || p.rng.Float64() >= p.share) {
+				delay = 0
+			}
 			p.mu.Unlock()
 			if mode == Blackhole {
 				continue
@@ -213,6 +222,25 @@ func (p *Proxy) Slow(d time.Duration) error {
 	return nil
 }
 
+// SlowSome adds d before forwarding a reply chunk (target to client)
+// with probability share, drawn from a generator seeded with seed: a
+// gRPC answer small enough for one chunk (a search reply is) is then late
+// by d on about share of calls, and the chunks behind it on the same
+// connection wait, as on a link that stalls now and then. Requests pass
+// undelayed.
+func (p *Proxy) SlowSome(d time.Duration, share float64, seed uint64) error {
+	if share <= 0 || share > 1 {
+		return fmt.Errorf("faultproxy: share %v outside (0, 1]", share)
+	}
+	if err := p.Restore(); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	p.delay, p.share, p.rng = d, share, rand.New(rand.NewPCG(seed, 0x736c6f77))
+	p.mu.Unlock()
+	return nil
+}
+
 // Restore forwards normally again. Connections that were blackholed are
 // cut (a host coming back has forgotten them) and clients reconnect; a
 // stopped proxy listens again on its address.
@@ -229,7 +257,7 @@ func (p *Proxy) Restore() error {
 	case Blackhole:
 		p.closeConnsLocked()
 	}
-	p.mode, p.delay = Pass, 0
+	p.mode, p.delay, p.share = Pass, 0, 0
 	return nil
 }
 

@@ -2,6 +2,7 @@ package faultproxy
 
 import (
 	"bufio"
+	"fmt"
 	"net"
 	"testing"
 	"time"
@@ -103,4 +104,47 @@ func TestModes(t *testing.T) {
 	got, err = roundTrip(c3, "again", time.Second)
 	require.NoError(t, err)
 	require.Equal(t, "again\n", got)
+}
+
+// SlowSome delays about its share of replies, each by at least d, and
+// never a request; a share outside (0, 1] is refused.
+func TestSlowSome(t *testing.T) {
+	p, err := Start("127.0.0.1:0", echo(t))
+	require.NoError(t, err)
+	defer p.Close()
+	require.Error(t, p.SlowSome(time.Millisecond, 0, 1))
+	require.Error(t, p.SlowSome(time.Millisecond, 1.5, 1))
+
+	for _, tc := range []struct {
+		name   string
+		share  float64
+		lo, hi int // replies of 40 at least d late
+	}{
+		{"every reply", 1, 40, 40},
+		{"a quarter", 0.25, 2, 21}, // binomial(40, 0.25): mean 10, ±4σ
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const d = 100 * time.Millisecond
+			require.NoError(t, p.SlowSome(d, tc.share, 7))
+			c, err := net.Dial("tcp", p.Addr())
+			require.NoError(t, err)
+			defer c.Close()
+			late := 0
+			for i := range 40 {
+				t0 := time.Now()
+				got, err := roundTrip(c, fmt.Sprint("m", i), 5*time.Second)
+				require.NoError(t, err)
+				require.Equal(t, fmt.Sprint("m", i, "\n"), got)
+				if time.Since(t0) >= d {
+					late++
+				}
+			}
+			require.GreaterOrEqual(t, late, tc.lo)
+			require.LessOrEqual(t, late, tc.hi)
+		})
+	}
+	require.NoError(t, p.Restore())
+	mode, delay := p.Mode()
+	require.Equal(t, Pass, mode)
+	require.Zero(t, delay)
 }

@@ -22,10 +22,11 @@ const (
 	baseName  = "baseline"
 )
 
-// scenario is a fault applied to replica 0 of every shard, through its
-// proxy, for the length of one run.
+// scenario is a fault applied to replica 0 of every shard (or, with all,
+// to every replica), through its proxy, for the length of one run.
 type scenario struct {
 	name, what string
+	all        bool
 	apply      func(*cluster.Replica) error
 	// undo lifts the fault; nil: restore the proxies.
 	undo func(context.Context, *cluster.Replica) error
@@ -35,16 +36,18 @@ type scenario struct {
 }
 
 var scenarios = []scenario{
-	{"healthy", "no fault", nil, nil, false},
-	{"killed", "replica 0 of every shard is SIGKILLed just before the run (its proxy's connections to it break, and new ones are closed at once, as a dead port's RST would be), and restarted after it; the wait until it has caught up is outside the measured window",
+	{"healthy", "no fault", false, nil, nil, false},
+	{"killed", "replica 0 of every shard is SIGKILLed just before the run (its proxy's connections to it break, and new ones are closed at once, as a dead port's RST would be), and restarted after it; the wait until it has caught up is outside the measured window", false,
 		func(r *cluster.Replica) error { r.Kill(); return nil },
 		func(ctx context.Context, r *cluster.Replica) error { return r.Restart(ctx) }, false},
-	{"blackholed", "replica 0 of every shard goes silent: connections stay open, nothing is forwarded either way (a powered-off host: no FIN, no RST)",
+	{"blackholed", "replica 0 of every shard goes silent: connections stay open, nothing is forwarded either way (a powered-off host: no FIN, no RST)", false,
 		func(r *cluster.Replica) error { return r.Proxy.Blackhole() }, nil, false},
-	{"dropped", "replica 0 of every shard goes silent as above, but half-way through the run, on warm connections with queries in flight (a silent drop mid-run)",
+	{"dropped", "replica 0 of every shard goes silent as above, but half-way through the run, on warm connections with queries in flight (a silent drop mid-run)", false,
 		func(r *cluster.Replica) error { return r.Proxy.Blackhole() }, nil, true},
-	{"slowed", "replica 0 of every shard: +50 ms before every chunk it forwards (a third of the replicas slow on every call, not 10 % of calls: the proxy delays whole connections)",
-		func(r *cluster.Replica) error { return r.Proxy.Slow(50 * time.Millisecond) }, nil, false},
+	{"slowed", "every replica: +50 ms on about 10 % of its answers (each reply chunk delayed with probability 0.1, seeded per replica; the chunks behind a delayed one on its connection wait too)", true,
+		func(r *cluster.Replica) error {
+			return r.Proxy.SlowSome(50*time.Millisecond, 0.1, uint64(100*r.Shard+r.Index))
+		}, nil, false},
 }
 
 // mainFamilies runs capacity, the fault scenarios, the overload sweep and
@@ -104,6 +107,10 @@ func (e *env) mainFamilies(ctx context.Context, res *results) error {
 				switch {
 				case sc.apply != nil && sc.midway:
 					mid = time.AfterFunc(e.phase/2, func() { midErr <- c.EachShard(0, sc.apply) })
+				case sc.apply != nil && sc.all:
+					if err := c.EachReplica(sc.apply); err != nil {
+						return err
+					}
 				case sc.apply != nil:
 					if err := c.EachShard(0, sc.apply); err != nil {
 						return err

@@ -217,7 +217,6 @@ func (r *results) write(path string) error {
 	w("## Not measured here\n\n")
 	w("- 1 000 000 vectors, the peer comparison (bench-peer), and int8, IVF and filtered queries on `router shard` processes " +
 		"(the families above use in-process shards) or under faults.\n")
-	w("- The slowed scenario delays every call of one replica per shard, not 10 %% of calls.\n")
 	if r.quick {
 		w("- Quick runs are short: a p99 over one 2 s run at 0.5× capacity rests on a few dozen answers, close to the maximum; the overload sweep has one round.\n")
 	}

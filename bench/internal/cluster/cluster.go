@@ -146,6 +146,17 @@ func (c *Cluster) EachShard(idx int, f func(*Replica) error) error {
 	return errs(es)
 }
 
+// EachReplica runs f on every replica of every shard.
+func (c *Cluster) EachReplica(f func(*Replica) error) error {
+	var es []error
+	for _, reps := range c.Shards {
+		for _, r := range reps {
+			es = append(es, f(r))
+		}
+	}
+	return errs(es)
+}
+
 // EachShardParallel is EachShard with f run for all shards at once (a
 // restart that waits for catch-up, say).
 func (c *Cluster) EachShardParallel(idx int, f func(*Replica) error) error {
