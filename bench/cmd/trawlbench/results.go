@@ -215,8 +215,10 @@ func (r *results) write(path string) error {
 		w("`make bench` runs `go run ./cmd/benchreport` too: the kernel and scan report is [results.md](results.md) (its chart results.png).\n\n")
 	}
 	w("## Not measured here\n\n")
-	w("- 1 000 000 vectors, the peer comparison (bench-peer), and int8, IVF and filtered queries on `router shard` processes " +
-		"(the families above use in-process shards) or under faults.\n")
+	w("- 1 000 000 vectors: `make bench-ivf` (which `make bench` runs after this suite) measures `router shard` processes of " +
+		"1 000 000 × 1536 (3 groups of one, `--index ivf`, their exact scan as the baseline) in `RESULTS-ivf-1m-*.md`, with the " +
+		"RAM and disk they took; the peer comparison is `make bench-peer` (`RESULTS-peer.md`).\n")
+	w("- int8, IVF and filtered queries on `router shard` processes under faults (the families above use in-process shards, healthy).\n")
 	if r.quick {
 		w("- Quick runs are short: a p99 over one 2 s run at 0.5× capacity rests on a few dozen answers, close to the maximum; the overload sweep has one round.\n")
 	}
