@@ -14,6 +14,7 @@ import (
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
 
 	"github.com/trawl-search/trawl/bench/internal/loadgen"
 	"github.com/trawl-search/trawl/bench/internal/machine"
@@ -330,11 +331,16 @@ func (r *peerResults) curve(mdPath string) (string, error) {
 	}
 	path := strings.TrimSuffix(mdPath, ".md") + "-curve.png"
 	tag := fmt.Sprintf("(commit %s, load avg %s, %d × %d-D, %d shards)", r.info.Commit, r.loadStart, r.plan.recipe.Rows, r.plan.recipe.Dim, r.plan.shards)
-	mk := func(title, xlabel string, x func(*peerSystem) float64) (*plot.Plot, error) {
+	mk := func(title, xlabel string, x func(*peerSystem) float64, logX, legendLeft bool) (*plot.Plot, error) {
 		pl := plot.New()
 		pl.Title.Text = title + "\n" + tag
 		pl.X.Label.Text = xlabel
 		pl.Y.Label.Text = fmt.Sprintf("recall@%d (exact id set)", r.plan.k)
+		if logX {
+			// Latencies span two decades (an index probe to a peer's
+			// exact scan): a log axis keeps trawl's points apart.
+			pl.X.Scale, pl.X.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
+		}
 		// trawl's index, by nprobe (the default at its measured place).
 		sorted := slices.Clone(ivfs)
 		slices.SortFunc(sorted, func(a, b *peerSystem) int { return cmp.Compare(x(a), x(b)) })
@@ -359,6 +365,11 @@ func (r *peerResults) curve(mdPath string) (string, error) {
 			return nil, err
 		}
 		pl.Add(lb)
+		minRecall := 1.0
+		for _, s := range r.systems {
+			minRecall = min(minRecall, s.recall)
+		}
+		peers := 0
 		for _, s := range r.systems {
 			if s.index {
 				continue
@@ -367,24 +378,31 @@ func (r *peerResults) curve(mdPath string) (string, error) {
 			if err != nil {
 				return nil, err
 			}
-			sc.Color = baseColor
-			if strings.HasPrefix(s.name, "trawl") {
+			switch {
+			case strings.HasPrefix(s.name, "trawl"):
 				sc.Color = color.Black
+			default:
+				sc.Color = []color.Color{baseColor, baseLight}[peers%2]
+				sc.Shape = draw.PyramidGlyph{}
+				peers++
 			}
 			sc.Radius = vg.Points(4)
 			pl.Add(sc)
 			pl.Legend.Add(strings.SplitN(s.name, ",", 2)[0], sc)
 		}
-		pl.Legend.Top = false
-		pl.Legend.Left = false
+		// Room above recall 1 and below the lowest, so no point sits on
+		// the frame.
+		pl.Y.Min, pl.Y.Max = minRecall-(1-minRecall)*0.15-0.0005, 1+(1-minRecall)*0.1+0.0005
+		pl.Legend.Top, pl.Legend.Left = false, legendLeft
 		return pl, nil
 	}
-	a, err := mk("Recall against single-client p50, over nprobe", "p50 latency, ms (median of rounds)", func(s *peerSystem) float64 { return s.med(p50, false) })
+	a, err := mk("Recall against single-client p50, over nprobe", "p50 latency, ms (median of rounds; log scale)",
+		func(s *peerSystem) float64 { return s.med(p50, false) }, true, false)
 	if err != nil {
 		return "", err
 	}
 	b, err := mk(fmt.Sprintf("Recall against throughput, %d clients, over nprobe", r.plan.clients), "queries/s (median of rounds)",
-		func(s *peerSystem) float64 { return s.med(thru, true) })
+		func(s *peerSystem) float64 { return s.med(thru, true) }, false, true)
 	if err != nil {
 		return "", err
 	}
