@@ -12,8 +12,8 @@ import (
 // needs, because no fixed share of the lists fits every corpus. The rule
 // DefaultNProbe was measured on corpora with fewer natural clusters than
 // lists; on 1 000 clusters over 128 lists a shard it gave recall@10 0.98
-// (bench/RESULTS-peer-nprobe.md), and on isotropic data nothing short of
-// nearly every list reaches 0.99. Deeper answers need more lists: a
+// (the peer corpus of bench/RESULTS-peer.md), and on isotropic data
+// nothing short of nearly every list reaches 0.99. Deeper answers need more lists: a
 // shard's 100th neighbour lies further from the query's lists than its
 // 10th, so one default for every k either loses recall at k = 100 or
 // probes far too much at k = 10. The leader measures one nprobe per level
