@@ -34,7 +34,7 @@ func runShard(ctx context.Context, args []string) error {
 	dim := fs.Int("dim", vector.DefaultDim, "vector dimension")
 	metricName := fs.String("metric", "cosine", "similarity metric: cosine, dot or l2")
 	quantName := fs.String("quantization", "none", "none, or int8: keep int8 codes beside the float32 rows (the leader trains the scale once the shard holds 1000 rows and commits it through the log) and scan them for queries without \"exact\": true, re-scoring the candidates in float32")
-	indexName := fs.String("index", "flat", "flat, or ivf: once the shard holds 16384 rows the leader trains k-means centroids (about sqrt(rows) lists) and commits them through the log; every replica partitions its int8 codes into lists around them and queries without \"exact\": true probe their \"nprobe\" nearest lists (default one in twenty, at least 8) instead of every row. Implies --quantization int8")
+	indexName := fs.String("index", "flat", "flat, or ivf: once the shard holds 16384 rows the leader trains k-means centroids (about sqrt(rows) lists) and commits them through the log; every replica partitions its int8 codes into lists around them and queries without \"exact\": true probe their \"nprobe\" nearest lists instead of every row (default: what the leader measures after each build to keep recall 0.99 at k <= 10 and at k <= 100, committed so every replica probes alike; one list in twenty, at least 8, until then). Implies --quantization int8")
 	tlsCert := fs.String("tls-cert", "", "server certificate; enables TLS")
 	tlsKey := fs.String("tls-key", "", "server key")
 	clientCA := fs.String("tls-client-ca", "", "CA that client certificates must chain to; enables mTLS")
