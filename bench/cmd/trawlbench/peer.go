@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log"
 	"net/http"
 	"os"
@@ -444,6 +445,9 @@ func startTrawl(ctx context.Context, bin, work, npy string, corpus *peer.Corpus,
 		heap = append(heap, fmt.Sprintf("%.0f", m["go_memstats_heap_inuse_bytes"]/(1<<20)))
 	}
 	s.importNote += fmt.Sprintf("; Go heap in use per shard: %s MiB", strings.Join(heap, ", "))
+	if b, err := dirBytes(dir); err == nil {
+		s.importNote += fmt.Sprintf("; the shards' data directories (raft logs and snapshots) %.2f GiB on disk", float64(b)/(1<<30))
+	}
 	var shards []string
 	for i, ix := range ixs {
 		note := fmt.Sprintf("%s: %d rows, %d lists trained at %d rows, default nprobe %d (k ≤ 10), %.0f B/vector beside the floats",
@@ -475,6 +479,22 @@ func startTrawl(ctx context.Context, bin, work, npy string, corpus *peer.Corpus,
 		extra(x)
 	}
 	return out, c, nil
+}
+
+// dirBytes is the size of the files under dir.
+func dirBytes(dir string) (int64, error) {
+	var n int64
+	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		info, err := d.Info()
+		if err == nil {
+			n += info.Size()
+		}
+		return nil
+	})
+	return n, err
 }
 
 // indexTimes reads, from a shard's log, how long its last training of
