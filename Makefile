@@ -52,7 +52,7 @@ weaviate:
 bench-peer: weaviate
 	cd bench && $(GO) run ./cmd/trawlbench peer -weaviate $(BIN)/weaviate-server -exact -nprobe-extra 16,32,64 $(PEERFLAGS)
 
-## bench-quick: every router-harness family at reduced size in under 3 minutes (bench/RESULTS-quick.md and its PNGs; never touches RESULTS.md)
+## bench-quick: every router-harness family at reduced size, about 3 minutes (2 m 46 s of runs; ~1.5 minutes more to compile from an empty build cache) (bench/RESULTS-quick.md and its PNGs; never touches RESULTS.md)
 bench-quick:
 	cd bench && $(GO) run ./cmd/trawlbench suite -quick
 
