@@ -101,11 +101,15 @@ func (r *peerResults) write(path string) error {
 		r.loadStart, r.loadEnd, p.rounds)
 	w("%s\n", r.info.Markdown())
 	w("## Setup\n\n")
+	kmax := p.k
+	for _, k := range p.recallKs {
+		kmax = max(kmax, k)
+	}
 	w("- **Corpus** (`bench/internal/peer`): %s. Cosine. Exact top-%d of every query by brute force with trawl's float32 "+
-		"kernel (`vector.Kernel.Scan`; %s for corpus and answers).\n", p.recipe, p.k, r.exactTook.Round(time.Millisecond))
+		"kernel (`vector.Kernel.Scan`, streamed chunk by chunk with the .npy file; %s for corpus, file and answers).\n", p.recipe, kmax, r.exactTook.Round(time.Millisecond))
 	w("- **trawl**: %d `router shard --index ivf` processes (int8 codes; groups of one replica each, no raft peers) behind one "+
-		"`router serve` at its defaults, loaded with `router load` from a .npy file; the run waits until every shard has "+
-		"answered a query from its IVF index (`trawl_shard_scan_queries_total{kind=\"ivf\"}`). Queries: `POST /v1/search?deadline_ms=5000` "+
+		"`router serve` at its defaults, loaded with `router load` from a .npy file; the run waits until every shard's index block in "+
+		"`/cluster/status` is `ready` with `nprobe_calibrated` true and no retrain due. Queries: `POST /v1/search?deadline_ms=5000` "+
 		"with `vector_b64` and `k` = %d, default `nprobe`; a degraded answer counts as an error.\n", p.shards, p.k)
 	if p.memLimit != "" {
 		w("  Every shard runs with `GOMEMLIMIT=%s`, as the Helm chart sets it (90 %% of the pod's memory limit).\n", p.memLimit)
