@@ -92,7 +92,8 @@ func (r *results) writeKinds(w func(string, ...any), ms func(float64) string) {
 	w("trawl's router alone, open loop at the healthy scenario's offered load (%.1f queries/s), over 3 in-process shards of one replica "+
 		"(`trawlbench devshards`, the dev corpus: %d clustered vectors with payloads `lang`, `year`, `tags`). int8 and IVF shards are "+
 		"started with the shard package's `--quantization int8` and `--index ivf` settings. Recall@10 is the share of the exact top 10 "+
-		"(the same query with `\"exact\": true`) that the default scan returns, over 50 queries; a filter's share is the corpus it keeps "+
+		"(the same query with `\"exact\": true`) that the default scan returns, over 50 queries drawn like the corpus (stored documents plus noise of 0.3 of their "+
+		"norm; the load runs use the suite's random Gaussian queries, far from the corpus's clusters); a filter's share is the corpus it keeps "+
 		"(the count route, against all documents).\n\n", r.kindRate, r.devDocs)
 	w("| kind | what | load avg | complete/s | p50 ms | p90 ms | p99 ms | max ms | degraded %% | recall@10 | filter keeps |\n")
 	w("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
