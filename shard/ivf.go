@@ -444,10 +444,7 @@ func (m *Memory) applyNProbeLocked() {
 	if s.x == nil {
 		return
 	}
-	crc, levels, ok := decodeNProbe(m.trained[TrainedIVFNProbe])
-	if !ok || crc != s.builtCRC {
-		levels = nil
-	}
+	levels, _ := m.builtNProbeLocked()
 	s.x.SetDefaultNProbes(levels)
 }
 
@@ -466,8 +463,19 @@ func (m *Memory) needsIVFNProbe() bool {
 	if s.x == nil || s.built != s.gen || s.pending != nil || s.err != nil {
 		return false
 	}
+	levels, ok := m.builtNProbeLocked()
+	return !ok || len(levels) != len(ivf.CalibrationKs())
+}
+
+// builtNProbeLocked is the committed nprobe levels if they name the
+// centroids the built index was built from (ok), else nil: a value
+// measured for other centroids does not apply. m.mu must be held.
+func (m *Memory) builtNProbeLocked() ([]ivf.Level, bool) {
 	crc, levels, ok := decodeNProbe(m.trained[TrainedIVFNProbe])
-	return !ok || crc != s.builtCRC || len(levels) != len(ivf.CalibrationKs())
+	if !ok || crc != m.ivf.builtCRC {
+		return nil, false
+	}
+	return levels, true
 }
 
 // calibrateIVF measures the default nprobe on the built index
@@ -591,8 +599,7 @@ func (m *Memory) IndexStats() IndexStats {
 	if x := s.x; x != nil {
 		st.Lists, st.TrainedRows, st.Rows = x.Lists(), x.Centroids().TrainedRows, x.Len()
 		st.DefaultNProbe = x.DefaultNProbe()
-		crc, _, ok := decodeNProbe(m.trained[TrainedIVFNProbe])
-		st.NProbeCalibrated = ok && crc == s.builtCRC
+		_, st.NProbeCalibrated = m.builtNProbeLocked()
 		st.Bytes += x.Bytes()
 	}
 	switch {
