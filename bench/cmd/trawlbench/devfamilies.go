@@ -323,9 +323,13 @@ func (e *env) corpusQueries() (*loadgen.Queries, error) {
 		for j, x := range d {
 			v[j] = x + float32(sd*rng.NormFloat64())
 		}
-		q.Vectors = append(q.Vectors, v)
+		b, err := loadgen.Body(v, 10, loadgen.B64)
+		if err != nil {
+			return nil, err
+		}
+		q.Vectors, q.Bodies = append(q.Vectors, v), append(q.Bodies, b)
 	}
-	return queriesWith(q, nil, false)
+	return q, nil
 }
 
 // recallAt10 is the mean share of the exact top 10 (exact: true) that the
