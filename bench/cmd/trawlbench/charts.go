@@ -11,6 +11,8 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
+
+	"github.com/trawl-search/trawl/bench/internal/loadgen"
 )
 
 // chartFiles are the PNGs a report links to, relative to it.
@@ -55,7 +57,7 @@ func (r *results) scenarioChart() (*plot.Plot, error) {
 	p := plot.New()
 	p.Title.Text = fmt.Sprintf("Latency per scenario, 3 shards × 3 replicas, %d vectors, open loop %.0f q/s\n%s",
 		r.mainRows, r.latFactor*r.capacity, r.tag())
-	p.Y.Label.Text = "latency, ms (median of rounds)"
+	p.Y.Label.Text = "latency, ms (every round's requests pooled)"
 	names := make([]string, len(scenarios))
 	for i, sc := range scenarios {
 		names[i] = sc.name
@@ -72,11 +74,11 @@ func (r *results) scenarioChart() (*plot.Plot, error) {
 	for i, b := range bars {
 		var vals plotter.Values
 		for _, sc := range scenarios {
-			ss := r.scenarios[sc.name][b.router]
+			p := loadgen.Pool(r.scenarios[sc.name][b.router])
 			if b.p == 50 {
-				vals = append(vals, med(ss, p50))
+				vals = append(vals, p50(p))
 			} else {
-				vals = append(vals, med(ss, p99))
+				vals = append(vals, p99(p))
 			}
 		}
 		bc, err := plotter.NewBarChart(vals, vg.Points(w))

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -12,8 +13,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/trawl-search/trawl/bench/internal/cluster"
@@ -66,13 +67,64 @@ func (e *env) devFamilies(ctx context.Context, res *results) error {
 		return err
 	}
 	dir := filepath.Join(e.work, "dev")
-	start := func(name string, args ...string) (*cluster.DevShards, error) {
+	// Every cluster of the dev families, by name; the families ask for
+	// them by name, in this order.
+	devArgs := func(shards int, extra ...string) []string {
+		return append([]string{"-shards", strconv.Itoa(shards), "-docs", strconv.Itoa(e.devDocs), "-dim", strconv.Itoa(e.dim)}, extra...)
+	}
+	var names []string
+	specs := map[string][]string{}
+	add := func(name string, args []string) { names, specs[name] = append(names, name), args }
+	for _, n := range e.widths {
+		add(fmt.Sprintf("dev-%d", n), devArgs(n))
+	}
+	// Both train their int8 scale at ivfMinRows (its default, 1000 rows a
+	// shard, is more than a quick shard holds: a shard that never trains
+	// scans float32).
+	add("kind-int8", devArgs(3, "-quantization", "int8", "-int8-min-rows", strconv.Itoa(e.ivfMinRows)))
+	add("kind-ivf", devArgs(3, "-index", "ivf", "-ivf-min-rows", strconv.Itoa(e.ivfMinRows), "-int8-min-rows", strconv.Itoa(e.ivfMinRows)))
+	add("tls", devArgs(3, "-tls-dir", filepath.Join(e.work, "dev", "pki")))
+	launch := func(name string) (*cluster.DevShards, error) {
 		t0 := time.Now()
-		d, err := cluster.StartDev(ctx, self, e.bin, dir, name, args...)
+		d, err := cluster.StartDev(ctx, self, e.bin, dir, name, specs[name]...)
 		if err == nil {
 			e.logf("%s: up and seeded in %s", name, time.Since(t0).Round(time.Millisecond))
 		}
 		return d, err
+	}
+	// A quick run starts them all at once (one by one, their starts were
+	// a fifth of its time); a full one starts each when it is needed, so
+	// nothing else runs beside the cluster measured.
+	started := map[string]*cluster.DevShards{}
+	defer func() {
+		for _, d := range started {
+			d.Close()
+		}
+	}()
+	if e.quick {
+		ds := make([]*cluster.DevShards, len(names))
+		es := make([]error, len(names))
+		var wg sync.WaitGroup
+		for i, n := range names {
+			wg.Go(func() { ds[i], es[i] = launch(n) })
+		}
+		wg.Wait()
+		for i, n := range names {
+			if es[i] == nil {
+				started[n] = ds[i]
+			}
+		}
+		if err := errors.Join(es...); err != nil {
+			return err
+		}
+	}
+	// start hands the named cluster to its family, which closes it.
+	start := func(name string) (*cluster.DevShards, error) {
+		if d, ok := started[name]; ok {
+			delete(started, name)
+			return d, nil
+		}
+		return launch(name)
 	}
 	// The 3-shard cluster of the width family is the flat cluster of the
 	// kind family too: one seeding fewer.
@@ -83,7 +135,7 @@ func (e *env) devFamilies(ctx context.Context, res *results) error {
 		}
 	}()
 	for _, n := range e.widths {
-		d, err := start(fmt.Sprintf("dev-%d", n), "-shards", strconv.Itoa(n), "-docs", strconv.Itoa(e.devDocs), "-dim", strconv.Itoa(e.dim))
+		d, err := start(fmt.Sprintf("dev-%d", n))
 		if err != nil {
 			return err
 		}
@@ -127,7 +179,7 @@ func (e *env) widthCell(ctx context.Context, d *cluster.DevShards, n int) (width
 	}
 	t := e.target(r)
 	t.NoMetrics = true
-	if _, err := loadgen.Closed(ctx, t, e.queries, 2, 500*time.Millisecond); err != nil {
+	if _, err := loadgen.Closed(ctx, t, e.queries, 2, e.warm); err != nil {
 		return cell, err
 	}
 	idle, err := idleCPU(ctx, r.PID(), e.idle)
@@ -154,9 +206,8 @@ func (e *env) widthCell(ctx context.Context, d *cluster.DevShards, n int) (width
 // kindFamily runs the healthy open-loop scenario, at the main scenarios'
 // offered load, over flat, int8 and IVF shards and with two filters (on
 // the flat shards).
-func (e *env) kindFamily(ctx context.Context, res *results, start func(string, ...string) (*cluster.DevShards, error), flat *cluster.DevShards) error {
+func (e *env) kindFamily(ctx context.Context, res *results, start func(string) (*cluster.DevShards, error), flat *cluster.DevShards) error {
 	res.kindRate = e.latFactor * res.capacity
-	base := []string{"-shards", "3", "-docs", strconv.Itoa(e.devDocs), "-dim", strconv.Itoa(e.dim)}
 	type kind struct {
 		name, what string
 		filter     json.RawMessage
@@ -164,21 +215,17 @@ func (e *env) kindFamily(ctx context.Context, res *results, start func(string, .
 	}
 	clusters := []struct {
 		name  string
-		args  []string
 		kinds []kind
 	}{
-		{"flat", nil, []kind{
+		{"flat", []kind{
 			{"flat", "float32 rows, exact scan (the reference)", nil, false},
 			{"filter ~1 %", "flat shards, `lang = ja and year ≥ 2024`", filter1, false},
 			{"filter ~10 %", "flat shards, `lang = de and year ≤ 2015`", filter10, false},
 		}},
-		// Both train their int8 scale at ivfMinRows (its default, 1000
-		// rows a shard, is more than a quick shard holds: a shard that
-		// never trains scans float32).
-		{"int8", []string{"-quantization", "int8", "-int8-min-rows", strconv.Itoa(e.ivfMinRows)}, []kind{
+		{"int8", []kind{
 			{"int8", fmt.Sprintf("`--quantization int8` (scale trained once a shard holds %d rows): int8 codes scanned, oversample × k re-scored in float32", e.ivfMinRows), nil, true},
 		}},
-		{"ivf", []string{"-index", "ivf", "-ivf-min-rows", strconv.Itoa(e.ivfMinRows), "-int8-min-rows", strconv.Itoa(e.ivfMinRows)}, []kind{
+		{"ivf", []kind{
 			{"ivf", fmt.Sprintf("`--index ivf` (int8 scale and centroids trained once a shard holds %d rows), the default nprobe", e.ivfMinRows), nil, true},
 		}},
 	}
@@ -187,7 +234,7 @@ func (e *env) kindFamily(ctx context.Context, res *results, start func(string, .
 			d := flat
 			if cl.name != "flat" || d == nil {
 				var err error
-				if d, err = start("kind-"+cl.name, append(slices.Clone(base), cl.args...)...); err != nil {
+				if d, err = start("kind-" + cl.name); err != nil {
 					return err
 				}
 			}
@@ -206,7 +253,7 @@ func (e *env) kindFamily(ctx context.Context, res *results, start func(string, .
 				if err != nil {
 					return err
 				}
-				if _, err := loadgen.Closed(ctx, t, q, 2, 500*time.Millisecond); err != nil {
+				if _, err := loadgen.Closed(ctx, t, q, 2, e.warm); err != nil {
 					return err
 				}
 				if k.filter != nil {
@@ -391,8 +438,8 @@ func (e *env) recallAt10(ctx context.Context, base string) (float64, error) {
 
 // tlsFamily restarts a router over TLS shards and times its first
 // queries, one client, one after another, against the next as many.
-func (e *env) tlsFamily(ctx context.Context, res *results, start func(string, ...string) (*cluster.DevShards, error)) error {
-	d, err := start("tls", "-shards", "3", "-docs", strconv.Itoa(e.devDocs), "-dim", strconv.Itoa(e.dim), "-tls-dir", filepath.Join(e.work, "dev", "pki"))
+func (e *env) tlsFamily(ctx context.Context, res *results, start func(string) (*cluster.DevShards, error)) error {
+	d, err := start("tls")
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"github.com/trawl-search/trawl/bench/internal/loadgen"
 	"github.com/trawl-search/trawl/bench/internal/machine"
 	"github.com/trawl-search/trawl/bench/internal/procstat"
+	"github.com/trawl-search/trawl/bench/internal/promtext"
 	"github.com/trawl-search/trawl/shard"
 	"github.com/trawl-search/trawl/shard/shardpb"
 )
@@ -22,8 +24,9 @@ const (
 	baseName  = "baseline"
 )
 
-// scenario is a fault applied to replica 0 of every shard (or, with all,
-// to every replica), through its proxy, for the length of one run.
+// scenario is a fault applied to one replica of every shard, the one the
+// router under test was using (or, with all, to every replica), through
+// its proxy, for the length of one run.
 type scenario struct {
 	name, what string
 	all        bool
@@ -37,12 +40,12 @@ type scenario struct {
 
 var scenarios = []scenario{
 	{"healthy", "no fault", false, nil, nil, false},
-	{"killed", "replica 0 of every shard is SIGKILLed just before the run (its proxy's connections to it break, and new ones are closed at once, as a dead port's RST would be), and restarted after it; the wait until it has caught up is outside the measured window", false,
+	{"killed", "in every shard, the replica the router was using is SIGKILLed just before the run (its proxy's connections to it break, and new ones are closed at once, as a dead port's RST would be), and restarted after it; the wait until it has caught up is outside the measured window", false,
 		func(r *cluster.Replica) error { r.Kill(); return nil },
 		func(ctx context.Context, r *cluster.Replica) error { return r.Restart(ctx) }, false},
-	{"blackholed", "replica 0 of every shard goes silent: connections stay open, nothing is forwarded either way (a powered-off host: no FIN, no RST)", false,
+	{"blackholed", "in every shard, the replica the router was using goes silent: connections stay open, nothing is forwarded either way (a powered-off host: no FIN, no RST)", false,
 		func(r *cluster.Replica) error { return r.Proxy.Blackhole() }, nil, false},
-	{"dropped", "replica 0 of every shard goes silent as above, but half-way through the run, on warm connections with queries in flight (a silent drop mid-run)", false,
+	{"dropped", "in every shard, the replica the router was using goes silent as above, but half-way through the run, on warm connections with queries in flight (a silent drop mid-run)", false,
 		func(r *cluster.Replica) error { return r.Proxy.Blackhole() }, nil, true},
 	{"slowed", "every replica: +50 ms on about 10 % of its answers (each reply chunk delayed with probability 0.1, seeded per replica; the chunks behind a delayed one on its connection wait too)", true,
 		func(r *cluster.Replica) error {
@@ -53,12 +56,13 @@ var scenarios = []scenario{
 // mainFamilies runs capacity, the fault scenarios, the overload sweep and
 // the router overhead on one 3 shards × 3 replicas cluster.
 func (e *env) mainFamilies(ctx context.Context, res *results) error {
-	c, trawl, base, loadTook, err := e.startLoaded(ctx, "main", 3, 3, e.mainRows)
+	l, err := e.startLoaded(ctx, "main", 3, 3, e.mainRows, nil)
 	if err != nil {
 		return err
 	}
+	c, trawl, base := l.c, l.trawl, l.base
 	defer c.Close()
-	res.mainLoad = loadTook
+	res.mainLoad = l.took
 	routers := map[string]*cluster.Router{trawlName: trawl, baseName: base}
 
 	// Capacity: complete answers/s from 8 closed-loop clients on the
@@ -88,12 +92,14 @@ func (e *env) mainFamilies(ctx context.Context, res *results) error {
 	}
 	res.scenarios = map[string]map[string][]loadgen.Summary{}
 	res.scenarioLatched = map[string]map[string][]int{}
+	res.scenarioFaulted = map[string]map[string][]faultedReplicas{}
 	res.loadAt["scenarios"] = machine.LoadAvg()
 	rate := e.latFactor * res.capacity
 	for round := range e.rounds {
 		for _, sc := range scenarios {
 			if res.scenarios[sc.name] == nil {
 				res.scenarios[sc.name] = map[string][]loadgen.Summary{}
+				res.scenarioFaulted[sc.name] = map[string][]faultedReplicas{}
 			}
 			// Alternate which router goes first, so a drift in the
 			// machine's load does not favour one.
@@ -102,17 +108,26 @@ func (e *env) mainFamilies(ctx context.Context, res *results) error {
 				order = []string{baseName, trawlName}
 			}
 			for _, name := range order {
+				var victims []int
+				if sc.apply != nil && !sc.all {
+					var leaders []bool
+					var err error
+					if victims, leaders, err = e.preferred(ctx, c, routers[name]); err != nil {
+						return err
+					}
+					res.scenarioFaulted[sc.name][name] = append(res.scenarioFaulted[sc.name][name], faultedReplicas{victims, leaders})
+				}
 				var mid *time.Timer
 				midErr := make(chan error, 1)
 				switch {
 				case sc.apply != nil && sc.midway:
-					mid = time.AfterFunc(e.phase/2, func() { midErr <- c.EachShard(0, sc.apply) })
+					mid = time.AfterFunc(e.phase/2, func() { midErr <- c.EachShard(victims, sc.apply) })
 				case sc.apply != nil && sc.all:
 					if err := c.EachReplica(sc.apply); err != nil {
 						return err
 					}
 				case sc.apply != nil:
-					if err := c.EachShard(0, sc.apply); err != nil {
+					if err := c.EachShard(victims, sc.apply); err != nil {
 						return err
 					}
 				}
@@ -139,7 +154,7 @@ func (e *env) mainFamilies(ctx context.Context, res *results) error {
 					if sc.undo == nil {
 						err = c.Restore()
 					} else {
-						err = c.EachShardParallel(0, func(r *cluster.Replica) error { return sc.undo(ctx, r) })
+						err = c.EachShardParallel(victims, func(r *cluster.Replica) error { return sc.undo(ctx, r) })
 					}
 					if err != nil {
 						return err
@@ -206,6 +221,92 @@ func (e *env) mainFamilies(ctx context.Context, res *results) error {
 
 // noteLatched recovers latched replicas and records how many there were
 // after the run of router name in family key.
+// preferred returns, for each shard of c, the index of the replica that
+// answered most of router r's reads in a short closed-loop probe sent
+// just now: the replica in use, which a fault must hit to be felt. Which
+// replica a router prefers follows its latency averages, so a fault on a
+// fixed replica index hit one router's choice in one run and missed it
+// in the next (RESULTS.md's blackholed baseline swung from 56 ms to
+// 997 ms at p99 between two runs).
+//
+// It also says, per shard, whether that replica was its group's raft
+// leader: a killed leader costs an election, a killed follower does not.
+func (e *env) preferred(ctx context.Context, c *cluster.Cluster, r *cluster.Router) ([]int, []bool, error) {
+	const series = "trawl_shard_request_duration_seconds_count"
+	url := r.Base + "/metrics"
+	before, err := promtext.ScrapeSamples(ctx, http.DefaultClient, url, series)
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, err := loadgen.Closed(ctx, loadgen.Target{Base: r.Base, DeadlineMS: e.deadlineMS, Timeout: 10 * time.Second, NoMetrics: true},
+		e.queries, 1, e.preferProbe); err != nil {
+		return nil, nil, fmt.Errorf("probe %s: %w", r.Name, err)
+	}
+	after, err := promtext.ScrapeSamples(ctx, http.DefaultClient, url, series)
+	if err != nil {
+		return nil, nil, err
+	}
+	answered := map[[2]string]float64{} // shard, replica → ok calls
+	for sign, ss := range map[float64][]promtext.Sample{-1: before, 1: after} {
+		for _, s := range ss {
+			if s.Labels["outcome"] == "ok" {
+				answered[[2]string{s.Labels["shard"], s.Labels["replica"]}] += sign * s.Value
+			}
+		}
+	}
+	idx := make([]int, len(c.Shards))
+	leaders, err := leaderAddrs(ctx, r.Base)
+	if err != nil {
+		return nil, nil, err
+	}
+	var wasLeader []bool
+	for si, reps := range c.Shards {
+		best := 0.0
+		for i, rep := range reps {
+			if n := answered[[2]string{cluster.ShardName(si), rep.Proxy.Addr()}]; n > best {
+				best, idx[si] = n, i
+			}
+		}
+		if best == 0 {
+			return nil, nil, fmt.Errorf("probe %s: no replica of %s answered", r.Name, cluster.ShardName(si))
+		}
+		wasLeader = append(wasLeader, leaders[reps[idx[si]].Proxy.Addr()])
+	}
+	return idx, wasLeader, nil
+}
+
+// leaderAddrs is the set of replica addresses (as the router names them)
+// whose role in the router's /cluster/status is leader.
+func leaderAddrs(ctx context.Context, base string) (map[string]bool, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/cluster/status", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("cluster status: %w", err)
+	}
+	defer resp.Body.Close()
+	var st struct {
+		Shards []struct {
+			Replicas []struct {
+				Addr string `json:"addr"`
+				Role string `json:"role"`
+			} `json:"replicas"`
+		} `json:"shards"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		return nil, fmt.Errorf("cluster status: %w", err)
+	}
+	out := map[string]bool{}
+	for _, sh := range st.Shards {
+		for _, rep := range sh.Replicas {
+			out[rep.Addr] = rep.Role == "leader"
+		}
+	}
+	return out, nil
+}
+
 func (e *env) noteLatched(ctx context.Context, c *cluster.Cluster, into map[string]map[string][]int, key, name string) error {
 	latched, err := e.recover(ctx, c)
 	if err != nil {
@@ -420,24 +521,26 @@ func (e *env) scaleFamilies(ctx context.Context, res *results) error {
 	for _, rows := range e.sizeRows {
 		add(key{3, rows})
 	}
-	for _, k := range cells {
-		cell, err := e.scaleCell(ctx, k.shards, k.rows)
-		if err != nil {
+	var loadMu sync.Mutex
+	return eachStarted(e.quick, len(cells),
+		func(i int) (*loaded, error) {
+			k := cells[i]
+			return e.startLoaded(ctx, fmt.Sprintf("scale-%dx%d", k.shards, k.rows), k.shards, 1, k.rows, &loadMu)
+		},
+		func(i int, l *loaded) error {
+			cell, err := e.scaleCell(ctx, cells[i].shards, cells[i].rows, l)
+			if err == nil {
+				res.scale = append(res.scale, cell)
+			}
 			return err
-		}
-		res.scale = append(res.scale, cell)
-	}
-	return nil
+		},
+		func(l *loaded) { l.c.Close() })
 }
 
-func (e *env) scaleCell(ctx context.Context, shards, rows int) (scaleCell, error) {
+func (e *env) scaleCell(ctx context.Context, shards, rows int, l *loaded) (scaleCell, error) {
 	cell := scaleCell{shards: shards, rows: rows}
-	c, trawl, base, loadTook, err := e.startLoaded(ctx, fmt.Sprintf("scale-%dx%d", shards, rows), shards, 1, rows)
-	if err != nil {
-		return cell, err
-	}
-	defer c.Close()
-	cell.load = loadTook
+	trawl, base := l.trawl, l.base
+	cell.load = l.took
 	cell.loadAvg = machine.LoadAvg()
 	idle, err := idleCPU(ctx, trawl.PID(), e.idle)
 	if err != nil {

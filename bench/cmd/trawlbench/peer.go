@@ -25,7 +25,9 @@ import (
 	"github.com/trawl-search/trawl/bench/internal/peer"
 	"github.com/trawl-search/trawl/bench/internal/promtext"
 	"github.com/trawl-search/trawl/bench/internal/weaviate"
+	"github.com/trawl-search/trawl/shard"
 	"github.com/trawl-search/trawl/vector"
+	"github.com/trawl-search/trawl/vector/ivf"
 )
 
 // peerPlan is the shape of a `trawlbench peer` run.
@@ -66,6 +68,9 @@ type peerSystem struct {
 	// default; index is whether it answers from trawl's index.
 	nprobe int
 	index  bool
+	// flat: trawl's shards hold too few rows to train an index and answer
+	// by their flat int8 scan (the 20 000-row run).
+	flat bool
 
 	importTook time.Duration
 	importNote string
@@ -405,11 +410,12 @@ func startTrawl(ctx context.Context, bin, work, npy string, corpus *peer.Corpus,
 		if ixs, err = clusterIndexes(ctx, hc, rt.Base); err != nil {
 			return fail(err)
 		}
-		ready := len(ixs) == p.shards
+		ready, docs := len(ixs) == p.shards, 0
 		for _, ix := range ixs {
 			ready = ready && ix.settled()
+			docs += ix.Docs
 		}
-		if ready {
+		if ready && docs == corpus.Rows {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -421,6 +427,21 @@ func startTrawl(ctx context.Context, bin, work, npy string, corpus *peer.Corpus,
 	}
 	s.importTook = time.Since(t0)
 	s.importNote = fmt.Sprintf("`router load` %.1f s, then until every shard answered from its index with a measured default nprobe", loaded.Seconds())
+	flat := true
+	for _, ix := range ixs {
+		flat = flat && ix.flat()
+	}
+	if flat {
+		// Below ivf.MinRows a shard never trains: it answers by its flat
+		// int8 scan with exact re-scoring, and nprobe means nothing.
+		s.flat = true
+		s.name = fmt.Sprintf("trawl --index ivf below %d rows a shard: flat int8 + re-score, %d shards", ivf.MinRows, p.shards)
+		s.importNote = fmt.Sprintf("`router load` %.1f s, then until every shard counted its rows (below %d rows a shard trains no index)", loaded.Seconds(), ivf.MinRows)
+		if len(p.nprobes) > 0 {
+			logf("trawl: every shard is below %d rows and serves its flat scan: -nprobe-extra %v skipped", ivf.MinRows, p.nprobes)
+			p.nprobes = nil
+		}
+	}
 	s.rss = rss(s.pids())
 	s.rssAnon = rssAnon(s.pids())
 	var per []string
@@ -452,6 +473,10 @@ func startTrawl(ctx context.Context, bin, work, npy string, corpus *peer.Corpus,
 	for i, ix := range ixs {
 		note := fmt.Sprintf("%s: %d rows, %d lists trained at %d rows, default nprobe %d (k ≤ 10), %.0f B/vector beside the floats",
 			cluster.ShardName(i), ix.Rows, ix.Lists, ix.TrainedRows, ix.DefaultNProbe, ix.BytesPerVector)
+		if ix.flat() {
+			note = fmt.Sprintf("%s: %d rows, untrained (below %d), flat int8 codes %.0f B/vector beside the floats",
+				cluster.ShardName(i), ix.Docs, ivf.MinRows, ix.BytesPerVector)
+		}
 		if i < len(c.Shards) {
 			note += indexTimes(c.Shards[i][0].Log)
 		}
@@ -555,12 +580,22 @@ type indexState struct {
 	NProbeCalibrated bool    `json:"nprobe_calibrated"`
 	Rows             int     `json:"rows"`
 	BytesPerVector   float64 `json:"bytes_per_vector"`
+	// Docs is the replica's document count (its doc_count, beside the
+	// index block).
+	Docs int `json:"-"`
 }
 
 // settled: serving from an index with a measured default nprobe, and no
-// retrain due (the shard has not grown 4× past its centroids' rows).
+// retrain due (the shard has not grown 4× past its centroids' rows); or
+// flat.
 func (ix indexState) settled() bool {
-	return ix.State == "ready" && ix.NProbeCalibrated && ix.TrainedRows > 0 && ix.Rows < 4*ix.TrainedRows
+	return ix.flat() || ix.State == shard.IndexStateReady && ix.NProbeCalibrated && ix.TrainedRows > 0 && ix.Rows < 4*ix.TrainedRows
+}
+
+// flat: the shard holds fewer rows than ivf.MinRows, so it trains no
+// index and answers by its flat scan.
+func (ix indexState) flat() bool {
+	return ix.State == shard.IndexStateUntrained && ix.Docs < ivf.MinRows
 }
 
 // clusterIndexes is the first replica's index of every shard, from the
@@ -578,7 +613,8 @@ func clusterIndexes(ctx context.Context, hc *http.Client, base string) ([]indexS
 	var st struct {
 		Shards []struct {
 			Replicas []struct {
-				Index *indexState `json:"index"`
+				Index    *indexState `json:"index"`
+				DocCount *int        `json:"doc_count"`
 			} `json:"replicas"`
 		} `json:"shards"`
 	}
@@ -588,7 +624,11 @@ func clusterIndexes(ctx context.Context, hc *http.Client, base string) ([]indexS
 	var out []indexState
 	for _, sh := range st.Shards {
 		if len(sh.Replicas) > 0 && sh.Replicas[0].Index != nil {
-			out = append(out, *sh.Replicas[0].Index)
+			ix := *sh.Replicas[0].Index
+			if d := sh.Replicas[0].DocCount; d != nil {
+				ix.Docs = *d
+			}
+			out = append(out, ix)
 		}
 	}
 	return out, nil

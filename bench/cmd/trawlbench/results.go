@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -30,6 +31,9 @@ type results struct {
 	sweepLatched map[float64]map[string][]int
 	// scenarioLatched: the same after each scenario run (once it is lifted).
 	scenarioLatched map[string]map[string][]int
+	// scenarioFaulted: per scenario, router and round, the replica index
+	// the fault hit in each shard (nil for a fault on every replica).
+	scenarioFaulted map[string]map[string][]faultedReplicas
 	capacity        float64
 	capacityRuns    []loadgen.Summary
 	scenarios       map[string]map[string][]loadgen.Summary // scenario → router → rounds
@@ -65,6 +69,50 @@ func med(ss []loadgen.Summary, f func(loadgen.Summary) float64) float64 {
 		xs[i] = f(s)
 	}
 	return median(xs)
+}
+
+// pooledRatio is f of the pooled runs a over f of the pooled runs b,
+// followed by the per-round ratios.
+func pooledRatio(a, b []loadgen.Summary, f func(loadgen.Summary) float64) string {
+	pa, pb := f(loadgen.Pool(a)), f(loadgen.Pool(b))
+	if pb <= 0 {
+		return "–"
+	}
+	var rs []string
+	for i := range min(len(a), len(b)) {
+		if d := f(b[i]); d > 0 {
+			rs = append(rs, fmt.Sprintf("%.2f", f(a[i])/d))
+		}
+	}
+	return fmt.Sprintf("%.2f (%s)", pa/pb, strings.Join(rs, ", "))
+}
+
+// faultedReplicas is one run's faulted replica in each shard: its index,
+// and whether it was the group's raft leader.
+type faultedReplicas struct {
+	idx    []int
+	leader []bool
+}
+
+// faulted lists, per round, the replica index the fault hit in each shard,
+// L marking a leader ("1 0L 2" for shards 0, 1, 2).
+func faulted(rounds []faultedReplicas) string {
+	if len(rounds) == 0 {
+		return "–"
+	}
+	var out []string
+	for _, f := range rounds {
+		var ids []string
+		for s, i := range f.idx {
+			id := strconv.Itoa(i)
+			if s < len(f.leader) && f.leader[s] {
+				id += "L"
+			}
+			ids = append(ids, id)
+		}
+		out = append(out, strings.Join(ids, " "))
+	}
+	return strings.Join(out, "; ")
 }
 
 // ratio is the median of the per-round ratios a[i]/b[i]: each ratio
@@ -121,8 +169,8 @@ func (r *results) write(path string) error {
 	w("Written by `%s` (from `bench/`; `make %s` at the top) on %s; it took %s. ",
 		r.command, map[bool]string{true: "bench-quick", false: "bench"}[r.quick], time.Now().UTC().Format("2006-01-02 15:04 UTC"), r.took.Round(time.Second))
 	w("Load average (1, 5, 15 min) at start **%s**, at end **%s**: the machine is shared, so every comparison below "+
-		"is between runs taken back to back in the same run, and figures are medians over rounds (%d for scenarios, capacity and "+
-		"overhead, %d for the overload sweep, %d for fan-out and size; the order of trawl and its baseline alternates between rounds). "+
+		"is between runs taken back to back in the same run, and figures are medians over rounds (%d for capacity and overhead, and "+
+		"the scenarios, whose rounds are pooled rather than taken a median of; %d for the overload sweep, %d for fan-out and size; the order of trawl and its baseline alternates between rounds). "+
 		"Each section gives the load average as it began.\n\n", r.loadStart, r.loadEnd, r.rounds, r.sweepRounds, r.scaleRounds)
 	w("%s\n", r.info.Markdown())
 	w("## Setup\n\n")
@@ -163,22 +211,27 @@ func (r *results) write(path string) error {
 	for _, sc := range scenarios {
 		w("- **%s**: %s.\n", sc.name, sc.what)
 	}
-	w("\n| scenario | router | complete/s | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms | degraded %% | refused %% | failed %% | late %% | hedges | failovers | admission refusals | replicas latched after (per round) |\n")
-	w("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+	w("\nEach row pools the rounds: its percentiles and shares are over every request of its %d round(s) (about %d requests), "+
+		"complete/s is their total over their total time, and the counters are totals. (A single run's p99 is its second-worst "+
+		"answer, and one unlucky query moved it by 2×.) *Faulted* is the replica, per shard, that the fault hit in each round: "+
+		"the one that router had been sending to most in a short probe just before (see bench/README.md), so each router loses "+
+		"the replica it was using; L marks a raft leader.\n\n", r.rounds, int(float64(r.rounds)*r.latFactor*r.capacity*r.phase.Seconds()))
+	w("| scenario | router | complete/s | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms | degraded %% | refused %% | failed %% | late %% | hedges | failovers | admission refusals | faulted (per round) | replicas latched after (per round) |\n")
+	w("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n")
 	for _, sc := range scenarios {
 		for _, name := range []string{trawlName, baseName} {
-			ss := r.scenarios[sc.name][name]
-			w("| %s | %s | %.1f | %s | %s | %s | %s | %s | %.1f | %.1f | %.1f | %.1f | %.0f | %.0f | %.0f | %s |\n", sc.name, name,
-				med(ss, goodput), ms(med(ss, p50)), ms(med(ss, p90)), ms(med(ss, p99)), ms(med(ss, p999)), ms(med(ss, pmax)),
-				med(ss, degr), med(ss, refused), med(ss, failed), med(ss, late),
-				med(ss, counter("trawl_scatter_hedges_total")), med(ss, counter("trawl_scatter_failovers_total")),
-				med(ss, counter("trawl_admission_rejected_total")), ints(r.scenarioLatched[sc.name][name]))
+			p := loadgen.Pool(r.scenarios[sc.name][name])
+			w("| %s | %s | %.1f | %s | %s | %s | %s | %s | %.1f | %.1f | %.1f | %.1f | %.0f | %.0f | %.0f | %s | %s |\n", sc.name, name,
+				goodput(p), ms(p50(p)), ms(p90(p)), ms(p99(p)), ms(p999(p)), ms(pmax(p)),
+				degr(p), refused(p), failed(p), late(p),
+				p.Counters["trawl_scatter_hedges_total"], p.Counters["trawl_scatter_failovers_total"],
+				p.Counters["trawl_admission_rejected_total"], faulted(r.scenarioFaulted[sc.name][name]), ints(r.scenarioLatched[sc.name][name]))
 		}
 	}
-	w("\nRatios (median of per-round ratios, trawl ÷ baseline):\n\n| scenario | p50 | p99 | complete/s |\n|---|---:|---:|---:|\n")
+	w("\nRatios trawl ÷ baseline of the pooled figures (in brackets: each round's ratio, runs taken back to back):\n\n| scenario | p50 | p99 | complete/s |\n|---|---:|---:|---:|\n")
 	for _, sc := range scenarios {
 		t, bl := r.scenarios[sc.name][trawlName], r.scenarios[sc.name][baseName]
-		w("| %s | %.2f | %.2f | %.2f |\n", sc.name, ratio(t, bl, p50), ratio(t, bl, p99), ratio(t, bl, goodput))
+		w("| %s | %s | %s | %s |\n", sc.name, pooledRatio(t, bl, p50), pooledRatio(t, bl, p99), pooledRatio(t, bl, goodput))
 	}
 	w("\n![latency per scenario](%s)\n\n", charts.scenarios)
 

@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/trawl-search/trawl/bench/internal/cluster"
@@ -25,10 +27,12 @@ type plan struct {
 	sizeRows                 []int         // corpora of the size family, 3 shards of one
 	phase                    time.Duration // one measured run
 	settle                   time.Duration // after a fault is lifted, for both routers' probers to see it
+	preferProbe              time.Duration // one client's queries that find the replica a router is using, before a fault
 	scalePhase               time.Duration // one run of the fan-out and size families
 	pause                    time.Duration // between overload steps, for queues to drain
 	idle                     time.Duration // router idle CPU measurement
 	afterLoad                time.Duration // after a bulk load, before measuring
+	warm                     time.Duration // two clients' queries that warm a new router's connections and its shards' pages
 	rounds                   int           // of the scenarios, capacity and overhead families
 	sweepRounds, scaleRounds int
 	factors                  []float64 // offered load as multiples of capacity
@@ -44,20 +48,26 @@ type plan struct {
 }
 
 func quickPlan() plan {
-	return plan{quick: true, dim: 1536, mainRows: 10_000, scaleRows: 2_000, shardSweep: []int{1, 3, 8},
-		sizeRows: []int{500, 2_000}, phase: 2 * time.Second, settle: time.Second,
-		scalePhase: 1500 * time.Millisecond, pause: 500 * time.Millisecond, idle: time.Second, afterLoad: 500 * time.Millisecond,
+	// Runs and pauses are cut to what keeps each family's order of
+	// events, and the overload sweep skips 2×: a cold build of trawlbench
+	// and the router takes ~1 m 50 s of the 3 minutes on 2 cores, and
+	// the suite at twice these took 2 m 40 s.
+	return plan{quick: true, dim: 1536, mainRows: 5_000, scaleRows: 2_000, shardSweep: []int{1, 3, 8},
+		sizeRows: []int{500, 2_000}, phase: 750 * time.Millisecond, settle: 300 * time.Millisecond, preferProbe: 300 * time.Millisecond,
+		scalePhase: 500 * time.Millisecond, pause: 250 * time.Millisecond, idle: 500 * time.Millisecond, afterLoad: 250 * time.Millisecond,
+		warm: 200 * time.Millisecond,
 		// One round each: with the devshards families, two rounds of the
 		// scenarios took bench-quick past its 3 minutes.
 		rounds: 1, sweepRounds: 1, scaleRounds: 1,
-		factors: []float64{0.5, 1, 2, 3, 5}, deadlineMS: 200, latFactor: 0.5,
-		widths: []int{3, 32}, devDocs: 2_000, ivfMinRows: 500, devRounds: 1, devPhase: 1500 * time.Millisecond}
+		factors: []float64{0.5, 1, 3, 5}, deadlineMS: 200, latFactor: 0.5,
+		widths: []int{3, 32}, devDocs: 2_000, ivfMinRows: 500, devRounds: 1, devPhase: 500 * time.Millisecond}
 }
 
 func fullPlan() plan {
 	return plan{dim: 1536, mainRows: 100_000, scaleRows: 100_000, shardSweep: []int{1, 3, 8},
-		sizeRows: []int{10_000, 100_000}, phase: 10 * time.Second, settle: 2500 * time.Millisecond,
+		sizeRows: []int{10_000, 100_000}, phase: 10 * time.Second, settle: 2500 * time.Millisecond, preferProbe: 2 * time.Second,
 		scalePhase: 5 * time.Second, pause: time.Second, idle: 3 * time.Second, afterLoad: 3 * time.Second,
+		warm:   500 * time.Millisecond,
 		rounds: 3, sweepRounds: 3, scaleRounds: 3,
 		// At 200 ms, replicas of ~33 000 rows latched into refusing every
 		// scan (RESOURCE_EXHAUSTED) once contention had pushed their scan
@@ -160,21 +170,30 @@ func runSuite(ctx context.Context, args []string) error {
 	return res.write(*out)
 }
 
+// loaded is a started cluster with its two routers, loaded.
+type loaded struct {
+	c           *cluster.Cluster
+	trawl, base *cluster.Router
+	took        time.Duration // the bulk load
+}
+
 // startLoaded starts a cluster, a trawl router and a baseline router, and
-// loads rows vectors through the trawl router.
-func (e *env) startLoaded(ctx context.Context, name string, shards, replicas, rows int) (*cluster.Cluster, *cluster.Router, *cluster.Router, time.Duration, error) {
+// loads rows vectors through the trawl router. With loadMu, the load and
+// the warm-up hold it: clusters started together then load one at a time,
+// so each load's time is its own.
+func (e *env) startLoaded(ctx context.Context, name string, shards, replicas, rows int, loadMu *sync.Mutex) (*loaded, error) {
 	dir := filepath.Join(e.work, name)
 	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return nil, nil, nil, 0, err
+		return nil, err
 	}
 	t0 := time.Now()
 	c, err := cluster.Start(ctx, cluster.Config{Bin: e.bin, Dir: dir, Shards: shards, Replicas: replicas, Dim: e.dim})
 	if err != nil {
-		return nil, nil, nil, 0, err
+		return nil, err
 	}
-	fail := func(err error) (*cluster.Cluster, *cluster.Router, *cluster.Router, time.Duration, error) {
+	fail := func(err error) (*loaded, error) {
 		c.Close()
-		return nil, nil, nil, 0, err
+		return nil, err
 	}
 	trawl, err := c.StartRouter(ctx, "trawl")
 	if err != nil {
@@ -185,6 +204,10 @@ func (e *env) startLoaded(ctx context.Context, name string, shards, replicas, ro
 		return fail(err)
 	}
 	e.logf("%s: %d shards × %d replicas up in %s", name, shards, replicas, time.Since(t0).Round(time.Millisecond))
+	if loadMu != nil {
+		loadMu.Lock()
+		defer loadMu.Unlock()
+	}
 	npy := filepath.Join(e.work, fmt.Sprintf("corpus-%d.npy", rows))
 	if _, err := os.Stat(npy); err != nil {
 		if err := cluster.WriteNpy(npy, rows, e.dim, 42); err != nil {
@@ -203,12 +226,62 @@ func (e *env) startLoaded(ctx context.Context, name string, shards, replicas, ro
 	}
 	// Warm both routers' connections and the shards' pages.
 	for _, r := range []*cluster.Router{trawl, base} {
-		if _, err := loadgen.Closed(ctx, e.target(r), e.queries, 2, 500*time.Millisecond); err != nil {
+		if _, err := loadgen.Closed(ctx, e.target(r), e.queries, 2, e.warm); err != nil {
 			return fail(err)
 		}
 	}
-	return c, trawl, base, loadTook, nil
+	return &loaded{c: c, trawl: trawl, base: base, took: loadTook}, nil
 }
+
+// eachStarted starts n clusters with start and measures each with
+// measure, then stops it. Full runs do one cluster at a time: nothing
+// else runs beside the one measured. Quick runs start them all at once
+// first (starting clusters one by one was a fifth of a quick run's
+// time), then measure them one at a time while the others sit idle.
+func eachStarted[T any](all bool, n int, start func(i int) (T, error), measure func(i int, x T) error, stop func(T)) error {
+	if !all {
+		for i := range n {
+			x, err := start(i)
+			if err != nil {
+				return err
+			}
+			err = measure(i, x)
+			stop(x)
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	xs := make([]T, n)
+	es := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { xs[i], es[i] = start(i) })
+	}
+	wg.Wait()
+	defer func() {
+		for i := range n {
+			if es[i] == nil {
+				stop(xs[i])
+			}
+		}
+	}()
+	if err := errors.Join(es...); err != nil {
+		return err
+	}
+	for i := range n {
+		if err := measure(i, xs[i]); err != nil {
+			return err
+		}
+		stop(xs[i])
+		es[i] = errStopped
+	}
+	return nil
+}
+
+// errStopped marks, in eachStarted, a cluster already stopped.
+var errStopped = errors.New("stopped")
 
 func (e *env) target(r *cluster.Router) loadgen.Target {
 	return loadgen.Target{Base: r.Base, DeadlineMS: e.deadlineMS, Timeout: 10 * time.Second}

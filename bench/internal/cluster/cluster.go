@@ -136,12 +136,13 @@ func (c *Cluster) Restore() error {
 	return errs(es)
 }
 
-// EachShard applies f to replica idx of every shard (one replica of every
-// shard: what losing a zone does).
-func (c *Cluster) EachShard(idx int, f func(*Replica) error) error {
+// EachShard applies f to one replica of every shard, replica idx[s] of
+// shard s (what losing a zone does, when each shard's lost replica is
+// the one named).
+func (c *Cluster) EachShard(idx []int, f func(*Replica) error) error {
 	var es []error
-	for _, reps := range c.Shards {
-		es = append(es, f(reps[idx]))
+	for s, reps := range c.Shards {
+		es = append(es, f(reps[idx[s]]))
 	}
 	return errs(es)
 }
@@ -159,11 +160,11 @@ func (c *Cluster) EachReplica(f func(*Replica) error) error {
 
 // EachShardParallel is EachShard with f run for all shards at once (a
 // restart that waits for catch-up, say).
-func (c *Cluster) EachShardParallel(idx int, f func(*Replica) error) error {
+func (c *Cluster) EachShardParallel(idx []int, f func(*Replica) error) error {
 	es := make([]error, len(c.Shards))
 	var wg sync.WaitGroup
-	for i, reps := range c.Shards {
-		wg.Go(func() { es[i] = f(reps[idx]) })
+	for s, reps := range c.Shards {
+		wg.Go(func() { es[s] = f(reps[idx[s]]) })
 	}
 	wg.Wait()
 	return errs(es)

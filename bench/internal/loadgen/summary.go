@@ -141,6 +141,36 @@ type Summary struct {
 	// Counters are the deltas of the router's /metrics counters over the
 	// run (nil when not scraped).
 	Counters map[string]float64
+
+	// tally is what the figures came from, kept so that Pool can take
+	// percentiles over several runs' requests rather than a median of
+	// each run's: a p99 over one 130-request run is its second-worst
+	// answer, and swings with one unlucky query.
+	tally *Tally
+}
+
+// Pool is the summary of several runs taken as one: counts and counters
+// summed, elapsed times added, percentiles over every request of every
+// run. Runs summarised before tallies were kept (none here) add their
+// counts but no latencies.
+func Pool(ss []Summary) Summary {
+	all := NewTally()
+	var elapsed time.Duration
+	counters := map[string]float64{}
+	mode := ""
+	for _, s := range ss {
+		if s.tally != nil {
+			all.Merge(s.tally)
+		}
+		elapsed += s.Elapsed
+		for k, v := range s.Counters {
+			counters[k] += v
+		}
+		mode = s.Mode
+	}
+	p := all.Summarise(fmt.Sprintf("%s, %d runs pooled", mode, len(ss)), elapsed)
+	p.Counters = counters
+	return p
 }
 
 // Summarise turns a tally into a Summary.
@@ -148,7 +178,8 @@ func (t *Tally) Summarise(mode string, elapsed time.Duration) Summary {
 	s := Summary{Mode: mode, Elapsed: elapsed,
 		Complete: t.counts[Complete], Degraded: t.counts[Degraded], Refused: t.counts[Refused], Failed: t.counts[Failed],
 		Codes: map[int]int64{}, Late: t.late,
-		Latency: percentiles(t.answered), CompleteLatency: percentiles(t.complete), RefusalLatency: percentiles(t.refused)}
+		Latency: percentiles(t.answered), CompleteLatency: percentiles(t.complete), RefusalLatency: percentiles(t.refused),
+		tally: t}
 	for c, n := range t.codes {
 		s.Codes[c] = n
 	}

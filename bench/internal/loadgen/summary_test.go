@@ -80,3 +80,36 @@ func TestLateCountsEveryKindOfAnswer(t *testing.T) {
 		t.Fatalf("late %d, want 2", s.Late)
 	}
 }
+
+func TestPoolTakesPercentilesOverEveryRun(t *testing.T) {
+	// Two runs of 100 requests: one all 10 ms, one with a single 1 s
+	// outlier. Each run's own p99 is 10 ms; pooled, the outlier is 1 in
+	// 200, above the 99th percentile, and the max keeps it.
+	var runs []Summary
+	for r := range 2 {
+		tl := NewTally()
+		for i := range 100 {
+			d := 10 * time.Millisecond
+			if r == 1 && i == 0 {
+				d = time.Second
+			}
+			tl.Add(Complete, 200, d)
+		}
+		s := tl.Summarise("open 100/s", time.Second)
+		s.Counters = map[string]float64{"hedges": float64(r + 1)}
+		runs = append(runs, s)
+	}
+	p := Pool(runs)
+	if p.Sent != 200 || p.Complete != 200 || p.Elapsed != 2*time.Second || p.Goodput() != 100 {
+		t.Fatalf("pooled counts: %+v", p)
+	}
+	if p.Latency.P99 > 11*time.Millisecond || p.Latency.Max < 999*time.Millisecond {
+		t.Fatalf("pooled p99 %s, max %s", p.Latency.P99, p.Latency.Max)
+	}
+	if p.Counters["hedges"] != 3 {
+		t.Fatalf("pooled counters %v", p.Counters)
+	}
+	if runs[0].Sent != 100 || runs[0].Latency.Max > 11*time.Millisecond {
+		t.Fatalf("pooling changed a run: %+v", runs[0])
+	}
+}

@@ -74,25 +74,131 @@ func cut(line string) (name, rest string, ok bool) {
 	return "", "", false
 }
 
+// Sample is one series of a metric: its labels and value.
+type Sample struct {
+	Labels map[string]string
+	Value  float64
+}
+
+// Samples returns every series of the metric called name, labels kept
+// (Parse sums them away): the per-replica calls of a histogram's _count,
+// say.
+func Samples(r io.Reader, name string) ([]Sample, error) {
+	var out []Sample
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 4<<20)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if !strings.HasPrefix(line, name) {
+			continue
+		}
+		n, rest, ok := cut(line)
+		if !ok {
+			return nil, fmt.Errorf("metrics line %q: no value", line)
+		}
+		if n != name {
+			continue
+		}
+		labels, err := parseLabels(line[len(n) : len(line)-len(rest)])
+		if err != nil {
+			return nil, fmt.Errorf("metrics line %q: %w", line, err)
+		}
+		fields := strings.Fields(rest)
+		if len(fields) == 0 {
+			return nil, fmt.Errorf("metrics line %q: no value", line)
+		}
+		v, err := strconv.ParseFloat(fields[0], 64)
+		if err != nil {
+			return nil, fmt.Errorf("metrics line %q: %w", line, err)
+		}
+		out = append(out, Sample{Labels: labels, Value: v})
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read metrics: %w", err)
+	}
+	return out, nil
+}
+
+// parseLabels reads a label set, `{a="x",b="y"}` or empty, unescaping
+// values as the text format escapes them (\\, \", \n).
+func parseLabels(set string) (map[string]string, error) {
+	out := map[string]string{}
+	set = strings.TrimSpace(set)
+	if set == "" {
+		return out, nil
+	}
+	if len(set) < 2 || set[0] != '{' || set[len(set)-1] != '}' {
+		return nil, fmt.Errorf("label set %q", set)
+	}
+	s := set[1 : len(set)-1]
+	for len(strings.TrimSpace(s)) > 0 {
+		s = strings.TrimLeft(s, " ,")
+		eq := strings.IndexByte(s, '=')
+		if eq < 0 || eq+1 >= len(s) || s[eq+1] != '"' {
+			return nil, fmt.Errorf("label set %q", set)
+		}
+		key := strings.TrimSpace(s[:eq])
+		var val strings.Builder
+		i, closed := eq+2, false
+		for ; i < len(s); i++ {
+			c := s[i]
+			if c == '\\' && i+1 < len(s) {
+				i++
+				switch s[i] {
+				case 'n':
+					val.WriteByte('\n')
+				default:
+					val.WriteByte(s[i])
+				}
+				continue
+			}
+			if c == '"' {
+				closed = true
+				break
+			}
+			val.WriteByte(c)
+		}
+		if !closed {
+			return nil, fmt.Errorf("label set %q: unterminated value", set)
+		}
+		out[key] = val.String()
+		s = s[i+1:]
+	}
+	return out, nil
+}
+
 // Scrape fetches url (a /metrics page) and parses it.
 func Scrape(ctx context.Context, c *http.Client, url string) (map[string]float64, error) {
+	var m map[string]float64
+	err := fetch(ctx, c, url, func(r io.Reader) (err error) { m, err = Parse(r); return err })
+	return m, err
+}
+
+// ScrapeSamples fetches url (a /metrics page) and returns the series of
+// the metric called name.
+func ScrapeSamples(ctx context.Context, c *http.Client, url, name string) ([]Sample, error) {
+	var out []Sample
+	err := fetch(ctx, c, url, func(r io.Reader) (err error) { out, err = Samples(r, name); return err })
+	return out, err
+}
+
+func fetch(ctx context.Context, c *http.Client, url string, read func(io.Reader) error) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return nil, fmt.Errorf("scrape %s: %w", url, err)
+		return fmt.Errorf("scrape %s: %w", url, err)
 	}
 	resp, err := c.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("scrape %s: %w", url, err)
+		return fmt.Errorf("scrape %s: %w", url, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("scrape %s: status %d", url, resp.StatusCode)
+		return fmt.Errorf("scrape %s: status %d", url, resp.StatusCode)
 	}
-	m, err := Parse(resp.Body)
-	if err != nil {
-		return nil, fmt.Errorf("scrape %s: %w", url, err)
+	if err := read(resp.Body); err != nil {
+		return fmt.Errorf("scrape %s: %w", url, err)
 	}
-	return m, nil
+	return nil
 }
 
 // Delta is after − before for each of names (a counter that is absent

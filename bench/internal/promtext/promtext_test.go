@@ -1,6 +1,7 @@
 package promtext
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -28,5 +29,28 @@ trawl_admission_rejected_total 2.5
 func TestParseRejectsGarbage(t *testing.T) {
 	if _, err := Parse(strings.NewReader("x{a=\"1\" 3\n")); err == nil {
 		t.Fatal("unterminated label set accepted")
+	}
+}
+
+func TestSamplesKeepLabels(t *testing.T) {
+	page := `# TYPE trawl_shard_request_duration_seconds histogram
+trawl_shard_request_duration_seconds_bucket{outcome="ok",replica="127.0.0.1:1",shard="shard-0",le="1"} 5
+trawl_shard_request_duration_seconds_count{outcome="ok",replica="127.0.0.1:1",shard="shard-0"} 5
+trawl_shard_request_duration_seconds_count{outcome="Unavailable",replica="a \"b\", c}",shard="shard-1"} 2
+trawl_shard_request_duration_seconds_count_other 9
+`
+	got, err := Samples(strings.NewReader(page), "trawl_shard_request_duration_seconds_count")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Sample{
+		{Labels: map[string]string{"outcome": "ok", "replica": "127.0.0.1:1", "shard": "shard-0"}, Value: 5},
+		{Labels: map[string]string{"outcome": "Unavailable", "replica": `a "b", c}`, "shard": "shard-1"}, Value: 2},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("samples %+v, want %+v", got, want)
+	}
+	if _, err := Samples(strings.NewReader("m{a=\"1} 3\n"), "m"); err == nil {
+		t.Fatal("unterminated label value accepted")
 	}
 }
