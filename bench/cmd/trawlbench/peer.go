@@ -474,8 +474,7 @@ func startTrawl(ctx context.Context, bin, work, npy string, corpus *peer.Corpus,
 		note := fmt.Sprintf("%s: %d rows, %d lists trained at %d rows, default nprobe %d (k ≤ 10), %.0f B/vector beside the floats",
 			cluster.ShardName(i), ix.Rows, ix.Lists, ix.TrainedRows, ix.DefaultNProbe, ix.BytesPerVector)
 		if ix.flat() {
-			note = fmt.Sprintf("%s: %d rows, untrained (below %d), flat int8 codes %.0f B/vector beside the floats",
-				cluster.ShardName(i), ix.Docs, ivf.MinRows, ix.BytesPerVector)
+			note = fmt.Sprintf("%s: %d rows, no index trained (below %d rows), flat int8 scan", cluster.ShardName(i), ix.Docs, ivf.MinRows)
 		}
 		if i < len(c.Shards) {
 			note += indexTimes(c.Shards[i][0].Log)

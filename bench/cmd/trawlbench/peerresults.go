@@ -315,6 +315,12 @@ func (r *peerResults) writeExactVerdict(w func(string, ...any)) {
 	p := r.plan
 	qr := perRound(ix, ex, thru, true)
 	pr := perRound(ix, ex, p50, false)
+	if ix.flat {
+		w("\n## The flat int8 scan against the exact scan\n\n")
+		w("Same shards, same run, the default answer (int8 codes scanned, the best candidates re-scored in float32) against `\"exact\": true` (float32 throughout): %d-client q/s **%.1f×** the exact scan's (rounds: %s), "+
+			"single-client p50 **%.3g×** (rounds: %s), at recall@%d %.4f.\n", p.clients, median(qr), fmtRatios(qr), median(pr), fmtRatios(pr), p.k, ix.recall)
+		return
+	}
 	w("\n## The index against the exact scan\n\n")
 	w("Same shards, same run, default nprobe against `\"exact\": true`: %d-client q/s **%.1f×** the exact scan's (rounds: %s), "+
 		"single-client p50 **%.3g×** (rounds: %s), at recall@%d %.4f.\n", p.clients, median(qr), fmtRatios(qr), median(pr), fmtRatios(pr), p.k, ix.recall)

@@ -53,8 +53,8 @@ func quickPlan() plan {
 	// and the router takes ~1 m 50 s of the 3 minutes on 2 cores, and
 	// the suite at twice these took 2 m 40 s.
 	return plan{quick: true, dim: 1536, mainRows: 5_000, scaleRows: 2_000, shardSweep: []int{1, 3, 8},
-		sizeRows: []int{500, 2_000}, phase: 750 * time.Millisecond, settle: 300 * time.Millisecond, preferProbe: 300 * time.Millisecond,
-		scalePhase: 500 * time.Millisecond, pause: 250 * time.Millisecond, idle: 500 * time.Millisecond, afterLoad: 250 * time.Millisecond,
+		sizeRows: []int{500, 2_000}, phase: 750 * time.Millisecond, settle: 200 * time.Millisecond, preferProbe: 200 * time.Millisecond,
+		scalePhase: 500 * time.Millisecond, pause: 250 * time.Millisecond, idle: 300 * time.Millisecond, afterLoad: 250 * time.Millisecond,
 		warm: 200 * time.Millisecond,
 		// One round each: with the devshards families, two rounds of the
 		// scenarios took bench-quick past its 3 minutes.
