@@ -86,7 +86,7 @@ func (e *env) devFamilies(ctx context.Context, res *results) error {
 	add("tls", devArgs(3, "-tls-dir", filepath.Join(e.work, "dev", "pki")))
 	launch := func(name string) (*cluster.DevShards, error) {
 		t0 := time.Now()
-		d, err := cluster.StartDev(ctx, self, e.bin, dir, name, specs[name]...)
+		d, err := cluster.StartDev(ctx, &e.ports, self, e.bin, dir, name, specs[name]...)
 		if err == nil {
 			e.logf("%s: up and seeded in %s", name, time.Since(t0).Round(time.Millisecond))
 		}

@@ -219,8 +219,6 @@ func (e *env) mainFamilies(ctx context.Context, res *results) error {
 	return err
 }
 
-// noteLatched recovers latched replicas and records how many there were
-// after the run of router name in family key.
 // preferred returns, for each shard of c, the index of the replica that
 // answered most of router r's reads in a short closed-loop probe sent
 // just now: the replica in use, which a fault must hit to be felt. Which
@@ -307,6 +305,8 @@ func leaderAddrs(ctx context.Context, base string) (map[string]bool, error) {
 	return out, nil
 }
 
+// noteLatched recovers latched replicas and records how many there were
+// after the run of router name in family key.
 func (e *env) noteLatched(ctx context.Context, c *cluster.Cluster, into map[string]map[string][]int, key, name string) error {
 	latched, err := e.recover(ctx, c)
 	if err != nil {

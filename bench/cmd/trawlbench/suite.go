@@ -71,7 +71,8 @@ func fullPlan() plan {
 		rounds: 3, sweepRounds: 3, scaleRounds: 3,
 		// At 200 ms, replicas of ~33 000 rows latched into refusing every
 		// scan (RESOURCE_EXHAUSTED) once contention had pushed their scan
-		// estimate past the budget: see RESULTS.md, "Noticed".
+		// estimate past the budget: see bench/README.md, "A replica's scan
+		// admission can latch shut".
 		factors: []float64{0.5, 1, 2, 3, 5}, deadlineMS: 1000, latFactor: 0.5,
 		widths: []int{3, 32}, devDocs: 32_000, ivfMinRows: 8_000, devRounds: 3, devPhase: 5 * time.Second}
 }
@@ -84,6 +85,9 @@ type env struct {
 	queries *loadgen.Queries // vector_b64 bodies
 	jsonQ   *loadgen.Queries // the same vectors as JSON floats
 	logf    func(format string, args ...any)
+	// ports is every cluster's and router's: quick runs start clusters
+	// at the same time.
+	ports cluster.Ports
 }
 
 func runSuite(ctx context.Context, args []string) error {
@@ -187,7 +191,7 @@ func (e *env) startLoaded(ctx context.Context, name string, shards, replicas, ro
 		return nil, err
 	}
 	t0 := time.Now()
-	c, err := cluster.Start(ctx, cluster.Config{Bin: e.bin, Dir: dir, Shards: shards, Replicas: replicas, Dim: e.dim})
+	c, err := cluster.Start(ctx, cluster.Config{Bin: e.bin, Dir: dir, Shards: shards, Replicas: replicas, Dim: e.dim, Ports: &e.ports})
 	if err != nil {
 		return nil, err
 	}

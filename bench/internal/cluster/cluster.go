@@ -25,6 +25,10 @@ type Config struct {
 	// ShardEnv is added to every replica's environment (GOMEMLIMIT, say,
 	// as the Helm chart sets it).
 	ShardEnv []string
+	// Ports gives every process of the cluster and its routers their
+	// ports. Clusters started at the same time must share one; nil: the
+	// cluster's own.
+	Ports *Ports
 }
 
 // Replica is one `router shard` process and the fault proxy in front of
@@ -49,6 +53,9 @@ func ShardName(i int) string { return "shard-" + strconv.Itoa(i) }
 
 // Start launches every replica with its proxy and waits until all serve.
 func Start(ctx context.Context, cfg Config) (*Cluster, error) {
+	if cfg.Ports == nil {
+		cfg.Ports = &Ports{}
+	}
 	c := &Cluster{cfg: cfg}
 	if err := c.start(ctx); err != nil {
 		c.Close()
@@ -62,11 +69,11 @@ func (c *Cluster) start(ctx context.Context) error {
 		reps := make([]*Replica, c.cfg.Replicas)
 		peers := make([]string, len(reps))
 		for i := range reps {
-			g, err := freePort()
+			g, err := c.cfg.Ports.Free()
 			if err != nil {
 				return err
 			}
-			h, err := freePort()
+			h, err := c.cfg.Ports.Free()
 			if err != nil {
 				return err
 			}
@@ -89,8 +96,8 @@ func (c *Cluster) start(ctx context.Context) error {
 				return err
 			}
 			// The proxy listens again on the same port after a stop:
-			// keep it out of the ephemeral range too (see freePort).
-			pa, err := freePort()
+			// keep it out of the ephemeral range too (see FreePort).
+			pa, err := c.cfg.Ports.Free()
 			if err != nil {
 				return err
 			}
@@ -198,7 +205,7 @@ var Baseline = []string{"--hedge=false", "--failover=false", "--prewarm=false", 
 // StartRouter runs `router serve` over the cluster with extra flags and
 // waits for /readyz.
 func (c *Cluster) StartRouter(ctx context.Context, name string, extra ...string) (*Router, error) {
-	r, err := startRouter(ctx, c.cfg.Bin, c.cfg.Dir, name, c.ShardFlags(), extra)
+	r, err := startRouter(ctx, c.cfg.Ports, c.cfg.Bin, c.cfg.Dir, name, c.ShardFlags(), extra)
 	if r != nil {
 		c.routers = append(c.routers, r)
 	}
@@ -208,8 +215,8 @@ func (c *Cluster) StartRouter(ctx context.Context, name string, extra ...string)
 // startRouter runs `router serve` with shard flags and extra flags, logging
 // under dir, and waits for /readyz. The router is returned, to be killed,
 // whenever it started.
-func startRouter(ctx context.Context, bin, dir, name string, shards, extra []string) (*Router, error) {
-	addr, err := freePort()
+func startRouter(ctx context.Context, ports *Ports, bin, dir, name string, shards, extra []string) (*Router, error) {
+	addr, err := ports.Free()
 	if err != nil {
 		return nil, err
 	}

@@ -33,17 +33,24 @@ type DevShards struct {
 	Spec    DevSpec
 	bin     string // the router binary
 	dir     string
+	ports   *Ports // the routers'
 	routers []*Router
 }
 
 // StartDev runs self (the trawlbench binary) as `devshards args...`
-// writing under dir, and waits until its shards serve.
-func StartDev(ctx context.Context, self, routerBin, dir, name string, args ...string) (*DevShards, error) {
+// writing under dir, and waits until its shards serve. Its routers take
+// their ports from ports (nil: its own), which DevShards started at the
+// same time must share; the shards' process takes its own from the
+// kernel.
+func StartDev(ctx context.Context, ports *Ports, self, routerBin, dir, name string, args ...string) (*DevShards, error) {
+	if ports == nil {
+		ports = &Ports{}
+	}
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, err
 	}
 	out := filepath.Join(dir, name+".json")
-	d := &DevShards{bin: routerBin, dir: dir, Proc: Proc{Name: name, Bin: self, Log: filepath.Join(dir, name+".log"),
+	d := &DevShards{bin: routerBin, dir: dir, ports: ports, Proc: Proc{Name: name, Bin: self, Log: filepath.Join(dir, name+".log"),
 		Args: append([]string{"devshards", "-out", out, "-data-dir", filepath.Join(dir, name+"-data")}, args...)}}
 	if err := d.Start(); err != nil {
 		return nil, err
@@ -103,7 +110,7 @@ func (d *DevShards) ShardFlags() []string {
 // StartRouter runs `router serve` over the shards (with --tls-ca when
 // they serve TLS) and waits for /readyz.
 func (d *DevShards) StartRouter(ctx context.Context, name string, extra ...string) (*Router, error) {
-	r, err := startRouter(ctx, d.bin, d.dir, name, d.ShardFlags(), extra)
+	r, err := startRouter(ctx, d.ports, d.bin, d.dir, name, d.ShardFlags(), extra)
 	if r != nil {
 		d.routers = append(d.routers, r)
 	}

@@ -116,15 +116,43 @@ func (p *Proc) Tail(n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// freePort reserves a loopback port below the kernel's ephemeral range
+// Ports hands out loopback ports, each at most once. A port is free when
+// it is picked and taken only when the child binds it, a moment later:
+// clusters started at the same time (a quick run's) once picked the same
+// port for two processes in that moment, and one of them failed to bind.
+// Clusters started together share one Ports; the zero value is ready.
+type Ports struct {
+	mu   sync.Mutex
+	used map[string]bool
+}
+
+// Free returns a port that is free now (FreePort) and that p has not
+// handed out before.
+func (p *Ports) Free() (string, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for range 100 {
+		a, err := FreePort()
+		if err != nil {
+			return "", err
+		}
+		if !p.used[a] {
+			if p.used == nil {
+				p.used = map[string]bool{}
+			}
+			p.used[a] = true
+			return a, nil
+		}
+	}
+	return "", errors.New("free port: every free port found was handed out already")
+}
+
+// FreePort reserves a loopback port below the kernel's ephemeral range
 // and releases it for a child to take. Below the range, because a port
 // from it can be taken by any outgoing connection once its process dies
 // (a peer redialling a killed replica can even connect to itself), and
-// the replica restarted on it would find it in use.
-func freePort() (string, error) { return FreePort() }
-
-// FreePort is freePort for other packages' processes (a peer system's
-// ports).
+// the replica restarted on it would find it in use. Processes started at
+// the same time take theirs from one Ports instead.
 func FreePort() (string, error) {
 	lo, hi := 20000, 32000
 	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
