@@ -53,7 +53,7 @@ bench-peer: weaviate
 	cd bench && $(GO) run ./cmd/trawlbench peer -weaviate $(BIN)/weaviate-server -exact -rows 20000 -out RESULTS-peer-20k.md $(PEERFLAGS)
 	cd bench && $(GO) run ./cmd/trawlbench peer -weaviate $(BIN)/weaviate-server -exact -nprobe-extra 16,32,64 $(PEERFLAGS)
 
-## bench-quick: every router-harness family at reduced size, under 3 minutes from an empty build cache (2 m 56 s measured: 1 m 51 s compiling, 64 s of runs) (bench/RESULTS-quick.md and its PNGs; never touches RESULTS.md)
+## bench-quick: every router-harness family at reduced size, under 3 minutes from an empty build cache (2 m 48 s measured on 2 cores: ~1 m 50 s compiling, ~1 min of runs) (bench/RESULTS-quick.md and its PNGs; never touches RESULTS.md)
 bench-quick:
 	cd bench && $(GO) run ./cmd/trawlbench suite -quick
 

@@ -34,12 +34,15 @@ type results struct {
 	// scenarioFaulted: per scenario, router and round, the replica index
 	// the fault hit in each shard (nil for a fault on every replica).
 	scenarioFaulted map[string]map[string][]faultedReplicas
-	capacity        float64
-	capacityRuns    []loadgen.Summary
-	scenarios       map[string]map[string][]loadgen.Summary // scenario → router → rounds
-	sweep           map[float64]map[string][]loadgen.Summary
-	overhead        []overheadRound
-	scale           []scaleCell
+	// overheadReplicas: the replica of each shard the overhead family
+	// called directly (the one trawl's router was using).
+	overheadReplicas []int
+	capacity         float64
+	capacityRuns     []loadgen.Summary
+	scenarios        map[string]map[string][]loadgen.Summary // scenario → router → rounds
+	sweep            map[float64]map[string][]loadgen.Summary
+	overhead         []overheadRound
+	scale            []scaleCell
 	// rates: /cluster/status of the main cluster's trawl router once
 	// loaded (the replicas' measured scan rates).
 	rates statusRates
@@ -270,7 +273,8 @@ func (r *results) write(path string) error {
 	w("## Not measured here\n\n")
 	w("- 1 000 000 vectors: `make bench-ivf` (which `make bench` runs after this suite) measures `router shard` processes of " +
 		"1 000 000 × 1536 (3 groups of one, `--index ivf`, their exact scan as the baseline) in `RESULTS-ivf-1m-*.md`, with the " +
-		"RAM and disk they took; the peer comparison is `make bench-peer` (`RESULTS-peer.md`).\n")
+		"RAM they took and their data directories' size on disk after the load; the peer comparison is `make bench-peer` " +
+		"(`RESULTS-peer-20k.md`, `RESULTS-peer.md`).\n")
 	w("- int8, IVF and filtered queries on `router shard` processes under faults (the families above use in-process shards, healthy).\n")
 	if r.quick {
 		w("- Quick runs are short: a p99 over one 2 s run at 0.5× capacity rests on a few dozen answers, close to the maximum; the overload sweep has one round.\n")
@@ -304,12 +308,14 @@ func joinF(ss []loadgen.Summary, f func(loadgen.Summary) float64, format string)
 
 func (r *results) writeOverhead(w func(string, ...any), ms func(float64) string) {
 	w("## Router overhead (3 shards × 3 replicas, %d vectors)\n\n", r.mainRows)
-	w("One client alternates a search through trawl's router with the same query sent by `trawlbench` straight to replica 0 "+
-		"of every shard over gRPC (through the same proxies), in parallel, timed until the slowest shard answers. "+
+	w("One client alternates a search through trawl's router with the same query sent by `trawlbench` straight to the replica "+
+		"the router was using in every shard (found as the faults' replica is; here replica %s of shards 0, 1, 2) over gRPC "+
+		"(through the same proxies), in parallel, timed until the slowest shard answers. "+
 		"Overhead is given two ways: the router's percentile minus the direct one, and the percentiles of the per-query differences "+
 		"(the same query both ways, back to back), each per round, then the median over rounds. CPU per query is the router "+
 		"process's user+system time from `/proc/<pid>/stat` (10 ms ticks) over a closed-loop run of 4 clients, less its idle rate "+
-		"(%.1f ms/s: prober and keepalives), divided by its queries. Load average %s.\n\n", r.routerIdle/1e6, r.loadAt["overhead"])
+		"(%.1f ms/s: prober and keepalives), divided by its queries. Load average %s.\n\n",
+		strings.Trim(fmt.Sprint(r.overheadReplicas), "[]"), r.routerIdle/1e6, r.loadAt["overhead"])
 	var rp50, rp99, dp50, dp99, op50, op99, pp50, pp99, cb, cj, jp50, bp50 []float64
 	for _, o := range r.overhead {
 		rp50 = append(rp50, p50(o.router))
