@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
@@ -276,15 +275,6 @@ func (e *env) preferred(ctx context.Context, c *cluster.Cluster, r *cluster.Rout
 // leaderAddrs is the set of replica addresses (as the router names them)
 // whose role in the router's /cluster/status is leader.
 func leaderAddrs(ctx context.Context, base string) (map[string]bool, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/cluster/status", nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("cluster status: %w", err)
-	}
-	defer resp.Body.Close()
 	var st struct {
 		Shards []struct {
 			Replicas []struct {
@@ -293,8 +283,8 @@ func leaderAddrs(ctx context.Context, base string) (map[string]bool, error) {
 			} `json:"replicas"`
 		} `json:"shards"`
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-		return nil, fmt.Errorf("cluster status: %w", err)
+	if err := clusterStatus(ctx, http.DefaultClient, base, &st); err != nil {
+		return nil, err
 	}
 	out := map[string]bool{}
 	for _, sh := range st.Shards {

@@ -597,18 +597,26 @@ func (ix indexState) flat() bool {
 	return ix.State == shard.IndexStateUntrained && ix.Docs < ivf.MinRows
 }
 
-// clusterIndexes is the first replica's index of every shard, from the
-// router's /cluster/status.
-func clusterIndexes(ctx context.Context, hc *http.Client, base string) ([]indexState, error) {
+// clusterStatus decodes the router's /cluster/status into st.
+func clusterStatus(ctx context.Context, hc *http.Client, base string, st any) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/cluster/status", nil)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("cluster status: %w", err)
+		return fmt.Errorf("cluster status: %w", err)
 	}
 	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(st); err != nil {
+		return fmt.Errorf("cluster status: %w", err)
+	}
+	return nil
+}
+
+// clusterIndexes is the first replica's index of every shard, from the
+// router's /cluster/status.
+func clusterIndexes(ctx context.Context, hc *http.Client, base string) ([]indexState, error) {
 	var st struct {
 		Shards []struct {
 			Replicas []struct {
@@ -617,8 +625,8 @@ func clusterIndexes(ctx context.Context, hc *http.Client, base string) ([]indexS
 			} `json:"replicas"`
 		} `json:"shards"`
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-		return nil, fmt.Errorf("cluster status: %w", err)
+	if err := clusterStatus(ctx, hc, base, &st); err != nil {
+		return nil, err
 	}
 	var out []indexState
 	for _, sh := range st.Shards {

@@ -29,14 +29,9 @@ func Parse(r io.Reader) (map[string]float64, error) {
 		if !ok {
 			return nil, fmt.Errorf("metrics line %q: no value", line)
 		}
-		// A sample may end with a timestamp; the value is the first field.
-		fields := strings.Fields(rest)
-		if len(fields) == 0 {
-			return nil, fmt.Errorf("metrics line %q: no value", line)
-		}
-		v, err := strconv.ParseFloat(fields[0], 64)
+		v, err := value(line, rest)
 		if err != nil {
-			return nil, fmt.Errorf("metrics line %q: %w", line, err)
+			return nil, err
 		}
 		out[name] += v
 	}
@@ -44,6 +39,20 @@ func Parse(r io.Reader) (map[string]float64, error) {
 		return nil, fmt.Errorf("read metrics: %w", err)
 	}
 	return out, nil
+}
+
+// value reads a sample's value from what follows its label set: the
+// first field, as a sample may end with a timestamp.
+func value(line, rest string) (float64, error) {
+	fields := strings.Fields(rest)
+	if len(fields) == 0 {
+		return 0, fmt.Errorf("metrics line %q: no value", line)
+	}
+	v, err := strconv.ParseFloat(fields[0], 64)
+	if err != nil {
+		return 0, fmt.Errorf("metrics line %q: %w", line, err)
+	}
+	return v, nil
 }
 
 // cut splits a sample line into its metric name and what follows the
@@ -103,13 +112,9 @@ func Samples(r io.Reader, name string) ([]Sample, error) {
 		if err != nil {
 			return nil, fmt.Errorf("metrics line %q: %w", line, err)
 		}
-		fields := strings.Fields(rest)
-		if len(fields) == 0 {
-			return nil, fmt.Errorf("metrics line %q: no value", line)
-		}
-		v, err := strconv.ParseFloat(fields[0], 64)
+		v, err := value(line, rest)
 		if err != nil {
-			return nil, fmt.Errorf("metrics line %q: %w", line, err)
+			return nil, err
 		}
 		out = append(out, Sample{Labels: labels, Value: v})
 	}
