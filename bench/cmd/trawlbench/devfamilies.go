@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -14,7 +13,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/trawl-search/trawl/bench/internal/cluster"
@@ -102,19 +100,13 @@ func (e *env) devFamilies(ctx context.Context, res *results) error {
 		}
 	}()
 	if e.quick {
-		ds := make([]*cluster.DevShards, len(names))
-		es := make([]error, len(names))
-		var wg sync.WaitGroup
+		ds, ok, err := startAll(len(names), func(i int) (*cluster.DevShards, error) { return launch(names[i]) })
 		for i, n := range names {
-			wg.Go(func() { ds[i], es[i] = launch(n) })
-		}
-		wg.Wait()
-		for i, n := range names {
-			if es[i] == nil {
+			if ok[i] {
 				started[n] = ds[i]
 			}
 		}
-		if err := errors.Join(es...); err != nil {
+		if err != nil {
 			return err
 		}
 	}

@@ -257,35 +257,40 @@ func eachStarted[T any](all bool, n int, start func(i int) (T, error), measure f
 		}
 		return nil
 	}
-	xs := make([]T, n)
-	es := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() { xs[i], es[i] = start(i) })
-	}
-	wg.Wait()
+	xs, ok, err := startAll(n, start)
 	defer func() {
 		for i := range n {
-			if es[i] == nil {
+			if ok[i] {
 				stop(xs[i])
 			}
 		}
 	}()
-	if err := errors.Join(es...); err != nil {
+	if err != nil {
 		return err
 	}
 	for i := range n {
-		if err := measure(i, xs[i]); err != nil {
+		ok[i] = false
+		err := measure(i, xs[i])
+		stop(xs[i])
+		if err != nil {
 			return err
 		}
-		stop(xs[i])
-		es[i] = errStopped
 	}
 	return nil
 }
 
-// errStopped marks, in eachStarted, a cluster already stopped.
-var errStopped = errors.New("stopped")
+// startAll runs start(i) for every i in [0, n) at once and waits for all:
+// ok[i] says xs[i] started (the caller stops it), err joins the failures.
+func startAll[T any](n int, start func(i int) (T, error)) (xs []T, ok []bool, err error) {
+	xs, ok = make([]T, n), make([]bool, n)
+	es := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { xs[i], es[i] = start(i); ok[i] = es[i] == nil })
+	}
+	wg.Wait()
+	return xs, ok, errors.Join(es...)
+}
 
 func (e *env) target(r *cluster.Router) loadgen.Target {
 	return loadgen.Target{Base: r.Base, DeadlineMS: e.deadlineMS, Timeout: 10 * time.Second}
