@@ -9,7 +9,7 @@ import (
 
 	"github.com/trawl-search/trawl/fanout"
 	"github.com/trawl-search/trawl/placement"
-	"github.com/trawl-search/trawl/shard"
+	"github.com/trawl-search/trawl/shard/client"
 	"github.com/trawl-search/trawl/shard/shardpb"
 	"github.com/trawl-search/trawl/vector"
 )
@@ -18,14 +18,14 @@ import (
 // the engine was built with.
 type Shard struct {
 	Name     string
-	Replicas []*shard.Conn
+	Replicas []*client.Conn
 }
 
 // Config wires a Coordinator.
 type Config struct {
 	// Shards are the cluster's shards, in the same order as Cluster's.
 	Shards  []Shard
-	Cluster *fanout.Cluster[*shard.Conn]
+	Cluster *fanout.Cluster[*client.Conn]
 	Logger  *slog.Logger
 	// Schema is assumed until the shards report theirs (LearnSchema);
 	// zero fields mean vector.DefaultDim and cosine.
@@ -41,13 +41,13 @@ type Schema struct {
 // Coordinator runs the router's use cases.
 type Coordinator struct {
 	shards    []Shard
-	cluster   *fanout.Cluster[*shard.Conn]
+	cluster   *fanout.Cluster[*client.Conn]
 	placement placement.Table
 	log       *slog.Logger
 	schema    atomic.Pointer[Schema]
 	// shardOf is each replica's shard, in cluster order; acked the last
 	// write index this router acknowledged on each shard.
-	shardOf map[*shard.Conn]int
+	shardOf map[*client.Conn]int
 	acked   acked
 }
 
@@ -64,7 +64,7 @@ func New(cfg Config) *Coordinator {
 		names[i] = s.Name
 	}
 	c := &Coordinator{shards: cfg.Shards, cluster: cfg.Cluster, placement: placement.New(names), log: cfg.Logger,
-		shardOf: map[*shard.Conn]int{}, acked: acked{index: make([]atomic.Uint64, len(cfg.Shards))}}
+		shardOf: map[*client.Conn]int{}, acked: acked{index: make([]atomic.Uint64, len(cfg.Shards))}}
 	for i, s := range cfg.Shards {
 		for _, r := range s.Replicas {
 			c.shardOf[r] = i
@@ -102,7 +102,7 @@ func (c *Coordinator) LearnSchema(ctx context.Context) bool {
 
 // stats surveys every replica's Stats.
 func (c *Coordinator) stats(ctx context.Context) [][]fanout.Answered[*shardpb.StatsResponse] {
-	return fanout.Survey(ctx, c.cluster, StatusTimeout, func(ctx context.Context, r *shard.Conn) (*shardpb.StatsResponse, error) {
+	return fanout.Survey(ctx, c.cluster, StatusTimeout, func(ctx context.Context, r *client.Conn) (*shardpb.StatsResponse, error) {
 		return r.Stats(ctx)
 	})
 }

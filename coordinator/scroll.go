@@ -13,14 +13,15 @@ import (
 	"github.com/trawl-search/trawl/fanout"
 	"github.com/trawl-search/trawl/filter"
 	"github.com/trawl-search/trawl/idorder"
-	"github.com/trawl-search/trawl/shard"
+	"github.com/trawl-search/trawl/shard/client"
+	"github.com/trawl-search/trawl/shard/server"
 	"github.com/trawl-search/trawl/shard/shardpb"
 	"github.com/trawl-search/trawl/vector"
 )
 
 // MaxScrollLimit is the largest page a Scroll returns (the shard's page
 // limit less the id that says where the next page starts).
-const MaxScrollLimit = shard.MaxScrollLimit - 1
+const MaxScrollLimit = server.MaxScrollLimit - 1
 
 // Scroll is one listing: the documents Filter matches (nil: all), in id
 // order (package idorder), from the id From on (inclusive, when HasFrom),
@@ -146,7 +147,7 @@ func (c *Coordinator) Count(ctx context.Context, f *filter.Filter, b budget.Budg
 func (c *Coordinator) scroll(ctx context.Context, path fanout.Path, b budget.Budget, req *shardpb.ScrollRequest) ([]fanout.Result[*shardpb.ScrollResponse], fanout.Summary) {
 	freq := fanout.Request{Path: path, Start: time.Now(), Budget: b}
 	// As Search: the client leaving does not cut the fan-out short.
-	return fanout.Gather(context.WithoutCancel(ctx), c.cluster, freq, func(ctx context.Context, r *shard.Conn) (*shardpb.ScrollResponse, error) {
+	return fanout.Gather(context.WithoutCancel(ctx), c.cluster, freq, func(ctx context.Context, r *client.Conn) (*shardpb.ScrollResponse, error) {
 		rq := proto.CloneOf(req) // each replica its own min_index
 		rq.MinIndex = c.minIndex(r)
 		return r.Scroll(ctx, rq)

@@ -13,7 +13,7 @@ import (
 	"github.com/trawl-search/trawl/budget"
 	"github.com/trawl-search/trawl/fanout"
 	"github.com/trawl-search/trawl/filter"
-	"github.com/trawl-search/trawl/shard"
+	"github.com/trawl-search/trawl/shard/client"
 	"github.com/trawl-search/trawl/shard/shardpb"
 	"github.com/trawl-search/trawl/vector"
 )
@@ -132,7 +132,7 @@ func (c *Coordinator) Search(ctx context.Context, s Search) (Answer, error) {
 	var sum fanout.Summary
 	if s.Path == fanout.PathSearch && len(pqs) == 1 {
 		var rs []fanout.Result[*shardpb.SearchResponse]
-		rs, sum = fanout.Gather(ctx, c.cluster, req, func(ctx context.Context, r *shard.Conn) (*shardpb.SearchResponse, error) {
+		rs, sum = fanout.Gather(ctx, c.cluster, req, func(ctx context.Context, r *client.Conn) (*shardpb.SearchResponse, error) {
 			return r.Search(ctx, pqs[0], c.minIndex(r))
 		})
 		results = convert(rs, func(v *shardpb.SearchResponse) hitLists {
@@ -140,7 +140,7 @@ func (c *Coordinator) Search(ctx context.Context, s Search) (Answer, error) {
 		})
 	} else {
 		var rs []fanout.Result[*shardpb.SearchBatchResponse]
-		rs, sum = fanout.Gather(ctx, c.cluster, req, func(ctx context.Context, r *shard.Conn) (*shardpb.SearchBatchResponse, error) {
+		rs, sum = fanout.Gather(ctx, c.cluster, req, func(ctx context.Context, r *client.Conn) (*shardpb.SearchBatchResponse, error) {
 			resp, err := r.SearchBatch(ctx, pqs, c.minIndex(r))
 			if err == nil && len(resp.GetResults()) != len(pqs) {
 				return nil, status.Errorf(codes.Internal, "replica answered %d results for %d queries", len(resp.GetResults()), len(pqs))
@@ -311,7 +311,7 @@ func (c *Coordinator) resolveLikes(ctx context.Context, req fanout.Request, qs [
 // mapping the engine's answer to this package's errors.
 func (c *Coordinator) lookup(ctx context.Context, req fanout.Request, id string) ([]float32, []byte, error) {
 	home := c.placement.Home(id)
-	pv, err := fanout.Lookup(ctx, c.cluster, req, home, func(ctx context.Context, r *shard.Conn) (*shardpb.Vector, error) {
+	pv, err := fanout.Lookup(ctx, c.cluster, req, home, func(ctx context.Context, r *client.Conn) (*shardpb.Vector, error) {
 		return r.Get(ctx, id, c.minIndex(r))
 	})
 	switch status.Code(err) {

@@ -12,6 +12,7 @@ import (
 	"github.com/trawl-search/trawl/fanout"
 	"github.com/trawl-search/trawl/filter"
 	"github.com/trawl-search/trawl/shard"
+	"github.com/trawl-search/trawl/shard/client"
 	"github.com/trawl-search/trawl/shard/shardpb"
 	"github.com/trawl-search/trawl/vector"
 )
@@ -55,7 +56,7 @@ func (a *acked) note(shard int, idx uint64) {
 }
 
 // minIndex is the index a read of r's shard must see.
-func (c *Coordinator) minIndex(r *shard.Conn) uint64 {
+func (c *Coordinator) minIndex(r *client.Conn) uint64 {
 	if i, ok := c.shardOf[r]; ok {
 		return c.acked.index[i].Load()
 	}
@@ -83,7 +84,7 @@ func (c *Coordinator) Upsert(ctx context.Context, recs []Record) []WriteResult {
 				vs[j] = &shardpb.Vector{Id: recs[i].ID, Vector: vector.EncodeLE(recs[i].Vector), Payload: recs[i].Payload}
 			}
 			p := shard.Placement{Fingerprint: c.placement.Fingerprint(), Shard: name}
-			wr := fanout.Write(ctx, c.cluster, name, func(ctx context.Context, r *shard.Conn) error {
+			wr := fanout.Write(ctx, c.cluster, name, func(ctx context.Context, r *client.Conn) error {
 				index, err := r.Upsert(ctx, p, vs)
 				if err == nil {
 					c.acked.note(c.shardOf[r], index)
@@ -109,7 +110,7 @@ func (c *Coordinator) Delete(ctx context.Context, id string) (bool, WriteResult)
 	defer cancel()
 	p := shard.Placement{Fingerprint: c.placement.Fingerprint(), Shard: home}
 	found := false
-	wr := fanout.Write(ctx, c.cluster, home, func(ctx context.Context, r *shard.Conn) error {
+	wr := fanout.Write(ctx, c.cluster, home, func(ctx context.Context, r *client.Conn) error {
 		f, index, err := r.Delete(ctx, p, id)
 		if err == nil {
 			found = f // only the accepting attempt answers; writes are never concurrent
@@ -195,7 +196,7 @@ func (c *Coordinator) Remove(ctx context.Context, rm Removal) ([]ShardWrite, err
 			ids := byShard[name]
 			p := shard.Placement{Fingerprint: c.placement.Fingerprint(), Shard: name}
 			var deleted uint64
-			wr := fanout.Write(ctx, c.cluster, name, func(ctx context.Context, r *shard.Conn) error {
+			wr := fanout.Write(ctx, c.cluster, name, func(ctx context.Context, r *client.Conn) error {
 				n, index, err := r.DeleteMatching(ctx, p, ids, fb)
 				if err == nil {
 					deleted = n // only the accepting attempt answers

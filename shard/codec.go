@@ -1,9 +1,6 @@
 package shard
 
 import (
-	"encoding/binary"
-	"math"
-
 	"github.com/trawl-search/trawl/vector"
 )
 
@@ -13,10 +10,10 @@ func EncodeVector(v []float32) []byte { return vector.EncodeLE(v) }
 // DecodeVector unpacks little-endian float32 bytes.
 func DecodeVector(b []byte) ([]float32, error) { return vector.DecodeLE(b) }
 
-// appendVector appends v to b as little-endian float32.
-func appendVector(b []byte, v []float32) []byte {
-	for _, f := range v {
-		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(f))
-	}
-	return b
+// Placement is the shard list a write was routed under: the list's
+// fingerprint and the shard the write is for. A replica refuses writes
+// under another placement than its data's (a reshard).
+type Placement struct {
+	Fingerprint string
+	Shard       string
 }

@@ -1,6 +1,8 @@
 package shard
 
 import (
+	"strings"
+
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -28,9 +30,11 @@ func withReason(msg, reason string, md map[string]string) error {
 	return st.Err()
 }
 
-func notServingStatus(msg string) error { return withReason(msg, ReasonNotServing, nil) }
+// NotServingStatus is a replica's refusal of a read it cannot serve now.
+func NotServingStatus(msg string) error { return withReason(msg, ReasonNotServing, nil) }
 
-func notLeaderStatus(leader string) error {
+// NotLeaderStatus is a follower's refusal of a write it did not accept.
+func NotLeaderStatus(leader string) error {
 	msg := "not the leader; the write was not accepted (no leader known: election in progress)"
 	if leader != "" {
 		msg = "not the leader; the write was not accepted; the leader is " + leader
@@ -71,9 +75,9 @@ func (e *NotLeaderError) Leader() string { return e.leader }
 // GRPCStatus keeps status.Code working through the wrapper.
 func (e *NotLeaderError) GRPCStatus() *status.Status { return status.Convert(e.err) }
 
-// fromStatus turns a shard's NOT_LEADER and NOT_SERVING answers into
+// FromStatus turns a shard's NOT_LEADER and NOT_SERVING answers into
 // errors with NeverSent/Leader and NotServing methods.
-func fromStatus(err error) error {
+func FromStatus(err error) error {
 	ei, ok := errorInfo(err)
 	if !ok {
 		return err
@@ -83,6 +87,67 @@ func fromStatus(err error) error {
 		return &NotLeaderError{leader: ei.GetMetadata()["leader"], err: err}
 	case ReasonNotServing:
 		return notServingError{err: err}
+	}
+	return err
+}
+
+// ErrNotServing is returned by Probe when the replica answers NOT_SERVING
+// (still loading, or shutting down). Its NotServing method lets package
+// fanout recognise it without importing this package; reads refused with
+// reason NOT_SERVING return an error with the same method.
+var ErrNotServing error = notServingError{}
+
+type notServingError struct{ err error }
+
+func (e notServingError) Error() string {
+	if e.err == nil {
+		return "replica is not serving"
+	}
+	return e.err.Error()
+}
+func (e notServingError) Unwrap() error  { return e.err }
+func (notServingError) NotServing() bool { return true }
+
+// GRPCStatus is Unavailable, the code of the answer.
+func (e notServingError) GRPCStatus() *status.Status {
+	if e.err == nil {
+		return status.New(codes.Unavailable, "replica is not serving")
+	}
+	return status.Convert(e.err)
+}
+
+// ErrNoReadyConn is what a write gets when the replica's channel is not
+// READY: the write was not sent.
+var ErrNoReadyConn error = status.Error(codes.Unavailable, "no ready connection to replica")
+
+// NeverSentError marks an RPC that provably never left the router, so a
+// write may be retried without risk of applying it twice (field report
+// 001). Package fanout recognises it by its NeverSent method.
+type NeverSentError struct{ Err error }
+
+func (e NeverSentError) Error() string   { return e.Err.Error() + " (never sent)" }
+func (e NeverSentError) Unwrap() error   { return e.Err }
+func (e NeverSentError) NeverSent() bool { return true }
+
+// GRPCStatus keeps status.Code working through the wrapper.
+func (e NeverSentError) GRPCStatus() *status.Status { return status.Convert(e.Err) }
+
+// MarkNeverSent wraps err when it provably never reached the replica:
+// gRPC-go fails an RPC before sending it when the channel could not connect,
+// and says so ("Error while dialing": connection refused, no route, name not
+// resolved). A reset or GOAWAY on an established stream, or a deadline after
+// sending, may have been delivered and stays as it is.
+func MarkNeverSent(err error) error {
+	if err == nil {
+		return nil
+	}
+	s, ok := status.FromError(err)
+	if !ok || s.Code() != codes.Unavailable {
+		return err
+	}
+	msg := s.Message()
+	if strings.Contains(msg, "Error while dialing") || strings.Contains(msg, "produced zero addresses") {
+		return NeverSentError{Err: err}
 	}
 	return err
 }

@@ -1,19 +1,13 @@
 package shard
 
 import (
-	"context"
-
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc/filters"
-	"go.opentelemetry.io/otel/attribute"
-	otelcodes "go.opentelemetry.io/otel/codes"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 	"google.golang.org/grpc"
-
-	"github.com/trawl-search/trawl/vector"
 )
 
 // tracerName is the instrumentation scope of the shard's own spans.
@@ -77,42 +71,21 @@ func ServerTracing(tp trace.TracerProvider, p propagation.TextMapPropagator) []g
 	return []grpc.ServerOption{grpc.StatsHandler(otelgrpc.NewServerHandler(otelOptions(tp, p)...))}
 }
 
-// scanTracer is tp's tracer, or nil when tp makes no spans.
-func scanTracer(tp trace.TracerProvider) trace.Tracer {
+// ClientTracing is the dial option that makes a client span per RPC and
+// sends the trace context to the replica. It is empty when tp is nil or
+// noop.
+func ClientTracing(tp trace.TracerProvider, p propagation.TextMapPropagator) []grpc.DialOption {
+	if !tracingOn(tp) {
+		return nil
+	}
+	return []grpc.DialOption{grpc.WithStatsHandler(otelgrpc.NewClientHandler(otelOptions(tp, p)...))}
+}
+
+// Tracer is tp's tracer for the shard's own spans (SpanScan), or nil when
+// tp makes no spans.
+func Tracer(tp trace.TracerProvider) trace.Tracer {
 	if !tracingOn(tp) {
 		return nil
 	}
 	return tp.Tracer(tracerName)
-}
-
-// startScan begins the scan span; with tracing off it calls no tracer
-// and returns OpenTelemetry's non-recording span.
-func (s *Server) startScan(ctx context.Context) (context.Context, trace.Span) {
-	if s.tracer == nil {
-		return ctx, trace.SpanFromContext(context.Background())
-	}
-	return s.tracer.Start(ctx, SpanScan)
-}
-
-// endScan records a scan on its span and ends it. Rows scanned is the
-// replica's row count: an exact scan scores every row in float32, an int8
-// scan every row's codes (and re-scores a shortlist).
-func (s *Server) endScan(span trace.Span, qs []vector.Query, rows int, err error) {
-	if span.IsRecording() {
-		k := 0
-		for _, q := range qs {
-			k = max(k, q.K)
-		}
-		span.SetAttributes(
-			attribute.Int(AttrRowsScanned, rows),
-			attribute.Int(AttrQueries, len(qs)),
-			attribute.Int(AttrK, k),
-			attribute.String(AttrKernel, s.cfg.Kernel.Name),
-			attribute.String(AttrMetric, s.cfg.Metric.String()),
-		)
-		if err != nil {
-			span.SetStatus(otelcodes.Error, err.Error())
-		}
-	}
-	span.End()
 }

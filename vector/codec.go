@@ -9,16 +9,17 @@ import (
 
 // EncodeLE packs v as little-endian float32: the wire form of vectors, in
 // the shard protocol and in the API's vector_b64.
-func EncodeLE(v []float32) []byte {
-	b := make([]byte, 4*len(v))
+func EncodeLE(v []float32) []byte { return AppendLE(make([]byte, 0, 4*len(v)), v) }
+
+// AppendLE appends v to b as little-endian float32.
+func AppendLE(b []byte, v []float32) []byte {
 	if nativeLE {
 		// The wire form is the memory form: one copy, not a loop per
 		// element (the loop was a quarter of a shard's write cost).
-		copy(b, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), len(b)))
-		return b
+		return append(b, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), 4*len(v))...)
 	}
-	for i, f := range v {
-		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(f))
+	for _, f := range v {
+		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(f))
 	}
 	return b
 }

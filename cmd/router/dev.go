@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"log/slog"
 	"net"
 	"strings"
 	"time"
@@ -13,7 +14,7 @@ import (
 	"github.com/trawl-search/trawl/internal/app"
 	"github.com/trawl-search/trawl/internal/devcluster"
 	"github.com/trawl-search/trawl/internal/tracing"
-	"github.com/trawl-search/trawl/shard"
+	"github.com/trawl-search/trawl/shard/server"
 	"github.com/trawl-search/trawl/vector"
 )
 
@@ -27,6 +28,8 @@ func runDev(ctx context.Context, args []string) error {
 	collection := fs.String("collection", api.DefaultCollection, "the collection name the Qdrant-compatible REST routes serve the documents under")
 	indexName := fs.String("index", "flat", "the shards' --index: flat or ivf (implies --quantization int8; a shard trains its index once it holds 16384 documents, so give --docs 50000 or more to see it)")
 	dataDir := fs.String("data-dir", "", "where the replicas keep their raft logs and snapshots (default: a temporary directory, removed on exit); a directory holding a dev cluster is loaded, not seeded again")
+	// A newcomer's console shows the banner, warnings and errors.
+	logLevel := logLevelFlag(fs, slog.LevelWarn)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -47,7 +50,7 @@ func runDev(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	log := newLogger()
+	log := newLogger(*logLevel)
 	// One process, one service.name: the dev shards' spans are trawl-router's
 	// too (their scan spans still say which shard and replica).
 	tel, flush, err := startTracing(ctx, log, tracing.ServiceRouter)
@@ -56,8 +59,9 @@ func runDev(ctx context.Context, args []string) error {
 	}
 	defer flush()
 	t0 := time.Now()
-	rateBytes, _ := shard.CalibrationBytes()
+	rateBytes, _ := server.CalibrationBytes()
 	dc, err := devcluster.Start(devcluster.Config{Replicas: 3, Docs: *docs, Dim: *dim, Seed: *seed, Kernel: kernel, Logger: log, DataDir: *dataDir,
+		RaftLogLevel: raftLogLevel(*logLevel),
 		Quantization: qz, Index: idx, TracerProvider: tel.TracerProvider, Propagator: tel.Propagator, ScanRateBytes: rateBytes})
 	if err != nil {
 		return err

@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 
@@ -77,4 +78,21 @@ func (s *shardFlag) Set(v string) error {
 		*s = append(*s, sp)
 	}
 	return nil
+}
+
+// logLevelFlag adds --log-level (debug, info, warn or error) to fs.
+func logLevelFlag(fs *flag.FlagSet, def slog.Level) *slog.Level {
+	l := new(slog.Level)
+	fs.TextVar(l, "log-level", def, "least level of the log lines written to stderr: debug, info, warn or error (the raft library's own lines: warn and above, all with debug)")
+	return l
+}
+
+// raftLogLevel is the least level of the raft library's own lines: its
+// INFO lines (elections, heartbeats, snapshots) are chatter unless one
+// asks for debug.
+func raftLogLevel(l slog.Level) slog.Level {
+	if l <= slog.LevelDebug {
+		return l
+	}
+	return max(l, slog.LevelWarn)
 }

@@ -17,7 +17,7 @@ import (
 
 	"github.com/trawl-search/trawl/internal/app"
 	"github.com/trawl-search/trawl/internal/devcluster"
-	"github.com/trawl-search/trawl/shard"
+	"github.com/trawl-search/trawl/shard/store"
 	"github.com/trawl-search/trawl/vector"
 )
 
@@ -120,7 +120,7 @@ func waitReady(t *testing.T, r *app.Router) {
 // TestIndexIVFImpliesInt8: --index ivf turns int8 on unless --quantization
 // says otherwise, which is refused; flat leaves --quantization alone.
 func TestIndexIVFImpliesInt8(t *testing.T) {
-	parse := func(args ...string) (shard.Quantization, shard.IndexKind, error) {
+	parse := func(args ...string) (store.Quantization, store.IndexKind, error) {
 		fs := flag.NewFlagSet("shard", flag.ContinueOnError)
 		q := fs.String("quantization", "none", "")
 		idx := fs.String("index", "flat", "")
@@ -129,17 +129,17 @@ func TestIndexIVFImpliesInt8(t *testing.T) {
 	}
 	q, idx, err := parse("--index", "ivf")
 	require.NoError(t, err)
-	require.Equal(t, shard.QuantInt8, q)
-	require.Equal(t, shard.IndexIVF, idx)
+	require.Equal(t, store.QuantInt8, q)
+	require.Equal(t, store.IndexIVF, idx)
 	q, _, err = parse("--index", "ivf", "--quantization", "int8")
 	require.NoError(t, err)
-	require.Equal(t, shard.QuantInt8, q)
+	require.Equal(t, store.QuantInt8, q)
 	_, _, err = parse("--index", "ivf", "--quantization", "none")
 	require.ErrorContains(t, err, "needs --quantization int8")
 	q, idx, err = parse()
 	require.NoError(t, err)
-	require.Equal(t, shard.QuantNone, q)
-	require.Equal(t, shard.IndexFlat, idx)
+	require.Equal(t, store.QuantNone, q)
+	require.Equal(t, store.IndexFlat, idx)
 	_, _, err = parse("--index", "hnsw")
 	require.ErrorContains(t, err, "--index")
 }

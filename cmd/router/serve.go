@@ -18,6 +18,7 @@ import (
 	"github.com/trawl-search/trawl/internal/app"
 	"github.com/trawl-search/trawl/internal/tracing"
 	"github.com/trawl-search/trawl/shard"
+	"github.com/trawl-search/trawl/shard/client"
 	"github.com/trawl-search/trawl/vector"
 )
 
@@ -33,8 +34,9 @@ const (
 // query is bounded by its deadline (≤ --max-deadline-ms) anyway.
 const drainTimeout = 15 * time.Second
 
-func newLogger() *slog.Logger {
-	return slog.New(slog.NewJSONHandler(os.Stderr, nil))
+// newLogger logs JSON lines at level and above to stderr.
+func newLogger(level slog.Level) *slog.Logger {
+	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 }
 
 func runServe(ctx context.Context, args []string) error {
@@ -56,6 +58,7 @@ func runServe(ctx context.Context, args []string) error {
 	hedge := fs.Bool("hedge", true, "hedge reads to a second replica when the first is slow (false for baselines)")
 	failover := fs.Bool("failover", true, "fail reads over to another replica within the call (false for baselines)")
 	prewarm := fs.Bool("prewarm", true, "dial and handshake every replica at start, before /readyz (false for baselines)")
+	logLevel := logLevelFlag(fs, slog.LevelInfo)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -71,7 +74,7 @@ func runServe(ctx context.Context, args []string) error {
 	if *maxDeadline < 1 {
 		return errors.New("--max-deadline-ms must be at least 1")
 	}
-	dial := shard.DialConfig{}
+	dial := client.DialConfig{}
 	if *tlsCA != "" {
 		creds, err := shard.ClientCredentials(*tlsCA, *tlsCert, *tlsKey)
 		if err != nil {
@@ -93,7 +96,7 @@ func runServe(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	log := newLogger()
+	log := newLogger(*logLevel)
 	tel, flush, err := startTracing(ctx, log, tracing.ServiceRouter)
 	if err != nil {
 		return err

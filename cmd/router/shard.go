@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -20,6 +21,10 @@ import (
 	"github.com/trawl-search/trawl/internal/tracing"
 	"github.com/trawl-search/trawl/metrics"
 	"github.com/trawl-search/trawl/shard"
+	"github.com/trawl-search/trawl/shard/raftnode"
+	"github.com/trawl-search/trawl/shard/replica"
+	"github.com/trawl-search/trawl/shard/server"
+	"github.com/trawl-search/trawl/shard/store"
 	"github.com/trawl-search/trawl/vector"
 )
 
@@ -30,7 +35,7 @@ func runShard(ctx context.Context, args []string) error {
 	dataDir := fs.String("data-dir", "", "data directory (created if missing): the raft log (raft.db) and snapshots")
 	peers := fs.String("peers", "", "every replica of this shard, this one included, as HOST:PORT,HOST:PORT,... (the addresses they reach each other at); empty: a group of one")
 	advertise := fs.String("advertise-addr", "", "this replica's entry in --peers (default: --grpc-addr)")
-	maxSilence := fs.Duration("max-leader-silence", shard.DefaultMaxLeaderSilence, "stop serving reads after this long without hearing from a leader (at least 3x the 1s election timeout)")
+	maxSilence := fs.Duration("max-leader-silence", raftnode.DefaultMaxLeaderSilence, "stop serving reads after this long without hearing from a leader (at least 3x the 1s election timeout)")
 	dim := fs.Int("dim", vector.DefaultDim, "vector dimension")
 	metricName := fs.String("metric", "cosine", "similarity metric: cosine, dot or l2")
 	quantName := fs.String("quantization", "none", "none, or int8: keep int8 codes beside the float32 rows (the leader trains the scale once the shard holds 1000 rows and commits it through the log) and scan them for queries without \"exact\": true, re-scoring the candidates in float32")
@@ -39,6 +44,7 @@ func runShard(ctx context.Context, args []string) error {
 	tlsKey := fs.String("tls-key", "", "server key")
 	clientCA := fs.String("tls-client-ca", "", "CA that client certificates must chain to; enables mTLS")
 	peerCA := fs.String("tls-peer-ca", "", "CA to verify peers' certificates with for raft traffic (default: --tls-client-ca); with --tls-cert, peers are dialled over TLS presenting --tls-cert as the client certificate")
+	logLevel := logLevelFlag(fs, slog.LevelInfo)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -63,13 +69,14 @@ func runShard(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	log := newLogger()
+	log := newLogger(*logLevel)
+	raftLevel := raftLogLevel(*logLevel)
 	// The scan rate is measured while the node loads (it reads no store):
 	// the start-up path does not wait for it, and Stats reports 0 until
 	// it is in.
 	calibrated := make(chan float64, 1)
 	go func() {
-		rate, err := shard.Calibrate(ctx, log, kernel, m, *dim)
+		rate, err := server.Calibrate(ctx, log, kernel, m, *dim)
 		if err != nil {
 			log.Warn("scan rate not measured", "err", err)
 			return
@@ -84,8 +91,6 @@ func runShard(ctx context.Context, args []string) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	obs := metrics.NewShardServer(reg, kernel.Name)
-	store := newStore(*dim, m, kernel, qz, idx)
-
 	opts := append(shard.ServerOptions(), shard.ServerTracing(tel.TracerProvider, tel.Propagator)...)
 	var peerCreds credentials.TransportCredentials
 	if *tlsCert != "" {
@@ -125,18 +130,18 @@ func runShard(ctx context.Context, args []string) error {
 	if len(peerList) > 0 && *advertise == "" && strings.HasPrefix(adv, ":") {
 		return fmt.Errorf("--advertise-addr is required with --peers when --grpc-addr %s has no host", *grpcAddr)
 	}
-	node, err := shard.OpenNode(shard.NodeConfig{
+	rep, err := replica.Open(replica.Config{
+		Dim: *dim, Metric: m, Kernel: kernel, Quantization: qz, Index: idx,
 		DataDir: *dataDir, Advertise: adv, Peers: peerList, MaxLeaderSilence: *maxSilence,
-		Creds: peerCreds, Store: store, OnDocuments: obs.Documents, Logger: log,
+		PeerCreds: peerCreds, Observer: obs, TracerProvider: tel.TracerProvider, Logger: log, RaftLogLevel: raftLevel,
 	})
 	if err != nil {
 		ln.Close()
 		return err
 	}
-	defer node.Close()
-	metrics.RegisterShardRaft(reg, raftGauges{node: node, store: store})
-	srv := shard.NewServer(shard.Config{Dim: *dim, Metric: m, Kernel: kernel, Store: store, Node: node, Observer: obs, Logger: log,
-		TracerProvider: tel.TracerProvider})
+	defer rep.Close()
+	metrics.RegisterShardRaft(reg, raftGauges{rep})
+	srv := rep.Server
 	go func() {
 		select {
 		case rate := <-calibrated:
@@ -145,7 +150,7 @@ func runShard(ctx context.Context, args []string) error {
 		}
 	}()
 	g := grpc.NewServer(opts...)
-	srv.Register(g)
+	rep.Register(g)
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, `{"status":"ok"}`) })
@@ -160,7 +165,6 @@ func runShard(ctx context.Context, args []string) error {
 	errc := make(chan error, 2)
 	go func() { errc <- g.Serve(ln) }()
 	go func() { errc <- hs.ListenAndServe() }()
-	obs.Documents(store.Len())
 	log.Info("shard started; serving once caught up with its group", "grpc", ln.Addr().String(), "http", *httpAddr,
 		"advertise", adv, "peers", peerList, "dim", *dim, "metric", m, "kernel", kernel.Name, "quantization", qz, "index", idx)
 	select {
@@ -183,46 +187,34 @@ func runShard(ctx context.Context, args []string) error {
 
 // raftGauges feeds the raft gauges: the shard label is the name the
 // replica's data was written under.
-type raftGauges struct {
-	node  *shard.Node
-	store *shard.Memory
-}
+type raftGauges struct{ r *replica.Replica }
 
-func (r raftGauges) Shard() string        { return r.store.Placement().Shard }
-func (r raftGauges) CommitIndex() uint64  { return r.node.CommitIndex() }
-func (r raftGauges) AppliedIndex() uint64 { return r.node.AppliedIndex() }
-func (r raftGauges) IsLeader() bool       { return r.node.IsLeader() }
+func (g raftGauges) Shard() string        { return g.r.Store.Placement().Shard }
+func (g raftGauges) CommitIndex() uint64  { return g.r.Node.CommitIndex() }
+func (g raftGauges) AppliedIndex() uint64 { return g.r.Node.AppliedIndex() }
+func (g raftGauges) IsLeader() bool       { return g.r.Node.IsLeader() }
 
 // parseScan parses --quantization and --index. --index ivf implies
 // --quantization int8 (the lists are int8 codes, encoded with the
 // committed scale, so an IVF shard without them cannot exist); naming
 // --quantization none beside it is a contradiction, refused rather than
 // silently overridden.
-func parseScan(fs *flag.FlagSet, quant, index string) (shard.Quantization, shard.IndexKind, error) {
-	qz, err := shard.ParseQuantization(quant)
+func parseScan(fs *flag.FlagSet, quant, index string) (store.Quantization, store.IndexKind, error) {
+	qz, err := store.ParseQuantization(quant)
 	if err != nil {
-		return qz, shard.IndexFlat, fmt.Errorf("--quantization: %w", err)
+		return qz, store.IndexFlat, fmt.Errorf("--quantization: %w", err)
 	}
-	idx, err := shard.ParseIndex(index)
+	idx, err := store.ParseIndex(index)
 	if err != nil {
 		return qz, idx, fmt.Errorf("--index: %w", err)
 	}
-	if idx == shard.IndexIVF {
+	if idx == store.IndexIVF {
 		named := false
 		fs.Visit(func(f *flag.Flag) { named = named || f.Name == "quantization" })
-		if named && qz != shard.QuantInt8 {
+		if named && qz != store.QuantInt8 {
 			return qz, idx, errors.New("--index ivf keeps int8 codes in its lists: it needs --quantization int8 (implied when not given)")
 		}
-		qz = shard.QuantInt8
+		qz = store.QuantInt8
 	}
 	return qz, idx, nil
-}
-
-// newStore is a shard's memory store for its --quantization and --index.
-func newStore(dim int, m vector.Metric, k vector.Kernel, qz shard.Quantization, idx shard.IndexKind) *shard.Memory {
-	opts := []shard.MemoryOption{shard.WithQuantization(qz)}
-	if idx == shard.IndexIVF {
-		opts = append(opts, shard.WithIVF(k, m))
-	}
-	return shard.NewMemory(dim, opts...)
 }

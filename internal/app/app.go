@@ -26,7 +26,7 @@ import (
 	"github.com/trawl-search/trawl/coordinator"
 	"github.com/trawl-search/trawl/fanout"
 	"github.com/trawl-search/trawl/metrics"
-	"github.com/trawl-search/trawl/shard"
+	"github.com/trawl-search/trawl/shard/client"
 	"github.com/trawl-search/trawl/vector"
 )
 
@@ -39,7 +39,7 @@ type ShardSpec struct {
 // Config is a router's configuration.
 type Config struct {
 	Shards []ShardSpec
-	Dial   shard.DialConfig
+	Dial   client.DialConfig
 	Budget budget.Config
 	APIKey string
 	// Collection names the cluster's documents on the Qdrant-compatible
@@ -80,11 +80,11 @@ type Router struct {
 	API         *api.Server
 	Coordinator *coordinator.Coordinator
 	Registry    *prometheus.Registry
-	Cluster     *fanout.Cluster[*shard.Conn]
+	Cluster     *fanout.Cluster[*client.Conn]
 	// Limiter is the router's admission.
 	Limiter *admission.Limiter
 
-	conns  []*shard.Conn
+	conns  []*client.Conn
 	ready  chan struct{} // closed when the warm-up ends
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -116,7 +116,7 @@ func New(cfg Config) (*Router, error) {
 	r := &Router{Registry: reg, ready: make(chan struct{})}
 
 	var mshards []metrics.Shard
-	var fshards []fanout.Shard[*shard.Conn]
+	var fshards []fanout.Shard[*client.Conn]
 	var cshards []coordinator.Shard
 	seen := map[string]bool{}
 	for _, s := range cfg.Shards {
@@ -129,11 +129,11 @@ func New(cfg Config) (*Router, error) {
 			r.closeConns()
 			return nil, fmt.Errorf("shard %q has no replicas", s.Name)
 		}
-		var conns []*shard.Conn
+		var conns []*client.Conn
 		dial := cfg.Dial
 		dial.Lazy = cfg.NoPrewarm
 		for _, a := range s.Addrs {
-			c, err := shard.Dial(a, dial)
+			c, err := client.Dial(a, dial)
 			if err != nil {
 				r.closeConns()
 				return nil, err
@@ -142,7 +142,7 @@ func New(cfg Config) (*Router, error) {
 			r.conns = append(r.conns, c)
 		}
 		mshards = append(mshards, metrics.Shard{Name: s.Name, Replicas: s.Addrs})
-		fshards = append(fshards, fanout.Shard[*shard.Conn]{Name: s.Name, Replicas: conns})
+		fshards = append(fshards, fanout.Shard[*client.Conn]{Name: s.Name, Replicas: conns})
 		cshards = append(cshards, coordinator.Shard{Name: s.Name, Replicas: conns})
 	}
 	m := metrics.NewRouter(reg, mshards, cfg.Kernel.Name)
@@ -166,7 +166,7 @@ func New(cfg Config) (*Router, error) {
 	r.cancel = cancel
 	if !cfg.DisableProber {
 		r.wg.Go(func() {
-			r.Cluster.RunProber(ctx, fanout.ProbeInterval, fanout.ProbeTimeout, func(ctx context.Context, c *shard.Conn) error {
+			r.Cluster.RunProber(ctx, fanout.ProbeInterval, fanout.ProbeTimeout, func(ctx context.Context, c *client.Conn) error {
 				return c.Probe(ctx)
 			})
 		})

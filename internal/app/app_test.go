@@ -21,7 +21,7 @@ import (
 
 	"github.com/trawl-search/trawl/internal/app"
 	"github.com/trawl-search/trawl/internal/devcluster"
-	"github.com/trawl-search/trawl/shard"
+	"github.com/trawl-search/trawl/shard/store"
 	"github.com/trawl-search/trawl/vector"
 )
 
@@ -124,13 +124,13 @@ func postOK[T any](t *testing.T, h *harness, path string, body any) T {
 // corpus makes n vectors with values on a coarse grid, a share of them
 // exact copies under other ids, so equal scores (across shards too) are
 // common and the id tie-break is exercised.
-func corpus(rng *rand.Rand, n, dim int) []shard.Record {
-	out := make([]shard.Record, 0, n)
+func corpus(rng *rand.Rand, n, dim int) []store.Record {
+	out := make([]store.Record, 0, n)
 	for i := range n {
 		id := "doc-" + strconv.Itoa(i)
 		if i > 0 && rng.IntN(5) == 0 {
 			src := out[rng.IntN(len(out))].Vector
-			out = append(out, shard.Record{ID: id, Vector: slices.Clone(src)})
+			out = append(out, store.Record{ID: id, Vector: slices.Clone(src)})
 			continue
 		}
 		v := make([]float32, dim)
@@ -138,7 +138,7 @@ func corpus(rng *rand.Rand, n, dim int) []shard.Record {
 			v[j] = float32(rng.IntN(9)-4) / 4
 		}
 		v[rng.IntN(dim)] = 1 // never a zero vector
-		out = append(out, shard.Record{ID: id, Vector: v})
+		out = append(out, store.Record{ID: id, Vector: v})
 	}
 	return out
 }
@@ -151,7 +151,7 @@ type scored struct {
 
 // bruteForce scores every stored vector in float64, with DESIGN.md's error
 // bound for each: 1e-5 · Σ|qᵢxᵢ| (for l2, on the squared distance).
-func bruteForce(m vector.Metric, q []float32, recs []shard.Record) []scored {
+func bruteForce(m vector.Metric, q []float32, recs []store.Record) []scored {
 	out := make([]scored, len(recs))
 	for i, r := range recs {
 		var s, abs float64

@@ -32,6 +32,7 @@ import (
 	"github.com/trawl-search/trawl/internal/faultproxy"
 	"github.com/trawl-search/trawl/placement"
 	"github.com/trawl-search/trawl/shard"
+	"github.com/trawl-search/trawl/shard/store"
 	"github.com/trawl-search/trawl/vector"
 )
 
@@ -485,12 +486,12 @@ func TestFaultDeadline1FloodMakesNoSuspect(t *testing.T) {
 
 // countingStore counts the upserts that reach a replica, per id.
 type countingStore struct {
-	*shard.Memory
+	*store.Memory
 	mu      sync.Mutex
 	arrived map[string]int
 }
 
-func (s *countingStore) Upsert(ctx context.Context, p shard.Placement, recs []shard.Record) error {
+func (s *countingStore) Upsert(ctx context.Context, p shard.Placement, recs []store.Record) error {
 	s.mu.Lock()
 	for _, r := range recs {
 		s.arrived[r.ID]++
@@ -532,7 +533,7 @@ func startCounting(t *testing.T, shards, replicas, dim int) *writeHarness {
 		w.names = append(w.names, name)
 		spec := app.ShardSpec{Name: name}
 		for range replicas {
-			store := &countingStore{Memory: shard.NewMemory(dim), arrived: map[string]int{}}
+			store := &countingStore{Memory: store.NewMemory(dim), arrived: map[string]int{}}
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
 			require.NoError(t, err)
 			srv := shard.NewServer(shard.Config{Dim: dim, Metric: vector.Cosine, Kernel: vector.Generic(), Store: store})

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/trawl-search/trawl/internal/devcluster"
-	"github.com/trawl-search/trawl/shard"
+	"github.com/trawl-search/trawl/shard/store"
 	"github.com/trawl-search/trawl/vector"
 )
 
@@ -41,7 +41,7 @@ func TestInt8SearchExactIsBruteForce(t *testing.T) {
 			rng := rand.New(rand.NewPCG(11, uint64(m)))
 			recs := corpus(rng, 1200, dim)
 			h := start(t, devcluster.Config{Dim: dim, Metric: m, Replicas: 2, Corpus: recs, Kernel: vector.Generic(),
-				Quantization: shard.QuantInt8, Int8MinRows: 200})
+				Quantization: store.QuantInt8, Int8MinRows: 200})
 			for _, reps := range h.dc.Replicas {
 				for _, r := range reps {
 					require.True(t, r.Store.Int8Ready(), "%s replica %d has codes", r.Shard, r.Index)
@@ -106,7 +106,7 @@ type exactRef struct {
 }
 
 // newExactRef ranks corpus for scoredQ (normalised already for cosine).
-func newExactRef(t *testing.T, m vector.Metric, scoredQ []float32, corpus []shard.Record) *exactRef {
+func newExactRef(t *testing.T, m vector.Metric, scoredQ []float32, corpus []store.Record) *exactRef {
 	e := &exactRef{t: t, m: m, ranked: bruteForce(m, scoredQ, corpus), byID: map[string]scored{}}
 	for _, s := range e.ranked {
 		e.byID[s.id] = s

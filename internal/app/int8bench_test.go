@@ -31,7 +31,7 @@ import (
 
 	"github.com/trawl-search/trawl/internal/app"
 	"github.com/trawl-search/trawl/internal/devcluster"
-	"github.com/trawl-search/trawl/shard"
+	"github.com/trawl-search/trawl/shard/store"
 	"github.com/trawl-search/trawl/vector"
 )
 
@@ -54,7 +54,7 @@ func TestInt8Bench(t *testing.T) {
 	require.NoError(t, err)
 	t0 := time.Now()
 	dc, err := devcluster.Start(devcluster.Config{Shards: 2, Replicas: 1, Dim: dim, Docs: docs, Seed: 14,
-		Kernel: kernel, Quantization: shard.QuantInt8})
+		Kernel: kernel, Quantization: store.QuantInt8})
 	require.NoError(t, err)
 	defer dc.Close()
 	t.Logf("cluster of %d %d-D docs on 2 shards loaded and encoded in %s (kernel %s)", docs, dim, time.Since(t0).Round(time.Millisecond), kernel.Name)

@@ -15,8 +15,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/trawl-search/trawl/internal/devcluster"
-	"github.com/trawl-search/trawl/shard"
+	"github.com/trawl-search/trawl/shard/client"
 	"github.com/trawl-search/trawl/shard/shardpb"
+	"github.com/trawl-search/trawl/shard/store"
 	"github.com/trawl-search/trawl/vector"
 	"github.com/trawl-search/trawl/vector/ivf"
 )
@@ -43,7 +44,7 @@ func TestIVFSearchThroughTheRouter(t *testing.T) {
 		t.Run(m.String(), func(t *testing.T) {
 			recs := devcluster.Corpus(docs, dim, 15+uint64(m))
 			h := start(t, devcluster.Config{Dim: dim, Metric: m, Replicas: 2, Corpus: recs, Kernel: vector.Generic(),
-				Index: shard.IndexIVF, Int8MinRows: 1400, IVFMinRows: 1400})
+				Index: store.IndexIVF, Int8MinRows: 1400, IVFMinRows: 1400})
 			lists := 0
 			for _, reps := range h.dc.Replicas {
 				for _, r := range reps {
@@ -152,7 +153,7 @@ func TestIVFSearchThroughTheRouter(t *testing.T) {
 			for si, reps := range h.dc.Replicas {
 				var first *shardpb.SearchBatchResponse
 				for _, r := range reps {
-					c, err := shard.Dial(r.Addr, shard.DialConfig{})
+					c, err := client.Dial(r.Addr, client.DialConfig{})
 					require.NoError(t, err)
 					ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 					c.WaitSettled(ctx)
@@ -244,7 +245,7 @@ func requireIndexStatus(t *testing.T, h *harness) {
 		require.Len(t, st.Shards[si].Replicas, len(reps))
 		for j, r := range reps {
 			ix := r.Store.IndexStats()
-			require.Equal(t, shard.IndexStateReady, ix.State)
+			require.Equal(t, store.IndexStateReady, ix.State)
 			require.Positive(t, ix.Lists)
 			want := fmt.Sprintf(`{"kind": "ivf", "state": "ready", "lists": %d, "trained_rows": %d, "default_nprobe": %d,
 				"nprobe_calibrated": %v, "rows": %d, "bytes": %d, "bytes_per_vector": %v}`, ix.Lists, ix.TrainedRows, ix.DefaultNProbe,

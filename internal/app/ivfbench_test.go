@@ -37,7 +37,7 @@ import (
 
 	"github.com/trawl-search/trawl/internal/app"
 	"github.com/trawl-search/trawl/internal/devcluster"
-	"github.com/trawl-search/trawl/shard"
+	"github.com/trawl-search/trawl/shard/store"
 	"github.com/trawl-search/trawl/vector"
 	"github.com/trawl-search/trawl/vector/ivf"
 	"github.com/trawl-search/trawl/vector/quant"
@@ -69,10 +69,10 @@ func TestIVFBench(t *testing.T) {
 	kernel, err := vector.FromEnv()
 	require.NoError(t, err)
 	corpus := devcluster.Corpus(docs, dim, 15)
-	clone := func() []shard.Record {
-		out := make([]shard.Record, len(corpus))
+	clone := func() []store.Record {
+		out := make([]store.Record, len(corpus))
 		for i, r := range corpus {
-			out[i] = shard.Record{ID: r.ID, Vector: slices.Clone(r.Vector), Payload: r.Payload}
+			out[i] = store.Record{ID: r.ID, Vector: slices.Clone(r.Vector), Payload: r.Payload}
 		}
 		return out
 	}
@@ -91,8 +91,8 @@ func TestIVFBench(t *testing.T) {
 		require.NoError(t, r.WaitReady(t.Context()))
 		return dc, srv.URL
 	}
-	ivfDC, ivfURL := startCluster("ivf", devcluster.Config{Index: shard.IndexIVF})
-	_, flatURL := startCluster("flat int8", devcluster.Config{Quantization: shard.QuantInt8})
+	ivfDC, ivfURL := startCluster("ivf", devcluster.Config{Index: store.IndexIVF})
+	_, flatURL := startCluster("flat int8", devcluster.Config{Quantization: store.QuantInt8})
 	var lists []int
 	var indexBytes int
 	for _, reps := range ivfDC.Replicas {

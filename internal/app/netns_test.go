@@ -22,6 +22,7 @@ import (
 	"github.com/trawl-search/trawl/internal/devcluster"
 	"github.com/trawl-search/trawl/placement"
 	"github.com/trawl-search/trawl/shard"
+	"github.com/trawl-search/trawl/shard/store"
 	"github.com/trawl-search/trawl/vector"
 )
 
@@ -118,7 +119,7 @@ func TestPowerOffOfAReplicaHost(t *testing.T) {
 	table := placement.New([]string{"shard-0"})
 	p := shard.Placement{Fingerprint: table.Fingerprint(), Shard: "shard-0"}
 	serveOn := func(ln net.Listener) {
-		store := shard.NewMemory(dim)
+		store := store.NewMemory(dim)
 		require.NoError(t, store.Upsert(context.Background(), p, corpus))
 		srv := shard.NewServer(shard.Config{Dim: dim, Metric: vector.Cosine, Kernel: k, Store: store})
 		g := grpc.NewServer(shard.ServerOptions()...)

@@ -13,6 +13,7 @@ import (
 	"github.com/trawl-search/trawl/internal/devcluster"
 	"github.com/trawl-search/trawl/internal/testpki"
 	"github.com/trawl-search/trawl/shard"
+	"github.com/trawl-search/trawl/shard/client"
 	"github.com/trawl-search/trawl/vector"
 )
 
@@ -30,7 +31,7 @@ func TestFirstQueryAfterReadyOverTLSIsComplete(t *testing.T) {
 	for restart := range 20 { // issue 4: twenty restarts, none degraded
 		ctc, err := shard.ClientCredentials(p.CAFile, p.ClientCert, p.ClientKey)
 		require.NoError(t, err)
-		r, err := app.New(app.Config{Shards: specs, Kernel: vector.Generic(), Dial: shard.DialConfig{Creds: ctc}, Budget: budget.Config{TLS: true}})
+		r, err := app.New(app.Config{Shards: specs, Kernel: vector.Generic(), Dial: client.DialConfig{Creds: ctc}, Budget: budget.Config{TLS: true}})
 		require.NoError(t, err)
 		h := &harness{dc: dc, r: r, srv: httptest.NewServer(r.API)}
 		waitReady(t, r)
@@ -53,7 +54,7 @@ func TestShardsRefuseARouterWithoutClientCertificate(t *testing.T) {
 	ctc, err := shard.ClientCredentials(p.CAFile, "", "") // verifies the shards, presents nothing
 	require.NoError(t, err)
 	r, err := app.New(app.Config{Shards: dc.Specs()[:1],
-		Dial: shard.DialConfig{Creds: ctc}, Budget: budget.Config{TLS: true}, WarmupTimeout: 3 * time.Second, DisableProber: true})
+		Dial: client.DialConfig{Creds: ctc}, Budget: budget.Config{TLS: true}, WarmupTimeout: 3 * time.Second, DisableProber: true})
 	require.NoError(t, err)
 	defer r.Close()
 	h := &harness{dc: dc, r: r, srv: httptest.NewServer(r.API)}

@@ -37,7 +37,12 @@ import (
 	"github.com/trawl-search/trawl/internal/faultproxy"
 	"github.com/trawl-search/trawl/placement"
 	"github.com/trawl-search/trawl/shard"
+	"github.com/trawl-search/trawl/shard/client"
+	"github.com/trawl-search/trawl/shard/raftnode"
+	"github.com/trawl-search/trawl/shard/replica"
+	"github.com/trawl-search/trawl/shard/server"
 	"github.com/trawl-search/trawl/shard/shardpb"
+	"github.com/trawl-search/trawl/shard/store"
 	"github.com/trawl-search/trawl/vector"
 	"github.com/trawl-search/trawl/vector/ivf"
 )
@@ -56,20 +61,20 @@ type Config struct {
 	Seed     uint64
 	// Quantization is every replica's --quantization; Int8MinRows the
 	// rows a leader waits for before training the int8 scale
-	// (shard.DefaultInt8MinRows if zero).
-	Quantization shard.Quantization
+	// (store.DefaultInt8MinRows if zero).
+	Quantization store.Quantization
 	Int8MinRows  int
-	// Index is every replica's --index (shard.IndexIVF implies
+	// Index is every replica's --index (store.IndexIVF implies
 	// QuantInt8); IVFMinRows the rows a leader waits for before training
 	// centroids (ivf.MinRows if zero). Start returns once every replica
 	// of a shard that large serves from its index.
-	Index      shard.IndexKind
+	Index      store.IndexKind
 	IVFMinRows int
 	// TLS, when set, makes every replica serve gRPC over TLS with it.
 	TLS *tls.Config
 	// Corpus, when set, replaces the synthetic corpus (Docs and Seed are
 	// then ignored). Under cosine it is normalised in place.
-	Corpus []shard.Record
+	Corpus []store.Record
 	// DataDir holds every replica's raft log and snapshots
 	// (DataDir/shard-i/replica-j) and the cluster's ports (cluster.json).
 	// Empty: a temporary directory, removed by Close. A directory that
@@ -79,7 +84,10 @@ type Config struct {
 	// timeout: raft's 1 s if zero, which holds up on a loaded machine
 	// running tests under -race (shorter ones make leaders flap there).
 	HeartbeatTimeout time.Duration
-	Logger           *slog.Logger
+	// RaftLogLevel is the least level of the raft library's own lines
+	// that reach Logger (slog.LevelWarn if zero).
+	RaftLogLevel slog.Level
+	Logger       *slog.Logger
 	// TracerProvider and Propagator, when set, trace every replica's RPCs
 	// and scans (shard.ServerTracing, shard.Config.TracerProvider). Nil:
 	// no tracing.
@@ -87,7 +95,7 @@ type Config struct {
 	Propagator     propagation.TextMapPropagator
 	// ScanRateBytes, when positive, has the cluster measure its kernel's
 	// scan rate once, in the background while it loads, on a scratch
-	// buffer this big (shard.CalibrationBytes() in router dev), and give
+	// buffer this big (server.CalibrationBytes() in router dev), and give
 	// the figure to every replica: they share the process's cores, so one
 	// measurement is theirs all, and nine at once would measure each
 	// other. 0: not measured (Stats reports 0), which keeps tests cheap.
@@ -99,11 +107,10 @@ type Replica struct {
 	Shard string
 	Index int
 	// Addr is the replica's plaintext gRPC address, its raft peers' way in.
-	Addr   string
-	Proxy  *faultproxy.Proxy
-	Server *shard.Server
-	Store  *shard.Memory
-	Node   *shard.Node
+	Addr  string
+	Proxy *faultproxy.Proxy
+	// Replica is the replica itself: its Store, Node and Server.
+	*replica.Replica
 	// servers: the one on Addr, and the router's TLS one if any.
 	servers []*grpc.Server
 }
@@ -112,7 +119,7 @@ type Replica struct {
 type Cluster struct {
 	Names    []string
 	Replicas [][]*Replica // [shard][replica]
-	Corpus   []shard.Record
+	Corpus   []store.Record
 	// Loaded is true when the cluster was loaded from DataDir rather than
 	// seeded.
 	Loaded bool
@@ -154,8 +161,8 @@ func Start(cfg Config) (*Cluster, error) {
 	if cfg.HeartbeatTimeout == 0 {
 		cfg.HeartbeatTimeout = time.Second
 	}
-	if cfg.Index == shard.IndexIVF {
-		cfg.Quantization = shard.QuantInt8
+	if cfg.Index == store.IndexIVF {
+		cfg.Quantization = store.QuantInt8
 	}
 	c := &Cluster{}
 	if cfg.DataDir == "" {
@@ -203,7 +210,7 @@ func Start(cfg Config) (*Cluster, error) {
 	}
 	c.measureScanRate(cfg)
 	if !loaded {
-		byShard := map[string][]shard.Record{}
+		byShard := map[string][]store.Record{}
 		for _, r := range c.Corpus {
 			h := table.Home(r.ID)
 			byShard[h] = append(byShard[h], r)
@@ -224,13 +231,13 @@ func Start(cfg Config) (*Cluster, error) {
 		c.Close()
 		return nil, err
 	}
-	if cfg.Quantization == shard.QuantInt8 {
+	if cfg.Quantization == store.QuantInt8 {
 		if err := c.waitInt8(cfg.Int8MinRows, 2*time.Minute); err != nil {
 			c.Close()
 			return nil, err
 		}
 	}
-	if cfg.Index == shard.IndexIVF {
+	if cfg.Index == store.IndexIVF {
 		if err := c.WaitIVF(cfg.IVFMinRows, 5*time.Minute); err != nil {
 			c.Close()
 			return nil, err
@@ -301,16 +308,16 @@ func saveLayout(dir string, l layout) error {
 
 // seed writes recs through the group's leader in batches, the way a router
 // that knows the leader would, and returns the last write's index.
-func seed(reps []*Replica, p shard.Placement, recs []shard.Record) (uint64, error) {
+func seed(reps []*Replica, p shard.Placement, recs []store.Record) (uint64, error) {
 	deadline := time.Now().Add(time.Minute)
 	// leader dials whichever replica leads now: on a loaded machine the
 	// leadership can move in the middle of seeding, and the old leader then
 	// refuses every batch with NOT_LEADER.
-	leader := func() (*shard.Conn, error) {
+	leader := func() (*client.Conn, error) {
 		for {
 			for _, r := range reps {
 				if r.Node.IsLeader() {
-					return shard.Dial(r.Addr, shard.DialConfig{})
+					return client.Dial(r.Addr, client.DialConfig{})
 				}
 			}
 			if time.Now().After(deadline) {
@@ -364,7 +371,7 @@ func seed(reps []*Replica, p shard.Placement, recs []shard.Record) (uint64, erro
 // starts with codes on every replica.
 func (c *Cluster) waitInt8(minRows int, timeout time.Duration) error {
 	if minRows <= 0 {
-		minRows = shard.DefaultInt8MinRows
+		minRows = store.DefaultInt8MinRows
 	}
 	deadline := time.Now().Add(timeout)
 	for _, reps := range c.Replicas {
@@ -447,7 +454,7 @@ func (c *Cluster) measureScanRate(cfg Config) {
 	go func() {
 		defer close(c.rateDone)
 		start := time.Now()
-		rate, err := shard.MeasureScanRate(ctx, cfg.Kernel, cfg.Metric, cfg.Dim, cfg.ScanRateBytes)
+		rate, err := server.MeasureScanRate(ctx, cfg.Kernel, cfg.Metric, cfg.Dim, cfg.ScanRateBytes)
 		if err != nil {
 			if ctx.Err() == nil {
 				cfg.Logger.Warn("scan rate not measured", "err", err)
@@ -475,23 +482,18 @@ func startReplica(name string, idx int, peers []string, ln net.Listener, dir str
 		}
 	}
 	log := cfg.Logger.With("shard", name, "replica", idx)
-	opts := []shard.MemoryOption{shard.WithQuantization(cfg.Quantization)}
-	if cfg.Index == shard.IndexIVF {
-		opts = append(opts, shard.WithIVF(cfg.Kernel, cfg.Metric))
-	}
-	store := shard.NewMemory(cfg.Dim, opts...)
-	node, err := shard.OpenNode(shard.NodeConfig{
-		DataDir: dir, Advertise: addr, Peers: peers, Store: store, Logger: log, Int8MinRows: cfg.Int8MinRows,
-		IVFMinRows:       cfg.IVFMinRows,
+	rep, err := replica.Open(replica.Config{
+		Dim: cfg.Dim, Metric: cfg.Metric, Kernel: cfg.Kernel, Quantization: cfg.Quantization, Index: cfg.Index,
+		DataDir: dir, Advertise: addr, Peers: peers,
 		HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.HeartbeatTimeout,
-		MaxLeaderSilence: max(shard.DefaultMaxLeaderSilence, 3*cfg.HeartbeatTimeout),
+		MaxLeaderSilence: max(raftnode.DefaultMaxLeaderSilence, 3*cfg.HeartbeatTimeout),
+		Int8MinRows:      cfg.Int8MinRows, IVFMinRows: cfg.IVFMinRows,
+		TracerProvider: cfg.TracerProvider, Logger: log, RaftLogLevel: cfg.RaftLogLevel,
 	})
 	if err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("%s replica %d: %w", name, idx, err)
 	}
-	srv := shard.NewServer(shard.Config{Dim: cfg.Dim, Metric: cfg.Metric, Kernel: cfg.Kernel, Store: store, Node: node,
-		Logger: log, TracerProvider: cfg.TracerProvider})
 	traced := shard.ServerTracing(cfg.TracerProvider, cfg.Propagator)
 	// Without TLS one server on addr serves the router and the peers. With
 	// TLS the router's server is a second one on its own port: the peers
@@ -499,7 +501,7 @@ func startReplica(name string, idx int, peers []string, ln net.Listener, dir str
 	// certificates are issued for serving only and cannot authenticate a
 	// replica as a client. router shard carries raft on its TLS port.
 	peer := grpc.NewServer(append(shard.ServerOptions(), traced...)...)
-	srv.Register(peer)
+	rep.Register(peer)
 	go peer.Serve(ln)
 	servers := []*grpc.Server{peer}
 	front := addr
@@ -507,11 +509,11 @@ func startReplica(name string, idx int, peers []string, ln net.Listener, dir str
 		fln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			peer.Stop()
-			node.Close()
+			rep.Close()
 			return nil, err
 		}
 		g := grpc.NewServer(append(append(shard.ServerOptions(), traced...), grpc.Creds(credentials.NewTLS(cfg.TLS)))...)
-		srv.Register(g)
+		rep.Register(g)
 		go g.Serve(fln)
 		servers = append(servers, g)
 		front = fln.Addr().String()
@@ -521,10 +523,10 @@ func startReplica(name string, idx int, peers []string, ln net.Listener, dir str
 		for _, g := range servers {
 			g.Stop()
 		}
-		node.Close()
+		rep.Close()
 		return nil, err
 	}
-	return &Replica{Shard: name, Index: idx, Addr: addr, Proxy: proxy, Server: srv, Store: store, Node: node, servers: servers}, nil
+	return &Replica{Shard: name, Index: idx, Addr: addr, Proxy: proxy, Replica: rep, servers: servers}, nil
 }
 
 // Specs is the router's --shard list for this cluster, in shard order.
@@ -552,7 +554,7 @@ func (c *Cluster) Close() {
 			for _, g := range r.servers {
 				g.Stop()
 			}
-			_ = r.Node.Close()
+			_ = r.Replica.Close()
 		}
 	}
 	if c.tmpDir != "" {
@@ -574,7 +576,7 @@ func (c *Cluster) Replica(shardName string, idx int) (*Replica, bool) {
 // centre plus noise, so nearest neighbours are meaningful, each with a
 // small payload (lang, year, tags). The same seed always gives the same
 // corpus.
-func Corpus(n, dim int, seed uint64) []shard.Record {
+func Corpus(n, dim int, seed uint64) []store.Record {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	// Payloads come from their own stream, so the vectors of a seed are
 	// what they were before documents had payloads.
@@ -587,7 +589,7 @@ func Corpus(n, dim int, seed uint64) []shard.Record {
 			cs[i][j] = float32(rng.NormFloat64())
 		}
 	}
-	out := make([]shard.Record, n)
+	out := make([]store.Record, n)
 	noise := float32(1 / math.Sqrt(2))
 	for i := range out {
 		c := cs[rng.IntN(centres)]
@@ -595,7 +597,7 @@ func Corpus(n, dim int, seed uint64) []shard.Record {
 		for j := range v {
 			v[j] = c[j] + noise*float32(rng.NormFloat64())
 		}
-		out[i] = shard.Record{ID: "doc-" + strconv.Itoa(i), Vector: v, Payload: payload(prng)}
+		out[i] = store.Record{ID: "doc-" + strconv.Itoa(i), Vector: v, Payload: payload(prng)}
 	}
 	return out
 }

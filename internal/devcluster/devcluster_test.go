@@ -9,6 +9,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/trawl-search/trawl/shard"
+	"github.com/trawl-search/trawl/shard/client"
 	"github.com/trawl-search/trawl/shard/shardpb"
 	"github.com/trawl-search/trawl/vector"
 )
@@ -21,7 +22,7 @@ func answers(t *testing.T, c *Cluster, qs [][]float32) [][]string {
 	var out [][]string
 	for _, reps := range c.Replicas {
 		for _, r := range reps {
-			conn, err := shard.Dial(r.Addr, shard.DialConfig{})
+			conn, err := client.Dial(r.Addr, client.DialConfig{})
 			require.NoError(t, err)
 			for _, q := range qs {
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/trawl-search/trawl/shard"
+	"github.com/trawl-search/trawl/shard/client"
 	"github.com/trawl-search/trawl/shard/shardpb"
 )
 
@@ -136,10 +137,10 @@ func TestMeasureBulkLoad(t *testing.T) {
 				r.kill()
 			}
 		}()
-		var leader *shard.Conn
+		var leader *client.Conn
 		require.Eventually(t, func() bool {
 			for _, r := range c.shards[0] {
-				cn, err := shard.Dial(r.grpc, shard.DialConfig{})
+				cn, err := client.Dial(r.grpc, client.DialConfig{})
 				require.NoError(t, err)
 				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 				st, err := cn.Stats(ctx)
@@ -237,7 +238,7 @@ func TestMeasureRestart(t *testing.T) {
 	var rep *replica
 	require.Eventually(t, func() bool {
 		for _, x := range c.shards[0] {
-			cn, err := shard.Dial(x.grpc, shard.DialConfig{})
+			cn, err := client.Dial(x.grpc, client.DialConfig{})
 			require.NoError(t, err)
 			st, err := cn.Stats(context.Background())
 			cn.Close()

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/trawl-search/trawl/shard"
+	"github.com/trawl-search/trawl/shard/client"
 )
 
 const batchMax = 256 // api.MaxBatch: queries per /v1/search/batch
@@ -142,10 +143,10 @@ func TestTwoRoutersWritingTheSameIdsLeaveReplicasIdentical(t *testing.T) {
 	}
 	wg.Wait()
 
-	conns := make([][]*shard.Conn, len(c.shards))
+	conns := make([][]*client.Conn, len(c.shards))
 	for s, reps := range c.shards {
 		for _, r := range reps {
-			cn, err := shard.Dial(r.grpc, shard.DialConfig{})
+			cn, err := client.Dial(r.grpc, client.DialConfig{})
 			require.NoError(t, err)
 			t.Cleanup(func() { cn.Close() })
 			conns[s] = append(conns[s], cn)

@@ -19,7 +19,7 @@ import (
 	"github.com/trawl-search/trawl/bench/internal/loadgen"
 	"github.com/trawl-search/trawl/bench/internal/machine"
 	"github.com/trawl-search/trawl/internal/devcluster"
-	"github.com/trawl-search/trawl/shard"
+	"github.com/trawl-search/trawl/shard/client"
 )
 
 // The families below run over `trawlbench devshards` children: shards
@@ -160,9 +160,9 @@ func (e *env) widthCell(ctx context.Context, d *cluster.DevShards, n int) (width
 	}
 	// Gone before the next family routes to the same shards.
 	defer r.Kill()
-	conns := make([]*shard.Conn, len(d.Spec.Shards))
+	conns := make([]*client.Conn, len(d.Spec.Shards))
 	for i, s := range d.Spec.Shards {
-		cn, err := shard.Dial(s.Addrs[0], shard.DialConfig{})
+		cn, err := client.Dial(s.Addrs[0], client.DialConfig{})
 		if err != nil {
 			return cell, err
 		}

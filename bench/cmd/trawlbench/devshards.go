@@ -20,7 +20,7 @@ import (
 
 	"github.com/trawl-search/trawl/bench/internal/cluster"
 	"github.com/trawl-search/trawl/internal/devcluster"
-	"github.com/trawl-search/trawl/shard"
+	"github.com/trawl-search/trawl/shard/store"
 	"github.com/trawl-search/trawl/vector"
 )
 
@@ -39,21 +39,21 @@ func runDevShards(ctx context.Context, args []string) error {
 	quantName := fs.String("quantization", "none", "none or int8")
 	indexName := fs.String("index", "flat", "flat or ivf")
 	ivfMin := fs.Int("ivf-min-rows", 0, "rows a shard holds before its IVF centroids are trained (0: ivf.MinRows)")
-	int8Min := fs.Int("int8-min-rows", 0, "rows a shard holds before its int8 scale is trained (0: shard.DefaultInt8MinRows); IVF needs the scale first")
+	int8Min := fs.Int("int8-min-rows", 0, "rows a shard holds before its int8 scale is trained (0: store.DefaultInt8MinRows); IVF needs the scale first")
 	tlsDir := fs.String("tls-dir", "", "serve gRPC over TLS with a CA and certificate written here (ca.pem)")
 	out := fs.String("out", "", "file to write the shard addresses to (JSON)")
 	dataDir := fs.String("data-dir", "", "the replicas' raft logs and snapshots (removed by the suite with its work directory)")
 	_ = fs.Parse(args)
-	qz, err := shard.ParseQuantization(*quantName)
+	qz, err := store.ParseQuantization(*quantName)
 	if err != nil {
 		return err
 	}
-	idx, err := shard.ParseIndex(*indexName)
+	idx, err := store.ParseIndex(*indexName)
 	if err != nil {
 		return err
 	}
-	if idx == shard.IndexIVF {
-		qz = shard.QuantInt8
+	if idx == store.IndexIVF {
+		qz = store.QuantInt8
 	}
 	k, err := vector.FromEnv()
 	if err != nil {

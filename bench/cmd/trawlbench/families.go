@@ -13,7 +13,7 @@ import (
 	"github.com/trawl-search/trawl/bench/internal/machine"
 	"github.com/trawl-search/trawl/bench/internal/procstat"
 	"github.com/trawl-search/trawl/bench/internal/promtext"
-	"github.com/trawl-search/trawl/shard"
+	"github.com/trawl-search/trawl/shard/client"
 	"github.com/trawl-search/trawl/shard/shardpb"
 )
 
@@ -337,9 +337,9 @@ func (e *env) overhead(ctx context.Context, c *cluster.Cluster, trawl *cluster.R
 		return err
 	}
 	res.overheadReplicas = using
-	conns := make([]*shard.Conn, len(c.Shards))
+	conns := make([]*client.Conn, len(c.Shards))
 	for i, reps := range c.Shards {
-		cn, err := shard.Dial(reps[using[i]].Proxy.Addr(), shard.DialConfig{})
+		cn, err := client.Dial(reps[using[i]].Proxy.Addr(), client.DialConfig{})
 		if err != nil {
 			return err
 		}
@@ -389,12 +389,12 @@ func (e *env) overhead(ctx context.Context, c *cluster.Cluster, trawl *cluster.R
 }
 
 // interleaved alternates router and direct searches for one phase.
-func (e *env) interleaved(ctx context.Context, t loadgen.Target, conns []*shard.Conn) (viaR, dir loadgen.Summary, pair50, pair99 time.Duration, err error) {
+func (e *env) interleaved(ctx context.Context, t loadgen.Target, conns []*client.Conn) (viaR, dir loadgen.Summary, pair50, pair99 time.Duration, err error) {
 	return e.interleavedFor(ctx, t, conns, e.phase)
 }
 
 // interleavedFor is interleaved for phase.
-func (e *env) interleavedFor(ctx context.Context, t loadgen.Target, conns []*shard.Conn, phase time.Duration) (viaR, dir loadgen.Summary, pair50, pair99 time.Duration, err error) {
+func (e *env) interleavedFor(ctx context.Context, t loadgen.Target, conns []*client.Conn, phase time.Duration) (viaR, dir loadgen.Summary, pair50, pair99 time.Duration, err error) {
 	hc := &http.Client{Timeout: 10 * time.Second}
 	defer hc.CloseIdleConnections()
 	url := fmt.Sprintf("%s/v1/search?deadline_ms=%d", t.Base, t.DeadlineMS)

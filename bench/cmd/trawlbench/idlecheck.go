@@ -11,7 +11,7 @@ import (
 
 	"github.com/trawl-search/trawl/bench/internal/cluster"
 	"github.com/trawl-search/trawl/bench/internal/loadgen"
-	"github.com/trawl-search/trawl/shard"
+	"github.com/trawl-search/trawl/shard/client"
 	"github.com/trawl-search/trawl/shard/shardpb"
 )
 
@@ -56,7 +56,7 @@ func (e *env) probe(ctx context.Context, c *cluster.Cluster, fix bool) ([]latche
 	var refused []latchedReplica
 	for _, reps := range c.Shards {
 		for _, r := range reps {
-			cn, err := shard.Dial(r.Proxy.Addr(), shard.DialConfig{})
+			cn, err := client.Dial(r.Proxy.Addr(), client.DialConfig{})
 			if err != nil {
 				return nil, err
 			}

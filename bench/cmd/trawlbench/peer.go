@@ -25,7 +25,7 @@ import (
 	"github.com/trawl-search/trawl/bench/internal/peer"
 	"github.com/trawl-search/trawl/bench/internal/promtext"
 	"github.com/trawl-search/trawl/bench/internal/weaviate"
-	"github.com/trawl-search/trawl/shard"
+	"github.com/trawl-search/trawl/shard/store"
 	"github.com/trawl-search/trawl/vector"
 	"github.com/trawl-search/trawl/vector/ivf"
 )
@@ -588,13 +588,13 @@ type indexState struct {
 // retrain due (the shard has not grown 4× past its centroids' rows); or
 // flat.
 func (ix indexState) settled() bool {
-	return ix.flat() || ix.State == shard.IndexStateReady && ix.NProbeCalibrated && ix.TrainedRows > 0 && ix.Rows < 4*ix.TrainedRows
+	return ix.flat() || ix.State == store.IndexStateReady && ix.NProbeCalibrated && ix.TrainedRows > 0 && ix.Rows < 4*ix.TrainedRows
 }
 
 // flat: the shard holds fewer rows than ivf.MinRows, so it trains no
 // index and answers by its flat scan.
 func (ix indexState) flat() bool {
-	return ix.State == shard.IndexStateUntrained && ix.Docs < ivf.MinRows
+	return ix.State == store.IndexStateUntrained && ix.Docs < ivf.MinRows
 }
 
 // clusterStatus decodes the router's /cluster/status into st.

@@ -1,4 +1,4 @@
-package shard
+package replica
 
 import (
 	"context"
@@ -20,7 +20,11 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/trawl-search/trawl/internal/testpki"
+	"github.com/trawl-search/trawl/shard"
+	"github.com/trawl-search/trawl/shard/client"
+	"github.com/trawl-search/trawl/shard/server"
 	"github.com/trawl-search/trawl/shard/shardpb"
+	"github.com/trawl-search/trawl/shard/store"
 	"github.com/trawl-search/trawl/vector"
 )
 
@@ -32,16 +36,16 @@ func TestMain(m *testing.M) {
 }
 
 // serve starts a shard server on loopback and returns a connected client.
-func serve(t *testing.T, cfg Config, opts []grpc.ServerOption, dial DialConfig) (*Server, *Conn) {
+func serve(t *testing.T, cfg Config, opts []grpc.ServerOption, dial client.DialConfig) (*server.Server, *client.Conn) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	srv := NewServer(cfg)
-	g := grpc.NewServer(append(ServerOptions(), opts...)...)
+	srv := server.New(cfg)
+	g := grpc.NewServer(append(shard.ServerOptions(), opts...)...)
 	srv.Register(g)
 	srv.SetServing(true)
 	go g.Serve(ln)
-	c, err := Dial(ln.Addr().String(), dial)
+	c, err := client.Dial(ln.Addr().String(), dial)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		c.Close()
@@ -54,10 +58,10 @@ func serve(t *testing.T, cfg Config, opts []grpc.ServerOption, dial DialConfig) 
 }
 
 func memConfig(dim int, m vector.Metric) Config {
-	return Config{Dim: dim, Metric: m, Kernel: vector.Generic(), Store: NewMemory(dim)}
+	return Config{Dim: dim, Metric: m, Kernel: vector.Generic(), Store: store.NewMemory(dim)}
 }
 
-var place = Placement{Fingerprint: "fp1", Shard: "shard-0"}
+var place = shard.Placement{Fingerprint: "fp1", Shard: "shard-0"}
 
 func ctx(t *testing.T) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -66,7 +70,7 @@ func ctx(t *testing.T) context.Context {
 }
 
 func TestServerValidatesEveryVector(t *testing.T) {
-	_, c := serve(t, memConfig(4, vector.Cosine), nil, DialConfig{})
+	_, c := serve(t, memConfig(4, vector.Cosine), nil, client.DialConfig{})
 	for _, tc := range []struct {
 		name string
 		v    []float32
@@ -78,10 +82,10 @@ func TestServerValidatesEveryVector(t *testing.T) {
 		{"zero under cosine", []float32{0, 0, 0, 0}, "zero vector"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := c.Upsert(ctx(t), place, []*shardpb.Vector{{Id: "a", Vector: EncodeVector(tc.v)}})
+			_, err := c.Upsert(ctx(t), place, []*shardpb.Vector{{Id: "a", Vector: shard.EncodeVector(tc.v)}})
 			require.Equal(t, codes.InvalidArgument, status.Code(err))
 			require.ErrorContains(t, err, tc.msg)
-			_, err = c.Search(ctx(t), &shardpb.Query{Vector: EncodeVector(tc.v), K: 1}, 0)
+			_, err = c.Search(ctx(t), &shardpb.Query{Vector: shard.EncodeVector(tc.v), K: 1}, 0)
 			require.Equal(t, codes.InvalidArgument, status.Code(err))
 		})
 	}
@@ -91,19 +95,19 @@ func TestServerValidatesEveryVector(t *testing.T) {
 }
 
 func TestServerUpsertGetDeleteAndPlacement(t *testing.T) {
-	_, c := serve(t, memConfig(2, vector.Cosine), nil, DialConfig{})
+	_, c := serve(t, memConfig(2, vector.Cosine), nil, client.DialConfig{})
 	_, err := c.Upsert(ctx(t), place, []*shardpb.Vector{
-		{Id: "a", Vector: EncodeVector([]float32{3, 4})},
-		{Id: "b", Vector: EncodeVector([]float32{0, 1})},
+		{Id: "a", Vector: shard.EncodeVector([]float32{3, 4})},
+		{Id: "b", Vector: shard.EncodeVector([]float32{0, 1})},
 	})
 	require.NoError(t, err)
 	v, err := c.Get(ctx(t), "a", 0)
 	require.NoError(t, err)
-	got, err := DecodeVector(v.GetVector())
+	got, err := shard.DecodeVector(v.GetVector())
 	require.NoError(t, err)
 	require.InDeltaSlice(t, []float32{0.6, 0.8}, got, 1e-6, "stored normalised under cosine")
 
-	resp, err := c.Search(ctx(t), &shardpb.Query{Vector: EncodeVector([]float32{0, 2}), K: 5, ExcludeId: "b"}, 0)
+	resp, err := c.Search(ctx(t), &shardpb.Query{Vector: shard.EncodeVector([]float32{0, 2}), K: 5, ExcludeId: "b"}, 0)
 	require.NoError(t, err)
 	require.EqualValues(t, 2, resp.GetDocCount())
 	require.Len(t, resp.GetHits(), 1)
@@ -111,9 +115,9 @@ func TestServerUpsertGetDeleteAndPlacement(t *testing.T) {
 	require.InDelta(t, 0.8, resp.GetHits()[0].GetScore(), 1e-6)
 
 	// A write routed under another shard list is a reshard: refused.
-	_, err = c.Upsert(ctx(t), Placement{Fingerprint: "fp2", Shard: "shard-0"}, []*shardpb.Vector{{Id: "c", Vector: EncodeVector([]float32{1, 0})}})
+	_, err = c.Upsert(ctx(t), shard.Placement{Fingerprint: "fp2", Shard: "shard-0"}, []*shardpb.Vector{{Id: "c", Vector: shard.EncodeVector([]float32{1, 0})}})
 	require.Equal(t, codes.FailedPrecondition, status.Code(err))
-	_, _, err = c.Delete(ctx(t), Placement{Fingerprint: "fp1", Shard: "shard-1"}, "a")
+	_, _, err = c.Delete(ctx(t), shard.Placement{Fingerprint: "fp1", Shard: "shard-1"}, "a")
 	require.Equal(t, codes.FailedPrecondition, status.Code(err))
 
 	found, _, err := c.Delete(ctx(t), place, "a")
@@ -127,11 +131,11 @@ func TestServerUpsertGetDeleteAndPlacement(t *testing.T) {
 }
 
 func TestProbeReportsNotServing(t *testing.T) {
-	srv, c := serve(t, memConfig(2, vector.DotProduct), nil, DialConfig{})
+	srv, c := serve(t, memConfig(2, vector.DotProduct), nil, client.DialConfig{})
 	require.NoError(t, c.Probe(ctx(t)))
 	srv.SetServing(false)
 	err := c.Probe(ctx(t))
-	require.ErrorIs(t, err, ErrNotServing)
+	require.ErrorIs(t, err, shard.ErrNotServing)
 	var ns interface{ NotServing() bool }
 	require.ErrorAs(t, err, &ns)
 }
@@ -141,38 +145,38 @@ func TestRefusedWriteIsMarkedNeverSent(t *testing.T) {
 	require.NoError(t, err)
 	addr := ln.Addr().String()
 	ln.Close()
-	c, err := Dial(addr, DialConfig{})
+	c, err := client.Dial(addr, client.DialConfig{})
 	require.NoError(t, err)
 	defer c.Close()
-	_, err = c.Upsert(ctx(t), place, []*shardpb.Vector{{Id: "a", Vector: EncodeVector([]float32{1})}})
+	_, err = c.Upsert(ctx(t), place, []*shardpb.Vector{{Id: "a", Vector: shard.EncodeVector([]float32{1})}})
 	var ns interface{ NeverSent() bool }
 	require.ErrorAs(t, err, &ns)
 	require.Equal(t, codes.Unavailable, status.Code(err))
 }
 
 func TestWarmedConnectionIsReady(t *testing.T) {
-	_, c := serve(t, memConfig(2, vector.DotProduct), nil, DialConfig{})
+	_, c := serve(t, memConfig(2, vector.DotProduct), nil, client.DialConfig{})
 	require.Equal(t, connectivity.Ready, c.WaitSettled(ctx(t)))
 	require.True(t, c.Ready())
 }
 
 func TestMutualTLS(t *testing.T) {
 	p := testpki.New(t)
-	stc, err := ServerTLS(p.ServerCert, p.ServerKey, p.CAFile)
+	stc, err := shard.ServerTLS(p.ServerCert, p.ServerKey, p.CAFile)
 	require.NoError(t, err)
 	creds := grpc.Creds(credentials.NewTLS(stc))
 
-	ctc, err := ClientCredentials(p.CAFile, p.ClientCert, p.ClientKey)
+	ctc, err := shard.ClientCredentials(p.CAFile, p.ClientCert, p.ClientKey)
 	require.NoError(t, err)
-	_, c := serve(t, memConfig(2, vector.DotProduct), []grpc.ServerOption{creds}, DialConfig{Creds: ctc})
+	_, c := serve(t, memConfig(2, vector.DotProduct), []grpc.ServerOption{creds}, client.DialConfig{Creds: ctc})
 	require.Equal(t, connectivity.Ready, c.WaitSettled(ctx(t)))
 	_, err = c.Stats(ctx(t))
 	require.NoError(t, err)
 
 	// Without a client certificate the shard refuses the connection.
-	noCert, err := ClientCredentials(p.CAFile, "", "")
+	noCert, err := shard.ClientCredentials(p.CAFile, "", "")
 	require.NoError(t, err)
-	_, anon := serve(t, memConfig(2, vector.DotProduct), []grpc.ServerOption{creds}, DialConfig{Creds: noCert})
+	_, anon := serve(t, memConfig(2, vector.DotProduct), []grpc.ServerOption{creds}, client.DialConfig{Creds: noCert})
 	_, err = anon.Stats(ctx(t))
 	require.Error(t, err)
 	require.Contains(t, []codes.Code{codes.Unavailable, codes.Unknown}, status.Code(err), "%v", err)
@@ -180,7 +184,7 @@ func TestMutualTLS(t *testing.T) {
 
 func TestServerCertificateReloadsFromDisk(t *testing.T) {
 	p := testpki.New(t)
-	stc, err := ServerTLS(p.ServerCert, p.ServerKey, "")
+	stc, err := shard.ServerTLS(p.ServerCert, p.ServerKey, "")
 	require.NoError(t, err)
 	ln, err := tls.Listen("tcp", "127.0.0.1:0", stc)
 	require.NoError(t, err)
@@ -219,14 +223,14 @@ func TestServerCertificateReloadsFromDisk(t *testing.T) {
 func TestClientCARotationNeedsNoRestart(t *testing.T) {
 	p := testpki.New(t)
 	next := testpki.New(t) // the new CA, and a router certificate it issued
-	stc, err := ServerTLS(p.ServerCert, p.ServerKey, p.CAFile)
+	stc, err := shard.ServerTLS(p.ServerCert, p.ServerKey, p.CAFile)
 	require.NoError(t, err)
 	creds := grpc.Creds(credentials.NewTLS(stc))
 
 	dialWithNewCert := func() error {
-		ctc, err := ClientCredentials(p.CAFile, next.ClientCert, next.ClientKey)
+		ctc, err := shard.ClientCredentials(p.CAFile, next.ClientCert, next.ClientKey)
 		require.NoError(t, err)
-		_, c := serve(t, memConfig(2, vector.DotProduct), []grpc.ServerOption{creds}, DialConfig{Creds: ctc})
+		_, c := serve(t, memConfig(2, vector.DotProduct), []grpc.ServerOption{creds}, client.DialConfig{Creds: ctc})
 		_, err = c.Stats(ctx(t))
 		return err
 	}
@@ -243,9 +247,9 @@ func TestClientCARotationNeedsNoRestart(t *testing.T) {
 	require.NoError(t, os.WriteFile(serverCA, old, 0o600))
 	require.NoError(t, os.Rename(p.CAFile+".new", p.CAFile))
 
-	ctc, err := ClientCredentials(serverCA, next.ClientCert, next.ClientKey)
+	ctc, err := shard.ClientCredentials(serverCA, next.ClientCert, next.ClientKey)
 	require.NoError(t, err)
-	_, c := serve(t, memConfig(2, vector.DotProduct), []grpc.ServerOption{creds}, DialConfig{Creds: ctc})
+	_, c := serve(t, memConfig(2, vector.DotProduct), []grpc.ServerOption{creds}, client.DialConfig{Creds: ctc})
 	_, err = c.Stats(ctx(t))
 	require.NoError(t, err, "the rotated client CA is read at the next handshake")
 }
@@ -262,12 +266,12 @@ func TestRouterCARotationNeedsNoRestart(t *testing.T) {
 		require.NoError(t, os.Rename(caFile+".tmp", caFile))
 	}
 	copyFile(oldPKI.CAFile)
-	creds, err := ClientCredentials(caFile, "", "")
+	creds, err := shard.ClientCredentials(caFile, "", "")
 	require.NoError(t, err)
 	statsVia := func(p *testpki.PKI) error {
-		stc, err := ServerTLS(p.ServerCert, p.ServerKey, "")
+		stc, err := shard.ServerTLS(p.ServerCert, p.ServerKey, "")
 		require.NoError(t, err)
-		_, c := serve(t, memConfig(2, vector.DotProduct), []grpc.ServerOption{grpc.Creds(credentials.NewTLS(stc))}, DialConfig{Creds: creds})
+		_, c := serve(t, memConfig(2, vector.DotProduct), []grpc.ServerOption{grpc.Creds(credentials.NewTLS(stc))}, client.DialConfig{Creds: creds})
 		_, err = c.Stats(ctx(t))
 		return err
 	}

@@ -1,4 +1,4 @@
-package shard
+package replica
 
 import (
 	"context"
@@ -13,13 +13,18 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/trawl-search/trawl/shard"
+	"github.com/trawl-search/trawl/shard/client"
+	"github.com/trawl-search/trawl/shard/raftnode"
+	"github.com/trawl-search/trawl/shard/server"
 	"github.com/trawl-search/trawl/shard/shardpb"
+	"github.com/trawl-search/trawl/shard/store"
 	"github.com/trawl-search/trawl/vector"
 	"github.com/trawl-search/trawl/vector/quant"
 )
 
 func TestParseQuantization(t *testing.T) {
-	for s, want := range map[string]Quantization{"": QuantNone, "none": QuantNone, "int8": QuantInt8} {
+	for s, want := range map[string]Quantization{"": store.QuantNone, "none": store.QuantNone, "int8": store.QuantInt8} {
 		q, err := ParseQuantization(s)
 		require.NoError(t, err)
 		require.Equal(t, want, q)
@@ -82,10 +87,10 @@ func TestInt8ScaleTrainedCommittedAndAppliedOnEveryReplica(t *testing.T) {
 		dim     = 32
 		minRows = 300
 	)
-	ms := groupOf(t, 3, dim, func(c *NodeConfig) {
+	ms := groupOf(t, 3, dim, func(c *raftnode.Config) {
 		c.HeartbeatTimeout, c.ElectionTimeout, c.MaxLeaderSilence = testHeartbeat, testHeartbeat, testSilence
 		c.Int8MinRows = minRows
-	}, WithQuantization(QuantInt8))
+	}, store.WithQuantization(store.QuantInt8))
 	waitLeader(t, ms)
 	rng := rand.New(rand.NewPCG(5, 8))
 	vec := func() []float32 {
@@ -98,7 +103,7 @@ func TestInt8ScaleTrainedCommittedAndAppliedOnEveryReplica(t *testing.T) {
 	batch := func(from, to int) []*shardpb.Vector {
 		var vs []*shardpb.Vector
 		for i := from; i < to; i++ {
-			vs = append(vs, &shardpb.Vector{Id: fmt.Sprintf("d-%04d", i), Vector: EncodeVector(vec())})
+			vs = append(vs, &shardpb.Vector{Id: fmt.Sprintf("d-%04d", i), Vector: shard.EncodeVector(vec())})
 		}
 		return vs
 	}
@@ -106,10 +111,10 @@ func TestInt8ScaleTrainedCommittedAndAppliedOnEveryReplica(t *testing.T) {
 	upsertOn(t, ms, batch(0, 200))
 	time.Sleep(300 * time.Millisecond) // a few monitor ticks
 	for _, m := range ms {
-		require.Nil(t, m.mem.Trained(TrainedInt8Scale), "no scale below %d rows", minRows)
+		require.Nil(t, m.mem.Trained(store.TrainedInt8Scale), "no scale below %d rows", minRows)
 		require.False(t, m.mem.Int8Ready())
 	}
-	q := &shardpb.Query{Vector: EncodeVector(vec()), K: 10}
+	q := &shardpb.Query{Vector: shard.EncodeVector(vec()), K: 10}
 	resp, err := ms[0].conn.Search(ctx(t), q, 0)
 	require.NoError(t, err)
 	require.True(t, resp.GetExact(), "no codes: the scan is exact")
@@ -118,16 +123,16 @@ func TestInt8ScaleTrainedCommittedAndAppliedOnEveryReplica(t *testing.T) {
 	for _, m := range ms {
 		require.Eventually(t, m.mem.Int8Ready, 20*time.Second, 10*time.Millisecond, "scale applied on every replica")
 	}
-	scale := ms[0].mem.Trained(TrainedInt8Scale)
+	scale := ms[0].mem.Trained(store.TrainedInt8Scale)
 	for _, m := range ms {
-		require.Equal(t, scale, m.mem.Trained(TrainedInt8Scale))
+		require.Equal(t, scale, m.mem.Trained(store.TrainedInt8Scale))
 	}
 	// After the scale: appends, overwrites (ids below 350) and deletes keep
 	// the codes current.
 	upsertOn(t, ms, batch(350, 450))
 	var last uint64
 	for i := range 20 {
-		last = upsertOn(t, ms, []*shardpb.Vector{{Id: fmt.Sprintf("d-%04d", i*7), Vector: EncodeVector(vec())}})
+		last = upsertOn(t, ms, []*shardpb.Vector{{Id: fmt.Sprintf("d-%04d", i*7), Vector: shard.EncodeVector(vec())}})
 	}
 	for i := range 10 {
 		require.Eventually(t, func() bool {
@@ -192,8 +197,8 @@ func TestInt8ScaleTrainedCommittedAndAppliedOnEveryReplica(t *testing.T) {
 	var vqs, allQs []vector.Query
 	for range 20 {
 		v := vec()
-		pqs = append(pqs, &shardpb.Query{Vector: EncodeVector(v), K: 10})
-		exactQs = append(exactQs, &shardpb.Query{Vector: EncodeVector(v), K: 10, Exact: true})
+		pqs = append(pqs, &shardpb.Query{Vector: shard.EncodeVector(v), K: 10})
+		exactQs = append(exactQs, &shardpb.Query{Vector: shard.EncodeVector(v), K: 10, Exact: true})
 		vqs = append(vqs, vector.Query{Vector: v, K: 10})
 		allQs = append(allQs, vector.Query{Vector: v, K: rows.Len()})
 	}
@@ -250,7 +255,7 @@ func TestInt8ScaleTrainedCommittedAndAppliedOnEveryReplica(t *testing.T) {
 	mixed, err := ms[0].conn.SearchBatch(ctx(t), append(slices.Clone(pqs[:3]), exactQs[3]), last)
 	require.NoError(t, err)
 	require.True(t, mixed.GetExact())
-	over := &shardpb.Query{Vector: EncodeVector(vec()), K: 10, Oversample: 1}
+	over := &shardpb.Query{Vector: shard.EncodeVector(vec()), K: 10, Oversample: 1}
 	r1, err := ms[0].conn.Search(ctx(t), over, last)
 	require.NoError(t, err)
 	require.False(t, r1.GetExact())
@@ -292,8 +297,8 @@ func (k *kindCounter) get(kind string) int {
 func TestServerCountsScansByKind(t *testing.T) {
 	const dim = 16
 	obs := &kindCounter{kinds: map[string]int{}}
-	mem := NewMemory(dim, WithQuantization(QuantInt8))
-	_, c := serve(t, Config{Dim: dim, Metric: vector.DotProduct, Kernel: vector.Generic(), Store: mem, Observer: obs}, nil, DialConfig{})
+	mem := store.NewMemory(dim, store.WithQuantization(store.QuantInt8))
+	_, c := serve(t, Config{Dim: dim, Metric: vector.DotProduct, Kernel: vector.Generic(), Store: mem, Observer: obs}, nil, client.DialConfig{})
 	rng := rand.New(rand.NewPCG(1, 2))
 	var vs []*shardpb.Vector
 	for i := range 100 {
@@ -301,7 +306,7 @@ func TestServerCountsScansByKind(t *testing.T) {
 		for j := range v {
 			v[j] = float32(rng.NormFloat64())
 		}
-		vs = append(vs, &shardpb.Vector{Id: fmt.Sprint("v", i), Vector: EncodeVector(v)})
+		vs = append(vs, &shardpb.Vector{Id: fmt.Sprint("v", i), Vector: shard.EncodeVector(v)})
 	}
 	_, err := c.Upsert(ctx(t), place, vs)
 	require.NoError(t, err)
@@ -309,24 +314,24 @@ func TestServerCountsScansByKind(t *testing.T) {
 	r, err := c.SearchBatch(ctx(t), qs, 0)
 	require.NoError(t, err)
 	require.True(t, r.GetExact())
-	require.Equal(t, 2, obs.get(ScanExact))
+	require.Equal(t, 2, obs.get(server.ScanExact))
 
 	b, err := mem.trainInt8()
 	require.NoError(t, err)
-	require.NoError(t, mem.SetTrained(TrainedInt8Scale, b))
+	require.NoError(t, mem.SetTrained(store.TrainedInt8Scale, b))
 	r, err = c.SearchBatch(ctx(t), qs, 0)
 	require.NoError(t, err)
 	require.False(t, r.GetExact())
 	require.Equal(t, "v0", r.GetResults()[0].GetHits()[0].GetId())
 	require.Equal(t, "v1", r.GetResults()[1].GetHits()[0].GetId())
-	require.Equal(t, 2, obs.get(ScanInt8))
+	require.Equal(t, 2, obs.get(server.ScanInt8))
 	qs[0].Exact = true
 	r, err = c.SearchBatch(ctx(t), qs, 0)
 	require.NoError(t, err)
 	require.True(t, r.GetExact(), "one query asking exact makes the batch exact")
-	require.Equal(t, 4, obs.get(ScanExact))
+	require.Equal(t, 4, obs.get(server.ScanExact))
 
 	// A scale that does not decode leaves the store without codes.
-	require.Error(t, mem.SetTrained(TrainedInt8Scale, []byte("junk")))
+	require.Error(t, mem.SetTrained(store.TrainedInt8Scale, []byte("junk")))
 	require.False(t, mem.Int8Ready())
 }

@@ -1,4 +1,4 @@
-package shard
+package raftnode
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -20,14 +19,13 @@ import (
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"go.etcd.io/bbolt"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/protobuf/proto"
 
+	"github.com/trawl-search/trawl/shard"
+	"github.com/trawl-search/trawl/shard/raftgrpc"
 	"github.com/trawl-search/trawl/shard/shardpb"
-	"github.com/trawl-search/trawl/vector/ivf"
 )
 
-// Defaults of NodeConfig.
+// Defaults of Config.
 const (
 	// DefaultMaxLeaderSilence is how long a replica keeps serving reads
 	// without hearing from a leader (DESIGN.md: 5 s, at least 3× the
@@ -53,8 +51,8 @@ const (
 	monitorEvery = 100 * time.Millisecond
 )
 
-// NodeConfig is one replica's membership of its shard's raft group.
-type NodeConfig struct {
+// Config is one replica's membership of its shard's raft group.
+type Config struct {
 	// DataDir holds the raft log and stable store (raft.db, bbolt) and the
 	// snapshots (snapshots/). Required; created if missing.
 	DataDir string
@@ -78,26 +76,20 @@ type NodeConfig struct {
 	// SnapshotInterval is how often raft checks the threshold (30 s if
 	// zero).
 	SnapshotInterval time.Duration
-	// Creds are the client credentials raft traffic to peers uses (the
-	// router's shard credentials); nil means plaintext.
-	Creds credentials.TransportCredentials
-	// Dialer, when set, replaces the TCP dialer to peers (tests).
-	Dialer func(ctx context.Context, addr string) (net.Conn, error)
-	// Store is the replica's memory store, the state machine raft applies
-	// to. Required, and empty: the node loads it from DataDir.
-	Store *Memory
-	// OnDocuments, when set, is told the document count after each change.
-	OnDocuments func(int)
-	// Int8MinRows is how many rows a leader of a QuantInt8 store waits for
-	// before it trains and commits the int8 scale (DefaultInt8MinRows if
-	// zero).
-	Int8MinRows int
-	// IVFMinRows is how many rows a leader of an IVF store (WithIVF) waits
-	// for, once its int8 scale is committed, before it trains and commits
-	// centroids (ivf.MinRows if zero); tests lower it to exercise the
-	// index on small shards.
-	IVFMinRows int
-	Logger     *slog.Logger
+	// DialOptions reach the peers (the shard's client credentials and
+	// connection settings, shard.DialOptions).
+	DialOptions []grpc.DialOption
+	// StateMachine is what the log's commands are applied to. Required,
+	// and empty: the node loads it from DataDir.
+	StateMachine StateMachine
+	// InMemory keeps the log, stable store and snapshots in memory
+	// instead of DataDir (tests: a real group without a disk).
+	InMemory bool
+	// RaftLogLevel is the least level of the raft library's own lines
+	// that reach Logger (slog.LevelWarn if zero: its INFO lines are
+	// chatter on a console).
+	RaftLogLevel slog.Level
+	Logger       *slog.Logger
 }
 
 // Node is one replica's membership of its shard's raft group: the
@@ -114,15 +106,16 @@ type NodeConfig struct {
 // a shard's write rate is bounded by its vector bytes long before bolt's
 // fsyncs. Snapshots use raft's FileSnapshotStore.
 type Node struct {
-	cfg    NodeConfig
+	cfg    Config
 	log    *slog.Logger
 	peers  []string
 	raft   *raft.Raft
 	fsm    *fsm
-	trans  *transport
-	bolt   *raftboltdb.BoltStore
-	snaps  *raft.FileSnapshotStore
+	trans  *raftgrpc.Transport
+	logs   raft.LogStore // the durable log, read by commandScan
+	snaps  raft.SnapshotStore
 	silent time.Duration
+	closer func() error // closes the log and stable stores
 
 	// mayVote: the replica takes part in elections. False from the start
 	// only for a replica that started with no raft state, until it has
@@ -141,12 +134,6 @@ type Node struct {
 	// condition at the moment of each read.
 	servingBy atomic.Uint32
 	readyTerm atomic.Uint64 // the term in which this leader's barrier completed
-	training  atomic.Bool   // a leader's int8 or IVF training is under way
-	building  atomic.Bool   // an IVF index build is under way
-
-	// ctx ends when the node closes: background training and builds stop.
-	ctx    context.Context
-	cancel context.CancelFunc
 
 	mu        sync.Mutex
 	onServing func(bool)
@@ -155,18 +142,18 @@ type Node struct {
 	wg   sync.WaitGroup
 }
 
-// OpenNode opens (or creates) the replica's raft state in cfg.DataDir,
-// restores its latest snapshot into cfg.Store (logging progress), and
-// starts raft. Register its service on the shard's gRPC server before
+// Open opens (or creates) the replica's raft state in cfg.DataDir,
+// restores its latest snapshot into cfg.StateMachine (logging progress),
+// and starts raft. Register its service on the shard's gRPC server before
 // serving. A replica with no raft state bootstraps a group only when
 // every peer answers that it is as new (see bootstrap); one with state
 // refuses to start if cfg.Peers disagrees with the stored membership.
-func OpenNode(cfg NodeConfig) (*Node, error) {
+func Open(cfg Config) (n *Node, err error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.DataDir == "" || cfg.Advertise == "" || cfg.Store == nil {
-		return nil, errors.New("raft node: data directory, advertise address and store are required")
+	if (cfg.DataDir == "" && !cfg.InMemory) || cfg.Advertise == "" || cfg.StateMachine == nil {
+		return nil, errors.New("raft node: data directory, advertise address and state machine are required")
 	}
 	peers := slices.Clone(cfg.Peers)
 	if len(peers) == 0 {
@@ -198,59 +185,55 @@ func OpenNode(cfg NodeConfig) (*Node, error) {
 	if cfg.SnapshotInterval == 0 {
 		cfg.SnapshotInterval = 30 * time.Second
 	}
-	if cfg.Int8MinRows <= 0 {
-		cfg.Int8MinRows = DefaultInt8MinRows
-	}
-	if cfg.IVFMinRows <= 0 {
-		cfg.IVFMinRows = ivf.MinRows
-	}
-	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
-		return nil, fmt.Errorf("data directory: %w", err)
+	if cfg.RaftLogLevel == 0 {
+		cfg.RaftLogLevel = slog.LevelWarn
 	}
 	log := cfg.Logger.With("component", "raft")
-	n := &Node{cfg: cfg, log: log, peers: peers, silent: cfg.MaxLeaderSilence, stop: make(chan struct{})}
-	n.ctx, n.cancel = context.WithCancel(context.Background())
+	n = &Node{cfg: cfg, log: log, peers: peers, silent: cfg.MaxLeaderSilence, stop: make(chan struct{})}
+
+	var closers []func() error
 	defer func() {
-		if n.raft == nil {
-			n.cancel()
+		if err != nil {
+			for i := len(closers) - 1; i >= 0; i-- {
+				_ = closers[i]()
+			}
 		}
 	}()
-
-	var err error
-	n.bolt, err = raftboltdb.New(raftboltdb.Options{
-		Path: filepath.Join(cfg.DataDir, "raft.db"),
-		// A second process on the same directory fails instead of waiting.
-		BoltOptions: &bbolt.Options{Timeout: time.Second},
-	})
-	if err != nil {
-		return nil, fmt.Errorf("open raft log %s: %w", filepath.Join(cfg.DataDir, "raft.db"), err)
-	}
-	// A snapshot cut short by a crash stays behind as a .tmp directory
-	// that raft's store only warns about; the bolt file lock held from
-	// here on means no other process is writing one.
-	if tmps, _ := filepath.Glob(filepath.Join(cfg.DataDir, "snapshots", "*.tmp")); len(tmps) > 0 {
-		for _, d := range tmps {
-			_ = os.RemoveAll(d)
+	lw := &slogWriter{log: log, min: cfg.RaftLogLevel}
+	var stable raft.StableStore
+	if cfg.InMemory {
+		mem := raft.NewInmemStore()
+		n.logs, stable, n.snaps = mem, mem, raft.NewInmemSnapshotStore()
+	} else {
+		bolt, snaps, err := openDisk(cfg.DataDir, log, lw)
+		if err != nil {
+			return nil, err
 		}
-		log.Info("removed snapshots left unfinished by a crash", "count", len(tmps))
+		closers = append(closers, bolt.Close)
+		n.logs, stable, n.snaps = bolt, bolt, snaps
 	}
-	lw := &slogWriter{log: log}
-	n.snaps, err = raft.NewFileSnapshotStore(cfg.DataDir, 2, lw)
-	if err != nil {
-		n.bolt.Close()
-		return nil, fmt.Errorf("snapshot store: %w", err)
+	n.closer = func() error {
+		for i := len(closers) - 1; i >= 0; i-- {
+			if err := closers[i](); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
-	hadState, err := raft.HasExistingState(n.bolt, n.bolt, n.snaps)
+	hadState, err := raft.HasExistingState(n.logs, stable, n.snaps)
 	if err != nil {
-		n.bolt.Close()
 		return nil, fmt.Errorf("read raft state: %w", err)
 	}
 	n.mayVote.Store(hadState)
 
-	n.trans = newTransport(cfg.Advertise, cfg.Creds, cfg.Dialer)
-	n.trans.mayVote = n.mayVote.Load
-	n.trans.sawAppend = n.sawAppend
-	n.trans.groupState = n.groupState
+	n.trans = raftgrpc.New(raftgrpc.Config{
+		Local:       cfg.Advertise,
+		DialOptions: cfg.DialOptions,
+		MayVote:     n.mayVote.Load,
+		SawAppend:   n.sawAppend,
+		GroupState:  n.groupState,
+	})
+	closers = append(closers, n.trans.Close)
 
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.Advertise)
@@ -276,32 +259,29 @@ func OpenNode(cfg NodeConfig) (*Node, error) {
 	rc.SnapshotThreshold = cfg.SnapshotThreshold
 	rc.TrailingLogs = cfg.TrailingLogs
 	rc.SnapshotInterval = cfg.SnapshotInterval
-	rc.Logger = hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Info, Output: lw})
-	f := &fsm{mem: cfg.Store, log: log, onChange: cfg.OnDocuments, serving: n.Serving}
-	n.fsm = f
+	rc.Logger = hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclogLevel(cfg.RaftLogLevel), Output: lw})
+	n.fsm = &fsm{sm: cfg.StateMachine, serving: n.Serving}
 
 	if hadState {
 		log.Info("loading replica from its data directory", "dir", cfg.DataDir)
 	}
 	// The cache keeps recent entries in memory for replication; writes
-	// still go through to bolt (and its fsync) before raft counts them.
-	logs, err := raft.NewLogCache(256, n.bolt)
+	// still go through to the store (and its fsync) before raft counts
+	// them.
+	cache, err := raft.NewLogCache(256, n.logs)
 	if err != nil {
-		n.bolt.Close()
 		return nil, err
 	}
 	t0 := time.Now()
-	n.raft, err = raft.NewRaft(rc, f, logs, n.bolt, n.snaps, n.trans)
+	n.raft, err = raft.NewRaft(rc, n.fsm, cache, stable, n.snaps, n.trans)
 	if err != nil {
-		n.trans.Close()
-		n.bolt.Close()
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
 	if hadState {
 		log.Info("snapshot loaded; the log after it is applied once a leader confirms the commit index",
-			"took", time.Since(t0).Round(time.Millisecond), "rows", cfg.Store.Len(), "last_index", n.raft.LastIndex())
+			"took", time.Since(t0).Round(time.Millisecond), "applied_index", n.AppliedIndex(), "last_index", n.raft.LastIndex())
 		if err := n.checkMembership(); err != nil {
-			n.Close()
+			_ = n.raft.Shutdown().Error()
 			return nil, err
 		}
 	}
@@ -314,10 +294,39 @@ func OpenNode(cfg NodeConfig) (*Node, error) {
 	return n, nil
 }
 
-// Register adds the Raft service to g, the shard's gRPC server.
-func (n *Node) Register(g *grpc.Server) {
-	shardpb.RegisterRaftServer(g, raftService{transport: n.trans})
+// openDisk opens the raft log and stable store (raft.db) and the snapshot
+// store in dir.
+func openDisk(dir string, log *slog.Logger, lw io.Writer) (*raftboltdb.BoltStore, raft.SnapshotStore, error) {
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return nil, nil, fmt.Errorf("data directory: %w", err)
+	}
+	bolt, err := raftboltdb.New(raftboltdb.Options{
+		Path: filepath.Join(dir, "raft.db"),
+		// A second process on the same directory fails instead of waiting.
+		BoltOptions: &bbolt.Options{Timeout: time.Second},
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("open raft log %s: %w", filepath.Join(dir, "raft.db"), err)
+	}
+	// A snapshot cut short by a crash stays behind as a .tmp directory
+	// that raft's store only warns about; the bolt file lock held from
+	// here on means no other process is writing one.
+	if tmps, _ := filepath.Glob(filepath.Join(dir, "snapshots", "*.tmp")); len(tmps) > 0 {
+		for _, d := range tmps {
+			_ = os.RemoveAll(d)
+		}
+		log.Info("removed snapshots left unfinished by a crash", "count", len(tmps))
+	}
+	snaps, err := raft.NewFileSnapshotStore(dir, 2, lw)
+	if err != nil {
+		bolt.Close()
+		return nil, nil, fmt.Errorf("snapshot store: %w", err)
+	}
+	return bolt, snaps, nil
 }
+
+// Register adds the Raft service to g, the shard's gRPC server.
+func (n *Node) Register(g *grpc.Server) { n.trans.Register(g) }
 
 // checkMembership refuses a --peers list that differs from the membership
 // stored in the log or snapshot.
@@ -401,12 +410,8 @@ func (n *Node) peersFresh() (fresh, known bool) {
 		if p == n.cfg.Advertise {
 			continue
 		}
-		cc, err := n.trans.conn(raft.ServerAddress(p))
-		if err != nil {
-			return true, false
-		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		st, err := shardpb.NewRaftClient(cc).GroupState(ctx, &shardpb.GroupStateRequest{})
+		st, err := n.trans.GroupState(ctx, p)
 		cancel()
 		if err != nil {
 			known = false
@@ -535,7 +540,7 @@ func (n *Node) monitor() {
 			case lc > servingLag && !upTo(lc-servingLag):
 				caughtUp = false
 			}
-			return fresh && caughtUp && n.mayVote.Load() && n.cfg.Store.IndexReady()
+			return fresh && caughtUp && n.mayVote.Load() && n.cfg.StateMachine.Ready()
 		}
 		switch state {
 		case raft.Leader:
@@ -558,16 +563,13 @@ func (n *Node) monitor() {
 				break
 			}
 			commit := n.raft.CommitIndex()
-			serving, by = (commit <= servingLag || upTo(commit-servingLag)) && n.cfg.Store.IndexReady(), byLeader
+			serving, by = (commit <= servingLag || upTo(commit-servingLag)) && n.cfg.StateMachine.Ready(), byLeader
 			// Once it has led, the commit index it last heard as a
 			// follower proves nothing: after stepping down (raft then
 			// resets its last contact to now) it serves again only once a
 			// new leader has proved one.
 			caughtUp = false
 			n.leaderCommit.Store(0)
-			if serving {
-				n.maybeTrain()
-			}
 		case raft.Follower, raft.Candidate:
 			serving, by = contact(), byContact
 			if applied, lc := n.AppliedIndex(), n.leaderCommit.Load(); lc > applied+1000 && time.Since(lastLog) > 2*time.Second {
@@ -575,7 +577,6 @@ func (n *Node) monitor() {
 				n.log.Info("catching up", "applied_index", applied, "leader_commit_index", lc)
 			}
 		}
-		n.maybeBuild()
 		applied := n.AppliedIndex()
 		if !serving {
 			by = 0
@@ -616,7 +617,7 @@ func (c *commandScan) appliedUpTo(n *Node, i uint64) bool {
 	}
 	for j := max(applied, c.through) + 1; j <= i; j++ {
 		var l raft.Log
-		if err := n.bolt.GetLog(j, &l); err == nil && l.Type == raft.LogCommand {
+		if err := n.logs.GetLog(j, &l); err == nil && l.Type == raft.LogCommand {
 			return false // handed to the state machine, not applied yet
 		}
 		// Not found: compacted into a snapshot this replica took or
@@ -649,39 +650,47 @@ func (n *Node) Snapshot() error { return n.raft.Snapshot().Error() }
 // a replica that started empty, until it has caught up).
 func (n *Node) MayVote() bool { return n.mayVote.Load() }
 
-// errProposal is how propose reports why a write was not committed.
-type proposeError struct {
-	notLeader bool   // never accepted: another replica may take it
-	leader    string // the known leader, for the NOT_LEADER hint
-	err       error
+// ProposeError is why Propose did not commit an entry.
+type ProposeError struct {
+	// NotLeader: the entry never entered the log (this replica does not
+	// lead), so another replica may take it.
+	NotLeader bool
+	// Leader is the known leader's address, for the NOT_LEADER hint.
+	Leader string
+	Err    error
 }
 
-func (e *proposeError) Error() string { return e.err.Error() }
-func (e *proposeError) Unwrap() error { return e.err }
+func (e *ProposeError) Error() string { return e.Err.Error() }
+func (e *ProposeError) Unwrap() error { return e.Err }
 
-// propose commits cmd through the log and returns what applying it did and
-// its log index. It returns a *proposeError when the command was not
-// committed.
-func (n *Node) propose(ctx context.Context, cmd *shardpb.Command) (applyResult, uint64, error) {
+// Propose commits data through the log and returns what the state
+// machine's Apply returned for it and its log index. It returns a
+// *ProposeError when the entry was not committed: with NotLeader set when
+// it provably never entered the log; otherwise (leadership lost, shutdown,
+// a timeout after the entry entered the log) it may still commit. ctx's
+// deadline bounds the wait (shard.WriteTimeout without one).
+func (n *Node) Propose(ctx context.Context, data []byte) (any, uint64, error) {
 	if n.raft.State() != raft.Leader {
-		return applyResult{}, 0, &proposeError{notLeader: true, leader: n.Leader(), err: raft.ErrNotLeader}
+		return nil, 0, &ProposeError{NotLeader: true, Leader: n.Leader(), Err: raft.ErrNotLeader}
 	}
-	b, err := proto.Marshal(cmd)
-	if err != nil {
-		return applyResult{}, 0, err
-	}
-	timeout := WriteTimeout
+	timeout := shard.WriteTimeout
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = time.Until(dl)
 	}
-	f := n.raft.Apply(b, timeout)
+	f := n.raft.Apply(data, timeout)
 	if err := f.Error(); err != nil {
 		// ErrNotLeader from Apply means the entry never entered the log
 		// (a follower's loop refuses queued applies).
-		return applyResult{}, 0, &proposeError{notLeader: errors.Is(err, raft.ErrNotLeader), leader: n.Leader(), err: err}
+		return nil, 0, &ProposeError{NotLeader: errors.Is(err, raft.ErrNotLeader), Leader: n.Leader(), Err: err}
 	}
-	res, _ := f.Response().(applyResult)
-	return res, f.Index(), res.err
+	return f.Response(), f.Index(), nil
+}
+
+// ServingLeader reports whether this replica leads its group and serves
+// reads as its leader: its barrier in this term has applied everything
+// committed before it.
+func (n *Node) ServingLeader() bool {
+	return n.Serving() && n.servingBy.Load() == byLeader
 }
 
 // Close stops raft and closes its stores. The replica leaves the group's
@@ -692,19 +701,20 @@ func (n *Node) Close() error {
 	default:
 		close(n.stop)
 	}
-	n.cancel()
 	err := n.raft.Shutdown().Error()
 	n.wg.Wait()
-	n.trans.Close()
-	if cerr := n.bolt.Close(); err == nil {
+	if cerr := n.closer(); err == nil {
 		err = cerr
 	}
 	return err
 }
 
 // slogWriter turns raft's hclog lines (and the snapshot store's) into slog
-// records at their level.
-type slogWriter struct{ log *slog.Logger }
+// records at their level, dropping those below min.
+type slogWriter struct {
+	log *slog.Logger
+	min slog.Level
+}
 
 func (w *slogWriter) Write(p []byte) (int, error) {
 	line := strings.TrimSpace(string(p))
@@ -720,6 +730,9 @@ func (w *slogWriter) Write(p []byte) (int, error) {
 	case strings.Contains(line, "[DEBUG]"), strings.Contains(line, "[TRACE]"):
 		lvl = slog.LevelDebug
 	}
+	if lvl < w.min {
+		return len(p), nil
+	}
 	if i := strings.Index(line, "raft: "); i >= 0 {
 		line = line[i+len("raft: "):]
 	}
@@ -729,121 +742,15 @@ func (w *slogWriter) Write(p []byte) (int, error) {
 
 var _ io.Writer = (*slogWriter)(nil)
 
-// maybeTrain, on a serving leader (which has applied everything committed
-// before its term, so it sees any scale already committed), trains the
-// int8 scale from its rows once there are enough and commits it; every
-// replica encodes its rows on applying it. One training at a time; a
-// failed commit (leadership lost) is retried at a later tick by whoever
-// leads then.
-func (n *Node) maybeTrain() {
-	if n.cfg.Store.needsIVFTrain(n.cfg.IVFMinRows) {
-		n.trainIVF()
-		return
+// hclogLevel is the hclog level that lets through what min does.
+func hclogLevel(min slog.Level) hclog.Level {
+	switch {
+	case min <= slog.LevelDebug:
+		return hclog.Debug
+	case min <= slog.LevelInfo:
+		return hclog.Info
+	case min <= slog.LevelWarn:
+		return hclog.Warn
 	}
-	if n.cfg.Store.needsIVFNProbe() {
-		n.calibrateIVF()
-		return
-	}
-	if n.cfg.Store.needsInt8Scale(n.cfg.Int8MinRows) {
-		n.trainInBackground("int8 scale", TrainedInt8Scale, func(context.Context) ([]byte, []any, error) {
-			b, err := n.cfg.Store.trainInt8()
-			return b, []any{"rows", n.cfg.Store.Len()}, err
-		})
-	}
-}
-
-// trainIVF, on a serving leader, trains IVF centroids on a sample of its
-// rows and commits them; every replica then builds its index from them
-// (maybeBuild). Searches and writes go on meanwhile: the sample is copied
-// under the read lock, training holds no lock.
-func (n *Node) trainIVF() {
-	n.trainInBackground("ivf centroids", TrainedIVFCentroids, func(ctx context.Context) ([]byte, []any, error) {
-		rows := n.cfg.Store.Len()
-		// Any seed would do (only the leader trains, and it commits the
-		// result); the row count makes a run repeatable.
-		b, lists, err := n.cfg.Store.trainIVF(ctx, uint64(rows))
-		return b, []any{"rows", rows, "lists", lists, "bytes", len(b)}, err
-	})
-}
-
-// calibrateIVF, on a serving leader whose index of the committed
-// centroids is built, measures the default nprobe its rows need
-// (ivf.CalibrateNProbe) and commits it, so every replica probes as many
-// lists for a query that names none.
-func (n *Node) calibrateIVF() {
-	n.trainInBackground("ivf default nprobe", TrainedIVFNProbe, func(ctx context.Context) ([]byte, []any, error) {
-		b, levels, err := n.cfg.Store.calibrateIVF(ctx)
-		var figures []any
-		for _, l := range levels {
-			figures = append(figures, fmt.Sprintf("nprobe_k%d", l.K), l.NProbe, fmt.Sprintf("sample_recall_k%d", l.K), l.Recall)
-		}
-		return b, figures, err
-	})
-}
-
-// trainInBackground runs train (one training at a time) and commits the
-// value it returns as the trained value name, logging what with the
-// figures train reports. A failure is left for a later tick to retry: an
-// index replaced under a calibration (errBuildStale) or a node closing is
-// not worth a log line, a lost leadership only a warning.
-func (n *Node) trainInBackground(what, name string, train func(context.Context) ([]byte, []any, error)) {
-	if !n.training.CompareAndSwap(false, true) {
-		return
-	}
-	n.wg.Add(1)
-	go func() {
-		defer n.wg.Done()
-		defer n.training.Store(false)
-		t0 := time.Now()
-		b, figures, err := train(n.ctx)
-		if err != nil {
-			if n.ctx.Err() == nil && !errors.Is(err, errBuildStale) {
-				n.log.Error(what+" training failed", "err", err)
-			}
-			return
-		}
-		took := time.Since(t0)
-		ctx, cancel := context.WithTimeout(n.ctx, WriteTimeout)
-		defer cancel()
-		idx, err := n.SetTrained(ctx, name, b)
-		if err != nil {
-			n.log.Warn(what+" not committed; retrying later", "err", err)
-			return
-		}
-		n.log.Info(what+" trained and committed", append(figures, "index", idx, "took", took.Round(time.Millisecond))...)
-	}()
-}
-
-// maybeBuild starts building the IVF index of the committed centroids in
-// the background when the store needs one (first centroids, a retrain, a
-// restart or a snapshot install), on every replica: the index is a pure
-// function of the centroids and the rows, so each replica builds its own
-// rather than receiving it.
-func (n *Node) maybeBuild() {
-	if !n.cfg.Store.needsIVFBuild() || !n.building.CompareAndSwap(false, true) {
-		return
-	}
-	n.wg.Add(1)
-	go func() {
-		defer n.wg.Done()
-		defer n.building.Store(false)
-		t0 := time.Now()
-		built, err := n.cfg.Store.BuildIndex(n.ctx)
-		switch {
-		case err != nil && n.ctx.Err() == nil:
-			n.log.Error("ivf index build failed; serving without it", "err", err)
-		case built:
-			n.log.Info("ivf index built", "rows", n.cfg.Store.Len(), "took", time.Since(t0).Round(time.Millisecond))
-		}
-	}()
-}
-
-// SetTrained commits a trained value every replica must encode rows with
-// identically (an int8 scale, IVF centroids) through the log, on the
-// leader, and returns its index; every replica, restart and snapshot
-// install then holds the same value (Memory.Trained). A follower refuses
-// with a *proposeError whose notLeader is set, as writes do.
-func (n *Node) SetTrained(ctx context.Context, name string, value []byte) (uint64, error) {
-	_, idx, err := n.propose(ctx, &shardpb.Command{Op: &shardpb.Command_SetTrained{SetTrained: &shardpb.SetTrainedCommand{Name: name, Value: value}}})
-	return idx, err
+	return hclog.Error
 }

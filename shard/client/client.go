@@ -1,47 +1,19 @@
-package shard
+package client
 
 import (
 	"context"
 	"fmt"
 	"net"
-	"strings"
-	"time"
 
-	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/backoff"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/keepalive"
-	"google.golang.org/grpc/status"
 
+	"github.com/trawl-search/trawl/shard"
 	"github.com/trawl-search/trawl/shard/shardpb"
-)
-
-// Connection settings from DESIGN.md ("Every shard connection").
-const (
-	// KeepaliveTime is grpc-go's floor for client pings; lower values are
-	// silently raised to it.
-	KeepaliveTime = 10 * time.Second
-	// KeepaliveTimeout is how long an unanswered ping may wait before the
-	// connection is closed.
-	KeepaliveTimeout = 3 * time.Second
-	// TCPKeepalive is the OS-level backstop.
-	TCPKeepalive = 10 * time.Second
-	// ConnectTimeout bounds one connection attempt, TLS handshake included.
-	ConnectTimeout = 2 * time.Second
-	// MaxBackoff caps the wait between reconnect attempts, so a replica that
-	// comes back is READY again within about a second.
-	MaxBackoff = time.Second
-	// WriteTimeout bounds a write RPC (DESIGN.md, "Writes").
-	WriteTimeout = 5 * time.Second
-	// AdminTimeout bounds Stats and other non-query RPCs.
-	AdminTimeout = 2 * time.Second
 )
 
 // DialConfig is how the router reaches shards.
@@ -76,40 +48,9 @@ type Conn struct {
 // first query after start-up does not pay for the handshake) and returns
 // without waiting.
 func Dial(addr string, cfg DialConfig) (*Conn, error) {
-	dialer := cfg.Dialer
-	if dialer == nil {
-		d := &net.Dialer{KeepAlive: TCPKeepalive}
-		dialer = func(ctx context.Context, a string) (net.Conn, error) { return d.DialContext(ctx, "tcp", a) }
-	}
-	creds := insecure.NewCredentials()
-	if cfg.Creds != nil {
-		creds = cfg.Creds
-	}
-	opts := []grpc.DialOption{
-		grpc.WithTransportCredentials(creds),
-		grpc.WithContextDialer(dialer),
-		grpc.WithKeepaliveParams(keepalive.ClientParameters{
-			Time:                KeepaliveTime,
-			Timeout:             KeepaliveTimeout,
-			PermitWithoutStream: true,
-		}),
-		grpc.WithConnectParams(grpc.ConnectParams{
-			Backoff: backoff.Config{
-				BaseDelay:  100 * time.Millisecond,
-				Multiplier: 1.6,
-				Jitter:     0.2,
-				MaxDelay:   MaxBackoff,
-			},
-			MinConnectTimeout: ConnectTimeout,
-		}),
-		// grpc-go's default 30 min idle timeout would make the next query
-		// after a quiet spell pay a cold (TLS) handshake.
-		grpc.WithIdleTimeout(0),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64 << 20)),
-	}
-	if tracingOn(cfg.TracerProvider) {
-		opts = append(opts, grpc.WithStatsHandler(otelgrpc.NewClientHandler(otelOptions(cfg.TracerProvider, cfg.Propagator)...)))
-	}
+	opts := append(shard.DialOptions(cfg.Creds, cfg.Dialer),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
+	opts = append(opts, shard.ClientTracing(cfg.TracerProvider, cfg.Propagator)...)
 	cc, err := grpc.NewClient("passthrough:///"+addr, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("dial shard %s: %w", addr, err)
@@ -157,31 +98,6 @@ func (c *Conn) WaitSettled(ctx context.Context) connectivity.State {
 // Close closes the channel.
 func (c *Conn) Close() error { return c.cc.Close() }
 
-// ErrNotServing is returned by Probe when the replica answers NOT_SERVING
-// (still loading, or shutting down). Its NotServing method lets package
-// fanout recognise it without importing this package; reads refused with
-// reason NOT_SERVING return an error with the same method.
-var ErrNotServing error = notServingError{}
-
-type notServingError struct{ err error }
-
-func (e notServingError) Error() string {
-	if e.err == nil {
-		return "replica is not serving"
-	}
-	return e.err.Error()
-}
-func (e notServingError) Unwrap() error  { return e.err }
-func (notServingError) NotServing() bool { return true }
-
-// GRPCStatus is Unavailable, the code of the answer.
-func (e notServingError) GRPCStatus() *status.Status {
-	if e.err == nil {
-		return status.New(codes.Unavailable, "replica is not serving")
-	}
-	return status.Convert(e.err)
-}
-
 // Probe asks grpc.health.v1 whether the replica serves. ctx should carry the
 // probe timeout.
 func (c *Conn) Probe(ctx context.Context) error {
@@ -190,7 +106,7 @@ func (c *Conn) Probe(ctx context.Context) error {
 		return err
 	}
 	if resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
-		return ErrNotServing
+		return shard.ErrNotServing
 	}
 	return nil
 }
@@ -201,20 +117,20 @@ func (c *Conn) Probe(ctx context.Context) error {
 // with NotServing() true.
 func (c *Conn) Search(ctx context.Context, q *shardpb.Query, minIndex uint64) (*shardpb.SearchResponse, error) {
 	resp, err := c.shard.Search(ctx, &shardpb.SearchRequest{Query: q, MinIndex: minIndex})
-	return resp, fromStatus(err)
+	return resp, shard.FromStatus(err)
 }
 
 // SearchBatch runs a batch of queries in one RPC; minIndex as in Search.
 func (c *Conn) SearchBatch(ctx context.Context, qs []*shardpb.Query, minIndex uint64) (*shardpb.SearchBatchResponse, error) {
 	resp, err := c.shard.SearchBatch(ctx, &shardpb.SearchBatchRequest{Queries: qs, MinIndex: minIndex})
-	return resp, fromStatus(err)
+	return resp, shard.FromStatus(err)
 }
 
 // Get fetches one stored vector with its payload; minIndex as in Search.
 func (c *Conn) Get(ctx context.Context, id string, minIndex uint64) (*shardpb.Vector, error) {
 	resp, err := c.shard.Get(ctx, &shardpb.GetRequest{Id: id, MinIndex: minIndex})
 	if err != nil {
-		return nil, fromStatus(err)
+		return nil, shard.FromStatus(err)
 	}
 	return resp.GetVector(), nil
 }
@@ -225,32 +141,32 @@ func (c *Conn) Get(ctx context.Context, id string, minIndex uint64) (*shardpb.Ve
 // *NotLeaderError (NeverSent() true, Leader() the hint); a write that was
 // provably not sent has NeverSent() true too. Any other Unavailable or
 // DeadlineExceeded may have been applied.
-func (c *Conn) Upsert(ctx context.Context, p Placement, vs []*shardpb.Vector) (uint64, error) {
+func (c *Conn) Upsert(ctx context.Context, p shard.Placement, vs []*shardpb.Vector) (uint64, error) {
 	if !c.Ready() {
-		return 0, neverSentError{errNoReadyConn}
+		return 0, shard.NeverSentError{Err: shard.ErrNoReadyConn}
 	}
 	resp, err := c.shard.Upsert(ctx, &shardpb.UpsertRequest{
 		Placement: &shardpb.Placement{Fingerprint: p.Fingerprint, Shard: p.Shard},
 		Vectors:   vs,
 	})
 	if err != nil {
-		return 0, markNeverSent(fromStatus(err))
+		return 0, shard.MarkNeverSent(shard.FromStatus(err))
 	}
 	return resp.GetIndex(), nil
 }
 
 // Delete removes one id through this replica: whether it was there and the
 // log index the delete committed at. Errors as for Upsert.
-func (c *Conn) Delete(ctx context.Context, p Placement, id string) (found bool, index uint64, err error) {
+func (c *Conn) Delete(ctx context.Context, p shard.Placement, id string) (found bool, index uint64, err error) {
 	if !c.Ready() {
-		return false, 0, neverSentError{errNoReadyConn}
+		return false, 0, shard.NeverSentError{Err: shard.ErrNoReadyConn}
 	}
 	resp, err := c.shard.Delete(ctx, &shardpb.DeleteRequest{
 		Placement: &shardpb.Placement{Fingerprint: p.Fingerprint, Shard: p.Shard},
 		Id:        id,
 	})
 	if err != nil {
-		return false, 0, markNeverSent(fromStatus(err))
+		return false, 0, shard.MarkNeverSent(shard.FromStatus(err))
 	}
 	return resp.GetFound(), resp.GetIndex(), nil
 }
@@ -258,9 +174,9 @@ func (c *Conn) Delete(ctx context.Context, p Placement, id string) (found bool, 
 // DeleteMatching removes every listed id and every document f (canonical
 // filter JSON, nil for none) matches, in one log entry, through this
 // replica: how many it removed and the log index. Errors as for Upsert.
-func (c *Conn) DeleteMatching(ctx context.Context, p Placement, ids []string, f []byte) (deleted, index uint64, err error) {
+func (c *Conn) DeleteMatching(ctx context.Context, p shard.Placement, ids []string, f []byte) (deleted, index uint64, err error) {
 	if !c.Ready() {
-		return 0, 0, neverSentError{errNoReadyConn}
+		return 0, 0, shard.NeverSentError{Err: shard.ErrNoReadyConn}
 	}
 	resp, err := c.shard.Delete(ctx, &shardpb.DeleteRequest{
 		Placement: &shardpb.Placement{Fingerprint: p.Fingerprint, Shard: p.Shard},
@@ -268,7 +184,7 @@ func (c *Conn) DeleteMatching(ctx context.Context, p Placement, ids []string, f 
 		Filter:    f,
 	})
 	if err != nil {
-		return 0, 0, markNeverSent(fromStatus(err))
+		return 0, 0, shard.MarkNeverSent(shard.FromStatus(err))
 	}
 	return resp.GetDeleted(), resp.GetIndex(), nil
 }
@@ -277,46 +193,10 @@ func (c *Conn) DeleteMatching(ctx context.Context, p Placement, ids []string, f 
 // min_index as in Search.
 func (c *Conn) Scroll(ctx context.Context, req *shardpb.ScrollRequest) (*shardpb.ScrollResponse, error) {
 	resp, err := c.shard.Scroll(ctx, req)
-	return resp, fromStatus(err)
+	return resp, shard.FromStatus(err)
 }
 
 // Stats asks the replica for its counts and settings.
 func (c *Conn) Stats(ctx context.Context) (*shardpb.StatsResponse, error) {
 	return c.shard.Stats(ctx, &shardpb.StatsRequest{})
-}
-
-// errNoReadyConn is what a write gets when the replica's channel is not
-// READY: the write was not sent.
-var errNoReadyConn = status.Error(codes.Unavailable, "no ready connection to replica")
-
-// neverSentError marks an RPC that provably never left the router, so a
-// write may be retried without risk of applying it twice (field report
-// 001). Package fanout recognises it by its NeverSent method.
-type neverSentError struct{ err error }
-
-func (e neverSentError) Error() string   { return e.err.Error() + " (never sent)" }
-func (e neverSentError) Unwrap() error   { return e.err }
-func (e neverSentError) NeverSent() bool { return true }
-
-// GRPCStatus keeps status.Code working through the wrapper.
-func (e neverSentError) GRPCStatus() *status.Status { return status.Convert(e.err) }
-
-// markNeverSent wraps err when it provably never reached the replica:
-// gRPC-go fails an RPC before sending it when the channel could not connect,
-// and says so ("Error while dialing": connection refused, no route, name not
-// resolved). A reset or GOAWAY on an established stream, or a deadline after
-// sending, may have been delivered and stays as it is.
-func markNeverSent(err error) error {
-	if err == nil {
-		return nil
-	}
-	s, ok := status.FromError(err)
-	if !ok || s.Code() != codes.Unavailable {
-		return err
-	}
-	msg := s.Message()
-	if strings.Contains(msg, "Error while dialing") || strings.Contains(msg, "produced zero addresses") {
-		return neverSentError{err}
-	}
-	return err
 }

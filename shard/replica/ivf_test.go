@@ -1,4 +1,4 @@
-package shard
+package replica
 
 import (
 	"bytes"
@@ -19,22 +19,27 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/trawl-search/trawl/shard"
+	"github.com/trawl-search/trawl/shard/client"
+	"github.com/trawl-search/trawl/shard/raftnode"
+	"github.com/trawl-search/trawl/shard/server"
 	"github.com/trawl-search/trawl/shard/shardpb"
+	"github.com/trawl-search/trawl/shard/store"
 	"github.com/trawl-search/trawl/vector"
 	"github.com/trawl-search/trawl/vector/ivf"
 	"github.com/trawl-search/trawl/vector/quant"
 )
 
 func TestParseIndex(t *testing.T) {
-	for s, want := range map[string]IndexKind{"": IndexFlat, "flat": IndexFlat, "ivf": IndexIVF} {
+	for s, want := range map[string]IndexKind{"": store.IndexFlat, "flat": store.IndexFlat, "ivf": store.IndexIVF} {
 		k, err := ParseIndex(s)
 		require.NoError(t, err)
 		require.Equal(t, want, k)
-		require.Equal(t, map[IndexKind]string{IndexFlat: "flat", IndexIVF: "ivf"}[want], k.String())
+		require.Equal(t, map[IndexKind]string{store.IndexFlat: "flat", store.IndexIVF: "ivf"}[want], k.String())
 	}
 	_, err := ParseIndex("hnsw")
 	require.Error(t, err)
-	require.Equal(t, QuantInt8, NewMemory(4, WithIVF(vector.Generic(), vector.Cosine)).Quantization(), "ivf implies int8")
+	require.Equal(t, store.QuantInt8, store.NewMemory(4, store.WithIVF(vector.Generic(), vector.Cosine)).Quantization(), "ivf implies int8")
 }
 
 // clusteredGen makes vectors around a few fixed centres, so IVF lists
@@ -68,7 +73,7 @@ func (g *clusteredGen) vec() []float32 {
 // listSets returns the store's index as sorted id sets, list by list
 // (slot order inside a list follows the write history, which replicas and
 // a fresh build need not share; answers do not depend on it).
-func listSets(t *testing.T, m *Memory) [][]string {
+func listSets(t *testing.T, m *store.Memory) [][]string {
 	t.Helper()
 	var out [][]string
 	require.NoError(t, m.ViewIVF(func(r vector.Rows, x *ivf.Index) error {
@@ -89,12 +94,12 @@ func listSets(t *testing.T, m *Memory) [][]string {
 
 // freshLists builds an index from the store's committed centroids and
 // scale over a copy of its rows, as sorted id sets.
-func freshLists(t *testing.T, m *Memory) [][]string {
+func freshLists(t *testing.T, m *store.Memory) [][]string {
 	t.Helper()
 	var c ivf.Centroids
-	require.NoError(t, c.UnmarshalBinary(m.Trained(TrainedIVFCentroids)))
+	require.NoError(t, c.UnmarshalBinary(m.Trained(store.TrainedIVFCentroids)))
 	var s quant.Scale
-	require.NoError(t, s.UnmarshalBinary(m.Trained(TrainedInt8Scale)))
+	require.NoError(t, s.UnmarshalBinary(m.Trained(store.TrainedInt8Scale)))
 	var out [][]string
 	require.NoError(t, m.View(func(r vector.Rows) error {
 		x, err := ivf.Build(vector.Generic(), c, s, r)
@@ -112,7 +117,7 @@ func freshLists(t *testing.T, m *Memory) [][]string {
 	return out
 }
 
-func withBuildHook(fn func()) MemoryOption { return func(m *Memory) { m.buildHook = fn } }
+func withBuildHook(fn func()) store.MemoryOption { return func(m *store.Memory) { m.buildHook = fn } }
 
 // TestIVFBuildBesideWrites: a background build with appends, overwrites
 // (of rows the build holds and rows it does not yet) and deletes (moving
@@ -123,12 +128,12 @@ func withBuildHook(fn func()) MemoryOption { return func(m *Memory) { m.buildHoo
 func TestIVFBuildBesideWrites(t *testing.T) {
 	const dim = 16
 	g := newClustered(3, dim, 12)
-	var mem *Memory
+	var mem *store.Memory
 	next := 0
 	upsert := func(n int) {
-		recs := make([]Record, n)
+		recs := make([]store.Record, n)
 		for i := range recs {
-			recs[i] = Record{ID: fmt.Sprintf("r%05d", next), Vector: g.vec()}
+			recs[i] = store.Record{ID: fmt.Sprintf("r%05d", next), Vector: g.vec()}
 			next++
 		}
 		require.NoError(t, mem.Upsert(context.Background(), place, recs))
@@ -136,7 +141,7 @@ func TestIVFBuildBesideWrites(t *testing.T) {
 	overwrite := func(row int) {
 		var id string
 		require.NoError(t, mem.View(func(r vector.Rows) error { id = r.IDs[row]; return nil }))
-		require.NoError(t, mem.Upsert(context.Background(), place, []Record{{ID: id, Vector: g.vec()}}))
+		require.NoError(t, mem.Upsert(context.Background(), place, []store.Record{{ID: id, Vector: g.vec()}}))
 	}
 	del := func(row int) {
 		var id string
@@ -168,16 +173,16 @@ func TestIVFBuildBesideWrites(t *testing.T) {
 			upsert(300)
 		}
 	}
-	mem = NewMemory(dim, WithIVF(vector.Generic(), vector.Euclidean), withBuildHook(hook))
+	mem = store.NewMemory(dim, store.WithIVF(vector.Generic(), vector.Euclidean), withBuildHook(hook))
 	upsert(5000)
 	b, err := mem.trainInt8()
 	require.NoError(t, err)
-	require.NoError(t, mem.SetTrained(TrainedInt8Scale, b))
+	require.NoError(t, mem.SetTrained(store.TrainedInt8Scale, b))
 	require.True(t, mem.IndexReady())
 	cb, lists, err := mem.trainIVF(context.Background(), 1)
 	require.NoError(t, err)
 	require.Equal(t, ivf.DefaultLists(5000), lists)
-	require.NoError(t, mem.SetTrained(TrainedIVFCentroids, cb))
+	require.NoError(t, mem.SetTrained(store.TrainedIVFCentroids, cb))
 	require.True(t, mem.IndexReady(), "applied while serving: the flat codes serve until the index is built")
 	require.False(t, mem.IVFIndexed())
 
@@ -207,7 +212,7 @@ func TestIVFBuildBesideWrites(t *testing.T) {
 
 	// A restore (reset) drops the index; a store restored with centroids
 	// committed waits for its build before serving.
-	trained := map[string][]byte{TrainedInt8Scale: b, TrainedIVFCentroids: cb}
+	trained := map[string][]byte{store.TrainedInt8Scale: b, store.TrainedIVFCentroids: cb}
 	mem.reset(place, trained, 0)
 	upsert(2000)
 	require.False(t, mem.needsIVFBuild(), "no build while a snapshot is half loaded")
@@ -224,7 +229,7 @@ func TestIVFBuildBesideWrites(t *testing.T) {
 	require.Equal(t, freshLists(t, mem), listSets(t, mem))
 
 	// Centroids that do not decode leave a flat store, ready.
-	require.Error(t, mem.SetTrained(TrainedIVFCentroids, []byte("junk")))
+	require.Error(t, mem.SetTrained(store.TrainedIVFCentroids, []byte("junk")))
 	require.True(t, mem.IndexReady())
 	require.False(t, mem.needsIVFBuild())
 }
@@ -237,11 +242,11 @@ func TestIVFServerScans(t *testing.T) {
 	const dim = 16
 	g := newClustered(4, dim, 10)
 	obs := &kindCounter{kinds: map[string]int{}}
-	mem := NewMemory(dim, WithIVF(vector.Generic(), vector.Euclidean))
-	_, c := serve(t, Config{Dim: dim, Metric: vector.Euclidean, Kernel: vector.Generic(), Store: mem, Observer: obs}, nil, DialConfig{})
+	mem := store.NewMemory(dim, store.WithIVF(vector.Generic(), vector.Euclidean))
+	_, c := serve(t, Config{Dim: dim, Metric: vector.Euclidean, Kernel: vector.Generic(), Store: mem, Observer: obs}, nil, client.DialConfig{})
 	var vs []*shardpb.Vector
 	for i := range 4000 {
-		vs = append(vs, &shardpb.Vector{Id: fmt.Sprintf("v%04d", i), Vector: EncodeVector(g.vec()),
+		vs = append(vs, &shardpb.Vector{Id: fmt.Sprintf("v%04d", i), Vector: shard.EncodeVector(g.vec()),
 			Payload: fmt.Appendf(nil, `{"g":%d}`, i%100)})
 	}
 	for i := 0; i < len(vs); i += 256 {
@@ -250,10 +255,10 @@ func TestIVFServerScans(t *testing.T) {
 	}
 	b, err := mem.trainInt8()
 	require.NoError(t, err)
-	require.NoError(t, mem.SetTrained(TrainedInt8Scale, b))
+	require.NoError(t, mem.SetTrained(store.TrainedInt8Scale, b))
 	cb, lists, err := mem.trainIVF(context.Background(), 7)
 	require.NoError(t, err)
-	require.NoError(t, mem.SetTrained(TrainedIVFCentroids, cb))
+	require.NoError(t, mem.SetTrained(store.TrainedIVFCentroids, cb))
 	_, err = mem.BuildIndex(context.Background())
 	require.NoError(t, err)
 
@@ -268,7 +273,7 @@ func TestIVFServerScans(t *testing.T) {
 		brute, err := vector.Generic().Scan(context.Background(), vector.Euclidean, rows, []vector.Query{{Vector: v, K: 10}})
 		require.NoError(t, err)
 		want := hitPairs(toPB(brute[0]))
-		r, err := c.Search(ctx(t), &shardpb.Query{Vector: EncodeVector(v), K: 10}, 0)
+		r, err := c.Search(ctx(t), &shardpb.Query{Vector: shard.EncodeVector(v), K: 10}, 0)
 		require.NoError(t, err)
 		require.False(t, r.GetExact())
 		truth := map[string]bool{}
@@ -281,11 +286,11 @@ func TestIVFServerScans(t *testing.T) {
 			}
 		}
 		total += 10
-		r, err = c.Search(ctx(t), &shardpb.Query{Vector: EncodeVector(v), K: 10, Exact: true}, 0)
+		r, err = c.Search(ctx(t), &shardpb.Query{Vector: shard.EncodeVector(v), K: 10, Exact: true}, 0)
 		require.NoError(t, err)
 		require.True(t, r.GetExact())
 		require.Equal(t, want, hitPairs(r.GetHits()), "exact is the float32 scan")
-		all, err := c.Search(ctx(t), &shardpb.Query{Vector: EncodeVector(v), K: 10, Nprobe: uint32(lists)}, 0)
+		all, err := c.Search(ctx(t), &shardpb.Query{Vector: shard.EncodeVector(v), K: 10, Nprobe: uint32(lists)}, 0)
 		require.NoError(t, err)
 		require.False(t, all.GetExact())
 		flat, err := quant.Generic().Scan(context.Background(), vector.Generic(), vector.Euclidean, rows, mustEncode(t, b, rows), []vector.Query{{Vector: v, K: 10}}, 0)
@@ -293,7 +298,7 @@ func TestIVFServerScans(t *testing.T) {
 		require.Equal(t, hitPairs(toPB(flat[0])), hitPairs(all.GetHits()), "probing every list is the flat int8 scan")
 
 		// Selective (1 %): scanned exactly, the exact filtered answer.
-		sel, err := c.Search(ctx(t), &shardpb.Query{Vector: EncodeVector(v), K: 10, Filter: []byte(`{"must":[{"key":"g","match":{"value":7}}]}`)}, 0)
+		sel, err := c.Search(ctx(t), &shardpb.Query{Vector: shard.EncodeVector(v), K: 10, Filter: []byte(`{"must":[{"key":"g","match":{"value":7}}]}`)}, 0)
 		require.NoError(t, err)
 		require.True(t, sel.GetExact(), "a 1 %% filter scans its rows exactly")
 		var keep []uint32
@@ -306,7 +311,7 @@ func TestIVFServerScans(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, hitPairs(toPB(bf[0])), hitPairs(sel.GetHits()))
 		// Broad (80 %): probed with the filter; every hit matches it.
-		broad, err := c.Search(ctx(t), &shardpb.Query{Vector: EncodeVector(v), K: 10, Filter: []byte(`{"must":[{"key":"g","range":{"lt":80}}]}`)}, 0)
+		broad, err := c.Search(ctx(t), &shardpb.Query{Vector: shard.EncodeVector(v), K: 10, Filter: []byte(`{"must":[{"key":"g","range":{"lt":80}}]}`)}, 0)
 		require.NoError(t, err)
 		require.False(t, broad.GetExact())
 		require.Len(t, broad.GetHits(), 10)
@@ -320,9 +325,9 @@ func TestIVFServerScans(t *testing.T) {
 	recall := float64(found) / float64(total)
 	t.Logf("ivf recall@10 over 20 queries, 4000 rows of %d-D, %d lists, default nprobe %d: %.3f", dim, lists, ivf.DefaultNProbe(lists), recall)
 	require.GreaterOrEqual(t, recall, 0.95)
-	require.Equal(t, 20*3, obs.get(ScanIVF), "default, nprobe=all and the broad filter")
-	require.Equal(t, 20*2, obs.get(ScanExact), "exact:true and the selective filter")
-	require.Zero(t, obs.get(ScanInt8))
+	require.Equal(t, 20*3, obs.get(server.ScanIVF), "default, nprobe=all and the broad filter")
+	require.Equal(t, 20*2, obs.get(server.ScanExact), "exact:true and the selective filter")
+	require.Zero(t, obs.get(server.ScanInt8))
 }
 
 func toPB(hs []vector.Hit) []*shardpb.Hit {
@@ -355,17 +360,17 @@ func TestIVFReplicas(t *testing.T) {
 		dim     = 16
 		minRows = 600
 	)
-	ms := groupOf(t, 3, dim, func(c *NodeConfig) {
+	ms := groupOf(t, 3, dim, func(c *raftnode.Config) {
 		c.Int8MinRows, c.IVFMinRows = 200, minRows
 		c.TrailingLogs, c.SnapshotThreshold = 10, 100
-	}, WithIVF(vector.Generic(), vector.Euclidean))
+	}, store.WithIVF(vector.Generic(), vector.Euclidean))
 	waitLeader(t, ms)
 	g := newClustered(5, dim, 8)
 	next := 0
 	batch := func(n int) []*shardpb.Vector {
 		var vs []*shardpb.Vector
 		for range n {
-			vs = append(vs, &shardpb.Vector{Id: fmt.Sprintf("d-%05d", next), Vector: EncodeVector(g.vec())})
+			vs = append(vs, &shardpb.Vector{Id: fmt.Sprintf("d-%05d", next), Vector: shard.EncodeVector(g.vec())})
 			next++
 		}
 		return vs
@@ -376,7 +381,7 @@ func TestIVFReplicas(t *testing.T) {
 	}
 	time.Sleep(300 * time.Millisecond)
 	for _, m := range ms {
-		require.Nil(t, m.mem.Trained(TrainedIVFCentroids), "no centroids below %d rows", minRows)
+		require.Nil(t, m.mem.Trained(store.TrainedIVFCentroids), "no centroids below %d rows", minRows)
 	}
 	var last uint64
 	for range 4 {
@@ -385,13 +390,13 @@ func TestIVFReplicas(t *testing.T) {
 	for _, m := range ms {
 		require.Eventually(t, m.mem.IVFIndexed, 30*time.Second, 10*time.Millisecond, "every replica builds its index")
 	}
-	cent := ms[0].mem.Trained(TrainedIVFCentroids)
+	cent := ms[0].mem.Trained(store.TrainedIVFCentroids)
 	for _, m := range ms {
-		require.Equal(t, cent, m.mem.Trained(TrainedIVFCentroids))
+		require.Equal(t, cent, m.mem.Trained(store.TrainedIVFCentroids))
 	}
 	// Writes after the build: appends, overwrites, deletes.
 	for i := range 30 {
-		last = upsertOn(t, ms, []*shardpb.Vector{{Id: fmt.Sprintf("d-%05d", i*13), Vector: EncodeVector(g.vec())}})
+		last = upsertOn(t, ms, []*shardpb.Vector{{Id: fmt.Sprintf("d-%05d", i*13), Vector: shard.EncodeVector(g.vec())}})
 	}
 	deleteOn := func(id string) {
 		require.Eventually(t, func() bool {
@@ -417,7 +422,7 @@ func TestIVFReplicas(t *testing.T) {
 
 	queries := make([]*shardpb.Query, 20)
 	for i := range queries {
-		queries[i] = &shardpb.Query{Vector: EncodeVector(g.vec()), K: 10, Nprobe: uint32(i % 3)}
+		queries[i] = &shardpb.Query{Vector: shard.EncodeVector(g.vec()), K: 10, Nprobe: uint32(i % 3)}
 	}
 	same := func(what string) {
 		t.Helper()
@@ -426,13 +431,13 @@ func TestIVFReplicas(t *testing.T) {
 		// once each has applied it (before, some would probe by the rule
 		// and some by the measurement).
 		require.Eventually(t, func() bool {
-			v := ms[0].mem.Trained(TrainedIVFNProbe)
+			v := ms[0].mem.Trained(store.TrainedIVFNProbe)
 			crc, _, ok := decodeNProbe(v)
-			if !ok || crc != crc32.ChecksumIEEE(ms[0].mem.Trained(TrainedIVFCentroids)) {
+			if !ok || crc != crc32.ChecksumIEEE(ms[0].mem.Trained(store.TrainedIVFCentroids)) {
 				return false
 			}
 			for _, m := range ms {
-				if !bytes.Equal(m.mem.Trained(TrainedIVFNProbe), v) || !m.mem.IVFIndexed() {
+				if !bytes.Equal(m.mem.Trained(store.TrainedIVFNProbe), v) || !m.mem.IVFIndexed() {
 					return false
 				}
 			}
@@ -537,12 +542,12 @@ func TestIVFReplicas(t *testing.T) {
 	for _, m := range ms {
 		require.Eventually(t, func() bool {
 			var c ivf.Centroids
-			return c.UnmarshalBinary(m.mem.Trained(TrainedIVFCentroids)) == nil && c.TrainedRows > c0.TrainedRows &&
+			return c.UnmarshalBinary(m.mem.Trained(store.TrainedIVFCentroids)) == nil && c.TrainedRows > c0.TrainedRows &&
 				m.mem.IVFIndexed() && m.node.AppliedIndex() >= last
 		}, 60*time.Second, 10*time.Millisecond, "retrained and rebuilt")
 	}
 	var c1 ivf.Centroids
-	require.NoError(t, c1.UnmarshalBinary(ms[0].mem.Trained(TrainedIVFCentroids)))
+	require.NoError(t, c1.UnmarshalBinary(ms[0].mem.Trained(store.TrainedIVFCentroids)))
 	t.Logf("retrained: %d lists on %d rows, then %d lists on %d rows", c0.Lists(), c0.TrainedRows, c1.Lists(), c1.TrainedRows)
 	require.Greater(t, c1.Lists(), c0.Lists())
 	same("after a retrain")
@@ -554,13 +559,13 @@ func TestIVFReplicas(t *testing.T) {
 // rows its centroids were trained on, its default nprobe and memory.
 func TestIndexStats(t *testing.T) {
 	const dim, rows = 16, 4000
-	load := func(t *testing.T, mem *Memory) *Conn {
+	load := func(t *testing.T, mem *store.Memory) *client.Conn {
 		t.Helper()
-		_, c := serve(t, Config{Dim: dim, Metric: vector.Euclidean, Kernel: vector.Generic(), Store: mem}, nil, DialConfig{})
+		_, c := serve(t, Config{Dim: dim, Metric: vector.Euclidean, Kernel: vector.Generic(), Store: mem}, nil, client.DialConfig{})
 		g := newClustered(5, dim, 10)
 		var vs []*shardpb.Vector
 		for i := range rows {
-			vs = append(vs, &shardpb.Vector{Id: fmt.Sprintf("v%04d", i), Vector: EncodeVector(g.vec())})
+			vs = append(vs, &shardpb.Vector{Id: fmt.Sprintf("v%04d", i), Vector: shard.EncodeVector(g.vec())})
 		}
 		for i := 0; i < len(vs); i += 256 {
 			_, err := c.Upsert(ctx(t), place, vs[i:min(i+256, len(vs))])
@@ -568,31 +573,31 @@ func TestIndexStats(t *testing.T) {
 		}
 		return c
 	}
-	stats := func(t *testing.T, c *Conn) (string, *shardpb.IndexStats) {
+	stats := func(t *testing.T, c *client.Conn) (string, *shardpb.IndexStats) {
 		t.Helper()
 		st, err := c.Stats(ctx(t))
 		require.NoError(t, err)
 		return st.GetQuantization(), st.GetIndex()
 	}
-	trainScale := func(t *testing.T, mem *Memory) {
+	trainScale := func(t *testing.T, mem *store.Memory) {
 		t.Helper()
 		b, err := mem.trainInt8()
 		require.NoError(t, err)
-		require.NoError(t, mem.SetTrained(TrainedInt8Scale, b))
+		require.NoError(t, mem.SetTrained(store.TrainedInt8Scale, b))
 	}
 
 	t.Run("flat", func(t *testing.T) {
 		for _, tc := range []struct {
 			name      string
-			opts      []MemoryOption
+			opts      []store.MemoryOption
 			quant     string
 			withCodes bool
 		}{
 			{"float32", nil, "none", false},
-			{"int8", []MemoryOption{WithQuantization(QuantInt8)}, "int8", true},
+			{"int8", []store.MemoryOption{store.WithQuantization(store.QuantInt8)}, "int8", true},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
-				mem := NewMemory(dim, tc.opts...)
+				mem := store.NewMemory(dim, tc.opts...)
 				c := load(t, mem)
 				if tc.withCodes {
 					trainScale(t, mem)
@@ -600,7 +605,7 @@ func TestIndexStats(t *testing.T) {
 				q, ix := stats(t, c)
 				require.Equal(t, tc.quant, q)
 				require.Equal(t, "flat", ix.GetKind())
-				require.Equal(t, IndexStateReady, ix.GetState())
+				require.Equal(t, store.IndexStateReady, ix.GetState())
 				require.Equal(t, uint64(rows), ix.GetRows())
 				require.Zero(t, ix.GetLists())
 				require.Zero(t, ix.GetDefaultNprobe())
@@ -615,18 +620,18 @@ func TestIndexStats(t *testing.T) {
 	})
 
 	t.Run("ivf", func(t *testing.T) {
-		mem := NewMemory(dim, WithIVF(vector.Generic(), vector.Euclidean))
+		mem := store.NewMemory(dim, store.WithIVF(vector.Generic(), vector.Euclidean))
 		c := load(t, mem)
 		q, ix := stats(t, c)
 		require.Equal(t, "int8", q, "ivf implies int8")
 		require.Equal(t, "ivf", ix.GetKind())
-		require.Equal(t, IndexStateUntrained, ix.GetState())
+		require.Equal(t, store.IndexStateUntrained, ix.GetState())
 		require.Zero(t, ix.GetLists())
 
 		trainScale(t, mem)
 		cb, lists, err := mem.trainIVF(context.Background(), 7)
 		require.NoError(t, err)
-		require.NoError(t, mem.SetTrained(TrainedIVFCentroids, cb))
+		require.NoError(t, mem.SetTrained(store.TrainedIVFCentroids, cb))
 		_, ix = stats(t, c)
 		require.Equal(t, IndexStateBuilding, ix.GetState(), "centroids committed, no index built")
 		require.Zero(t, ix.GetLists(), "no index to probe yet")
@@ -636,7 +641,7 @@ func TestIndexStats(t *testing.T) {
 		_, err = mem.BuildIndex(context.Background())
 		require.NoError(t, err)
 		_, ix = stats(t, c)
-		require.Equal(t, IndexStateReady, ix.GetState())
+		require.Equal(t, store.IndexStateReady, ix.GetState())
 		require.Equal(t, uint32(lists), ix.GetLists())
 		require.Positive(t, ix.GetLists())
 		require.Equal(t, uint64(rows), ix.GetTrainedRows())
@@ -655,18 +660,18 @@ func TestIndexStats(t *testing.T) {
 		crc := crc32.ChecksumIEEE(cb)
 		want := ivf.DefaultNProbe(lists) + 3
 		levels := []ivf.Level{{K: 10, NProbe: want}, {K: 100, NProbe: want + 2}}
-		require.NoError(t, mem.SetTrained(TrainedIVFNProbe, encodeNProbe(crc, levels)))
+		require.NoError(t, mem.SetTrained(store.TrainedIVFNProbe, encodeNProbe(crc, levels)))
 		_, ix = stats(t, c)
 		require.Equal(t, uint32(want), ix.GetDefaultNprobe())
 		require.True(t, ix.GetNprobeCalibrated())
 		require.False(t, mem.needsIVFNProbe())
 		legacy := binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(nil, crc), uint32(want))
-		require.NoError(t, mem.SetTrained(TrainedIVFNProbe, legacy))
+		require.NoError(t, mem.SetTrained(store.TrainedIVFNProbe, legacy))
 		_, ix = stats(t, c)
 		require.Equal(t, uint32(want), ix.GetDefaultNprobe(), "a value from before levels still applies")
 		require.True(t, mem.needsIVFNProbe(), "and is measured again")
-		require.NoError(t, mem.SetTrained(TrainedIVFNProbe, encodeNProbe(crc, levels)))
-		require.NoError(t, mem.SetTrained(TrainedIVFNProbe, encodeNProbe(crc+1, levels)))
+		require.NoError(t, mem.SetTrained(store.TrainedIVFNProbe, encodeNProbe(crc, levels)))
+		require.NoError(t, mem.SetTrained(store.TrainedIVFNProbe, encodeNProbe(crc+1, levels)))
 		_, ix = stats(t, c)
 		require.Equal(t, uint32(ivf.DefaultNProbe(lists)), ix.GetDefaultNprobe(), "other centroids' value")
 		require.False(t, ix.GetNprobeCalibrated(), "other centroids' value")
@@ -685,10 +690,10 @@ func TestIndexStats(t *testing.T) {
 	})
 
 	t.Run("ivf centroids that do not decode", func(t *testing.T) {
-		mem := NewMemory(dim, WithIVF(vector.Generic(), vector.Euclidean))
+		mem := store.NewMemory(dim, store.WithIVF(vector.Generic(), vector.Euclidean))
 		c := load(t, mem)
 		trainScale(t, mem)
-		require.Error(t, mem.SetTrained(TrainedIVFCentroids, []byte("not centroids")))
+		require.Error(t, mem.SetTrained(store.TrainedIVFCentroids, []byte("not centroids")))
 		_, ix := stats(t, c)
 		require.Equal(t, IndexStateFailed, ix.GetState(), "the store serves as a flat int8 one")
 		require.Contains(t, ix.GetError(), "ivf centroids")

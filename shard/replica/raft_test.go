@@ -1,4 +1,4 @@
-package shard
+package replica
 
 import (
 	"errors"
@@ -17,7 +17,12 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/trawl-search/trawl/internal/faultproxy"
+	"github.com/trawl-search/trawl/shard"
+	"github.com/trawl-search/trawl/shard/client"
+	"github.com/trawl-search/trawl/shard/raftnode"
+	"github.com/trawl-search/trawl/shard/server"
 	"github.com/trawl-search/trawl/shard/shardpb"
+	"github.com/trawl-search/trawl/shard/store"
 	"github.com/trawl-search/trawl/vector"
 )
 
@@ -38,16 +43,16 @@ type member struct {
 	listen string // the server's own address (stable across restarts)
 	proxy  *faultproxy.Proxy
 	peers  []string
-	cfg    func(*NodeConfig)
+	cfg    func(*raftnode.Config)
 	dim    int // testDim if zero
 	// memOpts configure the member's store at every start.
-	memOpts []MemoryOption
+	memOpts []store.MemoryOption
 
 	g    *grpc.Server
-	node *Node
-	srv  *Server
-	mem  *Memory
-	conn *Conn
+	node *raftnode.Node
+	srv  *server.Server
+	mem  *store.Memory
+	conn *client.Conn
 }
 
 func (m *member) addr() string { return m.proxy.Addr() }
@@ -57,8 +62,8 @@ func (m *member) start() error {
 	if m.dim == 0 {
 		m.dim = testDim
 	}
-	m.mem = NewMemory(m.dim, m.memOpts...)
-	nc := NodeConfig{
+	m.mem = store.NewMemory(m.dim, m.memOpts...)
+	nc := raftnode.Config{
 		DataDir: m.dir, Advertise: m.addr(), Peers: m.peers, Store: m.mem,
 		HeartbeatTimeout: testHeartbeat, ElectionTimeout: testHeartbeat, MaxLeaderSilence: testSilence,
 		Logger: testLogger(m.t),
@@ -70,17 +75,17 @@ func (m *member) start() error {
 	if err != nil {
 		return err
 	}
-	node, err := OpenNode(nc)
+	node, err := raftnode.Open(nc)
 	if err != nil {
 		ln.Close()
 		return err
 	}
 	m.node = node
-	m.srv = NewServer(Config{Dim: m.dim, Metric: vector.Euclidean, Kernel: vector.Generic(), Store: m.mem, Node: node})
-	m.g = grpc.NewServer(ServerOptions()...)
+	m.srv = server.New(Config{Dim: m.dim, Metric: vector.Euclidean, Kernel: vector.Generic(), Store: m.mem, Node: node})
+	m.g = grpc.NewServer(shard.ServerOptions()...)
 	m.srv.Register(m.g)
 	go m.g.Serve(ln)
-	m.conn, err = Dial(m.listen, DialConfig{})
+	m.conn, err = client.Dial(m.listen, client.DialConfig{})
 	return err
 }
 
@@ -115,7 +120,7 @@ func testLogger(t *testing.T) *slog.Logger {
 }
 
 // group starts n replicas of one shard.
-func group(t *testing.T, n int, cfg func(*NodeConfig)) []*member {
+func group(t *testing.T, n int, cfg func(*raftnode.Config)) []*member {
 	t.Helper()
 	return groupOf(t, n, testDim, cfg)
 }
@@ -126,12 +131,12 @@ func group(t *testing.T, n int, cfg func(*NodeConfig)) []*member {
 // the test timings' 200 ms leader lease.
 func groupDim(t *testing.T, n, dim int) []*member {
 	t.Helper()
-	return groupOf(t, n, dim, func(c *NodeConfig) {
+	return groupOf(t, n, dim, func(c *raftnode.Config) {
 		c.HeartbeatTimeout, c.ElectionTimeout, c.MaxLeaderSilence = 0, 0, 0
 	})
 }
 
-func groupOf(t *testing.T, n, dim int, cfg func(*NodeConfig), memOpts ...MemoryOption) []*member {
+func groupOf(t *testing.T, n, dim int, cfg func(*raftnode.Config), memOpts ...store.MemoryOption) []*member {
 	t.Helper()
 	ms := make([]*member, n)
 	var peers []string
@@ -189,7 +194,7 @@ func write(t *testing.T, ms []*member, ids ...string) uint64 {
 	t.Helper()
 	vs := make([]*shardpb.Vector, len(ids))
 	for i, id := range ids {
-		vs[i] = &shardpb.Vector{Id: id, Vector: EncodeVector(testVec(id, 0)), Payload: []byte(`{"id":"` + id + `"}`)}
+		vs[i] = &shardpb.Vector{Id: id, Vector: shard.EncodeVector(testVec(id, 0)), Payload: []byte(`{"id":"` + id + `"}`)}
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -204,7 +209,7 @@ func write(t *testing.T, ms []*member, ids ...string) uint64 {
 			// NOT_LEADER, or a leader that lost its lease mid-commit on a
 			// loaded machine (Unavailable, outcome unknown): the upsert is
 			// keyed, so sending it again is safe.
-			var nl *NotLeaderError
+			var nl *shard.NotLeaderError
 			require.True(t, errors.As(err, &nl) || status.Code(err) == codes.Unavailable,
 				"only NOT_LEADER or a lost leadership is expected here, got %v", err)
 		}
@@ -218,7 +223,7 @@ func write(t *testing.T, ms []*member, ids ...string) uint64 {
 // acknowledged write).
 func complete(t *testing.T, m *member, want []string, minIndex uint64) bool {
 	t.Helper()
-	resp, err := m.conn.Search(ctx(t), &shardpb.Query{Vector: EncodeVector(testVec("q", 1)), K: vector.MaxK}, minIndex)
+	resp, err := m.conn.Search(ctx(t), &shardpb.Query{Vector: shard.EncodeVector(testVec("q", 1)), K: vector.MaxK}, minIndex)
 	if err != nil {
 		var ns interface{ NotServing() bool }
 		require.True(t, errors.As(err, &ns) && ns.NotServing(), "a replica that cannot answer says NOT_SERVING, got %v", err)
@@ -256,8 +261,8 @@ func TestRaftGroupReplicatesAndRefusesWritesOnFollowers(t *testing.T) {
 			continue
 		}
 		require.Equal(t, "follower", st.GetRole())
-		_, err = m.conn.Upsert(ctx(t), place, []*shardpb.Vector{{Id: "c", Vector: EncodeVector(testVec("c", 0))}})
-		var nl *NotLeaderError
+		_, err = m.conn.Upsert(ctx(t), place, []*shardpb.Vector{{Id: "c", Vector: shard.EncodeVector(testVec("c", 0))}})
+		var nl *shard.NotLeaderError
 		require.ErrorAs(t, err, &nl)
 		require.Equal(t, leader.addr(), nl.Leader())
 		require.True(t, nl.NeverSent())
@@ -270,7 +275,7 @@ func TestRaftGroupReplicatesAndRefusesWritesOnFollowers(t *testing.T) {
 		require.Eventually(t, func() bool { return complete(t, m, []string{"a", "b"}, idx) }, 10*time.Second, 20*time.Millisecond)
 		v, err := m.conn.Get(ctx(t), "a", idx)
 		require.NoError(t, err)
-		require.Equal(t, EncodeVector(testVec("a", 0)), v.GetVector())
+		require.Equal(t, shard.EncodeVector(testVec("a", 0)), v.GetVector())
 		require.Equal(t, `{"id":"a"}`, string(v.GetPayload()))
 		st, err := m.conn.Stats(ctx(t))
 		require.NoError(t, err)
@@ -286,7 +291,7 @@ func TestRaftGroupReplicatesAndRefusesWritesOnFollowers(t *testing.T) {
 	require.ErrorAs(t, err, &ns)
 
 	// The placement check is the state machine's: a reshard is refused.
-	_, err = leader.conn.Upsert(ctx(t), Placement{Fingerprint: "other", Shard: "shard-0"}, []*shardpb.Vector{{Id: "z", Vector: EncodeVector(testVec("z", 0))}})
+	_, err = leader.conn.Upsert(ctx(t), shard.Placement{Fingerprint: "other", Shard: "shard-0"}, []*shardpb.Vector{{Id: "z", Vector: shard.EncodeVector(testVec("z", 0))}})
 	require.Equal(t, codes.FailedPrecondition, status.Code(err))
 	found, didx, err := leader.conn.Delete(ctx(t), place, "a")
 	require.NoError(t, err)
@@ -331,7 +336,7 @@ func TestRaftReplicaAwayCatchesUpBeforeServing(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			// A short log: the writes made while the replica is away are
 			// compacted into a snapshot, so a wiped one must install it.
-			ms := group(t, 3, func(c *NodeConfig) { c.TrailingLogs = 10; c.SnapshotThreshold = 100 })
+			ms := group(t, 3, func(c *raftnode.Config) { c.TrailingLogs = 10; c.SnapshotThreshold = 100 })
 			leader := waitLeader(t, ms)
 			before := ids("before", 20)
 			write(t, ms, before...)

@@ -1,4 +1,4 @@
-package shard
+package replica
 
 import (
 	"bytes"
@@ -18,16 +18,19 @@ import (
 
 	"github.com/trawl-search/trawl/filter"
 	"github.com/trawl-search/trawl/filter/filtertest"
+	"github.com/trawl-search/trawl/shard"
+	"github.com/trawl-search/trawl/shard/client"
 	"github.com/trawl-search/trawl/shard/shardpb"
+	"github.com/trawl-search/trawl/shard/store"
 	"github.com/trawl-search/trawl/vector"
 )
 
 // matching returns the rows of mem whose payloads match f, as a Rows of
 // their own, and their ids' payloads.
-func matching(t *testing.T, mem *Memory, f *filter.Filter) (vector.Rows, map[string][]byte) {
+func matching(t *testing.T, mem *store.Memory, f *filter.Filter) (vector.Rows, map[string][]byte) {
 	sub := vector.Rows{Dim: mem.Dim()}
 	payloads := map[string][]byte{}
-	require.NoError(t, mem.ViewScan(func(v *ScanView) error {
+	require.NoError(t, mem.ViewScan(func(v *store.ScanView) error {
 		for i, id := range v.Rows.IDs {
 			p := mem.payloads[i]
 			payloads[id] = p
@@ -52,9 +55,9 @@ func TestFilteredSearchIsTheTopKOfTheMatchingRows(t *testing.T) {
 	for _, m := range []vector.Metric{vector.Cosine, vector.DotProduct, vector.Euclidean} {
 		t.Run(m.String(), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(m)+1, 5))
-			mem := NewMemory(dim, WithQuantization(QuantInt8))
+			mem := store.NewMemory(dim, store.WithQuantization(store.QuantInt8))
 			cfg := Config{Dim: dim, Metric: m, Kernel: vector.Generic(), Store: mem}
-			_, c := serve(t, cfg, nil, DialConfig{})
+			_, c := serve(t, cfg, nil, client.DialConfig{})
 			vec := func() []float32 {
 				v := make([]float32, dim)
 				for j := range v {
@@ -76,7 +79,7 @@ func TestFilteredSearchIsTheTopKOfTheMatchingRows(t *testing.T) {
 					if slices.ContainsFunc(vs, func(v *shardpb.Vector) bool { return v.GetId() == id }) {
 						continue
 					}
-					pv := &shardpb.Vector{Id: id, Vector: EncodeVector(vec())}
+					pv := &shardpb.Vector{Id: id, Vector: shard.EncodeVector(vec())}
 					if rng.IntN(8) > 0 {
 						pv.Payload = []byte(filtertest.Payload(rng))
 					}
@@ -91,7 +94,7 @@ func TestFilteredSearchIsTheTopKOfTheMatchingRows(t *testing.T) {
 			}
 			scale, err := mem.trainInt8()
 			require.NoError(t, err)
-			require.NoError(t, mem.SetTrained(TrainedInt8Scale, scale))
+			require.NoError(t, mem.SetTrained(store.TrainedInt8Scale, scale))
 			require.True(t, mem.Int8Ready())
 
 			for fi := range 40 {
@@ -107,7 +110,7 @@ func TestFilteredSearchIsTheTopKOfTheMatchingRows(t *testing.T) {
 				k := 1 + rng.IntN(20)
 				want, err := vector.Generic().Scan(ctx(t), m, sub, []vector.Query{{Vector: normalised(m, qv), K: k}})
 				require.NoError(t, err)
-				q := &shardpb.Query{Vector: EncodeVector(qv), K: uint32(k), Filter: canon}
+				q := &shardpb.Query{Vector: shard.EncodeVector(qv), K: uint32(k), Filter: canon}
 				exact := proto.Clone(q).(*shardpb.Query)
 				exact.Exact = true
 				exact.WithPayload = &shardpb.PayloadSelector{All: true}
@@ -186,7 +189,7 @@ func TestFilteredSearchIsTheTopKOfTheMatchingRows(t *testing.T) {
 			var buf bytes.Buffer
 			require.NoError(t, snap.(*fsmSnapshot).persist(&buf))
 			snap.Release()
-			restored := NewMemory(dim)
+			restored := store.NewMemory(dim)
 			require.NoError(t, (&fsm{mem: restored, log: slog.New(slog.DiscardHandler)}).Restore(io.NopCloser(&buf)))
 			for range 40 {
 				f, err := filter.Parse([]byte(filtertest.Filter(rng, 3)))
@@ -195,7 +198,7 @@ func TestFilteredSearchIsTheTopKOfTheMatchingRows(t *testing.T) {
 				b, _ := matching(t, restored, f)
 				require.ElementsMatch(t, a.IDs, b.IDs)
 				var sel []string
-				require.NoError(t, restored.ViewScan(func(v *ScanView) error {
+				require.NoError(t, restored.ViewScan(func(v *store.ScanView) error {
 					rows, err := v.Select(f)
 					for _, r := range rows {
 						sel = append(sel, v.Rows.IDs[r])
@@ -225,8 +228,8 @@ func hitsOfVector(hs []vector.Hit) []string {
 }
 
 func TestServerRefusesBadFiltersAndPayloads(t *testing.T) {
-	_, c := serve(t, memConfig(4, vector.DotProduct), nil, DialConfig{})
-	v := EncodeVector([]float32{1, 2, 3, 4})
+	_, c := serve(t, memConfig(4, vector.DotProduct), nil, client.DialConfig{})
+	v := shard.EncodeVector([]float32{1, 2, 3, 4})
 	_, err := c.Upsert(ctx(t), place, []*shardpb.Vector{{Id: "a", Vector: v, Payload: []byte(`{"a": [{"b": 1}]}`)}})
 	require.Equal(t, codes.InvalidArgument, status.Code(err))
 	require.Contains(t, err.Error(), "vector 0: payload.a[0]: is an object or array inside an array")
@@ -246,7 +249,7 @@ func TestServerRefusesBadFiltersAndPayloads(t *testing.T) {
 // no read writes.
 func TestFilteredSearchesAndWritesConcurrently(t *testing.T) {
 	const dim = 4
-	_, c := serve(t, memConfig(dim, vector.DotProduct), nil, DialConfig{})
+	_, c := serve(t, memConfig(dim, vector.DotProduct), nil, client.DialConfig{})
 	rng := rand.New(rand.NewPCG(9, 9))
 	var filters [][]byte
 	for range 8 {
@@ -259,7 +262,7 @@ func TestFilteredSearchesAndWritesConcurrently(t *testing.T) {
 	for g := range 3 {
 		go func() {
 			for i := range 100 {
-				q := &shardpb.Query{Vector: EncodeVector([]float32{1, 2, 3, 4}), K: 5, Filter: filters[(g+i)%len(filters)],
+				q := &shardpb.Query{Vector: shard.EncodeVector([]float32{1, 2, 3, 4}), K: 5, Filter: filters[(g+i)%len(filters)],
 					WithPayload: &shardpb.PayloadSelector{All: true}}
 				if _, err := c.Search(ctx(t), q, 0); err != nil {
 					done <- err
@@ -277,7 +280,7 @@ func TestFilteredSearchesAndWritesConcurrently(t *testing.T) {
 			require.NoError(t, err)
 			continue
 		}
-		_, err := c.Upsert(ctx(t), place, []*shardpb.Vector{{Id: id, Vector: EncodeVector([]float32{1, float32(i), 1, 1}),
+		_, err := c.Upsert(ctx(t), place, []*shardpb.Vector{{Id: id, Vector: shard.EncodeVector([]float32{1, float32(i), 1, 1}),
 			Payload: []byte(filtertest.Payload(wrng))}})
 		require.NoError(t, err)
 	}

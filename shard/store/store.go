@@ -1,4 +1,4 @@
-package shard
+package store
 
 import (
 	"context"
@@ -30,29 +30,7 @@ type Placement struct {
 	Shard       string
 }
 
-// Store holds one replica's vectors. The in-memory Memory is the index every
-// store scans; replication and durability are the Node's (raft log and
-// snapshots), which applies committed writes to it.
-type Store interface {
-	// Upsert stores records, replacing any with the same id, atomically
-	// with recording the placement they were written under.
-	Upsert(ctx context.Context, p Placement, recs []Record) error
-	// Delete removes id and reports whether it was there.
-	Delete(ctx context.Context, p Placement, id string) (bool, error)
-	// Get returns a copy of id's vector.
-	Get(id string) ([]float32, bool)
-	// Record returns a copy of id's vector with its payload.
-	Record(id string) (Record, bool)
-	// View runs fn with a consistent read-only view of every row; writes
-	// wait until fn returns, so fn must not retain the rows.
-	View(fn func(vector.Rows) error) error
-	// Len is the number of stored vectors.
-	Len() int
-	// Placement is the placement of the last write, zero before any.
-	Placement() Placement
-}
-
-// Memory is a Store in one growable 64-byte-aligned arena. Deleting swaps the
+// Memory is one replica's rows in one growable 64-byte-aligned arena. Deleting swaps the
 // last row into the hole, so rows stay dense.
 //
 // While a snapshot streams (OpenView), a write that would overwrite a row
@@ -113,7 +91,8 @@ func NewMemory(dim int, opts ...MemoryOption) *Memory {
 // Dim is the vector dimension.
 func (m *Memory) Dim() int { return m.dim }
 
-// Upsert implements Store.
+// Upsert stores recs, replacing any with the same id, atomically with
+// recording the placement they were written under.
 func (m *Memory) Upsert(_ context.Context, p Placement, recs []Record) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -180,7 +159,7 @@ func (m *Memory) grow(n int) {
 	m.data = next
 }
 
-// Delete implements Store.
+// Delete removes id and reports whether it was there.
 func (m *Memory) Delete(_ context.Context, p Placement, id string) (bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -247,13 +226,13 @@ func (m *Memory) deleteLocked(id string) bool {
 	return true
 }
 
-// Get implements Store.
+// Get returns a copy of id's vector.
 func (m *Memory) Get(id string) ([]float32, bool) {
 	r, ok := m.Record(id)
 	return r.Vector, ok
 }
 
-// Record implements Store.
+// Record returns a copy of id's vector with its payload.
 func (m *Memory) Record(id string) (Record, bool) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
@@ -266,21 +245,22 @@ func (m *Memory) Record(id string) (Record, bool) {
 	return Record{ID: id, Vector: out, Payload: m.payloads[i]}, true
 }
 
-// View implements Store.
+// View runs fn with a consistent read-only view of every row; writes
+// wait until fn returns, so fn must not retain the rows.
 func (m *Memory) View(fn func(vector.Rows) error) error {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	return fn(vector.Rows{Data: m.data, Dim: m.dim, IDs: m.ids})
 }
 
-// Len implements Store.
+// Len is the number of stored vectors.
 func (m *Memory) Len() int {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	return len(m.ids)
 }
 
-// Placement implements Store.
+// Placement is the placement of the last write, zero before any.
 func (m *Memory) Placement() Placement {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
@@ -292,17 +272,12 @@ func (m *Memory) Placement() Placement {
 // modified afterwards. Setting TrainedInt8Scale on a QuantInt8 store
 // encodes every row with it (under the write lock); the error says why a
 // scale could not be used (the store then keeps no codes and scans
-// exactly, on every replica alike).
-func (m *Memory) SetTrained(name string, value []byte) error {
-	return m.setTrained(name, value, true)
-}
-
-// setTrained is SetTrained; serving says whether the replica was serving
-// when it applied the value (a store without a node always is): an IVF
-// store that was keeps serving from its flat codes until the index of new
-// centroids is built, one that was not (restarting, catching up) waits
-// for the index (IndexReady).
-func (m *Memory) setTrained(name string, value []byte, serving bool) error {
+// exactly, on every replica alike). serving says whether the replica was
+// serving reads when it applied the value: an IVF store that was keeps
+// serving from its flat codes until the index of new centroids is built,
+// one that was not (restarting, catching up) waits for the index
+// (IndexReady).
+func (m *Memory) SetTrained(name string, value []byte, serving bool) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.trained[name] = value
@@ -328,11 +303,11 @@ func (m *Memory) Trained(name string) []byte {
 	return m.trained[name]
 }
 
-// reset empties the store (a snapshot of rows rows is about to replace it)
+// Reset empties the store (a snapshot of rows rows is about to replace it)
 // and sets what a snapshot carries besides rows. The arena, ids and index
 // are sized for rows at once: growing them by doubling while a large
 // snapshot streams in zeroed and copied the arena several times over.
-func (m *Memory) reset(p Placement, trained map[string][]byte, rows int) {
+func (m *Memory) Reset(p Placement, trained map[string][]byte, rows int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.data = vector.Aligned(rows * m.dim)[:0]
@@ -344,10 +319,10 @@ func (m *Memory) reset(p Placement, trained map[string][]byte, rows int) {
 	if m.trained == nil {
 		m.trained = map[string][]byte{}
 	}
-	m.codes = nil // encodeRestored encodes the restored rows
+	m.codes = nil // FinishRestore encodes the restored rows
 	m.payloadIndex.Reset()
 	// No index until the restored rows are built into one, no build until
-	// they are all in (encodeRestored), and any build under way is stale.
+	// they are all in (FinishRestore), and any build under way is stale.
 	m.ivf = ivfState{gen: m.ivf.gen + 1, restoring: true}
 }
 
@@ -394,6 +369,16 @@ type View struct {
 
 // Len is the number of rows in the view.
 func (v *View) Len() int { return len(v.ids) }
+
+// Dim is the dimension of the view's rows.
+func (v *View) Dim() int { return v.dim }
+
+// Placement is the placement the view's rows were written under.
+func (v *View) Placement() Placement { return v.placement }
+
+// Trained is the trained values the view's rows were encoded with; the
+// caller must not modify it.
+func (v *View) Trained() map[string][]byte { return v.trained }
 
 // preserve saves row i of arena for the view before it is overwritten.
 // m.mu is held for writing. A nil view does nothing.

@@ -1,4 +1,4 @@
-package shard
+package replica
 
 import (
 	"context"
@@ -15,6 +15,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/trawl-search/trawl/shard"
+	"github.com/trawl-search/trawl/shard/client"
 	"github.com/trawl-search/trawl/shard/shardpb"
 )
 
@@ -44,7 +46,7 @@ func TestWritesAreSyncedBeforeTheAck(t *testing.T) {
 	cmd := exec.Command(strace, "-f", "-y", "-tt", "-e", "trace=fsync,fdatasync", "-o", trace, exe, "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"=1", childDirEnv+"="+dir, childAddrEnv+"="+addr)
 	require.NoError(t, cmd.Start())
-	c, err := Dial(addr, DialConfig{})
+	c, err := client.Dial(addr, client.DialConfig{})
 	require.NoError(t, err)
 	defer c.Close()
 	ok := false
@@ -71,7 +73,7 @@ func TestWritesAreSyncedBeforeTheAck(t *testing.T) {
 	const writes = 40
 	acks := make([]string, writes)
 	for i := range writes {
-		_, err := c.Upsert(ctx(t), place, []*shardpb.Vector{{Id: strings.Repeat("x", i+1), Vector: EncodeVector(testVec("s", i))}})
+		_, err := c.Upsert(ctx(t), place, []*shardpb.Vector{{Id: strings.Repeat("x", i+1), Vector: shard.EncodeVector(testVec("s", i))}})
 		require.NoError(t, err)
 		acks[i] = stamp()
 	}

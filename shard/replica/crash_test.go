@@ -1,4 +1,4 @@
-package shard
+package replica
 
 import (
 	"context"
@@ -22,7 +22,12 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/trawl-search/trawl/shard"
+	"github.com/trawl-search/trawl/shard/client"
+	"github.com/trawl-search/trawl/shard/raftnode"
+	"github.com/trawl-search/trawl/shard/server"
 	"github.com/trawl-search/trawl/shard/shardpb"
+	"github.com/trawl-search/trawl/shard/store"
 	"github.com/trawl-search/trawl/vector"
 )
 
@@ -55,8 +60,8 @@ func runChild() {
 	if err != nil {
 		fail(err)
 	}
-	mem := NewMemory(testDim)
-	node, err := OpenNode(NodeConfig{
+	mem := store.NewMemory(testDim)
+	node, err := raftnode.Open(raftnode.Config{
 		DataDir: os.Getenv(childDirEnv), Advertise: addr, Store: mem, Logger: raftLog,
 		HeartbeatTimeout: 200 * time.Millisecond, ElectionTimeout: 200 * time.Millisecond,
 		SnapshotThreshold: 40, TrailingLogs: 20, SnapshotInterval: 100 * time.Millisecond,
@@ -64,8 +69,8 @@ func runChild() {
 	if err != nil {
 		fail(err)
 	}
-	srv := NewServer(Config{Dim: testDim, Metric: vector.Euclidean, Kernel: vector.Generic(), Store: mem, Node: node})
-	g := grpc.NewServer(ServerOptions()...)
+	srv := server.New(Config{Dim: testDim, Metric: vector.Euclidean, Kernel: vector.Generic(), Store: mem, Node: node})
+	g := grpc.NewServer(shard.ServerOptions()...)
 	srv.Register(g)
 	go func() { _ = g.Serve(ln) }()
 	sig := make(chan os.Signal, 1)
@@ -107,7 +112,7 @@ func TestCrashKeepsEveryAcknowledgedWrite(t *testing.T) {
 		cmd.Env = append(os.Environ(), childEnv+"=1", childDirEnv+"="+dir, childAddrEnv+"="+addr)
 		cmd.Stderr = os.Stderr
 		require.NoError(t, cmd.Start())
-		c, err := Dial(addr, DialConfig{})
+		c, err := client.Dial(addr, client.DialConfig{})
 		require.NoError(t, err)
 		require.Eventually(t, func() bool {
 			pctx, cancel := context.WithTimeout(context.Background(), 250*time.Millisecond)
@@ -164,7 +169,7 @@ func TestCrashKeepsEveryAcknowledgedWrite(t *testing.T) {
 						for j := range v {
 							v[j] = float32(r.NormFloat64())
 						}
-						rec := sentRecord{vec: EncodeVector(v), payload: fmt.Appendf(nil, `{"n":%d}`, r.Uint64())}
+						rec := sentRecord{vec: shard.EncodeVector(v), payload: fmt.Appendf(nil, `{"n":%d}`, r.Uint64())}
 						sent[id] = rec
 						batch[i] = &shardpb.Vector{Id: id, Vector: rec.vec, Payload: rec.payload}
 					}
@@ -173,7 +178,7 @@ func TestCrashKeepsEveryAcknowledgedWrite(t *testing.T) {
 					_, err := c.Upsert(wctx, place, batch)
 					cancel()
 					if err != nil {
-						var nl *NotLeaderError
+						var nl *shard.NotLeaderError
 						if errors.As(err, &nl) {
 							continue
 						}

@@ -1,4 +1,4 @@
-package shard
+package store
 
 import (
 	"context"
@@ -45,7 +45,7 @@ func ParseIndex(s string) (IndexKind, error) {
 	return IndexFlat, fmt.Errorf("index %q: want flat or ivf", s)
 }
 
-// TrainedIVFCentroids is the trained value (Node.SetTrained) holding the
+// TrainedIVFCentroids is the trained value (committed through the log) holding the
 // shard's IVF centroids, ivf.Centroids.MarshalBinary.
 const TrainedIVFCentroids = "ivf-centroids"
 
@@ -123,7 +123,7 @@ type ivfState struct {
 	// builtCRC is the CRC-32 of the encoded centroids x was built from:
 	// the committed nprobe applies to x only when it names them.
 	builtCRC uint32
-	// restoring: a snapshot is being loaded (reset until encodeRestored);
+	// restoring: a snapshot is being loaded (Reset until FinishRestore);
 	// no build starts on the half-loaded rows.
 	restoring bool
 	// fallback: the committed centroids were applied while this replica

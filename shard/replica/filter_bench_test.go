@@ -1,4 +1,4 @@
-package shard
+package replica
 
 import (
 	"context"
@@ -11,7 +11,10 @@ import (
 
 	"github.com/trawl-search/trawl/filter"
 	"github.com/trawl-search/trawl/filter/index"
+	"github.com/trawl-search/trawl/shard"
+	"github.com/trawl-search/trawl/shard/server"
 	"github.com/trawl-search/trawl/shard/shardpb"
+	"github.com/trawl-search/trawl/shard/store"
 	"github.com/trawl-search/trawl/vector"
 )
 
@@ -36,24 +39,24 @@ func benchPayload(rng *rand.Rand, i int) []byte {
 
 // benchServer is a 1536-D cosine shard of n rows with payloads and int8
 // codes, served without raft (the scan path is the same).
-func benchServer(b *testing.B, n int) *Server {
+func benchServer(b *testing.B, n int) *server.Server {
 	b.Helper()
 	const dim = vector.DefaultDim
 	k, err := vector.FromEnv()
 	if err != nil {
 		b.Fatal(err)
 	}
-	mem := NewMemory(dim, WithQuantization(QuantInt8))
-	srv := NewServer(Config{Dim: dim, Metric: vector.Cosine, Kernel: k, Store: mem})
+	mem := store.NewMemory(dim, store.WithQuantization(store.QuantInt8))
+	srv := server.New(Config{Dim: dim, Metric: vector.Cosine, Kernel: k, Store: mem})
 	rng := rand.New(rand.NewPCG(1, 2))
-	recs := make([]Record, 0, 1024)
+	recs := make([]store.Record, 0, 1024)
 	for i := range n {
 		v := make([]float32, dim)
 		for j := range v {
 			v[j] = rng.Float32() - 0.5
 		}
 		k.Normalize(v)
-		recs = append(recs, Record{ID: "doc-" + strconv.Itoa(i), Vector: v, Payload: benchPayload(rng, i)})
+		recs = append(recs, store.Record{ID: "doc-" + strconv.Itoa(i), Vector: v, Payload: benchPayload(rng, i)})
 		if len(recs) == cap(recs) || i == n-1 {
 			if err := mem.Upsert(context.Background(), place, recs); err != nil {
 				b.Fatal(err)
@@ -65,7 +68,7 @@ func benchServer(b *testing.B, n int) *Server {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := mem.SetTrained(TrainedInt8Scale, scale); err != nil {
+	if err := mem.SetTrained(store.TrainedInt8Scale, scale); err != nil {
 		b.Fatal(err)
 	}
 	return srv
@@ -83,7 +86,7 @@ func BenchmarkFilteredSearch(b *testing.B) {
 	for j := range q {
 		q[j] = rng.Float32() - 0.5
 	}
-	qb := EncodeVector(q)
+	qb := shard.EncodeVector(q)
 	filters := []struct{ name, json string }{
 		{"none", ""},
 		{"1pct", `{"must": {"key": "bucket", "match": {"value": 7}}}`},
@@ -167,17 +170,17 @@ func BenchmarkUpsert(b *testing.B) {
 			name = "payload"
 		}
 		b.Run(name, func(b *testing.B) {
-			srv := NewServer(Config{Dim: dim, Metric: vector.Cosine, Kernel: k, Store: NewMemory(dim)})
+			srv := server.New(Config{Dim: dim, Metric: vector.Cosine, Kernel: k, Store: store.NewMemory(dim)})
 			next := 0
 			reqs := make([]*shardpb.UpsertRequest, 64)
 			for r := range reqs {
-				req := &shardpb.UpsertRequest{Placement: &shardpb.Placement{Fingerprint: place.Fingerprint, Shard: place.Shard}}
+				req := &shardpb.UpsertRequest{Placement: &shardpb.shard.Placement{Fingerprint: place.Fingerprint, Shard: place.Shard}}
 				for range batch {
 					v := make([]float32, dim)
 					for j := range v {
 						v[j] = rng.Float32() - 0.5
 					}
-					pv := &shardpb.Vector{Id: "doc-" + strconv.Itoa(next), Vector: EncodeVector(v)}
+					pv := &shardpb.Vector{Id: "doc-" + strconv.Itoa(next), Vector: shard.EncodeVector(v)}
 					if withPayload {
 						pv.Payload = benchPayload(rng, next)
 					}

@@ -1,4 +1,4 @@
-package shard
+package store
 
 import (
 	"errors"
@@ -40,7 +40,7 @@ func ParseQuantization(s string) (Quantization, error) {
 	return QuantNone, fmt.Errorf("quantization %q: want none or int8", s)
 }
 
-// TrainedInt8Scale is the trained value (Node.SetTrained) holding the
+// TrainedInt8Scale is the trained value (committed through the log) holding the
 // shard's int8 scale, quant.Scale.MarshalBinary.
 const TrainedInt8Scale = "int8-scale"
 
@@ -145,10 +145,10 @@ func (m *Memory) applyInt8Scale(b []byte) error {
 	return nil
 }
 
-// encodeRestored encodes every row once a snapshot restore has loaded them
-// (reset leaves the codes out so the rows are encoded in one parallel
+// FinishRestore encodes every row once a snapshot restore has loaded them
+// (Reset leaves the codes out so the rows are encoded in one parallel
 // pass, not row by row).
-func (m *Memory) encodeRestored() error {
+func (m *Memory) FinishRestore() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.ivf.restoring = false
@@ -166,9 +166,9 @@ func (m *Memory) encodeRestored() error {
 	return m.applyInt8Scale(m.trained[TrainedInt8Scale])
 }
 
-// groupByOversample splits a batch's query indexes by oversample (the int8
+// GroupByOversample splits a batch's query indexes by oversample (the int8
 // scan takes one per pass), in order of first appearance.
-func groupByOversample(os []int) [][]int {
+func GroupByOversample(os []int) [][]int {
 	var keys []int
 	by := map[int][]int{}
 	for i, o := range os {

@@ -1,4 +1,4 @@
-package shard
+package server
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 	"math"
 	"runtime"
 	"strconv"
-	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -16,12 +15,15 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/trawl-search/trawl/admission"
 	"github.com/trawl-search/trawl/filter"
+	"github.com/trawl-search/trawl/shard"
+	"github.com/trawl-search/trawl/shard/raftnode"
 	"github.com/trawl-search/trawl/shard/shardpb"
+	"github.com/trawl-search/trawl/shard/store"
 	"github.com/trawl-search/trawl/vector"
 	"github.com/trawl-search/trawl/vector/ivf"
 	"github.com/trawl-search/trawl/vector/quant"
@@ -52,13 +54,13 @@ type Config struct {
 	// Int8Kernel scores int8 codes when Store keeps them
 	// (--quantization int8): quant.FromEnv() if unnamed.
 	Int8Kernel quant.Kernel
-	Store      Store
-	// Node, when set, is the replica's raft group: writes go through its
-	// log, reads are refused while it is not serving, and it decides the
-	// health status. Without one the server writes to Store directly and
-	// serves whenever SetServing says so (an unreplicated, memory-only
-	// replica: protocol tests).
-	Node *Node
+	// Store is the replica's documents, written only by its state
+	// machine (NewStateMachine) as the Node's log commits.
+	Store *store.Memory
+	// Node is the replica's raft group: writes go through its log, reads
+	// are refused while it is not serving, and it decides the health
+	// status.
+	Node *raftnode.Node
 	// Observer may be nil.
 	Observer ScanObserver
 	Logger   *slog.Logger
@@ -78,17 +80,14 @@ type Server struct {
 	cfg    Config
 	health *health.Server
 	tracer trace.Tracer // nil: tracing off
-	// writeMu serialises writes so the placement check and the write it
-	// guards are one step.
-	writeMu sync.Mutex
 	// rates: the measured scan rates Stats reports.
 	rates scanRates
 }
 
-// NewServer returns a server over cfg.Store. It reports NOT_SERVING on
-// grpc.health.v1 until SetServing is called, so a replica still loading is
-// skipped by routers without counting as a failure.
-func NewServer(cfg Config) *Server {
+// New returns a server over cfg.Store and cfg.Node. It reports
+// NOT_SERVING on grpc.health.v1 until the node serves, so a replica still
+// loading is skipped by routers without counting as a failure.
+func New(cfg Config) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -98,13 +97,13 @@ func NewServer(cfg Config) *Server {
 	if cfg.Int8Kernel.Name == "" {
 		cfg.Int8Kernel = quant.FromEnv()
 	}
-	s := &Server{cfg: cfg, health: health.NewServer(), tracer: scanTracer(cfg.TracerProvider)}
+	s := &Server{cfg: cfg, health: health.NewServer(), tracer: shard.Tracer(cfg.TracerProvider)}
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	return s
 }
 
-// SetServing flips the health status; call it once the store is loaded.
-func (s *Server) SetServing(serving bool) {
+// setServing flips the health status, as the node's serving state changes.
+func (s *Server) setServing(serving bool) {
 	st := healthpb.HealthCheckResponse_NOT_SERVING
 	if serving {
 		st = healthpb.HealthCheckResponse_SERVING
@@ -118,15 +117,13 @@ func (s *Server) Serving() bool {
 	return err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING
 }
 
-// Register adds the shard and health services to g, and the raft service
-// when the server has a Node (same port, same TLS).
+// Register adds the shard, health and raft services to g (same port,
+// same TLS).
 func (s *Server) Register(g *grpc.Server) {
 	shardpb.RegisterShardServer(g, s)
 	healthpb.RegisterHealthServer(g, s.health)
-	if s.cfg.Node != nil {
-		s.cfg.Node.Register(g)
-		s.cfg.Node.OnServing(s.SetServing)
-	}
+	s.cfg.Node.Register(g)
+	s.cfg.Node.OnServing(s.setServing)
 }
 
 // readable refuses a read while the replica is not serving (loading,
@@ -135,14 +132,11 @@ func (s *Server) Register(g *grpc.Server) {
 // router skips it without counting a failure and tries the next replica.
 func (s *Server) readable(minIndex uint64) error {
 	n := s.cfg.Node
-	if n == nil {
-		return nil
-	}
 	if !n.Serving() {
-		return notServingStatus("replica is not serving: loading, catching up, or not hearing from a leader")
+		return shard.NotServingStatus("replica is not serving: loading, catching up, or not hearing from a leader")
 	}
 	if applied := n.AppliedIndex(); applied < minIndex {
-		return notServingStatus(fmt.Sprintf("replica has applied index %d, the read asks for %d", applied, minIndex))
+		return shard.NotServingStatus(fmt.Sprintf("replica has applied index %d, the read asks for %d", applied, minIndex))
 	}
 	return nil
 }
@@ -150,24 +144,6 @@ func (s *Server) readable(minIndex uint64) error {
 // Shutdown marks the server NOT_SERVING for good, so probes stop choosing it
 // while it drains.
 func (s *Server) Shutdown() { s.health.Shutdown() }
-
-// ServerOptions are the options every shard gRPC server needs: keepalive
-// enforcement that permits the router's idle pings (10 s), where grpc-go's
-// default would answer them with GOAWAY too_many_pings, and server-side
-// pings so a vanished router is noticed too.
-func ServerOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
-			MinTime:             5 * time.Second,
-			PermitWithoutStream: true,
-		}),
-		grpc.KeepaliveParams(keepalive.ServerParameters{
-			Time:    10 * time.Second,
-			Timeout: 3 * time.Second,
-		}),
-		grpc.MaxRecvMsgSize(64 << 20),
-	}
-}
 
 // Search implements shardpb.ShardServer.
 func (s *Server) Search(ctx context.Context, req *shardpb.SearchRequest) (*shardpb.SearchResponse, error) {
@@ -285,7 +261,7 @@ func (s *Server) search(ctx context.Context, pqs []*shardpb.Query) ([]*shardpb.H
 		docs  int
 		kinds = make([]string, len(sqs))
 	)
-	scan := func(v *ScanView) error {
+	scan := func(v *store.ScanView) error {
 		docs = v.Rows.Len()
 		hits := make([][]vector.Hit, len(sqs))
 		for _, group := range groupByFilter(sqs) {
@@ -314,11 +290,7 @@ func (s *Server) search(ctx context.Context, pqs []*shardpb.Query) ([]*shardpb.H
 		out, err = s.answer(v, sqs, hits)
 		return err
 	}
-	if sv, ok := s.cfg.Store.(scanViewer); ok {
-		err = sv.ViewScan(scan)
-	} else {
-		err = s.cfg.Store.View(func(rows vector.Rows) error { return scan(&ScanView{Rows: rows}) })
-	}
+	err = s.cfg.Store.ViewScan(scan)
 	s.observe(err, time.Since(start))
 	exact := true
 	if err == nil {
@@ -346,7 +318,7 @@ func (s *Server) search(ctx context.Context, pqs []*shardpb.Query) ([]*shardpb.H
 // scanRows scans the rows sel names (every row when nil) for qs: with the
 // IVF index or else the int8 codes unless exact is asked or there are
 // none. It reports each query's scan kind (ScanExact, ScanInt8, ScanIVF).
-func (s *Server) scanRows(ctx context.Context, v *ScanView, qs []vector.Query, overs, probes []int, sel []uint32, wantExact bool) ([][]vector.Hit, []string, error) {
+func (s *Server) scanRows(ctx context.Context, v *store.ScanView, qs []vector.Query, overs, probes []int, sel []uint32, wantExact bool) ([][]vector.Hit, []string, error) {
 	rows, c := v.Rows, v.Codes
 	if x := v.IVF; x != nil && !wantExact && x.Len() == rows.Len() {
 		return s.scanIVF(ctx, rows, x, qs, overs, probes, sel)
@@ -368,7 +340,7 @@ func (s *Server) scanRows(ctx context.Context, v *ScanView, qs []vector.Query, o
 		return hs, kindsOf(ScanExact, len(qs)), err
 	}
 	hits := make([][]vector.Hit, len(qs))
-	for _, group := range groupByOversample(overs) {
+	for _, group := range store.GroupByOversample(overs) {
 		sub := make([]vector.Query, len(group))
 		for j, qi := range group {
 			sub[j] = qs[qi]
@@ -469,7 +441,7 @@ func kindsOf(kind string, n int) []string {
 // top-k's hits at least that good), with their payloads when asked. It
 // runs under the scan's read lock, so payloads are those of the scanned
 // rows.
-func (s *Server) answer(v *ScanView, sqs []shardQuery, hits [][]vector.Hit) ([]*shardpb.HitList, error) {
+func (s *Server) answer(v *store.ScanView, sqs []shardQuery, hits [][]vector.Hit) ([]*shardpb.HitList, error) {
 	out := make([]*shardpb.HitList, len(hits))
 	for i, hs := range hits {
 		sq := sqs[i]
@@ -498,7 +470,7 @@ func (s *Server) answer(v *ScanView, sqs []shardQuery, hits [][]vector.Hit) ([]*
 				if err != nil {
 					return nil, err
 				}
-				ph.Vector = EncodeVector(vec)
+				ph.Vector = shard.EncodeVector(vec)
 			}
 			l.Hits = append(l.Hits, ph)
 		}
@@ -568,7 +540,7 @@ func (s *Server) decodeVector(b []byte, what string, i int) ([]float32, error) {
 	bad := func(format string, args ...any) error {
 		return status.Errorf(codes.InvalidArgument, "%s %d"+format, append([]any{what, i}, args...)...)
 	}
-	v, err := DecodeVector(b)
+	v, err := shard.DecodeVector(b)
 	if err != nil {
 		return nil, bad(": %v", err)
 	}
@@ -588,12 +560,12 @@ func (s *Server) decodeVector(b []byte, what string, i int) ([]float32, error) {
 	return v, nil
 }
 
-// Upsert implements shardpb.ShardServer. Validation is all-or-nothing. On
-// a replicated server the leader commits the (validated, normalised)
-// vectors through the log and answers once they are on a majority's disk
-// and applied here; a follower refuses with NOT_LEADER.
+// Upsert implements shardpb.ShardServer. Validation is all-or-nothing.
+// The leader commits the (validated, normalised) vectors through the log
+// and answers once they are on a majority's disk and applied here; a
+// follower refuses with NOT_LEADER.
 func (s *Server) Upsert(ctx context.Context, req *shardpb.UpsertRequest) (*shardpb.UpsertResponse, error) {
-	recs := make([]Record, len(req.GetVectors()))
+	vs := make([]*shardpb.Vector, len(req.GetVectors()))
 	for i, pv := range req.GetVectors() {
 		if pv.GetId() == "" {
 			return nil, status.Errorf(codes.InvalidArgument, "vector %d: empty id", i)
@@ -610,33 +582,13 @@ func (s *Server) Upsert(ctx context.Context, req *shardpb.UpsertRequest) (*shard
 				return nil, status.Errorf(codes.InvalidArgument, "vector %d: %v", i, err)
 			}
 		}
-		recs[i] = Record{ID: pv.GetId(), Vector: v, Payload: payload}
+		vs[i] = &shardpb.Vector{Id: pv.GetId(), Vector: shard.EncodeVector(v), Payload: payload}
 	}
-	if n := s.cfg.Node; n != nil {
-		vs := make([]*shardpb.Vector, len(recs))
-		for i, r := range recs {
-			vs[i] = &shardpb.Vector{Id: r.ID, Vector: EncodeVector(r.Vector), Payload: r.Payload}
-		}
-		res, idx, err := s.propose(ctx, &shardpb.Command{Op: &shardpb.Command_Upsert{Upsert: &shardpb.UpsertCommand{Placement: req.GetPlacement(), Vectors: vs}}})
-		if err != nil {
-			return nil, err
-		}
-		return &shardpb.UpsertResponse{DocCount: uint64(res.docs), Index: idx}, nil
-	}
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
-	p, err := placementCheck(s.cfg.Store.Placement(), req.GetPlacement())
+	res, idx, err := s.propose(ctx, &shardpb.Command{Op: &shardpb.Command_Upsert{Upsert: &shardpb.UpsertCommand{Placement: req.GetPlacement(), Vectors: vs}}})
 	if err != nil {
 		return nil, err
 	}
-	if err := s.cfg.Store.Upsert(ctx, p, recs); err != nil {
-		return nil, status.Errorf(codes.Internal, "store: %v", err)
-	}
-	n := s.cfg.Store.Len()
-	if s.cfg.Observer != nil {
-		s.cfg.Observer.Documents(n)
-	}
-	return &shardpb.UpsertResponse{DocCount: uint64(n)}, nil
+	return &shardpb.UpsertResponse{DocCount: uint64(res.docs), Index: idx}, nil
 }
 
 // propose commits cmd through the node's log. The placement check runs in
@@ -650,29 +602,49 @@ func (s *Server) propose(ctx context.Context, cmd *shardpb.Command) (applyResult
 	case *shardpb.Command_Delete:
 		p = op.Delete.GetPlacement()
 	}
-	if _, err := placementCheck(s.cfg.Store.Placement(), p); err != nil {
-		return applyResult{}, 0, err
+	if p != nil {
+		if _, err := placementCheck(s.cfg.Store.Placement(), p); err != nil {
+			return applyResult{}, 0, err
+		}
 	}
-	res, idx, err := s.cfg.Node.propose(ctx, cmd)
-	var pe *proposeError
+	b, err := proto.Marshal(cmd)
+	if err != nil {
+		return applyResult{}, 0, status.Errorf(codes.Internal, "encode log entry: %v", err)
+	}
+	out, idx, err := s.cfg.Node.Propose(ctx, b)
+	var pe *raftnode.ProposeError
 	switch {
-	case errors.As(err, &pe) && pe.notLeader:
-		return res, 0, notLeaderStatus(pe.leader)
+	case errors.As(err, &pe) && pe.NotLeader:
+		return applyResult{}, 0, shard.NotLeaderStatus(pe.Leader)
 	case errors.As(err, &pe):
 		// Leadership lost, shutdown or a timeout after the entry entered
 		// the log: it may still commit.
-		return res, 0, status.Errorf(codes.Unavailable, "write may or may not have committed: %v", pe.err)
+		return applyResult{}, 0, status.Errorf(codes.Unavailable, "write may or may not have committed: %v", pe.Err)
 	case err != nil:
-		if _, ok := status.FromError(err); ok {
-			return res, idx, err
-		}
-		return res, idx, status.Errorf(codes.Internal, "store: %v", err)
+		return applyResult{}, 0, status.Errorf(codes.Internal, "propose: %v", err)
+	}
+	res, _ := out.(applyResult)
+	if res.err != nil {
+		return res, idx, res.err
 	}
 	if s.cfg.Observer != nil {
 		s.cfg.Observer.Documents(res.docs)
 	}
 	return res, idx, nil
 }
+
+// SetTrained commits a trained value every replica must encode rows with
+// identically (an int8 scale, IVF centroids) through the log, on the
+// leader, and returns its index; every replica, restart and snapshot
+// install then holds the same value (store.Memory.Trained). It makes the
+// server the store's Proposer (store.StartTrainer).
+func (s *Server) SetTrained(ctx context.Context, name string, value []byte) (uint64, error) {
+	_, idx, err := s.propose(ctx, &shardpb.Command{Op: &shardpb.Command_SetTrained{SetTrained: &shardpb.SetTrainedCommand{Name: name, Value: value}}})
+	return idx, err
+}
+
+// ServingLeader reports whether this replica leads its group and serves.
+func (s *Server) ServingLeader() bool { return s.cfg.Node.ServingLeader() }
 
 // Get implements shardpb.ShardServer.
 func (s *Server) Get(_ context.Context, req *shardpb.GetRequest) (*shardpb.GetResponse, error) {
@@ -683,74 +655,24 @@ func (s *Server) Get(_ context.Context, req *shardpb.GetRequest) (*shardpb.GetRe
 	if !ok {
 		return nil, status.Errorf(codes.NotFound, "no vector with id %q", req.GetId())
 	}
-	return &shardpb.GetResponse{Vector: &shardpb.Vector{Id: req.GetId(), Vector: EncodeVector(r.Vector), Payload: r.Payload}}, nil
+	return &shardpb.GetResponse{Vector: &shardpb.Vector{Id: req.GetId(), Vector: shard.EncodeVector(r.Vector), Payload: r.Payload}}, nil
 }
 
 // Delete implements shardpb.ShardServer. A request with ids or a filter
 // deletes all of them in one log entry; the filter is checked here as the
 // router checks it, and evaluated when the entry applies.
 func (s *Server) Delete(ctx context.Context, req *shardpb.DeleteRequest) (*shardpb.DeleteResponse, error) {
-	many := len(req.GetIds()) > 0 || len(req.GetFilter()) > 0
-	var f *filter.Filter
 	if fb := req.GetFilter(); len(fb) > 0 {
-		var err error
-		if f, err = filter.Parse(fb); err != nil {
+		if _, err := filter.Parse(fb); err != nil {
 			return nil, status.Errorf(codes.InvalidArgument, "delete filter: %v", err)
 		}
 	}
-	if s.cfg.Node != nil {
-		res, idx, err := s.propose(ctx, &shardpb.Command{Op: &shardpb.Command_Delete{Delete: &shardpb.DeleteCommand{
-			Placement: req.GetPlacement(), Id: req.GetId(), Ids: req.GetIds(), Filter: req.GetFilter()}}})
-		if err != nil {
-			return nil, err
-		}
-		return &shardpb.DeleteResponse{Found: res.found, Index: idx, Deleted: uint64(res.deleted)}, nil
-	}
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
-	p, err := placementCheck(s.cfg.Store.Placement(), req.GetPlacement())
+	res, idx, err := s.propose(ctx, &shardpb.Command{Op: &shardpb.Command_Delete{Delete: &shardpb.DeleteCommand{
+		Placement: req.GetPlacement(), Id: req.GetId(), Ids: req.GetIds(), Filter: req.GetFilter()}}})
 	if err != nil {
 		return nil, err
 	}
-	var (
-		found   bool
-		deleted int
-	)
-	if many {
-		dm, ok := s.cfg.Store.(matchDeleter)
-		if !ok {
-			return nil, status.Error(codes.Unimplemented, "this store deletes one id at a time")
-		}
-		ids := req.GetIds()
-		if req.GetId() != "" {
-			ids = append([]string{req.GetId()}, ids...)
-		}
-		deleted, err = dm.DeleteMatching(ctx, p, ids, f)
-		found = deleted > 0
-	} else {
-		found, err = s.cfg.Store.Delete(ctx, p, req.GetId())
-		if found {
-			deleted = 1
-		}
-	}
-	if err != nil {
-		return nil, status.Errorf(codes.Internal, "store: %v", err)
-	}
-	if s.cfg.Observer != nil {
-		s.cfg.Observer.Documents(s.cfg.Store.Len())
-	}
-	return &shardpb.DeleteResponse{Found: found, Deleted: uint64(deleted)}, nil
-}
-
-// matchDeleter is a Store that deletes many ids and filter matches at
-// once (Memory).
-type matchDeleter interface {
-	DeleteMatching(ctx context.Context, p Placement, ids []string, f *filter.Filter) (int, error)
-}
-
-// pager is a Store that lists pages in id order (Memory).
-type pager interface {
-	Page(req PageRequest) (Page, error)
+	return &shardpb.DeleteResponse{Found: res.found, Index: idx, Deleted: uint64(res.deleted)}, nil
 }
 
 // MaxScrollLimit is the largest page a Scroll returns: a router page of
@@ -765,11 +687,7 @@ func (s *Server) Scroll(_ context.Context, req *shardpb.ScrollRequest) (*shardpb
 	if req.GetLimit() > MaxScrollLimit {
 		return nil, status.Errorf(codes.InvalidArgument, "limit is %d, want at most %d", req.GetLimit(), MaxScrollLimit)
 	}
-	pg, ok := s.cfg.Store.(pager)
-	if !ok {
-		return nil, status.Error(codes.Unimplemented, "this store cannot list pages")
-	}
-	pr := PageRequest{From: req.GetFrom(), HasFrom: req.GetHasFrom(), Limit: int(req.GetLimit()), WithVector: req.GetWithVector()}
+	pr := store.PageRequest{From: req.GetFrom(), HasFrom: req.GetHasFrom(), Limit: int(req.GetLimit()), WithVector: req.GetWithVector()}
 	if fb := req.GetFilter(); len(fb) > 0 {
 		f, err := filter.Parse(fb)
 		if err != nil {
@@ -778,12 +696,12 @@ func (s *Server) Scroll(_ context.Context, req *shardpb.ScrollRequest) (*shardpb
 		pr.Filter = f
 	}
 	if sel := req.GetWithPayload(); sel != nil {
-		pr.Payload = &PayloadKeys{}
+		pr.Payload = &store.PayloadKeys{}
 		if !sel.GetAll() {
 			pr.Payload.Keys = append([]string{}, sel.GetKeys()...)
 		}
 	}
-	page, err := pg.Page(pr)
+	page, err := s.cfg.Store.Page(pr)
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "scroll: %v", err)
 	}
@@ -791,7 +709,7 @@ func (s *Server) Scroll(_ context.Context, req *shardpb.ScrollRequest) (*shardpb
 	for i, r := range page.Records {
 		v := &shardpb.Vector{Id: r.ID, Payload: r.Payload}
 		if r.Vector != nil {
-			v.Vector = EncodeVector(r.Vector)
+			v.Vector = shard.EncodeVector(r.Vector)
 		}
 		out.Points[i] = v
 	}
@@ -841,30 +759,19 @@ func (s *Server) Stats(context.Context, *shardpb.StatsRequest) (*shardpb.StatsRe
 		ScanRate:     s.rates.getCalibrated(),
 		ScanRateLive: s.rates.getLive(),
 	}
-	if n := s.cfg.Node; n != nil {
-		resp.Role = n.Role()
-		resp.CommitIndex = n.CommitIndex()
-		resp.AppliedIndex = n.AppliedIndex()
-		resp.Leader = n.Leader()
+	n := s.cfg.Node
+	resp.Role = n.Role()
+	resp.CommitIndex = n.CommitIndex()
+	resp.AppliedIndex = n.AppliedIndex()
+	resp.Leader = n.Leader()
+	resp.Quantization = s.cfg.Store.Quantization().String()
+	st := s.cfg.Store.IndexStats()
+	resp.Index = &shardpb.IndexStats{
+		Kind: st.Kind.String(), State: st.State, Lists: uint32(st.Lists), TrainedRows: uint64(st.TrainedRows),
+		DefaultNprobe: uint32(st.DefaultNProbe), NprobeCalibrated: st.NProbeCalibrated, Rows: uint64(st.Rows), Bytes: uint64(st.Bytes),
 	}
-	if q, ok := s.cfg.Store.(quantizer); ok {
-		resp.Quantization = q.Quantization().String()
-	}
-	if ix, ok := s.cfg.Store.(indexStatser); ok {
-		st := ix.IndexStats()
-		resp.Index = &shardpb.IndexStats{
-			Kind: st.Kind.String(), State: st.State, Lists: uint32(st.Lists), TrainedRows: uint64(st.TrainedRows),
-			DefaultNprobe: uint32(st.DefaultNProbe), NprobeCalibrated: st.NProbeCalibrated, Rows: uint64(st.Rows), Bytes: uint64(st.Bytes),
-		}
-		if st.Err != nil {
-			resp.Index.Error = st.Err.Error()
-		}
+	if st.Err != nil {
+		resp.Index.Error = st.Err.Error()
 	}
 	return resp, nil
 }
-
-// quantizer and indexStatser are Stores that report their --quantization
-// and their index (Memory).
-type quantizer interface{ Quantization() Quantization }
-
-type indexStatser interface{ IndexStats() IndexStats }

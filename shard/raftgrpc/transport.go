@@ -1,4 +1,4 @@
-package shard
+package raftgrpc
 
 import (
 	"bytes"
@@ -6,18 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/go-msgpack/v2/codec"
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
 	"github.com/trawl-search/trawl/shard/shardpb"
@@ -36,46 +32,77 @@ const (
 	snapshotChunkBytes = 1 << 20
 )
 
-// transport is a raft.Transport over the shard's own gRPC server: the Raft
-// service (shardpb/raft.proto) carries raft's structs as msgpack, the codec
-// raft's own TCP transport uses, so every field raft adds travels without
-// a change here. It shares the shard's port, so the shard's TLS and mTLS
-// cover replication; it dials peers with the router's client credentials.
-type transport struct {
-	local    raft.ServerAddress
-	creds    credentials.TransportCredentials
-	dialer   func(ctx context.Context, addr string) (net.Conn, error)
+// Transport is a raft.Transport over the shard's own gRPC server: the
+// Raft service (shardpb/raft.proto) carries raft's structs as msgpack, the
+// codec raft's own TCP transport uses, so every field raft adds travels
+// without a change here. It shares the shard's port, so the shard's TLS
+// and mTLS cover replication; it dials peers with the options its caller
+// gives (the shard's client credentials).
+type Transport struct {
+	cfg      Config
 	consumer chan raft.RPC
 	done     chan struct{}
 	closeMu  sync.Once
-
-	// mayVote reports whether this replica may take part in elections:
-	// ask for votes, grant them, or accept a leadership hand-over. A
-	// replica that started empty may not until it has caught up (Node).
-	mayVote func() bool
-	// sawAppend is told of every AppendEntries from a leader (the commit
-	// index it reports decides when a follower has caught up).
-	sawAppend func(leaderCommit uint64)
-	// groupState answers GroupState.
-	groupState func() *shardpb.GroupStateResponse
 
 	mu        sync.Mutex
 	conns     map[raft.ServerAddress]*grpc.ClientConn
 	heartbeat func(raft.RPC) // raft's fast path for heartbeats, when set
 }
 
-func newTransport(local string, creds credentials.TransportCredentials, dialer func(context.Context, string) (net.Conn, error)) *transport {
-	return &transport{
-		local:      raft.ServerAddress(local),
-		creds:      creds,
-		dialer:     dialer,
-		consumer:   make(chan raft.RPC),
-		done:       make(chan struct{}),
-		mayVote:    func() bool { return true },
-		sawAppend:  func(uint64) {},
-		groupState: func() *shardpb.GroupStateResponse { return &shardpb.GroupStateResponse{} },
-		conns:      map[raft.ServerAddress]*grpc.ClientConn{},
+// Config is what a Transport needs from the node that owns it.
+type Config struct {
+	// Local is this replica's advertised address.
+	Local string
+	// DialOptions reach a peer (credentials, keepalive, backoff; the
+	// transport adds its message size limits).
+	DialOptions []grpc.DialOption
+	// MayVote reports whether this replica may take part in elections:
+	// ask for votes, grant them, or accept a leadership hand-over. A
+	// replica that started empty may not until it has caught up. Nil:
+	// always.
+	MayVote func() bool
+	// SawAppend is told the commit index of every AppendEntries from a
+	// leader, once the request proves it (provenCommit), else 0. Nil:
+	// nobody is told.
+	SawAppend func(leaderCommit uint64)
+	// GroupState answers a starting peer's GroupState question. Nil: an
+	// empty answer.
+	GroupState func() *shardpb.GroupStateResponse
+}
+
+// New returns a transport; Register its service on the shard's gRPC
+// server.
+func New(cfg Config) *Transport {
+	if cfg.MayVote == nil {
+		cfg.MayVote = func() bool { return true }
 	}
+	if cfg.SawAppend == nil {
+		cfg.SawAppend = func(uint64) {}
+	}
+	if cfg.GroupState == nil {
+		cfg.GroupState = func() *shardpb.GroupStateResponse { return &shardpb.GroupStateResponse{} }
+	}
+	return &Transport{
+		cfg:      cfg,
+		consumer: make(chan raft.RPC),
+		done:     make(chan struct{}),
+		conns:    map[raft.ServerAddress]*grpc.ClientConn{},
+	}
+}
+
+// Register adds the Raft service to g, the shard's gRPC server.
+func (t *Transport) Register(g *grpc.Server) {
+	shardpb.RegisterRaftServer(g, raftService{Transport: t})
+}
+
+// GroupState asks peer for its raft state (a starting replica decides
+// from its peers' answers whether to bootstrap a group).
+func (t *Transport) GroupState(ctx context.Context, peer string) (*shardpb.GroupStateResponse, error) {
+	cc, err := t.conn(raft.ServerAddress(peer))
+	if err != nil {
+		return nil, err
+	}
+	return shardpb.NewRaftClient(cc).GroupState(ctx, &shardpb.GroupStateRequest{})
 }
 
 // The msgpack handle matches raft's NetworkTransport (new time format).
@@ -96,25 +123,25 @@ var errNotVoting = status.Error(codes.Unavailable, "replica started on an empty 
 // --- raft.Transport, client side ---
 
 // Consumer implements raft.Transport.
-func (t *transport) Consumer() <-chan raft.RPC { return t.consumer }
+func (t *Transport) Consumer() <-chan raft.RPC { return t.consumer }
 
 // LocalAddr implements raft.Transport.
-func (t *transport) LocalAddr() raft.ServerAddress { return t.local }
+func (t *Transport) LocalAddr() raft.ServerAddress { return raft.ServerAddress(t.cfg.Local) }
 
 // AppendEntriesPipeline implements raft.Transport; raft falls back to
 // synchronous AppendEntries.
-func (t *transport) AppendEntriesPipeline(raft.ServerID, raft.ServerAddress) (raft.AppendPipeline, error) {
+func (t *Transport) AppendEntriesPipeline(raft.ServerID, raft.ServerAddress) (raft.AppendPipeline, error) {
 	return nil, raft.ErrPipelineReplicationNotSupported
 }
 
 // AppendEntries implements raft.Transport.
-func (t *transport) AppendEntries(_ raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+func (t *Transport) AppendEntries(_ raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
 	if isHeartbeat(args) {
 		// Heartbeats have their own connection, so they never queue
 		// behind megabytes of entries (raft's TCP transport does the same).
-		return t.unaryOn(target+heartbeatConn, target, "AppendEntries", args, resp)
+		return t.unaryOn(target+heartbeatConn, target, shardpb.RaftClient.AppendEntries, args, resp)
 	}
-	return t.unary(target, "AppendEntries", args, resp)
+	return t.unary(target, shardpb.RaftClient.AppendEntries, args, resp)
 }
 
 // heartbeatConn suffixes a target in the connection cache for its
@@ -122,11 +149,11 @@ func (t *transport) AppendEntries(_ raft.ServerID, target raft.ServerAddress, ar
 const heartbeatConn = "#heartbeat"
 
 // RequestVote implements raft.Transport.
-func (t *transport) RequestVote(_ raft.ServerID, target raft.ServerAddress, args *raft.RequestVoteRequest, resp *raft.RequestVoteResponse) error {
-	if !t.mayVote() {
+func (t *Transport) RequestVote(_ raft.ServerID, target raft.ServerAddress, args *raft.RequestVoteRequest, resp *raft.RequestVoteResponse) error {
+	if !t.cfg.MayVote() {
 		return errNotVoting
 	}
-	return t.unary(target, "RequestVote", args, resp)
+	return t.unary(target, shardpb.RaftClient.RequestVote, args, resp)
 }
 
 // RequestPreVote implements raft.WithPreVote. Without it raft disables
@@ -134,55 +161,47 @@ func (t *transport) RequestVote(_ raft.ServerID, target raft.ServerAddress, args
 // leader's connection to it backs off, raises the term and deposes a
 // healthy leader: an election and a shard without writes, and without
 // read-after-write reads, for a second or two.
-func (t *transport) RequestPreVote(_ raft.ServerID, target raft.ServerAddress, args *raft.RequestPreVoteRequest, resp *raft.RequestPreVoteResponse) error {
-	if !t.mayVote() {
+func (t *Transport) RequestPreVote(_ raft.ServerID, target raft.ServerAddress, args *raft.RequestPreVoteRequest, resp *raft.RequestPreVoteResponse) error {
+	if !t.cfg.MayVote() {
 		return errNotVoting
 	}
-	return t.unary(target, "RequestPreVote", args, resp)
+	return t.unary(target, shardpb.RaftClient.RequestPreVote, args, resp)
 }
 
 // TimeoutNow implements raft.Transport.
-func (t *transport) TimeoutNow(_ raft.ServerID, target raft.ServerAddress, args *raft.TimeoutNowRequest, resp *raft.TimeoutNowResponse) error {
-	return t.unary(target, "TimeoutNow", args, resp)
+func (t *Transport) TimeoutNow(_ raft.ServerID, target raft.ServerAddress, args *raft.TimeoutNowRequest, resp *raft.TimeoutNowResponse) error {
+	return t.unary(target, shardpb.RaftClient.TimeoutNow, args, resp)
 }
 
-func (t *transport) unary(target raft.ServerAddress, method string, args, resp any) error {
+// call is one unary method of the Raft service, as a method expression
+// (shardpb.RaftClient.AppendEntries), so a wrong name is a compile error.
+type call func(shardpb.RaftClient, context.Context, *shardpb.RaftMessage, ...grpc.CallOption) (*shardpb.RaftMessage, error)
+
+func (t *Transport) unary(target raft.ServerAddress, method call, args, resp any) error {
 	return t.unaryOn(target, target, method, args, resp)
 }
 
-func (t *transport) unaryOn(key, target raft.ServerAddress, method string, args, resp any) error {
+func (t *Transport) unaryOn(key, target raft.ServerAddress, method call, args, resp any) error {
 	cc, err := t.connKeyed(key, target)
 	if err != nil {
 		return err
 	}
 	b, err := encodeMsgpack(args)
 	if err != nil {
-		return fmt.Errorf("raft %s: encode: %w", method, err)
+		return fmt.Errorf("raft %T: encode: %w", args, err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), raftRPCTimeout)
 	defer cancel()
-	c := shardpb.NewRaftClient(cc)
-	var out *shardpb.RaftMessage
-	in := &shardpb.RaftMessage{Msgpack: b}
-	switch method {
-	case "AppendEntries":
-		out, err = c.AppendEntries(ctx, in)
-	case "RequestVote":
-		out, err = c.RequestVote(ctx, in)
-	case "RequestPreVote":
-		out, err = c.RequestPreVote(ctx, in)
-	case "TimeoutNow":
-		out, err = c.TimeoutNow(ctx, in)
-	}
+	out, err := method(shardpb.NewRaftClient(cc), ctx, &shardpb.RaftMessage{Msgpack: b})
 	if err != nil {
-		return fmt.Errorf("raft %s to %s: %w", method, target, err)
+		return fmt.Errorf("raft %T to %s: %w", args, target, err)
 	}
 	return decodeMsgpack(out.GetMsgpack(), resp)
 }
 
 // InstallSnapshot implements raft.Transport: the request, then the data in
 // chunks, on one client stream.
-func (t *transport) InstallSnapshot(_ raft.ServerID, target raft.ServerAddress, args *raft.InstallSnapshotRequest, resp *raft.InstallSnapshotResponse, data io.Reader) error {
+func (t *Transport) InstallSnapshot(_ raft.ServerID, target raft.ServerAddress, args *raft.InstallSnapshotRequest, resp *raft.InstallSnapshotResponse, data io.Reader) error {
 	cc, err := t.conn(target)
 	if err != nil {
 		return err
@@ -228,17 +247,17 @@ func (t *transport) InstallSnapshot(_ raft.ServerID, target raft.ServerAddress, 
 }
 
 // EncodePeer implements raft.Transport.
-func (t *transport) EncodePeer(_ raft.ServerID, addr raft.ServerAddress) []byte { return []byte(addr) }
+func (t *Transport) EncodePeer(_ raft.ServerID, addr raft.ServerAddress) []byte { return []byte(addr) }
 
 // DecodePeer implements raft.Transport.
-func (t *transport) DecodePeer(b []byte) raft.ServerAddress { return raft.ServerAddress(b) }
+func (t *Transport) DecodePeer(b []byte) raft.ServerAddress { return raft.ServerAddress(b) }
 
 // SetHeartbeatHandler implements raft.Transport. raft answers heartbeats
 // through it without waiting for its main loop, which may be busy storing
 // a large batch of entries; without it a follower's heartbeat answers
 // queue behind the fsync and the leader, hearing from no quorum within
 // its lease, steps down in the middle of a bulk load.
-func (t *transport) SetHeartbeatHandler(fn func(raft.RPC)) {
+func (t *Transport) SetHeartbeatHandler(fn func(raft.RPC)) {
 	t.mu.Lock()
 	t.heartbeat = fn
 	t.mu.Unlock()
@@ -253,7 +272,7 @@ func isHeartbeat(req *raft.AppendEntriesRequest) bool {
 
 // Close implements raft.WithClose: it closes every peer connection and
 // fails RPCs still waiting for raft.
-func (t *transport) Close() error {
+func (t *Transport) Close() error {
 	t.closeMu.Do(func() { close(t.done) })
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -264,13 +283,13 @@ func (t *transport) Close() error {
 	return nil
 }
 
-func (t *transport) conn(target raft.ServerAddress) (*grpc.ClientConn, error) {
+func (t *Transport) conn(target raft.ServerAddress) (*grpc.ClientConn, error) {
 	return t.connKeyed(target, target)
 }
 
 // connKeyed returns the cached connection key to target, dialling it
 // first if needed.
-func (t *transport) connKeyed(key, target raft.ServerAddress) (*grpc.ClientConn, error) {
+func (t *Transport) connKeyed(key, target raft.ServerAddress) (*grpc.ClientConn, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	select {
@@ -281,27 +300,8 @@ func (t *transport) connKeyed(key, target raft.ServerAddress) (*grpc.ClientConn,
 	if cc, ok := t.conns[key]; ok {
 		return cc, nil
 	}
-	creds := t.creds
-	if creds == nil {
-		creds = insecure.NewCredentials()
-	}
-	opts := []grpc.DialOption{
-		grpc.WithTransportCredentials(creds),
-		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: KeepaliveTime, Timeout: KeepaliveTimeout, PermitWithoutStream: true}),
-		// grpc-go's default backoff grows to 120 s: a leader would then
-		// reach a restarted follower only long after it is back, and the
-		// follower, hearing nobody, would stand for election. The router's
-		// connections use the same schedule (Dial).
-		grpc.WithConnectParams(grpc.ConnectParams{
-			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: MaxBackoff},
-			MinConnectTimeout: ConnectTimeout,
-		}),
-		grpc.WithIdleTimeout(0),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(256<<20), grpc.MaxCallSendMsgSize(256<<20)),
-	}
-	if t.dialer != nil {
-		opts = append(opts, grpc.WithContextDialer(t.dialer))
-	}
+	opts := append(slices.Clip(t.cfg.DialOptions),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(256<<20), grpc.MaxCallSendMsgSize(256<<20)))
 	cc, err := grpc.NewClient("passthrough:///"+string(target), opts...)
 	if err != nil {
 		return nil, fmt.Errorf("raft peer %s: %w", target, err)
@@ -316,11 +316,11 @@ func (t *transport) connKeyed(key, target raft.ServerAddress) (*grpc.ClientConn,
 // RPC and hands it to raft through the transport's consumer channel.
 type raftService struct {
 	shardpb.UnimplementedRaftServer
-	*transport
+	*Transport
 }
 
 // fastHeartbeat hands a heartbeat to raft's heartbeat handler.
-func (t *transport) fastHeartbeat(ctx context.Context, hb func(raft.RPC), req *raft.AppendEntriesRequest) (any, error) {
+func (t *Transport) fastHeartbeat(ctx context.Context, hb func(raft.RPC), req *raft.AppendEntriesRequest) (any, error) {
 	respCh := make(chan raft.RPCResponse, 1)
 	hb(raft.RPC{Command: req, RespChan: respCh})
 	select {
@@ -337,7 +337,7 @@ func (t *transport) fastHeartbeat(ctx context.Context, hb func(raft.RPC), req *r
 }
 
 // dispatch hands a decoded command to raft and waits for its answer.
-func (t *transport) dispatch(ctx context.Context, cmd any, r io.Reader) (any, error) {
+func (t *Transport) dispatch(ctx context.Context, cmd any, r io.Reader) (any, error) {
 	respCh := make(chan raft.RPCResponse, 1)
 	rpc := raft.RPC{Command: cmd, Reader: r, RespChan: respCh}
 	select {
@@ -360,7 +360,7 @@ func (t *transport) dispatch(ctx context.Context, cmd any, r io.Reader) (any, er
 	}
 }
 
-func (t *transport) serveUnary(ctx context.Context, in *shardpb.RaftMessage, req any) (*shardpb.RaftMessage, error) {
+func (t *Transport) serveUnary(ctx context.Context, in *shardpb.RaftMessage, req any) (*shardpb.RaftMessage, error) {
 	if err := decodeMsgpack(in.GetMsgpack(), req); err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "decode raft message: %v", err)
 	}
@@ -381,7 +381,7 @@ func (t raftService) AppendEntries(ctx context.Context, in *shardpb.RaftMessage)
 	if err := decodeMsgpack(in.GetMsgpack(), &req); err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "decode raft message: %v", err)
 	}
-	t.sawAppend(provenCommit(&req))
+	t.cfg.SawAppend(provenCommit(&req))
 	var (
 		resp any
 		err  error
@@ -426,7 +426,7 @@ func provenCommit(req *raft.AppendEntriesRequest) uint64 {
 
 // RequestVote implements shardpb.RaftServer.
 func (t raftService) RequestVote(ctx context.Context, in *shardpb.RaftMessage) (*shardpb.RaftMessage, error) {
-	if !t.mayVote() {
+	if !t.cfg.MayVote() {
 		return nil, errNotVoting
 	}
 	return t.serveUnary(ctx, in, &raft.RequestVoteRequest{})
@@ -434,7 +434,7 @@ func (t raftService) RequestVote(ctx context.Context, in *shardpb.RaftMessage) (
 
 // RequestPreVote implements shardpb.RaftServer.
 func (t raftService) RequestPreVote(ctx context.Context, in *shardpb.RaftMessage) (*shardpb.RaftMessage, error) {
-	if !t.mayVote() {
+	if !t.cfg.MayVote() {
 		return nil, errNotVoting
 	}
 	return t.serveUnary(ctx, in, &raft.RequestPreVoteRequest{})
@@ -442,7 +442,7 @@ func (t raftService) RequestPreVote(ctx context.Context, in *shardpb.RaftMessage
 
 // TimeoutNow implements shardpb.RaftServer.
 func (t raftService) TimeoutNow(ctx context.Context, in *shardpb.RaftMessage) (*shardpb.RaftMessage, error) {
-	if !t.mayVote() {
+	if !t.cfg.MayVote() {
 		return nil, errNotVoting
 	}
 	return t.serveUnary(ctx, in, &raft.TimeoutNowRequest{})
@@ -450,7 +450,7 @@ func (t raftService) TimeoutNow(ctx context.Context, in *shardpb.RaftMessage) (*
 
 // GroupState implements shardpb.RaftServer.
 func (t raftService) GroupState(context.Context, *shardpb.GroupStateRequest) (*shardpb.GroupStateResponse, error) {
-	return t.groupState(), nil
+	return t.cfg.GroupState(), nil
 }
 
 // InstallSnapshot implements shardpb.RaftServer: the stream's data is piped

@@ -1,4 +1,4 @@
-package shard
+package replica
 
 import (
 	"fmt"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/trawl-search/trawl/shard"
 	"github.com/trawl-search/trawl/shard/shardpb"
 )
 
@@ -26,7 +27,7 @@ func TestMeasureRejoin1536(t *testing.T) {
 		for i := range v {
 			v[i] = float32(r.NormFloat64())
 		}
-		return EncodeVector(v)
+		return shard.EncodeVector(v)
 	}
 	for _, wipe := range []bool{false, true} {
 		t.Run(fmt.Sprint("wipe=", wipe), func(t *testing.T) {

@@ -1,4 +1,4 @@
-package shard
+package store
 
 import (
 	"encoding/json"
@@ -21,12 +21,7 @@ type ScanView struct {
 	// IVF is the index IVF queries probe, nil when there is none (a flat
 	// store, or no index built yet).
 	IVF *ivf.Index
-	m   *Memory // nil: a store without payloads (no filters)
-}
-
-// scanViewer is a Store that hands out ScanViews (Memory).
-type scanViewer interface {
-	ViewScan(fn func(*ScanView) error) error
+	m   *Memory
 }
 
 // ViewScan runs fn with a ScanView under the read lock; writes wait until
@@ -37,16 +32,10 @@ func (m *Memory) ViewScan(fn func(*ScanView) error) error {
 	return fn(&ScanView{Rows: vector.Rows{Data: m.data, Dim: m.dim, IDs: m.ids}, Codes: m.codes, IVF: m.ivf.x, m: m})
 }
 
-// errNoPayloads is a filter or with_payload on a store without payloads.
-var errNoPayloads = errors.New("this store keeps no payloads")
-
 // Select returns the rows whose payloads match f, ascending: from the
 // payload index where it answers, by evaluating payloads row by row where
 // it does not.
 func (v *ScanView) Select(f *filter.Filter) ([]uint32, error) {
-	if v.m == nil {
-		return nil, errNoPayloads
-	}
 	m := v.m
 	b := m.payloadIndex.Select(f, len(m.ids), func(row uint32) map[string]any { return decodePayload(m.payloads[row]) })
 	return b.ToArray(), nil
@@ -56,9 +45,6 @@ func (v *ScanView) Select(f *filter.Filter) ([]uint32, error) {
 // is nil, else only those top-level keys the document has; "{}" for a
 // document without payload.
 func (v *ScanView) Payload(id string, keys []string) ([]byte, error) {
-	if v.m == nil {
-		return nil, errNoPayloads
-	}
 	i, ok := v.m.index[id]
 	if !ok {
 		return nil, errors.New("hit " + id + " is not in the store")
@@ -69,20 +55,8 @@ func (v *ScanView) Payload(id string, keys []string) ([]byte, error) {
 // Vector returns the row of id as the scan read it (not a copy: encode it
 // before the view is released).
 func (v *ScanView) Vector(id string) ([]float32, error) {
-	i := -1
-	if v.m != nil {
-		if j, ok := v.m.index[id]; ok {
-			i = j
-		}
-	} else {
-		for j, rid := range v.Rows.IDs {
-			if rid == id {
-				i = j
-				break
-			}
-		}
-	}
-	if i < 0 {
+	i, ok := v.m.index[id]
+	if !ok {
 		return nil, errors.New("hit " + id + " is not in the store")
 	}
 	return v.Rows.Data[i*v.Rows.Dim : (i+1)*v.Rows.Dim], nil

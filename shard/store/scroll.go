@@ -1,4 +1,4 @@
-package shard
+package store
 
 import (
 	"container/heap"

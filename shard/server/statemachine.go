@@ -1,4 +1,4 @@
-package shard
+package server
 
 import (
 	"bufio"
@@ -9,37 +9,41 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"sync/atomic"
 	"time"
 
-	"github.com/hashicorp/raft"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protodelim"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/trawl-search/trawl/filter"
+	"github.com/trawl-search/trawl/shard"
+	"github.com/trawl-search/trawl/shard/raftnode"
 	"github.com/trawl-search/trawl/shard/shardpb"
+	"github.com/trawl-search/trawl/shard/store"
+	"github.com/trawl-search/trawl/vector"
 )
 
-// fsm is the shard's replicated state machine: committed log entries
-// (shardpb.Command) applied to the Memory store. Every check that decides
+// stateMachine is the shard's replicated state machine: committed log
+// entries (shardpb.Command) applied to the store. Every check that decides
 // what a command does (the placement check) happens here, on every replica
 // alike, so replicas that apply the same log hold the same bytes.
-type fsm struct {
-	mem *Memory
+type stateMachine struct {
+	mem *store.Memory
 	log *slog.Logger
 	// onChange, when set, is told the document count after each apply
 	// and restore (the documents gauge).
 	onChange func(docs int)
-	// serving, when set, says whether the replica is serving reads (the
-	// Node's verdict): trained values applied while it is are served from
-	// at once (see Memory.setTrained).
-	serving func() bool
-	// applied is the index of the last command applied to mem (raft's own
-	// AppliedIndex counts entries handed to the FSM goroutine, which may
-	// not have applied them yet, and entries that never reach it).
-	applied atomic.Uint64
+}
+
+// NewStateMachine returns the state machine that applies a shard's log to
+// mem, for raftnode.Config. onChange, when set, is told the document count
+// after each apply and restore.
+func NewStateMachine(mem *store.Memory, log *slog.Logger, onChange func(docs int)) raftnode.StateMachine {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &stateMachine{mem: mem, log: log, onChange: onChange}
 }
 
 // applyResult is what Apply returns to the leader that proposed the entry.
@@ -51,17 +55,16 @@ type applyResult struct {
 	docs    int
 }
 
-// Apply implements raft.FSM.
-func (f *fsm) Apply(l *raft.Log) any {
+// Apply implements raftnode.StateMachine.
+func (f *stateMachine) Apply(e raftnode.Entry) any {
 	var cmd shardpb.Command
-	if err := proto.Unmarshal(l.Data, &cmd); err != nil {
+	if err := proto.Unmarshal(e.Data, &cmd); err != nil {
 		// Only our own leader proposes entries, so this is a bug; every
 		// replica skips the entry alike.
-		f.log.Error("undecodable log entry skipped", "index", l.Index, "err", err)
-		return applyResult{err: status.Errorf(codes.Internal, "undecodable log entry %d: %v", l.Index, err)}
+		f.log.Error("undecodable log entry skipped", "index", e.Index, "err", err)
+		return applyResult{err: status.Errorf(codes.Internal, "undecodable log entry %d: %v", e.Index, err)}
 	}
-	res := f.apply(&cmd)
-	f.applied.Store(l.Index)
+	res := f.apply(&cmd, e.Serving)
 	res.docs = f.mem.Len()
 	if f.onChange != nil {
 		f.onChange(res.docs)
@@ -69,7 +72,11 @@ func (f *fsm) Apply(l *raft.Log) any {
 	return res
 }
 
-func (f *fsm) apply(cmd *shardpb.Command) applyResult {
+// Ready implements raftnode.StateMachine: an IVF store serves once its
+// index is built.
+func (f *stateMachine) Ready() bool { return f.mem.IndexReady() }
+
+func (f *stateMachine) apply(cmd *shardpb.Command, serving bool) applyResult {
 	ctx := context.Background()
 	switch op := cmd.GetOp().(type) {
 	case *shardpb.Command_Upsert:
@@ -77,13 +84,13 @@ func (f *fsm) apply(cmd *shardpb.Command) applyResult {
 		if err != nil {
 			return applyResult{err: err}
 		}
-		recs := make([]Record, len(op.Upsert.GetVectors()))
+		recs := make([]store.Record, len(op.Upsert.GetVectors()))
 		for i, v := range op.Upsert.GetVectors() {
-			vec, err := DecodeVector(v.GetVector())
+			vec, err := shard.DecodeVector(v.GetVector())
 			if err != nil || len(vec) != f.mem.Dim() {
 				return applyResult{err: status.Errorf(codes.Internal, "log entry vector %d does not fit the store", i)}
 			}
-			recs[i] = Record{ID: v.GetId(), Vector: vec, Payload: v.GetPayload()}
+			recs[i] = store.Record{ID: v.GetId(), Vector: vec, Payload: v.GetPayload()}
 		}
 		return applyResult{err: f.mem.Upsert(ctx, p, recs)}
 	case *shardpb.Command_Delete:
@@ -115,8 +122,7 @@ func (f *fsm) apply(cmd *shardpb.Command) applyResult {
 		n, err := f.mem.DeleteMatching(ctx, p, ids, flt)
 		return applyResult{err: err, found: n > 0, deleted: n}
 	case *shardpb.Command_SetTrained:
-		serving := f.serving == nil || f.serving()
-		if err := f.mem.setTrained(op.SetTrained.GetName(), op.SetTrained.GetValue(), serving); err != nil {
+		if err := f.mem.SetTrained(op.SetTrained.GetName(), op.SetTrained.GetValue(), serving); err != nil {
 			f.log.Error("trained value not usable; scanning exactly", "name", op.SetTrained.GetName(), "err", err)
 		}
 		return applyResult{}
@@ -127,12 +133,12 @@ func (f *fsm) apply(cmd *shardpb.Command) applyResult {
 // placementCheck refuses a write routed under another shard list: the
 // router's shard list changed (a reshard) or the write reached the wrong
 // shard. A replica that has never been written adopts the first placement.
-func placementCheck(have Placement, p *shardpb.Placement) (Placement, error) {
-	got := Placement{Fingerprint: p.GetFingerprint(), Shard: p.GetShard()}
+func placementCheck(have store.Placement, p *shardpb.Placement) (store.Placement, error) {
+	got := store.Placement{Fingerprint: p.GetFingerprint(), Shard: p.GetShard()}
 	if got.Fingerprint == "" || got.Shard == "" {
 		return got, status.Error(codes.InvalidArgument, "write without placement")
 	}
-	if have != (Placement{}) && have != got {
+	if have != (store.Placement{}) && have != got {
 		return got, status.Errorf(codes.FailedPrecondition,
 			"shard holds data written as %q under shard list %s, this write is for %q under %s: changing the shard list is a reshard",
 			have.Shard, have.Fingerprint, got.Shard, got.Fingerprint)
@@ -145,69 +151,62 @@ func placementCheck(have Placement, p *shardpb.Placement) (Placement, error) {
 // write waits at most about a millisecond.
 const snapshotChunk = 256
 
-// Snapshot implements raft.FSM. raft calls it between applies, so the view
-// it opens is exactly the state at the snapshot's index.
-func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+// Snapshot implements raftnode.StateMachine: a copy-on-write view of the
+// store, streamed while writes go on.
+func (f *stateMachine) Snapshot(applied uint64) (raftnode.Snapshot, error) {
 	v, err := f.mem.OpenView()
 	if err != nil {
 		return nil, err
 	}
-	return &fsmSnapshot{v: v, applied: f.applied.Load(), log: f.log}, nil
+	return &snapshot{v: v, applied: applied, log: f.log}, nil
 }
 
-// fsmSnapshot streams a View: a SnapshotHeader, then one length-delimited
+// snapshot streams a View: a SnapshotHeader, then one length-delimited
 // shardpb.Vector per row.
-type fsmSnapshot struct {
-	v       *View
+type snapshot struct {
+	v       *store.View
 	applied uint64
 	log     *slog.Logger
 }
 
-// Persist implements raft.FSMSnapshot.
-func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
-	if err := s.persist(sink); err != nil {
-		_ = sink.Cancel()
-		return fmt.Errorf("snapshot: %w", err)
-	}
-	return sink.Close()
-}
-
-func (s *fsmSnapshot) persist(w io.Writer) error {
+// Persist implements raftnode.Snapshot.
+func (s *snapshot) Persist(w io.Writer) error {
 	t0 := time.Now()
 	bw := bufio.NewWriterSize(w, 1<<20)
 	n := s.v.Len()
+	p := s.v.Placement()
 	hdr := &shardpb.SnapshotHeader{
-		Dim:          uint32(s.v.dim),
-		Placement:    &shardpb.Placement{Fingerprint: s.v.placement.Fingerprint, Shard: s.v.placement.Shard},
+		Dim:          uint32(s.v.Dim()),
+		Placement:    &shardpb.Placement{Fingerprint: p.Fingerprint, Shard: p.Shard},
 		Count:        uint64(n),
-		Trained:      s.v.trained,
+		Trained:      s.v.Trained(),
 		AppliedIndex: s.applied,
 	}
 	if _, err := protodelim.MarshalTo(bw, hdr); err != nil {
-		return err
+		return fmt.Errorf("snapshot: %w", err)
 	}
 	pv := &shardpb.Vector{}
-	buf := make([]byte, 0, 4*s.v.dim)
+	buf := make([]byte, 0, 4*s.v.Dim())
 	for from := 0; from < n; from += snapshotChunk {
 		err := s.v.Read(from, min(from+snapshotChunk, n), func(id string, vec []float32, payload []byte) error {
-			buf = appendVector(buf[:0], vec)
+			buf = vector.AppendLE(buf[:0], vec)
 			pv.Id, pv.Vector, pv.Payload = id, buf, payload
 			_, err := protodelim.MarshalTo(bw, pv)
 			return err
 		})
 		if err != nil {
-			return err
+			return fmt.Errorf("snapshot: %w", err)
 		}
 	}
 	if err := bw.Flush(); err != nil {
-		return err
+		return fmt.Errorf("snapshot: %w", err)
 	}
 	s.log.Info("snapshot written", "rows", n, "took", time.Since(t0).Round(time.Millisecond))
 	return nil
 }
 
-// Release implements raft.FSMSnapshot.
-func (s *fsmSnapshot) Release() { s.v.Close() }
+// Release implements raftnode.Snapshot.
+func (s *snapshot) Release() { s.v.Close() }
 
 // restoreBatch is how many rows a restore inserts per lock hold.
 const restoreBatch = 1024
@@ -216,31 +215,30 @@ const restoreBatch = 1024
 // reserve room for up front (past it the store grows as rows arrive).
 const maxPresizeRows = 1 << 24
 
-// Restore implements raft.FSM: it replaces the store with a snapshot, on
-// start-up (the latest local snapshot) and when a leader installs one. The
-// replica is NOT_SERVING meanwhile (see Node).
-func (f *fsm) Restore(rc io.ReadCloser) error {
-	defer rc.Close()
+// Restore implements raftnode.StateMachine: it replaces the store with a
+// snapshot, on start-up (the latest local snapshot) and when a leader
+// installs one.
+func (f *stateMachine) Restore(rc io.Reader) (uint64, error) {
 	t0 := time.Now()
 	br := bufio.NewReaderSize(rc, 1<<20)
 	var hdr shardpb.SnapshotHeader
 	if err := protodelim.UnmarshalFrom(br, &hdr); err != nil {
-		return fmt.Errorf("snapshot header: %w", err)
+		return 0, fmt.Errorf("snapshot header: %w", err)
 	}
 	if int(hdr.GetDim()) != f.mem.Dim() {
-		return fmt.Errorf("snapshot holds %d-dimensional vectors, this shard has --dim %d", hdr.GetDim(), f.mem.Dim())
+		return 0, fmt.Errorf("snapshot holds %d-dimensional vectors, this shard has --dim %d", hdr.GetDim(), f.mem.Dim())
 	}
-	p := Placement{Fingerprint: hdr.GetPlacement().GetFingerprint(), Shard: hdr.GetPlacement().GetShard()}
+	p := store.Placement{Fingerprint: hdr.GetPlacement().GetFingerprint(), Shard: hdr.GetPlacement().GetShard()}
 	total := hdr.GetCount()
 	// The count is the snapshot's own claim: it sizes the store only up to
 	// what a shard can hold, so a corrupt header cannot ask for terabytes.
-	f.mem.reset(p, hdr.GetTrained(), int(min(total, maxPresizeRows)))
+	f.mem.Reset(p, hdr.GetTrained(), int(min(total, maxPresizeRows)))
 	f.log.Info("restoring snapshot", "rows", total)
 	dim := f.mem.Dim()
 	// One buffer of vectors for a batch, reused: Upsert copies the rows
 	// into the arena, so a row needs no allocation of its own.
 	vecs := make([]float32, restoreBatch*dim)
-	batch := make([]Record, 0, restoreBatch)
+	batch := make([]store.Record, 0, restoreBatch)
 	last := time.Now()
 	flush := func() error {
 		err := f.mem.Upsert(context.Background(), p, batch)
@@ -252,20 +250,20 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	for i := uint64(0); i < total; i++ {
 		pv.Reset()
 		if err := opts.UnmarshalFrom(br, &pv); err != nil {
-			return fmt.Errorf("snapshot row %d of %d: %w", i, total, err)
+			return 0, fmt.Errorf("snapshot row %d of %d: %w", i, total, err)
 		}
 		raw := pv.GetVector()
 		if len(raw) != 4*dim {
-			return fmt.Errorf("snapshot row %d: bad vector", i)
+			return 0, fmt.Errorf("snapshot row %d: bad vector", i)
 		}
 		vec := vecs[len(batch)*dim : (len(batch)+1)*dim]
 		for j := range vec {
 			vec[j] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*j:]))
 		}
-		batch = append(batch, Record{ID: pv.GetId(), Vector: vec, Payload: pv.GetPayload()})
+		batch = append(batch, store.Record{ID: pv.GetId(), Vector: vec, Payload: pv.GetPayload()})
 		if len(batch) == restoreBatch {
 			if err := flush(); err != nil {
-				return err
+				return 0, err
 			}
 		}
 		if time.Since(last) > 2*time.Second {
@@ -274,18 +272,17 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 		}
 	}
 	if err := flush(); err != nil {
-		return err
+		return 0, err
 	}
 	if _, err := br.ReadByte(); !errors.Is(err, io.EOF) {
-		return fmt.Errorf("snapshot has data after its %d rows", total)
+		return 0, fmt.Errorf("snapshot has data after its %d rows", total)
 	}
-	if err := f.mem.encodeRestored(); err != nil {
+	if err := f.mem.FinishRestore(); err != nil {
 		f.log.Error("restored int8 scale not usable; scanning exactly", "err", err)
 	}
-	f.applied.Store(hdr.GetAppliedIndex())
 	if f.onChange != nil {
 		f.onChange(f.mem.Len())
 	}
 	f.log.Info("snapshot restored", "rows", total, "took", time.Since(t0).Round(time.Millisecond))
-	return nil
+	return hdr.GetAppliedIndex(), nil
 }

@@ -1,0 +1,96 @@
+package raftnode
+
+import (
+	"io"
+	"sync/atomic"
+
+	"github.com/hashicorp/raft"
+)
+
+// StateMachine is what a Node's committed log entries are applied to. The
+// node owns the log, the serving rule and snapshots' storage; the state
+// machine owns what an entry means and how its state is written out.
+type StateMachine interface {
+	// Apply applies one committed entry and returns what Propose hands
+	// back to the proposer on the leader. Every replica applies the same
+	// entries in the same order and must end in the same state.
+	Apply(e Entry) any
+	// Snapshot freezes the state for a snapshot taken at index applied;
+	// raft calls it between applies, so it is exactly that state.
+	Snapshot(applied uint64) (Snapshot, error)
+	// Restore replaces the state with a snapshot's and returns the index
+	// the snapshot was taken at.
+	Restore(r io.Reader) (applied uint64, err error)
+	// Ready reports whether the state can serve reads once caught up (an
+	// index still being built cannot).
+	Ready() bool
+}
+
+// Entry is one committed log entry as the state machine sees it.
+type Entry struct {
+	Index uint64
+	Data  []byte
+	// Serving says whether the replica was serving reads when the entry
+	// applied: what the entry changes is then visible to reads at once.
+	Serving bool
+}
+
+// Snapshot is a frozen state being written out.
+type Snapshot interface {
+	// Persist writes the state to w.
+	Persist(w io.Writer) error
+	// Release frees the frozen state.
+	Release()
+}
+
+// fsm adapts a StateMachine to raft.FSM and keeps the applied index.
+type fsm struct {
+	sm      StateMachine
+	serving func() bool
+	// applied is the index of the last command applied (raft's own
+	// AppliedIndex counts entries handed to the FSM goroutine, which may
+	// not have applied them yet, and entries that never reach it).
+	applied atomic.Uint64
+}
+
+// Apply implements raft.FSM.
+func (f *fsm) Apply(l *raft.Log) any {
+	res := f.sm.Apply(Entry{Index: l.Index, Data: l.Data, Serving: f.serving()})
+	f.applied.Store(l.Index)
+	return res
+}
+
+// Snapshot implements raft.FSM.
+func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+	s, err := f.sm.Snapshot(f.applied.Load())
+	if err != nil {
+		return nil, err
+	}
+	return fsmSnapshot{s}, nil
+}
+
+// Restore implements raft.FSM, on start-up (the latest local snapshot) and
+// when a leader installs one. The replica is NOT_SERVING meanwhile.
+func (f *fsm) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	applied, err := f.sm.Restore(rc)
+	if err != nil {
+		return err
+	}
+	f.applied.Store(applied)
+	return nil
+}
+
+type fsmSnapshot struct{ s Snapshot }
+
+// Persist implements raft.FSMSnapshot.
+func (s fsmSnapshot) Persist(sink raft.SnapshotSink) error {
+	if err := s.s.Persist(sink); err != nil {
+		_ = sink.Cancel()
+		return err
+	}
+	return sink.Close()
+}
+
+// Release implements raft.FSMSnapshot.
+func (s fsmSnapshot) Release() { s.s.Release() }

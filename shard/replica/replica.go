@@ -1,0 +1,143 @@
+// Package replica assembles one shard replica from its parts: the store
+// of its documents, the raft node that replicates them, the state machine
+// that applies the log to the store, the trainer that commits the values
+// every replica shares, and the gRPC server that answers the router.
+// `router shard` and `router dev` build their replicas here, so a replica
+// is put together one way only.
+//
+// The package wires; it must not hold logic of its own (scanning,
+// replication, serving rules and fault handling live in the packages it
+// wires), and it never listens: the caller owns its gRPC servers and
+// registers the replica on them.
+package replica
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
+	"github.com/trawl-search/trawl/admission"
+	"github.com/trawl-search/trawl/shard"
+	"github.com/trawl-search/trawl/shard/raftnode"
+	"github.com/trawl-search/trawl/shard/server"
+	"github.com/trawl-search/trawl/shard/store"
+	"github.com/trawl-search/trawl/vector"
+)
+
+// Config is one replica: its collection's settings, its membership of
+// its shard's group, and its dependencies.
+type Config struct {
+	Dim          int
+	Metric       vector.Metric
+	Kernel       vector.Kernel
+	Quantization store.Quantization
+	Index        store.IndexKind
+
+	// DataDir holds the raft log and snapshots; InMemory keeps them in
+	// memory instead (tests: a real group without a disk).
+	DataDir  string
+	InMemory bool
+	// Advertise is this replica's address as its peers reach it; Peers
+	// every replica of the shard, this one included (empty: a group of
+	// one).
+	Advertise string
+	Peers     []string
+	// MaxLeaderSilence, HeartbeatTimeout and ElectionTimeout are the
+	// node's (raftnode.Config; its defaults if zero).
+	MaxLeaderSilence time.Duration
+	HeartbeatTimeout time.Duration
+	ElectionTimeout  time.Duration
+	// PeerCreds are the client credentials raft traffic to peers uses;
+	// nil means plaintext. PeerDialer, when set, replaces the TCP dialer
+	// to peers (tests).
+	PeerCreds  credentials.TransportCredentials
+	PeerDialer func(ctx context.Context, addr string) (net.Conn, error)
+
+	// Int8MinRows and IVFMinRows are the trainer's (store.TrainerConfig).
+	Int8MinRows int
+	IVFMinRows  int
+
+	// Observer, when set, is told of scans and the document count.
+	Observer server.ScanObserver
+	// Scans admits scans (server.Config).
+	Scans          *admission.ScanQueue
+	TracerProvider trace.TracerProvider
+	Logger         *slog.Logger
+	// RaftLogLevel is the least level of the raft library's own lines
+	// that reach Logger (slog.LevelWarn if zero).
+	RaftLogLevel slog.Level
+}
+
+// Replica is one running replica. Register it on the gRPC servers that
+// serve it, and Close it when done.
+type Replica struct {
+	Store   *store.Memory
+	Node    *raftnode.Node
+	Server  *server.Server
+	trainer *store.Trainer
+}
+
+// Open assembles the replica: it loads the store from the data directory
+// (the latest snapshot; the log after it is applied once a leader confirms
+// the commit index) and starts raft and the trainer.
+func Open(cfg Config) (*Replica, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Kernel.Name == "" {
+		return nil, errors.New("replica: a vector kernel is required")
+	}
+	opts := []store.MemoryOption{store.WithQuantization(cfg.Quantization)}
+	if cfg.Index == store.IndexIVF {
+		opts = append(opts, store.WithIVF(cfg.Kernel, cfg.Metric))
+	}
+	mem := store.NewMemory(cfg.Dim, opts...)
+	var onDocs func(int)
+	if cfg.Observer != nil {
+		onDocs = cfg.Observer.Documents
+	}
+	node, err := raftnode.Open(raftnode.Config{
+		DataDir:          cfg.DataDir,
+		InMemory:         cfg.InMemory,
+		Advertise:        cfg.Advertise,
+		Peers:            cfg.Peers,
+		MaxLeaderSilence: cfg.MaxLeaderSilence,
+		HeartbeatTimeout: cfg.HeartbeatTimeout,
+		ElectionTimeout:  cfg.ElectionTimeout,
+		DialOptions:      shard.DialOptions(cfg.PeerCreds, cfg.PeerDialer),
+		StateMachine:     server.NewStateMachine(mem, cfg.Logger, onDocs),
+		RaftLogLevel:     cfg.RaftLogLevel,
+		Logger:           cfg.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	srv := server.New(server.Config{
+		Dim: cfg.Dim, Metric: cfg.Metric, Kernel: cfg.Kernel, Store: mem, Node: node,
+		Observer: cfg.Observer, Logger: cfg.Logger, Scans: cfg.Scans, TracerProvider: cfg.TracerProvider,
+	})
+	if cfg.Observer != nil {
+		cfg.Observer.Documents(mem.Len())
+	}
+	tr := store.StartTrainer(mem, srv, store.TrainerConfig{
+		Int8MinRows: cfg.Int8MinRows, IVFMinRows: cfg.IVFMinRows, CommitTimeout: shard.WriteTimeout, Logger: cfg.Logger,
+	})
+	return &Replica{Store: mem, Node: node, Server: srv, trainer: tr}, nil
+}
+
+// Register adds the replica's services (shard, health, raft) to g.
+func (r *Replica) Register(g *grpc.Server) { r.Server.Register(g) }
+
+// Close stops the trainer and the node. The replica leaves its group's
+// quorum until it is opened again on the same data directory.
+func (r *Replica) Close() error {
+	r.Server.Shutdown()
+	r.trainer.Close()
+	return r.Node.Close()
+}

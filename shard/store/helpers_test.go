@@ -1,0 +1,3 @@
+package store
+
+var place = Placement{Fingerprint: "fp1", Shard: "shard-0"}
