@@ -582,7 +582,7 @@ func TestClusterStatusShape(t *testing.T) {
 		"quantization", "index", "scan_rate", "scan_rate_live", "max_rows_in_deadline"}, objectKeys(t, reps[0]))
 	for _, s := range st.Shards {
 		for _, r := range s.Replicas {
-			require.Equal(t, server.MaxRowsWithin(r.ScanRate, st.Dimension, 45*time.Millisecond), r.MaxRowsInDeadline)
+			require.Equal(t, shard.MaxRowsWithin(r.ScanRate, st.Dimension, 45*time.Millisecond), r.MaxRowsInDeadline)
 			require.Positive(t, r.MaxRowsInDeadline)
 		}
 	}

@@ -13,15 +13,15 @@ import (
 	"github.com/trawl-search/trawl/fanout"
 	"github.com/trawl-search/trawl/filter"
 	"github.com/trawl-search/trawl/idorder"
+	"github.com/trawl-search/trawl/shard"
 	"github.com/trawl-search/trawl/shard/client"
-	"github.com/trawl-search/trawl/shard/server"
 	"github.com/trawl-search/trawl/shard/shardpb"
 	"github.com/trawl-search/trawl/vector"
 )
 
 // MaxScrollLimit is the largest page a Scroll returns (the shard's page
 // limit less the id that says where the next page starts).
-const MaxScrollLimit = server.MaxScrollLimit - 1
+const MaxScrollLimit = shard.MaxScrollLimit - 1
 
 // Scroll is one listing: the documents Filter matches (nil: all), in id
 // order (package idorder), from the id From on (inclusive, when HasFrom),

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/trawl-search/trawl/shard/server"
+	"github.com/trawl-search/trawl/shard"
 )
 
 // StatusTimeout is the budget of a cluster status survey: every replica is
@@ -50,7 +50,7 @@ type ReplicaStatus struct {
 // cores scans within budget at its measured rate: the shard-sizing rule
 // /cluster/status shows (0 before the replica has measured).
 func (r ReplicaStatus) MaxRowsWithin(budget time.Duration) uint64 {
-	return server.MaxRowsWithin(r.ScanRate, r.Dimension, budget)
+	return shard.MaxRowsWithin(r.ScanRate, r.Dimension, budget)
 }
 
 // IndexStatus is a replica's index (shardpb.IndexStats says what each

@@ -14,13 +14,9 @@ import (
 	"time"
 
 	"github.com/trawl-search/trawl/internal/threadclock"
+	"github.com/trawl-search/trawl/shard"
 	"github.com/trawl-search/trawl/vector"
 )
-
-// RefDim is the dimension scan rates are expressed in: a rate is 1536-D
-// rows per second, so replicas of different dimensions compare, and the
-// README's sizing rule reads straight off it.
-const RefDim = 1536
 
 // Calibration sizes. The scratch buffer should be larger than the
 // last-level cache, or the figure is a cache speed a shard of real size
@@ -92,7 +88,7 @@ func Calibrate(ctx context.Context, log *slog.Logger, k vector.Kernel, m vector.
 
 // MeasureScanRate times kernel k scanning a scratch corpus of about bytes
 // bytes of dim-D rows for one top-10 query under metric m, on one core
-// (by the thread's CPU clock on Linux), and returns RefDim-equivalent rows
+// (by the thread's CPU clock on Linux), and returns shard.RefDim-equivalent rows
 // per second (the best of a few passes). It allocates the buffer for the call only.
 func MeasureScanRate(ctx context.Context, k vector.Kernel, m vector.Metric, dim, bytes int) (float64, error) {
 	if dim <= 0 {
@@ -147,23 +143,13 @@ func MeasureScanRate(ctx context.Context, k vector.Kernel, m vector.Metric, dim,
 	return rowsPerSecond(n, dim, 1, best), nil
 }
 
-// rowsPerSecond is rows dim-D rows read by workers cores in d, as RefDim
+// rowsPerSecond is rows dim-D rows read by workers cores in d, as shard.RefDim
 // rows per second per core.
 func rowsPerSecond(rows, dim, workers int, d time.Duration) float64 {
 	if d <= 0 || workers <= 0 {
 		return 0
 	}
-	return float64(rows) * float64(dim) / RefDim / (d.Seconds() * float64(workers))
-}
-
-// MaxRowsWithin is how many dim-D rows one core scans in budget at rate
-// RefDim-equivalent rows per second: the largest shard, per core it may
-// use, that a per-shard deadline of budget covers.
-func MaxRowsWithin(rate float64, dim int, budget time.Duration) uint64 {
-	if rate <= 0 || dim <= 0 || budget <= 0 {
-		return 0
-	}
-	return uint64(rate * RefDim / float64(dim) * float64(budget) / float64(time.Second))
+	return float64(rows) * float64(dim) / shard.RefDim / (d.Seconds() * float64(workers))
 }
 
 // scanRates holds a replica's two figures, as float64 bits: the start-up

@@ -675,17 +675,13 @@ func (s *Server) Delete(ctx context.Context, req *shardpb.DeleteRequest) (*shard
 	return &shardpb.DeleteResponse{Found: res.found, Index: idx, Deleted: uint64(res.deleted)}, nil
 }
 
-// MaxScrollLimit is the largest page a Scroll returns: a router page of
-// 10 000 and the id the next page starts at.
-const MaxScrollLimit = 10001
-
 // Scroll implements shardpb.ShardServer.
 func (s *Server) Scroll(_ context.Context, req *shardpb.ScrollRequest) (*shardpb.ScrollResponse, error) {
 	if err := s.readable(req.GetMinIndex()); err != nil {
 		return nil, err
 	}
-	if req.GetLimit() > MaxScrollLimit {
-		return nil, status.Errorf(codes.InvalidArgument, "limit is %d, want at most %d", req.GetLimit(), MaxScrollLimit)
+	if req.GetLimit() > shard.MaxScrollLimit {
+		return nil, status.Errorf(codes.InvalidArgument, "limit is %d, want at most %d", req.GetLimit(), shard.MaxScrollLimit)
 	}
 	pr := store.PageRequest{From: req.GetFrom(), HasFrom: req.GetHasFrom(), Limit: int(req.GetLimit()), WithVector: req.GetWithVector()}
 	if fb := req.GetFilter(); len(fb) > 0 {
