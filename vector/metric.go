@@ -2,6 +2,7 @@ package vector
 
 import (
 	"fmt"
+	"log/slog"
 	"math"
 )
 
@@ -42,6 +43,9 @@ func (m Metric) String() string {
 	}
 	return fmt.Sprintf("Metric(%d)", uint8(m))
 }
+
+// LogValue logs the metric by name ("cosine"), not by number.
+func (m Metric) LogValue() slog.Value { return slog.StringValue(m.String()) }
 
 // Hit is one scored document.
 type Hit struct {

@@ -723,6 +723,10 @@ func (w *slogWriter) Write(p []byte) (int, error) {
 	case strings.Contains(line, "nothing new to snapshot"):
 		// raft's snapshot timer found nothing to do; not an error.
 		lvl = slog.LevelDebug
+	case strings.Contains(line, "starting election") && strings.Contains(line, "last-leader-addr= "):
+		// A group's first election (no leader ever known): how every
+		// group starts, not a warning.
+		lvl = slog.LevelInfo
 	case strings.Contains(line, "[ERROR]"):
 		lvl = slog.LevelError
 	case strings.Contains(line, "[WARN]"):

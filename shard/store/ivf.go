@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"log/slog"
 	"math"
 	"unsafe"
 
@@ -33,6 +34,9 @@ func (k IndexKind) String() string {
 	}
 	return "flat"
 }
+
+// LogValue logs the indexkind by name ("ivf"), not by number.
+func (k IndexKind) LogValue() slog.Value { return slog.StringValue(k.String()) }
 
 // ParseIndex parses --index: flat or ivf.
 func ParseIndex(s string) (IndexKind, error) {

@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 
 	"github.com/trawl-search/trawl/vector"
@@ -28,6 +29,9 @@ func (q Quantization) String() string {
 	}
 	return "none"
 }
+
+// LogValue logs the quantization by name ("int8"), not by number.
+func (q Quantization) LogValue() slog.Value { return slog.StringValue(q.String()) }
 
 // ParseQuantization parses --quantization: none or int8.
 func ParseQuantization(s string) (Quantization, error) {
