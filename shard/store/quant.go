@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 
 	"github.com/trawl-search/trawl/vector"
 	"github.com/trawl-search/trawl/vector/quant"
@@ -168,22 +167,4 @@ func (m *Memory) FinishRestore() error {
 		// replica does.
 	}
 	return m.applyInt8Scale(m.trained[TrainedInt8Scale])
-}
-
-// GroupByOversample splits a batch's query indexes by oversample (the int8
-// scan takes one per pass), in order of first appearance.
-func GroupByOversample(os []int) [][]int {
-	var keys []int
-	by := map[int][]int{}
-	for i, o := range os {
-		if _, ok := by[o]; !ok {
-			keys = append(keys, o)
-		}
-		by[o] = append(by[o], i)
-	}
-	out := make([][]int, len(keys))
-	for i, k := range keys {
-		out[i] = slices.Clip(by[k])
-	}
-	return out
 }
