@@ -32,7 +32,7 @@ proto: tools
 	$(BIN)/buf lint
 	$(BIN)/buf generate
 
-## bench: vector kernels and scans against gonum, vek and a plain memory read (bench/results.md, bench/results.png), then the router harness at full size (bench/RESULTS.md and its PNGs: real shard and router processes on loopback, faults, overload, overhead; about 25 minutes, 100 000 x 1536 vectors, ~2 GB RAM, ~4 GB disk), then bench-ivf
+## bench: vector kernels and scans against gonum, vek and a plain memory read (bench/KERNELS.md, bench/KERNELS.png), then the router harness at full size (bench/RESULTS.md and its PNGs: real shard and router processes on loopback, faults, overload, overhead; about 25 minutes, 100 000 x 1536 vectors, ~2 GB RAM, ~4 GB disk), then bench-ivf
 bench:
 	cd bench && $(GO) run ./cmd/benchreport
 	cd bench && $(GO) run ./cmd/trawlbench suite
