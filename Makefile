@@ -53,9 +53,9 @@ bench-peer: weaviate
 	cd bench && $(GO) run ./cmd/trawlbench peer -weaviate $(BIN)/weaviate-server -exact -rows 20000 -out RESULTS-peer-20k.md $(PEERFLAGS)
 	cd bench && $(GO) run ./cmd/trawlbench peer -weaviate $(BIN)/weaviate-server -exact -nprobe-extra 16,32,64 $(PEERFLAGS)
 
-## bench-quick: every router-harness family at reduced size, under 3 minutes from an empty build cache (2 m 48 s measured on 2 cores: ~1 m 50 s compiling, ~1 min of runs) (bench/RESULTS-quick.md and its PNGs; never touches RESULTS.md)
+## bench-quick: every router-harness family at reduced size, under 3 minutes from an empty build cache (2 m 48 s measured on 2 cores: ~1 m 50 s compiling, ~1 min of runs), into bench/out/RESULTS-quick.md and its PNGs (bench/out/ is git-ignored; nothing committed is rewritten)
 bench-quick:
-	cd bench && $(GO) run ./cmd/trawlbench suite -quick
+	cd bench && $(GO) run ./cmd/trawlbench suite -quick -out out/RESULTS-quick.md
 
 .PHONY: test-chart test-cluster test-alerts test-overload test-replication test-compat image
 
