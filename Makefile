@@ -5,7 +5,7 @@ TOOLS   := -modfile=$(CURDIR)/tools/go.mod
 
 .PHONY: run test vet proto tools build bench bench-quick weaviate bench-peer bench-ivf
 
-## run: the whole cluster in one process (3 shards x 2 replicas, 20 000 docs) on :8080
+## run: the whole cluster in one process (router dev: 3 shards x 3 replicas, a raft group each, 20 000 docs) on :8080
 run:
 	$(GO) run ./cmd/router dev
 
