@@ -5,7 +5,7 @@ TOOLS   := -modfile=$(CURDIR)/tools/go.mod
 
 .PHONY: run test vet proto tools build bench bench-quick weaviate bench-peer bench-ivf
 
-## run: the whole cluster in one process (3 shards x 2 replicas, 20 000 docs) on :8080
+## run: the whole cluster in one process (router dev: 3 shards x 3 replicas, a raft group each, 20 000 docs) on :8080
 run:
 	$(GO) run ./cmd/router dev
 
@@ -32,7 +32,7 @@ proto: tools
 	$(BIN)/buf lint
 	$(BIN)/buf generate
 
-## bench: vector kernels and scans against gonum, vek and a plain memory read (bench/results.md, bench/results.png), then the router harness at full size (bench/RESULTS.md and its PNGs: real shard and router processes on loopback, faults, overload, overhead; about 25 minutes, 100 000 x 1536 vectors, ~2 GB RAM, ~4 GB disk), then bench-ivf
+## bench: vector kernels and scans against gonum, vek and a plain memory read (bench/KERNELS.md, bench/KERNELS.png), then the router harness at full size (bench/RESULTS.md and its PNGs: real shard and router processes on loopback, faults, overload, overhead; about 25 minutes, 100 000 x 1536 vectors, ~2 GB RAM, ~4 GB disk), then bench-ivf
 bench:
 	cd bench && $(GO) run ./cmd/benchreport
 	cd bench && $(GO) run ./cmd/trawlbench suite
@@ -53,9 +53,9 @@ bench-peer: weaviate
 	cd bench && $(GO) run ./cmd/trawlbench peer -weaviate $(BIN)/weaviate-server -exact -rows 20000 -out RESULTS-peer-20k.md $(PEERFLAGS)
 	cd bench && $(GO) run ./cmd/trawlbench peer -weaviate $(BIN)/weaviate-server -exact -nprobe-extra 16,32,64 $(PEERFLAGS)
 
-## bench-quick: every router-harness family at reduced size, under 3 minutes from an empty build cache (2 m 48 s measured on 2 cores: ~1 m 50 s compiling, ~1 min of runs) (bench/RESULTS-quick.md and its PNGs; never touches RESULTS.md)
+## bench-quick: every router-harness family at reduced size, under 3 minutes from an empty build cache (2 m 48 s measured on 2 cores: ~1 m 50 s compiling, ~1 min of runs), into bench/out/RESULTS-quick.md and its PNGs (bench/out/ is git-ignored; nothing committed is rewritten)
 bench-quick:
-	cd bench && $(GO) run ./cmd/trawlbench suite -quick
+	cd bench && $(GO) run ./cmd/trawlbench suite -quick -out out/RESULTS-quick.md
 
 .PHONY: test-chart test-cluster test-alerts test-overload test-replication test-compat image
 

@@ -3,7 +3,7 @@
 // that gonum, vek and the plotting library stay out of trawl's go.mod.
 //
 // go test -bench . runs the micro-benchmarks; go run ./cmd/benchreport
-// writes results.md and results.png.
+// writes KERNELS.md and KERNELS.png.
 package bench
 
 import (

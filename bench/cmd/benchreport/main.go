@@ -1,7 +1,7 @@
 // Command benchreport measures trawl's vector kernels and shard scan
 // against gonum, vek, a plain Go loop and a plain memory read, all in one
-// run, and writes the medians and ratios to results.md and a chart to
-// results.png.
+// run, and writes the medians and ratios to KERNELS.md and a chart to
+// KERNELS.png.
 //
 // Every measurement is repeated in rounds; within a round each case runs
 // right after the baseline it is compared with, so a ratio compares numbers
@@ -30,8 +30,8 @@ var (
 	rounds  = flag.Int("rounds", 5, "repetitions of every measurement")
 	minTime = flag.Duration("time", 200*time.Millisecond, "minimum time of one measurement")
 	bigRows = flag.Int("rows", 65536, "rows of the out-of-cache corpus (1536-D, 6 KiB each)")
-	mdPath  = flag.String("md", "results.md", "where to write the table")
-	pngPath = flag.String("png", "results.png", "where to write the chart")
+	mdPath  = flag.String("md", "KERNELS.md", "where to write the table")
+	pngPath = flag.String("png", "KERNELS.png", "where to write the chart")
 	clock   = flag.String("clock", "thread", "time one-core cases by the thread's CPU time (thread) or by wall time (wall)")
 )
 

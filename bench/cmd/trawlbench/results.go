@@ -158,6 +158,26 @@ func (r *results) title() string {
 	return "trawl bench results"
 }
 
+// kernelsReport is where benchreport writes its report by default, relative
+// to bench/, the directory trawlbench runs in.
+const kernelsReport = "KERNELS.md"
+
+// relLink is target as a markdown link from a file in dir (both relative to
+// the working directory, or absolute), so a report written into bench/out/
+// still links to bench/KERNELS.md.
+func relLink(dir, target string) string {
+	absDir, err1 := filepath.Abs(dir)
+	absTarget, err2 := filepath.Abs(target)
+	if err1 != nil || err2 != nil {
+		return target
+	}
+	rel, err := filepath.Rel(absDir, absTarget)
+	if err != nil {
+		return target
+	}
+	return filepath.ToSlash(rel)
+}
+
 func (r *results) write(path string) error {
 	dir := filepath.Dir(path)
 	base := strings.TrimSuffix(filepath.Base(path), ".md")
@@ -265,10 +285,11 @@ func (r *results) write(path string) error {
 	r.writeKinds(w, ms)
 	r.writeTLS(w, ms)
 	w("## Kernels\n\n")
+	kernels := relLink(dir, kernelsReport)
 	if r.quick {
-		w("Not run by `make bench-quick`. `make bench` runs `go run ./cmd/benchreport`, which writes the kernel and scan report to [results.md](results.md).\n\n")
+		w("Not run by `make bench-quick`. `make bench` runs `go run ./cmd/benchreport`, which writes the kernel and scan report to [KERNELS.md](%s).\n\n", kernels)
 	} else {
-		w("`make bench` runs `go run ./cmd/benchreport` too: the kernel and scan report is [results.md](results.md) (its chart results.png).\n\n")
+		w("`make bench` runs `go run ./cmd/benchreport` too: the kernel and scan report is [KERNELS.md](%s) (its chart KERNELS.png).\n\n", kernels)
 	}
 	w("## Not measured here\n\n")
 	w("- 1 000 000 vectors: `make bench-ivf` (which `make bench` runs after this suite) measures `router shard` processes of " +

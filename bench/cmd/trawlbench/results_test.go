@@ -63,3 +63,15 @@ not json
 		t.Fatalf("no log: %q", got)
 	}
 }
+
+func TestRelLinkFromOutputDir(t *testing.T) {
+	for _, c := range []struct{ dir, want string }{
+		{".", "KERNELS.md"},
+		{"out", "../KERNELS.md"},
+		{"out/deeper", "../../KERNELS.md"},
+	} {
+		if got := relLink(c.dir, kernelsReport); got != c.want {
+			t.Errorf("relLink(%q) = %q, want %q", c.dir, got, c.want)
+		}
+	}
+}

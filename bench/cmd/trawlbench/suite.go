@@ -92,8 +92,8 @@ type env struct {
 
 func runSuite(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("suite", flag.ExitOnError)
-	quick := fs.Bool("quick", false, "reduced sizes and short runs (under 3 minutes with the build), writing RESULTS-quick.md")
-	out := fs.String("out", "", "markdown file to write (default RESULTS.md, or RESULTS-quick.md with -quick)")
+	quick := fs.Bool("quick", false, "reduced sizes and short runs (under 3 minutes with the build), writing out/RESULTS-quick.md")
+	out := fs.String("out", "", "markdown file to write, its PNGs beside it (default RESULTS.md, or out/RESULTS-quick.md with -quick: out/ is ignored by git)")
 	root := fs.String("repo", "..", "the trawl repository (cmd/router is built from it)")
 	rounds := fs.Int("rounds", 0, "rounds of every comparison (0: the plan's)")
 	phase := fs.Duration("phase", 0, "length of one measured run (0: the plan's)")
@@ -118,8 +118,13 @@ func runSuite(ctx context.Context, args []string) error {
 	if *out == "" {
 		*out = "RESULTS.md"
 		if p.quick {
-			*out = "RESULTS-quick.md"
+			*out = filepath.Join("out", "RESULTS-quick.md")
 		}
+	}
+	// The report and its charts are written at the end of a run of
+	// minutes: make their directory now, so a missing one fails at once.
+	if err := os.MkdirAll(filepath.Dir(*out), 0o755); err != nil {
+		return err
 	}
 	rootAbs, err := filepath.Abs(*root)
 	if err != nil {
