@@ -2,7 +2,7 @@ package app_test
 
 // Fault measurements: the tight figures of issue 4 (deadline + 10 ms,
 // p99 against healthy p99, detection and rejoin times, hedge ratio),
-// measured over real gRPC on loopback and quoted in docs/faults.md, never
+// measured over real gRPC on loopback and quoted in docs/performance.md, never
 // asserted. They run only on request, so `make test` stays fast:
 //
 //	TRAWL_FAULT_BENCH=1 go test -count=1 -run TestFaultBench -v -timeout 20m ./internal/app
@@ -151,7 +151,7 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 func TestFaultBench(t *testing.T) {
 	if os.Getenv("TRAWL_FAULT_BENCH") == "" {
-		t.Skip("fault measurements run only with TRAWL_FAULT_BENCH=1 (see docs/faults.md)")
+		t.Skip("fault measurements run only with TRAWL_FAULT_BENCH=1 (see docs/performance.md)")
 	}
 	deadline := budget.DefaultPlaintext
 	loadavg := func() string { b, _ := os.ReadFile("/proc/loadavg"); return strings.TrimSpace(string(b)) }

@@ -6,7 +6,7 @@ package app_test
 //
 //	TRAWL_OVERLOAD_BENCH=1 go test -count=1 -run TestOverloadSweep -v -timeout 20m ./internal/app
 //
-// Figures go to docs/overload.md.
+// Figures go to docs/performance.md.
 
 import (
 	"net/http"
@@ -25,7 +25,7 @@ import (
 
 func TestOverloadSweep(t *testing.T) {
 	if os.Getenv("TRAWL_OVERLOAD_BENCH") == "" {
-		t.Skip("the overload sweep runs only with TRAWL_OVERLOAD_BENCH=1 (see docs/overload.md)")
+		t.Skip("the overload sweep runs only with TRAWL_OVERLOAD_BENCH=1 (see docs/performance.md)")
 	}
 	loadavg := func() string { b, _ := os.ReadFile("/proc/loadavg"); return strings.TrimSpace(string(b)) }
 	t.Logf("GOMAXPROCS %d, load average at start: %s", runtime.GOMAXPROCS(0), loadavg())

@@ -29,7 +29,7 @@ func (k Kind) String() string {
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }
 
-// DefaultKind is the kind a shard should train. Measured (bench/results.md):
+// DefaultKind is the kind a shard should train. Measured (bench/KERNELS.md):
 // on isotropic corpora (Gaussian, clustered) the two kinds find the same
 // neighbours within noise; on a corpus whose dimensions differ in spread,
 // as learned embeddings' do, per-shard wins clearly at low oversample

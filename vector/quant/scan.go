@@ -9,7 +9,7 @@ import (
 )
 
 // Oversample bounds. A query asks its codes for oversample·k candidates
-// and re-scores those exactly. Measured (bench/results.md, 100 queries):
+// and re-scores those exactly. Measured (bench/KERNELS.md, 100 queries):
 // recall@10 is 0.93–0.95 at oversample 1 and 1.0 from 2 on the clustered,
 // Gaussian and anisotropic corpora; 4 is the default for margin (a k=1
 // query then still re-scores four rows, and real data is less regular)
