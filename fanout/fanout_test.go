@@ -281,6 +281,20 @@ func TestNotServingIsSkippedWithoutBlame(t *testing.T) {
 	require.Zero(t, c.Status()[0].Replicas[0].ConsecutiveFailures)
 }
 
+// A shard whose every replica answers but refuses as not serving is
+// missing as not_serving, so operators tell catching up from unreachable.
+func TestEveryReplicaNotServingIsItsOwnReason(t *testing.T) {
+	loading := func(context.Context) (ans, error) { return ans{}, notServing{} }
+	c := New([]Shard[*fake]{{Name: "a", Replicas: []*fake{newFake("a0", loading), newFake("a1", loading)}}}, Options{HedgeBudget: -1})
+	res, sum := Gather(context.Background(), c, req(200*time.Millisecond), call)
+	require.True(t, sum.Degraded())
+	require.Equal(t, ReasonNotServing, res[0].Reason)
+	require.Equal(t, map[string]Reason{"a": ReasonNotServing}, sum.ShardErrors)
+	for _, r := range c.Status()[0].Replicas {
+		require.Zero(t, r.ConsecutiveFailures, "not serving is nobody's failure")
+	}
+}
+
 type notServing struct{}
 
 func (notServing) Error() string    { return "not serving" }

@@ -89,7 +89,7 @@ func (sr *shardRead[R, T]) run(ctx context.Context) Result[T] {
 	sr.launch(false)
 	sr.armHedge()
 	var lastErr error
-	attempts, overloaded := 0, 0
+	attempts, overloaded, notServing := 0, 0, 0
 	for sr.inflight > 0 {
 		select {
 		case a := <-sr.results:
@@ -115,8 +115,11 @@ func (sr *shardRead[R, T]) run(ctx context.Context) Result[T] {
 			}
 			lastErr = a.err
 			attempts++
-			if k == kindOverloaded {
+			switch k {
+			case kindOverloaded:
 				overloaded++
+			case kindNotServing:
+				notServing++
 			}
 			if sr.inflight == 0 && sr.next < len(sr.cands) && ctx.Err() == nil && !sr.c.opts.NoFailover {
 				sr.c.opts.Reporter.Failover(sr.s.name)
@@ -140,6 +143,9 @@ func (sr *shardRead[R, T]) run(ctx context.Context) Result[T] {
 	switch {
 	case overloaded == attempts:
 		sr.res.Reason = ReasonOverloaded
+	case notServing == attempts && sr.next == len(sr.cands):
+		// Every replica was asked and each refused as not serving.
+		sr.res.Reason = ReasonNotServing
 	case code(lastErr) == codes.DeadlineExceeded || errors.Is(ctx.Err(), context.DeadlineExceeded):
 		sr.res.Reason = ReasonDeadline
 	}

@@ -35,6 +35,10 @@ const (
 	// ReasonOverloaded: every replica asked refused with RESOURCE_EXHAUSTED
 	// (its scan could not have finished in time).
 	ReasonOverloaded Reason = "overloaded"
+	// ReasonNotServing: every replica asked was reachable but refused the
+	// read as not serving (loading, catching up, or behind the read's
+	// index): "catching up", not "unreachable".
+	ReasonNotServing Reason = "not_serving"
 	// ReasonInternal: the shard answered with an error (or the router's own
 	// code for it panicked).
 	ReasonInternal Reason = "internal"
@@ -42,7 +46,7 @@ const (
 
 // Reasons lists every missing-shard reason.
 func Reasons() []Reason {
-	return []Reason{ReasonDeadline, ReasonUnavailable, ReasonSuspect, ReasonOverloaded, ReasonInternal}
+	return []Reason{ReasonDeadline, ReasonUnavailable, ReasonSuspect, ReasonOverloaded, ReasonNotServing, ReasonInternal}
 }
 
 // HedgeOutcome is how a hedged attempt ended: the outcome label of
