@@ -1,7 +1,9 @@
 package raftnode
 
 import (
+	"context"
 	"io"
+	"sync"
 	"sync/atomic"
 
 	"github.com/hashicorp/raft"
@@ -51,12 +53,49 @@ type fsm struct {
 	// AppliedIndex counts entries handed to the FSM goroutine, which may
 	// not have applied them yet, and entries that never reach it).
 	applied atomic.Uint64
+
+	// advanced is closed, and replaced, each time applied moves: a
+	// broadcast to waitApplied's waiters.
+	mu       sync.Mutex
+	advanced chan struct{}
+}
+
+// setApplied records index as applied and wakes the waiters.
+func (f *fsm) setApplied(index uint64) {
+	f.applied.Store(index)
+	f.mu.Lock()
+	if f.advanced != nil {
+		close(f.advanced)
+		f.advanced = nil
+	}
+	f.mu.Unlock()
+}
+
+// waitApplied blocks until index is applied or ctx ends.
+func (f *fsm) waitApplied(ctx context.Context, index uint64) error {
+	for {
+		f.mu.Lock()
+		if f.applied.Load() >= index {
+			f.mu.Unlock()
+			return nil
+		}
+		if f.advanced == nil {
+			f.advanced = make(chan struct{})
+		}
+		ch := f.advanced
+		f.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // Apply implements raft.FSM.
 func (f *fsm) Apply(l *raft.Log) any {
 	res := f.sm.Apply(Entry{Index: l.Index, Data: l.Data, Serving: f.serving()})
-	f.applied.Store(l.Index)
+	f.setApplied(l.Index)
 	return res
 }
 
@@ -77,7 +116,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	if err != nil {
 		return err
 	}
-	f.applied.Store(applied)
+	f.setApplied(applied)
 	return nil
 }
 

@@ -599,6 +599,12 @@ func (n *Node) monitor() {
 // write acknowledged with index i is visible once AppliedIndex() >= i.
 func (n *Node) AppliedIndex() uint64 { return n.fsm.applied.Load() }
 
+// WaitApplied blocks until the replica has applied the write at index, or
+// ctx ends (its error then).
+func (n *Node) WaitApplied(ctx context.Context, index uint64) error {
+	return n.fsm.waitApplied(ctx, index)
+}
+
 // commandScan decides whether every write up to an index is applied. The
 // state machine's applied index only moves on writes, while the commit
 // index a leader reports may point past them at entries that never reach

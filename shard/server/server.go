@@ -125,19 +125,36 @@ func (s *Server) Register(g *grpc.Server) {
 }
 
 // readable refuses a read while the replica is not serving (loading,
-// catching up, no leader heard from within --max-leader-silence) or has not
-// applied minIndex, with codes.Unavailable and reason NOT_SERVING, so the
-// router skips it without counting a failure and tries the next replica.
-func (s *Server) readable(minIndex uint64) error {
+// catching up, no leader heard from within --max-leader-silence), with
+// codes.Unavailable and reason NOT_SERVING, so the router skips it without
+// counting a failure and tries the next replica. A replica that serves but
+// has not applied minIndex yet (a follower is normally milliseconds
+// behind its leader) first waits for it, for at most half the read's
+// remaining budget, and refuses only then: the other half is left for the
+// router's next replica.
+func (s *Server) readable(ctx context.Context, minIndex uint64) error {
 	n := s.cfg.Node
 	if !n.Serving() {
 		return shard.NotServingStatus("replica is not serving: loading, catching up, or not hearing from a leader")
 	}
-	if applied := n.AppliedIndex(); applied < minIndex {
-		return shard.NotServingStatus(fmt.Sprintf("replica has applied index %d, the read asks for %d", applied, minIndex))
+	if n.AppliedIndex() >= minIndex {
+		return nil
+	}
+	wait := maxApplyWait
+	if dl, ok := ctx.Deadline(); ok {
+		wait = min(wait, time.Until(dl)/2)
+	}
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	if err := n.WaitApplied(wctx, minIndex); err != nil {
+		return shard.NotServingStatus(fmt.Sprintf("replica has applied index %d, the read asks for %d", n.AppliedIndex(), minIndex))
 	}
 	return nil
 }
+
+// maxApplyWait bounds readable's wait for a write to apply when the read
+// carries no deadline.
+const maxApplyWait = time.Second
 
 // Shutdown marks the server NOT_SERVING for good, so probes stop choosing it
 // while it drains.
@@ -145,7 +162,7 @@ func (s *Server) Shutdown() { s.health.Shutdown() }
 
 // Search implements shardpb.ShardServer.
 func (s *Server) Search(ctx context.Context, req *shardpb.SearchRequest) (*shardpb.SearchResponse, error) {
-	if err := s.readable(req.GetMinIndex()); err != nil {
+	if err := s.readable(ctx, req.GetMinIndex()); err != nil {
 		return nil, err
 	}
 	res, docs, exact, err := s.search(ctx, []*shardpb.Query{req.GetQuery()})
@@ -160,7 +177,7 @@ func (s *Server) SearchBatch(ctx context.Context, req *shardpb.SearchBatchReques
 	if len(req.GetQueries()) == 0 {
 		return nil, status.Error(codes.InvalidArgument, "no queries")
 	}
-	if err := s.readable(req.GetMinIndex()); err != nil {
+	if err := s.readable(ctx, req.GetMinIndex()); err != nil {
 		return nil, err
 	}
 	res, docs, exact, err := s.search(ctx, req.GetQueries())
@@ -303,8 +320,8 @@ func (s *Server) SetTrained(ctx context.Context, name string, value []byte) (uin
 func (s *Server) ServingLeader() bool { return s.cfg.Node.ServingLeader() }
 
 // Get implements shardpb.ShardServer.
-func (s *Server) Get(_ context.Context, req *shardpb.GetRequest) (*shardpb.GetResponse, error) {
-	if err := s.readable(req.GetMinIndex()); err != nil {
+func (s *Server) Get(ctx context.Context, req *shardpb.GetRequest) (*shardpb.GetResponse, error) {
+	if err := s.readable(ctx, req.GetMinIndex()); err != nil {
 		return nil, err
 	}
 	r, ok := s.cfg.Store.Record(req.GetId())
@@ -332,8 +349,8 @@ func (s *Server) Delete(ctx context.Context, req *shardpb.DeleteRequest) (*shard
 }
 
 // Scroll implements shardpb.ShardServer.
-func (s *Server) Scroll(_ context.Context, req *shardpb.ScrollRequest) (*shardpb.ScrollResponse, error) {
-	if err := s.readable(req.GetMinIndex()); err != nil {
+func (s *Server) Scroll(ctx context.Context, req *shardpb.ScrollRequest) (*shardpb.ScrollResponse, error) {
+	if err := s.readable(ctx, req.GetMinIndex()); err != nil {
 		return nil, err
 	}
 	if req.GetLimit() > shard.MaxScrollLimit {
