@@ -645,6 +645,9 @@ func (n *Node) Leader() string {
 	return string(a)
 }
 
+// Self is this replica's advertised address, its name in the group.
+func (n *Node) Self() string { return n.cfg.Advertise }
+
 // Role is leader, follower, candidate or shutdown.
 func (n *Node) Role() string { return strings.ToLower(n.raft.State().String()) }
 

@@ -102,6 +102,7 @@ func Open(cfg Config) (*Replica, error) {
 	if cfg.Observer != nil {
 		onDocs = cfg.Observer.Documents
 	}
+	peerOpts := shard.DialOptions(cfg.PeerCreds, cfg.PeerDialer)
 	node, err := raftnode.Open(raftnode.Config{
 		DataDir:          cfg.DataDir,
 		InMemory:         cfg.InMemory,
@@ -110,7 +111,7 @@ func Open(cfg Config) (*Replica, error) {
 		MaxLeaderSilence: cfg.MaxLeaderSilence,
 		HeartbeatTimeout: cfg.HeartbeatTimeout,
 		ElectionTimeout:  cfg.ElectionTimeout,
-		DialOptions:      shard.DialOptions(cfg.PeerCreds, cfg.PeerDialer),
+		DialOptions:      peerOpts,
 		StateMachine:     server.NewStateMachine(mem, cfg.Logger, onDocs),
 		RaftLogLevel:     cfg.RaftLogLevel,
 		Logger:           cfg.Logger,
@@ -121,6 +122,7 @@ func Open(cfg Config) (*Replica, error) {
 	srv := server.New(server.Config{
 		Dim: cfg.Dim, Metric: cfg.Metric, Kernel: cfg.Kernel, Store: mem, Node: node,
 		Observer: cfg.Observer, Logger: cfg.Logger, Scans: cfg.Scans, TracerProvider: cfg.TracerProvider,
+		PeerDialOptions: peerOpts,
 	})
 	if cfg.Observer != nil {
 		cfg.Observer.Documents(mem.Len())
@@ -139,5 +141,7 @@ func (r *Replica) Register(g *grpc.Server) { r.Server.Register(g) }
 func (r *Replica) Close() error {
 	r.Server.Shutdown()
 	r.trainer.Close()
-	return r.Node.Close()
+	err := r.Node.Close()
+	r.Server.Close()
+	return err
 }

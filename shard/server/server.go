@@ -70,6 +70,10 @@ type Config struct {
 	// TracerProvider makes the scan span (SpanScan), a child of the RPC's
 	// server span when the grpc.Server has ServerTracing. Nil: no spans.
 	TracerProvider trace.TracerProvider
+	// PeerDialOptions reach the group's other replicas (the leader a
+	// follower forwards writes to): shard.DialOptions with the peers'
+	// credentials.
+	PeerDialOptions []grpc.DialOption
 }
 
 // Server answers the shard service for one replica.
@@ -78,6 +82,8 @@ type Server struct {
 	cfg    Config
 	health *health.Server
 	tracer trace.Tracer // nil: tracing off
+	// leaders are the connections writes are forwarded on.
+	leaders leaders
 	// rates: the measured scan rates Stats reports.
 	rates scanRates
 }
@@ -95,7 +101,7 @@ func New(cfg Config) *Server {
 	if cfg.Int8Kernel.Name == "" {
 		cfg.Int8Kernel = quant.FromEnv()
 	}
-	s := &Server{cfg: cfg, health: health.NewServer(), tracer: shard.Tracer(cfg.TracerProvider)}
+	s := &Server{cfg: cfg, health: health.NewServer(), tracer: shard.Tracer(cfg.TracerProvider), leaders: leaders{opts: cfg.PeerDialOptions}}
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	return s
 }
@@ -159,6 +165,9 @@ const maxApplyWait = time.Second
 // Shutdown marks the server NOT_SERVING for good, so probes stop choosing it
 // while it drains.
 func (s *Server) Shutdown() { s.health.Shutdown() }
+
+// Close closes the connections writes were forwarded on.
+func (s *Server) Close() { s.leaders.close() }
 
 // Search implements shardpb.ShardServer.
 func (s *Server) Search(ctx context.Context, req *shardpb.SearchRequest) (*shardpb.SearchResponse, error) {
@@ -259,7 +268,12 @@ func (s *Server) Upsert(ctx context.Context, req *shardpb.UpsertRequest) (*shard
 	}
 	res, idx, err := s.propose(ctx, &shardpb.Command{Op: &shardpb.Command_Upsert{Upsert: &shardpb.UpsertCommand{Placement: req.GetPlacement(), Vectors: vs}}})
 	if err != nil {
-		return nil, err
+		var resp *shardpb.UpsertResponse
+		err = s.forward(ctx, err, func(ctx context.Context, c shardpb.ShardClient) (err error) {
+			resp, err = c.Upsert(ctx, req)
+			return err
+		})
+		return resp, err
 	}
 	return &shardpb.UpsertResponse{DocCount: uint64(res.docs), Index: idx}, nil
 }
@@ -288,7 +302,7 @@ func (s *Server) propose(ctx context.Context, cmd *shardpb.Command) (applyResult
 	var pe *raftnode.ProposeError
 	switch {
 	case errors.As(err, &pe) && pe.NotLeader:
-		return applyResult{}, 0, shard.NotLeaderStatus(pe.Leader)
+		return applyResult{}, 0, notLeaderError{leader: pe.Leader}
 	case errors.As(err, &pe):
 		// Leadership lost, shutdown or a timeout after the entry entered
 		// the log: it may still commit.
@@ -343,7 +357,12 @@ func (s *Server) Delete(ctx context.Context, req *shardpb.DeleteRequest) (*shard
 	res, idx, err := s.propose(ctx, &shardpb.Command{Op: &shardpb.Command_Delete{Delete: &shardpb.DeleteCommand{
 		Placement: req.GetPlacement(), Id: req.GetId(), Ids: req.GetIds(), Filter: req.GetFilter()}}})
 	if err != nil {
-		return nil, err
+		var resp *shardpb.DeleteResponse
+		err = s.forward(ctx, err, func(ctx context.Context, c shardpb.ShardClient) (err error) {
+			resp, err = c.Delete(ctx, req)
+			return err
+		})
+		return resp, err
 	}
 	return &shardpb.DeleteResponse{Found: res.found, Index: idx, Deleted: uint64(res.deleted)}, nil
 }
