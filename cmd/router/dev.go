@@ -79,6 +79,11 @@ func runDev(ctx context.Context, args []string) error {
 		return err
 	}
 	defer r.Close()
+	// The banner says the cluster is ready: print it once every shard
+	// has a replica that serves.
+	if err := r.WaitReady(ctx); err != nil {
+		return err
+	}
 	port := *httpAddr
 	if strings.HasPrefix(port, ":") {
 		port = "localhost" + port

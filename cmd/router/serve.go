@@ -58,6 +58,7 @@ func runServe(ctx context.Context, args []string) error {
 	hedge := fs.Bool("hedge", true, "hedge reads to a second replica when the first is slow (false for baselines)")
 	failover := fs.Bool("failover", true, "fail reads over to another replica within the call (false for baselines)")
 	prewarm := fs.Bool("prewarm", true, "dial and handshake every replica at start, before /readyz (false for baselines)")
+	readyTimeout := fs.Duration("ready-timeout", app.DefaultReadyTimeout, "how long /readyz waits for every shard to have a replica that serves; past it the router turns ready and answers say what is missing")
 	logLevel := logLevelFlag(fs, slog.LevelInfo)
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -105,7 +106,7 @@ func runServe(ctx context.Context, args []string) error {
 	r, err := app.New(app.Config{
 		Shards: shards, Dial: dial, APIKey: apiKey, Collection: *collection, MaxInflight: *maxInflight, BodyTimeout: *bodyTimeout,
 		NoAdmission: !*admit, NoHedge: !*hedge, NoFailover: !*failover, NoPrewarm: !*prewarm,
-		Logger: log, Kernel: kernel,
+		Logger: log, Kernel: kernel, WarmupTimeout: *readyTimeout,
 		Budget:         budget.Config{TLS: dial.Creds != nil, Max: time.Duration(*maxDeadline) * time.Millisecond},
 		TracerProvider: tel.TracerProvider, Propagator: tel.Propagator,
 	})

@@ -59,8 +59,10 @@ type Config struct {
 	Logger                                      *slog.Logger
 	// Kernel is reported as trawl_vector_kernel_info.
 	Kernel vector.Kernel
-	// WarmupTimeout bounds how long /readyz waits for every replica to be
-	// READY or failed (10 s if zero).
+	// WarmupTimeout is --ready-timeout: how long /readyz waits for every
+	// shard to have a replica that serves (DefaultReadyTimeout if zero).
+	// Past it the router turns ready anyway and its answers say what is
+	// missing.
 	WarmupTimeout time.Duration
 	// Extra mounts more routes (router dev's fault endpoints).
 	Extra func(chi.Router)
@@ -85,7 +87,8 @@ type Router struct {
 	Limiter *admission.Limiter
 
 	conns  []*client.Conn
-	ready  chan struct{} // closed when the warm-up ends
+	shards [][]*client.Conn // each shard's replicas, in shard order
+	ready  chan struct{}    // closed when the warm-up ends
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
@@ -97,7 +100,7 @@ func New(cfg Config) (*Router, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.WarmupTimeout == 0 {
-		cfg.WarmupTimeout = 10 * time.Second
+		cfg.WarmupTimeout = DefaultReadyTimeout
 	}
 	if cfg.Kernel.Name == "" {
 		cfg.Kernel = vector.Generic()
@@ -143,6 +146,7 @@ func New(cfg Config) (*Router, error) {
 		}
 		mshards = append(mshards, metrics.Shard{Name: s.Name, Replicas: s.Addrs})
 		fshards = append(fshards, fanout.Shard[*client.Conn]{Name: s.Name, Replicas: conns})
+		r.shards = append(r.shards, conns)
 		cshards = append(cshards, coordinator.Shard{Name: s.Name, Replicas: conns})
 	}
 	m := metrics.NewRouter(reg, mshards, cfg.Kernel.Name)
@@ -175,20 +179,28 @@ func New(cfg Config) (*Router, error) {
 	return r, nil
 }
 
+// DefaultReadyTimeout is --ready-timeout's default.
+const DefaultReadyTimeout = 30 * time.Second
+
 // warmUp waits until every replica is READY or has failed to connect (TLS
-// handshakes included), bounded by the warm-up timeout, learns the schema
-// from the shards, and turns the API ready. It stays ready afterwards:
-// readiness is about the router, dead shards show in answers.
+// handshakes included) and every shard has a replica that serves, bounded
+// by the ready timeout, learns the schema from the shards, and turns the
+// API ready: the first query after readiness is complete. It stays ready
+// afterwards: readiness is about the router, dead shards show in answers.
 func (r *Router) warmUp(ctx context.Context, cfg Config) {
 	wctx, cancel := context.WithTimeout(ctx, cfg.WarmupTimeout)
 	defer cancel()
-	var wg sync.WaitGroup
-	for _, c := range r.conns {
-		if !cfg.NoPrewarm {
+	if !cfg.NoPrewarm {
+		var wg sync.WaitGroup
+		for _, c := range r.conns {
 			wg.Go(func() { c.WaitSettled(wctx) })
 		}
+		wg.Wait()
+		if missing := r.waitServing(wctx, cfg.Shards); len(missing) > 0 && ctx.Err() == nil {
+			cfg.Logger.Warn("ready timeout passed with shards that have no serving replica; answers will say they are missing",
+				"shards", missing, "ready_timeout", cfg.WarmupTimeout)
+		}
 	}
-	wg.Wait()
 	if ctx.Err() != nil {
 		return
 	}
@@ -212,6 +224,44 @@ func (r *Router) warmUp(ctx context.Context, cfg Config) {
 			learned = r.Coordinator.LearnSchema(ctx)
 		}
 	}
+}
+
+// waitServing asks every shard's replicas (grpc.health.v1) until each
+// shard has one that serves, or ctx ends, and returns the names of the
+// shards that have none.
+func (r *Router) waitServing(ctx context.Context, specs []ShardSpec) []string {
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		var missing []string
+		for i, reps := range r.shards {
+			if !anyServing(ctx, reps) {
+				missing = append(missing, specs[i].Name)
+			}
+		}
+		if len(missing) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return missing
+		case <-t.C:
+		}
+	}
+}
+
+// anyServing reports whether one of reps answers its health check as
+// serving.
+func anyServing(ctx context.Context, reps []*client.Conn) bool {
+	for _, c := range reps {
+		pctx, cancel := context.WithTimeout(ctx, fanout.ProbeTimeout)
+		err := c.Probe(pctx)
+		cancel()
+		if err == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // WaitReady blocks until the warm-up has ended and the API is ready, or ctx

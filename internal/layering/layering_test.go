@@ -28,7 +28,7 @@ var rules = []rule{
 		why:   "the router side calls replicas through shard/client only",
 	},
 	{
-		from:  []string{"api", "api/..."},
+		from:   []string{"api", "api/..."},
 		never:  []string{"shard", "shard/...", "google.golang.org/grpc"},
 		direct: true,
 		why:    "api knows HTTP and nothing about shards",
