@@ -24,10 +24,7 @@ import (
 
 	"github.com/trawl-search/trawl/shard"
 	"github.com/trawl-search/trawl/shard/client"
-	"github.com/trawl-search/trawl/shard/raftnode"
-	"github.com/trawl-search/trawl/shard/server"
 	"github.com/trawl-search/trawl/shard/shardpb"
-	"github.com/trawl-search/trawl/shard/store"
 	"github.com/trawl-search/trawl/vector"
 )
 
@@ -48,9 +45,10 @@ func runChild() {
 		log.Error("crash child", "err", err)
 		os.Exit(2)
 	}
-	// raft's own warnings (unfinished snapshots found after a kill, the
-	// election after every start) are expected here.
-	raftLog := slog.New(slog.DiscardHandler)
+	// The replica's log is dropped: raft's own warnings (unfinished
+	// snapshots found after a kill, the election after every start) are
+	// expected here.
+	quiet := slog.New(slog.DiscardHandler)
 	addr := os.Getenv(childAddrEnv)
 	// The pid, for a parent that runs us under a tracer.
 	if err := os.WriteFile(filepath.Join(os.Getenv(childDirEnv), "..", "child.pid"), []byte(strconv.Itoa(os.Getpid())), 0o600); err != nil {
@@ -60,24 +58,30 @@ func runChild() {
 	if err != nil {
 		fail(err)
 	}
-	mem := store.NewMemory(testDim)
-	node, err := raftnode.Open(raftnode.Config{
-		DataDir: os.Getenv(childDirEnv), Advertise: addr, Store: mem, Logger: raftLog,
+	rep, err := Open(Config{
+		Dim: testDim, Metric: vector.Euclidean, Kernel: vector.Generic(),
+		DataDir: os.Getenv(childDirEnv), Advertise: addr, Logger: quiet,
 		HeartbeatTimeout: 200 * time.Millisecond, ElectionTimeout: 200 * time.Millisecond,
-		SnapshotThreshold: 40, TrailingLogs: 20, SnapshotInterval: 100 * time.Millisecond,
 	})
 	if err != nil {
 		fail(err)
 	}
-	srv := server.New(Config{Dim: testDim, Metric: vector.Euclidean, Kernel: vector.Generic(), Store: mem, Node: node})
 	g := grpc.NewServer(shard.ServerOptions()...)
-	srv.Register(g)
+	rep.Register(g)
 	go func() { _ = g.Serve(ln) }()
+	// A snapshot every 100 ms while there are new writes (raft's own
+	// threshold is 512 entries), so kills land before, during and after
+	// them.
+	go func() {
+		for range time.Tick(100 * time.Millisecond) {
+			_ = rep.Node.Snapshot()
+		}
+	}()
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM)
 	<-sig
 	g.Stop()
-	_ = node.Close()
+	_ = rep.Close()
 	os.Exit(0)
 }
 

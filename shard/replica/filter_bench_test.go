@@ -5,13 +5,12 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"runtime"
 	"strconv"
 	"testing"
 
 	"github.com/trawl-search/trawl/filter"
-	"github.com/trawl-search/trawl/filter/index"
 	"github.com/trawl-search/trawl/shard"
+	"github.com/trawl-search/trawl/shard/client"
 	"github.com/trawl-search/trawl/shard/server"
 	"github.com/trawl-search/trawl/shard/shardpb"
 	"github.com/trawl-search/trawl/shard/store"
@@ -37,8 +36,9 @@ func benchPayload(rng *rand.Rand, i int) []byte {
 		i%100, langs[rng.IntN(len(langs))], 2000+rng.IntN(26), rng.IntN(20), rng.IntN(20), rng.IntN(1000), rng.IntN(100))
 }
 
-// benchServer is a 1536-D cosine shard of n rows with payloads and int8
-// codes, served without raft (the scan path is the same).
+// benchServer is a 1536-D cosine replica (a group of one, its log in
+// memory) of n rows with payloads and int8 codes, written and trained
+// through its log.
 func benchServer(b *testing.B, n int) *server.Server {
 	b.Helper()
 	const dim = vector.DefaultDim
@@ -46,32 +46,25 @@ func benchServer(b *testing.B, n int) *server.Server {
 	if err != nil {
 		b.Fatal(err)
 	}
-	mem := store.NewMemory(dim, store.WithQuantization(store.QuantInt8))
-	srv := server.New(Config{Dim: dim, Metric: vector.Cosine, Kernel: k, Store: mem})
+	rep, _ := serve(b, Config{Dim: dim, Metric: vector.Cosine, Kernel: k, Quantization: store.QuantInt8, Int8MinRows: neverTrain},
+		nil, client.DialConfig{})
 	rng := rand.New(rand.NewPCG(1, 2))
-	recs := make([]store.Record, 0, 1024)
+	req := &shardpb.UpsertRequest{Placement: &shardpb.Placement{Fingerprint: place.Fingerprint, Shard: place.Shard}}
 	for i := range n {
 		v := make([]float32, dim)
 		for j := range v {
 			v[j] = rng.Float32() - 0.5
 		}
-		k.Normalize(v)
-		recs = append(recs, store.Record{ID: "doc-" + strconv.Itoa(i), Vector: v, Payload: benchPayload(rng, i)})
-		if len(recs) == cap(recs) || i == n-1 {
-			if err := mem.Upsert(context.Background(), place, recs); err != nil {
+		req.Vectors = append(req.Vectors, &shardpb.Vector{Id: "doc-" + strconv.Itoa(i), Vector: shard.EncodeVector(v), Payload: benchPayload(rng, i)})
+		if len(req.Vectors) == 1024 || i == n-1 {
+			if _, err := rep.Server.Upsert(context.Background(), req); err != nil {
 				b.Fatal(err)
 			}
-			recs = recs[:0]
+			req.Vectors = nil
 		}
 	}
-	scale, err := mem.trainInt8()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := mem.SetTrained(store.TrainedInt8Scale, scale); err != nil {
-		b.Fatal(err)
-	}
-	return srv
+	commitTrained(b, rep, store.TrainedInt8Scale, trainScale(b, rep.Store))
+	return rep.Server
 }
 
 // BenchmarkFilteredSearch: one top-10 query on a 200 000-row 1536-D
@@ -113,11 +106,11 @@ func BenchmarkFilteredSearch(b *testing.B) {
 			b.Run(kind+"/"+f.name, func(b *testing.B) {
 				var hits int
 				for b.Loop() {
-					res, _, _, err := srv.search(context.Background(), []*shardpb.Query{pq})
+					res, err := srv.Search(context.Background(), &shardpb.SearchRequest{Query: pq})
 					if err != nil {
 						b.Fatal(err)
 					}
-					hits = len(res[0].GetHits())
+					hits = len(res.GetHits())
 				}
 				b.ReportMetric(float64(hits), "hits")
 			})
@@ -125,38 +118,11 @@ func BenchmarkFilteredSearch(b *testing.B) {
 	}
 }
 
-// BenchmarkPayloadIndexMemory reports the payload index's heap per
-// document for the benchmark payloads (5 keys: a 100-value integer, a
-// 6-value string, a 26-value integer, two of 20 tags, a price of ~100 000
-// values), and how long building it takes.
-func BenchmarkPayloadIndexMemory(b *testing.B) {
-	n := benchRows()
-	rng := rand.New(rand.NewPCG(5, 6))
-	docs := make([]map[string]any, n)
-	for i := range docs {
-		docs[i], _ = filter.DecodePayload(benchPayload(rng, i))
-	}
-	var ix *index.Index
-	for b.Loop() {
-		var before, after runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&before)
-		ix = index.New(index.Config{})
-		for i, d := range docs {
-			ix.Add(uint32(i), d)
-		}
-		ix.Flush()
-		runtime.GC()
-		runtime.ReadMemStats(&after)
-		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(n), "B/doc")
-	}
-	runtime.KeepAlive(ix)
-}
-
 // BenchmarkUpsert: writes of 256 1536-D vectors with and without
-// payloads, through the shard's Upsert (validation, payload check,
-// store and index; no raft, whose fsync'd log costs the same either way
-// but for the payload bytes).
+// payloads, through the shard's Upsert (validation, payload check, a
+// commit through a group of one whose log is in memory, store and index;
+// a replica's fsync'd log on disk costs the same either way but for the
+// payload bytes).
 func BenchmarkUpsert(b *testing.B) {
 	const dim, batch = vector.DefaultDim, 256
 	k, err := vector.FromEnv()
@@ -170,11 +136,11 @@ func BenchmarkUpsert(b *testing.B) {
 			name = "payload"
 		}
 		b.Run(name, func(b *testing.B) {
-			srv := server.New(Config{Dim: dim, Metric: vector.Cosine, Kernel: k, Store: store.NewMemory(dim)})
+			rep, _ := serve(b, Config{Dim: dim, Metric: vector.Cosine, Kernel: k}, nil, client.DialConfig{})
 			next := 0
 			reqs := make([]*shardpb.UpsertRequest, 64)
 			for r := range reqs {
-				req := &shardpb.UpsertRequest{Placement: &shardpb.shard.Placement{Fingerprint: place.Fingerprint, Shard: place.Shard}}
+				req := &shardpb.UpsertRequest{Placement: &shardpb.Placement{Fingerprint: place.Fingerprint, Shard: place.Shard}}
 				for range batch {
 					v := make([]float32, dim)
 					for j := range v {
@@ -191,7 +157,7 @@ func BenchmarkUpsert(b *testing.B) {
 			}
 			i := 0
 			for b.Loop() {
-				if _, err := srv.Upsert(context.Background(), reqs[i%len(reqs)]); err != nil {
+				if _, err := rep.Server.Upsert(context.Background(), reqs[i%len(reqs)]); err != nil {
 					b.Fatal(err)
 				}
 				i++

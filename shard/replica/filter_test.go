@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -20,27 +18,37 @@ import (
 	"github.com/trawl-search/trawl/filter/filtertest"
 	"github.com/trawl-search/trawl/shard"
 	"github.com/trawl-search/trawl/shard/client"
+	"github.com/trawl-search/trawl/shard/server"
 	"github.com/trawl-search/trawl/shard/shardpb"
 	"github.com/trawl-search/trawl/shard/store"
 	"github.com/trawl-search/trawl/vector"
 )
 
 // matching returns the rows of mem whose payloads match f, as a Rows of
-// their own, and their ids' payloads.
+// their own, and their ids' payloads (a document without one has none).
 func matching(t *testing.T, mem *store.Memory, f *filter.Filter) (vector.Rows, map[string][]byte) {
-	sub := vector.Rows{Dim: mem.Dim()}
-	payloads := map[string][]byte{}
-	require.NoError(t, mem.ViewScan(func(v *store.ScanView) error {
-		for i, id := range v.Rows.IDs {
-			p := mem.payloads[i]
-			payloads[id] = p
-			if f.Match(decodePayload(p)) {
-				sub.Data = append(sub.Data, v.Rows.Row(i)...)
-				sub.IDs = append(sub.IDs, id)
-			}
-		}
+	t.Helper()
+	var all vector.Rows
+	require.NoError(t, mem.View(func(r vector.Rows) error {
+		all = vector.Rows{Data: slices.Clone(r.Data), Dim: r.Dim, IDs: slices.Clone(r.IDs)}
 		return nil
 	}))
+	sub := vector.Rows{Dim: mem.Dim()}
+	payloads := map[string][]byte{}
+	for i, id := range all.IDs {
+		r, ok := mem.Record(id)
+		require.True(t, ok)
+		payloads[id] = r.Payload
+		// A payload that does not decode counts as none, as in the store.
+		doc, err := filter.DecodePayload(r.Payload)
+		if err != nil {
+			doc = nil
+		}
+		if f.Match(doc) {
+			sub.Data = append(sub.Data, all.Row(i)...)
+			sub.IDs = append(sub.IDs, id)
+		}
+	}
 	return sub, payloads
 }
 
@@ -55,9 +63,10 @@ func TestFilteredSearchIsTheTopKOfTheMatchingRows(t *testing.T) {
 	for _, m := range []vector.Metric{vector.Cosine, vector.DotProduct, vector.Euclidean} {
 		t.Run(m.String(), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(m)+1, 5))
-			mem := store.NewMemory(dim, store.WithQuantization(store.QuantInt8))
-			cfg := Config{Dim: dim, Metric: m, Kernel: vector.Generic(), Store: mem}
-			_, c := serve(t, cfg, nil, client.DialConfig{})
+			cfg := Config{Dim: dim, Metric: m, Kernel: vector.Generic(), Quantization: store.QuantInt8,
+				Int8MinRows: neverTrain}
+			rep, c := serve(t, cfg, nil, client.DialConfig{})
+			mem := rep.Store
 			vec := func() []float32 {
 				v := make([]float32, dim)
 				for j := range v {
@@ -92,9 +101,7 @@ func TestFilteredSearchIsTheTopKOfTheMatchingRows(t *testing.T) {
 					require.NoError(t, err)
 				}
 			}
-			scale, err := mem.trainInt8()
-			require.NoError(t, err)
-			require.NoError(t, mem.SetTrained(store.TrainedInt8Scale, scale))
+			commitTrained(t, rep, store.TrainedInt8Scale, trainScale(t, mem))
 			require.True(t, mem.Int8Ready())
 
 			for fi := range 40 {
@@ -182,15 +189,16 @@ func TestFilteredSearchIsTheTopKOfTheMatchingRows(t *testing.T) {
 				}
 			}
 
-			// The index rebuilt from a snapshot selects the same rows.
-			fsm1 := &fsm{mem: mem, log: slog.New(slog.DiscardHandler)}
-			snap, err := fsm1.Snapshot()
+			// The index rebuilt from a snapshot selects the same rows: the
+			// replica's state machine writes one, a fresh one restores it.
+			snap, err := server.NewStateMachine(mem, nil, nil).Snapshot(rep.Node.AppliedIndex())
 			require.NoError(t, err)
 			var buf bytes.Buffer
-			require.NoError(t, snap.(*fsmSnapshot).persist(&buf))
+			require.NoError(t, snap.Persist(&buf))
 			snap.Release()
 			restored := store.NewMemory(dim)
-			require.NoError(t, (&fsm{mem: restored, log: slog.New(slog.DiscardHandler)}).Restore(io.NopCloser(&buf)))
+			_, err = server.NewStateMachine(restored, nil, nil).Restore(&buf)
+			require.NoError(t, err)
 			for range 40 {
 				f, err := filter.Parse([]byte(filtertest.Filter(rng, 3)))
 				require.NoError(t, err)

@@ -15,23 +15,12 @@ import (
 
 	"github.com/trawl-search/trawl/shard"
 	"github.com/trawl-search/trawl/shard/client"
-	"github.com/trawl-search/trawl/shard/raftnode"
 	"github.com/trawl-search/trawl/shard/server"
 	"github.com/trawl-search/trawl/shard/shardpb"
 	"github.com/trawl-search/trawl/shard/store"
 	"github.com/trawl-search/trawl/vector"
 	"github.com/trawl-search/trawl/vector/quant"
 )
-
-func TestParseQuantization(t *testing.T) {
-	for s, want := range map[string]Quantization{"": store.QuantNone, "none": store.QuantNone, "int8": store.QuantInt8} {
-		q, err := ParseQuantization(s)
-		require.NoError(t, err)
-		require.Equal(t, want, q)
-	}
-	_, err := ParseQuantization("int4")
-	require.Error(t, err)
-}
 
 // upsertOn writes vs through whichever member leads, retrying on
 // NOT_LEADER, and returns the write's index.
@@ -87,10 +76,9 @@ func TestInt8ScaleTrainedCommittedAndAppliedOnEveryReplica(t *testing.T) {
 		dim     = 32
 		minRows = 300
 	)
-	ms := groupOf(t, 3, dim, func(c *raftnode.Config) {
-		c.HeartbeatTimeout, c.ElectionTimeout, c.MaxLeaderSilence = testHeartbeat, testHeartbeat, testSilence
-		c.Int8MinRows = minRows
-	}, store.WithQuantization(store.QuantInt8))
+	ms := groupOf(t, 3, dim, func(c *Config) {
+		c.Quantization, c.Int8MinRows = store.QuantInt8, minRows
+	})
 	waitLeader(t, ms)
 	rng := rand.New(rand.NewPCG(5, 8))
 	vec := func() []float32 {
@@ -291,14 +279,14 @@ func (k *kindCounter) get(kind string) int {
 	return k.kinds[kind]
 }
 
-// TestServerCountsScansByKind: an unreplicated int8 store scans exactly
-// until a scale is set, then with the codes; the observer counts queries
-// of both kinds.
+// TestServerCountsScansByKind: an int8 replica scans exactly until a
+// scale is committed, then with the codes; the observer counts queries of
+// both kinds.
 func TestServerCountsScansByKind(t *testing.T) {
 	const dim = 16
 	obs := &kindCounter{kinds: map[string]int{}}
-	mem := store.NewMemory(dim, store.WithQuantization(store.QuantInt8))
-	_, c := serve(t, Config{Dim: dim, Metric: vector.DotProduct, Kernel: vector.Generic(), Store: mem, Observer: obs}, nil, client.DialConfig{})
+	rep, c := serve(t, Config{Dim: dim, Metric: vector.DotProduct, Kernel: vector.Generic(), Quantization: store.QuantInt8,
+		Int8MinRows: neverTrain, Observer: obs}, nil, client.DialConfig{})
 	rng := rand.New(rand.NewPCG(1, 2))
 	var vs []*shardpb.Vector
 	for i := range 100 {
@@ -316,9 +304,7 @@ func TestServerCountsScansByKind(t *testing.T) {
 	require.True(t, r.GetExact())
 	require.Equal(t, 2, obs.get(server.ScanExact))
 
-	b, err := mem.trainInt8()
-	require.NoError(t, err)
-	require.NoError(t, mem.SetTrained(store.TrainedInt8Scale, b))
+	commitTrained(t, rep, store.TrainedInt8Scale, trainScale(t, rep.Store))
 	r, err = c.SearchBatch(ctx(t), qs, 0)
 	require.NoError(t, err)
 	require.False(t, r.GetExact())
@@ -331,7 +317,13 @@ func TestServerCountsScansByKind(t *testing.T) {
 	require.True(t, r.GetExact(), "one query asking exact makes the batch exact")
 	require.Equal(t, 4, obs.get(server.ScanExact))
 
-	// A scale that does not decode leaves the store without codes.
-	require.Error(t, mem.SetTrained(store.TrainedInt8Scale, []byte("junk")))
-	require.False(t, mem.Int8Ready())
+	// A scale that does not decode is committed like any value, and leaves
+	// the store without codes: it scans exactly again.
+	commitTrained(t, rep, store.TrainedInt8Scale, []byte("junk"))
+	require.False(t, rep.Store.Int8Ready())
+	qs[0].Exact = false
+	r, err = c.SearchBatch(ctx(t), qs, 0)
+	require.NoError(t, err)
+	require.True(t, r.GetExact(), "no codes: the scan is exact")
+	require.Equal(t, 6, obs.get(server.ScanExact))
 }

@@ -6,12 +6,12 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
-	"math"
 	"math/rand/v2"
 	"os"
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -29,18 +29,6 @@ import (
 	"github.com/trawl-search/trawl/vector/ivf"
 	"github.com/trawl-search/trawl/vector/quant"
 )
-
-func TestParseIndex(t *testing.T) {
-	for s, want := range map[string]IndexKind{"": store.IndexFlat, "flat": store.IndexFlat, "ivf": store.IndexIVF} {
-		k, err := ParseIndex(s)
-		require.NoError(t, err)
-		require.Equal(t, want, k)
-		require.Equal(t, map[IndexKind]string{store.IndexFlat: "flat", store.IndexIVF: "ivf"}[want], k.String())
-	}
-	_, err := ParseIndex("hnsw")
-	require.Error(t, err)
-	require.Equal(t, store.QuantInt8, store.NewMemory(4, store.WithIVF(vector.Generic(), vector.Cosine)).Quantization(), "ivf implies int8")
-}
 
 // clusteredGen makes vectors around a few fixed centres, so IVF lists
 // mean something.
@@ -117,133 +105,121 @@ func freshLists(t *testing.T, m *store.Memory) [][]string {
 	return out
 }
 
-func withBuildHook(fn func()) store.MemoryOption { return func(m *store.Memory) { m.buildHook = fn } }
-
-// TestIVFBuildBesideWrites: a background build with appends, overwrites
-// (of rows the build holds and rows it does not yet) and deletes (moving
-// rows into and out of the part it holds, and shrinking the store below
-// it) between its chunks swaps in an index whose lists hold exactly the
-// rows a fresh build from the same centroids puts there; writes after the
-// swap keep it so; the flat codes are dropped.
-func TestIVFBuildBesideWrites(t *testing.T) {
-	const dim = 16
-	g := newClustered(3, dim, 12)
-	var mem *store.Memory
-	next := 0
-	upsert := func(n int) {
-		recs := make([]store.Record, n)
-		for i := range recs {
-			recs[i] = store.Record{ID: fmt.Sprintf("r%05d", next), Vector: g.vec()}
-			next++
-		}
-		require.NoError(t, mem.Upsert(context.Background(), place, recs))
-	}
-	overwrite := func(row int) {
-		var id string
-		require.NoError(t, mem.View(func(r vector.Rows) error { id = r.IDs[row]; return nil }))
-		require.NoError(t, mem.Upsert(context.Background(), place, []store.Record{{ID: id, Vector: g.vec()}}))
-	}
-	del := func(row int) {
-		var id string
-		require.NoError(t, mem.View(func(r vector.Rows) error { id = r.IDs[row]; return nil }))
-		found, err := mem.Delete(context.Background(), place, id)
-		require.NoError(t, err)
-		require.True(t, found)
-	}
-	chunks := 0
-	hook := func() {
-		chunks++
-		mem.mu.RLock()
-		held := mem.ivf.pending.x.Len()
-		mem.mu.RUnlock()
-		if n := mem.Len(); held > 0 && n > held+1 {
-			overwrite(g.rng.IntN(held))          // held by the build
-			overwrite(held + g.rng.IntN(n-held)) // not yet
-			del(g.rng.IntN(held))                // the last row moves into the build's part
-			del(held + g.rng.IntN(mem.Len()-held))
-		}
-		if chunks == 3 || chunks == 6 {
-			// Shrink the store below the build's rows: deletes then move
-			// rows the build holds.
-			for mem.Len() > held-50 {
-				del(g.rng.IntN(mem.Len()))
-			}
-		}
-		if chunks <= 6 {
-			upsert(300)
-		}
-	}
-	mem = store.NewMemory(dim, store.WithIVF(vector.Generic(), vector.Euclidean), withBuildHook(hook))
-	upsert(5000)
-	b, err := mem.trainInt8()
+// trainCentroids trains IVF centroids on a sample of mem's rows as the
+// trainer does (ivf.Sample and ivf.Train, seeded), serialised for
+// commitTrained, and returns their list count.
+func trainCentroids(t testing.TB, mem *store.Memory, m vector.Metric, seed uint64) ([]byte, int) {
+	t.Helper()
+	var (
+		sample []float32
+		n      int
+	)
+	require.NoError(t, mem.View(func(r vector.Rows) error {
+		n = r.Len()
+		sample = ivf.Sample(r, ivf.SampleSize(ivf.DefaultLists(n), n), seed)
+		return nil
+	}))
+	c, err := ivf.Train(context.Background(), vector.Generic(), m, sample, mem.Dim(), ivf.Config{Rows: n, Seed: seed})
 	require.NoError(t, err)
-	require.NoError(t, mem.SetTrained(store.TrainedInt8Scale, b))
-	require.True(t, mem.IndexReady())
-	cb, lists, err := mem.trainIVF(context.Background(), 1)
+	b, err := c.MarshalBinary()
 	require.NoError(t, err)
-	require.Equal(t, ivf.DefaultLists(5000), lists)
-	require.NoError(t, mem.SetTrained(store.TrainedIVFCentroids, cb))
-	require.True(t, mem.IndexReady(), "applied while serving: the flat codes serve until the index is built")
-	require.False(t, mem.IVFIndexed())
-
-	built, err := mem.BuildIndex(context.Background())
-	require.NoError(t, err)
-	require.True(t, built)
-	require.GreaterOrEqual(t, chunks, 3)
-	require.True(t, mem.IVFIndexed())
-	require.True(t, mem.Int8Ready())
-	require.Nil(t, mem.codes, "the lists hold the codes")
-	require.Equal(t, freshLists(t, mem), listSets(t, mem))
-	built, err = mem.BuildIndex(context.Background())
-	require.NoError(t, err)
-	require.False(t, built, "nothing to build")
-
-	for range 200 {
-		switch g.rng.IntN(3) {
-		case 0:
-			upsert(1)
-		case 1:
-			overwrite(g.rng.IntN(mem.Len()))
-		default:
-			del(g.rng.IntN(mem.Len()))
-		}
-	}
-	require.Equal(t, freshLists(t, mem), listSets(t, mem), "writes after the swap keep the lists")
-
-	// A restore (reset) drops the index; a store restored with centroids
-	// committed waits for its build before serving.
-	trained := map[string][]byte{store.TrainedInt8Scale: b, store.TrainedIVFCentroids: cb}
-	mem.reset(place, trained, 0)
-	upsert(2000)
-	require.False(t, mem.needsIVFBuild(), "no build while a snapshot is half loaded")
-	built, err = mem.BuildIndex(context.Background())
-	require.NoError(t, err)
-	require.False(t, built)
-	require.NoError(t, mem.encodeRestored())
-	require.False(t, mem.IndexReady(), "restored: not ready until built")
-	require.False(t, mem.Int8Ready())
-	built, err = mem.BuildIndex(context.Background())
-	require.NoError(t, err)
-	require.True(t, built)
-	require.True(t, mem.IndexReady())
-	require.Equal(t, freshLists(t, mem), listSets(t, mem))
-
-	// Centroids that do not decode leave a flat store, ready.
-	require.Error(t, mem.SetTrained(store.TrainedIVFCentroids, []byte("junk")))
-	require.True(t, mem.IndexReady())
-	require.False(t, mem.needsIVFBuild())
+	return b, c.Lists()
 }
 
-// TestIVFServerScans: an unreplicated IVF store answers from its index
-// (kind ivf, not exact), "exact": true from the float32 rows, a
-// selective filter exactly (so it loses nothing), a broad one by probing
-// with the filter, and nprobe = every list as the flat int8 scan would.
+// gate makes vector kernels whose every score waits while the gate is
+// shut. A replica given one holds its background IVF build at the build's
+// first assignment of a chunk, with no store lock held while writes apply
+// (where the store's own tests hold it with a build hook), and holds its
+// trainer's nprobe measurement before it scores anything. Nothing else
+// scores on such a replica here: an IVF store assigns a written row only
+// once an index or a build holds rows, and a replica that does not serve
+// refuses searches before scanning.
+type gate struct {
+	mu   sync.Mutex
+	ch   atomic.Pointer[chan struct{}] // closed while the gate is open
+	held chan struct{}                 // a score waited at the shut gate
+}
+
+func newGate() *gate {
+	g := &gate{held: make(chan struct{}, 1)}
+	open := make(chan struct{})
+	close(open)
+	g.ch.Store(&open)
+	return g
+}
+
+func (g *gate) shut() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if ch := *g.ch.Load(); isClosed(ch) {
+		next := make(chan struct{})
+		g.ch.Store(&next)
+	}
+	select {
+	case <-g.held: // forget a hold from before
+	default:
+	}
+}
+
+func (g *gate) open() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if ch := *g.ch.Load(); !isClosed(ch) {
+		close(ch)
+	}
+}
+
+func isClosed(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+func (g *gate) wait() {
+	ch := *g.ch.Load()
+	if isClosed(ch) {
+		return
+	}
+	select {
+	case g.held <- struct{}{}:
+	default:
+	}
+	<-ch
+}
+
+// waitHeld waits until a score waits at the shut gate.
+func (g *gate) waitHeld(t *testing.T, what string) {
+	t.Helper()
+	select {
+	case <-g.held:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s: nothing reached the gate", what)
+	}
+}
+
+// kernel is k with every score passing the gate first.
+func (g *gate) kernel(k vector.Kernel) vector.Kernel {
+	return vector.Kernel{
+		Name:      k.Name,
+		Dot:       func(a, b []float32) float32 { g.wait(); return k.Dot(a, b) },
+		L2Squared: func(a, b []float32) float32 { g.wait(); return k.L2Squared(a, b) },
+	}
+}
+
+// TestIVFServerScans: an IVF replica answers from its index (kind ivf,
+// not exact), "exact": true from the float32 rows, a selective filter
+// exactly (so it loses nothing), a broad one by probing with the filter,
+// and nprobe = every list as the flat int8 scan would.
 func TestIVFServerScans(t *testing.T) {
 	const dim = 16
 	g := newClustered(4, dim, 10)
 	obs := &kindCounter{kinds: map[string]int{}}
-	mem := store.NewMemory(dim, store.WithIVF(vector.Generic(), vector.Euclidean))
-	_, c := serve(t, Config{Dim: dim, Metric: vector.Euclidean, Kernel: vector.Generic(), Store: mem, Observer: obs}, nil, client.DialConfig{})
+	rep, c := serve(t, Config{Dim: dim, Metric: vector.Euclidean, Kernel: vector.Generic(), Index: store.IndexIVF,
+		Int8MinRows: neverTrain, IVFMinRows: neverTrain, Observer: obs}, nil, client.DialConfig{})
+	mem := rep.Store
 	var vs []*shardpb.Vector
 	for i := range 4000 {
 		vs = append(vs, &shardpb.Vector{Id: fmt.Sprintf("v%04d", i), Vector: shard.EncodeVector(g.vec()),
@@ -253,14 +229,15 @@ func TestIVFServerScans(t *testing.T) {
 		_, err := c.Upsert(ctx(t), place, vs[i:min(i+256, len(vs))])
 		require.NoError(t, err)
 	}
-	b, err := mem.trainInt8()
-	require.NoError(t, err)
-	require.NoError(t, mem.SetTrained(store.TrainedInt8Scale, b))
-	cb, lists, err := mem.trainIVF(context.Background(), 7)
-	require.NoError(t, err)
-	require.NoError(t, mem.SetTrained(store.TrainedIVFCentroids, cb))
-	_, err = mem.BuildIndex(context.Background())
-	require.NoError(t, err)
+	b := trainScale(t, mem)
+	commitTrained(t, rep, store.TrainedInt8Scale, b)
+	cb, lists := trainCentroids(t, mem, vector.Euclidean, 7)
+	commitTrained(t, rep, store.TrainedIVFCentroids, cb)
+	require.Eventually(t, mem.IVFIndexed, 30*time.Second, 5*time.Millisecond, "the replica builds its index")
+	// The leader measures the default nprobe on its index and commits it:
+	// every query below without one probes by the measurement.
+	require.Eventually(t, func() bool { return mem.IndexStats().NProbeCalibrated }, 60*time.Second, 10*time.Millisecond,
+		"the default nprobe measured and committed")
 
 	var rows vector.Rows
 	require.NoError(t, mem.View(func(r vector.Rows) error {
@@ -323,7 +300,8 @@ func TestIVFServerScans(t *testing.T) {
 		}
 	}
 	recall := float64(found) / float64(total)
-	t.Logf("ivf recall@10 over 20 queries, 4000 rows of %d-D, %d lists, default nprobe %d: %.3f", dim, lists, ivf.DefaultNProbe(lists), recall)
+	t.Logf("ivf recall@10 over 20 queries, 4000 rows of %d-D, %d lists, default nprobe %d (the rule's %d): %.3f",
+		dim, lists, mem.IndexStats().DefaultNProbe, ivf.DefaultNProbe(lists), recall)
 	require.GreaterOrEqual(t, recall, 0.95)
 	require.Equal(t, 20*3, obs.get(server.ScanIVF), "default, nprobe=all and the broad filter")
 	require.Equal(t, 20*2, obs.get(server.ScanExact), "exact:true and the selective filter")
@@ -360,10 +338,9 @@ func TestIVFReplicas(t *testing.T) {
 		dim     = 16
 		minRows = 600
 	)
-	ms := groupOf(t, 3, dim, func(c *raftnode.Config) {
-		c.Int8MinRows, c.IVFMinRows = 200, minRows
-		c.TrailingLogs, c.SnapshotThreshold = 10, 100
-	}, store.WithIVF(vector.Generic(), vector.Euclidean))
+	ms := groupOf(t, 3, dim, func(c *Config) {
+		c.Index, c.Int8MinRows, c.IVFMinRows = store.IndexIVF, 200, minRows
+	})
 	waitLeader(t, ms)
 	g := newClustered(5, dim, 8)
 	next := 0
@@ -432,12 +409,10 @@ func TestIVFReplicas(t *testing.T) {
 		// and some by the measurement).
 		require.Eventually(t, func() bool {
 			v := ms[0].mem.Trained(store.TrainedIVFNProbe)
-			crc, _, ok := decodeNProbe(v)
-			if !ok || crc != crc32.ChecksumIEEE(ms[0].mem.Trained(store.TrainedIVFCentroids)) {
-				return false
-			}
 			for _, m := range ms {
-				if !bytes.Equal(m.mem.Trained(store.TrainedIVFNProbe), v) || !m.mem.IVFIndexed() {
+				// Indexed from the committed centroids, and the committed
+				// nprobe names them (calibrated).
+				if !bytes.Equal(m.mem.Trained(store.TrainedIVFNProbe), v) || !m.mem.IVFIndexed() || !m.mem.IndexStats().NProbeCalibrated {
 					return false
 				}
 			}
@@ -468,28 +443,21 @@ func TestIVFReplicas(t *testing.T) {
 	same("after writes")
 
 	// Restarted from its own snapshot, a follower is NOT_SERVING until its
-	// index is built; its build is held at its first chunk meanwhile.
+	// index is built; its build is held at its first chunk meanwhile (its
+	// kernel waits at a shut gate).
 	rejoinHeld := func(m *member, what string) {
 		t.Helper()
-		gate := make(chan struct{})
-		release := sync.OnceFunc(func() { close(gate) })
-		defer release() // a failed assertion must not leave the build held: Close waits for it
-		held := make(chan struct{}, 1)
-		opts := m.memOpts
-		m.memOpts = append(slices.Clone(opts), withBuildHook(func() {
-			select {
-			case held <- struct{}{}:
-			default:
-			}
-			<-gate
-		}))
-		require.NoError(t, m.start())
-		m.memOpts = opts
-		select {
-		case <-held:
-		case <-time.After(30 * time.Second):
-			t.Fatalf("%s: no index build started", what)
+		g := newGate()
+		g.shut()
+		defer g.open() // a failed assertion must not leave the build held: Close waits for it
+		base := m.cfg
+		m.cfg = func(c *Config) {
+			base(c)
+			c.Kernel = g.kernel(c.Kernel)
 		}
+		require.NoError(t, m.start())
+		m.cfg = base
+		g.waitHeld(t, what+": no index build started")
 		// Caught up with the log by now or soon; still not serving.
 		deadline := time.Now().Add(time.Second)
 		for time.Now().Before(deadline) {
@@ -499,7 +467,7 @@ func TestIVFReplicas(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 		require.False(t, m.mem.IndexReady())
-		release()
+		g.open()
 		require.Eventually(t, func() bool { return m.node.Serving() && m.node.AppliedIndex() >= last },
 			30*time.Second, 10*time.Millisecond, "%s: serving once built", what)
 		require.True(t, m.mem.IVFIndexed())
@@ -515,11 +483,17 @@ func TestIVFReplicas(t *testing.T) {
 	rejoinHeld(follower, "restarted")
 	same("after a restart")
 
-	// Wiped, it installs the leader's snapshot and rebuilds.
+	// Wiped, it installs the leader's snapshot and rebuilds. The others
+	// take snapshots past more entries than the trailing logs a snapshot
+	// leaves, so the log the wiped replica lacks is compacted away.
 	follower.stop()
 	require.NoError(t, os.RemoveAll(follower.dir))
 	for range 3 {
 		last = upsertOn(t, ms, batch(50))
+	}
+	for i := 0; last <= raftnode.DefaultTrailingLogs+10; i++ {
+		// Overwrites: the shard keeps its size for the retrain below.
+		last = upsertOn(t, ms, []*shardpb.Vector{{Id: fmt.Sprintf("d-%05d", i%next), Vector: shard.EncodeVector(g.vec())}})
 	}
 	for _, m := range ms {
 		if m != follower {
@@ -528,9 +502,7 @@ func TestIVFReplicas(t *testing.T) {
 		}
 	}
 	rejoinHeld(follower, "rebuilt from a snapshot")
-	snaps, err := follower.node.snaps.List()
-	require.NoError(t, err)
-	require.NotEmpty(t, snaps, "the wiped replica installed a snapshot")
+	require.True(t, groupState(t, raftClient(t, follower)).GetHasSnapshot(), "the wiped replica installed a snapshot")
 	same("after a snapshot install")
 
 	// Growing by ivf.RetrainGrowth retrains; every replica swaps.
@@ -556,12 +528,17 @@ func TestIVFReplicas(t *testing.T) {
 // TestIndexStats: the Stats RPC says which index a replica's approximate
 // queries scan and how far an IVF store has got: untrained, building once
 // centroids are committed, then ready with the built index's lists, the
-// rows its centroids were trained on, its default nprobe and memory.
+// rows its centroids were trained on, its default nprobe and memory; and
+// which committed default nprobe applies (the store's own tests check
+// the values in detail).
 func TestIndexStats(t *testing.T) {
 	const dim, rows = 16, 4000
-	load := func(t *testing.T, mem *store.Memory) *client.Conn {
+	// load serves a replica of cfg that trains nothing itself and writes
+	// rows rows to it.
+	load := func(t *testing.T, cfg Config) (*Replica, *client.Conn) {
 		t.Helper()
-		_, c := serve(t, Config{Dim: dim, Metric: vector.Euclidean, Kernel: vector.Generic(), Store: mem}, nil, client.DialConfig{})
+		cfg.Dim, cfg.Metric, cfg.Int8MinRows, cfg.IVFMinRows = dim, vector.Euclidean, neverTrain, neverTrain
+		rep, c := serve(t, cfg, nil, client.DialConfig{})
 		g := newClustered(5, dim, 10)
 		var vs []*shardpb.Vector
 		for i := range rows {
@@ -571,7 +548,7 @@ func TestIndexStats(t *testing.T) {
 			_, err := c.Upsert(ctx(t), place, vs[i:min(i+256, len(vs))])
 			require.NoError(t, err)
 		}
-		return c
+		return rep, c
 	}
 	stats := func(t *testing.T, c *client.Conn) (string, *shardpb.IndexStats) {
 		t.Helper()
@@ -579,28 +556,21 @@ func TestIndexStats(t *testing.T) {
 		require.NoError(t, err)
 		return st.GetQuantization(), st.GetIndex()
 	}
-	trainScale := func(t *testing.T, mem *store.Memory) {
-		t.Helper()
-		b, err := mem.trainInt8()
-		require.NoError(t, err)
-		require.NoError(t, mem.SetTrained(store.TrainedInt8Scale, b))
-	}
 
 	t.Run("flat", func(t *testing.T) {
 		for _, tc := range []struct {
 			name      string
-			opts      []store.MemoryOption
+			q         store.Quantization
 			quant     string
 			withCodes bool
 		}{
-			{"float32", nil, "none", false},
-			{"int8", []store.MemoryOption{store.WithQuantization(store.QuantInt8)}, "int8", true},
+			{"float32", store.QuantNone, "none", false},
+			{"int8", store.QuantInt8, "int8", true},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
-				mem := store.NewMemory(dim, tc.opts...)
-				c := load(t, mem)
+				rep, c := load(t, Config{Quantization: tc.q})
 				if tc.withCodes {
-					trainScale(t, mem)
+					commitTrained(t, rep, store.TrainedInt8Scale, trainScale(t, rep.Store))
 				}
 				q, ix := stats(t, c)
 				require.Equal(t, tc.quant, q)
@@ -620,33 +590,42 @@ func TestIndexStats(t *testing.T) {
 	})
 
 	t.Run("ivf", func(t *testing.T) {
-		mem := store.NewMemory(dim, store.WithIVF(vector.Generic(), vector.Euclidean))
-		c := load(t, mem)
+		// The gate holds the replica's index build, then its trainer's
+		// nprobe measurement, where the test looks at them.
+		g := newGate()
+		rep, c := load(t, Config{Index: store.IndexIVF, Kernel: g.kernel(vector.Generic())})
+		t.Cleanup(g.open) // before the replica closes: Close waits for what the gate holds
 		q, ix := stats(t, c)
 		require.Equal(t, "int8", q, "ivf implies int8")
 		require.Equal(t, "ivf", ix.GetKind())
 		require.Equal(t, store.IndexStateUntrained, ix.GetState())
 		require.Zero(t, ix.GetLists())
 
-		trainScale(t, mem)
-		cb, lists, err := mem.trainIVF(context.Background(), 7)
-		require.NoError(t, err)
-		require.NoError(t, mem.SetTrained(store.TrainedIVFCentroids, cb))
+		commitTrained(t, rep, store.TrainedInt8Scale, trainScale(t, rep.Store))
+		cb, lists := trainCentroids(t, rep.Store, vector.Euclidean, 7)
+		g.shut()
+		commitTrained(t, rep, store.TrainedIVFCentroids, cb)
+		g.waitHeld(t, "the index build")
 		_, ix = stats(t, c)
-		require.Equal(t, IndexStateBuilding, ix.GetState(), "centroids committed, no index built")
+		require.Equal(t, store.IndexStateBuilding, ix.GetState(), "centroids committed, no index built")
 		require.Zero(t, ix.GetLists(), "no index to probe yet")
 		flatBytes := ix.GetBytes()
 		require.Positive(t, flatBytes, "the flat int8 codes serve meanwhile")
 
-		_, err = mem.BuildIndex(context.Background())
-		require.NoError(t, err)
+		g.open()
+		require.Eventually(t, rep.Store.IVFIndexed, 30*time.Second, time.Millisecond, "the index built")
+		g.shut() // the leader's nprobe measurement waits from here on
 		_, ix = stats(t, c)
 		require.Equal(t, store.IndexStateReady, ix.GetState())
 		require.Equal(t, uint32(lists), ix.GetLists())
 		require.Positive(t, ix.GetLists())
 		require.Equal(t, uint64(rows), ix.GetTrainedRows())
-		require.Equal(t, uint32(ivf.DefaultNProbe(lists)), ix.GetDefaultNprobe())
-		require.False(t, ix.GetNprobeCalibrated(), "the rule's value, nothing measured")
+		if ix.GetNprobeCalibrated() {
+			// The measurement got in before the gate shut.
+			require.GreaterOrEqual(t, ix.GetDefaultNprobe(), uint32(ivf.DefaultNProbe(lists)))
+		} else {
+			require.Equal(t, uint32(ivf.DefaultNProbe(lists)), ix.GetDefaultNprobe(), "the rule's value, nothing measured")
+		}
 		require.Equal(t, uint64(rows), ix.GetRows())
 		// The lists hold every row's codes (the flat ones are dropped) plus
 		// the row maps and centroids.
@@ -656,78 +635,54 @@ func TestIndexStats(t *testing.T) {
 		// A committed nprobe for these centroids is what queries without
 		// one probe; one naming other centroids (a retrain's leftover) is
 		// ignored; the leader's measurement names the built index's.
-		require.True(t, mem.needsIVFNProbe())
 		crc := crc32.ChecksumIEEE(cb)
 		want := ivf.DefaultNProbe(lists) + 3
-		levels := []ivf.Level{{K: 10, NProbe: want}, {K: 100, NProbe: want + 2}}
-		require.NoError(t, mem.SetTrained(store.TrainedIVFNProbe, encodeNProbe(crc, levels)))
+		levels := encodeLevels(crc, []ivf.Level{{K: 10, NProbe: want}, {K: 100, NProbe: want + 2}})
+		commitTrained(t, rep, store.TrainedIVFNProbe, levels)
 		_, ix = stats(t, c)
 		require.Equal(t, uint32(want), ix.GetDefaultNprobe())
 		require.True(t, ix.GetNprobeCalibrated())
-		require.False(t, mem.needsIVFNProbe())
 		legacy := binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(nil, crc), uint32(want))
-		require.NoError(t, mem.SetTrained(store.TrainedIVFNProbe, legacy))
+		commitTrained(t, rep, store.TrainedIVFNProbe, legacy)
 		_, ix = stats(t, c)
 		require.Equal(t, uint32(want), ix.GetDefaultNprobe(), "a value from before levels still applies")
-		require.True(t, mem.needsIVFNProbe(), "and is measured again")
-		require.NoError(t, mem.SetTrained(store.TrainedIVFNProbe, encodeNProbe(crc, levels)))
-		require.NoError(t, mem.SetTrained(store.TrainedIVFNProbe, encodeNProbe(crc+1, levels)))
+		commitTrained(t, rep, store.TrainedIVFNProbe, levels)
+		other := encodeLevels(crc+1, []ivf.Level{{K: 10, NProbe: want}, {K: 100, NProbe: want + 2}})
+		commitTrained(t, rep, store.TrainedIVFNProbe, other)
 		_, ix = stats(t, c)
 		require.Equal(t, uint32(ivf.DefaultNProbe(lists)), ix.GetDefaultNprobe(), "other centroids' value")
 		require.False(t, ix.GetNprobeCalibrated(), "other centroids' value")
-		require.True(t, mem.needsIVFNProbe())
-		b, measured, err := mem.calibrateIVF(context.Background())
-		require.NoError(t, err)
-		gotCRC, got, ok := decodeNProbe(b)
-		require.True(t, ok)
-		require.Equal(t, crc, gotCRC)
-		require.Len(t, got, len(ivf.CalibrationKs()))
-		for i, l := range got {
-			require.Equal(t, measured[i].K, l.K)
-			require.Equal(t, measured[i].NProbe, l.NProbe)
-		}
-		require.GreaterOrEqual(t, got[0].NProbe, ivf.DefaultNProbe(lists))
+
+		// Measured again: the leader commits a measurement of the built
+		// index, at least the rule's nprobe.
+		g.open()
+		require.Eventually(t, func() bool {
+			_, ix = stats(t, c)
+			return ix.GetNprobeCalibrated()
+		}, 60*time.Second, 10*time.Millisecond, "the leader measures the default nprobe")
+		require.NotEqual(t, other, rep.Store.Trained(store.TrainedIVFNProbe))
+		require.GreaterOrEqual(t, ix.GetDefaultNprobe(), uint32(ivf.DefaultNProbe(lists)))
 	})
 
 	t.Run("ivf centroids that do not decode", func(t *testing.T) {
-		mem := store.NewMemory(dim, store.WithIVF(vector.Generic(), vector.Euclidean))
-		c := load(t, mem)
-		trainScale(t, mem)
-		require.Error(t, mem.SetTrained(store.TrainedIVFCentroids, []byte("not centroids")))
+		rep, c := load(t, Config{Index: store.IndexIVF})
+		commitTrained(t, rep, store.TrainedInt8Scale, trainScale(t, rep.Store))
+		commitTrained(t, rep, store.TrainedIVFCentroids, []byte("not centroids"))
 		_, ix := stats(t, c)
-		require.Equal(t, IndexStateFailed, ix.GetState(), "the store serves as a flat int8 one")
+		require.Equal(t, store.IndexStateFailed, ix.GetState(), "the replica serves as a flat int8 one")
 		require.Contains(t, ix.GetError(), "ivf centroids")
 		require.Zero(t, ix.GetLists())
 		require.Positive(t, ix.GetBytes(), "its flat int8 codes")
 	})
 }
 
-// The committed nprobe value round-trips its levels; a value of one
-// nprobe (written before levels) applies to every k; anything else is
-// refused, so a replica falls back to the rule rather than misread it.
-func TestDecodeNProbe(t *testing.T) {
-	levels := []ivf.Level{{K: 10, NProbe: 24}, {K: 100, NProbe: 96}}
-	for _, tc := range []struct {
-		name string
-		b    []byte
-		want []ivf.Level
-	}{
-		{"levels", encodeNProbe(7, levels), levels},
-		{"one nprobe", binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint32(nil, 7), 30), []ivf.Level{{K: math.MaxInt32, NProbe: 30}}},
-		{"short", []byte{7, 0, 0, 0, 1, 0}, nil},
-		{"half a level", append(encodeNProbe(7, levels), 1, 0, 0, 0), nil},
-		{"descending k", encodeNProbe(7, []ivf.Level{{K: 100, NProbe: 9}, {K: 10, NProbe: 8}}), nil},
-		{"zero nprobe", encodeNProbe(7, []ivf.Level{{K: 10, NProbe: 0}}), nil},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			crc, got, ok := decodeNProbe(tc.b)
-			if tc.want == nil {
-				require.False(t, ok)
-				return
-			}
-			require.True(t, ok)
-			require.Equal(t, uint32(7), crc)
-			require.Equal(t, tc.want, got)
-		})
+// encodeLevels is store.TrainedIVFNProbe's value: the centroids' CRC-32,
+// then each level's K and nprobe, little-endian uint32s.
+func encodeLevels(crc uint32, levels []ivf.Level) []byte {
+	b := binary.LittleEndian.AppendUint32(nil, crc)
+	for _, l := range levels {
+		b = binary.LittleEndian.AppendUint32(b, uint32(l.K))
+		b = binary.LittleEndian.AppendUint32(b, uint32(l.NProbe))
 	}
+	return b
 }

@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/trawl-search/trawl/internal/faultproxy"
@@ -43,47 +45,46 @@ type member struct {
 	listen string // the server's own address (stable across restarts)
 	proxy  *faultproxy.Proxy
 	peers  []string
-	cfg    func(*raftnode.Config)
-	dim    int // testDim if zero
-	// memOpts configure the member's store at every start.
-	memOpts []store.MemoryOption
+	// cfg adjusts the replica's configuration at every start.
+	cfg func(*Config)
+	dim int // testDim if zero
 
 	g    *grpc.Server
-	node *raftnode.Node
-	srv  *server.Server
-	mem  *store.Memory
+	rep  *Replica
+	node *raftnode.Node // rep's
+	srv  *server.Server // rep's
+	mem  *store.Memory  // rep's
 	conn *client.Conn
 }
 
 func (m *member) addr() string { return m.proxy.Addr() }
 
-// start opens the node and serves it.
+// start opens the replica and serves it.
 func (m *member) start() error {
 	if m.dim == 0 {
 		m.dim = testDim
 	}
-	m.mem = store.NewMemory(m.dim, m.memOpts...)
-	nc := raftnode.Config{
-		DataDir: m.dir, Advertise: m.addr(), Peers: m.peers, Store: m.mem,
+	cfg := Config{
+		Dim: m.dim, Metric: vector.Euclidean, Kernel: vector.Generic(),
+		DataDir: m.dir, Advertise: m.addr(), Peers: m.peers,
 		HeartbeatTimeout: testHeartbeat, ElectionTimeout: testHeartbeat, MaxLeaderSilence: testSilence,
 		Logger: testLogger(m.t),
 	}
 	if m.cfg != nil {
-		m.cfg(&nc)
+		m.cfg(&cfg)
 	}
 	ln, err := listenRetry(m.listen)
 	if err != nil {
 		return err
 	}
-	node, err := raftnode.Open(nc)
+	rep, err := Open(cfg)
 	if err != nil {
 		ln.Close()
 		return err
 	}
-	m.node = node
-	m.srv = server.New(Config{Dim: m.dim, Metric: vector.Euclidean, Kernel: vector.Generic(), Store: m.mem, Node: node})
+	m.rep, m.node, m.srv, m.mem = rep, rep.Node, rep.Server, rep.Store
 	m.g = grpc.NewServer(shard.ServerOptions()...)
-	m.srv.Register(m.g)
+	rep.Register(m.g)
 	go m.g.Serve(ln)
 	m.conn, err = client.Dial(m.listen, client.DialConfig{})
 	return err
@@ -96,7 +97,7 @@ func (m *member) stop() {
 	}
 	m.conn.Close()
 	m.g.Stop()
-	require.NoError(m.t, m.node.Close())
+	require.NoError(m.t, m.rep.Close())
 	m.g = nil
 }
 
@@ -112,7 +113,7 @@ func listenRetry(addr string) (net.Listener, error) {
 	return nil, err
 }
 
-func testLogger(t *testing.T) *slog.Logger {
+func testLogger(t testing.TB) *slog.Logger {
 	if os.Getenv("TRAWL_TEST_LOG") != "" {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("test", t.Name())
 	}
@@ -120,7 +121,7 @@ func testLogger(t *testing.T) *slog.Logger {
 }
 
 // group starts n replicas of one shard.
-func group(t *testing.T, n int, cfg func(*raftnode.Config)) []*member {
+func group(t *testing.T, n int, cfg func(*Config)) []*member {
 	t.Helper()
 	return groupOf(t, n, testDim, cfg)
 }
@@ -131,12 +132,12 @@ func group(t *testing.T, n int, cfg func(*raftnode.Config)) []*member {
 // the test timings' 200 ms leader lease.
 func groupDim(t *testing.T, n, dim int) []*member {
 	t.Helper()
-	return groupOf(t, n, dim, func(c *raftnode.Config) {
+	return groupOf(t, n, dim, func(c *Config) {
 		c.HeartbeatTimeout, c.ElectionTimeout, c.MaxLeaderSilence = 0, 0, 0
 	})
 }
 
-func groupOf(t *testing.T, n, dim int, cfg func(*raftnode.Config), memOpts ...store.MemoryOption) []*member {
+func groupOf(t *testing.T, n, dim int, cfg func(*Config)) []*member {
 	t.Helper()
 	ms := make([]*member, n)
 	var peers []string
@@ -147,7 +148,7 @@ func groupOf(t *testing.T, n, dim int, cfg func(*raftnode.Config), memOpts ...st
 		ln.Close()
 		p, err := faultproxy.Start("127.0.0.1:0", addr)
 		require.NoError(t, err)
-		ms[i] = &member{t: t, dir: filepath.Join(t.TempDir(), fmt.Sprint("r", i)), listen: addr, proxy: p, cfg: cfg, dim: dim, memOpts: memOpts}
+		ms[i] = &member{t: t, dir: filepath.Join(t.TempDir(), fmt.Sprint("r", i)), listen: addr, proxy: p, cfg: cfg, dim: dim}
 		peers = append(peers, p.Addr())
 	}
 	for _, m := range ms {
@@ -247,12 +248,18 @@ func ids(prefix string, n int) []string {
 	return out
 }
 
+// TestRaftGroupReplicatesAndRefusesWritesOnFollowers: writes commit
+// through the leader and reach every replica; a follower that cannot
+// reach its leader refuses a write as NOT_LEADER (naming the leader; the
+// write never entered the log, so a router may send it elsewhere), and
+// one that can forwards it; reads wait for the index they ask for.
 func TestRaftGroupReplicatesAndRefusesWritesOnFollowers(t *testing.T) {
 	ms := group(t, 3, nil)
 	leader := waitLeader(t, ms)
 	idx := write(t, ms, "a", "b")
 	require.Positive(t, idx)
 
+	var followers []*member
 	for _, m := range ms {
 		st, err := m.conn.Stats(ctx(t))
 		require.NoError(t, err)
@@ -261,7 +268,15 @@ func TestRaftGroupReplicatesAndRefusesWritesOnFollowers(t *testing.T) {
 			continue
 		}
 		require.Equal(t, "follower", st.GetRole())
-		_, err = m.conn.Upsert(ctx(t), place, []*shardpb.Vector{{Id: "c", Vector: shard.EncodeVector(testVec("c", 0))}})
+		followers = append(followers, m)
+	}
+	// The leader's own address refuses connections (its peers' raft
+	// traffic to it too; its own to them goes on): the followers cannot
+	// forward.
+	c := []*shardpb.Vector{{Id: "c", Vector: shard.EncodeVector(testVec("c", 0))}}
+	leader.proxy.Stop()
+	for _, m := range followers {
+		_, err := m.conn.Upsert(ctx(t), place, c)
 		var nl *shard.NotLeaderError
 		require.ErrorAs(t, err, &nl)
 		require.Equal(t, leader.addr(), nl.Leader())
@@ -270,9 +285,28 @@ func TestRaftGroupReplicatesAndRefusesWritesOnFollowers(t *testing.T) {
 		_, _, err = m.conn.Delete(ctx(t), place, "a")
 		require.ErrorAs(t, err, &nl)
 	}
-	// Every replica applies the write; min_index reads wait for it.
+	_, err := leader.conn.Get(ctx(t), "c", 0)
+	require.Equal(t, codes.NotFound, status.Code(err), "a refused write is never applied")
+	// Once the leader is reachable, a follower forwards the write to it.
+	require.NoError(t, leader.proxy.Restore())
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		i, err := followers[0].conn.Upsert(ctx(t), place, c)
+		if err == nil {
+			require.Greater(t, i, idx)
+			idx = i
+			break
+		}
+		// Until the follower has reconnected, still refused unsent.
+		var nl *shard.NotLeaderError
+		require.ErrorAs(t, err, &nl)
+		require.True(t, time.Now().Before(deadline), "the follower never forwarded the write: %v", err)
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	// Every replica applies the writes; min_index reads wait for them.
 	for _, m := range ms {
-		require.Eventually(t, func() bool { return complete(t, m, []string{"a", "b"}, idx) }, 10*time.Second, 20*time.Millisecond)
+		require.Eventually(t, func() bool { return complete(t, m, []string{"a", "b", "c"}, idx) }, 10*time.Second, 20*time.Millisecond)
 		v, err := m.conn.Get(ctx(t), "a", idx)
 		require.NoError(t, err)
 		require.Equal(t, shard.EncodeVector(testVec("a", 0)), v.GetVector())
@@ -284,8 +318,10 @@ func TestRaftGroupReplicatesAndRefusesWritesOnFollowers(t *testing.T) {
 		require.Equal(t, leader.addr(), st.GetLeader())
 	}
 	// A read asking for an index nobody has applied is refused as not
-	// serving.
-	_, err := ms[0].conn.Get(ctx(t), "a", idx+1000)
+	// serving (after waiting half its budget for the index).
+	short, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
+	defer cancel()
+	_, err = ms[0].conn.Get(short, "a", idx+1000)
 	require.Error(t, err)
 	var ns interface{ NotServing() bool }
 	require.ErrorAs(t, err, &ns)
@@ -299,19 +335,43 @@ func TestRaftGroupReplicatesAndRefusesWritesOnFollowers(t *testing.T) {
 	require.Greater(t, didx, idx)
 
 	// A trained value is committed through the log and reaches every
-	// replica.
-	tidx, err := leader.node.SetTrained(ctx(t), "int8_scale", []byte{1, 2, 3})
+	// replica; a follower refuses to propose one, and its node says the
+	// entry never entered the log.
+	tidx, err := leader.srv.SetTrained(ctx(t), "int8_scale", []byte{1, 2, 3})
 	require.NoError(t, err)
 	for _, m := range ms {
 		require.Eventually(t, func() bool { return m.node.AppliedIndex() >= tidx }, 10*time.Second, 10*time.Millisecond)
 		require.Equal(t, []byte{1, 2, 3}, m.mem.Trained("int8_scale"))
 		if m != leader {
-			_, err := m.node.SetTrained(ctx(t), "int8_scale", nil)
-			var pe *proposeError
+			_, err := m.srv.SetTrained(ctx(t), "int8_scale", nil)
+			var nl *shard.NotLeaderError
+			require.ErrorAs(t, shard.FromStatus(err), &nl)
+			require.Equal(t, leader.addr(), nl.Leader())
+			_, _, err = m.node.Propose(ctx(t), []byte("never applied"))
+			var pe *raftnode.ProposeError
 			require.ErrorAs(t, err, &pe)
-			require.True(t, pe.notLeader)
+			require.True(t, pe.NotLeader)
 		}
 	}
+}
+
+// raftClient is a Raft service client on m's own address (past its
+// proxy), closed when the test ends.
+func raftClient(t *testing.T, m *member) shardpb.RaftClient {
+	t.Helper()
+	cc, err := grpc.NewClient("passthrough:///"+m.listen, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	t.Cleanup(func() { cc.Close() })
+	return shardpb.NewRaftClient(cc)
+}
+
+// groupState is a replica's answer to a starting peer's question: its
+// last log index and whether it holds a snapshot.
+func groupState(t *testing.T, rc shardpb.RaftClient) *shardpb.GroupStateResponse {
+	t.Helper()
+	st, err := rc.GroupState(ctx(t), &shardpb.GroupStateRequest{})
+	require.NoError(t, err)
+	return st
 }
 
 // rejoin measures how long after start a member serves complete answers
@@ -334,9 +394,7 @@ func TestRaftReplicaAwayCatchesUpBeforeServing(t *testing.T) {
 		{"restarted on a wiped directory", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			// A short log: the writes made while the replica is away are
-			// compacted into a snapshot, so a wiped one must install it.
-			ms := group(t, 3, func(c *raftnode.Config) { c.TrailingLogs = 10; c.SnapshotThreshold = 100 })
+			ms := group(t, 3, nil)
 			leader := waitLeader(t, ms)
 			before := ids("before", 20)
 			write(t, ms, before...)
@@ -348,8 +406,11 @@ func TestRaftReplicaAwayCatchesUpBeforeServing(t *testing.T) {
 			if tc.wipe {
 				require.NoError(t, os.RemoveAll(away.dir))
 			}
-			// The group keeps acknowledging writes with one replica down.
-			during := ids("during", 200)
+			// The group keeps acknowledging writes with one replica down:
+			// more than the trailing logs a snapshot leaves, so once the
+			// leader takes one the writes made while the replica was away
+			// are compacted into it, and the replica must install it.
+			during := ids("during", raftnode.DefaultTrailingLogs+50)
 			var last uint64
 			for _, id := range during {
 				last = write(t, ms, id)
@@ -357,13 +418,11 @@ func TestRaftReplicaAwayCatchesUpBeforeServing(t *testing.T) {
 			require.NoError(t, waitLeader(t, ms).node.Snapshot())
 			all := append(before, during...)
 			took := rejoin(t, away, all, 0)
-			t.Logf("MEASURED: a replica 200 writes behind, %s, serves complete answers %s after it starts", tc.name, took.Round(time.Millisecond))
+			t.Logf("MEASURED: a replica %d writes behind, %s, serves complete answers %s after it starts", len(during), tc.name, took.Round(time.Millisecond))
 			require.True(t, complete(t, away, all, last))
 			require.True(t, away.node.MayVote())
 			if tc.wipe {
-				snaps, err := away.node.snaps.List()
-				require.NoError(t, err)
-				require.NotEmpty(t, snaps, "the wiped replica rebuilt from an installed snapshot")
+				require.True(t, groupState(t, raftClient(t, away)).GetHasSnapshot(), "the wiped replica rebuilt from an installed snapshot")
 			}
 		})
 	}
@@ -417,15 +476,16 @@ func TestRaftWipedReplicaWithFrozenPeersDoesNothing(t *testing.T) {
 		require.NoError(t, m.proxy.Blackhole())
 	}
 	require.NoError(t, wiped.start())
+	rc := raftClient(t, wiped)
 	for range 3 * int(testSilence/(100*time.Millisecond)) {
 		require.False(t, complete(t, wiped, nil, 0), "an empty replica answered as complete")
 		require.NotEqual(t, "leader", wiped.node.Role())
 		require.False(t, wiped.node.MayVote())
-		require.Zero(t, wiped.node.raft.LastIndex(), "it bootstrapped a group of its own")
+		require.Zero(t, groupState(t, rc).GetLastIndex(), "it bootstrapped a group of its own")
 		time.Sleep(100 * time.Millisecond)
 	}
 	// It refuses to vote, at the transport.
-	_, err := shardpb.NewRaftClient(wiped.conn.cc).RequestVote(ctx(t), &shardpb.RaftMessage{})
+	_, err := rc.RequestVote(ctx(t), &shardpb.RaftMessage{})
 	require.Equal(t, codes.Unavailable, status.Code(err))
 	require.ErrorContains(t, err, "no part in elections")
 

@@ -2,46 +2,58 @@ package replica
 
 import (
 	"bytes"
-	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"math/rand/v2"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
 
+	"github.com/trawl-search/trawl/shard"
+	"github.com/trawl-search/trawl/shard/raftnode"
+	"github.com/trawl-search/trawl/shard/server"
+	"github.com/trawl-search/trawl/shard/shardpb"
 	"github.com/trawl-search/trawl/shard/store"
 )
 
-// BenchmarkRestore is a replica's start: a 20 000 × 1536 snapshot read back
-// into an empty store (the part of a restart that grows with the shard).
+// BenchmarkRestore is a replica's start: a 20 000 × 1536 snapshot, written
+// by the state machine of a store its log filled, read back by a fresh
+// state machine into an empty store (the part of a restart that grows
+// with the shard).
 func BenchmarkRestore(b *testing.B) {
-	const dim, rows = 1536, 20000
+	const dim, rows, batch = 1536, 20000, 1000
 	src := store.NewMemory(dim)
+	sm := server.NewStateMachine(src, nil, nil)
 	rng := rand.New(rand.NewPCG(1, 2))
-	recs := make([]store.Record, 0, 1000)
+	var index uint64
+	up := &shardpb.UpsertCommand{Placement: &shardpb.Placement{Fingerprint: place.Fingerprint, Shard: place.Shard}}
 	for i := range rows {
 		v := make([]float32, dim)
 		for j := range v {
 			v[j] = rng.Float32()
 		}
-		recs = append(recs, store.Record{ID: fmt.Sprint("row-", i), Vector: v, Payload: []byte(`{"n":1}`)})
-		if len(recs) == cap(recs) {
-			require.NoError(b, src.Upsert(context.Background(), place, recs))
-			recs = recs[:0]
+		up.Vectors = append(up.Vectors, &shardpb.Vector{Id: fmt.Sprint("row-", i), Vector: shard.EncodeVector(v), Payload: []byte(`{"n":1}`)})
+		if len(up.Vectors) == batch {
+			data, err := proto.Marshal(&shardpb.Command{Op: &shardpb.Command_Upsert{Upsert: up}})
+			require.NoError(b, err)
+			index++
+			sm.Apply(raftnode.Entry{Index: index, Data: data})
+			up.Vectors = up.Vectors[:0]
 		}
 	}
-	snap, err := (&fsm{mem: src, log: slog.New(slog.DiscardHandler)}).Snapshot()
+	require.Equal(b, rows, src.Len())
+	snap, err := sm.Snapshot(index)
 	require.NoError(b, err)
 	var buf bytes.Buffer
-	require.NoError(b, snap.(*fsmSnapshot).persist(&buf))
+	require.NoError(b, snap.Persist(&buf))
 	snap.Release()
 	b.SetBytes(int64(buf.Len()))
 	b.ResetTimer()
 	for range b.N {
-		f := &fsm{mem: store.NewMemory(dim), log: slog.New(slog.DiscardHandler)}
-		require.NoError(b, f.Restore(io.NopCloser(bytes.NewReader(buf.Bytes()))))
-		require.Equal(b, rows, f.mem.Len())
+		mem := store.NewMemory(dim)
+		applied, err := server.NewStateMachine(mem, nil, nil).Restore(bytes.NewReader(buf.Bytes()))
+		require.NoError(b, err)
+		require.Equal(b, index, applied)
+		require.Equal(b, rows, mem.Len())
 	}
 }

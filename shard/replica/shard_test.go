@@ -22,10 +22,10 @@ import (
 	"github.com/trawl-search/trawl/internal/testpki"
 	"github.com/trawl-search/trawl/shard"
 	"github.com/trawl-search/trawl/shard/client"
-	"github.com/trawl-search/trawl/shard/server"
 	"github.com/trawl-search/trawl/shard/shardpb"
 	"github.com/trawl-search/trawl/shard/store"
 	"github.com/trawl-search/trawl/vector"
+	"github.com/trawl-search/trawl/vector/quant"
 )
 
 func TestMain(m *testing.M) {
@@ -35,38 +35,91 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// serve starts a shard server on loopback and returns a connected client.
-func serve(t *testing.T, cfg Config, opts []grpc.ServerOption, dial client.DialConfig) (*server.Server, *client.Conn) {
+// Timings of the single-node replicas serve opens: a group of one elects
+// itself within an election timeout or two, and MaxLeaderSilence is at
+// its minimum of 3x the election timeout.
+const (
+	serveElection = 100 * time.Millisecond
+	serveSilence  = 3 * serveElection
+)
+
+// neverTrain, as Int8MinRows and IVFMinRows, keeps a replica's trainer
+// from training anything itself, for tests that commit their own trained
+// values (it still builds the IVF index of committed centroids).
+const neverTrain = math.MaxInt32
+
+// serve opens a single-node replica of cfg (a real raft group of one, its
+// log in memory) on a loopback gRPC server with shard.ServerOptions and
+// opts, waits until it serves, and returns it with a client dialled with
+// dial. Both are closed when the test ends.
+func serve(t testing.TB, cfg Config, opts []grpc.ServerOption, dial client.DialConfig) (*Replica, *client.Conn) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	srv := server.New(cfg)
+	cfg.InMemory = true
+	cfg.Advertise = ln.Addr().String()
+	cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.MaxLeaderSilence = serveElection, serveElection, serveSilence
+	if cfg.Kernel.Name == "" {
+		cfg.Kernel = vector.Generic()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = testLogger(t)
+	}
+	rep, err := Open(cfg)
+	if err != nil {
+		ln.Close()
+		require.NoError(t, err)
+	}
 	g := grpc.NewServer(append(shard.ServerOptions(), opts...)...)
-	srv.Register(g)
-	srv.SetServing(true)
+	rep.Register(g)
 	go g.Serve(ln)
 	c, err := client.Dial(ln.Addr().String(), dial)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		c.Close()
 		g.Stop()
+		require.NoError(t, rep.Close())
 	})
+	require.Eventually(t, rep.Server.Serving, 10*time.Second, 5*time.Millisecond, "the replica never served")
 	wctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	c.WaitSettled(wctx)
-	return srv, c
+	return rep, c
 }
 
 func memConfig(dim int, m vector.Metric) Config {
-	return Config{Dim: dim, Metric: m, Kernel: vector.Generic(), Store: store.NewMemory(dim)}
+	return Config{Dim: dim, Metric: m, Kernel: vector.Generic()}
 }
 
 var place = shard.Placement{Fingerprint: "fp1", Shard: "shard-0"}
 
-func ctx(t *testing.T) context.Context {
+func ctx(t testing.TB) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	t.Cleanup(cancel)
 	return c
+}
+
+// commitTrained commits a trained value through rep's log, as its
+// trainer would, and returns once the replica has applied it.
+func commitTrained(t testing.TB, rep *Replica, name string, value []byte) {
+	t.Helper()
+	_, err := rep.Server.SetTrained(ctx(t), name, value)
+	require.NoError(t, err)
+}
+
+// trainScale trains an int8 scale on mem's first rows (131 072 at most),
+// as the trainer does, serialised for commitTrained.
+func trainScale(t testing.TB, mem *store.Memory) []byte {
+	t.Helper()
+	var s quant.Scale
+	require.NoError(t, mem.View(func(r vector.Rows) error {
+		var err error
+		s, err = quant.Train(r.Data[:min(r.Len(), 131072)*r.Dim], r.Dim, quant.DefaultKind)
+		return err
+	}))
+	b, err := s.MarshalBinary()
+	require.NoError(t, err)
+	return b
 }
 
 func TestServerValidatesEveryVector(t *testing.T) {
@@ -131,9 +184,10 @@ func TestServerUpsertGetDeleteAndPlacement(t *testing.T) {
 }
 
 func TestProbeReportsNotServing(t *testing.T) {
-	srv, c := serve(t, memConfig(2, vector.DotProduct), nil, client.DialConfig{})
+	rep, c := serve(t, memConfig(2, vector.DotProduct), nil, client.DialConfig{})
 	require.NoError(t, c.Probe(ctx(t)))
-	srv.SetServing(false)
+	// Draining: NOT_SERVING for good, whatever the node says after.
+	rep.Server.Shutdown()
 	err := c.Probe(ctx(t))
 	require.ErrorIs(t, err, shard.ErrNotServing)
 	var ns interface{ NotServing() bool }
@@ -200,7 +254,7 @@ func TestServerCertificateReloadsFromDisk(t *testing.T) {
 		}
 	}()
 	serial := func() int64 {
-		ctc, err := ClientTLS(p.CAFile, "", "")
+		ctc, err := shard.ClientTLS(p.CAFile, "", "")
 		require.NoError(t, err)
 		c, err := tls.Dial("tcp", ln.Addr().String(), ctc)
 		require.NoError(t, err)
