@@ -11,7 +11,6 @@ package app_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -32,7 +31,7 @@ import (
 	"github.com/trawl-search/trawl/internal/faultproxy"
 	"github.com/trawl-search/trawl/placement"
 	"github.com/trawl-search/trawl/shard"
-	"github.com/trawl-search/trawl/shard/store"
+	"github.com/trawl-search/trawl/shard/replica"
 	"github.com/trawl-search/trawl/vector"
 )
 
@@ -484,31 +483,70 @@ func TestFaultDeadline1FloodMakesNoSuspect(t *testing.T) {
 
 // ---- writes ----------------------------------------------------------------
 
-// countingStore counts the upserts that reach a replica, per id.
-type countingStore struct {
-	*store.Memory
-	mu      sync.Mutex
-	arrived map[string]int
+// Timings of the single-node replicas serveReplica opens: a group of one
+// elects itself within an election timeout or two, and MaxLeaderSilence is
+// at its minimum of 3x the election timeout.
+const (
+	replicaElection = 100 * time.Millisecond
+	replicaSilence  = 3 * replicaElection
+)
+
+// serveReplica opens an empty replica of dim-dimensional cosine vectors,
+// a group of one with its log in memory, serves it on ln and waits until
+// it serves. The replica and its server stop when the test ends.
+func serveReplica(t *testing.T, ln net.Listener, dim int, k vector.Kernel) *replica.Replica {
+	t.Helper()
+	rep, err := replica.Open(replica.Config{
+		Dim: dim, Metric: vector.Cosine, Kernel: k,
+		InMemory: true, Advertise: ln.Addr().String(),
+		HeartbeatTimeout: replicaElection, ElectionTimeout: replicaElection, MaxLeaderSilence: replicaSilence,
+	})
+	require.NoError(t, err)
+	g := grpc.NewServer(shard.ServerOptions()...)
+	rep.Register(g)
+	go g.Serve(ln)
+	t.Cleanup(func() {
+		g.Stop()
+		require.NoError(t, rep.Close())
+	})
+	require.Eventually(t, rep.Server.Serving, 10*time.Second, 5*time.Millisecond, "the replica never served")
+	return rep
 }
 
-func (s *countingStore) Upsert(ctx context.Context, p shard.Placement, recs []store.Record) error {
-	s.mu.Lock()
-	for _, r := range recs {
-		s.arrived[r.ID]++
-	}
-	s.mu.Unlock()
-	return s.Memory.Upsert(ctx, p, recs)
-}
-
-func (s *countingStore) count(id string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.arrived[id]
-}
-
+// countingReplica is one replica of a write harness's shard: a group of
+// one, so it leads and takes any write sent to it, as every replica of a
+// shard did before writes were replicated, and its log says how many
+// writes it applied.
 type countingReplica struct {
 	proxy *faultproxy.Proxy
-	store *countingStore
+	rep   *replica.Replica
+	// base is the commit index when the replica first served: the
+	// entries every group starts with (its configuration, its leader's
+	// no-op and barrier), before any write.
+	base uint64
+}
+
+// has reports whether a write of id was applied here.
+func (r *countingReplica) has(id string) bool {
+	_, ok := r.rep.Store.Get(id)
+	return ok
+}
+
+// writes is how many writes the replica applied. Its group of one, led by
+// it in one term, commits each write as the next log entry after base,
+// and AppliedIndex is the last write's index (0 before any), so a write
+// applied twice counts twice.
+func (r *countingReplica) writes() uint64 {
+	return max(r.rep.Node.AppliedIndex(), r.base) - r.base
+}
+
+// shardWrites is how many writes a shard's replicas applied together.
+func shardWrites(reps []*countingReplica) uint64 {
+	var n uint64
+	for _, r := range reps {
+		n += r.writes()
+	}
+	return n
 }
 
 type writeHarness struct {
@@ -522,8 +560,8 @@ type writeHarness struct {
 	lastRetryAfter string
 }
 
-// startCounting runs shards of empty counting replicas, each a real gRPC
-// shard server behind a fault proxy, and a router over them.
+// startCounting runs shards of empty counting replicas, each a real
+// replica behind a fault proxy, and a router over them.
 func startCounting(t *testing.T, shards, replicas, dim int) *writeHarness {
 	t.Helper()
 	w := &writeHarness{replicas: map[string][]*countingReplica{}, dim: dim}
@@ -533,21 +571,13 @@ func startCounting(t *testing.T, shards, replicas, dim int) *writeHarness {
 		w.names = append(w.names, name)
 		spec := app.ShardSpec{Name: name}
 		for range replicas {
-			store := &countingStore{Memory: store.NewMemory(dim), arrived: map[string]int{}}
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
 			require.NoError(t, err)
-			srv := shard.NewServer(shard.Config{Dim: dim, Metric: vector.Cosine, Kernel: vector.Generic(), Store: store})
-			g := grpc.NewServer(shard.ServerOptions()...)
-			srv.Register(g)
-			srv.SetServing(true)
-			go g.Serve(ln)
+			rep := serveReplica(t, ln, dim, vector.Generic())
 			p, err := faultproxy.Start("127.0.0.1:0", ln.Addr().String())
 			require.NoError(t, err)
-			t.Cleanup(func() {
-				p.Close()
-				g.Stop()
-			})
-			w.replicas[name] = append(w.replicas[name], &countingReplica{proxy: p, store: store})
+			t.Cleanup(func() { p.Close() })
+			w.replicas[name] = append(w.replicas[name], &countingReplica{proxy: p, rep: rep, base: rep.Node.CommitIndex()})
 			spec.Addrs = append(spec.Addrs, p.Addr())
 		}
 		specs = append(specs, spec)
@@ -621,7 +651,7 @@ func (w *writeHarness) target(t *testing.T, shardName, lastID string) (first, ot
 	t.Helper()
 	reps := w.replicas[shardName]
 	for i, r := range reps {
-		if r.store.count(lastID) == 1 {
+		if r.has(lastID) {
 			return r, reps[1-i]
 		}
 	}
@@ -643,6 +673,8 @@ func TestFaultWriteToBlackholedReplicaIsUnknownAndNeverReplayed(t *testing.T) {
 	hedges0 := metricSum(t, w.r.Registry, "trawl_scatter_hedges_total")
 
 	silent, other := w.target(t, "shard-0", warmID)
+	reps := w.replicas["shard-0"]
+	require.Equal(t, uint64(1), shardWrites(reps), "one replica applies a write, once")
 	require.NoError(t, silent.proxy.Blackhole())
 	id := w.idOn("shard-0", "w")
 	a, code, took, err := w.upsert(c, id)
@@ -654,8 +686,8 @@ func TestFaultWriteToBlackholedReplicaIsUnknownAndNeverReplayed(t *testing.T) {
 	require.Equal(t, "outcome_unknown", a.Results[0].Error.Code)
 	require.Contains(t, a.Results[0].Error.Message, "retrying the request is safe")
 	require.Less(t, took, shard.WriteTimeout+time.Second, "bounded by the write timeout")
-	require.Zero(t, silent.store.count(id), "nothing crosses a blackhole")
-	require.Zero(t, other.store.count(id), "a write that may have been delivered is not sent elsewhere")
+	require.False(t, silent.has(id), "nothing crosses a blackhole")
+	require.False(t, other.has(id), "a write that may have been delivered is not sent elsewhere")
 
 	// The silent replica comes back: nothing is replayed to it.
 	require.NoError(t, silent.proxy.Restore())
@@ -668,13 +700,11 @@ func TestFaultWriteToBlackholedReplicaIsUnknownAndNeverReplayed(t *testing.T) {
 	a, code, _, err = w.upsert(c, later)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, code, "%+v", a)
-	require.Equal(t, 1, silent.store.count(later)+other.store.count(later), "one replica takes a write")
-	require.Zero(t, silent.store.count(id), "an unknown write is never replayed")
-	require.Zero(t, other.store.count(id))
+	require.True(t, silent.has(later) != other.has(later), "one replica takes a write")
+	require.False(t, silent.has(id), "an unknown write is never replayed")
+	require.False(t, other.has(id))
+	require.Equal(t, uint64(2), shardWrites(reps), "two writes applied, once each: the warm one and the later one")
 	require.Equal(t, hedges0, metricSum(t, w.r.Registry, "trawl_scatter_hedges_total"), "writes are never hedged")
-	for _, r := range w.replicas["shard-0"] {
-		require.LessOrEqual(t, r.store.count(warmID), 1)
-	}
 }
 
 // A write whose replica refuses the connection provably never left: it goes
@@ -690,6 +720,8 @@ func TestFaultWriteToRefusedReplica(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, code)
 	first, other := w.target(t, "shard-1", warmID)
+	reps := w.replicas["shard-1"]
+	require.Equal(t, uint64(1), shardWrites(reps), "one replica applies a write, once")
 	down := func(r *countingReplica) {
 		r.proxy.Stop()
 		// Wait until the router has seen the connection go: a write sent in
@@ -707,8 +739,9 @@ func TestFaultWriteToRefusedReplica(t *testing.T) {
 		t.Logf("write with its first choice refused answered %d in %s", code, took)
 		require.Equal(t, http.StatusOK, code, "%+v", a)
 		require.Less(t, took, time.Second)
-		require.Equal(t, 1, other.store.count(id))
-		require.Zero(t, first.store.count(id))
+		require.True(t, other.has(id))
+		require.False(t, first.has(id))
+		require.Equal(t, uint64(2), shardWrites(reps), "applied once")
 	})
 
 	down(other)
@@ -725,7 +758,8 @@ func TestFaultWriteToRefusedReplica(t *testing.T) {
 		require.Equal(t, "unavailable", a.Results[0].Error.Code)
 		require.GreaterOrEqual(t, took, shard.WriteTimeout-50*time.Millisecond, "retried while the write timeout lasted")
 		require.Less(t, took, shard.WriteTimeout+time.Second)
-		require.Zero(t, first.store.count(id)+other.store.count(id))
+		require.False(t, first.has(id) || other.has(id))
+		require.Equal(t, uint64(2), shardWrites(reps), "applied nowhere")
 	})
 
 	t.Run("one restored 300 ms in: ok, once", func(t *testing.T) {
@@ -738,7 +772,8 @@ func TestFaultWriteToRefusedReplica(t *testing.T) {
 		require.Equal(t, http.StatusOK, code, "%+v", a)
 		require.Less(t, took, shard.WriteTimeout)
 		require.Equal(t, "ok", a.Results[0].Status)
-		require.Equal(t, 1, other.store.count(id))
-		require.Zero(t, first.store.count(id))
+		require.True(t, other.has(id))
+		require.False(t, first.has(id))
+		require.Equal(t, uint64(3), shardWrites(reps), "applied once")
 	})
 }

@@ -16,13 +16,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
-	"google.golang.org/grpc"
 
 	"github.com/trawl-search/trawl/internal/app"
 	"github.com/trawl-search/trawl/internal/devcluster"
 	"github.com/trawl-search/trawl/placement"
 	"github.com/trawl-search/trawl/shard"
-	"github.com/trawl-search/trawl/shard/store"
+	"github.com/trawl-search/trawl/shard/shardpb"
 	"github.com/trawl-search/trawl/vector"
 )
 
@@ -117,16 +116,21 @@ func TestPowerOffOfAReplicaHost(t *testing.T) {
 		k.Normalize(r.Vector)
 	}
 	table := placement.New([]string{"shard-0"})
-	p := shard.Placement{Fingerprint: table.Fingerprint(), Shard: "shard-0"}
+	p := &shardpb.Placement{Fingerprint: table.Fingerprint(), Shard: "shard-0"}
+	// Each replica is a group of one holding the corpus, written through
+	// its own log.
 	serveOn := func(ln net.Listener) {
-		store := store.NewMemory(dim)
-		require.NoError(t, store.Upsert(context.Background(), p, corpus))
-		srv := shard.NewServer(shard.Config{Dim: dim, Metric: vector.Cosine, Kernel: k, Store: store})
-		g := grpc.NewServer(shard.ServerOptions()...)
-		srv.Register(g)
-		srv.SetServing(true)
-		go g.Serve(ln)
-		t.Cleanup(g.Stop)
+		rep := serveReplica(t, ln, dim, k)
+		for i := 0; i < len(corpus); i += 256 {
+			req := &shardpb.UpsertRequest{Placement: p}
+			for _, r := range corpus[i:min(i+256, len(corpus))] {
+				req.Vectors = append(req.Vectors, &shardpb.Vector{Id: r.ID, Vector: shard.EncodeVector(r.Vector), Payload: r.Payload})
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			_, err := rep.Server.Upsert(ctx, req)
+			cancel()
+			require.NoError(t, err)
+		}
 	}
 	remote := host.listen(t)
 	serveOn(remote)
