@@ -113,134 +113,57 @@ func (c *Coordinator) Search(ctx context.Context, s Search) (Answer, error) {
 	if err != nil {
 		return Answer{}, err
 	}
-	pqs := make([]*shardpb.Query, len(qs))
+	cqs := make([]client.Query, len(qs))
 	for i, q := range qs {
-		pqs[i] = &shardpb.Query{Vector: vector.EncodeLE(q.Vector), K: uint32(q.K), ExcludeId: q.LikeID,
-			Exact: q.Exact, Oversample: uint32(q.Oversample), Nprobe: uint32(q.NProbe), ScoreThreshold: q.ScoreThreshold, WithVector: q.WithVector}
+		cqs[i] = client.Query{Vector: q.Vector, K: q.K, ExcludeID: q.LikeID, Exact: q.Exact, Oversample: q.Oversample,
+			NProbe: q.NProbe, ScoreThreshold: q.ScoreThreshold, WithVector: q.WithVector}
 		if !q.Filter.Empty() {
 			// The canonical form: every shard parses the same bytes, and
 			// a shard groups a batch's queries by them.
-			if pqs[i].Filter, err = json.Marshal(q.Filter); err != nil {
+			if cqs[i].Filter, err = json.Marshal(q.Filter); err != nil {
 				return Answer{}, fmt.Errorf("query %d: encoding its filter: %w", i, err)
 			}
 		}
 		if w := q.WithPayload; w != nil {
-			pqs[i].WithPayload = &shardpb.PayloadSelector{All: w.All, Keys: w.Keys}
+			cqs[i].Payload = &client.PayloadSelection{All: w.All, Keys: w.Keys}
 		}
 	}
-	var results []fanout.Result[hitLists]
-	var sum fanout.Summary
-	if s.Path == fanout.PathSearch && len(pqs) == 1 {
-		var rs []fanout.Result[*shardpb.SearchResponse]
-		rs, sum = fanout.Gather(ctx, c.cluster, req, func(ctx context.Context, r *client.Conn) (*shardpb.SearchResponse, error) {
-			return r.Search(ctx, pqs[0], c.minIndex(r))
-		})
-		results = convert(rs, func(v *shardpb.SearchResponse) hitLists {
-			return hitLists{single: v.GetHits(), exact: v.GetExact()}
-		})
-	} else {
-		var rs []fanout.Result[*shardpb.SearchBatchResponse]
-		rs, sum = fanout.Gather(ctx, c.cluster, req, func(ctx context.Context, r *client.Conn) (*shardpb.SearchBatchResponse, error) {
-			resp, err := r.SearchBatch(ctx, pqs, c.minIndex(r))
-			if err == nil && len(resp.GetResults()) != len(pqs) {
-				return nil, status.Errorf(codes.Internal, "replica answered %d results for %d queries", len(resp.GetResults()), len(pqs))
-			}
-			return resp, err
-		})
-		results = convert(rs, func(v *shardpb.SearchBatchResponse) hitLists {
-			return hitLists{batch: v.GetResults(), exact: v.GetExact()}
-		})
-	}
+	results, sum := fanout.Gather(ctx, c.cluster, req, func(ctx context.Context, r *client.Conn) (client.SearchResult, error) {
+		return r.Search(ctx, cqs, c.minIndex(r))
+	})
 
 	ans := Answer{Summary: sum, Shards: reports(results), Exact: true}
 	for _, res := range results {
-		if res.Reason == "" && !res.Value.exact {
+		if res.Reason == "" && !res.Value.Exact {
 			ans.Exact = false
 		}
 	}
 	if err := refuse(sum, s.AllowPartial); err != nil {
 		return ans, err
 	}
-	schema := c.Schema()
+	metric := c.Schema().Metric
 	ans.Hits = make([][]Hit, len(qs))
 	for qi, q := range qs {
-		per := make([][]vector.Hit, len(results))
-		var extra []map[string]*shardpb.Hit // by shard, then id; only with_payload or with_vector
-		if q.WithPayload != nil || q.WithVector {
-			extra = make([]map[string]*shardpb.Hit, len(results))
-		}
+		per := make([][]client.Hit, len(results))
+		scored := make([][]vector.Hit, len(results))
 		for i, res := range results {
 			if res.Reason == "" {
-				hs := res.Value.query(qi)
-				per[i] = hitsOf(hs)
-				if extra != nil {
-					extra[i] = make(map[string]*shardpb.Hit, len(hs))
-					for _, h := range hs {
-						extra[i][h.GetId()] = h
-					}
+				per[i] = res.Value.Hits[qi]
+				scored[i] = make([]vector.Hit, len(per[i]))
+				for j, h := range per[i] {
+					scored[i][j] = vector.Hit{ID: h.ID, Score: h.Score}
 				}
 			}
 		}
-		ans.Hits[qi] = c.merge(schema.Metric, q.K, per)
-		for j, h := range ans.Hits[qi] {
-			if extra == nil {
-				break
-			}
-			ph := extra[c.shardIndex(h.Shard)][h.ID]
-			if q.WithPayload != nil {
-				p := ph.GetPayload()
-				if len(p) == 0 {
-					p = []byte("{}")
-				}
-				ans.Hits[qi][j].Payload = p
-			}
-			if q.WithVector {
-				v, err := vector.DecodeLE(ph.GetVector())
-				if err != nil {
-					return ans, errorf(CodeInternal, err, "shard %s returned a malformed vector for %q: %v", h.Shard, h.ID, err)
-				}
-				ans.Hits[qi][j].Vector = v
-			}
+		refs := metric.Merge(q.K, scored)
+		hits := make([]Hit, len(refs))
+		for j, ref := range refs {
+			h := per[ref.List][ref.Pos]
+			hits[j] = Hit{ID: h.ID, Score: h.Score, Shard: c.shards[ref.List].Name, Payload: h.Payload, Vector: h.Vector}
 		}
+		ans.Hits[qi] = hits
 	}
 	return ans, nil
-}
-
-// shardIndex is the cluster-order index of the named shard.
-func (c *Coordinator) shardIndex(name string) int {
-	for i, s := range c.shards {
-		if s.Name == name {
-			return i
-		}
-	}
-	return -1
-}
-
-// hitLists is either shard answer, single or batch, seen as lists by query.
-type hitLists struct {
-	single []*shardpb.Hit
-	batch  []*shardpb.HitList
-	exact  bool // the shard scored every row in float32
-}
-
-func (h hitLists) query(i int) []*shardpb.Hit {
-	if h.batch != nil {
-		return h.batch[i].GetHits()
-	}
-	return h.single
-}
-
-// convert maps the winning values of a fan-out's results.
-func convert[A, B any](rs []fanout.Result[A], f func(A) B) []fanout.Result[B] {
-	out := make([]fanout.Result[B], len(rs))
-	for i, r := range rs {
-		out[i] = fanout.Result[B]{Shard: r.Shard, Reason: r.Reason, Err: r.Err, Replica: r.Replica,
-			Latency: r.Latency, Hedged: r.Hedged, FailedOver: r.FailedOver}
-		if r.Reason == "" {
-			out[i].Value = f(r.Value)
-		}
-	}
-	return out
 }
 
 func reports[T any](rs []fanout.Result[T]) []ShardReport {
@@ -266,23 +189,6 @@ func refuse(sum fanout.Summary, allowPartial bool) error {
 		return errorf(CodeUnavailable, nil, "%d of %d shards unavailable and allow_partial is false", len(sum.Unavailable), sum.ShardsTotal)
 	}
 	return nil
-}
-
-func (c *Coordinator) merge(m vector.Metric, k int, lists [][]vector.Hit) []Hit {
-	refs := m.Merge(k, lists)
-	out := make([]Hit, len(refs))
-	for i, ref := range refs {
-		out[i] = Hit{ID: ref.ID, Score: ref.Score, Shard: c.shards[ref.List].Name}
-	}
-	return out
-}
-
-func hitsOf(hs []*shardpb.Hit) []vector.Hit {
-	out := make([]vector.Hit, len(hs))
-	for i, h := range hs {
-		out[i] = vector.Hit{ID: h.GetId(), Score: h.GetScore()}
-	}
-	return out
 }
 
 // resolveLikes fetches the stored vectors of like_id queries from their

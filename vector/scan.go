@@ -264,9 +264,10 @@ func (m Metric) scoreOf(key float32) float32 {
 	return key
 }
 
-// Ref is a merged hit and which input list it came from.
+// Ref is a merged hit and where it came from: its input list, and its
+// position in that list (so a caller can take what else it carries).
 type Ref struct {
-	List int
+	List, Pos int
 	Hit
 }
 
@@ -288,7 +289,7 @@ func (m Metric) Merge(k int, lists [][]Hit) []Ref {
 		if best < 0 {
 			break
 		}
-		out = append(out, Ref{List: best, Hit: lists[best][pos[best]]})
+		out = append(out, Ref{List: best, Pos: pos[best], Hit: lists[best][pos[best]]})
 		pos[best]++
 	}
 	return out

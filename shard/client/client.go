@@ -111,21 +111,6 @@ func (c *Conn) Probe(ctx context.Context) error {
 	return nil
 }
 
-// Search runs one query. ctx must carry the query's deadline. minIndex is
-// the last write index the caller acknowledged on this shard (0: none); a
-// replica that has not applied it, or is not serving, answers an error
-// with NotServing() true.
-func (c *Conn) Search(ctx context.Context, q *shardpb.Query, minIndex uint64) (*shardpb.SearchResponse, error) {
-	resp, err := c.shard.Search(ctx, &shardpb.SearchRequest{Query: q, MinIndex: minIndex})
-	return resp, shard.FromStatus(err)
-}
-
-// SearchBatch runs a batch of queries in one RPC; minIndex as in Search.
-func (c *Conn) SearchBatch(ctx context.Context, qs []*shardpb.Query, minIndex uint64) (*shardpb.SearchBatchResponse, error) {
-	resp, err := c.shard.SearchBatch(ctx, &shardpb.SearchBatchRequest{Queries: qs, MinIndex: minIndex})
-	return resp, shard.FromStatus(err)
-}
-
 // Get fetches one stored vector with its payload; minIndex as in Search.
 func (c *Conn) Get(ctx context.Context, id string, minIndex uint64) (*shardpb.Vector, error) {
 	resp, err := c.shard.Get(ctx, &shardpb.GetRequest{Id: id, MinIndex: minIndex})

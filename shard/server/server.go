@@ -169,20 +169,8 @@ func (s *Server) Shutdown() { s.health.Shutdown() }
 // Close closes the connections writes were forwarded on.
 func (s *Server) Close() { s.leaders.close() }
 
-// Search implements shardpb.ShardServer.
+// Search implements shardpb.ShardServer: one query or a batch, one scan.
 func (s *Server) Search(ctx context.Context, req *shardpb.SearchRequest) (*shardpb.SearchResponse, error) {
-	if err := s.readable(ctx, req.GetMinIndex()); err != nil {
-		return nil, err
-	}
-	res, docs, exact, err := s.search(ctx, []*shardpb.Query{req.GetQuery()})
-	if err != nil {
-		return nil, err
-	}
-	return &shardpb.SearchResponse{Hits: res[0].Hits, DocCount: docs, Exact: exact}, nil
-}
-
-// SearchBatch implements shardpb.ShardServer.
-func (s *Server) SearchBatch(ctx context.Context, req *shardpb.SearchBatchRequest) (*shardpb.SearchBatchResponse, error) {
 	if len(req.GetQueries()) == 0 {
 		return nil, status.Error(codes.InvalidArgument, "no queries")
 	}
@@ -193,7 +181,7 @@ func (s *Server) SearchBatch(ctx context.Context, req *shardpb.SearchBatchReques
 	if err != nil {
 		return nil, err
 	}
-	return &shardpb.SearchBatchResponse{Results: res, DocCount: docs, Exact: exact}, nil
+	return &shardpb.SearchResponse{Results: res, DocCount: docs, Exact: exact}, nil
 }
 
 // errOverloaded marks a scan refused by admission, for the scan metric.

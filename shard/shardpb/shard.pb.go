@@ -12,12 +12,11 @@
 package shardpb
 
 import (
+	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
+	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
-
-	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
-	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 )
 
 const (
@@ -285,8 +284,8 @@ func (x *Hit) GetVector() []byte {
 }
 
 type SearchRequest struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	Query *Query                 `protobuf:"bytes,1,opt,name=query,proto3" json:"query,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Queries []*Query               `protobuf:"bytes,3,rep,name=queries,proto3" json:"queries,omitempty"`
 	// min_index is the last write index the router acknowledged on this
 	// shard; a replica that has not applied it refuses the read as not
 	// serving, so the router tries the next one (read-after-write).
@@ -325,126 +324,14 @@ func (*SearchRequest) Descriptor() ([]byte, []int) {
 	return file_shard_proto_rawDescGZIP(), []int{3}
 }
 
-func (x *SearchRequest) GetQuery() *Query {
-	if x != nil {
-		return x.Query
-	}
-	return nil
-}
-
-func (x *SearchRequest) GetMinIndex() uint64 {
-	if x != nil {
-		return x.MinIndex
-	}
-	return 0
-}
-
-type SearchResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Hits          []*Hit                 `protobuf:"bytes,1,rep,name=hits,proto3" json:"hits,omitempty"`
-	DocCount      uint64                 `protobuf:"varint,2,opt,name=doc_count,json=docCount,proto3" json:"doc_count,omitempty"` // documents this replica held when it answered
-	Exact         bool                   `protobuf:"varint,3,opt,name=exact,proto3" json:"exact,omitempty"`                       // true when every matching row was scored in float32
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *SearchResponse) Reset() {
-	*x = SearchResponse{}
-	mi := &file_shard_proto_msgTypes[4]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *SearchResponse) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*SearchResponse) ProtoMessage() {}
-
-func (x *SearchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[4]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use SearchResponse.ProtoReflect.Descriptor instead.
-func (*SearchResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{4}
-}
-
-func (x *SearchResponse) GetHits() []*Hit {
-	if x != nil {
-		return x.Hits
-	}
-	return nil
-}
-
-func (x *SearchResponse) GetDocCount() uint64 {
-	if x != nil {
-		return x.DocCount
-	}
-	return 0
-}
-
-func (x *SearchResponse) GetExact() bool {
-	if x != nil {
-		return x.Exact
-	}
-	return false
-}
-
-type SearchBatchRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Queries       []*Query               `protobuf:"bytes,1,rep,name=queries,proto3" json:"queries,omitempty"`
-	MinIndex      uint64                 `protobuf:"varint,2,opt,name=min_index,json=minIndex,proto3" json:"min_index,omitempty"` // as in SearchRequest
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *SearchBatchRequest) Reset() {
-	*x = SearchBatchRequest{}
-	mi := &file_shard_proto_msgTypes[5]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *SearchBatchRequest) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*SearchBatchRequest) ProtoMessage() {}
-
-func (x *SearchBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[5]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use SearchBatchRequest.ProtoReflect.Descriptor instead.
-func (*SearchBatchRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{5}
-}
-
-func (x *SearchBatchRequest) GetQueries() []*Query {
+func (x *SearchRequest) GetQueries() []*Query {
 	if x != nil {
 		return x.Queries
 	}
 	return nil
 }
 
-func (x *SearchBatchRequest) GetMinIndex() uint64 {
+func (x *SearchRequest) GetMinIndex() uint64 {
 	if x != nil {
 		return x.MinIndex
 	}
@@ -460,7 +347,7 @@ type HitList struct {
 
 func (x *HitList) Reset() {
 	*x = HitList{}
-	mi := &file_shard_proto_msgTypes[6]
+	mi := &file_shard_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -472,7 +359,7 @@ func (x *HitList) String() string {
 func (*HitList) ProtoMessage() {}
 
 func (x *HitList) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[6]
+	mi := &file_shard_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -485,7 +372,7 @@ func (x *HitList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HitList.ProtoReflect.Descriptor instead.
 func (*HitList) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{6}
+	return file_shard_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *HitList) GetHits() []*Hit {
@@ -495,30 +382,30 @@ func (x *HitList) GetHits() []*Hit {
 	return nil
 }
 
-type SearchBatchResponse struct {
+type SearchResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Results       []*HitList             `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"` // in query order
-	DocCount      uint64                 `protobuf:"varint,2,opt,name=doc_count,json=docCount,proto3" json:"doc_count,omitempty"`
-	Exact         bool                   `protobuf:"varint,3,opt,name=exact,proto3" json:"exact,omitempty"` // true when every query was scored in float32 over every matching row
+	Results       []*HitList             `protobuf:"bytes,4,rep,name=results,proto3" json:"results,omitempty"`                    // in query order
+	DocCount      uint64                 `protobuf:"varint,2,opt,name=doc_count,json=docCount,proto3" json:"doc_count,omitempty"` // documents this replica held when it answered
+	Exact         bool                   `protobuf:"varint,3,opt,name=exact,proto3" json:"exact,omitempty"`                       // true when every query was scored in float32 over every matching row
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *SearchBatchResponse) Reset() {
-	*x = SearchBatchResponse{}
-	mi := &file_shard_proto_msgTypes[7]
+func (x *SearchResponse) Reset() {
+	*x = SearchResponse{}
+	mi := &file_shard_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *SearchBatchResponse) String() string {
+func (x *SearchResponse) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*SearchBatchResponse) ProtoMessage() {}
+func (*SearchResponse) ProtoMessage() {}
 
-func (x *SearchBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[7]
+func (x *SearchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_shard_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -529,26 +416,26 @@ func (x *SearchBatchResponse) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use SearchBatchResponse.ProtoReflect.Descriptor instead.
-func (*SearchBatchResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{7}
+// Deprecated: Use SearchResponse.ProtoReflect.Descriptor instead.
+func (*SearchResponse) Descriptor() ([]byte, []int) {
+	return file_shard_proto_rawDescGZIP(), []int{5}
 }
 
-func (x *SearchBatchResponse) GetResults() []*HitList {
+func (x *SearchResponse) GetResults() []*HitList {
 	if x != nil {
 		return x.Results
 	}
 	return nil
 }
 
-func (x *SearchBatchResponse) GetDocCount() uint64 {
+func (x *SearchResponse) GetDocCount() uint64 {
 	if x != nil {
 		return x.DocCount
 	}
 	return 0
 }
 
-func (x *SearchBatchResponse) GetExact() bool {
+func (x *SearchResponse) GetExact() bool {
 	if x != nil {
 		return x.Exact
 	}
@@ -568,7 +455,7 @@ type Placement struct {
 
 func (x *Placement) Reset() {
 	*x = Placement{}
-	mi := &file_shard_proto_msgTypes[8]
+	mi := &file_shard_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -580,7 +467,7 @@ func (x *Placement) String() string {
 func (*Placement) ProtoMessage() {}
 
 func (x *Placement) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[8]
+	mi := &file_shard_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -593,7 +480,7 @@ func (x *Placement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Placement.ProtoReflect.Descriptor instead.
 func (*Placement) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{8}
+	return file_shard_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Placement) GetFingerprint() string {
@@ -621,7 +508,7 @@ type Vector struct {
 
 func (x *Vector) Reset() {
 	*x = Vector{}
-	mi := &file_shard_proto_msgTypes[9]
+	mi := &file_shard_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -633,7 +520,7 @@ func (x *Vector) String() string {
 func (*Vector) ProtoMessage() {}
 
 func (x *Vector) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[9]
+	mi := &file_shard_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -646,7 +533,7 @@ func (x *Vector) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Vector.ProtoReflect.Descriptor instead.
 func (*Vector) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{9}
+	return file_shard_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Vector) GetId() string {
@@ -680,7 +567,7 @@ type UpsertRequest struct {
 
 func (x *UpsertRequest) Reset() {
 	*x = UpsertRequest{}
-	mi := &file_shard_proto_msgTypes[10]
+	mi := &file_shard_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -692,7 +579,7 @@ func (x *UpsertRequest) String() string {
 func (*UpsertRequest) ProtoMessage() {}
 
 func (x *UpsertRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[10]
+	mi := &file_shard_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -705,7 +592,7 @@ func (x *UpsertRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertRequest.ProtoReflect.Descriptor instead.
 func (*UpsertRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{10}
+	return file_shard_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *UpsertRequest) GetPlacement() *Placement {
@@ -732,7 +619,7 @@ type UpsertResponse struct {
 
 func (x *UpsertResponse) Reset() {
 	*x = UpsertResponse{}
-	mi := &file_shard_proto_msgTypes[11]
+	mi := &file_shard_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -744,7 +631,7 @@ func (x *UpsertResponse) String() string {
 func (*UpsertResponse) ProtoMessage() {}
 
 func (x *UpsertResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[11]
+	mi := &file_shard_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -757,7 +644,7 @@ func (x *UpsertResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertResponse.ProtoReflect.Descriptor instead.
 func (*UpsertResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{11}
+	return file_shard_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *UpsertResponse) GetDocCount() uint64 {
@@ -784,7 +671,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_shard_proto_msgTypes[12]
+	mi := &file_shard_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -796,7 +683,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[12]
+	mi := &file_shard_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -809,7 +696,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{12}
+	return file_shard_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GetRequest) GetId() string {
@@ -835,7 +722,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_shard_proto_msgTypes[13]
+	mi := &file_shard_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -847,7 +734,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[13]
+	mi := &file_shard_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -860,7 +747,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{13}
+	return file_shard_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GetResponse) GetVector() *Vector {
@@ -885,7 +772,7 @@ type DeleteRequest struct {
 
 func (x *DeleteRequest) Reset() {
 	*x = DeleteRequest{}
-	mi := &file_shard_proto_msgTypes[14]
+	mi := &file_shard_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -897,7 +784,7 @@ func (x *DeleteRequest) String() string {
 func (*DeleteRequest) ProtoMessage() {}
 
 func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[14]
+	mi := &file_shard_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -910,7 +797,7 @@ func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{14}
+	return file_shard_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DeleteRequest) GetPlacement() *Placement {
@@ -952,7 +839,7 @@ type DeleteResponse struct {
 
 func (x *DeleteResponse) Reset() {
 	*x = DeleteResponse{}
-	mi := &file_shard_proto_msgTypes[15]
+	mi := &file_shard_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -964,7 +851,7 @@ func (x *DeleteResponse) String() string {
 func (*DeleteResponse) ProtoMessage() {}
 
 func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[15]
+	mi := &file_shard_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -977,7 +864,7 @@ func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteResponse.ProtoReflect.Descriptor instead.
 func (*DeleteResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{15}
+	return file_shard_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DeleteResponse) GetFound() bool {
@@ -1022,7 +909,7 @@ type ScrollRequest struct {
 
 func (x *ScrollRequest) Reset() {
 	*x = ScrollRequest{}
-	mi := &file_shard_proto_msgTypes[16]
+	mi := &file_shard_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1034,7 +921,7 @@ func (x *ScrollRequest) String() string {
 func (*ScrollRequest) ProtoMessage() {}
 
 func (x *ScrollRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[16]
+	mi := &file_shard_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1047,7 +934,7 @@ func (x *ScrollRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScrollRequest.ProtoReflect.Descriptor instead.
 func (*ScrollRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{16}
+	return file_shard_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ScrollRequest) GetFilter() []byte {
@@ -1112,7 +999,7 @@ type ScrollResponse struct {
 
 func (x *ScrollResponse) Reset() {
 	*x = ScrollResponse{}
-	mi := &file_shard_proto_msgTypes[17]
+	mi := &file_shard_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1124,7 +1011,7 @@ func (x *ScrollResponse) String() string {
 func (*ScrollResponse) ProtoMessage() {}
 
 func (x *ScrollResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[17]
+	mi := &file_shard_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1137,7 +1024,7 @@ func (x *ScrollResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScrollResponse.ProtoReflect.Descriptor instead.
 func (*ScrollResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{17}
+	return file_shard_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ScrollResponse) GetPoints() []*Vector {
@@ -1169,7 +1056,7 @@ type StatsRequest struct {
 
 func (x *StatsRequest) Reset() {
 	*x = StatsRequest{}
-	mi := &file_shard_proto_msgTypes[18]
+	mi := &file_shard_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1181,7 +1068,7 @@ func (x *StatsRequest) String() string {
 func (*StatsRequest) ProtoMessage() {}
 
 func (x *StatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[18]
+	mi := &file_shard_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1194,7 +1081,7 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{18}
+	return file_shard_proto_rawDescGZIP(), []int{16}
 }
 
 type StatsResponse struct {
@@ -1222,7 +1109,7 @@ type StatsResponse struct {
 
 func (x *StatsResponse) Reset() {
 	*x = StatsResponse{}
-	mi := &file_shard_proto_msgTypes[19]
+	mi := &file_shard_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1234,7 +1121,7 @@ func (x *StatsResponse) String() string {
 func (*StatsResponse) ProtoMessage() {}
 
 func (x *StatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[19]
+	mi := &file_shard_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1247,7 +1134,7 @@ func (x *StatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsResponse.ProtoReflect.Descriptor instead.
 func (*StatsResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{19}
+	return file_shard_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *StatsResponse) GetDocCount() uint64 {
@@ -1380,7 +1267,7 @@ type IndexStats struct {
 
 func (x *IndexStats) Reset() {
 	*x = IndexStats{}
-	mi := &file_shard_proto_msgTypes[20]
+	mi := &file_shard_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1392,7 +1279,7 @@ func (x *IndexStats) String() string {
 func (*IndexStats) ProtoMessage() {}
 
 func (x *IndexStats) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[20]
+	mi := &file_shard_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1405,7 +1292,7 @@ func (x *IndexStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IndexStats.ProtoReflect.Descriptor instead.
 func (*IndexStats) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{20}
+	return file_shard_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *IndexStats) GetKind() string {
@@ -1500,23 +1387,16 @@ const file_shard_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05score\x18\x02 \x01(\x02R\x05score\x12\x18\n" +
 	"\apayload\x18\x03 \x01(\fR\apayload\x12\x16\n" +
-	"\x06vector\x18\x04 \x01(\fR\x06vector\"Y\n" +
-	"\rSearchRequest\x12+\n" +
-	"\x05query\x18\x01 \x01(\v2\x15.trawl.shard.v1.QueryR\x05query\x12\x1b\n" +
-	"\tmin_index\x18\x02 \x01(\x04R\bminIndex\"l\n" +
-	"\x0eSearchResponse\x12'\n" +
-	"\x04hits\x18\x01 \x03(\v2\x13.trawl.shard.v1.HitR\x04hits\x12\x1b\n" +
-	"\tdoc_count\x18\x02 \x01(\x04R\bdocCount\x12\x14\n" +
-	"\x05exact\x18\x03 \x01(\bR\x05exact\"b\n" +
-	"\x12SearchBatchRequest\x12/\n" +
-	"\aqueries\x18\x01 \x03(\v2\x15.trawl.shard.v1.QueryR\aqueries\x12\x1b\n" +
-	"\tmin_index\x18\x02 \x01(\x04R\bminIndex\"2\n" +
+	"\x06vector\x18\x04 \x01(\fR\x06vector\"c\n" +
+	"\rSearchRequest\x12/\n" +
+	"\aqueries\x18\x03 \x03(\v2\x15.trawl.shard.v1.QueryR\aqueries\x12\x1b\n" +
+	"\tmin_index\x18\x02 \x01(\x04R\bminIndexJ\x04\b\x01\x10\x02\"2\n" +
 	"\aHitList\x12'\n" +
-	"\x04hits\x18\x01 \x03(\v2\x13.trawl.shard.v1.HitR\x04hits\"{\n" +
-	"\x13SearchBatchResponse\x121\n" +
-	"\aresults\x18\x01 \x03(\v2\x17.trawl.shard.v1.HitListR\aresults\x12\x1b\n" +
+	"\x04hits\x18\x01 \x03(\v2\x13.trawl.shard.v1.HitR\x04hits\"|\n" +
+	"\x0eSearchResponse\x121\n" +
+	"\aresults\x18\x04 \x03(\v2\x17.trawl.shard.v1.HitListR\aresults\x12\x1b\n" +
 	"\tdoc_count\x18\x02 \x01(\x04R\bdocCount\x12\x14\n" +
-	"\x05exact\x18\x03 \x01(\bR\x05exact\"C\n" +
+	"\x05exact\x18\x03 \x01(\bR\x05exactJ\x04\b\x01\x10\x02\"C\n" +
 	"\tPlacement\x12 \n" +
 	"\vfingerprint\x18\x01 \x01(\tR\vfingerprint\x12\x14\n" +
 	"\x05shard\x18\x02 \x01(\tR\x05shard\"J\n" +
@@ -1585,10 +1465,9 @@ const file_shard_proto_rawDesc = "" +
 	"\x04rows\x18\x06 \x01(\x04R\x04rows\x12\x14\n" +
 	"\x05bytes\x18\a \x01(\x04R\x05bytes\x12\x14\n" +
 	"\x05error\x18\b \x01(\tR\x05error\x12+\n" +
-	"\x11nprobe_calibrated\x18\t \x01(\bR\x10nprobeCalibrated2\x89\x04\n" +
+	"\x11nprobe_calibrated\x18\t \x01(\bR\x10nprobeCalibrated2\xb1\x03\n" +
 	"\x05Shard\x12G\n" +
-	"\x06Search\x12\x1d.trawl.shard.v1.SearchRequest\x1a\x1e.trawl.shard.v1.SearchResponse\x12V\n" +
-	"\vSearchBatch\x12\".trawl.shard.v1.SearchBatchRequest\x1a#.trawl.shard.v1.SearchBatchResponse\x12G\n" +
+	"\x06Search\x12\x1d.trawl.shard.v1.SearchRequest\x1a\x1e.trawl.shard.v1.SearchResponse\x12G\n" +
 	"\x06Upsert\x12\x1d.trawl.shard.v1.UpsertRequest\x1a\x1e.trawl.shard.v1.UpsertResponse\x12>\n" +
 	"\x03Get\x12\x1a.trawl.shard.v1.GetRequest\x1a\x1b.trawl.shard.v1.GetResponse\x12G\n" +
 	"\x06Delete\x12\x1d.trawl.shard.v1.DeleteRequest\x1a\x1e.trawl.shard.v1.DeleteResponse\x12D\n" +
@@ -1607,64 +1486,58 @@ func file_shard_proto_rawDescGZIP() []byte {
 	return file_shard_proto_rawDescData
 }
 
-var file_shard_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_shard_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_shard_proto_goTypes = []any{
-	(*Query)(nil),               // 0: trawl.shard.v1.Query
-	(*PayloadSelector)(nil),     // 1: trawl.shard.v1.PayloadSelector
-	(*Hit)(nil),                 // 2: trawl.shard.v1.Hit
-	(*SearchRequest)(nil),       // 3: trawl.shard.v1.SearchRequest
-	(*SearchResponse)(nil),      // 4: trawl.shard.v1.SearchResponse
-	(*SearchBatchRequest)(nil),  // 5: trawl.shard.v1.SearchBatchRequest
-	(*HitList)(nil),             // 6: trawl.shard.v1.HitList
-	(*SearchBatchResponse)(nil), // 7: trawl.shard.v1.SearchBatchResponse
-	(*Placement)(nil),           // 8: trawl.shard.v1.Placement
-	(*Vector)(nil),              // 9: trawl.shard.v1.Vector
-	(*UpsertRequest)(nil),       // 10: trawl.shard.v1.UpsertRequest
-	(*UpsertResponse)(nil),      // 11: trawl.shard.v1.UpsertResponse
-	(*GetRequest)(nil),          // 12: trawl.shard.v1.GetRequest
-	(*GetResponse)(nil),         // 13: trawl.shard.v1.GetResponse
-	(*DeleteRequest)(nil),       // 14: trawl.shard.v1.DeleteRequest
-	(*DeleteResponse)(nil),      // 15: trawl.shard.v1.DeleteResponse
-	(*ScrollRequest)(nil),       // 16: trawl.shard.v1.ScrollRequest
-	(*ScrollResponse)(nil),      // 17: trawl.shard.v1.ScrollResponse
-	(*StatsRequest)(nil),        // 18: trawl.shard.v1.StatsRequest
-	(*StatsResponse)(nil),       // 19: trawl.shard.v1.StatsResponse
-	(*IndexStats)(nil),          // 20: trawl.shard.v1.IndexStats
+	(*Query)(nil),           // 0: trawl.shard.v1.Query
+	(*PayloadSelector)(nil), // 1: trawl.shard.v1.PayloadSelector
+	(*Hit)(nil),             // 2: trawl.shard.v1.Hit
+	(*SearchRequest)(nil),   // 3: trawl.shard.v1.SearchRequest
+	(*HitList)(nil),         // 4: trawl.shard.v1.HitList
+	(*SearchResponse)(nil),  // 5: trawl.shard.v1.SearchResponse
+	(*Placement)(nil),       // 6: trawl.shard.v1.Placement
+	(*Vector)(nil),          // 7: trawl.shard.v1.Vector
+	(*UpsertRequest)(nil),   // 8: trawl.shard.v1.UpsertRequest
+	(*UpsertResponse)(nil),  // 9: trawl.shard.v1.UpsertResponse
+	(*GetRequest)(nil),      // 10: trawl.shard.v1.GetRequest
+	(*GetResponse)(nil),     // 11: trawl.shard.v1.GetResponse
+	(*DeleteRequest)(nil),   // 12: trawl.shard.v1.DeleteRequest
+	(*DeleteResponse)(nil),  // 13: trawl.shard.v1.DeleteResponse
+	(*ScrollRequest)(nil),   // 14: trawl.shard.v1.ScrollRequest
+	(*ScrollResponse)(nil),  // 15: trawl.shard.v1.ScrollResponse
+	(*StatsRequest)(nil),    // 16: trawl.shard.v1.StatsRequest
+	(*StatsResponse)(nil),   // 17: trawl.shard.v1.StatsResponse
+	(*IndexStats)(nil),      // 18: trawl.shard.v1.IndexStats
 }
 var file_shard_proto_depIdxs = []int32{
 	1,  // 0: trawl.shard.v1.Query.with_payload:type_name -> trawl.shard.v1.PayloadSelector
-	0,  // 1: trawl.shard.v1.SearchRequest.query:type_name -> trawl.shard.v1.Query
-	2,  // 2: trawl.shard.v1.SearchResponse.hits:type_name -> trawl.shard.v1.Hit
-	0,  // 3: trawl.shard.v1.SearchBatchRequest.queries:type_name -> trawl.shard.v1.Query
-	2,  // 4: trawl.shard.v1.HitList.hits:type_name -> trawl.shard.v1.Hit
-	6,  // 5: trawl.shard.v1.SearchBatchResponse.results:type_name -> trawl.shard.v1.HitList
-	8,  // 6: trawl.shard.v1.UpsertRequest.placement:type_name -> trawl.shard.v1.Placement
-	9,  // 7: trawl.shard.v1.UpsertRequest.vectors:type_name -> trawl.shard.v1.Vector
-	9,  // 8: trawl.shard.v1.GetResponse.vector:type_name -> trawl.shard.v1.Vector
-	8,  // 9: trawl.shard.v1.DeleteRequest.placement:type_name -> trawl.shard.v1.Placement
-	1,  // 10: trawl.shard.v1.ScrollRequest.with_payload:type_name -> trawl.shard.v1.PayloadSelector
-	9,  // 11: trawl.shard.v1.ScrollResponse.points:type_name -> trawl.shard.v1.Vector
-	8,  // 12: trawl.shard.v1.StatsResponse.placement:type_name -> trawl.shard.v1.Placement
-	20, // 13: trawl.shard.v1.StatsResponse.index:type_name -> trawl.shard.v1.IndexStats
-	3,  // 14: trawl.shard.v1.Shard.Search:input_type -> trawl.shard.v1.SearchRequest
-	5,  // 15: trawl.shard.v1.Shard.SearchBatch:input_type -> trawl.shard.v1.SearchBatchRequest
-	10, // 16: trawl.shard.v1.Shard.Upsert:input_type -> trawl.shard.v1.UpsertRequest
-	12, // 17: trawl.shard.v1.Shard.Get:input_type -> trawl.shard.v1.GetRequest
-	14, // 18: trawl.shard.v1.Shard.Delete:input_type -> trawl.shard.v1.DeleteRequest
-	18, // 19: trawl.shard.v1.Shard.Stats:input_type -> trawl.shard.v1.StatsRequest
-	16, // 20: trawl.shard.v1.Shard.Scroll:input_type -> trawl.shard.v1.ScrollRequest
-	4,  // 21: trawl.shard.v1.Shard.Search:output_type -> trawl.shard.v1.SearchResponse
-	7,  // 22: trawl.shard.v1.Shard.SearchBatch:output_type -> trawl.shard.v1.SearchBatchResponse
-	11, // 23: trawl.shard.v1.Shard.Upsert:output_type -> trawl.shard.v1.UpsertResponse
-	13, // 24: trawl.shard.v1.Shard.Get:output_type -> trawl.shard.v1.GetResponse
-	15, // 25: trawl.shard.v1.Shard.Delete:output_type -> trawl.shard.v1.DeleteResponse
-	19, // 26: trawl.shard.v1.Shard.Stats:output_type -> trawl.shard.v1.StatsResponse
-	17, // 27: trawl.shard.v1.Shard.Scroll:output_type -> trawl.shard.v1.ScrollResponse
-	21, // [21:28] is the sub-list for method output_type
-	14, // [14:21] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	0,  // 1: trawl.shard.v1.SearchRequest.queries:type_name -> trawl.shard.v1.Query
+	2,  // 2: trawl.shard.v1.HitList.hits:type_name -> trawl.shard.v1.Hit
+	4,  // 3: trawl.shard.v1.SearchResponse.results:type_name -> trawl.shard.v1.HitList
+	6,  // 4: trawl.shard.v1.UpsertRequest.placement:type_name -> trawl.shard.v1.Placement
+	7,  // 5: trawl.shard.v1.UpsertRequest.vectors:type_name -> trawl.shard.v1.Vector
+	7,  // 6: trawl.shard.v1.GetResponse.vector:type_name -> trawl.shard.v1.Vector
+	6,  // 7: trawl.shard.v1.DeleteRequest.placement:type_name -> trawl.shard.v1.Placement
+	1,  // 8: trawl.shard.v1.ScrollRequest.with_payload:type_name -> trawl.shard.v1.PayloadSelector
+	7,  // 9: trawl.shard.v1.ScrollResponse.points:type_name -> trawl.shard.v1.Vector
+	6,  // 10: trawl.shard.v1.StatsResponse.placement:type_name -> trawl.shard.v1.Placement
+	18, // 11: trawl.shard.v1.StatsResponse.index:type_name -> trawl.shard.v1.IndexStats
+	3,  // 12: trawl.shard.v1.Shard.Search:input_type -> trawl.shard.v1.SearchRequest
+	8,  // 13: trawl.shard.v1.Shard.Upsert:input_type -> trawl.shard.v1.UpsertRequest
+	10, // 14: trawl.shard.v1.Shard.Get:input_type -> trawl.shard.v1.GetRequest
+	12, // 15: trawl.shard.v1.Shard.Delete:input_type -> trawl.shard.v1.DeleteRequest
+	16, // 16: trawl.shard.v1.Shard.Stats:input_type -> trawl.shard.v1.StatsRequest
+	14, // 17: trawl.shard.v1.Shard.Scroll:input_type -> trawl.shard.v1.ScrollRequest
+	5,  // 18: trawl.shard.v1.Shard.Search:output_type -> trawl.shard.v1.SearchResponse
+	9,  // 19: trawl.shard.v1.Shard.Upsert:output_type -> trawl.shard.v1.UpsertResponse
+	11, // 20: trawl.shard.v1.Shard.Get:output_type -> trawl.shard.v1.GetResponse
+	13, // 21: trawl.shard.v1.Shard.Delete:output_type -> trawl.shard.v1.DeleteResponse
+	17, // 22: trawl.shard.v1.Shard.Stats:output_type -> trawl.shard.v1.StatsResponse
+	15, // 23: trawl.shard.v1.Shard.Scroll:output_type -> trawl.shard.v1.ScrollResponse
+	18, // [18:24] is the sub-list for method output_type
+	12, // [12:18] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_shard_proto_init() }
@@ -1679,7 +1552,7 @@ func file_shard_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_shard_proto_rawDesc), len(file_shard_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   21,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

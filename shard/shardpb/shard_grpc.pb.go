@@ -13,7 +13,6 @@ package shardpb
 
 import (
 	context "context"
-
 	grpc "google.golang.org/grpc"
 	codes "google.golang.org/grpc/codes"
 	status "google.golang.org/grpc/status"
@@ -25,23 +24,21 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Shard_Search_FullMethodName      = "/trawl.shard.v1.Shard/Search"
-	Shard_SearchBatch_FullMethodName = "/trawl.shard.v1.Shard/SearchBatch"
-	Shard_Upsert_FullMethodName      = "/trawl.shard.v1.Shard/Upsert"
-	Shard_Get_FullMethodName         = "/trawl.shard.v1.Shard/Get"
-	Shard_Delete_FullMethodName      = "/trawl.shard.v1.Shard/Delete"
-	Shard_Stats_FullMethodName       = "/trawl.shard.v1.Shard/Stats"
-	Shard_Scroll_FullMethodName      = "/trawl.shard.v1.Shard/Scroll"
+	Shard_Search_FullMethodName = "/trawl.shard.v1.Shard/Search"
+	Shard_Upsert_FullMethodName = "/trawl.shard.v1.Shard/Upsert"
+	Shard_Get_FullMethodName    = "/trawl.shard.v1.Shard/Get"
+	Shard_Delete_FullMethodName = "/trawl.shard.v1.Shard/Delete"
+	Shard_Stats_FullMethodName  = "/trawl.shard.v1.Shard/Stats"
+	Shard_Scroll_FullMethodName = "/trawl.shard.v1.Shard/Scroll"
 )
 
 // ShardClient is the client API for Shard service.
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 type ShardClient interface {
-	// Search returns the exact top-k of one query.
+	// Search returns the exact top-k of each query of a batch (one or
+	// more), with one pass over the shard's rows.
 	Search(ctx context.Context, in *SearchRequest, opts ...grpc.CallOption) (*SearchResponse, error)
-	// SearchBatch answers many queries with one pass over the shard's rows.
-	SearchBatch(ctx context.Context, in *SearchBatchRequest, opts ...grpc.CallOption) (*SearchBatchResponse, error)
 	// Upsert stores vectors by id, replacing any with the same id.
 	Upsert(ctx context.Context, in *UpsertRequest, opts ...grpc.CallOption) (*UpsertResponse, error)
 	// Get returns one stored vector (NotFound if absent).
@@ -68,16 +65,6 @@ func (c *shardClient) Search(ctx context.Context, in *SearchRequest, opts ...grp
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(SearchResponse)
 	err := c.cc.Invoke(ctx, Shard_Search_FullMethodName, in, out, cOpts...)
-	if err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-func (c *shardClient) SearchBatch(ctx context.Context, in *SearchBatchRequest, opts ...grpc.CallOption) (*SearchBatchResponse, error) {
-	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(SearchBatchResponse)
-	err := c.cc.Invoke(ctx, Shard_SearchBatch_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -138,10 +125,9 @@ func (c *shardClient) Scroll(ctx context.Context, in *ScrollRequest, opts ...grp
 // All implementations must embed UnimplementedShardServer
 // for forward compatibility.
 type ShardServer interface {
-	// Search returns the exact top-k of one query.
+	// Search returns the exact top-k of each query of a batch (one or
+	// more), with one pass over the shard's rows.
 	Search(context.Context, *SearchRequest) (*SearchResponse, error)
-	// SearchBatch answers many queries with one pass over the shard's rows.
-	SearchBatch(context.Context, *SearchBatchRequest) (*SearchBatchResponse, error)
 	// Upsert stores vectors by id, replacing any with the same id.
 	Upsert(context.Context, *UpsertRequest) (*UpsertResponse, error)
 	// Get returns one stored vector (NotFound if absent).
@@ -166,9 +152,6 @@ type UnimplementedShardServer struct{}
 
 func (UnimplementedShardServer) Search(context.Context, *SearchRequest) (*SearchResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Search not implemented")
-}
-func (UnimplementedShardServer) SearchBatch(context.Context, *SearchBatchRequest) (*SearchBatchResponse, error) {
-	return nil, status.Error(codes.Unimplemented, "method SearchBatch not implemented")
 }
 func (UnimplementedShardServer) Upsert(context.Context, *UpsertRequest) (*UpsertResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Upsert not implemented")
@@ -220,24 +203,6 @@ func _Shard_Search_Handler(srv interface{}, ctx context.Context, dec func(interf
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(ShardServer).Search(ctx, req.(*SearchRequest))
-	}
-	return interceptor(ctx, in, info, handler)
-}
-
-func _Shard_SearchBatch_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(SearchBatchRequest)
-	if err := dec(in); err != nil {
-		return nil, err
-	}
-	if interceptor == nil {
-		return srv.(ShardServer).SearchBatch(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: Shard_SearchBatch_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(ShardServer).SearchBatch(ctx, req.(*SearchBatchRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -342,10 +307,6 @@ var Shard_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Search",
 			Handler:    _Shard_Search_Handler,
-		},
-		{
-			MethodName: "SearchBatch",
-			Handler:    _Shard_SearchBatch_Handler,
 		},
 		{
 			MethodName: "Upsert",

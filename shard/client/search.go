@@ -1,0 +1,115 @@
+package client
+
+import (
+	"context"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/trawl-search/trawl/shard"
+	"github.com/trawl-search/trawl/shard/shardpb"
+)
+
+// Query is one search query as a replica takes it.
+type Query struct {
+	Vector []float32
+	K      int
+	// ExcludeID is left out of the answer (search by a stored id).
+	ExcludeID string
+	// Exact skips any approximate scan (int8 codes, an index probe).
+	Exact bool
+	// Oversample is the int8 scan's candidates per k, NProbe the IVF
+	// lists to probe; 0 for the shard's defaults.
+	Oversample int
+	NProbe     int
+	// Filter is a payload filter in its canonical JSON (filter.Filter's
+	// MarshalJSON), nil for none: every replica parses the same bytes.
+	Filter []byte
+	// ScoreThreshold, when set, keeps only hits at least this good.
+	ScoreThreshold *float64
+	// Payload, when set, returns each hit's payload: all of it, or the
+	// listed top-level keys the document has.
+	Payload *PayloadSelection
+	// WithVector returns each hit's stored vector.
+	WithVector bool
+}
+
+// PayloadSelection is a query's with_payload.
+type PayloadSelection struct {
+	All  bool
+	Keys []string
+}
+
+// Hit is one hit of a replica's answer, best first within its list.
+type Hit struct {
+	ID    string
+	Score float32
+	// Payload is the hit's payload (or the selected keys), "{}" for a
+	// document without one, when asked; else nil.
+	Payload []byte
+	// Vector is the hit's stored vector when asked; else nil.
+	Vector []float32
+}
+
+// SearchResult is a replica's answer to a batch.
+type SearchResult struct {
+	// Hits is each query's exact top-k of the replica's matching
+	// documents, in query order.
+	Hits [][]Hit
+	// Docs is how many documents the replica held when it answered.
+	Docs uint64
+	// Exact is true when every query was scored in float32 over every
+	// matching row.
+	Exact bool
+}
+
+// Search runs a batch of queries (one or more) in one RPC; one scan of
+// the replica's rows serves them all. ctx must carry the query's
+// deadline. minIndex is the last write index the caller acknowledged on
+// this shard (0: none); a replica that has not applied it, or is not
+// serving, answers an error with NotServing() true.
+func (c *Conn) Search(ctx context.Context, qs []Query, minIndex uint64) (SearchResult, error) {
+	req := &shardpb.SearchRequest{Queries: make([]*shardpb.Query, len(qs)), MinIndex: minIndex}
+	for i, q := range qs {
+		pq := &shardpb.Query{Vector: shard.EncodeVector(q.Vector), K: uint32(q.K), ExcludeId: q.ExcludeID,
+			Exact: q.Exact, Oversample: uint32(q.Oversample), Nprobe: uint32(q.NProbe), Filter: q.Filter,
+			ScoreThreshold: q.ScoreThreshold, WithVector: q.WithVector}
+		if p := q.Payload; p != nil {
+			pq.WithPayload = &shardpb.PayloadSelector{All: p.All, Keys: p.Keys}
+		}
+		req.Queries[i] = pq
+	}
+	resp, err := c.shard.Search(ctx, req)
+	if err != nil {
+		return SearchResult{}, shard.FromStatus(err)
+	}
+	if len(resp.GetResults()) != len(qs) {
+		return SearchResult{}, status.Errorf(codes.Internal, "replica answered %d results for %d queries", len(resp.GetResults()), len(qs))
+	}
+	out := SearchResult{Hits: make([][]Hit, len(qs)), Docs: resp.GetDocCount(), Exact: resp.GetExact()}
+	for i, l := range resp.GetResults() {
+		hs := make([]Hit, len(l.GetHits()))
+		for j, h := range l.GetHits() {
+			hs[j] = Hit{ID: h.GetId(), Score: h.GetScore()}
+			if qs[i].Payload != nil {
+				hs[j].Payload = h.GetPayload()
+				if len(hs[j].Payload) == 0 {
+					hs[j].Payload = []byte("{}")
+				}
+			}
+			if qs[i].WithVector {
+				v, err := shard.DecodeVector(h.GetVector())
+				if err != nil {
+					return SearchResult{}, status.Errorf(codes.Internal, "replica returned a malformed vector for %q: %v", h.GetId(), err)
+				}
+				hs[j].Vector = v
+			}
+		}
+		out.Hits[i] = hs
+	}
+	return out, nil
+}
+
+
+// GetDocCount is Docs: what fanout reads a shard's coverage from.
+func (r SearchResult) GetDocCount() uint64 { return r.Docs }
