@@ -110,6 +110,5 @@ func (c *Conn) Search(ctx context.Context, qs []Query, minIndex uint64) (SearchR
 	return out, nil
 }
 
-
 // GetDocCount is Docs: what fanout reads a shard's coverage from.
 func (r SearchResult) GetDocCount() uint64 { return r.Docs }
