@@ -2,10 +2,10 @@ package server
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"runtime"
 	"time"
 
@@ -207,27 +207,51 @@ func (s *Server) observe(err error, d time.Duration) {
 // an error ("query 3"); the name is formatted only then, since every query
 // of every search passes through here.
 func (s *Server) decodeVector(b []byte, what string, i int) ([]float32, error) {
-	bad := func(format string, args ...any) error {
-		return status.Errorf(codes.InvalidArgument, "%s %d"+format, append([]any{what, i}, args...)...)
+	if err := s.checkVector(b, what, i); err != nil {
+		return nil, err
 	}
 	v, err := shard.DecodeVector(b)
 	if err != nil {
-		return nil, bad(": %v", err)
-	}
-	if len(v) != s.cfg.Dim {
-		return nil, bad(" has %d dimensions, want %d", len(v), s.cfg.Dim)
-	}
-	for j, f := range v {
-		// All exponent bits set is Inf or NaN: one mask on the bits
-		// instead of two float64 tests per element.
-		if math.Float32bits(f)&0x7f800000 == 0x7f800000 {
-			return nil, bad(": element %d is not a finite number", j)
-		}
+		return nil, status.Errorf(codes.InvalidArgument, "%s %d: %v", what, i, err)
 	}
 	if s.cfg.Metric == vector.Cosine && !s.cfg.Kernel.Normalize(v) {
-		return nil, bad(" is a zero vector, which has no direction under cosine")
+		return nil, status.Errorf(codes.InvalidArgument, "%s %d is a zero vector, which has no direction under cosine", what, i)
 	}
 	return v, nil
+}
+
+// checkVector checks a vector's little-endian bytes in place: the
+// dimension, and every element finite.
+func (s *Server) checkVector(b []byte, what string, i int) error {
+	if len(b)%4 != 0 {
+		return status.Errorf(codes.InvalidArgument, "%s %d: vector is %d bytes, not a whole number of float32", what, i, len(b))
+	}
+	if len(b)/4 != s.cfg.Dim {
+		return status.Errorf(codes.InvalidArgument, "%s %d has %d dimensions, want %d", what, i, len(b)/4, s.cfg.Dim)
+	}
+	for j := 0; j < len(b); j += 4 {
+		// All exponent bits set is Inf or NaN: one mask on the bits
+		// instead of two float64 tests per element.
+		if binary.LittleEndian.Uint32(b[j:])&0x7f800000 == 0x7f800000 {
+			return status.Errorf(codes.InvalidArgument, "%s %d: element %d is not a finite number", what, i, j/4)
+		}
+	}
+	return nil
+}
+
+// logVector is what an upserted vector's log entry carries: the bytes as
+// they came, checked in place, under dot and l2; under cosine the
+// normalised vector, normalised here on the leader so that every replica
+// applies the same bytes whatever its CPU's kernel.
+func (s *Server) logVector(b []byte, i int) ([]byte, error) {
+	if s.cfg.Metric != vector.Cosine {
+		return b, s.checkVector(b, "vector", i)
+	}
+	v, err := s.decodeVector(b, "vector", i)
+	if err != nil {
+		return nil, err
+	}
+	return shard.EncodeVector(v), nil
 }
 
 // Upsert implements shardpb.ShardServer. Validation is all-or-nothing.
@@ -240,7 +264,7 @@ func (s *Server) Upsert(ctx context.Context, req *shardpb.UpsertRequest) (*shard
 		if pv.GetId() == "" {
 			return nil, status.Errorf(codes.InvalidArgument, "vector %d: empty id", i)
 		}
-		v, err := s.decodeVector(pv.GetVector(), "vector", i)
+		v, err := s.logVector(pv.GetVector(), i)
 		if err != nil {
 			return nil, err
 		}
@@ -252,7 +276,7 @@ func (s *Server) Upsert(ctx context.Context, req *shardpb.UpsertRequest) (*shard
 				return nil, status.Errorf(codes.InvalidArgument, "vector %d: %v", i, err)
 			}
 		}
-		vs[i] = &shardpb.Vector{Id: pv.GetId(), Vector: shard.EncodeVector(v), Payload: payload}
+		vs[i] = &shardpb.Vector{Id: pv.GetId(), Vector: v, Payload: payload}
 	}
 	res, idx, err := s.propose(ctx, &shardpb.Command{Op: &shardpb.Command_Upsert{Upsert: &shardpb.UpsertCommand{Placement: req.GetPlacement(), Vectors: vs}}})
 	if err != nil {
