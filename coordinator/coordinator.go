@@ -14,17 +14,10 @@ import (
 	"github.com/trawl-search/trawl/vector"
 )
 
-// Shard is one shard's name and its replicas' connections, in the order
-// the engine was built with.
-type Shard struct {
-	Name     string
-	Replicas []*client.Conn
-}
-
 // Config wires a Coordinator.
 type Config struct {
-	// Shards are the cluster's shards, in the same order as Cluster's.
-	Shards  []Shard
+	// Cluster is the fan-out engine over the cluster's shards: their
+	// names and replicas are read from it.
 	Cluster *fanout.Cluster[*client.Conn]
 	Logger  *slog.Logger
 	// Schema is assumed until the shards report theirs (LearnSchema);
@@ -40,7 +33,7 @@ type Schema struct {
 
 // Coordinator runs the router's use cases.
 type Coordinator struct {
-	shards    []Shard
+	shards    []fanout.Shard[*client.Conn]
 	cluster   *fanout.Cluster[*client.Conn]
 	placement placement.Table
 	log       *slog.Logger
@@ -59,13 +52,14 @@ func New(cfg Config) *Coordinator {
 	if cfg.Schema.Dim <= 0 {
 		cfg.Schema.Dim = vector.DefaultDim
 	}
-	names := make([]string, len(cfg.Shards))
-	for i, s := range cfg.Shards {
+	shards := cfg.Cluster.Shards()
+	names := make([]string, len(shards))
+	for i, s := range shards {
 		names[i] = s.Name
 	}
-	c := &Coordinator{shards: cfg.Shards, cluster: cfg.Cluster, placement: placement.New(names), log: cfg.Logger,
-		shardOf: map[*client.Conn]int{}, acked: acked{index: make([]atomic.Uint64, len(cfg.Shards))}}
-	for i, s := range cfg.Shards {
+	c := &Coordinator{shards: shards, cluster: cfg.Cluster, placement: placement.New(names), log: cfg.Logger,
+		shardOf: map[*client.Conn]int{}, acked: acked{index: make([]atomic.Uint64, len(shards))}}
+	for i, s := range shards {
 		for _, r := range s.Replicas {
 			c.shardOf[r] = i
 		}

@@ -131,6 +131,19 @@ func New[R Replica](shards []Shard[R], opts Options) *Cluster[R] {
 	return c
 }
 
+// Shards is the cluster's topology: each shard's name and replicas, in
+// the order it was built with. It is the one view callers read it from.
+func (c *Cluster[R]) Shards() []Shard[R] {
+	out := make([]Shard[R], len(c.shards))
+	for i, s := range c.shards {
+		out[i] = Shard[R]{Name: s.name, Replicas: make([]R, len(s.replicas))}
+		for j, r := range s.replicas {
+			out[i].Replicas[j] = r.r
+		}
+	}
+	return out
+}
+
 func (c *Cluster[R]) shard(name string) *shardState[R] {
 	for _, s := range c.shards {
 		if s.name == name {

@@ -749,3 +749,10 @@ func TestNoHedgeToTheOverloaded(t *testing.T) {
 		})
 	}
 }
+
+// Shards gives back the topology the cluster was built with, in order.
+func TestShardsIsTheTopology(t *testing.T) {
+	a0, a1, b0 := newFake("a0", nil), newFake("a1", nil), newFake("b0", nil)
+	c := New([]Shard[*fake]{{Name: "a", Replicas: []*fake{a0, a1}}, {Name: "b", Replicas: []*fake{b0}}}, Options{})
+	require.Equal(t, []Shard[*fake]{{Name: "a", Replicas: []*fake{a0, a1}}, {Name: "b", Replicas: []*fake{b0}}}, c.Shards())
+}

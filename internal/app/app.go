@@ -120,7 +120,6 @@ func New(cfg Config) (*Router, error) {
 
 	var mshards []metrics.Shard
 	var fshards []fanout.Shard[*client.Conn]
-	var cshards []coordinator.Shard
 	seen := map[string]bool{}
 	for _, s := range cfg.Shards {
 		if seen[s.Name] {
@@ -147,7 +146,6 @@ func New(cfg Config) (*Router, error) {
 		mshards = append(mshards, metrics.Shard{Name: s.Name, Replicas: s.Addrs})
 		fshards = append(fshards, fanout.Shard[*client.Conn]{Name: s.Name, Replicas: conns})
 		r.shards = append(r.shards, conns)
-		cshards = append(cshards, coordinator.Shard{Name: s.Name, Replicas: conns})
 	}
 	m := metrics.NewRouter(reg, mshards, cfg.Kernel.Name)
 	limiter := admission.NewLimiter(admission.LimiterConfig{Max: cfg.MaxInflight, Off: cfg.NoAdmission})
@@ -159,7 +157,7 @@ func New(cfg Config) (*Router, error) {
 		fopts.HedgeBudget = -1
 	}
 	r.Cluster = fanout.New(fshards, fopts)
-	r.Coordinator = coordinator.New(coordinator.Config{Shards: cshards, Cluster: r.Cluster, Logger: cfg.Logger})
+	r.Coordinator = coordinator.New(coordinator.Config{Cluster: r.Cluster, Logger: cfg.Logger})
 	r.API = api.New(api.Config{
 		Coordinator: r.Coordinator, Budget: cfg.Budget, Metrics: m, Gatherer: reg,
 		APIKey: cfg.APIKey, Collection: cfg.Collection, Limiter: limiter, BodyTimeout: cfg.BodyTimeout, Logger: cfg.Logger, Extra: cfg.Extra,
