@@ -16,7 +16,6 @@ import (
 
 	"github.com/trawl-search/trawl/internal/devcluster"
 	"github.com/trawl-search/trawl/shard/client"
-	"github.com/trawl-search/trawl/shard/shardpb"
 	"github.com/trawl-search/trawl/shard/store"
 	"github.com/trawl-search/trawl/vector"
 	"github.com/trawl-search/trawl/vector/ivf"
@@ -71,7 +70,7 @@ func TestIVFSearchThroughTheRouter(t *testing.T) {
 			recallKs := []int{1, 10, 100}
 			found, total := make([]int, len(recallKs)), make([]int, len(recallKs))
 			var batch []map[string]any
-			var direct []*shardpb.Query
+			var direct []client.Query
 			for q := range 20 {
 				// Queries near stored documents, as real ones are: noise
 				// of 0.3 times the document's norm.
@@ -110,7 +109,7 @@ func TestIVFSearchThroughTheRouter(t *testing.T) {
 				}
 				if q < 8 {
 					batch = append(batch, body)
-					direct = append(direct, &shardpb.Query{Vector: vector.EncodeLE(scoredQ), K: 10, Nprobe: uint32(q % 2 * 3)})
+					direct = append(direct, client.Query{Vector: scoredQ, K: 10, NProbe: q % 2 * 3})
 				}
 
 				// A selective filter (one language, one year: ~0.6 % of the
@@ -151,23 +150,23 @@ func TestIVFSearchThroughTheRouter(t *testing.T) {
 
 			// Every replica of a shard gives the same non-exact answers.
 			for si, reps := range h.dc.Replicas {
-				var first *shardpb.SearchBatchResponse
+				var first *client.SearchResult
 				for _, r := range reps {
 					c, err := client.Dial(r.Addr, client.DialConfig{})
 					require.NoError(t, err)
 					ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 					c.WaitSettled(ctx)
-					got, err := c.SearchBatch(ctx, direct, 0)
+					got, err := c.Search(ctx, direct, 0)
 					cancel()
 					c.Close()
 					require.NoError(t, err)
-					require.False(t, got.GetExact())
+					require.False(t, got.Exact)
 					if first == nil {
-						first = got
+						first = &got
 						continue
 					}
 					for qi := range direct {
-						require.Equal(t, pairs(first.GetResults()[qi].GetHits()), pairs(got.GetResults()[qi].GetHits()),
+						require.Equal(t, pairs(first.Hits[qi]), pairs(got.Hits[qi]),
 							"shard %d query %d: replica %d answers as replica 0", si, qi, r.Index)
 					}
 				}
@@ -176,10 +175,10 @@ func TestIVFSearchThroughTheRouter(t *testing.T) {
 	}
 }
 
-func pairs(hs []*shardpb.Hit) []string {
+func pairs(hs []client.Hit) []string {
 	out := make([]string, len(hs))
 	for i, h := range hs {
-		out[i] = fmt.Sprintf("%s %v", h.GetId(), h.GetScore())
+		out[i] = fmt.Sprintf("%s %v", h.ID, h.Score)
 	}
 	return out
 }

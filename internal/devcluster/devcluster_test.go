@@ -8,9 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/trawl-search/trawl/shard"
 	"github.com/trawl-search/trawl/shard/client"
-	"github.com/trawl-search/trawl/shard/shardpb"
 	"github.com/trawl-search/trawl/vector"
 )
 
@@ -26,12 +24,12 @@ func answers(t *testing.T, c *Cluster, qs [][]float32) [][]string {
 			require.NoError(t, err)
 			for _, q := range qs {
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				resp, err := conn.Search(ctx, &shardpb.Query{Vector: shard.EncodeVector(q), K: 10}, 0)
+				resp, err := conn.Search(ctx, []client.Query{{Vector: q, K: 10}}, 0)
 				cancel()
 				require.NoError(t, err)
 				var ids []string
-				for _, h := range resp.GetHits() {
-					ids = append(ids, h.GetId())
+				for _, h := range resp.Hits[0] {
+					ids = append(ids, h.ID)
 				}
 				out = append(out, ids)
 			}

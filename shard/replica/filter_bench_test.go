@@ -106,11 +106,11 @@ func BenchmarkFilteredSearch(b *testing.B) {
 			b.Run(kind+"/"+f.name, func(b *testing.B) {
 				var hits int
 				for b.Loop() {
-					res, err := srv.Search(context.Background(), &shardpb.SearchRequest{Query: pq})
+					res, err := srv.Search(context.Background(), &shardpb.SearchRequest{Queries: []*shardpb.Query{pq}})
 					if err != nil {
 						b.Fatal(err)
 					}
-					hits = len(res.GetHits())
+					hits = len(res.GetResults()[0].GetHits())
 				}
 				b.ReportMetric(float64(hits), "hits")
 			})

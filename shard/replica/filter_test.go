@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/trawl-search/trawl/filter"
 	"github.com/trawl-search/trawl/filter/filtertest"
@@ -117,32 +116,32 @@ func TestFilteredSearchIsTheTopKOfTheMatchingRows(t *testing.T) {
 				k := 1 + rng.IntN(20)
 				want, err := vector.Generic().Scan(ctx(t), m, sub, []vector.Query{{Vector: normalised(m, qv), K: k}})
 				require.NoError(t, err)
-				q := &shardpb.Query{Vector: shard.EncodeVector(qv), K: uint32(k), Filter: canon}
-				exact := proto.Clone(q).(*shardpb.Query)
+				q := client.Query{Vector: qv, K: k, Filter: canon}
+				exact := q
 				exact.Exact = true
-				exact.WithPayload = &shardpb.PayloadSelector{All: true}
-				keys := proto.Clone(q).(*shardpb.Query)
+				exact.Payload = &client.PayloadSelection{All: true}
+				keys := q
 				keys.Exact = true
-				keys.WithPayload = &shardpb.PayloadSelector{Keys: []string{"lang", "meta", "absent"}}
-				int8q := proto.Clone(q).(*shardpb.Query)
+				keys.Payload = &client.PayloadSelection{Keys: []string{"lang", "meta", "absent"}}
+				int8q := q
 				int8q.Oversample = 32
-				resp, err := c.SearchBatch(ctx(t), []*shardpb.Query{exact, keys}, 0)
+				resp, err := c.Search(ctx(t), []client.Query{exact, keys}, 0)
 				require.NoError(t, err, src)
-				require.True(t, resp.GetExact())
+				require.True(t, resp.Exact)
 				// A batch with an exact query scans exactly: int8 apart.
-				resp8, err := c.SearchBatch(ctx(t), []*shardpb.Query{int8q, q}, 0)
+				resp8, err := c.Search(ctx(t), []client.Query{int8q, q}, 0)
 				require.NoError(t, err, src)
-				require.Equal(t, hitsOfVector(want[0]), hitPairs(resp.GetResults()[0].GetHits()), "filter %s", src)
-				require.Equal(t, hitsOfVector(want[0]), hitPairs(resp.GetResults()[1].GetHits()), "filter %s", src)
-				for i, h := range resp.GetResults()[0].GetHits() {
-					stored := payloads[h.GetId()]
+				require.Equal(t, hitsOfVector(want[0]), hitPairs(resp.Hits[0]), "filter %s", src)
+				require.Equal(t, hitsOfVector(want[0]), hitPairs(resp.Hits[1]), "filter %s", src)
+				for i, h := range resp.Hits[0] {
+					stored := payloads[h.ID]
 					if len(stored) == 0 {
 						stored = []byte("{}")
 					}
-					require.Equal(t, string(stored), string(h.GetPayload()))
+					require.Equal(t, string(stored), string(h.Payload))
 					var all, some map[string]json.RawMessage
 					require.NoError(t, json.Unmarshal(stored, &all))
-					require.NoError(t, json.Unmarshal(resp.GetResults()[1].GetHits()[i].GetPayload(), &some))
+					require.NoError(t, json.Unmarshal(resp.Hits[1][i].Payload, &some))
 					for k, v := range all {
 						if k != "lang" && k != "meta" {
 							delete(all, k)
@@ -160,22 +159,43 @@ func TestFilteredSearchIsTheTopKOfTheMatchingRows(t *testing.T) {
 				for _, id := range sub.IDs {
 					inSub[id] = true
 				}
-				for _, res := range resp8.GetResults() {
-					require.LessOrEqual(t, len(res.GetHits()), len(want[0]))
-					for _, h := range res.GetHits() {
-						require.True(t, inSub[h.GetId()], "int8 hit %s outside the filter %s", h.GetId(), src)
-						require.Empty(t, h.GetPayload(), "not asked for")
+				for _, hs := range resp8.Hits {
+					require.LessOrEqual(t, len(hs), len(want[0]))
+					for _, h := range hs {
+						require.True(t, inSub[h.ID], "int8 hit %s outside the filter %s", h.ID, src)
+						require.Nil(t, h.Payload, "not asked for")
 					}
 				}
-				require.False(t, resp8.GetExact(), "int8 scan")
+				require.False(t, resp8.Exact, "int8 scan")
+				// The client fills in "{}" for an absent payload and drops one
+				// not asked for: the replica itself sends "{}" when asked and
+				// nothing when not.
+				raw, err := rep.Server.Search(ctx(t), &shardpb.SearchRequest{Queries: []*shardpb.Query{
+					{Vector: shard.EncodeVector(qv), K: uint32(k), Filter: canon, Exact: true,
+						WithPayload: &shardpb.PayloadSelector{All: true}},
+					{Vector: shard.EncodeVector(qv), K: uint32(k), Filter: canon, Exact: true},
+				}})
+				require.NoError(t, err, src)
+				require.Len(t, raw.GetResults(), 2)
+				require.Len(t, raw.GetResults()[0].GetHits(), len(want[0]))
+				for _, h := range raw.GetResults()[0].GetHits() {
+					stored := payloads[h.GetId()]
+					if len(stored) == 0 {
+						stored = []byte("{}")
+					}
+					require.Equal(t, string(stored), string(h.GetPayload()), "the replica's payload of %s", h.GetId())
+				}
+				for _, h := range raw.GetResults()[1].GetHits() {
+					require.Empty(t, h.GetPayload(), "not asked for: the replica sends none")
+				}
 
 				if len(want[0]) > 2 {
 					// The threshold as a client would send it: a score it read.
 					th, _ := strconv.ParseFloat(strconv.FormatFloat(float64(want[0][2].Score), 'g', -1, 32), 64)
-					tq := proto.Clone(exact).(*shardpb.Query)
+					tq := exact
 					tq.ScoreThreshold = &th
-					tq.WithPayload = nil
-					r, err := c.Search(ctx(t), tq, 0)
+					tq.Payload = nil
+					r, err := c.Search(ctx(t), []client.Query{tq}, 0)
 					require.NoError(t, err)
 					var wantT []string
 					for _, h := range want[0] {
@@ -184,7 +204,7 @@ func TestFilteredSearchIsTheTopKOfTheMatchingRows(t *testing.T) {
 							wantT = append(wantT, fmt.Sprintf("%s %v", h.ID, h.Score))
 						}
 					}
-					require.Equal(t, wantT, hitPairs(r.GetHits()))
+					require.Equal(t, wantT, hitPairs(r.Hits[0]))
 					require.GreaterOrEqual(t, len(wantT), 3)
 				}
 			}
@@ -246,7 +266,7 @@ func TestServerRefusesBadFiltersAndPayloads(t *testing.T) {
 	pv, err := c.Get(ctx(t), "a", 0)
 	require.NoError(t, err)
 	require.Equal(t, `{"a":1}`, string(pv.GetPayload()), "stored compacted")
-	_, err = c.Search(ctx(t), &shardpb.Query{Vector: v, K: 1, Filter: []byte(`{"must": {"key": "a", "range": {}}}`)}, 0)
+	_, err = c.Search(ctx(t), []client.Query{{Vector: []float32{1, 2, 3, 4}, K: 1, Filter: []byte(`{"must": {"key": "a", "range": {}}}`)}}, 0)
 	require.Equal(t, codes.InvalidArgument, status.Code(err))
 	require.Contains(t, err.Error(), "query 0: filter.must.range: needs at least one of gt, gte, lt, lte")
 }
@@ -270,9 +290,9 @@ func TestFilteredSearchesAndWritesConcurrently(t *testing.T) {
 	for g := range 3 {
 		go func() {
 			for i := range 100 {
-				q := &shardpb.Query{Vector: shard.EncodeVector([]float32{1, 2, 3, 4}), K: 5, Filter: filters[(g+i)%len(filters)],
-					WithPayload: &shardpb.PayloadSelector{All: true}}
-				if _, err := c.Search(ctx(t), q, 0); err != nil {
+				q := client.Query{Vector: []float32{1, 2, 3, 4}, K: 5, Filter: filters[(g+i)%len(filters)],
+					Payload: &client.PayloadSelection{All: true}}
+				if _, err := c.Search(ctx(t), []client.Query{q}, 0); err != nil {
 					done <- err
 					return
 				}

@@ -102,10 +102,9 @@ func TestInt8ScaleTrainedCommittedAndAppliedOnEveryReplica(t *testing.T) {
 		require.Nil(t, m.mem.Trained(store.TrainedInt8Scale), "no scale below %d rows", minRows)
 		require.False(t, m.mem.Int8Ready())
 	}
-	q := &shardpb.Query{Vector: shard.EncodeVector(vec()), K: 10}
-	resp, err := ms[0].conn.Search(ctx(t), q, 0)
+	resp, err := ms[0].conn.Search(ctx(t), []client.Query{{Vector: vec(), K: 10}}, 0)
 	require.NoError(t, err)
-	require.True(t, resp.GetExact(), "no codes: the scan is exact")
+	require.True(t, resp.Exact, "no codes: the scan is exact")
 
 	upsertOn(t, ms, batch(200, 350))
 	for _, m := range ms {
@@ -181,12 +180,12 @@ func TestInt8ScaleTrainedCommittedAndAppliedOnEveryReplica(t *testing.T) {
 		rows = vector.Rows{Data: slices.Clone(r.Data), Dim: r.Dim, IDs: slices.Clone(r.IDs)}
 		return nil
 	}))
-	var pqs, exactQs []*shardpb.Query
+	var pqs, exactQs []client.Query
 	var vqs, allQs []vector.Query
 	for range 20 {
 		v := vec()
-		pqs = append(pqs, &shardpb.Query{Vector: shard.EncodeVector(v), K: 10})
-		exactQs = append(exactQs, &shardpb.Query{Vector: shard.EncodeVector(v), K: 10, Exact: true})
+		pqs = append(pqs, client.Query{Vector: v, K: 10})
+		exactQs = append(exactQs, client.Query{Vector: v, K: 10, Exact: true})
 		vqs = append(vqs, vector.Query{Vector: v, K: 10})
 		allQs = append(allQs, vector.Query{Vector: v, K: rows.Len()})
 	}
@@ -194,29 +193,29 @@ func TestInt8ScaleTrainedCommittedAndAppliedOnEveryReplica(t *testing.T) {
 	require.NoError(t, err)
 	all, err := vector.Generic().Scan(context.Background(), vector.Euclidean, rows, allQs)
 	require.NoError(t, err)
-	var first *shardpb.SearchBatchResponse
+	var first *client.SearchResult
 	found, total := 0, 0
 	for _, m := range ms {
-		got, err := m.conn.SearchBatch(ctx(t), pqs, last)
+		got, err := m.conn.Search(ctx(t), pqs, last)
 		require.NoError(t, err)
-		require.False(t, got.GetExact(), "codes present, no query asked exact")
+		require.False(t, got.Exact, "codes present, no query asked exact")
 		if first == nil {
-			first = got
+			first = &got
 		} else {
 			for qi := range pqs {
-				require.Equal(t, hitPairs(first.GetResults()[qi].GetHits()), hitPairs(got.GetResults()[qi].GetHits()),
+				require.Equal(t, hitPairs(first.Hits[qi]), hitPairs(got.Hits[qi]),
 					"query %d: every replica gives the same int8 answer", qi)
 			}
 		}
-		ex, err := m.conn.SearchBatch(ctx(t), exactQs, last)
+		ex, err := m.conn.Search(ctx(t), exactQs, last)
 		require.NoError(t, err)
-		require.True(t, ex.GetExact())
+		require.True(t, ex.Exact)
 		for qi := range exactQs {
 			want := make([]string, len(brute[qi]))
 			for i, h := range brute[qi] {
 				want[i] = fmt.Sprintf("%s %v", h.ID, h.Score)
 			}
-			require.Equal(t, want, hitPairs(ex.GetResults()[qi].GetHits()), "query %d: exact is the float32 scan", qi)
+			require.Equal(t, want, hitPairs(ex.Hits[qi]), "query %d: exact is the float32 scan", qi)
 		}
 	}
 	for qi := range pqs {
@@ -228,9 +227,9 @@ func TestInt8ScaleTrainedCommittedAndAppliedOnEveryReplica(t *testing.T) {
 		for _, h := range brute[qi] {
 			truth[h.ID] = true
 		}
-		for _, h := range first.GetResults()[qi].GetHits() {
-			require.Equal(t, score[h.GetId()], h.GetScore(), "query %d: %s's int8-path score is its exact float32 score", qi, h.GetId())
-			if truth[h.GetId()] {
+		for _, h := range first.Hits[qi] {
+			require.Equal(t, score[h.ID], h.Score, "query %d: %s's int8-path score is its exact float32 score", qi, h.ID)
+			if truth[h.ID] {
 				found++
 			}
 		}
@@ -240,22 +239,22 @@ func TestInt8ScaleTrainedCommittedAndAppliedOnEveryReplica(t *testing.T) {
 
 	// A mixed batch (one query asks exact) scans exactly; oversample out
 	// of range is refused.
-	mixed, err := ms[0].conn.SearchBatch(ctx(t), append(slices.Clone(pqs[:3]), exactQs[3]), last)
+	mixed, err := ms[0].conn.Search(ctx(t), append(slices.Clone(pqs[:3]), exactQs[3]), last)
 	require.NoError(t, err)
-	require.True(t, mixed.GetExact())
-	over := &shardpb.Query{Vector: shard.EncodeVector(vec()), K: 10, Oversample: 1}
-	r1, err := ms[0].conn.Search(ctx(t), over, last)
+	require.True(t, mixed.Exact)
+	over := client.Query{Vector: vec(), K: 10, Oversample: 1}
+	r1, err := ms[0].conn.Search(ctx(t), []client.Query{over}, last)
 	require.NoError(t, err)
-	require.False(t, r1.GetExact())
+	require.False(t, r1.Exact)
 	over.Oversample = 33
-	_, err = ms[0].conn.Search(ctx(t), over, last)
+	_, err = ms[0].conn.Search(ctx(t), []client.Query{over}, last)
 	require.Equal(t, codes.InvalidArgument, status.Code(err))
 }
 
-func hitPairs(hs []*shardpb.Hit) []string {
+func hitPairs(hs []client.Hit) []string {
 	out := make([]string, len(hs))
 	for i, h := range hs {
-		out[i] = fmt.Sprintf("%s %v", h.GetId(), h.GetScore())
+		out[i] = fmt.Sprintf("%s %v", h.ID, h.Score)
 	}
 	return out
 }
@@ -288,33 +287,37 @@ func TestServerCountsScansByKind(t *testing.T) {
 	rep, c := serve(t, Config{Dim: dim, Metric: vector.DotProduct, Kernel: vector.Generic(), Quantization: store.QuantInt8,
 		Int8MinRows: neverTrain, Observer: obs}, nil, client.DialConfig{})
 	rng := rand.New(rand.NewPCG(1, 2))
-	var vs []*shardpb.Vector
+	var (
+		vs   []*shardpb.Vector
+		vecs [][]float32
+	)
 	for i := range 100 {
 		v := make([]float32, dim)
 		for j := range v {
 			v[j] = float32(rng.NormFloat64())
 		}
 		vs = append(vs, &shardpb.Vector{Id: fmt.Sprint("v", i), Vector: shard.EncodeVector(v)})
+		vecs = append(vecs, v)
 	}
 	_, err := c.Upsert(ctx(t), place, vs)
 	require.NoError(t, err)
-	qs := []*shardpb.Query{{Vector: vs[0].GetVector(), K: 5}, {Vector: vs[1].GetVector(), K: 5, Oversample: 2}}
-	r, err := c.SearchBatch(ctx(t), qs, 0)
+	qs := []client.Query{{Vector: vecs[0], K: 5}, {Vector: vecs[1], K: 5, Oversample: 2}}
+	r, err := c.Search(ctx(t), qs, 0)
 	require.NoError(t, err)
-	require.True(t, r.GetExact())
+	require.True(t, r.Exact)
 	require.Equal(t, 2, obs.get(server.ScanExact))
 
 	commitTrained(t, rep, store.TrainedInt8Scale, trainScale(t, rep.Store))
-	r, err = c.SearchBatch(ctx(t), qs, 0)
+	r, err = c.Search(ctx(t), qs, 0)
 	require.NoError(t, err)
-	require.False(t, r.GetExact())
-	require.Equal(t, "v0", r.GetResults()[0].GetHits()[0].GetId())
-	require.Equal(t, "v1", r.GetResults()[1].GetHits()[0].GetId())
+	require.False(t, r.Exact)
+	require.Equal(t, "v0", r.Hits[0][0].ID)
+	require.Equal(t, "v1", r.Hits[1][0].ID)
 	require.Equal(t, 2, obs.get(server.ScanInt8))
 	qs[0].Exact = true
-	r, err = c.SearchBatch(ctx(t), qs, 0)
+	r, err = c.Search(ctx(t), qs, 0)
 	require.NoError(t, err)
-	require.True(t, r.GetExact(), "one query asking exact makes the batch exact")
+	require.True(t, r.Exact, "one query asking exact makes the batch exact")
 	require.Equal(t, 4, obs.get(server.ScanExact))
 
 	// A scale that does not decode is committed like any value, and leaves
@@ -322,8 +325,8 @@ func TestServerCountsScansByKind(t *testing.T) {
 	commitTrained(t, rep, store.TrainedInt8Scale, []byte("junk"))
 	require.False(t, rep.Store.Int8Ready())
 	qs[0].Exact = false
-	r, err = c.SearchBatch(ctx(t), qs, 0)
+	r, err = c.Search(ctx(t), qs, 0)
 	require.NoError(t, err)
-	require.True(t, r.GetExact(), "no codes: the scan is exact")
+	require.True(t, r.Exact, "no codes: the scan is exact")
 	require.Equal(t, 6, obs.get(server.ScanExact))
 }

@@ -249,35 +249,35 @@ func TestIVFServerScans(t *testing.T) {
 		v := g.vec()
 		brute, err := vector.Generic().Scan(context.Background(), vector.Euclidean, rows, []vector.Query{{Vector: v, K: 10}})
 		require.NoError(t, err)
-		want := hitPairs(toPB(brute[0]))
-		r, err := c.Search(ctx(t), &shardpb.Query{Vector: shard.EncodeVector(v), K: 10}, 0)
+		want := hitsOfVector(brute[0])
+		r, err := c.Search(ctx(t), []client.Query{{Vector: v, K: 10}}, 0)
 		require.NoError(t, err)
-		require.False(t, r.GetExact())
+		require.False(t, r.Exact)
 		truth := map[string]bool{}
 		for _, h := range brute[0] {
 			truth[h.ID] = true
 		}
-		for _, h := range r.GetHits() {
-			if truth[h.GetId()] {
+		for _, h := range r.Hits[0] {
+			if truth[h.ID] {
 				found++
 			}
 		}
 		total += 10
-		r, err = c.Search(ctx(t), &shardpb.Query{Vector: shard.EncodeVector(v), K: 10, Exact: true}, 0)
+		r, err = c.Search(ctx(t), []client.Query{{Vector: v, K: 10, Exact: true}}, 0)
 		require.NoError(t, err)
-		require.True(t, r.GetExact())
-		require.Equal(t, want, hitPairs(r.GetHits()), "exact is the float32 scan")
-		all, err := c.Search(ctx(t), &shardpb.Query{Vector: shard.EncodeVector(v), K: 10, Nprobe: uint32(lists)}, 0)
+		require.True(t, r.Exact)
+		require.Equal(t, want, hitPairs(r.Hits[0]), "exact is the float32 scan")
+		all, err := c.Search(ctx(t), []client.Query{{Vector: v, K: 10, NProbe: lists}}, 0)
 		require.NoError(t, err)
-		require.False(t, all.GetExact())
+		require.False(t, all.Exact)
 		flat, err := quant.Generic().Scan(context.Background(), vector.Generic(), vector.Euclidean, rows, mustEncode(t, b, rows), []vector.Query{{Vector: v, K: 10}}, 0)
 		require.NoError(t, err)
-		require.Equal(t, hitPairs(toPB(flat[0])), hitPairs(all.GetHits()), "probing every list is the flat int8 scan")
+		require.Equal(t, hitsOfVector(flat[0]), hitPairs(all.Hits[0]), "probing every list is the flat int8 scan")
 
 		// Selective (1 %): scanned exactly, the exact filtered answer.
-		sel, err := c.Search(ctx(t), &shardpb.Query{Vector: shard.EncodeVector(v), K: 10, Filter: []byte(`{"must":[{"key":"g","match":{"value":7}}]}`)}, 0)
+		sel, err := c.Search(ctx(t), []client.Query{{Vector: v, K: 10, Filter: []byte(`{"must":[{"key":"g","match":{"value":7}}]}`)}}, 0)
 		require.NoError(t, err)
-		require.True(t, sel.GetExact(), "a 1 %% filter scans its rows exactly")
+		require.True(t, sel.Exact, "a 1 %% filter scans its rows exactly")
 		var keep []uint32
 		for i := range rows.Len() {
 			if i%100 == 7 {
@@ -286,17 +286,17 @@ func TestIVFServerScans(t *testing.T) {
 		}
 		bf, err := vector.Generic().ScanSelected(context.Background(), vector.Euclidean, rows, []vector.Query{{Vector: v, K: 10}}, keep)
 		require.NoError(t, err)
-		require.Equal(t, hitPairs(toPB(bf[0])), hitPairs(sel.GetHits()))
+		require.Equal(t, hitsOfVector(bf[0]), hitPairs(sel.Hits[0]))
 		// Broad (80 %): probed with the filter; every hit matches it.
-		broad, err := c.Search(ctx(t), &shardpb.Query{Vector: shard.EncodeVector(v), K: 10, Filter: []byte(`{"must":[{"key":"g","range":{"lt":80}}]}`)}, 0)
+		broad, err := c.Search(ctx(t), []client.Query{{Vector: v, K: 10, Filter: []byte(`{"must":[{"key":"g","range":{"lt":80}}]}`)}}, 0)
 		require.NoError(t, err)
-		require.False(t, broad.GetExact())
-		require.Len(t, broad.GetHits(), 10)
-		for _, h := range broad.GetHits() {
+		require.False(t, broad.Exact)
+		require.Len(t, broad.Hits[0], 10)
+		for _, h := range broad.Hits[0] {
 			var i int
-			_, err := fmt.Sscanf(h.GetId(), "v%d", &i)
+			_, err := fmt.Sscanf(h.ID, "v%d", &i)
 			require.NoError(t, err)
-			require.Less(t, i%100, 80, "hit %s matches the filter", h.GetId())
+			require.Less(t, i%100, 80, "hit %s matches the filter", h.ID)
 		}
 	}
 	recall := float64(found) / float64(total)
@@ -306,14 +306,6 @@ func TestIVFServerScans(t *testing.T) {
 	require.Equal(t, 20*3, obs.get(server.ScanIVF), "default, nprobe=all and the broad filter")
 	require.Equal(t, 20*2, obs.get(server.ScanExact), "exact:true and the selective filter")
 	require.Zero(t, obs.get(server.ScanInt8))
-}
-
-func toPB(hs []vector.Hit) []*shardpb.Hit {
-	out := make([]*shardpb.Hit, len(hs))
-	for i, h := range hs {
-		out[i] = &shardpb.Hit{Id: h.ID, Score: h.Score}
-	}
-	return out
 }
 
 func mustEncode(t *testing.T, scale []byte, rows vector.Rows) *quant.Codes {
@@ -397,9 +389,9 @@ func TestIVFReplicas(t *testing.T) {
 		require.Eventually(t, func() bool { return m.node.AppliedIndex() >= last }, 20*time.Second, 10*time.Millisecond)
 	}
 
-	queries := make([]*shardpb.Query, 20)
+	queries := make([]client.Query, 20)
 	for i := range queries {
-		queries[i] = &shardpb.Query{Vector: shard.EncodeVector(g.vec()), K: 10, Nprobe: uint32(i % 3)}
+		queries[i] = client.Query{Vector: g.vec(), K: 10, NProbe: i % 3}
 	}
 	same := func(what string) {
 		t.Helper()
@@ -419,23 +411,23 @@ func TestIVFReplicas(t *testing.T) {
 			return true
 		}, 30*time.Second, 10*time.Millisecond, "%s: the leader's measured nprobe reaches every replica", what)
 		want := freshLists(t, ms[0].mem)
-		var first *shardpb.SearchBatchResponse
+		var first *client.SearchResult
 		for i, m := range ms {
 			require.Equal(t, want, listSets(t, m.mem), "%s: replica %d's lists hold the rows a fresh build does", what, i)
-			var got *shardpb.SearchBatchResponse
+			var got client.SearchResult
 			require.Eventually(t, func() bool {
 				// A loaded machine can make a follower miss its leader for a moment.
 				var err error
-				got, err = m.conn.SearchBatch(ctx(t), queries, last)
+				got, err = m.conn.Search(ctx(t), queries, last)
 				return err == nil
 			}, 20*time.Second, 20*time.Millisecond, "%s: replica %d answers", what, i)
-			require.False(t, got.GetExact())
+			require.False(t, got.Exact)
 			if first == nil {
-				first = got
+				first = &got
 				continue
 			}
 			for qi := range queries {
-				require.Equal(t, hitPairs(first.GetResults()[qi].GetHits()), hitPairs(got.GetResults()[qi].GetHits()),
+				require.Equal(t, hitPairs(first.Hits[qi]), hitPairs(got.Hits[qi]),
 					"%s: query %d: replica %d answers as replica 0", what, qi, i)
 			}
 		}
@@ -462,7 +454,7 @@ func TestIVFReplicas(t *testing.T) {
 		deadline := time.Now().Add(time.Second)
 		for time.Now().Before(deadline) {
 			require.False(t, m.node.Serving(), "%s: serving before its index is built", what)
-			_, err := m.conn.Search(ctx(t), queries[0], 0)
+			_, err := m.conn.Search(ctx(t), queries[:1], 0)
 			require.Equal(t, codes.Unavailable, status.Code(err), "%s: %v", what, err)
 			time.Sleep(50 * time.Millisecond)
 		}

@@ -224,15 +224,15 @@ func write(t *testing.T, ms []*member, ids ...string) uint64 {
 // acknowledged write).
 func complete(t *testing.T, m *member, want []string, minIndex uint64) bool {
 	t.Helper()
-	resp, err := m.conn.Search(ctx(t), &shardpb.Query{Vector: shard.EncodeVector(testVec("q", 1)), K: vector.MaxK}, minIndex)
+	resp, err := m.conn.Search(ctx(t), []client.Query{{Vector: testVec("q", 1), K: vector.MaxK}}, minIndex)
 	if err != nil {
 		var ns interface{ NotServing() bool }
 		require.True(t, errors.As(err, &ns) && ns.NotServing(), "a replica that cannot answer says NOT_SERVING, got %v", err)
 		return false
 	}
-	got := make([]string, 0, len(resp.GetHits()))
-	for _, h := range resp.GetHits() {
-		got = append(got, h.GetId())
+	got := make([]string, 0, len(resp.Hits[0]))
+	for _, h := range resp.Hits[0] {
+		got = append(got, h.ID)
 	}
 	for _, id := range want {
 		require.Contains(t, got, id, "a complete answer lacks an acknowledged write")

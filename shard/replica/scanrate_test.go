@@ -62,7 +62,7 @@ func TestStatsReportLiveScanRate(t *testing.T) {
 	}
 	q := make([]float32, dim)
 	q[0] = 1
-	_, err = c.Search(ctx(t), &shardpb.Query{Vector: shard.EncodeVector(q), K: 3}, 0)
+	_, err = c.Search(ctx(t), []client.Query{{Vector: q, K: 3}}, 0)
 	require.NoError(t, err)
 	st, err = c.Stats(ctx(t))
 	require.NoError(t, err)

@@ -18,6 +18,8 @@ import (
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/trawl-search/trawl/internal/testpki"
 	"github.com/trawl-search/trawl/shard"
@@ -138,7 +140,7 @@ func TestServerValidatesEveryVector(t *testing.T) {
 			_, err := c.Upsert(ctx(t), place, []*shardpb.Vector{{Id: "a", Vector: shard.EncodeVector(tc.v)}})
 			require.Equal(t, codes.InvalidArgument, status.Code(err))
 			require.ErrorContains(t, err, tc.msg)
-			_, err = c.Search(ctx(t), &shardpb.Query{Vector: shard.EncodeVector(tc.v), K: 1}, 0)
+			_, err = c.Search(ctx(t), []client.Query{{Vector: tc.v, K: 1}}, 0)
 			require.Equal(t, codes.InvalidArgument, status.Code(err))
 		})
 	}
@@ -160,12 +162,13 @@ func TestServerUpsertGetDeleteAndPlacement(t *testing.T) {
 	require.NoError(t, err)
 	require.InDeltaSlice(t, []float32{0.6, 0.8}, got, 1e-6, "stored normalised under cosine")
 
-	resp, err := c.Search(ctx(t), &shardpb.Query{Vector: shard.EncodeVector([]float32{0, 2}), K: 5, ExcludeId: "b"}, 0)
+	resp, err := c.Search(ctx(t), []client.Query{{Vector: []float32{0, 2}, K: 5, ExcludeID: "b"}}, 0)
 	require.NoError(t, err)
-	require.EqualValues(t, 2, resp.GetDocCount())
-	require.Len(t, resp.GetHits(), 1)
-	require.Equal(t, "a", resp.GetHits()[0].GetId())
-	require.InDelta(t, 0.8, resp.GetHits()[0].GetScore(), 1e-6)
+	require.EqualValues(t, 2, resp.Docs)
+	require.Len(t, resp.Hits, 1)
+	require.Len(t, resp.Hits[0], 1)
+	require.Equal(t, "a", resp.Hits[0][0].ID)
+	require.InDelta(t, 0.8, resp.Hits[0][0].Score, 1e-6)
 
 	// A write routed under another shard list is a reshard: refused.
 	_, err = c.Upsert(ctx(t), shard.Placement{Fingerprint: "fp2", Shard: "shard-0"}, []*shardpb.Vector{{Id: "c", Vector: shard.EncodeVector([]float32{1, 0})}})
@@ -181,6 +184,30 @@ func TestServerUpsertGetDeleteAndPlacement(t *testing.T) {
 	require.False(t, found)
 	_, err = c.Get(ctx(t), "a", 0)
 	require.Equal(t, codes.NotFound, status.Code(err))
+}
+
+// TestServerRefusesASearchWithoutQueries: a search of no queries is
+// refused, and so is one in the old form (the single query in the
+// reserved field 1, as a router of the version before one Search RPC
+// sends it): the replica meets no queries, never answers empty.
+func TestServerRefusesASearchWithoutQueries(t *testing.T) {
+	rep, c := serve(t, memConfig(2, vector.DotProduct), nil, client.DialConfig{})
+	_, err := c.Upsert(ctx(t), place, []*shardpb.Vector{{Id: "a", Vector: shard.EncodeVector([]float32{1, 0})}})
+	require.NoError(t, err)
+	_, err = c.Search(ctx(t), nil, 0)
+	require.Equal(t, codes.InvalidArgument, status.Code(err))
+	require.ErrorContains(t, err, "no queries")
+
+	q, err := proto.Marshal(&shardpb.Query{Vector: shard.EncodeVector([]float32{1, 0}), K: 1})
+	require.NoError(t, err)
+	old := protowire.AppendTag(nil, 1, protowire.BytesType)
+	old = protowire.AppendBytes(old, q)
+	var req shardpb.SearchRequest
+	require.NoError(t, proto.Unmarshal(old, &req))
+	require.Empty(t, req.GetQueries())
+	_, err = rep.Server.Search(ctx(t), &req)
+	require.Equal(t, codes.InvalidArgument, status.Code(err))
+	require.ErrorContains(t, err, "no queries")
 }
 
 func TestProbeReportsNotServing(t *testing.T) {
