@@ -14,7 +14,6 @@ import (
 	"github.com/trawl-search/trawl/bench/internal/procstat"
 	"github.com/trawl-search/trawl/bench/internal/promtext"
 	"github.com/trawl-search/trawl/shard/client"
-	"github.com/trawl-search/trawl/shard/shardpb"
 )
 
 // Routers, in the order tables list them.
@@ -412,7 +411,7 @@ func (e *env) interleavedFor(ctx context.Context, t loadgen.Target, conns []*cli
 		o, code, took := loadgen.Do(hc, url, hdr, e.queries.Bodies[q])
 		viaRouter.Add(o, code, took)
 		routerTime += took
-		vec := loadgen.LittleEndian(e.queries.Vectors[q])
+		vec := []client.Query{{Vector: e.queries.Vectors[q], K: 10}}
 		t0 := time.Now()
 		qctx, cancel := context.WithTimeout(ctx, budget)
 		var wg sync.WaitGroup
@@ -420,7 +419,7 @@ func (e *env) interleavedFor(ctx context.Context, t loadgen.Target, conns []*cli
 		ok := true
 		for _, cn := range conns {
 			wg.Go(func() {
-				if _, err := cn.Search(qctx, &shardpb.Query{Vector: vec, K: 10}, 0); err != nil {
+				if _, err := cn.Search(qctx, vec, 0); err != nil {
 					mu.Lock()
 					ok = false
 					mu.Unlock()

@@ -10,9 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/trawl-search/trawl/bench/internal/cluster"
-	"github.com/trawl-search/trawl/bench/internal/loadgen"
 	"github.com/trawl-search/trawl/shard/client"
-	"github.com/trawl-search/trawl/shard/shardpb"
 )
 
 // idleCheck sends one scan to every replica, directly over gRPC, with the
@@ -52,7 +50,7 @@ const recoveryScans = 40
 
 func (e *env) probe(ctx context.Context, c *cluster.Cluster, fix bool) ([]latchedReplica, error) {
 	budget := time.Duration(e.deadlineMS-5) * time.Millisecond
-	vec := loadgen.LittleEndian(e.queries.Vectors[0])
+	vec := []client.Query{{Vector: e.queries.Vectors[0], K: 10}}
 	var refused []latchedReplica
 	for _, reps := range c.Shards {
 		for _, r := range reps {
@@ -62,7 +60,7 @@ func (e *env) probe(ctx context.Context, c *cluster.Cluster, fix bool) ([]latche
 			}
 			qctx, cancel := context.WithTimeout(ctx, budget)
 			cn.WaitSettled(qctx)
-			_, err = cn.Search(qctx, &shardpb.Query{Vector: vec, K: 10}, 0)
+			_, err = cn.Search(qctx, vec, 0)
 			cancel()
 			if status.Code(err) == codes.ResourceExhausted {
 				msg := status.Convert(err).Message()
@@ -73,7 +71,7 @@ func (e *env) probe(ctx context.Context, c *cluster.Cluster, fix bool) ([]latche
 				if fix {
 					for range recoveryScans {
 						lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-						_, _ = cn.Search(lctx, &shardpb.Query{Vector: vec, K: 10}, 0)
+						_, _ = cn.Search(lctx, vec, 0)
 						cancel()
 					}
 				}
