@@ -2,16 +2,15 @@ package api
 
 import (
 	"context"
-	"crypto/subtle"
-	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/trawl-search/trawl/api/internal/httpx"
+	"github.com/trawl-search/trawl/api/internal/wire"
 	"github.com/trawl-search/trawl/budget"
 	"github.com/trawl-search/trawl/coordinator"
 	"github.com/trawl-search/trawl/fanout"
@@ -38,12 +37,13 @@ func (s *Server) mountQdrant(r chi.Router) {
 	r.Get("/", s.qdrantRoot)
 	r.Route("/collections", func(r chi.Router) {
 		r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-			qdrantError(w, r, http.StatusNotFound, "Not found: no such endpoint "+r.URL.Path)
+			s.qhttp.Error(w, r, &wire.Error{Status: http.StatusNotFound, Code: wire.CodeNotFound, Msg: "no such endpoint " + r.URL.Path})
 		})
 		r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-			qdrantError(w, r, http.StatusMethodNotAllowed, r.Method+" is not allowed on "+r.URL.Path+" (trawl serves a subset of Qdrant's API)")
+			s.qhttp.Error(w, r, &wire.Error{Status: http.StatusMethodNotAllowed, Code: wire.CodeMethod,
+				Msg: r.Method + " is not allowed on " + r.URL.Path + " (trawl serves a subset of Qdrant's API)"})
 		})
-		r.Use(s.qdrantStart, s.qdrantAuth, s.qdrantAdmission)
+		r.Use(s.qdrantStart, s.qhttp.Auth, s.qhttp.Admission)
 		r.Get("/", s.qdrantCollections)
 		r.Route("/{collection}", func(r chi.Router) {
 			r.Get("/", s.qdrantCollection)
@@ -65,77 +65,30 @@ func (s *Server) mountQdrant(r chi.Router) {
 	})
 }
 
+type qdrantCtxKey int
+
 // startKey holds when a Qdrant route's request arrived: Qdrant's "time".
-const startKey ctxKey = 100
+const startKey qdrantCtxKey = 0
 
 func (s *Server) qdrantStart(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		next.ServeHTTP(w, r.WithContext(contextWith(r, startKey, time.Now())))
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), startKey, time.Now())))
 	})
-}
-
-// qdrantAuth takes the key as Qdrant clients send it (api-key) or as a
-// Bearer token, as /v1 does.
-func (s *Server) qdrantAuth(next http.Handler) http.Handler {
-	if s.cfg.APIKey == "" {
-		return next
-	}
-	key := []byte(s.cfg.APIKey)
-	bearer := []byte("Bearer " + s.cfg.APIKey)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		okKey := subtle.ConstantTimeCompare([]byte(r.Header.Get("api-key")), key) == 1
-		okBearer := subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), bearer) == 1
-		if !okKey && !okBearer {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="trawl"`)
-			qdrantError(w, r, http.StatusUnauthorized, "Unauthorized: missing or wrong API key: send it in the api-key header or as Authorization: Bearer <key>")
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
-// qdrantAdmission is checkAdmission answering in Qdrant's envelope.
-func (s *Server) qdrantAdmission(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := s.cfg.Limiter.Check(); err != nil {
-			s.qdrantRefuse(w, r, err)
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
-// qdrantAdmit is admit answering in Qdrant's envelope.
-// The limiter learns from the time since `since` (for searches, the
-// request's arrival, as /v1's do).
-func (s *Server) qdrantAdmit(w http.ResponseWriter, r *http.Request, weight int, deadline time.Duration, since time.Time) func(late bool) {
-	p, err := s.cfg.Limiter.Acquire(weight, deadline)
-	if err != nil {
-		s.qdrantRefuse(w, r, err)
-		return nil
-	}
-	return func(late bool) { p.Done(time.Since(since), late) }
-}
-
-func (s *Server) qdrantRefuse(w http.ResponseWriter, r *http.Request, err error) {
-	s.noteRefusal(err)
-	w.Header().Set("Retry-After", "1")
-	qdrantError(w, r, http.StatusTooManyRequests, "Too many requests: "+err.Error())
 }
 
 // qdrantKnownCollection answers 404 for any collection but the one.
 func (s *Server) qdrantKnownCollection(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if name := chi.URLParam(r, "collection"); name != s.collection() {
-			qdrantError(w, r, http.StatusNotFound, notFoundCollection(name))
+			s.qhttp.Error(w, r, notFoundCollection(name))
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
 }
 
-func notFoundCollection(name string) string {
-	return fmt.Sprintf("Not found: Collection `%s` doesn't exist!", name)
+func notFoundCollection(name string) *wire.Error {
+	return &wire.Error{Status: http.StatusNotFound, Code: wire.CodeNotFound, Msg: fmt.Sprintf("Collection `%s` doesn't exist!", name)}
 }
 
 func (s *Server) collection() string {
@@ -148,10 +101,10 @@ func (s *Server) collection() string {
 // qdrantOK is Qdrant's answer envelope, with trawl's scatter_gather beside
 // result when the answer read documents from shards.
 type qdrantOK struct {
-	Result        any            `json:"result"`
-	Status        string         `json:"status"`
-	Time          float64        `json:"time"`
-	ScatterGather *scatterGather `json:"scatter_gather,omitempty"`
+	Result        any                 `json:"result"`
+	Status        string              `json:"status"`
+	Time          float64             `json:"time"`
+	ScatterGather *wire.ScatterGather `json:"scatter_gather,omitempty"`
 }
 
 type qdrantStatus struct {
@@ -161,9 +114,9 @@ type qdrantStatus struct {
 // qdrantErr is Qdrant's error envelope; scatter_gather is there when a
 // fan-out ran (a refused degraded answer).
 type qdrantErr struct {
-	Status        qdrantStatus   `json:"status"`
-	Time          float64        `json:"time"`
-	ScatterGather *scatterGather `json:"scatter_gather,omitempty"`
+	Status        qdrantStatus        `json:"status"`
+	Time          float64             `json:"time"`
+	ScatterGather *wire.ScatterGather `json:"scatter_gather,omitempty"`
 }
 
 // elapsed is Qdrant's "time": seconds since the request arrived.
@@ -175,40 +128,19 @@ func elapsed(r *http.Request) float64 {
 	return time.Since(t).Seconds()
 }
 
-func qdrantResult(w http.ResponseWriter, r *http.Request, result any, sg *scatterGather) {
+func qdrantResult(w http.ResponseWriter, r *http.Request, result any, sg *wire.ScatterGather) {
 	if sg != nil {
-		w.Header().Set("X-Trawl-Degraded", strconv.FormatBool(sg.Degraded))
+		wire.SetDegraded(w, *sg)
 	}
-	writeJSON(w, http.StatusOK, qdrantOK{Result: result, Status: "ok", Time: elapsed(r), ScatterGather: sg})
+	wire.WriteJSON(w, http.StatusOK, qdrantOK{Result: result, Status: "ok", Time: elapsed(r), ScatterGather: sg})
 }
 
-func qdrantError(w http.ResponseWriter, r *http.Request, status int, msg string) {
-	writeJSON(w, status, qdrantErr{Status: qdrantStatus{Error: msg}, Time: elapsed(r)})
-}
-
-// qdrantFail writes err as failNative would, in Qdrant's envelope, with
-// Qdrant's wording for the kind of error in front ("Bad request: ...").
-func (s *Server) qdrantFail(w http.ResponseWriter, r *http.Request, err error, sg *scatterGather) {
-	status, msg := http.StatusInternalServerError, ""
-	var re *requestError
-	var ce *coordinator.Error
-	switch {
-	case errors.As(err, &re):
-		status, msg = re.status, re.msg
-	case errors.As(err, &ce) && ce.Code != coordinator.CodeInternal:
-		status, _ = statusOf(ce.Code)
-		msg = ce.Msg
-	default:
-		s.cfg.Logger.ErrorContext(r.Context(), "internal error", "err", err)
-		msg = err.Error()
-	}
-	if status == http.StatusServiceUnavailable {
-		w.Header().Set("Retry-After", "1")
-	}
-	if sg != nil {
-		w.Header().Set("X-Trawl-Degraded", strconv.FormatBool(sg.Degraded))
-	}
-	writeJSON(w, status, qdrantErr{Status: qdrantStatus{Error: qdrantPrefix(status) + msg}, Time: elapsed(r), ScatterGather: sg})
+// qdrantEnvelope is Qdrant's error shape, {"status": {"error": ...},
+// "time": s}, its message led by Qdrant's wording for the kind of error
+// ("Bad request: ..."). A 503 asks the client to come back in a second.
+func qdrantEnvelope(w http.ResponseWriter, r *http.Request, e *wire.Error, sg *wire.ScatterGather) {
+	wire.RetryAfter(w, e.Status)
+	wire.WriteJSON(w, e.Status, qdrantErr{Status: qdrantStatus{Error: qdrantPrefix(e.Status) + e.Msg}, Time: elapsed(r), ScatterGather: sg})
 }
 
 // qdrantPrefix is how Qdrant's messages name an error's kind.
@@ -216,6 +148,8 @@ func qdrantPrefix(status int) string {
 	switch status {
 	case http.StatusBadRequest:
 		return "Bad request: "
+	case http.StatusUnauthorized:
+		return "Unauthorized: "
 	case http.StatusNotFound:
 		return "Not found: "
 	case http.StatusServiceUnavailable:
@@ -224,6 +158,8 @@ func qdrantPrefix(status int) string {
 		return "Payload too large: "
 	case http.StatusRequestTimeout:
 		return "Timeout: "
+	case http.StatusTooManyRequests:
+		return "Too many requests: "
 	}
 	return ""
 }
@@ -241,31 +177,26 @@ func (s *Server) qdrantParams(r *http.Request) (qdrantParams, error) {
 	q := r.URL.Query()
 	b, err := budget.ResolveTimeout(s.cfg.Budget, q["deadline_ms"], q["timeout"])
 	if err != nil {
-		return qdrantParams{}, invalid(err.Error())
+		return qdrantParams{}, wire.Invalid(err.Error())
 	}
-	p := qdrantParams{budget: b, allowPartial: true}
-	for name, dst := range map[string]*bool{"shard_detail": &p.detail, "allow_partial": &p.allowPartial} {
-		switch v := q.Get(name); v {
-		case "":
-		case "true":
-			*dst = true
-		case "false":
-			*dst = false
-		default:
-			return qdrantParams{}, invalid(fmt.Sprintf("%s is %q, want true or false", name, v))
-		}
+	p := qdrantParams{budget: b}
+	if p.detail, err = httpx.BoolParam(q, "shard_detail", false); err != nil {
+		return qdrantParams{}, err
 	}
-	if v := q.Get("wait"); v != "" && v != "true" && v != "false" {
-		return qdrantParams{}, invalid(fmt.Sprintf("wait is %q, want true or false", v))
+	if p.allowPartial, err = httpx.BoolParam(q, "allow_partial", true); err != nil {
+		return qdrantParams{}, err
+	}
+	if _, err := httpx.BoolParam(q, "wait", true); err != nil {
+		return qdrantParams{}, err
 	}
 	if v := q.Get("ordering"); v != "" && v != "weak" && v != "medium" && v != "strong" {
-		return qdrantParams{}, invalid(fmt.Sprintf("ordering is %q, want weak, medium or strong", v))
+		return qdrantParams{}, wire.Invalid(fmt.Sprintf("ordering is %q, want weak, medium or strong", v))
 	}
 	return p, nil
 }
 
 func (s *Server) qdrantRoot(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]string{
+	wire.WriteJSON(w, http.StatusOK, map[string]string{
 		"title":   "trawl - scatter-gather vector search router (Qdrant-compatible REST subset)",
 		"version": QdrantVersion,
 	})
@@ -336,16 +267,17 @@ type collectionConfig struct {
 // it has answered (refused, or the call failed: the error with the
 // scatter_gather of what was asked).
 func (s *Server) qdrantGather(w http.ResponseWriter, r *http.Request, p qdrantParams,
-	call func(context.Context) (fanout.Summary, []coordinator.ShardReport, error)) (scatterGather, bool) {
-	done := s.qdrantAdmit(w, r, 1, p.budget.Deadline, time.Now())
-	if done == nil {
-		return scatterGather{}, false
+	call func(context.Context) (fanout.Summary, []coordinator.ShardReport, error)) (wire.ScatterGather, bool) {
+	start := time.Now()
+	permit := s.qhttp.Admit(w, r, 1, p.budget.Deadline)
+	if permit == nil {
+		return wire.ScatterGather{}, false
 	}
 	sum, shards, err := call(r.Context())
-	done(late(sum))
-	sg := newScatterGather(coordinator.Answer{Summary: sum, Shards: shards, Exact: true}, p.detail)
+	permit.Done(time.Since(start), wire.Late(sum))
+	sg := wire.NewScatterGather(coordinator.Answer{Summary: sum, Shards: shards, Exact: true}, p.detail)
 	if err != nil {
-		s.qdrantFail(w, r, err, &sg)
+		s.qhttp.Fail(w, r, err, &sg)
 		return sg, false
 	}
 	return sg, true
@@ -353,7 +285,7 @@ func (s *Server) qdrantGather(w http.ResponseWriter, r *http.Request, p qdrantPa
 
 // countPoints counts the points f matches (all when nil) through
 // qdrantGather.
-func (s *Server) countPoints(w http.ResponseWriter, r *http.Request, p qdrantParams, f *filter.Filter) (uint64, scatterGather, bool) {
+func (s *Server) countPoints(w http.ResponseWriter, r *http.Request, p qdrantParams, f *filter.Filter) (uint64, wire.ScatterGather, bool) {
 	var n uint64
 	sg, ok := s.qdrantGather(w, r, p, func(ctx context.Context) (fanout.Summary, []coordinator.ShardReport, error) {
 		ans, err := s.cfg.Coordinator.Count(ctx, f, p.budget, p.allowPartial)
@@ -368,12 +300,12 @@ func (s *Server) countPoints(w http.ResponseWriter, r *http.Request, p qdrantPar
 // degraded: status yellow, and scatter_gather says which).
 func (s *Server) qdrantCollection(w http.ResponseWriter, r *http.Request) {
 	if name := chi.URLParam(r, "collection"); name != s.collection() {
-		qdrantError(w, r, http.StatusNotFound, notFoundCollection(name))
+		s.qhttp.Error(w, r, notFoundCollection(name))
 		return
 	}
 	p, err := s.qdrantParams(r)
 	if err != nil {
-		s.qdrantFail(w, r, err, nil)
+		s.qhttp.Fail(w, r, err, nil)
 		return
 	}
 	count, sg, ok := s.countPoints(w, r, p, nil)
@@ -396,31 +328,26 @@ func (s *Server) qdrantCollection(w http.ResponseWriter, r *http.Request) {
 // already, so a create that asks for what it is succeeds (idempotently,
 // storing nothing) and anything else is refused, naming the difference.
 func (s *Server) qdrantCreate(w http.ResponseWriter, r *http.Request) {
-	body, err := s.readBody(w, r)
+	body, err := s.qhttp.ReadBody(w, r)
 	if err != nil {
-		s.qdrantFail(w, r, err, nil)
+		s.qhttp.Fail(w, r, err, nil)
 		return
 	}
 	if _, err := s.qdrantParams(r); err != nil {
-		s.qdrantFail(w, r, err, nil)
+		s.qhttp.Fail(w, r, err, nil)
 		return
 	}
 	if name := chi.URLParam(r, "collection"); name != s.collection() {
-		s.qdrantFail(w, r, invalid(fmt.Sprintf(
+		s.qhttp.Fail(w, r, wire.Invalid(fmt.Sprintf(
 			"trawl serves one collection, `%s` (router serve --collection), and cannot create `%s`; filter on a payload key to keep data sets apart",
 			s.collection(), name)), nil)
 		return
 	}
 	if err := checkCreate(body, s.cfg.Coordinator.Schema(), s.collection()); err != nil {
-		s.qdrantFail(w, r, err, nil)
+		s.qhttp.Fail(w, r, err, nil)
 		return
 	}
 	qdrantResult(w, r, true, nil)
-}
-
-// contextWith is context.WithValue on r's context.
-func contextWith(r *http.Request, k ctxKey, v any) context.Context {
-	return context.WithValue(r.Context(), k, v)
 }
 
 // hasDot reports whether a payload key is a nested path.

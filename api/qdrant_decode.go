@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/trawl-search/trawl/api/internal/wire"
 	"github.com/trawl-search/trawl/coordinator"
 	"github.com/trawl-search/trawl/filter"
 )
@@ -34,13 +35,13 @@ var errNamedVectors = "named vectors are not supported: trawl stores one unnamed
 // qdrantVector decodes a vector where Qdrant takes a plain one, a named
 // one ({"name", "vector"}, the name empty: Qdrant's default vector) or a
 // sparse one, and checks it against the schema.
-func qdrantVector(jv jsonVector, where string, sch schema) ([]float32, error) {
+func qdrantVector(jv jsonVector, where string, sch coordinator.Schema) ([]float32, error) {
 	if jv.isFloats {
 		return checkedVector(jv.floats, where, sch)
 	}
 	raw := bytes.TrimSpace(jv.raw)
-	if !isSet(raw) {
-		return nil, invalid(where + " is missing")
+	if !wire.IsSet(raw) {
+		return nil, wire.Invalid(where + " is missing")
 	}
 	if raw[0] == '{' {
 		var named struct {
@@ -49,9 +50,9 @@ func qdrantVector(jv jsonVector, where string, sch schema) ([]float32, error) {
 		}
 		var probe map[string]json.RawMessage
 		if err := json.Unmarshal(raw, &probe); err != nil {
-			return nil, invalid(where + ": " + err.Error())
+			return nil, wire.Invalid(where + ": " + err.Error())
 		}
-		errSparse := invalid(where + ": sparse vectors are not supported: trawl stores one dense vector per point")
+		errSparse := wire.Invalid(where + ": sparse vectors are not supported: trawl stores one dense vector per point")
 		if _, sparse := probe["indices"]; sparse {
 			return nil, errSparse
 		}
@@ -62,39 +63,39 @@ func qdrantVector(jv jsonVector, where string, sch schema) ([]float32, error) {
 				return nil, errSparse
 			}
 		}
-		if err := decodeStrict(raw, &named); err != nil || named.Name == nil {
-			return nil, invalid(fmt.Sprintf("%s: %s (got an object with %s)", where, errNamedVectors, strings.Join(slices.Sorted(maps.Keys(probe)), ", ")))
+		if err := wire.DecodeStrict(raw, &named); err != nil || named.Name == nil {
+			return nil, wire.Invalid(fmt.Sprintf("%s: %s (got an object with %s)", where, errNamedVectors, strings.Join(slices.Sorted(maps.Keys(probe)), ", ")))
 		}
 		if *named.Name != "" {
-			return nil, invalid(fmt.Sprintf("%s: %s (got the name %q)", where, errNamedVectors, *named.Name))
+			return nil, wire.Invalid(fmt.Sprintf("%s: %s (got the name %q)", where, errNamedVectors, *named.Name))
 		}
 		return qdrantVector(named.Vector, where+".vector", sch)
 	}
 	if raw[0] != '[' {
-		return nil, invalid(fmt.Sprintf("%s is %s, want an array of numbers", where, jsonKind(raw)))
+		return nil, wire.Invalid(fmt.Sprintf("%s is %s, want an array of numbers", where, wire.JSONKind(raw)))
 	}
 	var xs []float64
 	if err := json.Unmarshal(raw, &xs); err != nil {
 		var multi [][]float64
 		if json.Unmarshal(raw, &multi) == nil {
-			return nil, invalid(where + ": multivectors are not supported: trawl stores one vector per point")
+			return nil, wire.Invalid(where + ": multivectors are not supported: trawl stores one vector per point")
 		}
-		return nil, invalid(where + " is not an array of numbers")
+		return nil, wire.Invalid(where + " is not an array of numbers")
 	}
 	return checkedVector(xs, where, sch)
 }
 
 // checkedVector narrows and checks a decoded vector.
-func checkedVector(xs []float64, where string, sch schema) ([]float32, error) {
-	v, err := fromJSONNumbers(xs)
+func checkedVector(xs []float64, where string, sch coordinator.Schema) ([]float32, error) {
+	v, err := wire.FromJSONNumbers(xs)
 	if err != nil {
-		return nil, invalid(where + ": " + err.Error())
+		return nil, wire.Invalid(where + ": " + err.Error())
 	}
-	if err := sch.checkVector(v); err != nil {
+	if err := wire.CheckVector(sch, v); err != nil {
 		if where == "vector" {
 			return nil, err // "vector has 1535 dimensions, want 1536" names it already
 		}
-		return nil, invalid(where + ": " + err.Error())
+		return nil, wire.Invalid(where + ": " + err.Error())
 	}
 	return v, nil
 }
@@ -104,7 +105,7 @@ func checkedVector(xs []float64, where string, sch schema) ([]float32, error) {
 // returned as all of the payload and the keys to drop (the router drops
 // them). Keys must be top-level: trawl selects whole top-level keys.
 func qdrantPayloadSel(raw json.RawMessage, def bool) (*coordinator.PayloadSelection, []string, error) {
-	if !isSet(raw) {
+	if !wire.IsSet(raw) {
 		if def {
 			return &coordinator.PayloadSelection{All: true}, nil, nil
 		}
@@ -124,8 +125,8 @@ func qdrantPayloadSel(raw json.RawMessage, def bool) (*coordinator.PayloadSelect
 			Include []string `json:"include"`
 			Exclude []string `json:"exclude"`
 		}
-		if err := decodeStrict(raw, &sel); err != nil || (sel.Include == nil) == (sel.Exclude == nil) {
-			return nil, nil, invalid("with_payload is " + jsonKind(raw) + `, want true, false, a list of keys, {"include": [...]} or {"exclude": [...]}`)
+		if err := wire.DecodeStrict(raw, &sel); err != nil || (sel.Include == nil) == (sel.Exclude == nil) {
+			return nil, nil, wire.Invalid("with_payload is " + wire.JSONKind(raw) + `, want true, false, a list of keys, {"include": [...]} or {"exclude": [...]}`)
 		}
 		keys, exclude = sel.Include, sel.Exclude != nil
 		if exclude {
@@ -134,7 +135,7 @@ func qdrantPayloadSel(raw json.RawMessage, def bool) (*coordinator.PayloadSelect
 	}
 	for i, k := range keys {
 		if k == "" || hasDot(k) {
-			return nil, nil, invalid(fmt.Sprintf("with_payload key %d (%q): want a top-level payload key (trawl selects whole top-level keys, not nested paths)", i, k))
+			return nil, nil, wire.Invalid(fmt.Sprintf("with_payload key %d (%q): want a top-level payload key (trawl selects whole top-level keys, not nested paths)", i, k))
 		}
 	}
 	if exclude {
@@ -149,7 +150,7 @@ func qdrantPayloadSel(raw json.RawMessage, def bool) (*coordinator.PayloadSelect
 // qdrantWithVector decodes with_vector: a boolean, or a list of vector
 // names (refused: there is one unnamed vector; an empty list is false).
 func qdrantWithVector(raw json.RawMessage) (bool, error) {
-	if !isSet(raw) {
+	if !wire.IsSet(raw) {
 		return false, nil
 	}
 	var b bool
@@ -161,26 +162,15 @@ func qdrantWithVector(raw json.RawMessage) (bool, error) {
 		if len(names) == 0 {
 			return false, nil
 		}
-		return false, invalid("with_vector: " + errNamedVectors + "; use true or false")
+		return false, wire.Invalid("with_vector: " + errNamedVectors + "; use true or false")
 	}
-	return false, invalid("with_vector is " + jsonKind(raw) + ", want true or false")
-}
-
-func qdrantFilter(raw json.RawMessage) (*filter.Filter, error) {
-	if !isSet(raw) {
-		return nil, nil
-	}
-	f, err := filter.Parse(raw)
-	if err != nil {
-		return nil, invalid(err.Error())
-	}
-	return f, nil
+	return false, wire.Invalid("with_vector is " + wire.JSONKind(raw) + ", want true or false")
 }
 
 // refuseSet refuses a member trawl cannot honour, when it is set.
 func refuseSet(raw json.RawMessage, msg string) error {
-	if isSet(raw) {
-		return invalid(msg)
+	if wire.IsSet(raw) {
+		return wire.Invalid(msg)
 	}
 	return nil
 }
@@ -227,16 +217,16 @@ func qCommon(limit, offset *int, defLimit int, f, wp, wv json.RawMessage, params
 	}
 	if offset != nil {
 		if *offset < 0 {
-			return qQuery{}, invalid(fmt.Sprintf("offset is %d, want at least 0", *offset))
+			return qQuery{}, wire.Invalid(fmt.Sprintf("offset is %d, want at least 0", *offset))
 		}
 		out.offset = *offset
 	}
 	if out.q.K < 1 || out.q.K+out.offset > MaxK {
-		return qQuery{}, invalid(fmt.Sprintf("limit %d and offset %d: want limit at least 1 and limit + offset at most %d", out.q.K, out.offset, MaxK))
+		return qQuery{}, wire.Invalid(fmt.Sprintf("limit %d and offset %d: want limit at least 1 and limit + offset at most %d", out.q.K, out.offset, MaxK))
 	}
 	out.q.K += out.offset
 	var err error
-	if out.q.Filter, err = qdrantFilter(f); err != nil {
+	if out.q.Filter, err = wire.ParseFilter(f); err != nil {
 		return qQuery{}, err
 	}
 	if out.q.WithPayload, out.exclude, err = qdrantPayloadSel(wp, false); err != nil {
@@ -252,7 +242,7 @@ func qCommon(limit, offset *int, defLimit int, f, wp, wv json.RawMessage, params
 	return out, nil
 }
 
-func (q qSearchJSON) validate(sch schema) (qQuery, error) {
+func (q qSearchJSON) validate(sch coordinator.Schema) (qQuery, error) {
 	if err := refuseSet(q.ShardKey, errShardKey); err != nil {
 		return qQuery{}, err
 	}
@@ -266,29 +256,29 @@ func (q qSearchJSON) validate(sch schema) (qQuery, error) {
 	return out, nil
 }
 
-func decodeQSearch(b []byte, sch schema) (qQuery, error) {
+func decodeQSearch(b []byte, sch coordinator.Schema) (qQuery, error) {
 	var req qSearchJSON
-	if err := decodeStrict(b, &req); err != nil {
+	if err := wire.DecodeStrict(b, &req); err != nil {
 		return qQuery{}, err
 	}
 	return req.validate(sch)
 }
 
-func decodeQSearchBatch(b []byte, sch schema) ([]qQuery, error) {
+func decodeQSearchBatch(b []byte, sch coordinator.Schema) ([]qQuery, error) {
 	var req struct {
 		Searches []json.RawMessage `json:"searches"`
 	}
-	if err := decodeStrict(b, &req); err != nil {
+	if err := wire.DecodeStrict(b, &req); err != nil {
 		return nil, err
 	}
 	if len(req.Searches) < 1 || len(req.Searches) > MaxBatch {
-		return nil, invalid(fmt.Sprintf("searches has %d entries, want 1..%d", len(req.Searches), MaxBatch))
+		return nil, wire.Invalid(fmt.Sprintf("searches has %d entries, want 1..%d", len(req.Searches), MaxBatch))
 	}
 	out := make([]qQuery, len(req.Searches))
 	for i, raw := range req.Searches {
 		q, err := decodeQSearch(raw, sch)
 		if err != nil {
-			return nil, invalid(fmt.Sprintf("searches[%d]: %v", i, err))
+			return nil, wire.Invalid(fmt.Sprintf("searches[%d]: %v", i, err))
 		}
 		out[i] = q
 	}
@@ -312,9 +302,9 @@ type qQueryJSON struct {
 	LookupFrom     json.RawMessage `json:"lookup_from"`
 }
 
-func decodeQQuery(b []byte, sch schema) (qQuery, error) {
+func decodeQQuery(b []byte, sch coordinator.Schema) (qQuery, error) {
 	var req qQueryJSON
-	if err := decodeStrict(b, &req); err != nil {
+	if err := wire.DecodeStrict(b, &req); err != nil {
 		return qQuery{}, err
 	}
 	for _, c := range []struct {
@@ -330,7 +320,7 @@ func decodeQQuery(b []byte, sch schema) (qQuery, error) {
 		}
 	}
 	if req.Using != nil && *req.Using != "" {
-		return qQuery{}, invalid(fmt.Sprintf("using: %s (got %q)", errNamedVectors, *req.Using))
+		return qQuery{}, wire.Invalid(fmt.Sprintf("using: %s (got %q)", errNamedVectors, *req.Using))
 	}
 	out, err := qCommon(req.Limit, req.Offset, DefaultQdrantLimit, req.Filter, req.WithPayload, req.WithVector, req.Params, req.ScoreThreshold)
 	if err != nil {
@@ -343,31 +333,31 @@ func decodeQQuery(b []byte, sch schema) (qQuery, error) {
 		return out, nil
 	}
 	q := bytes.TrimSpace(req.Query.raw)
-	if !isSet(q) {
-		return qQuery{}, invalid("query is missing: trawl serves nearest-vector queries (a vector, a point id, or {\"nearest\": ...}); list points with points/scroll")
+	if !wire.IsSet(q) {
+		return qQuery{}, wire.Invalid("query is missing: trawl serves nearest-vector queries (a vector, a point id, or {\"nearest\": ...}); list points with points/scroll")
 	}
 	if q[0] == '{' {
 		var obj map[string]json.RawMessage
 		if err := json.Unmarshal(q, &obj); err != nil {
-			return qQuery{}, invalid("query: " + err.Error())
+			return qQuery{}, wire.Invalid("query: " + err.Error())
 		}
 		nearest, ok := obj["nearest"]
 		switch {
 		case ok && len(obj) == 1:
 			q = bytes.TrimSpace(nearest)
-		case ok && isSet(obj["mmr"]):
-			return qQuery{}, invalid("query.mmr is not supported: trawl serves plain nearest-vector queries")
+		case ok && wire.IsSet(obj["mmr"]):
+			return qQuery{}, wire.Invalid("query.mmr is not supported: trawl serves plain nearest-vector queries")
 		case ok:
 			q = bytes.TrimSpace(nearest)
 		default:
 			kinds := slices.Sorted(maps.Keys(obj))
-			return qQuery{}, invalid(fmt.Sprintf("query %s is not supported: trawl serves nearest-vector queries (a vector, a point id, or {\"nearest\": ...})", strings.Join(kinds, ", ")))
+			return qQuery{}, wire.Invalid(fmt.Sprintf("query %s is not supported: trawl serves nearest-vector queries (a vector, a point id, or {\"nearest\": ...})", strings.Join(kinds, ", ")))
 		}
 	}
 	if len(q) > 0 && (q[0] == '"' || (q[0] >= '0' && q[0] <= '9') || q[0] == '-') {
 		id, err := parseQdrantID(q)
 		if err != nil {
-			return qQuery{}, invalid("query: " + err.Error())
+			return qQuery{}, wire.Invalid("query: " + err.Error())
 		}
 		out.q.LikeID = id
 		return out, nil
@@ -397,7 +387,7 @@ func decodeQScroll(b []byte) (qScroll, error) {
 	if len(bytes.TrimSpace(b)) == 0 {
 		b = []byte("{}") // Qdrant takes a scroll without a body
 	}
-	if err := decodeStrict(b, &req); err != nil {
+	if err := wire.DecodeStrict(b, &req); err != nil {
 		return qScroll{}, err
 	}
 	if err := refuseSet(req.ShardKey, errShardKey); err != nil {
@@ -409,19 +399,19 @@ func decodeQScroll(b []byte) (qScroll, error) {
 	out := qScroll{s: coordinator.Scroll{Limit: DefaultQdrantLimit}}
 	if req.Limit != nil {
 		if *req.Limit < 1 || *req.Limit > coordinator.MaxScrollLimit {
-			return qScroll{}, invalid(fmt.Sprintf("limit is %d, want 1..%d", *req.Limit, coordinator.MaxScrollLimit))
+			return qScroll{}, wire.Invalid(fmt.Sprintf("limit is %d, want 1..%d", *req.Limit, coordinator.MaxScrollLimit))
 		}
 		out.s.Limit = *req.Limit
 	}
-	if isSet(req.Offset) {
+	if wire.IsSet(req.Offset) {
 		id, err := parseQdrantID(req.Offset)
 		if err != nil {
-			return qScroll{}, invalid("offset: " + err.Error())
+			return qScroll{}, wire.Invalid("offset: " + err.Error())
 		}
 		out.s.From, out.s.HasFrom = id, true
 	}
 	var err error
-	if out.s.Filter, err = qdrantFilter(req.Filter); err != nil {
+	if out.s.Filter, err = wire.ParseFilter(req.Filter); err != nil {
 		return qScroll{}, err
 	}
 	if out.s.WithPayload, out.exclude, err = qdrantPayloadSel(req.WithPayload, true); err != nil {
@@ -443,13 +433,13 @@ func decodeQCount(b []byte) (*filter.Filter, error) {
 	if len(bytes.TrimSpace(b)) == 0 {
 		b = []byte("{}")
 	}
-	if err := decodeStrict(b, &req); err != nil {
+	if err := wire.DecodeStrict(b, &req); err != nil {
 		return nil, err
 	}
 	if err := refuseSet(req.ShardKey, errShardKey); err != nil {
 		return nil, err
 	}
-	return qdrantFilter(req.Filter)
+	return wire.ParseFilter(req.Filter)
 }
 
 // qRetrieve is a decoded retrieve.
@@ -467,24 +457,24 @@ func decodeQRetrieve(b []byte) (qRetrieve, error) {
 		WithPayload json.RawMessage   `json:"with_payload"`
 		WithVector  json.RawMessage   `json:"with_vector"`
 	}
-	if err := decodeStrict(b, &req); err != nil {
+	if err := wire.DecodeStrict(b, &req); err != nil {
 		return qRetrieve{}, err
 	}
 	if err := refuseSet(req.ShardKey, errShardKey); err != nil {
 		return qRetrieve{}, err
 	}
 	if req.IDs == nil {
-		return qRetrieve{}, invalid(`missing "ids"`)
+		return qRetrieve{}, wire.Invalid(`missing "ids"`)
 	}
 	if len(req.IDs) > coordinator.MaxRetrieve {
-		return qRetrieve{}, invalid(fmt.Sprintf("ids has %d entries, want at most %d", len(req.IDs), coordinator.MaxRetrieve))
+		return qRetrieve{}, wire.Invalid(fmt.Sprintf("ids has %d entries, want at most %d", len(req.IDs), coordinator.MaxRetrieve))
 	}
 	var out qRetrieve
 	seen := map[string]bool{}
 	for i, raw := range req.IDs {
 		id, err := parseQdrantID(raw)
 		if err != nil {
-			return qRetrieve{}, invalid(fmt.Sprintf("ids[%d]: %v", i, err))
+			return qRetrieve{}, wire.Invalid(fmt.Sprintf("ids[%d]: %v", i, err))
 		}
 		if !seen[id] {
 			seen[id] = true
@@ -510,7 +500,7 @@ type qdrantPoint struct {
 
 // decodeQUpsert decodes Qdrant's PointInsertOperations, a list of points
 // or a batch of columns, all or nothing, into records.
-func decodeQUpsert(b []byte, sch schema) ([]record, error) {
+func decodeQUpsert(b []byte, sch coordinator.Schema) ([]record, error) {
 	var req struct {
 		Points []json.RawMessage `json:"points"`
 		Batch  *struct {
@@ -522,7 +512,7 @@ func decodeQUpsert(b []byte, sch schema) ([]record, error) {
 		UpdateFilter json.RawMessage `json:"update_filter"`
 		UpdateMode   *string         `json:"update_mode"`
 	}
-	if err := decodeStrict(b, &req); err != nil {
+	if err := wire.DecodeStrict(b, &req); err != nil {
 		return nil, err
 	}
 	if err := refuseSet(req.ShardKey, errShardKey); err != nil {
@@ -532,27 +522,27 @@ func decodeQUpsert(b []byte, sch schema) ([]record, error) {
 		return nil, err
 	}
 	if req.UpdateMode != nil && *req.UpdateMode != "upsert" {
-		return nil, invalid(fmt.Sprintf("update_mode %q is not supported: trawl upserts", *req.UpdateMode))
+		return nil, wire.Invalid(fmt.Sprintf("update_mode %q is not supported: trawl upserts", *req.UpdateMode))
 	}
 	var points []qdrantPoint
 	switch {
 	case (req.Points != nil) == (req.Batch != nil):
-		return nil, invalid(`give exactly one of "points" or "batch"`)
+		return nil, wire.Invalid(`give exactly one of "points" or "batch"`)
 	case req.Points != nil:
 		points = make([]qdrantPoint, len(req.Points))
 		for i, raw := range req.Points {
-			if err := decodeStrict(raw, &points[i]); err != nil {
-				return nil, invalid(fmt.Sprintf("points[%d]: %v", i, err))
+			if err := wire.DecodeStrict(raw, &points[i]); err != nil {
+				return nil, wire.Invalid(fmt.Sprintf("points[%d]: %v", i, err))
 			}
 		}
 	default:
 		bt := req.Batch
 		var vs []jsonVector
 		if err := json.Unmarshal(bt.Vectors, &vs); err != nil {
-			return nil, invalid("batch.vectors: " + errNamedVectors + ", or not a list of vectors")
+			return nil, wire.Invalid("batch.vectors: " + errNamedVectors + ", or not a list of vectors")
 		}
 		if len(vs) != len(bt.IDs) || (bt.Payloads != nil && len(bt.Payloads) != len(bt.IDs)) {
-			return nil, invalid(fmt.Sprintf("batch has %d ids, %d vectors and %d payloads, want as many of each", len(bt.IDs), len(vs), len(bt.Payloads)))
+			return nil, wire.Invalid(fmt.Sprintf("batch has %d ids, %d vectors and %d payloads, want as many of each", len(bt.IDs), len(vs), len(bt.Payloads)))
 		}
 		points = make([]qdrantPoint, len(bt.IDs))
 		for i := range bt.IDs {
@@ -563,28 +553,28 @@ func decodeQUpsert(b []byte, sch schema) ([]record, error) {
 		}
 	}
 	if len(points) < 1 || len(points) > MaxQdrantUpsert {
-		return nil, invalid(fmt.Sprintf("%d points, want 1..%d", len(points), MaxQdrantUpsert))
+		return nil, wire.Invalid(fmt.Sprintf("%d points, want 1..%d", len(points), MaxQdrantUpsert))
 	}
 	out := make([]record, len(points))
 	seen := make(map[string]int, len(points))
 	for i, p := range points {
 		id, err := parseQdrantID(p.ID)
 		if err != nil {
-			return nil, invalid(fmt.Sprintf("points[%d]: %v", i, err))
+			return nil, wire.Invalid(fmt.Sprintf("points[%d]: %v", i, err))
 		}
 		if j, dup := seen[id]; dup {
-			return nil, invalid(fmt.Sprintf("points[%d]: id %s repeats points[%d]", i, bytes.TrimSpace(p.ID), j))
+			return nil, wire.Invalid(fmt.Sprintf("points[%d]: id %s repeats points[%d]", i, bytes.TrimSpace(p.ID), j))
 		}
 		seen[id] = i
 		v, err := qdrantVector(p.Vector, "vector", sch)
 		if err != nil {
-			return nil, invalid(fmt.Sprintf("points[%d]: %v", i, err))
+			return nil, wire.Invalid(fmt.Sprintf("points[%d]: %v", i, err))
 		}
 		out[i] = record{ID: id, Vector: v}
-		if isSet(p.Payload) {
+		if wire.IsSet(p.Payload) {
 			pl, err := filter.CheckPayload(p.Payload)
 			if err != nil {
-				return nil, invalid(fmt.Sprintf("points[%d]: %v", i, err))
+				return nil, wire.Invalid(fmt.Sprintf("points[%d]: %v", i, err))
 			}
 			out[i].Payload = pl
 		}
@@ -600,36 +590,36 @@ func decodeQDelete(b []byte) (coordinator.Removal, error) {
 		Filter   json.RawMessage   `json:"filter"`
 		ShardKey json.RawMessage   `json:"shard_key"`
 	}
-	if err := decodeStrict(b, &req); err != nil {
+	if err := wire.DecodeStrict(b, &req); err != nil {
 		return coordinator.Removal{}, err
 	}
 	if err := refuseSet(req.ShardKey, errShardKey); err != nil {
 		return coordinator.Removal{}, err
 	}
-	if (req.Points != nil) == isSet(req.Filter) {
-		return coordinator.Removal{}, invalid(`give exactly one of "points" (ids) or "filter"`)
+	if (req.Points != nil) == wire.IsSet(req.Filter) {
+		return coordinator.Removal{}, wire.Invalid(`give exactly one of "points" (ids) or "filter"`)
 	}
 	var rm coordinator.Removal
-	if isSet(req.Filter) {
-		f, err := qdrantFilter(req.Filter)
+	if wire.IsSet(req.Filter) {
+		f, err := wire.ParseFilter(req.Filter)
 		if err != nil {
 			return coordinator.Removal{}, err
 		}
 		if f.Empty() {
 			// Qdrant deletes every point on an empty filter. One typo
 			// from a wiped cluster is not worth matching.
-			return coordinator.Removal{}, invalid("filter has no conditions, which would delete every point; trawl refuses that (delete by ids, or give the filter a condition)")
+			return coordinator.Removal{}, wire.Invalid("filter has no conditions, which would delete every point; trawl refuses that (delete by ids, or give the filter a condition)")
 		}
 		rm.Filter = f
 		return rm, nil
 	}
 	if len(req.Points) > MaxQdrantUpsert {
-		return coordinator.Removal{}, invalid(fmt.Sprintf("points has %d ids, want at most %d", len(req.Points), MaxQdrantUpsert))
+		return coordinator.Removal{}, wire.Invalid(fmt.Sprintf("points has %d ids, want at most %d", len(req.Points), MaxQdrantUpsert))
 	}
 	for i, raw := range req.Points {
 		id, err := parseQdrantID(raw)
 		if err != nil {
-			return coordinator.Removal{}, invalid(fmt.Sprintf("points[%d]: %v", i, err))
+			return coordinator.Removal{}, wire.Invalid(fmt.Sprintf("points[%d]: %v", i, err))
 		}
 		rm.IDs = append(rm.IDs, id)
 	}
@@ -661,20 +651,20 @@ type createJSON struct {
 // shards run.
 func checkCreate(b []byte, sch coordinator.Schema, name string) error {
 	var req createJSON
-	if err := decodeStrict(b, &req); err != nil {
+	if err := wire.DecodeStrict(b, &req); err != nil {
 		return err
 	}
-	if isSet(req.SparseVectors) && !bytes.Equal(bytes.TrimSpace(req.SparseVectors), []byte("{}")) {
-		return invalid("sparse_vectors are not supported: trawl stores one dense vector per point")
+	if wire.IsSet(req.SparseVectors) && !bytes.Equal(bytes.TrimSpace(req.SparseVectors), []byte("{}")) {
+		return wire.Invalid("sparse_vectors are not supported: trawl stores one dense vector per point")
 	}
 	if req.ShardingMethod != nil && *req.ShardingMethod != "auto" {
-		return invalid(fmt.Sprintf("sharding_method %q is not supported: trawl places points by a hash of their id", *req.ShardingMethod))
+		return wire.Invalid(fmt.Sprintf("sharding_method %q is not supported: trawl places points by a hash of their id", *req.ShardingMethod))
 	}
 	if err := refuseSet(req.InitFrom, "init_from is not supported: trawl serves one collection"); err != nil {
 		return err
 	}
-	if !isSet(req.Vectors) {
-		return invalid(fmt.Sprintf(`vectors is missing: collection %s holds vectors of {"size": %d, "distance": %q}`, name, sch.Dim, distanceOf(sch.Metric)))
+	if !wire.IsSet(req.Vectors) {
+		return wire.Invalid(fmt.Sprintf(`vectors is missing: collection %s holds vectors of {"size": %d, "distance": %q}`, name, sch.Dim, distanceOf(sch.Metric)))
 	}
 	var params struct {
 		Size              *int            `json:"size"`
@@ -685,18 +675,18 @@ func checkCreate(b []byte, sch coordinator.Schema, name string) error {
 		Datatype          *string         `json:"datatype"`
 		MultivectorConfig json.RawMessage `json:"multivector_config"`
 	}
-	if err := decodeStrict(req.Vectors, &params); err != nil || params.Size == nil || params.Distance == nil {
-		return invalid(`vectors: ` + errNamedVectors + `; give {"size": N, "distance": "Cosine"|"Dot"|"Euclid"}`)
+	if err := wire.DecodeStrict(req.Vectors, &params); err != nil || params.Size == nil || params.Distance == nil {
+		return wire.Invalid(`vectors: ` + errNamedVectors + `; give {"size": N, "distance": "Cosine"|"Dot"|"Euclid"}`)
 	}
 	if err := refuseSet(params.MultivectorConfig, "vectors.multivector_config: multivectors are not supported: trawl stores one vector per point"); err != nil {
 		return err
 	}
 	if params.Datatype != nil && *params.Datatype != "float32" {
-		return invalid(fmt.Sprintf("vectors.datatype %q is not supported: trawl stores float32 (int8 codes are the shards' --quantization)", *params.Datatype))
+		return wire.Invalid(fmt.Sprintf("vectors.datatype %q is not supported: trawl stores float32 (int8 codes are the shards' --quantization)", *params.Datatype))
 	}
 	want := distanceOf(sch.Metric)
 	if *params.Size != sch.Dim || *params.Distance != want {
-		return invalid(fmt.Sprintf("collection %s exists with vectors of size %d and distance %s (the shards' --dim and --metric), not size %d and distance %s",
+		return wire.Invalid(fmt.Sprintf("collection %s exists with vectors of size %d and distance %s (the shards' --dim and --metric), not size %d and distance %s",
 			name, sch.Dim, want, *params.Size, *params.Distance))
 	}
 	return nil

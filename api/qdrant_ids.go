@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/trawl-search/trawl/api/internal/wire"
 	"github.com/trawl-search/trawl/idorder"
 )
 
@@ -50,7 +51,7 @@ func parseQdrantID(raw json.RawMessage) (string, error) {
 	case c == '-' || (c >= '0' && c <= '9'):
 		return parseQdrantUint(string(raw))
 	}
-	return "", fmt.Errorf("id is %s, want an unsigned integer or a UUID string", jsonKind(raw))
+	return "", fmt.Errorf("id is %s, want an unsigned integer or a UUID string", wire.JSONKind(raw))
 }
 
 // parseQdrantUint takes a JSON number that must be an unsigned 64-bit
@@ -81,7 +82,7 @@ func stringID(s string) (string, error) {
 	if _, ok := idorder.Uint(s); ok {
 		return "", fmt.Errorf("id %q is a string; an integer id is sent as a JSON number (%s)", s, s)
 	}
-	if err := checkID(s); err != nil {
+	if err := wire.CheckID(s); err != nil {
 		return "", err
 	}
 	return s, nil

@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/trawl-search/trawl/api/internal/wire"
 	"github.com/trawl-search/trawl/coordinator"
 	"github.com/trawl-search/trawl/fanout"
 )
@@ -20,7 +21,7 @@ import (
 type scoredPoint struct {
 	ID      qdrantID        `json:"id"`
 	Version uint64          `json:"version"`
-	Score   score           `json:"score"`
+	Score   wire.Score      `json:"score"`
 	Payload json.RawMessage `json:"payload,omitempty"`
 	Vector  []float32       `json:"vector,omitempty"`
 }
@@ -44,19 +45,19 @@ type updateResult struct {
 func (s *Server) qdrantBody(w http.ResponseWriter, r *http.Request) ([]byte, qdrantParams, bool) {
 	p, err := s.qdrantParams(r)
 	if err != nil {
-		s.qdrantFail(w, r, err, nil)
+		s.qhttp.Fail(w, r, err, nil)
 		return nil, p, false
 	}
-	b, err := s.readBody(w, r)
+	b, err := s.qhttp.ReadBody(w, r)
 	if err != nil {
-		s.qdrantFail(w, r, err, nil)
+		s.qhttp.Fail(w, r, err, nil)
 		return nil, p, false
 	}
 	return b, p, true
 }
 
 func (s *Server) qdrantSearch(w http.ResponseWriter, r *http.Request) {
-	s.qdrantRunSearch(w, r, fanout.PathSearch, func(b []byte, sch schema) ([]qQuery, error) {
+	s.qdrantRunSearch(w, r, fanout.PathSearch, func(b []byte, sch coordinator.Schema) ([]qQuery, error) {
 		q, err := decodeQSearch(b, sch)
 		return []qQuery{q}, err
 	}, func(lists [][]scoredPoint) any { return lists[0] })
@@ -67,7 +68,7 @@ func (s *Server) qdrantSearchBatch(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) qdrantQuery(w http.ResponseWriter, r *http.Request) {
-	s.qdrantRunSearch(w, r, fanout.PathSearch, func(b []byte, sch schema) ([]qQuery, error) {
+	s.qdrantRunSearch(w, r, fanout.PathSearch, func(b []byte, sch coordinator.Schema) ([]qQuery, error) {
 		q, err := decodeQQuery(b, sch)
 		return []qQuery{q}, err
 	}, func(lists [][]scoredPoint) any { return map[string][]scoredPoint{"points": lists[0]} })
@@ -77,37 +78,37 @@ func (s *Server) qdrantQuery(w http.ResponseWriter, r *http.Request) {
 // coordinator.Search as /v1/search and /v1/search/batch, answered in
 // Qdrant's shapes.
 func (s *Server) qdrantRunSearch(w http.ResponseWriter, r *http.Request, path fanout.Path,
-	decode func([]byte, schema) ([]qQuery, error), shape func([][]scoredPoint) any) {
+	decode func([]byte, coordinator.Schema) ([]qQuery, error), shape func([][]scoredPoint) any) {
 	arrived := time.Now()
 	body, p, ok := s.qdrantBody(w, r)
 	if !ok {
 		return
 	}
-	qqs, err := decode(body, schema(s.cfg.Coordinator.Schema()))
+	qqs, err := decode(body, s.cfg.Coordinator.Schema())
 	if err != nil {
-		s.qdrantFail(w, r, err, nil)
+		s.qhttp.Fail(w, r, err, nil)
 		return
 	}
-	done := s.qdrantAdmit(w, r, len(qqs), p.budget.Deadline, arrived)
-	if done == nil {
+	permit := s.qhttp.Admit(w, r, len(qqs), p.budget.Deadline)
+	if permit == nil {
 		return
 	}
-	qs := make([]query, len(qqs))
+	qs := make([]coordinator.Query, len(qqs))
 	for i, q := range qqs {
 		qs[i] = q.q
 	}
 	ans, err := s.cfg.Coordinator.Search(r.Context(), coordinator.Search{Path: path, Queries: qs, Budget: p.budget, AllowPartial: p.allowPartial})
-	done(late(ans.Summary))
+	permit.Done(time.Since(arrived), wire.Late(ans.Summary))
 	if err != nil && ans.Summary.ShardsTotal == 0 {
 		if coordinator.CodeOf(err) == coordinator.CodeNotFound {
-			err = &requestError{status: http.StatusNotFound, msg: err.Error()} // query by an id not stored
+			err = &wire.Error{Status: http.StatusNotFound, Code: wire.CodeNotFound, Msg: err.Error()} // query by an id not stored
 		}
-		s.qdrantFail(w, r, err, nil)
+		s.qhttp.Fail(w, r, err, nil)
 		return
 	}
-	sg := newScatterGather(ans, p.detail)
+	sg := wire.NewScatterGather(ans, p.detail)
 	if err != nil {
-		s.qdrantFail(w, r, err, &sg)
+		s.qhttp.Fail(w, r, err, &sg)
 		return
 	}
 	lists := make([][]scoredPoint, len(ans.Hits))
@@ -117,10 +118,10 @@ func (s *Server) qdrantRunSearch(w http.ResponseWriter, r *http.Request, path fa
 		for j, h := range hs {
 			pl, err := stripKeys(h.Payload, qqs[i].exclude)
 			if err != nil {
-				s.qdrantFail(w, r, err, &sg)
+				s.qhttp.Fail(w, r, err, &sg)
 				return
 			}
-			lists[i][j] = scoredPoint{ID: qdrantID(h.ID), Score: score(h.Score), Payload: pl, Vector: h.Vector}
+			lists[i][j] = scoredPoint{ID: qdrantID(h.ID), Score: wire.Score(h.Score), Payload: pl, Vector: h.Vector}
 		}
 	}
 	qdrantResult(w, r, shape(lists), &sg)
@@ -133,7 +134,7 @@ func (s *Server) qdrantScroll(w http.ResponseWriter, r *http.Request) {
 	}
 	qs, err := decodeQScroll(body)
 	if err != nil {
-		s.qdrantFail(w, r, err, nil)
+		s.qhttp.Fail(w, r, err, nil)
 		return
 	}
 	qs.s.Budget, qs.s.AllowPartial = p.budget, p.allowPartial
@@ -154,7 +155,7 @@ func (s *Server) qdrantScroll(w http.ResponseWriter, r *http.Request) {
 	for i, pt := range ans.Points {
 		rec, err := toRecord(pt.ID, pt.Payload, pt.Vector, qs.s.WithPayload != nil, qs.exclude)
 		if err != nil {
-			s.qdrantFail(w, r, err, &sg)
+			s.qhttp.Fail(w, r, err, &sg)
 			return
 		}
 		out.Points[i] = rec
@@ -187,7 +188,7 @@ func (s *Server) qdrantCount(w http.ResponseWriter, r *http.Request) {
 	}
 	f, err := decodeQCount(body)
 	if err != nil {
-		s.qdrantFail(w, r, err, nil)
+		s.qhttp.Fail(w, r, err, nil)
 		return
 	}
 	n, sg, ok := s.countPoints(w, r, p, f)
@@ -204,7 +205,7 @@ func (s *Server) qdrantRetrieve(w http.ResponseWriter, r *http.Request) {
 	}
 	req, err := decodeQRetrieve(body)
 	if err != nil {
-		s.qdrantFail(w, r, err, nil)
+		s.qhttp.Fail(w, r, err, nil)
 		return
 	}
 	s.qdrantReadPoints(w, r, p, req, func(recs []qdrantRecord) any { return recs })
@@ -219,12 +220,12 @@ func (s *Server) qdrantGetPoint(w http.ResponseWriter, r *http.Request) {
 	}
 	id, err := parsePathID(raw)
 	if err != nil {
-		s.qdrantFail(w, r, invalid(err.Error()), nil)
+		s.qhttp.Fail(w, r, wire.Invalid(err.Error()), nil)
 		return
 	}
 	p, err := s.qdrantParams(r)
 	if err != nil {
-		s.qdrantFail(w, r, err, nil)
+		s.qhttp.Fail(w, r, err, nil)
 		return
 	}
 	req := qRetrieve{ids: []string{id}, payload: &coordinator.PayloadSelection{All: true}, withVector: true}
@@ -240,14 +241,15 @@ func (s *Server) qdrantGetPoint(w http.ResponseWriter, r *http.Request) {
 // scatter_gather counts the shards asked: a read that could not ask one
 // is an error (503), never an answer missing the point.
 func (s *Server) qdrantReadPoints(w http.ResponseWriter, r *http.Request, p qdrantParams, req qRetrieve, shape func([]qdrantRecord) any) {
-	done := s.qdrantAdmit(w, r, 1, p.budget.Deadline, time.Now())
-	if done == nil {
+	start := time.Now()
+	permit := s.qhttp.Admit(w, r, 1, p.budget.Deadline)
+	if permit == nil {
 		return
 	}
 	ans, err := s.cfg.Coordinator.Retrieve(r.Context(), req.ids, p.budget)
-	done(false)
+	permit.Done(time.Since(start), false)
 	if err != nil {
-		s.qdrantFail(w, r, err, nil)
+		s.qhttp.Fail(w, r, err, nil)
 		return
 	}
 	recs := make([]qdrantRecord, 0, len(ans.Docs))
@@ -255,7 +257,7 @@ func (s *Server) qdrantReadPoints(w http.ResponseWriter, r *http.Request, p qdra
 		var pl []byte
 		if req.payload != nil {
 			if pl, err = req.payload.Project(d.Payload); err != nil {
-				s.qdrantFail(w, r, err, nil)
+				s.qhttp.Fail(w, r, err, nil)
 				return
 			}
 		}
@@ -265,17 +267,16 @@ func (s *Server) qdrantReadPoints(w http.ResponseWriter, r *http.Request, p qdra
 		}
 		rec, err := toRecord(d.ID, pl, vec, req.payload != nil, req.exclude)
 		if err != nil {
-			s.qdrantFail(w, r, err, nil)
+			s.qhttp.Fail(w, r, err, nil)
 			return
 		}
 		recs = append(recs, rec)
 	}
-	sg := newScatterGather(coordinator.Answer{Summary: ans.Summary, Exact: true}, false)
+	sg := wire.NewScatterGather(coordinator.Answer{Summary: ans.Summary, Exact: true}, false)
 	out := shape(recs)
 	if out == nil {
-		w.Header().Set("X-Trawl-Degraded", "false")
-		writeJSON(w, http.StatusNotFound, qdrantErr{Status: qdrantStatus{Error: fmt.Sprintf("Not found: Point with id %s does not exists!", req.ids[0])},
-			Time: elapsed(r), ScatterGather: &sg})
+		s.qhttp.Fail(w, r, &wire.Error{Status: http.StatusNotFound, Code: wire.CodeNotFound,
+			Msg: fmt.Sprintf("Point with id %s does not exists!", req.ids[0])}, &sg)
 		return
 	}
 	qdrantResult(w, r, out, &sg)
@@ -286,30 +287,31 @@ func (s *Server) qdrantUpsert(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	recs, err := decodeQUpsert(body, schema(s.cfg.Coordinator.Schema()))
+	recs, err := decodeQUpsert(body, s.cfg.Coordinator.Schema())
 	if err != nil {
-		s.qdrantFail(w, r, err, nil)
+		s.qhttp.Fail(w, r, err, nil)
 		return
 	}
-	done := s.qdrantAdmit(w, r, 1, 0, time.Now())
-	if done == nil {
+	start := time.Now()
+	permit := s.qhttp.Admit(w, r, 1, 0)
+	if permit == nil {
 		return
 	}
 	results := s.cfg.Coordinator.Upsert(r.Context(), recs)
-	done(false)
+	permit.Done(time.Since(start), false)
+	var errs []*coordinator.Error
 	var failed []string
-	wrs := make([]writeResult, 0, len(results))
 	for _, res := range results {
 		if res.Err != nil {
-			wrs = append(wrs, toWriteResult(res))
+			errs = append(errs, res.Err)
 			if len(failed) == 0 || failed[len(failed)-1] != res.Err.Msg {
 				failed = append(failed, res.Err.Msg)
 			}
 		}
 	}
-	if len(wrs) > 0 {
-		s.qdrantWriteFailed(w, r, writeStatus(wrs), fmt.Sprintf("%d of %d points were not written: %s",
-			len(wrs), len(results), strings.Join(dedupe(failed), " ")))
+	if len(errs) > 0 {
+		s.qdrantWriteFailed(w, r, errs, fmt.Sprintf("%d of %d points were not written: %s",
+			len(errs), len(results), strings.Join(dedupe(failed), " ")))
 		return
 	}
 	// trawl acknowledges a write once it is committed and applied, so
@@ -325,43 +327,45 @@ func (s *Server) qdrantDelete(w http.ResponseWriter, r *http.Request) {
 	}
 	rm, err := decodeQDelete(body)
 	if err != nil {
-		s.qdrantFail(w, r, err, nil)
+		s.qhttp.Fail(w, r, err, nil)
 		return
 	}
-	done := s.qdrantAdmit(w, r, 1, 0, time.Now())
-	if done == nil {
+	start := time.Now()
+	permit := s.qhttp.Admit(w, r, 1, 0)
+	if permit == nil {
 		return
 	}
 	results, err := s.cfg.Coordinator.Remove(r.Context(), rm)
-	done(false)
+	permit.Done(time.Since(start), false)
 	if err != nil {
-		s.qdrantFail(w, r, err, nil)
+		s.qhttp.Fail(w, r, err, nil)
 		return
 	}
-	var wrs []writeResult
+	var errs []*coordinator.Error
 	var failed, applied []string
 	for _, res := range results {
 		if res.Err != nil {
-			wrs = append(wrs, toWriteResult(coordinator.WriteResult{ID: res.Shard, Outcome: res.Outcome, Err: res.Err}))
+			errs = append(errs, res.Err)
 			failed = append(failed, res.Err.Msg)
 		} else {
 			applied = append(applied, res.Shard)
 		}
 	}
-	if len(wrs) > 0 {
+	if len(errs) > 0 {
 		msg := strings.Join(failed, " ")
 		if len(applied) > 0 {
 			msg += fmt.Sprintf(" The delete was applied on %s.", strings.Join(applied, ", "))
 		}
-		s.qdrantWriteFailed(w, r, writeStatus(wrs), msg)
+		s.qdrantWriteFailed(w, r, errs, msg)
 		return
 	}
 	qdrantResult(w, r, updateResult{Status: "completed"}, nil)
 }
 
-func (s *Server) qdrantWriteFailed(w http.ResponseWriter, r *http.Request, status int, msg string) {
-	retryAfter(w, status)
-	writeJSON(w, status, qdrantErr{Status: qdrantStatus{Error: qdrantPrefix(status) + msg}, Time: elapsed(r)})
+// qdrantWriteFailed answers a write that some ids or shards failed with
+// the status their errors add up to (wire.WriteStatus) and msg.
+func (s *Server) qdrantWriteFailed(w http.ResponseWriter, r *http.Request, errs []*coordinator.Error, msg string) {
+	s.qhttp.Error(w, r, &wire.Error{Status: wire.WriteStatus(errs), Msg: msg})
 }
 
 // dedupe drops repeated messages, keeping the first of each.

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"slices"
 	"strconv"
+
+	"github.com/trawl-search/trawl/api/internal/wire"
 )
 
 // jsonVector is a JSON value that is usually an array of numbers (a
@@ -30,7 +32,7 @@ func (v *jsonVector) UnmarshalJSON(b []byte) error {
 }
 
 // set reports whether the member was given and not null.
-func (v jsonVector) set() bool { return v.isFloats || isSet(v.raw) }
+func (v jsonVector) set() bool { return v.isFloats || wire.IsSet(v.raw) }
 
 // parseNumberArray parses b when it is a JSON array of numbers (already
 // known to be valid JSON: the decoder checked it), and reports whether it
