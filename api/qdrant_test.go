@@ -6,9 +6,9 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/trawl-search/trawl/internal/apitest"
 )
 
 // The Qdrant routes' contract: each endpoint's exact JSON, in the shapes
@@ -25,7 +25,7 @@ const (
 // level only) and compacts the body, keeping member order.
 func normalised(t testing.TB, b []byte) string {
 	t.Helper()
-	c := compactJSON(t, b)
+	c := apitest.CompactJSON(t, b)
 	c = timeRE.ReplaceAllString(c, `${1}"time":0`)
 	return elapsedRE.ReplaceAllString(c, `"elapsed_ms":0`)
 }
@@ -156,33 +156,15 @@ func TestQdrantContract(t *testing.T) {
 	// Deletes, by filter then by ids, and what they leave.
 	res := e.do(http.MethodPost, "/collections/trawl/points/delete?wait=true&ordering=weak", `{"filter": `+red+`}`, nil)
 	require.Equal(t, `{"result":{"operation_id":null,"status":"completed"},"status":"ok","time":0}`, normalised(t, res.body))
-	e.eventuallyAbsent("1", uuidA)
+	e.EventuallyAbsent("1", uuidA)
 	res = e.do(http.MethodPost, "/collections/trawl/points/count?deadline_ms=2000", `{"filter": `+suite+`}`, nil)
 	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
 	require.Contains(t, string(res.body), `{"result":{"count":1},"status":"ok"`)
 	res = e.do(http.MethodPost, "/collections/trawl/points/delete", `{"points": [2, 3]}`, nil)
 	require.Equal(t, `{"result":{"operation_id":null,"status":"completed"},"status":"ok","time":0}`, normalised(t, res.body))
-	e.eventuallyAbsent("2")
+	e.EventuallyAbsent("2")
 	res = e.do(http.MethodGet, "/collections/trawl?deadline_ms=2000", "", nil)
 	require.Contains(t, string(res.body), `"points_count":300`)
-}
-
-// eventuallyAbsent waits until no replica stores any of ids: followers
-// apply a committed delete moments after the leader acknowledged it.
-func (e *env) eventuallyAbsent(ids ...string) {
-	e.t.Helper()
-	require.Eventually(e.t, func() bool {
-		for _, reps := range e.dc.Replicas {
-			for _, r := range reps {
-				for _, id := range ids {
-					if _, ok := r.Store.Get(id); ok {
-						return false
-					}
-				}
-			}
-		}
-		return true
-	}, 5*time.Second, 10*time.Millisecond, "a replica still stores one of %q", ids)
 }
 
 // TestQdrantBadInput: everything trawl refuses answers Qdrant's error
@@ -275,13 +257,13 @@ func TestQdrantBadInput(t *testing.T) {
 			"DELETE is not allowed on /collections/trawl (trawl serves a subset of Qdrant's API)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			store, rpcs := e.storeState(), e.shardRPCs()
+			store, rpcs := e.StoreState(), e.ShardRPCs()
 			res := e.do(tc.method, tc.path, tc.body, map[string]string{"Content-Type": "application/json"})
 			require.Equal(t, tc.status, res.status, "%s", res.body)
 			want := `{"status":{"error":` + string(mustJSON(t, tc.msg)) + `},"time":0}`
 			require.Equal(t, want, normalised(t, res.body))
-			require.Equal(t, rpcs, e.shardRPCs(), "a shard RPC was made for bad input")
-			require.Equal(t, store, e.storeState())
+			require.Equal(t, rpcs, e.ShardRPCs(), "a shard RPC was made for bad input")
+			require.Equal(t, store, e.StoreState())
 		})
 	}
 }
@@ -291,7 +273,7 @@ func TestQdrantBadInput(t *testing.T) {
 // refuses them in Qdrant's envelope with the block beside it.
 func TestQdrantDegraded(t *testing.T) {
 	e := newEnv(t, envConfig{})
-	e.stopShard("shard-1")
+	e.StopShard("shard-1")
 	for _, tc := range []struct{ name, path, body string }{
 		{"count", "/collections/trawl/points/count", `{}`},
 		{"scroll", "/collections/trawl/points/scroll", `{"limit": 5}`},
@@ -320,7 +302,7 @@ func TestQdrantDegraded(t *testing.T) {
 			require.Equal(t, "true", res.header.Get("X-Trawl-Degraded"))
 			var top map[string]json.RawMessage
 			require.NoError(t, json.Unmarshal(res.body, &top))
-			require.ElementsMatch(t, []string{"status", "time", "scatter_gather"}, keys(top))
+			require.ElementsMatch(t, []string{"status", "time", "scatter_gather"}, apitest.Keys(top))
 			require.Contains(t, string(top["status"]), "Service unavailable: 1 of 3 shards unavailable and allow_partial is false")
 		})
 	}
