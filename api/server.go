@@ -15,6 +15,7 @@ import (
 	"github.com/trawl-search/trawl/admission"
 	"github.com/trawl-search/trawl/api/internal/httpx"
 	"github.com/trawl-search/trawl/api/internal/wire"
+	"github.com/trawl-search/trawl/api/qdrant"
 	"github.com/trawl-search/trawl/budget"
 	"github.com/trawl-search/trawl/coordinator"
 	"github.com/trawl-search/trawl/metrics"
@@ -22,6 +23,10 @@ import (
 
 // DefaultBodyTimeout is --body-timeout's default.
 const DefaultBodyTimeout = httpx.DefaultBodyTimeout
+
+// DefaultCollection is --collection's default: the collection the
+// Qdrant-compatible routes serve the cluster's documents under.
+const DefaultCollection = qdrant.DefaultCollection
 
 // TraceIDHeader carries the request's trace id in every answer while
 // tracing is on.
@@ -66,7 +71,6 @@ type Config struct {
 type Server struct {
 	cfg     Config
 	http    httpx.Dialect
-	qhttp   httpx.Dialect
 	handler http.Handler
 	ready   atomic.Bool
 }
@@ -86,8 +90,6 @@ func New(cfg Config) *Server {
 		Envelope: envelope, APIKey: cfg.APIKey, Limiter: cfg.Limiter, Metrics: cfg.Metrics,
 		Logger: cfg.Logger, BodyTimeout: cfg.BodyTimeout,
 	}}
-	s.qhttp = s.http
-	s.qhttp.Envelope, s.qhttp.KeyHeader = qdrantEnvelope, "api-key"
 
 	r := chi.NewRouter()
 	if httpx.TracingOn(cfg.TracerProvider) {
@@ -114,7 +116,7 @@ func New(cfg Config) *Server {
 		r.Get("/vectors/{id}", s.getVector)
 		r.Delete("/vectors/{id}", s.deleteVector)
 	})
-	s.mountQdrant(r)
+	qdrant.New(qdrant.Config{Coordinator: cfg.Coordinator, Budget: cfg.Budget, Collection: cfg.Collection, HTTP: s.http}).Mount(r)
 	if cfg.Extra != nil {
 		cfg.Extra(r)
 	}

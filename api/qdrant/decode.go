@@ -1,4 +1,4 @@
-package api
+package qdrant
 
 import (
 	"bytes"
@@ -221,8 +221,8 @@ func qCommon(limit, offset *int, defLimit int, f, wp, wv json.RawMessage, params
 		}
 		out.offset = *offset
 	}
-	if out.q.K < 1 || out.q.K+out.offset > MaxK {
-		return qQuery{}, wire.Invalid(fmt.Sprintf("limit %d and offset %d: want limit at least 1 and limit + offset at most %d", out.q.K, out.offset, MaxK))
+	if out.q.K < 1 || out.q.K+out.offset > wire.MaxK {
+		return qQuery{}, wire.Invalid(fmt.Sprintf("limit %d and offset %d: want limit at least 1 and limit + offset at most %d", out.q.K, out.offset, wire.MaxK))
 	}
 	out.q.K += out.offset
 	var err error
@@ -246,7 +246,7 @@ func (q qSearchJSON) validate(sch coordinator.Schema) (qQuery, error) {
 	if err := refuseSet(q.ShardKey, errShardKey); err != nil {
 		return qQuery{}, err
 	}
-	out, err := qCommon(q.Limit, q.Offset, DefaultK, q.Filter, q.WithPayload, q.WithVector, q.Params, q.ScoreThreshold)
+	out, err := qCommon(q.Limit, q.Offset, wire.DefaultK, q.Filter, q.WithPayload, q.WithVector, q.Params, q.ScoreThreshold)
 	if err != nil {
 		return qQuery{}, err
 	}
@@ -271,8 +271,8 @@ func decodeQSearchBatch(b []byte, sch coordinator.Schema) ([]qQuery, error) {
 	if err := wire.DecodeStrict(b, &req); err != nil {
 		return nil, err
 	}
-	if len(req.Searches) < 1 || len(req.Searches) > MaxBatch {
-		return nil, wire.Invalid(fmt.Sprintf("searches has %d entries, want 1..%d", len(req.Searches), MaxBatch))
+	if len(req.Searches) < 1 || len(req.Searches) > wire.MaxBatch {
+		return nil, wire.Invalid(fmt.Sprintf("searches has %d entries, want 1..%d", len(req.Searches), wire.MaxBatch))
 	}
 	out := make([]qQuery, len(req.Searches))
 	for i, raw := range req.Searches {
@@ -500,7 +500,7 @@ type qdrantPoint struct {
 
 // decodeQUpsert decodes Qdrant's PointInsertOperations, a list of points
 // or a batch of columns, all or nothing, into records.
-func decodeQUpsert(b []byte, sch coordinator.Schema) ([]record, error) {
+func decodeQUpsert(b []byte, sch coordinator.Schema) ([]coordinator.Record, error) {
 	var req struct {
 		Points []json.RawMessage `json:"points"`
 		Batch  *struct {
@@ -555,7 +555,7 @@ func decodeQUpsert(b []byte, sch coordinator.Schema) ([]record, error) {
 	if len(points) < 1 || len(points) > MaxQdrantUpsert {
 		return nil, wire.Invalid(fmt.Sprintf("%d points, want 1..%d", len(points), MaxQdrantUpsert))
 	}
-	out := make([]record, len(points))
+	out := make([]coordinator.Record, len(points))
 	seen := make(map[string]int, len(points))
 	for i, p := range points {
 		id, err := parseQdrantID(p.ID)
@@ -570,7 +570,7 @@ func decodeQUpsert(b []byte, sch coordinator.Schema) ([]record, error) {
 		if err != nil {
 			return nil, wire.Invalid(fmt.Sprintf("points[%d]: %v", i, err))
 		}
-		out[i] = record{ID: id, Vector: v}
+		out[i] = coordinator.Record{ID: id, Vector: v}
 		if wire.IsSet(p.Payload) {
 			pl, err := filter.CheckPayload(p.Payload)
 			if err != nil {

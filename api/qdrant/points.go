@@ -1,4 +1,4 @@
-package api
+package qdrant
 
 import (
 	"context"
@@ -42,33 +42,33 @@ type updateResult struct {
 }
 
 // body reads, checks the query parameters, and returns both.
-func (s *Server) qdrantBody(w http.ResponseWriter, r *http.Request) ([]byte, qdrantParams, bool) {
-	p, err := s.qdrantParams(r)
+func (h *Handler) qdrantBody(w http.ResponseWriter, r *http.Request) ([]byte, qdrantParams, bool) {
+	p, err := h.qdrantParams(r)
 	if err != nil {
-		s.qhttp.Fail(w, r, err, nil)
+		h.http.Fail(w, r, err, nil)
 		return nil, p, false
 	}
-	b, err := s.qhttp.ReadBody(w, r)
+	b, err := h.http.ReadBody(w, r)
 	if err != nil {
-		s.qhttp.Fail(w, r, err, nil)
+		h.http.Fail(w, r, err, nil)
 		return nil, p, false
 	}
 	return b, p, true
 }
 
-func (s *Server) qdrantSearch(w http.ResponseWriter, r *http.Request) {
-	s.qdrantRunSearch(w, r, fanout.PathSearch, func(b []byte, sch coordinator.Schema) ([]qQuery, error) {
+func (h *Handler) qdrantSearch(w http.ResponseWriter, r *http.Request) {
+	h.qdrantRunSearch(w, r, fanout.PathSearch, func(b []byte, sch coordinator.Schema) ([]qQuery, error) {
 		q, err := decodeQSearch(b, sch)
 		return []qQuery{q}, err
 	}, func(lists [][]scoredPoint) any { return lists[0] })
 }
 
-func (s *Server) qdrantSearchBatch(w http.ResponseWriter, r *http.Request) {
-	s.qdrantRunSearch(w, r, fanout.PathSearchBatch, decodeQSearchBatch, func(lists [][]scoredPoint) any { return lists })
+func (h *Handler) qdrantSearchBatch(w http.ResponseWriter, r *http.Request) {
+	h.qdrantRunSearch(w, r, fanout.PathSearchBatch, decodeQSearchBatch, func(lists [][]scoredPoint) any { return lists })
 }
 
-func (s *Server) qdrantQuery(w http.ResponseWriter, r *http.Request) {
-	s.qdrantRunSearch(w, r, fanout.PathSearch, func(b []byte, sch coordinator.Schema) ([]qQuery, error) {
+func (h *Handler) qdrantQuery(w http.ResponseWriter, r *http.Request) {
+	h.qdrantRunSearch(w, r, fanout.PathSearch, func(b []byte, sch coordinator.Schema) ([]qQuery, error) {
 		q, err := decodeQQuery(b, sch)
 		return []qQuery{q}, err
 	}, func(lists [][]scoredPoint) any { return map[string][]scoredPoint{"points": lists[0]} })
@@ -77,19 +77,19 @@ func (s *Server) qdrantQuery(w http.ResponseWriter, r *http.Request) {
 // qdrantRunSearch is search, batch search and query: the same
 // coordinator.Search as /v1/search and /v1/search/batch, answered in
 // Qdrant's shapes.
-func (s *Server) qdrantRunSearch(w http.ResponseWriter, r *http.Request, path fanout.Path,
+func (h *Handler) qdrantRunSearch(w http.ResponseWriter, r *http.Request, path fanout.Path,
 	decode func([]byte, coordinator.Schema) ([]qQuery, error), shape func([][]scoredPoint) any) {
 	arrived := time.Now()
-	body, p, ok := s.qdrantBody(w, r)
+	body, p, ok := h.qdrantBody(w, r)
 	if !ok {
 		return
 	}
-	qqs, err := decode(body, s.cfg.Coordinator.Schema())
+	qqs, err := decode(body, h.cfg.Coordinator.Schema())
 	if err != nil {
-		s.qhttp.Fail(w, r, err, nil)
+		h.http.Fail(w, r, err, nil)
 		return
 	}
-	permit := s.qhttp.Admit(w, r, len(qqs), p.budget.Deadline)
+	permit := h.http.Admit(w, r, len(qqs), p.budget.Deadline)
 	if permit == nil {
 		return
 	}
@@ -97,51 +97,51 @@ func (s *Server) qdrantRunSearch(w http.ResponseWriter, r *http.Request, path fa
 	for i, q := range qqs {
 		qs[i] = q.q
 	}
-	ans, err := s.cfg.Coordinator.Search(r.Context(), coordinator.Search{Path: path, Queries: qs, Budget: p.budget, AllowPartial: p.allowPartial})
+	ans, err := h.cfg.Coordinator.Search(r.Context(), coordinator.Search{Path: path, Queries: qs, Budget: p.budget, AllowPartial: p.allowPartial})
 	permit.Done(time.Since(arrived), wire.Late(ans.Summary))
 	if err != nil && ans.Summary.ShardsTotal == 0 {
 		if coordinator.CodeOf(err) == coordinator.CodeNotFound {
 			err = &wire.Error{Status: http.StatusNotFound, Code: wire.CodeNotFound, Msg: err.Error()} // query by an id not stored
 		}
-		s.qhttp.Fail(w, r, err, nil)
+		h.http.Fail(w, r, err, nil)
 		return
 	}
 	sg := wire.NewScatterGather(ans, p.detail)
 	if err != nil {
-		s.qhttp.Fail(w, r, err, &sg)
+		h.http.Fail(w, r, err, &sg)
 		return
 	}
 	lists := make([][]scoredPoint, len(ans.Hits))
 	for i, hs := range ans.Hits {
 		hs = hs[min(qqs[i].offset, len(hs)):]
 		lists[i] = make([]scoredPoint, len(hs))
-		for j, h := range hs {
-			pl, err := stripKeys(h.Payload, qqs[i].exclude)
+		for j, hit := range hs {
+			pl, err := stripKeys(hit.Payload, qqs[i].exclude)
 			if err != nil {
-				s.qhttp.Fail(w, r, err, &sg)
+				h.http.Fail(w, r, err, &sg)
 				return
 			}
-			lists[i][j] = scoredPoint{ID: qdrantID(h.ID), Score: wire.Score(h.Score), Payload: pl, Vector: h.Vector}
+			lists[i][j] = scoredPoint{ID: qdrantID(hit.ID), Score: wire.Score(hit.Score), Payload: pl, Vector: hit.Vector}
 		}
 	}
 	qdrantResult(w, r, shape(lists), &sg)
 }
 
-func (s *Server) qdrantScroll(w http.ResponseWriter, r *http.Request) {
-	body, p, ok := s.qdrantBody(w, r)
+func (h *Handler) qdrantScroll(w http.ResponseWriter, r *http.Request) {
+	body, p, ok := h.qdrantBody(w, r)
 	if !ok {
 		return
 	}
 	qs, err := decodeQScroll(body)
 	if err != nil {
-		s.qhttp.Fail(w, r, err, nil)
+		h.http.Fail(w, r, err, nil)
 		return
 	}
 	qs.s.Budget, qs.s.AllowPartial = p.budget, p.allowPartial
 	var ans coordinator.ScrollAnswer
-	sg, ok := s.qdrantGather(w, r, p, func(ctx context.Context) (fanout.Summary, []coordinator.ShardReport, error) {
+	sg, ok := h.qdrantGather(w, r, p, func(ctx context.Context) (fanout.Summary, []coordinator.ShardReport, error) {
 		var err error
-		ans, err = s.cfg.Coordinator.Scroll(ctx, qs.s)
+		ans, err = h.cfg.Coordinator.Scroll(ctx, qs.s)
 		return ans.Summary, ans.Shards, err
 	})
 	if !ok {
@@ -155,7 +155,7 @@ func (s *Server) qdrantScroll(w http.ResponseWriter, r *http.Request) {
 	for i, pt := range ans.Points {
 		rec, err := toRecord(pt.ID, pt.Payload, pt.Vector, qs.s.WithPayload != nil, qs.exclude)
 		if err != nil {
-			s.qhttp.Fail(w, r, err, &sg)
+			h.http.Fail(w, r, err, &sg)
 			return
 		}
 		out.Points[i] = rec
@@ -181,37 +181,37 @@ func toRecord(id string, payload []byte, vec []float32, withPayload bool, exclud
 	return rec, nil
 }
 
-func (s *Server) qdrantCount(w http.ResponseWriter, r *http.Request) {
-	body, p, ok := s.qdrantBody(w, r)
+func (h *Handler) qdrantCount(w http.ResponseWriter, r *http.Request) {
+	body, p, ok := h.qdrantBody(w, r)
 	if !ok {
 		return
 	}
 	f, err := decodeQCount(body)
 	if err != nil {
-		s.qhttp.Fail(w, r, err, nil)
+		h.http.Fail(w, r, err, nil)
 		return
 	}
-	n, sg, ok := s.countPoints(w, r, p, f)
+	n, sg, ok := h.countPoints(w, r, p, f)
 	if !ok {
 		return
 	}
 	qdrantResult(w, r, map[string]uint64{"count": n}, &sg)
 }
 
-func (s *Server) qdrantRetrieve(w http.ResponseWriter, r *http.Request) {
-	body, p, ok := s.qdrantBody(w, r)
+func (h *Handler) qdrantRetrieve(w http.ResponseWriter, r *http.Request) {
+	body, p, ok := h.qdrantBody(w, r)
 	if !ok {
 		return
 	}
 	req, err := decodeQRetrieve(body)
 	if err != nil {
-		s.qhttp.Fail(w, r, err, nil)
+		h.http.Fail(w, r, err, nil)
 		return
 	}
-	s.qdrantReadPoints(w, r, p, req, func(recs []qdrantRecord) any { return recs })
+	h.qdrantReadPoints(w, r, p, req, func(recs []qdrantRecord) any { return recs })
 }
 
-func (s *Server) qdrantGetPoint(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) qdrantGetPoint(w http.ResponseWriter, r *http.Request) {
 	raw := chi.URLParam(r, "id")
 	if r.URL.RawPath != "" {
 		if u, err := url.PathUnescape(raw); err == nil {
@@ -220,16 +220,16 @@ func (s *Server) qdrantGetPoint(w http.ResponseWriter, r *http.Request) {
 	}
 	id, err := parsePathID(raw)
 	if err != nil {
-		s.qhttp.Fail(w, r, wire.Invalid(err.Error()), nil)
+		h.http.Fail(w, r, wire.Invalid(err.Error()), nil)
 		return
 	}
-	p, err := s.qdrantParams(r)
+	p, err := h.qdrantParams(r)
 	if err != nil {
-		s.qhttp.Fail(w, r, err, nil)
+		h.http.Fail(w, r, err, nil)
 		return
 	}
 	req := qRetrieve{ids: []string{id}, payload: &coordinator.PayloadSelection{All: true}, withVector: true}
-	s.qdrantReadPoints(w, r, p, req, func(recs []qdrantRecord) any {
+	h.qdrantReadPoints(w, r, p, req, func(recs []qdrantRecord) any {
 		if len(recs) == 0 {
 			return nil
 		}
@@ -240,16 +240,16 @@ func (s *Server) qdrantGetPoint(w http.ResponseWriter, r *http.Request) {
 // qdrantReadPoints reads points by id from their home shards. Its
 // scatter_gather counts the shards asked: a read that could not ask one
 // is an error (503), never an answer missing the point.
-func (s *Server) qdrantReadPoints(w http.ResponseWriter, r *http.Request, p qdrantParams, req qRetrieve, shape func([]qdrantRecord) any) {
+func (h *Handler) qdrantReadPoints(w http.ResponseWriter, r *http.Request, p qdrantParams, req qRetrieve, shape func([]qdrantRecord) any) {
 	start := time.Now()
-	permit := s.qhttp.Admit(w, r, 1, p.budget.Deadline)
+	permit := h.http.Admit(w, r, 1, p.budget.Deadline)
 	if permit == nil {
 		return
 	}
-	ans, err := s.cfg.Coordinator.Retrieve(r.Context(), req.ids, p.budget)
+	ans, err := h.cfg.Coordinator.Retrieve(r.Context(), req.ids, p.budget)
 	permit.Done(time.Since(start), false)
 	if err != nil {
-		s.qhttp.Fail(w, r, err, nil)
+		h.http.Fail(w, r, err, nil)
 		return
 	}
 	recs := make([]qdrantRecord, 0, len(ans.Docs))
@@ -257,7 +257,7 @@ func (s *Server) qdrantReadPoints(w http.ResponseWriter, r *http.Request, p qdra
 		var pl []byte
 		if req.payload != nil {
 			if pl, err = req.payload.Project(d.Payload); err != nil {
-				s.qhttp.Fail(w, r, err, nil)
+				h.http.Fail(w, r, err, nil)
 				return
 			}
 		}
@@ -267,7 +267,7 @@ func (s *Server) qdrantReadPoints(w http.ResponseWriter, r *http.Request, p qdra
 		}
 		rec, err := toRecord(d.ID, pl, vec, req.payload != nil, req.exclude)
 		if err != nil {
-			s.qhttp.Fail(w, r, err, nil)
+			h.http.Fail(w, r, err, nil)
 			return
 		}
 		recs = append(recs, rec)
@@ -275,29 +275,29 @@ func (s *Server) qdrantReadPoints(w http.ResponseWriter, r *http.Request, p qdra
 	sg := wire.NewScatterGather(coordinator.Answer{Summary: ans.Summary, Exact: true}, false)
 	out := shape(recs)
 	if out == nil {
-		s.qhttp.Fail(w, r, &wire.Error{Status: http.StatusNotFound, Code: wire.CodeNotFound,
+		h.http.Fail(w, r, &wire.Error{Status: http.StatusNotFound, Code: wire.CodeNotFound,
 			Msg: fmt.Sprintf("Point with id %s does not exists!", req.ids[0])}, &sg)
 		return
 	}
 	qdrantResult(w, r, out, &sg)
 }
 
-func (s *Server) qdrantUpsert(w http.ResponseWriter, r *http.Request) {
-	body, _, ok := s.qdrantBody(w, r)
+func (h *Handler) qdrantUpsert(w http.ResponseWriter, r *http.Request) {
+	body, _, ok := h.qdrantBody(w, r)
 	if !ok {
 		return
 	}
-	recs, err := decodeQUpsert(body, s.cfg.Coordinator.Schema())
+	recs, err := decodeQUpsert(body, h.cfg.Coordinator.Schema())
 	if err != nil {
-		s.qhttp.Fail(w, r, err, nil)
+		h.http.Fail(w, r, err, nil)
 		return
 	}
 	start := time.Now()
-	permit := s.qhttp.Admit(w, r, 1, 0)
+	permit := h.http.Admit(w, r, 1, 0)
 	if permit == nil {
 		return
 	}
-	results := s.cfg.Coordinator.Upsert(r.Context(), recs)
+	results := h.cfg.Coordinator.Upsert(r.Context(), recs)
 	permit.Done(time.Since(start), false)
 	var errs []*coordinator.Error
 	var failed []string
@@ -310,7 +310,7 @@ func (s *Server) qdrantUpsert(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if len(errs) > 0 {
-		s.qdrantWriteFailed(w, r, errs, fmt.Sprintf("%d of %d points were not written: %s",
+		h.qdrantWriteFailed(w, r, errs, fmt.Sprintf("%d of %d points were not written: %s",
 			len(errs), len(results), strings.Join(dedupe(failed), " ")))
 		return
 	}
@@ -320,25 +320,25 @@ func (s *Server) qdrantUpsert(w http.ResponseWriter, r *http.Request) {
 	qdrantResult(w, r, updateResult{Status: "completed"}, nil)
 }
 
-func (s *Server) qdrantDelete(w http.ResponseWriter, r *http.Request) {
-	body, _, ok := s.qdrantBody(w, r)
+func (h *Handler) qdrantDelete(w http.ResponseWriter, r *http.Request) {
+	body, _, ok := h.qdrantBody(w, r)
 	if !ok {
 		return
 	}
 	rm, err := decodeQDelete(body)
 	if err != nil {
-		s.qhttp.Fail(w, r, err, nil)
+		h.http.Fail(w, r, err, nil)
 		return
 	}
 	start := time.Now()
-	permit := s.qhttp.Admit(w, r, 1, 0)
+	permit := h.http.Admit(w, r, 1, 0)
 	if permit == nil {
 		return
 	}
-	results, err := s.cfg.Coordinator.Remove(r.Context(), rm)
+	results, err := h.cfg.Coordinator.Remove(r.Context(), rm)
 	permit.Done(time.Since(start), false)
 	if err != nil {
-		s.qhttp.Fail(w, r, err, nil)
+		h.http.Fail(w, r, err, nil)
 		return
 	}
 	var errs []*coordinator.Error
@@ -356,7 +356,7 @@ func (s *Server) qdrantDelete(w http.ResponseWriter, r *http.Request) {
 		if len(applied) > 0 {
 			msg += fmt.Sprintf(" The delete was applied on %s.", strings.Join(applied, ", "))
 		}
-		s.qdrantWriteFailed(w, r, errs, msg)
+		h.qdrantWriteFailed(w, r, errs, msg)
 		return
 	}
 	qdrantResult(w, r, updateResult{Status: "completed"}, nil)
@@ -364,8 +364,8 @@ func (s *Server) qdrantDelete(w http.ResponseWriter, r *http.Request) {
 
 // qdrantWriteFailed answers a write that some ids or shards failed with
 // the status their errors add up to (wire.WriteStatus) and msg.
-func (s *Server) qdrantWriteFailed(w http.ResponseWriter, r *http.Request, errs []*coordinator.Error, msg string) {
-	s.qhttp.Error(w, r, &wire.Error{Status: wire.WriteStatus(errs), Msg: msg})
+func (h *Handler) qdrantWriteFailed(w http.ResponseWriter, r *http.Request, errs []*coordinator.Error, msg string) {
+	h.http.Error(w, r, &wire.Error{Status: wire.WriteStatus(errs), Msg: msg})
 }
 
 // dedupe drops repeated messages, keeping the first of each.

@@ -1,4 +1,4 @@
-package api
+package qdrant
 
 import (
 	"bytes"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"github.com/trawl-search/trawl/api/internal/wire"
 )
 
 func TestQdrantIDMapping(t *testing.T) {
@@ -83,6 +84,6 @@ func FuzzQdrantID(f *testing.F) {
 		// The type is kept: numbers stay numbers, strings stay strings.
 		trimmed := bytes.TrimSpace([]byte(in))
 		require.Equal(t, trimmed[0] == '"', back[0] == '"', "%s came back as %s", in, back)
-		require.LessOrEqual(t, len(id), MaxIDBytes)
+		require.LessOrEqual(t, len(id), wire.MaxIDBytes)
 	})
 }

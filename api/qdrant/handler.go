@@ -1,4 +1,4 @@
-package api
+package qdrant
 
 import (
 	"context"
@@ -27,60 +27,89 @@ const QdrantVersion = "1.18.0"
 // DefaultCollection is --collection's default: the one collection's name.
 const DefaultCollection = "trawl"
 
-// The Qdrant-compatible routes (DESIGN.md, "Qdrant-compatible REST"): the
-// subset of Qdrant's REST API its clients use for one collection, over
-// the same use cases as /v1. Answers wear Qdrant's envelope plus trawl's
-// scatter_gather; errors are Qdrant's {"status": {"error": ...}}.
-func (s *Server) mountQdrant(r chi.Router) {
+// Config wires a Handler.
+type Config struct {
+	// Coordinator runs the use cases, the same as /v1's.
+	Coordinator *coordinator.Coordinator
+	Budget      budget.Config
+	// Collection is the name the cluster's documents are served under
+	// (DefaultCollection if empty).
+	Collection string
+	// HTTP is the router's shared request handling (its key, limiter,
+	// metrics, logger and body timeout), as package api built it for
+	// /v1; the Handler answers in Qdrant's envelope and also takes the key
+	// in Qdrant's api-key header.
+	HTTP httpx.Dialect
+}
+
+// Handler serves the Qdrant-compatible routes.
+type Handler struct {
+	cfg  Config
+	http httpx.Dialect
+}
+
+// New builds the routes' handler; Mount puts them on a router.
+func New(cfg Config) *Handler {
+	h := &Handler{cfg: cfg, http: cfg.HTTP}
+	h.http.Envelope, h.http.KeyHeader = envelope, "api-key"
+	return h
+}
+
+// Mount puts the Qdrant-compatible routes (DESIGN.md, "Qdrant-compatible
+// REST") on r: the subset of Qdrant's REST API its clients use for one
+// collection, over the same use cases as /v1. Answers wear Qdrant's
+// envelope plus trawl's scatter_gather; errors are Qdrant's {"status":
+// {"error": ...}}.
+func (h *Handler) Mount(r chi.Router) {
 	// Open like /healthz: it is the clients' version probe and holds no
 	// data (Qdrant does not ask for a key on it either).
-	r.Get("/", s.qdrantRoot)
+	r.Get("/", h.qdrantRoot)
 	r.Route("/collections", func(r chi.Router) {
 		r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-			s.qhttp.Error(w, r, &wire.Error{Status: http.StatusNotFound, Code: wire.CodeNotFound, Msg: "no such endpoint " + r.URL.Path})
+			h.http.Error(w, r, &wire.Error{Status: http.StatusNotFound, Code: wire.CodeNotFound, Msg: "no such endpoint " + r.URL.Path})
 		})
 		r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-			s.qhttp.Error(w, r, &wire.Error{Status: http.StatusMethodNotAllowed, Code: wire.CodeMethod,
+			h.http.Error(w, r, &wire.Error{Status: http.StatusMethodNotAllowed, Code: wire.CodeMethod,
 				Msg: r.Method + " is not allowed on " + r.URL.Path + " (trawl serves a subset of Qdrant's API)"})
 		})
-		r.Use(s.qdrantStart, s.qhttp.Auth, s.qhttp.Admission)
-		r.Get("/", s.qdrantCollections)
+		r.Use(h.qdrantStart, h.http.Auth, h.http.Admission)
+		r.Get("/", h.qdrantCollections)
 		r.Route("/{collection}", func(r chi.Router) {
-			r.Get("/", s.qdrantCollection)
-			r.Put("/", s.qdrantCreate)
-			r.Get("/exists", s.qdrantExists)
+			r.Get("/", h.qdrantCollection)
+			r.Put("/", h.qdrantCreate)
+			r.Get("/exists", h.qdrantExists)
 			r.Group(func(r chi.Router) {
-				r.Use(s.qdrantKnownCollection)
-				r.Put("/points", s.qdrantUpsert)
-				r.Post("/points", s.qdrantRetrieve)
-				r.Get("/points/{id}", s.qdrantGetPoint)
-				r.Post("/points/delete", s.qdrantDelete)
-				r.Post("/points/search", s.qdrantSearch)
-				r.Post("/points/search/batch", s.qdrantSearchBatch)
-				r.Post("/points/query", s.qdrantQuery)
-				r.Post("/points/scroll", s.qdrantScroll)
-				r.Post("/points/count", s.qdrantCount)
+				r.Use(h.qdrantKnownCollection)
+				r.Put("/points", h.qdrantUpsert)
+				r.Post("/points", h.qdrantRetrieve)
+				r.Get("/points/{id}", h.qdrantGetPoint)
+				r.Post("/points/delete", h.qdrantDelete)
+				r.Post("/points/search", h.qdrantSearch)
+				r.Post("/points/search/batch", h.qdrantSearchBatch)
+				r.Post("/points/query", h.qdrantQuery)
+				r.Post("/points/scroll", h.qdrantScroll)
+				r.Post("/points/count", h.qdrantCount)
 			})
 		})
 	})
 }
 
-type qdrantCtxKey int
+type ctxKey int
 
 // startKey holds when a Qdrant route's request arrived: Qdrant's "time".
-const startKey qdrantCtxKey = 0
+const startKey ctxKey = 0
 
-func (s *Server) qdrantStart(next http.Handler) http.Handler {
+func (h *Handler) qdrantStart(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), startKey, time.Now())))
 	})
 }
 
 // qdrantKnownCollection answers 404 for any collection but the one.
-func (s *Server) qdrantKnownCollection(next http.Handler) http.Handler {
+func (h *Handler) qdrantKnownCollection(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if name := chi.URLParam(r, "collection"); name != s.collection() {
-			s.qhttp.Error(w, r, notFoundCollection(name))
+		if name := chi.URLParam(r, "collection"); name != h.collection() {
+			h.http.Error(w, r, notFoundCollection(name))
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -91,11 +120,11 @@ func notFoundCollection(name string) *wire.Error {
 	return &wire.Error{Status: http.StatusNotFound, Code: wire.CodeNotFound, Msg: fmt.Sprintf("Collection `%s` doesn't exist!", name)}
 }
 
-func (s *Server) collection() string {
-	if s.cfg.Collection == "" {
+func (h *Handler) collection() string {
+	if h.cfg.Collection == "" {
 		return DefaultCollection
 	}
-	return s.cfg.Collection
+	return h.cfg.Collection
 }
 
 // qdrantOK is Qdrant's answer envelope, with trawl's scatter_gather beside
@@ -135,10 +164,10 @@ func qdrantResult(w http.ResponseWriter, r *http.Request, result any, sg *wire.S
 	wire.WriteJSON(w, http.StatusOK, qdrantOK{Result: result, Status: "ok", Time: elapsed(r), ScatterGather: sg})
 }
 
-// qdrantEnvelope is Qdrant's error shape, {"status": {"error": ...},
+// envelope is Qdrant's error shape, {"status": {"error": ...},
 // "time": s}, its message led by Qdrant's wording for the kind of error
 // ("Bad request: ..."). A 503 asks the client to come back in a second.
-func qdrantEnvelope(w http.ResponseWriter, r *http.Request, e *wire.Error, sg *wire.ScatterGather) {
+func envelope(w http.ResponseWriter, r *http.Request, e *wire.Error, sg *wire.ScatterGather) {
 	wire.RetryAfter(w, e.Status)
 	wire.WriteJSON(w, e.Status, qdrantErr{Status: qdrantStatus{Error: qdrantPrefix(e.Status) + e.Msg}, Time: elapsed(r), ScatterGather: sg})
 }
@@ -173,9 +202,9 @@ type qdrantParams struct {
 	allowPartial bool
 }
 
-func (s *Server) qdrantParams(r *http.Request) (qdrantParams, error) {
+func (h *Handler) qdrantParams(r *http.Request) (qdrantParams, error) {
 	q := r.URL.Query()
-	b, err := budget.ResolveTimeout(s.cfg.Budget, q["deadline_ms"], q["timeout"])
+	b, err := budget.ResolveTimeout(h.cfg.Budget, q["deadline_ms"], q["timeout"])
 	if err != nil {
 		return qdrantParams{}, wire.Invalid(err.Error())
 	}
@@ -195,7 +224,7 @@ func (s *Server) qdrantParams(r *http.Request) (qdrantParams, error) {
 	return p, nil
 }
 
-func (s *Server) qdrantRoot(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) qdrantRoot(w http.ResponseWriter, r *http.Request) {
 	wire.WriteJSON(w, http.StatusOK, map[string]string{
 		"title":   "trawl - scatter-gather vector search router (Qdrant-compatible REST subset)",
 		"version": QdrantVersion,
@@ -206,12 +235,12 @@ type collectionDescription struct {
 	Name string `json:"name"`
 }
 
-func (s *Server) qdrantCollections(w http.ResponseWriter, r *http.Request) {
-	qdrantResult(w, r, map[string][]collectionDescription{"collections": {{Name: s.collection()}}}, nil)
+func (h *Handler) qdrantCollections(w http.ResponseWriter, r *http.Request) {
+	qdrantResult(w, r, map[string][]collectionDescription{"collections": {{Name: h.collection()}}}, nil)
 }
 
-func (s *Server) qdrantExists(w http.ResponseWriter, r *http.Request) {
-	qdrantResult(w, r, map[string]bool{"exists": chi.URLParam(r, "collection") == s.collection()}, nil)
+func (h *Handler) qdrantExists(w http.ResponseWriter, r *http.Request) {
+	qdrantResult(w, r, map[string]bool{"exists": chi.URLParam(r, "collection") == h.collection()}, nil)
 }
 
 // distanceOf names a metric as Qdrant does.
@@ -266,10 +295,10 @@ type collectionConfig struct {
 // shares: admission, the call, its scatter_gather. It reports false once
 // it has answered (refused, or the call failed: the error with the
 // scatter_gather of what was asked).
-func (s *Server) qdrantGather(w http.ResponseWriter, r *http.Request, p qdrantParams,
+func (h *Handler) qdrantGather(w http.ResponseWriter, r *http.Request, p qdrantParams,
 	call func(context.Context) (fanout.Summary, []coordinator.ShardReport, error)) (wire.ScatterGather, bool) {
 	start := time.Now()
-	permit := s.qhttp.Admit(w, r, 1, p.budget.Deadline)
+	permit := h.http.Admit(w, r, 1, p.budget.Deadline)
 	if permit == nil {
 		return wire.ScatterGather{}, false
 	}
@@ -277,7 +306,7 @@ func (s *Server) qdrantGather(w http.ResponseWriter, r *http.Request, p qdrantPa
 	permit.Done(time.Since(start), wire.Late(sum))
 	sg := wire.NewScatterGather(coordinator.Answer{Summary: sum, Shards: shards, Exact: true}, p.detail)
 	if err != nil {
-		s.qhttp.Fail(w, r, err, &sg)
+		h.http.Fail(w, r, err, &sg)
 		return sg, false
 	}
 	return sg, true
@@ -285,10 +314,10 @@ func (s *Server) qdrantGather(w http.ResponseWriter, r *http.Request, p qdrantPa
 
 // countPoints counts the points f matches (all when nil) through
 // qdrantGather.
-func (s *Server) countPoints(w http.ResponseWriter, r *http.Request, p qdrantParams, f *filter.Filter) (uint64, wire.ScatterGather, bool) {
+func (h *Handler) countPoints(w http.ResponseWriter, r *http.Request, p qdrantParams, f *filter.Filter) (uint64, wire.ScatterGather, bool) {
 	var n uint64
-	sg, ok := s.qdrantGather(w, r, p, func(ctx context.Context) (fanout.Summary, []coordinator.ShardReport, error) {
-		ans, err := s.cfg.Coordinator.Count(ctx, f, p.budget, p.allowPartial)
+	sg, ok := h.qdrantGather(w, r, p, func(ctx context.Context) (fanout.Summary, []coordinator.ShardReport, error) {
+		ans, err := h.cfg.Coordinator.Count(ctx, f, p.budget, p.allowPartial)
 		n = ans.Count
 		return ans.Summary, ans.Shards, err
 	})
@@ -298,22 +327,22 @@ func (s *Server) countPoints(w http.ResponseWriter, r *http.Request, p qdrantPar
 // qdrantCollection is GET /collections/{name}: the schema and shape, and
 // the points count from a count fan-out (so a count missing a shard is
 // degraded: status yellow, and scatter_gather says which).
-func (s *Server) qdrantCollection(w http.ResponseWriter, r *http.Request) {
-	if name := chi.URLParam(r, "collection"); name != s.collection() {
-		s.qhttp.Error(w, r, notFoundCollection(name))
+func (h *Handler) qdrantCollection(w http.ResponseWriter, r *http.Request) {
+	if name := chi.URLParam(r, "collection"); name != h.collection() {
+		h.http.Error(w, r, notFoundCollection(name))
 		return
 	}
-	p, err := s.qdrantParams(r)
+	p, err := h.qdrantParams(r)
 	if err != nil {
-		s.qhttp.Fail(w, r, err, nil)
+		h.http.Fail(w, r, err, nil)
 		return
 	}
-	count, sg, ok := s.countPoints(w, r, p, nil)
+	count, sg, ok := h.countPoints(w, r, p, nil)
 	if !ok {
 		return
 	}
-	sch := s.cfg.Coordinator.Schema()
-	shards, replicas := s.cfg.Coordinator.Shape()
+	sch := h.cfg.Coordinator.Schema()
+	shards, replicas := h.cfg.Coordinator.Shape()
 	info := collectionInfo{Status: "green", OptimizerStatus: "ok", PointsCount: count, SegmentsCount: shards}
 	if sg.Degraded {
 		info.Status = "yellow"
@@ -327,24 +356,24 @@ func (s *Server) qdrantCollection(w http.ResponseWriter, r *http.Request) {
 // qdrantCreate is PUT /collections/{name}: the one collection exists
 // already, so a create that asks for what it is succeeds (idempotently,
 // storing nothing) and anything else is refused, naming the difference.
-func (s *Server) qdrantCreate(w http.ResponseWriter, r *http.Request) {
-	body, err := s.qhttp.ReadBody(w, r)
+func (h *Handler) qdrantCreate(w http.ResponseWriter, r *http.Request) {
+	body, err := h.http.ReadBody(w, r)
 	if err != nil {
-		s.qhttp.Fail(w, r, err, nil)
+		h.http.Fail(w, r, err, nil)
 		return
 	}
-	if _, err := s.qdrantParams(r); err != nil {
-		s.qhttp.Fail(w, r, err, nil)
+	if _, err := h.qdrantParams(r); err != nil {
+		h.http.Fail(w, r, err, nil)
 		return
 	}
-	if name := chi.URLParam(r, "collection"); name != s.collection() {
-		s.qhttp.Fail(w, r, wire.Invalid(fmt.Sprintf(
+	if name := chi.URLParam(r, "collection"); name != h.collection() {
+		h.http.Fail(w, r, wire.Invalid(fmt.Sprintf(
 			"trawl serves one collection, `%s` (router serve --collection), and cannot create `%s`; filter on a payload key to keep data sets apart",
-			s.collection(), name)), nil)
+			h.collection(), name)), nil)
 		return
 	}
-	if err := checkCreate(body, s.cfg.Coordinator.Schema(), s.collection()); err != nil {
-		s.qhttp.Fail(w, r, err, nil)
+	if err := checkCreate(body, h.cfg.Coordinator.Schema(), h.collection()); err != nil {
+		h.http.Fail(w, r, err, nil)
 		return
 	}
 	qdrantResult(w, r, true, nil)
