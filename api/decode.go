@@ -8,7 +8,6 @@ import (
 	"github.com/trawl-search/trawl/api/internal/httpx"
 	"github.com/trawl-search/trawl/api/internal/wire"
 	"github.com/trawl-search/trawl/coordinator"
-	"github.com/trawl-search/trawl/filter"
 	"github.com/trawl-search/trawl/vector"
 )
 
@@ -272,14 +271,11 @@ func decodeWrite(b []byte, s schema) ([]record, error) {
 		if err != nil {
 			return nil, wire.Invalid(fmt.Sprintf("vectors[%d]: %v", i, err))
 		}
-		out[i] = record{ID: *vj.ID, Vector: v}
-		if wire.IsSet(vj.Payload) {
-			p, err := filter.CheckPayload(vj.Payload)
-			if err != nil {
-				return nil, wire.Invalid(fmt.Sprintf("vectors[%d]: %v", i, err))
-			}
-			out[i].Payload = p
+		p, err := wire.CheckPayload(vj.Payload)
+		if err != nil {
+			return nil, wire.Invalid(fmt.Sprintf("vectors[%d]: %v", i, err))
 		}
+		out[i] = record{ID: *vj.ID, Vector: v, Payload: p}
 	}
 	return out, nil
 }

@@ -13,7 +13,7 @@ import (
 // without reflection: the 1536 numbers of a query are most of a request's
 // decoding, and keeping them raw to decode later (the value may also be a
 // named or sparse vector, or a point id) would parse them twice. Anything
-// else is kept raw, for qdrantVector to name what it is.
+// else is kept raw, for decodeVector to name what it is.
 type jsonVector struct {
 	floats   []float64
 	isFloats bool

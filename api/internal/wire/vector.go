@@ -1,12 +1,10 @@
 package wire
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
 
 	"github.com/trawl-search/trawl/coordinator"
-	"github.com/trawl-search/trawl/filter"
 	"github.com/trawl-search/trawl/vector"
 )
 
@@ -58,17 +56,4 @@ func CheckID(id string) error {
 		return fmt.Errorf("id is %d bytes, want 1..%d", len(id), MaxIDBytes)
 	}
 	return nil
-}
-
-// ParseFilter parses an optional filter member (Qdrant's filter JSON in
-// both dialects); nil when absent.
-func ParseFilter(raw json.RawMessage) (*filter.Filter, error) {
-	if !IsSet(raw) {
-		return nil, nil
-	}
-	f, err := filter.Parse(raw)
-	if err != nil {
-		return nil, Invalid(err.Error())
-	}
-	return f, nil
 }
