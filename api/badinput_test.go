@@ -153,7 +153,7 @@ func TestBadSearchInput(t *testing.T) {
 	cases := append(searchCases(t), batchCases(t)...)
 	for _, c := range cases {
 		t.Run(strings.TrimPrefix(c.path, "/v1/")+"/"+c.name, func(t *testing.T) {
-			store, rpcs := e.storeState(), e.shardRPCs()
+			store, rpcs := e.StoreState(), e.ShardRPCs()
 			qs := e.mustCounter("trawl_scatter_queries_total", map[string]string{"path": "search"})
 			qb := e.mustCounter("trawl_scatter_queries_total", map[string]string{"path": "search_batch"})
 
@@ -165,11 +165,11 @@ func TestBadSearchInput(t *testing.T) {
 			require.NotEmpty(t, res.header.Get("X-Request-Id"))
 			require.Empty(t, res.header.Get("X-Trawl-Degraded"), "a refused request is not a fan-out")
 
-			require.Equal(t, store, e.storeState())
+			require.Equal(t, store, e.StoreState())
 			require.Equal(t, qs, e.mustCounter("trawl_scatter_queries_total", map[string]string{"path": "search"}))
 			require.Equal(t, qb, e.mustCounter("trawl_scatter_queries_total", map[string]string{"path": "search_batch"}))
 			if c.status == 400 {
-				require.Equal(t, rpcs, e.shardRPCs(), "a shard RPC was made for bad input")
+				require.Equal(t, rpcs, e.ShardRPCs(), "a shard RPC was made for bad input")
 			}
 		})
 	}
@@ -212,13 +212,13 @@ func TestBadWriteInput(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			store, rpcs := e.storeState(), e.shardRPCs()
+			store, rpcs := e.StoreState(), e.ShardRPCs()
 			res := e.do(http.MethodPost, c.path, c.body, nil)
 			msg := requireError(t, res, c.status, c.code, false)
 			require.Contains(t, msg, c.msg)
-			require.Equal(t, store, e.storeState(), "a refused write changed stored data")
-			require.Equal(t, rpcs, e.shardRPCs(), "a refused write reached a shard")
-			e.requireAbsent("w-ok-0", "w-ok-1", "w-ok-3", "w-bad", "w-many-0", "w-many-256")
+			require.Equal(t, store, e.StoreState(), "a refused write changed stored data")
+			require.Equal(t, rpcs, e.ShardRPCs(), "a refused write reached a shard")
+			e.RequireAbsent("w-ok-0", "w-ok-1", "w-ok-3", "w-bad", "w-many-0", "w-many-256")
 		})
 	}
 }
@@ -227,7 +227,7 @@ func TestBadWriteInput(t *testing.T) {
 // unknown id is 404 not_found, and nothing changes.
 func TestBadVectorIDPath(t *testing.T) {
 	e := newEnv(t, envConfig{})
-	store := e.storeState()
+	store := e.StoreState()
 	long := strings.Repeat("a", 257)
 
 	requireError(t, e.do(http.MethodGet, "/v1/vectors/"+long, "", nil), 400, "invalid_argument", false)
@@ -237,14 +237,14 @@ func TestBadVectorIDPath(t *testing.T) {
 	requireError(t, e.do(http.MethodGet, "/v1/vectors/doc-1?deadline_ms=0", "", nil), 400, "invalid_argument", false)
 	requireError(t, e.do(http.MethodGet, "/v1/no-such-endpoint", "", nil), 404, "not_found", false)
 	requireError(t, e.do(http.MethodPut, "/v1/search", "{}", nil), 405, "method_not_allowed", false)
-	require.Equal(t, store, e.storeState())
+	require.Equal(t, store, e.StoreState())
 }
 
 // TestBodyTooLarge: a body over 8 MiB is 413 on every POST endpoint, and
 // nothing is stored.
 func TestBodyTooLarge(t *testing.T) {
 	e := newEnv(t, envConfig{})
-	store, rpcs := e.storeState(), e.shardRPCs()
+	store, rpcs := e.StoreState(), e.ShardRPCs()
 	// A syntactically valid start, so only the size can be the refusal.
 	huge := `{"vectors": [{"id": "big", "vector": [` + strings.Repeat("1,", 4<<20) + `1]}]}`
 	require.Greater(t, len(huge), 8<<20)
@@ -255,9 +255,9 @@ func TestBodyTooLarge(t *testing.T) {
 			require.NotEmpty(t, res.header.Get("X-Request-Id"))
 		})
 	}
-	require.Equal(t, store, e.storeState())
-	require.Equal(t, rpcs, e.shardRPCs(), "a refused body reached a shard")
-	e.requireAbsent("big")
+	require.Equal(t, store, e.StoreState())
+	require.Equal(t, rpcs, e.ShardRPCs(), "a refused body reached a shard")
+	e.RequireAbsent("big")
 	// Exactly 8 MiB is not too large.
 	exact := `{"k": 1, "vector": [` + strings.Repeat(" ", 8<<20-len(`{"k": 1, "vector": [`)-len(good8[1:])-1) + good8[1:] + `}`
 	require.Len(t, exact, 8<<20)
@@ -271,7 +271,7 @@ func TestBodyTooLarge(t *testing.T) {
 // probes and /metrics stay open.
 func TestAPIKey(t *testing.T) {
 	e := newEnv(t, envConfig{APIKey: "s3cret"})
-	store, rpcs := e.storeState(), e.shardRPCs()
+	store, rpcs := e.StoreState(), e.ShardRPCs()
 	search := `{"vector": ` + good8 + `}`
 	for _, auth := range []string{"", "Bearer wrong", "Bearer s3cret2", "Bearer  s3cret", "bearer s3cret", "s3cret", "Basic czNjcmV0"} {
 		for _, r := range []struct{ method, path, body string }{
@@ -294,9 +294,9 @@ func TestAPIKey(t *testing.T) {
 			})
 		}
 	}
-	require.Equal(t, store, e.storeState())
-	require.Equal(t, rpcs, e.shardRPCs())
-	e.requireAbsent("k-1")
+	require.Equal(t, store, e.StoreState())
+	require.Equal(t, rpcs, e.ShardRPCs())
+	e.RequireAbsent("k-1")
 
 	for _, p := range []string{"/metrics", "/healthz", "/readyz", "/cluster/status"} {
 		res := e.do(http.MethodGet, p, "", nil)

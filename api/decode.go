@@ -1,119 +1,29 @@
 package api
 
 import (
-	"bytes"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"math"
-	"net/http"
-	"os"
-	"time"
 
+	"github.com/trawl-search/trawl/api/internal/httpx"
+	"github.com/trawl-search/trawl/api/internal/wire"
 	"github.com/trawl-search/trawl/coordinator"
-	"github.com/trawl-search/trawl/filter"
 	"github.com/trawl-search/trawl/vector"
 )
 
 // Limits of the request contract.
 const (
-	MaxBodyBytes  = 8 << 20
-	MaxK          = vector.MaxK
-	DefaultK      = 10
-	MaxBatch      = 256
+	MaxBodyBytes  = httpx.MaxBodyBytes
+	MaxK          = wire.MaxK
+	DefaultK      = wire.DefaultK
+	MaxBatch      = wire.MaxBatch
 	MaxWriteBatch = 256
-	MaxIDBytes    = 256
+	MaxIDBytes    = wire.MaxIDBytes
 )
 
-// readBody reads the whole body within the body timeout, refusing more
-// than MaxBodyBytes with 413 and a body that does not arrive in time with
-// 408 (closing the connection: what is left of the body is unread).
-func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	rc, ok := r.Context().Value(connKey).(*http.ResponseController)
-	if !ok {
-		rc = http.NewResponseController(w)
-	}
-	// Not every ResponseWriter supports deadlines (httptest's recorder);
-	// there the server's own timeouts are all there is.
-	deadlined := rc.SetReadDeadline(time.Now().Add(s.cfg.BodyTimeout)) == nil
-	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
-	if deadlined && err == nil {
-		// Cleared only after a whole body: after a timeout the deadline
-		// stays passed, so the server's attempt to drain the unread rest
-		// (for connection reuse) fails at once instead of waiting on the
-		// slow client.
-		_ = rc.SetReadDeadline(time.Time{})
-	}
-	if err != nil {
-		var mbe *http.MaxBytesError
-		switch {
-		case errors.As(err, &mbe):
-			return nil, &requestError{status: http.StatusRequestEntityTooLarge, code: codeTooLarge,
-				msg: fmt.Sprintf("request body is over %d bytes", MaxBodyBytes)}
-		case errors.Is(err, os.ErrDeadlineExceeded):
-			w.Header().Set("Connection", "close")
-			return nil, &requestError{status: http.StatusRequestTimeout, code: codeTimeout,
-				msg: fmt.Sprintf("request body did not arrive within --body-timeout=%s", s.cfg.BodyTimeout)}
-		}
-		return nil, invalid("reading request body: " + err.Error())
-	}
-	return b, nil
-}
-
-// decodeStrict decodes exactly one JSON value into v: unknown fields and
-// trailing data are errors.
-func decodeStrict(b []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		if errors.Is(err, io.EOF) {
-			return invalid("request body is empty, want a JSON object")
-		}
-		return invalid("bad JSON: " + err.Error())
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return invalid("bad JSON: trailing data after the request object")
-	}
-	return nil
-}
-
-// schema is the cluster's dimension and metric, learned from the shards.
-type schema coordinator.Schema
-
-// checkVector validates a decoded vector against the schema.
-func (s schema) checkVector(v []float32) error {
-	if len(v) != s.Dim {
-		return invalid(fmt.Sprintf("vector has %d dimensions, want %d", len(v), s.Dim))
-	}
-	zero := true
-	for i, f := range v {
-		if math.IsNaN(float64(f)) || math.IsInf(float64(f), 0) {
-			return invalid(fmt.Sprintf("vector element %d is %v, want a finite float32", i, f))
-		}
-		if f != 0 {
-			zero = false
-		}
-	}
-	if zero && s.Metric == vector.Cosine {
-		return invalid("vector is all zeros, which has no direction under the cosine metric")
-	}
-	return nil
-}
-
-// fromJSONNumbers narrows JSON numbers to float32, refusing values beyond
-// float32's range (which would silently become ±Inf).
-func fromJSONNumbers(xs []float64) ([]float32, error) {
-	v := make([]float32, len(xs))
-	for i, x := range xs {
-		if math.Abs(x) > math.MaxFloat32 {
-			return nil, invalid(fmt.Sprintf("vector element %d is %g, beyond the float32 range", i, x))
-		}
-		v[i] = float32(x)
-	}
-	return v, nil
-}
+// schema is the collection's dimension and metric, learned from the
+// shards.
+type schema = coordinator.Schema
 
 // fromBase64 decodes base64 (standard, padded or not) little-endian float32.
 func fromBase64(s string) ([]float32, error) {
@@ -122,11 +32,11 @@ func fromBase64(s string) ([]float32, error) {
 		b, err = base64.RawStdEncoding.DecodeString(s)
 	}
 	if err != nil {
-		return nil, invalid("vector_b64 is not valid base64: " + err.Error())
+		return nil, wire.Invalid("vector_b64 is not valid base64: " + err.Error())
 	}
 	v, err := vector.DecodeLE(b)
 	if err != nil {
-		return nil, invalid("vector_b64: " + err.Error())
+		return nil, wire.Invalid("vector_b64: " + err.Error())
 	}
 	return v, nil
 }
@@ -183,12 +93,12 @@ func (q queryJSON) validate(s schema) (query, error) {
 		n++
 	}
 	if n != 1 {
-		return query{}, invalid(`give exactly one of "vector", "vector_b64" or "like_id"`)
+		return query{}, wire.Invalid(`give exactly one of "vector", "vector_b64" or "like_id"`)
 	}
 	out := query{K: DefaultK}
 	if q.K != nil {
 		if *q.K < 1 || *q.K > MaxK {
-			return query{}, invalid(fmt.Sprintf("k is %d, want 1..%d", *q.K, MaxK))
+			return query{}, wire.Invalid(fmt.Sprintf("k is %d, want 1..%d", *q.K, MaxK))
 		}
 		out.K = *q.K
 	}
@@ -197,25 +107,23 @@ func (q queryJSON) validate(s schema) (query, error) {
 	}
 	if q.Oversample != nil {
 		if *q.Oversample < 1 || *q.Oversample > MaxOversample {
-			return query{}, invalid(fmt.Sprintf("oversample is %d, want 1..%d", *q.Oversample, MaxOversample))
+			return query{}, wire.Invalid(fmt.Sprintf("oversample is %d, want 1..%d", *q.Oversample, MaxOversample))
 		}
 		out.Oversample = *q.Oversample
 	}
 	if q.NProbe != nil {
 		if *q.NProbe < 1 {
-			return query{}, invalid(fmt.Sprintf("nprobe is %d, want at least 1", *q.NProbe))
+			return query{}, wire.Invalid(fmt.Sprintf("nprobe is %d, want at least 1", *q.NProbe))
 		}
 		// More lists than a shard has probes them all; the cap only keeps
 		// the number inside the wire's uint32.
 		out.NProbe = min(*q.NProbe, MaxNProbe)
 	}
-	if isSet(q.Filter) {
-		f, err := filter.Parse(q.Filter)
-		if err != nil {
-			return query{}, invalid(err.Error())
-		}
-		out.Filter = f
+	f, err := wire.ParseFilter(q.Filter)
+	if err != nil {
+		return query{}, err
 	}
+	out.Filter = f
 	out.ScoreThreshold = q.ScoreThreshold
 	sel, err := decodeWithPayload(q.WithPayload)
 	if err != nil {
@@ -224,34 +132,29 @@ func (q queryJSON) validate(s schema) (query, error) {
 	out.WithPayload = sel
 	switch {
 	case q.LikeID != nil:
-		if err := checkID(*q.LikeID); err != nil {
-			return query{}, invalid("like_id: " + err.Error())
+		if err := wire.CheckID(*q.LikeID); err != nil {
+			return query{}, wire.Invalid("like_id: " + err.Error())
 		}
 		out.LikeID = *q.LikeID
 		return out, nil
 	case q.VectorB64 != nil:
 		out.Vector, err = fromBase64(*q.VectorB64)
 	default:
-		out.Vector, err = fromJSONNumbers(q.Vector)
+		out.Vector, err = wire.FromJSONNumbers(q.Vector)
 	}
 	if err != nil {
 		return query{}, err
 	}
-	if err := s.checkVector(out.Vector); err != nil {
+	if err := wire.CheckVector(s, out.Vector); err != nil {
 		return query{}, err
 	}
 	return out, nil
 }
 
-// isSet reports whether an optional JSON member was given and not null.
-func isSet(raw json.RawMessage) bool {
-	return len(raw) > 0 && !bytes.Equal(bytes.TrimSpace(raw), []byte("null"))
-}
-
 // decodeWithPayload reads with_payload: true (all of the payload), false
 // or absent (none), or a list of top-level keys.
 func decodeWithPayload(raw json.RawMessage) (*coordinator.PayloadSelection, error) {
-	if !isSet(raw) {
+	if !wire.IsSet(raw) {
 		return nil, nil
 	}
 	var b bool
@@ -263,11 +166,11 @@ func decodeWithPayload(raw json.RawMessage) (*coordinator.PayloadSelection, erro
 	}
 	var keys []string
 	if err := json.Unmarshal(raw, &keys); err != nil {
-		return nil, invalid("with_payload is " + jsonKind(raw) + ", want true, false or a list of top-level keys")
+		return nil, wire.Invalid("with_payload is " + wire.JSONKind(raw) + ", want true, false or a list of top-level keys")
 	}
 	for i, k := range keys {
 		if k == "" {
-			return nil, invalid(fmt.Sprintf("with_payload[%d] is empty, want a top-level payload key", i))
+			return nil, wire.Invalid(fmt.Sprintf("with_payload[%d] is empty, want a top-level payload key", i))
 		}
 	}
 	if keys == nil {
@@ -276,36 +179,10 @@ func decodeWithPayload(raw json.RawMessage) (*coordinator.PayloadSelection, erro
 	return &coordinator.PayloadSelection{Keys: keys}, nil
 }
 
-// jsonKind names the JSON type of a raw value for an error.
-func jsonKind(raw json.RawMessage) string {
-	t := bytes.TrimSpace(raw)
-	if len(t) == 0 {
-		return "empty"
-	}
-	switch t[0] {
-	case '"':
-		return "a string"
-	case '{':
-		return "an object"
-	case '[':
-		return "an array that is not all strings"
-	case 't', 'f':
-		return "a boolean"
-	}
-	return "a number"
-}
-
-func checkID(id string) error {
-	if len(id) < 1 || len(id) > MaxIDBytes {
-		return fmt.Errorf("id is %d bytes, want 1..%d", len(id), MaxIDBytes)
-	}
-	return nil
-}
-
 // decodeSearch decodes and validates a /v1/search body.
 func decodeSearch(b []byte, s schema) (query, bool, error) {
 	var req searchJSON
-	if err := decodeStrict(b, &req); err != nil {
+	if err := wire.DecodeStrict(b, &req); err != nil {
 		return query{}, false, err
 	}
 	q, err := req.validate(s)
@@ -316,21 +193,21 @@ func decodeSearch(b []byte, s schema) (query, bool, error) {
 // the index of the first bad query.
 func decodeBatch(b []byte, s schema) ([]query, bool, error) {
 	var req batchJSON
-	if err := decodeStrict(b, &req); err != nil {
+	if err := wire.DecodeStrict(b, &req); err != nil {
 		return nil, false, err
 	}
 	if len(req.Queries) < 1 || len(req.Queries) > MaxBatch {
-		return nil, false, invalid(fmt.Sprintf("queries has %d entries, want 1..%d", len(req.Queries), MaxBatch))
+		return nil, false, wire.Invalid(fmt.Sprintf("queries has %d entries, want 1..%d", len(req.Queries), MaxBatch))
 	}
 	qs := make([]query, len(req.Queries))
 	for i, raw := range req.Queries {
 		var qj queryJSON
-		if err := decodeStrict(raw, &qj); err != nil {
-			return nil, false, invalid(fmt.Sprintf("queries[%d]: %v", i, err))
+		if err := wire.DecodeStrict(raw, &qj); err != nil {
+			return nil, false, wire.Invalid(fmt.Sprintf("queries[%d]: %v", i, err))
 		}
 		q, err := qj.validate(s)
 		if err != nil {
-			return nil, false, invalid(fmt.Sprintf("queries[%d]: %v", i, err))
+			return nil, false, wire.Invalid(fmt.Sprintf("queries[%d]: %v", i, err))
 		}
 		qs[i] = q
 	}
@@ -353,27 +230,27 @@ type record = coordinator.Record
 // decodeWrite decodes and validates a /v1/vectors body, all or nothing.
 func decodeWrite(b []byte, s schema) ([]record, error) {
 	var req writeJSONReq
-	if err := decodeStrict(b, &req); err != nil {
+	if err := wire.DecodeStrict(b, &req); err != nil {
 		return nil, err
 	}
 	if len(req.Vectors) < 1 || len(req.Vectors) > MaxWriteBatch {
-		return nil, invalid(fmt.Sprintf("vectors has %d entries, want 1..%d", len(req.Vectors), MaxWriteBatch))
+		return nil, wire.Invalid(fmt.Sprintf("vectors has %d entries, want 1..%d", len(req.Vectors), MaxWriteBatch))
 	}
 	out := make([]record, len(req.Vectors))
 	seen := make(map[string]int, len(req.Vectors))
 	for i, raw := range req.Vectors {
 		var vj vectorJSON
-		if err := decodeStrict(raw, &vj); err != nil {
-			return nil, invalid(fmt.Sprintf("vectors[%d]: %v", i, err))
+		if err := wire.DecodeStrict(raw, &vj); err != nil {
+			return nil, wire.Invalid(fmt.Sprintf("vectors[%d]: %v", i, err))
 		}
 		if vj.ID == nil {
-			return nil, invalid(fmt.Sprintf(`vectors[%d]: missing "id"`, i))
+			return nil, wire.Invalid(fmt.Sprintf(`vectors[%d]: missing "id"`, i))
 		}
-		if err := checkID(*vj.ID); err != nil {
-			return nil, invalid(fmt.Sprintf("vectors[%d]: %v", i, err))
+		if err := wire.CheckID(*vj.ID); err != nil {
+			return nil, wire.Invalid(fmt.Sprintf("vectors[%d]: %v", i, err))
 		}
 		if j, dup := seen[*vj.ID]; dup {
-			return nil, invalid(fmt.Sprintf("vectors[%d]: id %q repeats vectors[%d]", i, *vj.ID, j))
+			return nil, wire.Invalid(fmt.Sprintf("vectors[%d]: id %q repeats vectors[%d]", i, *vj.ID, j))
 		}
 		seen[*vj.ID] = i
 		var (
@@ -382,26 +259,23 @@ func decodeWrite(b []byte, s schema) ([]record, error) {
 		)
 		switch {
 		case (vj.Vector != nil) == (vj.VectorB64 != nil):
-			err = invalid(`give exactly one of "vector" or "vector_b64"`)
+			err = wire.Invalid(`give exactly one of "vector" or "vector_b64"`)
 		case vj.VectorB64 != nil:
 			v, err = fromBase64(*vj.VectorB64)
 		default:
-			v, err = fromJSONNumbers(vj.Vector)
+			v, err = wire.FromJSONNumbers(vj.Vector)
 		}
 		if err == nil {
-			err = s.checkVector(v)
+			err = wire.CheckVector(s, v)
 		}
 		if err != nil {
-			return nil, invalid(fmt.Sprintf("vectors[%d]: %v", i, err))
+			return nil, wire.Invalid(fmt.Sprintf("vectors[%d]: %v", i, err))
 		}
-		out[i] = record{ID: *vj.ID, Vector: v}
-		if isSet(vj.Payload) {
-			p, err := filter.CheckPayload(vj.Payload)
-			if err != nil {
-				return nil, invalid(fmt.Sprintf("vectors[%d]: %v", i, err))
-			}
-			out[i].Payload = p
+		p, err := wire.CheckPayload(vj.Payload)
+		if err != nil {
+			return nil, wire.Invalid(fmt.Sprintf("vectors[%d]: %v", i, err))
 		}
+		out[i] = record{ID: *vj.ID, Vector: v, Payload: p}
 	}
 	return out, nil
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/trawl-search/trawl/api/internal/wire"
 	"github.com/trawl-search/trawl/vector"
 )
 
@@ -30,18 +31,18 @@ func fuzzB64(v ...float32) string {
 }
 
 // requireRequestError checks a decoder error is a client mistake: a
-// *requestError answering 400 or 413 with a code and a message.
+// *wire.Error answering 400 or 413 with a code and a message.
 func requireRequestError(t *testing.T, err error) {
 	t.Helper()
-	var re *requestError
+	var re *wire.Error
 	if !errors.As(err, &re) {
-		t.Fatalf("error %T %v is not a *requestError", err, err)
+		t.Fatalf("error %T %v is not a *wire.Error", err, err)
 	}
-	if re.status != http.StatusBadRequest && re.status != http.StatusRequestEntityTooLarge {
-		t.Fatalf("status %d for %v, want 400 or 413", re.status, err)
+	if re.Status != http.StatusBadRequest && re.Status != http.StatusRequestEntityTooLarge {
+		t.Fatalf("status %d for %v, want 400 or 413", re.Status, err)
 	}
-	if re.code == "" || re.msg == "" {
-		t.Fatalf("requestError without code or message: %+v", re)
+	if re.Code == "" || re.Msg == "" {
+		t.Fatalf("request error without code or message: %+v", re)
 	}
 }
 

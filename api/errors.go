@@ -1,23 +1,9 @@
 package api
 
 import (
-	"encoding/json"
 	"net/http"
-)
 
-// Error codes of the JSON error body.
-const (
-	codeInvalid         = "invalid_argument"
-	codeUnauthenticated = "unauthenticated"
-	codeNotFound        = "not_found"
-	codeTooLarge        = "payload_too_large"
-	codeOverloaded      = "overloaded"
-	codeTimeout         = "request_timeout"
-	codeUnavailable     = "unavailable"
-	codeConflict        = "failed_precondition"
-	codeUnknown         = "outcome_unknown"
-	codeInternal        = "internal"
-	codeMethod          = "method_not_allowed"
+	"github.com/trawl-search/trawl/api/internal/wire"
 )
 
 type errorBody struct {
@@ -26,33 +12,13 @@ type errorBody struct {
 }
 
 type errorResponse struct {
-	Error         errorBody      `json:"error"`
-	ScatterGather *scatterGather `json:"scatter_gather,omitempty"`
+	Error         errorBody           `json:"error"`
+	ScatterGather *wire.ScatterGather `json:"scatter_gather,omitempty"`
 }
 
-// writeJSON encodes v with status. Encoding errors can only be a client
-// gone away, which nothing can answer.
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(v)
-}
-
-func writeError(w http.ResponseWriter, status int, code, msg string) {
-	writeJSON(w, status, errorResponse{Error: errorBody{Code: code, Message: msg}})
-}
-
-// requestError is a client mistake found while decoding or validating.
-type requestError struct {
-	status int
-	code   string
-	msg    string
-}
-
-func (e *requestError) Error() string { return e.msg }
-
-func invalid(msg string) *requestError {
-	return &requestError{status: http.StatusBadRequest, code: codeInvalid, msg: msg}
+// envelope is the native dialect's error shape (DESIGN.md, "Other
+// endpoints"): {"error": {"code", "message"}}, with the fan-out's
+// scatter_gather beside it when one ran.
+func envelope(w http.ResponseWriter, _ *http.Request, e *wire.Error, sg *wire.ScatterGather) {
+	wire.WriteJSON(w, e.Status, errorResponse{Error: errorBody{Code: e.Code, Message: e.Msg}, ScatterGather: sg})
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/trawl-search/trawl/internal/apitest"
 )
 
 // TestBadFilterInput: every malformed filter, with_payload and
@@ -53,12 +55,12 @@ func TestBadFilterInput(t *testing.T) {
 				if batch {
 					path, body, msg = "/v1/search/batch", `{"queries": [{"vector": `+good8+`}, `+q+`]}`, "queries[1]: "+tc.msg
 				}
-				store, rpcs := e.storeState(), e.shardRPCs()
+				store, rpcs := e.StoreState(), e.ShardRPCs()
 				res := e.do(http.MethodPost, path, body, nil)
 				require.Equal(t, http.StatusBadRequest, res.status, "%s", res.body)
-				require.Equal(t, `{"error":{"code":"invalid_argument","message":"`+msg+`"}}`, compactJSON(t, res.body))
-				require.Equal(t, rpcs, e.shardRPCs(), "a shard RPC was made for a bad filter")
-				require.Equal(t, store, e.storeState())
+				require.Equal(t, `{"error":{"code":"invalid_argument","message":"`+msg+`"}}`, apitest.CompactJSON(t, res.body))
+				require.Equal(t, rpcs, e.ShardRPCs(), "a shard RPC was made for a bad filter")
+				require.Equal(t, store, e.StoreState())
 			})
 		}
 	}
@@ -90,13 +92,13 @@ func TestBadPayloadInput(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			body := `{"vectors": [{"id": "p-ok-0", "vector": ` + good8 + `, "payload": {"lang": "en"}},
 			                      {"id": "p-bad", "vector": ` + good8 + `, "payload": ` + tc.payload + `}]}`
-			store, rpcs := e.storeState(), e.shardRPCs()
+			store, rpcs := e.StoreState(), e.ShardRPCs()
 			res := e.do(http.MethodPost, "/v1/vectors", body, nil)
 			require.Equal(t, http.StatusBadRequest, res.status, "%s", res.body)
-			require.Equal(t, `{"error":{"code":"invalid_argument","message":"vectors[1]: `+tc.msg+`"}}`, compactJSON(t, res.body))
-			require.Equal(t, rpcs, e.shardRPCs(), "a refused write reached a shard")
-			require.Equal(t, store, e.storeState())
-			e.requireAbsent("p-ok-0", "p-bad")
+			require.Equal(t, `{"error":{"code":"invalid_argument","message":"vectors[1]: `+tc.msg+`"}}`, apitest.CompactJSON(t, res.body))
+			require.Equal(t, rpcs, e.ShardRPCs(), "a refused write reached a shard")
+			require.Equal(t, store, e.StoreState())
+			e.RequireAbsent("p-ok-0", "p-bad")
 		})
 	}
 }

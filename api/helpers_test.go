@@ -1,26 +1,20 @@
 package api_test
 
 import (
-	"bytes"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
 	"io"
 	"math"
 	"net/http"
-	"net/http/httptest"
-	"sort"
-	"strings"
 	"testing"
-	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/trawl-search/trawl/internal/app"
+	"github.com/trawl-search/trawl/internal/apitest"
 	"github.com/trawl-search/trawl/internal/devcluster"
-	"github.com/trawl-search/trawl/vector"
 )
 
 // TestMain checks that no test leaves goroutines behind: every test closes
@@ -32,66 +26,23 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-const testDim = 8
+const testDim = apitest.Dim
 
 // envConfig shapes a test cluster and its router.
-type envConfig struct {
-	Metric      vector.Metric
-	APIKey      string
-	MaxInflight int
-	Docs        int
-	// Prober runs the background health prober. Off by default so that
-	// replica health (and so shard_errors reasons) moves only with the
-	// queries a test sends.
-	Prober bool
-	// ScanRateBytes is devcluster.Config.ScanRateBytes: 0, no scan-rate
-	// measurement.
-	ScanRateBytes int
-}
+type envConfig = apitest.Config
 
-// env is a dev cluster (3 shards × 2 replicas behind fault proxies), a
-// router over it, and an HTTP server for the router's API.
+// env is apitest's cluster and router, answering in this package's
+// response.
 type env struct {
-	t   testing.TB
-	dc  *devcluster.Cluster
-	r   *app.Router
-	srv *httptest.Server
+	*apitest.Env
+	t  testing.TB
+	dc *devcluster.Cluster
 }
 
 func newEnv(t testing.TB, cfg envConfig) *env {
 	t.Helper()
-	if cfg.Docs == 0 {
-		cfg.Docs = 300
-	}
-	dc, err := devcluster.Start(devcluster.Config{Shards: 3, Replicas: 2, Dim: testDim, Metric: cfg.Metric, Docs: cfg.Docs, Seed: 1,
-		ScanRateBytes: cfg.ScanRateBytes})
-	require.NoError(t, err)
-	t.Cleanup(dc.Close)
-	specs := dc.Specs()
-	r, err := app.New(app.Config{Shards: specs, APIKey: cfg.APIKey, MaxInflight: cfg.MaxInflight,
-		WarmupTimeout: 5 * time.Second, DisableProber: !cfg.Prober})
-	require.NoError(t, err)
-	t.Cleanup(r.Close)
-	srv := httptest.NewServer(r.API)
-	t.Cleanup(srv.Close) // runs first: cleanups are LIFO
-	e := &env{t: t, dc: dc, r: r, srv: srv}
-	e.waitReady()
-	return e
-}
-
-// waitReady polls /readyz until it answers 200: the router learns the
-// dimension and metric from the shards during its warm-up.
-func (e *env) waitReady() {
-	e.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		res := e.do(http.MethodGet, "/readyz", "", nil)
-		if res.status == http.StatusOK {
-			return
-		}
-		require.True(e.t, time.Now().Before(deadline), "router not ready after 10 s: %d %s", res.status, res.body)
-		time.Sleep(20 * time.Millisecond)
-	}
+	e := apitest.New(t, cfg)
+	return &env{Env: e, t: t, dc: e.DC}
 }
 
 type response struct {
@@ -102,39 +53,24 @@ type response struct {
 
 func (r response) String() string { return string(r.body) }
 
+func fromAPITest(r apitest.Response) response {
+	return response{status: r.Status, header: r.Header, body: r.Body}
+}
+
 // do sends one request to the router's API over HTTP.
 func (e *env) do(method, path, body string, header map[string]string) response {
 	e.t.Helper()
-	return e.doReader(method, path, strings.NewReader(body), header)
+	return fromAPITest(e.Do(method, path, body, header))
 }
 
 func (e *env) doReader(method, path string, body io.Reader, header map[string]string) response {
 	e.t.Helper()
-	req, err := http.NewRequest(method, e.srv.URL+path, body)
-	require.NoError(e.t, err)
-	if method == http.MethodPost {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	for k, v := range header {
-		req.Header.Set(k, v)
-	}
-	res, err := e.srv.Client().Do(req)
-	require.NoError(e.t, err)
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	require.NoError(e.t, err)
-	return response{status: res.StatusCode, header: res.Header, body: b}
+	return fromAPITest(e.DoReader(method, path, body, header))
 }
 
 func (e *env) post(path string, body any) response {
 	e.t.Helper()
-	s, ok := body.(string)
-	if !ok {
-		b, err := json.Marshal(body)
-		require.NoError(e.t, err)
-		s = string(b)
-	}
-	return e.do(http.MethodPost, path, s, nil)
+	return fromAPITest(e.Post(path, body))
 }
 
 // requireError checks the exact JSON error shape: an object whose only
@@ -150,10 +86,10 @@ func requireError(t testing.TB, res response, status int, code string, withSG bo
 	if withSG {
 		want = append(want, "scatter_gather")
 	}
-	require.ElementsMatch(t, want, keys(top), "body: %s", res.body)
+	require.ElementsMatch(t, want, apitest.Keys(top), "body: %s", res.body)
 	var eb map[string]any
 	require.NoError(t, json.Unmarshal(top["error"], &eb))
-	require.ElementsMatch(t, []string{"code", "message"}, keys(eb), "body: %s", res.body)
+	require.ElementsMatch(t, []string{"code", "message"}, apitest.Keys(eb), "body: %s", res.body)
 	require.Equal(t, code, eb["code"], "body: %s", res.body)
 	msg, ok := eb["message"].(string)
 	require.True(t, ok, "message is not a string: %s", res.body)
@@ -161,70 +97,10 @@ func requireError(t testing.TB, res response, status int, code string, withSG bo
 	return msg
 }
 
-func keys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
-// storeState is every replica's document count, [shard][replica].
-func (e *env) storeState() [][]int {
-	var out [][]int
-	for _, reps := range e.dc.Replicas {
-		var row []int
-		for _, r := range reps {
-			row = append(row, r.Store.Len())
-		}
-		out = append(out, row)
-	}
-	return out
-}
-
-// requireAbsent checks that no replica stores any of ids.
-func (e *env) requireAbsent(ids ...string) {
-	e.t.Helper()
-	for _, reps := range e.dc.Replicas {
-		for _, r := range reps {
-			for _, id := range ids {
-				_, ok := r.Store.Get(id)
-				require.False(e.t, ok, "replica %s/%d stores %q", r.Shard, r.Index, id)
-			}
-		}
-	}
-}
-
-// gather returns the router registry's metric families by name.
-func (e *env) gather() map[string]*dto.MetricFamily {
-	e.t.Helper()
-	mfs, err := e.r.Registry.Gather()
-	require.NoError(e.t, err)
-	out := map[string]*dto.MetricFamily{}
-	for _, mf := range mfs {
-		out[mf.GetName()] = mf
-	}
-	return out
-}
-
-// shardRPCs is how many shard RPCs the router has recorded: the sample
-// count summed over every trawl_shard_request_duration_seconds series.
-func (e *env) shardRPCs() uint64 {
-	e.t.Helper()
-	var n uint64
-	if mf := e.gather()["trawl_shard_request_duration_seconds"]; mf != nil {
-		for _, m := range mf.GetMetric() {
-			n += m.GetHistogram().GetSampleCount()
-		}
-	}
-	return n
-}
-
 // counter reads one counter series; ok is false when it does not exist.
 func (e *env) counter(name string, labels map[string]string) (float64, bool) {
 	e.t.Helper()
-	mf := e.gather()[name]
+	mf := e.Gather()[name]
 	if mf == nil {
 		return 0, false
 	}
@@ -281,12 +157,4 @@ func f32(x float32) []float32 {
 		v[i] = x
 	}
 	return v
-}
-
-// compactJSON strips insignificant whitespace.
-func compactJSON(t testing.TB, b []byte) string {
-	t.Helper()
-	var buf bytes.Buffer
-	require.NoError(t, json.Compact(&buf, b))
-	return buf.String()
 }

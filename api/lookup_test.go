@@ -44,7 +44,7 @@ func TestGetWithReplicaDown(t *testing.T) {
 	// Both replicas down: a stored id is a 503 too.
 	rep0, _ := e.dc.Replica("shard-0", 0)
 	rep0.Proxy.Stop()
-	e.waitDown("shard-0")
+	e.WaitDown("shard-0")
 	res = e.do(http.MethodGet, "/v1/vectors/"+stored+"?deadline_ms=1000", "", nil)
 	requireError(t, res, http.StatusServiceUnavailable, "unavailable", false)
 }

@@ -20,7 +20,7 @@ var scatterCounters = []string{
 func (e *env) counters() map[string]float64 {
 	e.t.Helper()
 	out := map[string]float64{}
-	mfs := e.gather()
+	mfs := e.Gather()
 	for _, name := range scatterCounters {
 		mf := mfs[name]
 		require.NotNil(e.t, mf, "%s not registered", name)
@@ -109,7 +109,7 @@ func TestScatterCounters(t *testing.T) {
 			moved: map[string]float64{queriesKey("search_batch"): 1}},
 		{name: "bad search counts nothing", send: func() response { return search(`{"k": 0}`) }, status: 400,
 			moved: map[string]float64{}},
-		{name: "one shard down", before: func() { e.stopShard("shard-2") },
+		{name: "one shard down", before: func() { e.StopShard("shard-2") },
 			send: func() response { return search(q) }, status: 200,
 			moved: map[string]float64{queriesKey("search"): 1, degradedKey("search"): 1,
 				unavailableKey("search", "shard-2", "unavailable"): 1}},
@@ -121,7 +121,7 @@ func TestScatterCounters(t *testing.T) {
 		{name: "one shard down, batch", send: func() response { return batch(qs) }, status: 200,
 			moved: map[string]float64{queriesKey("search_batch"): 1, degradedKey("search_batch"): 1,
 				unavailableKey("search_batch", "shard-2", "unavailable"): 1}},
-		{name: "two shards down", before: func() { e.stopShard("shard-0") },
+		{name: "two shards down", before: func() { e.StopShard("shard-0") },
 			send: func() response { return search(q) }, status: 200,
 			moved: map[string]float64{queriesKey("search"): 1, degradedKey("search"): 1,
 				unavailableKey("search", "shard-0", "unavailable"): 1,

@@ -286,7 +286,7 @@ func TestUpsertGetDelete(t *testing.T) {
 			vs = append(vs, map[string]any{"id": id, "vector_b64": b64(v)})
 		}
 	}
-	before := e.storeState()
+	before := e.StoreState()
 	res := e.post("/v1/vectors", map[string]any{"vectors": vs})
 	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
 	require.JSONEq(t, `{"results": [{"id": "new-1", "status": "ok"}, {"id": "new 2 50%", "status": "ok"},
@@ -297,7 +297,7 @@ func TestUpsertGetDelete(t *testing.T) {
 		}
 		return n
 	}
-	require.Equal(t, total(before)+len(ids), total(e.storeState()), "the leader applied them by the acknowledgement")
+	require.Equal(t, total(before)+len(ids), total(e.StoreState()), "the leader applied them by the acknowledgement")
 
 	for i, id := range ids {
 		t.Run("get "+id, func(t *testing.T) {
@@ -326,7 +326,7 @@ func TestUpsertGetDelete(t *testing.T) {
 	// Upserting again is idempotent and replaces the vector.
 	res = e.post("/v1/vectors", map[string]any{"vectors": []any{map[string]any{"id": "new-1", "vector": vec(-1)}}})
 	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
-	require.Equal(t, total(before)+len(ids), total(e.storeState()), "the leader applied them by the acknowledgement")
+	require.Equal(t, total(before)+len(ids), total(e.StoreState()), "the leader applied them by the acknowledgement")
 	res = e.post("/v1/search", map[string]any{"vector": vec(-1), "k": 1})
 	var sa searchAnswer
 	strictDecode(t, res.body, &sa)
@@ -347,7 +347,7 @@ func TestUpsertGetDelete(t *testing.T) {
 			requireError(t, e.do(http.MethodGet, p, "", nil), http.StatusNotFound, "not_found", false)
 		})
 	}
-	require.Equal(t, before, e.storeState())
+	require.Equal(t, before, e.StoreState())
 }
 
 func toF64(v []float32) []float64 {
@@ -358,56 +358,9 @@ func toF64(v []float32) []float64 {
 	return out
 }
 
-// waitDown waits until /cluster/status shows no replica of shard READY:
-// the router has seen the connections go.
-func (e *env) waitDown(shard string) {
-	e.t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		var st struct {
-			Shards []struct {
-				Name     string `json:"name"`
-				Replicas []struct {
-					ConnState string `json:"conn_state"`
-				} `json:"replicas"`
-			} `json:"shards"`
-		}
-		res := e.do(http.MethodGet, "/cluster/status", "", nil)
-		require.Equal(e.t, http.StatusOK, res.status)
-		require.NoError(e.t, json.Unmarshal(res.body, &st))
-		down := true
-		for _, s := range st.Shards {
-			if s.Name != shard {
-				continue
-			}
-			for _, r := range s.Replicas {
-				if r.ConnState == "READY" {
-					down = false
-				}
-			}
-		}
-		if down {
-			return
-		}
-		require.True(e.t, time.Now().Before(deadline), "%s still has a READY replica", shard)
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// stopShard stops every replica of a shard, as killed processes.
-func (e *env) stopShard(name string) {
-	e.t.Helper()
-	i := slices.Index(e.dc.Names, name)
-	require.GreaterOrEqual(e.t, i, 0)
-	for _, r := range e.dc.Replicas[i] {
-		r.Proxy.Stop()
-	}
-	e.waitDown(name)
-}
-
 func TestDegradedAnswers(t *testing.T) {
 	e := newEnv(t, envConfig{})
-	e.stopShard("shard-1")
+	e.StopShard("shard-1")
 	q := map[string]any{"vector": vec(1), "k": 5}
 
 	t.Run("allow_partial default", func(t *testing.T) {
@@ -451,8 +404,8 @@ func TestDegradedAnswers(t *testing.T) {
 	}
 
 	t.Run("no shard answered", func(t *testing.T) {
-		e.stopShard("shard-0")
-		e.stopShard("shard-2")
+		e.StopShard("shard-0")
+		e.StopShard("shard-2")
 		res := e.post("/v1/search", q)
 		requireError(t, res, http.StatusServiceUnavailable, "unavailable", true)
 		require.Equal(t, "true", res.header.Get("X-Trawl-Degraded"))

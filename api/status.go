@@ -4,6 +4,7 @@ import (
 	"math"
 	"net/http"
 
+	"github.com/trawl-search/trawl/api/internal/wire"
 	"github.com/trawl-search/trawl/budget"
 )
 
@@ -100,5 +101,5 @@ func (s *Server) clusterStatus(w http.ResponseWriter, r *http.Request) {
 		}
 		out.Shards = append(out.Shards, ss)
 	}
-	writeJSON(w, http.StatusOK, out)
+	wire.WriteJSON(w, http.StatusOK, out)
 }

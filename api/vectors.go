@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/trawl-search/trawl/api/internal/wire"
 	"github.com/trawl-search/trawl/coordinator"
 )
 
@@ -24,71 +25,38 @@ type writeResponse struct {
 }
 
 func (s *Server) upsert(w http.ResponseWriter, r *http.Request) {
-	body, err := s.readBody(w, r)
+	body, err := s.http.ReadBody(w, r)
 	if err != nil {
-		s.fail(w, r, err)
+		s.http.Fail(w, r, err, nil)
 		return
 	}
-	recs, err := decodeWrite(body, schema(s.cfg.Coordinator.Schema()))
+	recs, err := decodeWrite(body, s.cfg.Coordinator.Schema())
 	if err != nil {
-		s.fail(w, r, err)
+		s.http.Fail(w, r, err, nil)
 		return
 	}
-	permit := s.admit(w, 1, 0)
+	permit := s.http.Admit(w, r, 1, 0)
 	if permit == nil {
 		return
 	}
 	start := time.Now()
 	defer func() { permit.Done(time.Since(start), false) }()
 	results := make([]writeResult, len(recs))
+	errs := make([]*coordinator.Error, len(recs))
 	for i, res := range s.cfg.Coordinator.Upsert(r.Context(), recs) {
-		results[i] = toWriteResult(res)
+		results[i], errs[i] = toWriteResult(res), res.Err
 	}
-	st := writeStatus(results)
-	retryAfter(w, st)
-	writeJSON(w, st, writeResponse{Results: results})
+	st := wire.WriteStatus(errs)
+	wire.RetryAfter(w, st)
+	wire.WriteJSON(w, st, writeResponse{Results: results})
 }
 
 func toWriteResult(res coordinator.WriteResult) writeResult {
 	if res.Err == nil {
 		return writeResult{ID: res.ID, Status: "ok"}
 	}
-	_, code := statusOf(res.Err.Code)
+	_, code := wire.StatusOf(res.Err.Code)
 	return writeResult{ID: res.ID, Status: "error", Outcome: res.Outcome, Error: &errorBody{Code: code, Message: res.Err.Msg}}
-}
-
-// retryAfter asks the client to come back in a second on a 503: a write
-// that no replica could take (a leader election takes about that long).
-func retryAfter(w http.ResponseWriter, status int) {
-	if status == http.StatusServiceUnavailable {
-		w.Header().Set("Retry-After", "1")
-	}
-}
-
-// writeStatus is 200 when every id is ok; 502 when any outcome is unknown;
-// else the status of the first failure's code.
-func writeStatus(results []writeResult) int {
-	st := http.StatusOK
-	for _, r := range results {
-		if r.Error == nil {
-			continue
-		}
-		switch r.Error.Code {
-		case codeUnknown:
-			return http.StatusBadGateway
-		case codeConflict:
-			st = http.StatusConflict
-		case codeInternal:
-			if st == http.StatusOK {
-				st = http.StatusInternalServerError
-			}
-		default:
-			if st == http.StatusOK {
-				st = http.StatusServiceUnavailable
-			}
-		}
-	}
-	return st
 }
 
 type getResponse struct {
@@ -106,12 +74,12 @@ func pathID(r *http.Request) (string, error) {
 	if r.URL.RawPath != "" {
 		u, err := url.PathUnescape(id)
 		if err != nil {
-			return "", invalid(fmt.Sprintf("id %q is not a valid escaped path segment", id))
+			return "", wire.Invalid(fmt.Sprintf("id %q is not a valid escaped path segment", id))
 		}
 		id = u
 	}
-	if err := checkID(id); err != nil {
-		return "", invalid(err.Error())
+	if err := wire.CheckID(id); err != nil {
+		return "", wire.Invalid(err.Error())
 	}
 	return id, nil
 }
@@ -119,15 +87,15 @@ func pathID(r *http.Request) (string, error) {
 func (s *Server) getVector(w http.ResponseWriter, r *http.Request) {
 	id, err := pathID(r)
 	if err != nil {
-		s.fail(w, r, err)
+		s.http.Fail(w, r, err, nil)
 		return
 	}
 	p, err := s.params(r)
 	if err != nil {
-		s.fail(w, r, err)
+		s.http.Fail(w, r, err, nil)
 		return
 	}
-	permit := s.admit(w, 1, 0)
+	permit := s.http.Admit(w, r, 1, 0)
 	if permit == nil {
 		return
 	}
@@ -135,14 +103,14 @@ func (s *Server) getVector(w http.ResponseWriter, r *http.Request) {
 	doc, err := s.cfg.Coordinator.Get(r.Context(), id, p.budget)
 	permit.Done(time.Since(start), false)
 	if err != nil {
-		s.fail(w, r, err)
+		s.http.Fail(w, r, err, nil)
 		return
 	}
 	payload := json.RawMessage(doc.Payload)
 	if len(payload) == 0 {
 		payload = json.RawMessage("{}") // Qdrant's answer for a point without payload
 	}
-	writeJSON(w, http.StatusOK, getResponse{ID: doc.ID, Vector: doc.Vector, Payload: payload, Shard: doc.Shard})
+	wire.WriteJSON(w, http.StatusOK, getResponse{ID: doc.ID, Vector: doc.Vector, Payload: payload, Shard: doc.Shard})
 }
 
 type deleteResponse struct {
@@ -153,10 +121,10 @@ type deleteResponse struct {
 func (s *Server) deleteVector(w http.ResponseWriter, r *http.Request) {
 	id, err := pathID(r)
 	if err != nil {
-		s.fail(w, r, err)
+		s.http.Fail(w, r, err, nil)
 		return
 	}
-	permit := s.admit(w, 1, 0)
+	permit := s.http.Admit(w, r, 1, 0)
 	if permit == nil {
 		return
 	}
@@ -164,15 +132,14 @@ func (s *Server) deleteVector(w http.ResponseWriter, r *http.Request) {
 	found, res := s.cfg.Coordinator.Delete(r.Context(), id)
 	permit.Done(time.Since(start), false)
 	if res.Err != nil {
-		wr := toWriteResult(res)
-		st := writeStatus([]writeResult{wr})
-		retryAfter(w, st)
-		writeJSON(w, st, wr)
+		st := wire.WriteStatus([]*coordinator.Error{res.Err})
+		wire.RetryAfter(w, st)
+		wire.WriteJSON(w, st, toWriteResult(res))
 		return
 	}
 	st := "ok"
 	if !found {
 		st = "not_found"
 	}
-	writeJSON(w, http.StatusOK, deleteResponse{ID: id, Status: st})
+	wire.WriteJSON(w, http.StatusOK, deleteResponse{ID: id, Status: st})
 }

@@ -1,4 +1,4 @@
-package api
+package qdrant
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package api_test
+package qdrant_test
 
 import (
 	"encoding/json"
@@ -6,9 +6,10 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/trawl-search/trawl/internal/apitest"
 )
 
 // The Qdrant routes' contract: each endpoint's exact JSON, in the shapes
@@ -25,7 +26,7 @@ const (
 // level only) and compacts the body, keeping member order.
 func normalised(t testing.TB, b []byte) string {
 	t.Helper()
-	c := compactJSON(t, b)
+	c := apitest.CompactJSON(t, b)
 	c = timeRE.ReplaceAllString(c, `${1}"time":0`)
 	return elapsedRE.ReplaceAllString(c, `"elapsed_ms":0`)
 }
@@ -42,9 +43,9 @@ func mustJSON(t testing.TB, v any) []byte {
 	return b
 }
 
-// unit is a testDim-long basis vector, as JSON.
+// unit is an apitest.Dim-long basis vector, as JSON.
 func unit(i int) string {
-	v := make([]string, testDim)
+	v := make([]string, apitest.Dim)
 	for j := range v {
 		v[j] = "0"
 	}
@@ -54,18 +55,18 @@ func unit(i int) string {
 
 // seedQdrant writes three points of the contract: two integer ids and a
 // UUID, on basis vectors, with payloads a test filter can single out.
-func seedQdrant(t *testing.T, e *env) {
+func seedQdrant(t *testing.T, e *apitest.Env) {
 	t.Helper()
-	res := e.do(http.MethodPut, "/collections/trawl/points?wait=true", `{"points": [
+	res := e.Do(http.MethodPut, "/collections/trawl/points?wait=true", `{"points": [
 		{"id": 1, "vector": `+unit(0)+`, "payload": {"suite": "contract", "color": "red", "n": 1}},
 		{"id": 2, "vector": `+unit(1)+`, "payload": {"suite": "contract", "color": "blue", "n": 2}},
 		{"id": "`+strings.ToUpper(uuidA)+`", "vector": `+unit(2)+`, "payload": {"suite": "contract", "color": "red", "n": 3}}]}`, nil)
-	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
-	require.Equal(t, `{"result":{"operation_id":null,"status":"completed"},"status":"ok","time":0}`, normalised(t, res.body))
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	require.Equal(t, `{"result":{"operation_id":null,"status":"completed"},"status":"ok","time":0}`, normalised(t, res.Body))
 }
 
 func TestQdrantContract(t *testing.T) {
-	e := newEnv(t, envConfig{})
+	e := apitest.New(t, apitest.Config{})
 	seedQdrant(t, e)
 	suite := `{"must": [{"key": "suite", "match": {"value": "contract"}}]}`
 	red := `{"must": [{"key": "suite", "match": {"value": "contract"}}, {"key": "color", "match": {"value": "red"}}]}`
@@ -143,53 +144,35 @@ func TestQdrantContract(t *testing.T) {
 			if strings.Contains(tc.path, "?") {
 				sep = "&"
 			}
-			res := e.do(tc.method, tc.path+sep+"deadline_ms=2000", tc.body, nil)
-			require.Equal(t, tc.status, res.status, "%s", res.body)
-			require.Equal(t, "application/json", res.header.Get("Content-Type"))
-			require.Equal(t, tc.want, normalised(t, res.body))
+			res := e.Do(tc.method, tc.path+sep+"deadline_ms=2000", tc.body, nil)
+			require.Equal(t, tc.status, res.Status, "%s", res.Body)
+			require.Equal(t, "application/json", res.Header.Get("Content-Type"))
+			require.Equal(t, tc.want, normalised(t, res.Body))
 			if tc.degradedHeader {
-				require.Equal(t, "false", res.header.Get("X-Trawl-Degraded"))
+				require.Equal(t, "false", res.Header.Get("X-Trawl-Degraded"))
 			}
 		})
 	}
 
 	// Deletes, by filter then by ids, and what they leave.
-	res := e.do(http.MethodPost, "/collections/trawl/points/delete?wait=true&ordering=weak", `{"filter": `+red+`}`, nil)
-	require.Equal(t, `{"result":{"operation_id":null,"status":"completed"},"status":"ok","time":0}`, normalised(t, res.body))
-	e.eventuallyAbsent("1", uuidA)
-	res = e.do(http.MethodPost, "/collections/trawl/points/count?deadline_ms=2000", `{"filter": `+suite+`}`, nil)
-	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
-	require.Contains(t, string(res.body), `{"result":{"count":1},"status":"ok"`)
-	res = e.do(http.MethodPost, "/collections/trawl/points/delete", `{"points": [2, 3]}`, nil)
-	require.Equal(t, `{"result":{"operation_id":null,"status":"completed"},"status":"ok","time":0}`, normalised(t, res.body))
-	e.eventuallyAbsent("2")
-	res = e.do(http.MethodGet, "/collections/trawl?deadline_ms=2000", "", nil)
-	require.Contains(t, string(res.body), `"points_count":300`)
-}
-
-// eventuallyAbsent waits until no replica stores any of ids: followers
-// apply a committed delete moments after the leader acknowledged it.
-func (e *env) eventuallyAbsent(ids ...string) {
-	e.t.Helper()
-	require.Eventually(e.t, func() bool {
-		for _, reps := range e.dc.Replicas {
-			for _, r := range reps {
-				for _, id := range ids {
-					if _, ok := r.Store.Get(id); ok {
-						return false
-					}
-				}
-			}
-		}
-		return true
-	}, 5*time.Second, 10*time.Millisecond, "a replica still stores one of %q", ids)
+	res := e.Do(http.MethodPost, "/collections/trawl/points/delete?wait=true&ordering=weak", `{"filter": `+red+`}`, nil)
+	require.Equal(t, `{"result":{"operation_id":null,"status":"completed"},"status":"ok","time":0}`, normalised(t, res.Body))
+	e.EventuallyAbsent("1", uuidA)
+	res = e.Do(http.MethodPost, "/collections/trawl/points/count?deadline_ms=2000", `{"filter": `+suite+`}`, nil)
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	require.Contains(t, string(res.Body), `{"result":{"count":1},"status":"ok"`)
+	res = e.Do(http.MethodPost, "/collections/trawl/points/delete", `{"points": [2, 3]}`, nil)
+	require.Equal(t, `{"result":{"operation_id":null,"status":"completed"},"status":"ok","time":0}`, normalised(t, res.Body))
+	e.EventuallyAbsent("2")
+	res = e.Do(http.MethodGet, "/collections/trawl?deadline_ms=2000", "", nil)
+	require.Contains(t, string(res.Body), `"points_count":300`)
 }
 
 // TestQdrantBadInput: everything trawl refuses answers Qdrant's error
 // envelope with exactly this message and status, reaches no shard and
 // stores nothing.
 func TestQdrantBadInput(t *testing.T) {
-	e := newEnv(t, envConfig{})
+	e := apitest.New(t, apitest.Config{})
 	v8 := unit(0)
 	for _, tc := range []struct {
 		name, method, path, body string
@@ -275,13 +258,13 @@ func TestQdrantBadInput(t *testing.T) {
 			"DELETE is not allowed on /collections/trawl (trawl serves a subset of Qdrant's API)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			store, rpcs := e.storeState(), e.shardRPCs()
-			res := e.do(tc.method, tc.path, tc.body, map[string]string{"Content-Type": "application/json"})
-			require.Equal(t, tc.status, res.status, "%s", res.body)
+			store, rpcs := e.StoreState(), e.ShardRPCs()
+			res := e.Do(tc.method, tc.path, tc.body, map[string]string{"Content-Type": "application/json"})
+			require.Equal(t, tc.status, res.Status, "%s", res.Body)
 			want := `{"status":{"error":` + string(mustJSON(t, tc.msg)) + `},"time":0}`
-			require.Equal(t, want, normalised(t, res.body))
-			require.Equal(t, rpcs, e.shardRPCs(), "a shard RPC was made for bad input")
-			require.Equal(t, store, e.storeState())
+			require.Equal(t, want, normalised(t, res.Body))
+			require.Equal(t, rpcs, e.ShardRPCs(), "a shard RPC was made for bad input")
+			require.Equal(t, store, e.StoreState())
 		})
 	}
 }
@@ -290,8 +273,8 @@ func TestQdrantBadInput(t *testing.T) {
 // so in scatter_gather and X-Trawl-Degraded, and ?allow_partial=false
 // refuses them in Qdrant's envelope with the block beside it.
 func TestQdrantDegraded(t *testing.T) {
-	e := newEnv(t, envConfig{})
-	e.stopShard("shard-1")
+	e := apitest.New(t, apitest.Config{})
+	e.StopShard("shard-1")
 	for _, tc := range []struct{ name, path, body string }{
 		{"count", "/collections/trawl/points/count", `{}`},
 		{"scroll", "/collections/trawl/points/scroll", `{"limit": 5}`},
@@ -299,9 +282,9 @@ func TestQdrantDegraded(t *testing.T) {
 		{"query", "/collections/trawl/points/query", `{"query": ` + unit(0) + `}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			res := e.do(http.MethodPost, tc.path+"?deadline_ms=500", tc.body, nil)
-			require.Equal(t, http.StatusOK, res.status, "%s", res.body)
-			require.Equal(t, "true", res.header.Get("X-Trawl-Degraded"))
+			res := e.Do(http.MethodPost, tc.path+"?deadline_ms=500", tc.body, nil)
+			require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+			require.Equal(t, "true", res.Header.Get("X-Trawl-Degraded"))
 			var a struct {
 				Result        json.RawMessage `json:"result"`
 				ScatterGather struct {
@@ -310,43 +293,43 @@ func TestQdrantDegraded(t *testing.T) {
 					ShardErrors       map[string]string `json:"shard_errors"`
 				} `json:"scatter_gather"`
 			}
-			require.NoError(t, json.Unmarshal(res.body, &a))
+			require.NoError(t, json.Unmarshal(res.Body, &a))
 			require.True(t, a.ScatterGather.Degraded)
 			require.Equal(t, []string{"shard-1"}, a.ScatterGather.UnavailableShards)
 			require.Equal(t, map[string]string{"shard-1": "unavailable"}, a.ScatterGather.ShardErrors)
 
-			res = e.do(http.MethodPost, tc.path+"?deadline_ms=500&allow_partial=false", tc.body, nil)
-			require.Equal(t, http.StatusServiceUnavailable, res.status, "%s", res.body)
-			require.Equal(t, "true", res.header.Get("X-Trawl-Degraded"))
+			res = e.Do(http.MethodPost, tc.path+"?deadline_ms=500&allow_partial=false", tc.body, nil)
+			require.Equal(t, http.StatusServiceUnavailable, res.Status, "%s", res.Body)
+			require.Equal(t, "true", res.Header.Get("X-Trawl-Degraded"))
 			var top map[string]json.RawMessage
-			require.NoError(t, json.Unmarshal(res.body, &top))
-			require.ElementsMatch(t, []string{"status", "time", "scatter_gather"}, keys(top))
+			require.NoError(t, json.Unmarshal(res.Body, &top))
+			require.ElementsMatch(t, []string{"status", "time", "scatter_gather"}, apitest.Keys(top))
 			require.Contains(t, string(top["status"]), "Service unavailable: 1 of 3 shards unavailable and allow_partial is false")
 		})
 	}
-	res := e.do(http.MethodGet, "/collections/trawl?deadline_ms=500", "", nil)
-	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
-	require.Contains(t, string(res.body), `"status":"yellow"`)
-	require.Equal(t, "true", res.header.Get("X-Trawl-Degraded"))
+	res := e.Do(http.MethodGet, "/collections/trawl?deadline_ms=500", "", nil)
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	require.Contains(t, string(res.Body), `"status":"yellow"`)
+	require.Equal(t, "true", res.Header.Get("X-Trawl-Degraded"))
 }
 
 // TestQdrantTimeout: Qdrant's timeout (seconds) is the deadline, clamped
 // to the maximum; deadline_ms wins when both are given.
 func TestQdrantTimeout(t *testing.T) {
-	e := newEnv(t, envConfig{})
+	e := apitest.New(t, apitest.Config{})
 	for _, tc := range []struct {
 		query string
 		want  int
 	}{{"", 50}, {"?timeout=2", 2000}, {"?timeout=3600", 10000}, {"?timeout=2&deadline_ms=1200", 1200}} {
 		// 50 ms may miss every shard under -race (a 503 then), but
 		// scatter_gather says the deadline either way.
-		res := e.do(http.MethodPost, "/collections/trawl/points/count"+tc.query, `{}`, nil)
+		res := e.Do(http.MethodPost, "/collections/trawl/points/count"+tc.query, `{}`, nil)
 		var a struct {
 			ScatterGather struct {
 				DeadlineMS int `json:"deadline_ms"`
 			} `json:"scatter_gather"`
 		}
-		require.NoError(t, json.Unmarshal(res.body, &a))
+		require.NoError(t, json.Unmarshal(res.Body, &a))
 		require.Equal(t, tc.want, a.ScatterGather.DeadlineMS, tc.query)
 	}
 }
@@ -354,7 +337,7 @@ func TestQdrantTimeout(t *testing.T) {
 // TestQdrantAPIKey: with a key, the Qdrant routes take it as api-key or
 // Bearer; without, 401 in Qdrant's envelope. The root stays open.
 func TestQdrantAPIKey(t *testing.T) {
-	e := newEnv(t, envConfig{APIKey: "s3cret"})
+	e := apitest.New(t, apitest.Config{APIKey: "s3cret"})
 	for _, tc := range []struct {
 		name   string
 		header map[string]string
@@ -366,13 +349,13 @@ func TestQdrantAPIKey(t *testing.T) {
 		{"bearer", map[string]string{"Authorization": "Bearer s3cret"}, 200},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			res := e.do(http.MethodGet, "/collections", "", tc.header)
-			require.Equal(t, tc.status, res.status, "%s", res.body)
+			res := e.Do(http.MethodGet, "/collections", "", tc.header)
+			require.Equal(t, tc.status, res.Status, "%s", res.Body)
 			if tc.status == 401 {
 				require.Equal(t, `{"status":{"error":"Unauthorized: missing or wrong API key: send it in the api-key header or as Authorization: Bearer \u003ckey\u003e"},"time":0}`,
-					strings.ReplaceAll(normalised(t, res.body), "<key>", `\u003ckey\u003e`))
+					strings.ReplaceAll(normalised(t, res.Body), "<key>", `\u003ckey\u003e`))
 			}
 		})
 	}
-	require.Equal(t, http.StatusOK, e.do(http.MethodGet, "/", "", nil).status)
+	require.Equal(t, http.StatusOK, e.Do(http.MethodGet, "/", "", nil).Status)
 }

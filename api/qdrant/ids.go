@@ -1,4 +1,4 @@
-package api
+package qdrant
 
 import (
 	"bytes"
@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/trawl-search/trawl/api/internal/wire"
 	"github.com/trawl-search/trawl/idorder"
 )
 
@@ -31,9 +32,9 @@ import (
 // strings — and a document written through /v1 with an id such as
 // "doc-7" reads back as that string.
 
-// parseQdrantID maps one id as a Qdrant request carries it (a JSON number
+// parseID maps one id as a Qdrant request carries it (a JSON number
 // or string) to its trawl id.
-func parseQdrantID(raw json.RawMessage) (string, error) {
+func parseID(raw json.RawMessage) (string, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 {
 		return "", fmt.Errorf("id is missing")
@@ -48,14 +49,14 @@ func parseQdrantID(raw json.RawMessage) (string, error) {
 		}
 		return stringID(s)
 	case c == '-' || (c >= '0' && c <= '9'):
-		return parseQdrantUint(string(raw))
+		return parseUint(string(raw))
 	}
-	return "", fmt.Errorf("id is %s, want an unsigned integer or a UUID string", jsonKind(raw))
+	return "", fmt.Errorf("id is %s, want an unsigned integer or a UUID string", wire.JSONKind(raw))
 }
 
-// parseQdrantUint takes a JSON number that must be an unsigned 64-bit
+// parseUint takes a JSON number that must be an unsigned 64-bit
 // integer: 7, not 7.0, 7e0 or -7.
-func parseQdrantUint(s string) (string, error) {
+func parseUint(s string) (string, error) {
 	n, err := strconv.ParseUint(s, 10, 64)
 	if err != nil {
 		return "", fmt.Errorf("id %s is not an unsigned 64-bit integer", s)
@@ -67,7 +68,7 @@ func parseQdrantUint(s string) (string, error) {
 // are an integer id, anything else must be a UUID.
 func parsePathID(s string) (string, error) {
 	if s != "" && strings.Trim(s, "0123456789") == "" {
-		return parseQdrantUint(s)
+		return parseUint(s)
 	}
 	return stringID(s)
 }
@@ -81,7 +82,7 @@ func stringID(s string) (string, error) {
 	if _, ok := idorder.Uint(s); ok {
 		return "", fmt.Errorf("id %q is a string; an integer id is sent as a JSON number (%s)", s, s)
 	}
-	if err := checkID(s); err != nil {
+	if err := wire.CheckID(s); err != nil {
 		return "", err
 	}
 	return s, nil
@@ -116,12 +117,12 @@ func canonicalUUID(s string) (string, bool) {
 	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:], true
 }
 
-// qdrantID is a trawl id as a Qdrant answer carries it.
-type qdrantID string
+// pointID is a trawl id as a Qdrant answer carries it.
+type pointID string
 
 // MarshalJSON writes a canonical unsigned integer as a number, anything
 // else as a string.
-func (id qdrantID) MarshalJSON() ([]byte, error) {
+func (id pointID) MarshalJSON() ([]byte, error) {
 	if _, ok := idorder.Uint(string(id)); ok {
 		return []byte(id), nil
 	}

@@ -1,4 +1,4 @@
-package api
+package httpx
 
 import (
 	"net/http"
@@ -15,9 +15,10 @@ import (
 // tracing is on, so a client can look its query up without parsing logs.
 const TraceIDHeader = "X-Trace-Id"
 
-// tracingOn reports whether tp makes spans; nil and OpenTelemetry's noop
-// provider do not, and then the HTTP middleware is not installed at all.
-func tracingOn(tp trace.TracerProvider) bool {
+// TracingOn reports whether tp makes spans; nil and OpenTelemetry's noop
+// provider do not, and then the tracing middleware is not installed at
+// all.
+func TracingOn(tp trace.TracerProvider) bool {
 	if tp == nil {
 		return false
 	}
@@ -39,16 +40,17 @@ func traced(path string) bool {
 	return true
 }
 
-// tracing is the request's span: it continues a client's W3C traceparent,
-// is renamed to the route pattern once chi has matched it (accessLog), and
-// puts the trace id in the answer's headers.
-func (s *Server) tracing() []func(http.Handler) http.Handler {
-	prop := s.cfg.Propagator
+// Tracing is the request's span: it continues a client's W3C traceparent
+// (read by prop; tracecontext and baggage if nil), is renamed to the route
+// pattern once chi has matched it (AccessLog), and puts the trace id in
+// the answer's headers. It goes outermost, so the access log and every
+// handler see the span.
+func Tracing(tp trace.TracerProvider, prop propagation.TextMapPropagator) []func(http.Handler) http.Handler {
 	if prop == nil {
 		prop = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
 	}
 	mw := otelhttp.NewMiddleware("http",
-		otelhttp.WithTracerProvider(s.cfg.TracerProvider),
+		otelhttp.WithTracerProvider(tp),
 		otelhttp.WithPropagators(prop),
 		// trawl_http_requests_total is the HTTP metric.
 		otelhttp.WithMeterProvider(metricnoop.NewMeterProvider()),

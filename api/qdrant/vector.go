@@ -1,9 +1,11 @@
-package api
+package qdrant
 
 import (
 	"encoding/json"
 	"slices"
 	"strconv"
+
+	"github.com/trawl-search/trawl/api/internal/wire"
 )
 
 // jsonVector is a JSON value that is usually an array of numbers (a
@@ -11,7 +13,7 @@ import (
 // without reflection: the 1536 numbers of a query are most of a request's
 // decoding, and keeping them raw to decode later (the value may also be a
 // named or sparse vector, or a point id) would parse them twice. Anything
-// else is kept raw, for qdrantVector to name what it is.
+// else is kept raw, for decodeVector to name what it is.
 type jsonVector struct {
 	floats   []float64
 	isFloats bool
@@ -30,7 +32,7 @@ func (v *jsonVector) UnmarshalJSON(b []byte) error {
 }
 
 // set reports whether the member was given and not null.
-func (v jsonVector) set() bool { return v.isFloats || isSet(v.raw) }
+func (v jsonVector) set() bool { return v.isFloats || wire.IsSet(v.raw) }
 
 // parseNumberArray parses b when it is a JSON array of numbers (already
 // known to be valid JSON: the decoder checked it), and reports whether it

@@ -1,4 +1,4 @@
-package api
+package qdrant
 
 import (
 	"bytes"
@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/trawl-search/trawl/api/internal/wire"
 )
 
 func TestQdrantIDMapping(t *testing.T) {
@@ -33,14 +35,14 @@ func TestQdrantIDMapping(t *testing.T) {
 		{in: `null`, err: "id is null, want an unsigned integer or a UUID string"},
 	} {
 		t.Run(tc.in, func(t *testing.T) {
-			id, err := parseQdrantID(json.RawMessage(tc.in))
+			id, err := parseID(json.RawMessage(tc.in))
 			if tc.err != "" {
 				require.EqualError(t, err, tc.err)
 				return
 			}
 			require.NoError(t, err)
 			require.Equal(t, tc.id, id)
-			b, err := json.Marshal(qdrantID(id))
+			b, err := json.Marshal(pointID(id))
 			require.NoError(t, err)
 			require.Equal(t, tc.back, string(b))
 		})
@@ -48,7 +50,7 @@ func TestQdrantIDMapping(t *testing.T) {
 	// Ids written through /v1 come back as they are: strings, unless
 	// they are canonical integers.
 	for in, want := range map[string]string{"doc-7": `"doc-7"`, "007": `"007"`, "7": `7`, "": `""`} {
-		b, err := json.Marshal(qdrantID(in))
+		b, err := json.Marshal(pointID(in))
 		require.NoError(t, err)
 		require.Equal(t, want, string(b))
 	}
@@ -71,18 +73,18 @@ func FuzzQdrantID(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, in string) {
-		id, err := parseQdrantID(json.RawMessage(in))
+		id, err := parseID(json.RawMessage(in))
 		if err != nil {
 			return
 		}
-		back, err := json.Marshal(qdrantID(id))
+		back, err := json.Marshal(pointID(id))
 		require.NoError(t, err)
-		again, err := parseQdrantID(back)
+		again, err := parseID(back)
 		require.NoError(t, err, "%s -> %q -> %s", in, id, back)
 		require.Equal(t, id, again)
 		// The type is kept: numbers stay numbers, strings stay strings.
 		trimmed := bytes.TrimSpace([]byte(in))
 		require.Equal(t, trimmed[0] == '"', back[0] == '"', "%s came back as %s", in, back)
-		require.LessOrEqual(t, len(id), MaxIDBytes)
+		require.LessOrEqual(t, len(id), wire.MaxIDBytes)
 	})
 }

@@ -1,0 +1,55 @@
+package wire
+
+import (
+	"net/http"
+
+	"github.com/trawl-search/trawl/coordinator"
+)
+
+// Error codes of the native JSON error body. Qdrant's envelope carries no
+// code, but its answers are classified by the same ones.
+const (
+	CodeInvalid         = "invalid_argument"
+	CodeUnauthenticated = "unauthenticated"
+	CodeNotFound        = "not_found"
+	CodeTooLarge        = "payload_too_large"
+	CodeOverloaded      = "overloaded"
+	CodeTimeout         = "request_timeout"
+	CodeUnavailable     = "unavailable"
+	CodeConflict        = "failed_precondition"
+	CodeUnknown         = "outcome_unknown"
+	CodeInternal        = "internal"
+	CodeMethod          = "method_not_allowed"
+)
+
+// Error is an answer that is not a result: a client mistake found while
+// reading, decoding or validating a request, or a refusal. A dialect's
+// envelope writes it in its own JSON shape.
+type Error struct {
+	Status int
+	Code   string
+	Msg    string
+}
+
+func (e *Error) Error() string { return e.Msg }
+
+// Invalid is a 400 invalid_argument.
+func Invalid(msg string) *Error {
+	return &Error{Status: http.StatusBadRequest, Code: CodeInvalid, Msg: msg}
+}
+
+// StatusOf maps a coordinator error code to the HTTP status and error code
+// of the contract.
+func StatusOf(c coordinator.Code) (int, string) {
+	switch c {
+	case coordinator.CodeNotFound:
+		return http.StatusNotFound, CodeNotFound
+	case coordinator.CodeUnavailable:
+		return http.StatusServiceUnavailable, CodeUnavailable
+	case coordinator.CodeConflict:
+		return http.StatusConflict, CodeConflict
+	case coordinator.CodeOutcomeUnknown:
+		return http.StatusBadGateway, CodeUnknown
+	}
+	return http.StatusInternalServerError, CodeInternal
+}

@@ -1,0 +1,126 @@
+package qdrant
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/trawl-search/trawl/api/internal/httpx"
+	"github.com/trawl-search/trawl/api/internal/wire"
+	"github.com/trawl-search/trawl/budget"
+	"github.com/trawl-search/trawl/coordinator"
+)
+
+// Version is the Qdrant release whose REST API (its OpenAPI
+// document) the /collections routes follow. GET / reports it, so the
+// official clients' compatibility check (same major, minor within one)
+// passes for the clients test-compat pins.
+const Version = "1.18.0"
+
+// DefaultCollection is --collection's default: the one collection's name.
+const DefaultCollection = "trawl"
+
+// Config wires a Handler.
+type Config struct {
+	// Coordinator runs the use cases, the same as /v1's.
+	Coordinator *coordinator.Coordinator
+	Budget      budget.Config
+	// Collection is the name the cluster's documents are served under
+	// (DefaultCollection if empty).
+	Collection string
+	// HTTP is the router's shared request handling (its key, limiter,
+	// metrics, logger and body timeout), as package api built it for
+	// /v1; the Handler answers in Qdrant's envelope and also takes the key
+	// in Qdrant's api-key header.
+	HTTP httpx.Dialect
+}
+
+// Handler serves the Qdrant-compatible routes.
+type Handler struct {
+	cfg  Config
+	http httpx.Dialect
+}
+
+// New builds the routes' handler; Mount puts them on a router.
+func New(cfg Config) *Handler {
+	h := &Handler{cfg: cfg, http: cfg.HTTP}
+	h.http.Envelope, h.http.KeyHeader = envelope, "api-key"
+	return h
+}
+
+// Mount puts the Qdrant-compatible routes (DESIGN.md, "Qdrant-compatible
+// REST") on r: the subset of Qdrant's REST API its clients use for one
+// collection, over the same use cases as /v1. Answers wear Qdrant's
+// envelope plus trawl's scatter_gather; errors are Qdrant's {"status":
+// {"error": ...}}.
+func (h *Handler) Mount(r chi.Router) {
+	// Open like /healthz: it is the clients' version probe and holds no
+	// data (Qdrant does not ask for a key on it either).
+	r.Get("/", h.root)
+	r.Route("/collections", func(r chi.Router) {
+		r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+			h.http.Error(w, r, &wire.Error{Status: http.StatusNotFound, Code: wire.CodeNotFound, Msg: "no such endpoint " + r.URL.Path})
+		})
+		r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+			h.http.Error(w, r, &wire.Error{Status: http.StatusMethodNotAllowed, Code: wire.CodeMethod,
+				Msg: r.Method + " is not allowed on " + r.URL.Path + " (trawl serves a subset of Qdrant's API)"})
+		})
+		r.Use(stampStart, h.http.Auth, h.http.Admission)
+		r.Get("/", h.listCollections)
+		r.Route("/{collection}", func(r chi.Router) {
+			r.Get("/", h.getCollection)
+			r.Put("/", h.createCollection)
+			r.Get("/exists", h.collectionExists)
+			r.Group(func(r chi.Router) {
+				r.Use(h.knownCollection)
+				r.Put("/points", h.upsert)
+				r.Post("/points", h.retrieve)
+				r.Get("/points/{id}", h.getPoint)
+				r.Post("/points/delete", h.deletePoints)
+				r.Post("/points/search", h.searchPoints)
+				r.Post("/points/search/batch", h.searchBatch)
+				r.Post("/points/query", h.queryPoints)
+				r.Post("/points/scroll", h.scroll)
+				r.Post("/points/count", h.count)
+			})
+		})
+	})
+}
+
+type ctxKey int
+
+// startKey holds when a Qdrant route's request arrived: Qdrant's "time".
+const startKey ctxKey = 0
+
+// stampStart notes when the request arrived; it goes first, so the time
+// counts auth and admission too.
+func stampStart(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), startKey, time.Now())))
+	})
+}
+
+// knownCollection answers 404 for any collection but the one.
+func (h *Handler) knownCollection(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if name := chi.URLParam(r, "collection"); name != h.collection() {
+			h.http.Error(w, r, notFoundCollection(name))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func notFoundCollection(name string) *wire.Error {
+	return &wire.Error{Status: http.StatusNotFound, Code: wire.CodeNotFound, Msg: fmt.Sprintf("Collection `%s` doesn't exist!", name)}
+}
+
+func (h *Handler) collection() string {
+	if h.cfg.Collection == "" {
+		return DefaultCollection
+	}
+	return h.cfg.Collection
+}

@@ -1,0 +1,169 @@
+package qdrant
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/trawl-search/trawl/api/internal/wire"
+	"github.com/trawl-search/trawl/coordinator"
+	"github.com/trawl-search/trawl/fanout"
+	"github.com/trawl-search/trawl/filter"
+)
+
+// scoredPoint is Qdrant's ScoredPoint. trawl keeps no point versions, so
+// version is 0.
+type scoredPoint struct {
+	ID      pointID         `json:"id"`
+	Version uint64          `json:"version"`
+	Score   wire.Score      `json:"score"`
+	Payload json.RawMessage `json:"payload,omitempty"`
+	Vector  []float32       `json:"vector,omitempty"`
+}
+
+func (h *Handler) searchPoints(w http.ResponseWriter, r *http.Request) {
+	h.runSearch(w, r, fanout.PathSearch, func(b []byte, sch coordinator.Schema) ([]query, error) {
+		q, err := decodeSearch(b, sch)
+		return []query{q}, err
+	}, func(lists [][]scoredPoint) any { return lists[0] })
+}
+
+func (h *Handler) searchBatch(w http.ResponseWriter, r *http.Request) {
+	h.runSearch(w, r, fanout.PathSearchBatch, decodeSearchBatch, func(lists [][]scoredPoint) any { return lists })
+}
+
+func (h *Handler) queryPoints(w http.ResponseWriter, r *http.Request) {
+	h.runSearch(w, r, fanout.PathSearch, func(b []byte, sch coordinator.Schema) ([]query, error) {
+		q, err := decodeQuery(b, sch)
+		return []query{q}, err
+	}, func(lists [][]scoredPoint) any { return map[string][]scoredPoint{"points": lists[0]} })
+}
+
+// runSearch is search, batch search and query: the same
+// coordinator.Search as /v1/search and /v1/search/batch, answered in
+// Qdrant's shapes.
+func (h *Handler) runSearch(w http.ResponseWriter, r *http.Request, path fanout.Path,
+	decode func([]byte, coordinator.Schema) ([]query, error), shape func([][]scoredPoint) any) {
+	arrived := time.Now()
+	qqs, p, ok := decodeRequest(h, w, r, func(b []byte) ([]query, error) { return decode(b, h.schema()) })
+	if !ok {
+		return
+	}
+	permit := h.http.Admit(w, r, len(qqs), p.budget.Deadline)
+	if permit == nil {
+		return
+	}
+	qs := make([]coordinator.Query, len(qqs))
+	for i, q := range qqs {
+		qs[i] = q.q
+	}
+	ans, err := h.cfg.Coordinator.Search(r.Context(), coordinator.Search{Path: path, Queries: qs, Budget: p.budget, AllowPartial: p.allowPartial})
+	permit.Done(time.Since(arrived), wire.Late(ans.Summary))
+	if err != nil && ans.Summary.ShardsTotal == 0 {
+		if coordinator.CodeOf(err) == coordinator.CodeNotFound {
+			err = &wire.Error{Status: http.StatusNotFound, Code: wire.CodeNotFound, Msg: err.Error()} // query by an id not stored
+		}
+		h.http.Fail(w, r, err, nil)
+		return
+	}
+	sg := wire.NewScatterGather(ans, p.detail)
+	if err != nil {
+		h.http.Fail(w, r, err, &sg)
+		return
+	}
+	lists := make([][]scoredPoint, len(ans.Hits))
+	for i, hs := range ans.Hits {
+		hs = hs[min(qqs[i].offset, len(hs)):]
+		lists[i] = make([]scoredPoint, len(hs))
+		for j, hit := range hs {
+			pl, err := stripKeys(hit.Payload, qqs[i].exclude)
+			if err != nil {
+				h.http.Fail(w, r, err, &sg)
+				return
+			}
+			lists[i][j] = scoredPoint{ID: pointID(hit.ID), Score: wire.Score(hit.Score), Payload: pl, Vector: hit.Vector}
+		}
+	}
+	answer(w, r, shape(lists), &sg)
+}
+
+// gather is the fan-out step every Qdrant read of one unit of work
+// shares: admission, the call, its scatter_gather. It reports false once
+// it has answered (refused, or the call failed: the error with the
+// scatter_gather of what was asked).
+func (h *Handler) gather(w http.ResponseWriter, r *http.Request, p routeParams,
+	call func(context.Context) (fanout.Summary, []coordinator.ShardReport, error)) (wire.ScatterGather, bool) {
+	start := time.Now()
+	permit := h.http.Admit(w, r, 1, p.budget.Deadline)
+	if permit == nil {
+		return wire.ScatterGather{}, false
+	}
+	sum, shards, err := call(r.Context())
+	permit.Done(time.Since(start), wire.Late(sum))
+	sg := wire.NewScatterGather(coordinator.Answer{Summary: sum, Shards: shards, Exact: true}, p.detail)
+	if err != nil {
+		h.http.Fail(w, r, err, &sg)
+		return sg, false
+	}
+	return sg, true
+}
+
+// countPoints counts the points f matches (all when nil) through
+// gather.
+func (h *Handler) countPoints(w http.ResponseWriter, r *http.Request, p routeParams, f *filter.Filter) (uint64, wire.ScatterGather, bool) {
+	var n uint64
+	sg, ok := h.gather(w, r, p, func(ctx context.Context) (fanout.Summary, []coordinator.ShardReport, error) {
+		ans, err := h.cfg.Coordinator.Count(ctx, f, p.budget, p.allowPartial)
+		n = ans.Count
+		return ans.Summary, ans.Shards, err
+	})
+	return n, sg, ok
+}
+
+func (h *Handler) count(w http.ResponseWriter, r *http.Request) {
+	f, p, ok := decodeRequest(h, w, r, decodeCount)
+	if !ok {
+		return
+	}
+	n, sg, ok := h.countPoints(w, r, p, f)
+	if !ok {
+		return
+	}
+	answer(w, r, map[string]uint64{"count": n}, &sg)
+}
+
+func (h *Handler) scroll(w http.ResponseWriter, r *http.Request) {
+	qs, p, ok := decodeRequest(h, w, r, decodeScroll)
+	if !ok {
+		return
+	}
+	qs.s.Budget, qs.s.AllowPartial = p.budget, p.allowPartial
+	var ans coordinator.ScrollAnswer
+	sg, ok := h.gather(w, r, p, func(ctx context.Context) (fanout.Summary, []coordinator.ShardReport, error) {
+		var err error
+		ans, err = h.cfg.Coordinator.Scroll(ctx, qs.s)
+		return ans.Summary, ans.Shards, err
+	})
+	if !ok {
+		return
+	}
+	type scrollResult struct {
+		Points         []record `json:"points"`
+		NextPageOffset *pointID `json:"next_page_offset"`
+	}
+	out := scrollResult{Points: make([]record, len(ans.Points))}
+	for i, pt := range ans.Points {
+		rec, err := toRecord(pt.ID, pt.Payload, pt.Vector, qs.s.WithPayload != nil, qs.exclude)
+		if err != nil {
+			h.http.Fail(w, r, err, &sg)
+			return
+		}
+		out.Points[i] = rec
+	}
+	if ans.HasNext {
+		next := pointID(ans.Next)
+		out.NextPageOffset = &next
+	}
+	answer(w, r, out, &sg)
+}
