@@ -63,7 +63,7 @@ func unavailableKey(path, shard, reason string) string {
 func TestScatterCounters(t *testing.T) {
 	e := newEnv(t, envConfig{})
 	paths := []string{"search", "search_batch", "scroll", "count"}
-	reasons := []string{"deadline_exceeded", "unavailable", "suspect", "overloaded", "internal"}
+	reasons := []string{"deadline_exceeded", "unavailable", "suspect", "overloaded", "not_serving", "internal"}
 
 	// Every labelled series exists at 0 before any query.
 	c0 := e.counters()

@@ -34,7 +34,7 @@ func TestLabelValuesAreTheContracts(t *testing.T) {
 		hedges = append(hedges, o)
 	}
 	require.Equal(t, []string{"search", "search_batch", "scroll", "count"}, str(paths...))
-	require.Equal(t, []string{"deadline_exceeded", "unavailable", "suspect", "overloaded", "internal"}, str(reasons...))
+	require.Equal(t, []string{"deadline_exceeded", "unavailable", "suspect", "overloaded", "not_serving", "internal"}, str(reasons...))
 	require.Equal(t, []string{"won", "lost", "failed"}, str(hedges...))
 }
 

@@ -137,15 +137,30 @@ func groupDim(t *testing.T, n, dim int) []*member {
 	})
 }
 
+// restartablePort is a free loopback address for a member that restarts
+// on it. It lies below the kernel's ephemeral range (32768 and up), where
+// the outgoing connections of every test on the machine take their local
+// ports: a freed ephemeral port was taken by one of them while its member
+// was down ("bind: address already in use").
+func restartablePort(t *testing.T) string {
+	t.Helper()
+	for range 1000 {
+		addr := fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(12000))
+		if ln, err := net.Listen("tcp", addr); err == nil {
+			ln.Close()
+			return addr
+		}
+	}
+	t.Fatal("no free port below the ephemeral range")
+	return ""
+}
+
 func groupOf(t *testing.T, n, dim int, cfg func(*Config)) []*member {
 	t.Helper()
 	ms := make([]*member, n)
 	var peers []string
 	for i := range ms {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		addr := ln.Addr().String()
-		ln.Close()
+		addr := restartablePort(t)
 		p, err := faultproxy.Start("127.0.0.1:0", addr)
 		require.NoError(t, err)
 		ms[i] = &member{t: t, dir: filepath.Join(t.TempDir(), fmt.Sprint("r", i)), listen: addr, proxy: p, cfg: cfg, dim: dim}
