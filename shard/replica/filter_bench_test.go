@@ -2,39 +2,19 @@ package replica
 
 import (
 	"context"
-	"fmt"
 	"math/rand/v2"
-	"os"
 	"strconv"
 	"testing"
 
 	"github.com/trawl-search/trawl/filter"
 	"github.com/trawl-search/trawl/shard"
 	"github.com/trawl-search/trawl/shard/client"
+	"github.com/trawl-search/trawl/shard/internal/shardtest"
 	"github.com/trawl-search/trawl/shard/server"
 	"github.com/trawl-search/trawl/shard/shardpb"
 	"github.com/trawl-search/trawl/shard/store"
 	"github.com/trawl-search/trawl/vector"
 )
-
-// benchRows is the shard size of the filter benchmarks (DESIGN.md's
-// "1 % of a 200 000-vector shard"); TRAWL_FILTER_BENCH_ROWS makes it
-// smaller for a quick look.
-func benchRows() int {
-	if n, err := strconv.Atoi(os.Getenv("TRAWL_FILTER_BENCH_ROWS")); err == nil && n > 0 {
-		return n
-	}
-	return 200_000
-}
-
-// benchPayload is a document's payload in the benchmarks: bucket (0..99)
-// makes selectivities exact (bucket == 7 keeps 1 %, bucket < 10 keeps
-// 10 %), plus the dev corpus's kind of fields.
-func benchPayload(rng *rand.Rand, i int) []byte {
-	langs := []string{"en", "en", "de", "fr", "es", "ja"}
-	return fmt.Appendf(nil, `{"bucket":%d,"lang":%q,"year":%d,"tags":["t%d","t%d"],"price":%d.%02d}`,
-		i%100, langs[rng.IntN(len(langs))], 2000+rng.IntN(26), rng.IntN(20), rng.IntN(20), rng.IntN(1000), rng.IntN(100))
-}
 
 // benchServer is a 1536-D cosine replica (a group of one, its log in
 // memory) of n rows with payloads and int8 codes, written and trained
@@ -55,7 +35,7 @@ func benchServer(b *testing.B, n int) *server.Server {
 		for j := range v {
 			v[j] = rng.Float32() - 0.5
 		}
-		req.Vectors = append(req.Vectors, &shardpb.Vector{Id: "doc-" + strconv.Itoa(i), Vector: shard.EncodeVector(v), Payload: benchPayload(rng, i)})
+		req.Vectors = append(req.Vectors, &shardpb.Vector{Id: "doc-" + strconv.Itoa(i), Vector: shard.EncodeVector(v), Payload: shardtest.BenchPayload(rng, i)})
 		if len(req.Vectors) == 1024 || i == n-1 {
 			if _, err := rep.Server.Upsert(context.Background(), req); err != nil {
 				b.Fatal(err)
@@ -72,7 +52,7 @@ func benchServer(b *testing.B, n int) *server.Server {
 // 10 % and 50 % of the rows, and one matching nothing. ns/op is the whole
 // shard side of a query: filter parse, index selection, scan, answer.
 func BenchmarkFilteredSearch(b *testing.B) {
-	n := benchRows()
+	n := shardtest.BenchRows()
 	srv := benchServer(b, n)
 	rng := rand.New(rand.NewPCG(3, 4))
 	q := make([]float32, vector.DefaultDim)
@@ -148,7 +128,7 @@ func BenchmarkUpsert(b *testing.B) {
 					}
 					pv := &shardpb.Vector{Id: "doc-" + strconv.Itoa(next), Vector: shard.EncodeVector(v)}
 					if withPayload {
-						pv.Payload = benchPayload(rng, next)
+						pv.Payload = shardtest.BenchPayload(rng, next)
 					}
 					next++
 					req.Vectors = append(req.Vectors, pv)

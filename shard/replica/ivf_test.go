@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
-	"math/rand/v2"
 	"os"
 	"slices"
 	"sort"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/trawl-search/trawl/shard"
 	"github.com/trawl-search/trawl/shard/client"
+	"github.com/trawl-search/trawl/shard/internal/shardtest"
 	"github.com/trawl-search/trawl/shard/raftnode"
 	"github.com/trawl-search/trawl/shard/server"
 	"github.com/trawl-search/trawl/shard/shardpb"
@@ -29,34 +29,6 @@ import (
 	"github.com/trawl-search/trawl/vector/ivf"
 	"github.com/trawl-search/trawl/vector/quant"
 )
-
-// clusteredGen makes vectors around a few fixed centres, so IVF lists
-// mean something.
-type clusteredGen struct {
-	rng     *rand.Rand
-	centres [][]float32
-}
-
-func newClustered(seed uint64, dim, centres int) *clusteredGen {
-	g := &clusteredGen{rng: rand.New(rand.NewPCG(seed, 99))}
-	for range centres {
-		c := make([]float32, dim)
-		for j := range c {
-			c[j] = float32(g.rng.NormFloat64())
-		}
-		g.centres = append(g.centres, c)
-	}
-	return g
-}
-
-func (g *clusteredGen) vec() []float32 {
-	c := g.centres[g.rng.IntN(len(g.centres))]
-	v := make([]float32, len(c))
-	for j := range v {
-		v[j] = c[j] + 0.5*float32(g.rng.NormFloat64())
-	}
-	return v
-}
 
 // listSets returns the store's index as sorted id sets, list by list
 // (slot order inside a list follows the write history, which replicas and
@@ -215,14 +187,14 @@ func (g *gate) kernel(k vector.Kernel) vector.Kernel {
 // and nprobe = every list as the flat int8 scan would.
 func TestIVFServerScans(t *testing.T) {
 	const dim = 16
-	g := newClustered(4, dim, 10)
+	g := shardtest.NewClustered(4, dim, 10)
 	obs := &kindCounter{kinds: map[string]int{}}
 	rep, c := serve(t, Config{Dim: dim, Metric: vector.Euclidean, Kernel: vector.Generic(), Index: store.IndexIVF,
 		Int8MinRows: neverTrain, IVFMinRows: neverTrain, Observer: obs}, nil, client.DialConfig{})
 	mem := rep.Store
 	var vs []*shardpb.Vector
 	for i := range 4000 {
-		vs = append(vs, &shardpb.Vector{Id: fmt.Sprintf("v%04d", i), Vector: shard.EncodeVector(g.vec()),
+		vs = append(vs, &shardpb.Vector{Id: fmt.Sprintf("v%04d", i), Vector: shard.EncodeVector(g.Vec()),
 			Payload: fmt.Appendf(nil, `{"g":%d}`, i%100)})
 	}
 	for i := 0; i < len(vs); i += 256 {
@@ -246,7 +218,7 @@ func TestIVFServerScans(t *testing.T) {
 	}))
 	found, total := 0, 0
 	for range 20 {
-		v := g.vec()
+		v := g.Vec()
 		brute, err := vector.Generic().Scan(context.Background(), vector.Euclidean, rows, []vector.Query{{Vector: v, K: 10}})
 		require.NoError(t, err)
 		want := hitsOfVector(brute[0])
@@ -334,12 +306,12 @@ func TestIVFReplicas(t *testing.T) {
 		c.Index, c.Int8MinRows, c.IVFMinRows = store.IndexIVF, 200, minRows
 	})
 	waitLeader(t, ms)
-	g := newClustered(5, dim, 8)
+	g := shardtest.NewClustered(5, dim, 8)
 	next := 0
 	batch := func(n int) []*shardpb.Vector {
 		var vs []*shardpb.Vector
 		for range n {
-			vs = append(vs, &shardpb.Vector{Id: fmt.Sprintf("d-%05d", next), Vector: shard.EncodeVector(g.vec())})
+			vs = append(vs, &shardpb.Vector{Id: fmt.Sprintf("d-%05d", next), Vector: shard.EncodeVector(g.Vec())})
 			next++
 		}
 		return vs
@@ -365,7 +337,7 @@ func TestIVFReplicas(t *testing.T) {
 	}
 	// Writes after the build: appends, overwrites, deletes.
 	for i := range 30 {
-		last = upsertOn(t, ms, []*shardpb.Vector{{Id: fmt.Sprintf("d-%05d", i*13), Vector: shard.EncodeVector(g.vec())}})
+		last = upsertOn(t, ms, []*shardpb.Vector{{Id: fmt.Sprintf("d-%05d", i*13), Vector: shard.EncodeVector(g.Vec())}})
 	}
 	deleteOn := func(id string) {
 		require.Eventually(t, func() bool {
@@ -391,7 +363,7 @@ func TestIVFReplicas(t *testing.T) {
 
 	queries := make([]client.Query, 20)
 	for i := range queries {
-		queries[i] = client.Query{Vector: g.vec(), K: 10, NProbe: i % 3}
+		queries[i] = client.Query{Vector: g.Vec(), K: 10, NProbe: i % 3}
 	}
 	same := func(what string) {
 		t.Helper()
@@ -485,7 +457,7 @@ func TestIVFReplicas(t *testing.T) {
 	}
 	for i := 0; last <= raftnode.DefaultTrailingLogs+10; i++ {
 		// Overwrites: the shard keeps its size for the retrain below.
-		last = upsertOn(t, ms, []*shardpb.Vector{{Id: fmt.Sprintf("d-%05d", i%next), Vector: shard.EncodeVector(g.vec())}})
+		last = upsertOn(t, ms, []*shardpb.Vector{{Id: fmt.Sprintf("d-%05d", i%next), Vector: shard.EncodeVector(g.Vec())}})
 	}
 	for _, m := range ms {
 		if m != follower {
@@ -531,10 +503,10 @@ func TestIndexStats(t *testing.T) {
 		t.Helper()
 		cfg.Dim, cfg.Metric, cfg.Int8MinRows, cfg.IVFMinRows = dim, vector.Euclidean, neverTrain, neverTrain
 		rep, c := serve(t, cfg, nil, client.DialConfig{})
-		g := newClustered(5, dim, 10)
+		g := shardtest.NewClustered(5, dim, 10)
 		var vs []*shardpb.Vector
 		for i := range rows {
-			vs = append(vs, &shardpb.Vector{Id: fmt.Sprintf("v%04d", i), Vector: shard.EncodeVector(g.vec())})
+			vs = append(vs, &shardpb.Vector{Id: fmt.Sprintf("v%04d", i), Vector: shard.EncodeVector(g.Vec())})
 		}
 		for i := 0; i < len(vs); i += 256 {
 			_, err := c.Upsert(ctx(t), place, vs[i:min(i+256, len(vs))])

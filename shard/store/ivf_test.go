@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"hash/crc32"
 	"math"
-	"math/rand/v2"
 	"sort"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/trawl-search/trawl/shard/internal/shardtest"
 	"github.com/trawl-search/trawl/vector"
 	"github.com/trawl-search/trawl/vector/ivf"
 	"github.com/trawl-search/trawl/vector/quant"
@@ -27,34 +27,6 @@ func TestParseIndex(t *testing.T) {
 	_, err := ParseIndex("hnsw")
 	require.Error(t, err)
 	require.Equal(t, QuantInt8, NewMemory(4, WithIVF(vector.Generic(), vector.Cosine)).Quantization(), "ivf implies int8")
-}
-
-// clusteredGen makes vectors around a few fixed centres, so IVF lists
-// mean something.
-type clusteredGen struct {
-	rng     *rand.Rand
-	centres [][]float32
-}
-
-func newClustered(seed uint64, dim, centres int) *clusteredGen {
-	g := &clusteredGen{rng: rand.New(rand.NewPCG(seed, 99))}
-	for range centres {
-		c := make([]float32, dim)
-		for j := range c {
-			c[j] = float32(g.rng.NormFloat64())
-		}
-		g.centres = append(g.centres, c)
-	}
-	return g
-}
-
-func (g *clusteredGen) vec() []float32 {
-	c := g.centres[g.rng.IntN(len(g.centres))]
-	v := make([]float32, len(c))
-	for j := range v {
-		v[j] = c[j] + 0.5*float32(g.rng.NormFloat64())
-	}
-	return v
 }
 
 // idSets turns an index's lists into sorted id sets, list by list (slot
@@ -114,13 +86,13 @@ func withBuildHook(fn func()) MemoryOption { return func(m *Memory) { m.buildHoo
 // swap keep it so; the flat codes are dropped.
 func TestIVFBuildBesideWrites(t *testing.T) {
 	const dim = 16
-	g := newClustered(3, dim, 12)
+	g := shardtest.NewClustered(3, dim, 12)
 	var mem *Memory
 	next := 0
 	upsert := func(n int) {
 		recs := make([]Record, n)
 		for i := range recs {
-			recs[i] = Record{ID: fmt.Sprintf("r%05d", next), Vector: g.vec()}
+			recs[i] = Record{ID: fmt.Sprintf("r%05d", next), Vector: g.Vec()}
 			next++
 		}
 		require.NoError(t, mem.Upsert(context.Background(), place, recs))
@@ -128,7 +100,7 @@ func TestIVFBuildBesideWrites(t *testing.T) {
 	overwrite := func(row int) {
 		var id string
 		require.NoError(t, mem.View(func(r vector.Rows) error { id = r.IDs[row]; return nil }))
-		require.NoError(t, mem.Upsert(context.Background(), place, []Record{{ID: id, Vector: g.vec()}}))
+		require.NoError(t, mem.Upsert(context.Background(), place, []Record{{ID: id, Vector: g.Vec()}}))
 	}
 	del := func(row int) {
 		var id string
@@ -144,16 +116,16 @@ func TestIVFBuildBesideWrites(t *testing.T) {
 		held := mem.ivf.pending.x.Len()
 		mem.mu.RUnlock()
 		if n := mem.Len(); held > 0 && n > held+1 {
-			overwrite(g.rng.IntN(held))          // held by the build
-			overwrite(held + g.rng.IntN(n-held)) // not yet
-			del(g.rng.IntN(held))                // the last row moves into the build's part
-			del(held + g.rng.IntN(mem.Len()-held))
+			overwrite(g.IntN(held))          // held by the build
+			overwrite(held + g.IntN(n-held)) // not yet
+			del(g.IntN(held))                // the last row moves into the build's part
+			del(held + g.IntN(mem.Len()-held))
 		}
 		if chunks == 3 || chunks == 6 {
 			// Shrink the store below the build's rows: deletes then move
 			// rows the build holds.
 			for mem.Len() > held-50 {
-				del(g.rng.IntN(mem.Len()))
+				del(g.IntN(mem.Len()))
 			}
 		}
 		if chunks <= 6 {
@@ -186,13 +158,13 @@ func TestIVFBuildBesideWrites(t *testing.T) {
 	require.False(t, built, "nothing to build")
 
 	for range 200 {
-		switch g.rng.IntN(3) {
+		switch g.IntN(3) {
 		case 0:
 			upsert(1)
 		case 1:
-			overwrite(g.rng.IntN(mem.Len()))
+			overwrite(g.IntN(mem.Len()))
 		default:
-			del(g.rng.IntN(mem.Len()))
+			del(g.IntN(mem.Len()))
 		}
 	}
 	require.Equal(t, freshLists(t, mem), listSets(t, mem), "writes after the swap keep the lists")
@@ -229,10 +201,10 @@ func TestIVFBuildBesideWrites(t *testing.T) {
 func TestIVFDefaultNProbe(t *testing.T) {
 	const dim, rows = 16, 4000
 	mem := NewMemory(dim, WithIVF(vector.Generic(), vector.Euclidean))
-	g := newClustered(5, dim, 10)
+	g := shardtest.NewClustered(5, dim, 10)
 	recs := make([]Record, rows)
 	for i := range recs {
-		recs[i] = Record{ID: fmt.Sprintf("v%04d", i), Vector: g.vec()}
+		recs[i] = Record{ID: fmt.Sprintf("v%04d", i), Vector: g.Vec()}
 	}
 	require.NoError(t, mem.Upsert(context.Background(), place, recs))
 	require.False(t, mem.needsIVFNProbe(), "no index to measure")
