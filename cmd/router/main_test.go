@@ -143,3 +143,52 @@ func TestIndexIVFImpliesInt8(t *testing.T) {
 	_, _, err = parse("--index", "hnsw")
 	require.ErrorContains(t, err, "--index")
 }
+
+// TestRaftTimingBounds: the shard's raft timings are refused at start
+// outside 100ms..1m, with an election timeout under the heartbeat timeout,
+// or a leader silence under 3x the election timeout; each error names the
+// flag, and the environment twins are checked alike.
+func TestRaftTimingBounds(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		wantErr string // empty: accepted
+	}{
+		{name: "defaults"},
+		{name: "both at the lower bound", args: []string{"--raft-heartbeat-timeout=100ms", "--raft-election-timeout=100ms"}},
+		{name: "both at the upper bound", args: []string{"--raft-heartbeat-timeout=1m", "--raft-election-timeout=1m", "--max-leader-silence=3m"}},
+		{name: "longer election timeout", args: []string{"--raft-heartbeat-timeout=500ms", "--raft-election-timeout=2s", "--max-leader-silence=6s"}},
+		{name: "heartbeat too short", args: []string{"--raft-heartbeat-timeout=99ms"}, wantErr: "--raft-heartbeat-timeout 99ms: want 100ms..1m0s"},
+		{name: "heartbeat zero", args: []string{"--raft-heartbeat-timeout=0"}, wantErr: "--raft-heartbeat-timeout 0s: want 100ms..1m0s"},
+		{name: "heartbeat too long", args: []string{"--raft-heartbeat-timeout=61s", "--raft-election-timeout=61s", "--max-leader-silence=10m"}, wantErr: "--raft-heartbeat-timeout 1m1s: want"},
+		{name: "election too short", args: []string{"--raft-election-timeout=50ms"}, wantErr: "--raft-election-timeout 50ms: want"},
+		{name: "election too long", args: []string{"--raft-election-timeout=2m", "--max-leader-silence=10m"}, wantErr: "--raft-election-timeout 2m0s: want"},
+		{name: "negative", args: []string{"--raft-election-timeout=-1s"}, wantErr: "--raft-election-timeout -1s: want"},
+		{name: "election under heartbeat", args: []string{"--raft-heartbeat-timeout=2s", "--raft-election-timeout=1s"}, wantErr: "--raft-election-timeout 1s is under --raft-heartbeat-timeout 2s"},
+		{name: "silence under 3x election", args: []string{"--raft-election-timeout=2s"}, wantErr: "--max-leader-silence 5s is under 3x --raft-election-timeout 2s"},
+		{name: "silence exactly 3x election", args: []string{"--raft-election-timeout=2s", "--max-leader-silence=6s"}},
+		{name: "no unit", args: []string{"--raft-heartbeat-timeout=1"}, wantErr: "invalid value"},
+		{name: "from the environment", env: map[string]string{"TRAWL_RAFT_HEARTBEAT_TIMEOUT": "3s", "TRAWL_RAFT_ELECTION_TIMEOUT": "3s", "TRAWL_MAX_LEADER_SILENCE": "9s"}},
+		{name: "bad value from the environment", env: map[string]string{"TRAWL_RAFT_ELECTION_TIMEOUT": "20ms"}, wantErr: "--raft-election-timeout 20ms: want"},
+		{name: "command line wins", args: []string{"--raft-election-timeout=1s"}, env: map[string]string{"TRAWL_RAFT_ELECTION_TIMEOUT": "20ms"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			fs := flag.NewFlagSet("shard", flag.ContinueOnError)
+			fs.SetOutput(io.Discard)
+			timings := raftTimingFlags(fs)
+			err := parseFlags(fs, tc.args)
+			if err == nil {
+				err = timings.check()
+			}
+			if tc.wantErr == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorContains(t, err, tc.wantErr)
+		})
+	}
+}

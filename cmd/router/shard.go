@@ -35,7 +35,7 @@ func runShard(ctx context.Context, args []string) error {
 	dataDir := fs.String("data-dir", "", "data directory (created if missing): the raft log (raft.db) and snapshots")
 	peers := fs.String("peers", "", "every replica of this shard, this one included, as HOST:PORT,HOST:PORT,... (the addresses they reach each other at); empty: a group of one")
 	advertise := fs.String("advertise-addr", "", "this replica's entry in --peers (default: --grpc-addr)")
-	maxSilence := fs.Duration("max-leader-silence", raftnode.DefaultMaxLeaderSilence, "stop serving reads after this long without hearing from a leader (at least 3x the 1s election timeout)")
+	timings := raftTimingFlags(fs)
 	dim := fs.Int("dim", vector.DefaultDim, "vector dimension")
 	metricName := fs.String("metric", "cosine", "similarity metric: cosine, dot or l2")
 	quantName := fs.String("quantization", "none", "none, or int8: keep int8 codes beside the float32 rows (the leader trains the scale once the shard holds 1000 rows and commits it through the log) and scan them for queries without \"exact\": true, re-scoring the candidates in float32")
@@ -50,6 +50,9 @@ func runShard(ctx context.Context, args []string) error {
 	}
 	if *dataDir == "" {
 		return errors.New("--data-dir is required")
+	}
+	if err := timings.check(); err != nil {
+		return err
 	}
 	if err := os.MkdirAll(*dataDir, 0o750); err != nil {
 		return fmt.Errorf("--data-dir: %w", err)
@@ -132,7 +135,8 @@ func runShard(ctx context.Context, args []string) error {
 	}
 	rep, err := replica.Open(replica.Config{
 		Dim: *dim, Metric: m, Kernel: kernel, Quantization: qz, Index: idx,
-		DataDir: *dataDir, Advertise: adv, Peers: peerList, MaxLeaderSilence: *maxSilence,
+		DataDir: *dataDir, Advertise: adv, Peers: peerList,
+		MaxLeaderSilence: *timings.maxSilence, HeartbeatTimeout: *timings.heartbeat, ElectionTimeout: *timings.election,
 		PeerCreds: peerCreds, Observer: obs, TracerProvider: tel.TracerProvider, Logger: log, RaftLogLevel: raftLevel,
 	})
 	if err != nil {
@@ -183,6 +187,28 @@ func runShard(ctx context.Context, args []string) error {
 	defer cancel()
 	_ = hs.Shutdown(sctx)
 	return err
+}
+
+// raftTimings are the shard's raft timing flags.
+type raftTimings struct{ maxSilence, heartbeat, election *time.Duration }
+
+// raftTimingFlags adds --max-leader-silence, --raft-heartbeat-timeout and
+// --raft-election-timeout to fs.
+func raftTimingFlags(fs *flag.FlagSet) raftTimings {
+	return raftTimings{
+		maxSilence: fs.Duration("max-leader-silence", raftnode.DefaultMaxLeaderSilence,
+			"stop serving reads after this long without hearing from a leader; at least 3x --raft-election-timeout, so a leader change does not flap a healthy shard"),
+		heartbeat: fs.Duration("raft-heartbeat-timeout", raftnode.DefaultHeartbeatTimeout,
+			fmt.Sprintf("a follower that hears nothing from its leader for 1-2x this (at random) calls an election; the leader sends heartbeats every tenth of it and steps down when no majority has answered for half of it. Longer rides out slower disks and networks, and leaves a shard without writes for longer when its leader dies (%s..%s)", raftnode.MinRaftTimeout, raftnode.MaxRaftTimeout)),
+		election: fs.Duration("raft-election-timeout", raftnode.DefaultElectionTimeout,
+			fmt.Sprintf("how long a candidate waits for votes before it starts a new election round; at least --raft-heartbeat-timeout (%s..%s)", raftnode.MinRaftTimeout, raftnode.MaxRaftTimeout)),
+	}
+}
+
+// check refuses timings out of bounds (raftnode.CheckTimings), naming
+// the flags.
+func (r raftTimings) check() error {
+	return raftnode.CheckTimings(*r.heartbeat, *r.election, *r.maxSilence)
 }
 
 // raftGauges feeds the raft gauges: the shard label is the name the

@@ -66,8 +66,11 @@ type Config struct {
 	// MaxLeaderSilence: DefaultMaxLeaderSilence if zero; at least
 	// 3× ElectionTimeout.
 	MaxLeaderSilence time.Duration
-	// HeartbeatTimeout and ElectionTimeout are raft's (1 s each if zero).
-	// LeaderLeaseTimeout is half the heartbeat timeout.
+	// HeartbeatTimeout and ElectionTimeout are raft's
+	// (DefaultHeartbeatTimeout and DefaultElectionTimeout if zero; within
+	// MinRaftTimeout..MaxRaftTimeout, the election timeout at least the
+	// heartbeat timeout: CheckTimings). LeaderLeaseTimeout is half the
+	// heartbeat timeout.
 	HeartbeatTimeout time.Duration
 	ElectionTimeout  time.Duration
 	// SnapshotThreshold and TrailingLogs: the defaults above if zero.
@@ -165,16 +168,16 @@ func Open(cfg Config) (n *Node, err error) {
 		return nil, fmt.Errorf("--advertise-addr %s is not one of --peers %s", cfg.Advertise, strings.Join(peers, ","))
 	}
 	if cfg.HeartbeatTimeout == 0 {
-		cfg.HeartbeatTimeout = time.Second
+		cfg.HeartbeatTimeout = DefaultHeartbeatTimeout
 	}
 	if cfg.ElectionTimeout == 0 {
-		cfg.ElectionTimeout = time.Second
+		cfg.ElectionTimeout = DefaultElectionTimeout
 	}
 	if cfg.MaxLeaderSilence == 0 {
 		cfg.MaxLeaderSilence = DefaultMaxLeaderSilence
 	}
-	if cfg.MaxLeaderSilence < 3*cfg.ElectionTimeout {
-		return nil, fmt.Errorf("--max-leader-silence %s is under 3x the election timeout (%s): a leader change would flap the shard", cfg.MaxLeaderSilence, cfg.ElectionTimeout)
+	if err := CheckTimings(cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.MaxLeaderSilence); err != nil {
+		return nil, err
 	}
 	if cfg.SnapshotThreshold == 0 {
 		cfg.SnapshotThreshold = DefaultSnapshotThreshold

@@ -368,8 +368,8 @@ func checkRouterShards(t *testing.T, objs []object, services map[string]*corev1.
 // checkShardPeers: every pod i of every zone, with its env expanded as the
 // kubelet does, gets --peers equal to the router's replica list for shard-i
 // (pod i of every zone, same order), --advertise-addr its own entry in that
-// list, --max-leader-silence, and --data-dir on the pod's data volume (the
-// PVC when persistence is on).
+// list, --max-leader-silence and the raft timeouts, and --data-dir on the
+// pod's data volume (the PVC when persistence is on).
 func checkShardPeers(t *testing.T, objs []object) {
 	t.Helper()
 	routerShards := map[string]string{}
@@ -399,8 +399,10 @@ func checkShardPeers(t *testing.T, objs []object) {
 			if adv := flags["--advertise-addr"]; !slices.Contains(strings.Split(peers, ","), adv) {
 				t.Errorf("%s: --advertise-addr %q is not one of its --peers %q", what, adv, peers)
 			}
-			if flags["--max-leader-silence"] == "" {
-				t.Errorf("%s: no --max-leader-silence", what)
+			for _, f := range []string{"--max-leader-silence", "--raft-heartbeat-timeout", "--raft-election-timeout"} {
+				if flags[f] == "" {
+					t.Errorf("%s: no %s", what, f)
+				}
 			}
 			dir, mounted := flags["--data-dir"], false
 			for _, m := range c.VolumeMounts {
@@ -602,8 +604,10 @@ func TestDefaults(t *testing.T) {
 	for _, s := range sets {
 		c := s.Spec.Template.Spec.Containers[0]
 		args := expandEnv(t, c, s.Name+"-1", 1)
-		if !slices.Contains(args, "--max-leader-silence=5s") {
-			t.Errorf("%s: want --max-leader-silence=5s in %v", s.Name, args)
+		for _, want := range []string{"--max-leader-silence=5s", "--raft-heartbeat-timeout=1s", "--raft-election-timeout=1s"} {
+			if !slices.Contains(args, want) {
+				t.Errorf("%s: want %s in %v", s.Name, want, args)
+			}
 		}
 		if !slices.Contains(args, "--advertise-addr="+s.Name+"-1.trawl-shard-headless.trawl.svc.cluster.local:7070") {
 			t.Errorf("%s pod 1: --advertise-addr is not its own name: %v", s.Name, args)
@@ -667,6 +671,9 @@ func TestBadValuesFail(t *testing.T) {
 		"bad anti-affinity":        {"shards.zoneAntiAffinity=maybe"},
 		"string replicas":          {"router.replicas=two"},
 		"leader silence no unit":   {"shards.maxLeaderSilence=5"},
+		"heartbeat no unit":        {"shards.raftHeartbeatTimeout=1"},
+		"election timeout no unit": {"shards.raftElectionTimeout=1000"},
+		"election timeout words":   {"shards.raftElectionTimeout=one second"},
 		"ordered pod management":   {"shards.podManagementPolicy=OrderedReady"},
 	}
 	for name, sets := range cases {

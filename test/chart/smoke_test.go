@@ -39,7 +39,10 @@ func buildRouter(t *testing.T) string {
 // its companions). A router built before them has none of them; against such
 // a binary these flags are logged, not failed, and every other flag is still
 // checked. A binary with --peers must have them all.
-var raftFlags = map[string]bool{"peers": true, "advertise-addr": true, "max-leader-silence": true, "tls-peer-ca": true}
+var raftFlags = map[string]bool{
+	"peers": true, "advertise-addr": true, "max-leader-silence": true, "tls-peer-ca": true,
+	"raft-heartbeat-timeout": true, "raft-election-timeout": true,
+}
 
 func routerHelp(t *testing.T, bin string) map[string]string {
 	t.Helper()
