@@ -102,7 +102,7 @@ func searchCases(t *testing.T) []badCase {
 		bad("none", `{"k": 3}`, "exactly one"),
 		bad("like_id empty", `{"like_id": ""}`, "like_id"),
 		bad("like_id too long", jsonOf(t, map[string]any{"like_id": strings.Repeat("x", 257)}), "like_id"),
-		{name: "like_id unknown", path: p, body: `{"like_id": "no-such-doc"}`, status: 404, code: "not_found", msg: "no-such-doc"},
+		{name: "like_id unknown", path: p + "?deadline_ms=1000", body: `{"like_id": "no-such-doc"}`, status: 404, code: "not_found", msg: "no-such-doc"},
 	}
 }
 

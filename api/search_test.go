@@ -546,13 +546,13 @@ func TestClusterStatusShape(t *testing.T) {
 // unquantized, so every answer is exact: scatter_gather.exact is true).
 func TestExactOversampleNProbeAccepted(t *testing.T) {
 	e := newEnv(t, envConfig{})
-	res := e.post("/v1/search", map[string]any{"vector": vec(1), "k": 5, "exact": false, "oversample": 32, "nprobe": 8})
+	res := e.post("/v1/search?deadline_ms=1000", map[string]any{"vector": vec(1), "k": 5, "exact": false, "oversample": 32, "nprobe": 8})
 	require.Equal(t, http.StatusOK, res.status, "%s", res.body)
 	var a searchAnswer
 	strictDecode(t, res.body, &a)
 	require.Len(t, a.Items, 5)
 	require.True(t, a.ScatterGather.Exact, "unquantized shards scan exactly")
-	res = e.post("/v1/search/batch", map[string]any{"queries": []any{
+	res = e.post("/v1/search/batch?deadline_ms=1000", map[string]any{"queries": []any{
 		map[string]any{"vector": vec(1), "exact": true},
 		map[string]any{"vector": vec(2), "oversample": 1, "nprobe": 1},
 	}})
