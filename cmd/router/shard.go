@@ -199,7 +199,7 @@ func raftTimingFlags(fs *flag.FlagSet) raftTimings {
 		maxSilence: fs.Duration("max-leader-silence", raftnode.DefaultMaxLeaderSilence,
 			"stop serving reads after this long without hearing from a leader; at least 3x --raft-election-timeout, so a leader change does not flap a healthy shard"),
 		heartbeat: fs.Duration("raft-heartbeat-timeout", raftnode.DefaultHeartbeatTimeout,
-			fmt.Sprintf("a follower that hears nothing from its leader for 1-2x this (at random) calls an election; the leader sends heartbeats every tenth of it and steps down when no majority has answered for half of it. Longer rides out slower disks and networks, and leaves a shard without writes for longer when its leader dies (%s..%s)", raftnode.MinRaftTimeout, raftnode.MaxRaftTimeout)),
+			fmt.Sprintf("a follower that hears nothing from its leader for 1-2x this (at random) calls an election; the leader sends heartbeats every tenth of it and steps down when no majority has answered it for as long. Longer rides out slower disks and networks, and leaves a shard without writes for longer when its leader dies (%s..%s)", raftnode.MinRaftTimeout, raftnode.MaxRaftTimeout)),
 		election: fs.Duration("raft-election-timeout", raftnode.DefaultElectionTimeout,
 			fmt.Sprintf("how long a candidate waits for votes before it starts a new election round; at least --raft-heartbeat-timeout (%s..%s)", raftnode.MinRaftTimeout, raftnode.MaxRaftTimeout)),
 	}

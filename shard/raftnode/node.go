@@ -69,7 +69,7 @@ type Config struct {
 	// HeartbeatTimeout and ElectionTimeout are raft's
 	// (DefaultHeartbeatTimeout and DefaultElectionTimeout if zero; within
 	// MinRaftTimeout..MaxRaftTimeout, the election timeout at least the
-	// heartbeat timeout: CheckTimings). LeaderLeaseTimeout is half the
+	// heartbeat timeout: CheckTimings). The leader's lease is the
 	// heartbeat timeout.
 	HeartbeatTimeout time.Duration
 	ElectionTimeout  time.Duration
@@ -242,7 +242,24 @@ func Open(cfg Config) (n *Node, err error) {
 	rc.LocalID = raft.ServerID(cfg.Advertise)
 	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
 	rc.ElectionTimeout = cfg.ElectionTimeout
-	rc.LeaderLeaseTimeout = cfg.HeartbeatTimeout / 2
+	// A leader steps down when no majority has answered it for its lease.
+	// At raft's default, half the heartbeat timeout, the leader is the
+	// first to give up when its process stalls: in a bulk load at full
+	// speed (TestMeasureHeartbeatsUnderBulkLoad: three replicas, 2 cores)
+	// the age of a follower's last answer at the lease check reached
+	// 500-550 ms on a quiet machine, and with the CPU short (GC pauses and
+	// run-queue waits of 0.1-0.9 s) both followers' did: 6 runs in 16 at
+	// the 1 s default lost their leader to the lease, and the shard its
+	// writes for 1-4 s, while no follower had missed a heartbeat for its
+	// own 1-2 s. A lease of the whole heartbeat timeout (raft's upper
+	// bound) tolerates what the followers tolerate: none of 14 runs lost
+	// its leader, 8 of them with the CPU as short. The cost: a leader cut
+	// off from its group keeps leading, and serving reads, for up to twice
+	// the heartbeat timeout instead of once; that is well inside
+	// --max-leader-silence (at least 3x the election timeout), the
+	// staleness a cut-off follower is allowed anyway, and reads with
+	// min_index stay exact, as a replica applies only committed entries.
+	rc.LeaderLeaseTimeout = cfg.HeartbeatTimeout
 	// raft re-sends AppendEntries to each follower every CommitTimeout
 	// even when idle; that is how a follower learns the commit index of
 	// the last write, so it bounds how stale a follower is after a write

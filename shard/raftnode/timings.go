@@ -12,15 +12,15 @@ const (
 	// DefaultHeartbeatTimeout is how long a follower goes without a word
 	// from its leader before it calls an election (raft waits a random
 	// 1-2× this); the leader sends heartbeats every tenth of it, and steps
-	// down when no quorum has answered for half of it (its lease).
+	// down when no majority has answered it for as long (its lease).
 	DefaultHeartbeatTimeout = time.Second
 	// DefaultElectionTimeout is how long a candidate waits for votes
 	// before it starts a new round.
 	DefaultElectionTimeout = time.Second
-	// MinRaftTimeout and MaxRaftTimeout bound both. Below 100 ms a leader's
-	// lease (50 ms) is shorter than a busy machine's scheduling hiccups and
-	// leaders flap; above a minute a dead leader leaves its shard without
-	// writes for minutes.
+	// MinRaftTimeout and MaxRaftTimeout bound both. Below 100 ms a
+	// heartbeat's round trip alone (tens of ms under a bulk load, at the
+	// median) uses up the leader's lease and leaders flap; above a minute a
+	// dead leader leaves its shard without writes for minutes.
 	MinRaftTimeout = 100 * time.Millisecond
 	MaxRaftTimeout = time.Minute
 )
