@@ -28,6 +28,35 @@ func chaosFor(t *testing.T) time.Duration {
 	return time.Duration(n) * time.Second
 }
 
+// chaosDeadline is the chaos run's query deadline: TRAWL_CHAOS_DEADLINE_MS,
+// queryDeadline by default (a dozen processes share two cores). The field
+// measurement ran at 100 ms.
+func chaosDeadline(t *testing.T) time.Duration {
+	s := os.Getenv("TRAWL_CHAOS_DEADLINE_MS")
+	if s == "" {
+		return queryDeadline
+	}
+	ms, err := strconv.Atoi(s)
+	require.NoError(t, err, "TRAWL_CHAOS_DEADLINE_MS")
+	return time.Duration(ms) * time.Millisecond
+}
+
+// chaosFaults is which faults the run injects: TRAWL_CHAOS_FAULTS "kill"
+// (SIGKILL and restart), "stop" (SIGSTOP and SIGCONT), or both (default).
+func chaosFaults(t *testing.T) (kill, stop bool) {
+	switch f := os.Getenv("TRAWL_CHAOS_FAULTS"); f {
+	case "":
+		return true, true
+	case "kill":
+		return true, false
+	case "stop":
+		return false, true
+	default:
+		t.Fatalf("TRAWL_CHAOS_FAULTS=%q: want kill, stop or empty (both)", f)
+		return false, false
+	}
+}
+
 // timeline is the run's faults and degraded answers in order, logged when
 // the test fails: a CI failure then says which fault each burst of
 // degraded answers followed, without a re-run.
@@ -105,12 +134,12 @@ func (c *tally) missing(errs map[string]string) {
 // query asks r one random query and checks the answer: a complete one must
 // hold every document acknowledged before since(start) and be the exact
 // top-k of what was sent; a partial one must say what it lacks.
-func (c *tally) query(r *routerProc, l *ledger, rng *rand.Rand, since func(time.Time) time.Time) {
+func (c *tally) query(r *routerProc, l *ledger, rng *rand.Rand, deadline time.Duration, since func(time.Time) time.Time) {
 	const k = 10
 	q := newDoc(rng, "").vec
 	must := l.ackedBefore(since(time.Now()))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	a, err := r.search(ctx, q, k)
+	a, err := r.searchWithin(ctx, q, k, deadline)
 	cancel()
 	c.answers.Add(1)
 	switch {
@@ -173,6 +202,8 @@ func (c *tally) report(t *testing.T, name string) {
 func TestChaosEveryCompleteAnswerIsExact(t *testing.T) {
 	gate(t)
 	rng := rand.New(rand.NewPCG(11, 13))
+	deadline := chaosDeadline(t)
+	killFaults, stopFaults := chaosFaults(t)
 	c := startCluster(t, 3)
 	reader := c.startRouter(t, "reader", nil)
 	writer := c.startRouter(t, "writer", nil)
@@ -206,14 +237,14 @@ func TestChaosEveryCompleteAnswerIsExact(t *testing.T) {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(cl), 1))
 			for ctx.Err() == nil {
-				readers.query(reader, l, rng, func(t time.Time) time.Time { return t.Add(-leaderSilence) })
+				readers.query(reader, l, rng, deadline, func(t time.Time) time.Time { return t.Add(-leaderSilence) })
 			}
 		})
 	}
 	wg.Go(func() {
 		rng := rand.New(rand.NewPCG(77, 1))
 		for ctx.Err() == nil {
-			raw.query(writer, l, rng, func(t time.Time) time.Time { return t })
+			raw.query(writer, l, rng, deadline, func(t time.Time) time.Time { return t })
 		}
 	})
 	var written atomic.Int64
@@ -248,7 +279,7 @@ func TestChaosEveryCompleteAnswerIsExact(t *testing.T) {
 			}
 			rep := c.shards[s][rng.IntN(3)]
 			hold := time.Duration(500+rng.IntN(2500)) * time.Millisecond
-			kill := rng.IntN(2) == 0
+			kill := killFaults && (!stopFaults || rng.IntN(2) == 0)
 			faults.Add(1)
 			held.Go(func() {
 				defer busy[s].Store(false)
@@ -283,7 +314,8 @@ func TestChaosEveryCompleteAnswerIsExact(t *testing.T) {
 	})
 	wg.Wait()
 
-	t.Logf("%d faults; %d writes acknowledged during the run", faults.Load(), written.Load())
+	t.Logf("%d faults (kill %v, stop %v) at deadline_ms=%d; %d writes acknowledged during the run",
+		faults.Load(), killFaults, stopFaults, deadline.Milliseconds(), written.Load())
 	raw.report(t, "read-after-write router")
 	readers.report(t, "reading router")
 	answers, degraded := readers.answers.Load(), readers.degraded.Load()

@@ -489,8 +489,13 @@ func (r *routerProc) post(ctx context.Context, path string, body, out any) (int,
 }
 
 func (r *routerProc) search(ctx context.Context, q []float32, k int) (answer, error) {
+	return r.searchWithin(ctx, q, k, queryDeadline)
+}
+
+// searchWithin is search under deadline instead of queryDeadline.
+func (r *routerProc) searchWithin(ctx context.Context, q []float32, k int, deadline time.Duration) (answer, error) {
 	var a answer
-	_, err := r.post(ctx, fmt.Sprintf("/v1/search?deadline_ms=%d", queryDeadline.Milliseconds()),
+	_, err := r.post(ctx, fmt.Sprintf("/v1/search?deadline_ms=%d", deadline.Milliseconds()),
 		map[string]any{"vector": q, "k": k}, &a)
 	return a, err
 }
