@@ -128,8 +128,9 @@ func (c *Coordinator) Search(ctx context.Context, s Search) (Answer, error) {
 			cqs[i].Payload = &client.PayloadSelection{All: w.All, Keys: w.Keys}
 		}
 	}
+	batch := client.NewBatch(cqs) // encoded once for every replica asked
 	results, sum := fanout.Gather(ctx, c.cluster, req, func(ctx context.Context, r *client.Conn) (client.SearchResult, error) {
-		return r.Search(ctx, cqs, c.minIndex(r))
+		return r.SearchBatch(ctx, batch, c.minIndex(r))
 	})
 
 	ans := Answer{Summary: sum, Shards: reports(results), Exact: true}

@@ -63,13 +63,16 @@ type SearchResult struct {
 	Exact bool
 }
 
-// Search runs a batch of queries (one or more) in one RPC; one scan of
-// the replica's rows serves them all. ctx must carry the query's
-// deadline. minIndex is the last write index the caller acknowledged on
-// this shard (0: none); a replica that has not applied it, or is not
-// serving, answers an error with NotServing() true.
-func (c *Conn) Search(ctx context.Context, qs []Query, minIndex uint64) (SearchResult, error) {
-	req := &shardpb.SearchRequest{Queries: make([]*shardpb.Query, len(qs)), MinIndex: minIndex}
+// Batch is a batch of queries encoded once, for every replica it is sent
+// to: a fan-out, its failovers and its hedges share the encoding.
+type Batch struct {
+	queries []Query
+	pb      []*shardpb.Query
+}
+
+// NewBatch encodes qs for Conn.SearchBatch.
+func NewBatch(qs []Query) *Batch {
+	b := &Batch{queries: qs, pb: make([]*shardpb.Query, len(qs))}
 	for i, q := range qs {
 		pq := &shardpb.Query{Vector: shard.EncodeVector(q.Vector), K: uint32(q.K), ExcludeId: q.ExcludeID,
 			Exact: q.Exact, Oversample: uint32(q.Oversample), Nprobe: uint32(q.NProbe), Filter: q.Filter,
@@ -77,8 +80,25 @@ func (c *Conn) Search(ctx context.Context, qs []Query, minIndex uint64) (SearchR
 		if p := q.Payload; p != nil {
 			pq.WithPayload = &shardpb.PayloadSelector{All: p.All, Keys: p.Keys}
 		}
-		req.Queries[i] = pq
+		b.pb[i] = pq
 	}
+	return b
+}
+
+// Search runs a batch of queries (one or more) in one RPC; one scan of
+// the replica's rows serves them all. ctx must carry the query's
+// deadline. minIndex is the last write index the caller acknowledged on
+// this shard (0: none); a replica that has not applied it, or is not
+// serving, answers an error with NotServing() true.
+func (c *Conn) Search(ctx context.Context, qs []Query, minIndex uint64) (SearchResult, error) {
+	return c.SearchBatch(ctx, NewBatch(qs), minIndex)
+}
+
+// SearchBatch is Search of a batch encoded once (NewBatch); the batch is
+// only read, so concurrent calls may share it.
+func (c *Conn) SearchBatch(ctx context.Context, b *Batch, minIndex uint64) (SearchResult, error) {
+	qs := b.queries
+	req := &shardpb.SearchRequest{Queries: b.pb, MinIndex: minIndex}
 	resp, err := c.shard.Search(ctx, req)
 	if err != nil {
 		return SearchResult{}, shard.FromStatus(err)
