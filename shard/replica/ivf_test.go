@@ -8,7 +8,6 @@ import (
 	"hash/crc32"
 	"os"
 	"slices"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -29,53 +28,6 @@ import (
 	"github.com/trawl-search/trawl/vector/ivf"
 	"github.com/trawl-search/trawl/vector/quant"
 )
-
-// listSets returns the store's index as sorted id sets, list by list
-// (slot order inside a list follows the write history, which replicas and
-// a fresh build need not share; answers do not depend on it).
-func listSets(t *testing.T, m *store.Memory) [][]string {
-	t.Helper()
-	var out [][]string
-	require.NoError(t, m.ViewIVF(func(r vector.Rows, x *ivf.Index) error {
-		require.NotNil(t, x, "an index")
-		require.Equal(t, r.Len(), x.Len())
-		for l := range x.Lists() {
-			ids := []string{}
-			for _, row := range x.ListRows(l) {
-				ids = append(ids, r.IDs[row])
-			}
-			sort.Strings(ids)
-			out = append(out, ids)
-		}
-		return nil
-	}))
-	return out
-}
-
-// freshLists builds an index from the store's committed centroids and
-// scale over a copy of its rows, as sorted id sets.
-func freshLists(t *testing.T, m *store.Memory) [][]string {
-	t.Helper()
-	var c ivf.Centroids
-	require.NoError(t, c.UnmarshalBinary(m.Trained(store.TrainedIVFCentroids)))
-	var s quant.Scale
-	require.NoError(t, s.UnmarshalBinary(m.Trained(store.TrainedInt8Scale)))
-	var out [][]string
-	require.NoError(t, m.View(func(r vector.Rows) error {
-		x, err := ivf.Build(vector.Generic(), c, s, r)
-		require.NoError(t, err)
-		for l := range x.Lists() {
-			ids := []string{}
-			for _, row := range x.ListRows(l) {
-				ids = append(ids, r.IDs[row])
-			}
-			sort.Strings(ids)
-			out = append(out, ids)
-		}
-		return nil
-	}))
-	return out
-}
 
 // trainCentroids trains IVF centroids on a sample of mem's rows as the
 // trainer does (ivf.Sample and ivf.Train, seeded), serialised for
@@ -382,10 +334,10 @@ func TestIVFReplicas(t *testing.T) {
 			}
 			return true
 		}, 30*time.Second, 10*time.Millisecond, "%s: the leader's measured nprobe reaches every replica", what)
-		want := freshLists(t, ms[0].mem)
+		want := shardtest.FreshLists(t, ms[0].mem, store.TrainedIVFCentroids, store.TrainedInt8Scale)
 		var first *client.SearchResult
 		for i, m := range ms {
-			require.Equal(t, want, listSets(t, m.mem), "%s: replica %d's lists hold the rows a fresh build does", what, i)
+			require.Equal(t, want, shardtest.ListSets(t, m.mem), "%s: replica %d's lists hold the rows a fresh build does", what, i)
 			var got client.SearchResult
 			require.Eventually(t, func() bool {
 				// A loaded machine can make a follower miss its leader for a moment.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"hash/crc32"
 	"math"
-	"sort"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -14,7 +13,6 @@ import (
 	"github.com/trawl-search/trawl/shard/internal/shardtest"
 	"github.com/trawl-search/trawl/vector"
 	"github.com/trawl-search/trawl/vector/ivf"
-	"github.com/trawl-search/trawl/vector/quant"
 )
 
 func TestParseIndex(t *testing.T) {
@@ -27,53 +25,6 @@ func TestParseIndex(t *testing.T) {
 	_, err := ParseIndex("hnsw")
 	require.Error(t, err)
 	require.Equal(t, QuantInt8, NewMemory(4, WithIVF(vector.Generic(), vector.Cosine)).Quantization(), "ivf implies int8")
-}
-
-// idSets turns an index's lists into sorted id sets, list by list (slot
-// order inside a list follows the write history, which replicas and a
-// fresh build need not share; answers do not depend on it).
-func idSets(r vector.Rows, x *ivf.Index) [][]string {
-	var out [][]string
-	for l := range x.Lists() {
-		ids := []string{}
-		for _, row := range x.ListRows(l) {
-			ids = append(ids, r.IDs[row])
-		}
-		sort.Strings(ids)
-		out = append(out, ids)
-	}
-	return out
-}
-
-// listSets returns the store's index as sorted id sets, list by list.
-func listSets(t *testing.T, m *Memory) [][]string {
-	t.Helper()
-	var out [][]string
-	require.NoError(t, m.ViewIVF(func(r vector.Rows, x *ivf.Index) error {
-		require.NotNil(t, x, "an index")
-		require.Equal(t, r.Len(), x.Len())
-		out = idSets(r, x)
-		return nil
-	}))
-	return out
-}
-
-// freshLists builds an index from the store's committed centroids and
-// scale over a copy of its rows, as sorted id sets.
-func freshLists(t *testing.T, m *Memory) [][]string {
-	t.Helper()
-	var c ivf.Centroids
-	require.NoError(t, c.UnmarshalBinary(m.Trained(TrainedIVFCentroids)))
-	var s quant.Scale
-	require.NoError(t, s.UnmarshalBinary(m.Trained(TrainedInt8Scale)))
-	var out [][]string
-	require.NoError(t, m.View(func(r vector.Rows) error {
-		x, err := ivf.Build(vector.Generic(), c, s, r)
-		require.NoError(t, err)
-		out = idSets(r, x)
-		return nil
-	}))
-	return out
 }
 
 func withBuildHook(fn func()) MemoryOption { return func(m *Memory) { m.buildHook = fn } }
@@ -152,7 +103,7 @@ func TestIVFBuildBesideWrites(t *testing.T) {
 	require.True(t, mem.IVFIndexed())
 	require.True(t, mem.Int8Ready())
 	require.Nil(t, mem.codes, "the lists hold the codes")
-	require.Equal(t, freshLists(t, mem), listSets(t, mem))
+	require.Equal(t, shardtest.FreshLists(t, mem, TrainedIVFCentroids, TrainedInt8Scale), shardtest.ListSets(t, mem))
 	built, err = mem.BuildIndex(context.Background())
 	require.NoError(t, err)
 	require.False(t, built, "nothing to build")
@@ -167,7 +118,7 @@ func TestIVFBuildBesideWrites(t *testing.T) {
 			del(g.IntN(mem.Len()))
 		}
 	}
-	require.Equal(t, freshLists(t, mem), listSets(t, mem), "writes after the swap keep the lists")
+	require.Equal(t, shardtest.FreshLists(t, mem, TrainedIVFCentroids, TrainedInt8Scale), shardtest.ListSets(t, mem), "writes after the swap keep the lists")
 
 	// A restore (Reset) drops the index; a store restored with centroids
 	// committed waits for its build before serving.
@@ -185,7 +136,7 @@ func TestIVFBuildBesideWrites(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, built)
 	require.True(t, mem.IndexReady())
-	require.Equal(t, freshLists(t, mem), listSets(t, mem))
+	require.Equal(t, shardtest.FreshLists(t, mem, TrainedIVFCentroids, TrainedInt8Scale), shardtest.ListSets(t, mem))
 
 	// Centroids that do not decode leave a flat store, ready.
 	require.Error(t, mem.SetTrained(TrainedIVFCentroids, []byte("junk"), true))

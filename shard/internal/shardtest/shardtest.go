@@ -1,6 +1,7 @@
 // Package shardtest holds the test corpora the shard packages' tests and
 // benchmarks share: clustered vectors (so IVF lists mean something) and
-// the benchmark payloads. It is for tests only; nothing in the product
+// the benchmark payloads, and an IVF index read as id sets. It is for
+// tests only; nothing in the product
 // imports it.
 package shardtest
 
@@ -8,7 +9,15 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"sort"
 	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/trawl-search/trawl/vector"
+	"github.com/trawl-search/trawl/vector/ivf"
+	"github.com/trawl-search/trawl/vector/quant"
 )
 
 // Clustered makes vectors around a few fixed centres.
@@ -62,4 +71,60 @@ func BenchPayload(rng *rand.Rand, i int) []byte {
 	langs := []string{"en", "en", "de", "fr", "es", "ja"}
 	return fmt.Appendf(nil, `{"bucket":%d,"lang":%q,"year":%d,"tags":["t%d","t%d"],"price":%d.%02d}`,
 		i%100, langs[rng.IntN(len(langs))], 2000+rng.IntN(26), rng.IntN(20), rng.IntN(20), rng.IntN(1000), rng.IntN(100))
+}
+
+// Indexed is a store with an IVF index (store.Memory), seen through the
+// methods these helpers read; an interface so that the store's own tests
+// can use them without an import cycle.
+type Indexed interface {
+	ViewIVF(fn func(vector.Rows, *ivf.Index) error) error
+	View(fn func(vector.Rows) error) error
+	Trained(name string) []byte
+}
+
+// ListSets returns m's index as sorted id sets, list by list (slot order
+// inside a list follows the write history, which replicas and a fresh
+// build need not share; answers do not depend on it).
+func ListSets(t testing.TB, m Indexed) [][]string {
+	t.Helper()
+	var out [][]string
+	require.NoError(t, m.ViewIVF(func(r vector.Rows, x *ivf.Index) error {
+		require.NotNil(t, x, "an index")
+		require.Equal(t, r.Len(), x.Len())
+		out = idSets(r, x)
+		return nil
+	}))
+	return out
+}
+
+// FreshLists builds an index from m's committed centroids and scale (the
+// trained values named centroids and scale) over its rows, as ListSets
+// gives it.
+func FreshLists(t testing.TB, m Indexed, centroids, scale string) [][]string {
+	t.Helper()
+	var c ivf.Centroids
+	require.NoError(t, c.UnmarshalBinary(m.Trained(centroids)))
+	var s quant.Scale
+	require.NoError(t, s.UnmarshalBinary(m.Trained(scale)))
+	var out [][]string
+	require.NoError(t, m.View(func(r vector.Rows) error {
+		x, err := ivf.Build(vector.Generic(), c, s, r)
+		require.NoError(t, err)
+		out = idSets(r, x)
+		return nil
+	}))
+	return out
+}
+
+func idSets(r vector.Rows, x *ivf.Index) [][]string {
+	var out [][]string
+	for l := range x.Lists() {
+		ids := []string{}
+		for _, row := range x.ListRows(l) {
+			ids = append(ids, r.IDs[row])
+		}
+		sort.Strings(ids)
+		out = append(out, ids)
+	}
+	return out
 }
