@@ -148,7 +148,7 @@ func (s *Server) readable(ctx context.Context, minIndex uint64) error {
 	}
 	wait := maxApplyWait
 	if dl, ok := ctx.Deadline(); ok {
-		wait = min(wait, time.Until(dl)/2)
+		wait = time.Until(dl) / 2
 	}
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()

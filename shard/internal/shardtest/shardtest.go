@@ -1,8 +1,7 @@
 // Package shardtest holds the test corpora the shard packages' tests and
 // benchmarks share: clustered vectors (so IVF lists mean something) and
 // the benchmark payloads, and an IVF index read as id sets. It is for
-// tests only; nothing in the product
-// imports it.
+// tests only; nothing in the product imports it.
 package shardtest
 
 import (
