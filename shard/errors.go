@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"strconv"
 	"strings"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -87,9 +88,54 @@ func FromStatus(err error) error {
 		return &NotLeaderError{leader: ei.GetMetadata()["leader"], err: err}
 	case ReasonNotServing:
 		return notServingError{err: err}
+	case ReasonCollectionNotFound:
+		uid, _ := strconv.ParseUint(ei.GetMetadata()["uid"], 10, 64)
+		return &CollectionNotFoundError{Name: ei.GetMetadata()["collection"], HeldUID: uid, err: err}
 	}
 	return err
 }
+
+// ReasonCollectionNotFound: the replica holds no collection of the name
+// and uid a request gave (not created here yet, dropped, or another
+// incarnation). The status is FailedPrecondition.
+const ReasonCollectionNotFound = "COLLECTION_NOT_FOUND"
+
+// CollectionNotFoundStatus is a replica's refusal of a request for a
+// collection it does not hold; heldUID is the uid of the incarnation of
+// that name it does hold, 0 for none.
+func CollectionNotFoundStatus(name string, heldUID uint64) error {
+	st := status.Newf(codes.FailedPrecondition, "collection %q not found on this replica", name)
+	if d, err := st.WithDetails(&errdetails.ErrorInfo{Reason: ReasonCollectionNotFound, Domain: errorDomain,
+		Metadata: map[string]string{"collection": name, "uid": strconv.FormatUint(heldUID, 10)}}); err == nil {
+		st = d
+	}
+	return st.Err()
+}
+
+// CollectionNotFoundError is a replica's COLLECTION_NOT_FOUND answer
+// (FromStatus). Its NotServing method makes package fanout skip the
+// replica without counting a failure and ask the next: a follower that has
+// not applied a create yet must not cost the shard its answer. When every
+// replica refuses, the coordinator finds this error in the shard's result
+// and answers 404 or 503 from the catalog, never a degraded answer.
+type CollectionNotFoundError struct {
+	Name    string
+	HeldUID uint64 // the incarnation the replica holds, 0 for none
+	err     error
+}
+
+func (e *CollectionNotFoundError) Error() string  { return e.err.Error() }
+func (e *CollectionNotFoundError) Unwrap() error  { return e.err }
+func (*CollectionNotFoundError) NotServing() bool { return true }
+func (*CollectionNotFoundError) NeverSent() bool  { return true }
+
+// GRPCStatus is FailedPrecondition, the code of the answer.
+func (e *CollectionNotFoundError) GRPCStatus() *status.Status { return status.Convert(e.err) }
+
+// LegacyCollection is the collection a data directory written before
+// collections holds its rows under, and the name log entries without a
+// collection act on.
+const LegacyCollection = "trawl"
 
 // ErrNotServing is returned by Probe when the replica answers NOT_SERVING
 // (still loading, or shutting down). Its NotServing method lets package

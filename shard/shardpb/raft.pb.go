@@ -232,7 +232,12 @@ type Command struct {
 	//	*Command_Upsert
 	//	*Command_Delete
 	//	*Command_SetTrained
-	Op            isCommand_Op `protobuf_oneof:"op"`
+	//	*Command_Catalog
+	Op isCommand_Op `protobuf_oneof:"op"`
+	// collection is the collection upsert, delete and set_trained act on.
+	// Empty in entries written before collections: they act on the legacy
+	// collection (shard.LegacyCollection).
+	Collection    *CollectionRef `protobuf:"bytes,15,opt,name=collection,proto3" json:"collection,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -301,6 +306,22 @@ func (x *Command) GetSetTrained() *SetTrainedCommand {
 	return nil
 }
 
+func (x *Command) GetCatalog() *ChangeCatalogRequest {
+	if x != nil {
+		if x, ok := x.Op.(*Command_Catalog); ok {
+			return x.Catalog
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetCollection() *CollectionRef {
+	if x != nil {
+		return x.Collection
+	}
+	return nil
+}
+
 type isCommand_Op interface {
 	isCommand_Op()
 }
@@ -317,11 +338,17 @@ type Command_SetTrained struct {
 	SetTrained *SetTrainedCommand `protobuf:"bytes,3,opt,name=set_trained,json=setTrained,proto3,oneof"`
 }
 
+type Command_Catalog struct {
+	Catalog *ChangeCatalogRequest `protobuf:"bytes,4,opt,name=catalog,proto3,oneof"`
+}
+
 func (*Command_Upsert) isCommand_Op() {}
 
 func (*Command_Delete) isCommand_Op() {}
 
 func (*Command_SetTrained) isCommand_Op() {}
+
+func (*Command_Catalog) isCommand_Op() {}
 
 type UpsertCommand struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -503,12 +530,19 @@ func (x *SetTrainedCommand) GetValue() []byte {
 // SnapshotHeader opens a snapshot; Vector records follow it, each
 // length-delimited (protodelim), count of them.
 type SnapshotHeader struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Dim           uint32                 `protobuf:"varint,1,opt,name=dim,proto3" json:"dim,omitempty"`
-	Placement     *Placement             `protobuf:"bytes,2,opt,name=placement,proto3" json:"placement,omitempty"`
-	Count         uint64                 `protobuf:"varint,3,opt,name=count,proto3" json:"count,omitempty"`
-	Trained       map[string][]byte      `protobuf:"bytes,4,rep,name=trained,proto3" json:"trained,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	AppliedIndex  uint64                 `protobuf:"varint,5,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"` // the last command index the rows include
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Dim          uint32                 `protobuf:"varint,1,opt,name=dim,proto3" json:"dim,omitempty"`
+	Placement    *Placement             `protobuf:"bytes,2,opt,name=placement,proto3" json:"placement,omitempty"`
+	Count        uint64                 `protobuf:"varint,3,opt,name=count,proto3" json:"count,omitempty"`
+	Trained      map[string][]byte      `protobuf:"bytes,4,rep,name=trained,proto3" json:"trained,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	AppliedIndex uint64                 `protobuf:"varint,5,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"` // the last command index the rows include
+	// format 2 (collections): dim, placement, count and trained above are
+	// unset; the catalog follows in the header, and for each of its
+	// collections, in catalog order, a CollectionHeader and its rows.
+	// Format 0 is a snapshot written before collections: its rows are the
+	// legacy collection's.
+	Format        uint32           `protobuf:"varint,6,opt,name=format,proto3" json:"format,omitempty"`
+	Catalog       *CatalogResponse `protobuf:"bytes,7,opt,name=catalog,proto3" json:"catalog,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -578,6 +612,97 @@ func (x *SnapshotHeader) GetAppliedIndex() uint64 {
 	return 0
 }
 
+func (x *SnapshotHeader) GetFormat() uint32 {
+	if x != nil {
+		return x.Format
+	}
+	return 0
+}
+
+func (x *SnapshotHeader) GetCatalog() *CatalogResponse {
+	if x != nil {
+		return x.Catalog
+	}
+	return nil
+}
+
+// CollectionHeader opens one collection's rows in a format-2 snapshot.
+type CollectionHeader struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Uid           uint64                 `protobuf:"varint,2,opt,name=uid,proto3" json:"uid,omitempty"`
+	Placement     *Placement             `protobuf:"bytes,3,opt,name=placement,proto3" json:"placement,omitempty"`
+	Count         uint64                 `protobuf:"varint,4,opt,name=count,proto3" json:"count,omitempty"`
+	Trained       map[string][]byte      `protobuf:"bytes,5,rep,name=trained,proto3" json:"trained,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CollectionHeader) Reset() {
+	*x = CollectionHeader{}
+	mi := &file_raft_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CollectionHeader) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CollectionHeader) ProtoMessage() {}
+
+func (x *CollectionHeader) ProtoReflect() protoreflect.Message {
+	mi := &file_raft_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CollectionHeader.ProtoReflect.Descriptor instead.
+func (*CollectionHeader) Descriptor() ([]byte, []int) {
+	return file_raft_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *CollectionHeader) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CollectionHeader) GetUid() uint64 {
+	if x != nil {
+		return x.Uid
+	}
+	return 0
+}
+
+func (x *CollectionHeader) GetPlacement() *Placement {
+	if x != nil {
+		return x.Placement
+	}
+	return nil
+}
+
+func (x *CollectionHeader) GetCount() uint64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *CollectionHeader) GetTrained() map[string][]byte {
+	if x != nil {
+		return x.Trained
+	}
+	return nil
+}
+
 var File_raft_proto protoreflect.FileDescriptor
 
 const file_raft_proto_rawDesc = "" +
@@ -594,12 +719,16 @@ const file_raft_proto_rawDesc = "" +
 	"\thas_state\x18\x01 \x01(\bR\bhasState\x12\x1d\n" +
 	"\n" +
 	"last_index\x18\x02 \x01(\x04R\tlastIndex\x12!\n" +
-	"\fhas_snapshot\x18\x03 \x01(\bR\vhasSnapshot\"\xc7\x01\n" +
+	"\fhas_snapshot\x18\x03 \x01(\bR\vhasSnapshot\"\xc8\x02\n" +
 	"\aCommand\x127\n" +
 	"\x06upsert\x18\x01 \x01(\v2\x1d.trawl.shard.v1.UpsertCommandH\x00R\x06upsert\x127\n" +
 	"\x06delete\x18\x02 \x01(\v2\x1d.trawl.shard.v1.DeleteCommandH\x00R\x06delete\x12D\n" +
 	"\vset_trained\x18\x03 \x01(\v2!.trawl.shard.v1.SetTrainedCommandH\x00R\n" +
-	"setTrainedB\x04\n" +
+	"setTrained\x12@\n" +
+	"\acatalog\x18\x04 \x01(\v2$.trawl.shard.v1.ChangeCatalogRequestH\x00R\acatalog\x12=\n" +
+	"\n" +
+	"collection\x18\x0f \x01(\v2\x1d.trawl.shard.v1.CollectionRefR\n" +
+	"collectionB\x04\n" +
 	"\x02op\"z\n" +
 	"\rUpsertCommand\x127\n" +
 	"\tplacement\x18\x01 \x01(\v2\x19.trawl.shard.v1.PlacementR\tplacement\x120\n" +
@@ -611,13 +740,24 @@ const file_raft_proto_rawDesc = "" +
 	"\x06filter\x18\x04 \x01(\fR\x06filter\"=\n" +
 	"\x11SetTrainedCommand\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value\"\x99\x02\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\"\xec\x02\n" +
 	"\x0eSnapshotHeader\x12\x10\n" +
 	"\x03dim\x18\x01 \x01(\rR\x03dim\x127\n" +
 	"\tplacement\x18\x02 \x01(\v2\x19.trawl.shard.v1.PlacementR\tplacement\x12\x14\n" +
 	"\x05count\x18\x03 \x01(\x04R\x05count\x12E\n" +
 	"\atrained\x18\x04 \x03(\v2+.trawl.shard.v1.SnapshotHeader.TrainedEntryR\atrained\x12#\n" +
-	"\rapplied_index\x18\x05 \x01(\x04R\fappliedIndex\x1a:\n" +
+	"\rapplied_index\x18\x05 \x01(\x04R\fappliedIndex\x12\x16\n" +
+	"\x06format\x18\x06 \x01(\rR\x06format\x129\n" +
+	"\acatalog\x18\a \x01(\v2\x1f.trawl.shard.v1.CatalogResponseR\acatalog\x1a:\n" +
+	"\fTrainedEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"\x8c\x02\n" +
+	"\x10CollectionHeader\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
+	"\x03uid\x18\x02 \x01(\x04R\x03uid\x127\n" +
+	"\tplacement\x18\x03 \x01(\v2\x19.trawl.shard.v1.PlacementR\tplacement\x12\x14\n" +
+	"\x05count\x18\x04 \x01(\x04R\x05count\x12G\n" +
+	"\atrained\x18\x05 \x03(\v2-.trawl.shard.v1.CollectionHeader.TrainedEntryR\atrained\x1a:\n" +
 	"\fTrainedEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x012\xd4\x03\n" +
@@ -643,47 +783,57 @@ func file_raft_proto_rawDescGZIP() []byte {
 	return file_raft_proto_rawDescData
 }
 
-var file_raft_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_raft_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_raft_proto_goTypes = []any{
-	(*RaftMessage)(nil),        // 0: trawl.shard.v1.RaftMessage
-	(*SnapshotChunk)(nil),      // 1: trawl.shard.v1.SnapshotChunk
-	(*GroupStateRequest)(nil),  // 2: trawl.shard.v1.GroupStateRequest
-	(*GroupStateResponse)(nil), // 3: trawl.shard.v1.GroupStateResponse
-	(*Command)(nil),            // 4: trawl.shard.v1.Command
-	(*UpsertCommand)(nil),      // 5: trawl.shard.v1.UpsertCommand
-	(*DeleteCommand)(nil),      // 6: trawl.shard.v1.DeleteCommand
-	(*SetTrainedCommand)(nil),  // 7: trawl.shard.v1.SetTrainedCommand
-	(*SnapshotHeader)(nil),     // 8: trawl.shard.v1.SnapshotHeader
-	nil,                        // 9: trawl.shard.v1.SnapshotHeader.TrainedEntry
-	(*Placement)(nil),          // 10: trawl.shard.v1.Placement
-	(*Vector)(nil),             // 11: trawl.shard.v1.Vector
+	(*RaftMessage)(nil),          // 0: trawl.shard.v1.RaftMessage
+	(*SnapshotChunk)(nil),        // 1: trawl.shard.v1.SnapshotChunk
+	(*GroupStateRequest)(nil),    // 2: trawl.shard.v1.GroupStateRequest
+	(*GroupStateResponse)(nil),   // 3: trawl.shard.v1.GroupStateResponse
+	(*Command)(nil),              // 4: trawl.shard.v1.Command
+	(*UpsertCommand)(nil),        // 5: trawl.shard.v1.UpsertCommand
+	(*DeleteCommand)(nil),        // 6: trawl.shard.v1.DeleteCommand
+	(*SetTrainedCommand)(nil),    // 7: trawl.shard.v1.SetTrainedCommand
+	(*SnapshotHeader)(nil),       // 8: trawl.shard.v1.SnapshotHeader
+	(*CollectionHeader)(nil),     // 9: trawl.shard.v1.CollectionHeader
+	nil,                          // 10: trawl.shard.v1.SnapshotHeader.TrainedEntry
+	nil,                          // 11: trawl.shard.v1.CollectionHeader.TrainedEntry
+	(*ChangeCatalogRequest)(nil), // 12: trawl.shard.v1.ChangeCatalogRequest
+	(*CollectionRef)(nil),        // 13: trawl.shard.v1.CollectionRef
+	(*Placement)(nil),            // 14: trawl.shard.v1.Placement
+	(*Vector)(nil),               // 15: trawl.shard.v1.Vector
+	(*CatalogResponse)(nil),      // 16: trawl.shard.v1.CatalogResponse
 }
 var file_raft_proto_depIdxs = []int32{
 	5,  // 0: trawl.shard.v1.Command.upsert:type_name -> trawl.shard.v1.UpsertCommand
 	6,  // 1: trawl.shard.v1.Command.delete:type_name -> trawl.shard.v1.DeleteCommand
 	7,  // 2: trawl.shard.v1.Command.set_trained:type_name -> trawl.shard.v1.SetTrainedCommand
-	10, // 3: trawl.shard.v1.UpsertCommand.placement:type_name -> trawl.shard.v1.Placement
-	11, // 4: trawl.shard.v1.UpsertCommand.vectors:type_name -> trawl.shard.v1.Vector
-	10, // 5: trawl.shard.v1.DeleteCommand.placement:type_name -> trawl.shard.v1.Placement
-	10, // 6: trawl.shard.v1.SnapshotHeader.placement:type_name -> trawl.shard.v1.Placement
-	9,  // 7: trawl.shard.v1.SnapshotHeader.trained:type_name -> trawl.shard.v1.SnapshotHeader.TrainedEntry
-	0,  // 8: trawl.shard.v1.Raft.AppendEntries:input_type -> trawl.shard.v1.RaftMessage
-	0,  // 9: trawl.shard.v1.Raft.RequestVote:input_type -> trawl.shard.v1.RaftMessage
-	0,  // 10: trawl.shard.v1.Raft.RequestPreVote:input_type -> trawl.shard.v1.RaftMessage
-	0,  // 11: trawl.shard.v1.Raft.TimeoutNow:input_type -> trawl.shard.v1.RaftMessage
-	1,  // 12: trawl.shard.v1.Raft.InstallSnapshot:input_type -> trawl.shard.v1.SnapshotChunk
-	2,  // 13: trawl.shard.v1.Raft.GroupState:input_type -> trawl.shard.v1.GroupStateRequest
-	0,  // 14: trawl.shard.v1.Raft.AppendEntries:output_type -> trawl.shard.v1.RaftMessage
-	0,  // 15: trawl.shard.v1.Raft.RequestVote:output_type -> trawl.shard.v1.RaftMessage
-	0,  // 16: trawl.shard.v1.Raft.RequestPreVote:output_type -> trawl.shard.v1.RaftMessage
-	0,  // 17: trawl.shard.v1.Raft.TimeoutNow:output_type -> trawl.shard.v1.RaftMessage
-	0,  // 18: trawl.shard.v1.Raft.InstallSnapshot:output_type -> trawl.shard.v1.RaftMessage
-	3,  // 19: trawl.shard.v1.Raft.GroupState:output_type -> trawl.shard.v1.GroupStateResponse
-	14, // [14:20] is the sub-list for method output_type
-	8,  // [8:14] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	12, // 3: trawl.shard.v1.Command.catalog:type_name -> trawl.shard.v1.ChangeCatalogRequest
+	13, // 4: trawl.shard.v1.Command.collection:type_name -> trawl.shard.v1.CollectionRef
+	14, // 5: trawl.shard.v1.UpsertCommand.placement:type_name -> trawl.shard.v1.Placement
+	15, // 6: trawl.shard.v1.UpsertCommand.vectors:type_name -> trawl.shard.v1.Vector
+	14, // 7: trawl.shard.v1.DeleteCommand.placement:type_name -> trawl.shard.v1.Placement
+	14, // 8: trawl.shard.v1.SnapshotHeader.placement:type_name -> trawl.shard.v1.Placement
+	10, // 9: trawl.shard.v1.SnapshotHeader.trained:type_name -> trawl.shard.v1.SnapshotHeader.TrainedEntry
+	16, // 10: trawl.shard.v1.SnapshotHeader.catalog:type_name -> trawl.shard.v1.CatalogResponse
+	14, // 11: trawl.shard.v1.CollectionHeader.placement:type_name -> trawl.shard.v1.Placement
+	11, // 12: trawl.shard.v1.CollectionHeader.trained:type_name -> trawl.shard.v1.CollectionHeader.TrainedEntry
+	0,  // 13: trawl.shard.v1.Raft.AppendEntries:input_type -> trawl.shard.v1.RaftMessage
+	0,  // 14: trawl.shard.v1.Raft.RequestVote:input_type -> trawl.shard.v1.RaftMessage
+	0,  // 15: trawl.shard.v1.Raft.RequestPreVote:input_type -> trawl.shard.v1.RaftMessage
+	0,  // 16: trawl.shard.v1.Raft.TimeoutNow:input_type -> trawl.shard.v1.RaftMessage
+	1,  // 17: trawl.shard.v1.Raft.InstallSnapshot:input_type -> trawl.shard.v1.SnapshotChunk
+	2,  // 18: trawl.shard.v1.Raft.GroupState:input_type -> trawl.shard.v1.GroupStateRequest
+	0,  // 19: trawl.shard.v1.Raft.AppendEntries:output_type -> trawl.shard.v1.RaftMessage
+	0,  // 20: trawl.shard.v1.Raft.RequestVote:output_type -> trawl.shard.v1.RaftMessage
+	0,  // 21: trawl.shard.v1.Raft.RequestPreVote:output_type -> trawl.shard.v1.RaftMessage
+	0,  // 22: trawl.shard.v1.Raft.TimeoutNow:output_type -> trawl.shard.v1.RaftMessage
+	0,  // 23: trawl.shard.v1.Raft.InstallSnapshot:output_type -> trawl.shard.v1.RaftMessage
+	3,  // 24: trawl.shard.v1.Raft.GroupState:output_type -> trawl.shard.v1.GroupStateResponse
+	19, // [19:25] is the sub-list for method output_type
+	13, // [13:19] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_raft_proto_init() }
@@ -696,6 +846,7 @@ func file_raft_proto_init() {
 		(*Command_Upsert)(nil),
 		(*Command_Delete)(nil),
 		(*Command_SetTrained)(nil),
+		(*Command_Catalog)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -703,7 +854,7 @@ func file_raft_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_raft_proto_rawDesc), len(file_raft_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

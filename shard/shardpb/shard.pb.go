@@ -26,6 +26,565 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// CollectionRef names the collection a request acts on: its name and the
+// uid the catalog gave this incarnation of it. A replica that holds no
+// collection of that name and uid refuses the request (FailedPrecondition,
+// reason COLLECTION_NOT_FOUND, shard.CollectionNotFoundStatus), so a
+// collection dropped and re-created under one name is never confused with
+// its predecessor. uid 0 matches whatever incarnation the replica holds.
+type CollectionRef struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Uid           uint64                 `protobuf:"varint,2,opt,name=uid,proto3" json:"uid,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CollectionRef) Reset() {
+	*x = CollectionRef{}
+	mi := &file_shard_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CollectionRef) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CollectionRef) ProtoMessage() {}
+
+func (x *CollectionRef) ProtoReflect() protoreflect.Message {
+	mi := &file_shard_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CollectionRef.ProtoReflect.Descriptor instead.
+func (*CollectionRef) Descriptor() ([]byte, []int) {
+	return file_shard_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *CollectionRef) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CollectionRef) GetUid() uint64 {
+	if x != nil {
+		return x.Uid
+	}
+	return 0
+}
+
+// CollectionSettings are fixed when a collection is created.
+type CollectionSettings struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Dim           uint32                 `protobuf:"varint,1,opt,name=dim,proto3" json:"dim,omitempty"`                  // 1..8192
+	Metric        string                 `protobuf:"bytes,2,opt,name=metric,proto3" json:"metric,omitempty"`             // cosine, dot or l2
+	Quantization  string                 `protobuf:"bytes,3,opt,name=quantization,proto3" json:"quantization,omitempty"` // none or int8
+	Index         string                 `protobuf:"bytes,4,opt,name=index,proto3" json:"index,omitempty"`               // flat or ivf (ivf implies int8)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CollectionSettings) Reset() {
+	*x = CollectionSettings{}
+	mi := &file_shard_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CollectionSettings) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CollectionSettings) ProtoMessage() {}
+
+func (x *CollectionSettings) ProtoReflect() protoreflect.Message {
+	mi := &file_shard_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CollectionSettings.ProtoReflect.Descriptor instead.
+func (*CollectionSettings) Descriptor() ([]byte, []int) {
+	return file_shard_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *CollectionSettings) GetDim() uint32 {
+	if x != nil {
+		return x.Dim
+	}
+	return 0
+}
+
+func (x *CollectionSettings) GetMetric() string {
+	if x != nil {
+		return x.Metric
+	}
+	return ""
+}
+
+func (x *CollectionSettings) GetQuantization() string {
+	if x != nil {
+		return x.Quantization
+	}
+	return ""
+}
+
+func (x *CollectionSettings) GetIndex() string {
+	if x != nil {
+		return x.Index
+	}
+	return ""
+}
+
+// CollectionEntry is one collection of a catalog.
+type CollectionEntry struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// uid is the authority group's log index of the entry that created
+	// this incarnation: unique, and increasing with creation order.
+	Uid           uint64              `protobuf:"varint,2,opt,name=uid,proto3" json:"uid,omitempty"`
+	Settings      *CollectionSettings `protobuf:"bytes,3,opt,name=settings,proto3" json:"settings,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CollectionEntry) Reset() {
+	*x = CollectionEntry{}
+	mi := &file_shard_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CollectionEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CollectionEntry) ProtoMessage() {}
+
+func (x *CollectionEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_shard_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CollectionEntry.ProtoReflect.Descriptor instead.
+func (*CollectionEntry) Descriptor() ([]byte, []int) {
+	return file_shard_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *CollectionEntry) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CollectionEntry) GetUid() uint64 {
+	if x != nil {
+		return x.Uid
+	}
+	return 0
+}
+
+func (x *CollectionEntry) GetSettings() *CollectionSettings {
+	if x != nil {
+		return x.Settings
+	}
+	return nil
+}
+
+// AliasEntry points an alias at a collection (Qdrant's aliases).
+type AliasEntry struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Alias         string                 `protobuf:"bytes,1,opt,name=alias,proto3" json:"alias,omitempty"`
+	Collection    string                 `protobuf:"bytes,2,opt,name=collection,proto3" json:"collection,omitempty"`
+	Uid           uint64                 `protobuf:"varint,3,opt,name=uid,proto3" json:"uid,omitempty"` // the authority's log index of the change that set it
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AliasEntry) Reset() {
+	*x = AliasEntry{}
+	mi := &file_shard_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AliasEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AliasEntry) ProtoMessage() {}
+
+func (x *AliasEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_shard_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AliasEntry.ProtoReflect.Descriptor instead.
+func (*AliasEntry) Descriptor() ([]byte, []int) {
+	return file_shard_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *AliasEntry) GetAlias() string {
+	if x != nil {
+		return x.Alias
+	}
+	return ""
+}
+
+func (x *AliasEntry) GetCollection() string {
+	if x != nil {
+		return x.Collection
+	}
+	return ""
+}
+
+func (x *AliasEntry) GetUid() uint64 {
+	if x != nil {
+		return x.Uid
+	}
+	return 0
+}
+
+type CatalogRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	MinIndex      uint64                 `protobuf:"varint,1,opt,name=min_index,json=minIndex,proto3" json:"min_index,omitempty"` // as in SearchRequest
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CatalogRequest) Reset() {
+	*x = CatalogRequest{}
+	mi := &file_shard_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CatalogRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CatalogRequest) ProtoMessage() {}
+
+func (x *CatalogRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_shard_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CatalogRequest.ProtoReflect.Descriptor instead.
+func (*CatalogRequest) Descriptor() ([]byte, []int) {
+	return file_shard_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *CatalogRequest) GetMinIndex() uint64 {
+	if x != nil {
+		return x.MinIndex
+	}
+	return 0
+}
+
+type CatalogResponse struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Collections []*CollectionEntry     `protobuf:"bytes,1,rep,name=collections,proto3" json:"collections,omitempty"` // sorted by name
+	Aliases     []*AliasEntry          `protobuf:"bytes,2,rep,name=aliases,proto3" json:"aliases,omitempty"`         // sorted by alias
+	// version is the log index of this group's last catalog change: on the
+	// authority, every uid at or below it that is not listed was dropped.
+	Version uint64 `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
+	// dropped maps a name to the highest uid of it this group dropped: a
+	// create at or below it is refused, so a late push never resurrects it.
+	Dropped       map[string]uint64 `protobuf:"bytes,4,rep,name=dropped,proto3" json:"dropped,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CatalogResponse) Reset() {
+	*x = CatalogResponse{}
+	mi := &file_shard_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CatalogResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CatalogResponse) ProtoMessage() {}
+
+func (x *CatalogResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_shard_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CatalogResponse.ProtoReflect.Descriptor instead.
+func (*CatalogResponse) Descriptor() ([]byte, []int) {
+	return file_shard_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *CatalogResponse) GetCollections() []*CollectionEntry {
+	if x != nil {
+		return x.Collections
+	}
+	return nil
+}
+
+func (x *CatalogResponse) GetAliases() []*AliasEntry {
+	if x != nil {
+		return x.Aliases
+	}
+	return nil
+}
+
+func (x *CatalogResponse) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *CatalogResponse) GetDropped() map[string]uint64 {
+	if x != nil {
+		return x.Dropped
+	}
+	return nil
+}
+
+type ChangeCatalogRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// authority: this group decides (assigns uids, refuses conflicts).
+	Authority bool `protobuf:"varint,1,opt,name=authority,proto3" json:"authority,omitempty"`
+	// Types that are valid to be assigned to Op:
+	//
+	//	*ChangeCatalogRequest_Create
+	//	*ChangeCatalogRequest_Drop
+	//	*ChangeCatalogRequest_Alias
+	Op            isChangeCatalogRequest_Op `protobuf_oneof:"op"`
+	Placement     *Placement                `protobuf:"bytes,5,opt,name=placement,proto3" json:"placement,omitempty"` // as in UpsertRequest
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChangeCatalogRequest) Reset() {
+	*x = ChangeCatalogRequest{}
+	mi := &file_shard_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChangeCatalogRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChangeCatalogRequest) ProtoMessage() {}
+
+func (x *ChangeCatalogRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_shard_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChangeCatalogRequest.ProtoReflect.Descriptor instead.
+func (*ChangeCatalogRequest) Descriptor() ([]byte, []int) {
+	return file_shard_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ChangeCatalogRequest) GetAuthority() bool {
+	if x != nil {
+		return x.Authority
+	}
+	return false
+}
+
+func (x *ChangeCatalogRequest) GetOp() isChangeCatalogRequest_Op {
+	if x != nil {
+		return x.Op
+	}
+	return nil
+}
+
+func (x *ChangeCatalogRequest) GetCreate() *CollectionEntry {
+	if x != nil {
+		if x, ok := x.Op.(*ChangeCatalogRequest_Create); ok {
+			return x.Create
+		}
+	}
+	return nil
+}
+
+func (x *ChangeCatalogRequest) GetDrop() *CollectionRef {
+	if x != nil {
+		if x, ok := x.Op.(*ChangeCatalogRequest_Drop); ok {
+			return x.Drop
+		}
+	}
+	return nil
+}
+
+func (x *ChangeCatalogRequest) GetAlias() *AliasEntry {
+	if x != nil {
+		if x, ok := x.Op.(*ChangeCatalogRequest_Alias); ok {
+			return x.Alias
+		}
+	}
+	return nil
+}
+
+func (x *ChangeCatalogRequest) GetPlacement() *Placement {
+	if x != nil {
+		return x.Placement
+	}
+	return nil
+}
+
+type isChangeCatalogRequest_Op interface {
+	isChangeCatalogRequest_Op()
+}
+
+type ChangeCatalogRequest_Create struct {
+	// create: on the authority, uid is ignored (assigned); elsewhere it
+	// is the authority's uid.
+	Create *CollectionEntry `protobuf:"bytes,2,opt,name=create,proto3,oneof"`
+}
+
+type ChangeCatalogRequest_Drop struct {
+	// drop: name and uid (0 on the authority: whatever incarnation it
+	// holds). Dropping an absent collection is not an error.
+	Drop *CollectionRef `protobuf:"bytes,3,opt,name=drop,proto3,oneof"`
+}
+
+type ChangeCatalogRequest_Alias struct {
+	// alias: set alias → collection, or delete it when collection is
+	// empty. uid as for create.
+	Alias *AliasEntry `protobuf:"bytes,4,opt,name=alias,proto3,oneof"`
+}
+
+func (*ChangeCatalogRequest_Create) isChangeCatalogRequest_Op() {}
+
+func (*ChangeCatalogRequest_Drop) isChangeCatalogRequest_Op() {}
+
+func (*ChangeCatalogRequest_Alias) isChangeCatalogRequest_Op() {}
+
+type ChangeCatalogResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// entry is the collection as the group holds it after the change (for
+	// create: the winning settings and uid; for drop: what was dropped,
+	// empty if nothing).
+	Entry         *CollectionEntry `protobuf:"bytes,1,opt,name=entry,proto3" json:"entry,omitempty"`
+	Alias         *AliasEntry      `protobuf:"bytes,4,opt,name=alias,proto3" json:"alias,omitempty"`
+	Changed       bool             `protobuf:"varint,2,opt,name=changed,proto3" json:"changed,omitempty"` // false: it was already so (idempotent repeat)
+	Index         uint64           `protobuf:"varint,3,opt,name=index,proto3" json:"index,omitempty"`     // the log index the change committed at
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChangeCatalogResponse) Reset() {
+	*x = ChangeCatalogResponse{}
+	mi := &file_shard_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChangeCatalogResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChangeCatalogResponse) ProtoMessage() {}
+
+func (x *ChangeCatalogResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_shard_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChangeCatalogResponse.ProtoReflect.Descriptor instead.
+func (*ChangeCatalogResponse) Descriptor() ([]byte, []int) {
+	return file_shard_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ChangeCatalogResponse) GetEntry() *CollectionEntry {
+	if x != nil {
+		return x.Entry
+	}
+	return nil
+}
+
+func (x *ChangeCatalogResponse) GetAlias() *AliasEntry {
+	if x != nil {
+		return x.Alias
+	}
+	return nil
+}
+
+func (x *ChangeCatalogResponse) GetChanged() bool {
+	if x != nil {
+		return x.Changed
+	}
+	return false
+}
+
+func (x *ChangeCatalogResponse) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
 type Query struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Vector    []byte                 `protobuf:"bytes,1,opt,name=vector,proto3" json:"vector,omitempty"` // little-endian float32
@@ -59,7 +618,7 @@ type Query struct {
 
 func (x *Query) Reset() {
 	*x = Query{}
-	mi := &file_shard_proto_msgTypes[0]
+	mi := &file_shard_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -71,7 +630,7 @@ func (x *Query) String() string {
 func (*Query) ProtoMessage() {}
 
 func (x *Query) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[0]
+	mi := &file_shard_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -84,7 +643,7 @@ func (x *Query) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Query.ProtoReflect.Descriptor instead.
 func (*Query) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{0}
+	return file_shard_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Query) GetVector() []byte {
@@ -169,7 +728,7 @@ type PayloadSelector struct {
 
 func (x *PayloadSelector) Reset() {
 	*x = PayloadSelector{}
-	mi := &file_shard_proto_msgTypes[1]
+	mi := &file_shard_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -181,7 +740,7 @@ func (x *PayloadSelector) String() string {
 func (*PayloadSelector) ProtoMessage() {}
 
 func (x *PayloadSelector) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[1]
+	mi := &file_shard_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -194,7 +753,7 @@ func (x *PayloadSelector) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PayloadSelector.ProtoReflect.Descriptor instead.
 func (*PayloadSelector) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{1}
+	return file_shard_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *PayloadSelector) GetAll() bool {
@@ -227,7 +786,7 @@ type Hit struct {
 
 func (x *Hit) Reset() {
 	*x = Hit{}
-	mi := &file_shard_proto_msgTypes[2]
+	mi := &file_shard_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -239,7 +798,7 @@ func (x *Hit) String() string {
 func (*Hit) ProtoMessage() {}
 
 func (x *Hit) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[2]
+	mi := &file_shard_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -252,7 +811,7 @@ func (x *Hit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Hit.ProtoReflect.Descriptor instead.
 func (*Hit) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{2}
+	return file_shard_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Hit) GetId() string {
@@ -289,14 +848,15 @@ type SearchRequest struct {
 	// min_index is the last write index the router acknowledged on this
 	// shard; a replica that has not applied it refuses the read as not
 	// serving, so the router tries the next one (read-after-write).
-	MinIndex      uint64 `protobuf:"varint,2,opt,name=min_index,json=minIndex,proto3" json:"min_index,omitempty"`
+	MinIndex      uint64         `protobuf:"varint,2,opt,name=min_index,json=minIndex,proto3" json:"min_index,omitempty"`
+	Collection    *CollectionRef `protobuf:"bytes,15,opt,name=collection,proto3" json:"collection,omitempty"` // the collection acted on (required)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SearchRequest) Reset() {
 	*x = SearchRequest{}
-	mi := &file_shard_proto_msgTypes[3]
+	mi := &file_shard_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -308,7 +868,7 @@ func (x *SearchRequest) String() string {
 func (*SearchRequest) ProtoMessage() {}
 
 func (x *SearchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[3]
+	mi := &file_shard_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -321,7 +881,7 @@ func (x *SearchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchRequest.ProtoReflect.Descriptor instead.
 func (*SearchRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{3}
+	return file_shard_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SearchRequest) GetQueries() []*Query {
@@ -338,6 +898,13 @@ func (x *SearchRequest) GetMinIndex() uint64 {
 	return 0
 }
 
+func (x *SearchRequest) GetCollection() *CollectionRef {
+	if x != nil {
+		return x.Collection
+	}
+	return nil
+}
+
 type HitList struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Hits          []*Hit                 `protobuf:"bytes,1,rep,name=hits,proto3" json:"hits,omitempty"`
@@ -347,7 +914,7 @@ type HitList struct {
 
 func (x *HitList) Reset() {
 	*x = HitList{}
-	mi := &file_shard_proto_msgTypes[4]
+	mi := &file_shard_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -359,7 +926,7 @@ func (x *HitList) String() string {
 func (*HitList) ProtoMessage() {}
 
 func (x *HitList) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[4]
+	mi := &file_shard_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -372,7 +939,7 @@ func (x *HitList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HitList.ProtoReflect.Descriptor instead.
 func (*HitList) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{4}
+	return file_shard_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *HitList) GetHits() []*Hit {
@@ -393,7 +960,7 @@ type SearchResponse struct {
 
 func (x *SearchResponse) Reset() {
 	*x = SearchResponse{}
-	mi := &file_shard_proto_msgTypes[5]
+	mi := &file_shard_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -405,7 +972,7 @@ func (x *SearchResponse) String() string {
 func (*SearchResponse) ProtoMessage() {}
 
 func (x *SearchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[5]
+	mi := &file_shard_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -418,7 +985,7 @@ func (x *SearchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchResponse.ProtoReflect.Descriptor instead.
 func (*SearchResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{5}
+	return file_shard_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SearchResponse) GetResults() []*HitList {
@@ -455,7 +1022,7 @@ type Placement struct {
 
 func (x *Placement) Reset() {
 	*x = Placement{}
-	mi := &file_shard_proto_msgTypes[6]
+	mi := &file_shard_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -467,7 +1034,7 @@ func (x *Placement) String() string {
 func (*Placement) ProtoMessage() {}
 
 func (x *Placement) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[6]
+	mi := &file_shard_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -480,7 +1047,7 @@ func (x *Placement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Placement.ProtoReflect.Descriptor instead.
 func (*Placement) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{6}
+	return file_shard_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Placement) GetFingerprint() string {
@@ -508,7 +1075,7 @@ type Vector struct {
 
 func (x *Vector) Reset() {
 	*x = Vector{}
-	mi := &file_shard_proto_msgTypes[7]
+	mi := &file_shard_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -520,7 +1087,7 @@ func (x *Vector) String() string {
 func (*Vector) ProtoMessage() {}
 
 func (x *Vector) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[7]
+	mi := &file_shard_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -533,7 +1100,7 @@ func (x *Vector) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Vector.ProtoReflect.Descriptor instead.
 func (*Vector) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{7}
+	return file_shard_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Vector) GetId() string {
@@ -561,13 +1128,14 @@ type UpsertRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Placement     *Placement             `protobuf:"bytes,1,opt,name=placement,proto3" json:"placement,omitempty"`
 	Vectors       []*Vector              `protobuf:"bytes,2,rep,name=vectors,proto3" json:"vectors,omitempty"`
+	Collection    *CollectionRef         `protobuf:"bytes,15,opt,name=collection,proto3" json:"collection,omitempty"` // the collection acted on (required)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *UpsertRequest) Reset() {
 	*x = UpsertRequest{}
-	mi := &file_shard_proto_msgTypes[8]
+	mi := &file_shard_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -579,7 +1147,7 @@ func (x *UpsertRequest) String() string {
 func (*UpsertRequest) ProtoMessage() {}
 
 func (x *UpsertRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[8]
+	mi := &file_shard_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -592,7 +1160,7 @@ func (x *UpsertRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertRequest.ProtoReflect.Descriptor instead.
 func (*UpsertRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{8}
+	return file_shard_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *UpsertRequest) GetPlacement() *Placement {
@@ -609,6 +1177,13 @@ func (x *UpsertRequest) GetVectors() []*Vector {
 	return nil
 }
 
+func (x *UpsertRequest) GetCollection() *CollectionRef {
+	if x != nil {
+		return x.Collection
+	}
+	return nil
+}
+
 type UpsertResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	DocCount      uint64                 `protobuf:"varint,1,opt,name=doc_count,json=docCount,proto3" json:"doc_count,omitempty"`
@@ -619,7 +1194,7 @@ type UpsertResponse struct {
 
 func (x *UpsertResponse) Reset() {
 	*x = UpsertResponse{}
-	mi := &file_shard_proto_msgTypes[9]
+	mi := &file_shard_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -631,7 +1206,7 @@ func (x *UpsertResponse) String() string {
 func (*UpsertResponse) ProtoMessage() {}
 
 func (x *UpsertResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[9]
+	mi := &file_shard_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -644,7 +1219,7 @@ func (x *UpsertResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertResponse.ProtoReflect.Descriptor instead.
 func (*UpsertResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{9}
+	return file_shard_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *UpsertResponse) GetDocCount() uint64 {
@@ -665,13 +1240,14 @@ type GetRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	MinIndex      uint64                 `protobuf:"varint,2,opt,name=min_index,json=minIndex,proto3" json:"min_index,omitempty"` // as in SearchRequest
+	Collection    *CollectionRef         `protobuf:"bytes,15,opt,name=collection,proto3" json:"collection,omitempty"`             // the collection acted on (required)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_shard_proto_msgTypes[10]
+	mi := &file_shard_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -683,7 +1259,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[10]
+	mi := &file_shard_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -696,7 +1272,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{10}
+	return file_shard_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GetRequest) GetId() string {
@@ -713,6 +1289,13 @@ func (x *GetRequest) GetMinIndex() uint64 {
 	return 0
 }
 
+func (x *GetRequest) GetCollection() *CollectionRef {
+	if x != nil {
+		return x.Collection
+	}
+	return nil
+}
+
 type GetResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Vector        *Vector                `protobuf:"bytes,1,opt,name=vector,proto3" json:"vector,omitempty"`
@@ -722,7 +1305,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_shard_proto_msgTypes[11]
+	mi := &file_shard_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -734,7 +1317,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[11]
+	mi := &file_shard_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -747,7 +1330,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{11}
+	return file_shard_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GetResponse) GetVector() *Vector {
@@ -764,15 +1347,16 @@ type DeleteRequest struct {
 	// ids and filter delete more in the same log entry: every listed id,
 	// and every document the filter (canonical JSON, as in Query) matches
 	// when the entry applies. id, ids and filter may be combined.
-	Ids           []string `protobuf:"bytes,3,rep,name=ids,proto3" json:"ids,omitempty"`
-	Filter        []byte   `protobuf:"bytes,4,opt,name=filter,proto3" json:"filter,omitempty"`
+	Ids           []string       `protobuf:"bytes,3,rep,name=ids,proto3" json:"ids,omitempty"`
+	Filter        []byte         `protobuf:"bytes,4,opt,name=filter,proto3" json:"filter,omitempty"`
+	Collection    *CollectionRef `protobuf:"bytes,15,opt,name=collection,proto3" json:"collection,omitempty"` // the collection acted on (required)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DeleteRequest) Reset() {
 	*x = DeleteRequest{}
-	mi := &file_shard_proto_msgTypes[12]
+	mi := &file_shard_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -784,7 +1368,7 @@ func (x *DeleteRequest) String() string {
 func (*DeleteRequest) ProtoMessage() {}
 
 func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[12]
+	mi := &file_shard_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -797,7 +1381,7 @@ func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{12}
+	return file_shard_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DeleteRequest) GetPlacement() *Placement {
@@ -828,6 +1412,13 @@ func (x *DeleteRequest) GetFilter() []byte {
 	return nil
 }
 
+func (x *DeleteRequest) GetCollection() *CollectionRef {
+	if x != nil {
+		return x.Collection
+	}
+	return nil
+}
+
 type DeleteResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Found         bool                   `protobuf:"varint,1,opt,name=found,proto3" json:"found,omitempty"`
@@ -839,7 +1430,7 @@ type DeleteResponse struct {
 
 func (x *DeleteResponse) Reset() {
 	*x = DeleteResponse{}
-	mi := &file_shard_proto_msgTypes[13]
+	mi := &file_shard_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -851,7 +1442,7 @@ func (x *DeleteResponse) String() string {
 func (*DeleteResponse) ProtoMessage() {}
 
 func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[13]
+	mi := &file_shard_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -864,7 +1455,7 @@ func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteResponse.ProtoReflect.Descriptor instead.
 func (*DeleteResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{13}
+	return file_shard_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DeleteResponse) GetFound() bool {
@@ -903,13 +1494,14 @@ type ScrollRequest struct {
 	WithPayload   *PayloadSelector `protobuf:"bytes,5,opt,name=with_payload,json=withPayload,proto3" json:"with_payload,omitempty"`
 	WithVector    bool             `protobuf:"varint,6,opt,name=with_vector,json=withVector,proto3" json:"with_vector,omitempty"`
 	MinIndex      uint64           `protobuf:"varint,7,opt,name=min_index,json=minIndex,proto3" json:"min_index,omitempty"` // as in SearchRequest
+	Collection    *CollectionRef   `protobuf:"bytes,15,opt,name=collection,proto3" json:"collection,omitempty"`             // the collection acted on (required)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ScrollRequest) Reset() {
 	*x = ScrollRequest{}
-	mi := &file_shard_proto_msgTypes[14]
+	mi := &file_shard_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -921,7 +1513,7 @@ func (x *ScrollRequest) String() string {
 func (*ScrollRequest) ProtoMessage() {}
 
 func (x *ScrollRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[14]
+	mi := &file_shard_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -934,7 +1526,7 @@ func (x *ScrollRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScrollRequest.ProtoReflect.Descriptor instead.
 func (*ScrollRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{14}
+	return file_shard_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ScrollRequest) GetFilter() []byte {
@@ -986,6 +1578,13 @@ func (x *ScrollRequest) GetMinIndex() uint64 {
 	return 0
 }
 
+func (x *ScrollRequest) GetCollection() *CollectionRef {
+	if x != nil {
+		return x.Collection
+	}
+	return nil
+}
+
 type ScrollResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// points are the first limit matching documents from `from`, in id
@@ -999,7 +1598,7 @@ type ScrollResponse struct {
 
 func (x *ScrollResponse) Reset() {
 	*x = ScrollResponse{}
-	mi := &file_shard_proto_msgTypes[15]
+	mi := &file_shard_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1011,7 +1610,7 @@ func (x *ScrollResponse) String() string {
 func (*ScrollResponse) ProtoMessage() {}
 
 func (x *ScrollResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[15]
+	mi := &file_shard_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1024,7 +1623,7 @@ func (x *ScrollResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScrollResponse.ProtoReflect.Descriptor instead.
 func (*ScrollResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{15}
+	return file_shard_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ScrollResponse) GetPoints() []*Vector {
@@ -1049,14 +1648,17 @@ func (x *ScrollResponse) GetDocCount() uint64 {
 }
 
 type StatsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// collection, when set, limits collections to it (not found: the
+	// COLLECTION_NOT_FOUND refusal); empty: every collection.
+	Collection    *CollectionRef `protobuf:"bytes,1,opt,name=collection,proto3" json:"collection,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StatsRequest) Reset() {
 	*x = StatsRequest{}
-	mi := &file_shard_proto_msgTypes[16]
+	mi := &file_shard_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1068,7 +1670,7 @@ func (x *StatsRequest) String() string {
 func (*StatsRequest) ProtoMessage() {}
 
 func (x *StatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[16]
+	mi := &file_shard_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1081,7 +1683,14 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{16}
+	return file_shard_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *StatsRequest) GetCollection() *CollectionRef {
+	if x != nil {
+		return x.Collection
+	}
+	return nil
 }
 
 type StatsResponse struct {
@@ -1102,14 +1711,19 @@ type StatsResponse struct {
 	// scan_rate_live is the running rate of this replica's real full exact
 	// scans of one query (same unit, per core the scan split over, so it
 	// includes contention), 0 before one.
-	ScanRateLive  float64 `protobuf:"fixed64,20,opt,name=scan_rate_live,json=scanRateLive,proto3" json:"scan_rate_live,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ScanRateLive float64 `protobuf:"fixed64,20,opt,name=scan_rate_live,json=scanRateLive,proto3" json:"scan_rate_live,omitempty"`
+	// collections are this replica's collections (or the one asked for).
+	// doc_count above is their sum; dim, metric, quantization and index
+	// above are unset.
+	Collections    []*CollectionStats `protobuf:"bytes,21,rep,name=collections,proto3" json:"collections,omitempty"`
+	CatalogVersion uint64             `protobuf:"varint,22,opt,name=catalog_version,json=catalogVersion,proto3" json:"catalog_version,omitempty"` // as in CatalogResponse
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *StatsResponse) Reset() {
 	*x = StatsResponse{}
-	mi := &file_shard_proto_msgTypes[17]
+	mi := &file_shard_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1121,7 +1735,7 @@ func (x *StatsResponse) String() string {
 func (*StatsResponse) ProtoMessage() {}
 
 func (x *StatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[17]
+	mi := &file_shard_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1134,7 +1748,7 @@ func (x *StatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsResponse.ProtoReflect.Descriptor instead.
 func (*StatsResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{17}
+	return file_shard_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *StatsResponse) GetDocCount() uint64 {
@@ -1235,6 +1849,89 @@ func (x *StatsResponse) GetScanRateLive() float64 {
 	return 0
 }
 
+func (x *StatsResponse) GetCollections() []*CollectionStats {
+	if x != nil {
+		return x.Collections
+	}
+	return nil
+}
+
+func (x *StatsResponse) GetCatalogVersion() uint64 {
+	if x != nil {
+		return x.CatalogVersion
+	}
+	return 0
+}
+
+// CollectionStats is one collection on one replica.
+type CollectionStats struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Entry         *CollectionEntry       `protobuf:"bytes,1,opt,name=entry,proto3" json:"entry,omitempty"`
+	DocCount      uint64                 `protobuf:"varint,2,opt,name=doc_count,json=docCount,proto3" json:"doc_count,omitempty"`
+	Bytes         uint64                 `protobuf:"varint,3,opt,name=bytes,proto3" json:"bytes,omitempty"` // memory its rows, payloads, codes and index hold
+	Index         *IndexStats            `protobuf:"bytes,4,opt,name=index,proto3" json:"index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CollectionStats) Reset() {
+	*x = CollectionStats{}
+	mi := &file_shard_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CollectionStats) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CollectionStats) ProtoMessage() {}
+
+func (x *CollectionStats) ProtoReflect() protoreflect.Message {
+	mi := &file_shard_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CollectionStats.ProtoReflect.Descriptor instead.
+func (*CollectionStats) Descriptor() ([]byte, []int) {
+	return file_shard_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *CollectionStats) GetEntry() *CollectionEntry {
+	if x != nil {
+		return x.Entry
+	}
+	return nil
+}
+
+func (x *CollectionStats) GetDocCount() uint64 {
+	if x != nil {
+		return x.DocCount
+	}
+	return 0
+}
+
+func (x *CollectionStats) GetBytes() uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *CollectionStats) GetIndex() *IndexStats {
+	if x != nil {
+		return x.Index
+	}
+	return nil
+}
+
 // IndexStats describes the index a replica's approximate queries scan.
 type IndexStats struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1267,7 +1964,7 @@ type IndexStats struct {
 
 func (x *IndexStats) Reset() {
 	*x = IndexStats{}
-	mi := &file_shard_proto_msgTypes[18]
+	mi := &file_shard_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1279,7 +1976,7 @@ func (x *IndexStats) String() string {
 func (*IndexStats) ProtoMessage() {}
 
 func (x *IndexStats) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[18]
+	mi := &file_shard_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1292,7 +1989,7 @@ func (x *IndexStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IndexStats.ProtoReflect.Descriptor instead.
 func (*IndexStats) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{18}
+	return file_shard_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *IndexStats) GetKind() string {
@@ -1362,7 +2059,48 @@ var File_shard_proto protoreflect.FileDescriptor
 
 const file_shard_proto_rawDesc = "" +
 	"\n" +
-	"\vshard.proto\x12\x0etrawl.shard.v1\"\xd9\x02\n" +
+	"\vshard.proto\x12\x0etrawl.shard.v1\"5\n" +
+	"\rCollectionRef\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
+	"\x03uid\x18\x02 \x01(\x04R\x03uid\"x\n" +
+	"\x12CollectionSettings\x12\x10\n" +
+	"\x03dim\x18\x01 \x01(\rR\x03dim\x12\x16\n" +
+	"\x06metric\x18\x02 \x01(\tR\x06metric\x12\"\n" +
+	"\fquantization\x18\x03 \x01(\tR\fquantization\x12\x14\n" +
+	"\x05index\x18\x04 \x01(\tR\x05index\"w\n" +
+	"\x0fCollectionEntry\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
+	"\x03uid\x18\x02 \x01(\x04R\x03uid\x12>\n" +
+	"\bsettings\x18\x03 \x01(\v2\".trawl.shard.v1.CollectionSettingsR\bsettings\"T\n" +
+	"\n" +
+	"AliasEntry\x12\x14\n" +
+	"\x05alias\x18\x01 \x01(\tR\x05alias\x12\x1e\n" +
+	"\n" +
+	"collection\x18\x02 \x01(\tR\n" +
+	"collection\x12\x10\n" +
+	"\x03uid\x18\x03 \x01(\x04R\x03uid\"-\n" +
+	"\x0eCatalogRequest\x12\x1b\n" +
+	"\tmin_index\x18\x01 \x01(\x04R\bminIndex\"\xa8\x02\n" +
+	"\x0fCatalogResponse\x12A\n" +
+	"\vcollections\x18\x01 \x03(\v2\x1f.trawl.shard.v1.CollectionEntryR\vcollections\x124\n" +
+	"\aaliases\x18\x02 \x03(\v2\x1a.trawl.shard.v1.AliasEntryR\aaliases\x12\x18\n" +
+	"\aversion\x18\x03 \x01(\x04R\aversion\x12F\n" +
+	"\adropped\x18\x04 \x03(\v2,.trawl.shard.v1.CatalogResponse.DroppedEntryR\adropped\x1a:\n" +
+	"\fDroppedEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"\x97\x02\n" +
+	"\x14ChangeCatalogRequest\x12\x1c\n" +
+	"\tauthority\x18\x01 \x01(\bR\tauthority\x129\n" +
+	"\x06create\x18\x02 \x01(\v2\x1f.trawl.shard.v1.CollectionEntryH\x00R\x06create\x123\n" +
+	"\x04drop\x18\x03 \x01(\v2\x1d.trawl.shard.v1.CollectionRefH\x00R\x04drop\x122\n" +
+	"\x05alias\x18\x04 \x01(\v2\x1a.trawl.shard.v1.AliasEntryH\x00R\x05alias\x127\n" +
+	"\tplacement\x18\x05 \x01(\v2\x19.trawl.shard.v1.PlacementR\tplacementB\x04\n" +
+	"\x02op\"\xb0\x01\n" +
+	"\x15ChangeCatalogResponse\x125\n" +
+	"\x05entry\x18\x01 \x01(\v2\x1f.trawl.shard.v1.CollectionEntryR\x05entry\x120\n" +
+	"\x05alias\x18\x04 \x01(\v2\x1a.trawl.shard.v1.AliasEntryR\x05alias\x12\x18\n" +
+	"\achanged\x18\x02 \x01(\bR\achanged\x12\x14\n" +
+	"\x05index\x18\x03 \x01(\x04R\x05index\"\xd9\x02\n" +
 	"\x05Query\x12\x16\n" +
 	"\x06vector\x18\x01 \x01(\fR\x06vector\x12\f\n" +
 	"\x01k\x18\x02 \x01(\rR\x01k\x12\x1d\n" +
@@ -1387,10 +2125,13 @@ const file_shard_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05score\x18\x02 \x01(\x02R\x05score\x12\x18\n" +
 	"\apayload\x18\x03 \x01(\fR\apayload\x12\x16\n" +
-	"\x06vector\x18\x04 \x01(\fR\x06vector\"c\n" +
+	"\x06vector\x18\x04 \x01(\fR\x06vector\"\xa2\x01\n" +
 	"\rSearchRequest\x12/\n" +
 	"\aqueries\x18\x03 \x03(\v2\x15.trawl.shard.v1.QueryR\aqueries\x12\x1b\n" +
-	"\tmin_index\x18\x02 \x01(\x04R\bminIndexJ\x04\b\x01\x10\x02\"2\n" +
+	"\tmin_index\x18\x02 \x01(\x04R\bminIndex\x12=\n" +
+	"\n" +
+	"collection\x18\x0f \x01(\v2\x1d.trawl.shard.v1.CollectionRefR\n" +
+	"collectionJ\x04\b\x01\x10\x02\"2\n" +
 	"\aHitList\x12'\n" +
 	"\x04hits\x18\x01 \x03(\v2\x13.trawl.shard.v1.HitR\x04hits\"|\n" +
 	"\x0eSearchResponse\x121\n" +
@@ -1403,28 +2144,37 @@ const file_shard_proto_rawDesc = "" +
 	"\x06Vector\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06vector\x18\x02 \x01(\fR\x06vector\x12\x18\n" +
-	"\apayload\x18\x03 \x01(\fR\apayload\"z\n" +
+	"\apayload\x18\x03 \x01(\fR\apayload\"\xb9\x01\n" +
 	"\rUpsertRequest\x127\n" +
 	"\tplacement\x18\x01 \x01(\v2\x19.trawl.shard.v1.PlacementR\tplacement\x120\n" +
-	"\avectors\x18\x02 \x03(\v2\x16.trawl.shard.v1.VectorR\avectors\"C\n" +
+	"\avectors\x18\x02 \x03(\v2\x16.trawl.shard.v1.VectorR\avectors\x12=\n" +
+	"\n" +
+	"collection\x18\x0f \x01(\v2\x1d.trawl.shard.v1.CollectionRefR\n" +
+	"collection\"C\n" +
 	"\x0eUpsertResponse\x12\x1b\n" +
 	"\tdoc_count\x18\x01 \x01(\x04R\bdocCount\x12\x14\n" +
-	"\x05index\x18\x02 \x01(\x04R\x05index\"9\n" +
+	"\x05index\x18\x02 \x01(\x04R\x05index\"x\n" +
 	"\n" +
 	"GetRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
-	"\tmin_index\x18\x02 \x01(\x04R\bminIndex\"=\n" +
+	"\tmin_index\x18\x02 \x01(\x04R\bminIndex\x12=\n" +
+	"\n" +
+	"collection\x18\x0f \x01(\v2\x1d.trawl.shard.v1.CollectionRefR\n" +
+	"collection\"=\n" +
 	"\vGetResponse\x12.\n" +
-	"\x06vector\x18\x01 \x01(\v2\x16.trawl.shard.v1.VectorR\x06vector\"\x82\x01\n" +
+	"\x06vector\x18\x01 \x01(\v2\x16.trawl.shard.v1.VectorR\x06vector\"\xc1\x01\n" +
 	"\rDeleteRequest\x127\n" +
 	"\tplacement\x18\x01 \x01(\v2\x19.trawl.shard.v1.PlacementR\tplacement\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x10\n" +
 	"\x03ids\x18\x03 \x03(\tR\x03ids\x12\x16\n" +
-	"\x06filter\x18\x04 \x01(\fR\x06filter\"V\n" +
+	"\x06filter\x18\x04 \x01(\fR\x06filter\x12=\n" +
+	"\n" +
+	"collection\x18\x0f \x01(\v2\x1d.trawl.shard.v1.CollectionRefR\n" +
+	"collection\"V\n" +
 	"\x0eDeleteResponse\x12\x14\n" +
 	"\x05found\x18\x01 \x01(\bR\x05found\x12\x14\n" +
 	"\x05index\x18\x02 \x01(\x04R\x05index\x12\x18\n" +
-	"\adeleted\x18\x03 \x01(\x04R\adeleted\"\xee\x01\n" +
+	"\adeleted\x18\x03 \x01(\x04R\adeleted\"\xad\x02\n" +
 	"\rScrollRequest\x12\x16\n" +
 	"\x06filter\x18\x01 \x01(\fR\x06filter\x12\x12\n" +
 	"\x04from\x18\x02 \x01(\tR\x04from\x12\x19\n" +
@@ -1433,12 +2183,18 @@ const file_shard_proto_rawDesc = "" +
 	"\fwith_payload\x18\x05 \x01(\v2\x1f.trawl.shard.v1.PayloadSelectorR\vwithPayload\x12\x1f\n" +
 	"\vwith_vector\x18\x06 \x01(\bR\n" +
 	"withVector\x12\x1b\n" +
-	"\tmin_index\x18\a \x01(\x04R\bminIndex\"s\n" +
+	"\tmin_index\x18\a \x01(\x04R\bminIndex\x12=\n" +
+	"\n" +
+	"collection\x18\x0f \x01(\v2\x1d.trawl.shard.v1.CollectionRefR\n" +
+	"collection\"s\n" +
 	"\x0eScrollResponse\x12.\n" +
 	"\x06points\x18\x01 \x03(\v2\x16.trawl.shard.v1.VectorR\x06points\x12\x14\n" +
 	"\x05count\x18\x02 \x01(\x04R\x05count\x12\x1b\n" +
-	"\tdoc_count\x18\x03 \x01(\x04R\bdocCount\"\x0e\n" +
-	"\fStatsRequest\"\xce\x03\n" +
+	"\tdoc_count\x18\x03 \x01(\x04R\bdocCount\"M\n" +
+	"\fStatsRequest\x12=\n" +
+	"\n" +
+	"collection\x18\x01 \x01(\v2\x1d.trawl.shard.v1.CollectionRefR\n" +
+	"collection\"\xba\x04\n" +
 	"\rStatsResponse\x12\x1b\n" +
 	"\tdoc_count\x18\x01 \x01(\x04R\bdocCount\x12\x10\n" +
 	"\x03dim\x18\x02 \x01(\rR\x03dim\x12\x16\n" +
@@ -1454,7 +2210,14 @@ const file_shard_proto_rawDesc = "" +
 	"\fquantization\x18\v \x01(\tR\fquantization\x12\x1b\n" +
 	"\tscan_rate\x18\f \x01(\x01R\bscanRate\x120\n" +
 	"\x05index\x18\r \x01(\v2\x1a.trawl.shard.v1.IndexStatsR\x05index\x12$\n" +
-	"\x0escan_rate_live\x18\x14 \x01(\x01R\fscanRateLive\"\x83\x02\n" +
+	"\x0escan_rate_live\x18\x14 \x01(\x01R\fscanRateLive\x12A\n" +
+	"\vcollections\x18\x15 \x03(\v2\x1f.trawl.shard.v1.CollectionStatsR\vcollections\x12'\n" +
+	"\x0fcatalog_version\x18\x16 \x01(\x04R\x0ecatalogVersion\"\xad\x01\n" +
+	"\x0fCollectionStats\x125\n" +
+	"\x05entry\x18\x01 \x01(\v2\x1f.trawl.shard.v1.CollectionEntryR\x05entry\x12\x1b\n" +
+	"\tdoc_count\x18\x02 \x01(\x04R\bdocCount\x12\x14\n" +
+	"\x05bytes\x18\x03 \x01(\x04R\x05bytes\x120\n" +
+	"\x05index\x18\x04 \x01(\v2\x1a.trawl.shard.v1.IndexStatsR\x05index\"\x83\x02\n" +
 	"\n" +
 	"IndexStats\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x14\n" +
@@ -1465,14 +2228,16 @@ const file_shard_proto_rawDesc = "" +
 	"\x04rows\x18\x06 \x01(\x04R\x04rows\x12\x14\n" +
 	"\x05bytes\x18\a \x01(\x04R\x05bytes\x12\x14\n" +
 	"\x05error\x18\b \x01(\tR\x05error\x12+\n" +
-	"\x11nprobe_calibrated\x18\t \x01(\bR\x10nprobeCalibrated2\xb1\x03\n" +
+	"\x11nprobe_calibrated\x18\t \x01(\bR\x10nprobeCalibrated2\xdb\x04\n" +
 	"\x05Shard\x12G\n" +
 	"\x06Search\x12\x1d.trawl.shard.v1.SearchRequest\x1a\x1e.trawl.shard.v1.SearchResponse\x12G\n" +
 	"\x06Upsert\x12\x1d.trawl.shard.v1.UpsertRequest\x1a\x1e.trawl.shard.v1.UpsertResponse\x12>\n" +
 	"\x03Get\x12\x1a.trawl.shard.v1.GetRequest\x1a\x1b.trawl.shard.v1.GetResponse\x12G\n" +
 	"\x06Delete\x12\x1d.trawl.shard.v1.DeleteRequest\x1a\x1e.trawl.shard.v1.DeleteResponse\x12D\n" +
 	"\x05Stats\x12\x1c.trawl.shard.v1.StatsRequest\x1a\x1d.trawl.shard.v1.StatsResponse\x12G\n" +
-	"\x06Scroll\x12\x1d.trawl.shard.v1.ScrollRequest\x1a\x1e.trawl.shard.v1.ScrollResponseB-Z+github.com/trawl-search/trawl/shard/shardpbb\x06proto3"
+	"\x06Scroll\x12\x1d.trawl.shard.v1.ScrollRequest\x1a\x1e.trawl.shard.v1.ScrollResponse\x12J\n" +
+	"\aCatalog\x12\x1e.trawl.shard.v1.CatalogRequest\x1a\x1f.trawl.shard.v1.CatalogResponse\x12\\\n" +
+	"\rChangeCatalog\x12$.trawl.shard.v1.ChangeCatalogRequest\x1a%.trawl.shard.v1.ChangeCatalogResponseB-Z+github.com/trawl-search/trawl/shard/shardpbb\x06proto3"
 
 var (
 	file_shard_proto_rawDescOnce sync.Once
@@ -1486,58 +2251,91 @@ func file_shard_proto_rawDescGZIP() []byte {
 	return file_shard_proto_rawDescData
 }
 
-var file_shard_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_shard_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_shard_proto_goTypes = []any{
-	(*Query)(nil),           // 0: trawl.shard.v1.Query
-	(*PayloadSelector)(nil), // 1: trawl.shard.v1.PayloadSelector
-	(*Hit)(nil),             // 2: trawl.shard.v1.Hit
-	(*SearchRequest)(nil),   // 3: trawl.shard.v1.SearchRequest
-	(*HitList)(nil),         // 4: trawl.shard.v1.HitList
-	(*SearchResponse)(nil),  // 5: trawl.shard.v1.SearchResponse
-	(*Placement)(nil),       // 6: trawl.shard.v1.Placement
-	(*Vector)(nil),          // 7: trawl.shard.v1.Vector
-	(*UpsertRequest)(nil),   // 8: trawl.shard.v1.UpsertRequest
-	(*UpsertResponse)(nil),  // 9: trawl.shard.v1.UpsertResponse
-	(*GetRequest)(nil),      // 10: trawl.shard.v1.GetRequest
-	(*GetResponse)(nil),     // 11: trawl.shard.v1.GetResponse
-	(*DeleteRequest)(nil),   // 12: trawl.shard.v1.DeleteRequest
-	(*DeleteResponse)(nil),  // 13: trawl.shard.v1.DeleteResponse
-	(*ScrollRequest)(nil),   // 14: trawl.shard.v1.ScrollRequest
-	(*ScrollResponse)(nil),  // 15: trawl.shard.v1.ScrollResponse
-	(*StatsRequest)(nil),    // 16: trawl.shard.v1.StatsRequest
-	(*StatsResponse)(nil),   // 17: trawl.shard.v1.StatsResponse
-	(*IndexStats)(nil),      // 18: trawl.shard.v1.IndexStats
+	(*CollectionRef)(nil),         // 0: trawl.shard.v1.CollectionRef
+	(*CollectionSettings)(nil),    // 1: trawl.shard.v1.CollectionSettings
+	(*CollectionEntry)(nil),       // 2: trawl.shard.v1.CollectionEntry
+	(*AliasEntry)(nil),            // 3: trawl.shard.v1.AliasEntry
+	(*CatalogRequest)(nil),        // 4: trawl.shard.v1.CatalogRequest
+	(*CatalogResponse)(nil),       // 5: trawl.shard.v1.CatalogResponse
+	(*ChangeCatalogRequest)(nil),  // 6: trawl.shard.v1.ChangeCatalogRequest
+	(*ChangeCatalogResponse)(nil), // 7: trawl.shard.v1.ChangeCatalogResponse
+	(*Query)(nil),                 // 8: trawl.shard.v1.Query
+	(*PayloadSelector)(nil),       // 9: trawl.shard.v1.PayloadSelector
+	(*Hit)(nil),                   // 10: trawl.shard.v1.Hit
+	(*SearchRequest)(nil),         // 11: trawl.shard.v1.SearchRequest
+	(*HitList)(nil),               // 12: trawl.shard.v1.HitList
+	(*SearchResponse)(nil),        // 13: trawl.shard.v1.SearchResponse
+	(*Placement)(nil),             // 14: trawl.shard.v1.Placement
+	(*Vector)(nil),                // 15: trawl.shard.v1.Vector
+	(*UpsertRequest)(nil),         // 16: trawl.shard.v1.UpsertRequest
+	(*UpsertResponse)(nil),        // 17: trawl.shard.v1.UpsertResponse
+	(*GetRequest)(nil),            // 18: trawl.shard.v1.GetRequest
+	(*GetResponse)(nil),           // 19: trawl.shard.v1.GetResponse
+	(*DeleteRequest)(nil),         // 20: trawl.shard.v1.DeleteRequest
+	(*DeleteResponse)(nil),        // 21: trawl.shard.v1.DeleteResponse
+	(*ScrollRequest)(nil),         // 22: trawl.shard.v1.ScrollRequest
+	(*ScrollResponse)(nil),        // 23: trawl.shard.v1.ScrollResponse
+	(*StatsRequest)(nil),          // 24: trawl.shard.v1.StatsRequest
+	(*StatsResponse)(nil),         // 25: trawl.shard.v1.StatsResponse
+	(*CollectionStats)(nil),       // 26: trawl.shard.v1.CollectionStats
+	(*IndexStats)(nil),            // 27: trawl.shard.v1.IndexStats
+	nil,                           // 28: trawl.shard.v1.CatalogResponse.DroppedEntry
 }
 var file_shard_proto_depIdxs = []int32{
-	1,  // 0: trawl.shard.v1.Query.with_payload:type_name -> trawl.shard.v1.PayloadSelector
-	0,  // 1: trawl.shard.v1.SearchRequest.queries:type_name -> trawl.shard.v1.Query
-	2,  // 2: trawl.shard.v1.HitList.hits:type_name -> trawl.shard.v1.Hit
-	4,  // 3: trawl.shard.v1.SearchResponse.results:type_name -> trawl.shard.v1.HitList
-	6,  // 4: trawl.shard.v1.UpsertRequest.placement:type_name -> trawl.shard.v1.Placement
-	7,  // 5: trawl.shard.v1.UpsertRequest.vectors:type_name -> trawl.shard.v1.Vector
-	7,  // 6: trawl.shard.v1.GetResponse.vector:type_name -> trawl.shard.v1.Vector
-	6,  // 7: trawl.shard.v1.DeleteRequest.placement:type_name -> trawl.shard.v1.Placement
-	1,  // 8: trawl.shard.v1.ScrollRequest.with_payload:type_name -> trawl.shard.v1.PayloadSelector
-	7,  // 9: trawl.shard.v1.ScrollResponse.points:type_name -> trawl.shard.v1.Vector
-	6,  // 10: trawl.shard.v1.StatsResponse.placement:type_name -> trawl.shard.v1.Placement
-	18, // 11: trawl.shard.v1.StatsResponse.index:type_name -> trawl.shard.v1.IndexStats
-	3,  // 12: trawl.shard.v1.Shard.Search:input_type -> trawl.shard.v1.SearchRequest
-	8,  // 13: trawl.shard.v1.Shard.Upsert:input_type -> trawl.shard.v1.UpsertRequest
-	10, // 14: trawl.shard.v1.Shard.Get:input_type -> trawl.shard.v1.GetRequest
-	12, // 15: trawl.shard.v1.Shard.Delete:input_type -> trawl.shard.v1.DeleteRequest
-	16, // 16: trawl.shard.v1.Shard.Stats:input_type -> trawl.shard.v1.StatsRequest
-	14, // 17: trawl.shard.v1.Shard.Scroll:input_type -> trawl.shard.v1.ScrollRequest
-	5,  // 18: trawl.shard.v1.Shard.Search:output_type -> trawl.shard.v1.SearchResponse
-	9,  // 19: trawl.shard.v1.Shard.Upsert:output_type -> trawl.shard.v1.UpsertResponse
-	11, // 20: trawl.shard.v1.Shard.Get:output_type -> trawl.shard.v1.GetResponse
-	13, // 21: trawl.shard.v1.Shard.Delete:output_type -> trawl.shard.v1.DeleteResponse
-	17, // 22: trawl.shard.v1.Shard.Stats:output_type -> trawl.shard.v1.StatsResponse
-	15, // 23: trawl.shard.v1.Shard.Scroll:output_type -> trawl.shard.v1.ScrollResponse
-	18, // [18:24] is the sub-list for method output_type
-	12, // [12:18] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	1,  // 0: trawl.shard.v1.CollectionEntry.settings:type_name -> trawl.shard.v1.CollectionSettings
+	2,  // 1: trawl.shard.v1.CatalogResponse.collections:type_name -> trawl.shard.v1.CollectionEntry
+	3,  // 2: trawl.shard.v1.CatalogResponse.aliases:type_name -> trawl.shard.v1.AliasEntry
+	28, // 3: trawl.shard.v1.CatalogResponse.dropped:type_name -> trawl.shard.v1.CatalogResponse.DroppedEntry
+	2,  // 4: trawl.shard.v1.ChangeCatalogRequest.create:type_name -> trawl.shard.v1.CollectionEntry
+	0,  // 5: trawl.shard.v1.ChangeCatalogRequest.drop:type_name -> trawl.shard.v1.CollectionRef
+	3,  // 6: trawl.shard.v1.ChangeCatalogRequest.alias:type_name -> trawl.shard.v1.AliasEntry
+	14, // 7: trawl.shard.v1.ChangeCatalogRequest.placement:type_name -> trawl.shard.v1.Placement
+	2,  // 8: trawl.shard.v1.ChangeCatalogResponse.entry:type_name -> trawl.shard.v1.CollectionEntry
+	3,  // 9: trawl.shard.v1.ChangeCatalogResponse.alias:type_name -> trawl.shard.v1.AliasEntry
+	9,  // 10: trawl.shard.v1.Query.with_payload:type_name -> trawl.shard.v1.PayloadSelector
+	8,  // 11: trawl.shard.v1.SearchRequest.queries:type_name -> trawl.shard.v1.Query
+	0,  // 12: trawl.shard.v1.SearchRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	10, // 13: trawl.shard.v1.HitList.hits:type_name -> trawl.shard.v1.Hit
+	12, // 14: trawl.shard.v1.SearchResponse.results:type_name -> trawl.shard.v1.HitList
+	14, // 15: trawl.shard.v1.UpsertRequest.placement:type_name -> trawl.shard.v1.Placement
+	15, // 16: trawl.shard.v1.UpsertRequest.vectors:type_name -> trawl.shard.v1.Vector
+	0,  // 17: trawl.shard.v1.UpsertRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	0,  // 18: trawl.shard.v1.GetRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	15, // 19: trawl.shard.v1.GetResponse.vector:type_name -> trawl.shard.v1.Vector
+	14, // 20: trawl.shard.v1.DeleteRequest.placement:type_name -> trawl.shard.v1.Placement
+	0,  // 21: trawl.shard.v1.DeleteRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	9,  // 22: trawl.shard.v1.ScrollRequest.with_payload:type_name -> trawl.shard.v1.PayloadSelector
+	0,  // 23: trawl.shard.v1.ScrollRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	15, // 24: trawl.shard.v1.ScrollResponse.points:type_name -> trawl.shard.v1.Vector
+	0,  // 25: trawl.shard.v1.StatsRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	14, // 26: trawl.shard.v1.StatsResponse.placement:type_name -> trawl.shard.v1.Placement
+	27, // 27: trawl.shard.v1.StatsResponse.index:type_name -> trawl.shard.v1.IndexStats
+	26, // 28: trawl.shard.v1.StatsResponse.collections:type_name -> trawl.shard.v1.CollectionStats
+	2,  // 29: trawl.shard.v1.CollectionStats.entry:type_name -> trawl.shard.v1.CollectionEntry
+	27, // 30: trawl.shard.v1.CollectionStats.index:type_name -> trawl.shard.v1.IndexStats
+	11, // 31: trawl.shard.v1.Shard.Search:input_type -> trawl.shard.v1.SearchRequest
+	16, // 32: trawl.shard.v1.Shard.Upsert:input_type -> trawl.shard.v1.UpsertRequest
+	18, // 33: trawl.shard.v1.Shard.Get:input_type -> trawl.shard.v1.GetRequest
+	20, // 34: trawl.shard.v1.Shard.Delete:input_type -> trawl.shard.v1.DeleteRequest
+	24, // 35: trawl.shard.v1.Shard.Stats:input_type -> trawl.shard.v1.StatsRequest
+	22, // 36: trawl.shard.v1.Shard.Scroll:input_type -> trawl.shard.v1.ScrollRequest
+	4,  // 37: trawl.shard.v1.Shard.Catalog:input_type -> trawl.shard.v1.CatalogRequest
+	6,  // 38: trawl.shard.v1.Shard.ChangeCatalog:input_type -> trawl.shard.v1.ChangeCatalogRequest
+	13, // 39: trawl.shard.v1.Shard.Search:output_type -> trawl.shard.v1.SearchResponse
+	17, // 40: trawl.shard.v1.Shard.Upsert:output_type -> trawl.shard.v1.UpsertResponse
+	19, // 41: trawl.shard.v1.Shard.Get:output_type -> trawl.shard.v1.GetResponse
+	21, // 42: trawl.shard.v1.Shard.Delete:output_type -> trawl.shard.v1.DeleteResponse
+	25, // 43: trawl.shard.v1.Shard.Stats:output_type -> trawl.shard.v1.StatsResponse
+	23, // 44: trawl.shard.v1.Shard.Scroll:output_type -> trawl.shard.v1.ScrollResponse
+	5,  // 45: trawl.shard.v1.Shard.Catalog:output_type -> trawl.shard.v1.CatalogResponse
+	7,  // 46: trawl.shard.v1.Shard.ChangeCatalog:output_type -> trawl.shard.v1.ChangeCatalogResponse
+	39, // [39:47] is the sub-list for method output_type
+	31, // [31:39] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_shard_proto_init() }
@@ -1545,14 +2343,19 @@ func file_shard_proto_init() {
 	if File_shard_proto != nil {
 		return
 	}
-	file_shard_proto_msgTypes[0].OneofWrappers = []any{}
+	file_shard_proto_msgTypes[6].OneofWrappers = []any{
+		(*ChangeCatalogRequest_Create)(nil),
+		(*ChangeCatalogRequest_Drop)(nil),
+		(*ChangeCatalogRequest_Alias)(nil),
+	}
+	file_shard_proto_msgTypes[8].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_shard_proto_rawDesc), len(file_shard_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   19,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

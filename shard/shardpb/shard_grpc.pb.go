@@ -24,12 +24,14 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Shard_Search_FullMethodName = "/trawl.shard.v1.Shard/Search"
-	Shard_Upsert_FullMethodName = "/trawl.shard.v1.Shard/Upsert"
-	Shard_Get_FullMethodName    = "/trawl.shard.v1.Shard/Get"
-	Shard_Delete_FullMethodName = "/trawl.shard.v1.Shard/Delete"
-	Shard_Stats_FullMethodName  = "/trawl.shard.v1.Shard/Stats"
-	Shard_Scroll_FullMethodName = "/trawl.shard.v1.Shard/Scroll"
+	Shard_Search_FullMethodName        = "/trawl.shard.v1.Shard/Search"
+	Shard_Upsert_FullMethodName        = "/trawl.shard.v1.Shard/Upsert"
+	Shard_Get_FullMethodName           = "/trawl.shard.v1.Shard/Get"
+	Shard_Delete_FullMethodName        = "/trawl.shard.v1.Shard/Delete"
+	Shard_Stats_FullMethodName         = "/trawl.shard.v1.Shard/Stats"
+	Shard_Scroll_FullMethodName        = "/trawl.shard.v1.Shard/Scroll"
+	Shard_Catalog_FullMethodName       = "/trawl.shard.v1.Shard/Catalog"
+	Shard_ChangeCatalog_FullMethodName = "/trawl.shard.v1.Shard/ChangeCatalog"
 )
 
 // ShardClient is the client API for Shard service.
@@ -51,6 +53,15 @@ type ShardClient interface {
 	// idorder), a page at a time, and counts them: the router merges every
 	// shard's page into a global one (Qdrant's points/scroll and count).
 	Scroll(ctx context.Context, in *ScrollRequest, opts ...grpc.CallOption) (*ScrollResponse, error)
+	// Catalog returns this group's copy of the catalog: its collections and
+	// aliases. Any serving replica answers (min_index as in SearchRequest).
+	Catalog(ctx context.Context, in *CatalogRequest, opts ...grpc.CallOption) (*CatalogResponse, error)
+	// ChangeCatalog commits one catalog change through this group's log
+	// (a write: leader, forwarding, never hedged). On the authority group
+	// (the lowest-sorted shard name) it decides: it assigns uids and refuses
+	// a conflicting create; on the others it applies what the authority
+	// decided.
+	ChangeCatalog(ctx context.Context, in *ChangeCatalogRequest, opts ...grpc.CallOption) (*ChangeCatalogResponse, error)
 }
 
 type shardClient struct {
@@ -121,6 +132,26 @@ func (c *shardClient) Scroll(ctx context.Context, in *ScrollRequest, opts ...grp
 	return out, nil
 }
 
+func (c *shardClient) Catalog(ctx context.Context, in *CatalogRequest, opts ...grpc.CallOption) (*CatalogResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CatalogResponse)
+	err := c.cc.Invoke(ctx, Shard_Catalog_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *shardClient) ChangeCatalog(ctx context.Context, in *ChangeCatalogRequest, opts ...grpc.CallOption) (*ChangeCatalogResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ChangeCatalogResponse)
+	err := c.cc.Invoke(ctx, Shard_ChangeCatalog_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ShardServer is the server API for Shard service.
 // All implementations must embed UnimplementedShardServer
 // for forward compatibility.
@@ -140,6 +171,15 @@ type ShardServer interface {
 	// idorder), a page at a time, and counts them: the router merges every
 	// shard's page into a global one (Qdrant's points/scroll and count).
 	Scroll(context.Context, *ScrollRequest) (*ScrollResponse, error)
+	// Catalog returns this group's copy of the catalog: its collections and
+	// aliases. Any serving replica answers (min_index as in SearchRequest).
+	Catalog(context.Context, *CatalogRequest) (*CatalogResponse, error)
+	// ChangeCatalog commits one catalog change through this group's log
+	// (a write: leader, forwarding, never hedged). On the authority group
+	// (the lowest-sorted shard name) it decides: it assigns uids and refuses
+	// a conflicting create; on the others it applies what the authority
+	// decided.
+	ChangeCatalog(context.Context, *ChangeCatalogRequest) (*ChangeCatalogResponse, error)
 	mustEmbedUnimplementedShardServer()
 }
 
@@ -167,6 +207,12 @@ func (UnimplementedShardServer) Stats(context.Context, *StatsRequest) (*StatsRes
 }
 func (UnimplementedShardServer) Scroll(context.Context, *ScrollRequest) (*ScrollResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Scroll not implemented")
+}
+func (UnimplementedShardServer) Catalog(context.Context, *CatalogRequest) (*CatalogResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Catalog not implemented")
+}
+func (UnimplementedShardServer) ChangeCatalog(context.Context, *ChangeCatalogRequest) (*ChangeCatalogResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ChangeCatalog not implemented")
 }
 func (UnimplementedShardServer) mustEmbedUnimplementedShardServer() {}
 func (UnimplementedShardServer) testEmbeddedByValue()               {}
@@ -297,6 +343,42 @@ func _Shard_Scroll_Handler(srv interface{}, ctx context.Context, dec func(interf
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Shard_Catalog_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CatalogRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ShardServer).Catalog(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Shard_Catalog_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ShardServer).Catalog(ctx, req.(*CatalogRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Shard_ChangeCatalog_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ChangeCatalogRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ShardServer).ChangeCatalog(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Shard_ChangeCatalog_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ShardServer).ChangeCatalog(ctx, req.(*ChangeCatalogRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Shard_ServiceDesc is the grpc.ServiceDesc for Shard service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -327,6 +409,14 @@ var Shard_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Scroll",
 			Handler:    _Shard_Scroll_Handler,
+		},
+		{
+			MethodName: "Catalog",
+			Handler:    _Shard_Catalog_Handler,
+		},
+		{
+			MethodName: "ChangeCatalog",
+			Handler:    _Shard_ChangeCatalog_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

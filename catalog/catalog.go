@@ -1,0 +1,149 @@
+package catalog
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/trawl-search/trawl/vector"
+)
+
+// Limits of a collection's settings (DESIGN.md, "Collections").
+const (
+	MinDim     = 1
+	MaxDim     = 8192
+	MaxNameLen = 64
+	// DefaultDim is a create's dimension when it names none.
+	DefaultDim = vector.DefaultDim
+)
+
+// Quantizations and indexes a collection may be created with.
+const (
+	QuantNone = "none"
+	QuantInt8 = "int8"
+	IndexFlat = "flat"
+	IndexIVF  = "ivf"
+)
+
+// ErrInvalid wraps every validation failure of this package.
+var ErrInvalid = errors.New("invalid collection")
+
+// Settings are a collection's, fixed at creation.
+type Settings struct {
+	Dim    int
+	Metric vector.Metric
+	// Quantization is QuantNone or QuantInt8; Index is IndexFlat or
+	// IndexIVF (which implies QuantInt8).
+	Quantization string
+	Index        string
+}
+
+// Defaults is a create's settings where it names none: 1536-D cosine,
+// float32 only, flat.
+func Defaults() Settings {
+	return Settings{Dim: DefaultDim, Metric: vector.Cosine, Quantization: QuantNone, Index: IndexFlat}
+}
+
+// Normalize fills unset fields with their defaults and applies the one
+// implication (ivf keeps int8 codes), so two creates that mean the same
+// compare equal.
+func (s Settings) Normalize() Settings {
+	if s.Dim == 0 {
+		s.Dim = DefaultDim
+	}
+	if s.Quantization == "" {
+		s.Quantization = QuantNone
+	}
+	if s.Index == "" {
+		s.Index = IndexFlat
+	}
+	if s.Index == IndexIVF {
+		s.Quantization = QuantInt8
+	}
+	return s
+}
+
+// Validate reports the first setting out of range, naming it.
+func (s Settings) Validate() error {
+	if s.Dim < MinDim || s.Dim > MaxDim {
+		return fmt.Errorf("%w: dimension %d: want %d..%d", ErrInvalid, s.Dim, MinDim, MaxDim)
+	}
+	switch s.Metric {
+	case vector.Cosine, vector.DotProduct, vector.Euclidean:
+	default:
+		return fmt.Errorf("%w: unknown metric %v", ErrInvalid, s.Metric)
+	}
+	if s.Quantization != QuantNone && s.Quantization != QuantInt8 {
+		return fmt.Errorf("%w: quantization %q: want %s or %s", ErrInvalid, s.Quantization, QuantNone, QuantInt8)
+	}
+	if s.Index != IndexFlat && s.Index != IndexIVF {
+		return fmt.Errorf("%w: index %q: want %s or %s", ErrInvalid, s.Index, IndexFlat, IndexIVF)
+	}
+	return nil
+}
+
+// String is the --ensure-collection form without the name:
+// DIM:METRIC:QUANTIZATION:INDEX.
+func (s Settings) String() string {
+	return fmt.Sprintf("%d:%s:%s:%s", s.Dim, s.Metric, s.Quantization, s.Index)
+}
+
+// ValidName reports whether name may name a collection or an alias:
+// 1..64 characters of [A-Za-z0-9_.-].
+func ValidName(name string) error {
+	if name == "" || len(name) > MaxNameLen {
+		return fmt.Errorf("%w: name %q: want 1..%d characters", ErrInvalid, name, MaxNameLen)
+	}
+	for _, r := range name {
+		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '.' || r == '-'
+		if !ok {
+			return fmt.Errorf("%w: name %q: only letters, digits, '_', '.' and '-' are allowed", ErrInvalid, name)
+		}
+	}
+	return nil
+}
+
+// Spec is one --ensure-collection value.
+type Spec struct {
+	Name     string
+	Settings Settings
+}
+
+// ParseSpec reads NAME=DIM:METRIC[:QUANTIZATION[:INDEX]].
+func ParseSpec(v string) (Spec, error) {
+	name, rest, ok := strings.Cut(v, "=")
+	if !ok {
+		return Spec{}, fmt.Errorf("%w: %q: want NAME=DIM:METRIC[:QUANTIZATION[:INDEX]]", ErrInvalid, v)
+	}
+	if err := ValidName(name); err != nil {
+		return Spec{}, err
+	}
+	parts := strings.Split(rest, ":")
+	if len(parts) < 2 || len(parts) > 4 {
+		return Spec{}, fmt.Errorf("%w: %q: want NAME=DIM:METRIC[:QUANTIZATION[:INDEX]]", ErrInvalid, v)
+	}
+	dim, err := strconv.Atoi(parts[0])
+	if err != nil {
+		return Spec{}, fmt.Errorf("%w: %q: dimension %q is not a number", ErrInvalid, v, parts[0])
+	}
+	m, err := vector.ParseMetric(parts[1])
+	if err != nil {
+		return Spec{}, fmt.Errorf("%w: %q: %v", ErrInvalid, v, err)
+	}
+	if dim < MinDim || dim > MaxDim {
+		return Spec{}, fmt.Errorf("%w: %q: dimension %d: want %d..%d", ErrInvalid, v, dim, MinDim, MaxDim)
+	}
+	s := Settings{Dim: dim, Metric: m}
+	if len(parts) > 2 {
+		s.Quantization = parts[2]
+	}
+	if len(parts) > 3 {
+		s.Index = parts[3]
+	}
+	s = s.Normalize()
+	if err := s.Validate(); err != nil {
+		return Spec{}, err
+	}
+	return Spec{Name: name, Settings: s}, nil
+}

@@ -1,0 +1,58 @@
+package catalog
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/trawl-search/trawl/vector"
+)
+
+func TestParseSpec(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want Spec
+		err  string
+	}{
+		{in: "notes=384:cosine", want: Spec{Name: "notes", Settings: Settings{Dim: 384, Metric: vector.Cosine, Quantization: QuantNone, Index: IndexFlat}}},
+		{in: "img=768:dot:int8", want: Spec{Name: "img", Settings: Settings{Dim: 768, Metric: vector.DotProduct, Quantization: QuantInt8, Index: IndexFlat}}},
+		{in: "big=1536:l2:none:ivf", want: Spec{Name: "big", Settings: Settings{Dim: 1536, Metric: vector.Euclidean, Quantization: QuantInt8, Index: IndexIVF}}},
+		{in: "notes", err: "want NAME=DIM:METRIC"},
+		{in: "notes=384", err: "want NAME=DIM:METRIC"},
+		{in: "no/tes=384:cosine", err: "only letters"},
+		{in: "=384:cosine", err: "1..64 characters"},
+		{in: "n=0:cosine", err: "dimension 0"},
+		{in: "n=8193:cosine", err: "dimension 8193"},
+		{in: "n=x:cosine", err: "not a number"},
+		{in: "n=3:manhattan", err: "unknown metric"},
+		{in: "n=3:dot:int4", err: `quantization "int4"`},
+		{in: "n=3:dot:int8:hnsw", err: `index "hnsw"`},
+		{in: "n=3:dot:int8:flat:x", err: "want NAME=DIM:METRIC"},
+	} {
+		t.Run(tc.in, func(t *testing.T) {
+			got, err := ParseSpec(tc.in)
+			if tc.err != "" {
+				require.ErrorIs(t, err, ErrInvalid)
+				require.ErrorContains(t, err, tc.err)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.want, got)
+		})
+	}
+}
+
+func TestValidName(t *testing.T) {
+	require.NoError(t, ValidName("a"))
+	require.NoError(t, ValidName("my_docs.v2-en"))
+	require.NoError(t, ValidName(strings.Repeat("x", MaxNameLen)))
+	require.Error(t, ValidName(strings.Repeat("x", MaxNameLen+1)))
+	require.Error(t, ValidName("spaces here"))
+	require.Error(t, ValidName("ünïcode"))
+}
+
+func TestNormalizeMakesEqualCreatesEqual(t *testing.T) {
+	require.Equal(t, Defaults(), Settings{}.Normalize())
+	require.Equal(t, Settings{Dim: 8, Index: IndexIVF}.Normalize(), Settings{Dim: 8, Quantization: QuantInt8, Index: IndexIVF}.Normalize())
+}
