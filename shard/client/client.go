@@ -111,9 +111,63 @@ func (c *Conn) Probe(ctx context.Context) error {
 	return nil
 }
 
-// Get fetches one stored vector with its payload; minIndex as in Search.
+// Collection names the collection a Scoped connection acts on: its name
+// and the uid of the incarnation the caller means (0: whatever the
+// replica holds). The zero Collection is the legacy collection.
+type Collection struct {
+	Name string
+	UID  uint64
+}
+
+// Scoped is a Conn's RPCs on one collection (Conn.In). It is a small
+// value, made per call.
+type Scoped struct {
+	conn *Conn
+	coll Collection
+}
+
+// In returns c's RPCs on coll. A replica that holds no such collection
+// refuses with a *shard.CollectionNotFoundError.
+func (c *Conn) In(coll Collection) Scoped { return Scoped{conn: c, coll: coll} }
+
+func (c Scoped) ref() *shardpb.CollectionRef {
+	if c.coll == (Collection{}) {
+		return nil
+	}
+	return &shardpb.CollectionRef{Name: c.coll.Name, Uid: c.coll.UID}
+}
+
+// Get, Upsert, Delete, DeleteMatching and Scroll on the legacy collection
+// (a cluster written before collections).
+
+// Get is In(Collection{}).Get.
 func (c *Conn) Get(ctx context.Context, id string, minIndex uint64) (*shardpb.Vector, error) {
-	resp, err := c.shard.Get(ctx, &shardpb.GetRequest{Id: id, MinIndex: minIndex})
+	return c.In(Collection{}).Get(ctx, id, minIndex)
+}
+
+// Upsert is In(Collection{}).Upsert.
+func (c *Conn) Upsert(ctx context.Context, p shard.Placement, vs []*shardpb.Vector) (uint64, error) {
+	return c.In(Collection{}).Upsert(ctx, p, vs)
+}
+
+// Delete is In(Collection{}).Delete.
+func (c *Conn) Delete(ctx context.Context, p shard.Placement, id string) (found bool, index uint64, err error) {
+	return c.In(Collection{}).Delete(ctx, p, id)
+}
+
+// DeleteMatching is In(Collection{}).DeleteMatching.
+func (c *Conn) DeleteMatching(ctx context.Context, p shard.Placement, ids []string, f []byte) (deleted, index uint64, err error) {
+	return c.In(Collection{}).DeleteMatching(ctx, p, ids, f)
+}
+
+// Scroll is In(Collection{}).Scroll.
+func (c *Conn) Scroll(ctx context.Context, req *shardpb.ScrollRequest) (*shardpb.ScrollResponse, error) {
+	return c.In(Collection{}).Scroll(ctx, req)
+}
+
+// Get fetches one stored vector with its payload; minIndex as in Search.
+func (c Scoped) Get(ctx context.Context, id string, minIndex uint64) (*shardpb.Vector, error) {
+	resp, err := c.conn.shard.Get(ctx, &shardpb.GetRequest{Id: id, MinIndex: minIndex, Collection: c.ref()})
 	if err != nil {
 		return nil, shard.FromStatus(err)
 	}
@@ -126,13 +180,14 @@ func (c *Conn) Get(ctx context.Context, id string, minIndex uint64) (*shardpb.Ve
 // *NotLeaderError (NeverSent() true, Leader() the hint); a write that was
 // provably not sent has NeverSent() true too. Any other Unavailable or
 // DeadlineExceeded may have been applied.
-func (c *Conn) Upsert(ctx context.Context, p shard.Placement, vs []*shardpb.Vector) (uint64, error) {
-	if !c.Ready() {
+func (c Scoped) Upsert(ctx context.Context, p shard.Placement, vs []*shardpb.Vector) (uint64, error) {
+	if !c.conn.Ready() {
 		return 0, shard.NeverSentError{Err: shard.ErrNoReadyConn}
 	}
-	resp, err := c.shard.Upsert(ctx, &shardpb.UpsertRequest{
-		Placement: &shardpb.Placement{Fingerprint: p.Fingerprint, Shard: p.Shard},
-		Vectors:   vs,
+	resp, err := c.conn.shard.Upsert(ctx, &shardpb.UpsertRequest{
+		Collection: c.ref(),
+		Placement:  &shardpb.Placement{Fingerprint: p.Fingerprint, Shard: p.Shard},
+		Vectors:    vs,
 	})
 	if err != nil {
 		return 0, shard.MarkNeverSent(shard.FromStatus(err))
@@ -142,13 +197,14 @@ func (c *Conn) Upsert(ctx context.Context, p shard.Placement, vs []*shardpb.Vect
 
 // Delete removes one id through this replica: whether it was there and the
 // log index the delete committed at. Errors as for Upsert.
-func (c *Conn) Delete(ctx context.Context, p shard.Placement, id string) (found bool, index uint64, err error) {
-	if !c.Ready() {
+func (c Scoped) Delete(ctx context.Context, p shard.Placement, id string) (found bool, index uint64, err error) {
+	if !c.conn.Ready() {
 		return false, 0, shard.NeverSentError{Err: shard.ErrNoReadyConn}
 	}
-	resp, err := c.shard.Delete(ctx, &shardpb.DeleteRequest{
-		Placement: &shardpb.Placement{Fingerprint: p.Fingerprint, Shard: p.Shard},
-		Id:        id,
+	resp, err := c.conn.shard.Delete(ctx, &shardpb.DeleteRequest{
+		Collection: c.ref(),
+		Placement:  &shardpb.Placement{Fingerprint: p.Fingerprint, Shard: p.Shard},
+		Id:         id,
 	})
 	if err != nil {
 		return false, 0, shard.MarkNeverSent(shard.FromStatus(err))
@@ -159,14 +215,15 @@ func (c *Conn) Delete(ctx context.Context, p shard.Placement, id string) (found 
 // DeleteMatching removes every listed id and every document f (canonical
 // filter JSON, nil for none) matches, in one log entry, through this
 // replica: how many it removed and the log index. Errors as for Upsert.
-func (c *Conn) DeleteMatching(ctx context.Context, p shard.Placement, ids []string, f []byte) (deleted, index uint64, err error) {
-	if !c.Ready() {
+func (c Scoped) DeleteMatching(ctx context.Context, p shard.Placement, ids []string, f []byte) (deleted, index uint64, err error) {
+	if !c.conn.Ready() {
 		return 0, 0, shard.NeverSentError{Err: shard.ErrNoReadyConn}
 	}
-	resp, err := c.shard.Delete(ctx, &shardpb.DeleteRequest{
-		Placement: &shardpb.Placement{Fingerprint: p.Fingerprint, Shard: p.Shard},
-		Ids:       ids,
-		Filter:    f,
+	resp, err := c.conn.shard.Delete(ctx, &shardpb.DeleteRequest{
+		Collection: c.ref(),
+		Placement:  &shardpb.Placement{Fingerprint: p.Fingerprint, Shard: p.Shard},
+		Ids:        ids,
+		Filter:     f,
 	})
 	if err != nil {
 		return 0, 0, shard.MarkNeverSent(shard.FromStatus(err))
@@ -176,12 +233,41 @@ func (c *Conn) DeleteMatching(ctx context.Context, p shard.Placement, ids []stri
 
 // Scroll lists a page of the replica's documents in id order; req's
 // min_index as in Search.
-func (c *Conn) Scroll(ctx context.Context, req *shardpb.ScrollRequest) (*shardpb.ScrollResponse, error) {
-	resp, err := c.shard.Scroll(ctx, req)
+func (c Scoped) Scroll(ctx context.Context, req *shardpb.ScrollRequest) (*shardpb.ScrollResponse, error) {
+	req.Collection = c.ref()
+	resp, err := c.conn.shard.Scroll(ctx, req)
 	return resp, shard.FromStatus(err)
 }
 
-// Stats asks the replica for its counts and settings.
+// Stats asks the replica for its counts and settings, of this collection
+// only (the COLLECTION_NOT_FOUND refusal if it holds none).
+func (c Scoped) Stats(ctx context.Context) (*shardpb.StatsResponse, error) {
+	resp, err := c.conn.shard.Stats(ctx, &shardpb.StatsRequest{Collection: c.ref()})
+	return resp, shard.FromStatus(err)
+}
+
+// Stats asks the replica for its counts and settings, every collection's.
 func (c *Conn) Stats(ctx context.Context) (*shardpb.StatsResponse, error) {
 	return c.shard.Stats(ctx, &shardpb.StatsRequest{})
+}
+
+// Catalog reads the replica's copy of its group's catalog; minIndex as in
+// Search.
+func (c *Conn) Catalog(ctx context.Context, minIndex uint64) (*shardpb.CatalogResponse, error) {
+	resp, err := c.shard.Catalog(ctx, &shardpb.CatalogRequest{MinIndex: minIndex})
+	return resp, shard.FromStatus(err)
+}
+
+// ChangeCatalog commits one catalog change through this replica's group.
+// Errors as for Upsert; a change is idempotent, so an unknown outcome may
+// be retried.
+func (c *Conn) ChangeCatalog(ctx context.Context, req *shardpb.ChangeCatalogRequest) (*shardpb.ChangeCatalogResponse, error) {
+	if !c.Ready() {
+		return nil, shard.NeverSentError{Err: shard.ErrNoReadyConn}
+	}
+	resp, err := c.shard.ChangeCatalog(ctx, req)
+	if err != nil {
+		return nil, shard.MarkNeverSent(shard.FromStatus(err))
+	}
+	return resp, nil
 }

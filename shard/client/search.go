@@ -66,13 +66,17 @@ type SearchResult struct {
 // Batch is a batch of queries encoded once, for every replica it is sent
 // to: a fan-out, its failovers and its hedges share the encoding.
 type Batch struct {
+	coll    *shardpb.CollectionRef
 	queries []Query
 	pb      []*shardpb.Query
 }
 
-// NewBatch encodes qs for Conn.SearchBatch.
-func NewBatch(qs []Query) *Batch {
-	b := &Batch{queries: qs, pb: make([]*shardpb.Query, len(qs))}
+// NewBatch encodes qs for Conn.SearchBatch, on the legacy collection.
+func NewBatch(qs []Query) *Batch { return NewBatchIn(Collection{}, qs) }
+
+// NewBatchIn encodes qs, on coll, for Conn.SearchBatch.
+func NewBatchIn(coll Collection, qs []Query) *Batch {
+	b := &Batch{coll: Scoped{coll: coll}.ref(), queries: qs, pb: make([]*shardpb.Query, len(qs))}
 	for i, q := range qs {
 		pq := &shardpb.Query{Vector: shard.EncodeVector(q.Vector), K: uint32(q.K), ExcludeId: q.ExcludeID,
 			Exact: q.Exact, Oversample: uint32(q.Oversample), Nprobe: uint32(q.NProbe), Filter: q.Filter,
@@ -98,7 +102,7 @@ func (c *Conn) Search(ctx context.Context, qs []Query, minIndex uint64) (SearchR
 // only read, so concurrent calls may share it.
 func (c *Conn) SearchBatch(ctx context.Context, b *Batch, minIndex uint64) (SearchResult, error) {
 	qs := b.queries
-	req := &shardpb.SearchRequest{Queries: b.pb, MinIndex: minIndex}
+	req := &shardpb.SearchRequest{Queries: b.pb, MinIndex: minIndex, Collection: b.coll}
 	resp, err := c.shard.Search(ctx, req)
 	if err != nil {
 		return SearchResult{}, shard.FromStatus(err)
