@@ -117,7 +117,8 @@ func CollectionNotFoundStatus(name string, heldUID uint64) error {
 // replica without counting a failure and ask the next: a follower that has
 // not applied a create yet must not cost the shard its answer. When every
 // replica refuses, the coordinator finds this error in the shard's result
-// and answers 404 or 503 from the catalog, never a degraded answer.
+// and answers 404 or 503 from the catalog, never a degraded answer. A
+// write refused so is not retried elsewhere (the group decided it).
 type CollectionNotFoundError struct {
 	Name    string
 	HeldUID uint64 // the incarnation the replica holds, 0 for none
