@@ -77,7 +77,12 @@ func (s *Server) runSearch(w http.ResponseWriter, r *http.Request, path fanout.P
 		s.http.Fail(w, r, err, nil)
 		return
 	}
-	qs, allowPartial, err := decode(body, s.cfg.Coordinator.Schema())
+	coll, err := s.collection(r)
+	if err != nil {
+		s.http.Fail(w, r, err, nil)
+		return
+	}
+	qs, allowPartial, err := decode(body, coll.Schema())
 	if err != nil {
 		s.http.Fail(w, r, err, nil)
 		return
@@ -87,7 +92,7 @@ func (s *Server) runSearch(w http.ResponseWriter, r *http.Request, path fanout.P
 		return
 	}
 	ans, err := s.cfg.Coordinator.Search(r.Context(), coordinator.Search{
-		Path: path, Queries: qs, Budget: p.budget, AllowPartial: allowPartial,
+		Collection: coll, Path: path, Queries: qs, Budget: p.budget, AllowPartial: allowPartial,
 	})
 	permit.Done(time.Since(arrived), wire.Late(ans.Summary))
 	if err != nil && ans.Summary.ShardsTotal == 0 {

@@ -139,3 +139,17 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	}
 	wire.WriteJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }
+
+// collection resolves the collection a /v1 request acts on: the path's
+// {collection}, or the default collection (--collection) on the
+// collection-less paths.
+func (s *Server) collection(r *http.Request) (coordinator.Collection, error) {
+	name := chi.URLParam(r, "collection")
+	if name == "" {
+		name = s.cfg.Collection
+	}
+	if name == "" {
+		name = DefaultCollection
+	}
+	return s.cfg.Coordinator.Collection(r.Context(), name)
+}

@@ -6,6 +6,8 @@ import (
 
 	"github.com/trawl-search/trawl/api/internal/wire"
 	"github.com/trawl-search/trawl/budget"
+	"github.com/trawl-search/trawl/catalog"
+	"github.com/trawl-search/trawl/coordinator"
 )
 
 type replicaStatus struct {
@@ -17,24 +19,39 @@ type replicaStatus struct {
 	LatencyMS           float64 `json:"latency_ms"`
 	Kernel              string  `json:"kernel"`
 	DocCount            *uint64 `json:"doc_count"`
-	Metric              string  `json:"metric,omitempty"`
-	Dimension           uint32  `json:"dimension,omitempty"`
 	Role                string  `json:"role"`
 	Serving             bool    `json:"serving"`
 	CommitIndex         uint64  `json:"commit_index"`
 	AppliedIndex        uint64  `json:"applied_index"`
 	Lag                 uint64  `json:"lag"`
-	Quantization        string  `json:"quantization,omitempty"`
-	// Index is null when the replica did not answer or predates the field.
-	Index *indexStatus `json:"index"`
+	CatalogVersion      uint64  `json:"catalog_version"`
+	// Collections is what the replica holds of each collection.
+	Collections []replicaCollection `json:"collections"`
 	// ScanRate is 1536-D-equivalent rows per second one core of the
 	// replica scans (measured at its start), ScanRateLive the running
-	// rate of its real full scans; MaxRowsInDeadline how many rows of the
-	// cluster's dimension one core scans within the default per-shard
-	// budget (shard_budget_ms): the shard-sizing rule, from a measurement.
+	// rate of its real full scans; MaxRowsInDeadline how many 1536-D rows
+	// one core scans within the default per-shard budget
+	// (shard_budget_ms): the shard-sizing rule, from a measurement.
 	ScanRate          float64 `json:"scan_rate"`
 	ScanRateLive      float64 `json:"scan_rate_live"`
 	MaxRowsInDeadline uint64  `json:"max_rows_in_deadline"`
+}
+
+type replicaCollection struct {
+	Name     string `json:"name"`
+	UID      uint64 `json:"uid"`
+	DocCount uint64 `json:"doc_count"`
+	Bytes    uint64 `json:"bytes"`
+	// Index is null when the replica did not say.
+	Index *indexStatus `json:"index"`
+}
+
+type collectionSettings struct {
+	Name         string `json:"name"`
+	Dimension    int    `json:"dimension"`
+	Metric       string `json:"metric"`
+	Quantization string `json:"quantization"`
+	Index        string `json:"index"`
 }
 
 type indexStatus struct {
@@ -57,9 +74,9 @@ type shardStatus struct {
 }
 
 type clusterStatus struct {
-	Metric        string   `json:"metric"`
-	Dimension     int      `json:"dimension"`
-	Disagreements []string `json:"disagreements"`
+	// Collections is the catalog as the router last read it.
+	Collections   []collectionSettings `json:"collections"`
+	Disagreements []string             `json:"disagreements"`
 	// ShardBudgetMS is the per-shard RPC budget of a query that names no
 	// deadline (the default deadline less the network allowance), the
 	// budget max_rows_in_deadline is computed for.
@@ -72,8 +89,10 @@ type clusterStatus struct {
 func (s *Server) clusterStatus(w http.ResponseWriter, r *http.Request) {
 	st := s.cfg.Coordinator.Status(r.Context())
 	shardBudget := budget.ForDeadline(s.cfg.Budget.Default()).Shard
-	out := clusterStatus{Metric: st.Schema.Metric.String(), Dimension: st.Schema.Dim, Disagreements: st.Disagreements,
-		ShardBudgetMS: shardBudget.Milliseconds()}
+	out := clusterStatus{Collections: []collectionSettings{}, Disagreements: st.Disagreements, ShardBudgetMS: shardBudget.Milliseconds()}
+	for _, c := range st.Collections {
+		out.Collections = append(out.Collections, settingsOf(c))
+	}
 	for _, sh := range st.Shards {
 		ss := shardStatus{Name: sh.Name, DocCount: sh.DocCount}
 		for _, rep := range sh.Replicas {
@@ -84,17 +103,14 @@ func (s *Server) clusterStatus(w http.ResponseWriter, r *http.Request) {
 			}
 			if rep.Answered {
 				n := rep.DocCount
-				rs.DocCount, rs.Kernel, rs.Metric, rs.Dimension = &n, rep.Kernel, rep.Metric, uint32(rep.Dimension)
+				rs.DocCount, rs.Kernel, rs.CatalogVersion = &n, rep.Kernel, rep.CatalogVersion
 				rs.Role, rs.Serving, rs.CommitIndex, rs.AppliedIndex, rs.Lag = rep.Role, rep.Serving, rep.CommitIndex, rep.AppliedIndex, rep.Lag
 				rs.ScanRate, rs.ScanRateLive = rep.ScanRate, rep.ScanRateLive
-				rs.MaxRowsInDeadline = rep.MaxRowsWithin(shardBudget)
-				rs.Quantization = rep.Quantization
-				if ix := rep.Index; ix != nil {
-					rs.Index = &indexStatus{
-						Kind: ix.Kind, State: ix.State, Lists: ix.Lists, TrainedRows: ix.TrainedRows, DefaultNProbe: ix.DefaultNProbe,
-						Calibrated: ix.NProbeCalibrated,
-						Rows:       ix.Rows, Bytes: ix.Bytes, BytesPerVector: math.Round(ix.BytesPerVector()*10) / 10, Error: ix.Error,
-					}
+				rs.MaxRowsInDeadline = rep.MaxRowsWithin(catalog.DefaultDim, shardBudget)
+				rs.Collections = []replicaCollection{}
+				for _, rc := range rep.Collections {
+					rs.Collections = append(rs.Collections, replicaCollection{Name: rc.Name, UID: rc.UID, DocCount: rc.DocCount,
+						Bytes: rc.Bytes, Index: indexStatusOf(rc.Index)})
 				}
 			}
 			ss.Replicas = append(ss.Replicas, rs)
@@ -102,4 +118,20 @@ func (s *Server) clusterStatus(w http.ResponseWriter, r *http.Request) {
 		out.Shards = append(out.Shards, ss)
 	}
 	wire.WriteJSON(w, http.StatusOK, out)
+}
+
+func indexStatusOf(ix *coordinator.IndexStatus) *indexStatus {
+	if ix == nil {
+		return nil
+	}
+	return &indexStatus{
+		Kind: ix.Kind, State: ix.State, Lists: ix.Lists, TrainedRows: ix.TrainedRows, DefaultNProbe: ix.DefaultNProbe,
+		Calibrated: ix.NProbeCalibrated,
+		Rows:       ix.Rows, Bytes: ix.Bytes, BytesPerVector: math.Round(ix.BytesPerVector()*10) / 10, Error: ix.Error,
+	}
+}
+
+func settingsOf(c coordinator.Collection) collectionSettings {
+	return collectionSettings{Name: c.Name, Dimension: c.Settings.Dim, Metric: c.Settings.Metric.String(),
+		Quantization: c.Settings.Quantization, Index: c.Settings.Index}
 }

@@ -30,7 +30,12 @@ func (s *Server) upsert(w http.ResponseWriter, r *http.Request) {
 		s.http.Fail(w, r, err, nil)
 		return
 	}
-	recs, err := decodeWrite(body, s.cfg.Coordinator.Schema())
+	coll, err := s.collection(r)
+	if err != nil {
+		s.http.Fail(w, r, err, nil)
+		return
+	}
+	recs, err := decodeWrite(body, coll.Schema())
 	if err != nil {
 		s.http.Fail(w, r, err, nil)
 		return
@@ -43,7 +48,7 @@ func (s *Server) upsert(w http.ResponseWriter, r *http.Request) {
 	defer func() { permit.Done(time.Since(start), false) }()
 	results := make([]writeResult, len(recs))
 	errs := make([]*coordinator.Error, len(recs))
-	for i, res := range s.cfg.Coordinator.Upsert(r.Context(), recs) {
+	for i, res := range s.cfg.Coordinator.Upsert(r.Context(), coll, recs) {
 		results[i], errs[i] = toWriteResult(res), res.Err
 	}
 	st := wire.WriteStatus(errs)
@@ -95,12 +100,17 @@ func (s *Server) getVector(w http.ResponseWriter, r *http.Request) {
 		s.http.Fail(w, r, err, nil)
 		return
 	}
+	coll, err := s.collection(r)
+	if err != nil {
+		s.http.Fail(w, r, err, nil)
+		return
+	}
 	permit := s.http.Admit(w, r, 1, 0)
 	if permit == nil {
 		return
 	}
 	start := time.Now()
-	doc, err := s.cfg.Coordinator.Get(r.Context(), id, p.budget)
+	doc, err := s.cfg.Coordinator.Get(r.Context(), coll, id, p.budget)
 	permit.Done(time.Since(start), false)
 	if err != nil {
 		s.http.Fail(w, r, err, nil)
@@ -124,12 +134,17 @@ func (s *Server) deleteVector(w http.ResponseWriter, r *http.Request) {
 		s.http.Fail(w, r, err, nil)
 		return
 	}
+	coll, err := s.collection(r)
+	if err != nil {
+		s.http.Fail(w, r, err, nil)
+		return
+	}
 	permit := s.http.Admit(w, r, 1, 0)
 	if permit == nil {
 		return
 	}
 	start := time.Now()
-	found, res := s.cfg.Coordinator.Delete(r.Context(), id)
+	found, res := s.cfg.Coordinator.Delete(r.Context(), coll, id)
 	permit.Done(time.Since(start), false)
 	if res.Err != nil {
 		st := wire.WriteStatus([]*coordinator.Error{res.Err})

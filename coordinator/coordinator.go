@@ -11,7 +11,6 @@ import (
 	"github.com/trawl-search/trawl/placement"
 	"github.com/trawl-search/trawl/shard/client"
 	"github.com/trawl-search/trawl/shard/shardpb"
-	"github.com/trawl-search/trawl/vector"
 )
 
 // Config wires a Coordinator.
@@ -20,15 +19,9 @@ type Config struct {
 	// names and replicas are read from it.
 	Cluster *fanout.Cluster[*client.Conn]
 	Logger  *slog.Logger
-	// Schema is assumed until the shards report theirs (LearnSchema);
-	// zero fields mean vector.DefaultDim and cosine.
-	Schema Schema
-}
-
-// Schema is the cluster's dimension and metric.
-type Schema struct {
-	Dim    int
-	Metric vector.Metric
+	// MaxCollections bounds the catalog (DefaultMaxCollections if zero),
+	// and with it the collection label of the router's metrics.
+	MaxCollections int
 }
 
 // Coordinator runs the router's use cases.
@@ -37,7 +30,7 @@ type Coordinator struct {
 	cluster   *fanout.Cluster[*client.Conn]
 	placement placement.Table
 	log       *slog.Logger
-	schema    atomic.Pointer[Schema]
+	cat       *catalogState
 	// shardOf is each replica's shard, in cluster order; acked the last
 	// write index this router acknowledged on each shard.
 	shardOf map[*client.Conn]int
@@ -49,49 +42,20 @@ func New(cfg Config) *Coordinator {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.Schema.Dim <= 0 {
-		cfg.Schema.Dim = vector.DefaultDim
-	}
 	shards := cfg.Cluster.Shards()
 	names := make([]string, len(shards))
 	for i, s := range shards {
 		names[i] = s.Name
 	}
 	c := &Coordinator{shards: shards, cluster: cfg.Cluster, placement: placement.New(names), log: cfg.Logger,
-		shardOf: map[*client.Conn]int{}, acked: acked{index: make([]atomic.Uint64, len(shards))}}
+		shardOf: map[*client.Conn]int{}, acked: acked{index: make([]atomic.Uint64, len(shards))},
+		cat: newCatalogState(shards, cfg.MaxCollections)}
 	for i, s := range shards {
 		for _, r := range s.Replicas {
 			c.shardOf[r] = i
 		}
 	}
-	c.schema.Store(&cfg.Schema)
 	return c
-}
-
-// Schema is the dimension and metric queries and writes are checked
-// against: the shards' once one has reported it, the assumed one before.
-func (c *Coordinator) Schema() Schema { return *c.schema.Load() }
-
-// LearnSchema takes the dimension and metric from the first replica that
-// reports them, and reports whether one did; cluster status shows any
-// replica that disagrees.
-func (c *Coordinator) LearnSchema(ctx context.Context) bool {
-	for _, row := range c.stats(ctx) {
-		for _, a := range row {
-			st := a.Value
-			if a.Err != nil {
-				continue
-			}
-			m, err := vector.ParseMetric(st.GetMetric())
-			if err != nil || st.GetDim() == 0 {
-				continue
-			}
-			c.schema.Store(&Schema{Dim: int(st.GetDim()), Metric: m})
-			c.log.Info("cluster schema", "dim", st.GetDim(), "metric", m)
-			return true
-		}
-	}
-	return false
 }
 
 // stats surveys every replica's Stats.
@@ -115,10 +79,15 @@ const (
 	// CodeUnavailable: the shards needed could not answer (in time).
 	CodeUnavailable
 	// CodeConflict: the write was routed under another shard list than the
-	// shard's data (a reshard).
+	// shard's data (a reshard), or a collection exists with other
+	// settings.
 	CodeConflict
 	// CodeOutcomeUnknown: a write may or may not have been applied.
 	CodeOutcomeUnknown
+	// CodeCollectionNotFound: no collection (or alias) of that name.
+	CodeCollectionNotFound
+	// CodeInvalid: a collection's name or settings are not allowed.
+	CodeInvalid
 )
 
 // Error is a use case's failure: a code for the API's status and a message

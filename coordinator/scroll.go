@@ -27,6 +27,7 @@ const MaxScrollLimit = shard.MaxScrollLimit - 1
 // order (package idorder), from the id From on (inclusive, when HasFrom),
 // Limit of them (1..MaxScrollLimit).
 type Scroll struct {
+	Collection  Collection
 	Filter      *filter.Filter
 	From        string
 	HasFrom     bool
@@ -75,7 +76,10 @@ func (c *Coordinator) Scroll(ctx context.Context, s Scroll) (ScrollAnswer, error
 	if w := s.WithPayload; w != nil {
 		req.WithPayload = &shardpb.PayloadSelector{All: w.All, Keys: w.Keys}
 	}
-	results, sum := c.scroll(ctx, fanout.PathScroll, s.Budget, req)
+	results, sum := c.scroll(ctx, s.Collection, fanout.PathScroll, s.Budget, req)
+	if name, gone := goneFrom(results); gone {
+		return ScrollAnswer{}, c.collectionGone(ctx, s.Collection, name)
+	}
 	ans := ScrollAnswer{Summary: sum, Shards: reports(results)}
 	if err := refuse(sum, s.AllowPartial); err != nil {
 		return ans, err
@@ -124,12 +128,15 @@ type CountAnswer struct {
 
 // Count counts the documents f matches (nil: every document) on every
 // shard. Errors as Search's.
-func (c *Coordinator) Count(ctx context.Context, f *filter.Filter, b budget.Budget, allowPartial bool) (CountAnswer, error) {
+func (c *Coordinator) Count(ctx context.Context, coll Collection, f *filter.Filter, b budget.Budget, allowPartial bool) (CountAnswer, error) {
 	fb, err := filterBytes(f)
 	if err != nil {
 		return CountAnswer{}, err
 	}
-	results, sum := c.scroll(ctx, fanout.PathCount, b, &shardpb.ScrollRequest{Filter: fb})
+	results, sum := c.scroll(ctx, coll, fanout.PathCount, b, &shardpb.ScrollRequest{Filter: fb})
+	if name, gone := goneFrom(results); gone {
+		return CountAnswer{}, c.collectionGone(ctx, coll, name)
+	}
 	ans := CountAnswer{Summary: sum, Shards: reports(results)}
 	if err := refuse(sum, allowPartial); err != nil {
 		return ans, err
@@ -144,13 +151,13 @@ func (c *Coordinator) Count(ctx context.Context, f *filter.Filter, b budget.Budg
 
 // scroll fans req out to every shard, each replica asked with its shard's
 // acknowledged index (read-after-write).
-func (c *Coordinator) scroll(ctx context.Context, path fanout.Path, b budget.Budget, req *shardpb.ScrollRequest) ([]fanout.Result[*shardpb.ScrollResponse], fanout.Summary) {
-	freq := fanout.Request{Path: path, Start: time.Now(), Budget: b}
+func (c *Coordinator) scroll(ctx context.Context, coll Collection, path fanout.Path, b budget.Budget, req *shardpb.ScrollRequest) ([]fanout.Result[*shardpb.ScrollResponse], fanout.Summary) {
+	freq := fanout.Request{Path: path, Collection: coll.Name, Start: time.Now(), Budget: b}
 	// As Search: the client leaving does not cut the fan-out short.
 	return fanout.Gather(context.WithoutCancel(ctx), c.cluster, freq, func(ctx context.Context, r *client.Conn) (*shardpb.ScrollResponse, error) {
 		rq := proto.CloneOf(req) // each replica its own min_index
 		rq.MinIndex = c.minIndex(r)
-		return r.Scroll(ctx, rq)
+		return r.In(coll.ref()).Scroll(ctx, rq)
 	})
 }
 

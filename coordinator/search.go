@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/trawl-search/trawl/budget"
 	"github.com/trawl-search/trawl/fanout"
 	"github.com/trawl-search/trawl/filter"
+	"github.com/trawl-search/trawl/shard"
 	"github.com/trawl-search/trawl/shard/client"
 	"github.com/trawl-search/trawl/shard/shardpb"
 	"github.com/trawl-search/trawl/vector"
@@ -56,9 +58,11 @@ type PayloadSelection struct {
 // Search is one search request: a single query (path search) or a batch
 // (path search_batch), answered by one fan-out.
 type Search struct {
-	Path    fanout.Path
-	Queries []Query
-	Budget  budget.Budget
+	// Collection is what the queries search (Coordinator.Collection).
+	Collection Collection
+	Path       fanout.Path
+	Queries    []Query
+	Budget     budget.Budget
 	// AllowPartial false refuses a degraded answer.
 	AllowPartial bool
 }
@@ -105,11 +109,11 @@ type Answer struct {
 // CodeUnavailable error together with the Answer, whose Summary is still
 // the answer's scatter_gather block.
 func (c *Coordinator) Search(ctx context.Context, s Search) (Answer, error) {
-	req := fanout.Request{Path: s.Path, Start: time.Now(), Budget: s.Budget}
+	req := fanout.Request{Path: s.Path, Collection: s.Collection.Name, Start: time.Now(), Budget: s.Budget}
 	// The client leaving does not cut the fan-out short: it is bounded by
 	// the deadline anyway, and a cancelled fan-out would count as degraded.
 	ctx = context.WithoutCancel(ctx)
-	qs, err := c.resolveLikes(ctx, req, s.Queries)
+	qs, err := c.resolveLikes(ctx, s.Collection, req, s.Queries)
 	if err != nil {
 		return Answer{}, err
 	}
@@ -128,11 +132,14 @@ func (c *Coordinator) Search(ctx context.Context, s Search) (Answer, error) {
 			cqs[i].Payload = &client.PayloadSelection{All: w.All, Keys: w.Keys}
 		}
 	}
-	batch := client.NewBatch(cqs) // encoded once for every replica asked
+	batch := client.NewBatchIn(s.Collection.ref(), cqs) // encoded once for every replica asked
 	results, sum := fanout.Gather(ctx, c.cluster, req, func(ctx context.Context, r *client.Conn) (client.SearchResult, error) {
 		return r.SearchBatch(ctx, batch, c.minIndex(r))
 	})
 
+	if name, gone := goneFrom(results); gone {
+		return Answer{}, c.collectionGone(ctx, s.Collection, name)
+	}
 	ans := Answer{Summary: sum, Shards: reports(results), Exact: true}
 	for _, res := range results {
 		if res.Reason == "" && !res.Value.Exact {
@@ -142,7 +149,7 @@ func (c *Coordinator) Search(ctx context.Context, s Search) (Answer, error) {
 	if err := refuse(sum, s.AllowPartial); err != nil {
 		return ans, err
 	}
-	metric := c.Schema().Metric
+	metric := s.Collection.Settings.Metric
 	ans.Hits = make([][]Hit, len(qs))
 	for qi, q := range qs {
 		per := make([][]client.Hit, len(results))
@@ -194,7 +201,7 @@ func refuse(sum fanout.Summary, allowPartial bool) error {
 
 // resolveLikes fetches the stored vectors of like_id queries from their
 // home shards, concurrently, within the request's shard deadline.
-func (c *Coordinator) resolveLikes(ctx context.Context, req fanout.Request, qs []Query) ([]Query, error) {
+func (c *Coordinator) resolveLikes(ctx context.Context, coll Collection, req fanout.Request, qs []Query) ([]Query, error) {
 	out := make([]Query, len(qs))
 	copy(out, qs)
 	g, gctx := errgroup.WithContext(ctx)
@@ -203,7 +210,7 @@ func (c *Coordinator) resolveLikes(ctx context.Context, req fanout.Request, qs [
 			continue
 		}
 		g.Go(func() error {
-			v, _, err := c.lookup(gctx, req, out[i].LikeID)
+			v, _, err := c.lookup(gctx, coll, req, out[i].LikeID)
 			if err != nil {
 				return err
 			}
@@ -216,11 +223,15 @@ func (c *Coordinator) resolveLikes(ctx context.Context, req fanout.Request, qs [
 
 // lookup reads one stored vector and its payload from its home shard,
 // mapping the engine's answer to this package's errors.
-func (c *Coordinator) lookup(ctx context.Context, req fanout.Request, id string) ([]float32, []byte, error) {
+func (c *Coordinator) lookup(ctx context.Context, coll Collection, req fanout.Request, id string) ([]float32, []byte, error) {
 	home := c.placement.Home(id)
 	pv, err := fanout.Lookup(ctx, c.cluster, req, home, func(ctx context.Context, r *client.Conn) (*shardpb.Vector, error) {
-		return r.Get(ctx, id, c.minIndex(r))
+		return r.In(coll.ref()).Get(ctx, id, c.minIndex(r))
 	})
+	var nf *shard.CollectionNotFoundError
+	if errors.As(err, &nf) {
+		return nil, nil, c.collectionGone(ctx, coll, home)
+	}
 	switch status.Code(err) {
 	case codes.OK:
 		v, err := vector.DecodeLE(pv.GetVector())
@@ -247,9 +258,9 @@ type Document struct {
 
 // Get reads one stored document from its home shard within b's shard
 // deadline, whose clock starts now.
-func (c *Coordinator) Get(ctx context.Context, id string, b budget.Budget) (Document, error) {
+func (c *Coordinator) Get(ctx context.Context, coll Collection, id string, b budget.Budget) (Document, error) {
 	req := fanout.Request{Start: time.Now(), Budget: b}
-	v, p, err := c.lookup(context.WithoutCancel(ctx), req, id)
+	v, p, err := c.lookup(context.WithoutCancel(ctx), coll, req, id)
 	if err != nil {
 		return Document{}, err
 	}
@@ -270,7 +281,7 @@ const retrieveConcurrency = 16
 //
 // Its Summary counts the shards asked (the ids' home shards) as queried;
 // it is never degraded, since a read missing a shard is an error.
-func (c *Coordinator) Retrieve(ctx context.Context, ids []string, b budget.Budget) (RetrieveAnswer, error) {
+func (c *Coordinator) Retrieve(ctx context.Context, coll Collection, ids []string, b budget.Budget) (RetrieveAnswer, error) {
 	if len(ids) > MaxRetrieve {
 		return RetrieveAnswer{}, fmt.Errorf("retrieve of %d ids, want at most %d", len(ids), MaxRetrieve)
 	}
@@ -282,7 +293,7 @@ func (c *Coordinator) Retrieve(ctx context.Context, ids []string, b budget.Budge
 	g.SetLimit(retrieveConcurrency)
 	for i, id := range ids {
 		g.Go(func() error {
-			v, p, err := c.lookup(gctx, req, id)
+			v, p, err := c.lookup(gctx, coll, req, id)
 			if CodeOf(err) == CodeNotFound {
 				return nil
 			}

@@ -1,11 +1,14 @@
 package coordinator
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/trawl-search/trawl/shard"
+	"github.com/trawl-search/trawl/shard/shardpb"
 )
 
 // StatusTimeout is the budget of a cluster status survey: every replica is
@@ -22,11 +25,10 @@ type ReplicaStatus struct {
 	Latency             time.Duration
 	// Answered is false when the replica did not answer the survey; the
 	// fields below are then zero.
-	Answered  bool
-	Kernel    string
-	DocCount  uint64
-	Metric    string
-	Dimension int
+	Answered bool
+	Kernel   string
+	// DocCount is the replica's documents over every collection.
+	DocCount uint64
 	// Role is the replica's place in its consensus group (leader,
 	// follower, candidate); Serving whether it answers reads now.
 	Role    string
@@ -39,18 +41,27 @@ type ReplicaStatus struct {
 	// 1536-D-equivalent rows per second per core; ScanRateLive the
 	// running rate of its real full exact scans. 0: not measured yet.
 	ScanRate, ScanRateLive float64
-	// Quantization is its --quantization (none, int8); Index what its
-	// approximate queries scan, nil when it did not say (a shard older
-	// than the field).
-	Quantization string
-	Index        *IndexStatus
+	// CatalogVersion is the log index of its group's last catalog
+	// change; Collections what it holds of each collection.
+	CatalogVersion uint64
+	Collections    []ReplicaCollection
 }
 
-// MaxRowsWithin is how many rows of the replica's dimension one of its
+// ReplicaCollection is one collection on one replica.
+type ReplicaCollection struct {
+	Collection
+	DocCount uint64
+	// Bytes is the memory its rows, payloads, codes and index hold.
+	Bytes uint64
+	// Index is what its approximate queries scan.
+	Index *IndexStatus
+}
+
+// MaxRowsWithin is how many rows of dimension dim one of the replica's
 // cores scans within budget at its measured rate: the shard-sizing rule
 // /cluster/status shows (0 before the replica has measured).
-func (r ReplicaStatus) MaxRowsWithin(budget time.Duration) uint64 {
-	return shard.MaxRowsWithin(r.ScanRate, r.Dimension, budget)
+func (r ReplicaStatus) MaxRowsWithin(dim int, budget time.Duration) uint64 {
+	return shard.MaxRowsWithin(r.ScanRate, dim, budget)
 }
 
 // IndexStatus is a replica's index (shardpb.IndexStats says what each
@@ -83,7 +94,8 @@ type ShardStatus struct {
 
 // ClusterStatus is the whole cluster as an operator sees it.
 type ClusterStatus struct {
-	Schema        Schema
+	// Collections is the catalog as the router last read it.
+	Collections   []Collection
 	Disagreements []string
 	Shards        []ShardStatus
 }
@@ -93,8 +105,12 @@ type ClusterStatus struct {
 func (c *Coordinator) Status(ctx context.Context) ClusterStatus {
 	stats := c.stats(ctx)
 	health := c.cluster.Status()
-	sch := c.Schema()
-	out := ClusterStatus{Schema: sch, Disagreements: []string{}}
+	v := c.cat.current()
+	out := ClusterStatus{Disagreements: []string{}}
+	for _, coll := range v.colls {
+		out.Collections = append(out.Collections, coll)
+	}
+	slices.SortFunc(out.Collections, func(a, b Collection) int { return cmp.Compare(a.Name, b.Name) })
 	for i, sh := range c.shards {
 		ss := ShardStatus{Name: sh.Name, DocCount: health[i].Docs}
 		for j, conn := range sh.Replicas {
@@ -105,24 +121,23 @@ func (c *Coordinator) Status(ctx context.Context) ClusterStatus {
 			}
 			if a := stats[i][j]; a.Err == nil {
 				st := a.Value
-				rs.Answered, rs.DocCount, rs.Kernel, rs.Metric, rs.Dimension = true, st.GetDocCount(), st.GetKernel(), st.GetMetric(), int(st.GetDim())
+				rs.Answered, rs.DocCount, rs.Kernel = true, st.GetDocCount(), st.GetKernel()
 				rs.Role, rs.Serving, rs.CommitIndex, rs.AppliedIndex = st.GetRole(), st.GetServing(), st.GetCommitIndex(), st.GetAppliedIndex()
 				rs.ScanRate, rs.ScanRateLive = st.GetScanRate(), st.GetScanRateLive()
-				rs.Quantization = st.GetQuantization()
-				if ix := st.GetIndex(); ix != nil {
-					rs.Index = &IndexStatus{
-						Kind: ix.GetKind(), State: ix.GetState(), Lists: int(ix.GetLists()), DefaultNProbe: int(ix.GetDefaultNprobe()),
-						NProbeCalibrated: ix.GetNprobeCalibrated(),
-						TrainedRows:      ix.GetTrainedRows(), Rows: ix.GetRows(), Bytes: ix.GetBytes(), Error: ix.GetError(),
+				rs.CatalogVersion = st.GetCatalogVersion()
+				held := map[string]uint64{}
+				for _, cs := range st.GetCollections() {
+					rc := ReplicaCollection{Collection: collectionOf(cs.GetEntry()), DocCount: cs.GetDocCount(), Bytes: cs.GetBytes(),
+						Index: indexStatusOf(cs.GetIndex())}
+					rs.Collections = append(rs.Collections, rc)
+					held[rc.Name] = rc.UID
+				}
+				ss.DocCount = max(ss.DocCount, rs.DocCount)
+				for _, coll := range out.Collections {
+					if uid, ok := held[coll.Name]; !ok || uid != coll.UID {
+						out.Disagreements = append(out.Disagreements, fmt.Sprintf(
+							"%s replica %s does not hold collection %s (uid %d) of the catalog", sh.Name, conn.Addr(), coll.Name, coll.UID))
 					}
-				}
-				if !health[i].DocsSeen {
-					ss.DocCount = max(ss.DocCount, rs.DocCount)
-				}
-				if rs.Metric != sch.Metric.String() || rs.Dimension != sch.Dim {
-					out.Disagreements = append(out.Disagreements, fmt.Sprintf(
-						"%s replica %s has metric %s dimension %d, the cluster %s dimension %d",
-						sh.Name, conn.Addr(), rs.Metric, rs.Dimension, sch.Metric, sch.Dim))
 				}
 			}
 			ss.Replicas = append(ss.Replicas, rs)
@@ -142,4 +157,15 @@ func (c *Coordinator) Status(ctx context.Context) ClusterStatus {
 		out.Shards = append(out.Shards, ss)
 	}
 	return out
+}
+
+func indexStatusOf(ix *shardpb.IndexStats) *IndexStatus {
+	if ix == nil {
+		return nil
+	}
+	return &IndexStatus{
+		Kind: ix.GetKind(), State: ix.GetState(), Lists: int(ix.GetLists()), DefaultNProbe: int(ix.GetDefaultNprobe()),
+		NProbeCalibrated: ix.GetNprobeCalibrated(),
+		TrainedRows:      ix.GetTrainedRows(), Rows: ix.GetRows(), Bytes: ix.GetBytes(), Error: ix.GetError(),
+	}
 }

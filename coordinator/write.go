@@ -67,7 +67,7 @@ func (c *Coordinator) minIndex(r *client.Conn) uint64 {
 // shard's share in one RPC to one replica (the leader when known), all
 // shards at once, within shard.WriteTimeout. An id is ok only once its
 // write is committed. Results are in recs' order.
-func (c *Coordinator) Upsert(ctx context.Context, recs []Record) []WriteResult {
+func (c *Coordinator) Upsert(ctx context.Context, coll Collection, recs []Record) []WriteResult {
 	byShard := map[string][]int{}
 	for i, rec := range recs {
 		home := c.placement.Home(rec.ID)
@@ -85,7 +85,7 @@ func (c *Coordinator) Upsert(ctx context.Context, recs []Record) []WriteResult {
 			}
 			p := shard.Placement{Fingerprint: c.placement.Fingerprint(), Shard: name}
 			wr := fanout.Write(ctx, c.cluster, name, func(ctx context.Context, r *client.Conn) error {
-				index, err := r.Upsert(ctx, p, vs)
+				index, err := r.In(coll.ref()).Upsert(ctx, p, vs)
 				if err == nil {
 					c.acked.note(c.shardOf[r], index)
 				}
@@ -104,14 +104,14 @@ func (c *Coordinator) Upsert(ctx context.Context, recs []Record) []WriteResult {
 
 // Delete removes id through its home shard's consensus group and reports
 // whether it was there.
-func (c *Coordinator) Delete(ctx context.Context, id string) (bool, WriteResult) {
+func (c *Coordinator) Delete(ctx context.Context, coll Collection, id string) (bool, WriteResult) {
 	home := c.placement.Home(id)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shard.WriteTimeout)
 	defer cancel()
 	p := shard.Placement{Fingerprint: c.placement.Fingerprint(), Shard: home}
 	found := false
 	wr := fanout.Write(ctx, c.cluster, home, func(ctx context.Context, r *client.Conn) error {
-		f, index, err := r.Delete(ctx, p, id)
+		f, index, err := r.In(coll.ref()).Delete(ctx, p, id)
 		if err == nil {
 			found = f // only the accepting attempt answers; writes are never concurrent
 			c.acked.note(c.shardOf[r], index)
@@ -135,7 +135,11 @@ func writeResult(name string, wr fanout.WriteResult) WriteResult {
 			"shard %s: the write may or may not have been committed (%s: %s).%s", name, wr.Replica, msg, retryNote)}
 	}
 	code := CodeUnavailable
+	var nf *shard.CollectionNotFoundError
 	switch {
+	case errors.As(wr.Err, &nf):
+		return WriteResult{Outcome: fanout.WriteFailed, Err: errorf(CodeCollectionNotFound, wr.Err,
+			"shard %s does not hold collection `%s` (dropped, or still being created). It was not applied.", name, nf.Name)}
 	case errors.Is(wr.Err, fanout.ErrNoLeader):
 		return WriteResult{Outcome: fanout.WriteFailed, Err: errorf(CodeUnavailable, wr.Err,
 			"shard %s: no replica could take the write (a leader election, or too few replicas reachable): %v. It was not applied.%s",
@@ -152,8 +156,9 @@ func writeResult(name string, wr fanout.WriteResult) WriteResult {
 // Removal deletes many documents at once: every listed id, and every
 // document Filter matches (nil: none by filter).
 type Removal struct {
-	IDs    []string
-	Filter *filter.Filter
+	Collection Collection
+	IDs        []string
+	Filter     *filter.Filter
 }
 
 // ShardWrite is one shard's part of a Removal.
@@ -197,7 +202,7 @@ func (c *Coordinator) Remove(ctx context.Context, rm Removal) ([]ShardWrite, err
 			p := shard.Placement{Fingerprint: c.placement.Fingerprint(), Shard: name}
 			var deleted uint64
 			wr := fanout.Write(ctx, c.cluster, name, func(ctx context.Context, r *client.Conn) error {
-				n, index, err := r.DeleteMatching(ctx, p, ids, fb)
+				n, index, err := r.In(rm.Collection.ref()).DeleteMatching(ctx, p, ids, fb)
 				if err == nil {
 					deleted = n // only the accepting attempt answers
 					c.acked.note(c.shardOf[r], index)

@@ -21,6 +21,8 @@ type Call[R Replica, T any] func(ctx context.Context, r R) (T, error)
 type Request struct {
 	// Path labels the fan-out in metrics; lookups leave it empty.
 	Path Path
+	// Collection is the collection the fan-out reads, for metrics.
+	Collection string
 	// Start is when the query's clock started (work before the fan-out,
 	// such as a like_id lookup, already spent part of the deadline).
 	Start time.Time

@@ -81,10 +81,6 @@ type collectionConfig struct {
 // the points count from a count fan-out (so a count missing a shard is
 // degraded: status yellow, and scatter_gather says which).
 func (h *Handler) getCollection(w http.ResponseWriter, r *http.Request) {
-	if name := chi.URLParam(r, "collection"); name != h.collection() {
-		h.http.Error(w, r, notFoundCollection(name))
-		return
-	}
 	p, err := h.routeParams(r)
 	if err != nil {
 		h.http.Fail(w, r, err, nil)
@@ -94,7 +90,7 @@ func (h *Handler) getCollection(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	sch := h.schema()
+	sch := schema(r)
 	shards, replicas := h.cfg.Coordinator.Shape()
 	info := collectionInfo{Status: "green", OptimizerStatus: "ok", PointsCount: count, SegmentsCount: shards}
 	if sg.Degraded {
@@ -125,7 +121,12 @@ func (h *Handler) createCollection(w http.ResponseWriter, r *http.Request) {
 			h.collection(), name)), nil)
 		return
 	}
-	if err := checkCreate(body, h.schema(), h.collection()); err != nil {
+	existing, err := h.cfg.Coordinator.Collection(r.Context(), h.collection())
+	if err != nil {
+		h.http.Fail(w, r, err, nil)
+		return
+	}
+	if err := checkCreate(body, existing.Schema(), h.collection()); err != nil {
 		h.http.Fail(w, r, err, nil)
 		return
 	}

@@ -71,7 +71,7 @@ func (h *Handler) Mount(r chi.Router) {
 		r.Use(stampStart, h.http.Auth, h.http.Admission)
 		r.Get("/", h.listCollections)
 		r.Route("/{collection}", func(r chi.Router) {
-			r.Get("/", h.getCollection)
+			r.With(h.knownCollection).Get("/", h.getCollection)
 			r.Put("/", h.createCollection)
 			r.Get("/exists", h.collectionExists)
 			r.Group(func(r chi.Router) {
@@ -103,15 +103,32 @@ func stampStart(next http.Handler) http.Handler {
 	})
 }
 
-// knownCollection answers 404 for any collection but the one.
+// collKey holds the collection a points route acts on.
+const collKey ctxKey = 1
+
+// knownCollection resolves the route's {collection} (a name or an alias)
+// for the handlers below it: 404 in Qdrant's words for an unknown one,
+// 503 while it is still being created.
 func (h *Handler) knownCollection(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if name := chi.URLParam(r, "collection"); name != h.collection() {
+		name := chi.URLParam(r, "collection")
+		coll, err := h.cfg.Coordinator.Collection(r.Context(), name)
+		if coordinator.CodeOf(err) == coordinator.CodeCollectionNotFound {
 			h.http.Error(w, r, notFoundCollection(name))
 			return
 		}
-		next.ServeHTTP(w, r)
+		if err != nil {
+			h.http.Fail(w, r, err, nil)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), collKey, coll)))
 	})
+}
+
+// coll is the collection knownCollection resolved.
+func coll(r *http.Request) coordinator.Collection {
+	c, _ := r.Context().Value(collKey).(coordinator.Collection)
+	return c
 }
 
 func notFoundCollection(name string) *wire.Error {

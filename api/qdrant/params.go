@@ -61,5 +61,6 @@ func decodeRequest[T any](h *Handler, w http.ResponseWriter, r *http.Request, de
 	return v, p, true
 }
 
-// schema is the collection's, for the decoders that check vectors.
-func (h *Handler) schema() coordinator.Schema { return h.cfg.Coordinator.Schema() }
+// schema is the route's collection's, for the decoders that check
+// vectors.
+func schema(r *http.Request) coordinator.Schema { return coll(r).Schema() }

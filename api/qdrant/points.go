@@ -102,7 +102,7 @@ func (h *Handler) readPoints(w http.ResponseWriter, r *http.Request, p routePara
 	if permit == nil {
 		return
 	}
-	ans, err := h.cfg.Coordinator.Retrieve(r.Context(), req.ids, p.budget)
+	ans, err := h.cfg.Coordinator.Retrieve(r.Context(), coll(r), req.ids, p.budget)
 	permit.Done(time.Since(start), false)
 	if err != nil {
 		h.http.Fail(w, r, err, nil)
@@ -139,7 +139,7 @@ func (h *Handler) readPoints(w http.ResponseWriter, r *http.Request, p routePara
 }
 
 func (h *Handler) upsert(w http.ResponseWriter, r *http.Request) {
-	recs, _, ok := decodeRequest(h, w, r, func(b []byte) ([]coordinator.Record, error) { return decodeUpsert(b, h.schema()) })
+	recs, _, ok := decodeRequest(h, w, r, func(b []byte) ([]coordinator.Record, error) { return decodeUpsert(b, schema(r)) })
 	if !ok {
 		return
 	}
@@ -148,7 +148,7 @@ func (h *Handler) upsert(w http.ResponseWriter, r *http.Request) {
 	if permit == nil {
 		return
 	}
-	results := h.cfg.Coordinator.Upsert(r.Context(), recs)
+	results := h.cfg.Coordinator.Upsert(r.Context(), coll(r), recs)
 	permit.Done(time.Since(start), false)
 	var errs []*coordinator.Error
 	var failed []string
@@ -181,6 +181,7 @@ func (h *Handler) deletePoints(w http.ResponseWriter, r *http.Request) {
 	if permit == nil {
 		return
 	}
+	rm.Collection = coll(r)
 	results, err := h.cfg.Coordinator.Remove(r.Context(), rm)
 	permit.Done(time.Since(start), false)
 	if err != nil {

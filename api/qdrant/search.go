@@ -46,7 +46,7 @@ func (h *Handler) queryPoints(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) runSearch(w http.ResponseWriter, r *http.Request, path fanout.Path,
 	decode func([]byte, coordinator.Schema) ([]query, error), shape func([][]scoredPoint) any) {
 	arrived := time.Now()
-	qqs, p, ok := decodeRequest(h, w, r, func(b []byte) ([]query, error) { return decode(b, h.schema()) })
+	qqs, p, ok := decodeRequest(h, w, r, func(b []byte) ([]query, error) { return decode(b, schema(r)) })
 	if !ok {
 		return
 	}
@@ -58,7 +58,7 @@ func (h *Handler) runSearch(w http.ResponseWriter, r *http.Request, path fanout.
 	for i, q := range qqs {
 		qs[i] = q.q
 	}
-	ans, err := h.cfg.Coordinator.Search(r.Context(), coordinator.Search{Path: path, Queries: qs, Budget: p.budget, AllowPartial: p.allowPartial})
+	ans, err := h.cfg.Coordinator.Search(r.Context(), coordinator.Search{Collection: coll(r), Path: path, Queries: qs, Budget: p.budget, AllowPartial: p.allowPartial})
 	permit.Done(time.Since(arrived), wire.Late(ans.Summary))
 	if err != nil && ans.Summary.ShardsTotal == 0 {
 		if coordinator.CodeOf(err) == coordinator.CodeNotFound {
@@ -114,7 +114,7 @@ func (h *Handler) gather(w http.ResponseWriter, r *http.Request, p routeParams,
 func (h *Handler) countPoints(w http.ResponseWriter, r *http.Request, p routeParams, f *filter.Filter) (uint64, wire.ScatterGather, bool) {
 	var n uint64
 	sg, ok := h.gather(w, r, p, func(ctx context.Context) (fanout.Summary, []coordinator.ShardReport, error) {
-		ans, err := h.cfg.Coordinator.Count(ctx, f, p.budget, p.allowPartial)
+		ans, err := h.cfg.Coordinator.Count(ctx, coll(r), f, p.budget, p.allowPartial)
 		n = ans.Count
 		return ans.Summary, ans.Shards, err
 	})
@@ -142,6 +142,7 @@ func (h *Handler) scroll(w http.ResponseWriter, r *http.Request) {
 	var ans coordinator.ScrollAnswer
 	sg, ok := h.gather(w, r, p, func(ctx context.Context) (fanout.Summary, []coordinator.ShardReport, error) {
 		var err error
+		qs.s.Collection = coll(r)
 		ans, err = h.cfg.Coordinator.Scroll(ctx, qs.s)
 		return ans.Summary, ans.Shards, err
 	})

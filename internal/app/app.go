@@ -23,6 +23,7 @@ import (
 	"github.com/trawl-search/trawl/admission"
 	"github.com/trawl-search/trawl/api"
 	"github.com/trawl-search/trawl/budget"
+	"github.com/trawl-search/trawl/catalog"
 	"github.com/trawl-search/trawl/coordinator"
 	"github.com/trawl-search/trawl/fanout"
 	"github.com/trawl-search/trawl/metrics"
@@ -45,6 +46,11 @@ type Config struct {
 	// Collection names the cluster's documents on the Qdrant-compatible
 	// routes (api.DefaultCollection if empty).
 	Collection string
+	// EnsureCollections are created at start (--ensure-collection),
+	// idempotently, before the router turns ready.
+	EnsureCollections []catalog.Spec
+	// MaxCollections bounds the catalog (--max-collections).
+	MaxCollections int
 	// MaxInflight is the hard cap on /v1/* requests in flight
 	// (admission.DefaultMaxInflight if zero).
 	MaxInflight int
@@ -157,7 +163,7 @@ func New(cfg Config) (*Router, error) {
 		fopts.HedgeBudget = -1
 	}
 	r.Cluster = fanout.New(fshards, fopts)
-	r.Coordinator = coordinator.New(coordinator.Config{Cluster: r.Cluster, Logger: cfg.Logger})
+	r.Coordinator = coordinator.New(coordinator.Config{Cluster: r.Cluster, Logger: cfg.Logger, MaxCollections: cfg.MaxCollections})
 	r.API = api.New(api.Config{
 		Coordinator: r.Coordinator, Budget: cfg.Budget, Metrics: m, Gatherer: reg,
 		APIKey: cfg.APIKey, Collection: cfg.Collection, Limiter: limiter, BodyTimeout: cfg.BodyTimeout, Logger: cfg.Logger, Extra: cfg.Extra,
@@ -202,24 +208,37 @@ func (r *Router) warmUp(ctx context.Context, cfg Config) {
 	if ctx.Err() != nil {
 		return
 	}
-	learned := r.Coordinator.LearnSchema(ctx)
-	if !learned {
-		cfg.Logger.Warn("no shard reported its schema yet; assuming the default until one does",
-			"dim", r.Coordinator.Schema().Dim, "metric", r.Coordinator.Schema().Metric)
+	r.ensureCollections(wctx, cfg)
+	if ctx.Err() != nil {
+		return
 	}
 	r.API.SetReady(true)
 	close(r.ready)
 	cfg.Logger.Info("router ready", "replicas", len(r.conns))
-	// No shard answered yet: keep asking, so the router does not judge
-	// queries against an assumed dimension for longer than it must.
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	for !learned {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			learned = r.Coordinator.LearnSchema(ctx)
+	r.Coordinator.RunCatalog(ctx)
+}
+
+// ensureCollections creates cfg.EnsureCollections (--ensure-collection),
+// each idempotently, retrying while the shards elect and load, until ctx
+// ends. One created with other settings is logged and left as it is.
+func (r *Router) ensureCollections(ctx context.Context, cfg Config) {
+	for _, spec := range cfg.EnsureCollections {
+		for {
+			created, err := r.Coordinator.CreateCollection(ctx, spec.Name, spec.Settings)
+			if err == nil {
+				if created {
+					cfg.Logger.Info("collection created", "collection", spec.Name, "settings", spec.Settings.String())
+				}
+				break
+			}
+			if coordinator.CodeOf(err) != coordinator.CodeUnavailable || ctx.Err() != nil {
+				cfg.Logger.Error("--ensure-collection not done", "collection", spec.Name, "err", err)
+				break
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
 		}
 	}
 }

@@ -42,8 +42,10 @@ func Invalid(msg string) *Error {
 // of the contract.
 func StatusOf(c coordinator.Code) (int, string) {
 	switch c {
-	case coordinator.CodeNotFound:
+	case coordinator.CodeNotFound, coordinator.CodeCollectionNotFound:
 		return http.StatusNotFound, CodeNotFound
+	case coordinator.CodeInvalid:
+		return http.StatusBadRequest, CodeInvalid
 	case coordinator.CodeUnavailable:
 		return http.StatusServiceUnavailable, CodeUnavailable
 	case coordinator.CodeConflict:

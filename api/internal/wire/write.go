@@ -21,6 +21,10 @@ func WriteStatus(errs []*coordinator.Error) int {
 			return http.StatusBadGateway
 		case CodeConflict:
 			st = http.StatusConflict
+		case CodeNotFound:
+			if st == http.StatusOK {
+				st = http.StatusNotFound
+			}
 		case CodeInternal:
 			if st == http.StatusOK {
 				st = http.StatusInternalServerError
