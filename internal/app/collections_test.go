@@ -94,13 +94,13 @@ func requireBruteForce(t *testing.T, m *model, q []float32, k int, got []item, w
 	}
 }
 
-// api is a router's HTTP API, spoken the way a client would.
-type api struct {
+// httpAPI is a router's HTTP API, spoken the way a client would.
+type httpAPI struct {
 	t   *testing.T
 	url string
 }
 
-func (a api) do(method, path string, body any) (int, []byte) {
+func (a httpAPI) do(method, path string, body any) (int, []byte) {
 	a.t.Helper()
 	var r io.Reader
 	if body != nil {
@@ -119,12 +119,12 @@ func (a api) do(method, path string, body any) (int, []byte) {
 	return resp.StatusCode, raw
 }
 
-func (a api) create(name string, s catalog.Settings) (int, []byte) {
+func (a httpAPI) create(name string, s catalog.Settings) (int, []byte) {
 	return a.do(http.MethodPut, "/v1/collections/"+name, map[string]any{
 		"dimension": s.Dim, "metric": s.Metric.String(), "quantization": s.Quantization, "index": s.Index})
 }
 
-func (a api) search(coll string, q []float32, k int) (int, answer) {
+func (a httpAPI) search(coll string, q []float32, k int) (int, answer) {
 	a.t.Helper()
 	code, raw := a.do(http.MethodPost, "/v1/collections/"+coll+"/search?deadline_ms=2000", map[string]any{"vector": q, "k": k})
 	var ans answer
@@ -144,7 +144,7 @@ func randVec(rng *rand.Rand, dim int) []float32 {
 
 // routerOver starts a router over dc's shards and its HTTP server, both
 // closed when the test ends (or by the returned stop, once).
-func routerOver(t *testing.T, dc *devcluster.Cluster) (api, *app.Router, func()) {
+func routerOver(t *testing.T, dc *devcluster.Cluster) (httpAPI, *app.Router, func()) {
 	t.Helper()
 	r, err := app.New(app.Config{Shards: dc.Specs(), Kernel: vector.Generic(), WarmupTimeout: 10 * time.Second})
 	require.NoError(t, err)
@@ -155,7 +155,7 @@ func routerOver(t *testing.T, dc *devcluster.Cluster) (api, *app.Router, func())
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	require.NoError(t, r.WaitReady(ctx))
-	return api{t: t, url: srv.URL}, r, stop
+	return httpAPI{t: t, url: srv.URL}, r, stop
 }
 
 // Random creates, drops, upserts, deletes and searches over three
