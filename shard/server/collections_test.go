@@ -2,6 +2,8 @@ package server
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"runtime"
@@ -297,41 +299,62 @@ func TestLegacyCollectionIsCreatedByItsFirstEntry(t *testing.T) {
 	require.False(t, ok)
 }
 
-// BenchmarkEmptyCollection reports the memory one empty flat collection
-// adds to a replica (its catalog entry and empty store), from creating
-// 100 through the log:
+// BenchmarkEmptyCollection reports the memory one empty collection adds
+// to a replica (its catalog entry and empty store; an int8 one also its
+// trainer's goroutine and ticker), from creating 100 through the log:
 //
 //	go test -run '^$' -bench BenchmarkEmptyCollection ./shard/server
 func BenchmarkEmptyCollection(b *testing.B) {
-	const n = 100
-	var perCollection float64
-	for b.Loop() {
-		cols := NewCollections(CollectionsConfig{Kernel: vector.Generic()})
-		sm := NewStateMachine(cols, nil)
-		entries := make([][]byte, n)
-		for i := range entries {
-			entries[i], _ = proto.Marshal(&shardpb.Command{Op: &shardpb.Command_Catalog{Catalog: &shardpb.ChangeCatalogRequest{
-				Authority: true,
-				Op:        &shardpb.ChangeCatalogRequest_Create{Create: &shardpb.CollectionEntry{Name: fmt.Sprintf("collection-%03d", i)}},
-			}}})
-		}
-		before := heapInUse()
-		for i, e := range entries {
-			if res := sm.Apply(raftnode.Entry{Index: uint64(i + 1), Data: e}).(applyResult); res.err != nil {
-				b.Fatal(res.err)
+	for _, tc := range []struct {
+		name  string
+		quant string
+	}{{"flat", catalog.QuantNone}, {"int8", catalog.QuantInt8}} {
+		b.Run(tc.name, func(b *testing.B) {
+			const n = 100
+			set := settingsToPB(catalog.Settings{Quantization: tc.quant}.Normalize())
+			entries := make([][]byte, n)
+			for i := range entries {
+				entries[i], _ = proto.Marshal(&shardpb.Command{Op: &shardpb.Command_Catalog{Catalog: &shardpb.ChangeCatalogRequest{
+					Authority: true,
+					Op:        &shardpb.ChangeCatalogRequest_Create{Create: &shardpb.CollectionEntry{Name: fmt.Sprintf("collection-%03d", i), Settings: set}},
+				}}})
 			}
-		}
-		after := heapInUse()
-		perCollection = float64(after-before) / n
-		runtime.KeepAlive(cols)
+			var perCollection float64
+			for b.Loop() {
+				cols := NewCollections(CollectionsConfig{Kernel: vector.Generic()})
+				cols.startTrainers(func(c *collection) *store.Trainer {
+					return store.StartTrainer(c.mem, idleProposer{}, store.TrainerConfig{})
+				})
+				sm := NewStateMachine(cols, nil)
+				before := heapInUse()
+				for i, e := range entries {
+					if res := sm.Apply(raftnode.Entry{Index: uint64(i + 1), Data: e}).(applyResult); res.err != nil {
+						b.Fatal(res.err)
+					}
+				}
+				after := heapInUse()
+				perCollection = (float64(after) - float64(before)) / n
+				cols.Close()
+			}
+			b.ReportMetric(perCollection, "bytes/collection")
+		})
 	}
-	b.ReportMetric(perCollection, "bytes/collection")
 }
 
+// idleProposer never leads: its trainers only look for work.
+type idleProposer struct{}
+
+func (idleProposer) ServingLeader() bool { return false }
+func (idleProposer) SetTrained(context.Context, string, []byte) (uint64, error) {
+	return 0, errors.New("not the leader")
+}
+
+// heapInUse is the heap in use, goroutine stacks included, after a
+// collection.
 func heapInUse() uint64 {
 	runtime.GC()
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	return ms.HeapAlloc
+	return ms.HeapAlloc + ms.StackInuse
 }
