@@ -210,6 +210,9 @@ func (c *Collections) forEntry(ref *shardpb.CollectionRef, exact bool) (*collect
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if held, ok := c.cat.collections[shard.LegacyCollection]; ok {
+		return held, nil // created since resolve looked
+	}
 	// Not a catalog change (the version stays): a replica that replays a
 	// pre-collections log and one that restores a snapshot of it must
 	// agree, and the latter never saw the entry that created it.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/encoding/protodelim"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/trawl-search/trawl/shard"
 	"github.com/trawl-search/trawl/shard/raftnode"
@@ -29,6 +30,13 @@ const (
 	// in catalog (name) order a CollectionHeader and its rows.
 	formatCollections = 2
 )
+
+// writeHeader writes a snapshot header with its maps (dropped, trained)
+// in key order, so replicas that hold the same state write the same bytes.
+func writeHeader(w io.Writer, hdr proto.Message) error {
+	_, err := protodelim.MarshalOptions{MarshalOptions: proto.MarshalOptions{Deterministic: true}}.MarshalTo(w, hdr)
+	return err
+}
 
 // snapshotChunk is how many rows a snapshot reads under one hold of the
 // store's read lock: large enough to stream fast, small enough that a
@@ -73,7 +81,7 @@ func (s *snapshot) Persist(w io.Writer) error {
 	t0 := time.Now()
 	bw := bufio.NewWriterSize(w, 1<<20)
 	hdr := &shardpb.SnapshotHeader{Format: formatCollections, Catalog: s.catalog, AppliedIndex: s.applied}
-	if _, err := protodelim.MarshalTo(bw, hdr); err != nil {
+	if err := writeHeader(bw, hdr); err != nil {
 		return fmt.Errorf("snapshot: %w", err)
 	}
 	rows := 0
@@ -101,7 +109,7 @@ func (sec snapshotSection) persist(bw *bufio.Writer) error {
 		Count:     uint64(n),
 		Trained:   v.Trained(),
 	}
-	if _, err := protodelim.MarshalTo(bw, hdr); err != nil {
+	if err := writeHeader(bw, hdr); err != nil {
 		return err
 	}
 	pv := &shardpb.Vector{}
