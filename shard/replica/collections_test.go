@@ -8,10 +8,12 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+	"weak"
 
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
@@ -372,10 +374,18 @@ func TestInt8CollectionsTrainTheirOwnScale(t *testing.T) {
 	require.Eventually(t, mem.Int8Ready, 20*time.Second, 10*time.Millisecond, "the int8 collection trains its scale")
 	require.Nil(t, rep.Store.Trained(store.TrainedInt8Scale), "a float32 collection trains nothing")
 
+	// A drop stops the trainer and lets go of the store: its memory is
+	// collected.
+	freed := weak.Make(mem)
+	mem = nil
 	_, err = c.ChangeCatalog(ctx(t), dropReq(true, "q", 0))
 	require.NoError(t, err)
 	_, ok = rep.Collections.Store("q")
 	require.False(t, ok)
+	require.Eventually(t, func() bool {
+		runtime.GC()
+		return freed.Value() == nil
+	}, 10*time.Second, 50*time.Millisecond, "nothing refers to a dropped collection's store")
 }
 
 // TestCatalogReplicates: a 3-replica group takes catalog changes and writes

@@ -222,8 +222,17 @@ func (c *Collections) forEntry(ref *shardpb.CollectionRef, exact bool) (*collect
 	return col, nil
 }
 
+// catalogAnswer is what a catalog change answers its proposer: entries
+// only, never the collections, so a proposer's future holding the answer
+// keeps no dropped store alive.
+type catalogAnswer struct {
+	entry   *shardpb.CollectionEntry
+	alias   *shardpb.AliasEntry
+	changed bool
+}
+
 // changeCatalog applies a committed catalog change.
-func (c *Collections) changeCatalog(req *shardpb.ChangeCatalogRequest, index uint64) (catalogChange, error) {
+func (c *Collections) changeCatalog(req *shardpb.ChangeCatalogRequest, index uint64) (catalogAnswer, error) {
 	c.mu.Lock()
 	ch, err := c.cat.change(req, index, c.newCollection)
 	for _, col := range ch.removed {
@@ -240,7 +249,7 @@ func (c *Collections) changeCatalog(req *shardpb.ChangeCatalogRequest, index uin
 			onDrop()
 		}
 	}
-	return ch, err
+	return catalogAnswer{entry: ch.entry, alias: ch.alias, changed: ch.changed}, err
 }
 
 // added starts a new collection's trainer and gauge. c.mu is held.

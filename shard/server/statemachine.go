@@ -42,7 +42,7 @@ type applyResult struct {
 	deleted int
 	docs    int // the collection's documents after the entry
 	// catalog is what a catalog change did.
-	catalog catalogChange
+	catalog catalogAnswer
 }
 
 // Apply implements raftnode.StateMachine.
