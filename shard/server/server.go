@@ -28,7 +28,8 @@ import (
 	"github.com/trawl-search/trawl/vector/quant"
 )
 
-// ScanObserver is told how long each scan took; metrics.ShardServer is one.
+// ScanObserver is told how long each scan took, and each collection's
+// document count; metrics.ShardServer is one.
 type ScanObserver interface {
 	Scan(outcome string, d time.Duration)
 	// Queries is told how many queries a scan served, by kind: ScanExact
@@ -92,7 +93,8 @@ type Server struct {
 	snapshots snapshots
 }
 
-// New returns a server over cfg.Store and cfg.Node. It reports
+// New returns a server over cfg.Collections and cfg.Node, and starts the
+// trainers of its int8 and IVF collections. It reports
 // NOT_SERVING on grpc.health.v1 until the node serves, so a replica still
 // loading is skipped by routers without counting as a failure.
 func New(cfg Config) *Server {
