@@ -1805,8 +1805,10 @@ type StatsResponse struct {
 	// includes contention), 0 before one.
 	ScanRateLive float64 `protobuf:"fixed64,20,opt,name=scan_rate_live,json=scanRateLive,proto3" json:"scan_rate_live,omitempty"`
 	// collections are this replica's collections (or the one asked for).
-	// doc_count above is their sum; dim, metric, quantization and index
-	// above are unset.
+	// doc_count above is their sum. dim, metric, quantization and index
+	// above describe the collection asked for, else the legacy collection
+	// (shard.LegacyCollection, held or as it would be created), for routers
+	// that name no collection.
 	Collections    []*CollectionStats `protobuf:"bytes,21,rep,name=collections,proto3" json:"collections,omitempty"`
 	CatalogVersion uint64             `protobuf:"varint,22,opt,name=catalog_version,json=catalogVersion,proto3" json:"catalog_version,omitempty"` // as in CatalogResponse
 	unknownFields  protoimpl.UnknownFields
