@@ -296,7 +296,12 @@ func (c *Coordinator) changeAlias(ctx context.Context, alias, collection string)
 		}
 		return c.catalogWriteError("changing alias", alias, err)
 	}
-	if a := resp.GetAlias(); a != nil {
+	if a := resp.GetAlias(); a != nil && resp.GetChanged() {
+		if collection == "" {
+			// A delete: the others drop every setting of the alias
+			// older than this change.
+			a = &shardpb.AliasEntry{Alias: alias, Uid: resp.GetIndex()}
+		}
 		if perr := c.pushEverywhere(ctx, &shardpb.ChangeCatalogRequest{Op: &shardpb.ChangeCatalogRequest_Alias{Alias: a}}); perr != nil {
 			c.log.Warn("alias changed; some shards learn it later", "alias", alias, "err", perr)
 		}

@@ -119,6 +119,8 @@ func (st *catalogState) change(req *shardpb.ChangeCatalogRequest, index uint64, 
 		ch, err = st.drop(op.Drop)
 	case *shardpb.ChangeCatalogRequest_Alias:
 		ch, err = st.alias(op.Alias, req.GetAuthority(), index)
+	case *shardpb.ChangeCatalogRequest_PayloadIndex:
+		ch, err = st.payloadIndex(op.PayloadIndex, req.GetAuthority())
 	default:
 		return catalogChange{}, status.Error(codes.InvalidArgument, "catalog change with no operation")
 	}
@@ -151,8 +153,18 @@ func (st *catalogState) create(e *shardpb.CollectionEntry, authority bool, index
 	} else {
 		if held != nil {
 			switch {
-			case held.uid == uid && held.settings == s:
+			case held.uid == uid && held.settings == s && maps.Equal(held.payloadSchema, e.GetPayloadSchema()):
 				return catalogChange{entry: held.entry()}, nil
+			case held.uid == uid && held.settings == s:
+				// The authority's payload index declarations changed.
+				held.payloadSchema = maps.Clone(e.GetPayloadSchema())
+				return catalogChange{entry: held.entry(), changed: true}, nil
+			case held.uid == 0 && uid > 0 && held.settings == s:
+				// The legacy collection of a data directory written
+				// before collections, created by name with its own
+				// settings: it is adopted, rows and all, not replaced.
+				held.uid, held.payloadSchema, held.virtual = uid, maps.Clone(e.GetPayloadSchema()), false
+				return catalogChange{entry: held.entry(), changed: true}, nil
 			case held.uid == uid:
 				return catalogChange{}, status.Errorf(codes.AlreadyExists,
 					"collection %q uid %d is held with settings %s; the create asks for %s", name, uid, held.settings, s)
@@ -173,6 +185,9 @@ func (st *catalogState) create(e *shardpb.CollectionEntry, authority bool, index
 		ch.removed = append(ch.removed, held)
 	}
 	c := mk(name, uid, s, p)
+	if !authority {
+		c.payloadSchema = maps.Clone(e.GetPayloadSchema())
+	}
 	st.collections[name] = c
 	ch.added = append(ch.added, c)
 	ch.entry = c.entry()
@@ -263,6 +278,35 @@ func (st *catalogState) alias(a *shardpb.AliasEntry, authority bool, index uint6
 	e := &shardpb.AliasEntry{Alias: name, Collection: target, Uid: uid}
 	st.aliases[name] = e
 	return catalogChange{alias: cloneAlias(e), changed: true}, nil
+}
+
+// payloadIndex declares (schema set) or removes (schema empty) a payload
+// index of a collection, on the authority only: the other groups receive
+// the changed entry as a create of the same uid.
+func (st *catalogState) payloadIndex(pi *shardpb.PayloadIndex, authority bool) (catalogChange, error) {
+	if !authority {
+		return catalogChange{}, status.Error(codes.InvalidArgument, "a payload index change is decided by the authority group only")
+	}
+	if pi.GetField() == "" {
+		return catalogChange{}, status.Error(codes.InvalidArgument, "a payload index needs a field name")
+	}
+	held := st.collections[pi.GetCollection()]
+	if held == nil || held.virtual {
+		return catalogChange{}, status.Errorf(codes.NotFound, "collection %q does not exist", pi.GetCollection())
+	}
+	cur, ok := held.payloadSchema[pi.GetField()]
+	switch {
+	case pi.GetSchema() == "" && !ok, pi.GetSchema() != "" && ok && cur == pi.GetSchema():
+		return catalogChange{entry: held.entry()}, nil
+	case pi.GetSchema() == "":
+		delete(held.payloadSchema, pi.GetField())
+	default:
+		if held.payloadSchema == nil {
+			held.payloadSchema = map[string]string{}
+		}
+		held.payloadSchema[pi.GetField()] = pi.GetSchema()
+	}
+	return catalogChange{entry: held.entry(), changed: true}, nil
 }
 
 // settingsFromPB reads a collection's settings off the wire, normalised

@@ -2,6 +2,7 @@ package server
 
 import (
 	"log/slog"
+	"maps"
 	"sync"
 
 	"github.com/trawl-search/trawl/catalog"
@@ -18,7 +19,10 @@ type collection struct {
 	name     string
 	uid      uint64
 	settings catalog.Settings
-	mem      *store.Memory
+	// payloadSchema is the payload index declarations (key → type), kept
+	// to be shown: every key is indexed whatever they say.
+	payloadSchema map[string]string
+	mem           *store.Memory
 	// virtual marks the legacy collection before any log entry created
 	// it: not in the catalog, but what routers that name no collection
 	// read (empty) and write (the entry creates it).
@@ -26,7 +30,7 @@ type collection struct {
 }
 
 func (c *collection) entry() *shardpb.CollectionEntry {
-	return &shardpb.CollectionEntry{Name: c.name, Uid: c.uid, Settings: settingsToPB(c.settings)}
+	return &shardpb.CollectionEntry{Name: c.name, Uid: c.uid, Settings: settingsToPB(c.settings), PayloadSchema: maps.Clone(c.payloadSchema)}
 }
 
 // ref names exactly this incarnation, for log entries.

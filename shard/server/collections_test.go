@@ -358,3 +358,69 @@ func heapInUse() uint64 {
 	runtime.ReadMemStats(&ms)
 	return ms.HeapAlloc + ms.StackInuse
 }
+
+// Payload index declarations are decided by the authority and reach the
+// other groups as a create of the same uid; they survive a snapshot.
+func TestPayloadIndexDeclarationsTravelWithTheEntry(t *testing.T) {
+	auth := newMachine(t, catalog.Defaults())
+	uid := auth.create("docs", 4, vector.Cosine, catalog.QuantNone)
+	change := func(m *machine, authority bool, op *shardpb.ChangeCatalogRequest) applyResult {
+		op.Authority = authority
+		return m.apply(&shardpb.Command{Op: &shardpb.Command_Catalog{Catalog: op}})
+	}
+	index := func(field, schema string) *shardpb.ChangeCatalogRequest {
+		return &shardpb.ChangeCatalogRequest{Op: &shardpb.ChangeCatalogRequest_PayloadIndex{
+			PayloadIndex: &shardpb.PayloadIndex{Collection: "docs", Field: field, Schema: schema}}}
+	}
+	res := change(auth, true, index("lang", "keyword"))
+	require.NoError(t, res.err)
+	require.True(t, res.catalog.changed)
+	require.Equal(t, map[string]string{"lang": "keyword"}, res.catalog.entry.GetPayloadSchema())
+	res = change(auth, true, index("lang", "keyword"))
+	require.NoError(t, res.err)
+	require.False(t, res.catalog.changed, "a repeat is a no-op")
+	require.Equal(t, codes.NotFound, status.Code(change(auth, true, &shardpb.ChangeCatalogRequest{Op: &shardpb.ChangeCatalogRequest_PayloadIndex{
+		PayloadIndex: &shardpb.PayloadIndex{Collection: "nope", Field: "x", Schema: "keyword"}}}).err))
+	require.Equal(t, codes.InvalidArgument, status.Code(change(auth, false, index("x", "keyword")).err), "only the authority decides")
+
+	// Another group: the create of the same uid carries the declarations.
+	other := newMachine(t, catalog.Defaults())
+	push := func(e *shardpb.CollectionEntry) applyResult {
+		return change(other, false, &shardpb.ChangeCatalogRequest{Op: &shardpb.ChangeCatalogRequest_Create{Create: e}})
+	}
+	entry := res.catalog.entry
+	entry.PayloadSchema = nil
+	require.NoError(t, push(entry).err)
+	res = change(auth, true, index("year", "integer"))
+	require.NoError(t, res.err)
+	res = push(res.catalog.entry)
+	require.NoError(t, res.err)
+	require.True(t, res.catalog.changed)
+	require.Equal(t, uid, res.catalog.entry.GetUid())
+	require.Equal(t, map[string]string{"lang": "keyword", "year": "integer"}, res.catalog.entry.GetPayloadSchema())
+
+	// Removing one, and a snapshot round trip.
+	require.NoError(t, change(auth, true, index("lang", "")).err)
+	restored := newMachine(t, catalog.Defaults())
+	_, err := restored.sm.Restore(bytes.NewReader(auth.snapshot()))
+	require.NoError(t, err)
+	cat, _, _ := restored.state()
+	require.Len(t, cat.GetCollections(), 1)
+	require.Equal(t, map[string]string{"year": "integer"}, cat.GetCollections()[0].GetPayloadSchema())
+}
+
+// A data directory written before collections holds its rows as the
+// legacy collection (uid 0). A create of that name with the same settings,
+// pushed from the authority under a real uid, adopts it, rows and all.
+func TestLegacyCollectionIsAdoptedByItsCreate(t *testing.T) {
+	legacy := catalog.Settings{Dim: 4, Metric: vector.Euclidean}.Normalize()
+	m := newMachine(t, legacy)
+	m.upsert(nil, 4, 10, 1)
+	res := m.apply(&shardpb.Command{Op: &shardpb.Command_Catalog{Catalog: &shardpb.ChangeCatalogRequest{
+		Op: &shardpb.ChangeCatalogRequest_Create{Create: &shardpb.CollectionEntry{Name: shard.LegacyCollection, Uid: 42, Settings: settingsToPB(legacy)}}}}})
+	require.NoError(t, res.err)
+	require.True(t, res.catalog.changed)
+	require.Equal(t, uint64(42), res.catalog.entry.GetUid())
+	_, rows, _ := m.state()
+	require.Len(t, rows[shard.LegacyCollection], 10, "adopted with its rows")
+}

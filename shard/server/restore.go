@@ -20,6 +20,7 @@ func (c *Collections) beginRestore(cat *shardpb.CatalogResponse) ([]*collection,
 		name     string
 		uid      uint64
 		settings catalog.Settings
+		schema   map[string]string
 	}
 	wants := make([]want, 0, len(cat.GetCollections()))
 	seen := map[string]bool{}
@@ -35,7 +36,7 @@ func (c *Collections) beginRestore(cat *shardpb.CatalogResponse) ([]*collection,
 			return nil, fmt.Errorf("snapshot catalog: collection %q: %w", e.GetName(), err)
 		}
 		seen[e.GetName()] = true
-		wants = append(wants, want{name: e.GetName(), uid: e.GetUid(), settings: s})
+		wants = append(wants, want{name: e.GetName(), uid: e.GetUid(), settings: s, schema: e.GetPayloadSchema()})
 	}
 	next := newCatalogState()
 	next.version = cat.GetVersion()
@@ -53,6 +54,7 @@ func (c *Collections) beginRestore(cat *shardpb.CatalogResponse) ([]*collection,
 		} else {
 			col = c.newCollection(w.name, w.uid, w.settings, store.Placement{})
 		}
+		col.payloadSchema = maps.Clone(w.schema)
 		next.collections[w.name] = col
 		out[i] = col
 	}
