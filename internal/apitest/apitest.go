@@ -19,6 +19,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/trawl-search/trawl/api/apikey"
 	"github.com/trawl-search/trawl/internal/app"
 	"github.com/trawl-search/trawl/internal/devcluster"
 	"github.com/trawl-search/trawl/vector"
@@ -29,8 +30,11 @@ const Dim = 8
 
 // Config shapes a test cluster and its router.
 type Config struct {
-	Metric      vector.Metric
+	Metric vector.Metric
+	// APIKey, when set, is the one (bare) key the router accepts; Keys,
+	// when set, the keyring instead.
 	APIKey      string
+	Keys        *apikey.Keyring
 	MaxInflight int
 	Docs        int
 	// Prober runs the background health prober. Off by default so that
@@ -40,6 +44,13 @@ type Config struct {
 	// ScanRateBytes is devcluster.Config.ScanRateBytes: 0, no scan-rate
 	// measurement.
 	ScanRateBytes int
+}
+
+func (c Config) keys() *apikey.Keyring {
+	if c.APIKey != "" {
+		return apikey.Single(c.APIKey)
+	}
+	return c.Keys
 }
 
 // Env is a dev cluster (3 shards × 2 replicas behind fault proxies), a
@@ -62,7 +73,7 @@ func New(t testing.TB, cfg Config) *Env {
 		ScanRateBytes: cfg.ScanRateBytes})
 	require.NoError(t, err)
 	t.Cleanup(dc.Close)
-	r, err := app.New(app.Config{Shards: dc.Specs(), APIKey: cfg.APIKey, MaxInflight: cfg.MaxInflight,
+	r, err := app.New(app.Config{Shards: dc.Specs(), Keys: cfg.keys(), MaxInflight: cfg.MaxInflight,
 		WarmupTimeout: 5 * time.Second, DisableProber: !cfg.Prober})
 	require.NoError(t, err)
 	t.Cleanup(r.Close)

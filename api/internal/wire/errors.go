@@ -11,6 +11,7 @@ import (
 const (
 	CodeInvalid         = "invalid_argument"
 	CodeUnauthenticated = "unauthenticated"
+	CodeForbidden       = "forbidden"
 	CodeNotFound        = "not_found"
 	CodeTooLarge        = "payload_too_large"
 	CodeOverloaded      = "overloaded"
