@@ -56,10 +56,12 @@ func (c Config) keys() *apikey.Keyring {
 // Env is a dev cluster (3 shards × 2 replicas behind fault proxies), a
 // router over it, and an HTTP server for the router's API.
 type Env struct {
-	T   testing.TB
-	DC  *devcluster.Cluster
-	R   *app.Router
-	Srv *httptest.Server
+	T  testing.TB
+	DC *devcluster.Cluster
+	// Fakes are the fake shards of NewFake (DC is nil then).
+	Fakes []*FakeShard
+	R     *app.Router
+	Srv   *httptest.Server
 }
 
 // New starts an Env, closed when the test ends, and waits until its
@@ -77,9 +79,18 @@ func New(t testing.TB, cfg Config) *Env {
 		WarmupTimeout: 5 * time.Second, DisableProber: !cfg.Prober})
 	require.NoError(t, err)
 	t.Cleanup(r.Close)
+	e := serve(t, r)
+	e.DC = dc
+	return e
+}
+
+// serve puts r's API on an HTTP server, closed when the test ends, and
+// waits until r is ready.
+func serve(t testing.TB, r *app.Router) *Env {
+	t.Helper()
 	srv := httptest.NewServer(r.API)
-	t.Cleanup(srv.Close) // runs first: cleanups are LIFO
-	e := &Env{T: t, DC: dc, R: r, Srv: srv}
+	t.Cleanup(srv.Close) // runs before r's Close: cleanups are LIFO
+	e := &Env{T: t, R: r, Srv: srv}
 	e.waitReady()
 	return e
 }
