@@ -118,6 +118,13 @@ func New(cfg Config) *Server {
 		r.Use(s.http.Auth, s.http.Admission)
 		read, write := s.http.Scope(apikey.Read), s.http.Scope(apikey.Write)
 		s.dataRoutes(r, read, write)
+		r.Get("/collections", s.listCollections)
+		r.Route("/collections/{collection}", func(r chi.Router) {
+			r.With(read).Get("/", s.getCollection)
+			r.With(write).Put("/", s.createCollection)
+			r.With(write).Delete("/", s.dropCollection)
+			s.dataRoutes(r, read, write)
+		})
 	})
 	qdrant.New(qdrant.Config{Coordinator: cfg.Coordinator, Budget: cfg.Budget, Collection: cfg.Collection, HTTP: s.http}).Mount(r)
 	if cfg.Extra != nil {
@@ -127,8 +134,9 @@ func New(cfg Config) *Server {
 	return s
 }
 
-// dataRoutes are the document routes, on the default collection: each
-// needs the key's read or write on its collection.
+// dataRoutes are the document routes, on the default collection under
+// /v1 and on {collection} under /v1/collections/{collection}: each needs
+// the key's read or write on its collection.
 func (s *Server) dataRoutes(r chi.Router, read, write func(http.Handler) http.Handler) {
 	r.With(read).Post("/search", s.search)
 	r.With(read).Post("/search/batch", s.searchBatch)

@@ -18,6 +18,11 @@ const (
 	CodeTimeout         = "request_timeout"
 	CodeUnavailable     = "unavailable"
 	CodeConflict        = "failed_precondition"
+	// CodeCatalogConflict is a 409 about the catalog: a create of a
+	// collection that exists with other settings, of a name that is an
+	// alias. CodeConflict stays what a write under another shard list
+	// answers.
+	CodeCatalogConflict = "conflict"
 	CodeUnknown         = "outcome_unknown"
 	CodeInternal        = "internal"
 	CodeMethod          = "method_not_allowed"
