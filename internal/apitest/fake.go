@@ -22,6 +22,7 @@ import (
 
 	"github.com/trawl-search/trawl/api/apikey"
 	"github.com/trawl-search/trawl/catalog"
+	"github.com/trawl-search/trawl/idorder"
 	"github.com/trawl-search/trawl/internal/app"
 	"github.com/trawl-search/trawl/shard"
 	"github.com/trawl-search/trawl/shard/shardpb"
@@ -288,6 +289,37 @@ func (f *FakeShard) Delete(_ context.Context, req *shardpb.DeleteRequest) (*shar
 	_, found := c.docs[req.GetId()]
 	delete(c.docs, req.GetId())
 	return &shardpb.DeleteResponse{Found: found, Index: f.index}, nil
+}
+
+// Scroll lists a page of the collection's documents in id order and
+// counts them all; filters are not applied.
+func (f *FakeShard) Scroll(_ context.Context, req *shardpb.ScrollRequest) (*shardpb.ScrollResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c, err := f.coll(req.GetCollection())
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, 0, len(c.docs))
+	for id := range c.docs {
+		if !req.GetHasFrom() || idorder.Compare(id, req.GetFrom()) >= 0 {
+			ids = append(ids, id)
+		}
+	}
+	slices.SortFunc(ids, idorder.Compare)
+	out := &shardpb.ScrollResponse{Count: uint64(len(c.docs)), DocCount: uint64(len(c.docs))}
+	for _, id := range ids[:min(len(ids), int(req.GetLimit()))] {
+		d := c.docs[id]
+		v := &shardpb.Vector{Id: id}
+		if req.GetWithVector() {
+			v.Vector = d.GetVector()
+		}
+		if req.GetWithPayload() != nil {
+			v.Payload = d.GetPayload()
+		}
+		out.Points = append(out.Points, v)
+	}
+	return out, nil
 }
 
 // Search scores every document of the collection against each query
