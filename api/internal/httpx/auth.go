@@ -51,7 +51,7 @@ func (d Dialect) Auth(next http.Handler) http.Handler {
 // scope, not even whether they exist:
 //
 //	read, write := h.http.Scope(apikey.Read), h.http.Scope(apikey.Write)
-//	r.With(write).Delete("/collections/{collection}", h.deleteCollection)
+//	r.With(write).Put("/collections/{collection}", h.createCollection)
 //	r.Group(func(r chi.Router) {
 //		r.Use(read, h.knownCollection)
 //		r.Post("/collections/{collection}/points/search", h.searchPoints)
