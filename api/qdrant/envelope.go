@@ -61,6 +61,8 @@ func prefix(status int) string {
 		return "Bad request: "
 	case http.StatusUnauthorized:
 		return "Unauthorized: "
+	case http.StatusForbidden:
+		return "Forbidden: "
 	case http.StatusNotFound:
 		return "Not found: "
 	case http.StatusServiceUnavailable:

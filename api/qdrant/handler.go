@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/trawl-search/trawl/api/apikey"
 	"github.com/trawl-search/trawl/api/internal/httpx"
 	"github.com/trawl-search/trawl/api/internal/wire"
 	"github.com/trawl-search/trawl/budget"
@@ -71,15 +72,20 @@ func (h *Handler) Mount(r chi.Router) {
 		r.Use(stampStart, h.http.Auth, h.http.Admission)
 		r.Get("/", h.listCollections)
 		r.Route("/{collection}", func(r chi.Router) {
-			r.With(h.knownCollection).Get("/", h.getCollection)
-			r.Put("/", h.createCollection)
-			r.Get("/exists", h.collectionExists)
+			// The key's scope on {collection} first (httpx.Dialect.Scope).
+			read, write := h.http.Scope(apikey.Read), h.http.Scope(apikey.Write)
+			r.With(read, h.knownCollection).Get("/", h.getCollection)
+			r.With(write).Put("/", h.createCollection)
+			r.With(read).Get("/exists", h.collectionExists)
 			r.Group(func(r chi.Router) {
-				r.Use(h.knownCollection)
+				r.Use(write, h.knownCollection)
 				r.Put("/points", h.upsert)
+				r.Post("/points/delete", h.deletePoints)
+			})
+			r.Group(func(r chi.Router) {
+				r.Use(read, h.knownCollection)
 				r.Post("/points", h.retrieve)
 				r.Get("/points/{id}", h.getPoint)
-				r.Post("/points/delete", h.deletePoints)
 				r.Post("/points/search", h.searchPoints)
 				r.Post("/points/search/batch", h.searchBatch)
 				r.Post("/points/query", h.queryPoints)
