@@ -36,6 +36,10 @@ type Collection struct {
 	// and a replica holding the old one refuses requests for the new.
 	UID      uint64
 	Settings catalog.Settings
+	// PayloadSchema maps a payload key to the type a client declared for
+	// it (Qdrant's payload indexes; SetPayloadIndex). Every key is indexed
+	// whatever is declared; nil when nothing is.
+	PayloadSchema map[string]string
 }
 
 func (c Collection) ref() client.Collection { return client.Collection{Name: c.Name, UID: c.UID} }
@@ -128,12 +132,12 @@ func (c *Coordinator) Collection(ctx context.Context, name string) (Collection, 
 	v := c.cat.current()
 	coll, err := v.resolve(name)
 	if err == nil || time.Since(v.read) < minRefreshGap {
-		return coll, err
+		return c.withPayloadSchema(coll), err
 	}
 	if v, rerr := c.refreshCatalog(ctx); rerr == nil {
-		return v.resolve(name)
+		coll, err = v.resolve(name)
 	}
-	return coll, err
+	return c.withPayloadSchema(coll), err
 }
 
 func (v *catalogView) resolve(name string) (Collection, error) {
@@ -164,7 +168,7 @@ func (c *Coordinator) Collections(ctx context.Context) ([]Collection, error) {
 	}
 	out := make([]Collection, 0, len(v.colls))
 	for _, coll := range v.colls {
-		out = append(out, coll)
+		out = append(out, c.withPayloadSchema(coll))
 	}
 	slices.SortFunc(out, func(a, b Collection) int { return cmp.Compare(a.Name, b.Name) })
 	return out, nil
@@ -557,7 +561,8 @@ func collectionOf(e *shardpb.CollectionEntry) Collection {
 	st := e.GetSettings()
 	m, _ := vector.ParseMetric(st.GetMetric())
 	return Collection{Name: e.GetName(), UID: e.GetUid(), Settings: catalog.Settings{
-		Dim: int(st.GetDim()), Metric: m, Quantization: st.GetQuantization(), Index: st.GetIndex()}.Normalize()}
+		Dim: int(st.GetDim()), Metric: m, Quantization: st.GetQuantization(), Index: st.GetIndex()}.Normalize(),
+		PayloadSchema: e.GetPayloadSchema()}
 }
 
 func settingsPB(s catalog.Settings) *shardpb.CollectionSettings {
