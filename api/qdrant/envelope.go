@@ -63,6 +63,8 @@ func prefix(status int) string {
 		return "Unauthorized: "
 	case http.StatusNotFound:
 		return "Not found: "
+	case http.StatusConflict:
+		return "Wrong input: "
 	case http.StatusServiceUnavailable:
 		return "Service unavailable: "
 	case http.StatusRequestEntityTooLarge:
