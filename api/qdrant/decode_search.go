@@ -160,7 +160,7 @@ func decodeQuery(b []byte, sch coordinator.Schema) (query, error) {
 	}{
 		{req.ShardKey, errShardKey},
 		{req.Prefetch, "prefetch is not supported: trawl serves single-stage nearest-vector queries"},
-		{req.LookupFrom, "lookup_from is not supported: trawl serves one collection"},
+		{req.LookupFrom, "lookup_from is not supported: a query by id looks the point up in the collection it searches"},
 	} {
 		if err := refuseSet(c.raw, c.msg); err != nil {
 			return query{}, err
