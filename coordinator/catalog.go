@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -37,8 +38,8 @@ type Collection struct {
 	UID      uint64
 	Settings catalog.Settings
 	// PayloadSchema maps a payload key to the type a client declared for
-	// it (Qdrant's payload indexes; SetPayloadIndex). Every key is indexed
-	// whatever is declared; nil when nothing is.
+	// it (Qdrant's payload indexes). Every key is indexed whatever it
+	// says; the declarations are kept so they can be shown.
 	PayloadSchema map[string]string
 }
 
@@ -84,6 +85,7 @@ type catalogView struct {
 // groupCatalog is one group's last answer.
 type groupCatalog struct {
 	colls   map[string]uint64 // name → uid
+	schemas map[string]map[string]string
 	aliases map[string]*shardpb.AliasEntry
 	dropped map[string]uint64
 	version uint64
@@ -132,12 +134,12 @@ func (c *Coordinator) Collection(ctx context.Context, name string) (Collection, 
 	v := c.cat.current()
 	coll, err := v.resolve(name)
 	if err == nil || time.Since(v.read) < minRefreshGap {
-		return c.withPayloadSchema(coll), err
+		return coll, err
 	}
 	if v, rerr := c.refreshCatalog(ctx); rerr == nil {
-		coll, err = v.resolve(name)
+		return v.resolve(name)
 	}
-	return c.withPayloadSchema(coll), err
+	return coll, err
 }
 
 func (v *catalogView) resolve(name string) (Collection, error) {
@@ -168,7 +170,7 @@ func (c *Coordinator) Collections(ctx context.Context) ([]Collection, error) {
 	}
 	out := make([]Collection, 0, len(v.colls))
 	for _, coll := range v.colls {
-		out = append(out, c.withPayloadSchema(coll))
+		out = append(out, coll)
 	}
 	slices.SortFunc(out, func(a, b Collection) int { return cmp.Compare(a.Name, b.Name) })
 	return out, nil
@@ -378,6 +380,8 @@ func cloneChange(req *shardpb.ChangeCatalogRequest) *shardpb.ChangeCatalogReques
 		out.Op = &shardpb.ChangeCatalogRequest_Drop{Drop: op.Drop}
 	case *shardpb.ChangeCatalogRequest_Alias:
 		out.Op = &shardpb.ChangeCatalogRequest_Alias{Alias: op.Alias}
+	case *shardpb.ChangeCatalogRequest_PayloadIndex:
+		out.Op = &shardpb.ChangeCatalogRequest_PayloadIndex{PayloadIndex: op.PayloadIndex}
 	}
 	return out
 }
@@ -441,9 +445,10 @@ func (c *Coordinator) refreshCatalog(ctx context.Context) (*catalogView, error) 
 }
 
 func groupOf(a *shardpb.CatalogResponse) *groupCatalog {
-	g := &groupCatalog{colls: map[string]uint64{}, aliases: map[string]*shardpb.AliasEntry{}, dropped: a.GetDropped(), version: a.GetVersion()}
+	g := &groupCatalog{colls: map[string]uint64{}, schemas: map[string]map[string]string{}, aliases: map[string]*shardpb.AliasEntry{}, dropped: a.GetDropped(), version: a.GetVersion()}
 	for _, e := range a.GetCollections() {
 		g.colls[e.GetName()] = e.GetUid()
+		g.schemas[e.GetName()] = e.GetPayloadSchema()
 	}
 	for _, al := range a.GetAliases() {
 		g.aliases[al.GetAlias()] = al
@@ -518,7 +523,9 @@ func (c *Coordinator) reconcile(ctx context.Context, auth *shardpb.CatalogRespon
 		g := groupOf(a)
 		var todo []*shardpb.ChangeCatalogRequest
 		for name, e := range want {
-			if held, ok := g.colls[name]; (!ok || held < e.GetUid()) && g.dropped[name] < e.GetUid() {
+			held, ok := g.colls[name]
+			stale := !ok || held < e.GetUid() || held == e.GetUid() && !maps.Equal(g.schemas[name], e.GetPayloadSchema())
+			if stale && g.dropped[name] < e.GetUid() {
 				todo = append(todo, &shardpb.ChangeCatalogRequest{Op: &shardpb.ChangeCatalogRequest_Create{Create: e}})
 			}
 		}
@@ -560,9 +567,8 @@ func (c *Coordinator) reconcile(ctx context.Context, auth *shardpb.CatalogRespon
 func collectionOf(e *shardpb.CollectionEntry) Collection {
 	st := e.GetSettings()
 	m, _ := vector.ParseMetric(st.GetMetric())
-	return Collection{Name: e.GetName(), UID: e.GetUid(), Settings: catalog.Settings{
-		Dim: int(st.GetDim()), Metric: m, Quantization: st.GetQuantization(), Index: st.GetIndex()}.Normalize(),
-		PayloadSchema: e.GetPayloadSchema()}
+	return Collection{Name: e.GetName(), UID: e.GetUid(), PayloadSchema: e.GetPayloadSchema(), Settings: catalog.Settings{
+		Dim: int(st.GetDim()), Metric: m, Quantization: st.GetQuantization(), Index: st.GetIndex()}.Normalize()}
 }
 
 func settingsPB(s catalog.Settings) *shardpb.CollectionSettings {
@@ -671,3 +677,40 @@ type Schema struct {
 
 // Schema is the collection's dimension and metric.
 func (c Collection) Schema() Schema { return Schema{Dim: c.Settings.Dim, Metric: c.Settings.Metric} }
+
+// SetPayloadIndex declares a payload index of coll: field holds values of
+// schema (Qdrant's keyword, integer, float, bool, ...). Every payload key
+// is indexed already, so this changes no answer; the declaration is
+// committed to the catalog so GET shows it.
+func (c *Coordinator) SetPayloadIndex(ctx context.Context, coll Collection, field, schema string) error {
+	return c.changePayloadIndex(ctx, coll, field, schema)
+}
+
+// DropPayloadIndex removes a payload index declaration; removing an absent
+// one is not an error.
+func (c *Coordinator) DropPayloadIndex(ctx context.Context, coll Collection, field string) error {
+	return c.changePayloadIndex(ctx, coll, field, "")
+}
+
+func (c *Coordinator) changePayloadIndex(ctx context.Context, coll Collection, field, schema string) error {
+	if field == "" {
+		return errorf(CodeInvalid, nil, "a payload index needs a field name")
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shard.WriteTimeout)
+	defer cancel()
+	resp, err := c.changeCatalog(ctx, c.cat.authority, &shardpb.ChangeCatalogRequest{Authority: true,
+		Op: &shardpb.ChangeCatalogRequest_PayloadIndex{PayloadIndex: &shardpb.PayloadIndex{Collection: coll.Name, Field: field, Schema: schema}}})
+	if err != nil {
+		if status.Code(err) == codes.NotFound {
+			return errorf(CodeCollectionNotFound, err, "collection `%s` does not exist", coll.Name)
+		}
+		return c.catalogWriteError("changing the payload index of", coll.Name, err)
+	}
+	if e := resp.GetEntry(); e.GetName() != "" {
+		if perr := c.pushEverywhere(ctx, &shardpb.ChangeCatalogRequest{Op: &shardpb.ChangeCatalogRequest_Create{Create: e}}); perr != nil {
+			c.log.Warn("payload index changed; some shards learn it later", "collection", coll.Name, "err", perr)
+		}
+	}
+	_, _ = c.refreshCatalog(ctx)
+	return nil
+}

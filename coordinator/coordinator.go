@@ -35,8 +35,6 @@ type Coordinator struct {
 	// write index this router acknowledged on each shard.
 	shardOf map[*client.Conn]int
 	acked   acked
-	// pidx holds payload index declarations (payloadindex.go).
-	pidx payloadIndexes
 }
 
 // New builds a coordinator over cfg's shards.
