@@ -55,9 +55,8 @@ func New(cfg Config) *Handler {
 // Mount puts the Qdrant-compatible routes (DESIGN.md, "Qdrant-compatible
 // REST") on r: the subset of Qdrant's REST API its clients use —
 // collections, aliases, payload indexes and points — over the same use
-// cases as /v1. Answers wear Qdrant's
-// envelope plus trawl's scatter_gather; errors are Qdrant's {"status":
-// {"error": ...}}.
+// cases as /v1. Answers wear Qdrant's envelope plus trawl's
+// scatter_gather; errors are Qdrant's {"status": {"error": ...}}.
 func (h *Handler) Mount(r chi.Router) {
 	// Open like /healthz: it is the clients' version probe and holds no
 	// data (Qdrant does not ask for a key on it either).
