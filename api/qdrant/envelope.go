@@ -65,6 +65,8 @@ func prefix(status int) string {
 		return "Forbidden: "
 	case http.StatusNotFound:
 		return "Not found: "
+	case http.StatusConflict:
+		return "Wrong input: "
 	case http.StatusServiceUnavailable:
 		return "Service unavailable: "
 	case http.StatusRequestEntityTooLarge:
