@@ -188,8 +188,13 @@ func TestCollectionsAnswerFromTheirOwnDocuments(t *testing.T) {
 		switch op := rng.IntN(100); {
 		case op < 40: // upsert a batch; ids are shared across collections
 			var vs []map[string]any
+			batch := map[string]bool{}
 			for range 1 + rng.IntN(16) {
 				id := fmt.Sprintf("doc-%d", rng.IntN(80))
+				if batch[id] {
+					continue // ids are unique within a request
+				}
+				batch[id] = true
 				v := randVec(rng, m.settings.Dim)
 				vs = append(vs, map[string]any{"id": id, "vector": v})
 				if m.settings.Metric == vector.Cosine {

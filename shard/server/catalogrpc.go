@@ -59,7 +59,7 @@ func checkCatalogChange(req *shardpb.ChangeCatalogRequest) (*shardpb.ChangeCatal
 			return nil, invalid(err)
 		}
 		out.Op = &shardpb.ChangeCatalogRequest_Create{Create: &shardpb.CollectionEntry{
-			Name: op.Create.GetName(), Uid: op.Create.GetUid(), Settings: settingsToPB(set)}}
+			Name: op.Create.GetName(), Uid: op.Create.GetUid(), Settings: settingsToPB(set), PayloadSchema: op.Create.GetPayloadSchema()}}
 	case *shardpb.ChangeCatalogRequest_Drop:
 		if err := catalog.ValidName(op.Drop.GetName()); err != nil {
 			return nil, invalid(err)
@@ -75,8 +75,16 @@ func checkCatalogChange(req *shardpb.ChangeCatalogRequest) (*shardpb.ChangeCatal
 			}
 		}
 		out.Op = op
+	case *shardpb.ChangeCatalogRequest_PayloadIndex:
+		if err := catalog.ValidName(op.PayloadIndex.GetCollection()); err != nil {
+			return nil, invalid(err)
+		}
+		if op.PayloadIndex.GetField() == "" {
+			return nil, status.Error(codes.InvalidArgument, "a payload index needs a field name")
+		}
+		out.Op = op
 	default:
-		return nil, status.Error(codes.InvalidArgument, "catalog change with no operation: want create, drop or alias")
+		return nil, status.Error(codes.InvalidArgument, "catalog change with no operation: want create, drop, alias or payload_index")
 	}
 	if p := req.GetPlacement(); p != nil && (p.GetFingerprint() == "") != (p.GetShard() == "") {
 		return nil, status.Error(codes.InvalidArgument, "catalog change placement needs both fingerprint and shard")
