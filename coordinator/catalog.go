@@ -85,6 +85,7 @@ type catalogView struct {
 // groupCatalog is one group's last answer.
 type groupCatalog struct {
 	colls   map[string]uint64 // name → uid
+	entries map[string]*shardpb.CollectionEntry
 	schemas map[string]map[string]string
 	aliases map[string]*shardpb.AliasEntry
 	dropped map[string]uint64
@@ -450,9 +451,10 @@ func (c *Coordinator) refreshCatalog(ctx context.Context) (*catalogView, error) 
 }
 
 func groupOf(a *shardpb.CatalogResponse) *groupCatalog {
-	g := &groupCatalog{colls: map[string]uint64{}, schemas: map[string]map[string]string{}, aliases: map[string]*shardpb.AliasEntry{}, dropped: a.GetDropped(), version: a.GetVersion()}
+	g := &groupCatalog{colls: map[string]uint64{}, entries: map[string]*shardpb.CollectionEntry{}, schemas: map[string]map[string]string{}, aliases: map[string]*shardpb.AliasEntry{}, dropped: a.GetDropped(), version: a.GetVersion()}
 	for _, e := range a.GetCollections() {
 		g.colls[e.GetName()] = e.GetUid()
+		g.entries[e.GetName()] = e
 		g.schemas[e.GetName()] = e.GetPayloadSchema()
 	}
 	for _, al := range a.GetAliases() {
@@ -474,28 +476,22 @@ func (c *Coordinator) buildView(auth *shardpb.CatalogResponse) *catalogView {
 			v.aliases[a.GetAlias()] = a.GetCollection()
 		}
 	} else {
-		// Without the authority, the newest incarnation any group holds.
+		// Without the authority, the newest incarnation any group holds:
+		// every group's copy carries the settings the authority decided,
+		// so queries on existing collections never wait for it. A drop
+		// the authority committed but a group has not applied yet shows
+		// until the authority answers again.
 		for _, g := range c.cat.groups {
 			if g == nil {
 				continue
 			}
-			for name, uid := range g.colls {
-				if cur, ok := v.colls[name]; !ok || uid > cur.UID {
-					v.colls[name] = Collection{Name: name, UID: uid}
+			for name, e := range g.entries {
+				if cur, ok := v.colls[name]; !ok || e.GetUid() > cur.UID {
+					v.colls[name] = collectionOf(e)
 				}
 			}
 			for a, e := range g.aliases {
 				v.aliases[a] = e.GetCollection()
-			}
-		}
-		// Settings come from the previous view (the groups' answers
-		// carry them too, but the last authority reading is the truth).
-		prev := c.cat.view
-		for name, coll := range v.colls {
-			if p, ok := prev.colls[name]; ok && p.UID == coll.UID {
-				v.colls[name] = p
-			} else {
-				delete(v.colls, name) // settings unknown until the authority answers
 			}
 		}
 	}
