@@ -163,7 +163,8 @@ func New(cfg Config) (*Router, error) {
 		fopts.HedgeBudget = -1
 	}
 	r.Cluster = fanout.New(fshards, fopts)
-	r.Coordinator = coordinator.New(coordinator.Config{Cluster: r.Cluster, Logger: cfg.Logger, MaxCollections: cfg.MaxCollections})
+	r.Coordinator = coordinator.New(coordinator.Config{Cluster: r.Cluster, Logger: cfg.Logger, MaxCollections: cfg.MaxCollections,
+		Collections: m})
 	r.API = api.New(api.Config{
 		Coordinator: r.Coordinator, Budget: cfg.Budget, Metrics: m, Gatherer: reg,
 		APIKey: cfg.APIKey, Collection: cfg.Collection, Limiter: limiter, BodyTimeout: cfg.BodyTimeout, Logger: cfg.Logger, Extra: cfg.Extra,
@@ -209,6 +210,13 @@ func (r *Router) warmUp(ctx context.Context, cfg Config) {
 		return
 	}
 	r.ensureCollections(wctx, cfg)
+	// The collections' series are on /metrics once the router is ready
+	// (without pre-warming nothing is asked before the first query).
+	if !cfg.NoPrewarm {
+		if err := r.Coordinator.SurveyCollections(wctx); err != nil && ctx.Err() == nil {
+			cfg.Logger.Warn("collections not surveyed before ready; the catalog's refresh retries", "err", err)
+		}
+	}
 	if ctx.Err() != nil {
 		return
 	}

@@ -49,7 +49,8 @@ func exported(t *testing.T) map[string]bool {
 	router := prometheus.NewRegistry()
 	m := metrics.NewRouter(router, []metrics.Shard{{Name: "shard-0", Replicas: []string{"a:7070", "b:7070"}}}, "generic")
 	// Vec collectors with no series yet are not gathered: touch every one.
-	m.Fanout(fanout.PathSearch, 0, 1, map[string]fanout.Reason{"shard-0": fanout.ReasonSuspect})
+	m.ObserveCollections(map[string]uint64{"trawl": 0})
+	m.Fanout(fanout.PathSearch, "trawl", 0, 1, map[string]fanout.Reason{"shard-0": fanout.ReasonSuspect})
 	m.ShardRPC("shard-0", "a:7070", "ok", 0)
 	m.HTTPRequest("/v1/search", 200)
 	m.Rejected(admission.ReasonLimit)
