@@ -177,6 +177,7 @@ func TestLoadFlags(t *testing.T) {
 		{"missing tls-ca", nil, []string{"--router", "https://127.0.0.1:1", "--tls-ca", ca, path}, "--tls-ca: open"},
 		{"missing key file", nil, []string{"--api-key-file", filepath.Join(dir, "nokey"), path}, "--api-key-file: open"},
 		{"resume past the end", nil, []string{"--resume-from", "2", path}, "--resume-from 2: cannot skip 2 records"},
+		{"bad collection", nil, []string{"--collection", "a/b", path}, `--collection: invalid collection: name "a/b"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for k, v := range tc.env {
@@ -193,7 +194,7 @@ func TestLoadHelpNamesDefaultsAndBounds(t *testing.T) {
 	err := load(context.Background(), []string{"--help"}, &out, false)
 	require.ErrorIs(t, err, flag.ErrHelp)
 	for _, want := range []string{"-batch int", "1..256", "(default 256)", "-concurrency int", "1..64", "(default 4)",
-		"-resume-from int", "-api-key-file string", "-tls-ca string", "-router string", "TRAWL_<FLAG>"} {
+		"-resume-from int", "-collection string", "-api-key-file string", "-tls-ca string", "-router string", "TRAWL_<FLAG>"} {
 		require.Contains(t, out.String(), want)
 	}
 }
