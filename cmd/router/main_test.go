@@ -263,3 +263,14 @@ func TestCollectionFlags(t *testing.T) {
 	require.NoError(t, e.Set("notes=384:cosine;img=768:dot:int8:ivf"))
 	require.Equal(t, "notes=384:cosine:none:flat;img=768:dot:int8:ivf", e.String(), "String reads back as Set takes it")
 }
+
+// router dev refuses a collection it could not create before starting
+// anything.
+func TestDevRefusesWhatTheCatalogWould(t *testing.T) {
+	for args, want := range map[string]string{
+		"--collection=a/b": `--collection: invalid collection: name "a/b"`,
+		"--dim=8193":       "--dim 8193: want 1..8192",
+	} {
+		require.ErrorContains(t, runDev(context.Background(), []string{args}), want)
+	}
+}
