@@ -19,6 +19,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/trawl-search/trawl/admission"
 	"github.com/trawl-search/trawl/api"
@@ -228,7 +230,9 @@ func (r *Router) warmUp(ctx context.Context, cfg Config) {
 
 // ensureCollections creates cfg.EnsureCollections (--ensure-collection),
 // each idempotently, retrying while the shards elect and load, until ctx
-// ends. One created with other settings is logged and left as it is.
+// ends. One created with other settings is logged and left as it is, and
+// so is a refusal no retry can change: shards that do not implement the
+// catalog (Unimplemented) answer so until they are upgraded.
 func (r *Router) ensureCollections(ctx context.Context, cfg Config) {
 	for _, spec := range cfg.EnsureCollections {
 		for {
@@ -239,7 +243,7 @@ func (r *Router) ensureCollections(ctx context.Context, cfg Config) {
 				}
 				break
 			}
-			if coordinator.CodeOf(err) != coordinator.CodeUnavailable || ctx.Err() != nil {
+			if coordinator.CodeOf(err) != coordinator.CodeUnavailable || status.Code(err) == codes.Unimplemented || ctx.Err() != nil {
 				cfg.Logger.Error("--ensure-collection not done", "collection", spec.Name, "err", err)
 				break
 			}
