@@ -165,7 +165,7 @@ func dashboardExprs(t *testing.T) (map[string][]string, map[string]any) {
 	if err := json.Unmarshal(raw, &dash); err != nil {
 		t.Fatal(err)
 	}
-	vars := strings.NewReplacer("$__rate_interval", "5m", "$namespace", ".*", "${namespace}", ".*")
+	vars := strings.NewReplacer("$__rate_interval", "5m", "$namespace", ".*", "${namespace}", ".*", "$collection", ".*", "${collection}", ".*")
 	out := map[string][]string{}
 	for _, p := range dash["panels"].([]any) {
 		panel := p.(map[string]any)
@@ -207,7 +207,7 @@ func TestMetricNamesExported(t *testing.T) {
 	}
 	// The signals the issue asks for are all there.
 	for _, n := range []string{"trawl_scatter_degraded_total", "trawl_scatter_queries_total", "trawl_scatter_shard_unavailable_total", "trawl_replica_suspect",
-		"trawl_admission_rejected_total", "trawl_admission_limit"} {
+		"trawl_admission_rejected_total", "trawl_admission_limit", "trawl_collection_documents"} {
 		if len(used[n]) == 0 {
 			t.Errorf("%s is used by no alert or panel", n)
 		}
