@@ -267,8 +267,8 @@ func TestBodyTooLarge(t *testing.T) {
 	require.Equal(t, http.StatusOK, res.status, "body: %s", res.body)
 }
 
-// TestAPIKey: with an API key, /v1/* wants "Authorization: Bearer <key>";
-// probes and /metrics stay open.
+// TestAPIKey: with an API key, /v1/* and /cluster/status want
+// "Authorization: Bearer <key>"; probes and /metrics stay open.
 func TestAPIKey(t *testing.T) {
 	e := newEnv(t, envConfig{APIKey: "s3cret"})
 	store, rpcs := e.StoreState(), e.ShardRPCs()
@@ -281,6 +281,10 @@ func TestAPIKey(t *testing.T) {
 			{http.MethodGet, "/v1/vectors/doc-1", ""},
 			{http.MethodDelete, "/v1/vectors/doc-1", ""},
 			{http.MethodPost, "/v1/search", `{bad json`},
+			{http.MethodGet, "/v1/collections", ""},
+			{http.MethodPut, "/v1/collections/k", ""},
+			{http.MethodDelete, "/v1/collections/trawl", ""},
+			{http.MethodPost, "/v1/collections/trawl/search", search},
 		} {
 			t.Run(fmt.Sprintf("%s %s auth=%q", r.method, r.path, auth), func(t *testing.T) {
 				h := map[string]string{"X-Request-Id": "req-401"}
@@ -298,11 +302,15 @@ func TestAPIKey(t *testing.T) {
 	require.Equal(t, rpcs, e.ShardRPCs())
 	e.RequireAbsent("k-1")
 
-	for _, p := range []string{"/metrics", "/healthz", "/readyz", "/cluster/status"} {
+	for _, p := range []string{"/metrics", "/healthz", "/readyz"} {
 		res := e.do(http.MethodGet, p, "", nil)
 		require.Equal(t, http.StatusOK, res.status, "%s: %s", p, res.body)
 	}
-	res := e.do(http.MethodPost, "/v1/search", search, map[string]string{"Authorization": "Bearer s3cret"})
+	requireError(t, e.do(http.MethodGet, "/cluster/status", "", nil), http.StatusUnauthorized, "unauthenticated", false)
+	key := map[string]string{"Authorization": "Bearer s3cret"}
+	res := e.do(http.MethodGet, "/cluster/status", "", key)
+	require.Equal(t, http.StatusOK, res.status, "body: %s", res.body)
+	res = e.do(http.MethodPost, "/v1/search", search, key)
 	require.Equal(t, http.StatusOK, res.status, "body: %s", res.body)
 }
 

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/trawl-search/trawl/admission"
+	"github.com/trawl-search/trawl/api/apikey"
 	"github.com/trawl-search/trawl/api/internal/httpx"
 	"github.com/trawl-search/trawl/api/internal/wire"
 	"github.com/trawl-search/trawl/api/qdrant"
@@ -40,11 +41,13 @@ type Config struct {
 	Metrics     *metrics.Router
 	// Gatherer serves /metrics.
 	Gatherer prometheus.Gatherer
-	// APIKey, when non-empty, is required as a Bearer token on /v1/*, and
-	// as Qdrant's api-key header or a Bearer token on /collections/*.
-	APIKey string
-	// Collection is the name the Qdrant-compatible routes serve the
-	// cluster's documents under (DefaultCollection if empty).
+	// Keys, when not nil (--api-key-file), are the API keys required as a
+	// Bearer token on /v1/* and /cluster/status, and as Qdrant's api-key
+	// header or a Bearer token on /collections/*, with the collections
+	// each may read or write.
+	Keys *apikey.Keyring
+	// Collection is the collection the collection-less /v1 paths act on
+	// (--collection; DefaultCollection if empty).
 	Collection string
 	// Limiter admits /v1/* and /collections/* requests (DESIGN.md,
 	// "Overload"); a default admission.Limiter if nil.
@@ -86,9 +89,12 @@ func New(cfg Config) *Server {
 	if cfg.BodyTimeout <= 0 {
 		cfg.BodyTimeout = DefaultBodyTimeout
 	}
+	if cfg.Collection == "" {
+		cfg.Collection = DefaultCollection
+	}
 	s := &Server{cfg: cfg, http: httpx.Dialect{
-		Envelope: envelope, APIKey: cfg.APIKey, Limiter: cfg.Limiter, Metrics: cfg.Metrics,
-		Logger: cfg.Logger, BodyTimeout: cfg.BodyTimeout,
+		Envelope: envelope, Keys: cfg.Keys, DefaultCollection: cfg.Collection, Limiter: cfg.Limiter,
+		Metrics: cfg.Metrics, Logger: cfg.Logger, BodyTimeout: cfg.BodyTimeout,
 	}}
 
 	r := chi.NewRouter()
@@ -107,14 +113,18 @@ func New(cfg Config) *Server {
 	})
 	r.Get("/readyz", s.readyz)
 	r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{}))
-	r.Get("/cluster/status", s.clusterStatus)
+	r.With(s.http.Global("/cluster/status")).Get("/cluster/status", s.clusterStatus)
 	r.Route("/v1", func(r chi.Router) {
 		r.Use(s.http.Auth, s.http.Admission)
-		r.Post("/search", s.search)
-		r.Post("/search/batch", s.searchBatch)
-		r.Post("/vectors", s.upsert)
-		r.Get("/vectors/{id}", s.getVector)
-		r.Delete("/vectors/{id}", s.deleteVector)
+		read, write := s.http.Scope(apikey.Read), s.http.Scope(apikey.Write)
+		s.dataRoutes(r, read, write)
+		r.Get("/collections", s.listCollections)
+		r.Route("/collections/{collection}", func(r chi.Router) {
+			r.With(read).Get("/", s.getCollection)
+			r.With(write).Put("/", s.createCollection)
+			r.With(write).Delete("/", s.dropCollection)
+			s.dataRoutes(r, read, write)
+		})
 	})
 	qdrant.New(qdrant.Config{Coordinator: cfg.Coordinator, Budget: cfg.Budget, Collection: cfg.Collection, HTTP: s.http}).Mount(r)
 	if cfg.Extra != nil {
@@ -122,6 +132,17 @@ func New(cfg Config) *Server {
 	}
 	s.handler = httpx.KeepConn(r)
 	return s
+}
+
+// dataRoutes are the document routes, on the default collection under
+// /v1 and on {collection} under /v1/collections/{collection}: each needs
+// the key's read or write on its collection.
+func (s *Server) dataRoutes(r chi.Router, read, write func(http.Handler) http.Handler) {
+	r.With(read).Post("/search", s.search)
+	r.With(read).Post("/search/batch", s.searchBatch)
+	r.With(write).Post("/vectors", s.upsert)
+	r.With(read).Get("/vectors/{id}", s.getVector)
+	r.With(write).Delete("/vectors/{id}", s.deleteVector)
 }
 
 // ServeHTTP implements http.Handler.
@@ -147,9 +168,6 @@ func (s *Server) collection(r *http.Request) (coordinator.Collection, error) {
 	name := chi.URLParam(r, "collection")
 	if name == "" {
 		name = s.cfg.Collection
-	}
-	if name == "" {
-		name = DefaultCollection
 	}
 	return s.cfg.Coordinator.Collection(r.Context(), name)
 }

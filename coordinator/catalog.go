@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -36,6 +37,10 @@ type Collection struct {
 	// and a replica holding the old one refuses requests for the new.
 	UID      uint64
 	Settings catalog.Settings
+	// PayloadSchema maps a payload key to the type a client declared for
+	// it (Qdrant's payload indexes). Every key is indexed whatever it
+	// says; the declarations are kept so they can be shown.
+	PayloadSchema map[string]string
 }
 
 func (c Collection) ref() client.Collection { return client.Collection{Name: c.Name, UID: c.UID} }
@@ -80,6 +85,7 @@ type catalogView struct {
 // groupCatalog is one group's last answer.
 type groupCatalog struct {
 	colls   map[string]uint64 // name → uid
+	schemas map[string]map[string]string
 	aliases map[string]*shardpb.AliasEntry
 	dropped map[string]uint64
 	version uint64
@@ -290,7 +296,12 @@ func (c *Coordinator) changeAlias(ctx context.Context, alias, collection string)
 		}
 		return c.catalogWriteError("changing alias", alias, err)
 	}
-	if a := resp.GetAlias(); a != nil {
+	if a := resp.GetAlias(); a != nil && resp.GetChanged() {
+		if collection == "" {
+			// A delete: the others drop every setting of the alias
+			// older than this change.
+			a = &shardpb.AliasEntry{Alias: alias, Uid: resp.GetIndex()}
+		}
 		if perr := c.pushEverywhere(ctx, &shardpb.ChangeCatalogRequest{Op: &shardpb.ChangeCatalogRequest_Alias{Alias: a}}); perr != nil {
 			c.log.Warn("alias changed; some shards learn it later", "alias", alias, "err", perr)
 		}
@@ -374,6 +385,8 @@ func cloneChange(req *shardpb.ChangeCatalogRequest) *shardpb.ChangeCatalogReques
 		out.Op = &shardpb.ChangeCatalogRequest_Drop{Drop: op.Drop}
 	case *shardpb.ChangeCatalogRequest_Alias:
 		out.Op = &shardpb.ChangeCatalogRequest_Alias{Alias: op.Alias}
+	case *shardpb.ChangeCatalogRequest_PayloadIndex:
+		out.Op = &shardpb.ChangeCatalogRequest_PayloadIndex{PayloadIndex: op.PayloadIndex}
 	}
 	return out
 }
@@ -438,9 +451,10 @@ func (c *Coordinator) refreshCatalog(ctx context.Context) (*catalogView, error) 
 }
 
 func groupOf(a *shardpb.CatalogResponse) *groupCatalog {
-	g := &groupCatalog{colls: map[string]uint64{}, aliases: map[string]*shardpb.AliasEntry{}, dropped: a.GetDropped(), version: a.GetVersion()}
+	g := &groupCatalog{colls: map[string]uint64{}, schemas: map[string]map[string]string{}, aliases: map[string]*shardpb.AliasEntry{}, dropped: a.GetDropped(), version: a.GetVersion()}
 	for _, e := range a.GetCollections() {
 		g.colls[e.GetName()] = e.GetUid()
+		g.schemas[e.GetName()] = e.GetPayloadSchema()
 	}
 	for _, al := range a.GetAliases() {
 		g.aliases[al.GetAlias()] = al
@@ -515,7 +529,9 @@ func (c *Coordinator) reconcile(ctx context.Context, auth *shardpb.CatalogRespon
 		g := groupOf(a)
 		var todo []*shardpb.ChangeCatalogRequest
 		for name, e := range want {
-			if held, ok := g.colls[name]; (!ok || held < e.GetUid()) && g.dropped[name] < e.GetUid() {
+			held, ok := g.colls[name]
+			stale := !ok || held < e.GetUid() || held == e.GetUid() && !maps.Equal(g.schemas[name], e.GetPayloadSchema())
+			if stale && g.dropped[name] < e.GetUid() {
 				todo = append(todo, &shardpb.ChangeCatalogRequest{Op: &shardpb.ChangeCatalogRequest_Create{Create: e}})
 			}
 		}
@@ -557,7 +573,7 @@ func (c *Coordinator) reconcile(ctx context.Context, auth *shardpb.CatalogRespon
 func collectionOf(e *shardpb.CollectionEntry) Collection {
 	st := e.GetSettings()
 	m, _ := vector.ParseMetric(st.GetMetric())
-	return Collection{Name: e.GetName(), UID: e.GetUid(), Settings: catalog.Settings{
+	return Collection{Name: e.GetName(), UID: e.GetUid(), PayloadSchema: e.GetPayloadSchema(), Settings: catalog.Settings{
 		Dim: int(st.GetDim()), Metric: m, Quantization: st.GetQuantization(), Index: st.GetIndex()}.Normalize()}
 }
 
@@ -667,3 +683,40 @@ type Schema struct {
 
 // Schema is the collection's dimension and metric.
 func (c Collection) Schema() Schema { return Schema{Dim: c.Settings.Dim, Metric: c.Settings.Metric} }
+
+// SetPayloadIndex declares a payload index of coll: field holds values of
+// schema (Qdrant's keyword, integer, float, bool, ...). Every payload key
+// is indexed already, so this changes no answer; the declaration is
+// committed to the catalog so GET shows it.
+func (c *Coordinator) SetPayloadIndex(ctx context.Context, coll Collection, field, schema string) error {
+	return c.changePayloadIndex(ctx, coll, field, schema)
+}
+
+// DropPayloadIndex removes a payload index declaration; removing an absent
+// one is not an error.
+func (c *Coordinator) DropPayloadIndex(ctx context.Context, coll Collection, field string) error {
+	return c.changePayloadIndex(ctx, coll, field, "")
+}
+
+func (c *Coordinator) changePayloadIndex(ctx context.Context, coll Collection, field, schema string) error {
+	if field == "" {
+		return errorf(CodeInvalid, nil, "a payload index needs a field name")
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shard.WriteTimeout)
+	defer cancel()
+	resp, err := c.changeCatalog(ctx, c.cat.authority, &shardpb.ChangeCatalogRequest{Authority: true,
+		Op: &shardpb.ChangeCatalogRequest_PayloadIndex{PayloadIndex: &shardpb.PayloadIndex{Collection: coll.Name, Field: field, Schema: schema}}})
+	if err != nil {
+		if status.Code(err) == codes.NotFound {
+			return errorf(CodeCollectionNotFound, err, "collection `%s` does not exist", coll.Name)
+		}
+		return c.catalogWriteError("changing the payload index of", coll.Name, err)
+	}
+	if e := resp.GetEntry(); e.GetName() != "" {
+		if perr := c.pushEverywhere(ctx, &shardpb.ChangeCatalogRequest{Op: &shardpb.ChangeCatalogRequest_Create{Create: e}}); perr != nil {
+			c.log.Warn("payload index changed; some shards learn it later", "collection", coll.Name, "err", perr)
+		}
+	}
+	_, _ = c.refreshCatalog(ctx)
+	return nil
+}

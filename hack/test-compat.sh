@@ -3,9 +3,11 @@
 # clients. Installs the pinned @qdrant/js-client-rest, @langchain/qdrant and
 # @langchain/core from test/compat's package-lock.json (npm ci, into a
 # scratch folder), starts a real `router dev` on a free loopback port with a
-# small corpus, and runs test/compat/compat.mjs against it: every client call
-# is printed with its result and checked against a brute force. Node and npm
-# come from Debian packages, installed with apt-get when missing.
+# small corpus, and runs test/compat/compat.mjs against it (the dev
+# collection, then collections the clients create, alias, delete and
+# re-create): every client call is printed with its result and checked
+# against a brute force. Node and npm come from Debian packages, installed
+# with apt-get when missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$SECONDS

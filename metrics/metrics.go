@@ -266,7 +266,7 @@ func (m *Router) HTTPRequest(route string, code int) {
 
 // ShardServer holds a shard server's collectors.
 type ShardServer struct {
-	documents prometheus.Gauge
+	documents *prometheus.GaugeVec
 	searches  *prometheus.HistogramVec
 	queries   *prometheus.CounterVec
 }
@@ -274,10 +274,10 @@ type ShardServer struct {
 // NewShardServer registers a shard server's collectors on reg.
 func NewShardServer(reg prometheus.Registerer, kernel string) *ShardServer {
 	m := &ShardServer{
-		documents: prometheus.NewGauge(prometheus.GaugeOpts{
+		documents: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "trawl_shard_documents",
-			Help: "Documents this shard replica holds.",
-		}),
+			Help: "Documents this shard replica holds, by collection (a dropped collection's series is deleted).",
+		}, []string{"collection"}),
 		searches: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "trawl_shard_scan_duration_seconds",
 			Help:    "Time a shard spends scanning for one search RPC (any batch size), by outcome.",
@@ -296,8 +296,16 @@ func NewShardServer(reg prometheus.Registerer, kernel string) *ShardServer {
 	return m
 }
 
-// Documents sets the document count.
-func (m *ShardServer) Documents(n int) { m.documents.Set(float64(n)) }
+// Documents sets a collection's document count.
+func (m *ShardServer) Documents(collection string, n int) {
+	m.documents.WithLabelValues(collection).Set(float64(n))
+}
+
+// ForgetCollection deletes a dropped collection's document series, so the
+// label stays bounded by the collections that exist.
+func (m *ShardServer) ForgetCollection(collection string) {
+	m.documents.DeleteLabelValues(collection)
+}
 
 // Queries counts n queries scanned by kind ("exact", "int8" or "ivf").
 func (m *ShardServer) Queries(kind string, n int) { m.queries.WithLabelValues(kind).Add(float64(n)) }

@@ -43,10 +43,12 @@ func NotLeaderStatus(leader string) error {
 	return withReason(msg, ReasonNotLeader, map[string]string{"leader": leader})
 }
 
-// errorInfo returns the ErrorInfo detail of a gRPC error, if any.
+// errorInfo returns the ErrorInfo detail of a gRPC error, if any: on
+// Unavailable (NOT_LEADER, NOT_SERVING) and FailedPrecondition
+// (COLLECTION_NOT_FOUND) answers.
 func errorInfo(err error) (*errdetails.ErrorInfo, bool) {
 	s, ok := status.FromError(err)
-	if !ok || s.Code() != codes.Unavailable {
+	if !ok || (s.Code() != codes.Unavailable && s.Code() != codes.FailedPrecondition) {
 		return nil, false
 	}
 	for _, d := range s.Details() {

@@ -100,6 +100,18 @@ func decodeSearch(b []byte, sch coordinator.Schema) (query, error) {
 }
 
 func decodeSearchBatch(b []byte, sch coordinator.Schema) ([]query, error) {
+	return decodeBatch(b, sch, decodeSearch)
+}
+
+// decodeQueryBatch reads Qdrant's QueryRequestBatch: {"searches":
+// [QueryRequest, ...]}, each decoded as points/query decodes one.
+func decodeQueryBatch(b []byte, sch coordinator.Schema) ([]query, error) {
+	return decodeBatch(b, sch, decodeQuery)
+}
+
+// decodeBatch reads {"searches": [...]} (1..wire.MaxBatch), each entry by
+// decode; an error names the entry.
+func decodeBatch(b []byte, sch coordinator.Schema, decode func([]byte, coordinator.Schema) (query, error)) ([]query, error) {
 	var req struct {
 		Searches []json.RawMessage `json:"searches"`
 	}
@@ -111,7 +123,7 @@ func decodeSearchBatch(b []byte, sch coordinator.Schema) ([]query, error) {
 	}
 	out := make([]query, len(req.Searches))
 	for i, raw := range req.Searches {
-		q, err := decodeSearch(raw, sch)
+		q, err := decode(raw, sch)
 		if err != nil {
 			return nil, wire.Invalid(fmt.Sprintf("searches[%d]: %v", i, err))
 		}
@@ -148,7 +160,7 @@ func decodeQuery(b []byte, sch coordinator.Schema) (query, error) {
 	}{
 		{req.ShardKey, errShardKey},
 		{req.Prefetch, "prefetch is not supported: trawl serves single-stage nearest-vector queries"},
-		{req.LookupFrom, "lookup_from is not supported: trawl serves one collection"},
+		{req.LookupFrom, "lookup_from is not supported: a query by id looks the point up in the collection it searches"},
 	} {
 		if err := refuseSet(c.raw, c.msg); err != nil {
 			return query{}, err

@@ -61,8 +61,12 @@ func prefix(status int) string {
 		return "Bad request: "
 	case http.StatusUnauthorized:
 		return "Unauthorized: "
+	case http.StatusForbidden:
+		return "Forbidden: "
 	case http.StatusNotFound:
 		return "Not found: "
+	case http.StatusConflict:
+		return "Wrong input: "
 	case http.StatusServiceUnavailable:
 		return "Service unavailable: "
 	case http.StatusRequestEntityTooLarge:

@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/trawl-search/trawl/api/apikey"
 	"github.com/trawl-search/trawl/api/internal/httpx"
 	"github.com/trawl-search/trawl/api/internal/wire"
 	"github.com/trawl-search/trawl/budget"
@@ -20,7 +21,8 @@ import (
 // passes for the clients test-compat pins.
 const Version = "1.18.0"
 
-// DefaultCollection is --collection's default: the one collection's name.
+// DefaultCollection is --collection's default: the collection the
+// collection-less /v1 paths act on.
 const DefaultCollection = "trawl"
 
 // Config wires a Handler.
@@ -28,8 +30,8 @@ type Config struct {
 	// Coordinator runs the use cases, the same as /v1's.
 	Coordinator *coordinator.Coordinator
 	Budget      budget.Config
-	// Collection is the name the cluster's documents are served under
-	// (DefaultCollection if empty).
+	// Collection is the default collection (--collection). The Qdrant
+	// routes name their collection in the path and do not read it.
 	Collection string
 	// HTTP is the router's shared request handling (its key, limiter,
 	// metrics, logger and body timeout), as package api built it for
@@ -52,14 +54,19 @@ func New(cfg Config) *Handler {
 }
 
 // Mount puts the Qdrant-compatible routes (DESIGN.md, "Qdrant-compatible
-// REST") on r: the subset of Qdrant's REST API its clients use for one
-// collection, over the same use cases as /v1. Answers wear Qdrant's
-// envelope plus trawl's scatter_gather; errors are Qdrant's {"status":
-// {"error": ...}}.
+// REST") on r: the subset of Qdrant's REST API its clients use —
+// collections, aliases, payload indexes and points — over the same use
+// cases as /v1. Answers wear Qdrant's envelope plus trawl's
+// scatter_gather; errors are Qdrant's {"status": {"error": ...}}.
 func (h *Handler) Mount(r chi.Router) {
 	// Open like /healthz: it is the clients' version probe and holds no
 	// data (Qdrant does not ask for a key on it either).
 	r.Get("/", h.root)
+	r.Route("/aliases", func(r chi.Router) {
+		r.MethodNotAllowed(h.methodNotAllowed)
+		r.Use(stampStart, h.http.Auth, h.http.Admission)
+		r.Get("/", h.listAliases)
+	})
 	r.Route("/collections", func(r chi.Router) {
 		r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 			h.http.Error(w, r, &wire.Error{Status: http.StatusNotFound, Code: wire.CodeNotFound, Msg: "no such endpoint " + r.URL.Path})
@@ -70,24 +77,41 @@ func (h *Handler) Mount(r chi.Router) {
 		})
 		r.Use(stampStart, h.http.Auth, h.http.Admission)
 		r.Get("/", h.listCollections)
+		r.Post("/aliases", h.updateAliases)
 		r.Route("/{collection}", func(r chi.Router) {
-			r.With(h.knownCollection).Get("/", h.getCollection)
-			r.Put("/", h.createCollection)
-			r.Get("/exists", h.collectionExists)
+			// The key's scope on {collection} first (httpx.Dialect.Scope).
+			read, write := h.http.Scope(apikey.Read), h.http.Scope(apikey.Write)
+			r.With(read).Get("/", h.getCollection)
+			r.With(write).Put("/", h.createCollection)
+			r.With(write).Delete("/", h.deleteCollection)
+			r.With(read).Get("/exists", h.collectionExists)
+			r.With(read).Get("/aliases", h.listAliases)
 			r.Group(func(r chi.Router) {
-				r.Use(h.knownCollection)
+				r.Use(write, h.knownCollection)
+				r.Put("/index", h.createIndex)
+				r.Delete("/index/{field}", h.deleteIndex)
 				r.Put("/points", h.upsert)
+				r.Post("/points/delete", h.deletePoints)
+			})
+			r.Group(func(r chi.Router) {
+				r.Use(read, h.knownCollection)
 				r.Post("/points", h.retrieve)
 				r.Get("/points/{id}", h.getPoint)
-				r.Post("/points/delete", h.deletePoints)
 				r.Post("/points/search", h.searchPoints)
 				r.Post("/points/search/batch", h.searchBatch)
 				r.Post("/points/query", h.queryPoints)
+				r.Post("/points/query/batch", h.queryBatch)
 				r.Post("/points/scroll", h.scroll)
 				r.Post("/points/count", h.count)
 			})
 		})
 	})
+}
+
+// methodNotAllowed answers a method a Qdrant route does not serve.
+func (h *Handler) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
+	h.http.Error(w, r, &wire.Error{Status: http.StatusMethodNotAllowed, Code: wire.CodeMethod,
+		Msg: r.Method + " is not allowed on " + r.URL.Path + " (trawl serves a subset of Qdrant's API)"})
 }
 
 type ctxKey int
@@ -133,11 +157,4 @@ func coll(r *http.Request) coordinator.Collection {
 
 func notFoundCollection(name string) *wire.Error {
 	return &wire.Error{Status: http.StatusNotFound, Code: wire.CodeNotFound, Msg: fmt.Sprintf("Collection `%s` doesn't exist!", name)}
-}
-
-func (h *Handler) collection() string {
-	if h.cfg.Collection == "" {
-		return DefaultCollection
-	}
-	return h.cfg.Collection
 }

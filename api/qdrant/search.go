@@ -40,7 +40,19 @@ func (h *Handler) queryPoints(w http.ResponseWriter, r *http.Request) {
 	}, func(lists [][]scoredPoint) any { return map[string][]scoredPoint{"points": lists[0]} })
 }
 
-// runSearch is search, batch search and query: the same
+// queryBatch is points/query/batch: the queries of points/query in one
+// fan-out, answered as Qdrant's list of QueryResponse.
+func (h *Handler) queryBatch(w http.ResponseWriter, r *http.Request) {
+	h.runSearch(w, r, fanout.PathSearchBatch, decodeQueryBatch, func(lists [][]scoredPoint) any {
+		out := make([]map[string][]scoredPoint, len(lists))
+		for i, l := range lists {
+			out[i] = map[string][]scoredPoint{"points": l}
+		}
+		return out
+	})
+}
+
+// runSearch is search, batch search, query and batch query: the same
 // coordinator.Search as /v1/search and /v1/search/batch, answered in
 // Qdrant's shapes.
 func (h *Handler) runSearch(w http.ResponseWriter, r *http.Request, path fanout.Path,

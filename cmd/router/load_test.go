@@ -18,6 +18,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/trawl-search/trawl/api/apikey"
 	"github.com/trawl-search/trawl/internal/app"
 	"github.com/trawl-search/trawl/internal/devcluster"
 	"github.com/trawl-search/trawl/vector"
@@ -68,7 +69,11 @@ func startRouter(t *testing.T, dim int, apiKey string) (*devcluster.Cluster, *ht
 	dc, err := devcluster.Start(devcluster.Config{Dim: dim, Docs: 1, Seed: 2, Kernel: vector.Generic()})
 	require.NoError(t, err)
 	t.Cleanup(dc.Close)
-	r, err := app.New(app.Config{Shards: dc.Specs(), Kernel: vector.Generic(), APIKey: apiKey})
+	cfg := app.Config{Shards: dc.Specs(), Kernel: vector.Generic()}
+	if apiKey != "" {
+		cfg.Keys = apikey.Single(apiKey)
+	}
+	r, err := app.New(cfg)
 	require.NoError(t, err)
 	t.Cleanup(r.Close)
 	srv := httptest.NewServer(r.API)

@@ -9,6 +9,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -272,5 +274,20 @@ func TestDevRefusesWhatTheCatalogWould(t *testing.T) {
 		"--dim=8193":       "--dim 8193: want 1..8192",
 	} {
 		require.ErrorContains(t, runDev(context.Background(), []string{args}), want)
+	}
+}
+
+// TestBadKeyFileStopsServe: a key file with a bad line is a start-up
+// error naming the file and the line, before anything is dialled.
+func TestBadKeyFileStopsServe(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct{ content, err string }{
+		{"admin\ntenant a,b admin\n", "line 2: access \"admin\", want read or write"},
+		{"# no keys\n", "no key in it"},
+	} {
+		path := filepath.Join(dir, "keys")
+		require.NoError(t, os.WriteFile(path, []byte(tc.content), 0o600))
+		err := runServe(context.Background(), []string{"--shard", "s=127.0.0.1:1", "--api-key-file", path})
+		require.ErrorContains(t, err, "--api-key-file: "+path+": bad API key file: "+tc.err)
 	}
 }

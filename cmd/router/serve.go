@@ -9,11 +9,11 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/trawl-search/trawl/admission"
 	"github.com/trawl-search/trawl/api"
+	"github.com/trawl-search/trawl/api/apikey"
 	"github.com/trawl-search/trawl/budget"
 	"github.com/trawl-search/trawl/internal/app"
 	"github.com/trawl-search/trawl/internal/tracing"
@@ -50,7 +50,7 @@ func runServe(ctx context.Context, args []string) error {
 	maxDeadline := fs.Int("max-deadline-ms", int(budget.DefaultMax/time.Millisecond), "largest deadline a query may ask for, in ms")
 	httpCert := fs.String("http-tls-cert", "", "certificate to serve the client API over HTTPS")
 	httpKey := fs.String("http-tls-key", "", "key to serve the client API over HTTPS")
-	apiKeyFile := fs.String("api-key-file", "", "file holding the API key required as Authorization: Bearer on /v1/* (and on the Qdrant-compatible /collections/* also as the api-key header)")
+	apiKeyFile := fs.String("api-key-file", "", "file of API keys, one a line: KEY, or KEY COLLECTIONS [read|write] (COLLECTIONS: names or globs, comma-separated); required as Authorization: Bearer on /v1/* (and on the Qdrant-compatible /collections/* also as the api-key header)")
 	colls := addCollectionFlags(fs)
 	maxInflight := fs.Int("max-inflight", admission.DefaultMaxInflight, "hard cap on /v1/* requests in flight; beyond it 429 whatever admission learned")
 	bodyTimeout := fs.Duration("body-timeout", api.DefaultBodyTimeout, "time a request's body may take to arrive after its headers; then 408 and the connection closes")
@@ -83,15 +83,13 @@ func runServe(ctx context.Context, args []string) error {
 		}
 		dial.Creds = creds
 	}
-	apiKey := ""
+	var keys *apikey.Keyring
 	if *apiKeyFile != "" {
-		b, err := os.ReadFile(*apiKeyFile)
+		k, err := apikey.ReadFile(*apiKeyFile)
 		if err != nil {
 			return fmt.Errorf("--api-key-file: %w", err)
 		}
-		if apiKey = strings.TrimSpace(string(b)); apiKey == "" {
-			return errors.New("--api-key-file is empty")
-		}
+		keys = k
 	}
 	kernel, err := vector.FromEnv()
 	if err != nil {
@@ -104,7 +102,7 @@ func runServe(ctx context.Context, args []string) error {
 	}
 	defer flush()
 	r, err := app.New(app.Config{
-		Shards: shards, Dial: dial, APIKey: apiKey, MaxInflight: *maxInflight, BodyTimeout: *bodyTimeout,
+		Shards: shards, Dial: dial, Keys: keys, MaxInflight: *maxInflight, BodyTimeout: *bodyTimeout,
 		Collection: *colls.def, EnsureCollections: colls.ensure, MaxCollections: *colls.max,
 		NoAdmission: !*admit, NoHedge: !*hedge, NoFailover: !*failover, NoPrewarm: !*prewarm,
 		Logger: log, Kernel: kernel, WarmupTimeout: *readyTimeout,

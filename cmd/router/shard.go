@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
+	"github.com/trawl-search/trawl/catalog"
 	"github.com/trawl-search/trawl/internal/tracing"
 	"github.com/trawl-search/trawl/metrics"
 	"github.com/trawl-search/trawl/shard"
@@ -36,10 +37,10 @@ func runShard(ctx context.Context, args []string) error {
 	peers := fs.String("peers", "", "every replica of this shard, this one included, as HOST:PORT,HOST:PORT,... (the addresses they reach each other at); empty: a group of one")
 	advertise := fs.String("advertise-addr", "", "this replica's entry in --peers (default: --grpc-addr)")
 	timings := raftTimingFlags(fs)
-	dim := fs.Int("dim", vector.DefaultDim, "vector dimension")
-	metricName := fs.String("metric", "cosine", "similarity metric: cosine, dot or l2")
-	quantName := fs.String("quantization", "none", "none, or int8: keep int8 codes beside the float32 rows (the leader trains the scale once the shard holds 1000 rows and commits it through the log) and scan them for queries without \"exact\": true, re-scoring the candidates in float32")
-	indexName := fs.String("index", "flat", "flat, or ivf: once the shard holds 16384 rows the leader trains k-means centroids (about sqrt(rows) lists) and commits them through the log; every replica partitions its int8 codes into lists around them and queries without \"exact\": true probe their \"nprobe\" nearest lists instead of every row (default: what the leader measures after each build to keep recall 0.99 at k <= 10 and at k <= 100, committed so every replica probes alike; one list in twenty, at least 8, until then). Implies --quantization int8")
+	dim := fs.Int("dim", vector.DefaultDim, legacyHelp+": vector dimension")
+	metricName := fs.String("metric", "cosine", legacyHelp+": similarity metric: cosine, dot or l2")
+	quantName := fs.String("quantization", "none", legacyHelp+": none, or int8: keep int8 codes beside the float32 rows (the leader trains the scale once the shard holds 1000 rows and commits it through the log) and scan them for queries without \"exact\": true, re-scoring the candidates in float32")
+	indexName := fs.String("index", "flat", legacyHelp+": flat, or ivf: once the shard holds 16384 rows the leader trains k-means centroids (about sqrt(rows) lists) and commits them through the log; every replica partitions its int8 codes into lists around them and queries without \"exact\": true probe their \"nprobe\" nearest lists instead of every row (default: what the leader measures after each build to keep recall 0.99 at k <= 10 and at k <= 100, committed so every replica probes alike; one list in twenty, at least 8, until then). Implies --quantization int8")
 	tlsCert := fs.String("tls-cert", "", "server certificate; enables TLS")
 	tlsKey := fs.String("tls-key", "", "server key")
 	clientCA := fs.String("tls-client-ca", "", "CA that client certificates must chain to; enables mTLS")
@@ -57,8 +58,8 @@ func runShard(ctx context.Context, args []string) error {
 	if err := os.MkdirAll(*dataDir, 0o750); err != nil {
 		return fmt.Errorf("--data-dir: %w", err)
 	}
-	if *dim < 1 || *dim > 65536 {
-		return fmt.Errorf("--dim %d: want 1..65536", *dim)
+	if *dim < catalog.MinDim || *dim > catalog.MaxDim {
+		return fmt.Errorf("--dim %d: want %d..%d", *dim, catalog.MinDim, catalog.MaxDim)
 	}
 	m, err := vector.ParseMetric(*metricName)
 	if err != nil {
@@ -74,12 +75,14 @@ func runShard(ctx context.Context, args []string) error {
 	}
 	log := newLogger(*logLevel)
 	raftLevel := raftLogLevel(*logLevel)
+	legacy := catalog.Settings{Dim: *dim, Metric: m, Quantization: qz.String(), Index: idx.String()}.Normalize()
 	// The scan rate is measured while the node loads (it reads no store):
 	// the start-up path does not wait for it, and Stats reports 0 until
-	// it is in.
+	// it is in. It is measured at shard.RefDim, the dimension rates are
+	// expressed in: collections of every size share the replica's cores.
 	calibrated := make(chan float64, 1)
 	go func() {
-		rate, err := server.Calibrate(ctx, log, kernel, m, *dim)
+		rate, err := server.Calibrate(ctx, log, kernel, m, shard.RefDim)
 		if err != nil {
 			log.Warn("scan rate not measured", "err", err)
 			return
@@ -134,7 +137,7 @@ func runShard(ctx context.Context, args []string) error {
 		return fmt.Errorf("--advertise-addr is required with --peers when --grpc-addr %s has no host", *grpcAddr)
 	}
 	rep, err := replica.Open(replica.Config{
-		Dim: *dim, Metric: m, Kernel: kernel, Quantization: qz, Index: idx,
+		Legacy: legacy, Kernel: kernel,
 		DataDir: *dataDir, Advertise: adv, Peers: peerList,
 		MaxLeaderSilence: *timings.maxSilence, HeartbeatTimeout: *timings.heartbeat, ElectionTimeout: *timings.election,
 		PeerCreds: peerCreds, Observer: obs, TracerProvider: tel.TracerProvider, Logger: log, RaftLogLevel: raftLevel,
@@ -170,7 +173,7 @@ func runShard(ctx context.Context, args []string) error {
 	go func() { errc <- g.Serve(ln) }()
 	go func() { errc <- hs.ListenAndServe() }()
 	log.Info("shard started; serving once caught up with its group", "grpc", ln.Addr().String(), "http", *httpAddr,
-		"advertise", adv, "peers", peerList, "dim", *dim, "metric", m, "kernel", kernel.Name, "quantization", qz, "index", idx)
+		"advertise", adv, "peers", peerList, "kernel", kernel.Name, "legacy_collection", legacy.String())
 	select {
 	case err = <-errc:
 	case <-ctx.Done():
@@ -215,10 +218,13 @@ func (r raftTimings) check() error {
 // replica's data was written under.
 type raftGauges struct{ r *replica.Replica }
 
-func (g raftGauges) Shard() string        { return g.r.Store.Placement().Shard }
+func (g raftGauges) Shard() string        { return g.r.Collections.Placement().Shard }
 func (g raftGauges) CommitIndex() uint64  { return g.r.Node.CommitIndex() }
 func (g raftGauges) AppliedIndex() uint64 { return g.r.Node.AppliedIndex() }
 func (g raftGauges) IsLeader() bool       { return g.r.Node.IsLeader() }
+
+// legacyHelp opens the help of the flags that set the legacy collection.
+const legacyHelp = `settings of the legacy collection "trawl" (a data directory written before collections, and routers that name no collection)`
 
 // parseScan parses --quantization and --index. --index ivf implies
 // --quantization int8 (the lists are int8 codes, encoded with the

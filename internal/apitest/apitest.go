@@ -19,6 +19,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/trawl-search/trawl/api/apikey"
 	"github.com/trawl-search/trawl/internal/app"
 	"github.com/trawl-search/trawl/internal/devcluster"
 	"github.com/trawl-search/trawl/vector"
@@ -29,8 +30,11 @@ const Dim = 8
 
 // Config shapes a test cluster and its router.
 type Config struct {
-	Metric      vector.Metric
+	Metric vector.Metric
+	// APIKey, when set, is the one (bare) key the router accepts; Keys,
+	// when set, the keyring instead.
 	APIKey      string
+	Keys        *apikey.Keyring
 	MaxInflight int
 	Docs        int
 	// Prober runs the background health prober. Off by default so that
@@ -42,13 +46,22 @@ type Config struct {
 	ScanRateBytes int
 }
 
+func (c Config) keys() *apikey.Keyring {
+	if c.APIKey != "" {
+		return apikey.Single(c.APIKey)
+	}
+	return c.Keys
+}
+
 // Env is a dev cluster (3 shards × 2 replicas behind fault proxies), a
 // router over it, and an HTTP server for the router's API.
 type Env struct {
-	T   testing.TB
-	DC  *devcluster.Cluster
-	R   *app.Router
-	Srv *httptest.Server
+	T  testing.TB
+	DC *devcluster.Cluster
+	// Fakes are the fake shards of NewFake (DC is nil then).
+	Fakes []*FakeShard
+	R     *app.Router
+	Srv   *httptest.Server
 }
 
 // New starts an Env, closed when the test ends, and waits until its
@@ -62,13 +75,22 @@ func New(t testing.TB, cfg Config) *Env {
 		ScanRateBytes: cfg.ScanRateBytes})
 	require.NoError(t, err)
 	t.Cleanup(dc.Close)
-	r, err := app.New(app.Config{Shards: dc.Specs(), APIKey: cfg.APIKey, MaxInflight: cfg.MaxInflight,
+	r, err := app.New(app.Config{Shards: dc.Specs(), Keys: cfg.keys(), MaxInflight: cfg.MaxInflight,
 		WarmupTimeout: 5 * time.Second, DisableProber: !cfg.Prober})
 	require.NoError(t, err)
 	t.Cleanup(r.Close)
+	e := serve(t, r)
+	e.DC = dc
+	return e
+}
+
+// serve puts r's API on an HTTP server, closed when the test ends, and
+// waits until r is ready.
+func serve(t testing.TB, r *app.Router) *Env {
+	t.Helper()
 	srv := httptest.NewServer(r.API)
-	t.Cleanup(srv.Close) // runs first: cleanups are LIFO
-	e := &Env{T: t, DC: dc, R: r, Srv: srv}
+	t.Cleanup(srv.Close) // runs before r's Close: cleanups are LIFO
+	e := &Env{T: t, R: r, Srv: srv}
 	e.waitReady()
 	return e
 }

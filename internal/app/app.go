@@ -24,6 +24,7 @@ import (
 
 	"github.com/trawl-search/trawl/admission"
 	"github.com/trawl-search/trawl/api"
+	"github.com/trawl-search/trawl/api/apikey"
 	"github.com/trawl-search/trawl/budget"
 	"github.com/trawl-search/trawl/catalog"
 	"github.com/trawl-search/trawl/coordinator"
@@ -44,9 +45,11 @@ type Config struct {
 	Shards []ShardSpec
 	Dial   client.DialConfig
 	Budget budget.Config
-	APIKey string
-	// Collection names the cluster's documents on the Qdrant-compatible
-	// routes (api.DefaultCollection if empty).
+	// Keys are the API keys of --api-key-file and their scopes; nil: the
+	// API is open.
+	Keys *apikey.Keyring
+	// Collection is the collection the collection-less paths act on
+	// (--collection; api.DefaultCollection if empty).
 	Collection string
 	// EnsureCollections are created at start (--ensure-collection),
 	// idempotently, before the router turns ready.
@@ -169,7 +172,7 @@ func New(cfg Config) (*Router, error) {
 		Collections: m})
 	r.API = api.New(api.Config{
 		Coordinator: r.Coordinator, Budget: cfg.Budget, Metrics: m, Gatherer: reg,
-		APIKey: cfg.APIKey, Collection: cfg.Collection, Limiter: limiter, BodyTimeout: cfg.BodyTimeout, Logger: cfg.Logger, Extra: cfg.Extra,
+		Keys: cfg.Keys, Collection: cfg.Collection, Limiter: limiter, BodyTimeout: cfg.BodyTimeout, Logger: cfg.Logger, Extra: cfg.Extra,
 		TracerProvider: cfg.TracerProvider, Propagator: cfg.Propagator,
 	})
 

@@ -25,6 +25,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 
+	"github.com/trawl-search/trawl/catalog"
 	"github.com/trawl-search/trawl/fanout"
 	"github.com/trawl-search/trawl/internal/app"
 	"github.com/trawl-search/trawl/internal/devcluster"
@@ -497,7 +498,7 @@ const (
 func serveReplica(t *testing.T, ln net.Listener, dim int, k vector.Kernel) *replica.Replica {
 	t.Helper()
 	rep, err := replica.Open(replica.Config{
-		Dim: dim, Metric: vector.Cosine, Kernel: k,
+		Legacy: catalog.Settings{Dim: dim, Metric: vector.Cosine}, Kernel: k,
 		InMemory: true, Advertise: ln.Addr().String(),
 		HeartbeatTimeout: replicaElection, ElectionTimeout: replicaElection, MaxLeaderSilence: replicaSilence,
 	})

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 
+	"github.com/trawl-search/trawl/catalog"
 	"github.com/trawl-search/trawl/internal/app"
 	"github.com/trawl-search/trawl/internal/devcluster"
 	"github.com/trawl-search/trawl/shard"
@@ -37,7 +38,7 @@ func freshShard(t *testing.T, dim int) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	rep, err := replica.Open(replica.Config{
-		Dim: dim, Metric: vector.Cosine, Kernel: vector.Generic(), DataDir: t.TempDir(), Advertise: ln.Addr().String(),
+		Legacy: catalog.Settings{Dim: dim, Metric: vector.Cosine}, Kernel: vector.Generic(), DataDir: t.TempDir(), Advertise: ln.Addr().String(),
 		HeartbeatTimeout: 200 * time.Millisecond, ElectionTimeout: 200 * time.Millisecond, MaxLeaderSilence: time.Second,
 	})
 	require.NoError(t, err)

@@ -34,6 +34,7 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"github.com/trawl-search/trawl/api"
+	"github.com/trawl-search/trawl/catalog"
 	"github.com/trawl-search/trawl/coordinator"
 	"github.com/trawl-search/trawl/internal/app"
 	"github.com/trawl-search/trawl/internal/faultproxy"
@@ -500,7 +501,10 @@ func startReplica(name string, idx int, peers []string, ln net.Listener, dir str
 	}
 	log := cfg.Logger.With("shard", name, "replica", idx)
 	rep, err := replica.Open(replica.Config{
-		Dim: cfg.Dim, Metric: cfg.Metric, Kernel: cfg.Kernel, Quantization: cfg.Quantization, Index: cfg.Index,
+		// Routers name no collection yet: every write and search acts on
+		// the legacy collection, created with the cluster's settings.
+		Legacy:  catalog.Settings{Dim: cfg.Dim, Metric: cfg.Metric, Quantization: cfg.Quantization.String(), Index: cfg.Index.String()}.Normalize(),
+		Kernel:  cfg.Kernel,
 		DataDir: dir, Advertise: addr, Peers: peers,
 		HeartbeatTimeout: cfg.HeartbeatTimeout, ElectionTimeout: cfg.HeartbeatTimeout,
 		MaxLeaderSilence: max(raftnode.DefaultMaxLeaderSilence, 3*cfg.HeartbeatTimeout),

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/trawl-search/trawl/catalog"
 	"github.com/trawl-search/trawl/shard"
 	"github.com/trawl-search/trawl/shard/client"
 	"github.com/trawl-search/trawl/shard/shardpb"
@@ -59,7 +60,7 @@ func runChild() {
 		fail(err)
 	}
 	rep, err := Open(Config{
-		Dim: testDim, Metric: vector.Euclidean, Kernel: vector.Generic(),
+		Legacy: catalog.Settings{Dim: testDim, Metric: vector.Euclidean}, Kernel: vector.Generic(),
 		DataDir: os.Getenv(childDirEnv), Advertise: addr, Logger: quiet,
 		HeartbeatTimeout: 200 * time.Millisecond, ElectionTimeout: 200 * time.Millisecond,
 	})

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/trawl-search/trawl/catalog"
 	"github.com/trawl-search/trawl/filter"
 	"github.com/trawl-search/trawl/shard"
 	"github.com/trawl-search/trawl/shard/client"
@@ -26,7 +27,7 @@ func benchServer(b *testing.B, n int) *server.Server {
 	if err != nil {
 		b.Fatal(err)
 	}
-	rep, _ := serve(b, Config{Dim: dim, Metric: vector.Cosine, Kernel: k, Quantization: store.QuantInt8, Int8MinRows: neverTrain},
+	rep, _ := serve(b, Config{Legacy: catalog.Settings{Dim: dim, Metric: vector.Cosine, Quantization: catalog.QuantInt8}, Kernel: k, Int8MinRows: neverTrain},
 		nil, client.DialConfig{})
 	rng := rand.New(rand.NewPCG(1, 2))
 	req := &shardpb.UpsertRequest{Placement: &shardpb.Placement{Fingerprint: place.Fingerprint, Shard: place.Shard}}
@@ -116,7 +117,7 @@ func BenchmarkUpsert(b *testing.B) {
 			name = "payload"
 		}
 		b.Run(name, func(b *testing.B) {
-			rep, _ := serve(b, Config{Dim: dim, Metric: vector.Cosine, Kernel: k}, nil, client.DialConfig{})
+			rep, _ := serve(b, Config{Legacy: catalog.Settings{Dim: dim, Metric: vector.Cosine}, Kernel: k}, nil, client.DialConfig{})
 			next := 0
 			reqs := make([]*shardpb.UpsertRequest, 64)
 			for r := range reqs {

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/trawl-search/trawl/catalog"
 	"github.com/trawl-search/trawl/filter"
 	"github.com/trawl-search/trawl/filter/filtertest"
 	"github.com/trawl-search/trawl/shard"
@@ -62,7 +63,7 @@ func TestFilteredSearchIsTheTopKOfTheMatchingRows(t *testing.T) {
 	for _, m := range []vector.Metric{vector.Cosine, vector.DotProduct, vector.Euclidean} {
 		t.Run(m.String(), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(m)+1, 5))
-			cfg := Config{Dim: dim, Metric: m, Kernel: vector.Generic(), Quantization: store.QuantInt8,
+			cfg := Config{Legacy: catalog.Settings{Dim: dim, Metric: m, Quantization: catalog.QuantInt8}, Kernel: vector.Generic(),
 				Int8MinRows: neverTrain}
 			rep, c := serve(t, cfg, nil, client.DialConfig{})
 			mem := rep.Store
@@ -211,14 +212,16 @@ func TestFilteredSearchIsTheTopKOfTheMatchingRows(t *testing.T) {
 
 			// The index rebuilt from a snapshot selects the same rows: the
 			// replica's state machine writes one, a fresh one restores it.
-			snap, err := server.NewStateMachine(mem, nil, nil).Snapshot(rep.Node.AppliedIndex())
+			snap, err := server.NewStateMachine(rep.Collections, nil).Snapshot(rep.Node.AppliedIndex())
 			require.NoError(t, err)
 			var buf bytes.Buffer
 			require.NoError(t, snap.Persist(&buf))
 			snap.Release()
-			restored := store.NewMemory(dim)
-			_, err = server.NewStateMachine(restored, nil, nil).Restore(&buf)
+			cols := server.NewCollections(server.CollectionsConfig{Legacy: cfg.Legacy, Kernel: vector.Generic()})
+			_, err = server.NewStateMachine(cols, nil).Restore(&buf)
 			require.NoError(t, err)
+			restored, ok := cols.Store(shard.LegacyCollection)
+			require.True(t, ok, "the snapshot holds the legacy collection")
 			for range 40 {
 				f, err := filter.Parse([]byte(filtertest.Filter(rng, 3)))
 				require.NoError(t, err)

@@ -24,6 +24,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 
+	"github.com/trawl-search/trawl/catalog"
 	"github.com/trawl-search/trawl/shard"
 	"github.com/trawl-search/trawl/shard/client"
 	"github.com/trawl-search/trawl/shard/shardpb"
@@ -315,7 +316,7 @@ func hbGroup(t *testing.T, n, dim int, timeout time.Duration, inMemory bool) []*
 	}
 	for i, ln := range lns {
 		rep, err := Open(Config{
-			Dim: dim, Metric: vector.Cosine, Kernel: kernel,
+			Legacy: catalog.Settings{Dim: dim, Metric: vector.Cosine}, Kernel: kernel,
 			DataDir: filepath.Join(t.TempDir(), fmt.Sprint("r", i)), InMemory: inMemory, Advertise: peers[i], Peers: peers,
 			HeartbeatTimeout: timeout, ElectionTimeout: timeout, MaxLeaderSilence: max(5*time.Second, 3*timeout),
 			Logger: log.With("replica", i),

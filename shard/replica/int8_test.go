@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/trawl-search/trawl/catalog"
 	"github.com/trawl-search/trawl/shard"
 	"github.com/trawl-search/trawl/shard/client"
 	"github.com/trawl-search/trawl/shard/server"
@@ -77,7 +78,7 @@ func TestInt8ScaleTrainedCommittedAndAppliedOnEveryReplica(t *testing.T) {
 		minRows = 300
 	)
 	ms := groupOf(t, 3, dim, func(c *Config) {
-		c.Quantization, c.Int8MinRows = store.QuantInt8, minRows
+		c.Legacy.Quantization, c.Int8MinRows = catalog.QuantInt8, minRows
 	})
 	waitLeader(t, ms)
 	rng := rand.New(rand.NewPCG(5, 8))
@@ -265,7 +266,8 @@ type kindCounter struct {
 }
 
 func (k *kindCounter) Scan(string, time.Duration) {}
-func (k *kindCounter) Documents(int)              {}
+func (k *kindCounter) Documents(string, int)      {}
+func (k *kindCounter) ForgetCollection(string)    {}
 func (k *kindCounter) Queries(kind string, n int) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -284,7 +286,7 @@ func (k *kindCounter) get(kind string) int {
 func TestServerCountsScansByKind(t *testing.T) {
 	const dim = 16
 	obs := &kindCounter{kinds: map[string]int{}}
-	rep, c := serve(t, Config{Dim: dim, Metric: vector.DotProduct, Kernel: vector.Generic(), Quantization: store.QuantInt8,
+	rep, c := serve(t, Config{Legacy: catalog.Settings{Dim: dim, Metric: vector.DotProduct, Quantization: catalog.QuantInt8}, Kernel: vector.Generic(),
 		Int8MinRows: neverTrain, Observer: obs}, nil, client.DialConfig{})
 	rng := rand.New(rand.NewPCG(1, 2))
 	var (

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/trawl-search/trawl/catalog"
 	"github.com/trawl-search/trawl/shard"
 	"github.com/trawl-search/trawl/shard/client"
 	"github.com/trawl-search/trawl/shard/internal/shardtest"
@@ -141,7 +142,7 @@ func TestIVFServerScans(t *testing.T) {
 	const dim = 16
 	g := shardtest.NewClustered(4, dim, 10)
 	obs := &kindCounter{kinds: map[string]int{}}
-	rep, c := serve(t, Config{Dim: dim, Metric: vector.Euclidean, Kernel: vector.Generic(), Index: store.IndexIVF,
+	rep, c := serve(t, Config{Legacy: catalog.Settings{Dim: dim, Metric: vector.Euclidean, Index: catalog.IndexIVF}, Kernel: vector.Generic(),
 		Int8MinRows: neverTrain, IVFMinRows: neverTrain, Observer: obs}, nil, client.DialConfig{})
 	mem := rep.Store
 	var vs []*shardpb.Vector
@@ -255,7 +256,7 @@ func TestIVFReplicas(t *testing.T) {
 		minRows = 600
 	)
 	ms := groupOf(t, 3, dim, func(c *Config) {
-		c.Index, c.Int8MinRows, c.IVFMinRows = store.IndexIVF, 200, minRows
+		c.Legacy.Index, c.Int8MinRows, c.IVFMinRows = catalog.IndexIVF, 200, minRows
 	})
 	waitLeader(t, ms)
 	g := shardtest.NewClustered(5, dim, 8)
@@ -453,7 +454,7 @@ func TestIndexStats(t *testing.T) {
 	// rows rows to it.
 	load := func(t *testing.T, cfg Config) (*Replica, *client.Conn) {
 		t.Helper()
-		cfg.Dim, cfg.Metric, cfg.Int8MinRows, cfg.IVFMinRows = dim, vector.Euclidean, neverTrain, neverTrain
+		cfg.Legacy.Dim, cfg.Legacy.Metric, cfg.Int8MinRows, cfg.IVFMinRows = dim, vector.Euclidean, neverTrain, neverTrain
 		rep, c := serve(t, cfg, nil, client.DialConfig{})
 		g := shardtest.NewClustered(5, dim, 10)
 		var vs []*shardpb.Vector
@@ -476,15 +477,15 @@ func TestIndexStats(t *testing.T) {
 	t.Run("flat", func(t *testing.T) {
 		for _, tc := range []struct {
 			name      string
-			q         store.Quantization
+			q         string
 			quant     string
 			withCodes bool
 		}{
-			{"float32", store.QuantNone, "none", false},
-			{"int8", store.QuantInt8, "int8", true},
+			{"float32", catalog.QuantNone, "none", false},
+			{"int8", catalog.QuantInt8, "int8", true},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
-				rep, c := load(t, Config{Quantization: tc.q})
+				rep, c := load(t, Config{Legacy: catalog.Settings{Quantization: tc.q}})
 				if tc.withCodes {
 					commitTrained(t, rep, store.TrainedInt8Scale, trainScale(t, rep.Store))
 				}
@@ -509,7 +510,7 @@ func TestIndexStats(t *testing.T) {
 		// The gate holds the replica's index build, then its trainer's
 		// nprobe measurement, where the test looks at them.
 		g := newGate()
-		rep, c := load(t, Config{Index: store.IndexIVF, Kernel: g.kernel(vector.Generic())})
+		rep, c := load(t, Config{Legacy: catalog.Settings{Index: catalog.IndexIVF}, Kernel: g.kernel(vector.Generic())})
 		t.Cleanup(g.open) // before the replica closes: Close waits for what the gate holds
 		q, ix := stats(t, c)
 		require.Equal(t, "int8", q, "ivf implies int8")
@@ -581,7 +582,7 @@ func TestIndexStats(t *testing.T) {
 	})
 
 	t.Run("ivf centroids that do not decode", func(t *testing.T) {
-		rep, c := load(t, Config{Index: store.IndexIVF})
+		rep, c := load(t, Config{Legacy: catalog.Settings{Index: catalog.IndexIVF}})
 		commitTrained(t, rep, store.TrainedInt8Scale, trainScale(t, rep.Store))
 		commitTrained(t, rep, store.TrainedIVFCentroids, []byte("not centroids"))
 		_, ix := stats(t, c)

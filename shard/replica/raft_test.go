@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/trawl-search/trawl/catalog"
 	"github.com/trawl-search/trawl/internal/faultproxy"
 	"github.com/trawl-search/trawl/shard"
 	"github.com/trawl-search/trawl/shard/client"
@@ -65,7 +66,7 @@ func (m *member) start() error {
 		m.dim = testDim
 	}
 	cfg := Config{
-		Dim: m.dim, Metric: vector.Euclidean, Kernel: vector.Generic(),
+		Legacy: catalog.Settings{Dim: m.dim, Metric: vector.Euclidean}, Kernel: vector.Generic(),
 		DataDir: m.dir, Advertise: m.addr(), Peers: m.peers,
 		HeartbeatTimeout: testHeartbeat, ElectionTimeout: testHeartbeat, MaxLeaderSilence: testSilence,
 		Logger: testLogger(m.t),
@@ -352,13 +353,13 @@ func TestRaftGroupReplicatesAndRefusesWritesOnFollowers(t *testing.T) {
 	// A trained value is committed through the log and reaches every
 	// replica; a follower refuses to propose one, and its node says the
 	// entry never entered the log.
-	tidx, err := leader.srv.SetTrained(ctx(t), "int8_scale", []byte{1, 2, 3})
+	tidx, err := leader.srv.SetTrained(ctx(t), nil, "int8_scale", []byte{1, 2, 3})
 	require.NoError(t, err)
 	for _, m := range ms {
 		require.Eventually(t, func() bool { return m.node.AppliedIndex() >= tidx }, 10*time.Second, 10*time.Millisecond)
 		require.Equal(t, []byte{1, 2, 3}, m.mem.Trained("int8_scale"))
 		if m != leader {
-			_, err := m.srv.SetTrained(ctx(t), "int8_scale", nil)
+			_, err := m.srv.SetTrained(ctx(t), nil, "int8_scale", nil)
 			var nl *shard.NotLeaderError
 			require.ErrorAs(t, shard.FromStatus(err), &nl)
 			require.Equal(t, leader.addr(), nl.Leader())

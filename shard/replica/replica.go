@@ -1,7 +1,8 @@
-// Package replica assembles one shard replica from its parts: the store
-// of its documents, the raft node that replicates them, the state machine
-// that applies the log to the store, the trainer that commits the values
-// every replica shares, and the gRPC server that answers the router.
+// Package replica assembles one shard replica from its parts: its
+// collections (the catalog and a store per collection), the raft node that
+// replicates them, the state machine that applies the log to them, the
+// trainers that commit the values every replica shares, and the gRPC
+// server that answers the router.
 // `router shard` and `router dev` build their replicas here, so a replica
 // is put together one way only.
 //
@@ -23,6 +24,7 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"github.com/trawl-search/trawl/admission"
+	"github.com/trawl-search/trawl/catalog"
 	"github.com/trawl-search/trawl/shard"
 	"github.com/trawl-search/trawl/shard/raftnode"
 	"github.com/trawl-search/trawl/shard/server"
@@ -30,14 +32,15 @@ import (
 	"github.com/trawl-search/trawl/vector"
 )
 
-// Config is one replica: its collection's settings, its membership of
-// its shard's group, and its dependencies.
+// Config is one replica: the legacy collection's settings, its
+// membership of its shard's group, and its dependencies.
 type Config struct {
-	Dim          int
-	Metric       vector.Metric
-	Kernel       vector.Kernel
-	Quantization store.Quantization
-	Index        store.IndexKind
+	// Legacy are the settings of the legacy collection
+	// (shard.LegacyCollection): the collection a data directory written
+	// before collections holds, and the one requests and log entries that
+	// name no collection act on. catalog.Defaults() if zero.
+	Legacy catalog.Settings
+	Kernel vector.Kernel
 
 	// DataDir holds the raft log and snapshots; InMemory keeps them in
 	// memory instead (tests: a real group without a disk).
@@ -63,7 +66,8 @@ type Config struct {
 	Int8MinRows int
 	IVFMinRows  int
 
-	// Observer, when set, is told of scans and the document count.
+	// Observer, when set, is told of scans and each collection's document
+	// count.
 	Observer server.ScanObserver
 	// Scans admits scans (server.Config).
 	Scans          *admission.ScanQueue
@@ -77,15 +81,17 @@ type Config struct {
 // Replica is one running replica. Register it on the gRPC servers that
 // serve it, and Close it when done.
 type Replica struct {
-	Store   *store.Memory
-	Node    *raftnode.Node
-	Server  *server.Server
-	trainer *store.Trainer
+	// Store is the legacy collection's store (Collections.Legacy): the
+	// documents of routers that name no collection.
+	Store       *store.Memory
+	Collections *server.Collections
+	Node        *raftnode.Node
+	Server      *server.Server
 }
 
-// Open assembles the replica: it loads the store from the data directory
-// (the latest snapshot; the log after it is applied once a leader confirms
-// the commit index) and starts raft and the trainer.
+// Open assembles the replica: it loads its collections from the data
+// directory (the latest snapshot; the log after it is applied once a
+// leader confirms the commit index) and starts raft and the trainers.
 func Open(cfg Config) (*Replica, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -93,15 +99,11 @@ func Open(cfg Config) (*Replica, error) {
 	if cfg.Kernel.Name == "" {
 		return nil, errors.New("replica: a vector kernel is required")
 	}
-	opts := []store.MemoryOption{store.WithQuantization(cfg.Quantization)}
-	if cfg.Index == store.IndexIVF {
-		opts = append(opts, store.WithIVF(cfg.Kernel, cfg.Metric))
-	}
-	mem := store.NewMemory(cfg.Dim, opts...)
-	var onDocs func(int)
+	var docs server.DocumentObserver
 	if cfg.Observer != nil {
-		onDocs = cfg.Observer.Documents
+		docs = cfg.Observer
 	}
+	cols := server.NewCollections(server.CollectionsConfig{Legacy: cfg.Legacy, Kernel: cfg.Kernel, Observer: docs, Logger: cfg.Logger})
 	peerOpts := shard.DialOptions(cfg.PeerCreds, cfg.PeerDialer)
 	node, err := raftnode.Open(raftnode.Config{
 		DataDir:          cfg.DataDir,
@@ -112,7 +114,7 @@ func Open(cfg Config) (*Replica, error) {
 		HeartbeatTimeout: cfg.HeartbeatTimeout,
 		ElectionTimeout:  cfg.ElectionTimeout,
 		DialOptions:      peerOpts,
-		StateMachine:     server.NewStateMachine(mem, cfg.Logger, onDocs),
+		StateMachine:     server.NewStateMachine(cols, cfg.Logger),
 		RaftLogLevel:     cfg.RaftLogLevel,
 		Logger:           cfg.Logger,
 	})
@@ -120,27 +122,24 @@ func Open(cfg Config) (*Replica, error) {
 		return nil, err
 	}
 	srv := server.New(server.Config{
-		Dim: cfg.Dim, Metric: cfg.Metric, Kernel: cfg.Kernel, Store: mem, Node: node,
+		Kernel: cfg.Kernel, Collections: cols, Node: node,
+		Trainer: store.TrainerConfig{
+			Int8MinRows: cfg.Int8MinRows, IVFMinRows: cfg.IVFMinRows, CommitTimeout: shard.WriteTimeout, Logger: cfg.Logger,
+		},
 		Observer: cfg.Observer, Logger: cfg.Logger, Scans: cfg.Scans, TracerProvider: cfg.TracerProvider,
 		PeerDialOptions: peerOpts,
 	})
-	if cfg.Observer != nil {
-		cfg.Observer.Documents(mem.Len())
-	}
-	tr := store.StartTrainer(mem, srv, store.TrainerConfig{
-		Int8MinRows: cfg.Int8MinRows, IVFMinRows: cfg.IVFMinRows, CommitTimeout: shard.WriteTimeout, Logger: cfg.Logger,
-	})
-	return &Replica{Store: mem, Node: node, Server: srv, trainer: tr}, nil
+	return &Replica{Store: cols.Legacy(), Collections: cols, Node: node, Server: srv}, nil
 }
 
 // Register adds the replica's services (shard, health, raft) to g.
 func (r *Replica) Register(g *grpc.Server) { r.Server.Register(g) }
 
-// Close stops the trainer and the node. The replica leaves its group's
+// Close stops the trainers and the node. The replica leaves its group's
 // quorum until it is opened again on the same data directory.
 func (r *Replica) Close() error {
 	r.Server.Shutdown()
-	r.trainer.Close()
+	r.Collections.Close()
 	err := r.Node.Close()
 	r.Server.Close()
 	return err

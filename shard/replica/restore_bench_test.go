@@ -9,11 +9,12 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/trawl-search/trawl/catalog"
 	"github.com/trawl-search/trawl/shard"
 	"github.com/trawl-search/trawl/shard/raftnode"
 	"github.com/trawl-search/trawl/shard/server"
 	"github.com/trawl-search/trawl/shard/shardpb"
-	"github.com/trawl-search/trawl/shard/store"
+	"github.com/trawl-search/trawl/vector"
 )
 
 // BenchmarkRestore is a replica's start: a 20 000 × 1536 snapshot, written
@@ -22,8 +23,10 @@ import (
 // with the shard).
 func BenchmarkRestore(b *testing.B) {
 	const dim, rows, batch = 1536, 20000, 1000
-	src := store.NewMemory(dim)
-	sm := server.NewStateMachine(src, nil, nil)
+	legacy := catalog.Settings{Dim: dim}
+	cols := server.NewCollections(server.CollectionsConfig{Legacy: legacy, Kernel: vector.Generic()})
+	src := cols.Legacy()
+	sm := server.NewStateMachine(cols, nil)
 	rng := rand.New(rand.NewPCG(1, 2))
 	var index uint64
 	up := &shardpb.UpsertCommand{Placement: &shardpb.Placement{Fingerprint: place.Fingerprint, Shard: place.Shard}}
@@ -50,8 +53,9 @@ func BenchmarkRestore(b *testing.B) {
 	b.SetBytes(int64(buf.Len()))
 	b.ResetTimer()
 	for range b.N {
-		mem := store.NewMemory(dim)
-		applied, err := server.NewStateMachine(mem, nil, nil).Restore(bytes.NewReader(buf.Bytes()))
+		into := server.NewCollections(server.CollectionsConfig{Legacy: legacy, Kernel: vector.Generic()})
+		mem := into.Legacy()
+		applied, err := server.NewStateMachine(into, nil).Restore(bytes.NewReader(buf.Bytes()))
 		require.NoError(b, err)
 		require.Equal(b, index, applied)
 		require.Equal(b, rows, mem.Len())

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/trawl-search/trawl/catalog"
 	"github.com/trawl-search/trawl/shard"
 	"github.com/trawl-search/trawl/shard/client"
 	"github.com/trawl-search/trawl/shard/shardpb"
@@ -21,7 +22,7 @@ func TestStatsReportCalibratedScanRate(t *testing.T) {
 	const dim = 1536
 	k, err := vector.FromEnv()
 	require.NoError(t, err)
-	rep, c := serve(t, Config{Dim: dim, Metric: vector.Cosine, Kernel: k}, nil, client.DialConfig{})
+	rep, c := serve(t, Config{Legacy: catalog.Settings{Dim: dim, Metric: vector.Cosine}, Kernel: k}, nil, client.DialConfig{})
 
 	st, err := c.Stats(ctx(t))
 	require.NoError(t, err)

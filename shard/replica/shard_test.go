@@ -21,6 +21,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/trawl-search/trawl/catalog"
 	"github.com/trawl-search/trawl/internal/testpki"
 	"github.com/trawl-search/trawl/shard"
 	"github.com/trawl-search/trawl/shard/client"
@@ -90,7 +91,7 @@ func serve(t testing.TB, cfg Config, opts []grpc.ServerOption, dial client.DialC
 }
 
 func memConfig(dim int, m vector.Metric) Config {
-	return Config{Dim: dim, Metric: m, Kernel: vector.Generic()}
+	return Config{Legacy: catalog.Settings{Dim: dim, Metric: m}, Kernel: vector.Generic()}
 }
 
 var place = shard.Placement{Fingerprint: "fp1", Shard: "shard-0"}
@@ -105,7 +106,7 @@ func ctx(t testing.TB) context.Context {
 // trainer would, and returns once the replica has applied it.
 func commitTrained(t testing.TB, rep *Replica, name string, value []byte) {
 	t.Helper()
-	_, err := rep.Server.SetTrained(ctx(t), name, value)
+	_, err := rep.Server.SetTrained(ctx(t), nil, name, value)
 	require.NoError(t, err)
 }
 

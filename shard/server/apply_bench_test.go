@@ -8,10 +8,10 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/trawl-search/trawl/catalog"
 	"github.com/trawl-search/trawl/shard"
 	"github.com/trawl-search/trawl/shard/raftnode"
 	"github.com/trawl-search/trawl/shard/shardpb"
-	"github.com/trawl-search/trawl/shard/store"
 	"github.com/trawl-search/trawl/vector"
 )
 
@@ -40,7 +40,8 @@ func BenchmarkApplyUpsert(b *testing.B) {
 		}
 		logs[e] = data
 	}
-	sm := NewStateMachine(store.NewMemory(dim), slog.New(slog.DiscardHandler), nil)
+	cols := NewCollections(CollectionsConfig{Legacy: catalog.Settings{Dim: dim}, Kernel: vector.Generic()})
+	sm := NewStateMachine(cols, slog.New(slog.DiscardHandler))
 	i := 0
 	for b.Loop() {
 		res, _ := sm.Apply(raftnode.Entry{Index: uint64(i + 1), Data: logs[i%entries], Serving: true}).(applyResult)

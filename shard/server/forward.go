@@ -88,10 +88,17 @@ func (s *Server) forward(ctx context.Context, refusal error, call func(context.C
 		return refusal
 	}
 	err = shard.MarkNeverSent(shard.FromStatus(call(metadata.AppendToOutgoingContext(ctx, forwardedKey, "1"), c)))
-	var ns interface{ NeverSent() bool }
+	var (
+		ns interface{ NeverSent() bool }
+		nf *shard.CollectionNotFoundError
+	)
 	switch {
 	case err == nil:
 		return nil
+	case errors.As(err, &nf):
+		// The leader's own answer about the collection, not about
+		// leadership: it passes through.
+		return err
 	case errors.As(err, &ns) && ns.NeverSent():
 		var hint interface{ Leader() string }
 		if errors.As(err, &hint) && hint.Leader() != "" {

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/trawl-search/trawl/admission"
+	"github.com/trawl-search/trawl/catalog"
 	"github.com/trawl-search/trawl/filter"
 	"github.com/trawl-search/trawl/shard"
 	"github.com/trawl-search/trawl/shard/shardpb"
@@ -59,8 +60,8 @@ func (qs scanQueries) vectors() []vector.Query {
 }
 
 // decodeQuery checks one query of a batch the way the router does.
-func (s *Server) decodeQuery(i int, pq *shardpb.Query) (scanQuery, error) {
-	v, err := s.decodeVector(pq.GetVector(), "query", i)
+func (s *Server) decodeQuery(set catalog.Settings, i int, pq *shardpb.Query) (scanQuery, error) {
+	v, err := s.decodeVector(set, pq.GetVector(), "query", i)
 	if err != nil {
 		return scanQuery{}, err
 	}
@@ -106,12 +107,13 @@ func (s *Server) decodeQuery(i int, pq *shardpb.Query) (scanQuery, error) {
 // filter, the rows chosen from the payload index before anything is
 // scored; on an IVF store a filter keeping few rows scans them exactly
 // (ivf.ScanExactly), so it never loses hits to lists left unprobed.
-func (s *Server) search(ctx context.Context, pqs []*shardpb.Query) ([]*shardpb.HitList, uint64, bool, error) {
+func (s *Server) search(ctx context.Context, col *collection, pqs []*shardpb.Query) ([]*shardpb.HitList, uint64, bool, error) {
 	qs := make([]scanQuery, len(pqs))
 	all := make(scanQueries, len(pqs))
 	wantExact := false
+	m := col.settings.Metric
 	for i, pq := range pqs {
-		q, err := s.decodeQuery(i, pq)
+		q, err := s.decodeQuery(col.settings, i, pq)
 		if err != nil {
 			return nil, 0, false, err
 		}
@@ -127,7 +129,7 @@ func (s *Server) search(ctx context.Context, pqs []*shardpb.Query) ([]*shardpb.H
 		} else {
 			err = status.FromContextError(err).Err()
 		}
-		s.endScan(span, all, 0, err)
+		s.endScan(span, m, all, 0, err)
 		return nil, 0, false, err
 	}
 	start := time.Now()
@@ -137,7 +139,7 @@ func (s *Server) search(ctx context.Context, pqs []*shardpb.Query) ([]*shardpb.H
 		docs    int
 		results = make([]scanResult, len(qs))
 	)
-	err = s.cfg.Store.ViewScan(func(v *store.ScanView) error {
+	err = col.mem.ViewScan(func(v *store.ScanView) error {
 		docs = v.Rows.Len()
 		for _, group := range groupBy(len(qs), func(i int) string { return qs[i].filterKey }) {
 			var sel []uint32 // nil: every row
@@ -151,7 +153,7 @@ func (s *Server) search(ctx context.Context, pqs []*shardpb.Query) ([]*shardpb.H
 			for j, qi := range group {
 				gq[j] = &qs[qi]
 			}
-			rs, err := s.scanRows(ctx, v, gq, sel, wantExact)
+			rs, err := s.scanRows(ctx, m, v, gq, sel, wantExact)
 			if err != nil {
 				return err
 			}
@@ -160,7 +162,7 @@ func (s *Server) search(ctx context.Context, pqs []*shardpb.Query) ([]*shardpb.H
 			}
 		}
 		var err error
-		out, err = s.answer(v, qs, results)
+		out, err = s.answer(m, v, qs, results)
 		return err
 	})
 	s.observe(err, time.Since(start))
@@ -177,7 +179,7 @@ func (s *Server) search(ctx context.Context, pqs []*shardpb.Query) ([]*shardpb.H
 			}
 		}
 	}
-	s.endScan(span, all, docs, err)
+	s.endScan(span, m, all, docs, err)
 	if err != nil {
 		if c := status.FromContextError(ctx.Err()); ctx.Err() != nil {
 			return nil, 0, false, c.Err()
@@ -190,10 +192,10 @@ func (s *Server) search(ctx context.Context, pqs []*shardpb.Query) ([]*shardpb.H
 // scanRows scans the rows sel names (every row when nil) for qs: with the
 // IVF index or else the int8 codes unless exact is asked or there are
 // none.
-func (s *Server) scanRows(ctx context.Context, v *store.ScanView, qs scanQueries, sel []uint32, wantExact bool) ([]scanResult, error) {
+func (s *Server) scanRows(ctx context.Context, m vector.Metric, v *store.ScanView, qs scanQueries, sel []uint32, wantExact bool) ([]scanResult, error) {
 	rows, c := v.Rows, v.Codes
 	if x := v.IVF; x != nil && !wantExact && x.Len() == rows.Len() {
-		return s.scanIVF(ctx, rows, x, qs, sel)
+		return s.scanIVF(ctx, m, rows, x, qs, sel)
 	}
 	if c == nil || wantExact || c.Len() != rows.Len() {
 		var (
@@ -201,12 +203,12 @@ func (s *Server) scanRows(ctx context.Context, v *store.ScanView, qs scanQueries
 			err error
 		)
 		if sel != nil {
-			hs, err = s.cfg.Kernel.ScanSelected(ctx, s.cfg.Metric, rows, qs.vectors(), sel)
+			hs, err = s.cfg.Kernel.ScanSelected(ctx, m, rows, qs.vectors(), sel)
 		} else {
 			start := time.Now()
-			hs, err = s.cfg.Kernel.Scan(ctx, s.cfg.Metric, rows, qs.vectors())
+			hs, err = s.cfg.Kernel.Scan(ctx, m, rows, qs.vectors())
 			if err == nil {
-				s.observeRate(rows.Len(), len(qs), time.Since(start))
+				s.observeRate(rows.Len(), rows.Dim, len(qs), time.Since(start))
 			}
 		}
 		return resultsOf(hs, ScanExact), err
@@ -224,9 +226,9 @@ func (s *Server) scanRows(ctx context.Context, v *store.ScanView, qs scanQueries
 			err error
 		)
 		if sel != nil {
-			hs, err = s.cfg.Int8Kernel.ScanSelected(ctx, s.cfg.Kernel, s.cfg.Metric, rows, c, sub.vectors(), over, sel)
+			hs, err = s.cfg.Int8Kernel.ScanSelected(ctx, s.cfg.Kernel, m, rows, c, sub.vectors(), over, sel)
 		} else {
-			hs, err = s.cfg.Int8Kernel.Scan(ctx, s.cfg.Kernel, s.cfg.Metric, rows, c, sub.vectors(), over)
+			hs, err = s.cfg.Int8Kernel.Scan(ctx, s.cfg.Kernel, m, rows, c, sub.vectors(), over)
 		}
 		if err != nil {
 			return nil, err
@@ -244,7 +246,7 @@ func (s *Server) scanRows(ctx context.Context, v *store.ScanView, qs scanQueries
 // rows to find its hits, or that reading the allowed rows' floats costs
 // no more than probing, scans them exactly instead; the others probe
 // with the filter as the Allow hook.
-func (s *Server) scanIVF(ctx context.Context, rows vector.Rows, x *ivf.Index, qs scanQueries, sel []uint32) ([]scanResult, error) {
+func (s *Server) scanIVF(ctx context.Context, m vector.Metric, rows vector.Rows, x *ivf.Index, qs scanQueries, sel []uint32) ([]scanResult, error) {
 	out := make([]scanResult, len(qs))
 	var exactQs, probeQs []int
 	for i, q := range qs {
@@ -263,7 +265,7 @@ func (s *Server) scanIVF(ctx context.Context, rows vector.Rows, x *ivf.Index, qs
 		for j, i := range exactQs {
 			sub[j] = qs[i]
 		}
-		hs, err := s.cfg.Kernel.ScanSelected(ctx, s.cfg.Metric, rows, sub.vectors(), sel)
+		hs, err := s.cfg.Kernel.ScanSelected(ctx, m, rows, sub.vectors(), sel)
 		if err != nil {
 			return nil, err
 		}
@@ -315,13 +317,13 @@ func resultsOf(hs [][]vector.Hit, kind string) []scanResult {
 // top-k's hits at least that good), with their payloads when asked. It
 // runs under the scan's read lock, so payloads are those of the scanned
 // rows.
-func (s *Server) answer(v *store.ScanView, qs []scanQuery, results []scanResult) ([]*shardpb.HitList, error) {
+func (s *Server) answer(m vector.Metric, v *store.ScanView, qs []scanQuery, results []scanResult) ([]*shardpb.HitList, error) {
 	out := make([]*shardpb.HitList, len(results))
 	for i, r := range results {
 		q := qs[i]
 		l := &shardpb.HitList{Hits: make([]*shardpb.Hit, 0, len(r.Hits))}
 		for _, h := range r.Hits {
-			if q.Threshold != nil && !s.within(h.Score, *q.Threshold) {
+			if q.Threshold != nil && !within(m, h.Score, *q.Threshold) {
 				break // hits are best first
 			}
 			ph := &shardpb.Hit{Id: h.ID, Score: h.Score}
@@ -358,12 +360,12 @@ func (s *Server) answer(v *store.ScanView, qs []scanQuery, results []scanResult)
 // distance). The score compared is the one the client reads: the API
 // prints a float32 in its shortest decimal form, which as a float64 can
 // sit just on the other side of a threshold from the float32 itself.
-func (s *Server) within(score float32, t float64) bool {
+func within(m vector.Metric, score float32, t float64) bool {
 	v, err := strconv.ParseFloat(strconv.FormatFloat(float64(score), 'g', -1, 32), 64)
 	if err != nil {
 		v = float64(score)
 	}
-	if s.cfg.Metric == vector.Euclidean {
+	if m == vector.Euclidean {
 		return v <= t
 	}
 	return v >= t

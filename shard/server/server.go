@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/trawl-search/trawl/admission"
+	"github.com/trawl-search/trawl/catalog"
 	"github.com/trawl-search/trawl/filter"
 	"github.com/trawl-search/trawl/shard"
 	"github.com/trawl-search/trawl/shard/raftnode"
@@ -27,14 +28,15 @@ import (
 	"github.com/trawl-search/trawl/vector/quant"
 )
 
-// ScanObserver is told how long each scan took; metrics.ShardServer is one.
+// ScanObserver is told how long each scan took, and each collection's
+// document count; metrics.ShardServer is one.
 type ScanObserver interface {
 	Scan(outcome string, d time.Duration)
 	// Queries is told how many queries a scan served, by kind: ScanExact
 	// (float32 over every row), ScanInt8 (int8 codes, exact re-scoring)
 	// or ScanIVF (an IVF index probe, exact re-scoring).
 	Queries(kind string, n int)
-	Documents(n int)
+	DocumentObserver
 }
 
 // Scan kinds, the kind label of trawl_shard_scan_queries_total.
@@ -46,15 +48,16 @@ const (
 
 // Config is what a shard server is.
 type Config struct {
-	Dim    int
-	Metric vector.Metric
 	Kernel vector.Kernel
-	// Int8Kernel scores int8 codes when Store keeps them
-	// (--quantization int8): quant.FromEnv() if unnamed.
+	// Int8Kernel scores int8 codes of int8 and IVF collections:
+	// quant.FromEnv() if unnamed.
 	Int8Kernel quant.Kernel
-	// Store is the replica's documents, written only by its state
-	// machine (NewStateMachine) as the Node's log commits.
-	Store *store.Memory
+	// Collections are the replica's catalog and documents, written only
+	// by its state machine (NewStateMachine) as the Node's log commits.
+	Collections *Collections
+	// Trainer configures the trainer of each int8 or IVF collection
+	// (Logger: the server's if nil).
+	Trainer store.TrainerConfig
 	// Node is the replica's raft group: writes go through its log, reads
 	// are refused while it is not serving, and it decides the health
 	// status.
@@ -86,9 +89,12 @@ type Server struct {
 	leaders leaders
 	// rates: the measured scan rates Stats reports.
 	rates scanRates
+	// snapshots: snapshots asked for after a drop (requestSnapshot).
+	snapshots snapshots
 }
 
-// New returns a server over cfg.Store and cfg.Node. It reports
+// New returns a server over cfg.Collections and cfg.Node, and starts the
+// trainers of its int8 and IVF collections. It reports
 // NOT_SERVING on grpc.health.v1 until the node serves, so a replica still
 // loading is skipped by routers without counting as a failure.
 func New(cfg Config) *Server {
@@ -101,8 +107,14 @@ func New(cfg Config) *Server {
 	if cfg.Int8Kernel.Name == "" {
 		cfg.Int8Kernel = quant.FromEnv()
 	}
+	if cfg.Trainer.Logger == nil {
+		cfg.Trainer.Logger = cfg.Logger
+	}
 	s := &Server{cfg: cfg, health: health.NewServer(), tracer: shard.Tracer(cfg.TracerProvider), leaders: leaders{opts: cfg.PeerDialOptions}}
+	s.snapshots.node, s.snapshots.log = cfg.Node, cfg.Logger
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	cfg.Collections.onDropped(s.snapshots.request)
+	cfg.Collections.startTrainers(s.startTrainer)
 	return s
 }
 
@@ -166,8 +178,12 @@ const maxApplyWait = time.Second
 // while it drains.
 func (s *Server) Shutdown() { s.health.Shutdown() }
 
-// Close closes the connections writes were forwarded on.
-func (s *Server) Close() { s.leaders.close() }
+// Close closes the connections writes were forwarded on and waits for
+// the snapshots asked for after drops (the node's Close ends them).
+func (s *Server) Close() {
+	s.leaders.close()
+	s.snapshots.wait()
+}
 
 // Search implements shardpb.ShardServer: one query or a batch, one scan.
 func (s *Server) Search(ctx context.Context, req *shardpb.SearchRequest) (*shardpb.SearchResponse, error) {
@@ -177,7 +193,11 @@ func (s *Server) Search(ctx context.Context, req *shardpb.SearchRequest) (*shard
 	if err := s.readable(ctx, req.GetMinIndex()); err != nil {
 		return nil, err
 	}
-	res, docs, exact, err := s.search(ctx, req.GetQueries())
+	col, err := s.cfg.Collections.resolve(req.GetCollection())
+	if err != nil {
+		return nil, err
+	}
+	res, docs, exact, err := s.search(ctx, col, req.GetQueries())
 	if err != nil {
 		return nil, err
 	}
@@ -206,28 +226,28 @@ func (s *Server) observe(err error, d time.Duration) {
 // cosine it returns the vector normalised. what and i name the vector in
 // an error ("query 3"); the name is formatted only then, since every query
 // of every search passes through here.
-func (s *Server) decodeVector(b []byte, what string, i int) ([]float32, error) {
-	if err := s.checkVector(b, what, i); err != nil {
+func (s *Server) decodeVector(set catalog.Settings, b []byte, what string, i int) ([]float32, error) {
+	if err := checkVector(set, b, what, i); err != nil {
 		return nil, err
 	}
 	v, err := shard.DecodeVector(b)
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "%s %d: %v", what, i, err)
 	}
-	if s.cfg.Metric == vector.Cosine && !s.cfg.Kernel.Normalize(v) {
+	if set.Metric == vector.Cosine && !s.cfg.Kernel.Normalize(v) {
 		return nil, status.Errorf(codes.InvalidArgument, "%s %d is a zero vector, which has no direction under cosine", what, i)
 	}
 	return v, nil
 }
 
 // checkVector checks a vector's little-endian bytes in place: the
-// dimension, and every element finite.
-func (s *Server) checkVector(b []byte, what string, i int) error {
+// collection's dimension, and every element finite.
+func checkVector(set catalog.Settings, b []byte, what string, i int) error {
 	if len(b)%4 != 0 {
 		return status.Errorf(codes.InvalidArgument, "%s %d: vector is %d bytes, not a whole number of float32", what, i, len(b))
 	}
-	if len(b)/4 != s.cfg.Dim {
-		return status.Errorf(codes.InvalidArgument, "%s %d has %d dimensions, want %d", what, i, len(b)/4, s.cfg.Dim)
+	if len(b)/4 != set.Dim {
+		return status.Errorf(codes.InvalidArgument, "%s %d has %d dimensions, want %d", what, i, len(b)/4, set.Dim)
 	}
 	for j := 0; j < len(b); j += 4 {
 		// All exponent bits set is Inf or NaN: one mask on the bits
@@ -243,28 +263,46 @@ func (s *Server) checkVector(b []byte, what string, i int) error {
 // they came, checked in place, under dot and l2; under cosine the
 // normalised vector, normalised here on the leader so that every replica
 // applies the same bytes whatever its CPU's kernel.
-func (s *Server) logVector(b []byte, i int) ([]byte, error) {
-	if s.cfg.Metric != vector.Cosine {
-		return b, s.checkVector(b, "vector", i)
+func (s *Server) logVector(set catalog.Settings, b []byte, i int) ([]byte, error) {
+	if set.Metric != vector.Cosine {
+		return b, checkVector(set, b, "vector", i)
 	}
-	v, err := s.decodeVector(b, "vector", i)
+	v, err := s.decodeVector(set, b, "vector", i)
 	if err != nil {
 		return nil, err
 	}
 	return shard.EncodeVector(v), nil
 }
 
-// Upsert implements shardpb.ShardServer. Validation is all-or-nothing.
-// The leader commits the (validated, normalised) vectors through the log
-// and answers once they are on a majority's disk and applied here; a
-// follower refuses with NOT_LEADER.
+// Upsert implements shardpb.ShardServer. Validation is all-or-nothing,
+// against the collection's settings. The leader commits the (validated,
+// normalised) vectors through the log and answers once they are on a
+// majority's disk and applied here; a follower forwards the write to its
+// leader (forward).
 func (s *Server) Upsert(ctx context.Context, req *shardpb.UpsertRequest) (*shardpb.UpsertResponse, error) {
+	fwd := func(err error) (*shardpb.UpsertResponse, error) {
+		var resp *shardpb.UpsertResponse
+		err = s.forward(ctx, err, func(ctx context.Context, c shardpb.ShardClient) (err error) {
+			resp, err = c.Upsert(ctx, req)
+			return err
+		})
+		return resp, err
+	}
+	col, err := s.cfg.Collections.resolve(req.GetCollection())
+	if err != nil {
+		// A follower that has not applied the create yet: the leader may
+		// have.
+		if !s.cfg.Node.IsLeader() {
+			return fwd(s.notLeader())
+		}
+		return nil, err
+	}
 	vs := make([]*shardpb.Vector, len(req.GetVectors()))
 	for i, pv := range req.GetVectors() {
 		if pv.GetId() == "" {
 			return nil, status.Errorf(codes.InvalidArgument, "vector %d: empty id", i)
 		}
-		v, err := s.logVector(pv.GetVector(), i)
+		v, err := s.logVector(col.settings, pv.GetVector(), i)
 		if err != nil {
 			return nil, err
 		}
@@ -278,22 +316,27 @@ func (s *Server) Upsert(ctx context.Context, req *shardpb.UpsertRequest) (*shard
 		}
 		vs[i] = &shardpb.Vector{Id: pv.GetId(), Vector: v, Payload: payload}
 	}
-	res, idx, err := s.propose(ctx, &shardpb.Command{Op: &shardpb.Command_Upsert{Upsert: &shardpb.UpsertCommand{Placement: req.GetPlacement(), Vectors: vs}}})
+	res, idx, err := s.propose(ctx, col, &shardpb.Command{Op: &shardpb.Command_Upsert{Upsert: &shardpb.UpsertCommand{Placement: req.GetPlacement(), Vectors: vs}}})
 	if err != nil {
-		var resp *shardpb.UpsertResponse
-		err = s.forward(ctx, err, func(ctx context.Context, c shardpb.ShardClient) (err error) {
-			resp, err = c.Upsert(ctx, req)
-			return err
-		})
-		return resp, err
+		return fwd(err)
 	}
 	return &shardpb.UpsertResponse{DocCount: uint64(res.docs), Index: idx}, nil
 }
 
-// propose commits cmd through the node's log. The placement check runs in
-// the state machine, on every replica alike; the leader checks it first
-// as well only to refuse a reshard without spending a log entry.
-func (s *Server) propose(ctx context.Context, cmd *shardpb.Command) (applyResult, uint64, error) {
+// notLeader is propose's refusal on a follower, for a write it refuses
+// before proposing.
+func (s *Server) notLeader() error { return notLeaderError{leader: s.cfg.Node.Leader()} }
+
+// propose commits cmd, a write to col, through the node's log. The entry
+// names exactly the incarnation of col its vectors were checked against
+// (none for the legacy collection not created yet: the entry creates
+// it). The placement check runs in the state machine, on every replica
+// alike; the leader checks it first as well only to refuse a reshard
+// without spending a log entry.
+func (s *Server) propose(ctx context.Context, col *collection, cmd *shardpb.Command) (applyResult, uint64, error) {
+	if !col.virtual {
+		cmd.Collection = col.ref()
+	}
 	var p *shardpb.Placement
 	switch op := cmd.GetOp().(type) {
 	case *shardpb.Command_Upsert:
@@ -302,10 +345,16 @@ func (s *Server) propose(ctx context.Context, cmd *shardpb.Command) (applyResult
 		p = op.Delete.GetPlacement()
 	}
 	if p != nil {
-		if _, err := placementCheck(s.cfg.Store.Placement(), p); err != nil {
+		if _, err := s.cfg.Collections.placementCheck(col, p); err != nil {
 			return applyResult{}, 0, err
 		}
 	}
+	return s.proposeCommand(ctx, cmd)
+}
+
+// proposeCommand commits cmd through the node's log and returns what its
+// apply returned and its index.
+func (s *Server) proposeCommand(ctx context.Context, cmd *shardpb.Command) (applyResult, uint64, error) {
 	b, err := proto.Marshal(cmd)
 	if err != nil {
 		return applyResult{}, 0, status.Errorf(codes.Internal, "encode log entry: %v", err)
@@ -326,19 +375,21 @@ func (s *Server) propose(ctx context.Context, cmd *shardpb.Command) (applyResult
 	if res.err != nil {
 		return res, idx, res.err
 	}
-	if s.cfg.Observer != nil {
-		s.cfg.Observer.Documents(res.docs)
-	}
 	return res, idx, nil
 }
 
-// SetTrained commits a trained value every replica must encode rows with
-// identically (an int8 scale, IVF centroids) through the log, on the
-// leader, and returns its index; every replica, restart and snapshot
-// install then holds the same value (store.Memory.Trained). It makes the
-// server the store's Proposer (store.StartTrainer).
-func (s *Server) SetTrained(ctx context.Context, name string, value []byte) (uint64, error) {
-	_, idx, err := s.propose(ctx, &shardpb.Command{Op: &shardpb.Command_SetTrained{SetTrained: &shardpb.SetTrainedCommand{Name: name, Value: value}}})
+// SetTrained commits a trained value every replica of the collection ref
+// names must encode rows with identically (an int8 scale, IVF centroids)
+// through the log, on the leader, and returns its index; every replica,
+// restart and snapshot install then holds the same value
+// (store.Memory.Trained). Each collection's trainer commits through
+// trainedProposer, which names its incarnation exactly.
+func (s *Server) SetTrained(ctx context.Context, ref *shardpb.CollectionRef, name string, value []byte) (uint64, error) {
+	col, err := s.cfg.Collections.resolve(ref)
+	if err != nil {
+		return 0, err
+	}
+	_, idx, err := s.propose(ctx, col, &shardpb.Command{Op: &shardpb.Command_SetTrained{SetTrained: &shardpb.SetTrainedCommand{Name: name, Value: value}}})
 	return idx, err
 }
 
@@ -350,7 +401,11 @@ func (s *Server) Get(ctx context.Context, req *shardpb.GetRequest) (*shardpb.Get
 	if err := s.readable(ctx, req.GetMinIndex()); err != nil {
 		return nil, err
 	}
-	r, ok := s.cfg.Store.Record(req.GetId())
+	col, err := s.cfg.Collections.resolve(req.GetCollection())
+	if err != nil {
+		return nil, err
+	}
+	r, ok := col.mem.Record(req.GetId())
 	if !ok {
 		return nil, status.Errorf(codes.NotFound, "no vector with id %q", req.GetId())
 	}
@@ -366,15 +421,25 @@ func (s *Server) Delete(ctx context.Context, req *shardpb.DeleteRequest) (*shard
 			return nil, status.Errorf(codes.InvalidArgument, "delete filter: %v", err)
 		}
 	}
-	res, idx, err := s.propose(ctx, &shardpb.Command{Op: &shardpb.Command_Delete{Delete: &shardpb.DeleteCommand{
-		Placement: req.GetPlacement(), Id: req.GetId(), Ids: req.GetIds(), Filter: req.GetFilter()}}})
-	if err != nil {
+	fwd := func(err error) (*shardpb.DeleteResponse, error) {
 		var resp *shardpb.DeleteResponse
 		err = s.forward(ctx, err, func(ctx context.Context, c shardpb.ShardClient) (err error) {
 			resp, err = c.Delete(ctx, req)
 			return err
 		})
 		return resp, err
+	}
+	col, err := s.cfg.Collections.resolve(req.GetCollection())
+	if err != nil {
+		if !s.cfg.Node.IsLeader() {
+			return fwd(s.notLeader())
+		}
+		return nil, err
+	}
+	res, idx, err := s.propose(ctx, col, &shardpb.Command{Op: &shardpb.Command_Delete{Delete: &shardpb.DeleteCommand{
+		Placement: req.GetPlacement(), Id: req.GetId(), Ids: req.GetIds(), Filter: req.GetFilter()}}})
+	if err != nil {
+		return fwd(err)
 	}
 	return &shardpb.DeleteResponse{Found: res.found, Index: idx, Deleted: uint64(res.deleted)}, nil
 }
@@ -386,6 +451,10 @@ func (s *Server) Scroll(ctx context.Context, req *shardpb.ScrollRequest) (*shard
 	}
 	if req.GetLimit() > shard.MaxScrollLimit {
 		return nil, status.Errorf(codes.InvalidArgument, "limit is %d, want at most %d", req.GetLimit(), shard.MaxScrollLimit)
+	}
+	col, err := s.cfg.Collections.resolve(req.GetCollection())
+	if err != nil {
+		return nil, err
 	}
 	pr := store.PageRequest{From: req.GetFrom(), HasFrom: req.GetHasFrom(), Limit: int(req.GetLimit()), WithVector: req.GetWithVector()}
 	if fb := req.GetFilter(); len(fb) > 0 {
@@ -401,7 +470,7 @@ func (s *Server) Scroll(ctx context.Context, req *shardpb.ScrollRequest) (*shard
 			pr.Payload.Keys = append([]string{}, sel.GetKeys()...)
 		}
 	}
-	page, err := s.cfg.Store.Page(pr)
+	page, err := col.mem.Page(pr)
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "scroll: %v", err)
 	}
@@ -416,10 +485,11 @@ func (s *Server) Scroll(ctx context.Context, req *shardpb.ScrollRequest) (*shard
 	return out, nil
 }
 
-// CalibrateScanRate measures this replica's kernel (Calibrate) and keeps
-// the figure for Stats.
+// CalibrateScanRate measures this replica's kernel (Calibrate) at
+// shard.RefDim, the dimension rates are expressed in, under the legacy
+// collection's metric, and keeps the figure for Stats.
 func (s *Server) CalibrateScanRate(ctx context.Context) (float64, error) {
-	rate, err := Calibrate(ctx, s.cfg.Logger, s.cfg.Kernel, s.cfg.Metric, s.cfg.Dim)
+	rate, err := Calibrate(ctx, s.cfg.Logger, s.cfg.Kernel, s.cfg.Collections.LegacySettings().Metric, shard.RefDim)
 	if err != nil {
 		return 0, err
 	}
@@ -439,39 +509,9 @@ const minLiveBytes = 4 << 20
 // per core of the workers the scan split over. Batches are left out: one
 // pass serves every query of a batch, so its rows per second are another
 // quantity.
-func (s *Server) observeRate(rows, queries int, d time.Duration) {
-	if queries != 1 || rows*s.cfg.Dim*4 < minLiveBytes {
+func (s *Server) observeRate(rows, dim, queries int, d time.Duration) {
+	if queries != 1 || rows*dim*4 < minLiveBytes {
 		return
 	}
-	s.rates.observe(rowsPerSecond(rows, s.cfg.Dim, vector.ScanWorkers(rows, runtime.GOMAXPROCS(0)), d))
-}
-
-// Stats implements shardpb.ShardServer.
-func (s *Server) Stats(context.Context, *shardpb.StatsRequest) (*shardpb.StatsResponse, error) {
-	p := s.cfg.Store.Placement()
-	resp := &shardpb.StatsResponse{
-		DocCount:     uint64(s.cfg.Store.Len()),
-		Dim:          uint32(s.cfg.Dim),
-		Metric:       s.cfg.Metric.String(),
-		Kernel:       s.cfg.Kernel.Name,
-		Placement:    &shardpb.Placement{Fingerprint: p.Fingerprint, Shard: p.Shard},
-		Serving:      s.Serving(),
-		ScanRate:     s.rates.getCalibrated(),
-		ScanRateLive: s.rates.getLive(),
-	}
-	n := s.cfg.Node
-	resp.Role = n.Role()
-	resp.CommitIndex = n.CommitIndex()
-	resp.AppliedIndex = n.AppliedIndex()
-	resp.Leader = n.Leader()
-	resp.Quantization = s.cfg.Store.Quantization().String()
-	st := s.cfg.Store.IndexStats()
-	resp.Index = &shardpb.IndexStats{
-		Kind: st.Kind.String(), State: st.State, Lists: uint32(st.Lists), TrainedRows: uint64(st.TrainedRows),
-		DefaultNprobe: uint32(st.DefaultNProbe), NprobeCalibrated: st.NProbeCalibrated, Rows: uint64(st.Rows), Bytes: uint64(st.Bytes),
-	}
-	if st.Err != nil {
-		resp.Index.Error = st.Err.Error()
-	}
-	return resp, nil
+	s.rates.observe(rowsPerSecond(rows, dim, vector.ScanWorkers(rows, runtime.GOMAXPROCS(0)), d))
 }

@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/trawl-search/trawl/shard"
+	"github.com/trawl-search/trawl/vector"
 )
 
 // startScan begins the scan span; with tracing off it calls no tracer
@@ -22,7 +23,7 @@ func (s *Server) startScan(ctx context.Context) (context.Context, trace.Span) {
 // endScan records a scan on its span and ends it. Rows scanned is the
 // replica's row count: an exact scan scores every row in float32, an int8
 // scan every row's codes (and re-scores a shortlist).
-func (s *Server) endScan(span trace.Span, qs scanQueries, rows int, err error) {
+func (s *Server) endScan(span trace.Span, m vector.Metric, qs scanQueries, rows int, err error) {
 	if span.IsRecording() {
 		k := 0
 		for _, q := range qs {
@@ -33,7 +34,7 @@ func (s *Server) endScan(span trace.Span, qs scanQueries, rows int, err error) {
 			attribute.Int(shard.AttrQueries, len(qs)),
 			attribute.Int(shard.AttrK, k),
 			attribute.String(shard.AttrKernel, s.cfg.Kernel.Name),
-			attribute.String(shard.AttrMetric, s.cfg.Metric.String()),
+			attribute.String(shard.AttrMetric, m.String()),
 		)
 		if err != nil {
 			span.SetStatus(otelcodes.Error, err.Error())

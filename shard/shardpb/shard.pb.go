@@ -159,8 +159,12 @@ type CollectionEntry struct {
 	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// uid is the authority group's log index of the entry that created
 	// this incarnation: unique, and increasing with creation order.
-	Uid           uint64              `protobuf:"varint,2,opt,name=uid,proto3" json:"uid,omitempty"`
-	Settings      *CollectionSettings `protobuf:"bytes,3,opt,name=settings,proto3" json:"settings,omitempty"`
+	Uid      uint64              `protobuf:"varint,2,opt,name=uid,proto3" json:"uid,omitempty"`
+	Settings *CollectionSettings `protobuf:"bytes,3,opt,name=settings,proto3" json:"settings,omitempty"`
+	// payload_schema maps a payload key to the type a client declared for
+	// it (Qdrant's payload indexes: keyword, integer, float, bool, ...).
+	// Every key is indexed anyway; the declarations are kept to be shown.
+	PayloadSchema map[string]string `protobuf:"bytes,4,rep,name=payload_schema,json=payloadSchema,proto3" json:"payload_schema,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -216,6 +220,75 @@ func (x *CollectionEntry) GetSettings() *CollectionSettings {
 	return nil
 }
 
+func (x *CollectionEntry) GetPayloadSchema() map[string]string {
+	if x != nil {
+		return x.PayloadSchema
+	}
+	return nil
+}
+
+// PayloadIndex declares (schema set) or removes (schema empty) a payload
+// index of a collection.
+type PayloadIndex struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Collection    string                 `protobuf:"bytes,1,opt,name=collection,proto3" json:"collection,omitempty"`
+	Field         string                 `protobuf:"bytes,2,opt,name=field,proto3" json:"field,omitempty"`
+	Schema        string                 `protobuf:"bytes,3,opt,name=schema,proto3" json:"schema,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PayloadIndex) Reset() {
+	*x = PayloadIndex{}
+	mi := &file_shard_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PayloadIndex) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PayloadIndex) ProtoMessage() {}
+
+func (x *PayloadIndex) ProtoReflect() protoreflect.Message {
+	mi := &file_shard_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PayloadIndex.ProtoReflect.Descriptor instead.
+func (*PayloadIndex) Descriptor() ([]byte, []int) {
+	return file_shard_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *PayloadIndex) GetCollection() string {
+	if x != nil {
+		return x.Collection
+	}
+	return ""
+}
+
+func (x *PayloadIndex) GetField() string {
+	if x != nil {
+		return x.Field
+	}
+	return ""
+}
+
+func (x *PayloadIndex) GetSchema() string {
+	if x != nil {
+		return x.Schema
+	}
+	return ""
+}
+
 // AliasEntry points an alias at a collection (Qdrant's aliases).
 type AliasEntry struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -228,7 +301,7 @@ type AliasEntry struct {
 
 func (x *AliasEntry) Reset() {
 	*x = AliasEntry{}
-	mi := &file_shard_proto_msgTypes[3]
+	mi := &file_shard_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -240,7 +313,7 @@ func (x *AliasEntry) String() string {
 func (*AliasEntry) ProtoMessage() {}
 
 func (x *AliasEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[3]
+	mi := &file_shard_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -253,7 +326,7 @@ func (x *AliasEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AliasEntry.ProtoReflect.Descriptor instead.
 func (*AliasEntry) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{3}
+	return file_shard_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *AliasEntry) GetAlias() string {
@@ -286,7 +359,7 @@ type CatalogRequest struct {
 
 func (x *CatalogRequest) Reset() {
 	*x = CatalogRequest{}
-	mi := &file_shard_proto_msgTypes[4]
+	mi := &file_shard_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -298,7 +371,7 @@ func (x *CatalogRequest) String() string {
 func (*CatalogRequest) ProtoMessage() {}
 
 func (x *CatalogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[4]
+	mi := &file_shard_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -311,7 +384,7 @@ func (x *CatalogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogRequest.ProtoReflect.Descriptor instead.
 func (*CatalogRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{4}
+	return file_shard_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *CatalogRequest) GetMinIndex() uint64 {
@@ -337,7 +410,7 @@ type CatalogResponse struct {
 
 func (x *CatalogResponse) Reset() {
 	*x = CatalogResponse{}
-	mi := &file_shard_proto_msgTypes[5]
+	mi := &file_shard_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -349,7 +422,7 @@ func (x *CatalogResponse) String() string {
 func (*CatalogResponse) ProtoMessage() {}
 
 func (x *CatalogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[5]
+	mi := &file_shard_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -362,7 +435,7 @@ func (x *CatalogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogResponse.ProtoReflect.Descriptor instead.
 func (*CatalogResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{5}
+	return file_shard_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CatalogResponse) GetCollections() []*CollectionEntry {
@@ -402,6 +475,7 @@ type ChangeCatalogRequest struct {
 	//	*ChangeCatalogRequest_Create
 	//	*ChangeCatalogRequest_Drop
 	//	*ChangeCatalogRequest_Alias
+	//	*ChangeCatalogRequest_PayloadIndex
 	Op            isChangeCatalogRequest_Op `protobuf_oneof:"op"`
 	Placement     *Placement                `protobuf:"bytes,5,opt,name=placement,proto3" json:"placement,omitempty"` // as in UpsertRequest
 	unknownFields protoimpl.UnknownFields
@@ -410,7 +484,7 @@ type ChangeCatalogRequest struct {
 
 func (x *ChangeCatalogRequest) Reset() {
 	*x = ChangeCatalogRequest{}
-	mi := &file_shard_proto_msgTypes[6]
+	mi := &file_shard_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -422,7 +496,7 @@ func (x *ChangeCatalogRequest) String() string {
 func (*ChangeCatalogRequest) ProtoMessage() {}
 
 func (x *ChangeCatalogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[6]
+	mi := &file_shard_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -435,7 +509,7 @@ func (x *ChangeCatalogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeCatalogRequest.ProtoReflect.Descriptor instead.
 func (*ChangeCatalogRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{6}
+	return file_shard_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ChangeCatalogRequest) GetAuthority() bool {
@@ -479,6 +553,15 @@ func (x *ChangeCatalogRequest) GetAlias() *AliasEntry {
 	return nil
 }
 
+func (x *ChangeCatalogRequest) GetPayloadIndex() *PayloadIndex {
+	if x != nil {
+		if x, ok := x.Op.(*ChangeCatalogRequest_PayloadIndex); ok {
+			return x.PayloadIndex
+		}
+	}
+	return nil
+}
+
 func (x *ChangeCatalogRequest) GetPlacement() *Placement {
 	if x != nil {
 		return x.Placement
@@ -508,11 +591,20 @@ type ChangeCatalogRequest_Alias struct {
 	Alias *AliasEntry `protobuf:"bytes,4,opt,name=alias,proto3,oneof"`
 }
 
+type ChangeCatalogRequest_PayloadIndex struct {
+	// payload_index: authority only. The other groups get the changed
+	// entry as a create of the same uid, which replaces the payload
+	// schema they hold.
+	PayloadIndex *PayloadIndex `protobuf:"bytes,6,opt,name=payload_index,json=payloadIndex,proto3,oneof"`
+}
+
 func (*ChangeCatalogRequest_Create) isChangeCatalogRequest_Op() {}
 
 func (*ChangeCatalogRequest_Drop) isChangeCatalogRequest_Op() {}
 
 func (*ChangeCatalogRequest_Alias) isChangeCatalogRequest_Op() {}
+
+func (*ChangeCatalogRequest_PayloadIndex) isChangeCatalogRequest_Op() {}
 
 type ChangeCatalogResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -529,7 +621,7 @@ type ChangeCatalogResponse struct {
 
 func (x *ChangeCatalogResponse) Reset() {
 	*x = ChangeCatalogResponse{}
-	mi := &file_shard_proto_msgTypes[7]
+	mi := &file_shard_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -541,7 +633,7 @@ func (x *ChangeCatalogResponse) String() string {
 func (*ChangeCatalogResponse) ProtoMessage() {}
 
 func (x *ChangeCatalogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[7]
+	mi := &file_shard_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -554,7 +646,7 @@ func (x *ChangeCatalogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeCatalogResponse.ProtoReflect.Descriptor instead.
 func (*ChangeCatalogResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{7}
+	return file_shard_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ChangeCatalogResponse) GetEntry() *CollectionEntry {
@@ -618,7 +710,7 @@ type Query struct {
 
 func (x *Query) Reset() {
 	*x = Query{}
-	mi := &file_shard_proto_msgTypes[8]
+	mi := &file_shard_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -630,7 +722,7 @@ func (x *Query) String() string {
 func (*Query) ProtoMessage() {}
 
 func (x *Query) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[8]
+	mi := &file_shard_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -643,7 +735,7 @@ func (x *Query) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Query.ProtoReflect.Descriptor instead.
 func (*Query) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{8}
+	return file_shard_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Query) GetVector() []byte {
@@ -728,7 +820,7 @@ type PayloadSelector struct {
 
 func (x *PayloadSelector) Reset() {
 	*x = PayloadSelector{}
-	mi := &file_shard_proto_msgTypes[9]
+	mi := &file_shard_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -740,7 +832,7 @@ func (x *PayloadSelector) String() string {
 func (*PayloadSelector) ProtoMessage() {}
 
 func (x *PayloadSelector) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[9]
+	mi := &file_shard_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -753,7 +845,7 @@ func (x *PayloadSelector) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PayloadSelector.ProtoReflect.Descriptor instead.
 func (*PayloadSelector) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{9}
+	return file_shard_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *PayloadSelector) GetAll() bool {
@@ -786,7 +878,7 @@ type Hit struct {
 
 func (x *Hit) Reset() {
 	*x = Hit{}
-	mi := &file_shard_proto_msgTypes[10]
+	mi := &file_shard_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -798,7 +890,7 @@ func (x *Hit) String() string {
 func (*Hit) ProtoMessage() {}
 
 func (x *Hit) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[10]
+	mi := &file_shard_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -811,7 +903,7 @@ func (x *Hit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Hit.ProtoReflect.Descriptor instead.
 func (*Hit) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{10}
+	return file_shard_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Hit) GetId() string {
@@ -856,7 +948,7 @@ type SearchRequest struct {
 
 func (x *SearchRequest) Reset() {
 	*x = SearchRequest{}
-	mi := &file_shard_proto_msgTypes[11]
+	mi := &file_shard_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -868,7 +960,7 @@ func (x *SearchRequest) String() string {
 func (*SearchRequest) ProtoMessage() {}
 
 func (x *SearchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[11]
+	mi := &file_shard_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -881,7 +973,7 @@ func (x *SearchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchRequest.ProtoReflect.Descriptor instead.
 func (*SearchRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{11}
+	return file_shard_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SearchRequest) GetQueries() []*Query {
@@ -914,7 +1006,7 @@ type HitList struct {
 
 func (x *HitList) Reset() {
 	*x = HitList{}
-	mi := &file_shard_proto_msgTypes[12]
+	mi := &file_shard_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -926,7 +1018,7 @@ func (x *HitList) String() string {
 func (*HitList) ProtoMessage() {}
 
 func (x *HitList) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[12]
+	mi := &file_shard_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -939,7 +1031,7 @@ func (x *HitList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HitList.ProtoReflect.Descriptor instead.
 func (*HitList) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{12}
+	return file_shard_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *HitList) GetHits() []*Hit {
@@ -960,7 +1052,7 @@ type SearchResponse struct {
 
 func (x *SearchResponse) Reset() {
 	*x = SearchResponse{}
-	mi := &file_shard_proto_msgTypes[13]
+	mi := &file_shard_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -972,7 +1064,7 @@ func (x *SearchResponse) String() string {
 func (*SearchResponse) ProtoMessage() {}
 
 func (x *SearchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[13]
+	mi := &file_shard_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -985,7 +1077,7 @@ func (x *SearchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchResponse.ProtoReflect.Descriptor instead.
 func (*SearchResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{13}
+	return file_shard_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SearchResponse) GetResults() []*HitList {
@@ -1022,7 +1114,7 @@ type Placement struct {
 
 func (x *Placement) Reset() {
 	*x = Placement{}
-	mi := &file_shard_proto_msgTypes[14]
+	mi := &file_shard_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1034,7 +1126,7 @@ func (x *Placement) String() string {
 func (*Placement) ProtoMessage() {}
 
 func (x *Placement) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[14]
+	mi := &file_shard_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1047,7 +1139,7 @@ func (x *Placement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Placement.ProtoReflect.Descriptor instead.
 func (*Placement) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{14}
+	return file_shard_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Placement) GetFingerprint() string {
@@ -1075,7 +1167,7 @@ type Vector struct {
 
 func (x *Vector) Reset() {
 	*x = Vector{}
-	mi := &file_shard_proto_msgTypes[15]
+	mi := &file_shard_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1087,7 +1179,7 @@ func (x *Vector) String() string {
 func (*Vector) ProtoMessage() {}
 
 func (x *Vector) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[15]
+	mi := &file_shard_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1100,7 +1192,7 @@ func (x *Vector) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Vector.ProtoReflect.Descriptor instead.
 func (*Vector) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{15}
+	return file_shard_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Vector) GetId() string {
@@ -1135,7 +1227,7 @@ type UpsertRequest struct {
 
 func (x *UpsertRequest) Reset() {
 	*x = UpsertRequest{}
-	mi := &file_shard_proto_msgTypes[16]
+	mi := &file_shard_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1147,7 +1239,7 @@ func (x *UpsertRequest) String() string {
 func (*UpsertRequest) ProtoMessage() {}
 
 func (x *UpsertRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[16]
+	mi := &file_shard_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1160,7 +1252,7 @@ func (x *UpsertRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertRequest.ProtoReflect.Descriptor instead.
 func (*UpsertRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{16}
+	return file_shard_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *UpsertRequest) GetPlacement() *Placement {
@@ -1194,7 +1286,7 @@ type UpsertResponse struct {
 
 func (x *UpsertResponse) Reset() {
 	*x = UpsertResponse{}
-	mi := &file_shard_proto_msgTypes[17]
+	mi := &file_shard_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1206,7 +1298,7 @@ func (x *UpsertResponse) String() string {
 func (*UpsertResponse) ProtoMessage() {}
 
 func (x *UpsertResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[17]
+	mi := &file_shard_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1219,7 +1311,7 @@ func (x *UpsertResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertResponse.ProtoReflect.Descriptor instead.
 func (*UpsertResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{17}
+	return file_shard_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *UpsertResponse) GetDocCount() uint64 {
@@ -1247,7 +1339,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_shard_proto_msgTypes[18]
+	mi := &file_shard_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1259,7 +1351,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[18]
+	mi := &file_shard_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1272,7 +1364,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{18}
+	return file_shard_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GetRequest) GetId() string {
@@ -1305,7 +1397,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_shard_proto_msgTypes[19]
+	mi := &file_shard_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1317,7 +1409,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[19]
+	mi := &file_shard_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1330,7 +1422,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{19}
+	return file_shard_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GetResponse) GetVector() *Vector {
@@ -1356,7 +1448,7 @@ type DeleteRequest struct {
 
 func (x *DeleteRequest) Reset() {
 	*x = DeleteRequest{}
-	mi := &file_shard_proto_msgTypes[20]
+	mi := &file_shard_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1368,7 +1460,7 @@ func (x *DeleteRequest) String() string {
 func (*DeleteRequest) ProtoMessage() {}
 
 func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[20]
+	mi := &file_shard_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1381,7 +1473,7 @@ func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{20}
+	return file_shard_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DeleteRequest) GetPlacement() *Placement {
@@ -1430,7 +1522,7 @@ type DeleteResponse struct {
 
 func (x *DeleteResponse) Reset() {
 	*x = DeleteResponse{}
-	mi := &file_shard_proto_msgTypes[21]
+	mi := &file_shard_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1442,7 +1534,7 @@ func (x *DeleteResponse) String() string {
 func (*DeleteResponse) ProtoMessage() {}
 
 func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[21]
+	mi := &file_shard_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1455,7 +1547,7 @@ func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteResponse.ProtoReflect.Descriptor instead.
 func (*DeleteResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{21}
+	return file_shard_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *DeleteResponse) GetFound() bool {
@@ -1501,7 +1593,7 @@ type ScrollRequest struct {
 
 func (x *ScrollRequest) Reset() {
 	*x = ScrollRequest{}
-	mi := &file_shard_proto_msgTypes[22]
+	mi := &file_shard_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1513,7 +1605,7 @@ func (x *ScrollRequest) String() string {
 func (*ScrollRequest) ProtoMessage() {}
 
 func (x *ScrollRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[22]
+	mi := &file_shard_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1526,7 +1618,7 @@ func (x *ScrollRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScrollRequest.ProtoReflect.Descriptor instead.
 func (*ScrollRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{22}
+	return file_shard_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ScrollRequest) GetFilter() []byte {
@@ -1598,7 +1690,7 @@ type ScrollResponse struct {
 
 func (x *ScrollResponse) Reset() {
 	*x = ScrollResponse{}
-	mi := &file_shard_proto_msgTypes[23]
+	mi := &file_shard_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1610,7 +1702,7 @@ func (x *ScrollResponse) String() string {
 func (*ScrollResponse) ProtoMessage() {}
 
 func (x *ScrollResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[23]
+	mi := &file_shard_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1623,7 +1715,7 @@ func (x *ScrollResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScrollResponse.ProtoReflect.Descriptor instead.
 func (*ScrollResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{23}
+	return file_shard_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ScrollResponse) GetPoints() []*Vector {
@@ -1658,7 +1750,7 @@ type StatsRequest struct {
 
 func (x *StatsRequest) Reset() {
 	*x = StatsRequest{}
-	mi := &file_shard_proto_msgTypes[24]
+	mi := &file_shard_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1670,7 +1762,7 @@ func (x *StatsRequest) String() string {
 func (*StatsRequest) ProtoMessage() {}
 
 func (x *StatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[24]
+	mi := &file_shard_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1683,7 +1775,7 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{24}
+	return file_shard_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *StatsRequest) GetCollection() *CollectionRef {
@@ -1713,8 +1805,10 @@ type StatsResponse struct {
 	// includes contention), 0 before one.
 	ScanRateLive float64 `protobuf:"fixed64,20,opt,name=scan_rate_live,json=scanRateLive,proto3" json:"scan_rate_live,omitempty"`
 	// collections are this replica's collections (or the one asked for).
-	// doc_count above is their sum; dim, metric, quantization and index
-	// above are unset.
+	// doc_count above is their sum. dim, metric, quantization and index
+	// above describe the collection asked for, else the legacy collection
+	// (shard.LegacyCollection, held or as it would be created), for routers
+	// that name no collection.
 	Collections    []*CollectionStats `protobuf:"bytes,21,rep,name=collections,proto3" json:"collections,omitempty"`
 	CatalogVersion uint64             `protobuf:"varint,22,opt,name=catalog_version,json=catalogVersion,proto3" json:"catalog_version,omitempty"` // as in CatalogResponse
 	unknownFields  protoimpl.UnknownFields
@@ -1723,7 +1817,7 @@ type StatsResponse struct {
 
 func (x *StatsResponse) Reset() {
 	*x = StatsResponse{}
-	mi := &file_shard_proto_msgTypes[25]
+	mi := &file_shard_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1735,7 +1829,7 @@ func (x *StatsResponse) String() string {
 func (*StatsResponse) ProtoMessage() {}
 
 func (x *StatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[25]
+	mi := &file_shard_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1748,7 +1842,7 @@ func (x *StatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsResponse.ProtoReflect.Descriptor instead.
 func (*StatsResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{25}
+	return file_shard_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *StatsResponse) GetDocCount() uint64 {
@@ -1876,7 +1970,7 @@ type CollectionStats struct {
 
 func (x *CollectionStats) Reset() {
 	*x = CollectionStats{}
-	mi := &file_shard_proto_msgTypes[26]
+	mi := &file_shard_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1888,7 +1982,7 @@ func (x *CollectionStats) String() string {
 func (*CollectionStats) ProtoMessage() {}
 
 func (x *CollectionStats) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[26]
+	mi := &file_shard_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1901,7 +1995,7 @@ func (x *CollectionStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CollectionStats.ProtoReflect.Descriptor instead.
 func (*CollectionStats) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{26}
+	return file_shard_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CollectionStats) GetEntry() *CollectionEntry {
@@ -1964,7 +2058,7 @@ type IndexStats struct {
 
 func (x *IndexStats) Reset() {
 	*x = IndexStats{}
-	mi := &file_shard_proto_msgTypes[27]
+	mi := &file_shard_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1976,7 +2070,7 @@ func (x *IndexStats) String() string {
 func (*IndexStats) ProtoMessage() {}
 
 func (x *IndexStats) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[27]
+	mi := &file_shard_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1989,7 +2083,7 @@ func (x *IndexStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IndexStats.ProtoReflect.Descriptor instead.
 func (*IndexStats) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{27}
+	return file_shard_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *IndexStats) GetKind() string {
@@ -2067,11 +2161,21 @@ const file_shard_proto_rawDesc = "" +
 	"\x03dim\x18\x01 \x01(\rR\x03dim\x12\x16\n" +
 	"\x06metric\x18\x02 \x01(\tR\x06metric\x12\"\n" +
 	"\fquantization\x18\x03 \x01(\tR\fquantization\x12\x14\n" +
-	"\x05index\x18\x04 \x01(\tR\x05index\"w\n" +
+	"\x05index\x18\x04 \x01(\tR\x05index\"\x94\x02\n" +
 	"\x0fCollectionEntry\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
 	"\x03uid\x18\x02 \x01(\x04R\x03uid\x12>\n" +
-	"\bsettings\x18\x03 \x01(\v2\".trawl.shard.v1.CollectionSettingsR\bsettings\"T\n" +
+	"\bsettings\x18\x03 \x01(\v2\".trawl.shard.v1.CollectionSettingsR\bsettings\x12Y\n" +
+	"\x0epayload_schema\x18\x04 \x03(\v22.trawl.shard.v1.CollectionEntry.PayloadSchemaEntryR\rpayloadSchema\x1a@\n" +
+	"\x12PayloadSchemaEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\\\n" +
+	"\fPayloadIndex\x12\x1e\n" +
+	"\n" +
+	"collection\x18\x01 \x01(\tR\n" +
+	"collection\x12\x14\n" +
+	"\x05field\x18\x02 \x01(\tR\x05field\x12\x16\n" +
+	"\x06schema\x18\x03 \x01(\tR\x06schema\"T\n" +
 	"\n" +
 	"AliasEntry\x12\x14\n" +
 	"\x05alias\x18\x01 \x01(\tR\x05alias\x12\x1e\n" +
@@ -2088,12 +2192,13 @@ const file_shard_proto_rawDesc = "" +
 	"\adropped\x18\x04 \x03(\v2,.trawl.shard.v1.CatalogResponse.DroppedEntryR\adropped\x1a:\n" +
 	"\fDroppedEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"\x97\x02\n" +
+	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"\xdc\x02\n" +
 	"\x14ChangeCatalogRequest\x12\x1c\n" +
 	"\tauthority\x18\x01 \x01(\bR\tauthority\x129\n" +
 	"\x06create\x18\x02 \x01(\v2\x1f.trawl.shard.v1.CollectionEntryH\x00R\x06create\x123\n" +
 	"\x04drop\x18\x03 \x01(\v2\x1d.trawl.shard.v1.CollectionRefH\x00R\x04drop\x122\n" +
-	"\x05alias\x18\x04 \x01(\v2\x1a.trawl.shard.v1.AliasEntryH\x00R\x05alias\x127\n" +
+	"\x05alias\x18\x04 \x01(\v2\x1a.trawl.shard.v1.AliasEntryH\x00R\x05alias\x12C\n" +
+	"\rpayload_index\x18\x06 \x01(\v2\x1c.trawl.shard.v1.PayloadIndexH\x00R\fpayloadIndex\x127\n" +
 	"\tplacement\x18\x05 \x01(\v2\x19.trawl.shard.v1.PlacementR\tplacementB\x04\n" +
 	"\x02op\"\xb0\x01\n" +
 	"\x15ChangeCatalogResponse\x125\n" +
@@ -2251,91 +2356,95 @@ func file_shard_proto_rawDescGZIP() []byte {
 	return file_shard_proto_rawDescData
 }
 
-var file_shard_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_shard_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_shard_proto_goTypes = []any{
 	(*CollectionRef)(nil),         // 0: trawl.shard.v1.CollectionRef
 	(*CollectionSettings)(nil),    // 1: trawl.shard.v1.CollectionSettings
 	(*CollectionEntry)(nil),       // 2: trawl.shard.v1.CollectionEntry
-	(*AliasEntry)(nil),            // 3: trawl.shard.v1.AliasEntry
-	(*CatalogRequest)(nil),        // 4: trawl.shard.v1.CatalogRequest
-	(*CatalogResponse)(nil),       // 5: trawl.shard.v1.CatalogResponse
-	(*ChangeCatalogRequest)(nil),  // 6: trawl.shard.v1.ChangeCatalogRequest
-	(*ChangeCatalogResponse)(nil), // 7: trawl.shard.v1.ChangeCatalogResponse
-	(*Query)(nil),                 // 8: trawl.shard.v1.Query
-	(*PayloadSelector)(nil),       // 9: trawl.shard.v1.PayloadSelector
-	(*Hit)(nil),                   // 10: trawl.shard.v1.Hit
-	(*SearchRequest)(nil),         // 11: trawl.shard.v1.SearchRequest
-	(*HitList)(nil),               // 12: trawl.shard.v1.HitList
-	(*SearchResponse)(nil),        // 13: trawl.shard.v1.SearchResponse
-	(*Placement)(nil),             // 14: trawl.shard.v1.Placement
-	(*Vector)(nil),                // 15: trawl.shard.v1.Vector
-	(*UpsertRequest)(nil),         // 16: trawl.shard.v1.UpsertRequest
-	(*UpsertResponse)(nil),        // 17: trawl.shard.v1.UpsertResponse
-	(*GetRequest)(nil),            // 18: trawl.shard.v1.GetRequest
-	(*GetResponse)(nil),           // 19: trawl.shard.v1.GetResponse
-	(*DeleteRequest)(nil),         // 20: trawl.shard.v1.DeleteRequest
-	(*DeleteResponse)(nil),        // 21: trawl.shard.v1.DeleteResponse
-	(*ScrollRequest)(nil),         // 22: trawl.shard.v1.ScrollRequest
-	(*ScrollResponse)(nil),        // 23: trawl.shard.v1.ScrollResponse
-	(*StatsRequest)(nil),          // 24: trawl.shard.v1.StatsRequest
-	(*StatsResponse)(nil),         // 25: trawl.shard.v1.StatsResponse
-	(*CollectionStats)(nil),       // 26: trawl.shard.v1.CollectionStats
-	(*IndexStats)(nil),            // 27: trawl.shard.v1.IndexStats
-	nil,                           // 28: trawl.shard.v1.CatalogResponse.DroppedEntry
+	(*PayloadIndex)(nil),          // 3: trawl.shard.v1.PayloadIndex
+	(*AliasEntry)(nil),            // 4: trawl.shard.v1.AliasEntry
+	(*CatalogRequest)(nil),        // 5: trawl.shard.v1.CatalogRequest
+	(*CatalogResponse)(nil),       // 6: trawl.shard.v1.CatalogResponse
+	(*ChangeCatalogRequest)(nil),  // 7: trawl.shard.v1.ChangeCatalogRequest
+	(*ChangeCatalogResponse)(nil), // 8: trawl.shard.v1.ChangeCatalogResponse
+	(*Query)(nil),                 // 9: trawl.shard.v1.Query
+	(*PayloadSelector)(nil),       // 10: trawl.shard.v1.PayloadSelector
+	(*Hit)(nil),                   // 11: trawl.shard.v1.Hit
+	(*SearchRequest)(nil),         // 12: trawl.shard.v1.SearchRequest
+	(*HitList)(nil),               // 13: trawl.shard.v1.HitList
+	(*SearchResponse)(nil),        // 14: trawl.shard.v1.SearchResponse
+	(*Placement)(nil),             // 15: trawl.shard.v1.Placement
+	(*Vector)(nil),                // 16: trawl.shard.v1.Vector
+	(*UpsertRequest)(nil),         // 17: trawl.shard.v1.UpsertRequest
+	(*UpsertResponse)(nil),        // 18: trawl.shard.v1.UpsertResponse
+	(*GetRequest)(nil),            // 19: trawl.shard.v1.GetRequest
+	(*GetResponse)(nil),           // 20: trawl.shard.v1.GetResponse
+	(*DeleteRequest)(nil),         // 21: trawl.shard.v1.DeleteRequest
+	(*DeleteResponse)(nil),        // 22: trawl.shard.v1.DeleteResponse
+	(*ScrollRequest)(nil),         // 23: trawl.shard.v1.ScrollRequest
+	(*ScrollResponse)(nil),        // 24: trawl.shard.v1.ScrollResponse
+	(*StatsRequest)(nil),          // 25: trawl.shard.v1.StatsRequest
+	(*StatsResponse)(nil),         // 26: trawl.shard.v1.StatsResponse
+	(*CollectionStats)(nil),       // 27: trawl.shard.v1.CollectionStats
+	(*IndexStats)(nil),            // 28: trawl.shard.v1.IndexStats
+	nil,                           // 29: trawl.shard.v1.CollectionEntry.PayloadSchemaEntry
+	nil,                           // 30: trawl.shard.v1.CatalogResponse.DroppedEntry
 }
 var file_shard_proto_depIdxs = []int32{
 	1,  // 0: trawl.shard.v1.CollectionEntry.settings:type_name -> trawl.shard.v1.CollectionSettings
-	2,  // 1: trawl.shard.v1.CatalogResponse.collections:type_name -> trawl.shard.v1.CollectionEntry
-	3,  // 2: trawl.shard.v1.CatalogResponse.aliases:type_name -> trawl.shard.v1.AliasEntry
-	28, // 3: trawl.shard.v1.CatalogResponse.dropped:type_name -> trawl.shard.v1.CatalogResponse.DroppedEntry
-	2,  // 4: trawl.shard.v1.ChangeCatalogRequest.create:type_name -> trawl.shard.v1.CollectionEntry
-	0,  // 5: trawl.shard.v1.ChangeCatalogRequest.drop:type_name -> trawl.shard.v1.CollectionRef
-	3,  // 6: trawl.shard.v1.ChangeCatalogRequest.alias:type_name -> trawl.shard.v1.AliasEntry
-	14, // 7: trawl.shard.v1.ChangeCatalogRequest.placement:type_name -> trawl.shard.v1.Placement
-	2,  // 8: trawl.shard.v1.ChangeCatalogResponse.entry:type_name -> trawl.shard.v1.CollectionEntry
-	3,  // 9: trawl.shard.v1.ChangeCatalogResponse.alias:type_name -> trawl.shard.v1.AliasEntry
-	9,  // 10: trawl.shard.v1.Query.with_payload:type_name -> trawl.shard.v1.PayloadSelector
-	8,  // 11: trawl.shard.v1.SearchRequest.queries:type_name -> trawl.shard.v1.Query
-	0,  // 12: trawl.shard.v1.SearchRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	10, // 13: trawl.shard.v1.HitList.hits:type_name -> trawl.shard.v1.Hit
-	12, // 14: trawl.shard.v1.SearchResponse.results:type_name -> trawl.shard.v1.HitList
-	14, // 15: trawl.shard.v1.UpsertRequest.placement:type_name -> trawl.shard.v1.Placement
-	15, // 16: trawl.shard.v1.UpsertRequest.vectors:type_name -> trawl.shard.v1.Vector
-	0,  // 17: trawl.shard.v1.UpsertRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	0,  // 18: trawl.shard.v1.GetRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	15, // 19: trawl.shard.v1.GetResponse.vector:type_name -> trawl.shard.v1.Vector
-	14, // 20: trawl.shard.v1.DeleteRequest.placement:type_name -> trawl.shard.v1.Placement
-	0,  // 21: trawl.shard.v1.DeleteRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	9,  // 22: trawl.shard.v1.ScrollRequest.with_payload:type_name -> trawl.shard.v1.PayloadSelector
-	0,  // 23: trawl.shard.v1.ScrollRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	15, // 24: trawl.shard.v1.ScrollResponse.points:type_name -> trawl.shard.v1.Vector
-	0,  // 25: trawl.shard.v1.StatsRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	14, // 26: trawl.shard.v1.StatsResponse.placement:type_name -> trawl.shard.v1.Placement
-	27, // 27: trawl.shard.v1.StatsResponse.index:type_name -> trawl.shard.v1.IndexStats
-	26, // 28: trawl.shard.v1.StatsResponse.collections:type_name -> trawl.shard.v1.CollectionStats
-	2,  // 29: trawl.shard.v1.CollectionStats.entry:type_name -> trawl.shard.v1.CollectionEntry
-	27, // 30: trawl.shard.v1.CollectionStats.index:type_name -> trawl.shard.v1.IndexStats
-	11, // 31: trawl.shard.v1.Shard.Search:input_type -> trawl.shard.v1.SearchRequest
-	16, // 32: trawl.shard.v1.Shard.Upsert:input_type -> trawl.shard.v1.UpsertRequest
-	18, // 33: trawl.shard.v1.Shard.Get:input_type -> trawl.shard.v1.GetRequest
-	20, // 34: trawl.shard.v1.Shard.Delete:input_type -> trawl.shard.v1.DeleteRequest
-	24, // 35: trawl.shard.v1.Shard.Stats:input_type -> trawl.shard.v1.StatsRequest
-	22, // 36: trawl.shard.v1.Shard.Scroll:input_type -> trawl.shard.v1.ScrollRequest
-	4,  // 37: trawl.shard.v1.Shard.Catalog:input_type -> trawl.shard.v1.CatalogRequest
-	6,  // 38: trawl.shard.v1.Shard.ChangeCatalog:input_type -> trawl.shard.v1.ChangeCatalogRequest
-	13, // 39: trawl.shard.v1.Shard.Search:output_type -> trawl.shard.v1.SearchResponse
-	17, // 40: trawl.shard.v1.Shard.Upsert:output_type -> trawl.shard.v1.UpsertResponse
-	19, // 41: trawl.shard.v1.Shard.Get:output_type -> trawl.shard.v1.GetResponse
-	21, // 42: trawl.shard.v1.Shard.Delete:output_type -> trawl.shard.v1.DeleteResponse
-	25, // 43: trawl.shard.v1.Shard.Stats:output_type -> trawl.shard.v1.StatsResponse
-	23, // 44: trawl.shard.v1.Shard.Scroll:output_type -> trawl.shard.v1.ScrollResponse
-	5,  // 45: trawl.shard.v1.Shard.Catalog:output_type -> trawl.shard.v1.CatalogResponse
-	7,  // 46: trawl.shard.v1.Shard.ChangeCatalog:output_type -> trawl.shard.v1.ChangeCatalogResponse
-	39, // [39:47] is the sub-list for method output_type
-	31, // [31:39] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	29, // 1: trawl.shard.v1.CollectionEntry.payload_schema:type_name -> trawl.shard.v1.CollectionEntry.PayloadSchemaEntry
+	2,  // 2: trawl.shard.v1.CatalogResponse.collections:type_name -> trawl.shard.v1.CollectionEntry
+	4,  // 3: trawl.shard.v1.CatalogResponse.aliases:type_name -> trawl.shard.v1.AliasEntry
+	30, // 4: trawl.shard.v1.CatalogResponse.dropped:type_name -> trawl.shard.v1.CatalogResponse.DroppedEntry
+	2,  // 5: trawl.shard.v1.ChangeCatalogRequest.create:type_name -> trawl.shard.v1.CollectionEntry
+	0,  // 6: trawl.shard.v1.ChangeCatalogRequest.drop:type_name -> trawl.shard.v1.CollectionRef
+	4,  // 7: trawl.shard.v1.ChangeCatalogRequest.alias:type_name -> trawl.shard.v1.AliasEntry
+	3,  // 8: trawl.shard.v1.ChangeCatalogRequest.payload_index:type_name -> trawl.shard.v1.PayloadIndex
+	15, // 9: trawl.shard.v1.ChangeCatalogRequest.placement:type_name -> trawl.shard.v1.Placement
+	2,  // 10: trawl.shard.v1.ChangeCatalogResponse.entry:type_name -> trawl.shard.v1.CollectionEntry
+	4,  // 11: trawl.shard.v1.ChangeCatalogResponse.alias:type_name -> trawl.shard.v1.AliasEntry
+	10, // 12: trawl.shard.v1.Query.with_payload:type_name -> trawl.shard.v1.PayloadSelector
+	9,  // 13: trawl.shard.v1.SearchRequest.queries:type_name -> trawl.shard.v1.Query
+	0,  // 14: trawl.shard.v1.SearchRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	11, // 15: trawl.shard.v1.HitList.hits:type_name -> trawl.shard.v1.Hit
+	13, // 16: trawl.shard.v1.SearchResponse.results:type_name -> trawl.shard.v1.HitList
+	15, // 17: trawl.shard.v1.UpsertRequest.placement:type_name -> trawl.shard.v1.Placement
+	16, // 18: trawl.shard.v1.UpsertRequest.vectors:type_name -> trawl.shard.v1.Vector
+	0,  // 19: trawl.shard.v1.UpsertRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	0,  // 20: trawl.shard.v1.GetRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	16, // 21: trawl.shard.v1.GetResponse.vector:type_name -> trawl.shard.v1.Vector
+	15, // 22: trawl.shard.v1.DeleteRequest.placement:type_name -> trawl.shard.v1.Placement
+	0,  // 23: trawl.shard.v1.DeleteRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	10, // 24: trawl.shard.v1.ScrollRequest.with_payload:type_name -> trawl.shard.v1.PayloadSelector
+	0,  // 25: trawl.shard.v1.ScrollRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	16, // 26: trawl.shard.v1.ScrollResponse.points:type_name -> trawl.shard.v1.Vector
+	0,  // 27: trawl.shard.v1.StatsRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	15, // 28: trawl.shard.v1.StatsResponse.placement:type_name -> trawl.shard.v1.Placement
+	28, // 29: trawl.shard.v1.StatsResponse.index:type_name -> trawl.shard.v1.IndexStats
+	27, // 30: trawl.shard.v1.StatsResponse.collections:type_name -> trawl.shard.v1.CollectionStats
+	2,  // 31: trawl.shard.v1.CollectionStats.entry:type_name -> trawl.shard.v1.CollectionEntry
+	28, // 32: trawl.shard.v1.CollectionStats.index:type_name -> trawl.shard.v1.IndexStats
+	12, // 33: trawl.shard.v1.Shard.Search:input_type -> trawl.shard.v1.SearchRequest
+	17, // 34: trawl.shard.v1.Shard.Upsert:input_type -> trawl.shard.v1.UpsertRequest
+	19, // 35: trawl.shard.v1.Shard.Get:input_type -> trawl.shard.v1.GetRequest
+	21, // 36: trawl.shard.v1.Shard.Delete:input_type -> trawl.shard.v1.DeleteRequest
+	25, // 37: trawl.shard.v1.Shard.Stats:input_type -> trawl.shard.v1.StatsRequest
+	23, // 38: trawl.shard.v1.Shard.Scroll:input_type -> trawl.shard.v1.ScrollRequest
+	5,  // 39: trawl.shard.v1.Shard.Catalog:input_type -> trawl.shard.v1.CatalogRequest
+	7,  // 40: trawl.shard.v1.Shard.ChangeCatalog:input_type -> trawl.shard.v1.ChangeCatalogRequest
+	14, // 41: trawl.shard.v1.Shard.Search:output_type -> trawl.shard.v1.SearchResponse
+	18, // 42: trawl.shard.v1.Shard.Upsert:output_type -> trawl.shard.v1.UpsertResponse
+	20, // 43: trawl.shard.v1.Shard.Get:output_type -> trawl.shard.v1.GetResponse
+	22, // 44: trawl.shard.v1.Shard.Delete:output_type -> trawl.shard.v1.DeleteResponse
+	26, // 45: trawl.shard.v1.Shard.Stats:output_type -> trawl.shard.v1.StatsResponse
+	24, // 46: trawl.shard.v1.Shard.Scroll:output_type -> trawl.shard.v1.ScrollResponse
+	6,  // 47: trawl.shard.v1.Shard.Catalog:output_type -> trawl.shard.v1.CatalogResponse
+	8,  // 48: trawl.shard.v1.Shard.ChangeCatalog:output_type -> trawl.shard.v1.ChangeCatalogResponse
+	41, // [41:49] is the sub-list for method output_type
+	33, // [33:41] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_shard_proto_init() }
@@ -2343,19 +2452,20 @@ func file_shard_proto_init() {
 	if File_shard_proto != nil {
 		return
 	}
-	file_shard_proto_msgTypes[6].OneofWrappers = []any{
+	file_shard_proto_msgTypes[7].OneofWrappers = []any{
 		(*ChangeCatalogRequest_Create)(nil),
 		(*ChangeCatalogRequest_Drop)(nil),
 		(*ChangeCatalogRequest_Alias)(nil),
+		(*ChangeCatalogRequest_PayloadIndex)(nil),
 	}
-	file_shard_proto_msgTypes[8].OneofWrappers = []any{}
+	file_shard_proto_msgTypes[9].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_shard_proto_rawDesc), len(file_shard_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   29,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -41,11 +41,14 @@ type Placement struct {
 type Memory struct {
 	dim int
 
-	mu        sync.RWMutex
-	data      []float32 // len = rows*dim, cap a multiple of dim
-	ids       []string
-	payloads  [][]byte // parallel to ids
-	index     map[string]int
+	mu       sync.RWMutex
+	data     []float32 // len = rows*dim, cap a multiple of dim
+	ids      []string
+	payloads [][]byte // parallel to ids
+	index    map[string]int
+	// recBytes is the length of every stored id and payload, kept as rows
+	// change so Bytes need not walk them.
+	recBytes  int
 	placement Placement
 	trained   map[string][]byte
 	view      *View // the open snapshot view, if any
@@ -102,6 +105,7 @@ func (m *Memory) Upsert(_ context.Context, p Placement, recs []Record) error {
 		if i, ok := m.index[r.ID]; ok {
 			m.writeRow(i, r.Vector)
 			m.payloadIndex.Remove(uint32(i), decodePayload(m.payloads[i]))
+			m.recBytes += len(r.Payload) - len(m.payloads[i])
 			m.payloads[i] = r.Payload
 			m.payloadIndex.Add(uint32(i), decodePayload(r.Payload))
 			if m.codes != nil {
@@ -115,6 +119,7 @@ func (m *Memory) Upsert(_ context.Context, p Placement, recs []Record) error {
 		m.index[r.ID] = i
 		m.ids = append(m.ids, r.ID)
 		m.payloads = append(m.payloads, r.Payload)
+		m.recBytes += len(r.ID) + len(r.Payload)
 		m.payloadIndex.Add(uint32(i), decodePayload(r.Payload))
 		m.data = m.data[:(i+1)*m.dim]
 		m.writeRow(i, r.Vector)
@@ -204,6 +209,7 @@ func (m *Memory) deleteLocked(id string) bool {
 		return false
 	}
 	last := len(m.ids) - 1
+	m.recBytes -= len(id) + len(m.payloads[i])
 	m.payloadIndex.Remove(uint32(i), decodePayload(m.payloads[i]))
 	if i != last {
 		moved := decodePayload(m.payloads[last])
@@ -260,6 +266,16 @@ func (m *Memory) Len() int {
 	return len(m.ids)
 }
 
+// Bytes estimates the memory the store holds: its arena (as allocated),
+// ids and payloads (their bytes, not the runtime's headers), int8 codes
+// and index (IndexStats' Bytes).
+func (m *Memory) Bytes() int {
+	idx := m.IndexStats().Bytes
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return 4*cap(m.data) + m.recBytes + idx
+}
+
 // Placement is the placement of the last write, zero before any.
 func (m *Memory) Placement() Placement {
 	m.mu.RLock()
@@ -314,6 +330,7 @@ func (m *Memory) Reset(p Placement, trained map[string][]byte, rows int) {
 	m.ids = make([]string, 0, rows)
 	m.payloads = make([][]byte, 0, rows)
 	m.index = make(map[string]int, rows)
+	m.recBytes = 0
 	m.placement = p
 	m.trained = maps.Clone(trained)
 	if m.trained == nil {

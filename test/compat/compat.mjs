@@ -1,7 +1,11 @@
 // make test-compat: drives a running `router dev` through Qdrant's official
 // JavaScript client and LangChain's Qdrant vector store, unchanged, and
-// checks every answer against a brute force computed here. It prints every
-// client call and its result; it exits non-zero on the first mismatch.
+// checks every answer against a brute force computed here: the points
+// routes on the dev collection, LangChain creating its own 384-D collection
+// (fromTexts), and a 768-D Dot collection's lifecycle through the client
+// (payload index, query and queryBatch, aliases, delete, re-create). It
+// prints every client call and its result; it exits non-zero on the first
+// mismatch, and removes the collections it created when it passes.
 //
 // TRAWL_URL is the router (http://127.0.0.1:PORT), TRAWL_DIM the dev
 // cluster's --dim, TRAWL_COLLECTION its --collection (default trawl).
@@ -45,9 +49,10 @@ async function refused(name, args, status, fn) {
   assert.fail(`${name} succeeded, want HTTP ${status}`);
 }
 
-// A deterministic embedding: a seeded pseudo-random unit vector per text
-// (FNV-1a seed, mulberry32 stream), the same on every run.
-function embed(text) {
+// A deterministic embedding: a seeded pseudo-random unit vector of d
+// dimensions per text (FNV-1a seed, mulberry32 stream), the same on every
+// run.
+function embed(text, d = dim) {
   let h = 0x811c9dc5;
   for (const c of text) {
     h ^= c.codePointAt(0);
@@ -55,7 +60,7 @@ function embed(text) {
   }
   let a = h;
   const v = [];
-  for (let i = 0; i < dim; i++) {
+  for (let i = 0; i < d; i++) {
     a = (a + 0x6d2b79f5) >>> 0;
     let t = a;
     t = Math.imul(t ^ (t >>> 15), t | 1);
@@ -67,14 +72,15 @@ function embed(text) {
 }
 
 class FakeEmbeddings extends Embeddings {
-  constructor() {
+  constructor(d = dim) {
     super({});
+    this.d = d;
   }
   async embedDocuments(texts) {
-    return texts.map(embed);
+    return texts.map((t) => embed(t, this.d));
   }
   async embedQuery(text) {
-    return embed(text);
+    return embed(text, this.d);
   }
 }
 
@@ -88,11 +94,14 @@ const unit = (v) => {
 // first, ties by id as trawl breaks them (ascending string).
 function bruteForce(points, q, k, keep = () => true) {
   const uq = unit(q);
-  return points
-    .filter(keep)
-    .map((p) => ({ id: p.id, score: dot(unit(p.vector), uq) }))
-    .sort((a, b) => b.score - a.score || (String(a.id) < String(b.id) ? -1 : 1))
-    .slice(0, k);
+  return rank(points.filter(keep).map((p) => ({ id: p.id, score: dot(unit(p.vector), uq) })), k);
+}
+// bruteForceDot is bruteForce under the Dot distance.
+function bruteForceDot(points, q, k, keep = () => true) {
+  return rank(points.filter(keep).map((p) => ({ id: p.id, score: dot(p.vector, q) })), k);
+}
+function rank(scored, k) {
+  return scored.sort((a, b) => b.score - a.score || (String(a.id) < String(b.id) ? -1 : 1)).slice(0, k);
 }
 function sameHits(got, want, what) {
   assert.deepEqual(
@@ -118,20 +127,25 @@ const root = await call("versionInfo", {}, () => client.versionInfo());
 assert.match(root.version, /^1\.\d+\.\d+$/);
 
 const cols = await call("getCollections", {}, () => client.getCollections());
-assert.deepEqual(cols.collections.map((c) => c.name), [collection]);
+const initial = cols.collections.map((c) => c.name);
+assert.ok(initial.includes(collection), `getCollections lists ${collection}`);
+for (const name of ["notes", "images"]) assert.ok(!initial.includes(name), `${name} exists before the run`);
 assert.equal((await call("collectionExists", collection, () => client.collectionExists(collection))).exists, true);
 assert.equal((await call("collectionExists", "other", () => client.collectionExists("other"))).exists, false);
 
 const create = { vectors: { size: dim, distance: "Cosine" } };
 assert.equal(await call("createCollection", [collection, create], () => client.createCollection(collection, create)), true);
 assert.equal(await call("createCollection (again: idempotent)", [collection, create], () => client.createCollection(collection, create)), true);
-await refused("createCollection (wrong size)", [collection, { vectors: { size: dim + 1, distance: "Cosine" } }], 400, () =>
+const conflict = await refused("createCollection (other settings)", [collection, { vectors: { size: dim + 1, distance: "Cosine" } }], 409, () =>
   client.createCollection(collection, { vectors: { size: dim + 1, distance: "Cosine" } }),
 );
+assert.match(conflict, /already exists/, "a conflicting create says so in Qdrant's words");
 await refused("createCollection (named vectors)", [collection, { vectors: { text: create.vectors } }], 400, () =>
   client.createCollection(collection, { vectors: { text: create.vectors } }),
 );
-await refused("createCollection (a second collection)", ["other", create], 400, () => client.createCollection("other", create));
+await refused("createCollection (Manhattan)", ["other", { vectors: { size: dim, distance: "Manhattan" } }], 400, () =>
+  client.createCollection("other", { vectors: { size: dim, distance: "Manhattan" } }),
+);
 
 const info0 = await call("getCollection", collection, () => client.getCollection(collection));
 assert.equal(info0.status, "green");
@@ -286,5 +300,128 @@ const cleanup = { must: { key: "group", match: { value: "compat" } } };
 await call("delete", { filter: cleanup }, () => client.delete(collection, { wait: true, filter: cleanup }));
 const info2 = await call("getCollection", collection, () => client.getCollection(collection));
 assert.equal(info2.points_count, before, "points_count back where it started");
+
+// LangChain creating its own collection: fromTexts lists the collections,
+// finds no "notes", creates it with its embeddings' size (384) and Cosine,
+// and upserts the texts under UUIDs.
+const notesDim = 384;
+const notesEmbeddings = new FakeEmbeddings(notesDim);
+const notesTexts = [
+  "scatter the query to every shard",
+  "gather the top-k lists",
+  "merge them into one answer",
+  "a deadline bounds the fan-out",
+  "a missing shard makes the answer degraded",
+  "replicas fail over",
+  "hedged requests cut the tail",
+  "int8 codes then exact re-scoring",
+];
+const notesStore = await call("QdrantVectorStore.fromTexts", { texts: notesTexts.length, collectionName: "notes", dims: notesDim }, () =>
+  QdrantVectorStore.fromTexts(notesTexts, notesTexts.map((_, i) => ({ source: "notes", i })), notesEmbeddings, { url, collectionName: "notes" }),
+);
+const notesInfo = await call("getCollection", "notes", () => client.getCollection("notes"));
+assert.equal(notesInfo.config.params.vectors.size, notesDim);
+assert.equal(notesInfo.config.params.vectors.distance, "Cosine");
+assert.equal(notesInfo.points_count, notesTexts.length);
+const notesPoints = notesTexts.map((t) => ({ id: t, vector: embed(t, notesDim) }));
+for (const question of ["how is a partial answer marked", "what bounds the time"]) {
+  const res = await call("QdrantVectorStore.similaritySearchWithScore", [question, 4], () => notesStore.similaritySearchWithScore(question, 4));
+  const want = bruteForce(notesPoints, embed(question, notesDim), 4);
+  assert.deepEqual(res.map(([d]) => d.pageContent), want.map((h) => h.id), `LangChain on notes: brute-force order for ${question}`);
+  res.forEach(([, sc], i) => assert.ok(Math.abs(sc - want[i].score) < 1e-4, `LangChain score ${sc}, brute force ${want[i].score}`));
+}
+// A second store on the collection finds it (no create), and a create
+// equal to what LangChain made is a no-op, a different one a conflict.
+await call("QdrantVectorStore.fromExistingCollection", { collectionName: "notes" }, () =>
+  QdrantVectorStore.fromExistingCollection(notesEmbeddings, { url, collectionName: "notes" }),
+);
+assert.equal(await call("createCollection (equal to LangChain's)", ["notes", { vectors: { size: notesDim, distance: "Cosine" } }], () =>
+  client.createCollection("notes", { vectors: { size: notesDim, distance: "Cosine" } })), true);
+await refused("createCollection (notes as Dot)", ["notes", { vectors: { size: notesDim, distance: "Dot" } }], 409, () =>
+  client.createCollection("notes", { vectors: { size: notesDim, distance: "Dot" } }),
+);
+
+// The Qdrant client on a 768-D Dot collection: a payload index, query and
+// queryBatch equal to the brute force, aliases, delete and re-create.
+const imgDim = 768;
+const images = "images";
+const imgCreate = { vectors: { size: imgDim, distance: "Dot" }, hnsw_config: { m: 16, ef_construct: 100 }, optimizers_config: { default_segment_number: 2 }, on_disk_payload: true };
+assert.equal(await call("createCollection", [images, imgCreate], () => client.createCollection(images, imgCreate)), true);
+const idx = await call("createPayloadIndex", { field_name: "kind", field_schema: "keyword" }, () =>
+  client.createPayloadIndex(images, { field_name: "kind", field_schema: "keyword", wait: true }),
+);
+assert.equal(idx.status, "completed");
+await refused("createPayloadIndex (uuid)", { field_name: "ref", field_schema: "uuid" }, 400, () =>
+  client.createPayloadIndex(images, { field_name: "ref", field_schema: "uuid", wait: true }),
+);
+// Vectors of different lengths, so Dot ranks unlike Cosine.
+const imgPoints = Array.from({ length: 50 }, (_, i) => ({
+  id: i + 1,
+  vector: embed(`image ${i}`, imgDim).map((x) => x * (1 + (i % 5))),
+  payload: { kind: i % 3 === 0 ? "cat" : "dog", n: i },
+}));
+assert.equal((await call("upsert", { points: `${imgPoints.length} points of ${imgDim} dims` }, () => client.upsert(images, { wait: true, points: imgPoints }))).status, "completed");
+const imgInfo = await call("getCollection", images, () => client.getCollection(images));
+assert.equal(imgInfo.points_count, imgPoints.length);
+assert.equal(imgInfo.config.params.vectors.distance, "Dot");
+assert.deepEqual(imgInfo.payload_schema, { kind: { data_type: "keyword", points: imgPoints.length } });
+
+const iq = embed("a query image", imgDim);
+const cats = { must: [{ key: "kind", match: { value: "cat" } }] };
+const isCat = (p) => p.payload.kind === "cat";
+const iqr = await call("query", { query: "iq", limit: 5, filter: cats }, () => client.query(images, { query: iq, limit: 5, filter: cats }));
+sameHits(iqr.points, bruteForceDot(imgPoints, iq, 5, isCat), "query on images");
+const iq2 = embed("another query image", imgDim);
+const qb = await call("queryBatch", { searches: ["iq cats k=4", "iq2 k=3 offset 2", "by id 9 k=3"] }, () =>
+  client.queryBatch(images, {
+    searches: [
+      { query: iq, limit: 4, filter: cats, with_payload: true },
+      { query: { nearest: iq2 }, limit: 3, offset: 2 },
+      { query: 9, limit: 3 },
+    ],
+  }),
+);
+assert.equal(qb.length, 3);
+sameHits(qb[0].points, bruteForceDot(imgPoints, iq, 4, isCat), "queryBatch[0]");
+qb[0].points.forEach((p) => assert.equal(p.payload.kind, "cat"));
+sameHits(qb[1].points, bruteForceDot(imgPoints, iq2, 5).slice(2), "queryBatch[1]");
+sameHits(qb[2].points, bruteForceDot(imgPoints, imgPoints[8].vector, 3, (p) => p.id !== 9), "queryBatch[2]");
+await refused("query (wrong vector size)", { query: `[${imgDim - 1} floats]` }, 400, () => client.query(images, { query: iq.slice(1), limit: 3 }));
+await refused("queryBatch (wrong vector size)", { searches: ["ok", `[${imgDim + 1} floats]`] }, 400, () =>
+  client.queryBatch(images, { searches: [{ query: iq, limit: 1 }, { query: [...iq, 0], limit: 1 }] }),
+);
+
+// Aliases: the application queries through one.
+assert.equal(await call("updateCollectionAliases", { create_alias: { collection_name: images, alias_name: "pictures" } }, () =>
+  client.updateCollectionAliases({ actions: [{ create_alias: { collection_name: images, alias_name: "pictures" } }] })), true);
+assert.deepEqual((await call("getAliases", {}, () => client.getAliases())).aliases, [{ alias_name: "pictures", collection_name: images }]);
+assert.deepEqual((await call("getCollectionAliases", images, () => client.getCollectionAliases(images))).aliases, [{ alias_name: "pictures", collection_name: images }]);
+const viaAlias = await call("query", { collection: "pictures", query: "iq", limit: 5, filter: cats }, () => client.query("pictures", { query: iq, limit: 5, filter: cats }));
+sameHits(viaAlias.points, bruteForceDot(imgPoints, iq, 5, isCat), "query through an alias");
+
+// Delete: gone at once, aliases with it; created again: empty, and filled
+// again equal to the brute force.
+assert.equal(await call("deletePayloadIndex", [images, "kind"], async () => (await client.deletePayloadIndex(images, "kind")).status), "completed");
+assert.equal(await call("deleteCollection", images, () => client.deleteCollection(images)), true);
+assert.equal((await call("collectionExists", images, () => client.collectionExists(images))).exists, false);
+await refused("query (deleted collection)", images, 404, () => client.query(images, { query: iq, limit: 3 }));
+await refused("query (its alias)", "pictures", 404, () => client.query("pictures", { query: iq, limit: 3 }));
+assert.deepEqual((await call("getAliases", {}, () => client.getAliases())).aliases, []);
+assert.equal(await call("deleteCollection (again)", images, () => client.deleteCollection(images)), false);
+assert.equal(await call("createCollection (again)", [images, imgCreate], () => client.createCollection(images, imgCreate)), true);
+const fresh = await call("getCollection", images, () => client.getCollection(images));
+assert.equal(fresh.points_count, 0);
+assert.deepEqual(fresh.payload_schema, {}, "a re-created collection has no payload indexes");
+assert.deepEqual((await call("query", { query: "iq" }, () => client.query(images, { query: iq }))).points, []);
+const again = imgPoints.slice(0, 20);
+await call("upsert", { points: `${again.length} points` }, () => client.upsert(images, { wait: true, points: again }));
+const againHits = await call("query", { query: "iq", limit: 6 }, () => client.query(images, { query: iq, limit: 6 }));
+sameHits(againHits.points, bruteForceDot(again, iq, 6), "query on the re-created collection");
+
+for (const name of [images, "notes"]) {
+  assert.equal(await call("deleteCollection", name, () => client.deleteCollection(name)), true);
+}
+const finalCols = await call("getCollections", {}, () => client.getCollections());
+assert.deepEqual(finalCols.collections.map((c) => c.name).sort(), [...initial].sort(), "the collections are those the run began with");
 
 console.log(`\ntest-compat: ${calls} client calls, every answer matched the brute force or the refusal expected`);

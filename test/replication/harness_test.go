@@ -235,6 +235,7 @@ type cluster struct {
 	t      *testing.T
 	dir    string
 	shards [][]*replica
+	dim    int // of the collection trawl, which every router ensures
 }
 
 func shardName(i int) string { return "shard-" + strconv.Itoa(i) }
@@ -248,7 +249,7 @@ func startCluster(t *testing.T, nShards int) *cluster {
 func startClusterDim(t *testing.T, nShards, d int) *cluster {
 	t.Helper()
 	bin := router.get(t)
-	c := &cluster{t: t, dir: t.TempDir()}
+	c := &cluster{t: t, dir: t.TempDir(), dim: d}
 	for s := range nShards {
 		reps := make([]*replica, 3)
 		peers := make([]string, 3)
@@ -315,7 +316,8 @@ func (c *cluster) startRouter(t *testing.T, name string, only map[int][]int) *ro
 	addr := freePort(t)
 	r := &routerProc{base: "http://" + addr, hc: &http.Client{Timeout: 30 * time.Second}}
 	r.process = process{name: name, bin: router.get(t), log: filepath.Join(c.dir, name+".log"),
-		args: append([]string{"serve", "--http-addr", addr, "--max-deadline-ms", "10000"}, c.shardFlags(only)...)}
+		args: append([]string{"serve", "--http-addr", addr, "--max-deadline-ms", "10000",
+			"--ensure-collection", fmt.Sprintf("trawl=%d:cosine", c.dim)}, c.shardFlags(only)...)}
 	r.start(t)
 	t.Cleanup(func() {
 		r.kill()

@@ -20,6 +20,7 @@ type ctxKey int
 const (
 	requestIDKey ctxKey = iota
 	connKey             // the request's *http.ResponseController
+	scopeKey            // the apikey.Scope of the request's key (Auth)
 )
 
 // KeepConn keeps a ResponseController for the connection before any

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/trawl-search/trawl/admission"
+	"github.com/trawl-search/trawl/api/apikey"
 	"github.com/trawl-search/trawl/api/internal/wire"
 	"github.com/trawl-search/trawl/coordinator"
 	"github.com/trawl-search/trawl/metrics"
@@ -26,10 +27,14 @@ type Envelope func(w http.ResponseWriter, r *http.Request, e *wire.Error, sg *wi
 type Dialect struct {
 	// Envelope writes this dialect's errors.
 	Envelope Envelope
-	// APIKey, when non-empty, is required as a Bearer token or, when
-	// KeyHeader is set, in that header (Qdrant clients send api-key).
-	APIKey    string
+	// Keys, when not nil, are the API keys a request must present (Auth),
+	// as a Bearer token or, when KeyHeader is set, in that header (Qdrant
+	// clients send api-key), and what each may read or write (Scope).
+	Keys      *apikey.Keyring
 	KeyHeader string
+	// DefaultCollection is what a route without {collection} acts on
+	// (router serve --collection), for Scope.
+	DefaultCollection string
 	// Limiter admits requests.
 	Limiter *admission.Limiter
 	// Metrics counts admission refusals; nil counts nothing.

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/trawl-search/trawl/admission"
+	"github.com/trawl-search/trawl/api/apikey"
 	"github.com/trawl-search/trawl/api/internal/httpx"
 	"github.com/trawl-search/trawl/api/internal/wire"
 	"github.com/trawl-search/trawl/coordinator"
@@ -54,7 +55,11 @@ func TestAuth(t *testing.T) {
 		{name: "wrong api-key", key: "s3cret", keyHeader: "api-key", header: map[string]string{"api-key": "nope"}, status: 401, msg: qdrant},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d, got := recording(httpx.Dialect{APIKey: tc.key, KeyHeader: tc.keyHeader})
+			var keys *apikey.Keyring
+			if tc.key != "" {
+				keys = apikey.Single(tc.key)
+			}
+			d, got := recording(httpx.Dialect{Keys: keys, KeyHeader: tc.keyHeader})
 			req := httptest.NewRequest(http.MethodGet, "/", nil)
 			for k, v := range tc.header {
 				req.Header.Set(k, v)

@@ -11,12 +11,18 @@ import (
 const (
 	CodeInvalid         = "invalid_argument"
 	CodeUnauthenticated = "unauthenticated"
+	CodeForbidden       = "forbidden"
 	CodeNotFound        = "not_found"
 	CodeTooLarge        = "payload_too_large"
 	CodeOverloaded      = "overloaded"
 	CodeTimeout         = "request_timeout"
 	CodeUnavailable     = "unavailable"
 	CodeConflict        = "failed_precondition"
+	// CodeCatalogConflict is a 409 about the catalog: a create of a
+	// collection that exists with other settings, of a name that is an
+	// alias. CodeConflict stays what a write under another shard list
+	// answers.
+	CodeCatalogConflict = "conflict"
 	CodeUnknown         = "outcome_unknown"
 	CodeInternal        = "internal"
 	CodeMethod          = "method_not_allowed"

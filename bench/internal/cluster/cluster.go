@@ -205,11 +205,28 @@ var Baseline = []string{"--hedge=false", "--failover=false", "--prewarm=false", 
 // StartRouter runs `router serve` over the cluster with extra flags and
 // waits for /readyz.
 func (c *Cluster) StartRouter(ctx context.Context, name string, extra ...string) (*Router, error) {
+	extra = append([]string{"--ensure-collection", c.collectionSpec()}, extra...)
 	r, err := startRouter(ctx, c.cfg.Ports, c.cfg.Bin, c.cfg.Dir, name, c.ShardFlags(), extra)
 	if r != nil {
 		c.routers = append(c.routers, r)
 	}
 	return r, err
+}
+
+// collectionSpec is the collection trawl every router ensures: the
+// cluster's dimension, cosine, and the quantization and index ShardArgs
+// give (the shards' legacy flags, which no longer decide it).
+func (c *Cluster) collectionSpec() string {
+	quant, index := "none", "flat"
+	for i := 0; i+1 < len(c.cfg.ShardArgs); i++ {
+		switch c.cfg.ShardArgs[i] {
+		case "--quantization":
+			quant = c.cfg.ShardArgs[i+1]
+		case "--index":
+			index = c.cfg.ShardArgs[i+1]
+		}
+	}
+	return fmt.Sprintf("trawl=%d:cosine:%s:%s", c.cfg.Dim, quant, index)
 }
 
 // startRouter runs `router serve` with shard flags and extra flags, logging
