@@ -41,9 +41,16 @@ func (c *Cluster) ensureCollection(cfg Config) (coordinator.Collection, error) {
 		}
 		shards = append(shards, s)
 	}
-	coord := coordinator.New(coordinator.Config{Cluster: fanout.New(shards, fanout.Options{Logger: cfg.Logger}), Logger: cfg.Logger})
 	ctx, cancel := context.WithTimeout(context.Background(), collectionTimeout)
 	defer cancel()
+	// Connections are made on first use; a catalog read over replicas not
+	// connected yet would miss the authority's answer.
+	for _, s := range shards {
+		for _, conn := range s.Replicas {
+			conn.WaitSettled(ctx)
+		}
+	}
+	coord := coordinator.New(coordinator.Config{Cluster: fanout.New(shards, fanout.Options{Logger: cfg.Logger}), Logger: cfg.Logger})
 	want := cfg.settings()
 	for {
 		created, err := coord.CreateCollection(ctx, cfg.Collection, want)
@@ -64,14 +71,42 @@ func (c *Cluster) ensureCollection(cfg Config) (coordinator.Collection, error) {
 		}
 		time.Sleep(100 * time.Millisecond) // leaders being elected
 	}
+	// The create is committed; a catalog read that missed the authority
+	// (a leader change) may not show it yet.
 	for {
 		coll, err := coord.Collection(ctx, cfg.Collection)
 		if err == nil {
 			return coll, nil
 		}
-		if coordinator.CodeOf(err) != coordinator.CodeUnavailable || ctx.Err() != nil {
+		switch coordinator.CodeOf(err) {
+		case coordinator.CodeUnavailable, coordinator.CodeCollectionNotFound:
+		default:
+			return coordinator.Collection{}, fmt.Errorf("collection %s: %w", cfg.Collection, err)
+		}
+		if ctx.Err() != nil {
 			return coordinator.Collection{}, fmt.Errorf("collection %s: %w", cfg.Collection, err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// bindStores points every replica's Store at its store of the cluster's
+// collection, waiting (up to timeout) for each to have applied its create.
+func (c *Cluster) bindStores(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for _, reps := range c.Replicas {
+		for _, r := range reps {
+			for {
+				if st, ok := r.Collections.Store(c.Collection.Name); ok {
+					r.Store = st
+					break
+				}
+				if time.Now().After(deadline) {
+					return fmt.Errorf("%s replica %d holds no collection %s after %s", r.Shard, r.Index, c.Collection.Name, timeout)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+	}
+	return nil
 }

@@ -116,7 +116,12 @@ type Replica struct {
 	// Addr is the replica's plaintext gRPC address, its raft peers' way in.
 	Addr  string
 	Proxy *faultproxy.Proxy
-	// Replica is the replica itself: its Store, Node and Server.
+	// Store is the replica's store of the cluster's collection
+	// (Cluster.Collection), set once Start has seen it created. It shadows
+	// replica.Replica.Store, the legacy collection's, which a dev cluster
+	// does not use.
+	Store *store.Memory
+	// Replica is the replica itself: its Collections, Node and Server.
 	*replica.Replica
 	// servers: the one on Addr, and the router's TLS one if any.
 	servers []*grpc.Server
@@ -245,6 +250,10 @@ func Start(cfg Config) (*Cluster, error) {
 		}
 	}
 	if err := c.waitServing(2 * time.Minute); err != nil {
+		c.Close()
+		return nil, err
+	}
+	if err := c.bindStores(time.Minute); err != nil {
 		c.Close()
 		return nil, err
 	}
