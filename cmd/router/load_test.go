@@ -203,3 +203,29 @@ func TestLoadHelpNamesDefaultsAndBounds(t *testing.T) {
 		require.Contains(t, out.String(), want)
 	}
 }
+
+// --collection loads into that collection, not the default one.
+func TestLoadIntoACollection(t *testing.T) {
+	const dim = 8
+	_, srv := startRouter(t, dim, "")
+	req, err := http.NewRequest(http.MethodPut, srv.URL+"/v1/collections/notes", strings.NewReader(`{"dimension": 4, "metric": "dot"}`))
+	require.NoError(t, err)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+
+	path := filepath.Join(t.TempDir(), "v.jsonl")
+	writeJSONL(t, path, [][]float32{{1, 0, 0, 0}, {0, 1, 0, 0}, {0, 0, 1, 0}})
+	var out bytes.Buffer
+	require.NoError(t, load(context.Background(), []string{"--router", srv.URL, "--collection", "notes", path}, &out, false))
+	require.Contains(t, out.String(), "sent 3, acknowledged 3, failed 0 in ")
+	status := func(path string) int {
+		resp, err := http.Get(srv.URL + path)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	require.Equal(t, http.StatusOK, status("/v1/collections/notes/vectors/j-2"))
+	require.Equal(t, http.StatusNotFound, status("/v1/vectors/j-2"), "not in the default collection")
+}
