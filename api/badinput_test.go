@@ -154,8 +154,8 @@ func TestBadSearchInput(t *testing.T) {
 	for _, c := range cases {
 		t.Run(strings.TrimPrefix(c.path, "/v1/")+"/"+c.name, func(t *testing.T) {
 			store, rpcs := e.StoreState(), e.ShardRPCs()
-			qs := e.mustCounter("trawl_scatter_queries_total", map[string]string{"path": "search"})
-			qb := e.mustCounter("trawl_scatter_queries_total", map[string]string{"path": "search_batch"})
+			qs := e.mustCounter("trawl_scatter_queries_total", map[string]string{"path": "search", "collection": "trawl"})
+			qb := e.mustCounter("trawl_scatter_queries_total", map[string]string{"path": "search_batch", "collection": "trawl"})
 
 			res := e.do(http.MethodPost, c.path, c.body, nil)
 			msg := requireError(t, res, c.status, c.code, false)
@@ -166,8 +166,8 @@ func TestBadSearchInput(t *testing.T) {
 			require.Empty(t, res.header.Get("X-Trawl-Degraded"), "a refused request is not a fan-out")
 
 			require.Equal(t, store, e.StoreState())
-			require.Equal(t, qs, e.mustCounter("trawl_scatter_queries_total", map[string]string{"path": "search"}))
-			require.Equal(t, qb, e.mustCounter("trawl_scatter_queries_total", map[string]string{"path": "search_batch"}))
+			require.Equal(t, qs, e.mustCounter("trawl_scatter_queries_total", map[string]string{"path": "search", "collection": "trawl"}))
+			require.Equal(t, qb, e.mustCounter("trawl_scatter_queries_total", map[string]string{"path": "search_batch", "collection": "trawl"}))
 			if c.status == 400 {
 				require.Equal(t, rpcs, e.ShardRPCs(), "a shard RPC was made for bad input")
 			}

@@ -52,9 +52,13 @@ func moved(before, after map[string]float64) map[string]float64 {
 	return out
 }
 
-func queriesKey(path string) string { return "trawl_scatter_queries_total{path=" + path + "}" }
+// queriesKey and degradedKey name the default collection's series (the
+// collection-less paths'), the only collection of the test cluster.
+func queriesKey(path string) string {
+	return "trawl_scatter_queries_total{collection=trawl,path=" + path + "}"
+}
 func degradedKey(path string) string {
-	return "trawl_scatter_degraded_total{path=" + path + "}"
+	return "trawl_scatter_degraded_total{collection=trawl,path=" + path + "}"
 }
 func unavailableKey(path, shard, reason string) string {
 	return "trawl_scatter_shard_unavailable_total{path=" + path + ",reason=" + reason + ",shard=" + shard + "}"

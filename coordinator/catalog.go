@@ -396,11 +396,12 @@ func cloneChange(req *shardpb.ChangeCatalogRequest) *shardpb.ChangeCatalogReques
 // completing on every group the creates, drops and alias changes the
 // authority committed that some group lacks (a create or drop whose
 // router died halfway, a group that was down).
+// Each reading is also surveyed for Config.Collections (SurveyCollections).
 func (c *Coordinator) RunCatalog(ctx context.Context) {
 	t := time.NewTicker(refreshEvery)
 	defer t.Stop()
 	for {
-		if _, err := c.refreshCatalog(ctx); err != nil && ctx.Err() == nil {
+		if err := c.SurveyCollections(ctx); err != nil && ctx.Err() == nil {
 			c.log.Debug("catalog not read", "err", err)
 		}
 		select {

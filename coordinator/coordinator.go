@@ -22,6 +22,9 @@ type Config struct {
 	// MaxCollections bounds the catalog (DefaultMaxCollections if zero),
 	// and with it the collection label of the router's metrics.
 	MaxCollections int
+	// Collections, when set, is told the catalog's collections and their
+	// documents after every periodic catalog read (SurveyCollections).
+	Collections CollectionObserver
 }
 
 // Coordinator runs the router's use cases.
@@ -31,6 +34,8 @@ type Coordinator struct {
 	placement placement.Table
 	log       *slog.Logger
 	cat       *catalogState
+	observer  CollectionObserver
+	docs      collectionDocs
 	// shardOf is each replica's shard, in cluster order; acked the last
 	// write index this router acknowledged on each shard.
 	shardOf map[*client.Conn]int
@@ -49,7 +54,7 @@ func New(cfg Config) *Coordinator {
 	}
 	c := &Coordinator{shards: shards, cluster: cfg.Cluster, placement: placement.New(names), log: cfg.Logger,
 		shardOf: map[*client.Conn]int{}, acked: acked{index: make([]atomic.Uint64, len(shards))},
-		cat: newCatalogState(shards, cfg.MaxCollections)}
+		cat: newCatalogState(shards, cfg.MaxCollections), observer: cfg.Collections}
 	for i, s := range shards {
 		for _, r := range s.Replicas {
 			c.shardOf[r] = i

@@ -22,7 +22,8 @@ type Replica interface {
 
 // Reporter receives the engine's measurements; metrics.Router is one.
 type Reporter interface {
-	Fanout(path Path, elapsed time.Duration, coverage float64, missing map[string]Reason)
+	// Fanout reports one fan-out over collection (Request.Collection).
+	Fanout(path Path, collection string, elapsed time.Duration, coverage float64, missing map[string]Reason)
 	ShardRPC(shard, replica, outcome string, d time.Duration)
 	Failover(shard string)
 	Hedge(shard string, outcome HedgeOutcome)
@@ -81,9 +82,10 @@ type shardState[R Replica] struct {
 	name     string
 	replicas []*replicaState[R]
 
-	mu       sync.Mutex
-	docs     uint64
-	docsSeen bool
+	mu sync.Mutex
+	// docs is the shard's last known document count of each collection:
+	// what its last answer to a fan-out over that collection said.
+	docs map[string]uint64
 	// leader is the replica that last accepted a write, or that a refusal
 	// named: writes go there first.
 	leader string
@@ -122,7 +124,7 @@ func New[R Replica](shards []Shard[R], opts Options) *Cluster[R] {
 	c := &Cluster[R]{opts: opts, hedges: newTokenBucket(opts.HedgeBudget, opts.HedgeBurst),
 		tracer: opts.TracerProvider.Tracer(tracerName), traced: !untraced}
 	for _, s := range shards {
-		ss := &shardState[R]{name: s.Name}
+		ss := &shardState[R]{name: s.Name, docs: map[string]uint64{}}
 		for _, r := range s.Replicas {
 			ss.replicas = append(ss.replicas, &replicaState[R]{shard: s.Name, r: r})
 		}
@@ -245,11 +247,11 @@ func (c *Cluster[R]) announce(r *replicaState[R], becameSuspect, wasSuspect bool
 
 type nopReporter struct{}
 
-func (nopReporter) Fanout(Path, time.Duration, float64, map[string]Reason) {}
-func (nopReporter) ShardRPC(string, string, string, time.Duration)         {}
-func (nopReporter) Failover(string)                                        {}
-func (nopReporter) Hedge(string, HedgeOutcome)                             {}
-func (nopReporter) Suspect(string, string, bool)                           {}
+func (nopReporter) Fanout(Path, string, time.Duration, float64, map[string]Reason) {}
+func (nopReporter) ShardRPC(string, string, string, time.Duration)                 {}
+func (nopReporter) Failover(string)                                                {}
+func (nopReporter) Hedge(string, HedgeOutcome)                                     {}
+func (nopReporter) Suspect(string, string, bool)                                   {}
 
 // tokenBucket caps hedges at a share of shard RPCs: each RPC earns rate
 // tokens, a hedge spends one, and at most burst tokens are kept.

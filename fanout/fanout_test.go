@@ -85,6 +85,7 @@ func hang(ctx context.Context) (ans, error) {
 type recorder struct {
 	mu        sync.Mutex
 	fanouts   int
+	coll      string // the last fan-out's collection
 	missing   map[string]Reason
 	failovers map[string]int
 	hedges    map[string]int
@@ -95,10 +96,11 @@ func newRecorder() *recorder {
 	return &recorder{failovers: map[string]int{}, hedges: map[string]int{}, suspect: map[string]bool{}}
 }
 
-func (r *recorder) Fanout(_ Path, _ time.Duration, _ float64, missing map[string]Reason) {
+func (r *recorder) Fanout(_ Path, coll string, _ time.Duration, _ float64, missing map[string]Reason) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.fanouts++
+	r.coll = coll
 	r.missing = missing
 }
 func (r *recorder) ShardRPC(string, string, string, time.Duration) {}
@@ -389,6 +391,55 @@ func TestCoverage(t *testing.T) {
 	}
 }
 
+// TestCoverageIsPerCollection: a shard's last known count is per
+// collection. Missing from a fan-out over "small", shard c counts with
+// what it held in "small", not in "big"; a collection c never answered
+// for counts the mean of the others' counts in it. The reporter hears
+// the fan-out's collection, and KeepCollections forgets dropped ones.
+func TestCoverageIsPerCollection(t *testing.T) {
+	docs := map[string]uint64{"big": 1000, "small": 10}
+	var fakes []*fake
+	var shards []Shard[*fake]
+	for _, n := range []string{"a", "b", "c"} {
+		f := newFake(n, nil)
+		fakes = append(fakes, f)
+		shards = append(shards, Shard[*fake]{Name: n, Replicas: []*fake{f}})
+	}
+	rec := newRecorder()
+	c := New(shards, Options{Reporter: rec})
+	in := func(coll string) Request {
+		r := req(200 * time.Millisecond)
+		r.Collection = coll
+		return r
+	}
+	byColl := func(coll string) Call[*fake, ans] {
+		return func(context.Context, *fake) (ans, error) { return ans{docs: docs[coll]}, nil }
+	}
+	for _, coll := range []string{"big", "small"} {
+		_, sum := Gather(context.Background(), c, in(coll), byColl(coll))
+		require.False(t, sum.Degraded())
+		require.Equal(t, coll, rec.coll)
+	}
+	fakes[2].ready.Store(false)
+	_, sum := Gather(context.Background(), c, in("small"), byColl("small"))
+	require.InDelta(t, 20.0/30, sum.Coverage, 1e-9, "c counts its 10 documents of small, not its 1000 of big")
+	_, sum = Gather(context.Background(), c, in("big"), byColl("big"))
+	require.InDelta(t, 2000.0/3000, sum.Coverage, 1e-9)
+	// "new" was never read on c: it counts the mean of a's and b's.
+	docs["new"] = 40
+	_, sum = Gather(context.Background(), c, in("new"), byColl("new"))
+	require.InDelta(t, 80.0/120, sum.Coverage, 1e-9)
+	require.Equal(t, uint64(1010), c.Status()[2].Docs, "c's counts over every collection")
+
+	c.KeepCollections([]string{"small"})
+	require.Equal(t, uint64(10), c.Status()[2].Docs, "big and new forgotten")
+	require.Equal(t, uint64(10), c.Status()[0].Docs)
+	fakes[2].ready.Store(true)
+	fakes[0].ready.Store(false)
+	_, sum = Gather(context.Background(), c, in("big"), byColl("big"))
+	require.InDelta(t, 2000.0/3000, sum.Coverage, 1e-9, "a's count of big is forgotten: the mean of b's and c's")
+}
+
 type neverSentErr struct{ error }
 
 func (neverSentErr) NeverSent() bool { return true }
@@ -527,11 +578,11 @@ func TestPanickingCallIsThatShardsInternalError(t *testing.T) {
 // panicky is a Reporter whose every method panics.
 type panicky struct{}
 
-func (panicky) Fanout(Path, time.Duration, float64, map[string]Reason) { panic("fanout") }
-func (panicky) ShardRPC(string, string, string, time.Duration)         { panic("rpc") }
-func (panicky) Failover(string)                                        { panic("failover") }
-func (panicky) Hedge(string, HedgeOutcome)                             { panic("hedge") }
-func (panicky) Suspect(string, string, bool)                           { panic("suspect") }
+func (panicky) Fanout(Path, string, time.Duration, float64, map[string]Reason) { panic("fanout") }
+func (panicky) ShardRPC(string, string, string, time.Duration)                 { panic("rpc") }
+func (panicky) Failover(string)                                                { panic("failover") }
+func (panicky) Hedge(string, HedgeOutcome)                                     { panic("hedge") }
+func (panicky) Suspect(string, string, bool)                                   { panic("suspect") }
 
 // A reporter that panics cannot take the router down either: the read it
 // was reporting on ends as that shard's internal error.

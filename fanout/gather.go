@@ -117,14 +117,15 @@ collect:
 	sum := summarize(c, results, req)
 	annotateGather(span, req, sum)
 	annotateMissing(span, results)
-	_ = c.safely("reporter", "", func() { c.opts.Reporter.Fanout(req.Path, sum.Elapsed, sum.Coverage, sum.ShardErrors) })
+	_ = c.safely("reporter", "", func() { c.opts.Reporter.Fanout(req.Path, req.Collection, sum.Elapsed, sum.Coverage, sum.ShardErrors) })
 	return results, sum
 }
 
 // summarize builds the scatter_gather block. Coverage counts each missing
-// shard with its last known document count, or the mean of the known ones
-// if it was never seen, and at least 1, so coverage is below 1 whenever a
-// shard is missing.
+// shard with its last known document count in the request's collection,
+// or the mean of the known ones in that collection if it was never seen
+// there, and at least 1, so coverage is below 1 whenever a shard is
+// missing.
 func summarize[R Replica, T Answer](c *Cluster[R], results []Result[T], req Request) Summary {
 	sum := Summary{
 		ShardsTotal:   len(results),
@@ -141,10 +142,11 @@ func summarize[R Replica, T Answer](c *Cluster[R], results []Result[T], req Requ
 		s := c.shards[i]
 		s.mu.Lock()
 		if r.Reason == "" {
-			s.docs, s.docsSeen = r.Value.GetDocCount(), true
+			s.docs[req.Collection] = r.Value.GetDocCount()
 		}
-		docs[i], seen[i] = float64(s.docs), s.docsSeen
+		d, ok := s.docs[req.Collection]
 		s.mu.Unlock()
+		docs[i], seen[i] = float64(d), ok
 		if seen[i] {
 			known = append(known, docs[i])
 		}
@@ -177,4 +179,24 @@ func summarize[R Replica, T Answer](c *Cluster[R], results []Result[T], req Requ
 	}
 	sum.Elapsed = time.Since(req.Start)
 	return sum
+}
+
+// KeepCollections forgets the last known document counts of every
+// collection not in names (dropped ones), so the bookkeeping is bounded
+// by the catalog. A fan-out over a forgotten collection still in flight
+// may note its count again; the next call forgets it.
+func (c *Cluster[R]) KeepCollections(names []string) {
+	keep := make(map[string]bool, len(names))
+	for _, n := range names {
+		keep[n] = true
+	}
+	for _, s := range c.shards {
+		s.mu.Lock()
+		for n := range s.docs {
+			if !keep[n] {
+				delete(s.docs, n)
+			}
+		}
+		s.mu.Unlock()
+	}
 }

@@ -86,7 +86,9 @@ type ReplicaStatus struct {
 
 // ShardStatus is one shard's health.
 type ShardStatus struct {
-	Name     string
+	Name string
+	// Docs sums the shard's last known document count of every
+	// collection a fan-out has read; DocsSeen is false before any.
 	Docs     uint64
 	DocsSeen bool
 	Replicas []ReplicaStatus
@@ -98,7 +100,10 @@ func (c *Cluster[R]) Status() []ShardStatus {
 	out := make([]ShardStatus, len(c.shards))
 	for i, s := range c.shards {
 		s.mu.Lock()
-		out[i] = ShardStatus{Name: s.name, Docs: s.docs, DocsSeen: s.docsSeen}
+		out[i] = ShardStatus{Name: s.name, DocsSeen: len(s.docs) > 0}
+		for _, d := range s.docs {
+			out[i].Docs += d
+		}
 		s.mu.Unlock()
 		for _, r := range s.replicas {
 			r.mu.Lock()

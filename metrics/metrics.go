@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -26,6 +27,7 @@ type Router struct {
 	degraded    *prometheus.CounterVec
 	unavailable *prometheus.CounterVec
 	duration    *prometheus.HistogramVec
+	documents   *prometheus.GaugeVec
 	coverage    *prometheus.HistogramVec
 	shardRPC    *prometheus.HistogramVec
 	suspect     *prometheus.GaugeVec
@@ -33,29 +35,49 @@ type Router struct {
 	hedges      *prometheus.CounterVec
 	http        *prometheus.CounterVec
 	rejected    *prometheus.CounterVec
+
+	// mu guards colls, the collections that have series, each with its
+	// series by path. Fan-outs record under the read lock and
+	// ObserveCollections deletes under the write lock, so a series never
+	// outlives its entry in colls (which would leave it undeletable).
+	mu    sync.RWMutex
+	colls map[string]map[fanout.Path]pathSeries
+}
+
+// pathSeries are one collection's series of one fan-out path.
+type pathSeries struct {
+	queries, degraded prometheus.Counter
+	duration          prometheus.Observer
 }
 
 // NewRouter registers the router's collectors on reg and creates every
-// labelled series for the given shards at zero.
+// labelled series for the given shards at zero. The series labelled by
+// collection are created as collections appear (ObserveCollections, or a
+// fan-out over one) and deleted when they are dropped.
 func NewRouter(reg prometheus.Registerer, shards []Shard, kernel string) *Router {
 	m := &Router{
+		colls: map[string]map[fanout.Path]pathSeries{},
 		queries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "trawl_scatter_queries_total",
-			Help: "Fan-outs, by path. Each fan-out counts once, however many queries a batch holds.",
-		}, []string{"path"}),
+			Help: "Fan-outs, by path and collection. Each fan-out counts once, however many queries a batch holds.",
+		}, []string{"path", "collection"}),
 		degraded: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "trawl_scatter_degraded_total",
-			Help: "Fan-outs answered without every shard (degraded), by path.",
-		}, []string{"path"}),
+			Help: "Fan-outs answered without every shard (degraded), by path and collection.",
+		}, []string{"path", "collection"}),
 		unavailable: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "trawl_scatter_shard_unavailable_total",
 			Help: "Shards missing from a fan-out's answer, by path, shard and reason.",
 		}, []string{"path", "shard", "reason"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "trawl_scatter_duration_seconds",
-			Help:    "Time from the start of a fan-out to its merged answer, by path.",
+			Help:    "Time from the start of a fan-out to its merged answer, by path and collection.",
 			Buckets: []float64{.001, .0025, .005, .01, .02, .03, .045, .05, .075, .1, .25, .5, 1, 2.5, 5, 10},
-		}, []string{"path"}),
+		}, []string{"path", "collection"}),
+		documents: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "trawl_collection_documents",
+			Help: "Documents of a collection, summed over the shards (each shard's last count the router read; refreshed every few seconds).",
+		}, []string{"collection"}),
 		coverage: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "trawl_scatter_coverage_ratio",
 			Help:    "Share of documents on the shards that answered a fan-out, by path.",
@@ -87,7 +109,7 @@ func NewRouter(reg prometheus.Registerer, shards []Shard, kernel string) *Router
 			Help: "Requests refused by admission with 429, by reason (limit, deadline, max_inflight).",
 		}, []string{"reason"}),
 	}
-	reg.MustRegister(m.queries, m.degraded, m.unavailable, m.duration, m.coverage,
+	reg.MustRegister(m.queries, m.degraded, m.unavailable, m.duration, m.documents, m.coverage,
 		m.shardRPC, m.suspect, m.failovers, m.hedges, m.http, m.rejected)
 	for _, r := range admission.Reasons() {
 		m.rejected.WithLabelValues(string(r))
@@ -95,8 +117,6 @@ func NewRouter(reg prometheus.Registerer, shards []Shard, kernel string) *Router
 	registerKernel(reg, kernel)
 
 	for _, p := range fanout.Paths() {
-		m.queries.WithLabelValues(string(p))
-		m.degraded.WithLabelValues(string(p))
 		for _, s := range shards {
 			for _, r := range fanout.Reasons() {
 				m.unavailable.WithLabelValues(string(p), s.Name, string(r))
@@ -115,20 +135,92 @@ func NewRouter(reg prometheus.Registerer, shards []Shard, kernel string) *Router
 	return m
 }
 
-// Fanout records one fan-out: its duration, its coverage, and every shard
-// missing from it with its reason. It is degraded exactly when missing is
-// non-empty.
-func (m *Router) Fanout(path fanout.Path, elapsed time.Duration, coverage float64, missing map[string]fanout.Reason) {
+// Fanout records one fan-out over collection: its duration, its
+// coverage, and every shard missing from it with its reason. It is
+// degraded exactly when missing is non-empty. A collection without series
+// yet gets them all, at zero, first.
+func (m *Router) Fanout(path fanout.Path, collection string, elapsed time.Duration, coverage float64, missing map[string]fanout.Reason) {
 	p := string(path)
-	m.queries.WithLabelValues(p).Inc()
-	m.duration.WithLabelValues(p).Observe(elapsed.Seconds())
+	m.collectionFanout(path, collection, len(missing) > 0, elapsed)
 	m.coverage.WithLabelValues(p).Observe(coverage)
-	if len(missing) == 0 {
-		return
-	}
-	m.degraded.WithLabelValues(p).Inc()
 	for shard, reason := range missing {
 		m.unavailable.WithLabelValues(p, shard, string(reason)).Inc()
+	}
+}
+
+func (m *Router) collectionFanout(path fanout.Path, collection string, degraded bool, elapsed time.Duration) {
+	record := func(ps pathSeries) {
+		ps.queries.Inc()
+		ps.duration.Observe(elapsed.Seconds())
+		if degraded {
+			ps.degraded.Inc()
+		}
+	}
+	m.mu.RLock()
+	ps, ok := m.colls[collection][path]
+	if ok {
+		record(ps)
+	}
+	m.mu.RUnlock()
+	if ok {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.addCollection(collection)
+	if ps, ok = m.colls[collection][path]; !ok { // a path outside fanout.Paths()
+		ps = m.series(path, collection)
+		m.colls[collection][path] = ps
+	}
+	record(ps)
+}
+
+// ObserveCollections makes the series of the collections labelled
+// collection match docs, which holds every collection of the catalog with
+// its documents: a collection new to it gets every path's series at zero,
+// its trawl_collection_documents is set, and the series of a collection
+// no longer in it (dropped) are deleted. The collection label is so
+// bounded by the catalog (--max-collections).
+func (m *Router) ObserveCollections(docs map[string]uint64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for name, n := range docs {
+		m.addCollection(name)
+		m.documents.WithLabelValues(name).Set(float64(n))
+	}
+	for name, paths := range m.colls {
+		if _, ok := docs[name]; ok {
+			continue
+		}
+		for p := range paths {
+			m.queries.DeleteLabelValues(string(p), name)
+			m.degraded.DeleteLabelValues(string(p), name)
+			m.duration.DeleteLabelValues(string(p), name)
+		}
+		m.documents.DeleteLabelValues(name)
+		delete(m.colls, name)
+	}
+}
+
+// addCollection creates collection's series of every path at zero, unless
+// it has them. m.mu must be held for writing.
+func (m *Router) addCollection(collection string) {
+	if _, ok := m.colls[collection]; ok {
+		return
+	}
+	paths := map[fanout.Path]pathSeries{}
+	for _, p := range fanout.Paths() {
+		paths[p] = m.series(p, collection)
+	}
+	m.colls[collection] = paths
+}
+
+func (m *Router) series(path fanout.Path, collection string) pathSeries {
+	p := string(path)
+	return pathSeries{
+		queries:  m.queries.WithLabelValues(p, collection),
+		degraded: m.degraded.WithLabelValues(p, collection),
+		duration: m.duration.WithLabelValues(p, collection),
 	}
 }
 

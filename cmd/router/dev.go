@@ -11,6 +11,7 @@ import (
 
 	"github.com/trawl-search/trawl/api"
 	"github.com/trawl-search/trawl/budget"
+	"github.com/trawl-search/trawl/catalog"
 	"github.com/trawl-search/trawl/internal/app"
 	"github.com/trawl-search/trawl/internal/devcluster"
 	"github.com/trawl-search/trawl/internal/tracing"
@@ -23,21 +24,21 @@ func runDev(ctx context.Context, args []string) error {
 	httpAddr := fs.String("http-addr", ":8080", "HTTP listen address of the router")
 	docs := fs.Int("docs", 20000, "synthetic documents to load")
 	seed := fs.Uint64("seed", 1, "seed of the synthetic corpus")
-	quantName := fs.String("quantization", "none", "the shards' --quantization: none or int8")
-	dim := fs.Int("dim", vector.DefaultDim, "dimension of the synthetic corpus and the shards' vectors")
-	collection := fs.String("collection", api.DefaultCollection, "the collection name the Qdrant-compatible REST routes serve the documents under")
-	indexName := fs.String("index", "flat", "the shards' --index: flat or ivf (implies --quantization int8; a shard trains its index once it holds 16384 documents, so give --docs 50000 or more to see it)")
+	quantName := fs.String("quantization", "none", "the collection's quantization: none or int8")
+	dim := fs.Int("dim", vector.DefaultDim, "dimension of the synthetic corpus and its collection")
+	collection := fs.String("collection", api.DefaultCollection, "the collection created (--dim, cosine, --quantization, --index) and seeded, and the router's default collection (the collection-less paths')")
+	indexName := fs.String("index", "flat", "the collection's index: flat or ivf (implies --quantization int8; a shard trains its index once it holds 16384 documents, so give --docs 50000 or more to see it)")
 	dataDir := fs.String("data-dir", "", "where the replicas keep their raft logs and snapshots (default: a temporary directory, removed on exit); a directory holding a dev cluster is loaded, not seeded again")
 	// A newcomer's console shows the banner, warnings and errors.
 	logLevel := logLevelFlag(fs, slog.LevelWarn)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *dim < 1 || *dim > 65536 {
-		return fmt.Errorf("--dim %d: want 1..65536", *dim)
+	if *dim < catalog.MinDim || *dim > catalog.MaxDim {
+		return fmt.Errorf("--dim %d: want %d..%d", *dim, catalog.MinDim, catalog.MaxDim)
 	}
-	if *collection == "" {
-		return fmt.Errorf("--collection must not be empty")
+	if err := catalog.ValidName(*collection); err != nil {
+		return fmt.Errorf("--collection: %w", err)
 	}
 	if *docs < 1 {
 		return fmt.Errorf("--docs %d: want at least 1", *docs)
@@ -60,7 +61,7 @@ func runDev(ctx context.Context, args []string) error {
 	defer flush()
 	t0 := time.Now()
 	rateBytes, _ := server.CalibrationBytes()
-	dc, err := devcluster.Start(devcluster.Config{Replicas: 3, Docs: *docs, Dim: *dim, Seed: *seed, Kernel: kernel, Logger: log, DataDir: *dataDir,
+	dc, err := devcluster.Start(devcluster.Config{Replicas: 3, Docs: *docs, Dim: *dim, Seed: *seed, Collection: *collection, Kernel: kernel, Logger: log, DataDir: *dataDir,
 		RaftLogLevel: raftLogLevel(*logLevel),
 		Quantization: qz, Index: idx, TracerProvider: tel.TracerProvider, Propagator: tel.Propagator, ScanRateBytes: rateBytes})
 	if err != nil {

@@ -5,8 +5,12 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 
+	"github.com/trawl-search/trawl/api"
+	"github.com/trawl-search/trawl/catalog"
+	"github.com/trawl-search/trawl/coordinator"
 	"github.com/trawl-search/trawl/internal/app"
 )
 
@@ -40,9 +44,16 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	return err
 }
 
+// pluralEnv are the repeatable flags, whose environment twins hold several
+// values separated by ";".
+var pluralEnv = map[string]string{
+	"shard":             "TRAWL_SHARDS",
+	"ensure-collection": "TRAWL_ENSURE_COLLECTIONS",
+}
+
 func envName(flagName string) string {
-	if flagName == "shard" {
-		return "TRAWL_SHARDS"
+	if env, ok := pluralEnv[flagName]; ok {
+		return env
 	}
 	return "TRAWL_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
@@ -76,6 +87,74 @@ func (s *shardFlag) Set(v string) error {
 			}
 		}
 		*s = append(*s, sp)
+	}
+	return nil
+}
+
+// ensureFlag is the repeatable --ensure-collection
+// NAME=DIM:METRIC[:QUANTIZATION[:INDEX]]. Its environment twin
+// TRAWL_ENSURE_COLLECTIONS holds several, separated by ";". A name given
+// twice must be given with the same settings.
+type ensureFlag []catalog.Spec
+
+func (e *ensureFlag) String() string {
+	parts := make([]string, len(*e))
+	for i, sp := range *e {
+		parts[i] = sp.Name + "=" + sp.Settings.String()
+	}
+	return strings.Join(parts, ";")
+}
+
+func (e *ensureFlag) Set(v string) error {
+	for _, one := range strings.Split(v, ";") {
+		one = strings.TrimSpace(one)
+		if one == "" {
+			continue
+		}
+		sp, err := catalog.ParseSpec(one)
+		if err != nil {
+			return err
+		}
+		if i := slices.IndexFunc(*e, func(x catalog.Spec) bool { return x.Name == sp.Name }); i >= 0 {
+			if (*e)[i] != sp {
+				return fmt.Errorf("collection %q given twice with different settings: %s and %s", sp.Name, (*e)[i].Settings, sp.Settings)
+			}
+			continue
+		}
+		*e = append(*e, sp)
+	}
+	return nil
+}
+
+// collectionFlags are serve's flags about collections.
+type collectionFlags struct {
+	// def is --collection: the collection the collection-less paths use.
+	def    *string
+	ensure ensureFlag
+	max    *int
+}
+
+func addCollectionFlags(fs *flag.FlagSet) *collectionFlags {
+	c := &collectionFlags{}
+	c.def = fs.String("collection", api.DefaultCollection,
+		"the default collection: the one the collection-less paths (/v1/search, /v1/vectors, ...) act on")
+	fs.Var(&c.ensure, "ensure-collection",
+		"create the collection `NAME=DIM:METRIC[:QUANTIZATION[:INDEX]]` at start unless it exists, e.g. docs=768:dot:int8:ivf (repeatable; env TRAWL_ENSURE_COLLECTIONS=\"a=384:cosine;b=1536:l2\"); one existing with other settings is logged and left as it is")
+	c.max = fs.Int("max-collections", coordinator.DefaultMaxCollections,
+		"most collections the cluster may hold; a create beyond it is refused (it also bounds the collection label of the metrics)")
+	return c
+}
+
+// check validates the flags once parsed.
+func (c *collectionFlags) check() error {
+	if err := catalog.ValidName(*c.def); err != nil {
+		return fmt.Errorf("--collection: %w", err)
+	}
+	if *c.max < 1 {
+		return fmt.Errorf("--max-collections %d: want at least 1", *c.max)
+	}
+	if len(c.ensure) > *c.max {
+		return fmt.Errorf("--ensure-collection names %d collections, more than --max-collections %d", len(c.ensure), *c.max)
 	}
 	return nil
 }

@@ -15,10 +15,11 @@ import (
 
 	"golang.org/x/term"
 
+	"github.com/trawl-search/trawl/catalog"
 	"github.com/trawl-search/trawl/internal/loader"
 )
 
-const loadUsage = "usage: router load --router URL [--resume-from N] [--api-key-file F] [--tls-ca F] [--batch N] [--concurrency N] FILE\n" +
+const loadUsage = "usage: router load --router URL [--collection NAME] [--resume-from N] [--api-key-file F] [--tls-ca F] [--batch N] [--concurrency N] FILE\n" +
 	`FILE is .npy (float32 [N,dim]; ids are row numbers), .fvecs (ids are record numbers) or .jsonl/.ndjson ({"id", "vector", "payload"} a line)`
 
 // runLoad is `router load`: it parses flags and hands the file to package
@@ -34,6 +35,7 @@ func load(ctx context.Context, args []string, w io.Writer, terminal bool) error 
 	fs := flag.NewFlagSet("load", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	router := fs.String("router", "http://localhost:8080", "router base URL, http:// or https://")
+	collection := fs.String("collection", "", "the collection to load into (POST /v1/collections/NAME/vectors); empty: the router's default collection (POST /v1/vectors)")
 	resumeFrom := fs.Int64("resume-from", 0, "skip the file's first N records (the number an interrupted or failed load printed)")
 	apiKeyFile := fs.String("api-key-file", "", "file holding the router's API key, sent as Authorization: Bearer")
 	tlsCA := fs.String("tls-ca", "", "PEM file of the CA that an https router's certificate must chain to (default: the system's roots)")
@@ -47,11 +49,16 @@ func load(ctx context.Context, args []string, w io.Writer, terminal bool) error 
 	if fs.NArg() != 1 {
 		return errors.New(loadUsage)
 	}
+	if *collection != "" {
+		if err := catalog.ValidName(*collection); err != nil {
+			return fmt.Errorf("--collection: %w", err)
+		}
+	}
 	if u, err := url.Parse(*router); *tlsCA != "" && err == nil && u.Scheme != "https" {
 		return fmt.Errorf("--tls-ca is for an https router; --router is %s", *router)
 	}
 	cfg := loader.Config{
-		Router: *router, Batch: *batch, Concurrency: *concurrency, ResumeFrom: *resumeFrom,
+		Router: *router, Collection: *collection, Batch: *batch, Concurrency: *concurrency, ResumeFrom: *resumeFrom,
 		Out: stderr, Terminal: terminal,
 		Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	}

@@ -182,6 +182,7 @@ func TestLoadFlags(t *testing.T) {
 		{"missing tls-ca", nil, []string{"--router", "https://127.0.0.1:1", "--tls-ca", ca, path}, "--tls-ca: open"},
 		{"missing key file", nil, []string{"--api-key-file", filepath.Join(dir, "nokey"), path}, "--api-key-file: open"},
 		{"resume past the end", nil, []string{"--resume-from", "2", path}, "--resume-from 2: cannot skip 2 records"},
+		{"bad collection", nil, []string{"--collection", "a/b", path}, `--collection: invalid collection: name "a/b"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for k, v := range tc.env {
@@ -198,7 +199,33 @@ func TestLoadHelpNamesDefaultsAndBounds(t *testing.T) {
 	err := load(context.Background(), []string{"--help"}, &out, false)
 	require.ErrorIs(t, err, flag.ErrHelp)
 	for _, want := range []string{"-batch int", "1..256", "(default 256)", "-concurrency int", "1..64", "(default 4)",
-		"-resume-from int", "-api-key-file string", "-tls-ca string", "-router string", "TRAWL_<FLAG>"} {
+		"-resume-from int", "-collection string", "-api-key-file string", "-tls-ca string", "-router string", "TRAWL_<FLAG>"} {
 		require.Contains(t, out.String(), want)
 	}
+}
+
+// --collection loads into that collection, not the default one.
+func TestLoadIntoACollection(t *testing.T) {
+	const dim = 8
+	_, srv := startRouter(t, dim, "")
+	req, err := http.NewRequest(http.MethodPut, srv.URL+"/v1/collections/notes", strings.NewReader(`{"dimension": 4, "metric": "dot"}`))
+	require.NoError(t, err)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+
+	path := filepath.Join(t.TempDir(), "v.jsonl")
+	writeJSONL(t, path, [][]float32{{1, 0, 0, 0}, {0, 1, 0, 0}, {0, 0, 1, 0}})
+	var out bytes.Buffer
+	require.NoError(t, load(context.Background(), []string{"--router", srv.URL, "--collection", "notes", path}, &out, false))
+	require.Contains(t, out.String(), "sent 3, acknowledged 3, failed 0 in ")
+	status := func(path string) int {
+		resp, err := http.Get(srv.URL + path)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	require.Equal(t, http.StatusOK, status("/v1/collections/notes/vectors/j-2"))
+	require.Equal(t, http.StatusNotFound, status("/v1/vectors/j-2"), "not in the default collection")
 }

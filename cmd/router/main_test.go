@@ -17,6 +17,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/trawl-search/trawl/catalog"
+	"github.com/trawl-search/trawl/coordinator"
 	"github.com/trawl-search/trawl/internal/app"
 	"github.com/trawl-search/trawl/internal/devcluster"
 	"github.com/trawl-search/trawl/shard/store"
@@ -192,6 +194,86 @@ func TestRaftTimingBounds(t *testing.T) {
 			}
 			require.ErrorContains(t, err, tc.wantErr)
 		})
+	}
+}
+
+// TestCollectionFlags: serve's --collection, --ensure-collection (repeatable,
+// and TRAWL_ENSURE_COLLECTIONS with ";") and --max-collections, parsed with
+// catalog.ParseSpec and checked at start; each error names the flag or the
+// value.
+func TestCollectionFlags(t *testing.T) {
+	spec := func(name string, dim int, m vector.Metric, q, idx string) catalog.Spec {
+		return catalog.Spec{Name: name, Settings: catalog.Settings{Dim: dim, Metric: m, Quantization: q, Index: idx}}
+	}
+	notes := spec("notes", 384, vector.Cosine, catalog.QuantNone, catalog.IndexFlat)
+	img := spec("img", 768, vector.DotProduct, catalog.QuantInt8, catalog.IndexIVF)
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		def     string
+		ensure  []catalog.Spec
+		max     int
+		wantErr string // empty: accepted
+	}{
+		{name: "defaults", def: "trawl", max: coordinator.DefaultMaxCollections},
+		{name: "repeated", args: []string{"--ensure-collection", "notes=384:cosine", "--ensure-collection=img=768:dot:int8:ivf"},
+			def: "trawl", ensure: []catalog.Spec{notes, img}, max: 1000},
+		{name: "ivf implies int8", args: []string{"--ensure-collection", "img=768:dot:none:ivf"}, def: "trawl", ensure: []catalog.Spec{img}, max: 1000},
+		{name: "from the environment", env: map[string]string{"TRAWL_ENSURE_COLLECTIONS": "notes=384:cosine; img=768:dot:int8:ivf;", "TRAWL_MAX_COLLECTIONS": "5", "TRAWL_COLLECTION": "notes"},
+			def: "notes", ensure: []catalog.Spec{notes, img}, max: 5},
+		{name: "command line wins", args: []string{"--ensure-collection", "img=768:dot:int8:ivf"}, env: map[string]string{"TRAWL_ENSURE_COLLECTIONS": "notes=384:cosine"},
+			def: "trawl", ensure: []catalog.Spec{img}, max: 1000},
+		{name: "same twice is once", args: []string{"--ensure-collection", "notes=384:cosine", "--ensure-collection", "notes=384:cosine:none:flat"},
+			def: "trawl", ensure: []catalog.Spec{notes}, max: 1000},
+		{name: "twice, other settings", args: []string{"--ensure-collection", "notes=384:cosine", "--ensure-collection", "notes=384:dot"},
+			wantErr: `collection "notes" given twice with different settings`},
+		{name: "no settings", args: []string{"--ensure-collection", "notes"}, wantErr: "want NAME=DIM:METRIC"},
+		{name: "bad dimension", args: []string{"--ensure-collection", "notes=0:cosine"}, wantErr: "dimension 0"},
+		{name: "bad metric", args: []string{"--ensure-collection", "notes=3:hamming"}, wantErr: "unknown metric"},
+		{name: "bad name", args: []string{"--ensure-collection", "no/tes=3:l2"}, wantErr: "only letters"},
+		{name: "bad in the environment", env: map[string]string{"TRAWL_ENSURE_COLLECTIONS": "notes=384:cosine;img=768:cosine:int4"},
+			wantErr: `TRAWL_ENSURE_COLLECTIONS="notes=384:cosine;img=768:cosine:int4"`},
+		{name: "no max", args: []string{"--max-collections", "0"}, wantErr: "--max-collections 0: want at least 1"},
+		{name: "more than max", args: []string{"--max-collections", "1", "--ensure-collection", "notes=384:cosine", "--ensure-collection", "img=768:dot"},
+			wantErr: "--ensure-collection names 2 collections, more than --max-collections 1"},
+		{name: "empty default", args: []string{"--collection", ""}, wantErr: "--collection"},
+		{name: "bad default", args: []string{"--collection", "a b"}, wantErr: "--collection"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+			fs.SetOutput(io.Discard)
+			c := addCollectionFlags(fs)
+			err := parseFlags(fs, tc.args)
+			if err == nil {
+				err = c.check()
+			}
+			if tc.wantErr != "" {
+				require.ErrorContains(t, err, tc.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.def, *c.def)
+			require.Equal(t, tc.max, *c.max)
+			require.Equal(t, tc.ensure, []catalog.Spec(c.ensure))
+		})
+	}
+	var e ensureFlag
+	require.NoError(t, e.Set("notes=384:cosine;img=768:dot:int8:ivf"))
+	require.Equal(t, "notes=384:cosine:none:flat;img=768:dot:int8:ivf", e.String(), "String reads back as Set takes it")
+}
+
+// router dev refuses a collection it could not create before starting
+// anything.
+func TestDevRefusesWhatTheCatalogWould(t *testing.T) {
+	for args, want := range map[string]string{
+		"--collection=a/b": `--collection: invalid collection: name "a/b"`,
+		"--dim=8193":       "--dim 8193: want 1..8192",
+	} {
+		require.ErrorContains(t, runDev(context.Background(), []string{args}), want)
 	}
 }
 

@@ -51,7 +51,7 @@ func runServe(ctx context.Context, args []string) error {
 	httpCert := fs.String("http-tls-cert", "", "certificate to serve the client API over HTTPS")
 	httpKey := fs.String("http-tls-key", "", "key to serve the client API over HTTPS")
 	apiKeyFile := fs.String("api-key-file", "", "file of API keys, one a line: KEY, or KEY COLLECTIONS [read|write] (COLLECTIONS: names or globs, comma-separated); required as Authorization: Bearer on /v1/* (and on the Qdrant-compatible /collections/* also as the api-key header)")
-	collection := fs.String("collection", api.DefaultCollection, "the collection name the Qdrant-compatible REST routes (/collections/NAME/...) serve the cluster's documents under")
+	colls := addCollectionFlags(fs)
 	maxInflight := fs.Int("max-inflight", admission.DefaultMaxInflight, "hard cap on /v1/* requests in flight; beyond it 429 whatever admission learned")
 	bodyTimeout := fs.Duration("body-timeout", api.DefaultBodyTimeout, "time a request's body may take to arrive after its headers; then 408 and the connection closes")
 	admit := fs.Bool("admission", true, "adaptive admission: refuse queries past capacity with 429 (false: only --max-inflight; for baselines)")
@@ -69,8 +69,8 @@ func runServe(ctx context.Context, args []string) error {
 	if *bodyTimeout <= 0 {
 		return errors.New("--body-timeout must be positive")
 	}
-	if *collection == "" {
-		return errors.New("--collection must not be empty")
+	if err := colls.check(); err != nil {
+		return err
 	}
 	if *maxDeadline < 1 {
 		return errors.New("--max-deadline-ms must be at least 1")
@@ -102,7 +102,8 @@ func runServe(ctx context.Context, args []string) error {
 	}
 	defer flush()
 	r, err := app.New(app.Config{
-		Shards: shards, Dial: dial, Keys: keys, Collection: *collection, MaxInflight: *maxInflight, BodyTimeout: *bodyTimeout,
+		Shards: shards, Dial: dial, Keys: keys, MaxInflight: *maxInflight, BodyTimeout: *bodyTimeout,
+		Collection: *colls.def, EnsureCollections: colls.ensure, MaxCollections: *colls.max,
 		NoAdmission: !*admit, NoHedge: !*hedge, NoFailover: !*failover, NoPrewarm: !*prewarm,
 		Logger: log, Kernel: kernel, WarmupTimeout: *readyTimeout,
 		Budget:         budget.Config{TLS: dial.Creds != nil, Max: time.Duration(*maxDeadline) * time.Millisecond},

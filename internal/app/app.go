@@ -19,6 +19,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/trawl-search/trawl/admission"
 	"github.com/trawl-search/trawl/api"
@@ -166,7 +168,8 @@ func New(cfg Config) (*Router, error) {
 		fopts.HedgeBudget = -1
 	}
 	r.Cluster = fanout.New(fshards, fopts)
-	r.Coordinator = coordinator.New(coordinator.Config{Cluster: r.Cluster, Logger: cfg.Logger, MaxCollections: cfg.MaxCollections})
+	r.Coordinator = coordinator.New(coordinator.Config{Cluster: r.Cluster, Logger: cfg.Logger, MaxCollections: cfg.MaxCollections,
+		Collections: m})
 	r.API = api.New(api.Config{
 		Coordinator: r.Coordinator, Budget: cfg.Budget, Metrics: m, Gatherer: reg,
 		Keys: cfg.Keys, Collection: cfg.Collection, Limiter: limiter, BodyTimeout: cfg.BodyTimeout, Logger: cfg.Logger, Extra: cfg.Extra,
@@ -212,6 +215,13 @@ func (r *Router) warmUp(ctx context.Context, cfg Config) {
 		return
 	}
 	r.ensureCollections(wctx, cfg)
+	// The collections' series are on /metrics once the router is ready
+	// (without pre-warming nothing is asked before the first query).
+	if !cfg.NoPrewarm {
+		if err := r.Coordinator.SurveyCollections(wctx); err != nil && ctx.Err() == nil {
+			cfg.Logger.Warn("collections not surveyed before ready; the catalog's refresh retries", "err", err)
+		}
+	}
 	if ctx.Err() != nil {
 		return
 	}
@@ -223,7 +233,9 @@ func (r *Router) warmUp(ctx context.Context, cfg Config) {
 
 // ensureCollections creates cfg.EnsureCollections (--ensure-collection),
 // each idempotently, retrying while the shards elect and load, until ctx
-// ends. One created with other settings is logged and left as it is.
+// ends. One created with other settings is logged and left as it is, and
+// so is a refusal no retry can change: shards that do not implement the
+// catalog (Unimplemented) answer so until they are upgraded.
 func (r *Router) ensureCollections(ctx context.Context, cfg Config) {
 	for _, spec := range cfg.EnsureCollections {
 		for {
@@ -234,7 +246,7 @@ func (r *Router) ensureCollections(ctx context.Context, cfg Config) {
 				}
 				break
 			}
-			if coordinator.CodeOf(err) != coordinator.CodeUnavailable || ctx.Err() != nil {
+			if coordinator.CodeOf(err) != coordinator.CodeUnavailable || status.Code(err) == codes.Unimplemented || ctx.Err() != nil {
 				cfg.Logger.Error("--ensure-collection not done", "collection", spec.Name, "err", err)
 				break
 			}

@@ -33,7 +33,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
+	"github.com/trawl-search/trawl/api"
 	"github.com/trawl-search/trawl/catalog"
+	"github.com/trawl-search/trawl/coordinator"
 	"github.com/trawl-search/trawl/internal/app"
 	"github.com/trawl-search/trawl/internal/faultproxy"
 	"github.com/trawl-search/trawl/placement"
@@ -60,6 +62,10 @@ type Config struct {
 	Kernel   vector.Kernel
 	Docs     int
 	Seed     uint64
+	// Collection is the collection created (Dim, Metric, Quantization,
+	// Index) through the catalog and seeded with the corpus:
+	// api.DefaultCollection ("trawl") if empty.
+	Collection string
 	// Quantization is every replica's --quantization; Int8MinRows the
 	// rows a leader waits for before training the int8 scale
 	// (store.DefaultInt8MinRows if zero).
@@ -110,7 +116,12 @@ type Replica struct {
 	// Addr is the replica's plaintext gRPC address, its raft peers' way in.
 	Addr  string
 	Proxy *faultproxy.Proxy
-	// Replica is the replica itself: its Store, Node and Server.
+	// Store is the replica's store of the cluster's collection
+	// (Cluster.Collection), set once Start has seen it created. It shadows
+	// replica.Replica.Store, the legacy collection's, which a dev cluster
+	// does not use.
+	Store *store.Memory
+	// Replica is the replica itself: its Collections, Node and Server.
 	*replica.Replica
 	// servers: the one on Addr, and the router's TLS one if any.
 	servers []*grpc.Server
@@ -121,6 +132,9 @@ type Cluster struct {
 	Names    []string
 	Replicas [][]*Replica // [shard][replica]
 	Corpus   []store.Record
+	// Collection is the collection holding the corpus, as the catalog
+	// holds it.
+	Collection coordinator.Collection
 	// Loaded is true when the cluster was loaded from DataDir rather than
 	// seeded.
 	Loaded bool
@@ -164,6 +178,9 @@ func Start(cfg Config) (*Cluster, error) {
 	}
 	if cfg.Index == store.IndexIVF {
 		cfg.Quantization = store.QuantInt8
+	}
+	if cfg.Collection == "" {
+		cfg.Collection = api.DefaultCollection
 	}
 	c := &Cluster{}
 	if cfg.DataDir == "" {
@@ -210,6 +227,10 @@ func Start(cfg Config) (*Cluster, error) {
 		c.Replicas = append(c.Replicas, reps)
 	}
 	c.measureScanRate(cfg)
+	if c.Collection, err = c.ensureCollection(cfg); err != nil {
+		c.Close()
+		return nil, err
+	}
 	if !loaded {
 		byShard := map[string][]store.Record{}
 		for _, r := range c.Corpus {
@@ -218,7 +239,7 @@ func Start(cfg Config) (*Cluster, error) {
 		}
 		for i, name := range c.Names {
 			p := shard.Placement{Fingerprint: table.Fingerprint(), Shard: name}
-			if _, err := seed(c.Replicas[i], p, byShard[name]); err != nil {
+			if _, err := seed(c.Replicas[i], c.Collection, p, byShard[name]); err != nil {
 				c.Close()
 				return nil, fmt.Errorf("seed %s: %w", name, err)
 			}
@@ -229,6 +250,10 @@ func Start(cfg Config) (*Cluster, error) {
 		}
 	}
 	if err := c.waitServing(2 * time.Minute); err != nil {
+		c.Close()
+		return nil, err
+	}
+	if err := c.bindStores(time.Minute); err != nil {
 		c.Close()
 		return nil, err
 	}
@@ -307,9 +332,10 @@ func saveLayout(dir string, l layout) error {
 	return os.WriteFile(filepath.Join(dir, "cluster.json"), b, 0o640)
 }
 
-// seed writes recs through the group's leader in batches, the way a router
-// that knows the leader would, and returns the last write's index.
-func seed(reps []*Replica, p shard.Placement, recs []store.Record) (uint64, error) {
+// seed writes recs into coll through the group's leader in batches, the
+// way a router that knows the leader would, and returns the last write's
+// index.
+func seed(reps []*Replica, coll coordinator.Collection, p shard.Placement, recs []store.Record) (uint64, error) {
 	deadline := time.Now().Add(time.Minute)
 	// leader dials whichever replica leads now: on a loaded machine the
 	// leadership can move in the middle of seeding, and the old leader then
@@ -346,7 +372,7 @@ func seed(reps []*Replica, p shard.Placement, recs []store.Record) (uint64, erro
 		for {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			c.WaitSettled(ctx)
-			idx, err := c.Upsert(ctx, p, vs)
+			idx, err := c.In(client.Collection{Name: coll.Name, UID: coll.UID}).Upsert(ctx, p, vs)
 			cancel()
 			if err == nil {
 				last = idx

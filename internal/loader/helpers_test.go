@@ -88,13 +88,19 @@ type request struct {
 type fakeRouter struct {
 	t      *testing.T
 	answer func(w http.ResponseWriter, r *request, n int) // n counts requests from 0
+	// path is the route it serves: /v1/vectors if empty.
+	path string
 
 	mu   sync.Mutex
 	reqs []*request
 }
 
 func (f *fakeRouter) ServeHTTP(w http.ResponseWriter, hr *http.Request) {
-	if hr.Method != http.MethodPost || hr.URL.Path != "/v1/vectors" {
+	path := f.path
+	if path == "" {
+		path = "/v1/vectors"
+	}
+	if hr.Method != http.MethodPost || hr.URL.Path != path {
 		http.Error(w, "wrong route "+hr.Method+" "+hr.URL.Path, http.StatusNotFound)
 		return
 	}

@@ -51,6 +51,10 @@ const (
 type Config struct {
 	// Router is the router's base URL, http:// or https://.
 	Router string
+	// Collection, when set, is the collection the records go to (POST
+	// /v1/collections/{Collection}/vectors); empty: the router's default
+	// collection (POST /v1/vectors).
+	Collection string
 	// Client sends the requests (NewClient); nil is http.DefaultClient.
 	Client *http.Client
 	// APIKey, when set, is sent as Authorization: Bearer.
@@ -124,6 +128,16 @@ func (c Config) withDefaults() (Config, error) {
 	return c, nil
 }
 
+// vectorsURL is the upsert endpoint of collection (the default
+// collection's when empty) on router.
+func vectorsURL(router, collection string) string {
+	base := strings.TrimRight(router, "/")
+	if collection == "" {
+		return base + "/v1/vectors"
+	}
+	return base + "/v1/collections/" + url.PathEscape(collection) + "/vectors"
+}
+
 type loader struct {
 	cfg Config
 	url string
@@ -150,7 +164,7 @@ func Run(ctx context.Context, src Source, cfg Config) (Summary, error) {
 	}
 	l := &loader{
 		cfg: cfg,
-		url: strings.TrimRight(cfg.Router, "/") + "/v1/vectors",
+		url: vectorsURL(cfg.Router, cfg.Collection),
 		t:   newTracker(cfg, src.Total()),
 
 		maxBody: maxBodyBytes,

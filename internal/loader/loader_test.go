@@ -679,3 +679,26 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// With Collection set the records go to that collection's vectors route,
+// the name escaped; without, to the default collection's /v1/vectors.
+func TestCollectionPicksTheRoute(t *testing.T) {
+	for _, tc := range []struct{ collection, path string }{
+		{"", "/v1/vectors"},
+		{"notes", "/v1/collections/notes/vectors"},
+		{"my_docs.v2-en", "/v1/collections/my_docs.v2-en/vectors"},
+	} {
+		t.Run(tc.path, func(t *testing.T) {
+			f := &fakeRouter{t: t, path: tc.path}
+			srv := httptest.NewServer(f)
+			t.Cleanup(srv.Close)
+			var out bytes.Buffer
+			cfg := testConfig(srv, newFakeClock(), &out)
+			cfg.Collection = tc.collection
+			_, err := Run(context.Background(), newNpySource(t, corpus(12, 4)), cfg)
+			require.NoError(t, err, out.String())
+			require.Len(t, f.received(), 12)
+		})
+	}
+	require.Equal(t, "http://r:1/v1/collections/a%2Fb/vectors", vectorsURL("http://r:1/", "a/b"))
+}

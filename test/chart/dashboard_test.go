@@ -1,6 +1,10 @@
 package chart
 
 import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -58,6 +62,7 @@ func TestDashboard(t *testing.T) {
 		"trawl_scatter_coverage_ratio",
 		"trawl_admission_rejected_total", // refused queries by reason
 		"trawl_admission_limit",          // the learned concurrency limit
+		"trawl_collection_documents",     // documents by collection
 	}
 	all := ""
 	for _, exprs := range panels {
@@ -67,5 +72,71 @@ func TestDashboard(t *testing.T) {
 		if !strings.Contains(all, w) {
 			t.Errorf("no panel plots %s", w)
 		}
+	}
+}
+
+// TestDashboardCollectionVariable: a `collection` variable lists the
+// collections the routers report, and every panel on the per-collection
+// series (fan-outs, degraded fan-outs, latency, documents) is filtered by it.
+func TestDashboardCollectionVariable(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(chartDir(t), "dashboards", "trawl.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Templating struct {
+			List []struct {
+				Name       string `json:"name"`
+				Definition string `json:"definition"`
+				IncludeAll bool   `json:"includeAll"`
+				Multi      bool   `json:"multi"`
+			} `json:"list"`
+		} `json:"templating"`
+		Panels []struct {
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal(raw, &dash); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, v := range dash.Templating.List {
+		if v.Name != "collection" {
+			continue
+		}
+		found = true
+		if !strings.HasPrefix(v.Definition, "label_values(trawl_scatter_queries_total") || !strings.HasSuffix(v.Definition, ", collection)") {
+			t.Errorf("collection variable: %q, want label_values of trawl_scatter_queries_total's collection", v.Definition)
+		}
+		if !v.IncludeAll || !v.Multi {
+			t.Error("collection variable: want All and several at once")
+		}
+	}
+	if !found {
+		t.Fatal("no collection variable")
+	}
+	byCollection := []string{"trawl_scatter_queries_total", "trawl_scatter_degraded_total", "trawl_scatter_duration_seconds_bucket", "trawl_collection_documents"}
+	panels := 0
+	for _, p := range dash.Panels {
+		uses := false
+		for _, tg := range p.Targets {
+			for _, n := range metricNames(t, "panel "+p.Title, strings.NewReplacer("$__rate_interval", "5m").Replace(tg.Expr)) {
+				if slices.Contains(byCollection, n) {
+					uses = true
+					if !strings.Contains(tg.Expr, n+`{namespace=~"$namespace",collection=~"$collection"}`) {
+						t.Errorf("panel %q: %s not filtered by the collection variable: %s", p.Title, n, tg.Expr)
+					}
+				}
+			}
+		}
+		if uses {
+			panels++
+		}
+	}
+	if panels < 4 {
+		t.Errorf("%d panels plot the per-collection series; want the degraded ratio, its stat, latency, fan-outs and documents", panels)
 	}
 }

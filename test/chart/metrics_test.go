@@ -49,7 +49,8 @@ func exported(t *testing.T) map[string]bool {
 	router := prometheus.NewRegistry()
 	m := metrics.NewRouter(router, []metrics.Shard{{Name: "shard-0", Replicas: []string{"a:7070", "b:7070"}}}, "generic")
 	// Vec collectors with no series yet are not gathered: touch every one.
-	m.Fanout(fanout.PathSearch, 0, 1, map[string]fanout.Reason{"shard-0": fanout.ReasonSuspect})
+	m.ObserveCollections(map[string]uint64{"trawl": 0})
+	m.Fanout(fanout.PathSearch, "trawl", 0, 1, map[string]fanout.Reason{"shard-0": fanout.ReasonSuspect})
 	m.ShardRPC("shard-0", "a:7070", "ok", 0)
 	m.HTTPRequest("/v1/search", 200)
 	m.Rejected(admission.ReasonLimit)
@@ -164,7 +165,7 @@ func dashboardExprs(t *testing.T) (map[string][]string, map[string]any) {
 	if err := json.Unmarshal(raw, &dash); err != nil {
 		t.Fatal(err)
 	}
-	vars := strings.NewReplacer("$__rate_interval", "5m", "$namespace", ".*", "${namespace}", ".*")
+	vars := strings.NewReplacer("$__rate_interval", "5m", "$namespace", ".*", "${namespace}", ".*", "$collection", ".*", "${collection}", ".*")
 	out := map[string][]string{}
 	for _, p := range dash["panels"].([]any) {
 		panel := p.(map[string]any)
@@ -206,7 +207,7 @@ func TestMetricNamesExported(t *testing.T) {
 	}
 	// The signals the issue asks for are all there.
 	for _, n := range []string{"trawl_scatter_degraded_total", "trawl_scatter_queries_total", "trawl_scatter_shard_unavailable_total", "trawl_replica_suspect",
-		"trawl_admission_rejected_total", "trawl_admission_limit"} {
+		"trawl_admission_rejected_total", "trawl_admission_limit", "trawl_collection_documents"} {
 		if len(used[n]) == 0 {
 			t.Errorf("%s is used by no alert or panel", n)
 		}

@@ -220,8 +220,8 @@ func TestChaosEveryCompleteAnswerIsExact(t *testing.T) {
 		l.ack(ids)
 	}
 	time.Sleep(leaderSilence) // the corpus is visible through every router
-	queriesBefore := reader.counter(t, "trawl_scatter_queries_total", `path="search"`)
-	degradedBefore := reader.counter(t, "trawl_scatter_degraded_total", `path="search"`)
+	queriesBefore := reader.counter(t, "trawl_scatter_queries_total", `collection="trawl",path="search"`)
+	degradedBefore := reader.counter(t, "trawl_scatter_degraded_total", `collection="trawl",path="search"`)
 
 	ctx, cancel := context.WithTimeout(context.Background(), chaosFor(t))
 	defer cancel()
@@ -323,6 +323,6 @@ func TestChaosEveryCompleteAnswerIsExact(t *testing.T) {
 	require.Positive(t, raw.complete.Load(), "the writing router never answered completely")
 	require.Positive(t, written.Load(), "no write was acknowledged during the run")
 	require.Less(t, float64(degraded), 0.01*float64(answers), "under 1 %% degraded with two live replicas in every shard")
-	require.Equal(t, float64(answers), reader.counter(t, "trawl_scatter_queries_total", `path="search"`)-queriesBefore, "every answer counted")
-	require.Equal(t, float64(degraded), reader.counter(t, "trawl_scatter_degraded_total", `path="search"`)-degradedBefore, "every partial answer counted")
+	require.Equal(t, float64(answers), reader.counter(t, "trawl_scatter_queries_total", `collection="trawl",path="search"`)-queriesBefore, "every answer counted")
+	require.Equal(t, float64(degraded), reader.counter(t, "trawl_scatter_degraded_total", `collection="trawl",path="search"`)-degradedBefore, "every partial answer counted")
 }

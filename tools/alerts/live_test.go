@@ -208,8 +208,8 @@ scrape_configs:
 	// name it.
 	type key struct{ name, labels string }
 	want := []key{
-		{"TrawlDegradedAnswersHigh", "path=search"},
-		{"TrawlDegradedAnswersCritical", "path=search"},
+		{"TrawlDegradedAnswersHigh", "path=search,collection=trawl"},
+		{"TrawlDegradedAnswersCritical", "path=search,collection=trawl"},
 		{"TrawlShardUnavailable", "shard=" + fault},
 	}
 	for _, r := range faultReplicas {

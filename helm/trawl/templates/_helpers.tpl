@@ -221,4 +221,25 @@ Checks no schema can express; they fail the install with a message.
 {{- if hasKey $seen .name }}{{ fail (printf "shards.zones: zone %q appears twice" .name) }}{{ end -}}
 {{- $_ := set $seen .name true -}}
 {{- end -}}
+{{- $colls := dict -}}
+{{- range .Values.collections -}}
+{{- if hasKey $colls .name }}{{ fail (printf "collections: %q appears twice" .name) }}{{ end -}}
+{{- $_ := set $colls .name true -}}
+{{- end -}}
+{{- $n := len (default list .Values.collections) -}}
+{{- if gt $n (int .Values.router.maxCollections) -}}
+{{- fail (printf "collections lists %d, more than router.maxCollections (%d)" $n (int .Values.router.maxCollections)) -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+One entry of .Values.collections as --ensure-collection takes it,
+NAME=DIM:METRIC:QUANTIZATION:INDEX, every setting written out with the API's
+defaults for those left out; ivf keeps int8 codes, so it implies int8.
+*/}}
+{{- define "trawl.collectionSpec" -}}
+{{- $index := default "flat" .index -}}
+{{- $quant := default "none" .quantization -}}
+{{- if eq $index "ivf" }}{{ $quant = "int8" }}{{ end -}}
+{{ .name }}={{ .dimension }}:{{ default "cosine" .metric }}:{{ $quant }}:{{ $index }}
 {{- end -}}
