@@ -229,15 +229,25 @@ func requireIndexStatus(t *testing.T, h *harness) {
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", raw)
 	var st struct {
+		Collections []struct {
+			Name         string `json:"name"`
+			Quantization string `json:"quantization"`
+			Index        string `json:"index"`
+		} `json:"collections"`
 		Shards []struct {
 			Name     string `json:"name"`
 			Replicas []struct {
-				Quantization string          `json:"quantization"`
-				Index        json.RawMessage `json:"index"`
+				Collections []struct {
+					Name  string          `json:"name"`
+					Index json.RawMessage `json:"index"`
+				} `json:"collections"`
 			} `json:"replicas"`
 		} `json:"shards"`
 	}
 	require.NoError(t, json.Unmarshal(raw, &st), "%s", raw)
+	require.Len(t, st.Collections, 1)
+	require.Equal(t, "int8", st.Collections[0].Quantization)
+	require.Equal(t, "ivf", st.Collections[0].Index)
 	require.Len(t, st.Shards, len(h.dc.Replicas))
 	for si, reps := range h.dc.Replicas {
 		require.Equal(t, h.dc.Names[si], st.Shards[si].Name)
@@ -249,11 +259,12 @@ func requireIndexStatus(t *testing.T, h *harness) {
 			want := fmt.Sprintf(`{"kind": "ivf", "state": "ready", "lists": %d, "trained_rows": %d, "default_nprobe": %d,
 				"nprobe_calibrated": %v, "rows": %d, "bytes": %d, "bytes_per_vector": %v}`, ix.Lists, ix.TrainedRows, ix.DefaultNProbe,
 				ix.NProbeCalibrated, ix.Rows, ix.Bytes, math.Round(float64(ix.Bytes)/float64(ix.Rows)*10)/10)
-			got := st.Shards[si].Replicas[j]
-			require.Equal(t, "int8", got.Quantization, "%s replica %d", r.Shard, j)
-			require.JSONEq(t, want, string(got.Index), "%s replica %d", r.Shard, j)
+			colls := st.Shards[si].Replicas[j].Collections
+			require.Len(t, colls, 1, "%s replica %d", r.Shard, j)
+			require.Equal(t, st.Collections[0].Name, colls[0].Name)
+			require.JSONEq(t, want, string(colls[0].Index), "%s replica %d", r.Shard, j)
 			if si == 0 && j == 0 {
-				t.Logf("%s replica 0 in /cluster/status: %s", r.Shard, got.Index)
+				t.Logf("%s replica 0 in /cluster/status: %s", r.Shard, colls[0].Index)
 			}
 		}
 	}

@@ -63,7 +63,8 @@ func TestFirstQueryAfterReadyIsComplete(t *testing.T) {
 			for i := range 3 {
 				specs = append(specs, app.ShardSpec{Name: fmt.Sprint("shard-", i), Addrs: []string{freshShard(t, dim)}})
 			}
-			r, err := app.New(app.Config{Shards: specs, Kernel: vector.Generic(), WarmupTimeout: 30 * time.Second})
+			r, err := app.New(app.Config{Shards: specs, Kernel: vector.Generic(), WarmupTimeout: 30 * time.Second,
+				EnsureCollections: []catalog.Spec{{Name: "trawl", Settings: catalog.Settings{Dim: dim, Metric: vector.Cosine}.Normalize()}}})
 			require.NoError(t, err)
 			srv := httptest.NewServer(r.API)
 			t.Cleanup(func() {
