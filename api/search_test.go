@@ -498,8 +498,7 @@ func TestClusterStatusShape(t *testing.T) {
 	e := newEnv(t, envConfig{ScanRateBytes: 1 << 20})
 	var body []byte
 	var st struct {
-		Dimension int `json:"dimension"`
-		Shards    []struct {
+		Shards []struct {
 			Replicas []struct {
 				ScanRate          float64 `json:"scan_rate"`
 				MaxRowsInDeadline uint64  `json:"max_rows_in_deadline"`
@@ -522,7 +521,8 @@ func TestClusterStatusShape(t *testing.T) {
 	}
 	require.Eventually(t, measured, 30*time.Second, 20*time.Millisecond, "%s", body)
 	top := members(t, body)
-	require.Equal(t, []string{"metric", "dimension", "disagreements", "shard_budget_ms", "shards"}, objectKeys(t, body))
+	require.Equal(t, []string{"collections", "disagreements", "shard_budget_ms", "shards"}, objectKeys(t, body))
+	require.JSONEq(t, `[{"name": "trawl", "dimension": 8, "metric": "cosine", "quantization": "none", "index": "flat"}]`, string(top["collections"]))
 	require.JSONEq(t, "45", string(top["shard_budget_ms"]))
 	var shards []json.RawMessage
 	require.NoError(t, json.Unmarshal(top["shards"], &shards))
@@ -531,11 +531,17 @@ func TestClusterStatusShape(t *testing.T) {
 	var reps []json.RawMessage
 	require.NoError(t, json.Unmarshal(members(t, shards[0])["replicas"], &reps))
 	require.Equal(t, []string{"addr", "conn_state", "suspect", "consecutive_failures", "last_error", "latency_ms", "kernel",
-		"doc_count", "metric", "dimension", "role", "serving", "commit_index", "applied_index", "lag",
-		"quantization", "index", "scan_rate", "scan_rate_live", "max_rows_in_deadline"}, objectKeys(t, reps[0]))
+		"doc_count", "role", "serving", "commit_index", "applied_index", "lag",
+		"catalog_version", "collections", "scan_rate", "scan_rate_live", "max_rows_in_deadline"}, objectKeys(t, reps[0]))
+	var colls []json.RawMessage
+	require.NoError(t, json.Unmarshal(members(t, reps[0])["collections"], &colls))
+	require.Len(t, colls, 1)
+	require.Equal(t, []string{"name", "uid", "doc_count", "bytes", "index"}, objectKeys(t, colls[0]))
 	for _, s := range st.Shards {
 		for _, r := range s.Replicas {
-			require.Equal(t, shard.MaxRowsWithin(r.ScanRate, st.Dimension, 45*time.Millisecond), r.MaxRowsInDeadline)
+			// Sized at 1536-D, the default dimension: the rate is a
+			// replica's, whatever its collections' dimensions.
+			require.Equal(t, shard.MaxRowsWithin(r.ScanRate, 1536, 45*time.Millisecond), r.MaxRowsInDeadline)
 			require.Positive(t, r.MaxRowsInDeadline)
 		}
 	}
@@ -570,9 +576,10 @@ func TestClusterStatusShowsIndex(t *testing.T) {
 	var st struct {
 		Shards []struct {
 			Replicas []struct {
-				DocCount     uint64          `json:"doc_count"`
-				Quantization string          `json:"quantization"`
-				Index        json.RawMessage `json:"index"`
+				Collections []struct {
+					DocCount uint64          `json:"doc_count"`
+					Index    json.RawMessage `json:"index"`
+				} `json:"collections"`
 			} `json:"replicas"`
 		} `json:"shards"`
 	}
@@ -581,9 +588,10 @@ func TestClusterStatusShowsIndex(t *testing.T) {
 	for _, s := range st.Shards {
 		require.NotEmpty(t, s.Replicas)
 		for _, r := range s.Replicas {
-			require.Equal(t, "none", r.Quantization)
+			require.Len(t, r.Collections, 1)
+			c := r.Collections[0]
 			require.JSONEq(t, fmt.Sprintf(`{"kind": "flat", "state": "ready", "lists": 0, "trained_rows": 0, "default_nprobe": 0,
-				"nprobe_calibrated": false, "rows": %d, "bytes": 0, "bytes_per_vector": 0}`, r.DocCount), string(r.Index))
+				"nprobe_calibrated": false, "rows": %d, "bytes": 0, "bytes_per_vector": 0}`, c.DocCount), string(c.Index))
 		}
 	}
 }

@@ -59,9 +59,9 @@ const DefaultMaxCollections = 1000
 // is treated as unreachable (its last answer stands).
 const catalogTimeout = 2 * time.Second
 
-// refreshEvery is how often RunCatalog reads the catalog and completes
-// the creates and drops some group has not received.
-const refreshEvery = 5 * time.Second
+// DefaultCatalogRefresh is how often RunCatalog reads the catalog and
+// completes the creates and drops some group has not received.
+const DefaultCatalogRefresh = 5 * time.Second
 
 // minRefreshGap bounds how often a lookup miss re-reads the catalog, so a
 // client asking for absent collections cannot turn every request into a
@@ -398,7 +398,7 @@ func cloneChange(req *shardpb.ChangeCatalogRequest) *shardpb.ChangeCatalogReques
 // router died halfway, a group that was down).
 // Each reading is also surveyed for Config.Collections (SurveyCollections).
 func (c *Coordinator) RunCatalog(ctx context.Context) {
-	t := time.NewTicker(refreshEvery)
+	t := time.NewTicker(c.catalogRefresh)
 	defer t.Stop()
 	for {
 		if err := c.SurveyCollections(ctx); err != nil && ctx.Err() == nil {

@@ -1,11 +1,13 @@
 package coordinator
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"sync/atomic"
+	"time"
 
 	"github.com/trawl-search/trawl/fanout"
 	"github.com/trawl-search/trawl/placement"
@@ -22,6 +24,9 @@ type Config struct {
 	// MaxCollections bounds the catalog (DefaultMaxCollections if zero),
 	// and with it the collection label of the router's metrics.
 	MaxCollections int
+	// CatalogRefresh is RunCatalog's period (DefaultCatalogRefresh if
+	// zero).
+	CatalogRefresh time.Duration
 	// Collections, when set, is told the catalog's collections and their
 	// documents after every periodic catalog read (SurveyCollections).
 	Collections CollectionObserver
@@ -34,8 +39,10 @@ type Coordinator struct {
 	placement placement.Table
 	log       *slog.Logger
 	cat       *catalogState
-	observer  CollectionObserver
-	docs      collectionDocs
+	// catalogRefresh is RunCatalog's period.
+	catalogRefresh time.Duration
+	observer       CollectionObserver
+	docs           collectionDocs
 	// shardOf is each replica's shard, in cluster order; acked the last
 	// write index this router acknowledged on each shard.
 	shardOf map[*client.Conn]int
@@ -60,6 +67,7 @@ func New(cfg Config) *Coordinator {
 			c.shardOf[r] = i
 		}
 	}
+	c.catalogRefresh = cmp.Or(cfg.CatalogRefresh, DefaultCatalogRefresh)
 	return c
 }
 

@@ -44,7 +44,9 @@ func TestQdrantScopedKeys(t *testing.T) {
 		p := "/collections/" + coll
 		for _, o := range []op{
 			{http.MethodGet, p, "", apikey.Read},
-			{http.MethodPut, p, `{"vectors": {"size": 8, "distance": "Cosine"}}`, apikey.Write},
+			// A create the handler refuses (size 0): the scope is checked
+			// before the body, and nothing is created as the matrix runs.
+			{http.MethodPut, p, `{"vectors": {"size": 0, "distance": "Cosine"}}`, apikey.Write},
 			{http.MethodGet, p + "/exists", "", apikey.Read},
 			{http.MethodPut, p + "/points?wait=true", upsert, apikey.Write},
 			{http.MethodPost, p + "/points/delete?wait=true", `{"points": [999]}`, apikey.Write},
@@ -90,10 +92,7 @@ func TestQdrantScopedKeys(t *testing.T) {
 func passed(coll, method, path string) int {
 	switch {
 	case method == http.MethodPut && path == "/collections/"+coll:
-		if coll == "trawl" {
-			return 200
-		}
-		return 400 // Qdrant's create serves only the default collection
+		return 400 // the matrix's create has size 0
 	case strings.HasSuffix(path, "/exists"):
 		return 200
 	case coll == "absent":

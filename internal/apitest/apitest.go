@@ -75,7 +75,7 @@ func New(t testing.TB, cfg Config) *Env {
 		ScanRateBytes: cfg.ScanRateBytes})
 	require.NoError(t, err)
 	t.Cleanup(dc.Close)
-	r, err := app.New(app.Config{Shards: dc.Specs(), Keys: cfg.keys(), MaxInflight: cfg.MaxInflight,
+	r, err := app.New(app.Config{Shards: dc.Specs(), CatalogRefresh: time.Hour, Keys: cfg.keys(), MaxInflight: cfg.MaxInflight,
 		WarmupTimeout: 5 * time.Second, DisableProber: !cfg.Prober})
 	require.NoError(t, err)
 	t.Cleanup(r.Close)

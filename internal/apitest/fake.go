@@ -62,7 +62,7 @@ func NewFake(t testing.TB, cfg FakeConfig) *Env {
 		fakes = append(fakes, f)
 		specs = append(specs, app.ShardSpec{Name: f.Name, Addrs: []string{f.addr}})
 	}
-	r, err := app.New(app.Config{Shards: specs, Keys: cfg.Keys, Collection: cfg.Collection,
+	r, err := app.New(app.Config{Shards: specs, CatalogRefresh: time.Hour, Keys: cfg.Keys, Collection: cfg.Collection,
 		EnsureCollections: cfg.Collections, WarmupTimeout: 5 * time.Second, DisableProber: true})
 	require.NoError(t, err)
 	t.Cleanup(r.Close)

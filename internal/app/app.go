@@ -56,6 +56,10 @@ type Config struct {
 	EnsureCollections []catalog.Spec
 	// MaxCollections bounds the catalog (--max-collections).
 	MaxCollections int
+	// CatalogRefresh is how often the router re-reads the catalog and
+	// completes half-done changes (coordinator.DefaultCatalogRefresh if
+	// zero). Tests that count shard RPCs set it long.
+	CatalogRefresh time.Duration
 	// MaxInflight is the hard cap on /v1/* requests in flight
 	// (admission.DefaultMaxInflight if zero).
 	MaxInflight int
@@ -169,6 +173,7 @@ func New(cfg Config) (*Router, error) {
 	}
 	r.Cluster = fanout.New(fshards, fopts)
 	r.Coordinator = coordinator.New(coordinator.Config{Cluster: r.Cluster, Logger: cfg.Logger, MaxCollections: cfg.MaxCollections,
+		CatalogRefresh: cfg.CatalogRefresh,
 		Collections: m})
 	r.API = api.New(api.Config{
 		Coordinator: r.Coordinator, Budget: cfg.Budget, Metrics: m, Gatherer: reg,
