@@ -174,7 +174,7 @@ func New(cfg Config) (*Router, error) {
 	r.Cluster = fanout.New(fshards, fopts)
 	r.Coordinator = coordinator.New(coordinator.Config{Cluster: r.Cluster, Logger: cfg.Logger, MaxCollections: cfg.MaxCollections,
 		CatalogRefresh: cfg.CatalogRefresh,
-		Collections: m})
+		Collections:    m})
 	r.API = api.New(api.Config{
 		Coordinator: r.Coordinator, Budget: cfg.Budget, Metrics: m, Gatherer: reg,
 		Keys: cfg.Keys, Collection: cfg.Collection, Limiter: limiter, BodyTimeout: cfg.BodyTimeout, Logger: cfg.Logger, Extra: cfg.Extra,
