@@ -137,8 +137,13 @@ func (c *Coordinator) Collection(ctx context.Context, name string) (Collection, 
 	if err == nil || time.Since(v.read) < minRefreshGap {
 		return coll, err
 	}
-	if v, rerr := c.refreshCatalog(ctx); rerr == nil {
-		return v.resolve(name)
+	v2, rerr := c.refreshCatalog(ctx)
+	if rerr == nil {
+		return v2.resolve(name)
+	}
+	if v.read.IsZero() {
+		// Never read: the name may well exist. Unavailable, not absent.
+		return Collection{}, errorf(CodeUnavailable, rerr, "collection `%s`: the catalog cannot be read: %v", name, rerr)
 	}
 	return coll, err
 }

@@ -11,6 +11,7 @@ package app_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -32,7 +33,9 @@ import (
 	"github.com/trawl-search/trawl/internal/faultproxy"
 	"github.com/trawl-search/trawl/placement"
 	"github.com/trawl-search/trawl/shard"
+	"github.com/trawl-search/trawl/shard/client"
 	"github.com/trawl-search/trawl/shard/replica"
+	"github.com/trawl-search/trawl/shard/shardpb"
 	"github.com/trawl-search/trawl/vector"
 )
 
@@ -514,6 +517,24 @@ func serveReplica(t *testing.T, ln net.Listener, dim int, k vector.Kernel) *repl
 	return rep
 }
 
+// adoptLegacy puts the collection trawl, uid 0, in the catalog of the
+// replica at addr, a group of one: the catalog entry of its legacy store,
+// so Replica.Store holds what the router writes to trawl. Every group of
+// the harness holds the same entry, so the router's catalog agrees
+// whichever replica it reads.
+func adoptLegacy(t *testing.T, addr string, dim int) {
+	t.Helper()
+	c, err := client.Dial(addr, client.DialConfig{})
+	require.NoError(t, err)
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c.WaitSettled(ctx)
+	_, err = c.ChangeCatalog(ctx, &shardpb.ChangeCatalogRequest{Op: &shardpb.ChangeCatalogRequest_Create{Create: &shardpb.CollectionEntry{
+		Name: shard.LegacyCollection, Settings: &shardpb.CollectionSettings{Dim: uint32(dim), Metric: "cosine"}}}})
+	require.NoError(t, err)
+}
+
 // countingReplica is one replica of a write harness's shard: a group of
 // one, so it leads and takes any write sent to it, as every replica of a
 // shard did before writes were replicated, and its log says how many
@@ -575,6 +596,7 @@ func startCounting(t *testing.T, shards, replicas, dim int) *writeHarness {
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
 			require.NoError(t, err)
 			rep := serveReplica(t, ln, dim, vector.Generic())
+			adoptLegacy(t, ln.Addr().String(), dim)
 			p, err := faultproxy.Start("127.0.0.1:0", ln.Addr().String())
 			require.NoError(t, err)
 			t.Cleanup(func() { p.Close() })

@@ -1,6 +1,9 @@
 package app_test
 
 import (
+	"bytes"
+	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -60,7 +63,15 @@ func TestShardsRefuseARouterWithoutClientCertificate(t *testing.T) {
 	h := &harness{dc: dc, r: r, srv: httptest.NewServer(r.API)}
 	defer h.srv.Close()
 	waitReady(t, r)
-	a, resp, _ := h.search(t, "?deadline_ms=500", map[string]any{"vector": dc.Corpus[0].Vector, "k": 5})
-	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
-	require.Equal(t, map[string]string{"shard-0": "unavailable"}, a.ScatterGather.ShardErrors)
+	// The router cannot read even the catalog: the search is refused
+	// unavailable, not answered as if the collection did not exist.
+	b, err := json.Marshal(map[string]any{"vector": dc.Corpus[0].Vector, "k": 5})
+	require.NoError(t, err)
+	resp, err := http.Post(h.srv.URL+"/v1/search?deadline_ms=500", "application/json", bytes.NewReader(b))
+	require.NoError(t, err)
+	raw, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "%s", raw)
+	require.Contains(t, string(raw), "catalog")
 }
