@@ -397,7 +397,7 @@ func cloneChange(req *shardpb.ChangeCatalogRequest) *shardpb.ChangeCatalogReques
 	return out
 }
 
-// RunCatalog reads the catalog now and every few seconds until ctx ends,
+// RunCatalog reads the catalog every Config.CatalogRefresh until ctx ends,
 // completing on every group the creates, drops and alias changes the
 // authority committed that some group lacks (a create or drop whose
 // router died halfway, a group that was down).
@@ -406,13 +406,15 @@ func (c *Coordinator) RunCatalog(ctx context.Context) {
 	t := time.NewTicker(c.catalogRefresh)
 	defer t.Stop()
 	for {
-		if err := c.SurveyCollections(ctx); err != nil && ctx.Err() == nil {
-			c.log.Debug("catalog not read", "err", err)
-		}
+		// The first reading is the caller's (a router's warm-up surveys
+		// before it turns ready), so the loop waits a period first.
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+		if err := c.SurveyCollections(ctx); err != nil && ctx.Err() == nil {
+			c.log.Debug("catalog not read", "err", err)
 		}
 	}
 }
