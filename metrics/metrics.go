@@ -323,3 +323,26 @@ func registerKernel(reg prometheus.Registerer, kernel string) {
 	reg.MustRegister(g)
 	g.WithLabelValues(kernel).Set(1)
 }
+
+// CollectionBytes exports the memory each of a replica's collections
+// holds (rows, payloads, int8 codes, index) as
+// trawl_shard_collection_bytes{collection}, read from bytes at every
+// scrape: a dropped collection's series is gone at the next one.
+func CollectionBytes(reg prometheus.Registerer, bytes func() map[string]int) {
+	reg.MustRegister(collectionBytes{fn: bytes, desc: prometheus.NewDesc("trawl_shard_collection_bytes",
+		"Memory a collection holds on this shard replica: float32 rows, payloads, int8 codes and index.",
+		[]string{"collection"}, nil)})
+}
+
+type collectionBytes struct {
+	fn   func() map[string]int
+	desc *prometheus.Desc
+}
+
+func (c collectionBytes) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c collectionBytes) Collect(ch chan<- prometheus.Metric) {
+	for name, n := range c.fn() {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), name)
+	}
+}

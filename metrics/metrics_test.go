@@ -190,3 +190,15 @@ func TestShardScanQueriesByKind(t *testing.T) {
 	require.Equal(t, 3.0, testutil.ToFloat64(m.queries.WithLabelValues("int8")))
 	require.Equal(t, 1.0, testutil.ToFloat64(m.queries.WithLabelValues("exact")))
 }
+
+func TestCollectionBytesAreReadAtScrape(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	held := map[string]int{"a": 4096, "b": 0}
+	CollectionBytes(reg, func() map[string]int { return held })
+	const head = "# HELP trawl_shard_collection_bytes Memory a collection holds on this shard replica: float32 rows, payloads, int8 codes and index.\n# TYPE trawl_shard_collection_bytes gauge\n"
+	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(head+
+		"trawl_shard_collection_bytes{collection=\"a\"} 4096\ntrawl_shard_collection_bytes{collection=\"b\"} 0\n")))
+	held = map[string]int{"a": 8192} // b dropped
+	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(head+
+		"trawl_shard_collection_bytes{collection=\"a\"} 8192\n")))
+}

@@ -148,6 +148,7 @@ func runShard(ctx context.Context, args []string) error {
 	}
 	defer rep.Close()
 	metrics.RegisterShardRaft(reg, raftGauges{rep})
+	metrics.CollectionBytes(reg, rep.Collections.Bytes)
 	srv := rep.Server
 	go func() {
 		select {

@@ -355,3 +355,14 @@ func (c *Collections) held() ([]*collection, *shardpb.CatalogResponse) {
 	defer c.mu.RUnlock()
 	return c.cat.sorted(), c.cat.response()
 }
+
+// Bytes is the memory each collection holds (store.Memory.Bytes), by
+// name, for the shard's metrics.
+func (c *Collections) Bytes() map[string]int {
+	cols, _ := c.held()
+	out := make(map[string]int, len(cols))
+	for _, col := range cols {
+		out[col.name] = col.mem.Bytes()
+	}
+	return out
+}
