@@ -179,7 +179,8 @@ const maxApplyWait = time.Second
 func (s *Server) Shutdown() { s.health.Shutdown() }
 
 // Close closes the connections writes were forwarded on and waits for
-// the snapshots asked for after drops (the node's Close ends them).
+// a snapshot under way after drops (one not started is dropped: the next
+// start snapshots as raft decides).
 func (s *Server) Close() {
 	s.leaders.close()
 	s.snapshots.wait()
