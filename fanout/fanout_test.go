@@ -807,3 +807,34 @@ func TestShardsIsTheTopology(t *testing.T) {
 	c := New([]Shard[*fake]{{Name: "a", Replicas: []*fake{a0, a1}}, {Name: "b", Replicas: []*fake{b0}}}, Options{})
 	require.Equal(t, []Shard[*fake]{{Name: "a", Replicas: []*fake{a0, a1}}, {Name: "b", Replicas: []*fake{b0}}}, c.Shards())
 }
+
+// absentErr is a replica's "what you asked for is not here".
+type absentErr struct{}
+
+func (absentErr) Error() string    { return "collection not found" }
+func (absentErr) NotServing() bool { return true }
+func (absentErr) Absent() bool     { return true }
+
+// A fan-out a shard answered "not here" on every replica is no answer:
+// the caller turns it into not found, so it is not counted at all —
+// neither as a fan-out nor as degraded.
+func TestAbsentIsNotCounted(t *testing.T) {
+	a, b := newFake("a", nil), newFake("b", nil)
+	rec := newRecorder()
+	c := New([]Shard[*fake]{{Name: "a", Replicas: []*fake{a}}, {Name: "b", Replicas: []*fake{b}}}, Options{Reporter: rec})
+	b.script(func(context.Context) (ans, error) { return ans{}, absentErr{} })
+	results, sum := Gather(context.Background(), c, req(200*time.Millisecond), call)
+	require.True(t, sum.Degraded())
+	require.Equal(t, ReasonNotServing, results[1].Reason)
+	require.ErrorAs(t, results[1].Err, new(absentErr))
+	rec.mu.Lock()
+	require.Zero(t, rec.fanouts, "an absent answer is not counted")
+	rec.mu.Unlock()
+
+	b.script(nil)
+	_, sum = Gather(context.Background(), c, req(200*time.Millisecond), call)
+	require.False(t, sum.Degraded())
+	rec.mu.Lock()
+	require.Equal(t, 1, rec.fanouts)
+	rec.mu.Unlock()
+}

@@ -2,6 +2,7 @@ package fanout
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/trawl-search/trawl/budget"
@@ -117,7 +118,9 @@ collect:
 	sum := summarize(c, results, req)
 	annotateGather(span, req, sum)
 	annotateMissing(span, results)
-	_ = c.safely("reporter", "", func() { c.opts.Reporter.Fanout(req.Path, req.Collection, sum.Elapsed, sum.Coverage, sum.ShardErrors) })
+	if !anyAbsent(results) {
+		_ = c.safely("reporter", "", func() { c.opts.Reporter.Fanout(req.Path, req.Collection, sum.Elapsed, sum.Coverage, sum.ShardErrors) })
+	}
 	return results, sum
 }
 
@@ -199,4 +202,19 @@ func (c *Cluster[R]) KeepCollections(names []string) {
 		}
 		s.mu.Unlock()
 	}
+}
+
+// anyAbsent reports whether a shard is missing because what the fan-out
+// asked for is not there: every replica asked refused with an error whose
+// Absent method says so (a collection the shard does not hold). Such a
+// fan-out is no answer — the caller answers not found or unavailable —
+// so it is not counted as a fan-out, degraded or not.
+func anyAbsent[T any](results []Result[T]) bool {
+	for _, r := range results {
+		var a interface{ Absent() bool }
+		if r.Reason != "" && errors.As(r.Err, &a) && a.Absent() {
+			return true
+		}
+	}
+	return false
 }

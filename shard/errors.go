@@ -130,7 +130,12 @@ type CollectionNotFoundError struct {
 func (e *CollectionNotFoundError) Error() string  { return e.err.Error() }
 func (e *CollectionNotFoundError) Unwrap() error  { return e.err }
 func (*CollectionNotFoundError) NotServing() bool { return true }
-func (*CollectionNotFoundError) NeverSent() bool  { return true }
+
+// Absent tells package fanout that a shard refusing so did not answer a
+// fan-out: the collection is not there, which the caller answers (404 or
+// 503), so the fan-out is not counted.
+func (*CollectionNotFoundError) Absent() bool    { return true }
+func (*CollectionNotFoundError) NeverSent() bool { return true }
 
 // GRPCStatus is FailedPrecondition, the code of the answer.
 func (e *CollectionNotFoundError) GRPCStatus() *status.Status { return status.Convert(e.err) }
