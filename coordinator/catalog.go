@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -94,8 +95,12 @@ type groupCatalog struct {
 
 // catalogState is the coordinator's catalog cache.
 type catalogState struct {
-	mu   sync.Mutex // serializes refreshes; view and groups are written under it
-	view *catalogView
+	// mu serializes refreshes, which read the groups over the network and
+	// push what they lack; groups is written under it. Readers never take
+	// it: every request resolves its collection from view, which a
+	// refresh swaps whole, so a query never waits behind a catalog read.
+	mu   sync.Mutex
+	view atomic.Pointer[catalogView]
 	// groups are the groups' last answers, by shard index; nil: never
 	// heard from (assumed to hold everything: it answers nothing anyway,
 	// and its absence shows in every answer as a missing shard).
@@ -115,15 +120,12 @@ func newCatalogState(shards []fanout.Shard[*client.Conn], maxCollections int) *c
 			auth = i
 		}
 	}
-	return &catalogState{groups: make([]*groupCatalog, len(shards)), authority: auth, max: maxCollections,
-		view: &catalogView{colls: map[string]Collection{}, aliases: map[string]string{}, lacking: map[string][]string{}}}
+	cs := &catalogState{groups: make([]*groupCatalog, len(shards)), authority: auth, max: maxCollections}
+	cs.view.Store(&catalogView{colls: map[string]Collection{}, aliases: map[string]string{}, lacking: map[string][]string{}})
+	return cs
 }
 
-func (cs *catalogState) current() *catalogView {
-	cs.mu.Lock()
-	defer cs.mu.Unlock()
-	return cs.view
-}
+func (cs *catalogState) current() *catalogView { return cs.view.Load() }
 
 // Collection resolves name (a collection or an alias) to the collection a
 // request acts on. It answers CodeCollectionNotFound when the catalog has
@@ -448,10 +450,10 @@ func (c *Coordinator) refreshCatalog(ctx context.Context) (*catalogView, error) 
 		}
 	}
 	if !heard {
-		return c.cat.view, errorf(CodeUnavailable, nil, "no shard answered a catalog read")
+		return c.cat.current(), errorf(CodeUnavailable, nil, "no shard answered a catalog read")
 	}
 	v := c.buildView(answers[c.cat.authority])
-	c.cat.view = v
+	c.cat.view.Store(v)
 	if auth := answers[c.cat.authority]; auth != nil {
 		c.reconcile(ctx, auth, answers)
 	}
