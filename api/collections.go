@@ -210,8 +210,8 @@ func decodeCreate(b []byte) (catalog.Settings, error) {
 	if wire.IsSet(req.Dimension) {
 		raw := string(bytes.TrimSpace(req.Dimension))
 		want := fmt.Sprintf("want an integer %d..%d", catalog.MinDim, catalog.MaxDim)
-		if kindOf(req.Dimension) != "a number" {
-			return catalog.Settings{}, wire.Invalid(fmt.Sprintf("dimension is %s, %s", kindOf(req.Dimension), want))
+		if wire.JSONKind(req.Dimension) != "a number" {
+			return catalog.Settings{}, wire.Invalid(fmt.Sprintf("dimension is %s, %s", wire.JSONKind(req.Dimension), want))
 		}
 		d, err := strconv.ParseInt(raw, 10, 64)
 		if err != nil || d < catalog.MinDim || d > catalog.MaxDim {
@@ -251,7 +251,7 @@ func oneOf(name string, raw json.RawMessage, allowed ...string) (string, error) 
 	}
 	var v string
 	if err := json.Unmarshal(raw, &v); err != nil {
-		return "", wire.Invalid(fmt.Sprintf("%s is %s, %s", name, kindOf(raw), want))
+		return "", wire.Invalid(fmt.Sprintf("%s is %s, %s", name, wire.JSONKind(raw), want))
 	}
 	for _, a := range allowed {
 		if v == a {
@@ -268,25 +268,4 @@ func clip(s string) string {
 		return s
 	}
 	return s[:max] + "..."
-}
-
-// kindOf names the JSON type of a raw value for an error.
-func kindOf(raw json.RawMessage) string {
-	t := bytes.TrimSpace(raw)
-	if len(t) == 0 {
-		return "empty"
-	}
-	switch t[0] {
-	case '"':
-		return "a string"
-	case '{':
-		return "an object"
-	case '[':
-		return "an array"
-	case 't', 'f':
-		return "a boolean"
-	case 'n':
-		return "null"
-	}
-	return "a number"
 }

@@ -166,7 +166,11 @@ func decodeWithPayload(raw json.RawMessage) (*coordinator.PayloadSelection, erro
 	}
 	var keys []string
 	if err := json.Unmarshal(raw, &keys); err != nil {
-		return nil, wire.Invalid("with_payload is " + wire.JSONKind(raw) + ", want true, false or a list of top-level keys")
+		kind := wire.JSONKind(raw)
+		if kind == "an array" {
+			kind = "an array that is not all strings"
+		}
+		return nil, wire.Invalid("with_payload is " + kind + ", want true, false or a list of top-level keys")
 	}
 	for i, k := range keys {
 		if k == "" {

@@ -52,7 +52,7 @@ func JSONKind(raw json.RawMessage) string {
 	case '{':
 		return "an object"
 	case '[':
-		return "an array that is not all strings"
+		return "an array"
 	case 't', 'f':
 		return "a boolean"
 	}
