@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"slices"
 	"sync"
 	"testing"
@@ -126,7 +127,10 @@ func (a httpAPI) create(name string, s catalog.Settings) (int, []byte) {
 
 func (a httpAPI) search(coll string, q []float32, k int) (int, answer) {
 	a.t.Helper()
-	code, raw := a.do(http.MethodPost, "/v1/collections/"+coll+"/search?deadline_ms=2000", map[string]any{"vector": q, "k": k})
+	// 2 s for -race on two cores; TRAWL_COLLECTIONS_DEADLINE_MS=50 runs
+	// the property test at the default deadline, to measure.
+	deadline := cmp.Or(os.Getenv("TRAWL_COLLECTIONS_DEADLINE_MS"), "2000")
+	code, raw := a.do(http.MethodPost, "/v1/collections/"+coll+"/search?deadline_ms="+deadline, map[string]any{"vector": q, "k": k})
 	var ans answer
 	if code == http.StatusOK {
 		require.NoError(a.t, json.Unmarshal(raw, &ans), "%s", raw)
