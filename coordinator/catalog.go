@@ -430,7 +430,7 @@ func (c *Coordinator) refreshCatalog(ctx context.Context) (*catalogView, error) 
 	defer cancel()
 	answers := make([]*shardpb.CatalogResponse, len(c.shards))
 	var wg sync.WaitGroup
-	req := fanout.Request{Start: time.Now(), Budget: budget.Budget{Deadline: catalogTimeout, Shard: catalogTimeout}}
+	req := fanout.Request{Start: time.Now(), Budget: budget.Budget{Deadline: catalogTimeout, Shard: catalogTimeout}, Control: true}
 	for i, s := range c.shards {
 		wg.Go(func() {
 			resp, err := fanout.Lookup(ctx, c.cluster, req, s.Name, func(ctx context.Context, r *client.Conn) (*shardpb.CatalogResponse, error) {
@@ -656,7 +656,7 @@ func (c *Coordinator) CollectionStatus(ctx context.Context, name string) (Collec
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), StatusTimeout)
 	defer cancel()
-	req := fanout.Request{Start: time.Now(), Budget: budget.Budget{Deadline: StatusTimeout, Shard: StatusTimeout}}
+	req := fanout.Request{Start: time.Now(), Budget: budget.Budget{Deadline: StatusTimeout, Shard: StatusTimeout}, Control: true}
 	out.Shards = make([]CollectionShard, len(c.shards))
 	var wg sync.WaitGroup
 	for i, s := range c.shards {

@@ -100,7 +100,7 @@ func (c *Coordinator) observe(ctx context.Context, v *catalogView) {
 func (c *Coordinator) surveyStats(ctx context.Context) []*shardpb.StatsResponse {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), StatusTimeout)
 	defer cancel()
-	req := fanout.Request{Start: time.Now(), Budget: budget.Budget{Deadline: StatusTimeout, Shard: StatusTimeout}}
+	req := fanout.Request{Start: time.Now(), Budget: budget.Budget{Deadline: StatusTimeout, Shard: StatusTimeout}, Control: true}
 	answers := make([]*shardpb.StatsResponse, len(c.shards))
 	var wg sync.WaitGroup
 	for i, s := range c.shards {

@@ -204,13 +204,21 @@ func (c *Cluster[R]) candidates(s *shardState[R]) (out []*replicaState[R], allSu
 
 // record applies an attempt's result to the replica's health and metrics.
 func (c *Cluster[R]) record(r *replicaState[R], err error, took, budget time.Duration) {
+	c.recordAs(r, err, took, budget, true)
+}
+
+// recordAs is record; latency false leaves the replica's latency
+// estimate alone (Request.Control).
+func (c *Cluster[R]) recordAs(r *replicaState[R], err error, took, budget time.Duration, latency bool) {
 	c.opts.Reporter.ShardRPC(r.shard, r.r.Addr(), outcome(err), took)
 	now := c.opts.Now()
 	r.mu.Lock()
 	var becameSuspect, wasSuspect bool
 	switch classify(err) {
 	case kindOK, kindAnswer:
-		r.observeLatency(took)
+		if latency {
+			r.observeLatency(took)
+		}
 		wasSuspect = r.success()
 	case kindConnectivity:
 		if code(err) == codes.DeadlineExceeded && !r.counts(budget) {

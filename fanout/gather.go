@@ -24,6 +24,11 @@ type Request struct {
 	Path Path
 	// Collection is the collection the fan-out reads, for metrics.
 	Collection string
+	// Control marks the router's own bookkeeping reads (the catalog, the
+	// document surveys): they count for a replica's health but not for
+	// its latency, whose sub-millisecond answers would shrink the hedge
+	// delay of real queries.
+	Control bool
 	// Start is when the query's clock started (work before the fan-out,
 	// such as a like_id lookup, already spent part of the deadline).
 	Start time.Time

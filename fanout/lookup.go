@@ -52,7 +52,7 @@ func Lookup[R Replica, T any](ctx context.Context, c *Cluster[R], req Request, s
 		v, err := call(actx, r.r)
 		acancel()
 		endAttempt(aspan, err, err == nil)
-		c.record(r, err, time.Since(t0), budget)
+		c.recordAs(r, err, time.Since(t0), budget, !req.Control)
 		if err == nil {
 			return v, nil
 		}
