@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -35,6 +36,8 @@ const (
 	childEnv     = "TRAWL_SHARD_CRASH_CHILD"
 	childDirEnv  = "TRAWL_SHARD_CRASH_DIR"
 	childAddrEnv = "TRAWL_SHARD_CRASH_ADDR"
+	// childLog is the children's log, beside their data directory.
+	childLog = "child.log"
 )
 
 // runChild serves one replica (a group of one) on childAddrEnv with its
@@ -46,10 +49,17 @@ func runChild() {
 		log.Error("crash child", "err", err)
 		os.Exit(2)
 	}
-	// The replica's log is dropped: raft's own warnings (unfinished
-	// snapshots found after a kill, the election after every start) are
-	// expected here.
-	quiet := slog.New(slog.DiscardHandler)
+	// The replica's log goes to a file beside its data, which the test
+	// prints only when it fails: raft's warnings (unfinished snapshots
+	// found after a kill, the election after every start) are expected
+	// here, and the snapshots taken and restored are what a lost write
+	// needs explained.
+	lf, err := os.OpenFile(filepath.Join(os.Getenv(childDirEnv), "..", childLog), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		fail(err)
+	}
+	fmt.Fprintf(lf, "=== child started, pid %d\n", os.Getpid())
+	quiet := slog.New(slog.NewTextHandler(lf, nil))
 	addr := os.Getenv(childAddrEnv)
 	// The pid, for a parent that runs us under a tracer.
 	if err := os.WriteFile(filepath.Join(os.Getenv(childDirEnv), "..", "child.pid"), []byte(strconv.Itoa(os.Getpid())), 0o600); err != nil {
@@ -98,7 +108,13 @@ func TestCrashKeepsEveryAcknowledgedWrite(t *testing.T) {
 	}
 	exe, err := os.Executable()
 	require.NoError(t, err)
-	dir := filepath.Join(t.TempDir(), "data")
+	base := t.TempDir()
+	dir := filepath.Join(base, "data")
+	t.Cleanup(func() {
+		if t.Failed() {
+			printChildLog(t, filepath.Join(base, childLog))
+		}
+	})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	addr := ln.Addr().String()
@@ -108,6 +124,7 @@ func TestCrashKeepsEveryAcknowledgedWrite(t *testing.T) {
 		mu    sync.Mutex
 		sent  = map[string]sentRecord{}
 		acked = map[string]bool{}
+		ackIx = map[string]string{} // when each acknowledged write committed
 	)
 	rng := rand.New(rand.NewPCG(7, 11))
 	const kills = 25
@@ -133,7 +150,7 @@ func TestCrashKeepsEveryAcknowledgedWrite(t *testing.T) {
 		for id, want := range sent {
 			v, err := c.Get(ctx(t), id, 0)
 			if status.Code(err) == codes.NotFound {
-				require.False(t, acked[id], "round %d: acknowledged write %s lost", round, id)
+				require.False(t, acked[id], "round %d: acknowledged write %s (%s) lost", round, id, ackIx[id])
 				continue
 			}
 			require.NoError(t, err)
@@ -180,7 +197,7 @@ func TestCrashKeepsEveryAcknowledgedWrite(t *testing.T) {
 					}
 					mu.Unlock()
 					wctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-					_, err := c.Upsert(wctx, place, batch)
+					ix, err := c.Upsert(wctx, place, batch)
 					cancel()
 					if err != nil {
 						var nl *shard.NotLeaderError
@@ -192,6 +209,7 @@ func TestCrashKeepsEveryAcknowledgedWrite(t *testing.T) {
 					mu.Lock()
 					for _, v := range batch {
 						acked[v.GetId()] = true
+						ackIx[v.GetId()] = fmt.Sprintf("index %d in round %d", ix, round)
 					}
 					mu.Unlock()
 				}
@@ -207,4 +225,20 @@ func TestCrashKeepsEveryAcknowledgedWrite(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	require.Greater(t, len(acked), 100, "the test acknowledged too few writes to mean anything")
+}
+
+// printChildLog logs the children's restores, snapshots and elections, the
+// story of a lost write.
+func printChildLog(t *testing.T, path string) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Logf("no child log: %v", err)
+		return
+	}
+	for line := range strings.Lines(string(b)) {
+		if strings.Contains(line, "===") || strings.Contains(line, "snapshot") ||
+			strings.Contains(line, "restor") || strings.Contains(line, "leader state") || strings.Contains(line, "level=ERROR") {
+			t.Log(strings.TrimSpace(line))
+		}
+	}
 }
