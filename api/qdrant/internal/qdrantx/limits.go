@@ -3,6 +3,7 @@ package qdrantx
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 )
 
 // Limits of the Qdrant API beyond /v1's.
@@ -41,4 +42,31 @@ func StripKeys(p []byte, exclude []string) (json.RawMessage, error) {
 		delete(obj, k)
 	}
 	return json.Marshal(obj)
+}
+
+// Prefix is how Qdrant's messages name an error's kind ("Bad request:
+// ..."), by the HTTP status of the error; both transports lead their
+// messages with it.
+func Prefix(status int) string {
+	switch status {
+	case http.StatusBadRequest:
+		return "Bad request: "
+	case http.StatusUnauthorized:
+		return "Unauthorized: "
+	case http.StatusForbidden:
+		return "Forbidden: "
+	case http.StatusNotFound:
+		return "Not found: "
+	case http.StatusConflict:
+		return "Wrong input: "
+	case http.StatusServiceUnavailable:
+		return "Service unavailable: "
+	case http.StatusRequestEntityTooLarge:
+		return "Payload too large: "
+	case http.StatusRequestTimeout:
+		return "Timeout: "
+	case http.StatusTooManyRequests:
+		return "Too many requests: "
+	}
+	return ""
 }
