@@ -46,6 +46,10 @@ const (
 	// UnavailableKey, in the trailer of a degraded answer, lists the
 	// missing shards, comma-separated, each as name=reason.
 	UnavailableKey = "x-trawl-unavailable-shards"
+	// DeadlineKey, in the trailer of every answer that ran a fan-out, is
+	// the deadline it ran under, in milliseconds (scatter_gather's
+	// deadline_ms).
+	DeadlineKey = "x-trawl-deadline-ms"
 	// AllowPartialKey, request metadata "false", refuses a degraded
 	// answer (Unavailable) instead of giving it: REST's ?allow_partial.
 	AllowPartialKey = "x-trawl-allow-partial"
@@ -321,7 +325,7 @@ func allowPartial(ctx context.Context) (bool, error) {
 // true or false, and which shards are missing and why, so a partial
 // answer is never silent.
 func setVerdict(ctx context.Context, sum fanout.Summary) {
-	md := metadata.Pairs(DegradedKey, strconv.FormatBool(sum.Degraded()))
+	md := metadata.Pairs(DegradedKey, strconv.FormatBool(sum.Degraded()), DeadlineKey, strconv.FormatInt(sum.Deadline.Milliseconds(), 10))
 	if sum.Degraded() {
 		parts := make([]string, len(sum.Unavailable))
 		for i, sh := range sum.Unavailable {

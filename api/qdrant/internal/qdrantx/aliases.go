@@ -45,7 +45,7 @@ func ApplyAliases(ctx context.Context, co *coordinator.Coordinator, changes []Al
 			if coordinator.CodeOf(err) == coordinator.CodeCollectionNotFound {
 				err = NotFoundCollection(c.Collection)
 			} else if coordinator.CodeOf(err) == coordinator.CodeConflict {
-				err = &wire.Error{Status: http.StatusConflict, Code: wire.CodeConflict, Msg: fmt.Sprintf("Collection `%s` already exists!", c.Alias)}
+				err = &wire.Error{Status: http.StatusConflict, Code: wire.CodeCatalogConflict, Msg: fmt.Sprintf("Collection `%s` already exists!", c.Alias)}
 			}
 		default:
 			err = co.DeleteAlias(ctx, c.Alias)

@@ -85,7 +85,7 @@ func Create(ctx context.Context, co *coordinator.Coordinator, name string, want 
 	if have.Name == "" || (lerr != nil && coordinator.CodeOf(lerr) != coordinator.CodeUnavailable) {
 		return err
 	}
-	e := &wire.Error{Status: http.StatusConflict, Code: wire.CodeConflict}
+	e := &wire.Error{Status: http.StatusConflict, Code: wire.CodeCatalogConflict}
 	if have.Name != name {
 		e.Msg = fmt.Sprintf("Can't create collection with name %s. Alias with the same name already exists (it points at `%s`)", name, have.Name)
 		return e
