@@ -168,7 +168,10 @@ func TestBadInput(t *testing.T) {
 			code, msg := codeOf(tc.do())
 			require.Equal(t, tc.code, code, msg)
 			require.Equal(t, tc.msg, msg)
-			if !strings.HasPrefix(tc.name, "create other") {
+			// A name the router's catalog lacks is looked up again (it may
+			// have been created through another router): catalog reads,
+			// never a data request. A create asks the catalog's authority.
+			if tc.code != codes.NotFound && !strings.HasPrefix(tc.name, "create other") {
 				require.Equal(t, before, e.ShardRPCs(), "a bad request reached a shard")
 			}
 		})

@@ -46,7 +46,7 @@ func call(t *testing.T, md ...string) context.Context {
 	return ctx
 }
 
-func num(n uint64) *pb.PointId { return &pb.PointId{PointIdOptions: &pb.PointId_Num{Num: n}} }
+func num(n uint64) *pb.PointId  { return &pb.PointId{PointIdOptions: &pb.PointId_Num{Num: n}} }
 func uuid(s string) *pb.PointId { return &pb.PointId{PointIdOptions: &pb.PointId_Uuid{Uuid: s}} }
 
 func dense(v []float32) *pb.Vectors {
