@@ -600,7 +600,8 @@ func (r *run) bench(collection string, n int) {
 		check(err)
 		expect(len(res) == 10, "grpc: %d hits", len(res))
 		t0 = time.Now()
-		hr, err := hc.Post(r.url+"/collections/"+collection+"/points/query", "application/json", bytes.NewReader(body))
+		// The same deadline as the gRPC side's (ctx: 5 s).
+		hr, err := hc.Post(r.url+"/collections/"+collection+"/points/query?deadline_ms=5000", "application/json", bytes.NewReader(body))
 		check(err)
 		var out struct {
 			Result struct {
