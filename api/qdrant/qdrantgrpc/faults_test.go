@@ -162,3 +162,27 @@ func TestKeys(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, list.GetCollections(), 1)
 }
+
+// TestAdmission: the router's limiter covers the gRPC port: past
+// --max-inflight a call is refused at once with ResourceExhausted, a
+// retry-after trailer (which Qdrant's Go client reads) and the refusal
+// counted; once the slot is free, calls pass again.
+func TestAdmission(t *testing.T) {
+	e := apitest.New(t, apitest.Config{MaxInflight: 2})
+	cl := dial(e)
+	held, err := e.R.Limiter.Acquire(2, time.Second) // the HTTP port's queries, say
+	require.NoError(t, err)
+	r0 := counter(t, e, "trawl_admission_rejected_total", map[string]string{"reason": "max_inflight"})
+	var tr metadata.MD
+	start := time.Now()
+	_, err = cl.p.Query(call(t), &pb.QueryPoints{CollectionName: "trawl", Query: nearest(unit(0))}, grpc.Trailer(&tr))
+	code, msg := codeOf(err)
+	require.Equal(t, codes.ResourceExhausted, code, msg)
+	require.True(t, strings.HasPrefix(msg, "Too many requests: "), msg)
+	require.Less(t, time.Since(start), time.Second, "refused fast")
+	require.Equal(t, []string{"1"}, tr.Get("retry-after"))
+	require.Equal(t, r0+1, counter(t, e, "trawl_admission_rejected_total", map[string]string{"reason": "max_inflight"}))
+	held.Done(time.Millisecond, false)
+	_, err = cl.p.Query(call(t), &pb.QueryPoints{CollectionName: "trawl", Query: nearest(unit(0))})
+	require.NoError(t, err)
+}
