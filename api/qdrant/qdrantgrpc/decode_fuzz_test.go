@@ -1,9 +1,13 @@
 package qdrantgrpc
 
 import (
+	"context"
 	"errors"
+	"log/slog"
 	"testing"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/trawl-search/trawl/api/internal/wire"
@@ -91,4 +95,17 @@ func FuzzDecode(f *testing.F) {
 			check("get", err)
 		}
 	})
+}
+
+// TestStatusOfWrappedShardError: a coordinator error that wraps a shard's
+// gRPC status is answered by the coordinator's code and message, never
+// the shard's.
+func TestStatusOfWrappedShardError(t *testing.T) {
+	s := &server{cfg: Config{Logger: slog.New(slog.DiscardHandler)}}
+	shardErr := status.Error(codes.InvalidArgument, "shard says no")
+	err := s.status(context.Background(), &coordinator.Error{Code: coordinator.CodeUnavailable, Msg: "shard-1 is unavailable", Err: shardErr})
+	st, _ := status.FromError(err)
+	if st.Code() != codes.Unavailable || st.Message() != "Service unavailable: shard-1 is unavailable" {
+		t.Fatalf("got %v %q", st.Code(), st.Message())
+	}
 }

@@ -220,7 +220,10 @@ func (s *server) admit(ctx context.Context, weight int, deadline time.Duration) 
 // else Internal, logged) and worded as Qdrant words it ("Not found:
 // Collection `x` doesn't exist!").
 func (s *server) status(ctx context.Context, err error) error {
-	if _, ok := status.FromError(err); ok {
+	// Only a status made here passes as it is: status.FromError would
+	// also find a shard's status wrapped inside a coordinator error, and
+	// answer with the shard's code and words instead of the use case's.
+	if _, ok := err.(interface{ GRPCStatus() *status.Status }); ok {
 		return err
 	}
 	e := &wire.Error{Status: http.StatusInternalServerError, Code: wire.CodeInternal, Msg: err.Error()}
