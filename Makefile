@@ -27,10 +27,11 @@ tools:
 	$(GO) build $(TOOLS) -o $(BIN)/ github.com/bufbuild/buf/cmd/buf \
 		google.golang.org/protobuf/cmd/protoc-gen-go google.golang.org/grpc/cmd/protoc-gen-go-grpc
 
-## proto: regenerate shard/shardpb from shard.proto with the pinned tools
+## proto: regenerate shard/shardpb from shard.proto, and api/qdrant/qdrantpb from Qdrant's vendored .proto files, with the pinned tools
 proto: tools
 	$(BIN)/buf lint
 	$(BIN)/buf generate
+	$(BIN)/buf generate --template buf.gen.qdrant.yaml
 
 ## bench: vector kernels and scans against gonum, vek and a plain memory read (bench/KERNELS.md, bench/KERNELS.png), then the router harness at full size (bench/RESULTS.md and its PNGs: real shard and router processes on loopback, faults, overload, overhead; about 25 minutes, 100 000 x 1536 vectors, ~2 GB RAM, ~4 GB disk), then bench-ivf
 bench:

@@ -87,6 +87,14 @@ func ForDeadline(d time.Duration) Budget {
 	return Budget{Deadline: d, Shard: max(d-NetworkOverhead, MinShard)}
 }
 
+// ForRemaining is the budget of a query whose caller set its own deadline
+// and has left of it (a gRPC client's deadline, which travels with the
+// call): that time, capped at the maximum like any deadline. Zero or less
+// is a deadline already passed; the caller refuses the query.
+func ForRemaining(c Config, left time.Duration) Budget {
+	return ForDeadline(min(left, c.max()))
+}
+
 // clamp caps a positive millisecond count at the maximum. A count too large
 // for a Duration is above any maximum.
 func (c Config) clamp(ms uint64) time.Duration {

@@ -101,3 +101,21 @@ func TestResolveTimeout(t *testing.T) {
 		})
 	}
 }
+
+func TestForRemaining(t *testing.T) {
+	for _, tc := range []struct {
+		cfg        Config
+		left       time.Duration
+		want, shrd time.Duration
+	}{
+		{Config{}, 200 * time.Millisecond, 200 * time.Millisecond, 195 * time.Millisecond},
+		{Config{}, time.Hour, DefaultMax, DefaultMax - NetworkOverhead},
+		{Config{Max: 300 * time.Millisecond}, time.Second, 300 * time.Millisecond, 295 * time.Millisecond},
+		{Config{}, 3 * time.Millisecond, 3 * time.Millisecond, MinShard},
+	} {
+		b := ForRemaining(tc.cfg, tc.left)
+		if b.Deadline != tc.want || b.Shard != tc.shrd {
+			t.Errorf("ForRemaining(%v, %v) = %+v, want deadline %v shard %v", tc.cfg, tc.left, b, tc.want, tc.shrd)
+		}
+	}
+}

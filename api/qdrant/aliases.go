@@ -9,7 +9,7 @@ import (
 
 	"github.com/trawl-search/trawl/api/apikey"
 	"github.com/trawl-search/trawl/api/internal/wire"
-	"github.com/trawl-search/trawl/coordinator"
+	"github.com/trawl-search/trawl/api/qdrant/internal/qdrantx"
 )
 
 // aliasAction is one of Qdrant's AliasOperations: exactly one member set.
@@ -27,17 +27,9 @@ type aliasAction struct {
 	} `json:"rename_alias"`
 }
 
-// aliasChange is a decoded action: Collection set is a create (or the
-// target of a rename), Old set a rename, neither a delete.
-type aliasChange struct {
-	Alias      string
-	Collection string
-	Old        string
-}
-
 // decodeAliases reads a ChangeAliasesOperation, checking every action
 // before any is applied.
-func decodeAliases(b []byte) ([]aliasChange, error) {
+func decodeAliases(b []byte) ([]qdrantx.AliasChange, error) {
 	var req struct {
 		Actions []json.RawMessage `json:"actions"`
 	}
@@ -47,7 +39,7 @@ func decodeAliases(b []byte) ([]aliasChange, error) {
 	if req.Actions == nil {
 		return nil, wire.Invalid("actions is missing")
 	}
-	out := make([]aliasChange, len(req.Actions))
+	out := make([]qdrantx.AliasChange, len(req.Actions))
 	for i, raw := range req.Actions {
 		c, err := decodeAliasAction(raw)
 		if err != nil {
@@ -58,10 +50,10 @@ func decodeAliases(b []byte) ([]aliasChange, error) {
 	return out, nil
 }
 
-func decodeAliasAction(raw json.RawMessage) (aliasChange, error) {
+func decodeAliasAction(raw json.RawMessage) (qdrantx.AliasChange, error) {
 	var a aliasAction
 	if err := wire.DecodeStrict(raw, &a); err != nil {
-		return aliasChange{}, err
+		return qdrantx.AliasChange{}, err
 	}
 	set := 0
 	for _, p := range []bool{a.Create != nil, a.Delete != nil, a.Rename != nil} {
@@ -70,7 +62,7 @@ func decodeAliasAction(raw json.RawMessage) (aliasChange, error) {
 		}
 	}
 	if set != 1 {
-		return aliasChange{}, wire.Invalid("want exactly one of create_alias, delete_alias or rename_alias")
+		return qdrantx.AliasChange{}, wire.Invalid("want exactly one of create_alias, delete_alias or rename_alias")
 	}
 	name := func(what string, v *string) (string, error) {
 		if v == nil || *v == "" {
@@ -78,7 +70,7 @@ func decodeAliasAction(raw json.RawMessage) (aliasChange, error) {
 		}
 		return *v, nil
 	}
-	var c aliasChange
+	var c qdrantx.AliasChange
 	var err error
 	switch {
 	case a.Create != nil:
@@ -109,59 +101,18 @@ func (h *Handler) updateAliases(w http.ResponseWriter, r *http.Request) {
 	// An alias change writes both names: the key must grant write on
 	// each, for every action, before the first is applied.
 	for _, c := range changes {
-		for _, name := range []string{c.Alias, c.Collection, c.Old} {
-			if name == "" {
-				continue
-			}
+		for _, name := range c.Names() {
 			if err := h.http.Permit(r, name, apikey.Write); err != nil {
 				h.http.Fail(w, r, err, nil)
 				return
 			}
 		}
 	}
-	co := h.cfg.Coordinator
-	for _, c := range changes {
-		var err error
-		switch {
-		case c.Old != "":
-			err = h.renameAlias(r, c.Old, c.Alias)
-		case c.Collection != "":
-			err = co.SetAlias(r.Context(), c.Alias, c.Collection)
-			if coordinator.CodeOf(err) == coordinator.CodeCollectionNotFound {
-				err = notFoundCollection(c.Collection)
-			} else if coordinator.CodeOf(err) == coordinator.CodeConflict {
-				err = &wire.Error{Status: http.StatusConflict, Code: wire.CodeConflict, Msg: fmt.Sprintf("Collection `%s` already exists!", c.Alias)}
-			}
-		default:
-			err = co.DeleteAlias(r.Context(), c.Alias)
-		}
-		if err != nil {
-			h.http.Fail(w, r, err, nil)
-			return
-		}
+	if err := qdrantx.ApplyAliases(r.Context(), h.cfg.Coordinator, changes); err != nil {
+		h.http.Fail(w, r, err, nil)
+		return
 	}
 	answer(w, r, true, nil)
-}
-
-// renameAlias moves alias from to the name to.
-func (h *Handler) renameAlias(r *http.Request, from, to string) error {
-	aliases, err := h.cfg.Coordinator.Aliases(r.Context())
-	if err != nil {
-		return err
-	}
-	target := ""
-	for _, a := range aliases {
-		if a.Alias == from {
-			target = a.Collection
-		}
-	}
-	if target == "" {
-		return &wire.Error{Status: http.StatusNotFound, Code: wire.CodeNotFound, Msg: fmt.Sprintf("Alias %s does not exists!", from)}
-	}
-	if err := h.cfg.Coordinator.SetAlias(r.Context(), to, target); err != nil {
-		return err
-	}
-	return h.cfg.Coordinator.DeleteAlias(r.Context(), from)
 }
 
 type aliasDescription struct {
@@ -175,25 +126,14 @@ type aliasDescription struct {
 // resolves to nothing.
 func (h *Handler) listAliases(w http.ResponseWriter, r *http.Request) {
 	of := chi.URLParam(r, "collection")
-	aliases, err := h.cfg.Coordinator.Aliases(r.Context())
+	aliases, err := qdrantx.ListAliases(r.Context(), h.cfg.Coordinator, of, func(name string) bool { return h.http.Readable(r, name) })
 	if err != nil {
 		h.http.Fail(w, r, err, nil)
 		return
 	}
-	colls, err := h.cfg.Coordinator.Collections(r.Context())
-	if err != nil {
-		h.http.Fail(w, r, err, nil)
-		return
-	}
-	exists := make(map[string]bool, len(colls))
-	for _, c := range colls {
-		exists[c.Name] = true
-	}
-	out := []aliasDescription{}
-	for _, a := range aliases {
-		if exists[a.Collection] && (of == "" || a.Collection == of) && h.http.Readable(r, a.Collection) && h.http.Readable(r, a.Alias) {
-			out = append(out, aliasDescription{AliasName: a.Alias, CollectionName: a.Collection})
-		}
+	out := make([]aliasDescription, len(aliases))
+	for i, a := range aliases {
+		out[i] = aliasDescription{AliasName: a.Alias, CollectionName: a.Collection}
 	}
 	answer(w, r, map[string][]aliasDescription{"aliases": out}, nil)
 }

@@ -2,21 +2,15 @@ package qdrant
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
-	"maps"
 	"net/http"
-	"slices"
-	"sync"
 
 	"github.com/go-chi/chi/v5"
 
 	"github.com/trawl-search/trawl/api/internal/wire"
+	"github.com/trawl-search/trawl/api/qdrant/internal/qdrantx"
 	"github.com/trawl-search/trawl/catalog"
 	"github.com/trawl-search/trawl/coordinator"
 	"github.com/trawl-search/trawl/fanout"
-	"github.com/trawl-search/trawl/filter"
-	"github.com/trawl-search/trawl/vector"
 )
 
 func (h *Handler) root(w http.ResponseWriter, r *http.Request) {
@@ -49,33 +43,14 @@ func (h *Handler) listCollections(w http.ResponseWriter, r *http.Request) {
 }
 
 // collectionExists is GET /collections/{name}/exists: true for a
-// collection or an alias of one (Qdrant resolves aliases here too), one
-// still being created included.
+// collection or an alias of one, one still being created included.
 func (h *Handler) collectionExists(w http.ResponseWriter, r *http.Request) {
-	_, err := h.cfg.Coordinator.Collection(r.Context(), chi.URLParam(r, "collection"))
-	switch coordinator.CodeOf(err) {
-	case coordinator.CodeCollectionNotFound:
-		answer(w, r, map[string]bool{"exists": false}, nil)
-	case coordinator.CodeUnavailable:
-		answer(w, r, map[string]bool{"exists": true}, nil)
-	default:
-		if err != nil {
-			h.http.Fail(w, r, err, nil)
-			return
-		}
-		answer(w, r, map[string]bool{"exists": true}, nil)
+	ok, err := qdrantx.Exists(r.Context(), h.cfg.Coordinator, chi.URLParam(r, "collection"))
+	if err != nil {
+		h.http.Fail(w, r, err, nil)
+		return
 	}
-}
-
-// distanceOf names a metric as Qdrant does.
-func distanceOf(m vector.Metric) string {
-	switch m {
-	case vector.DotProduct:
-		return "Dot"
-	case vector.Euclidean:
-		return "Euclid"
-	}
-	return "Cosine"
+	answer(w, r, map[string]bool{"exists": ok}, nil)
 }
 
 // Collection info, in the shape of Qdrant's CollectionInfo. trawl has no
@@ -147,7 +122,7 @@ func (h *Handler) getCollection(w http.ResponseWriter, r *http.Request) {
 	c, err := h.cfg.Coordinator.Collection(r.Context(), name)
 	switch coordinator.CodeOf(err) {
 	case coordinator.CodeCollectionNotFound:
-		h.http.Error(w, r, notFoundCollection(name))
+		h.http.Error(w, r, qdrantx.NotFoundCollection(name))
 		return
 	case coordinator.CodeUnavailable:
 		if c.Name == "" {
@@ -168,10 +143,13 @@ func (h *Handler) getCollection(w http.ResponseWriter, r *http.Request) {
 	}
 	r = r.WithContext(context.WithValue(r.Context(), collKey, c))
 	info := h.describe(c)
-	fields := slices.Sorted(maps.Keys(c.PayloadSchema))
-	counts := make([]uint64, len(fields))
+	var counts qdrantx.Counts
 	sg, ok := h.gather(w, r, p, func(ctx context.Context) (fanout.Summary, []coordinator.ShardReport, error) {
-		return h.countAll(ctx, c, p, fields, counts, &info.PointsCount)
+		var sum fanout.Summary
+		var shards []coordinator.ShardReport
+		var err error
+		counts, sum, shards, err = qdrantx.CountAll(ctx, h.cfg.Coordinator, c, p.budget, p.allowPartial)
+		return sum, shards, err
 	})
 	if !ok {
 		return
@@ -179,8 +157,9 @@ func (h *Handler) getCollection(w http.ResponseWriter, r *http.Request) {
 	if sg.Degraded {
 		info.Status = "yellow"
 	}
-	for i, f := range fields {
-		info.PayloadSchema[f] = payloadIndexInfo{DataType: c.PayloadSchema[f], Points: counts[i]}
+	info.PointsCount = counts.Total
+	for f, t := range c.PayloadSchema {
+		info.PayloadSchema[f] = payloadIndexInfo{DataType: t, Points: counts.Fields[f]}
 	}
 	answer(w, r, info, &sg)
 }
@@ -190,7 +169,7 @@ func (h *Handler) getCollection(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) describe(c coordinator.Collection) collectionInfo {
 	shards, replicas := h.cfg.Coordinator.Shape()
 	info := collectionInfo{Status: "green", OptimizerStatus: "ok", SegmentsCount: shards, PayloadSchema: map[string]payloadIndexInfo{}}
-	info.Config.Params.Vectors.Size, info.Config.Params.Vectors.Distance = c.Settings.Dim, distanceOf(c.Settings.Metric)
+	info.Config.Params.Vectors.Size, info.Config.Params.Vectors.Distance = c.Settings.Dim, qdrantx.DistanceName(c.Settings.Metric)
 	info.Config.Params.ShardNumber, info.Config.Params.ReplicationFactor = shards, replicas
 	info.Config.Params.WriteConsistencyFactor = 1
 	if c.Settings.Quantization == catalog.QuantInt8 {
@@ -198,58 +177,6 @@ func (h *Handler) describe(c coordinator.Collection) collectionInfo {
 		info.Config.QuantizationConfig.Scalar.Type = "int8"
 	}
 	return info
-}
-
-// countAll counts c's points into total and, at the same time, the points
-// with a value under each field into counts. The summary is the total's,
-// with the shards any field count missed added, so the answer is
-// degraded when any count was.
-func (h *Handler) countAll(ctx context.Context, c coordinator.Collection, p routeParams, fields []string, counts []uint64, total *uint64) (fanout.Summary, []coordinator.ShardReport, error) {
-	sums := make([]fanout.Summary, len(fields))
-	errs := make([]error, len(fields))
-	var wg sync.WaitGroup
-	for i, f := range fields {
-		wg.Go(func() {
-			flt, err := hasValue(f)
-			if err != nil {
-				return // a key no filter can name holds no values trawl can count
-			}
-			ans, err := h.cfg.Coordinator.Count(ctx, c, flt, p.budget, p.allowPartial)
-			counts[i], sums[i], errs[i] = ans.Count, ans.Summary, err
-		})
-	}
-	ans, err := h.cfg.Coordinator.Count(ctx, c, nil, p.budget, p.allowPartial)
-	wg.Wait()
-	*total = ans.Count
-	sum := ans.Summary
-	for i := range fields {
-		if err == nil && errs[i] != nil {
-			err = errs[i]
-		}
-		for _, s := range sums[i].Unavailable {
-			if !slices.Contains(sum.Unavailable, s) {
-				sum.Unavailable = append(sum.Unavailable, s)
-				if sum.ShardErrors == nil {
-					sum.ShardErrors = map[string]fanout.Reason{}
-				}
-				sum.ShardErrors[s] = sums[i].ShardErrors[s]
-			}
-		}
-		if errs[i] == nil && sums[i].ShardsTotal > 0 {
-			sum.Coverage = min(sum.Coverage, sums[i].Coverage)
-		}
-	}
-	return sum, ans.Shards, err
-}
-
-// hasValue is the filter of the points with a value under field (not
-// missing, null or an empty list: what Qdrant's index on it holds).
-func hasValue(field string) (*filter.Filter, error) {
-	key, err := json.Marshal(field)
-	if err != nil {
-		return nil, err
-	}
-	return wire.ParseFilter([]byte(`{"must_not": [{"is_empty": {"key": ` + string(key) + `}}]}`))
 }
 
 // createCollection is PUT /collections/{name}: creates the collection,
@@ -262,44 +189,11 @@ func (h *Handler) createCollection(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	name := chi.URLParam(r, "collection")
-	_, err := h.cfg.Coordinator.CreateCollection(r.Context(), name, s)
-	if coordinator.CodeOf(err) == coordinator.CodeConflict {
-		err = h.conflict(r.Context(), name, s, err)
-	}
-	if err != nil {
+	if err := qdrantx.Create(r.Context(), h.cfg.Coordinator, chi.URLParam(r, "collection"), s); err != nil {
 		h.http.Fail(w, r, err, nil)
 		return
 	}
 	answer(w, r, true, nil)
-}
-
-// conflict words a refused create as Qdrant does ("already exists"),
-// which the clients that create and catch a conflict look for, and says
-// what exists.
-func (h *Handler) conflict(ctx context.Context, name string, want catalog.Settings, err error) error {
-	have, lerr := h.cfg.Coordinator.Collection(ctx, name)
-	if have.Name == "" || (lerr != nil && coordinator.CodeOf(lerr) != coordinator.CodeUnavailable) {
-		return err
-	}
-	e := &wire.Error{Status: http.StatusConflict, Code: wire.CodeConflict}
-	if have.Name != name {
-		e.Msg = fmt.Sprintf("Can't create collection with name %s. Alias with the same name already exists (it points at `%s`)", name, have.Name)
-		return e
-	}
-	e.Msg = fmt.Sprintf("Collection `%s` already exists! It holds %s; this create asks for %s. Delete it first to change its settings",
-		name, settingsText(have.Settings), settingsText(want.Normalize()))
-	return e
-}
-
-// settingsText says a collection's settings in Qdrant's terms, and
-// trawl's index.
-func settingsText(s catalog.Settings) string {
-	q := "no quantization"
-	if s.Quantization == catalog.QuantInt8 {
-		q = "scalar int8 quantization"
-	}
-	return fmt.Sprintf("vectors of size %d and distance %s, %s, %s index", s.Dim, distanceOf(s.Metric), q, s.Index)
 }
 
 // deleteCollection is DELETE /collections/{name}: drops the collection
@@ -311,26 +205,7 @@ func (h *Handler) deleteCollection(w http.ResponseWriter, r *http.Request) {
 		h.http.Fail(w, r, err, nil)
 		return
 	}
-	name := chi.URLParam(r, "collection")
-	if err := catalog.ValidName(name); err != nil {
-		answer(w, r, false, nil)
-		return
-	}
-	aliases, err := h.cfg.Coordinator.Aliases(r.Context())
-	if err != nil {
-		h.http.Fail(w, r, err, nil)
-		return
-	}
-	for _, a := range aliases {
-		if a.Collection != name {
-			continue
-		}
-		if err := h.cfg.Coordinator.DeleteAlias(r.Context(), a.Alias); err != nil {
-			h.http.Fail(w, r, err, nil)
-			return
-		}
-	}
-	dropped, err := h.cfg.Coordinator.DropCollection(r.Context(), name)
+	dropped, err := qdrantx.Drop(r.Context(), h.cfg.Coordinator, chi.URLParam(r, "collection"))
 	if err != nil {
 		h.http.Fail(w, r, err, nil)
 		return

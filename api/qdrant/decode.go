@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/trawl-search/trawl/api/internal/wire"
+	"github.com/trawl-search/trawl/api/qdrant/internal/qdrantx"
 	"github.com/trawl-search/trawl/coordinator"
 )
 
@@ -20,19 +21,16 @@ import (
 // sparse vectors, shard keys, prefetch, order_by, ...) are refused by
 // name; unknown members are refused, as /v1 refuses them.
 
-// Limits of the Qdrant routes beyond /v1's.
+// Limits of the Qdrant routes beyond /v1's (qdrantx's, for both
+// transports).
 const (
-	// MaxUpsert is the most points one upsert may carry (the body
-	// limit usually binds first: about 600 1536-D points as JSON).
-	MaxUpsert = 10000
-	// DefaultLimit is Qdrant's default limit for query and scroll.
-	DefaultLimit = 10
+	MaxUpsert    = qdrantx.MaxUpsert
+	DefaultLimit = qdrantx.DefaultLimit
 )
 
-// Refusals several decoders give, worded once.
 const (
-	errNamedVectors = "named vectors are not supported: trawl stores one unnamed vector per point"
-	errShardKey     = "shard_key is not supported: trawl places points by a hash of their id over every shard"
+	errNamedVectors = qdrantx.ErrNamedVectors
+	errShardKey     = qdrantx.ErrShardKey
 )
 
 // refuseSet refuses a member trawl cannot honour, when it is set.

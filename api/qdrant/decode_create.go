@@ -9,8 +9,8 @@ import (
 	"strings"
 
 	"github.com/trawl-search/trawl/api/internal/wire"
+	"github.com/trawl-search/trawl/api/qdrant/internal/qdrantx"
 	"github.com/trawl-search/trawl/catalog"
-	"github.com/trawl-search/trawl/vector"
 )
 
 // tuning is a Qdrant config object that tunes structures trawl does not
@@ -46,9 +46,6 @@ type vectorParamsJSON struct {
 	Datatype           *string         `json:"datatype"`
 	MultivectorConfig  json.RawMessage `json:"multivector_config"`
 }
-
-// distances maps Qdrant's distance names to trawl's metrics.
-var distances = map[string]vector.Metric{"Cosine": vector.Cosine, "Dot": vector.DotProduct, "Euclid": vector.Euclidean}
 
 // decodeCreate reads a CreateCollection as the settings of a trawl
 // collection: one unnamed dense float32 vector of vectors.size and
@@ -92,7 +89,7 @@ func decodeCreate(b []byte) (catalog.Settings, error) {
 	if err != nil {
 		return catalog.Settings{}, err
 	}
-	s := catalog.Settings{Dim: *params.Size, Metric: distances[*params.Distance], Quantization: catalog.QuantNone, Index: catalog.IndexFlat}
+	s := catalog.Settings{Dim: *params.Size, Metric: qdrantx.Distances[*params.Distance], Quantization: catalog.QuantNone, Index: catalog.IndexFlat}
 	for _, q := range []struct {
 		where string
 		raw   json.RawMessage
@@ -135,7 +132,7 @@ func decodeVectorParams(raw json.RawMessage) (vectorParamsJSON, error) {
 	case *p.Distance == "Manhattan":
 		return vectorParamsJSON{}, wire.Invalid("vectors.distance Manhattan is not supported: trawl scores Cosine, Dot and Euclid")
 	}
-	if _, ok := distances[*p.Distance]; !ok {
+	if _, ok := qdrantx.Distances[*p.Distance]; !ok {
 		return vectorParamsJSON{}, wire.Invalid(fmt.Sprintf(`vectors.distance %q is not a distance: want "Cosine", "Dot" or "Euclid"`, *p.Distance))
 	}
 	if err := refuseSet(p.MultivectorConfig, "vectors.multivector_config: multivectors are not supported: trawl stores one vector per point"); err != nil {

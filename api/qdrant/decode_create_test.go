@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/trawl-search/trawl/api/internal/wire"
+	"github.com/trawl-search/trawl/api/qdrant/internal/qdrantx"
 	"github.com/trawl-search/trawl/catalog"
 	"github.com/trawl-search/trawl/coordinator"
 	"github.com/trawl-search/trawl/vector"
@@ -99,8 +100,8 @@ func TestDecodeFieldIndex(t *testing.T) {
 		{body: `{"field_name": "body", "field_schema": {"type": "text", "tokenizer": "word"}}`, field: "body", schema: "text"},
 		{body: `{"field_name": "x", "field_schema": "float"}`, field: "x", schema: "float"},
 		{body: `{"field_name": "b", "field_schema": "bool"}`, field: "b", schema: "bool"},
-		{body: `{"field_name": "u", "field_schema": "uuid"}`, msg: errUUIDIndex},
-		{body: `{"field_name": "u", "field_schema": {"type": "uuid"}}`, msg: errUUIDIndex},
+		{body: `{"field_name": "u", "field_schema": "uuid"}`, msg: `field_schema uuid is not supported: a uuid index matches UUIDs written differently (case, braces) as equal, trawl matches strings exactly; declare "keyword"`},
+		{body: `{"field_name": "u", "field_schema": {"type": "uuid"}}`, msg: `field_schema uuid is not supported: a uuid index matches UUIDs written differently (case, braces) as equal, trawl matches strings exactly; declare "keyword"`},
 		{body: `{"field_name": "x", "field_schema": "vector"}`, msg: `field_schema "vector" is not a payload schema type: want keyword, integer, float, bool, datetime, text or geo`},
 		{body: `{"field_name": "x"}`, msg: "Can't auto-detect field type, please specify `field_schema` in the request"},
 		{body: `{"field_schema": "keyword"}`, msg: "field_name is missing"},
@@ -127,7 +128,7 @@ func TestDecodeAliases(t *testing.T) {
 		{"rename_alias": {"old_alias_name": "a", "new_alias_name": "b"}},
 		{"delete_alias": {"alias_name": "old"}}]}`))
 	require.NoError(t, err)
-	require.Equal(t, []aliasChange{{Alias: "notes", Collection: "notes_v2"}, {Alias: "b", Old: "a"}, {Alias: "old"}}, got)
+	require.Equal(t, []qdrantx.AliasChange{{Alias: "notes", Collection: "notes_v2"}, {Alias: "b", Old: "a"}, {Alias: "old"}}, got)
 	got, err = decodeAliases([]byte(`{"actions": []}`))
 	require.NoError(t, err)
 	require.Empty(t, got)

@@ -10,11 +10,13 @@
 //
 // Auth, admission, body limits and error writing are the ones /v1 uses
 // (package httpx); only the envelope is Qdrant's. Package api mounts the
-// routes (Handler.Mount) on its port.
+// routes (Handler.Mount) on its port. Qdrant's gRPC API is served beside
+// it by subpackage qdrantgrpc; what both transports share is in
+// internal/qdrantx.
 //
 // It must never silently ignore a Qdrant option that would change an
 // answer (it refuses it by name, in a Qdrant-style 400), never let bad
 // input reach a shard, never import package api (api imports it), and,
 // like api, know HTTP only: never import package shard, its protocol or
-// gRPC, hold fault logic or do deadline arithmetic.
+// gRPC (nor qdrantgrpc), hold fault logic or do deadline arithmetic.
 package qdrant

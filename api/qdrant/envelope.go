@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/trawl-search/trawl/api/internal/wire"
+	"github.com/trawl-search/trawl/api/qdrant/internal/qdrantx"
 )
 
 // okBody is Qdrant's answer envelope, with trawl's scatter_gather beside
@@ -51,30 +52,5 @@ func answer(w http.ResponseWriter, r *http.Request, result any, sg *wire.Scatter
 // ("Bad request: ..."). A 503 asks the client to come back in a second.
 func envelope(w http.ResponseWriter, r *http.Request, e *wire.Error, sg *wire.ScatterGather) {
 	wire.RetryAfter(w, e.Status)
-	wire.WriteJSON(w, e.Status, errorBody{Status: errorStatus{Error: prefix(e.Status) + e.Msg}, Time: elapsed(r), ScatterGather: sg})
-}
-
-// prefix is how Qdrant's messages name an error's kind.
-func prefix(status int) string {
-	switch status {
-	case http.StatusBadRequest:
-		return "Bad request: "
-	case http.StatusUnauthorized:
-		return "Unauthorized: "
-	case http.StatusForbidden:
-		return "Forbidden: "
-	case http.StatusNotFound:
-		return "Not found: "
-	case http.StatusConflict:
-		return "Wrong input: "
-	case http.StatusServiceUnavailable:
-		return "Service unavailable: "
-	case http.StatusRequestEntityTooLarge:
-		return "Payload too large: "
-	case http.StatusRequestTimeout:
-		return "Timeout: "
-	case http.StatusTooManyRequests:
-		return "Too many requests: "
-	}
-	return ""
+	wire.WriteJSON(w, e.Status, errorBody{Status: errorStatus{Error: qdrantx.Prefix(e.Status) + e.Msg}, Time: elapsed(r), ScatterGather: sg})
 }

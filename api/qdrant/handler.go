@@ -2,7 +2,6 @@ package qdrant
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"time"
 
@@ -11,6 +10,7 @@ import (
 	"github.com/trawl-search/trawl/api/apikey"
 	"github.com/trawl-search/trawl/api/internal/httpx"
 	"github.com/trawl-search/trawl/api/internal/wire"
+	"github.com/trawl-search/trawl/api/qdrant/internal/qdrantx"
 	"github.com/trawl-search/trawl/budget"
 	"github.com/trawl-search/trawl/coordinator"
 )
@@ -138,7 +138,7 @@ func (h *Handler) knownCollection(next http.Handler) http.Handler {
 		name := chi.URLParam(r, "collection")
 		coll, err := h.cfg.Coordinator.Collection(r.Context(), name)
 		if coordinator.CodeOf(err) == coordinator.CodeCollectionNotFound {
-			h.http.Error(w, r, notFoundCollection(name))
+			h.http.Error(w, r, qdrantx.NotFoundCollection(name))
 			return
 		}
 		if err != nil {
@@ -153,8 +153,4 @@ func (h *Handler) knownCollection(next http.Handler) http.Handler {
 func coll(r *http.Request) coordinator.Collection {
 	c, _ := r.Context().Value(collKey).(coordinator.Collection)
 	return c
-}
-
-func notFoundCollection(name string) *wire.Error {
-	return &wire.Error{Status: http.StatusNotFound, Code: wire.CodeNotFound, Msg: fmt.Sprintf("Collection `%s` doesn't exist!", name)}
 }

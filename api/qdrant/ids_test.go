@@ -25,7 +25,7 @@ func TestQdrantIDMapping(t *testing.T) {
 		{in: `-1`, err: "id -1 is not an unsigned 64-bit integer"},
 		{in: `1.5`, err: "id 1.5 is not an unsigned 64-bit integer"},
 		{in: `1e3`, err: "id 1e3 is not an unsigned 64-bit integer"},
-		{in: `"42"`, err: `id "42" is a string; an integer id is sent as a JSON number (42)`},
+		{in: `"42"`, err: `id "42" is a string; an integer id is sent as a number (42)`},
 		{in: `""`, err: `id is 0 bytes, want 1..256`},
 		// trawl's own ids (written through /v1) pass as they are.
 		{in: `"doc-7"`, id: "doc-7", back: `"doc-7"`},

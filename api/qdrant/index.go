@@ -2,31 +2,19 @@ package qdrant
 
 import (
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/url"
 
 	"github.com/go-chi/chi/v5"
 
 	"github.com/trawl-search/trawl/api/internal/wire"
+	"github.com/trawl-search/trawl/api/qdrant/internal/qdrantx"
 )
 
 // Payload indexes (Qdrant's PUT /collections/{c}/index and DELETE
 // /collections/{c}/index/{field}). The shards index every payload key
 // whatever is declared, so a declaration is recorded (GET
 // /collections/{c} shows it in payload_schema) and changes no answer.
-
-// payloadTypes are the payload schema types a declaration may name: those
-// whose Qdrant index matches exactly as trawl's filters do, or serves only
-// conditions trawl refuses anyway (datetime ranges, full-text, geo).
-var payloadTypes = map[string]bool{
-	"keyword": true, "integer": true, "float": true, "bool": true, "datetime": true, "text": true, "geo": true,
-}
-
-// errUUIDIndex: Qdrant's uuid index parses the strings it compares, so
-// it matches differently written UUIDs ("8A1E…" and "8a1e…") that trawl's
-// exact string match keeps apart.
-const errUUIDIndex = `field_schema uuid is not supported: a uuid index matches UUIDs written differently (case, braces) as equal, trawl matches strings exactly; declare "keyword"`
 
 // decodeFieldIndex reads a CreateFieldIndex: field_name, and field_schema
 // (or its older name field_type) as a type name or an object of a type
@@ -41,11 +29,11 @@ func decodeFieldIndex(b []byte) (field, schema string, err error) {
 	if err := wire.DecodeStrict(b, &req); err != nil {
 		return "", "", err
 	}
-	if req.FieldName == nil || *req.FieldName == "" {
+	if req.FieldName == nil {
 		return "", "", wire.Invalid("field_name is missing")
 	}
-	if _, err := hasValue(*req.FieldName); err != nil {
-		return "", "", wire.Invalid(fmt.Sprintf("field_name %q is not a payload key: a key is a dotted path like meta.draft", *req.FieldName))
+	if err := qdrantx.CheckField(*req.FieldName); err != nil {
+		return "", "", err
 	}
 	raw := req.FieldSchema
 	if wire.IsSet(req.FieldType) {
@@ -66,11 +54,8 @@ func decodeFieldIndex(b []byte) (field, schema string, err error) {
 		}
 		schema = *params.Type
 	}
-	if schema == "uuid" {
-		return "", "", wire.Invalid(errUUIDIndex)
-	}
-	if !payloadTypes[schema] {
-		return "", "", wire.Invalid(fmt.Sprintf("field_schema %q is not a payload schema type: want keyword, integer, float, bool, datetime, text or geo", schema))
+	if err := qdrantx.CheckFieldSchema(schema); err != nil {
+		return "", "", err
 	}
 	return *req.FieldName, schema, nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/trawl-search/trawl/api/internal/wire"
+	"github.com/trawl-search/trawl/api/qdrant/internal/qdrantx"
 	"github.com/trawl-search/trawl/coordinator"
 )
 
@@ -34,29 +35,13 @@ type updateResult struct {
 func toRecord(id string, payload []byte, vec []float32, withPayload bool, exclude []string) (record, error) {
 	rec := record{ID: pointID(id), Vector: vec}
 	if withPayload {
-		pl, err := stripKeys(payload, exclude)
+		pl, err := qdrantx.StripKeys(payload, exclude)
 		if err != nil {
 			return record{}, err
 		}
 		rec.Payload = pl
 	}
 	return rec, nil
-}
-
-// stripKeys drops the excluded top-level keys from a payload (Qdrant's
-// with_payload {"exclude": [...]}).
-func stripKeys(p []byte, exclude []string) (json.RawMessage, error) {
-	if len(exclude) == 0 || len(p) == 0 {
-		return p, nil
-	}
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(p, &obj); err != nil {
-		return nil, fmt.Errorf("stored payload does not decode: %w", err)
-	}
-	for _, k := range exclude {
-		delete(obj, k)
-	}
-	return json.Marshal(obj)
 }
 
 func (h *Handler) retrieve(w http.ResponseWriter, r *http.Request) {

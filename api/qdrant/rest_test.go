@@ -215,7 +215,7 @@ func TestQdrantBadInput(t *testing.T) {
 		{"upsert multivector", http.MethodPut, "/collections/trawl/points", `{"points": [{"id": 1, "vector": [` + v8 + `]}]}`, 400,
 			"Bad request: points[0]: vector: multivectors are not supported: trawl stores one vector per point"},
 		{"upsert string integer id", http.MethodPut, "/collections/trawl/points", `{"points": [{"id": "7", "vector": ` + v8 + `}]}`, 400,
-			`Bad request: points[0]: id "7" is a string; an integer id is sent as a JSON number (7)`},
+			`Bad request: points[0]: id "7" is a string; an integer id is sent as a number (7)`},
 		{"upsert repeated id", http.MethodPut, "/collections/trawl/points", `{"batch": {"ids": [5, 5], "vectors": [` + v8 + `, ` + v8 + `]}}`, 400,
 			"Bad request: points[1]: id 5 repeats points[0]"},
 		{"upsert bad payload", http.MethodPut, "/collections/trawl/points", `{"points": [{"id": 1, "vector": ` + v8 + `, "payload": [1]}]}`, 400,

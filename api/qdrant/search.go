@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/trawl-search/trawl/api/internal/wire"
+	"github.com/trawl-search/trawl/api/qdrant/internal/qdrantx"
 	"github.com/trawl-search/trawl/coordinator"
 	"github.com/trawl-search/trawl/fanout"
 	"github.com/trawl-search/trawl/filter"
@@ -89,7 +90,7 @@ func (h *Handler) runSearch(w http.ResponseWriter, r *http.Request, path fanout.
 		hs = hs[min(qqs[i].offset, len(hs)):]
 		lists[i] = make([]scoredPoint, len(hs))
 		for j, hit := range hs {
-			pl, err := stripKeys(hit.Payload, qqs[i].exclude)
+			pl, err := qdrantx.StripKeys(hit.Payload, qqs[i].exclude)
 			if err != nil {
 				h.http.Fail(w, r, err, &sg)
 				return

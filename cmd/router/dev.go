@@ -29,6 +29,7 @@ func runDev(ctx context.Context, args []string) error {
 	collection := fs.String("collection", api.DefaultCollection, "the collection created (--dim, cosine, --quantization, --index) and seeded, and the router's default collection (the collection-less paths')")
 	indexName := fs.String("index", "flat", "the collection's index: flat or ivf (implies --quantization int8; a shard trains its index once it holds 16384 documents, so give --docs 50000 or more to see it)")
 	dataDir := fs.String("data-dir", "", "where the replicas keep their raft logs and snapshots (default: a temporary directory, removed on exit); a directory holding a dev cluster is loaded, not seeded again")
+	qdrantGRPC := fs.String("qdrant-grpc-addr", "", "listen address of Qdrant's gRPC API for the Go, Rust, Java and .NET clients (e.g. :6334); empty: off")
 	// A newcomer's console shows the banner, warnings and errors.
 	logLevel := logLevelFlag(fs, slog.LevelWarn)
 	if err := parseFlags(fs, args); err != nil {
@@ -80,6 +81,12 @@ func runDev(ctx context.Context, args []string) error {
 		return err
 	}
 	defer r.Close()
+	stop, err := serveQdrantGRPC(log, *qdrantGRPC, r)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer stop()
 	// The banner says the cluster is ready: print it once every shard
 	// has a replica that serves.
 	if err := r.WaitReady(ctx); err != nil {
@@ -94,6 +101,9 @@ func runDev(ctx context.Context, args []string) error {
 		how = "loaded from " + *dataDir
 	}
 	fmt.Print(banner(dc, *seed, how, time.Since(t0), kernel.Name, port, *collection))
+	if *qdrantGRPC != "" {
+		fmt.Printf("Qdrant gRPC clients (Go, Rust, Java, .NET): %s\n\n", *qdrantGRPC)
+	}
 	return serveHTTP(ctx, log, ln, "", "", r)
 }
 

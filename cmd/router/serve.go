@@ -11,6 +11,9 @@ import (
 	"os"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
 	"github.com/trawl-search/trawl/admission"
 	"github.com/trawl-search/trawl/api"
 	"github.com/trawl-search/trawl/api/apikey"
@@ -58,6 +61,7 @@ func runServe(ctx context.Context, args []string) error {
 	hedge := fs.Bool("hedge", true, "hedge reads to a second replica when the first is slow (false for baselines)")
 	failover := fs.Bool("failover", true, "fail reads over to another replica within the call (false for baselines)")
 	prewarm := fs.Bool("prewarm", true, "dial and handshake every replica at start, before /readyz (false for baselines)")
+	qdrantGRPC := fs.String("qdrant-grpc-addr", ":6334", "listen address of Qdrant's gRPC API (the Go, Rust, Java and .NET clients), with the HTTP port's API keys and --http-tls-*; empty: off")
 	readyTimeout := fs.Duration("ready-timeout", app.DefaultReadyTimeout, "how long /readyz waits for every shard to have a replica that serves; past it the router turns ready and answers say what is missing")
 	logLevel := logLevelFlag(fs, slog.LevelInfo)
 	if err := parseFlags(fs, args); err != nil {
@@ -101,8 +105,17 @@ func runServe(ctx context.Context, args []string) error {
 		return err
 	}
 	defer flush()
+	var grpcOpts []grpc.ServerOption
+	if *httpCert != "" {
+		tc, err := shard.ServerTLS(*httpCert, *httpKey, "")
+		if err != nil {
+			return fmt.Errorf("--http-tls-cert/--http-tls-key: %w", err)
+		}
+		grpcOpts = append(grpcOpts, grpc.Creds(credentials.NewTLS(tc)))
+	}
 	r, err := app.New(app.Config{
-		Shards: shards, Dial: dial, Keys: keys, MaxInflight: *maxInflight, BodyTimeout: *bodyTimeout,
+		QdrantGRPCOptions: grpcOpts,
+		Shards:            shards, Dial: dial, Keys: keys, MaxInflight: *maxInflight, BodyTimeout: *bodyTimeout,
 		Collection: *colls.def, EnsureCollections: colls.ensure, MaxCollections: *colls.max,
 		NoAdmission: !*admit, NoHedge: !*hedge, NoFailover: !*failover, NoPrewarm: !*prewarm,
 		Logger: log, Kernel: kernel, WarmupTimeout: *readyTimeout,
@@ -117,7 +130,47 @@ func runServe(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	stop, err := serveQdrantGRPC(log, *qdrantGRPC, r)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer stop()
 	return serveHTTP(ctx, log, ln, *httpCert, *httpKey, r)
+}
+
+// serveQdrantGRPC serves the router's Qdrant gRPC API on addr (nothing when
+// addr is empty). stop drains it: in-flight calls finish, bounded by the
+// drain timeout.
+func serveQdrantGRPC(log *slog.Logger, addr string, r *app.Router) (stop func(), err error) {
+	if addr == "" {
+		return func() {}, nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--qdrant-grpc-addr: %w", err)
+	}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		if err := r.QdrantGRPC.Serve(ln); err != nil {
+			log.Error("qdrant grpc server", "err", err)
+		}
+	}()
+	log.Info("qdrant grpc listening", "addr", ln.Addr().String())
+	return func() {
+		drained := make(chan struct{})
+		go func() {
+			r.QdrantGRPC.GracefulStop()
+			close(drained)
+		}()
+		select {
+		case <-drained:
+		case <-time.After(drainTimeout):
+			r.QdrantGRPC.Stop()
+		}
+		<-served
+	}, nil
 }
 
 // serveHTTP serves the router until ctx ends (SIGTERM), then drains: not

@@ -19,12 +19,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/trawl-search/trawl/admission"
 	"github.com/trawl-search/trawl/api"
 	"github.com/trawl-search/trawl/api/apikey"
+	"github.com/trawl-search/trawl/api/qdrant/qdrantgrpc"
 	"github.com/trawl-search/trawl/budget"
 	"github.com/trawl-search/trawl/catalog"
 	"github.com/trawl-search/trawl/coordinator"
@@ -90,6 +92,9 @@ type Config struct {
 	// fill Dial's fields of the same names when those are unset.
 	TracerProvider trace.TracerProvider
 	Propagator     propagation.TextMapPropagator
+	// QdrantGRPCOptions add to the Qdrant gRPC server's options (its TLS
+	// credentials, from --http-tls-cert/--http-tls-key).
+	QdrantGRPCOptions []grpc.ServerOption
 }
 
 // Router is a running router minus its HTTP listener.
@@ -100,6 +105,9 @@ type Router struct {
 	Cluster     *fanout.Cluster[*client.Conn]
 	// Limiter is the router's admission.
 	Limiter *admission.Limiter
+	// QdrantGRPC serves Qdrant's gRPC API with the same use cases, keys and
+	// limiter as API; the caller serves it on --qdrant-grpc-addr.
+	QdrantGRPC *grpc.Server
 
 	conns  []*client.Conn
 	shards [][]*client.Conn // each shard's replicas, in shard order
@@ -180,6 +188,8 @@ func New(cfg Config) (*Router, error) {
 		Keys: cfg.Keys, Collection: cfg.Collection, Limiter: limiter, BodyTimeout: cfg.BodyTimeout, Logger: cfg.Logger, Extra: cfg.Extra,
 		TracerProvider: cfg.TracerProvider, Propagator: cfg.Propagator,
 	})
+	r.QdrantGRPC = qdrantgrpc.New(qdrantgrpc.Config{Coordinator: r.Coordinator, Budget: cfg.Budget, Keys: cfg.Keys,
+		Limiter: limiter, Metrics: m, Logger: cfg.Logger}, cfg.QdrantGRPCOptions...)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
@@ -312,8 +322,11 @@ func (r *Router) WaitReady(ctx context.Context) error {
 	}
 }
 
-// Close stops the prober and warm-up and closes every connection.
+// Close stops the Qdrant gRPC server (at once: serving code drains it
+// first with GracefulStop), the prober and warm-up, and closes every
+// connection.
 func (r *Router) Close() {
+	r.QdrantGRPC.Stop()
 	r.cancel()
 	r.wg.Wait()
 	r.closeConns()

@@ -28,10 +28,26 @@ var rules = []rule{
 		why:   "the router side calls replicas through shard/client only",
 	},
 	{
-		from:   []string{"api", "api/..."},
+		from:   []string{"api", "api/...", "!api/qdrant/qdrantgrpc", "!api/qdrant/qdrantpb"},
 		never:  []string{"shard", "shard/...", "google.golang.org/grpc"},
 		direct: true,
 		why:    "api knows HTTP and nothing about shards",
+	},
+	{
+		from:   []string{"api/qdrant/qdrantgrpc", "api/qdrant/qdrantpb"},
+		never:  []string{"shard", "shard/..."},
+		direct: true,
+		why:    "Qdrant's gRPC API is a client API: it reaches shards through the coordinator only",
+	},
+	{
+		from:  []string{"api/qdrant/qdrantpb"},
+		never: []string{"..."},
+		why:   "qdrantpb is generated code and imports nothing of trawl's",
+	},
+	{
+		from:  []string{"api", "api/qdrant", "api/qdrant/internal/...", "api/internal/..."},
+		never: []string{"api/qdrant/qdrantgrpc"},
+		why:   "the HTTP dialects do not depend on the gRPC transport beside them",
 	},
 	{
 		from:  []string{"fanout"},

@@ -316,7 +316,7 @@ func (c *cluster) startRouter(t *testing.T, name string, only map[int][]int) *ro
 	addr := freePort(t)
 	r := &routerProc{base: "http://" + addr, hc: &http.Client{Timeout: 30 * time.Second}}
 	r.process = process{name: name, bin: router.get(t), log: filepath.Join(c.dir, name+".log"),
-		args: append([]string{"serve", "--http-addr", addr, "--max-deadline-ms", "10000",
+		args: append([]string{"serve", "--http-addr", addr, "--qdrant-grpc-addr", "", "--max-deadline-ms", "10000",
 			"--ensure-collection", fmt.Sprintf("trawl=%d:cosine", c.dim)}, c.shardFlags(only)...)}
 	r.start(t)
 	t.Cleanup(func() {

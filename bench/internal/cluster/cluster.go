@@ -237,7 +237,7 @@ func startRouter(ctx context.Context, ports *Ports, bin, dir, name string, shard
 	if err != nil {
 		return nil, err
 	}
-	args := append(append([]string{"serve", "--http-addr", addr}, shards...), extra...)
+	args := append(append([]string{"serve", "--http-addr", addr, "--qdrant-grpc-addr", ""}, shards...), extra...)
 	r := &Router{Base: "http://" + addr,
 		Proc: Proc{Name: name, Bin: bin, Args: args, Log: filepath.Join(dir, name+".log")}}
 	if err := r.Start(); err != nil {

@@ -1,0 +1,181 @@
+package qdrantx
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"net/http"
+	"slices"
+	"sync"
+
+	"github.com/trawl-search/trawl/api/internal/wire"
+	"github.com/trawl-search/trawl/budget"
+	"github.com/trawl-search/trawl/catalog"
+	"github.com/trawl-search/trawl/coordinator"
+	"github.com/trawl-search/trawl/fanout"
+	"github.com/trawl-search/trawl/filter"
+	"github.com/trawl-search/trawl/vector"
+)
+
+// Distances maps Qdrant's distance names to trawl's metrics.
+var Distances = map[string]vector.Metric{"Cosine": vector.Cosine, "Dot": vector.DotProduct, "Euclid": vector.Euclidean}
+
+// DistanceName names a metric as Qdrant does.
+func DistanceName(m vector.Metric) string {
+	switch m {
+	case vector.DotProduct:
+		return "Dot"
+	case vector.Euclidean:
+		return "Euclid"
+	}
+	return "Cosine"
+}
+
+// NotFoundCollection is Qdrant's answer on a name that is no collection
+// or alias.
+func NotFoundCollection(name string) *wire.Error {
+	return &wire.Error{Status: http.StatusNotFound, Code: wire.CodeNotFound, Msg: fmt.Sprintf("Collection `%s` doesn't exist!", name)}
+}
+
+// Resolve finds the collection (or alias) a points call acts on: Qdrant's
+// 404 for an unknown one, the coordinator's 503 while it is being created.
+func Resolve(ctx context.Context, co *coordinator.Coordinator, name string) (coordinator.Collection, error) {
+	c, err := co.Collection(ctx, name)
+	if coordinator.CodeOf(err) == coordinator.CodeCollectionNotFound {
+		return coordinator.Collection{}, NotFoundCollection(name)
+	}
+	return c, err
+}
+
+// Exists is a collection-exists call: true for a collection or an alias
+// of one (Qdrant resolves aliases here too), one still being created
+// included.
+func Exists(ctx context.Context, co *coordinator.Coordinator, name string) (bool, error) {
+	_, err := co.Collection(ctx, name)
+	switch coordinator.CodeOf(err) {
+	case coordinator.CodeCollectionNotFound:
+		return false, nil
+	case coordinator.CodeUnavailable:
+		return true, nil
+	}
+	return err == nil, err
+}
+
+// SettingsText says a collection's settings in Qdrant's terms, and
+// trawl's index.
+func SettingsText(s catalog.Settings) string {
+	q := "no quantization"
+	if s.Quantization == catalog.QuantInt8 {
+		q = "scalar int8 quantization"
+	}
+	return fmt.Sprintf("vectors of size %d and distance %s, %s, %s index", s.Dim, DistanceName(s.Metric), q, s.Index)
+}
+
+// Create creates a collection, or finds it created with these settings
+// (both nil). A collection of that name with other settings is a 409 in
+// Qdrant's words ("already exists", which the clients that create and
+// catch a conflict look for), which also say what it holds.
+func Create(ctx context.Context, co *coordinator.Coordinator, name string, want catalog.Settings) error {
+	_, err := co.CreateCollection(ctx, name, want)
+	if coordinator.CodeOf(err) != coordinator.CodeConflict {
+		return err
+	}
+	have, lerr := co.Collection(ctx, name)
+	if have.Name == "" || (lerr != nil && coordinator.CodeOf(lerr) != coordinator.CodeUnavailable) {
+		return err
+	}
+	e := &wire.Error{Status: http.StatusConflict, Code: wire.CodeCatalogConflict}
+	if have.Name != name {
+		e.Msg = fmt.Sprintf("Can't create collection with name %s. Alias with the same name already exists (it points at `%s`)", name, have.Name)
+		return e
+	}
+	e.Msg = fmt.Sprintf("Collection `%s` already exists! It holds %s; this create asks for %s. Delete it first to change its settings",
+		name, SettingsText(have.Settings), SettingsText(want.Normalize()))
+	return e
+}
+
+// Drop drops a collection (true), or finds none (false). As in Qdrant, the
+// aliases that point at it go first, so a collection created again under
+// the name does not inherit them. An alias's name is not a collection's:
+// false.
+func Drop(ctx context.Context, co *coordinator.Coordinator, name string) (bool, error) {
+	if err := catalog.ValidName(name); err != nil {
+		return false, nil
+	}
+	aliases, err := co.Aliases(ctx)
+	if err != nil {
+		return false, err
+	}
+	for _, a := range aliases {
+		if a.Collection != name {
+			continue
+		}
+		if err := co.DeleteAlias(ctx, a.Alias); err != nil {
+			return false, err
+		}
+	}
+	return co.DropCollection(ctx, name)
+}
+
+// Counts is what a collection's description counts: its points, and the
+// points with a value under each declared payload index's field.
+type Counts struct {
+	Total  uint64
+	Fields map[string]uint64
+}
+
+// CountAll counts c's points and, at the same time, the points with a
+// value under each of c's declared payload-index fields. The summary is
+// the total's, with the shards any field count missed added, so the
+// answer is degraded when any count was.
+func CountAll(ctx context.Context, co *coordinator.Coordinator, c coordinator.Collection, b budget.Budget, allowPartial bool) (Counts, fanout.Summary, []coordinator.ShardReport, error) {
+	fields := slices.Sorted(maps.Keys(c.PayloadSchema))
+	counts := make([]uint64, len(fields))
+	sums := make([]fanout.Summary, len(fields))
+	errs := make([]error, len(fields))
+	var wg sync.WaitGroup
+	for i, f := range fields {
+		wg.Go(func() {
+			flt, err := HasValue(f)
+			if err != nil {
+				return // a key no filter can name holds no values trawl can count
+			}
+			ans, err := co.Count(ctx, c, flt, b, allowPartial)
+			counts[i], sums[i], errs[i] = ans.Count, ans.Summary, err
+		})
+	}
+	ans, err := co.Count(ctx, c, nil, b, allowPartial)
+	wg.Wait()
+	out := Counts{Total: ans.Count, Fields: make(map[string]uint64, len(fields))}
+	sum := ans.Summary
+	for i, f := range fields {
+		out.Fields[f] = counts[i]
+		if err == nil && errs[i] != nil {
+			err = errs[i]
+		}
+		for _, s := range sums[i].Unavailable {
+			if !slices.Contains(sum.Unavailable, s) {
+				sum.Unavailable = append(sum.Unavailable, s)
+				if sum.ShardErrors == nil {
+					sum.ShardErrors = map[string]fanout.Reason{}
+				}
+				sum.ShardErrors[s] = sums[i].ShardErrors[s]
+			}
+		}
+		if errs[i] == nil && sums[i].ShardsTotal > 0 {
+			sum.Coverage = min(sum.Coverage, sums[i].Coverage)
+		}
+	}
+	return out, sum, ans.Shards, err
+}
+
+// HasValue is the filter of the points with a value under field (not
+// missing, null or an empty list: what Qdrant's index on it holds).
+func HasValue(field string) (*filter.Filter, error) {
+	key, err := json.Marshal(field)
+	if err != nil {
+		return nil, err
+	}
+	return wire.ParseFilter([]byte(`{"must_not": [{"is_empty": {"key": ` + string(key) + `}}]}`))
+}

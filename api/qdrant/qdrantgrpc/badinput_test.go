@@ -1,0 +1,183 @@
+package qdrantgrpc_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+
+	pb "github.com/trawl-search/trawl/api/qdrant/qdrantpb"
+	"github.com/trawl-search/trawl/internal/apitest"
+)
+
+// TestBadInput: every bad request gets Qdrant's status code and a
+// message naming what is wrong, and none reaches a shard (the router
+// records no shard RPC) or changes what is stored.
+func TestBadInput(t *testing.T) {
+	e := apitest.New(t, apitest.Config{})
+	cl := dial(e)
+	v := unit(0)
+	badRange := &pb.Filter{Must: []*pb.Condition{{ConditionOneOf: &pb.Condition_Field{Field: &pb.FieldCondition{Key: "year", Range: &pb.Range{}}}}}}
+	for _, tc := range []struct {
+		name string
+		do   func() error
+		code codes.Code
+		msg  string
+	}{
+		{"wrong size", func() error {
+			_, err := cl.p.Query(call(t), &pb.QueryPoints{CollectionName: "trawl", Query: nearest([]float32{1, 2, 3})})
+			return err
+		}, codes.InvalidArgument, "Bad request: query: vector has 3 dimensions, want 8"},
+		{"wrong size, search", func() error {
+			_, err := cl.p.Search(call(t), &pb.SearchPoints{CollectionName: "trawl", Vector: []float32{1}, Limit: 3})
+			return err
+		}, codes.InvalidArgument, "Bad request: vector has 1 dimensions, want 8"},
+		{"zero vector under cosine", func() error {
+			_, err := cl.p.Query(call(t), &pb.QueryPoints{CollectionName: "trawl", Query: nearest(make([]float32, 8))})
+			return err
+		}, codes.InvalidArgument, "Bad request: query: vector is all zeros, which has no direction under the cosine metric"},
+		{"unknown collection", func() error {
+			_, err := cl.p.Query(call(t), &pb.QueryPoints{CollectionName: "nope", Query: nearest(v)})
+			return err
+		}, codes.NotFound, "Not found: Collection `nope` doesn't exist!"},
+		{"unknown collection, upsert", func() error {
+			_, err := cl.p.Upsert(call(t), &pb.UpsertPoints{CollectionName: "nope", Points: []*pb.PointStruct{{Id: num(1), Vectors: dense(v)}}})
+			return err
+		}, codes.NotFound, "Not found: Collection `nope` doesn't exist!"},
+		{"unknown collection, info", func() error {
+			_, err := cl.c.Get(call(t), &pb.GetCollectionInfoRequest{CollectionName: "nope"})
+			return err
+		}, codes.NotFound, "Not found: Collection `nope` doesn't exist!"},
+		{"range without bounds", func() error {
+			_, err := cl.p.Query(call(t), &pb.QueryPoints{CollectionName: "trawl", Query: nearest(v), Filter: badRange})
+			return err
+		}, codes.InvalidArgument, "Bad request: filter.must[0].range: needs at least one of gt, gte, lt, lte"},
+		{"has_id", func() error {
+			_, err := cl.p.Count(call(t), &pb.CountPoints{CollectionName: "trawl", Filter: &pb.Filter{Should: []*pb.Condition{keyword("a", "b"),
+				{ConditionOneOf: &pb.Condition_HasId{HasId: &pb.HasIdCondition{HasId: []*pb.PointId{num(1)}}}}}}})
+			return err
+		}, codes.InvalidArgument, "Bad request: filter.should[1].has_id: is not supported; conditions are key with match or range, is_empty, is_null, or a nested filter"},
+		{"full-text match", func() error {
+			_, err := cl.p.Scroll(call(t), &pb.ScrollPoints{CollectionName: "trawl", Filter: &pb.Filter{Must: []*pb.Condition{
+				{ConditionOneOf: &pb.Condition_Field{Field: &pb.FieldCondition{Key: "t", Match: &pb.Match{MatchValue: &pb.Match_Text{Text: "x"}}}}}}}})
+			return err
+		}, codes.InvalidArgument, "Bad request: filter.must[0].match.text: is not supported; match takes value, any or except"},
+		{"empty condition", func() error {
+			_, err := cl.p.Count(call(t), &pb.CountPoints{CollectionName: "trawl", Filter: &pb.Filter{MustNot: []*pb.Condition{{}}}})
+			return err
+		}, codes.InvalidArgument, "Bad request: filter.must_not[0]: is empty; want a field, is_empty, is_null or filter condition"},
+		{"empty key", func() error {
+			_, err := cl.p.Count(call(t), &pb.CountPoints{CollectionName: "trawl", Filter: &pb.Filter{Must: []*pb.Condition{keyword("", "x")}}})
+			return err
+		}, codes.InvalidArgument, "Bad request: filter.must[0].key: is empty"},
+		{"named vector", func() error {
+			_, err := cl.p.Query(call(t), &pb.QueryPoints{CollectionName: "trawl", Query: nearest(v), Using: new("image")})
+			return err
+		}, codes.InvalidArgument, `Bad request: using: named vectors are not supported: trawl stores one unnamed vector per point (got "image")`},
+		{"prefetch", func() error {
+			_, err := cl.p.Query(call(t), &pb.QueryPoints{CollectionName: "trawl", Query: nearest(v), Prefetch: []*pb.PrefetchQuery{{}}})
+			return err
+		}, codes.InvalidArgument, "Bad request: prefetch is not supported: trawl serves single-stage nearest-vector queries"},
+		{"fusion", func() error {
+			_, err := cl.p.Query(call(t), &pb.QueryPoints{CollectionName: "trawl", Query: &pb.Query{Variant: &pb.Query_Fusion{Fusion: pb.Fusion_RRF}}})
+			return err
+		}, codes.InvalidArgument, "Bad request: query fusion is not supported: trawl serves nearest-vector queries (a vector or a point id)"},
+		{"sparse", func() error {
+			_, err := cl.p.Upsert(call(t), &pb.UpsertPoints{CollectionName: "trawl", Points: []*pb.PointStruct{{Id: num(1),
+				Vectors: &pb.Vectors{VectorsOptions: &pb.Vectors_Vector{Vector: &pb.Vector{Vector: &pb.Vector_Sparse{Sparse: &pb.SparseVector{}}}}}}}})
+			return err
+		}, codes.InvalidArgument, "Bad request: points[0].vectors: sparse vectors are not supported: trawl stores one dense vector per point"},
+		{"upsert all or nothing", func() error {
+			_, err := cl.p.Upsert(call(t), &pb.UpsertPoints{CollectionName: "trawl", Points: []*pb.PointStruct{
+				{Id: num(900), Vectors: dense(v)}, {Id: num(901), Vectors: dense(v[:7])}}})
+			return err
+		}, codes.InvalidArgument, "Bad request: points[1].vectors: vector has 7 dimensions, want 8"},
+		{"repeated id", func() error {
+			_, err := cl.p.Upsert(call(t), &pb.UpsertPoints{CollectionName: "trawl", Points: []*pb.PointStruct{
+				{Id: num(900), Vectors: dense(v)}, {Id: num(900), Vectors: dense(v)}}})
+			return err
+		}, codes.InvalidArgument, "Bad request: points[1]: id 900 repeats points[0]"},
+		{"integer id as a string", func() error {
+			_, err := cl.p.Get(call(t), &pb.GetPoints{CollectionName: "trawl", Ids: []*pb.PointId{uuid("42")}})
+			return err
+		}, codes.InvalidArgument, `Bad request: ids[0]: id "42" is a string; an integer id is sent as a number (42)`},
+		{"missing id", func() error {
+			_, err := cl.p.Upsert(call(t), &pb.UpsertPoints{CollectionName: "trawl", Points: []*pb.PointStruct{{Vectors: dense(v)}}})
+			return err
+		}, codes.InvalidArgument, "Bad request: points[0].id is missing: want num or uuid"},
+		{"bad payload", func() error {
+			_, err := cl.p.Upsert(call(t), &pb.UpsertPoints{CollectionName: "trawl", Points: []*pb.PointStruct{{Id: num(1), Vectors: dense(v),
+				Payload: map[string]*pb.Value{"x": {Kind: &pb.Value_ListValue{ListValue: &pb.ListValue{Values: []*pb.Value{
+					{Kind: &pb.Value_StructValue{StructValue: &pb.Struct{}}}}}}}}}}})
+			return err
+		}, codes.InvalidArgument, "Bad request: points[0].payload: payload.x[0]: is an object or array inside an array; array elements must be strings, numbers, booleans or null"},
+		{"limit 0", func() error {
+			_, err := cl.p.Search(call(t), &pb.SearchPoints{CollectionName: "trawl", Vector: v})
+			return err
+		}, codes.InvalidArgument, "Bad request: limit 0 and offset 0: want limit at least 1 and limit + offset at most 1000"},
+		{"delete everything", func() error {
+			_, err := cl.p.Delete(call(t), &pb.DeletePoints{CollectionName: "trawl", Points: &pb.PointsSelector{
+				PointsSelectorOneOf: &pb.PointsSelector_Filter{Filter: &pb.Filter{}}}})
+			return err
+		}, codes.InvalidArgument, "Bad request: filter has no conditions, which would delete every point; trawl refuses that (delete by ids, or give the filter a condition)"},
+		{"batch of none", func() error {
+			_, err := cl.p.QueryBatch(call(t), &pb.QueryBatchPoints{CollectionName: "trawl"})
+			return err
+		}, codes.InvalidArgument, "Bad request: query_points has 0 entries, want 1..256"},
+		{"batch entry", func() error {
+			_, err := cl.p.SearchBatch(call(t), &pb.SearchBatchPoints{CollectionName: "trawl", SearchPoints: []*pb.SearchPoints{
+				{Vector: v, Limit: 1}, {Vector: v, Limit: 1, ShardKeySelector: &pb.ShardKeySelector{}}}})
+			return err
+		}, codes.InvalidArgument, "Bad request: search_points[1]: shard_key is not supported: trawl places points by a hash of their id over every shard"},
+		{"scroll order_by", func() error {
+			_, err := cl.p.Scroll(call(t), &pb.ScrollPoints{CollectionName: "trawl", OrderBy: &pb.OrderBy{Key: "year"}})
+			return err
+		}, codes.InvalidArgument, "Bad request: order_by is not supported: trawl scrolls in id order"},
+		{"create Manhattan", func() error {
+			_, err := cl.c.Create(call(t), &pb.CreateCollection{CollectionName: "m", VectorsConfig: &pb.VectorsConfig{
+				Config: &pb.VectorsConfig_Params{Params: &pb.VectorParams{Size: 4, Distance: pb.Distance_Manhattan}}}})
+			return err
+		}, codes.InvalidArgument, "Bad request: vectors_config.params.distance Manhattan is not supported: trawl scores Cosine, Dot and Euclid"},
+		{"create product quantization", func() error {
+			_, err := cl.c.Create(call(t), &pb.CreateCollection{CollectionName: "m", VectorsConfig: &pb.VectorsConfig{
+				Config: &pb.VectorsConfig_Params{Params: &pb.VectorParams{Size: 4, Distance: pb.Distance_Dot}}},
+				QuantizationConfig: &pb.QuantizationConfig{Quantization: &pb.QuantizationConfig_Product{Product: &pb.ProductQuantization{}}}})
+			return err
+		}, codes.InvalidArgument, "Bad request: quantization_config.product is not supported: trawl quantizes to int8 codes only (scalar Int8)"},
+		{"create other settings", func() error {
+			_, err := cl.c.Create(call(t), &pb.CreateCollection{CollectionName: "trawl", VectorsConfig: &pb.VectorsConfig{
+				Config: &pb.VectorsConfig_Params{Params: &pb.VectorParams{Size: 4, Distance: pb.Distance_Dot}}}})
+			return err
+		}, codes.AlreadyExists, "Wrong input: Collection `trawl` already exists! It holds vectors of size 8 and distance Cosine, no quantization, flat index; this create asks for vectors of size 4 and distance Dot, no quantization, flat index. Delete it first to change its settings"},
+		{"uuid index", func() error {
+			_, err := cl.p.CreateFieldIndex(call(t), &pb.CreateFieldIndexCollection{CollectionName: "trawl", FieldName: "u", FieldType: pb.FieldType_FieldTypeUuid.Enum()})
+			return err
+		}, codes.InvalidArgument, `Bad request: field_schema uuid is not supported: a uuid index matches UUIDs written differently (case, braces) as equal, trawl matches strings exactly; declare "keyword"`},
+		{"unserved RPC", func() error {
+			_, err := cl.p.Recommend(call(t), &pb.RecommendPoints{CollectionName: "trawl"})
+			return err
+		}, codes.Unimplemented, "/qdrant.Points/Recommend is not served: trawl serves the subset of Qdrant's API applications use (docs/qdrant.md)"},
+		{"bad allow-partial", func() error {
+			_, err := cl.p.Count(call(t, "x-trawl-allow-partial", "maybe"), &pb.CountPoints{CollectionName: "trawl"})
+			return err
+		}, codes.InvalidArgument, `Bad request: x-trawl-allow-partial is "maybe", want true or false, once`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := e.ShardRPCs()
+			code, msg := codeOf(tc.do())
+			require.Equal(t, tc.code, code, msg)
+			require.Equal(t, tc.msg, msg)
+			// A name the router's catalog lacks is looked up again (it may
+			// have been created through another router): catalog reads,
+			// never a data request. A create asks the catalog's authority.
+			if tc.code != codes.NotFound && !strings.HasPrefix(tc.name, "create other") {
+				require.Equal(t, before, e.ShardRPCs(), "a bad request reached a shard")
+			}
+		})
+	}
+	// Nothing was written.
+	n, err := cl.p.Count(call(t), &pb.CountPoints{CollectionName: "trawl"})
+	require.NoError(t, err)
+	require.Equal(t, uint64(300), n.GetResult().GetCount())
+}

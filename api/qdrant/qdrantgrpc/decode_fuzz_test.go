@@ -1,0 +1,111 @@
+package qdrantgrpc
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/trawl-search/trawl/api/internal/wire"
+	pb "github.com/trawl-search/trawl/api/qdrant/qdrantpb"
+	"github.com/trawl-search/trawl/coordinator"
+	"github.com/trawl-search/trawl/vector"
+)
+
+// FuzzDecode feeds arbitrary bytes, as the wire would, to every request
+// decoder: a message that unmarshals is either decoded or refused with a
+// *wire.Error (InvalidArgument), never a panic or another kind of error;
+// a decoded query's vector always fits the collection.
+func FuzzDecode(f *testing.F) {
+	sch := coordinator.Schema{Dim: 4, Metric: vector.Cosine}
+	x := 1.5
+	for _, m := range []proto.Message{
+		&pb.QueryPoints{CollectionName: "c", Query: &pb.Query{Variant: &pb.Query_Nearest{Nearest: &pb.VectorInput{Variant: &pb.VectorInput_Dense{Dense: &pb.DenseVector{Data: []float32{1, 2, 3, 4}}}}}},
+			Filter: &pb.Filter{Must: []*pb.Condition{{ConditionOneOf: &pb.Condition_Field{Field: &pb.FieldCondition{Key: "a.b", Range: &pb.Range{Gte: &x}}}}},
+				Should: []*pb.Condition{{ConditionOneOf: &pb.Condition_Filter{Filter: &pb.Filter{MustNot: []*pb.Condition{{ConditionOneOf: &pb.Condition_IsNull{IsNull: &pb.IsNullCondition{Key: "k"}}}}}}}}}},
+		&pb.SearchPoints{CollectionName: "c", Vector: []float32{1, 0, 0, 0}, Limit: 3, WithPayload: &pb.WithPayloadSelector{SelectorOptions: &pb.WithPayloadSelector_Include{Include: &pb.PayloadIncludeSelector{Fields: []string{"a"}}}}},
+		&pb.UpsertPoints{CollectionName: "c", Points: []*pb.PointStruct{{Id: &pb.PointId{PointIdOptions: &pb.PointId_Num{Num: 7}},
+			Vectors: &pb.Vectors{VectorsOptions: &pb.Vectors_Vector{Vector: &pb.Vector{Data: []float32{1, 2, 3, 4}}}},
+			Payload: map[string]*pb.Value{"a": {Kind: &pb.Value_ListValue{ListValue: &pb.ListValue{Values: []*pb.Value{{Kind: &pb.Value_DoubleValue{DoubleValue: 2}}}}}}}}}},
+		&pb.ScrollPoints{CollectionName: "c", Offset: &pb.PointId{PointIdOptions: &pb.PointId_Uuid{Uuid: "8a1e0c4a7b4f4c1e9d2a0123456789ab"}}},
+		&pb.DeletePoints{CollectionName: "c", Points: &pb.PointsSelector{PointsSelectorOneOf: &pb.PointsSelector_Filter{Filter: &pb.Filter{}}}},
+		&pb.CreateCollection{CollectionName: "c", VectorsConfig: &pb.VectorsConfig{Config: &pb.VectorsConfig_Params{Params: &pb.VectorParams{Size: 4, Distance: pb.Distance_Dot}}}},
+	} {
+		b, err := proto.Marshal(m)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		check := func(what string, err error) {
+			var we *wire.Error
+			if err != nil && !errors.As(err, &we) {
+				t.Fatalf("%s: %T %v is not a *wire.Error", what, err, err)
+			}
+		}
+		var q pb.QueryPoints
+		if proto.Unmarshal(b, &q) == nil {
+			out, err := decodeQuery(&q, sch)
+			check("query", err)
+			if err == nil && out.q.LikeID == "" && len(out.q.Vector) != sch.Dim {
+				t.Fatalf("query decoded a vector of %d, want %d", len(out.q.Vector), sch.Dim)
+			}
+		}
+		var s pb.SearchPoints
+		if proto.Unmarshal(b, &s) == nil {
+			_, err := decodeSearch(&s, sch)
+			check("search", err)
+		}
+		var u pb.UpsertPoints
+		if proto.Unmarshal(b, &u) == nil {
+			recs, err := decodeUpsert(&u, sch)
+			check("upsert", err)
+			for _, r := range recs {
+				if len(r.Vector) != sch.Dim {
+					t.Fatalf("upsert decoded a vector of %d, want %d", len(r.Vector), sch.Dim)
+				}
+			}
+		}
+		var sc pb.ScrollPoints
+		if proto.Unmarshal(b, &sc) == nil {
+			_, err := decodeScroll(&sc)
+			check("scroll", err)
+		}
+		var d pb.DeletePoints
+		if proto.Unmarshal(b, &d) == nil {
+			rm, err := decodeDelete(&d)
+			check("delete", err)
+			if err == nil && rm.IDs == nil && rm.Filter.Empty() {
+				t.Fatal("a delete of everything was decoded")
+			}
+		}
+		var c pb.CreateCollection
+		if proto.Unmarshal(b, &c) == nil {
+			_, err := decodeCreate(&c)
+			check("create", err)
+		}
+		var g pb.GetPoints
+		if proto.Unmarshal(b, &g) == nil {
+			_, err := decodeGet(&g)
+			check("get", err)
+		}
+	})
+}
+
+// TestStatusOfWrappedShardError: a coordinator error that wraps a shard's
+// gRPC status is answered by the coordinator's code and message, never
+// the shard's.
+func TestStatusOfWrappedShardError(t *testing.T) {
+	s := &server{cfg: Config{Logger: slog.New(slog.DiscardHandler)}}
+	shardErr := status.Error(codes.InvalidArgument, "shard says no")
+	err := s.status(context.Background(), &coordinator.Error{Code: coordinator.CodeUnavailable, Msg: "shard-1 is unavailable", Err: shardErr})
+	st, _ := status.FromError(err)
+	if st.Code() != codes.Unavailable || st.Message() != "Service unavailable: shard-1 is unavailable" {
+		t.Fatalf("got %v %q", st.Code(), st.Message())
+	}
+}

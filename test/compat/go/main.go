@@ -1,0 +1,629 @@
+// Command compat drives a running `router dev` through Qdrant's official
+// Go client (github.com/qdrant/go-client, which speaks only gRPC),
+// unchanged, and checks every answer against a brute force computed here:
+// two collections of different sizes created through the client, upserts
+// with payloads, filtered queries and a query batch, scroll to the end,
+// count, get, delete by filter, bad input, a replica of every shard
+// blackholed (answers stay complete) and a whole shard stopped (answers
+// are marked degraded in the trailer), then both collections deleted. It
+// prints every client call and its result and exits non-zero on the
+// first mismatch. With -bench N it instead measures query latency through
+// gRPC and through the REST routes for the same queries.
+//
+// TRAWL_URL is the router's HTTP API (for the dev fault endpoints and the
+// REST side of -bench), TRAWL_GRPC its --qdrant-grpc-addr (host:port).
+// It lives in its own module, so the product's go.mod never requires the
+// client.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/qdrant/go-client/qdrant"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+)
+
+func main() {
+	bench := flag.Int("bench", 0, "measure N queries through gRPC and REST instead of the compatibility run")
+	collection := flag.String("collection", "trawl", "the collection -bench queries")
+	flag.Parse()
+	url, addr := os.Getenv("TRAWL_URL"), os.Getenv("TRAWL_GRPC")
+	if url == "" || addr == "" {
+		fail("TRAWL_URL and TRAWL_GRPC must be set")
+	}
+	host, portText, err := net.SplitHostPort(addr)
+	check(err)
+	port, err := strconv.Atoi(portText)
+	check(err)
+	client, err := qdrant.NewClient(&qdrant.Config{Host: host, Port: port})
+	check(err)
+	defer client.Close()
+	r := &run{c: client, url: url}
+	if *bench > 0 {
+		r.bench(*collection, *bench)
+		return
+	}
+	r.compat()
+	fmt.Printf("test-compat (go): %d calls, all answers as expected\n", r.calls)
+}
+
+// run is one compatibility run.
+type run struct {
+	c     *qdrant.Client
+	url   string
+	calls int
+}
+
+func fail(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "FAIL: "+format+"\n", args...)
+	os.Exit(1)
+}
+
+func check(err error) {
+	if err != nil {
+		fail("%v", err)
+	}
+}
+
+func expect(ok bool, format string, args ...any) {
+	if !ok {
+		fail(format, args...)
+	}
+}
+
+// ctx is one call's context: a 5 s deadline, the query's deadline at the
+// router (capped by --max-deadline-ms).
+func ctx() context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	_ = cancel // the timer ends with the deadline; runs are short
+	return c
+}
+
+// show prints a call and its result.
+func (r *run) show(name string, args, result any) {
+	r.calls++
+	s := fmt.Sprint(result)
+	if b, err := json.Marshal(result); err == nil {
+		s = string(b)
+	}
+	if len(s) > 300 {
+		s = s[:300] + "…"
+	}
+	fmt.Printf("#%d %s(%v)\n    -> %s\n", r.calls, name, args, s)
+}
+
+// doc is one point as the run wrote it.
+type doc struct {
+	id   *qdrant.PointId
+	key  string // the id as text, for ordering ties like the router (integers before UUIDs, see idKey)
+	vec  []float32
+	lang string
+	year int64
+	tags []string
+}
+
+// coll is a collection of the run and what it holds.
+type coll struct {
+	name   string
+	dim    int
+	metric qdrant.Distance
+	docs   []doc
+}
+
+var langs = []string{"en", "en", "de", "fr", "ja"}
+var tagSet = []string{"go", "rust", "search", "vectors"}
+
+// makeDocs builds n points: integer ids, and every fifth a UUID.
+func makeDocs(rng *rand.Rand, n, dim int, metric qdrant.Distance) []doc {
+	out := make([]doc, n)
+	for i := range out {
+		v := make([]float32, dim)
+		for j := range v {
+			v[j] = float32(rng.NormFloat64())
+		}
+		d := doc{vec: v, lang: langs[rng.IntN(len(langs))], year: int64(2000 + rng.IntN(26))}
+		for _, t := range tagSet {
+			if rng.IntN(3) == 0 {
+				d.tags = append(d.tags, t)
+			}
+		}
+		if i%5 == 4 {
+			u := fmt.Sprintf("%08x-%04x-4%03x-8%03x-%012x", rng.Uint32(), rng.IntN(1<<16), rng.IntN(1<<12), rng.IntN(1<<12), rng.Uint64()&(1<<48-1))
+			d.id, d.key = qdrant.NewID(u), u
+		} else {
+			n := uint64(1000 + i)
+			d.id, d.key = qdrant.NewIDNum(n), strconv.FormatUint(n, 10)
+		}
+		if metric == qdrant.Distance_Cosine {
+			d.vec = normalised(d.vec)
+		}
+		out[i] = d
+	}
+	return out
+}
+
+func normalised(v []float32) []float32 {
+	var s float64
+	for _, x := range v {
+		s += float64(x) * float64(x)
+	}
+	n := math.Sqrt(s)
+	out := make([]float32, len(v))
+	for i, x := range v {
+		out[i] = float32(float64(x) / n)
+	}
+	return out
+}
+
+func (d doc) payload() map[string]*qdrant.Value {
+	tags := make([]any, len(d.tags))
+	for i, t := range d.tags {
+		tags[i] = t
+	}
+	return qdrant.NewValueMap(map[string]any{"lang": d.lang, "year": d.year, "tags": tags})
+}
+
+// pred is a filter both as the client sends it and as the brute force
+// applies it.
+type pred struct {
+	name   string
+	filter *qdrant.Filter
+	match  func(doc) bool
+}
+
+func preds() []pred {
+	return []pred{
+		{"none", nil, func(doc) bool { return true }},
+		{"lang = en", &qdrant.Filter{Must: []*qdrant.Condition{qdrant.NewMatch("lang", "en")}}, func(d doc) bool { return d.lang == "en" }},
+		{"year in [2010, 2020) and not ja", &qdrant.Filter{
+			Must:    []*qdrant.Condition{qdrant.NewRange("year", &qdrant.Range{Gte: qdrant.PtrOf(2010.0), Lt: qdrant.PtrOf(2020.0)})},
+			MustNot: []*qdrant.Condition{qdrant.NewMatch("lang", "ja")}},
+			func(d doc) bool { return d.year >= 2010 && d.year < 2020 && d.lang != "ja" }},
+		{"tags any of go, rust, or year 2025", &qdrant.Filter{Should: []*qdrant.Condition{
+			qdrant.NewMatchKeywords("tags", "go", "rust"), qdrant.NewMatchInt("year", 2025)}},
+			func(d doc) bool {
+				return slices.Contains(d.tags, "go") || slices.Contains(d.tags, "rust") || d.year == 2025
+			}},
+		{"tags empty", &qdrant.Filter{Must: []*qdrant.Condition{qdrant.NewIsEmpty("tags")}}, func(d doc) bool { return len(d.tags) == 0 }},
+	}
+}
+
+// score is the brute-force score of v for q under the metric, and
+// whether higher is better.
+func score(metric qdrant.Distance, q, v []float32) float64 {
+	var s float64
+	switch metric {
+	case qdrant.Distance_Euclid:
+		for i := range q {
+			d := float64(q[i]) - float64(v[i])
+			s += d * d
+		}
+		return math.Sqrt(s)
+	case qdrant.Distance_Cosine:
+		q = normalised(q)
+	}
+	for i := range q {
+		s += float64(q[i]) * float64(v[i])
+	}
+	return s
+}
+
+// idLess orders ids as the router breaks score ties: integer ids by value
+// before any string id, strings bytewise.
+func idLess(a, b string) bool {
+	na, aNum := strconv.ParseUint(a, 10, 64)
+	nb, bNum := strconv.ParseUint(b, 10, 64)
+	switch {
+	case aNum == nil && bNum == nil:
+		return na < nb
+	case aNum == nil:
+		return true
+	case bNum == nil:
+		return false
+	}
+	return a < b
+}
+
+type hit struct {
+	key   string
+	score float64
+}
+
+func bruteForce(c *coll, q []float32, p pred, k int) []hit {
+	var hs []hit
+	for _, d := range c.docs {
+		if p.match(d) {
+			hs = append(hs, hit{d.key, score(c.metric, q, d.vec)})
+		}
+	}
+	lower := c.metric == qdrant.Distance_Euclid
+	sort.Slice(hs, func(i, j int) bool {
+		if hs[i].score != hs[j].score {
+			return (hs[i].score < hs[j].score) == lower
+		}
+		return idLess(hs[i].key, hs[j].key)
+	})
+	return hs[:min(k, len(hs))]
+}
+
+func idText(id *qdrant.PointId) string {
+	if u := id.GetUuid(); u != "" {
+		return u
+	}
+	return strconv.FormatUint(id.GetNum(), 10)
+}
+
+// sameHits checks an answer against the brute force: the same ids in the
+// same order, scores within the contract's bound. Near-ties may swap.
+func sameHits(what string, got []*qdrant.ScoredPoint, want []hit) {
+	expect(len(got) == len(want), "%s: %d hits, want %d", what, len(got), len(want))
+	for i, h := range got {
+		expect(math.Abs(float64(h.GetScore())-want[i].score) <= 1e-4*math.Max(1, math.Abs(want[i].score)),
+			"%s: hit %d score %v, want %v (id %s, want %s)", what, i, h.GetScore(), want[i].score, idText(h.GetId()), want[i].key)
+		if idText(h.GetId()) != want[i].key {
+			// only a near-tie may order differently
+			expect(math.Abs(want[i].score-float64(h.GetScore())) < 1e-5, "%s: hit %d is %s, want %s", what, i, idText(h.GetId()), want[i].key)
+		}
+	}
+}
+
+func (r *run) compat() {
+	v, err := r.c.HealthCheck(ctx())
+	check(err)
+	r.show("HealthCheck", "", map[string]string{"title": v.GetTitle(), "version": v.GetVersion()})
+
+	rng := rand.New(rand.NewPCG(7, 11))
+	colls := []*coll{
+		{name: "go_compat_small", dim: 24, metric: qdrant.Distance_Dot},
+		{name: "go_compat_large", dim: 384, metric: qdrant.Distance_Cosine},
+	}
+	colls[0].docs = makeDocs(rng, 400, colls[0].dim, colls[0].metric)
+	colls[1].docs = makeDocs(rng, 250, colls[1].dim, colls[1].metric)
+	for _, c := range colls {
+		r.create(c)
+	}
+	for _, c := range colls {
+		r.queries(c, rng)
+	}
+	r.badInput(colls[0])
+	r.faults(colls[1], rng)
+	for _, c := range colls {
+		r.deleteByFilter(c)
+	}
+	for _, c := range colls {
+		check(r.c.DeleteCollection(ctx(), c.name))
+		r.show("DeleteCollection", c.name, "ok")
+		ok, err := r.c.CollectionExists(ctx(), c.name)
+		check(err)
+		r.show("CollectionExists", c.name, ok)
+		expect(!ok, "%s exists after its delete", c.name)
+	}
+}
+
+func (r *run) create(c *coll) {
+	// Left over from an interrupted run: start clean.
+	if ok, err := r.c.CollectionExists(ctx(), c.name); err == nil && ok {
+		check(r.c.DeleteCollection(ctx(), c.name))
+	}
+	req := &qdrant.CreateCollection{CollectionName: c.name,
+		VectorsConfig: qdrant.NewVectorsConfig(&qdrant.VectorParams{Size: uint64(c.dim), Distance: c.metric})}
+	check(r.c.CreateCollection(ctx(), req))
+	r.show("CreateCollection", fmt.Sprintf("%s, size %d, %s", c.name, c.dim, c.metric), "ok")
+	// Upsert in batches of 100, waiting, with payloads.
+	for i := 0; i < len(c.docs); i += 100 {
+		var pts []*qdrant.PointStruct
+		for _, d := range c.docs[i:min(i+100, len(c.docs))] {
+			pts = append(pts, &qdrant.PointStruct{Id: d.id, Vectors: qdrant.NewVectors(d.vec...), Payload: d.payload()})
+		}
+		res, err := r.c.Upsert(ctx(), &qdrant.UpsertPoints{CollectionName: c.name, Wait: qdrant.PtrOf(true), Points: pts})
+		check(err)
+		r.show("Upsert", fmt.Sprintf("%s, %d points", c.name, len(pts)), res.GetStatus().String())
+		expect(res.GetStatus() == qdrant.UpdateStatus_Completed, "upsert: %s", res.GetStatus())
+	}
+	_, err := r.c.CreateFieldIndex(ctx(), &qdrant.CreateFieldIndexCollection{CollectionName: c.name, FieldName: "lang",
+		FieldType: qdrant.FieldType_FieldTypeKeyword.Enum()})
+	check(err)
+	info, err := r.c.GetCollectionInfo(ctx(), c.name)
+	check(err)
+	r.show("GetCollectionInfo", c.name, map[string]any{"status": info.GetStatus().String(), "points_count": info.GetPointsCount(),
+		"size": info.GetConfig().GetParams().GetVectorsConfig().GetParams().GetSize(), "payload_schema": len(info.GetPayloadSchema())})
+	expect(info.GetPointsCount() == uint64(len(c.docs)), "points_count %d, want %d", info.GetPointsCount(), len(c.docs))
+	expect(info.GetConfig().GetParams().GetVectorsConfig().GetParams().GetSize() == uint64(c.dim), "size")
+	names, err := r.c.ListCollections(ctx())
+	check(err)
+	r.show("ListCollections", "", names)
+	expect(slices.Contains(names, c.name), "%s not listed", c.name)
+}
+
+func (r *run) queries(c *coll, rng *rand.Rand) {
+	// Query with each filter: the brute force.
+	for _, p := range preds() {
+		q := make([]float32, c.dim)
+		for j := range q {
+			q[j] = float32(rng.NormFloat64())
+		}
+		res, err := r.c.Query(ctx(), &qdrant.QueryPoints{CollectionName: c.name, Query: qdrant.NewQuery(q...), Filter: p.filter,
+			Limit: qdrant.PtrOf(uint64(10)), WithPayload: qdrant.NewWithPayload(true)})
+		check(err)
+		r.show("Query", fmt.Sprintf("%s, filter %s, limit 10", c.name, p.name), hitsText(res))
+		sameHits(c.name+" query, filter "+p.name, res, bruteForce(c, q, p, 10))
+		for _, h := range res {
+			d := c.find(idText(h.GetId()))
+			expect(h.GetPayload()["lang"].GetStringValue() == d.lang && h.GetPayload()["year"].GetIntegerValue() == d.year,
+				"%s: payload of %s is %v", c.name, idText(h.GetId()), h.GetPayload())
+		}
+	}
+	// QueryBatch: each query of the batch equals the brute force.
+	ps := preds()
+	var batch []*qdrant.QueryPoints
+	var qs [][]float32
+	for i := range 4 {
+		q := make([]float32, c.dim)
+		for j := range q {
+			q[j] = float32(rng.NormFloat64())
+		}
+		qs = append(qs, q)
+		batch = append(batch, &qdrant.QueryPoints{CollectionName: c.name, Query: qdrant.NewQuery(q...), Filter: ps[i%len(ps)].filter, Limit: qdrant.PtrOf(uint64(5))})
+	}
+	br, err := r.c.QueryBatch(ctx(), &qdrant.QueryBatchPoints{CollectionName: c.name, QueryPoints: batch})
+	check(err)
+	r.show("QueryBatch", fmt.Sprintf("%s, 4 queries, limit 5", c.name), len(br))
+	expect(len(br) == 4, "query batch: %d results", len(br))
+	for i, b := range br {
+		sameHits(fmt.Sprintf("%s query batch %d", c.name, i), b.GetResult(), bruteForce(c, qs[i], ps[i%len(ps)], 5))
+	}
+	// Scroll to the end, 64 a page: every point once.
+	seen := map[string]bool{}
+	var offset *qdrant.PointId
+	for page := 0; ; page++ {
+		expect(page < 100, "scroll does not end")
+		pts, next, err := r.c.ScrollAndOffset(ctx(), &qdrant.ScrollPoints{CollectionName: c.name, Limit: qdrant.PtrOf(uint32(64)), Offset: offset})
+		check(err)
+		for _, p := range pts {
+			expect(!seen[idText(p.GetId())], "scroll gave %s twice", idText(p.GetId()))
+			seen[idText(p.GetId())] = true
+		}
+		r.show("Scroll", fmt.Sprintf("%s, page %d", c.name, page), fmt.Sprintf("%d points, next %v", len(pts), next != nil))
+		if next == nil {
+			break
+		}
+		offset = next
+	}
+	expect(len(seen) == len(c.docs), "scroll saw %d points, want %d", len(seen), len(c.docs))
+	// Count with each filter.
+	for _, p := range ps {
+		n, err := r.c.Count(ctx(), &qdrant.CountPoints{CollectionName: c.name, Filter: p.filter, Exact: qdrant.PtrOf(true)})
+		check(err)
+		want := 0
+		for _, d := range c.docs {
+			if p.match(d) {
+				want++
+			}
+		}
+		r.show("Count", fmt.Sprintf("%s, filter %s", c.name, p.name), n)
+		expect(n == uint64(want), "count %s: %d, want %d", p.name, n, want)
+	}
+	// Get: payloads and vectors as written.
+	ids := []*qdrant.PointId{c.docs[0].id, c.docs[4].id, qdrant.NewIDNum(999999)}
+	got, err := r.c.Get(ctx(), &qdrant.GetPoints{CollectionName: c.name, Ids: ids, WithVectors: qdrant.NewWithVectors(true), WithPayload: qdrant.NewWithPayload(true)})
+	check(err)
+	r.show("Get", fmt.Sprintf("%s, %d ids", c.name, len(ids)), len(got))
+	expect(len(got) == 2, "get: %d points, want 2", len(got))
+	for _, p := range got {
+		d := c.find(idText(p.GetId()))
+		vec := p.GetVectors().GetVector().GetDense().GetData()
+		expect(len(vec) == c.dim, "get %s: vector of %d", d.key, len(vec))
+		for i := range vec {
+			expect(math.Abs(float64(vec[i]-d.vec[i])) < 1e-5, "get %s: vector[%d] %v, want %v", d.key, i, vec[i], d.vec[i])
+		}
+		expect(p.GetPayload()["lang"].GetStringValue() == d.lang, "get %s: payload %v", d.key, p.GetPayload())
+	}
+}
+
+func (c *coll) find(key string) doc {
+	for _, d := range c.docs {
+		if d.key == key {
+			return d
+		}
+	}
+	fail("%s: no point %s was written", c.name, key)
+	return doc{}
+}
+
+func hitsText(hs []*qdrant.ScoredPoint) string {
+	var b strings.Builder
+	for i, h := range hs {
+		if i > 0 {
+			b.WriteString(" ")
+		}
+		fmt.Fprintf(&b, "%s:%.4f", idText(h.GetId()), h.GetScore())
+	}
+	return b.String()
+}
+
+// refused checks a call fails with the code, and prints Qdrant's message.
+func (r *run) refused(name string, want codes.Code, err error) {
+	st, _ := status.FromError(err)
+	r.show(name, "", fmt.Sprintf("refused %s: %s", st.Code(), st.Message()))
+	expect(err != nil && st.Code() == want, "%s: %v, want %s", name, err, want)
+}
+
+func (r *run) badInput(c *coll) {
+	_, err := r.c.Query(ctx(), &qdrant.QueryPoints{CollectionName: c.name, Query: qdrant.NewQuery(1, 2, 3)})
+	r.refused("Query (wrong size)", codes.InvalidArgument, err)
+	_, err = r.c.Query(ctx(), &qdrant.QueryPoints{CollectionName: "go_compat_nope", Query: qdrant.NewQuery(1, 2, 3)})
+	r.refused("Query (unknown collection)", codes.NotFound, err)
+	_, err = r.c.Count(ctx(), &qdrant.CountPoints{CollectionName: c.name, Filter: &qdrant.Filter{Must: []*qdrant.Condition{qdrant.NewRange("year", &qdrant.Range{})}}})
+	r.refused("Count (range without bounds)", codes.InvalidArgument, err)
+	_, err = r.c.Query(ctx(), &qdrant.QueryPoints{CollectionName: c.name, Query: qdrant.NewQuery(make([]float32, c.dim)...),
+		Filter: &qdrant.Filter{Must: []*qdrant.Condition{qdrant.NewGeoRadius("loc", 1, 2, 3)}}})
+	r.refused("Query (geo filter)", codes.InvalidArgument, err)
+	n, err := r.c.Count(ctx(), &qdrant.CountPoints{CollectionName: c.name})
+	check(err)
+	expect(n == uint64(len(c.docs)), "bad input changed the collection: %d points", n)
+}
+
+// dev posts a router dev fault endpoint.
+func (r *run) dev(shard string, replica int, action string) {
+	path := fmt.Sprintf("%s/dev/replicas/%s/%d/%s", r.url, shard, replica, action)
+	res, err := http.Post(path, "application/json", nil)
+	check(err)
+	res.Body.Close()
+	expect(res.StatusCode == http.StatusOK, "%s: %s", path, res.Status)
+	r.show("POST /dev/replicas/"+shard+"/"+strconv.Itoa(replica)+"/"+action, "", res.Status)
+}
+
+// queryTrailer queries through the client's raw Points stub, to read the
+// trailer a partial answer carries.
+func (r *run) queryTrailer(c *coll, q []float32) ([]*qdrant.ScoredPoint, metadata.MD) {
+	var tr metadata.MD
+	res, err := r.c.GetPointsClient().Query(ctx(), &qdrant.QueryPoints{CollectionName: c.name, Query: qdrant.NewQuery(q...),
+		Limit: qdrant.PtrOf(uint64(10))}, grpc.Trailer(&tr))
+	check(err)
+	return res.GetResult(), tr
+}
+
+func (r *run) faults(c *coll, rng *rand.Rand) {
+	shards := []string{"shard-0", "shard-1", "shard-2"}
+	q := make([]float32, c.dim)
+	for j := range q {
+		q[j] = float32(rng.NormFloat64())
+	}
+	want := bruteForce(c, q, preds()[0], 10)
+	// A replica of every shard blackholed: answers stay complete.
+	for _, s := range shards {
+		r.dev(s, 0, "blackhole")
+	}
+	for i := range 5 {
+		res, tr := r.queryTrailer(c, q)
+		r.show("Query (replica 0 of every shard blackholed)", i, fmt.Sprintf("%s; x-trawl-degraded %v", hitsText(res), tr.Get("x-trawl-degraded")))
+		expect(slices.Equal(tr.Get("x-trawl-degraded"), []string{"false"}), "blackholed replicas made the answer degraded: %v", tr)
+		sameHits("query with replicas blackholed", res, want)
+	}
+	for _, s := range shards {
+		r.dev(s, 0, "restore")
+	}
+	// A whole shard stopped: answers come from the others, marked.
+	for rep := range 3 {
+		r.dev("shard-1", rep, "stop")
+	}
+	res, tr := r.queryTrailer(c, q)
+	r.show("Query (every replica of shard-1 stopped)", "", fmt.Sprintf("%s; x-trawl-degraded %v, x-trawl-unavailable-shards %v",
+		hitsText(res), tr.Get("x-trawl-degraded"), tr.Get("x-trawl-unavailable-shards")))
+	expect(slices.Equal(tr.Get("x-trawl-degraded"), []string{"true"}), "a stopped shard's answer is not marked degraded: %v", tr)
+	expect(len(tr.Get("x-trawl-unavailable-shards")) == 1 && strings.HasPrefix(tr.Get("x-trawl-unavailable-shards")[0], "shard-1="),
+		"unavailable shards: %v", tr.Get("x-trawl-unavailable-shards"))
+	// What it gives is the brute force of the points it could see: each
+	// score right, in order.
+	for i, h := range res {
+		d := c.find(idText(h.GetId()))
+		expect(math.Abs(float64(h.GetScore())-score(c.metric, q, d.vec)) < 1e-4, "degraded hit %d score", i)
+		if i > 0 {
+			expect(h.GetScore() <= res[i-1].GetScore(), "degraded hits out of order")
+		}
+	}
+	for rep := range 3 {
+		r.dev("shard-1", rep, "restore")
+	}
+	// Back to complete once the shard serves again.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		res, tr := r.queryTrailer(c, q)
+		if slices.Equal(tr.Get("x-trawl-degraded"), []string{"false"}) {
+			r.show("Query (shard-1 restored)", "", hitsText(res))
+			sameHits("query after restore", res, want)
+			return
+		}
+		expect(time.Now().Before(deadline), "still degraded 30 s after the restore: %v", tr)
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func (r *run) deleteByFilter(c *coll) {
+	p := preds()[1] // lang = en
+	_, err := r.c.Delete(ctx(), &qdrant.DeletePoints{CollectionName: c.name, Wait: qdrant.PtrOf(true), Points: qdrant.NewPointsSelectorFilter(p.filter)})
+	check(err)
+	r.show("Delete", c.name+", filter "+p.name, "ok")
+	var kept []doc
+	for _, d := range c.docs {
+		if !p.match(d) {
+			kept = append(kept, d)
+		}
+	}
+	c.docs = kept
+	n, err := r.c.Count(ctx(), &qdrant.CountPoints{CollectionName: c.name})
+	check(err)
+	r.show("Count", c.name, n)
+	expect(n == uint64(len(kept)), "after delete by filter: %d points, want %d", n, len(kept))
+	en, err := r.c.Count(ctx(), &qdrant.CountPoints{CollectionName: c.name, Filter: p.filter})
+	check(err)
+	expect(en == 0, "after delete by filter: %d points still match", en)
+}
+
+// bench measures n queries of collection through gRPC (the client's Query)
+// and through REST (POST /collections/{c}/points/query, JSON), the same
+// random queries, interleaved, and prints each side's p50 and p90.
+func (r *run) bench(collection string, n int) {
+	info, err := r.c.GetCollectionInfo(ctx(), collection)
+	check(err)
+	dim := int(info.GetConfig().GetParams().GetVectorsConfig().GetParams().GetSize())
+	rng := rand.New(rand.NewPCG(3, 5))
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
+	var g, h []time.Duration
+	for i := range n + 20 {
+		q := make([]float32, dim)
+		for j := range q {
+			q[j] = float32(rng.NormFloat64())
+		}
+		body, err := json.Marshal(map[string]any{"query": q, "limit": 10})
+		check(err)
+		t0 := time.Now()
+		res, err := r.c.Query(ctx(), &qdrant.QueryPoints{CollectionName: collection, Query: qdrant.NewQuery(q...), Limit: qdrant.PtrOf(uint64(10))})
+		dg := time.Since(t0)
+		check(err)
+		expect(len(res) == 10, "grpc: %d hits", len(res))
+		t0 = time.Now()
+		// The same deadline as the gRPC side's (ctx: 5 s).
+		hr, err := hc.Post(r.url+"/collections/"+collection+"/points/query?deadline_ms=5000", "application/json", bytes.NewReader(body))
+		check(err)
+		var out struct {
+			Result struct {
+				Points []json.RawMessage `json:"points"`
+			} `json:"result"`
+		}
+		err = json.NewDecoder(hr.Body).Decode(&out)
+		hr.Body.Close()
+		dh := time.Since(t0)
+		check(err)
+		expect(hr.StatusCode == http.StatusOK && len(out.Result.Points) == 10, "rest: %s, %d hits", hr.Status, len(out.Result.Points))
+		if i >= 20 { // warm-up
+			g, h = append(g, dg), append(h, dh)
+		}
+	}
+	pct := func(ds []time.Duration, p float64) time.Duration {
+		s := slices.Clone(ds)
+		slices.Sort(s)
+		return s[int(p*float64(len(s)-1))]
+	}
+	fmt.Printf("bench: %d queries of %s (%d-D, limit 10), interleaved, client-measured\n", n, collection, dim)
+	fmt.Printf("  gRPC (go-client Query): p50 %v  p90 %v\n", pct(g, 0.5), pct(g, 0.9))
+	fmt.Printf("  REST (points/query):    p50 %v  p90 %v\n", pct(h, 0.5), pct(h, 0.9))
+	fmt.Printf("  gRPC/REST p50 ratio: %.2f\n", float64(pct(g, 0.5))/float64(pct(h, 0.5)))
+}
