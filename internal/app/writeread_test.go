@@ -9,12 +9,15 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/trawl-search/trawl/internal/app"
 	"github.com/trawl-search/trawl/internal/devcluster"
+	"github.com/trawl-search/trawl/placement"
 	"github.com/trawl-search/trawl/vector"
 )
 
@@ -112,4 +115,102 @@ func TestWritesReachTheLeaderThroughAFollower(t *testing.T) {
 		}
 		return sum == total
 	}, 10*time.Second, 20*time.Millisecond, "every replica of every shard holds each write once")
+}
+
+// shardLine is one shard's line of ?shard_detail=true.
+type shardLine struct {
+	Shard      string  `json:"shard"`
+	Status     string  `json:"status"`
+	Replica    string  `json:"replica"`
+	LatencyMS  float64 `json:"latency_ms"`
+	Hedged     bool    `json:"hedged"`
+	FailedOver bool    `json:"failed_over"`
+}
+
+// detailed is a search answer with ?shard_detail=true.
+type detailed struct {
+	Items []item `json:"items"`
+	SG    struct {
+		Degraded    bool              `json:"degraded"`
+		ShardErrors map[string]string `json:"shard_errors"`
+		Shards      []shardLine       `json:"shards"`
+	} `json:"scatter_gather"`
+}
+
+// A read that must see a write asks first the replica known to have
+// applied it — the leader that acknowledged it — so it never waits on a
+// follower still applying the write (DESIGN.md, "Writes":
+// read-after-write). One shard's followers are slowed on their peers' way
+// in (raft traffic to them delayed 200 ms each way), so each applies a
+// write some hundreds of milliseconds after the leader acknowledged it.
+// Hedging is off, so the replica that answers is the one asked first:
+// without the preference most reads would go to a follower, wait half
+// their budget, and fail over.
+func TestReadAfterWriteAsksTheLeaderFirst(t *testing.T) {
+	const dim, rounds, home = 16, 8, "shard-1"
+	h := startWith(t, devcluster.Config{Replicas: 3, Dim: dim, Docs: 60, Seed: 11, Kernel: vector.Generic(), PeerProxies: true},
+		app.Config{NoHedge: true})
+	table := placement.New(h.dc.Names)
+	si := slices.Index(h.dc.Names, home)
+	var leader *devcluster.Replica
+	var followers []*devcluster.Replica
+	for _, r := range h.dc.Replicas[si] {
+		if r.Node.IsLeader() {
+			leader = r
+		} else {
+			followers = append(followers, r)
+		}
+	}
+	require.NotNil(t, leader)
+	// The router learns the leader from a write it accepts. In a dev
+	// cluster the leader a follower forwards to is named by its raft
+	// address, which the router (reaching replicas through their proxies)
+	// does not know, so one write with the followers out of its reach
+	// teaches it.
+	c := faultClient(t)
+	for _, f := range followers {
+		f.Proxy.Stop()
+		require.Eventually(t, func() bool { return connState(t, c, h.srv.URL, f.Proxy.Addr()) != "READY" }, 5*time.Second, 10*time.Millisecond)
+	}
+	code, body := h.upsert(t, idOn(table, home, "warm"), randomVector(rand.New(rand.NewPCG(1, 2)), dim))
+	require.Equal(t, http.StatusOK, code, body)
+	for _, f := range followers {
+		require.NoError(t, f.Proxy.Restore())
+		require.Eventually(t, func() bool { return connState(t, c, h.srv.URL, f.Proxy.Addr()) == "READY" }, 5*time.Second, 10*time.Millisecond)
+	}
+	for _, f := range followers {
+		require.NoError(t, f.PeerProxy.Slow(200*time.Millisecond))
+	}
+	defer func() {
+		for _, f := range followers {
+			require.NoError(t, f.PeerProxy.Restore())
+		}
+	}()
+	rng := rand.New(rand.NewPCG(11, 12))
+	for i := range rounds {
+		id := idOn(table, home, fmt.Sprintf("lead-%d", i))
+		v := randomVector(rng, dim)
+		code, body := h.upsert(t, id, v)
+		require.Equal(t, http.StatusOK, code, body)
+		require.True(t, leader.Node.IsLeader(), "round %d: the leader stayed (the slowed followers kept up with its heartbeats)", i)
+		for _, f := range followers {
+			require.Less(t, f.Node.AppliedIndex(), leader.Node.AppliedIndex(), "round %d: the followers have not applied the write yet", i)
+		}
+		a := postOK[detailed](t, h, "/v1/search?deadline_ms=200&shard_detail=true", map[string]any{"vector": v, "k": 1})
+		require.False(t, a.SG.Degraded, "round %d: %v %+v (leader %s)", i, a.SG.ShardErrors, a.SG.Shards, leader.Proxy.Addr())
+		require.Equal(t, id, a.Items[0].ID, "round %d: the write is seen", i)
+		j := slices.IndexFunc(a.SG.Shards, func(s shardLine) bool { return s.Shard == home })
+		require.GreaterOrEqual(t, j, 0, "round %d: %s's line", i, home)
+		require.Equal(t, leader.Proxy.Addr(), a.SG.Shards[j].Replica, "round %d: answered by the leader", i)
+		require.False(t, a.SG.Shards[j].FailedOver, "round %d: asked first", i)
+	}
+}
+
+// idOn is the first id prefix-N whose home is the named shard.
+func idOn(t placement.Table, shardName, prefix string) string {
+	for i := 0; ; i++ {
+		if id := fmt.Sprintf("%s-%d", prefix, i); t.Home(id) == shardName {
+			return id
+		}
+	}
 }
