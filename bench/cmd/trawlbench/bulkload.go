@@ -217,8 +217,9 @@ func sum502(ss []promtext.Sample) float64 {
 
 // sampleLeaders reads every replica's trawl_shard_raft_leader every
 // period until ctx ends and returns how many times a shard's leader was
-// seen to change (to another replica or to none). A replica that cannot
-// be scraped counts as not leading.
+// seen to change (to another replica or to none). A shard with a replica
+// that could not be scraped is left out of that sample: a slow scrape is
+// not a lost leader.
 func sampleLeaders(ctx context.Context, hc *http.Client, c *cluster.Cluster, period time.Duration) int {
 	last := make([]int, len(c.Shards))
 	for i := range last {
@@ -229,15 +230,21 @@ func sampleLeaders(ctx context.Context, hc *http.Client, c *cluster.Cluster, per
 	defer t.Stop()
 	for {
 		for s, reps := range c.Shards {
-			leader := -1
+			leader, seen := -1, true
 			for i, r := range reps {
 				ss, err := promtext.ScrapeSamples(ctx, hc, "http://"+r.HTTP+"/metrics", "trawl_shard_raft_leader")
-				if err == nil && len(ss) > 0 && ss[0].Value == 1 {
+				switch {
+				case err != nil || len(ss) == 0:
+					seen = false
+				case ss[0].Value == 1:
 					leader = i
 				}
 			}
 			if ctx.Err() != nil {
 				return changes
+			}
+			if !seen {
+				continue
 			}
 			if last[s] != -2 && leader != last[s] {
 				changes++
