@@ -345,7 +345,7 @@ func (c *Coordinator) changeCatalog(ctx context.Context, i int, req *shardpb.Cha
 		out, err := r.ChangeCatalog(ctx, req)
 		if err == nil {
 			resp = out
-			c.acked.note(c.shardOf[r], out.GetIndex())
+			c.acked(r, client.Ack{Index: out.GetIndex(), ForwardedTo: out.GetForwardedTo()})
 		}
 		return err
 	}

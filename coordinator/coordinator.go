@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync/atomic"
 	"time"
 
 	"github.com/trawl-search/trawl/fanout"
@@ -43,11 +42,15 @@ type Coordinator struct {
 	catalogRefresh time.Duration
 	observer       CollectionObserver
 	docs           collectionDocs
-	// shardOf is each replica's shard, in cluster order; acked the last
-	// write index this router acknowledged on each shard.
-	shardOf map[*client.Conn]int
-	acked   acked
+	// where is each replica's place in the topology; progress what this
+	// router knows of each shard's log (read-after-write).
+	where    map[*client.Conn]replicaPos
+	progress *progress
 }
+
+// replicaPos is a replica's shard and its position in that shard's
+// replicas, in cluster order.
+type replicaPos struct{ shard, rep int }
 
 // New builds a coordinator over cfg's shards.
 func New(cfg Config) *Coordinator {
@@ -59,12 +62,16 @@ func New(cfg Config) *Coordinator {
 	for i, s := range shards {
 		names[i] = s.Name
 	}
+	sizes := make([]int, len(shards))
+	for i, s := range shards {
+		sizes[i] = len(s.Replicas)
+	}
 	c := &Coordinator{shards: shards, cluster: cfg.Cluster, placement: placement.New(names), log: cfg.Logger,
-		shardOf: map[*client.Conn]int{}, acked: acked{index: make([]atomic.Uint64, len(shards))},
+		where: map[*client.Conn]replicaPos{}, progress: newProgress(sizes, time.Now),
 		cat: newCatalogState(shards, cfg.MaxCollections), observer: cfg.Collections}
 	for i, s := range shards {
-		for _, r := range s.Replicas {
-			c.shardOf[r] = i
+		for j, r := range s.Replicas {
+			c.where[r] = replicaPos{i, j}
 		}
 	}
 	c.catalogRefresh = cmp.Or(cfg.CatalogRefresh, DefaultCatalogRefresh)

@@ -152,12 +152,16 @@ func (c *Coordinator) Count(ctx context.Context, coll Collection, f *filter.Filt
 // scroll fans req out to every shard, each replica asked with its shard's
 // acknowledged index (read-after-write).
 func (c *Coordinator) scroll(ctx context.Context, coll Collection, path fanout.Path, b budget.Budget, req *shardpb.ScrollRequest) ([]fanout.Result[*shardpb.ScrollResponse], fanout.Summary) {
-	freq := fanout.Request{Path: path, Collection: coll.Name, Start: time.Now(), Budget: b}
+	freq := fanout.Request{Path: path, Collection: coll.Name, Start: time.Now(), Budget: b, Prefer: c.prefer}
 	// As Search: the client leaving does not cut the fan-out short.
 	return fanout.Gather(context.WithoutCancel(ctx), c.cluster, freq, func(ctx context.Context, r *client.Conn) (*shardpb.ScrollResponse, error) {
 		rq := proto.CloneOf(req) // each replica its own min_index
 		rq.MinIndex = c.minIndex(r)
-		return r.In(coll.ref()).Scroll(ctx, rq)
+		resp, err := r.In(coll.ref()).Scroll(ctx, rq)
+		if err == nil {
+			c.served(r, rq.MinIndex)
+		}
+		return resp, err
 	})
 }
 

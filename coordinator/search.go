@@ -109,7 +109,7 @@ type Answer struct {
 // CodeUnavailable error together with the Answer, whose Summary is still
 // the answer's scatter_gather block.
 func (c *Coordinator) Search(ctx context.Context, s Search) (Answer, error) {
-	req := fanout.Request{Path: s.Path, Collection: s.Collection.Name, Start: time.Now(), Budget: s.Budget}
+	req := fanout.Request{Path: s.Path, Collection: s.Collection.Name, Start: time.Now(), Budget: s.Budget, Prefer: c.prefer}
 	// The client leaving does not cut the fan-out short: it is bounded by
 	// the deadline anyway, and a cancelled fan-out would count as degraded.
 	ctx = context.WithoutCancel(ctx)
@@ -134,7 +134,12 @@ func (c *Coordinator) Search(ctx context.Context, s Search) (Answer, error) {
 	}
 	batch := client.NewBatchIn(s.Collection.ref(), cqs) // encoded once for every replica asked
 	results, sum := fanout.Gather(ctx, c.cluster, req, func(ctx context.Context, r *client.Conn) (client.SearchResult, error) {
-		return r.SearchBatch(ctx, batch, c.minIndex(r))
+		m := c.minIndex(r)
+		res, err := r.SearchBatch(ctx, batch, m)
+		if err == nil {
+			c.served(r, m)
+		}
+		return res, err
 	})
 
 	if name, gone := goneFrom(results); gone {
@@ -225,8 +230,14 @@ func (c *Coordinator) resolveLikes(ctx context.Context, coll Collection, req fan
 // mapping the engine's answer to this package's errors.
 func (c *Coordinator) lookup(ctx context.Context, coll Collection, req fanout.Request, id string) ([]float32, []byte, error) {
 	home := c.placement.Home(id)
+	req.Prefer = c.prefer // the replicas known to have applied its min_index first
 	pv, err := fanout.Lookup(ctx, c.cluster, req, home, func(ctx context.Context, r *client.Conn) (*shardpb.Vector, error) {
-		return r.In(coll.ref()).Get(ctx, id, c.minIndex(r))
+		m := c.minIndex(r)
+		v, err := r.In(coll.ref()).Get(ctx, id, m)
+		if err == nil {
+			c.served(r, m)
+		}
+		return v, err
 	})
 	var nf *shard.CollectionNotFoundError
 	if errors.As(err, &nf) {

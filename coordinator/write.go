@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"sync/atomic"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -38,30 +37,46 @@ type WriteResult struct {
 // retryNote ends every write error: upserts are keyed, so a retry is safe.
 const retryNote = " Upserts and deletes are keyed by id, so retrying the request is safe."
 
-// acked is the highest log index this router saw acknowledged on each
-// shard. Reads send it as min_index, so a search that starts after an
-// acknowledgement never reads a replica that has not applied it
-// (read-after-write through the acknowledging router).
-type acked struct {
-	index []atomic.Uint64 // by shard, in cluster order
-}
-
-func (a *acked) note(shard int, idx uint64) {
-	for {
-		cur := a.index[shard].Load()
-		if idx <= cur || a.index[shard].CompareAndSwap(cur, idx) {
-			return
+// acked notes a write r acknowledged: the index reads of its shard must
+// see from now on, and the replica known to have applied it — r, or the
+// leader r forwarded the write to (when the router knows that leader by
+// the address the group gave; else nobody is known).
+func (c *Coordinator) acked(r *client.Conn, ack client.Ack) {
+	at, ok := c.where[r]
+	if !ok {
+		return
+	}
+	rep := at.rep
+	if ack.ForwardedTo != "" {
+		rep = noReplica
+		for j, x := range c.shards[at.shard].Replicas {
+			if x.Addr() == ack.ForwardedTo {
+				rep = j
+			}
 		}
 	}
+	c.progress.acked(at.shard, rep, ack.Index)
 }
 
 // minIndex is the index a read of r's shard must see.
 func (c *Coordinator) minIndex(r *client.Conn) uint64 {
-	if i, ok := c.shardOf[r]; ok {
-		return c.acked.index[i].Load()
+	if at, ok := c.where[r]; ok {
+		return c.progress.minIndex(at.shard)
 	}
 	return 0
 }
+
+// served notes that r answered a read asking for minIndex: it has applied
+// it, so later reads may ask it first too.
+func (c *Coordinator) served(r *client.Conn, minIndex uint64) {
+	if at, ok := c.where[r]; ok {
+		c.progress.served(at.shard, at.rep, minIndex)
+	}
+}
+
+// prefer is fanout.Request.Prefer for reads that carry min_index: the
+// replicas known to have applied it are asked first.
+func (c *Coordinator) prefer(shard, rep int) bool { return c.progress.prefer(shard, rep) }
 
 // Upsert writes recs through their home shards' consensus groups, each
 // shard's share in one RPC to one replica (the leader when known), all
@@ -85,9 +100,9 @@ func (c *Coordinator) Upsert(ctx context.Context, coll Collection, recs []Record
 			}
 			p := shard.Placement{Fingerprint: c.placement.Fingerprint(), Shard: name}
 			wr := fanout.Write(ctx, c.cluster, name, func(ctx context.Context, r *client.Conn) error {
-				index, err := r.In(coll.ref()).Upsert(ctx, p, vs)
+				ack, err := r.In(coll.ref()).Upsert(ctx, p, vs)
 				if err == nil {
-					c.acked.note(c.shardOf[r], index)
+					c.acked(r, ack)
 				}
 				return err
 			})
@@ -111,10 +126,10 @@ func (c *Coordinator) Delete(ctx context.Context, coll Collection, id string) (b
 	p := shard.Placement{Fingerprint: c.placement.Fingerprint(), Shard: home}
 	found := false
 	wr := fanout.Write(ctx, c.cluster, home, func(ctx context.Context, r *client.Conn) error {
-		f, index, err := r.In(coll.ref()).Delete(ctx, p, id)
+		f, ack, err := r.In(coll.ref()).Delete(ctx, p, id)
 		if err == nil {
 			found = f // only the accepting attempt answers; writes are never concurrent
-			c.acked.note(c.shardOf[r], index)
+			c.acked(r, ack)
 		}
 		return err
 	})
@@ -202,10 +217,10 @@ func (c *Coordinator) Remove(ctx context.Context, rm Removal) ([]ShardWrite, err
 			p := shard.Placement{Fingerprint: c.placement.Fingerprint(), Shard: name}
 			var deleted uint64
 			wr := fanout.Write(ctx, c.cluster, name, func(ctx context.Context, r *client.Conn) error {
-				n, index, err := r.In(rm.Collection.ref()).DeleteMatching(ctx, p, ids, fb)
+				n, ack, err := r.In(rm.Collection.ref()).DeleteMatching(ctx, p, ids, fb)
 				if err == nil {
 					deleted = n // only the accepting attempt answers
-					c.acked.note(c.shardOf[r], index)
+					c.acked(r, ack)
 				}
 				return err
 			})

@@ -79,7 +79,9 @@ type Cluster[R Replica] struct {
 }
 
 type shardState[R Replica] struct {
-	name     string
+	name string
+	// pos is the shard's position in the topology (Request.Prefer).
+	pos      int
 	replicas []*replicaState[R]
 
 	mu sync.Mutex
@@ -123,8 +125,8 @@ func New[R Replica](shards []Shard[R], opts Options) *Cluster[R] {
 	_, untraced := opts.TracerProvider.(noop.TracerProvider)
 	c := &Cluster[R]{opts: opts, hedges: newTokenBucket(opts.HedgeBudget, opts.HedgeBurst),
 		tracer: opts.TracerProvider.Tracer(tracerName), traced: !untraced}
-	for _, s := range shards {
-		ss := &shardState[R]{name: s.Name, docs: map[string]uint64{}}
+	for i, s := range shards {
+		ss := &shardState[R]{name: s.Name, pos: i, docs: map[string]uint64{}}
 		for _, r := range s.Replicas {
 			ss.replicas = append(ss.replicas, &replicaState[R]{shard: s.Name, r: r})
 		}
@@ -159,12 +161,16 @@ func (c *Cluster[R]) shard(name string) *shardState[R] {
 // suspect, ordered by expected latency (mean latency, inflated by calls
 // already outstanding on the replica, so a replica that has gone quiet with
 // work piling up on it drops back). Untried replicas sort first so every
-// replica gets measured. If none qualifies it reports why: every replica
-// suspect, or none ready.
-func (c *Cluster[R]) candidates(s *shardState[R]) (out []*replicaState[R], allSuspect bool) {
+// replica gets measured. Replicas prefer names (Request.Prefer; nil: none)
+// go before all others, in the same order among themselves: preference
+// reorders the healthy candidates and never makes a suspect or unready
+// replica one. If none qualifies it reports why: every replica suspect, or
+// none ready.
+func (c *Cluster[R]) candidates(s *shardState[R], prefer func(shard, replica int) bool) (out []*replicaState[R], allSuspect bool) {
 	now := c.opts.Now()
 	type cand struct {
 		r    *replicaState[R]
+		pref bool
 		cost time.Duration
 		i    int
 	}
@@ -185,10 +191,15 @@ func (c *Cluster[R]) candidates(s *shardState[R]) (out []*replicaState[R], allSu
 		if !r.r.Ready() {
 			continue
 		}
-		cs = append(cs, cand{r, cost, i})
+		cs = append(cs, cand{r, prefer != nil && prefer(s.pos, i), cost, i})
 	}
 	slices.SortStableFunc(cs, func(a, b cand) int {
 		switch {
+		case a.pref != b.pref:
+			if a.pref {
+				return -1
+			}
+			return 1
 		case a.cost < b.cost:
 			return -1
 		case a.cost > b.cost:

@@ -1,6 +1,6 @@
 // Package fanout is trawl's scatter-gather engine: it sends one read to
 // every shard under the query's budget, picks which replica of each shard
-// serves it, fails over within the call on connectivity errors, hedges slow
+// serves it (first any the caller prefers, among the healthy ones), fails over within the call on connectivity errors, hedges slow
 // replicas, tracks each replica's health (suspect after 3 consecutive
 // connectivity failures, a 5 s cooldown, a background prober), and sends
 // writes to every replica of a shard without ever replaying one that may

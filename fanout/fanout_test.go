@@ -533,7 +533,7 @@ func TestLosingToAHedgeDemotesTheSilentReplica(t *testing.T) {
 		st := c.Status()[0].Replicas
 		return st[0].Latency > st[1].Latency
 	}, time.Second, time.Millisecond)
-	cands, _ := c.candidates(c.shards[0])
+	cands, _ := c.candidates(c.shards[0], nil)
 	require.Same(t, live, cands[0].r, "the live replica is asked first from now on")
 }
 
@@ -837,4 +837,96 @@ func TestAbsentIsNotCounted(t *testing.T) {
 	rec.mu.Lock()
 	require.Equal(t, 1, rec.fanouts)
 	rec.mu.Unlock()
+}
+
+// setMean gives every replica of shard 0 a measured latency, so the
+// engine's own order is known: a0 cheapest, then a1, then a2.
+func setMeans(c *Cluster[*fake]) {
+	for i, r := range c.shards[0].replicas {
+		r.mu.Lock()
+		r.mean, r.dev, r.samples = time.Duration(i+1)*time.Millisecond, 0, 10
+		r.mu.Unlock()
+	}
+}
+
+// preferring is a Request.Prefer that names one replica of shard 0.
+func preferring(rep int) func(shard, replica int) bool {
+	return func(shard, replica int) bool { return shard == 0 && replica == rep }
+}
+
+// A read that must see a write goes first to the replica known to have
+// applied it (the acknowledging leader), even when another one is
+// cheaper, and hedges to the others when it is slow; a lookup does the
+// same.
+func TestPreferredReplicaIsAskedFirst(t *testing.T) {
+	a0, a1, a2 := newFake("a0", nil), newFake("a1", nil), newFake("a2", nil)
+	c := New([]Shard[*fake]{{Name: "a", Replicas: []*fake{a0, a1, a2}}, {Name: "b", Replicas: []*fake{newFake("b0", nil)}}},
+		Options{HedgeBudget: -1})
+	setMeans(c)
+	r := req(200 * time.Millisecond)
+	r.Prefer = preferring(2)
+	res, sum := Gather(context.Background(), c, r, call)
+	require.False(t, sum.Degraded())
+	require.Equal(t, "a2", res[0].Replica)
+	require.False(t, res[0].FailedOver)
+	require.EqualValues(t, 1, a2.calls.Load())
+	require.Zero(t, a0.calls.Load()+a1.calls.Load(), "the others are not asked")
+
+	_, err := Lookup(context.Background(), c, r, "a", call)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, a2.calls.Load(), "a lookup asks it first too")
+	require.Zero(t, a0.calls.Load()+a1.calls.Load())
+
+	// Without a preference the engine's own order holds.
+	res, _ = Gather(context.Background(), c, req(200*time.Millisecond), call)
+	require.Equal(t, "a0", res[0].Replica)
+}
+
+func TestPreferredReplicaIsHedged(t *testing.T) {
+	rec := newRecorder()
+	a0, a1, a2 := newFake("a0", nil), newFake("a1", nil), newFake("a2", hang)
+	c := New([]Shard[*fake]{{Name: "a", Replicas: []*fake{a0, a1, a2}}}, Options{Reporter: rec})
+	setMeans(c)
+	r := req(300 * time.Millisecond)
+	r.Prefer = preferring(2)
+	res, sum := Gather(context.Background(), c, r, call)
+	require.False(t, sum.Degraded())
+	require.EqualValues(t, 1, a2.calls.Load(), "asked first")
+	require.Equal(t, "a0", res[0].Replica, "the hedge goes to the cheapest of the others")
+	require.True(t, res[0].Hedged)
+	require.Equal(t, 1, rec.hedges["a/won"])
+}
+
+// Preference never overrides health: a preferred replica that is suspect
+// or not ready is not asked, and the read goes to the others as it would
+// without a preference.
+func TestPreferenceDoesNotOverrideHealth(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		spoil func(c *Cluster[*fake], clk *clock, f *fake)
+	}{
+		{"suspect", func(c *Cluster[*fake], clk *clock, f *fake) {
+			r := c.shards[0].replicas[2]
+			r.mu.Lock()
+			for range SuspectAfter {
+				r.failure(clk.Now(), "scripted")
+			}
+			r.mu.Unlock()
+		}},
+		{"not ready", func(_ *Cluster[*fake], _ *clock, f *fake) { f.ready.Store(false) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := &clock{now: time.Unix(1000, 0)}
+			a0, a1, a2 := newFake("a0", nil), newFake("a1", nil), newFake("a2", nil)
+			c := New([]Shard[*fake]{{Name: "a", Replicas: []*fake{a0, a1, a2}}}, Options{HedgeBudget: -1, Now: clk.Now})
+			setMeans(c)
+			tc.spoil(c, clk, a2)
+			r := req(200 * time.Millisecond)
+			r.Prefer = preferring(2)
+			res, sum := Gather(context.Background(), c, r, call)
+			require.False(t, sum.Degraded())
+			require.Equal(t, "a0", res[0].Replica)
+			require.Zero(t, a2.calls.Load(), "the preferred replica is skipped")
+		})
+	}
 }

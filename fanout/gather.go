@@ -34,6 +34,15 @@ type Request struct {
 	Start time.Time
 	// Budget is the query's deadline and per-shard budget.
 	Budget budget.Budget
+	// Prefer, when set, says which replicas are known to answer the read
+	// without waiting — for a read that must see a write, those known to
+	// have applied it — by the shard's and the replica's positions in the
+	// topology (Cluster.Shards). A shard's preferred replicas are asked
+	// first, cheapest first; hedges and failover go on to the others. It
+	// never overrides health: a suspect or unready replica is not asked,
+	// preferred or not. It is called once per replica per shard read, so
+	// it must be cheap.
+	Prefer func(shard, replica int) bool
 }
 
 // ShardDeadline is when every shard RPC of the request must be done.
@@ -98,7 +107,7 @@ func Gather[R Replica, T Answer](ctx context.Context, c *Cluster[R], req Request
 	for i, s := range c.shards {
 		go func() {
 			var r Result[T]
-			if err := c.safely("read", s.name, func() { r = newShardRead(c, s, call).run(ctx) }); err != nil {
+			if err := c.safely("read", s.name, func() { r = newShardRead(c, s, call, req.Prefer).run(ctx) }); err != nil {
 				r = Result[T]{Shard: s.name, Reason: ReasonInternal, Err: err}
 			}
 			done <- indexed{i, r}

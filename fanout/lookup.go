@@ -31,7 +31,7 @@ func Lookup[R Replica, T any](ctx context.Context, c *Cluster[R], req Request, s
 	}
 	ctx, cancel := context.WithDeadline(ctx, req.ShardDeadline())
 	defer cancel()
-	cands, _ := c.candidates(s)
+	cands, _ := c.candidates(s, req.Prefer)
 	notFound, behind := 0, 0
 	var lastErr error = ErrNoReplica
 	for i, r := range cands {

@@ -34,10 +34,11 @@ type attempt[R Replica, T any] struct {
 // winning. Its state belongs to the goroutine running run; attempts talk to
 // it only through results.
 type shardRead[R Replica, T any] struct {
-	c     *Cluster[R]
-	s     *shardState[R]
-	call  Call[R, T]
-	cands []*replicaState[R]
+	c      *Cluster[R]
+	s      *shardState[R]
+	call   Call[R, T]
+	prefer func(shard, replica int) bool
+	cands  []*replicaState[R]
 
 	ctx     context.Context // the shard's deadline
 	actx    context.Context // the attempts': cancelled when the read ends
@@ -57,8 +58,8 @@ type shardRead[R Replica, T any] struct {
 	span   trace.Span
 }
 
-func newShardRead[R Replica, T any](c *Cluster[R], s *shardState[R], call Call[R, T]) *shardRead[R, T] {
-	return &shardRead[R, T]{c: c, s: s, call: call, res: Result[T]{Shard: s.name}}
+func newShardRead[R Replica, T any](c *Cluster[R], s *shardState[R], call Call[R, T], prefer func(shard, replica int) bool) *shardRead[R, T] {
+	return &shardRead[R, T]{c: c, s: s, call: call, prefer: prefer, res: Result[T]{Shard: s.name}}
 }
 
 // run reads the shard within ctx's deadline and returns its result, under
@@ -71,7 +72,7 @@ func newShardRead[R Replica, T any](c *Cluster[R], s *shardState[R], call Call[R
 func (sr *shardRead[R, T]) run(ctx context.Context) Result[T] {
 	ctx = sr.begin(ctx)
 	defer sr.end()
-	cands, allSuspect := sr.c.candidates(sr.s)
+	cands, allSuspect := sr.c.candidates(sr.s, sr.prefer)
 	if len(cands) == 0 {
 		// Fail fast: nobody to ask, so nobody waits out the deadline.
 		sr.res.Reason, sr.res.Err = ReasonUnavailable, ErrNoReplica

@@ -25,6 +25,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -100,6 +101,11 @@ type Config struct {
 	// no tracing.
 	TracerProvider trace.TracerProvider
 	Propagator     propagation.TextMapPropagator
+	// PeerProxies puts a second fault proxy in front of every replica, on
+	// its peers' way in (raft traffic to it and writes forwarded to it;
+	// Replica.PeerProxy), so tests can slow, cut or mute replication and
+	// forwarding apart from the router's traffic.
+	PeerProxies bool
 	// ScanRateBytes, when positive, has the cluster measure its kernel's
 	// scan rate once, in the background while it loads, on a scratch
 	// buffer this big (server.CalibrationBytes() in router dev), and give
@@ -116,6 +122,9 @@ type Replica struct {
 	// Addr is the replica's plaintext gRPC address, its raft peers' way in.
 	Addr  string
 	Proxy *faultproxy.Proxy
+	// PeerProxy is the proxy its peers reach it through (Config.PeerProxies),
+	// nil without.
+	PeerProxy *faultproxy.Proxy
 	// Store is the replica's store of the cluster's collection
 	// (Cluster.Collection), set once Start has seen it created. It shadows
 	// replica.Replica.Store, the legacy collection's, which a dev cluster
@@ -142,6 +151,9 @@ type Cluster struct {
 	// stopRate ends the scan-rate measurement (Close).
 	stopRate context.CancelFunc
 	rateDone chan struct{}
+	// peerProxies are the peers' proxies by the address they stand for.
+	peerProxies map[string]*faultproxy.Proxy
+	closeOnce   sync.Once
 }
 
 // layout is cluster.json: the shape and the ports a data directory's
@@ -209,6 +221,20 @@ func Start(cfg Config) (*Cluster, error) {
 		return nil, err
 	}
 	c.Loaded = loaded
+	if cfg.PeerProxies {
+		c.peerProxies = map[string]*faultproxy.Proxy{}
+		for _, row := range lay.Addrs {
+			for _, a := range row {
+				p, err := faultproxy.Start("127.0.0.1:0", a)
+				if err != nil {
+					closeAll(lns)
+					c.Close()
+					return nil, err
+				}
+				c.peerProxies[a] = p
+			}
+		}
+	}
 	for i, name := range c.Names {
 		var reps []*Replica
 		for j := range cfg.Replicas {
@@ -216,7 +242,7 @@ func Start(cfg Config) (*Cluster, error) {
 			if lns != nil {
 				ln, lns[i][j] = lns[i][j], nil
 			}
-			rep, err := startReplica(name, j, lay.Addrs[i], ln, filepath.Join(cfg.DataDir, name, fmt.Sprintf("replica-%d", j)), cfg)
+			rep, err := c.startReplica(name, j, lay.Addrs[i], ln, filepath.Join(cfg.DataDir, name, fmt.Sprintf("replica-%d", j)), cfg)
 			if err != nil {
 				closeAll(lns)
 				c.Close()
@@ -372,10 +398,10 @@ func seed(reps []*Replica, coll coordinator.Collection, p shard.Placement, recs 
 		for {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			c.WaitSettled(ctx)
-			idx, err := c.In(client.Collection{Name: coll.Name, UID: coll.UID}).Upsert(ctx, p, vs)
+			ack, err := c.In(client.Collection{Name: coll.Name, UID: coll.UID}).Upsert(ctx, p, vs)
 			cancel()
 			if err == nil {
-				last = idx
+				last = ack.Index
 				break
 			}
 			if time.Now().After(deadline) {
@@ -500,7 +526,7 @@ func (c *Cluster) measureScanRate(cfg Config) {
 
 // startReplica serves a replica on ln, or, when ln is nil, on the address
 // its data directory was created with.
-func startReplica(name string, idx int, peers []string, ln net.Listener, dir string, cfg Config) (*Replica, error) {
+func (c *Cluster) startReplica(name string, idx int, peers []string, ln net.Listener, dir string, cfg Config) (*Replica, error) {
 	addr := peers[idx]
 	if ln == nil {
 		var err error
@@ -519,6 +545,7 @@ func startReplica(name string, idx int, peers []string, ln net.Listener, dir str
 		MaxLeaderSilence: max(raftnode.DefaultMaxLeaderSilence, 3*cfg.HeartbeatTimeout),
 		Int8MinRows:      cfg.Int8MinRows, IVFMinRows: cfg.IVFMinRows,
 		TracerProvider: cfg.TracerProvider, Logger: log, RaftLogLevel: cfg.RaftLogLevel,
+		PeerDialer: c.peerDialer(),
 	})
 	if err != nil {
 		ln.Close()
@@ -556,7 +583,22 @@ func startReplica(name string, idx int, peers []string, ln net.Listener, dir str
 		rep.Close()
 		return nil, err
 	}
-	return &Replica{Shard: name, Index: idx, Addr: addr, Proxy: proxy, Replica: rep, servers: servers}, nil
+	return &Replica{Shard: name, Index: idx, Addr: addr, Proxy: proxy, PeerProxy: c.peerProxies[addr], Replica: rep, servers: servers}, nil
+}
+
+// peerDialer reaches a peer through its peer proxy (Config.PeerProxies);
+// nil, the plain TCP dialer, without them.
+func (c *Cluster) peerDialer() func(ctx context.Context, addr string) (net.Conn, error) {
+	if c.peerProxies == nil {
+		return nil
+	}
+	return func(ctx context.Context, addr string) (net.Conn, error) {
+		if p, ok := c.peerProxies[addr]; ok {
+			addr = p.Addr()
+		}
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", addr)
+	}
 }
 
 // Specs is the router's --shard list for this cluster, in shard order.
@@ -572,24 +614,30 @@ func (c *Cluster) Specs() []app.ShardSpec {
 }
 
 // Close stops every replica, and removes the data directory if it was a
-// temporary one.
+// temporary one. Closing again does nothing (a test may close the cluster
+// to read its data directory before its cleanup closes it).
 func (c *Cluster) Close() {
-	if c.stopRate != nil {
-		c.stopRate()
-		<-c.rateDone
-	}
-	for _, reps := range c.Replicas {
-		for _, r := range reps {
-			r.Proxy.Close()
-			for _, g := range r.servers {
-				g.Stop()
-			}
-			_ = r.Replica.Close()
+	c.closeOnce.Do(func() {
+		if c.stopRate != nil {
+			c.stopRate()
+			<-c.rateDone
 		}
-	}
-	if c.tmpDir != "" {
-		_ = os.RemoveAll(c.tmpDir)
-	}
+		for _, reps := range c.Replicas {
+			for _, r := range reps {
+				r.Proxy.Close()
+				for _, g := range r.servers {
+					g.Stop()
+				}
+				_ = r.Replica.Close()
+			}
+		}
+		for _, p := range c.peerProxies {
+			p.Close()
+		}
+		if c.tmpDir != "" {
+			_ = os.RemoveAll(c.tmpDir)
+		}
+	})
 }
 
 // Replica finds a replica by shard name and index.

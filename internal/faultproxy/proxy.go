@@ -1,6 +1,7 @@
 // Package faultproxy is a TCP proxy that injects the faults trawl must
 // survive: refused connections (a killed replica), a blackhole (a warm
 // connection that goes silent, like a powered-off host: no FIN, no RST),
+// replies lost on their way back (a request delivered, its answer never),
 // and added latency. router dev puts one in front of every replica, and
 // tests use it to break real gRPC connections on loopback.
 //
@@ -30,6 +31,10 @@ const (
 	// Stopped closes the listener and every connection: new connections
 	// are refused.
 	Stopped
+	// Mute forwards requests (client to target) and drops replies: the
+	// target receives and acts on what it is sent, and the client never
+	// hears back.
+	Mute
 )
 
 func (m Mode) String() string {
@@ -40,6 +45,8 @@ func (m Mode) String() string {
 		return "blackhole"
 	case Stopped:
 		return "stopped"
+	case Mute:
+		return "mute"
 	}
 	return "unknown"
 }
@@ -157,7 +164,7 @@ func (p *Proxy) pipe(dst, src net.Conn, reply bool) {
 				delay = 0
 			}
 			p.mu.Unlock()
-			if mode == Blackhole {
+			if mode == Blackhole || (mode == Mute && reply) {
 				continue
 			}
 			if delay > 0 {
@@ -211,6 +218,20 @@ func (p *Proxy) Blackhole() error {
 	return nil
 }
 
+// Mute drops every reply, on open connections and new ones, while
+// requests still reach the target. Restore then cuts the connections
+// (their streams lost bytes), as a link that fails after delivering a
+// request and before its answer.
+func (p *Proxy) Mute() error {
+	if err := p.Restore(); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	p.mode = Mute
+	p.mu.Unlock()
+	return nil
+}
+
 // Slow adds d before forwarding each chunk of data.
 func (p *Proxy) Slow(d time.Duration) error {
 	if err := p.Restore(); err != nil {
@@ -241,9 +262,10 @@ func (p *Proxy) SlowSome(d time.Duration, share float64, seed uint64) error {
 	return nil
 }
 
-// Restore forwards normally again. Connections that were blackholed are
-// cut (a host coming back has forgotten them) and clients reconnect; a
-// stopped proxy listens again on its address.
+// Restore forwards normally again. Connections that were blackholed or
+// muted are cut (a host coming back has forgotten them; a muted stream
+// lost bytes) and clients reconnect; a stopped proxy listens again on its
+// address.
 func (p *Proxy) Restore() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -254,7 +276,7 @@ func (p *Proxy) Restore() error {
 			return err
 		}
 		p.serve(ln)
-	case Blackhole:
+	case Blackhole, Mute:
 		p.closeConnsLocked()
 	}
 	p.mode, p.delay, p.share = Pass, 0, 0

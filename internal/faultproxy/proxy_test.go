@@ -148,3 +148,59 @@ func TestSlowSome(t *testing.T) {
 	require.Equal(t, Pass, mode)
 	require.Zero(t, delay)
 }
+
+// Mute delivers requests and drops their replies; Restore cuts the muted
+// connection, and a new one works.
+func TestMute(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	got := make(chan string, 4)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				s := bufio.NewScanner(c)
+				for s.Scan() {
+					got <- s.Text()
+					if _, err := c.Write(append(s.Bytes(), '\n')); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	defer func() { ln.Close(); <-done }()
+	p, err := Start("127.0.0.1:0", ln.Addr().String())
+	require.NoError(t, err)
+	defer p.Close()
+
+	c, err := net.Dial("tcp", p.Addr())
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = roundTrip(c, "warm", time.Second)
+	require.NoError(t, err)
+	require.Equal(t, "warm", <-got)
+
+	require.NoError(t, p.Mute())
+	_, err = roundTrip(c, "delivered", 300*time.Millisecond)
+	var ne net.Error
+	require.ErrorAs(t, err, &ne)
+	require.True(t, ne.Timeout(), "no reply, no reset: %v", err)
+	require.Equal(t, "delivered", <-got, "the request reached the target")
+
+	require.NoError(t, p.Restore())
+	_, err = roundTrip(c, "after", time.Second)
+	require.Error(t, err, "the muted connection is cut")
+	c2, err := net.Dial("tcp", p.Addr())
+	require.NoError(t, err)
+	defer c2.Close()
+	line, err := roundTrip(c2, "back", time.Second)
+	require.NoError(t, err)
+	require.Equal(t, "back\n", line)
+}

@@ -145,19 +145,34 @@ func (c *Conn) Get(ctx context.Context, id string, minIndex uint64) (*shardpb.Ve
 	return c.In(Collection{}).Get(ctx, id, minIndex)
 }
 
-// Upsert is In(Collection{}).Upsert.
+// Upsert is In(Collection{}).Upsert, returning the write's log index.
 func (c *Conn) Upsert(ctx context.Context, p shard.Placement, vs []*shardpb.Vector) (uint64, error) {
-	return c.In(Collection{}).Upsert(ctx, p, vs)
+	a, err := c.In(Collection{}).Upsert(ctx, p, vs)
+	return a.Index, err
 }
 
-// Delete is In(Collection{}).Delete.
+// Delete is In(Collection{}).Delete, returning the delete's log index.
 func (c *Conn) Delete(ctx context.Context, p shard.Placement, id string) (found bool, index uint64, err error) {
-	return c.In(Collection{}).Delete(ctx, p, id)
+	found, a, err := c.In(Collection{}).Delete(ctx, p, id)
+	return found, a.Index, err
 }
 
-// DeleteMatching is In(Collection{}).DeleteMatching.
+// DeleteMatching is In(Collection{}).DeleteMatching, returning the
+// delete's log index.
 func (c *Conn) DeleteMatching(ctx context.Context, p shard.Placement, ids []string, f []byte) (deleted, index uint64, err error) {
-	return c.In(Collection{}).DeleteMatching(ctx, p, ids, f)
+	deleted, a, err := c.In(Collection{}).DeleteMatching(ctx, p, ids, f)
+	return deleted, a.Index, err
+}
+
+// Ack is a committed write's receipt: the log index it committed at (pass
+// it as minIndex to later reads of this shard for read-after-write), and
+// ForwardedTo, the leader's address when the replica asked forwarded the
+// write to it — the leader applied the write before answering, the
+// forwarding replica perhaps not yet. Empty ForwardedTo: the replica
+// asked applied it.
+type Ack struct {
+	Index       uint64
+	ForwardedTo string
 }
 
 // Scroll is In(Collection{}).Scroll.
@@ -174,15 +189,13 @@ func (c Scoped) Get(ctx context.Context, id string, minIndex uint64) (*shardpb.V
 	return resp.GetVector(), nil
 }
 
-// Upsert writes vectors through this replica and returns the log index the
-// write committed at (pass it as minIndex to later reads of this shard
-// for read-after-write). A replica that is not the leader refuses with a
+// Upsert writes vectors through this replica and returns its Ack. A replica that is not the leader refuses with a
 // *NotLeaderError (NeverSent() true, Leader() the hint); a write that was
 // provably not sent has NeverSent() true too. Any other Unavailable or
 // DeadlineExceeded may have been applied.
-func (c Scoped) Upsert(ctx context.Context, p shard.Placement, vs []*shardpb.Vector) (uint64, error) {
+func (c Scoped) Upsert(ctx context.Context, p shard.Placement, vs []*shardpb.Vector) (Ack, error) {
 	if !c.conn.Ready() {
-		return 0, shard.NeverSentError{Err: shard.ErrNoReadyConn}
+		return Ack{}, shard.NeverSentError{Err: shard.ErrNoReadyConn}
 	}
 	resp, err := c.conn.shard.Upsert(ctx, &shardpb.UpsertRequest{
 		Collection: c.ref(),
@@ -190,16 +203,16 @@ func (c Scoped) Upsert(ctx context.Context, p shard.Placement, vs []*shardpb.Vec
 		Vectors:    vs,
 	})
 	if err != nil {
-		return 0, shard.MarkNeverSent(shard.FromStatus(err))
+		return Ack{}, shard.MarkNeverSent(shard.FromStatus(err))
 	}
-	return resp.GetIndex(), nil
+	return Ack{Index: resp.GetIndex(), ForwardedTo: resp.GetForwardedTo()}, nil
 }
 
 // Delete removes one id through this replica: whether it was there and the
-// log index the delete committed at. Errors as for Upsert.
-func (c Scoped) Delete(ctx context.Context, p shard.Placement, id string) (found bool, index uint64, err error) {
+// delete's Ack. Errors as for Upsert.
+func (c Scoped) Delete(ctx context.Context, p shard.Placement, id string) (found bool, ack Ack, err error) {
 	if !c.conn.Ready() {
-		return false, 0, shard.NeverSentError{Err: shard.ErrNoReadyConn}
+		return false, Ack{}, shard.NeverSentError{Err: shard.ErrNoReadyConn}
 	}
 	resp, err := c.conn.shard.Delete(ctx, &shardpb.DeleteRequest{
 		Collection: c.ref(),
@@ -207,17 +220,17 @@ func (c Scoped) Delete(ctx context.Context, p shard.Placement, id string) (found
 		Id:         id,
 	})
 	if err != nil {
-		return false, 0, shard.MarkNeverSent(shard.FromStatus(err))
+		return false, Ack{}, shard.MarkNeverSent(shard.FromStatus(err))
 	}
-	return resp.GetFound(), resp.GetIndex(), nil
+	return resp.GetFound(), Ack{Index: resp.GetIndex(), ForwardedTo: resp.GetForwardedTo()}, nil
 }
 
 // DeleteMatching removes every listed id and every document f (canonical
 // filter JSON, nil for none) matches, in one log entry, through this
-// replica: how many it removed and the log index. Errors as for Upsert.
-func (c Scoped) DeleteMatching(ctx context.Context, p shard.Placement, ids []string, f []byte) (deleted, index uint64, err error) {
+// replica: how many it removed and the delete's Ack. Errors as for Upsert.
+func (c Scoped) DeleteMatching(ctx context.Context, p shard.Placement, ids []string, f []byte) (deleted uint64, ack Ack, err error) {
 	if !c.conn.Ready() {
-		return 0, 0, shard.NeverSentError{Err: shard.ErrNoReadyConn}
+		return 0, Ack{}, shard.NeverSentError{Err: shard.ErrNoReadyConn}
 	}
 	resp, err := c.conn.shard.Delete(ctx, &shardpb.DeleteRequest{
 		Collection: c.ref(),
@@ -226,9 +239,9 @@ func (c Scoped) DeleteMatching(ctx context.Context, p shard.Placement, ids []str
 		Filter:     f,
 	})
 	if err != nil {
-		return 0, 0, shard.MarkNeverSent(shard.FromStatus(err))
+		return 0, Ack{}, shard.MarkNeverSent(shard.FromStatus(err))
 	}
-	return resp.GetDeleted(), resp.GetIndex(), nil
+	return resp.GetDeleted(), Ack{Index: resp.GetIndex(), ForwardedTo: resp.GetForwardedTo()}, nil
 }
 
 // Scroll lists a page of the replica's documents in id order; req's

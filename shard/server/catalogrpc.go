@@ -35,11 +35,15 @@ func (s *Server) ChangeCatalog(ctx context.Context, req *shardpb.ChangeCatalogRe
 	res, idx, err := s.proposeCommand(ctx, &shardpb.Command{Op: &shardpb.Command_Catalog{Catalog: entry}})
 	if err != nil {
 		var resp *shardpb.ChangeCatalogResponse
-		err = s.forward(ctx, err, func(ctx context.Context, c shardpb.ShardClient) (err error) {
+		leader, err := s.forward(ctx, err, func(ctx context.Context, c shardpb.ShardClient) (err error) {
 			resp, err = c.ChangeCatalog(ctx, req)
 			return err
 		})
-		return resp, err
+		if err != nil {
+			return nil, err
+		}
+		resp.ForwardedTo = leader
+		return resp, nil
 	}
 	return &shardpb.ChangeCatalogResponse{Entry: res.catalog.entry, Alias: res.catalog.alias, Changed: res.catalog.changed, Index: idx}, nil
 }

@@ -78,14 +78,16 @@ func (l *leaders) close() {
 // another replica); one that may have been delivered answers Unavailable
 // as "may or may not have committed" (the router reports the outcome
 // unknown and never replays it); the leader's own answers pass through.
-func (s *Server) forward(ctx context.Context, refusal error, call func(context.Context, shardpb.ShardClient) error) error {
+// On success it returns the leader's address, which the answer names
+// (forwarded_to) so the router knows which replica applied the write.
+func (s *Server) forward(ctx context.Context, refusal error, call func(context.Context, shardpb.ShardClient) error) (string, error) {
 	var nl notLeaderError
 	if !errors.As(refusal, &nl) || nl.leader == "" || nl.leader == s.cfg.Node.Self() || wasForwarded(ctx) {
-		return refusal
+		return "", refusal
 	}
 	c, err := s.leaders.client(nl.leader)
 	if err != nil {
-		return refusal
+		return "", refusal
 	}
 	err = shard.MarkNeverSent(shard.FromStatus(call(metadata.AppendToOutgoingContext(ctx, forwardedKey, "1"), c)))
 	var (
@@ -94,23 +96,23 @@ func (s *Server) forward(ctx context.Context, refusal error, call func(context.C
 	)
 	switch {
 	case err == nil:
-		return nil
+		return nl.leader, nil
 	case errors.As(err, &nf):
 		// The leader's own answer about the collection, not about
 		// leadership: it passes through.
-		return err
+		return "", err
 	case errors.As(err, &ns) && ns.NeverSent():
 		var hint interface{ Leader() string }
 		if errors.As(err, &hint) && hint.Leader() != "" {
-			return notLeaderError{leader: hint.Leader()}
+			return "", notLeaderError{leader: hint.Leader()}
 		}
-		return refusal
+		return "", refusal
 	}
 	switch status.Code(err) {
 	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled, codes.Unknown:
-		return status.Errorf(codes.Unavailable, "write may or may not have committed: forwarded to the leader %s: %v", nl.leader, err)
+		return "", status.Errorf(codes.Unavailable, "write may or may not have committed: forwarded to the leader %s: %v", nl.leader, err)
 	}
-	return err
+	return "", err
 }
 
 // wasForwarded reports whether the write came from a follower.

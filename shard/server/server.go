@@ -283,11 +283,15 @@ func (s *Server) logVector(set catalog.Settings, b []byte, i int) ([]byte, error
 func (s *Server) Upsert(ctx context.Context, req *shardpb.UpsertRequest) (*shardpb.UpsertResponse, error) {
 	fwd := func(err error) (*shardpb.UpsertResponse, error) {
 		var resp *shardpb.UpsertResponse
-		err = s.forward(ctx, err, func(ctx context.Context, c shardpb.ShardClient) (err error) {
+		leader, err := s.forward(ctx, err, func(ctx context.Context, c shardpb.ShardClient) (err error) {
 			resp, err = c.Upsert(ctx, req)
 			return err
 		})
-		return resp, err
+		if err != nil {
+			return nil, err
+		}
+		resp.ForwardedTo = leader
+		return resp, nil
 	}
 	col, err := s.cfg.Collections.resolve(req.GetCollection())
 	if err != nil {
@@ -424,11 +428,15 @@ func (s *Server) Delete(ctx context.Context, req *shardpb.DeleteRequest) (*shard
 	}
 	fwd := func(err error) (*shardpb.DeleteResponse, error) {
 		var resp *shardpb.DeleteResponse
-		err = s.forward(ctx, err, func(ctx context.Context, c shardpb.ShardClient) (err error) {
+		leader, err := s.forward(ctx, err, func(ctx context.Context, c shardpb.ShardClient) (err error) {
 			resp, err = c.Delete(ctx, req)
 			return err
 		})
-		return resp, err
+		if err != nil {
+			return nil, err
+		}
+		resp.ForwardedTo = leader
+		return resp, nil
 	}
 	col, err := s.cfg.Collections.resolve(req.GetCollection())
 	if err != nil {

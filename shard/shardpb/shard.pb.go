@@ -611,10 +611,14 @@ type ChangeCatalogResponse struct {
 	// entry is the collection as the group holds it after the change (for
 	// create: the winning settings and uid; for drop: what was dropped,
 	// empty if nothing).
-	Entry         *CollectionEntry `protobuf:"bytes,1,opt,name=entry,proto3" json:"entry,omitempty"`
-	Alias         *AliasEntry      `protobuf:"bytes,4,opt,name=alias,proto3" json:"alias,omitempty"`
-	Changed       bool             `protobuf:"varint,2,opt,name=changed,proto3" json:"changed,omitempty"` // false: it was already so (idempotent repeat)
-	Index         uint64           `protobuf:"varint,3,opt,name=index,proto3" json:"index,omitempty"`     // the log index the change committed at
+	Entry   *CollectionEntry `protobuf:"bytes,1,opt,name=entry,proto3" json:"entry,omitempty"`
+	Alias   *AliasEntry      `protobuf:"bytes,4,opt,name=alias,proto3" json:"alias,omitempty"`
+	Changed bool             `protobuf:"varint,2,opt,name=changed,proto3" json:"changed,omitempty"` // false: it was already so (idempotent repeat)
+	Index   uint64           `protobuf:"varint,3,opt,name=index,proto3" json:"index,omitempty"`     // the log index the change committed at
+	// forwarded_to is set by a follower that forwarded the write to its
+	// leader: the leader's address, the replica that applied the write
+	// before answering. Empty when the answering replica applied it itself.
+	ForwardedTo   string `protobuf:"bytes,5,opt,name=forwarded_to,json=forwardedTo,proto3" json:"forwarded_to,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -675,6 +679,13 @@ func (x *ChangeCatalogResponse) GetIndex() uint64 {
 		return x.Index
 	}
 	return 0
+}
+
+func (x *ChangeCatalogResponse) GetForwardedTo() string {
+	if x != nil {
+		return x.ForwardedTo
+	}
+	return ""
 }
 
 type Query struct {
@@ -1277,9 +1288,13 @@ func (x *UpsertRequest) GetCollection() *CollectionRef {
 }
 
 type UpsertResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	DocCount      uint64                 `protobuf:"varint,1,opt,name=doc_count,json=docCount,proto3" json:"doc_count,omitempty"`
-	Index         uint64                 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"` // the consensus log index the write committed at
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	DocCount uint64                 `protobuf:"varint,1,opt,name=doc_count,json=docCount,proto3" json:"doc_count,omitempty"`
+	Index    uint64                 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"` // the consensus log index the write committed at
+	// forwarded_to is set by a follower that forwarded the write to its
+	// leader: the leader's address, the replica that applied the write
+	// before answering. Empty when the answering replica applied it itself.
+	ForwardedTo   string `protobuf:"bytes,3,opt,name=forwarded_to,json=forwardedTo,proto3" json:"forwarded_to,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1326,6 +1341,13 @@ func (x *UpsertResponse) GetIndex() uint64 {
 		return x.Index
 	}
 	return 0
+}
+
+func (x *UpsertResponse) GetForwardedTo() string {
+	if x != nil {
+		return x.ForwardedTo
+	}
+	return ""
 }
 
 type GetRequest struct {
@@ -1512,10 +1534,14 @@ func (x *DeleteRequest) GetCollection() *CollectionRef {
 }
 
 type DeleteResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Found         bool                   `protobuf:"varint,1,opt,name=found,proto3" json:"found,omitempty"`
-	Index         uint64                 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`     // the consensus log index the delete committed at
-	Deleted       uint64                 `protobuf:"varint,3,opt,name=deleted,proto3" json:"deleted,omitempty"` // how many documents the delete removed
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Found   bool                   `protobuf:"varint,1,opt,name=found,proto3" json:"found,omitempty"`
+	Index   uint64                 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`     // the consensus log index the delete committed at
+	Deleted uint64                 `protobuf:"varint,3,opt,name=deleted,proto3" json:"deleted,omitempty"` // how many documents the delete removed
+	// forwarded_to is set by a follower that forwarded the write to its
+	// leader: the leader's address, the replica that applied the write
+	// before answering. Empty when the answering replica applied it itself.
+	ForwardedTo   string `protobuf:"bytes,4,opt,name=forwarded_to,json=forwardedTo,proto3" json:"forwarded_to,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1569,6 +1595,13 @@ func (x *DeleteResponse) GetDeleted() uint64 {
 		return x.Deleted
 	}
 	return 0
+}
+
+func (x *DeleteResponse) GetForwardedTo() string {
+	if x != nil {
+		return x.ForwardedTo
+	}
+	return ""
 }
 
 type ScrollRequest struct {
@@ -2200,12 +2233,13 @@ const file_shard_proto_rawDesc = "" +
 	"\x05alias\x18\x04 \x01(\v2\x1a.trawl.shard.v1.AliasEntryH\x00R\x05alias\x12C\n" +
 	"\rpayload_index\x18\x06 \x01(\v2\x1c.trawl.shard.v1.PayloadIndexH\x00R\fpayloadIndex\x127\n" +
 	"\tplacement\x18\x05 \x01(\v2\x19.trawl.shard.v1.PlacementR\tplacementB\x04\n" +
-	"\x02op\"\xb0\x01\n" +
+	"\x02op\"\xd3\x01\n" +
 	"\x15ChangeCatalogResponse\x125\n" +
 	"\x05entry\x18\x01 \x01(\v2\x1f.trawl.shard.v1.CollectionEntryR\x05entry\x120\n" +
 	"\x05alias\x18\x04 \x01(\v2\x1a.trawl.shard.v1.AliasEntryR\x05alias\x12\x18\n" +
 	"\achanged\x18\x02 \x01(\bR\achanged\x12\x14\n" +
-	"\x05index\x18\x03 \x01(\x04R\x05index\"\xd9\x02\n" +
+	"\x05index\x18\x03 \x01(\x04R\x05index\x12!\n" +
+	"\fforwarded_to\x18\x05 \x01(\tR\vforwardedTo\"\xd9\x02\n" +
 	"\x05Query\x12\x16\n" +
 	"\x06vector\x18\x01 \x01(\fR\x06vector\x12\f\n" +
 	"\x01k\x18\x02 \x01(\rR\x01k\x12\x1d\n" +
@@ -2255,10 +2289,11 @@ const file_shard_proto_rawDesc = "" +
 	"\avectors\x18\x02 \x03(\v2\x16.trawl.shard.v1.VectorR\avectors\x12=\n" +
 	"\n" +
 	"collection\x18\x0f \x01(\v2\x1d.trawl.shard.v1.CollectionRefR\n" +
-	"collection\"C\n" +
+	"collection\"f\n" +
 	"\x0eUpsertResponse\x12\x1b\n" +
 	"\tdoc_count\x18\x01 \x01(\x04R\bdocCount\x12\x14\n" +
-	"\x05index\x18\x02 \x01(\x04R\x05index\"x\n" +
+	"\x05index\x18\x02 \x01(\x04R\x05index\x12!\n" +
+	"\fforwarded_to\x18\x03 \x01(\tR\vforwardedTo\"x\n" +
 	"\n" +
 	"GetRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
@@ -2275,11 +2310,12 @@ const file_shard_proto_rawDesc = "" +
 	"\x06filter\x18\x04 \x01(\fR\x06filter\x12=\n" +
 	"\n" +
 	"collection\x18\x0f \x01(\v2\x1d.trawl.shard.v1.CollectionRefR\n" +
-	"collection\"V\n" +
+	"collection\"y\n" +
 	"\x0eDeleteResponse\x12\x14\n" +
 	"\x05found\x18\x01 \x01(\bR\x05found\x12\x14\n" +
 	"\x05index\x18\x02 \x01(\x04R\x05index\x12\x18\n" +
-	"\adeleted\x18\x03 \x01(\x04R\adeleted\"\xad\x02\n" +
+	"\adeleted\x18\x03 \x01(\x04R\adeleted\x12!\n" +
+	"\fforwarded_to\x18\x04 \x01(\tR\vforwardedTo\"\xad\x02\n" +
 	"\rScrollRequest\x12\x16\n" +
 	"\x06filter\x18\x01 \x01(\fR\x06filter\x12\x12\n" +
 	"\x04from\x18\x02 \x01(\tR\x04from\x12\x19\n" +

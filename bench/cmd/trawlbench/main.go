@@ -4,6 +4,8 @@
 //	trawlbench load  -url http://127.0.0.1:8080 -clients 8 -duration 10s  # closed loop
 //	trawlbench suite [-quick]   # starts clusters on loopback, writes RESULTS(-quick).md and charts
 //	trawlbench peer             # trawl IVF against Weaviate HNSW, writes RESULTS-peer.md and its chart
+//	trawlbench bulkload [-quick] # a bulk load on a healthy 3 × 3 cluster while clients search two routers
+//	trawlbench killloop         # one replica SIGKILLed and restarted in a loop while clients search
 //
 // load works against any router; suite builds the router binary, starts
 // real `router shard` and `router serve` processes, injects faults with
@@ -39,6 +41,10 @@ func main() {
 		err = runDevShards(ctx, os.Args[2:])
 	case "peer":
 		err = runPeer(ctx, os.Args[2:])
+	case "bulkload":
+		err = runBulkLoad(ctx, os.Args[2:])
+	case "killloop":
+		err = runKillLoop(ctx, os.Args[2:])
 	default:
 		usage()
 	}
@@ -49,7 +55,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: trawlbench load [flags] | trawlbench suite [flags] | trawlbench peer [flags]  (-h for flags)")
+	fmt.Fprintln(os.Stderr, "usage: trawlbench load [flags] | trawlbench suite [flags] | trawlbench peer [flags] | trawlbench bulkload [flags] | trawlbench killloop [flags]  (-h for flags)")
 	os.Exit(2)
 }
 

@@ -1,0 +1,350 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"log"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/trawl-search/trawl/bench/internal/cluster"
+	"github.com/trawl-search/trawl/bench/internal/loadgen"
+	"github.com/trawl-search/trawl/bench/internal/machine"
+	"github.com/trawl-search/trawl/bench/internal/promtext"
+)
+
+// bulkPlan sizes the bulk-load family.
+type bulkPlan struct {
+	rows, clients, deadlineMS int
+	// window is one stretch of the searches during the load (they run in
+	// back-to-back windows until the load ends); idle the searches'
+	// length once it has.
+	window, idle time.Duration
+	// sample is how often every replica's raft leader gauge is read.
+	sample time.Duration
+}
+
+// runBulkLoad is `trawlbench bulkload`: a healthy 3 × 3 cluster loads a
+// corpus through `router load` on one router while clients search through
+// that router and through a second one, then search the loaded cluster
+// idle. It prints what a healthy cluster must keep at zero during a bulk
+// load (degraded answers, leadership changes, outcome_unknown writes) and
+// the search p99 during the load over the idle one.
+func runBulkLoad(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("bulkload", flag.ExitOnError)
+	quick := fs.Bool("quick", false, "5 000 vectors and short runs instead of 100 000")
+	rows := fs.Int("rows", 0, "vectors to load (0: 100 000, or 5 000 with -quick)")
+	clients := fs.Int("clients", 4, "closed-loop search clients on each router")
+	deadline := fs.Int("deadline-ms", 1000, "?deadline_ms of every search")
+	root := fs.String("repo", "..", "the trawl repository (cmd/router is built from it)")
+	keep := fs.Bool("keep", false, "keep the work directory (logs, data) after the run")
+	_ = fs.Parse(args)
+	p := bulkPlan{rows: 100_000, clients: *clients, deadlineMS: *deadline, window: 5 * time.Second, idle: 20 * time.Second,
+		sample: 200 * time.Millisecond}
+	if *quick {
+		p.rows, p.window, p.idle = 5_000, time.Second, 3*time.Second
+	}
+	if *rows > 0 {
+		p.rows = *rows
+	}
+	rootAbs, err := filepath.Abs(*root)
+	if err != nil {
+		return err
+	}
+	work, err := os.MkdirTemp("", "trawlbench-bulk-")
+	if err != nil {
+		return err
+	}
+	if !*keep {
+		defer os.RemoveAll(work)
+	}
+	log.Printf("work directory %s, load average %s", work, machine.LoadAvg())
+	bin, err := cluster.Build(ctx, rootAbs, work)
+	if err != nil {
+		return err
+	}
+	npy := filepath.Join(work, "corpus.npy")
+	if err := cluster.WriteNpy(npy, p.rows, 1536, 42); err != nil {
+		return err
+	}
+	q, err := loadgen.NewQueries(256, 1536, 10, loadgen.B64, 1)
+	if err != nil {
+		return err
+	}
+	c, err := cluster.Start(ctx, cluster.Config{Bin: bin, Dir: work, Shards: 3, Replicas: 3, Dim: 1536})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	loading, err := c.StartRouter(ctx, "loading")
+	if err != nil {
+		return err
+	}
+	second, err := c.StartRouter(ctx, "second")
+	if err != nil {
+		return err
+	}
+	r, err := bulkLoad(ctx, p, c, bin, npy, q, loading, second)
+	if err != nil {
+		return err
+	}
+	fmt.Print(r.markdown(p, "trawlbench bulkload "+strings.Join(args, " ")))
+	return nil
+}
+
+// bulkResult is what one bulk-load run measured.
+type bulkResult struct {
+	loadOut           string // router load's summary
+	loadTook          time.Duration
+	during, idle      [2]loadgen.Summary // per router: loading, second
+	lateDuring        [2]loadgen.Summary // the windows of the load's second half
+	leaderChanges     int
+	elections         int
+	unknown           float64 // 502 answers of the loading router's writes
+	loadAvgBefore     string
+	loadAvgAfter      string
+	windows, lateFrom int
+}
+
+func bulkLoad(ctx context.Context, p bulkPlan, c *cluster.Cluster, bin, npy string, q *loadgen.Queries, routers ...*cluster.Router) (*bulkResult, error) {
+	res := &bulkResult{loadAvgBefore: machine.LoadAvg()}
+	hc := &http.Client{Timeout: 5 * time.Second}
+	targets := make([]loadgen.Target, len(routers))
+	for i, r := range routers {
+		targets[i] = loadgen.Target{Base: r.Base, DeadlineMS: p.deadlineMS, Timeout: 10 * time.Second}
+	}
+	// Warm both routers' connections (the collection is empty).
+	if err := each(targets, func(t loadgen.Target) error {
+		_, err := loadgen.Closed(ctx, t, q, 1, 500*time.Millisecond)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	elections0, err := countElections(c)
+	if err != nil {
+		return nil, err
+	}
+	codes0, err := promtext.ScrapeSamples(ctx, hc, routers[0].Base+"/metrics", "trawl_http_requests_total")
+	if err != nil {
+		return nil, err
+	}
+	sctx, stopSampling := context.WithCancel(ctx)
+	changes := make(chan int, 1)
+	go func() { changes <- sampleLeaders(sctx, hc, c, p.sample) }()
+
+	loadDone := make(chan error, 1)
+	t0 := time.Now()
+	go func() {
+		out, err := c.Load(ctx, routers[0], npy)
+		res.loadOut, res.loadTook = out, time.Since(t0)
+		loadDone <- err
+	}()
+	var windows [][2]loadgen.Summary
+	var loadErr error
+	for running := true; running; {
+		var w [2]loadgen.Summary
+		err := eachIndexed(targets, func(i int, t loadgen.Target) (err error) {
+			w[i], err = loadgen.Closed(ctx, t, q, p.clients, p.window)
+			return err
+		})
+		if err != nil {
+			stopSampling()
+			return nil, err
+		}
+		windows = append(windows, w)
+		select {
+		case loadErr = <-loadDone:
+			running = false
+		default:
+		}
+	}
+	if loadErr != nil {
+		stopSampling()
+		return nil, loadErr
+	}
+	res.windows, res.lateFrom = len(windows), len(windows)/2
+	for i := range routers {
+		var all, late []loadgen.Summary
+		for j, w := range windows {
+			all = append(all, w[i])
+			if j >= res.lateFrom {
+				late = append(late, w[i])
+			}
+		}
+		res.during[i], res.lateDuring[i] = loadgen.Pool(all), loadgen.Pool(late)
+	}
+	log.Printf("loaded %d vectors in %s; searching the idle cluster for %s", p.rows, res.loadTook.Round(time.Millisecond), p.idle)
+	if err := eachIndexed(targets, func(i int, t loadgen.Target) (err error) {
+		res.idle[i], err = loadgen.Closed(ctx, t, q, p.clients, p.idle)
+		return err
+	}); err != nil {
+		stopSampling()
+		return nil, err
+	}
+	stopSampling()
+	res.leaderChanges = <-changes
+	elections1, err := countElections(c)
+	if err != nil {
+		return nil, err
+	}
+	res.elections = elections1 - elections0
+	codes1, err := promtext.ScrapeSamples(ctx, hc, routers[0].Base+"/metrics", "trawl_http_requests_total")
+	if err != nil {
+		return nil, err
+	}
+	res.unknown = sum502(codes1) - sum502(codes0)
+	res.loadAvgAfter = machine.LoadAvg()
+	return res, nil
+}
+
+// sum502 adds up the 502 answers (writes whose outcome is unknown) of
+// trawl_http_requests_total.
+func sum502(ss []promtext.Sample) float64 {
+	n := 0.0
+	for _, s := range ss {
+		if s.Labels["code"] == "502" {
+			n += s.Value
+		}
+	}
+	return n
+}
+
+// sampleLeaders reads every replica's trawl_shard_raft_leader every
+// period until ctx ends and returns how many times a shard's leader was
+// seen to change (to another replica or to none). A shard with a replica
+// that could not be scraped is left out of that sample: a slow scrape is
+// not a lost leader.
+func sampleLeaders(ctx context.Context, hc *http.Client, c *cluster.Cluster, period time.Duration) int {
+	last := make([]int, len(c.Shards))
+	for i := range last {
+		last[i] = -2 // not yet seen
+	}
+	changes := 0
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		for s, reps := range c.Shards {
+			leader, seen := -1, true
+			for i, r := range reps {
+				ss, err := promtext.ScrapeSamples(ctx, hc, "http://"+r.HTTP+"/metrics", "trawl_shard_raft_leader")
+				switch {
+				case err != nil || len(ss) == 0:
+					seen = false
+				case ss[0].Value == 1:
+					leader = i
+				}
+			}
+			if ctx.Err() != nil {
+				return changes
+			}
+			if !seen {
+				continue
+			}
+			if last[s] != -2 && leader != last[s] {
+				changes++
+				log.Printf("shard-%d: leader %d -> %d", s, last[s], leader)
+			}
+			last[s] = leader
+		}
+		select {
+		case <-ctx.Done():
+			return changes
+		case <-t.C:
+		}
+	}
+}
+
+// countElections counts the elections every replica has logged: raft
+// writes "starting election" at warn, the level shards log raft at, when
+// a follower stops hearing from its leader (or on a group's first start).
+func countElections(c *cluster.Cluster) (int, error) {
+	n := 0
+	for _, reps := range c.Shards {
+		for _, r := range reps {
+			f, err := os.Open(r.Log)
+			if err != nil {
+				return 0, err
+			}
+			sc := bufio.NewScanner(f)
+			sc.Buffer(make([]byte, 1<<20), 16<<20)
+			for sc.Scan() {
+				if strings.Contains(sc.Text(), "starting election") {
+					n++
+				}
+			}
+			err = sc.Err()
+			f.Close()
+			if err != nil {
+				return 0, err
+			}
+		}
+	}
+	return n, nil
+}
+
+func each(ts []loadgen.Target, f func(loadgen.Target) error) error {
+	return eachIndexed(ts, func(_ int, t loadgen.Target) error { return f(t) })
+}
+
+// eachIndexed runs f for every target at once and waits for all.
+func eachIndexed(ts []loadgen.Target, f func(int, loadgen.Target) error) error {
+	es := make([]error, len(ts))
+	var wg sync.WaitGroup
+	for i, t := range ts {
+		wg.Go(func() { es[i] = f(i, t) })
+	}
+	wg.Wait()
+	for _, err := range es {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *bulkResult) markdown(p bulkPlan, command string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "`%s`: 3 shards × 3 replicas, %d × 1536 loaded through `router load` on router A in %s, while %d clients searched through A and %d through router B at deadline_ms=%d; load average %s before, %s after.\n\n",
+		command, p.rows, r.loadTook.Round(100*time.Millisecond), p.clients, p.clients, p.deadlineMS, r.loadAvgBefore, r.loadAvgAfter)
+	fmt.Fprintf(&b, "router load: %s\n\n", strings.TrimSpace(lastLines(r.loadOut, 2)))
+	b.WriteString("| | answers | degraded | failed | p50 | p99 | p99 ÷ idle p99 |\n|---|---:|---:|---:|---:|---:|---:|\n")
+	row := func(name string, s, idle loadgen.Summary, isIdle bool) {
+		ratio := "–"
+		if idle.Latency.P99 > 0 && !isIdle {
+			ratio = fmt.Sprintf("%.2f", float64(s.Latency.P99)/float64(idle.Latency.P99))
+		}
+		fmt.Fprintf(&b, "| %s | %d | %d | %d | %s | %s | %s |\n", name, s.Sent-s.Refused, s.Degraded, s.Failed,
+			ms(s.Latency.P50), ms(s.Latency.P99), ratio)
+	}
+	both := func(x [2]loadgen.Summary) loadgen.Summary { return loadgen.Pool([]loadgen.Summary{x[0], x[1]}) }
+	idleBoth := both(r.idle)
+	row("A (loading), during the load", r.during[0], r.idle[0], false)
+	row("B, during the load", r.during[1], r.idle[1], false)
+	row("both, during the load", both(r.during), idleBoth, false)
+	row(fmt.Sprintf("both, second half of the load (windows %d–%d)", r.lateFrom+1, r.windows), both(r.lateDuring), idleBoth, false)
+	row("A, idle after the load", r.idle[0], r.idle[0], true)
+	row("B, idle after the load", r.idle[1], r.idle[1], true)
+	row("both, idle after the load", idleBoth, idleBoth, true)
+	fmt.Fprintf(&b, "\nleadership changes seen (every replica's trawl_shard_raft_leader every %s, load and idle): %d; elections the shards logged: %d; outcome_unknown (502) answers to the load's writes: %.0f\n",
+		p.sample, r.leaderChanges, r.elections, r.unknown)
+	return b.String()
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }
+
+// lastLines is the last n non-empty lines of s.
+func lastLines(s string, n int) string {
+	var ls []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.TrimSpace(l) != "" {
+			ls = append(ls, l)
+		}
+	}
+	return strings.Join(ls[max(0, len(ls)-n):], "; ")
+}
