@@ -76,10 +76,11 @@ func Vectors(n int) (a, b []float32) {
 // a shard stores them.
 func Corpus(n int) vector.Rows {
 	r := rand.New(rand.NewPCG(3, 4))
-	rows := vector.Rows{Data: vector.Aligned(n * Dim), Dim: Dim, IDs: make([]string, n)}
-	for i := range rows.Data {
-		rows.Data[i] = float32(r.NormFloat64())
+	data := vector.Aligned(n * Dim)
+	for i := range data {
+		data[i] = float32(r.NormFloat64())
 	}
+	rows := vector.FlatRows(data, Dim, make([]string, n))
 	k := vector.Generic()
 	for i := range n {
 		k.Normalize(rows.Row(i))
@@ -147,7 +148,7 @@ func Clustered(n, nq int) (vector.Rows, [][]float32) {
 		}
 		k.Normalize(v)
 	}
-	rows := vector.Rows{Data: vector.Aligned(n * Dim), Dim: Dim, IDs: make([]string, n)}
+	rows := vector.FlatRows(vector.Aligned(n*Dim), Dim, make([]string, n))
 	for i := range n {
 		draw(rows.Row(i))
 		rows.IDs[i] = fmt.Sprintf("doc-%08d", i)
@@ -201,7 +202,7 @@ func Anisotropic(n, nq int) (vector.Rows, [][]float32) {
 		}
 		k.Normalize(v)
 	}
-	rows := vector.Rows{Data: vector.Aligned(n * Dim), Dim: Dim, IDs: make([]string, n)}
+	rows := vector.FlatRows(vector.Aligned(n*Dim), Dim, make([]string, n))
 	for i := range n {
 		draw(rows.Row(i))
 		rows.IDs[i] = fmt.Sprintf("doc-%08d", i)
@@ -212,4 +213,14 @@ func Anisotropic(n, nq int) (vector.Rows, [][]float32) {
 		draw(qs[i])
 	}
 	return rows, qs
+}
+
+// Floats is the one array a corpus made here (Corpus, Clustered,
+// Anisotropic) keeps its rows in, back to back: what a plain read of the
+// same bytes, or training on all of them, takes.
+func Floats(rows vector.Rows) []float32 {
+	if rows.Len() == 0 {
+		return nil
+	}
+	return rows.Run(0, rows.Len())
 }

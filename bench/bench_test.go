@@ -56,12 +56,12 @@ func BenchmarkTopK(b *testing.B) {
 func BenchmarkScan(b *testing.B) {
 	rows := Corpus(8192)
 	k, _ := vector.Select("")
-	bytes := int64(len(rows.Data) * 4)
+	bytes := int64(len(Floats(rows)) * 4)
 	b.Run("read", func(b *testing.B) {
 		b.SetBytes(bytes)
 		var s uint64
 		for b.Loop() {
-			s += ReadSum(rows.Data)
+			s += ReadSum(Floats(rows))
 		}
 		sink = float32(s)
 	})

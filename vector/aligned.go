@@ -30,23 +30,49 @@ func AlignedInt8(n int) []int8 { return aligned[int8](n) }
 // aligned allocates n zeroed elements of T (a 1-, 2-, 4- or 8-byte number)
 // on the alignment the arena's size in bytes calls for.
 func aligned[T float32 | int8](n int) []T {
+	var zero T
+	if n*int(unsafe.Sizeof(zero)) < hugeArena {
+		return alignedTo[T](n, Alignment)
+	}
+	out := alignedTo[T](n, hugePage)
+	adviseHugePages(asBytes(out))
+	return out
+}
+
+// alignedChunk allocates an Arena chunk of n zeroed elements on a 64-byte
+// boundary and advises the whole huge pages inside it to use transparent
+// huge pages. Unlike Aligned's large arenas it does not start on a huge
+// page: that would cost up to 2 MiB of slack a chunk, 8 % of a 24 MiB
+// one, to win the partial page at each end.
+func alignedChunk[T float32 | int8](n int) []T {
+	out := alignedTo[T](n, Alignment)
+	if b := asBytes(out); len(b) >= hugeArena {
+		skip := (hugePage - int(uintptr(unsafe.Pointer(&b[0]))%hugePage)) % hugePage
+		adviseHugePages(b[skip:])
+	}
+	return out
+}
+
+// alignedTo allocates n zeroed elements of T whose first sits on a
+// multiple of align bytes.
+func alignedTo[T float32 | int8](n, align int) []T {
 	if n == 0 {
 		return []T{}
 	}
 	var zero T
 	size := int(unsafe.Sizeof(zero))
-	align := Alignment
-	if n*size >= hugeArena {
-		align = hugePage
-	}
 	buf := make([]T, n+align/size)
 	off := 0
 	if rem := uintptr(unsafe.Pointer(&buf[0])) % uintptr(align); rem != 0 {
 		off = int((uintptr(align) - rem) / uintptr(size))
 	}
-	out := buf[off : off+n : off+n]
-	if align == hugePage {
-		adviseHugePages(unsafe.Slice((*byte)(unsafe.Pointer(&out[0])), n*size))
+	return buf[off : off+n : off+n]
+}
+
+// asBytes is the memory of s as bytes.
+func asBytes[T float32 | int8](s []T) []byte {
+	if len(s) == 0 {
+		return nil
 	}
-	return out
+	return unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), len(s)*int(unsafe.Sizeof(s[0])))
 }

@@ -24,7 +24,11 @@
 // Rescore is the exact half of an approximate scan: it scores a shortlist
 // of candidate rows the way Scan scores every row, so scores from the
 // shortlist equal an exact scan's bit for bit. Subpackage quant chooses
-// such shortlists from int8 codes; AlignedInt8 allocates their arenas.
+// such shortlists from int8 codes.
+//
+// Arena keeps a store's rows (float32, or int8 codes) in fixed-size
+// chunks, so growing never copies them; Rows views them, and the scans
+// read a chunk's rows as one contiguous block.
 //
 // It is the bottom of trawl's import graph: it must never import another
 // trawl package, do I/O, or keep mutable package-level state. Everything a

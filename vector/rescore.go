@@ -16,10 +16,10 @@ func (k Kernel) Rescore(m Metric, rows Rows, q Query, cands []int32) ([]Hit, err
 	if dim <= 0 || len(q.Vector) != dim {
 		return nil, fmt.Errorf("rescore: query has %d dimensions, rows %d", len(q.Vector), dim)
 	}
-	n := rows.Len()
-	if len(rows.Data) < n*dim {
-		return nil, fmt.Errorf("rescore: %d ids but only %d floats of %d-D rows", n, len(rows.Data), dim)
+	if err := rows.Check(); err != nil {
+		return nil, fmt.Errorf("rescore: %w", err)
 	}
+	n := rows.Len()
 	top := NewTopK(min(max(q.K, 0), len(cands)), rows.IDs)
 	qs := [][]float32{q.Vector}
 	var score [1]float32
@@ -31,7 +31,7 @@ func (k Kernel) Rescore(m Metric, rows Rows, q Query, cands []int32) ([]Hit, err
 		if q.Exclude != "" && rows.IDs[c] == q.Exclude {
 			continue
 		}
-		k.ScoreRows(m, qs, rows.Data[int(c)*dim:(int(c)+1)*dim], dim, score[:])
+		k.ScoreRows(m, qs, rows.Row(int(c)), dim, score[:])
 		key := score[0]
 		if neg {
 			key = -key

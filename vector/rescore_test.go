@@ -14,7 +14,7 @@ func TestRescoreMatchesScan(t *testing.T) {
 	r := rand.New(rand.NewPCG(51, 52))
 	for _, k := range Available() {
 		for _, m := range metrics {
-			for _, rows := range []Rows{intRows(r, 300, 9), {Data: unaligned(r, 200*33, 0), Dim: 33, IDs: intRows(r, 200, 1).IDs}} {
+			for _, rows := range []Rows{intRows(r, 300, 9), FlatRows(unaligned(r, 200*33, 0), 33, intRows(r, 200, 1).IDs), rechunk(intRows(r, 300, 9), 16)} {
 				all := make([]int32, rows.Len())
 				for i := range all {
 					all[i] = int32(i)
@@ -38,7 +38,7 @@ func TestRescoreMatchesScan(t *testing.T) {
 }
 
 func TestRescoreSubsetAndErrors(t *testing.T) {
-	rows := Rows{Data: []float32{1, 0, 0, 1, 1, 1, 2, 2}, Dim: 2, IDs: []string{"a", "b", "c", "d"}}
+	rows := FlatRows([]float32{1, 0, 0, 1, 1, 1, 2, 2}, 2, []string{"a", "b", "c", "d"})
 	k := Generic()
 	got, err := k.Rescore(DotProduct, rows, Query{Vector: []float32{1, 1}, K: 2}, []int32{0, 1, 2})
 	require.NoError(t, err)

@@ -7,20 +7,6 @@ import (
 	"runtime"
 )
 
-// Rows is a read-only view of stored vectors: row i is
-// Data[i*Dim:(i+1)*Dim] and its id is IDs[i].
-type Rows struct {
-	Data []float32
-	Dim  int
-	IDs  []string
-}
-
-// Len is the number of rows.
-func (r Rows) Len() int { return len(r.IDs) }
-
-// Row returns row i.
-func (r Rows) Row(i int) []float32 { return r.Data[i*r.Dim : (i+1)*r.Dim] }
-
 // Query is one search in a batch scan.
 type Query struct {
 	Vector []float32
@@ -62,13 +48,10 @@ func (k Kernel) ScanSelected(ctx context.Context, m Metric, rows Rows, queries [
 }
 
 func (k Kernel) scan(ctx context.Context, m Metric, rows Rows, queries []Query, sel []uint32, procs int) ([][]Hit, error) {
-	if rows.Dim <= 0 {
-		return nil, fmt.Errorf("scan: dimension %d", rows.Dim)
+	if err := rows.Check(); err != nil {
+		return nil, fmt.Errorf("scan: %w", err)
 	}
 	n := rows.Len()
-	if len(rows.Data) < n*rows.Dim {
-		return nil, fmt.Errorf("scan: %d ids but only %d floats of %d-D rows", n, len(rows.Data), rows.Dim)
-	}
 	vecs := make([][]float32, len(queries))
 	for i, q := range queries {
 		if len(q.Vector) != rows.Dim {
@@ -148,7 +131,6 @@ func newScanner(k Kernel, m Metric, rows Rows, queries []Query, vecs [][]float32
 
 // run scans rows [lo, hi) block by block (of sel, when set).
 func (s *scanner) run(ctx context.Context, lo, hi int) error {
-	dim := s.rows.Dim
 	for b := lo; b < hi; b += BlockRows {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("scan stopped after %d of %d rows: %w", b-lo, hi-lo, err)
@@ -158,9 +140,19 @@ func (s *scanner) run(ctx context.Context, lo, hi int) error {
 			s.runSelected(s.sel[b:end])
 			continue
 		}
-		s.score(b, nil, s.rows.Data[b*dim:end*dim])
+		s.scoreRun(b, end)
 	}
 	return nil
+}
+
+// scoreRun scores rows [lo, hi) in place, one contiguous run per chunk
+// they span (a block spans one unless chunks are smaller than blocks).
+func (s *scanner) scoreRun(lo, hi int) {
+	for lo < hi {
+		run := s.rows.Run(lo, hi)
+		s.score(lo, nil, run)
+		lo += len(run) / s.rows.Dim
+	}
 }
 
 // minRun is the shortest run of consecutive selected rows scored in
@@ -176,7 +168,6 @@ const gatherRows = 64
 // in place, the rest copied into buf in groups of gatherRows.
 func (s *scanner) runSelected(rows []uint32) {
 	dim := s.rows.Dim
-	data := s.rows.Data
 	var pending []uint32
 	flush := func() {
 		if len(pending) > 0 {
@@ -190,8 +181,7 @@ func (s *scanner) runSelected(rows []uint32) {
 			j++
 		}
 		if j-i >= minRun {
-			first, last := int(rows[i]), int(rows[j-1])
-			s.score(first, nil, data[first*dim:(last+1)*dim])
+			s.scoreRun(int(rows[i]), int(rows[j-1])+1)
 			i = j
 			continue
 		}
@@ -207,7 +197,7 @@ func (s *scanner) runSelected(rows []uint32) {
 				flush()
 			}
 			n := len(pending)
-			copy(s.buf[n*dim:(n+1)*dim], data[int(r)*dim:(int(r)+1)*dim])
+			copy(s.buf[n*dim:(n+1)*dim], s.rows.Row(int(r)))
 			pending = append(pending, r)
 		}
 		i = j

@@ -9,10 +9,11 @@ import (
 
 func benchRows(n, dim int) Rows {
 	r := rand.New(rand.NewPCG(41, 42))
-	rows := Rows{Data: Aligned(n * dim), Dim: dim, IDs: make([]string, n)}
-	for i := range rows.Data {
-		rows.Data[i] = float32(r.NormFloat64())
+	data := Aligned(n * dim)
+	for i := range data {
+		data[i] = float32(r.NormFloat64())
 	}
+	rows := FlatRows(data, dim, make([]string, n))
 	for i := range rows.IDs {
 		rows.IDs[i] = fmt.Sprintf("doc-%d", i)
 	}
@@ -93,7 +94,7 @@ func BenchmarkScoreRows(b *testing.B) {
 			out := make([]float32, batch*n)
 			b.Run(fmt.Sprintf("%s/batch=%d", k.Name, batch), func(b *testing.B) {
 				for b.Loop() {
-					k.ScoreRows(DotProduct, qs, rows.Data, dim, out)
+					k.ScoreRows(DotProduct, qs, rows.Run(0, n), dim, out)
 				}
 				b.ReportMetric(b.Elapsed().Seconds()*1e9/float64(b.N)/float64(batch*n), "ns/pair")
 			})

@@ -27,7 +27,7 @@ func intRows(r *rand.Rand, n, dim int) Rows {
 	for i, p := range r.Perm(n) {
 		ids[i] = fmt.Sprintf("doc-%05d", p)
 	}
-	return Rows{Data: data, Dim: dim, IDs: ids}
+	return FlatRows(data, dim, ids)
 }
 
 func intVector(r *rand.Rand, dim int) []float32 {
@@ -164,7 +164,7 @@ func TestScanParallel(t *testing.T) {
 func TestScanFloatDeterministic(t *testing.T) {
 	r := rand.New(rand.NewPCG(27, 28))
 	n, dim := parallelMinRows+100, 19
-	rows := Rows{Data: unaligned(r, n*dim, 0), Dim: dim, IDs: make([]string, n)}
+	rows := FlatRows(unaligned(r, n*dim, 0), dim, make([]string, n))
 	for i := range rows.IDs {
 		rows.IDs[i] = fmt.Sprint(i)
 	}
@@ -185,11 +185,7 @@ func TestScanFloatDeterministic(t *testing.T) {
 
 func TestScanNaNNeverDisplacesRealHit(t *testing.T) {
 	nan := float32(math.NaN())
-	rows := Rows{
-		Data: []float32{nan, 1, 1, 1, 2, nan, 0.5, 0.5, nan, nan, 3, 3},
-		Dim:  2,
-		IDs:  []string{"a", "b", "c", "d", "e", "f"},
-	}
+	rows := FlatRows([]float32{nan, 1, 1, 1, 2, nan, 0.5, 0.5, nan, nan, 3, 3}, 2, []string{"a", "b", "c", "d", "e", "f"})
 	for _, k := range Available() {
 		for _, m := range metrics {
 			got, err := k.Scan(context.Background(), m, rows, []Query{{Vector: []float32{1, 1}, K: 10}, {Vector: []float32{1, nan}, K: 2}})
@@ -207,14 +203,14 @@ func TestScanNaNNeverDisplacesRealHit(t *testing.T) {
 
 func TestScanErrors(t *testing.T) {
 	k := Generic()
-	rows := Rows{Data: []float32{1, 2}, Dim: 2, IDs: []string{"a"}}
+	rows := FlatRows([]float32{1, 2}, 2, []string{"a"})
 	_, err := k.Scan(context.Background(), DotProduct, rows, []Query{{Vector: []float32{1}, K: 1}})
 	require.ErrorContains(t, err, "dimensions")
 	_, err = k.Scan(context.Background(), DotProduct, rows, []Query{{Vector: []float32{1, 2}, K: -1}})
 	require.ErrorContains(t, err, "hits")
 	_, err = k.Scan(context.Background(), DotProduct, Rows{Dim: 0}, nil)
 	require.Error(t, err)
-	_, err = k.Scan(context.Background(), DotProduct, Rows{Data: []float32{1}, Dim: 2, IDs: []string{"a"}}, nil)
+	_, err = k.Scan(context.Background(), DotProduct, FlatRows([]float32{1}, 2, []string{"a"}), nil)
 	require.Error(t, err)
 	got, err := k.Scan(context.Background(), DotProduct, rows, nil)
 	require.NoError(t, err)
@@ -318,11 +314,15 @@ func TestScanSelected(t *testing.T) {
 	}
 	sels["run"], sels["scattered"], sels["mixed"] = run, scattered, mixed
 	for name, sel := range sels {
-		sub := Rows{Dim: rows.Dim}
+		var (
+			subData []float32
+			subIDs  []string
+		)
 		for _, i := range sel {
-			sub.Data = append(sub.Data, rows.Row(int(i))...)
-			sub.IDs = append(sub.IDs, rows.IDs[i])
+			subData = append(subData, rows.Row(int(i))...)
+			subIDs = append(subIDs, rows.IDs[i])
 		}
+		sub := FlatRows(subData, rows.Dim, subIDs)
 		for _, k := range Available() {
 			for _, m := range metrics {
 				for _, procs := range []int{1, 2} {

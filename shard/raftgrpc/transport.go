@@ -8,6 +8,7 @@ import (
 	"io"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-msgpack/v2/codec"
@@ -47,6 +48,15 @@ type Transport struct {
 	mu        sync.Mutex
 	conns     map[raft.ServerAddress]*grpc.ClientConn
 	heartbeat func(raft.RPC) // raft's fast path for heartbeats, when set
+	// noPipeline holds the peers that answered the pipeline stream
+	// Unimplemented (an older version): raft replicates to them one
+	// AppendEntries at a time.
+	noPipeline map[raft.ServerAddress]bool
+	// maxAppend is maxAppendBytes; tests lower it to split small requests.
+	maxAppend int
+	// pipelined counts the AppendEntries this replica was sent over
+	// pipeline streams.
+	pipelined atomic.Uint64
 }
 
 // Config is what a Transport needs from the node that owns it.
@@ -87,6 +97,9 @@ func New(cfg Config) *Transport {
 		consumer: make(chan raft.RPC),
 		done:     make(chan struct{}),
 		conns:    map[raft.ServerAddress]*grpc.ClientConn{},
+
+		noPipeline: map[raft.ServerAddress]bool{},
+		maxAppend:  maxAppendBytes,
 	}
 }
 
@@ -128,20 +141,26 @@ func (t *Transport) Consumer() <-chan raft.RPC { return t.consumer }
 // LocalAddr implements raft.Transport.
 func (t *Transport) LocalAddr() raft.ServerAddress { return raft.ServerAddress(t.cfg.Local) }
 
-// AppendEntriesPipeline implements raft.Transport; raft falls back to
-// synchronous AppendEntries.
-func (t *Transport) AppendEntriesPipeline(raft.ServerID, raft.ServerAddress) (raft.AppendPipeline, error) {
-	return nil, raft.ErrPipelineReplicationNotSupported
-}
-
-// AppendEntries implements raft.Transport.
+// AppendEntries implements raft.Transport. A request larger than
+// maxAppendBytes goes as consecutive smaller ones (splitAppend), and the
+// answer is the first that failed, else the last.
 func (t *Transport) AppendEntries(_ raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
 	if isHeartbeat(args) {
 		// Heartbeats have their own connection, so they never queue
 		// behind megabytes of entries (raft's TCP transport does the same).
 		return t.unaryOn(target+heartbeatConn, target, shardpb.RaftClient.AppendEntries, args, resp)
 	}
-	return t.unary(target, shardpb.RaftClient.AppendEntries, args, resp)
+	for _, part := range splitAppend(args, t.maxAppend) {
+		var r raft.AppendEntriesResponse
+		if err := t.unary(target, shardpb.RaftClient.AppendEntries, part, &r); err != nil {
+			return err
+		}
+		*resp = r
+		if !r.Success {
+			break
+		}
+	}
+	return nil
 }
 
 // heartbeatConn suffixes a target in the connection cache for its

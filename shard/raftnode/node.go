@@ -270,12 +270,16 @@ func Open(cfg Config) (n *Node, err error) {
 	// acknowledging router does not wait for it: min_index reads go to a
 	// replica that has applied the write (the leader at once).
 	rc.CommitTimeout = 50 * time.Millisecond
-	// One AppendEntries carries at most this many entries. An entry is one
-	// write request (at most 64 MiB, the shard's gRPC limit; ~1.5 MiB for
-	// 256 vectors of 1536-D without payloads), and an AppendEntries must
-	// fit the same 64 MiB receive limit on the follower: raft's default of
-	// 64 entries would not.
-	rc.MaxAppendEntries = 3
+	// One AppendEntries carries at most this many entries, and the leader
+	// stores at most one more than this with one fsync (raft's group
+	// commit takes them from its apply queue together). An entry is one
+	// write request (~1.5 MiB for 256 vectors of 1536-D without
+	// payloads); the transport sends a request over 32 MiB as
+	// consecutive smaller ones, so the follower's 64 MiB receive limit
+	// does not bound this. raft's default, 64: a bulk load's writes,
+	// queued while the last fsync ran, go to disk together, where 3 made
+	// a load wait for an fsync every few writes.
+	rc.MaxAppendEntries = 64
 	rc.SnapshotThreshold = cfg.SnapshotThreshold
 	rc.TrailingLogs = cfg.TrailingLogs
 	rc.SnapshotInterval = cfg.SnapshotInterval

@@ -210,10 +210,11 @@ func (tc *testCollection) brute(t *testing.T, q []float32, k int) []vector.Hit {
 			}
 		}
 	})
-	rows := vector.Rows{Dim: tc.dim, IDs: ids}
+	var data []float32
 	for _, id := range ids {
-		rows.Data = append(rows.Data, tc.rows[id]...)
+		data = append(data, tc.rows[id]...)
 	}
+	rows := vector.FlatRows(data, tc.dim, ids)
 	q = slices.Clone(q)
 	if tc.metric == vector.Cosine {
 		vector.Generic().Normalize(q)
@@ -460,7 +461,7 @@ func holds(t *testing.T, rep *Replica, names ...string) heldState {
 		require.NoError(t, mem.View(func(r vector.Rows) error {
 			for i, id := range r.IDs {
 				rec, _ := mem.Record(id)
-				rows[id] = fmt.Sprint(r.Data[i*r.Dim:(i+1)*r.Dim], string(rec.Payload))
+				rows[id] = fmt.Sprint(r.Row(i), string(rec.Payload))
 			}
 			return nil
 		}))

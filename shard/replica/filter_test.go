@@ -30,10 +30,13 @@ func matching(t *testing.T, mem *store.Memory, f *filter.Filter) (vector.Rows, m
 	t.Helper()
 	var all vector.Rows
 	require.NoError(t, mem.View(func(r vector.Rows) error {
-		all = vector.Rows{Data: slices.Clone(r.Data), Dim: r.Dim, IDs: slices.Clone(r.IDs)}
+		all = r.Clone()
 		return nil
 	}))
-	sub := vector.Rows{Dim: mem.Dim()}
+	var (
+		subData []float32
+		subIDs  []string
+	)
 	payloads := map[string][]byte{}
 	for i, id := range all.IDs {
 		r, ok := mem.Record(id)
@@ -45,11 +48,11 @@ func matching(t *testing.T, mem *store.Memory, f *filter.Filter) (vector.Rows, m
 			doc = nil
 		}
 		if f.Match(doc) {
-			sub.Data = append(sub.Data, all.Row(i)...)
-			sub.IDs = append(sub.IDs, id)
+			subData = append(subData, all.Row(i)...)
+			subIDs = append(subIDs, id)
 		}
 	}
-	return sub, payloads
+	return vector.FlatRows(subData, mem.Dim(), subIDs), payloads
 }
 
 // TestFilteredSearchIsTheTopKOfTheMatchingRows: through upserts,

@@ -178,7 +178,7 @@ func TestInt8ScaleTrainedCommittedAndAppliedOnEveryReplica(t *testing.T) {
 	// exact:true is the float32 scan.
 	var rows vector.Rows
 	require.NoError(t, ms[0].mem.View(func(r vector.Rows) error {
-		rows = vector.Rows{Data: slices.Clone(r.Data), Dim: r.Dim, IDs: slices.Clone(r.IDs)}
+		rows = r.Clone()
 		return nil
 	}))
 	var pqs, exactQs []client.Query

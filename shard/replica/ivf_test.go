@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"hash/crc32"
 	"os"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -166,7 +165,7 @@ func TestIVFServerScans(t *testing.T) {
 
 	var rows vector.Rows
 	require.NoError(t, mem.View(func(r vector.Rows) error {
-		rows = vector.Rows{Data: slices.Clone(r.Data), Dim: r.Dim, IDs: slices.Clone(r.IDs)}
+		rows = r.Clone()
 		return nil
 	}))
 	found, total := 0, 0

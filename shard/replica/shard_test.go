@@ -117,7 +117,7 @@ func trainScale(t testing.TB, mem *store.Memory) []byte {
 	var s quant.Scale
 	require.NoError(t, mem.View(func(r vector.Rows) error {
 		var err error
-		s, err = quant.Train(r.Data[:min(r.Len(), 131072)*r.Dim], r.Dim, quant.DefaultKind)
+		s, err = quant.TrainRows(r, 131072, quant.DefaultKind)
 		return err
 	}))
 	b, err := s.MarshalBinary()

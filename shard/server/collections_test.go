@@ -188,7 +188,7 @@ func trainScaleOf(t *testing.T, mem *store.Memory) []byte {
 	var sc quant.Scale
 	require.NoError(t, mem.View(func(r vector.Rows) error {
 		var err error
-		sc, err = quant.Train(r.Data, r.Dim, quant.DefaultKind)
+		sc, err = quant.TrainRows(r, r.Len(), quant.DefaultKind)
 		return err
 	}))
 	b, err := sc.MarshalBinary()

@@ -132,7 +132,7 @@ func MeasureScanRate(ctx context.Context, k vector.Kernel, m vector.Metric, dim,
 		start := clock()
 		for lo := 0; lo < n; lo += calibrationChunk {
 			hi := min(n, lo+calibrationChunk)
-			rows := vector.Rows{Data: data[lo*dim : hi*dim], Dim: dim, IDs: ids[lo:hi]}
+			rows := vector.FlatRows(data[lo*dim:hi*dim], dim, ids[lo:hi])
 			if _, err := k.Scan(ctx, m, rows, q); err != nil {
 				return 0, fmt.Errorf("scan rate: %w", err)
 			}

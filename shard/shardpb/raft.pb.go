@@ -760,9 +760,10 @@ const file_raft_proto_rawDesc = "" +
 	"\atrained\x18\x05 \x03(\v2-.trawl.shard.v1.CollectionHeader.TrainedEntryR\atrained\x1a:\n" +
 	"\fTrainedEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x012\xd4\x03\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x012\xab\x04\n" +
 	"\x04Raft\x12I\n" +
-	"\rAppendEntries\x12\x1b.trawl.shard.v1.RaftMessage\x1a\x1b.trawl.shard.v1.RaftMessage\x12G\n" +
+	"\rAppendEntries\x12\x1b.trawl.shard.v1.RaftMessage\x1a\x1b.trawl.shard.v1.RaftMessage\x12U\n" +
+	"\x15AppendEntriesPipeline\x12\x1b.trawl.shard.v1.RaftMessage\x1a\x1b.trawl.shard.v1.RaftMessage(\x010\x01\x12G\n" +
 	"\vRequestVote\x12\x1b.trawl.shard.v1.RaftMessage\x1a\x1b.trawl.shard.v1.RaftMessage\x12J\n" +
 	"\x0eRequestPreVote\x12\x1b.trawl.shard.v1.RaftMessage\x1a\x1b.trawl.shard.v1.RaftMessage\x12F\n" +
 	"\n" +
@@ -818,19 +819,21 @@ var file_raft_proto_depIdxs = []int32{
 	14, // 11: trawl.shard.v1.CollectionHeader.placement:type_name -> trawl.shard.v1.Placement
 	11, // 12: trawl.shard.v1.CollectionHeader.trained:type_name -> trawl.shard.v1.CollectionHeader.TrainedEntry
 	0,  // 13: trawl.shard.v1.Raft.AppendEntries:input_type -> trawl.shard.v1.RaftMessage
-	0,  // 14: trawl.shard.v1.Raft.RequestVote:input_type -> trawl.shard.v1.RaftMessage
-	0,  // 15: trawl.shard.v1.Raft.RequestPreVote:input_type -> trawl.shard.v1.RaftMessage
-	0,  // 16: trawl.shard.v1.Raft.TimeoutNow:input_type -> trawl.shard.v1.RaftMessage
-	1,  // 17: trawl.shard.v1.Raft.InstallSnapshot:input_type -> trawl.shard.v1.SnapshotChunk
-	2,  // 18: trawl.shard.v1.Raft.GroupState:input_type -> trawl.shard.v1.GroupStateRequest
-	0,  // 19: trawl.shard.v1.Raft.AppendEntries:output_type -> trawl.shard.v1.RaftMessage
-	0,  // 20: trawl.shard.v1.Raft.RequestVote:output_type -> trawl.shard.v1.RaftMessage
-	0,  // 21: trawl.shard.v1.Raft.RequestPreVote:output_type -> trawl.shard.v1.RaftMessage
-	0,  // 22: trawl.shard.v1.Raft.TimeoutNow:output_type -> trawl.shard.v1.RaftMessage
-	0,  // 23: trawl.shard.v1.Raft.InstallSnapshot:output_type -> trawl.shard.v1.RaftMessage
-	3,  // 24: trawl.shard.v1.Raft.GroupState:output_type -> trawl.shard.v1.GroupStateResponse
-	19, // [19:25] is the sub-list for method output_type
-	13, // [13:19] is the sub-list for method input_type
+	0,  // 14: trawl.shard.v1.Raft.AppendEntriesPipeline:input_type -> trawl.shard.v1.RaftMessage
+	0,  // 15: trawl.shard.v1.Raft.RequestVote:input_type -> trawl.shard.v1.RaftMessage
+	0,  // 16: trawl.shard.v1.Raft.RequestPreVote:input_type -> trawl.shard.v1.RaftMessage
+	0,  // 17: trawl.shard.v1.Raft.TimeoutNow:input_type -> trawl.shard.v1.RaftMessage
+	1,  // 18: trawl.shard.v1.Raft.InstallSnapshot:input_type -> trawl.shard.v1.SnapshotChunk
+	2,  // 19: trawl.shard.v1.Raft.GroupState:input_type -> trawl.shard.v1.GroupStateRequest
+	0,  // 20: trawl.shard.v1.Raft.AppendEntries:output_type -> trawl.shard.v1.RaftMessage
+	0,  // 21: trawl.shard.v1.Raft.AppendEntriesPipeline:output_type -> trawl.shard.v1.RaftMessage
+	0,  // 22: trawl.shard.v1.Raft.RequestVote:output_type -> trawl.shard.v1.RaftMessage
+	0,  // 23: trawl.shard.v1.Raft.RequestPreVote:output_type -> trawl.shard.v1.RaftMessage
+	0,  // 24: trawl.shard.v1.Raft.TimeoutNow:output_type -> trawl.shard.v1.RaftMessage
+	0,  // 25: trawl.shard.v1.Raft.InstallSnapshot:output_type -> trawl.shard.v1.RaftMessage
+	3,  // 26: trawl.shard.v1.Raft.GroupState:output_type -> trawl.shard.v1.GroupStateResponse
+	20, // [20:27] is the sub-list for method output_type
+	13, // [13:20] is the sub-list for method input_type
 	13, // [13:13] is the sub-list for extension type_name
 	13, // [13:13] is the sub-list for extension extendee
 	0,  // [0:13] is the sub-list for field type_name

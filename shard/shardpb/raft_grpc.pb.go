@@ -28,12 +28,13 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Raft_AppendEntries_FullMethodName   = "/trawl.shard.v1.Raft/AppendEntries"
-	Raft_RequestVote_FullMethodName     = "/trawl.shard.v1.Raft/RequestVote"
-	Raft_RequestPreVote_FullMethodName  = "/trawl.shard.v1.Raft/RequestPreVote"
-	Raft_TimeoutNow_FullMethodName      = "/trawl.shard.v1.Raft/TimeoutNow"
-	Raft_InstallSnapshot_FullMethodName = "/trawl.shard.v1.Raft/InstallSnapshot"
-	Raft_GroupState_FullMethodName      = "/trawl.shard.v1.Raft/GroupState"
+	Raft_AppendEntries_FullMethodName         = "/trawl.shard.v1.Raft/AppendEntries"
+	Raft_AppendEntriesPipeline_FullMethodName = "/trawl.shard.v1.Raft/AppendEntriesPipeline"
+	Raft_RequestVote_FullMethodName           = "/trawl.shard.v1.Raft/RequestVote"
+	Raft_RequestPreVote_FullMethodName        = "/trawl.shard.v1.Raft/RequestPreVote"
+	Raft_TimeoutNow_FullMethodName            = "/trawl.shard.v1.Raft/TimeoutNow"
+	Raft_InstallSnapshot_FullMethodName       = "/trawl.shard.v1.Raft/InstallSnapshot"
+	Raft_GroupState_FullMethodName            = "/trawl.shard.v1.Raft/GroupState"
 )
 
 // RaftClient is the client API for Raft service.
@@ -43,6 +44,12 @@ type RaftClient interface {
 	// AppendEntries carries a msgpack raft.AppendEntriesRequest and answers a
 	// raft.AppendEntriesResponse.
 	AppendEntries(ctx context.Context, in *RaftMessage, opts ...grpc.CallOption) (*RaftMessage, error)
+	// AppendEntriesPipeline carries a leader's pipelined AppendEntries to one
+	// follower: each message from the leader is a msgpack
+	// raft.AppendEntriesRequest, and the follower answers each, in order,
+	// with a raft.AppendEntriesResponse, so the leader sends the next batch
+	// without waiting for the last one's answer.
+	AppendEntriesPipeline(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[RaftMessage, RaftMessage], error)
 	// RequestVote carries raft.RequestVoteRequest / raft.RequestVoteResponse.
 	RequestVote(ctx context.Context, in *RaftMessage, opts ...grpc.CallOption) (*RaftMessage, error)
 	// RequestPreVote carries raft.RequestPreVoteRequest /
@@ -78,6 +85,19 @@ func (c *raftClient) AppendEntries(ctx context.Context, in *RaftMessage, opts ..
 	return out, nil
 }
 
+func (c *raftClient) AppendEntriesPipeline(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[RaftMessage, RaftMessage], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Raft_ServiceDesc.Streams[0], Raft_AppendEntriesPipeline_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[RaftMessage, RaftMessage]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Raft_AppendEntriesPipelineClient = grpc.BidiStreamingClient[RaftMessage, RaftMessage]
+
 func (c *raftClient) RequestVote(ctx context.Context, in *RaftMessage, opts ...grpc.CallOption) (*RaftMessage, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(RaftMessage)
@@ -110,7 +130,7 @@ func (c *raftClient) TimeoutNow(ctx context.Context, in *RaftMessage, opts ...gr
 
 func (c *raftClient) InstallSnapshot(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[SnapshotChunk, RaftMessage], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &Raft_ServiceDesc.Streams[0], Raft_InstallSnapshot_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &Raft_ServiceDesc.Streams[1], Raft_InstallSnapshot_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -138,6 +158,12 @@ type RaftServer interface {
 	// AppendEntries carries a msgpack raft.AppendEntriesRequest and answers a
 	// raft.AppendEntriesResponse.
 	AppendEntries(context.Context, *RaftMessage) (*RaftMessage, error)
+	// AppendEntriesPipeline carries a leader's pipelined AppendEntries to one
+	// follower: each message from the leader is a msgpack
+	// raft.AppendEntriesRequest, and the follower answers each, in order,
+	// with a raft.AppendEntriesResponse, so the leader sends the next batch
+	// without waiting for the last one's answer.
+	AppendEntriesPipeline(grpc.BidiStreamingServer[RaftMessage, RaftMessage]) error
 	// RequestVote carries raft.RequestVoteRequest / raft.RequestVoteResponse.
 	RequestVote(context.Context, *RaftMessage) (*RaftMessage, error)
 	// RequestPreVote carries raft.RequestPreVoteRequest /
@@ -165,6 +191,9 @@ type UnimplementedRaftServer struct{}
 
 func (UnimplementedRaftServer) AppendEntries(context.Context, *RaftMessage) (*RaftMessage, error) {
 	return nil, status.Error(codes.Unimplemented, "method AppendEntries not implemented")
+}
+func (UnimplementedRaftServer) AppendEntriesPipeline(grpc.BidiStreamingServer[RaftMessage, RaftMessage]) error {
+	return status.Error(codes.Unimplemented, "method AppendEntriesPipeline not implemented")
 }
 func (UnimplementedRaftServer) RequestVote(context.Context, *RaftMessage) (*RaftMessage, error) {
 	return nil, status.Error(codes.Unimplemented, "method RequestVote not implemented")
@@ -219,6 +248,13 @@ func _Raft_AppendEntries_Handler(srv interface{}, ctx context.Context, dec func(
 	}
 	return interceptor(ctx, in, info, handler)
 }
+
+func _Raft_AppendEntriesPipeline_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(RaftServer).AppendEntriesPipeline(&grpc.GenericServerStream[RaftMessage, RaftMessage]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Raft_AppendEntriesPipelineServer = grpc.BidiStreamingServer[RaftMessage, RaftMessage]
 
 func _Raft_RequestVote_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(RaftMessage)
@@ -328,6 +364,12 @@ var Raft_ServiceDesc = grpc.ServiceDesc{
 		},
 	},
 	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "AppendEntriesPipeline",
+			Handler:       _Raft_AppendEntriesPipeline_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
 		{
 			StreamName:    "InstallSnapshot",
 			Handler:       _Raft_InstallSnapshot_Handler,

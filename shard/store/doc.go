@@ -1,8 +1,8 @@
 // Package store holds one replica's documents and what it scans them
-// with: the float32 rows in one aligned arena, ids and payloads with their
-// per-key payload index, the int8 codes, the IVF index, and the Trainer
-// that trains and commits the values every replica must share (int8
-// scale, IVF centroids, default nprobe).
+// with: the float32 rows in fixed-size chunks (vector.Arena), ids and
+// payloads with their per-key payload index, the int8 codes, the IVF
+// index, and the Trainer that trains and commits the values every
+// replica must share (int8 scale, IVF centroids, default nprobe).
 //
 // A Memory is written only by its replica's state machine, applying
 // committed log entries in log order, so replicas that apply the same log

@@ -83,7 +83,7 @@ func TestPayloadIndexSelectsTheMatchingRows(t *testing.T) {
 	var recs []Record
 	m.mu.RLock()
 	for i, id := range m.ids {
-		recs = append(recs, Record{ID: id, Vector: append([]float32(nil), m.data[i*m.dim:(i+1)*m.dim]...), Payload: m.payloads[i]})
+		recs = append(recs, Record{ID: id, Vector: append([]float32(nil), m.rows.Row(i)...), Payload: m.payloads[i]})
 	}
 	m.mu.RUnlock()
 	restored := NewMemory(2)

@@ -59,7 +59,7 @@ const TrainedInt8Scale = "int8-scale"
 const DefaultInt8MinRows = 1000
 
 // maxTrainRows caps the rows a scale is trained from (the first rows of
-// the arena), so training a large shard that turns int8 on later holds
+// the store), so training a large shard that turns int8 on later holds
 // the store's read lock for a bounded time (~0.3 s at 1536-D).
 const maxTrainRows = 131072
 
@@ -88,7 +88,7 @@ func (m *Memory) Int8Ready() bool {
 func (m *Memory) ViewCodes(fn func(vector.Rows, *quant.Codes) error) error {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	return fn(vector.Rows{Data: m.data, Dim: m.dim, IDs: m.ids}, m.codes)
+	return fn(vector.ArenaRows(m.rows, m.ids), m.codes)
 }
 
 // needsInt8Scale reports whether the leader should train a scale: the
@@ -112,7 +112,7 @@ func (m *Memory) trainInt8() ([]byte, error) {
 		err error
 	)
 	if n > 0 {
-		s, err = quant.Train(m.data[:n*m.dim], m.dim, quant.DefaultKind)
+		s, err = quant.TrainRows(vector.ArenaRows(m.rows, m.ids), n, quant.DefaultKind)
 	}
 	m.mu.RUnlock()
 	if n == 0 {
@@ -140,7 +140,7 @@ func (m *Memory) applyInt8Scale(b []byte) error {
 	if s.Dim() != m.dim {
 		return fmt.Errorf("int8 scale is %d-D, the store %d-D", s.Dim(), m.dim)
 	}
-	c, err := quant.Encode(s, vector.Rows{Data: m.data, Dim: m.dim, IDs: m.ids})
+	c, err := quant.Encode(s, vector.ArenaRows(m.rows, m.ids))
 	if err != nil {
 		return err
 	}

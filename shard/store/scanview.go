@@ -29,7 +29,7 @@ type ScanView struct {
 func (m *Memory) ViewScan(fn func(*ScanView) error) error {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	return fn(&ScanView{Rows: vector.Rows{Data: m.data, Dim: m.dim, IDs: m.ids}, Codes: m.codes, IVF: m.ivf.x, m: m})
+	return fn(&ScanView{Rows: vector.ArenaRows(m.rows, m.ids), Codes: m.codes, IVF: m.ivf.x, m: m})
 }
 
 // Select returns the rows whose payloads match f, ascending: from the
@@ -59,7 +59,7 @@ func (v *ScanView) Vector(id string) ([]float32, error) {
 	if !ok {
 		return nil, errors.New("hit " + id + " is not in the store")
 	}
-	return v.Rows.Data[i*v.Rows.Dim : (i+1)*v.Rows.Dim], nil
+	return v.Rows.Row(i), nil
 }
 
 // projectPayload keeps the listed top-level keys of a payload (all when

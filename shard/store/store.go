@@ -6,7 +6,6 @@ import (
 	"maps"
 	"slices"
 	"sync"
-	"unsafe"
 
 	"github.com/trawl-search/trawl/filter"
 	"github.com/trawl-search/trawl/filter/index"
@@ -30,19 +29,21 @@ type Placement struct {
 	Shard       string
 }
 
-// Memory is one replica's rows in one growable 64-byte-aligned arena. Deleting swaps the
-// last row into the hole, so rows stay dense.
+// Memory is one replica's rows in a vector.Arena: fixed-size chunks, so
+// the store grows by adding a chunk and never copies its rows or holds
+// them twice. Deleting swaps the last row into the hole, so rows stay
+// dense.
 //
 // While a snapshot streams (OpenView), a write that would overwrite a row
 // the snapshot has yet to read first copies that row aside (copy on
 // write), so the snapshot sees the state it was opened at without copying
-// the arena: its extra memory is the ids and payload slice headers (40
+// the rows: its extra memory is the ids and payload slice headers (40
 // bytes a row) plus the rows overwritten while it streams.
 type Memory struct {
 	dim int
 
 	mu       sync.RWMutex
-	data     []float32 // len = rows*dim, cap a multiple of dim
+	rows     *vector.Arena[float32] // row i is ids[i]'s vector
 	ids      []string
 	payloads [][]byte // parallel to ids
 	index    map[string]int
@@ -79,7 +80,7 @@ type Memory struct {
 
 // NewMemory returns an empty store of dim-dimensional vectors.
 func NewMemory(dim int, opts ...MemoryOption) *Memory {
-	m := &Memory{dim: dim, data: vector.Aligned(0), index: map[string]int{}, trained: map[string][]byte{},
+	m := &Memory{dim: dim, rows: vector.NewArena[float32](dim, 0), index: map[string]int{}, trained: map[string][]byte{},
 		payloadIndex: index.New(index.Config{})}
 	for _, o := range opts {
 		o(m)
@@ -114,14 +115,13 @@ func (m *Memory) Upsert(_ context.Context, p Placement, recs []Record) error {
 			m.ivfSet(i, r.Vector)
 			continue
 		}
-		m.grow(1)
 		i := len(m.ids)
+		m.rows.Append()
 		m.index[r.ID] = i
 		m.ids = append(m.ids, r.ID)
 		m.payloads = append(m.payloads, r.Payload)
 		m.recBytes += len(r.ID) + len(r.Payload)
 		m.payloadIndex.Add(uint32(i), decodePayload(r.Payload))
-		m.data = m.data[:(i+1)*m.dim]
 		m.writeRow(i, r.Vector)
 		if m.codes != nil {
 			m.codes.Append(r.Vector)
@@ -144,24 +144,10 @@ func decodePayload(b []byte) map[string]any {
 
 // writeRow copies v into row i, first saving the row for an open view
 // that has not read it yet. m.mu must be held for writing and row i must
-// be inside len(m.data).
+// be below m.rows.Len().
 func (m *Memory) writeRow(i int, v []float32) {
-	m.view.preserve(m.data, i)
-	copy(m.data[i*m.dim:(i+1)*m.dim], v)
-}
-
-// grow makes room for n more rows without leaving the aligned arena: append
-// on a full slice would reallocate without the alignment. An open view
-// keeps the old arena alive until it closes.
-func (m *Memory) grow(n int) {
-	need := len(m.data) + n*m.dim
-	if need <= cap(m.data) {
-		return
-	}
-	rows := max(2*cap(m.data)/m.dim, 1024, need/m.dim)
-	next := vector.Aligned(rows * m.dim)[:len(m.data)]
-	copy(next, m.data)
-	m.data = next
+	m.view.preserve(m.rows, i)
+	copy(m.rows.Row(i), v)
 }
 
 // Delete removes id and reports whether it was there.
@@ -215,7 +201,7 @@ func (m *Memory) deleteLocked(id string) bool {
 		moved := decodePayload(m.payloads[last])
 		m.payloadIndex.Remove(uint32(last), moved)
 		m.payloadIndex.Add(uint32(i), moved)
-		m.writeRow(i, m.data[last*m.dim:(last+1)*m.dim])
+		m.writeRow(i, m.rows.Row(last))
 		m.ids[i] = m.ids[last]
 		m.payloads[i] = m.payloads[last]
 		m.index[m.ids[i]] = i
@@ -223,7 +209,7 @@ func (m *Memory) deleteLocked(id string) bool {
 	m.ids = m.ids[:last]
 	m.payloads[last] = nil
 	m.payloads = m.payloads[:last]
-	m.data = m.data[:last*m.dim]
+	m.rows.Truncate(last)
 	if m.codes != nil {
 		m.codes.Delete(i)
 	}
@@ -247,7 +233,7 @@ func (m *Memory) Record(id string) (Record, bool) {
 		return Record{}, false
 	}
 	out := make([]float32, m.dim)
-	copy(out, m.data[i*m.dim:])
+	copy(out, m.rows.Row(i))
 	return Record{ID: id, Vector: out, Payload: m.payloads[i]}, true
 }
 
@@ -256,7 +242,7 @@ func (m *Memory) Record(id string) (Record, bool) {
 func (m *Memory) View(fn func(vector.Rows) error) error {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	return fn(vector.Rows{Data: m.data, Dim: m.dim, IDs: m.ids})
+	return fn(vector.ArenaRows(m.rows, m.ids))
 }
 
 // Len is the number of stored vectors.
@@ -266,14 +252,14 @@ func (m *Memory) Len() int {
 	return len(m.ids)
 }
 
-// Bytes estimates the memory the store holds: its arena (as allocated),
+// Bytes estimates the memory the store holds: its rows' chunks (as allocated),
 // ids and payloads (their bytes, not the runtime's headers), int8 codes
 // and index (IndexStats' Bytes).
 func (m *Memory) Bytes() int {
 	idx := m.IndexStats().Bytes
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	return 4*cap(m.data) + m.recBytes + idx
+	return m.rows.Bytes() + m.recBytes + idx
 }
 
 // Placement is the placement of the last write, zero before any.
@@ -320,13 +306,14 @@ func (m *Memory) Trained(name string) []byte {
 }
 
 // Reset empties the store (a snapshot of rows rows is about to replace it)
-// and sets what a snapshot carries besides rows. The arena, ids and index
-// are sized for rows at once: growing them by doubling while a large
-// snapshot streams in zeroed and copied the arena several times over.
+// and sets what a snapshot carries besides rows. The row chunks, ids and
+// index are sized for rows at once, so a large snapshot streaming in
+// grows nothing.
 func (m *Memory) Reset(p Placement, trained map[string][]byte, rows int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.data = vector.Aligned(rows * m.dim)[:0]
+	m.rows = vector.NewArena[float32](m.dim, 0)
+	m.rows.Reserve(rows)
 	m.ids = make([]string, 0, rows)
 	m.payloads = make([][]byte, 0, rows)
 	m.index = make(map[string]int, rows)
@@ -348,7 +335,7 @@ func (m *Memory) Reset(p Placement, trained map[string][]byte, rows int) {
 var errViewOpen = errors.New("a snapshot view is already open")
 
 // OpenView freezes a consistent view of the store for a snapshot without
-// copying the arena (see Memory). Close it when done; until then writes to
+// copying the rows (see Memory). Close it when done; until then writes to
 // rows it has not read cost a row copy each.
 func (m *Memory) OpenView() (*View, error) {
 	m.mu.Lock()
@@ -359,7 +346,7 @@ func (m *Memory) OpenView() (*View, error) {
 	v := &View{
 		m:         m,
 		dim:       m.dim,
-		data:      m.data,
+		rows:      m.rows.Clone(),
 		ids:       slices.Clone(m.ids),
 		payloads:  slices.Clone(m.payloads),
 		placement: m.placement,
@@ -375,7 +362,7 @@ func (m *Memory) OpenView() (*View, error) {
 type View struct {
 	m         *Memory
 	dim       int
-	data      []float32 // the arena as it was opened; rows not in saved are unchanged
+	rows      *vector.Arena[float32] // the chunks as the view opened; rows not in saved are unchanged
 	ids       []string
 	payloads  [][]byte
 	placement Placement
@@ -397,17 +384,20 @@ func (v *View) Placement() Placement { return v.placement }
 // caller must not modify it.
 func (v *View) Trained() map[string][]byte { return v.trained }
 
-// preserve saves row i of arena for the view before it is overwritten.
-// m.mu is held for writing. A nil view does nothing.
-func (v *View) preserve(arena []float32, i int) {
-	if v == nil || i < v.read || i >= len(v.ids) || len(v.data) == 0 ||
-		unsafe.SliceData(arena) != unsafe.SliceData(v.data) {
+// preserve saves row i for the view before the store's rows overwrite
+// it, unless the view no longer needs it (read, or past its rows) or does
+// not share its chunk (the first chunk grew and was replaced since the
+// view opened, or a chunk was freed and another allocated: the view
+// still holds the old one). m.mu is held for writing. A nil view does
+// nothing.
+func (v *View) preserve(rows *vector.Arena[float32], i int) {
+	if v == nil || i < v.read || i >= len(v.ids) || !rows.SameChunk(v.rows, i) {
 		return
 	}
 	if _, ok := v.saved[i]; ok {
 		return
 	}
-	v.saved[i] = slices.Clone(v.data[i*v.dim : (i+1)*v.dim])
+	v.saved[i] = slices.Clone(v.rows.Row(i))
 }
 
 // Read calls fn for rows [from, to) as they were when the view opened,
@@ -419,7 +409,7 @@ func (v *View) Read(from, to int, fn func(id string, vec []float32, payload []by
 	for i := from; i < to; i++ {
 		row, ok := v.saved[i]
 		if !ok {
-			row = v.data[i*v.dim : (i+1)*v.dim]
+			row = v.rows.Row(i)
 		}
 		if err := fn(v.ids[i], row, v.payloads[i]); err != nil {
 			return err

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -67,4 +68,68 @@ func TestViewSeesTheStateItWasOpenedAt(t *testing.T) {
 			tc.write(m)
 		})
 	}
+}
+
+// TestViewAcrossChunks: a view of a store of several chunks reads every
+// row as it was opened while writes overwrite rows in full (shared)
+// chunks, deletes move rows across chunks and free a chunk, and appends
+// allocate new ones; the store reads its own new state, and grew without
+// moving a full chunk.
+func TestViewAcrossChunks(t *testing.T) {
+	bg := context.Background()
+	m := NewMemory(2)
+	chunk := m.rows.ChunkRows()
+	n := 2*chunk + chunk/2
+	vec := func(i, gen int) []float32 { return []float32{float32(i), float32(gen)} }
+	recs := make([]Record, n)
+	for i := range recs {
+		recs[i] = Record{ID: fmt.Sprint(i), Vector: vec(i, 0)}
+	}
+	require.NoError(t, m.Upsert(bg, place, recs))
+	first := &m.rows.Row(0)[0]
+	v, err := m.OpenView()
+	require.NoError(t, err)
+	require.NoError(t, v.Read(0, 10, func(string, []float32, []byte) error { return nil }))
+
+	// Overwrite rows in every chunk, delete from the first chunk (the
+	// last row moves into it), shrink below two chunks, grow past three.
+	var writes []Record
+	for _, i := range []int{5, 20, 2*chunk - 5, 2*chunk + 1} {
+		writes = append(writes, Record{ID: fmt.Sprint(i), Vector: vec(i, 1)})
+	}
+	require.NoError(t, m.Upsert(bg, place, writes))
+	var doomed []string
+	for i := 11; i < 11+chunk; i++ {
+		doomed = append(doomed, fmt.Sprint(i))
+	}
+	_, err = m.DeleteMatching(bg, place, doomed, nil)
+	require.NoError(t, err)
+	var more []Record
+	for i := n; i < n+2*chunk; i++ {
+		more = append(more, Record{ID: fmt.Sprint(i), Vector: vec(i, 2)})
+	}
+	require.NoError(t, m.Upsert(bg, place, more))
+	require.Same(t, first, &m.rows.Row(0)[0], "a full chunk never moves")
+
+	got := 0
+	require.NoError(t, v.Read(10, v.Len(), func(id string, row []float32, _ []byte) error {
+		require.Equal(t, fmt.Sprint(10+got), id)
+		require.Equal(t, vec(10+got, 0), row, "row %d", 10+got)
+		got++
+		return nil
+	}))
+	require.Equal(t, n-10, got)
+	v.Close()
+
+	require.Equal(t, n-chunk+2*chunk, m.Len())
+	for _, c := range []struct {
+		id   int
+		want []float32
+	}{{5, vec(5, 1)}, {2*chunk - 5, vec(2*chunk-5, 1)}, {n + 7, vec(n+7, 2)}, {n - 1, vec(n-1, 0)}} {
+		got, ok := m.Get(fmt.Sprint(c.id))
+		require.True(t, ok, "id %d", c.id)
+		require.Equal(t, c.want, got, "id %d", c.id)
+	}
+	_, ok := m.Get("20")
+	require.False(t, ok)
 }

@@ -53,7 +53,7 @@ func BenchmarkSearch(b *testing.B) {
 				b.Fatal(err)
 			}
 			train := time.Since(t0)
-			s, err := quant.Train(rows.Data[:min(n, 131072)*dim], dim, quant.DefaultKind)
+			s, err := quant.Train(flat(rows)[:min(n, 131072)*dim], dim, quant.DefaultKind)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -106,7 +106,7 @@ func CalibrateNProbe(ctx context.Context, view Viewer, k quant.Kernel, f vector.
 		nq := min(CalibrationQueries, n)
 		for i := range nq {
 			r := from + i*(n-from)/nq
-			v := append([]float32(nil), rows.Data[r*rows.Dim:(r+1)*rows.Dim]...)
+			v := append([]float32(nil), rows.Row(r)...)
 			qs = append(qs, vector.Query{Vector: v, K: deepest, Exclude: rows.IDs[r]})
 		}
 		return nil
@@ -117,7 +117,7 @@ func CalibrateNProbe(ctx context.Context, view Viewer, k quant.Kernel, f vector.
 	for lo := 0; lo < len(qs); lo += batch {
 		sub := qs[lo:min(lo+batch, len(qs))]
 		err := view(func(rows vector.Rows, x *Index) error {
-			hs, err := f.Scan(ctx, x.cent.Metric, firstRows(rows, held), sub)
+			hs, err := f.Scan(ctx, x.cent.Metric, rows.Prefix(held), sub)
 			exact = append(exact, hs...)
 			return err
 		})
@@ -154,13 +154,6 @@ func CalibrateNProbe(ctx context.Context, view Viewer, k quant.Kernel, f vector.
 		}
 	}
 	return out, nil
-}
-
-// firstRows is rows cut to its first n (fewer if it has fewer).
-func firstRows(rows vector.Rows, n int) vector.Rows {
-	n = min(n, rows.Len())
-	rows.Data, rows.IDs = rows.Data[:n*rows.Dim], rows.IDs[:n]
-	return rows
 }
 
 // recallOf is the mean share of each exact answer's first k ids found in

@@ -112,9 +112,9 @@ func TestCalibrateNProbeIgnoresRowsWrittenMeanwhile(t *testing.T) {
 	require.NoError(t, err)
 
 	// A copy of the rows and index that grows between steps.
-	data := append(make([]float32, 0, 2*n*dim), rows.Data...)
+	data := append(make([]float32, 0, 2*n*dim), flat(rows)...)
 	ids := append(make([]string, 0, 2*n), rows.IDs...)
-	g := build(t, vector.Cosine, vector.Rows{Data: data, Dim: dim, IDs: ids}, b.x.Lists())
+	g := build(t, vector.Cosine, vector.FlatRows(data, dim, ids), b.x.Lists())
 	steps := 0
 	grow := func(fn func(vector.Rows, *Index) error) error {
 		if steps > 0 {
@@ -130,7 +130,7 @@ func TestCalibrateNProbeIgnoresRowsWrittenMeanwhile(t *testing.T) {
 			}
 		}
 		steps++
-		return fn(vector.Rows{Data: data, Dim: dim, IDs: ids}, g.x)
+		return fn(vector.FlatRows(data, dim, ids), g.x)
 	}
 	got, err := CalibrateNProbe(context.Background(), grow, g.k, g.f)
 	require.NoError(t, err)

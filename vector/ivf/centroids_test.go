@@ -76,9 +76,9 @@ func TestAssignDeterministic(t *testing.T) {
 		for _, dim := range []int{3, 64, 1536} {
 			t.Run(fmt.Sprintf("%v/%d", m, dim), func(t *testing.T) {
 				cents := gaussian(r, 40, dim, m == vector.Cosine)
-				c := Centroids{Metric: m, Dim: dim, Data: cents.Data}
+				c := Centroids{Metric: m, Dim: dim, Data: flat(cents)}
 				copy(c.Centre(7), c.Centre(30)) // a duplicate: 7 must win its ties
-				s, err := quant.Train(cents.Data, dim, quant.DefaultKind)
+				s, err := quant.Train(flat(cents), dim, quant.DefaultKind)
 				require.NoError(t, err)
 				vs := gaussian(r, 200, dim, m == vector.Cosine)
 				// Rows exactly between two centres, and on a centre.

@@ -21,10 +21,11 @@ var metrics = []vector.Metric{vector.Cosine, vector.DotProduct, vector.Euclidean
 // gaussian returns n rows of dim standard normal floats with ids doc-0,
 // doc-1, …; unit rows if normalise.
 func gaussian(r *rand.Rand, n, dim int, normalise bool) vector.Rows {
-	rows := vector.Rows{Data: vector.Aligned(n * dim), Dim: dim, IDs: make([]string, n)}
-	for i := range rows.Data {
-		rows.Data[i] = float32(r.NormFloat64())
+	data := vector.Aligned(n * dim)
+	for i := range data {
+		data[i] = float32(r.NormFloat64())
 	}
+	rows := vector.FlatRows(data, dim, make([]string, n))
 	for i := range n {
 		if normalise {
 			vector.Generic().Normalize(rows.Row(i))
@@ -57,7 +58,7 @@ func clustered(r *rand.Rand, n, nq, dim int, normalise bool) (vector.Rows, [][]f
 			vector.Generic().Normalize(v)
 		}
 	}
-	rows := vector.Rows{Data: vector.Aligned(n * dim), Dim: dim, IDs: make([]string, n)}
+	rows := vector.FlatRows(vector.Aligned(n*dim), dim, make([]string, n))
 	for i := range n {
 		draw(rows.Row(i))
 		rows.IDs[i] = fmt.Sprintf("doc-%d", i)
@@ -100,7 +101,7 @@ func build(t testing.TB, m vector.Metric, rows vector.Rows, lists int) built {
 	sample := Sample(rows, SampleSize(lists, rows.Len()), 1)
 	c, err := Train(context.Background(), f, m, sample, rows.Dim, Config{Rows: rows.Len(), Lists: lists, Seed: 1})
 	require.NoError(t, err)
-	s, err := quant.Train(rows.Data, rows.Dim, quant.DefaultKind)
+	s, err := quant.Train(flat(rows), rows.Dim, quant.DefaultKind)
 	require.NoError(t, err)
 	x, err := Build(f, c, s, rows)
 	require.NoError(t, err)
@@ -149,4 +150,13 @@ func benchRows() int {
 		return n
 	}
 	return 100000
+}
+
+// flat is every row of rows back to back: the one array of rows made
+// with vector.FlatRows (nil for none).
+func flat(rows vector.Rows) []float32 {
+	if rows.Len() == 0 {
+		return nil
+	}
+	return rows.Run(0, rows.Len())
 }

@@ -94,10 +94,10 @@ func Build(f vector.Kernel, c Centroids, s quant.Scale, rows vector.Rows) (*Inde
 	if rows.Dim != c.Dim {
 		return nil, fmt.Errorf("ivf: %d-D rows with %d-D centroids", rows.Dim, c.Dim)
 	}
-	n := rows.Len()
-	if len(rows.Data) < n*rows.Dim {
-		return nil, fmt.Errorf("ivf: %d ids but only %d floats of %d-D rows", n, len(rows.Data), rows.Dim)
+	if err := rows.Check(); err != nil {
+		return nil, fmt.Errorf("ivf: %w", err)
 	}
+	n := rows.Len()
 	assign := x.assignAll(rows)
 	counts := make([]int, len(x.lists))
 	for _, l := range assign {
@@ -154,7 +154,7 @@ func (x *Index) assignAll(rows vector.Rows) []int32 {
 			end := min(b+assignBlock, hi)
 			qs = qs[:0]
 			for r := b; r < end; r++ {
-				qs = append(qs, rows.Data[r*dim:(r+1)*dim])
+				qs = append(qs, rows.Row(r))
 			}
 			x.f.ScoreRows(vector.DotProduct, qs, x.cent.Data, dim, fast)
 			for i := range qs {

@@ -75,7 +75,7 @@ func TestBuildIsDeterministic(t *testing.T) {
 		require.NoError(t, err)
 		for lo := 0; lo < rows.Len(); lo += 700 {
 			hi := min(lo+700, rows.Len())
-			chunk := vector.Rows{Data: rows.Data[lo*rows.Dim : hi*rows.Dim], Dim: rows.Dim, IDs: rows.IDs[lo:hi]}
+			chunk := vector.FlatRows(flat(rows)[lo*rows.Dim:hi*rows.Dim], rows.Dim, rows.IDs[lo:hi])
 			for i, l := range z.AssignRows(chunk) {
 				z.AppendAssigned(int(l), chunk.Row(i))
 			}
@@ -100,7 +100,7 @@ type arena struct {
 	ids  []string
 }
 
-func (a *arena) rows() vector.Rows { return vector.Rows{Data: a.data, Dim: a.dim, IDs: a.ids} }
+func (a *arena) rows() vector.Rows { return vector.FlatRows(a.data, a.dim, a.ids) }
 
 func (a *arena) delete(i int) {
 	last := len(a.ids) - 1
@@ -118,7 +118,7 @@ func TestWritesKeepListsConsistent(t *testing.T) {
 	for _, m := range metrics {
 		rows, vecs := clustered(r, 2000, 600, 32, m == vector.Cosine)
 		b := build(t, m, rows, 16)
-		a := &arena{dim: 32, data: slices.Clone(rows.Data), ids: slices.Clone(rows.IDs)}
+		a := &arena{dim: 32, data: slices.Clone(flat(rows)), ids: slices.Clone(rows.IDs)}
 		x := b.x
 		next := 0
 		for step := range 1500 {
@@ -162,15 +162,15 @@ func TestWritesKeepListsConsistent(t *testing.T) {
 func TestIndexErrors(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
 	rows := gaussian(r, 100, 8, true)
-	s, err := quant.Train(rows.Data, 8, quant.DefaultKind)
+	s, err := quant.Train(flat(rows), 8, quant.DefaultKind)
 	require.NoError(t, err)
-	c := Centroids{Metric: vector.Cosine, Dim: 8, Data: slices.Clone(rows.Data[:8*4])}
+	c := Centroids{Metric: vector.Cosine, Dim: 8, Data: slices.Clone(flat(rows)[:8*4])}
 	f := vector.Generic()
-	_, err = New(f, Centroids{Metric: vector.Cosine, Dim: 4, Data: rows.Data[:16]}, s)
+	_, err = New(f, Centroids{Metric: vector.Cosine, Dim: 4, Data: flat(rows)[:16]}, s)
 	require.Error(t, err, "dimension mismatch with the scale")
-	_, err = New(f, Centroids{Metric: 7, Dim: 8, Data: rows.Data[:16]}, s)
+	_, err = New(f, Centroids{Metric: 7, Dim: 8, Data: flat(rows)[:16]}, s)
 	require.Error(t, err, "metric")
-	_, err = Build(f, c, s, vector.Rows{Data: rows.Data[:80], Dim: 8, IDs: rows.IDs})
+	_, err = Build(f, c, s, vector.FlatRows(flat(rows)[:80], 8, rows.IDs))
 	require.Error(t, err, "short rows")
 	x, err := New(f, c, s)
 	require.NoError(t, err)
@@ -181,7 +181,7 @@ func TestIndexErrors(t *testing.T) {
 	_, err = x.Search(context.Background(), k, f, rows, nil)
 	require.Error(t, err, "the index does not mirror rows")
 	x.Append(rows.Row(0))
-	one := vector.Rows{Data: rows.Data[:8], Dim: 8, IDs: rows.IDs[:1]}
+	one := vector.FlatRows(flat(rows)[:8], 8, rows.IDs[:1])
 	for name, q := range map[string]Query{
 		"dim":        {Query: vector.Query{Vector: rows.Row(1)[:4], K: 1}},
 		"k":          {Query: vector.Query{Vector: rows.Row(1), K: -1}},

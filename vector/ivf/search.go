@@ -111,8 +111,11 @@ func (x *Index) search(ctx context.Context, k quant.Kernel, f vector.Kernel, row
 	if rows.Dim != dim {
 		return nil, fmt.Errorf("ivf search: %d-D rows, %d-D index", rows.Dim, dim)
 	}
-	if n != x.Len() || len(rows.Data) < n*dim {
+	if n != x.Len() {
 		return nil, fmt.Errorf("ivf search: the index holds %d rows, rows %d", x.Len(), n)
+	}
+	if err := rows.Check(); err != nil {
+		return nil, fmt.Errorf("ivf search: %w", err)
 	}
 	nl := len(x.lists)
 	vecs := make([][]float32, len(queries))

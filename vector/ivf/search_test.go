@@ -145,7 +145,7 @@ func TestSearchCancelled(t *testing.T) {
 	cancel()
 	_, err := b.x.Search(ctx, b.k, b.f, rows, queriesOf(vecs, 10, 0))
 	require.ErrorIs(t, err, context.Canceled)
-	_, err = Train(ctx, b.f, vector.Cosine, rows.Data, rows.Dim, Config{Rows: rows.Len()})
+	_, err = Train(ctx, b.f, vector.Cosine, flat(rows), rows.Dim, Config{Rows: rows.Len()})
 	require.ErrorIs(t, err, context.Canceled)
 }
 

@@ -8,24 +8,23 @@ import (
 	"github.com/trawl-search/trawl/vector"
 )
 
-// Codes holds one int8 code per element of a set of rows, in one 64-byte
-// aligned arena, plus each row's squared float32 norm (for Euclidean
+// Codes holds one int8 code per element of a set of rows, in a
+// vector.Arena (64-byte aligned chunks, so a growing shard never copies
+// its codes), plus each row's squared float32 norm (for Euclidean
 // candidates: |q-x|² = |q|² + |x|² - 2q·x) and the sum of its codes (for
-// the AVX2 tile's query offset), eight bytes a row beside the codes. It mirrors a shard's float32
-// arena row for row: Append, Set and Delete do to the codes what the
-// shard does to its rows, so row i of the codes is row i of the floats.
+// the AVX2 tile's query offset), eight bytes a row beside the codes. It
+// mirrors a shard's float32 rows row for row: Append, Set and Delete do to
+// the codes what the shard does to its rows, so row i of the codes is row
+// i of the floats.
 //
 // Codes is not safe for concurrent use; the caller guards it as it
 // guards the float32 rows (writes exclusive, scans shared).
 type Codes struct {
 	scale Scale
 	dim   int
-	data  []int8    // len = rows·dim, cap a multiple of dim
+	codes *vector.Arena[int8]
 	norms []float32 // |x|² of each row, float64 sum rounded once
 	sums  []int32   // Σ codes of each row, for the offset tile
-	// small marks codes made by NewCodesCap: they grow by a quarter,
-	// not by doubling from 1 024 rows (see NewCodesCap).
-	small bool
 }
 
 // NewCodes returns empty codes for rows encoded with s.
@@ -33,24 +32,23 @@ func NewCodes(s Scale) *Codes {
 	if s.Dim() == 0 {
 		panic("quant: codes with the zero Scale")
 	}
-	return &Codes{scale: s, dim: s.Dim(), data: vector.AlignedInt8(0)}
+	return &Codes{scale: s, dim: s.Dim(), codes: vector.NewArena[int8](s.Dim(), 0)}
 }
 
-// NewCodesCap returns empty codes for rows encoded with s, with room for
-// rows rows before they grow, and growing by a quarter (at least 16 rows)
-// each time they do. It is for indexes that keep many small arenas, such
-// as vector/ivf's inverted lists (hundreds of a few hundred rows each):
-// NewCodes's first 1 024 rows would be 1.5 MiB of 1536-D codes a list,
-// and doubling would leave a list built at its exact size half empty
-// after one more row.
+// NewCodesCap returns empty codes for rows encoded with s, kept in one
+// array with room for rows rows and growing by a quarter (at least 16
+// rows) each time they must (vector.NewFlatArena). It is for indexes that
+// keep many small arrays, such as vector/ivf's inverted lists (hundreds
+// of a few hundred rows each): a chunk each would be mostly empty, and
+// doubling would leave a list built at its exact size half empty after
+// one more row.
 func NewCodesCap(s Scale, rows int) *Codes {
-	c := NewCodes(s)
-	c.small = true
+	if s.Dim() == 0 {
+		panic("quant: codes with the zero Scale")
+	}
 	rows = max(rows, 0)
-	c.grow(rows)
-	c.norms = make([]float32, 0, rows)
-	c.sums = make([]int32, 0, rows)
-	return c
+	return &Codes{scale: s, dim: s.Dim(), codes: vector.NewFlatArena[int8](s.Dim(), rows),
+		norms: make([]float32, 0, rows), sums: make([]int32, 0, rows)}
 }
 
 // Encode returns the codes of every row of rows under s, as Append would
@@ -61,13 +59,15 @@ func Encode(s Scale, rows vector.Rows) (*Codes, error) {
 	if rows.Dim != s.Dim() {
 		return nil, fmt.Errorf("quant: %d-D rows with a %d-D scale", rows.Dim, s.Dim())
 	}
-	n := rows.Len()
-	if len(rows.Data) < n*rows.Dim {
-		return nil, fmt.Errorf("quant: %d ids but only %d floats of %d-D rows", n, len(rows.Data), rows.Dim)
+	if err := rows.Check(); err != nil {
+		return nil, fmt.Errorf("quant: %w", err)
 	}
+	n := rows.Len()
 	c := NewCodes(s)
-	c.grow(n)
-	c.data = c.data[:n*c.dim]
+	c.codes.Reserve(n)
+	for range n {
+		c.codes.Append()
+	}
 	c.norms = make([]float32, n)
 	c.sums = make([]int32, n)
 	encode := func(lo, hi int) {
@@ -103,22 +103,24 @@ func (c *Codes) Len() int { return len(c.norms) }
 func (c *Codes) Dim() int { return c.dim }
 
 // Row returns the codes of row i; the slice aliases the arena.
-func (c *Codes) Row(i int) []int8 { return c.data[i*c.dim : (i+1)*c.dim : (i+1)*c.dim] }
+func (c *Codes) Row(i int) []int8 { return c.codes.Row(i) }
+
+// run returns the codes of rows [lo, end) back to back, end being hi or
+// the end of lo's chunk (vector.Arena.Run).
+func (c *Codes) run(lo, hi int) []int8 { return c.codes.Run(lo, hi) }
 
 // Norm returns the squared norm of the float32 row i was encoded from.
 func (c *Codes) Norm(i int) float32 { return c.norms[i] }
 
-// Bytes is the memory the codes use (arena capacity and norms).
-func (c *Codes) Bytes() int { return cap(c.data) + 4*cap(c.norms) + 4*cap(c.sums) }
+// Bytes is the memory the codes use (arena chunks, norms and sums).
+func (c *Codes) Bytes() int { return c.codes.Bytes() + 4*cap(c.norms) + 4*cap(c.sums) }
 
 // Append encodes row as a new last row.
 func (c *Codes) Append(row []float32) {
-	c.grow(1)
-	n := len(c.data)
-	c.data = c.data[:n+c.dim]
-	c.scale.Encode(c.data[n:], row)
+	dst := c.codes.Append()
+	c.scale.Encode(dst, row)
 	c.norms = append(c.norms, norm(row))
-	c.sums = append(c.sums, codeSum(c.data[n:]))
+	c.sums = append(c.sums, codeSum(dst))
 }
 
 // Set re-encodes row i (an overwrite of an existing id).
@@ -129,7 +131,7 @@ func (c *Codes) Set(i int, row []float32) {
 }
 
 // Delete removes row i by moving the last row into it, as the shard's
-// arena does, so rows stay dense.
+// rows do, so rows stay dense.
 func (c *Codes) Delete(i int) {
 	last := c.Len() - 1
 	if i < 0 || i > last {
@@ -140,26 +142,9 @@ func (c *Codes) Delete(i int) {
 		c.norms[i] = c.norms[last]
 		c.sums[i] = c.sums[last]
 	}
-	c.data = c.data[:last*c.dim]
+	c.codes.Truncate(last)
 	c.norms = c.norms[:last]
 	c.sums = c.sums[:last]
-}
-
-// grow makes room for n more rows without leaving the aligned arena:
-// append on a full slice would reallocate without the alignment.
-func (c *Codes) grow(n int) {
-	need := len(c.data) + n*c.dim
-	if need <= cap(c.data) {
-		return
-	}
-	have := cap(c.data) / c.dim
-	rows := max(2*have, 1024, need/c.dim)
-	if c.small {
-		rows = max(have+have/4, 16, need/c.dim)
-	}
-	next := vector.AlignedInt8(rows * c.dim)[:len(c.data)]
-	copy(next, c.data)
-	c.data = next
 }
 
 // norm is |x|² summed in float64 in index order and rounded once. Every

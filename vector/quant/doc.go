@@ -24,14 +24,15 @@
 //
 // # Use in a shard
 //
-//	scale, err := quant.Train(rows.Data, rows.Dim, quant.DefaultKind)  // leader; commit scale.MarshalBinary()
+//	scale, err := quant.TrainRows(rows, n, quant.DefaultKind)          // leader; commit scale.MarshalBinary()
 //	var s quant.Scale; err = s.UnmarshalBinary(b)                       // every replica, on apply
 //	codes, err := quant.Encode(s, rows)                                 // or NewCodes(s) and Append per row
-//	codes.Append(v) / codes.Set(i, v) / codes.Delete(i)                 // beside each arena write, same i
+//	codes.Append(v) / codes.Set(i, v) / codes.Delete(i)                 // beside each row write, same i
 //	hits, err := quant.FromEnv().Scan(ctx, f, metric, rows, codes, queries, oversample)
 //
-// Codes mirrors the float32 arena row for row (Delete moves the last row
-// into the hole, as the arena does) and is guarded by the same lock.
+// Codes mirrors the float32 rows row for row (Delete moves the last row
+// into the hole, as the store does) and is guarded by the same lock; its
+// codes are kept in a vector.Arena's chunks as the rows are.
 // Kernel.Scan keeps each query's best oversample·k rows by code score in
 // one pass over the codes per batch, then re-scores them with the float32
 // kernel (vector.Kernel.Rescore): returned scores are exact, only the

@@ -70,7 +70,7 @@ func recallCorpora(n, nq int, m vector.Metric) []corpus {
 	const dim = 1536
 	crows, cqs := clustered(r, n, nq, dim, m == vector.Cosine)
 	g := gaussian(r, n+nq, dim, true)
-	grows := vector.Rows{Data: g.Data[:n*dim], Dim: dim, IDs: g.IDs[:n]}
+	grows := g.Prefix(n)
 	gqs := make([][]float32, nq)
 	for i := range gqs {
 		gqs[i] = g.Row(n + i)

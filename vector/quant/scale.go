@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/trawl-search/trawl/vector"
 )
 
 // Kind is how many steps a Scale has.
@@ -61,22 +63,48 @@ type Scale struct {
 // their order or the machine: maxima and order statistics are exact, and
 // each step is one float32 division.
 func Train(data []float32, dim int, kind Kind) (Scale, error) {
+	return train([][]float32{data}, dim, kind)
+}
+
+// TrainRows is Train over the first n rows of rows (every row if n is
+// larger), read in place chunk by chunk: a shard's rows are never copied
+// into one array to train on.
+func TrainRows(rows vector.Rows, n int, kind Kind) (Scale, error) {
+	if err := rows.Check(); err != nil {
+		return Scale{}, fmt.Errorf("quant: train: %w", err)
+	}
+	n = min(n, rows.Len())
+	var runs [][]float32
+	for lo := 0; lo < n; {
+		run := rows.Run(lo, n)
+		runs = append(runs, run)
+		lo += len(run) / rows.Dim
+	}
+	return train(runs, rows.Dim, kind)
+}
+
+// train is Train over the rows of every element of data in turn.
+func train(data [][]float32, dim int, kind Kind) (Scale, error) {
 	if dim <= 0 || dim > MaxDim {
 		return Scale{}, fmt.Errorf("quant: train with dimension %d (want 1..%d)", dim, MaxDim)
 	}
 	if kind != PerDimension && kind != PerShard {
 		return Scale{}, fmt.Errorf("quant: train with %v", kind)
 	}
-	if len(data)%dim != 0 {
-		return Scale{}, fmt.Errorf("quant: %d floats are not whole %d-D rows", len(data), dim)
+	for _, run := range data {
+		if len(run)%dim != 0 {
+			return Scale{}, fmt.Errorf("quant: %d floats are not whole %d-D rows", len(run), dim)
+		}
 	}
 	peak := make([]float32, dim)
-	for i := 0; i < len(data); i += dim {
-		row := data[i : i+dim : i+dim]
-		for d, x := range row {
-			a := float32(math.Abs(float64(x)))
-			if a > peak[d] && a <= math.MaxFloat32 { // not NaN or Inf
-				peak[d] = a
+	for _, run := range data {
+		for i := 0; i < len(run); i += dim {
+			row := run[i : i+dim : i+dim]
+			for d, x := range row {
+				a := float32(math.Abs(float64(x)))
+				if a > peak[d] && a <= math.MaxFloat32 { // not NaN or Inf
+					peak[d] = a
+				}
 			}
 		}
 	}
@@ -133,14 +161,16 @@ const clipHeadroom = 1.25
 // the bits of |x| (whose order as integers is their order as floats): the
 // top 16 bits find the bucket, the low 16 bits the value. It is exact, so
 // every machine gets the same.
-func clippedPeak(data []float32) float32 {
+func clippedPeak(data [][]float32) float32 {
 	const finite = 0x7f800000 // |x| bits at and above are Inf or NaN
 	hist := make([]int64, 1<<16)
 	var n int64
-	for _, x := range data {
-		if b := math.Float32bits(x) &^ (1 << 31); b < finite {
-			hist[b>>16]++
-			n++
+	for _, run := range data {
+		for _, x := range run {
+			if b := math.Float32bits(x) &^ (1 << 31); b < finite {
+				hist[b>>16]++
+				n++
+			}
 		}
 	}
 	if n == 0 {
@@ -153,9 +183,11 @@ func clippedPeak(data []float32) float32 {
 		above += hist[hi]
 	}
 	clear(hist)
-	for _, x := range data {
-		if b := math.Float32bits(x) &^ (1 << 31); b < finite && int(b>>16) == hi {
-			hist[b&0xffff]++
+	for _, run := range data {
+		for _, x := range run {
+			if b := math.Float32bits(x) &^ (1 << 31); b < finite && int(b>>16) == hi {
+				hist[b&0xffff]++
+			}
 		}
 	}
 	lo := len(hist) - 1

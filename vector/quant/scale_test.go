@@ -179,10 +179,10 @@ func TestCodesMirrorRows(t *testing.T) {
 			c.Delete(i)
 		}
 		if step%100 == 0 || step == 2999 {
-			want, err := Encode(s, vector.Rows{Data: rows, Dim: dim, IDs: make([]string, len(rows)/dim)})
+			want, err := Encode(s, vector.FlatRows(rows, dim, make([]string, len(rows)/dim)))
 			require.NoError(t, err)
 			require.Equal(t, want.Len(), c.Len())
-			require.Equal(t, want.data, c.data, "step %d", step)
+			require.Equal(t, allCodes(want), allCodes(c), "step %d", step)
 			require.Equal(t, want.norms, c.norms, "step %d", step)
 		}
 	}
@@ -190,7 +190,7 @@ func TestCodesMirrorRows(t *testing.T) {
 	require.Equal(t, dim, len(c.Row(0)))
 	require.Panics(t, func() { c.Delete(c.Len()) })
 	require.Panics(t, func() { NewCodes(Scale{}) })
-	_, err = Encode(s, vector.Rows{Data: rows, Dim: dim + 1})
+	_, err = Encode(s, vector.FlatRows(rows, dim+1, nil))
 	require.Error(t, err)
 	require.Greater(t, c.Bytes(), c.Len()*dim)
 }
@@ -201,7 +201,9 @@ func TestCodesAligned(t *testing.T) {
 	for range 3000 { // past the first growth
 		c.Append(make([]float32, 1536))
 	}
-	require.Zero(t, uintptr(unsafePointer(c.data))%vector.Alignment)
+	for i := 0; i < c.Len(); i += c.codes.ChunkRows() {
+		require.Zero(t, uintptr(unsafePointer(c.Row(i)))%vector.Alignment)
+	}
 }
 
 // TestCodeRounds checks the fast rounding against math.Round on random
@@ -253,7 +255,7 @@ func TestTrainClips(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, want*clipHeadroom/MaxCode, s.Step(0))
 	require.Equal(t, want*clipHeadroom/MaxCode, s.Step(dim-1))
-	require.Equal(t, want, clippedPeak(data))
+	require.Equal(t, want, clippedPeak([][]float32{data}))
 	d, err := Train(data, dim, PerDimension)
 	require.NoError(t, err)
 	require.Equal(t, float32(9.0/MaxCode), d.Step(5))
@@ -263,8 +265,8 @@ func TestTrainClips(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, float32(0.055)/MaxCode, s.Step(0))
 	// Few elements: nothing set aside.
-	require.Equal(t, float32(9), clippedPeak([]float32{1, -9, 3, float32(math.Inf(1))}))
-	require.Zero(t, clippedPeak([]float32{float32(math.NaN())}))
+	require.Equal(t, float32(9), clippedPeak([][]float32{{1, -9}, {3, float32(math.Inf(1))}}))
+	require.Zero(t, clippedPeak([][]float32{{float32(math.NaN())}}))
 	require.Zero(t, clippedPeak(nil))
 }
 
@@ -273,7 +275,7 @@ func TestTrainClips(t *testing.T) {
 func TestEncodeParallel(t *testing.T) {
 	r := rand.New(rand.NewPCG(69, 70))
 	rows := gaussian(r, 3*minEncodeRows+17, 40, false)
-	s, err := Train(rows.Data, rows.Dim, DefaultKind)
+	s, err := TrainRows(rows, rows.Len(), DefaultKind)
 	require.NoError(t, err)
 	got, err := Encode(s, rows)
 	require.NoError(t, err)
@@ -282,7 +284,7 @@ func TestEncodeParallel(t *testing.T) {
 		want.Append(rows.Row(i))
 	}
 	require.Equal(t, want.Len(), got.Len())
-	require.Equal(t, want.data, got.data)
+	require.Equal(t, allCodes(want), allCodes(got))
 	require.Equal(t, want.norms, got.norms)
 	require.Equal(t, want.sums, got.sums)
 	got.Append(rows.Row(0)) // the arena still grows in place

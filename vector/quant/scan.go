@@ -73,8 +73,8 @@ func (k Kernel) scan(ctx context.Context, f vector.Kernel, m vector.Metric, rows
 	if dim <= 0 {
 		return nil, fmt.Errorf("int8 scan: dimension %d", dim)
 	}
-	if len(rows.Data) < n*dim {
-		return nil, fmt.Errorf("int8 scan: %d ids but only %d floats of %d-D rows", n, len(rows.Data), dim)
+	if err := rows.Check(); err != nil {
+		return nil, fmt.Errorf("int8 scan: %w", err)
 	}
 	if codes == nil || codes.Dim() != dim || codes.Len() != n {
 		return nil, fmt.Errorf("int8 scan: codes do not mirror the %d rows of %d-D", n, dim)
@@ -193,25 +193,37 @@ func (s *scanner) run(ctx context.Context, lo, hi int) error {
 			return fmt.Errorf("int8 scan stopped after %d of %d rows: %w", b-lo, hi-lo, err)
 		}
 		end := min(b+BlockRows, hi)
-		nr := end - b
-		sums := s.sums[:len(s.qs)*nr]
-		base, idx := b, []uint32(nil)
-		data, rowSums, norms := s.codes.data[b*dim:end*dim], s.codes.sums[b:end], s.codes.norms[b:end]
 		if s.sel != nil {
-			base, idx, data, rowSums, norms = s.gather(s.sel[b:end])
+			s.score(s.gather(s.sel[b:end]))
+			continue
 		}
-		if s.batch.offset == nil {
-			rowSums = nil
-		}
-		s.k.score(s.batch, data, rowSums, dim, sums)
-		for qi, q := range s.queries {
-			if q.K == 0 {
-				continue
-			}
-			s.collect(qi, q.Exclude, base, idx, norms, sums[qi*nr:(qi+1)*nr])
+		// A block spans one chunk of codes unless chunks are smaller.
+		for lo := b; lo < end; {
+			data := s.codes.run(lo, end)
+			nr := len(data) / dim
+			s.score(lo, nil, data, s.codes.sums[lo:lo+nr], s.codes.norms[lo:lo+nr])
+			lo += nr
 		}
 	}
 	return nil
+}
+
+// score scores rows of codes back to back in data (rows base, base+1,
+// ..., or idx's rows when set) against every query and offers them to
+// the heaps.
+func (s *scanner) score(base int, idx []uint32, data []int8, rowSums []int32, norms []float32) {
+	nr := len(norms)
+	sums := s.sums[:len(s.qs)*nr]
+	if s.batch.offset == nil {
+		rowSums = nil
+	}
+	s.k.score(s.batch, data, rowSums, s.rows.Dim, sums)
+	for qi, q := range s.queries {
+		if q.K == 0 {
+			continue
+		}
+		s.collect(qi, q.Exclude, base, idx, norms, sums[qi*nr:(qi+1)*nr])
+	}
 }
 
 // gather returns a block of sel's rows as one run: in place when they are
@@ -221,7 +233,9 @@ func (s *scanner) gather(rows []uint32) (base int, idx []uint32, data []int8, su
 	dim, c := s.rows.Dim, s.codes
 	first, last := int(rows[0]), int(rows[len(rows)-1])
 	if last-first == len(rows)-1 {
-		return first, nil, c.data[first*dim : (last+1)*dim], c.sums[first : last+1], c.norms[first : last+1]
+		if data := c.run(first, last+1); len(data) == len(rows)*dim {
+			return first, nil, data, c.sums[first : last+1], c.norms[first : last+1]
+		}
 	}
 	if s.codeBuf == nil {
 		nb := min(BlockRows, len(s.sel))
@@ -230,7 +244,7 @@ func (s *scanner) gather(rows []uint32) (base int, idx []uint32, data []int8, su
 		s.normBuf = make([]float32, nb)
 	}
 	for j, r := range rows {
-		copy(s.codeBuf[j*dim:(j+1)*dim], c.data[int(r)*dim:(int(r)+1)*dim])
+		copy(s.codeBuf[j*dim:(j+1)*dim], c.Row(int(r)))
 		s.sumBuf[j] = c.sums[r]
 		s.normBuf[j] = c.norms[r]
 	}

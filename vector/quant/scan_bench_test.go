@@ -25,7 +25,7 @@ func BenchmarkScan(b *testing.B) {
 	for _, batch := range []int{1, 32} {
 		qs := make([]vector.Query, batch)
 		for i := range qs {
-			qs[i] = vector.Query{Vector: gaussian(r, 1, dim, true).Data, K: 10}
+			qs[i] = vector.Query{Vector: gaussian(r, 1, dim, true).Row(0), K: 10}
 		}
 		b.Run(fmt.Sprintf("float32-%s/batch=%d", f.Name, batch), func(b *testing.B) {
 			for b.Loop() {
@@ -53,7 +53,7 @@ func BenchmarkEncode(b *testing.B) {
 	const dim = 1536
 	r := rand.New(rand.NewPCG(93, 94))
 	rows := gaussian(r, 10000, dim, true)
-	s, err := Train(rows.Data, dim, DefaultKind)
+	s, err := TrainRows(rows, rows.Len(), DefaultKind)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func BenchmarkEncode(b *testing.B) {
 	})
 	b.Run("train-10000", func(b *testing.B) {
 		for b.Loop() {
-			if _, err := Train(rows.Data, dim, DefaultKind); err != nil {
+			if _, err := TrainRows(rows, rows.Len(), DefaultKind); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -21,10 +21,11 @@ var metrics = []vector.Metric{vector.Cosine, vector.DotProduct, vector.Euclidean
 // gaussian returns n rows of dim normal floats with ids doc-0, doc-1, …;
 // unit rows if normalise.
 func gaussian(r *rand.Rand, n, dim int, normalise bool) vector.Rows {
-	rows := vector.Rows{Data: vector.Aligned(n * dim), Dim: dim, IDs: make([]string, n)}
-	for i := range rows.Data {
-		rows.Data[i] = float32(r.NormFloat64())
+	data := vector.Aligned(n * dim)
+	for i := range data {
+		data[i] = float32(r.NormFloat64())
 	}
+	rows := vector.FlatRows(data, dim, make([]string, n))
 	for i := range n {
 		if normalise {
 			vector.Generic().Normalize(rows.Row(i))
@@ -57,7 +58,7 @@ func clustered(r *rand.Rand, n, nq, dim int, normalise bool) (vector.Rows, [][]f
 			vector.Generic().Normalize(v)
 		}
 	}
-	rows := vector.Rows{Data: vector.Aligned(n * dim), Dim: dim, IDs: make([]string, n)}
+	rows := vector.FlatRows(vector.Aligned(n*dim), dim, make([]string, n))
 	for i := range n {
 		draw(rows.Row(i))
 		rows.IDs[i] = fmt.Sprintf("doc-%d", i)
@@ -71,7 +72,7 @@ func clustered(r *rand.Rand, n, nq, dim int, normalise bool) (vector.Rows, [][]f
 }
 
 func mustCodes(t testing.TB, rows vector.Rows, kind Kind) *Codes {
-	s, err := Train(rows.Data, rows.Dim, kind)
+	s, err := TrainRows(rows, rows.Len(), kind)
 	require.NoError(t, err)
 	c, err := Encode(s, rows)
 	require.NoError(t, err)
@@ -99,7 +100,7 @@ func TestScanAllCandidatesIsExact(t *testing.T) {
 					codes := mustCodes(t, rows, PerDimension)
 					var qs []vector.Query
 					for i, kk := range []int{0, 1, 3, sh.n, sh.n + 10} {
-						q := vector.Query{Vector: gaussian(r, 1, sh.dim, m == vector.Cosine).Data, K: kk}
+						q := vector.Query{Vector: gaussian(r, 1, sh.dim, m == vector.Cosine).Row(0), K: kk}
 						if i%2 == 1 && sh.n > 0 {
 							q.Exclude = rows.IDs[r.IntN(sh.n)]
 						}
@@ -176,7 +177,7 @@ func TestScanErrors(t *testing.T) {
 		{"dimension", rows, codes, []vector.Query{{Vector: []float32{1}, K: 1}}, 0, "dimensions"},
 		{"k", rows, codes, []vector.Query{{Vector: rows.Row(0), K: -1}}, 0, "hits"},
 		{"rows dim", vector.Rows{Dim: 0}, codes, q, 0, "dimension"},
-		{"rows data", vector.Rows{Data: rows.Data[:3], Dim: 4, IDs: rows.IDs}, codes, q, 0, "floats"},
+		{"rows data", vector.FlatRows(rows.Row(0)[:3], 4, rows.IDs), codes, q, 0, "rows of"},
 	} {
 		_, err := k.Scan(ctx, f, vector.Cosine, c.rows, c.codes, c.qs, c.os)
 		require.ErrorContains(t, err, c.want, c.name)
@@ -253,7 +254,7 @@ func TestScanAllocations(t *testing.T) {
 	cs, cb := mustCodes(t, small, PerDimension), mustCodes(t, big, PerDimension)
 	var qs []vector.Query
 	for range 5 {
-		qs = append(qs, vector.Query{Vector: gaussian(r, 1, 64, true).Data, K: 10})
+		qs = append(qs, vector.Query{Vector: gaussian(r, 1, 64, true).Row(0), K: 10})
 	}
 	f, _ := vector.Select("")
 	for _, k := range Available() {
@@ -299,11 +300,15 @@ func TestScanSelected(t *testing.T) {
 	}
 	qs[1].Exclude = rows.IDs[scattered[3]]
 	for name, sel := range map[string][]uint32{"scattered": scattered, "mixed": mixed, "one": {5}, "none": {}} {
-		sub := vector.Rows{Dim: dim}
+		var (
+			subData []float32
+			subIDs  []string
+		)
 		for _, i := range sel {
-			sub.Data = append(sub.Data, rows.Row(int(i))...)
-			sub.IDs = append(sub.IDs, rows.IDs[i])
+			subData = append(subData, rows.Row(int(i))...)
+			subIDs = append(subIDs, rows.IDs[i])
 		}
+		sub := vector.FlatRows(subData, dim, subIDs)
 		subCodes, err := Encode(codes.Scale(), sub)
 		require.NoError(t, err)
 		for _, m := range metrics {

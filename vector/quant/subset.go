@@ -95,22 +95,29 @@ func (s *Scorer) Keys(sel []int, c *Codes, lo, hi int, out []float32) {
 	if cap(s.sums) < len(sel)*n {
 		s.sums = make([]int32, len(sel)*n)
 	}
-	sums := s.sums[:len(sel)*n]
-	q.k.score(s.sub, c.data[lo*c.dim:hi*c.dim], c.sums[lo:hi], c.dim, sums)
-	norms := c.norms[lo:hi]
-	for i, qi := range sel {
-		o := out[i*n : (i+1)*n]
-		ss := sums[i*n : (i+1)*n]
-		if q.m != vector.Euclidean {
-			for j, sum := range ss {
-				o[j] = float32(sum)
+	// One run of rows back to back at a time: all of them for a list's
+	// codes (one array), a chunk's worth of a shard's.
+	for r := lo; r < hi; {
+		data := c.run(r, hi)
+		nr := len(data) / c.dim
+		sums := s.sums[:len(sel)*nr]
+		q.k.score(s.sub, data, c.sums[r:r+nr], c.dim, sums)
+		norms := c.norms[r : r+nr]
+		for i, qi := range sel {
+			o := out[i*n+r-lo : i*n+r-lo+nr]
+			ss := sums[i*nr : (i+1)*nr]
+			if q.m != vector.Euclidean {
+				for j, sum := range ss {
+					o[j] = float32(sum)
+				}
+				continue
 			}
-			continue
+			twoT := 2 * q.units[qi]
+			for j, sum := range ss {
+				o[j] = euclideanKey(twoT, sum, norms[j])
+			}
 		}
-		twoT := 2 * q.units[qi]
-		for j, sum := range ss {
-			o[j] = euclideanKey(twoT, sum, norms[j])
-		}
+		r += nr
 	}
 }
 

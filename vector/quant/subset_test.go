@@ -18,7 +18,7 @@ func TestScorerKeys(t *testing.T) {
 	for _, m := range metrics {
 		for _, dim := range []int{7, 64, 100} {
 			rows := gaussian(r, 37, dim, m == vector.Cosine)
-			s, err := Train(rows.Data, dim, DefaultKind)
+			s, err := TrainRows(rows, rows.Len(), DefaultKind)
 			require.NoError(t, err)
 			c := NewCodesCap(s, 5)
 			for i := range rows.Len() {
@@ -26,7 +26,7 @@ func TestScorerKeys(t *testing.T) {
 			}
 			vecs := make([][]float32, 9)
 			for i := range vecs {
-				vecs[i] = gaussian(r, 1, dim, m == vector.Cosine).Data
+				vecs[i] = gaussian(r, 1, dim, m == vector.Cosine).Row(0)
 			}
 			var want []float32
 			for _, k := range Available() {
@@ -68,16 +68,16 @@ func TestScorerKeys(t *testing.T) {
 func TestNewCodesCap(t *testing.T) {
 	r := rand.New(rand.NewPCG(113, 114))
 	rows := gaussian(r, 100, 48, true)
-	s, err := Train(rows.Data, 48, DefaultKind)
+	s, err := TrainRows(rows, rows.Len(), DefaultKind)
 	require.NoError(t, err)
 	c, ref := NewCodesCap(s, 20), NewCodes(s)
-	require.Equal(t, 20*48, cap(c.data))
+	require.Equal(t, 20*48, c.codes.Bytes())
 	for i := range rows.Len() {
 		c.Append(rows.Row(i))
 		ref.Append(rows.Row(i))
 	}
-	require.Less(t, cap(c.data), 48*130, "grew by a quarter, not doubling")
-	require.Equal(t, ref.data, c.data)
+	require.Less(t, c.codes.Bytes(), 48*130, "grew by a quarter, not doubling")
+	require.Equal(t, allCodes(ref), allCodes(c))
 	require.Equal(t, ref.norms, c.norms)
 	require.Equal(t, ref.sums, c.sums)
 }

@@ -74,7 +74,7 @@ func newInt8Bench(f vector.Kernel) *int8Bench {
 	k, _ := quant.Select("")
 	log.Printf("int8: building %d rows and their codes", *int8Rows)
 	rows := bench.Corpus(*int8Rows)
-	scale, err := quant.Train(rows.Data, rows.Dim, quant.DefaultKind)
+	scale, err := quant.Train(bench.Floats(rows), rows.Dim, quant.DefaultKind)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func newInt8Bench(f vector.Kernel) *int8Bench {
 		rows: rows, codes: codes, k: k, f: f,
 		q1: bench.Queries(1, 10), q32: bench.Queries(32, 10),
 		res: &int8Result{
-			rows: rows.Len(), floatBytes: len(rows.Data) * 4, codeBytes: codes.Bytes(), kernel: k.Name,
+			rows: rows.Len(), floatBytes: len(bench.Floats(rows)) * 4, codeBytes: codes.Bytes(), kernel: k.Name,
 			recall10: map[string][maxCurve + 1]float64{}, recallK: map[string]map[int]float64{},
 			perShard1: map[string]float64{}, perDim1: map[string]float64{},
 		},
@@ -140,7 +140,7 @@ func newInt8Bench(f vector.Kernel) *int8Bench {
 		}
 		kinds := map[quant.Kind]*quant.Codes{}
 		for _, kind := range []quant.Kind{quant.PerDimension, quant.PerShard} {
-			s, err := quant.Train(c.rows.Data, c.rows.Dim, kind)
+			s, err := quant.Train(bench.Floats(c.rows), c.rows.Dim, kind)
 			if err != nil {
 				log.Fatal(err)
 			}

@@ -206,11 +206,11 @@ func main() {
 		}
 
 		for i, c := range corpora {
-			gb := float64(len(c.rows.Data)*4) / 1e9
-			passes := max(1, (64<<20)/(len(c.rows.Data)*4)) // ~64 MiB a call
+			gb := float64(len(bench.Floats(c.rows))*4) / 1e9
+			passes := max(1, (64<<20)/(len(bench.Floats(c.rows))*4)) // ~64 MiB a call
 			read := cpuNsPerOp(passes, func() {
 				for range passes {
-					usink += bench.ReadSum(c.rows.Data)
+					usink += bench.ReadSum(bench.Floats(c.rows))
 				}
 			})
 			sc := cpuNsPerOp(passes, func() {
@@ -237,8 +237,8 @@ func main() {
 		}
 
 		runtime.GOMAXPROCS(res.procs)
-		gb := float64(len(big.Data)*4) / 1e9
-		res.readAll = append(res.readAll, gb/nsPerOp(1, func() { parallelRead(big.Data, res.procs) })*1e9)
+		gb := float64(len(bench.Floats(big))*4) / 1e9
+		res.readAll = append(res.readAll, gb/nsPerOp(1, func() { parallelRead(bench.Floats(big), res.procs) })*1e9)
 		for _, b := range batches {
 			ns := nsPerOp(1, scan(big, queries[b]))
 			res.batchAll[b] = append(res.batchAll[b], float64(big.Len()*b)/ns*1e9)

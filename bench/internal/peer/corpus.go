@@ -198,7 +198,7 @@ func (t *Truth) Add(ctx context.Context, first int, data []float32) error {
 	for i := range ids {
 		ids[i] = ID(first + i)
 	}
-	hits, err := t.kern.Scan(ctx, vector.Cosine, vector.Rows{Data: data, Dim: t.dim, IDs: ids}, t.qs)
+	hits, err := t.kern.Scan(ctx, vector.Cosine, vector.FlatRows(data, t.dim, ids), t.qs)
 	if err != nil {
 		return fmt.Errorf("exact answers: %w", err)
 	}
