@@ -173,22 +173,8 @@ func (h *Handler) deletePoints(w http.ResponseWriter, r *http.Request) {
 		h.http.Fail(w, r, err, nil)
 		return
 	}
-	var errs []*coordinator.Error
-	var failed, applied []string
-	for _, res := range results {
-		if res.Err != nil {
-			errs = append(errs, res.Err)
-			failed = append(failed, res.Err.Msg)
-		} else {
-			applied = append(applied, res.Shard)
-		}
-	}
-	if len(errs) > 0 {
-		msg := strings.Join(failed, " ")
-		if len(applied) > 0 {
-			msg += fmt.Sprintf(" The delete was applied on %s.", strings.Join(applied, ", "))
-		}
-		h.writeFailed(w, r, errs, msg)
+	if werr := qdrantx.RemoveFailure(results); werr != nil {
+		h.http.Error(w, r, werr)
 		return
 	}
 	answer(w, r, updateResult{Status: "completed"}, nil)

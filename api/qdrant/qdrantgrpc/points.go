@@ -360,22 +360,8 @@ func (p *pointsService) Delete(ctx context.Context, r *pb.DeletePoints) (*pb.Poi
 	if err != nil {
 		return nil, err
 	}
-	var errs []*coordinator.Error
-	var failed, applied []string
-	for _, res := range results {
-		if res.Err != nil {
-			errs = append(errs, res.Err)
-			failed = append(failed, res.Err.Msg)
-		} else {
-			applied = append(applied, res.Shard)
-		}
-	}
-	if len(errs) > 0 {
-		msg := strings.Join(failed, " ")
-		if len(applied) > 0 {
-			msg += fmt.Sprintf(" The delete was applied on %s.", strings.Join(applied, ", "))
-		}
-		return nil, &wire.Error{Status: wire.WriteStatus(errs), Msg: msg}
+	if werr := qdrantx.RemoveFailure(results); werr != nil {
+		return nil, werr
 	}
 	return completed(ctx), nil
 }

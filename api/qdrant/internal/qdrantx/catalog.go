@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/trawl-search/trawl/api/internal/wire"
@@ -178,4 +179,29 @@ func HasValue(field string) (*filter.Filter, error) {
 		return nil, err
 	}
 	return wire.ParseFilter([]byte(`{"must_not": [{"is_empty": {"key": ` + string(key) + `}}]}`))
+}
+
+// RemoveFailure is the error of a delete (by ids or by filter) that some
+// shards refused: the status their errors add up to (wire.WriteStatus),
+// their messages, and the shards it was applied on anyway. It is nil when
+// every shard applied the delete.
+func RemoveFailure(results []coordinator.ShardWrite) *wire.Error {
+	var errs []*coordinator.Error
+	var failed, applied []string
+	for _, res := range results {
+		if res.Err != nil {
+			errs = append(errs, res.Err)
+			failed = append(failed, res.Err.Msg)
+		} else {
+			applied = append(applied, res.Shard)
+		}
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	msg := strings.Join(failed, " ")
+	if len(applied) > 0 {
+		msg += fmt.Sprintf(" The delete was applied on %s.", strings.Join(applied, ", "))
+	}
+	return &wire.Error{Status: wire.WriteStatus(errs), Msg: msg}
 }
