@@ -488,14 +488,30 @@ func (c *Coordinator) buildView(auth *shardpb.CatalogResponse) *catalogView {
 	} else {
 		// Without the authority, the newest incarnation any group holds:
 		// every group's copy carries the settings the authority decided,
-		// so queries on existing collections never wait for it. A drop
-		// the authority committed but a group has not applied yet shows
-		// until the authority answers again.
+		// so queries on existing collections never wait for it. A drop is
+		// final for its incarnation, so an entry that any group has
+		// dropped is gone, however stale the answers still listing it
+		// (the authority's last one, read before the drop: right after a
+		// drop whose leader was killed, the collection would otherwise
+		// come back as "still being created"). A drop no group that
+		// answered has applied yet shows until the authority answers.
+		dropped := map[string]uint64{}
+		for _, g := range c.cat.groups {
+			if g == nil {
+				continue
+			}
+			for name, uid := range g.dropped {
+				dropped[name] = max(dropped[name], uid)
+			}
+		}
 		for _, g := range c.cat.groups {
 			if g == nil {
 				continue
 			}
 			for name, e := range g.entries {
+				if e.GetUid() <= dropped[name] {
+					continue
+				}
 				if cur, ok := v.colls[name]; !ok || e.GetUid() > cur.UID {
 					v.colls[name] = collectionOf(e)
 				}

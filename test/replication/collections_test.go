@@ -108,6 +108,11 @@ func TestChaosCollectionsAreNeverHalfVisible(t *testing.T) {
 			rep.start(t)
 		}
 	})
+	// Stopped in a cleanup too: a check failing mid-run must not leave
+	// the killer restarting replicas (and failing) after the test ended,
+	// which panics the whole test binary.
+	stopKiller := sync.OnceFunc(func() { close(stop); wg.Wait() })
+	t.Cleanup(stopKiller)
 
 	var (
 		live          []*collModel
@@ -189,8 +194,7 @@ func TestChaosCollectionsAreNeverHalfVisible(t *testing.T) {
 			}
 		}
 	}
-	close(stop)
-	wg.Wait()
+	stopKiller()
 	t.Logf("chaos: %d kills, %d collections live, %d dropped; %d exact answers, %d degraded, %d unavailable, %d 404s of dropped ones",
 		kills, len(live), len(dropped), answers, degraded, unavailable, gone)
 
