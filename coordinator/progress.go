@@ -30,6 +30,10 @@ type progress struct {
 type shardProgress struct {
 	// index is the highest acknowledged index, read on every attempt.
 	index atomic.Uint64
+	// until is when the preference for the replicas that applied index
+	// ends (UnixNano; 0: none yet): past it, reads, the hot path, skip
+	// the lock below.
+	until atomic.Int64
 
 	mu sync.Mutex
 	// witnessed is the index known, the time it was first acknowledged,
@@ -67,6 +71,7 @@ func (p *progress) acked(shard, rep int, idx uint64) {
 	switch {
 	case idx > s.witnessed:
 		s.witnessed, s.at = idx, p.now()
+		s.until.Store(s.at.Add(PreferFor).UnixNano())
 		clear(s.applied)
 	case idx < s.witnessed:
 		// An older write answering late: its replica has applied idx, not
@@ -85,6 +90,9 @@ func (p *progress) served(shard, rep int, idx uint64) {
 		return
 	}
 	s := &p.shards[shard]
+	if p.now().UnixNano() >= s.until.Load() {
+		return // past the preference, who applied it no longer matters
+	}
 	s.mu.Lock()
 	if idx == s.witnessed {
 		s.applied[rep] = true
@@ -101,7 +109,7 @@ func (p *progress) minIndex(shard int) uint64 { return p.shards[shard].index.Loa
 // acknowledged, or none known to have applied it, nobody is preferred.
 func (p *progress) prefer(shard, rep int) bool {
 	s := &p.shards[shard]
-	if s.index.Load() == 0 {
+	if p.now().UnixNano() >= s.until.Load() {
 		return false
 	}
 	s.mu.Lock()
