@@ -115,12 +115,17 @@ func (m *Memory) OnDisk() bool { return m.disk != nil }
 // Close releases the store's segment files (a store WithSegments); the
 // store must not be used after. A store without segments has nothing to
 // release.
+//
+// A scan that found the store before it was closed reads it empty.
 func (m *Memory) Close() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.disk == nil {
 		return nil
 	}
+	m.ids, m.payloads, m.index, m.codes, m.recBytes = nil, nil, map[string]int{}, nil, 0
+	m.payloadIndex.Reset()
+	m.ivf = ivfState{gen: m.ivf.gen + 1}
 	return m.disk.Close()
 }
 

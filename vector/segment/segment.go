@@ -83,7 +83,8 @@ type Set struct {
 	// compaction once the operation that filled it is done.
 	sealed int
 	// seq names the next file.
-	seq uint64
+	seq    uint64
+	closed bool
 }
 
 // Open returns an empty set of dim-D rows in dir, created if missing. Any
@@ -190,8 +191,14 @@ func (s *Set) Reset() error {
 	return err
 }
 
-// Close releases the set; its files are removed.
-func (s *Set) Close() error { return s.Reset() }
+// Close releases the set; its files are removed, and writes fail after.
+func (s *Set) Close() error {
+	s.closed = true
+	return s.Reset()
+}
+
+// ErrClosed is the error of a write to a closed Set.
+var ErrClosed = errors.New("segment: set closed")
 
 // HeapBytes is the Go heap the set holds: its slot table.
 func (s *Set) HeapBytes() int { return cap(s.slots) * 4 }
@@ -200,6 +207,9 @@ func (s *Set) HeapBytes() int { return cap(s.slots) * 4 }
 func (s *Set) write(v []float32) (uint32, error) {
 	if len(v) != s.dim {
 		return 0, fmt.Errorf("segment: a %d-D row in a %d-D set", len(v), s.dim)
+	}
+	if s.closed {
+		return 0, ErrClosed
 	}
 	if s.active < 0 || s.fill == 1<<s.shift {
 		if s.active >= 0 {
@@ -246,8 +256,8 @@ func (s *Set) newSegment() error {
 	return nil
 }
 
-// create makes a file of rows zero rows (sparse: blocks are allocated as
-// rows are written) and maps it for reading and writing.
+// create makes a file of rows zero rows, its blocks allocated, and maps
+// it for reading and writing.
 func create(path string, rows, dim int) (g *segment, err error) {
 	h := npyHeader(rows, dim)
 	size := len(h) + rows*dim*4
@@ -261,6 +271,12 @@ func create(path string, rows, dim int) (g *segment, err error) {
 			_ = os.Remove(path)
 		}
 	}()
+	// Reserve the blocks now: a write into a mapped hole of a full disk
+	// is a SIGBUS, a failed fallocate is an error the caller sees.
+	// Filesystems without fallocate get a sparse file.
+	if err := unix.Fallocate(int(f.Fd()), 0, 0, int64(size)); err != nil && !errors.Is(err, unix.EOPNOTSUPP) {
+		return nil, fmt.Errorf("allocate segment: %w", err)
+	}
 	if err := f.Truncate(int64(size)); err != nil {
 		return nil, fmt.Errorf("size segment: %w", err)
 	}
