@@ -4,7 +4,9 @@
 // under memory pressure.
 //
 // Each segment is a NumPy .npy file (format 1.0, '<f4', C order, shape
-// (rows per segment, dim)) that `router load` and numpy.load read as is.
+// (rows the file holds, dim)) that `router load` and numpy.load read as
+// is; a file grows by doubling up to its segment's rows (rows past the
+// last written are zeros), so a small collection's file stays small.
 // Rows are written once, at the end of the segment being filled; an
 // overwrite or a delete writes nothing in place but moves the row's slot,
 // leaving a dead slot behind, and a segment less than half alive is

@@ -11,8 +11,10 @@ import (
 const npyHeaderAlign = 64
 
 // npyHeader is the .npy (format 1.0) header of a C-order float32 array of
-// shape (rows, dim) in the machine's byte order.
-func npyHeader(rows, dim int) []byte {
+// shape (rows, dim) in the machine's byte order, padded to at least size
+// bytes: a segment's header is sized for its largest shape, so it can be
+// rewritten in place as the file grows.
+func npyHeader(rows, dim, size int) []byte {
 	descr := "<f4"
 	if binary.NativeEndian.Uint16([]byte{1, 0}) != 1 {
 		descr = ">f4"
@@ -21,7 +23,7 @@ func npyHeader(rows, dim int) []byte {
 	// magic (6) + version (2) + header length (2) + dict + '\n', padded
 	// with spaces to the alignment.
 	total := 10 + len(dict) + 1
-	total = (total + npyHeaderAlign - 1) / npyHeaderAlign * npyHeaderAlign
+	total = max((total+npyHeaderAlign-1)/npyHeaderAlign*npyHeaderAlign, size)
 	h := make([]byte, total)
 	copy(h, "\x93NUMPY\x01\x00")
 	binary.LittleEndian.PutUint16(h[8:], uint16(total-10))

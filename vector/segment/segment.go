@@ -40,12 +40,18 @@ func SegmentRows(dim int) int {
 	return n
 }
 
-// segment is one mapped file.
+// segment is one mapped file. The mapping covers every row the segment
+// may hold; the file grows (doubling) as rows are written, so a small
+// collection's file stays small.
 type segment struct {
 	path string
 	file *os.File
 	mem  []byte    // the whole mapping
 	rows []float32 // the rows, inside mem
+	// header is the header's length; room is how many rows the file holds
+	// now (rows past it are mapped but beyond the file's end: never
+	// touched).
+	header, room, dim int
 	// refs counts the Set (while the segment is in it) and every Frozen
 	// holding it; the mapping is released at zero.
 	refs int
@@ -219,6 +225,11 @@ func (s *Set) write(v []float32) (uint32, error) {
 			return 0, err
 		}
 	}
+	if g := s.segs[s.active]; s.fill == g.room {
+		if err := g.grow(1 << s.shift); err != nil {
+			return 0, err
+		}
+	}
 	copy(s.data[s.active][s.fill*s.dim:], v)
 	sl := uint32(s.active<<s.shift | s.fill)
 	s.fill++
@@ -256,39 +267,65 @@ func (s *Set) newSegment() error {
 	return nil
 }
 
-// create makes a file of rows zero rows, its blocks allocated, and maps
-// it for reading and writing.
+// firstRoom is how many rows a new segment file has room for; it doubles
+// from there up to the segment's rows.
+const firstRoom = 256
+
+// create makes a segment file with room for a few zero rows and maps it
+// for reading and writing, for up to rows rows.
 func create(path string, rows, dim int) (g *segment, err error) {
-	h := npyHeader(rows, dim)
-	size := len(h) + rows*dim*4
+	header := len(npyHeader(rows, dim, 0))
+	size := header + rows*dim*4
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o640)
 	if err != nil {
 		return nil, fmt.Errorf("create segment: %w", err)
 	}
+	g = &segment{path: path, file: f, header: header, dim: dim, refs: 1}
 	defer func() {
 		if err != nil {
+			if g.mem != nil {
+				_ = unix.Munmap(g.mem)
+			}
 			_ = f.Close()
 			_ = os.Remove(path)
 		}
 	}()
-	// Reserve the blocks now: a write into a mapped hole of a full disk
-	// is a SIGBUS, a failed fallocate is an error the caller sees.
-	// Filesystems without fallocate get a sparse file.
-	if err := unix.Fallocate(int(f.Fd()), 0, 0, int64(size)); err != nil && !errors.Is(err, unix.EOPNOTSUPP) {
-		return nil, fmt.Errorf("allocate segment: %w", err)
+	if err := g.grow(min(firstRoom, rows)); err != nil {
+		return nil, err
 	}
-	if err := f.Truncate(int64(size)); err != nil {
-		return nil, fmt.Errorf("size segment: %w", err)
-	}
-	if _, err := f.WriteAt(h, 0); err != nil {
-		return nil, fmt.Errorf("write segment header: %w", err)
-	}
-	mem, err := unix.Mmap(int(f.Fd()), 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	// Mapping past the file's end is allowed; those pages are never
+	// touched until grow has extended the file over them.
+	g.mem, err = unix.Mmap(int(f.Fd()), 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		return nil, fmt.Errorf("map segment: %w", err)
 	}
-	data := unsafe.Slice((*float32)(unsafe.Pointer(&mem[len(h)])), rows*dim)
-	return &segment{path: path, file: f, mem: mem, rows: data, refs: 1}, nil
+	g.rows = unsafe.Slice((*float32)(unsafe.Pointer(&g.mem[header])), rows*dim)
+	return g, nil
+}
+
+// grow extends the file to twice its rows (room for want at first, at
+// most max rows), its blocks allocated, and rewrites the header's shape.
+// Blocks are reserved before any row is written to them: a write into a
+// mapped hole of a full disk is a SIGBUS, a failed fallocate an error the
+// caller sees (filesystems without fallocate get a sparse file).
+func (g *segment) grow(max int) error {
+	room := min(max, 2*g.room)
+	if g.room == 0 {
+		room = max
+	}
+	size := int64(g.header + room*g.dim*4)
+	fd := int(g.file.Fd())
+	if err := unix.Fallocate(fd, 0, 0, size); err != nil && !errors.Is(err, unix.EOPNOTSUPP) {
+		return fmt.Errorf("allocate segment: %w", err)
+	}
+	if err := g.file.Truncate(size); err != nil {
+		return fmt.Errorf("size segment: %w", err)
+	}
+	if _, err := g.file.WriteAt(npyHeader(room, g.dim, g.header), 0); err != nil {
+		return fmt.Errorf("write segment header: %w", err)
+	}
+	g.room = room
+	return nil
 }
 
 // settle compacts the segment last filled if rows died in it while it

@@ -154,7 +154,11 @@ func TestSegmentIsNpy(t *testing.T) {
 	s, err := segment.Open(dir, dim)
 	require.NoError(t, err)
 	defer s.Close()
-	rows := [][]float32{{1, 2, 3, 4, 5}, {-1, 0.5, 0, 7, 9}}
+	// 300 rows: past the file's first room (256 rows), so it grew.
+	var rows [][]float32
+	for i := range 300 {
+		rows = append(rows, []float32{float32(i), 2, 3, 4, -float32(i)})
+	}
 	for _, r := range rows {
 		require.NoError(t, s.Append(r))
 	}
@@ -167,7 +171,10 @@ func TestSegmentIsNpy(t *testing.T) {
 	// router load reads a segment as it reads any .npy file.
 	src, err := loader.NewNpy(f)
 	require.NoError(t, err)
-	require.Equal(t, int64(segment.SegmentRows(dim)), src.Total())
+	require.Equal(t, int64(512), src.Total(), "the header's shape is the rows the file holds")
+	st, err := f.Stat()
+	require.NoError(t, err)
+	require.Equal(t, int64(128+512*dim*4), st.Size(), "a file grows by doubling, not to a whole segment at once")
 	for _, want := range rows {
 		rec, err := src.Next()
 		require.NoError(t, err)
