@@ -58,7 +58,11 @@ bench-peer: weaviate
 bench-quick:
 	cd bench && $(GO) run ./cmd/trawlbench suite -quick -out out/RESULTS-quick.md
 
-.PHONY: test-chart test-cluster test-alerts test-overload test-replication test-compat image
+## bench-overload: the overload check at the default 50 ms deadline out of process (hack/overload-bench.sh): three `router shard` processes, `router serve`, 12 000 x 1536 documents, JSON queries; capacity from 8 closed-loop clients, then open loop at 3x and 5x of it for 12 s each (goodput, refusal p99, degraded); ~2 minutes. ROUTER_FLAGS="--hedge=false" etc. measure a variant
+bench-overload:
+	bash hack/overload-bench.sh
+
+.PHONY: test-chart test-cluster test-alerts test-overload test-replication test-compat image bench-overload
 
 ## test-replication: real `router shard` processes in raft groups of three behind `router serve`: SIGKILLed, wiped and SIGSTOPped replicas, two routers writing the same ids, and the 90 s chaos run (TRAWL_CHAOS_SECONDS)
 test-replication:
