@@ -1,0 +1,180 @@
+package replication
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/trawl-search/trawl/shard/client"
+)
+
+// membersRows is how many documents the group holds before a replica is
+// replaced (TRAWL_MEMBERS_ROWS): the new replica catches up all of them.
+func membersRows(t *testing.T) int {
+	t.Helper()
+	n := 5000
+	if v := os.Getenv("TRAWL_MEMBERS_ROWS"); v != "" {
+		var err error
+		n, err = strconv.Atoi(v)
+		require.NoError(t, err, "TRAWL_MEMBERS_ROWS")
+	}
+	return n
+}
+
+// admin runs `router admin` and returns its output.
+func admin(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	out, err := exec.Command(router.get(t), append([]string{"admin"}, args...)...).CombinedOutput()
+	return string(out), err
+}
+
+// TestReplaceAKilledReplicaUnderWrites: a replica of a three-replica group
+// is SIGKILLed and replaced, through `router admin replace-replica`, by a
+// fresh `router shard --join` on a new address while a writer keeps
+// writing through the router. Throughout, a majority of the group's voters
+// answers (polled every 100 ms); afterwards every acknowledged write is
+// on the new replica, which, asked alone, answers every query exactly as
+// the brute force over the acknowledged writes. Bad admin input is
+// refused with its reason, and the group is unchanged by it.
+func TestReplaceAKilledReplicaUnderWrites(t *testing.T) {
+	gate(t)
+	c := startCluster(t, 1)
+	r := c.startRouter(t, "router", nil)
+	rng := rand.New(rand.NewPCG(27, 1))
+	l := newLedger()
+	initial := makeDocs(rng, "init-", 0, membersRows(t))
+	l.send(initial)
+	r.upsertAll(t, initial)
+	l.ack(idsOf(initial))
+	group := c.shards[0]
+	seed := fmt.Sprintf("shard-0=%s,%s,%s", group[0].grpc, group[1].grpc, group[2].grpc)
+
+	// Bad input: a clear error, nothing changed.
+	for _, tc := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"replace-replica", "--shard", seed, "--old", group[2].grpc, "--new", group[2].grpc}, "old and new are both"},
+		{[]string{"replace-replica", "--shard", seed, "--old", "127.0.0.1:1", "--new", "127.0.0.1:2"}, "127.0.0.1:1 is not a member of the group"},
+		{[]string{"add-replica", "--shard", seed, "--replica", "127.0.0.1:1"}, "no replica answers at 127.0.0.1:1"},
+		{[]string{"add-replica", "--shard", seed, "--replica", "nohost"}, `"nohost" is not HOST:PORT`},
+		{[]string{"add-replica", "--shard", seed}, "--replica HOST:PORT is required"},
+		{[]string{"remove-replica", "--shard", seed, "--shard", "shard-1=127.0.0.1:1", "--replica", group[2].grpc}, "say which with --name"},
+	} {
+		out, err := admin(t, tc.args...)
+		require.Error(t, err, "%v: %s", tc.args, out)
+		require.Contains(t, out, tc.msg, "%v", tc.args)
+	}
+
+	// A writer through the router, all along.
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	writes := 0
+	wg.Go(func() {
+		for i := 0; ctx.Err() == nil; i++ {
+			ds := makeDocs(rng, "w-", i*50, 50)
+			l.send(ds)
+			wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			acked, _, _ := r.upsert(wctx, ds)
+			cancel()
+			l.ack(acked)
+			writes += len(acked)
+		}
+	})
+	// The group's majority, polled from the surviving replicas' view.
+	polls, short := 0, []string{}
+	pollConn, err := client.Dial(group[0].grpc, client.DialConfig{})
+	require.NoError(t, err)
+	defer pollConn.Close()
+	wg.Go(func() {
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for ctx.Err() == nil {
+			pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			st, err := pollConn.Members(pctx, true)
+			cancel()
+			if err == nil {
+				voters, live := 0, 0
+				for _, m := range st.GetMembers() {
+					if m.GetVoter() {
+						voters++
+						if m.GetReachable() {
+							live++
+						}
+					}
+				}
+				polls++
+				if live < voters/2+1 {
+					short = append(short, fmt.Sprintf("%d of %d voters live: %v", live, voters, st.GetMembers()))
+				}
+			}
+			select {
+			case <-ctx.Done():
+			case <-tick.C:
+			}
+		}
+	})
+
+	time.Sleep(time.Second)
+	killed := group[2]
+	killed.kill()
+	fresh := &replica{shard: 0, idx: 3, grpc: freePort(t), http: freePort(t), dir: filepath.Join(c.dir, "shard-0-new")}
+	fresh.process = process{name: "shard-0/new", bin: router.get(t), log: fresh.dir + ".log",
+		args: []string{"shard", "--grpc-addr", fresh.grpc, "--http-addr", fresh.http, "--data-dir", fresh.dir,
+			"--dim", strconv.Itoa(c.dim), "--metric", "cosine",
+			"--join", strings.Join([]string{group[0].grpc, group[1].grpc, killed.grpc}, ","), "--advertise-addr", fresh.grpc,
+			"--max-leader-silence", leaderSilence.String()}}
+	c.shards[0] = append(c.shards[0], fresh) // the cluster's cleanup kills it
+	t0 := time.Now()
+	fresh.start(t)
+	out, err := admin(t, "replace-replica", "--shard", seed, "--old", killed.grpc, "--new", fresh.grpc, "--timeout", "5m")
+	took := time.Since(t0)
+	require.NoError(t, err, out)
+	require.Contains(t, out, "replace-replica: done")
+	t.Logf("replaced a killed replica by a fresh one holding %d rows in %s (start to voter, old removed):\n%s", len(initial)+writes, took.Round(time.Millisecond), out)
+	time.Sleep(time.Second) // writes go on with the new group
+	stop()
+	wg.Wait()
+	require.Positive(t, polls)
+	require.Empty(t, short, "the group lost its live majority")
+	require.Positive(t, writes, "writes went on during the replace")
+
+	// The group is the two survivors and the newcomer, all voters.
+	st, err := admin(t, "status", "--shard", seed, "--json")
+	require.NoError(t, err, st)
+	for _, a := range []string{group[0].grpc, group[1].grpc, fresh.grpc} {
+		require.Contains(t, st, `"addr": "`+a+`",`+"\n"+`        "voter": true`)
+	}
+	require.NotContains(t, st, `"addr": "`+killed.grpc+`"`)
+
+	// Asked alone, the new replica answers completely and exactly.
+	alone := c.startRouter(t, "router-new-only", map[int][]int{0: {3}})
+	acked := l.ackedBefore(time.Now())
+	for i := range 20 {
+		q := newDoc(rng, fmt.Sprint("q", i)).vec
+		var a answer
+		require.Eventually(t, func() bool {
+			a, err = alone.search(context.Background(), q, 10)
+			return err == nil && !a.ScatterGather.Degraded
+		}, 30*time.Second, 100*time.Millisecond, "the new replica never answered completely: %v", err)
+		require.Empty(t, exactAgainst(q, 10, a.Items, l.lookup, acked), "query %d", i)
+	}
+}
+
+func idsOf(ds []doc) []string {
+	out := make([]string, len(ds))
+	for i, d := range ds {
+		out[i] = d.id
+	}
+	return out
+}
