@@ -192,19 +192,30 @@ func (g *group) close() {
 	}
 }
 
-// members asks the replicas in turn until one answers.
+// members asks every replica and returns the answer with the highest
+// configuration index: a follower may not have applied the latest change
+// yet, and a replica cut off from its group lists an old configuration.
 func (g *group) members(ctx context.Context, progress bool) (*shardpb.MembersResponse, error) {
-	var errs []error
+	var (
+		best *shardpb.MembersResponse
+		errs []error
+	)
 	for _, c := range g.conns {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		resp, err := c.Members(cctx, progress)
 		cancel()
-		if err == nil {
-			return resp, nil
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("%s: %w", c.Addr(), err))
+		case best == nil || resp.GetConfigIndex() > best.GetConfigIndex() ||
+			(resp.GetConfigIndex() == best.GetConfigIndex() && resp.GetLeader() == resp.GetSelf()):
+			best = resp
 		}
-		errs = append(errs, fmt.Errorf("%s: %w", c.Addr(), err))
 	}
-	return nil, fmt.Errorf("no replica of %s answered: %w", g.name, errors.Join(errs...))
+	if best == nil {
+		return nil, fmt.Errorf("no replica of %s answered: %w", g.name, errors.Join(errs...))
+	}
+	return best, nil
 }
 
 // change sends req to the group until it is done: to each replica in turn
