@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -182,6 +183,7 @@ func TestReplaceAKilledReplicaUnderWrites(t *testing.T) {
 	c.shards[0] = append(c.shards[0], fresh) // the cluster's cleanup kills it
 	t0 := time.Now()
 	fresh.start(t)
+	waitListening(t, fresh.grpc)
 	out, err := admin(t, "replace-replica", "--shard", seed, "--old", killed.grpc, "--new", fresh.grpc, "--timeout", "5m")
 	took := time.Since(t0)
 	require.NoError(t, err, out)
@@ -256,4 +258,115 @@ func statusReplicas(t *testing.T, r *routerProc) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// TestAddAFourthReplicaThenRemoveIt: a fourth `router shard --join` is
+// added to a loaded group with `router admin add-replica`, which returns
+// once the leader has promoted it; the router, seeded with the first three
+// only, discovers it and sends it reads (an untried replica is asked
+// first), and it answers exactly. Removed again, the router stops asking
+// it, and the group of three writes on. The time from the newcomer's
+// start to its promotion and to serving is logged: the catch-up of
+// TRAWL_MEMBERS_ROWS rows of TRAWL_MEMBERS_DIM dimensions.
+func TestAddAFourthReplicaThenRemoveIt(t *testing.T) {
+	gate(t)
+	d := dim
+	if v := os.Getenv("TRAWL_MEMBERS_DIM"); v != "" {
+		var err error
+		d, err = strconv.Atoi(v)
+		require.NoError(t, err, "TRAWL_MEMBERS_DIM")
+	}
+	c := startClusterDim(t, 1, d)
+	r := c.startRouter(t, "router", nil)
+	rng := rand.New(rand.NewPCG(27, 3))
+	l := newLedger()
+	n := membersRows(t)
+	docs := make([]doc, n)
+	for i := range docs {
+		docs[i] = doc{id: "d" + strconv.Itoa(i), vec: unit(rng, d)}
+	}
+	l.send(docs)
+	t0 := time.Now()
+	r.upsertAll(t, docs)
+	l.ack(idsOf(docs))
+	t.Logf("loaded %d rows of %d-D through the router in %s", n, d, time.Since(t0).Round(time.Millisecond))
+	group := c.shards[0]
+	seed := fmt.Sprintf("shard-0=%s,%s,%s", group[0].grpc, group[1].grpc, group[2].grpc)
+
+	fourth := &replica{shard: 0, idx: 3, grpc: freePort(t), http: freePort(t), dir: filepath.Join(c.dir, "shard-0-fourth")}
+	fourth.process = process{name: "shard-0/fourth", bin: router.get(t), log: fourth.dir + ".log",
+		args: []string{"shard", "--grpc-addr", fourth.grpc, "--http-addr", fourth.http, "--data-dir", fourth.dir,
+			"--dim", strconv.Itoa(d), "--metric", "cosine",
+			"--join", group[0].grpc, "--advertise-addr", fourth.grpc,
+			"--max-leader-silence", leaderSilence.String()}}
+	c.shards[0] = append(c.shards[0], fourth)
+	t0 = time.Now()
+	fourth.start(t)
+	waitListening(t, fourth.grpc)
+	out, err := admin(t, "add-replica", "--shard", seed, "--replica", fourth.grpc, "--timeout", "10m")
+	promoted := time.Since(t0)
+	require.NoError(t, err, out)
+	require.Eventually(t, fourth.ready, 5*time.Minute, 50*time.Millisecond, "the fourth replica never served")
+	serving := time.Since(t0)
+	t.Logf("a fourth replica caught up %d rows of %d-D: a voter %s and serving %s after it started\n%s",
+		n, d, promoted.Round(time.Millisecond), serving.Round(time.Millisecond), out)
+	st, err := admin(t, "status", "--shard", seed, "--json")
+	require.NoError(t, err, st)
+	require.Equal(t, 4, strings.Count(st, `"voter": true`), st)
+
+	// The router learns of it and sends it reads.
+	var seen []string
+	require.Eventually(t, func() bool {
+		seen = statusReplicas(t, r)
+		return slices.Contains(seen, fourth.grpc)
+	}, 30*time.Second, 200*time.Millisecond, "the router never learnt of the fourth replica: %v", seen)
+	asked := false
+	for i := 0; i < 200 && !asked; i++ {
+		q := unit(rng, d)
+		var a struct {
+			Items         []item `json:"items"`
+			ScatterGather struct {
+				scatter
+				Shards []struct {
+					Replica string `json:"replica"`
+				} `json:"shards"`
+			} `json:"scatter_gather"`
+		}
+		_, err := r.post(context.Background(), fmt.Sprintf("/v1/search?deadline_ms=%d&shard_detail=true", queryDeadline.Milliseconds()),
+			map[string]any{"vector": q, "k": 10}, &a)
+		require.NoError(t, err)
+		require.False(t, a.ScatterGather.Degraded)
+		require.Empty(t, exactAgainst(q, 10, a.Items, l.lookup, docs))
+		asked = len(a.ScatterGather.Shards) == 1 && a.ScatterGather.Shards[0].Replica == fourth.grpc
+	}
+	require.True(t, asked, "the router never sent the fourth replica a read")
+
+	// Removed: the router stops asking it; the three write on.
+	out, err = admin(t, "remove-replica", "--shard", seed, "--replica", fourth.grpc)
+	require.NoError(t, err, out)
+	require.Contains(t, out, "remove-replica: done")
+	require.Eventually(t, func() bool {
+		seen = statusReplicas(t, r)
+		return !slices.Contains(seen, fourth.grpc) && len(seen) == 3
+	}, 30*time.Second, 200*time.Millisecond, "the router still lists the removed replica: %v", seen)
+	extra := []doc{{id: "after", vec: unit(rng, d)}}
+	l.send(extra)
+	r.upsertAll(t, extra)
+	out, err = admin(t, "remove-replica", "--shard", seed, "--replica", fourth.grpc)
+	require.NoError(t, err, out)
+	require.Contains(t, out, "nothing to do")
+}
+
+// waitListening waits until a started process accepts connections on
+// addr: the group's leader refuses to add a replica that does not answer.
+func waitListening(t *testing.T, addr string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err != nil {
+			return false
+		}
+		c.Close()
+		return true
+	}, time.Minute, 20*time.Millisecond, "nothing listens on %s", addr)
 }
