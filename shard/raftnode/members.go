@@ -17,11 +17,15 @@ import (
 // Membership settings.
 const (
 	// promoteLag is how far behind the leader's last log index a
-	// non-voter's log may be when it is promoted: one AppendEntries batch
-	// (MaxAppendEntries), so a group under a steady write stream still
-	// promotes it, while one still installing a snapshot or replaying a
-	// long log does not count toward the majority before it can ack.
-	promoteLag = 64
+	// non-voter's log may be when it is promoted: a few entries in flight,
+	// so a group under a steady write stream still promotes it, while one
+	// still installing a snapshot or receiving the log since does not
+	// count toward the majority before it can ack at the group's pace. An
+	// entry is one write request (up to ~1.5 MiB at 1536-D): at 64, a
+	// one-batch lag, a newcomer was promoted ~50 entries (10 000 rows of
+	// 1536-D) behind under a bulk load, and a group with a replica dead
+	// would then have waited for it to catch up before committing.
+	promoteLag = 8
 	// promoteEvery is how often a leader looks for non-voters to promote.
 	promoteEvery = 500 * time.Millisecond
 	// peerTimeout bounds one question to a peer about its log state.
