@@ -11,6 +11,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -91,6 +92,9 @@ type Config struct {
 	// the router reaches replicas at other addresses than their groups
 	// know them by (router dev's fault proxies).
 	Discover bool
+	// RetireAfter is how long discovery keeps a dropped replica's
+	// connection open for the reads that picked it (15 s if zero).
+	RetireAfter time.Duration
 	// TracerProvider and Propagator trace requests, fan-outs and shard
 	// RPCs (internal/tracing builds them from OTEL_*). A nil or noop
 	// provider is tracing off: no instrumentation installed. They also
@@ -211,6 +215,14 @@ func New(cfg Config) (*Router, error) {
 	}
 	r.wg.Go(func() { r.warmUp(ctx, cfg) })
 	return r, nil
+}
+
+// untrackConn removes a connection discovery closed from those Close
+// closes, so a router whose groups churn keeps no dead ones.
+func (r *Router) untrackConn(c *client.Conn) {
+	r.connsMu.Lock()
+	r.conns = slices.DeleteFunc(r.conns, func(x *client.Conn) bool { return x == c })
+	r.connsMu.Unlock()
 }
 
 // trackConns adds connections discovery dialled to those Close closes.

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"sync"
@@ -19,6 +20,7 @@ const (
 	// discoveryTimeout bounds one Members question to one replica.
 	discoveryTimeout = time.Second
 	// closeGrace is how long a removed replica's connection stays open
+	// (Config.RetireAfter overrides it)
 	// after discovery drops it: reads and writes that picked it before the
 	// change finish on it (the longest a query may take is the 10 s
 	// --max-deadline-ms default; a write's timeout is 5 s).
@@ -50,6 +52,7 @@ func (r *Router) discover(ctx context.Context, cfg Config) {
 	}()
 	dial := cfg.Dial
 	dial.Lazy = cfg.NoPrewarm
+	grace := cmp.Or(cfg.RetireAfter, closeGrace)
 	for {
 		select {
 		case <-ctx.Done():
@@ -61,6 +64,7 @@ func (r *Router) discover(ctx context.Context, cfg Config) {
 			if now.Before(x.at) {
 				return false
 			}
+			r.untrackConn(x.conn)
 			_ = x.conn.Close()
 			return true
 		})
@@ -99,7 +103,7 @@ func (r *Router) discover(ctx context.Context, cfg Config) {
 			gone := make([]string, len(removed))
 			for i, c := range removed {
 				gone[i] = c.Addr()
-				retiring = append(retiring, retired{conn: c, at: now.Add(closeGrace)})
+				retiring = append(retiring, retired{conn: c, at: now.Add(grace)})
 			}
 			cfg.Logger.Info("shard replicas changed: learnt from its group", "shard", s.Name, "replicas", want, "removed", gone)
 		}
