@@ -19,6 +19,9 @@ const (
 	DiscoveryInterval = 2 * time.Second
 	// discoveryTimeout bounds one Members question to one replica.
 	discoveryTimeout = time.Second
+	// settleTimeout bounds the wait for a new member's connection (the
+	// connect timeout is 2 s; TLS handshakes included).
+	settleTimeout = 3 * time.Second
 	// closeGrace is how long a removed replica's connection stays open
 	// (Config.RetireAfter overrides it)
 	// after discovery drops it: reads and writes that picked it before the
@@ -92,6 +95,11 @@ func (r *Router) discover(ctx context.Context, cfg Config) {
 				next = append(next, c)
 				dialled = append(dialled, c)
 			}
+			// The new connections settle (READY, or failed) before the
+			// swap: reads choose only READY replicas, so a set swapped
+			// while its newcomers still connect would, for a moment,
+			// leave a shard whose members all changed with none to ask.
+			settleNew(ctx, dialled)
 			removed, err := r.Cluster.SetReplicas(s.Name, next)
 			if err != nil {
 				for _, c := range dialled {
@@ -108,6 +116,18 @@ func (r *Router) discover(ctx context.Context, cfg Config) {
 			cfg.Logger.Info("shard replicas changed: learnt from its group", "shard", s.Name, "replicas", want, "removed", gone)
 		}
 	}
+}
+
+// settleNew waits, within settleTimeout, until each of cs is READY or
+// has failed to connect.
+func settleNew(ctx context.Context, cs []*client.Conn) {
+	ctx, cancel := context.WithTimeout(ctx, settleTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, c := range cs {
+		wg.Go(func() { c.WaitSettled(ctx) })
+	}
+	wg.Wait()
 }
 
 // groupMembers asks every replica of a shard for its group's members at
