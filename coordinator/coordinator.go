@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/trawl-search/trawl/fanout"
@@ -42,15 +44,12 @@ type Coordinator struct {
 	catalogRefresh time.Duration
 	observer       CollectionObserver
 	docs           collectionDocs
-	// where is each replica's place in the topology; progress what this
-	// router knows of each shard's log (read-after-write).
-	where    map[*client.Conn]replicaPos
+	// where is each replica's shard (its position in the topology),
+	// learnt on first sight: replicas come and go with discovery. progress
+	// is what this router knows of each shard's log (read-after-write).
+	where    sync.Map // *client.Conn → int
 	progress *progress
 }
-
-// replicaPos is a replica's shard and its position in that shard's
-// replicas, in cluster order.
-type replicaPos struct{ shard, rep int }
 
 // New builds a coordinator over cfg's shards.
 func New(cfg Config) *Coordinator {
@@ -62,18 +61,9 @@ func New(cfg Config) *Coordinator {
 	for i, s := range shards {
 		names[i] = s.Name
 	}
-	sizes := make([]int, len(shards))
-	for i, s := range shards {
-		sizes[i] = len(s.Replicas)
-	}
 	c := &Coordinator{shards: shards, cluster: cfg.Cluster, placement: placement.New(names), log: cfg.Logger,
-		where: map[*client.Conn]replicaPos{}, progress: newProgress(sizes, time.Now),
-		cat: newCatalogState(shards, cfg.MaxCollections), observer: cfg.Collections}
-	for i, s := range shards {
-		for j, r := range s.Replicas {
-			c.where[r] = replicaPos{i, j}
-		}
-	}
+		progress: newProgress(len(shards), time.Now),
+		cat:      newCatalogState(shards, cfg.MaxCollections), observer: cfg.Collections}
 	c.catalogRefresh = cmp.Or(cfg.CatalogRefresh, DefaultCatalogRefresh)
 	return c
 }
@@ -142,10 +132,24 @@ func errorf(code Code, cause error, format string, args ...any) *Error {
 // Shape is the cluster's number of shards and the replicas of its
 // smallest replica set (Qdrant's shard_number and replication_factor).
 func (c *Coordinator) Shape() (shards, replicas int) {
-	for i, s := range c.shards {
+	for i, s := range c.cluster.Shards() {
 		if i == 0 || len(s.Replicas) < replicas {
 			replicas = len(s.Replicas)
 		}
 	}
 	return len(c.shards), replicas
+}
+
+// shardOf is r's shard, by its position in the topology.
+func (c *Coordinator) shardOf(r *client.Conn) (int, bool) {
+	if i, ok := c.where.Load(r); ok {
+		return i.(int), true
+	}
+	for i, s := range c.cluster.Shards() {
+		if slices.Contains(s.Replicas, r) {
+			c.where.Store(r, i)
+			return i, true
+		}
+	}
+	return 0, false
 }

@@ -37,28 +37,29 @@ type shardProgress struct {
 
 	mu sync.Mutex
 	// witnessed is the index known, the time it was first acknowledged,
-	// and by replica position whether the replica is known to have
-	// applied it.
+	// and the replicas (by address) known to have applied it. Addresses,
+	// not positions: a shard's replica set changes as the router
+	// discovers its group.
 	witnessed uint64
 	at        time.Time
-	applied   []bool
+	applied   map[string]bool
 }
 
-// noReplica is the position of a replica the router cannot name (a
-// forwarded write's leader it does not know by that address).
-const noReplica = -1
+// noReplica names no replica (a write whose applying replica the router
+// cannot name).
+const noReplica = ""
 
-func newProgress(replicas []int, now func() time.Time) *progress {
-	p := &progress{now: now, shards: make([]shardProgress, len(replicas))}
-	for i, n := range replicas {
-		p.shards[i].applied = make([]bool, n)
+func newProgress(shards int, now func() time.Time) *progress {
+	p := &progress{now: now, shards: make([]shardProgress, shards)}
+	for i := range p.shards {
+		p.shards[i].applied = map[string]bool{}
 	}
 	return p
 }
 
-// acked records that the replica at position rep (noReplica if unknown)
-// of shard acknowledged a write at idx, having applied it.
-func (p *progress) acked(shard, rep int, idx uint64) {
+// acked records that the replica rep (noReplica if unknown) of shard
+// acknowledged a write at idx, having applied it.
+func (p *progress) acked(shard int, rep string, idx uint64) {
 	s := &p.shards[shard]
 	for {
 		cur := s.index.Load()
@@ -83,9 +84,9 @@ func (p *progress) acked(shard, rep int, idx uint64) {
 	}
 }
 
-// served records that the replica at position rep answered a read that
-// asked for idx: it has applied idx.
-func (p *progress) served(shard, rep int, idx uint64) {
+// served records that the replica rep answered a read that asked for
+// idx: it has applied idx.
+func (p *progress) served(shard int, rep string, idx uint64) {
 	if idx == 0 {
 		return
 	}
@@ -103,11 +104,11 @@ func (p *progress) served(shard, rep int, idx uint64) {
 // minIndex is the index a read of shard must see.
 func (p *progress) minIndex(shard int) uint64 { return p.shards[shard].index.Load() }
 
-// prefer reports whether a read of shard should ask the replica at
-// position rep first: it is known to have applied the index reads of the
+// prefer reports whether a read of shard should ask the replica rep
+// first: it is known to have applied the index reads of the
 // shard must see, acknowledged less than PreferFor ago. With no write
 // acknowledged, or none known to have applied it, nobody is preferred.
-func (p *progress) prefer(shard, rep int) bool {
+func (p *progress) prefer(shard int, rep string) bool {
 	s := &p.shards[shard]
 	if p.now().UnixNano() >= s.until.Load() {
 		return false

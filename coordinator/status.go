@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/trawl-search/trawl/fanout"
 	"github.com/trawl-search/trawl/shard"
 	"github.com/trawl-search/trawl/shard/shardpb"
 )
@@ -111,15 +112,26 @@ func (c *Coordinator) Status(ctx context.Context) ClusterStatus {
 		out.Collections = append(out.Collections, coll)
 	}
 	slices.SortFunc(out.Collections, func(a, b Collection) int { return cmp.Compare(a.Name, b.Name) })
-	for i, sh := range c.shards {
+	// The survey, the health and the topology are three reads of a replica
+	// set discovery may change between them: they are matched by address,
+	// and a replica that joined in between shows as not answering.
+	for i, sh := range c.cluster.Shards() {
 		ss := ShardStatus{Name: sh.Name, DocCount: health[i].Docs}
-		for j, conn := range sh.Replicas {
-			h := health[i].Replicas[j]
+		healthOf := map[string]fanout.ReplicaStatus{}
+		for _, h := range health[i].Replicas {
+			healthOf[h.Addr] = h
+		}
+		statsOf := map[string]fanout.Answered[*shardpb.StatsResponse]{}
+		for _, a := range stats[i] {
+			statsOf[a.Replica] = a
+		}
+		for _, conn := range sh.Replicas {
+			h := healthOf[conn.Addr()]
 			rs := ReplicaStatus{
 				Addr: conn.Addr(), ConnState: conn.State().String(), Suspect: h.Suspect,
 				ConsecutiveFailures: h.ConsecutiveFailures, LastError: h.LastError, Latency: h.Latency,
 			}
-			if a := stats[i][j]; a.Err == nil {
+			if a, ok := statsOf[conn.Addr()]; ok && a.Err == nil {
 				st := a.Value
 				rs.Answered, rs.DocCount, rs.Kernel = true, st.GetDocCount(), st.GetKernel()
 				rs.Role, rs.Serving, rs.CommitIndex, rs.AppliedIndex = st.GetRole(), st.GetServing(), st.GetCommitIndex(), st.GetAppliedIndex()

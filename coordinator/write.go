@@ -39,29 +39,24 @@ const retryNote = " Upserts and deletes are keyed by id, so retrying the request
 
 // acked notes a write r acknowledged: the index reads of its shard must
 // see from now on, and the replica known to have applied it — r, or the
-// leader r forwarded the write to (when the router knows that leader by
-// the address the group gave; else nobody is known).
+// leader r forwarded the write to, by the address its group gives it
+// (the one discovery lists it under).
 func (c *Coordinator) acked(r *client.Conn, ack client.Ack) {
-	at, ok := c.where[r]
+	at, ok := c.shardOf(r)
 	if !ok {
 		return
 	}
-	rep := at.rep
+	rep := r.Addr()
 	if ack.ForwardedTo != "" {
-		rep = noReplica
-		for j, x := range c.shards[at.shard].Replicas {
-			if x.Addr() == ack.ForwardedTo {
-				rep = j
-			}
-		}
+		rep = ack.ForwardedTo
 	}
-	c.progress.acked(at.shard, rep, ack.Index)
+	c.progress.acked(at, rep, ack.Index)
 }
 
 // minIndex is the index a read of r's shard must see.
 func (c *Coordinator) minIndex(r *client.Conn) uint64 {
-	if at, ok := c.where[r]; ok {
-		return c.progress.minIndex(at.shard)
+	if at, ok := c.shardOf(r); ok {
+		return c.progress.minIndex(at)
 	}
 	return 0
 }
@@ -69,14 +64,14 @@ func (c *Coordinator) minIndex(r *client.Conn) uint64 {
 // served notes that r answered a read asking for minIndex: it has applied
 // it, so later reads may ask it first too.
 func (c *Coordinator) served(r *client.Conn, minIndex uint64) {
-	if at, ok := c.where[r]; ok {
-		c.progress.served(at.shard, at.rep, minIndex)
+	if at, ok := c.shardOf(r); ok {
+		c.progress.served(at, r.Addr(), minIndex)
 	}
 }
 
 // prefer is fanout.Request.Prefer for reads that carry min_index: the
 // replicas known to have applied it are asked first.
-func (c *Coordinator) prefer(shard, rep int) bool { return c.progress.prefer(shard, rep) }
+func (c *Coordinator) prefer(shard int, rep string) bool { return c.progress.prefer(shard, rep) }
 
 // Upsert writes recs through their home shards' consensus groups, each
 // shard's share in one RPC to one replica (the leader when known), all

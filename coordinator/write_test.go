@@ -52,14 +52,14 @@ func TestWriteResultMapsEveryOutcome(t *testing.T) {
 // The acknowledged index only ever grows, whatever order concurrent
 // writes report in.
 func TestAckedIndexOnlyGrows(t *testing.T) {
-	p := newProgress([]int{1, 1}, time.Now)
+	p := newProgress(2, time.Now)
 	var wg sync.WaitGroup
 	for i := range 100 {
-		wg.Go(func() { p.acked(1, 0, uint64(i)) })
+		wg.Go(func() { p.acked(1, "r0", uint64(i)) })
 	}
 	wg.Wait()
 	require.EqualValues(t, 99, p.minIndex(1))
-	p.acked(1, 0, 5)
+	p.acked(1, "r0", 5)
 	require.EqualValues(t, 99, p.minIndex(1))
 	require.Zero(t, p.minIndex(0))
 }
@@ -70,7 +70,7 @@ func TestAckedIndexOnlyGrows(t *testing.T) {
 func TestProgressPrefersReplicasKnownToHaveApplied(t *testing.T) {
 	type step struct {
 		ack    bool // else a read served
-		rep    int
+		rep    string
 		index  uint64
 		after  time.Duration
 		prefer []bool // replicas 0..2 after the step
@@ -80,39 +80,39 @@ func TestProgressPrefersReplicasKnownToHaveApplied(t *testing.T) {
 		name  string
 		steps []step
 	}{
-		{"nothing written: nobody", []step{{ack: false, rep: 1, index: 0, prefer: none}}},
-		{"the acknowledging replica", []step{{ack: true, rep: 2, index: 7, prefer: []bool{false, false, true}}}},
+		{"nothing written: nobody", []step{{ack: false, rep: "r1", index: 0, prefer: none}}},
+		{"the acknowledging replica", []step{{ack: true, rep: "r2", index: 7, prefer: []bool{false, false, true}}}},
 		{"a forwarded write to an unknown leader: nobody", []step{{ack: true, rep: noReplica, index: 7, prefer: none}}},
 		{"a replica that served the index joins", []step{
-			{ack: true, rep: 0, index: 7, prefer: []bool{true, false, false}},
-			{rep: 1, index: 7, prefer: []bool{true, true, false}},
+			{ack: true, rep: "r0", index: 7, prefer: []bool{true, false, false}},
+			{rep: "r1", index: 7, prefer: []bool{true, true, false}},
 		}},
 		{"a read at an older index teaches nothing", []step{
-			{ack: true, rep: 0, index: 7, prefer: []bool{true, false, false}},
-			{rep: 1, index: 6, prefer: []bool{true, false, false}},
+			{ack: true, rep: "r0", index: 7, prefer: []bool{true, false, false}},
+			{rep: "r1", index: 6, prefer: []bool{true, false, false}},
 		}},
 		{"a newer write replaces what was known", []step{
-			{ack: true, rep: 0, index: 7},
-			{rep: 1, index: 7},
-			{ack: true, rep: 2, index: 8, prefer: []bool{false, false, true}},
+			{ack: true, rep: "r0", index: 7},
+			{rep: "r1", index: 7},
+			{ack: true, rep: "r2", index: 8, prefer: []bool{false, false, true}},
 		}},
 		{"an older write answering late changes nothing", []step{
-			{ack: true, rep: 0, index: 8},
-			{ack: true, rep: 1, index: 7, prefer: []bool{true, false, false}},
+			{ack: true, rep: "r0", index: 8},
+			{ack: true, rep: "r1", index: 7, prefer: []bool{true, false, false}},
 		}},
 		{"two writes at the same index: both", []step{
-			{ack: true, rep: 0, index: 8},
-			{ack: true, rep: 1, index: 8, prefer: []bool{true, true, false}},
+			{ack: true, rep: "r0", index: 8},
+			{ack: true, rep: "r1", index: 8, prefer: []bool{true, true, false}},
 		}},
 		{"the preference ends after PreferFor", []step{
-			{ack: true, rep: 0, index: 8, after: PreferFor - time.Millisecond, prefer: []bool{true, false, false}},
-			{rep: 1, index: 8, after: time.Millisecond, prefer: none},
+			{ack: true, rep: "r0", index: 8, after: PreferFor - time.Millisecond, prefer: []bool{true, false, false}},
+			{rep: "r1", index: 8, after: time.Millisecond, prefer: none},
 		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			now := time.Unix(1000, 0)
-			p := newProgress([]int{3}, func() time.Time { return now })
+			p := newProgress(1, func() time.Time { return now })
 			for i, st := range tc.steps {
 				if st.ack {
 					p.acked(0, st.rep, st.index)
@@ -123,7 +123,7 @@ func TestProgressPrefersReplicasKnownToHaveApplied(t *testing.T) {
 				if st.prefer == nil {
 					continue
 				}
-				got := []bool{p.prefer(0, 0), p.prefer(0, 1), p.prefer(0, 2)}
+				got := []bool{p.prefer(0, "r0"), p.prefer(0, "r1"), p.prefer(0, "r2")}
 				require.Equal(t, st.prefer, got, "after step %d", i)
 			}
 		})

@@ -1,9 +1,11 @@
 package fanout
 
 import (
+	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -102,8 +104,11 @@ type Cluster[R Replica] struct {
 type shardState[R Replica] struct {
 	name string
 	// pos is the shard's position in the topology (Request.Prefer).
-	pos      int
-	replicas []*replicaState[R]
+	pos int
+	// reps is the shard's replica set: an immutable slice swapped whole by
+	// SetReplicas, so a read works on the set it started with while the
+	// router's discovery changes it.
+	reps atomic.Pointer[[]*replicaState[R]]
 
 	mu sync.Mutex
 	// docs is the shard's last known document count of each collection:
@@ -113,6 +118,9 @@ type shardState[R Replica] struct {
 	// named: writes go there first.
 	leader string
 }
+
+// list is the shard's replica set now.
+func (s *shardState[R]) list() []*replicaState[R] { return *s.reps.Load() }
 
 type replicaState[R Replica] struct {
 	shard string
@@ -154,25 +162,68 @@ func New[R Replica](shards []Shard[R], opts Options) *Cluster[R] {
 		tracer: opts.TracerProvider.Tracer(tracerName), traced: !untraced}
 	for i, s := range shards {
 		ss := &shardState[R]{name: s.Name, pos: i, docs: map[string]uint64{}}
+		reps := make([]*replicaState[R], 0, len(s.Replicas))
 		for _, r := range s.Replicas {
-			ss.replicas = append(ss.replicas, &replicaState[R]{shard: s.Name, r: r})
+			reps = append(reps, &replicaState[R]{shard: s.Name, r: r})
 		}
+		ss.reps.Store(&reps)
 		c.shards = append(c.shards, ss)
 	}
 	return c
 }
 
-// Shards is the cluster's topology: each shard's name and replicas, in
-// the order it was built with. It is the one view callers read it from.
+// Shards is the cluster's topology now: each shard's name and replicas,
+// shards in the order it was built with. Shard names and order never
+// change; a shard's replicas change with SetReplicas.
 func (c *Cluster[R]) Shards() []Shard[R] {
 	out := make([]Shard[R], len(c.shards))
 	for i, s := range c.shards {
-		out[i] = Shard[R]{Name: s.name, Replicas: make([]R, len(s.replicas))}
-		for j, r := range s.replicas {
+		reps := s.list()
+		out[i] = Shard[R]{Name: s.name, Replicas: make([]R, len(reps))}
+		for j, r := range reps {
 			out[i].Replicas[j] = r.r
 		}
 	}
 	return out
+}
+
+// SetReplicas makes replicas the set of shard's replicas (the router's
+// discovery calls it with what the shard's group lists). A replica kept
+// (same Addr) keeps its health and latency state; a new one starts as an
+// untried replica; the ones dropped are returned for the caller to close
+// once reads that picked them before the change are done — a read works
+// on the set it started with, so nothing is closed under it here. An
+// empty set is refused: a shard always has a replica to ask. Calls for
+// one shard must not overlap.
+func (c *Cluster[R]) SetReplicas(shard string, replicas []R) (removed []R, err error) {
+	s := c.shard(shard)
+	if s == nil {
+		return nil, fmt.Errorf("unknown shard %q", shard)
+	}
+	if len(replicas) == 0 {
+		return nil, fmt.Errorf("shard %s: a replica set cannot be empty", shard)
+	}
+	old := s.list()
+	byAddr := make(map[string]*replicaState[R], len(old))
+	for _, r := range old {
+		byAddr[r.r.Addr()] = r
+	}
+	next := make([]*replicaState[R], 0, len(replicas))
+	for _, r := range replicas {
+		if cur, ok := byAddr[r.Addr()]; ok {
+			next = append(next, cur)
+			delete(byAddr, r.Addr())
+			continue
+		}
+		next = append(next, &replicaState[R]{shard: shard, r: r})
+	}
+	s.reps.Store(&next)
+	for _, r := range old {
+		if _, gone := byAddr[r.r.Addr()]; gone {
+			removed = append(removed, r.r)
+		}
+	}
+	return removed, nil
 }
 
 func (c *Cluster[R]) shard(name string) *shardState[R] {
@@ -193,7 +244,7 @@ func (c *Cluster[R]) shard(name string) *shardState[R] {
 // reorders the healthy candidates and never makes a suspect or unready
 // replica one. If none qualifies it reports why: every replica suspect, or
 // none ready.
-func (c *Cluster[R]) candidates(s *shardState[R], prefer func(shard, replica int) bool) (out []*replicaState[R], allSuspect bool) {
+func (c *Cluster[R]) candidates(s *shardState[R], prefer func(shard int, replica string) bool) (out []*replicaState[R], allSuspect bool) {
 	now := c.opts.Now()
 	type cand struct {
 		r    *replicaState[R]
@@ -203,7 +254,8 @@ func (c *Cluster[R]) candidates(s *shardState[R], prefer func(shard, replica int
 	}
 	var cs []cand
 	suspects := 0
-	for i, r := range s.replicas {
+	reps := s.list()
+	for i, r := range reps {
 		r.mu.Lock()
 		sus := r.suspect(now)
 		cost := r.mean * time.Duration(1+r.outstanding)
@@ -218,7 +270,7 @@ func (c *Cluster[R]) candidates(s *shardState[R], prefer func(shard, replica int
 		if !r.r.Ready() {
 			continue
 		}
-		cs = append(cs, cand{r, prefer != nil && prefer(s.pos, i), cost, i})
+		cs = append(cs, cand{r, prefer != nil && prefer(s.pos, r.r.Addr()), cost, i})
 	}
 	slices.SortStableFunc(cs, func(a, b cand) int {
 		switch {
@@ -237,7 +289,7 @@ func (c *Cluster[R]) candidates(s *shardState[R], prefer func(shard, replica int
 	for _, x := range cs {
 		out = append(out, x.r)
 	}
-	return out, suspects == len(s.replicas) && len(s.replicas) > 0
+	return out, suspects == len(reps) && len(reps) > 0
 }
 
 // record applies an attempt's result to the replica's health and metrics.

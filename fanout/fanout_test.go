@@ -313,7 +313,7 @@ func TestHedgeWinsOverASilentReplica(t *testing.T) {
 	}
 	silent.script(hang) // goes silent on a warm connection
 	// Make the silent replica the preferred one.
-	for _, r := range c.shards[0].replicas {
+	for _, r := range c.shards[0].list() {
 		r.mu.Lock()
 		r.mean = time.Millisecond
 		if r.r == fast {
@@ -337,7 +337,7 @@ func TestHedgesAreCapped(t *testing.T) {
 	c := New([]Shard[*fake]{{Name: "a", Replicas: []*fake{a0, a1}}}, Options{Reporter: rec, HedgeBurst: 2, HedgeBudget: 0.01})
 	for range 6 {
 		Gather(context.Background(), c, req(60*time.Millisecond), call)
-		for _, r := range c.shards[0].replicas { // keep both choosable
+		for _, r := range c.shards[0].list() { // keep both choosable
 			r.mu.Lock()
 			r.success()
 			r.mu.Unlock()
@@ -519,7 +519,7 @@ func TestLosingToAHedgeDemotesTheSilentReplica(t *testing.T) {
 	for range 10 {
 		Gather(context.Background(), c, req(300*time.Millisecond), call)
 	}
-	for _, r := range c.shards[0].replicas { // equal: the first (silent) one is preferred
+	for _, r := range c.shards[0].list() { // equal: the first (silent) one is preferred
 		r.mu.Lock()
 		r.mean, r.dev = time.Millisecond, 0
 		r.mu.Unlock()
@@ -781,11 +781,11 @@ func TestNoHedgeToTheOverloaded(t *testing.T) {
 				Gather(context.Background(), c, req(300*time.Millisecond), call)
 			}
 			if tc.busy {
-				c.shards[0].replicas[1].mu.Lock()
-				c.shards[0].replicas[1].overloadedTill = time.Now().Add(time.Minute)
-				c.shards[0].replicas[1].mu.Unlock()
+				c.shards[0].list()[1].mu.Lock()
+				c.shards[0].list()[1].overloadedTill = time.Now().Add(time.Minute)
+				c.shards[0].list()[1].mu.Unlock()
 			}
-			for _, r := range c.shards[0].replicas {
+			for _, r := range c.shards[0].list() {
 				r.mu.Lock()
 				r.mean, r.dev = time.Millisecond, 0
 				r.mu.Unlock()
@@ -842,7 +842,7 @@ func TestAbsentIsNotCounted(t *testing.T) {
 // setMean gives every replica of shard 0 a measured latency, so the
 // engine's own order is known: a0 cheapest, then a1, then a2.
 func setMeans(c *Cluster[*fake]) {
-	for i, r := range c.shards[0].replicas {
+	for i, r := range c.shards[0].list() {
 		r.mu.Lock()
 		r.mean, r.dev, r.samples = time.Duration(i+1)*time.Millisecond, 0, 10
 		r.mu.Unlock()
@@ -850,8 +850,8 @@ func setMeans(c *Cluster[*fake]) {
 }
 
 // preferring is a Request.Prefer that names one replica of shard 0.
-func preferring(rep int) func(shard, replica int) bool {
-	return func(shard, replica int) bool { return shard == 0 && replica == rep }
+func preferring(addr string) func(shard int, replica string) bool {
+	return func(shard int, replica string) bool { return shard == 0 && replica == addr }
 }
 
 // A read that must see a write goes first to the replica known to have
@@ -864,7 +864,7 @@ func TestPreferredReplicaIsAskedFirst(t *testing.T) {
 		Options{HedgeBudget: -1})
 	setMeans(c)
 	r := req(200 * time.Millisecond)
-	r.Prefer = preferring(2)
+	r.Prefer = preferring("a2")
 	res, sum := Gather(context.Background(), c, r, call)
 	require.False(t, sum.Degraded())
 	require.Equal(t, "a2", res[0].Replica)
@@ -888,7 +888,7 @@ func TestPreferredReplicaIsHedged(t *testing.T) {
 	c := New([]Shard[*fake]{{Name: "a", Replicas: []*fake{a0, a1, a2}}}, Options{Reporter: rec})
 	setMeans(c)
 	r := req(300 * time.Millisecond)
-	r.Prefer = preferring(2)
+	r.Prefer = preferring("a2")
 	res, sum := Gather(context.Background(), c, r, call)
 	require.False(t, sum.Degraded())
 	require.EqualValues(t, 1, a2.calls.Load(), "asked first")
@@ -906,7 +906,7 @@ func TestPreferenceDoesNotOverrideHealth(t *testing.T) {
 		spoil func(c *Cluster[*fake], clk *clock, f *fake)
 	}{
 		{"suspect", func(c *Cluster[*fake], clk *clock, f *fake) {
-			r := c.shards[0].replicas[2]
+			r := c.shards[0].list()[2]
 			r.mu.Lock()
 			for range SuspectAfter {
 				r.failure(clk.Now(), "scripted")
@@ -922,7 +922,7 @@ func TestPreferenceDoesNotOverrideHealth(t *testing.T) {
 			setMeans(c)
 			tc.spoil(c, clk, a2)
 			r := req(200 * time.Millisecond)
-			r.Prefer = preferring(2)
+			r.Prefer = preferring("a2")
 			res, sum := Gather(context.Background(), c, r, call)
 			require.False(t, sum.Degraded())
 			require.Equal(t, "a0", res[0].Replica)

@@ -36,13 +36,13 @@ type Request struct {
 	Budget budget.Budget
 	// Prefer, when set, says which replicas are known to answer the read
 	// without waiting — for a read that must see a write, those known to
-	// have applied it — by the shard's and the replica's positions in the
-	// topology (Cluster.Shards). A shard's preferred replicas are asked
+	// have applied it — by the shard's position in the topology
+	// (Cluster.Shards) and the replica's address. A shard's preferred replicas are asked
 	// first, cheapest first; hedges and failover go on to the others. It
 	// never overrides health: a suspect or unready replica is not asked,
 	// preferred or not. It is called once per replica per shard read, so
 	// it must be cheap.
-	Prefer func(shard, replica int) bool
+	Prefer func(shard int, replica string) bool
 }
 
 // ShardDeadline is when every shard RPC of the request must be done.

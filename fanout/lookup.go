@@ -76,11 +76,11 @@ func Lookup[R Replica, T any](ctx context.Context, c *Cluster[R], req Request, s
 		}
 		lastErr = err
 	}
-	if notFound > 0 && notFound+behind == len(s.replicas) {
+	if notFound > 0 && notFound+behind == len(s.list()) {
 		return zero, lastErr // a NotFound
 	}
 	if code(lastErr) == codes.NotFound {
-		return zero, fmt.Errorf("%w: %d of %d replicas said not found, the others could not be asked", ErrNoReplica, notFound, len(s.replicas))
+		return zero, fmt.Errorf("%w: %d of %d replicas said not found, the others could not be asked", ErrNoReplica, notFound, len(s.list()))
 	}
 	return zero, lastErr
 }

@@ -37,7 +37,7 @@ func (c *Cluster[R]) RunProber(ctx context.Context, interval, timeout time.Durat
 func (c *Cluster[R]) ProbeOnce(ctx context.Context, timeout time.Duration, probe Probe[R]) {
 	var wg sync.WaitGroup
 	for _, s := range c.shards {
-		for _, r := range s.replicas {
+		for _, r := range s.list() {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -105,7 +105,7 @@ func (c *Cluster[R]) Status() []ShardStatus {
 			out[i].Docs += d
 		}
 		s.mu.Unlock()
-		for _, r := range s.replicas {
+		for _, r := range s.list() {
 			r.mu.Lock()
 			out[i].Replicas = append(out[i].Replicas, ReplicaStatus{
 				Addr: r.r.Addr(), Suspect: r.suspect(now), ConsecutiveFailures: r.consecutive,

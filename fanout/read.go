@@ -37,7 +37,7 @@ type shardRead[R Replica, T any] struct {
 	c      *Cluster[R]
 	s      *shardState[R]
 	call   Call[R, T]
-	prefer func(shard, replica int) bool
+	prefer func(shard int, replica string) bool
 	cands  []*replicaState[R]
 
 	ctx     context.Context // the shard's deadline
@@ -58,7 +58,7 @@ type shardRead[R Replica, T any] struct {
 	span   trace.Span
 }
 
-func newShardRead[R Replica, T any](c *Cluster[R], s *shardState[R], call Call[R, T], prefer func(shard, replica int) bool) *shardRead[R, T] {
+func newShardRead[R Replica, T any](c *Cluster[R], s *shardState[R], call Call[R, T], prefer func(shard int, replica string) bool) *shardRead[R, T] {
 	return &shardRead[R, T]{c: c, s: s, call: call, prefer: prefer, res: Result[T]{Shard: s.name}}
 }
 

@@ -16,7 +16,9 @@ type Answered[T any] struct {
 
 // Survey asks every replica of every shard at once — suspect and not-ready
 // ones too, since it is how an operator sees them — within timeout, and
-// returns the answers indexed [shard][replica] in cluster order. It is for
+// returns the answers indexed [shard][replica] in cluster order (each
+// shard's replicas as the set was when the survey started; Answered.Replica
+// names each). It is for
 // cluster status and schema discovery: it changes no health state and
 // moves no fan-out counter.
 func Survey[R Replica, T any](ctx context.Context, c *Cluster[R], timeout time.Duration, call Call[R, T]) [][]Answered[T] {
@@ -27,8 +29,9 @@ func Survey[R Replica, T any](ctx context.Context, c *Cluster[R], timeout time.D
 	out := make([][]Answered[T], len(c.shards))
 	var wg sync.WaitGroup
 	for i, s := range c.shards {
-		out[i] = make([]Answered[T], len(s.replicas))
-		for j, r := range s.replicas {
+		reps := s.list()
+		out[i] = make([]Answered[T], len(reps))
+		for j, r := range reps {
 			wg.Go(func() {
 				a := Answered[T]{Replica: r.r.Addr()}
 				t0 := time.Now()

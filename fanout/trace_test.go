@@ -83,7 +83,7 @@ func TestTraceOfAShardRead(t *testing.T) {
 					Gather(context.Background(), c, req(300*time.Millisecond), call)
 				}
 				silent.script(hang)
-				for _, r := range c.shards[0].replicas { // the silent one is first choice
+				for _, r := range c.shards[0].list() { // the silent one is first choice
 					r.mu.Lock()
 					r.mean, r.dev = time.Millisecond, 0
 					if r.r == fast {

@@ -128,12 +128,12 @@ func (s *shardState[R]) writeTarget(tried map[*replicaState[R]]bool) *replicaSta
 	leader := s.leader
 	s.mu.Unlock()
 	var notReady *replicaState[R]
-	for _, r := range s.replicas {
+	for _, r := range s.list() {
 		if !tried[r] && leader != "" && r.r.Addr() == leader {
 			return r
 		}
 	}
-	for _, r := range s.replicas {
+	for _, r := range s.list() {
 		if tried[r] {
 			continue
 		}

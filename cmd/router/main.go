@@ -19,6 +19,7 @@ Usage:
   router shard   a shard server
   router dev     3 shards x 3 replicas (a raft group each) and the router in this process
   router load    bulk import .npy, .fvecs or JSON Lines through a router
+  router admin   change a shard's replicas online (add, remove, replace) and show them
 
 Run "router COMMAND --help" for a command's flags; every flag has an
 environment twin TRAWL_<FLAG> (e.g. --http-addr is TRAWL_HTTP_ADDR).
@@ -41,6 +42,8 @@ func main() {
 		err = runDev(ctx, args)
 	case "load":
 		err = runLoad(ctx, args)
+	case "admin":
+		err = runAdmin(ctx, args, os.Stdout)
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 		return

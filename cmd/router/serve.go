@@ -62,6 +62,7 @@ func runServe(ctx context.Context, args []string) error {
 	failover := fs.Bool("failover", true, "fail reads over to another replica within the call (false for baselines)")
 	prewarm := fs.Bool("prewarm", true, "dial and handshake every replica at start, before /readyz (false for baselines)")
 	qdrantGRPC := fs.String("qdrant-grpc-addr", ":6334", "listen address of Qdrant's gRPC API (the Go, Rust, Java and .NET clients), with the HTTP port's API keys and --http-tls-*; empty: off")
+	discover := fs.Bool("discover", true, "learn each shard's replicas from its raft group every 2 s (--shard seeds them), so replicas added or removed with router admin take or leave reads without a restart; the group's addresses (--advertise-addr) must then be reachable from the router")
 	readyTimeout := fs.Duration("ready-timeout", app.DefaultReadyTimeout, "how long /readyz waits for every shard to have a replica that serves; past it the router turns ready and answers say what is missing")
 	logLevel := logLevelFlag(fs, slog.LevelInfo)
 	if err := parseFlags(fs, args); err != nil {
@@ -115,7 +116,7 @@ func runServe(ctx context.Context, args []string) error {
 	}
 	r, err := app.New(app.Config{
 		QdrantGRPCOptions: grpcOpts,
-		Shards:            shards, Dial: dial, Keys: keys, MaxInflight: *maxInflight, BodyTimeout: *bodyTimeout,
+		Shards:            shards, Dial: dial, Keys: keys, Discover: *discover, MaxInflight: *maxInflight, BodyTimeout: *bodyTimeout,
 		Collection: *colls.def, EnsureCollections: colls.ensure, MaxCollections: *colls.max,
 		NoAdmission: !*admit, NoHedge: !*hedge, NoFailover: !*failover, NoPrewarm: !*prewarm,
 		Logger: log, Kernel: kernel, WarmupTimeout: *readyTimeout,

@@ -35,7 +35,8 @@ func runShard(ctx context.Context, args []string) error {
 	httpAddr := fs.String("http-addr", ":9090", "HTTP listen address for /metrics, /healthz and /readyz")
 	dataDir := fs.String("data-dir", "", "data directory (created if missing): the raft log (raft.db) and snapshots")
 	peers := fs.String("peers", "", "every replica of this shard, this one included, as HOST:PORT,HOST:PORT,... (the addresses they reach each other at); empty: a group of one")
-	advertise := fs.String("advertise-addr", "", "this replica's entry in --peers (default: --grpc-addr)")
+	advertise := fs.String("advertise-addr", "", "this replica's address as its peers reach it: its entry in --peers, or what --join adds (default: --grpc-addr)")
+	join := fs.String("join", "", "join an existing group through any of its replicas, HOST:PORT,...: the replica asks to be added (as a non-voter, promoted to voter once caught up from the leader's snapshot and log) and never seeds a group; start it on an empty --data-dir. Not with --peers")
 	timings := raftTimingFlags(fs)
 	dim := fs.Int("dim", vector.DefaultDim, legacyHelp+": vector dimension")
 	metricName := fs.String("metric", "cosine", legacyHelp+": similarity metric: cosine, dot or l2")
@@ -113,7 +114,7 @@ func runShard(ctx context.Context, args []string) error {
 			if peerCreds, err = shard.ClientCredentials(ca, *tlsCert, *tlsKey); err != nil {
 				return fmt.Errorf("--tls-peer-ca: %w", err)
 			}
-		} else if *peers != "" {
+		} else if *peers != "" || *join != "" {
 			return errors.New("raft traffic over TLS needs a CA to verify peers: --tls-peer-ca or --tls-client-ca")
 		}
 	} else if *clientCA != "" || *peerCA != "" {
@@ -127,18 +128,18 @@ func runShard(ctx context.Context, args []string) error {
 	if adv == "" {
 		adv = *grpcAddr
 	}
-	var peerList []string
-	for _, p := range strings.Split(*peers, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			peerList = append(peerList, p)
-		}
+	peerList, joinList := addrList(*peers), addrList(*join)
+	if len(peerList) > 0 && len(joinList) > 0 {
+		ln.Close()
+		return errors.New("--peers seeds a new group and --join joins an existing one: give one of them")
 	}
-	if len(peerList) > 0 && *advertise == "" && strings.HasPrefix(adv, ":") {
-		return fmt.Errorf("--advertise-addr is required with --peers when --grpc-addr %s has no host", *grpcAddr)
+	if len(peerList)+len(joinList) > 0 && *advertise == "" && strings.HasPrefix(adv, ":") {
+		ln.Close()
+		return fmt.Errorf("--advertise-addr is required with --peers or --join when --grpc-addr %s has no host", *grpcAddr)
 	}
 	rep, err := replica.Open(replica.Config{
 		Legacy: legacy, Kernel: kernel,
-		DataDir: *dataDir, Advertise: adv, Peers: peerList,
+		DataDir: *dataDir, Advertise: adv, Peers: peerList, Join: len(joinList) > 0,
 		MaxLeaderSilence: *timings.maxSilence, HeartbeatTimeout: *timings.heartbeat, ElectionTimeout: *timings.election,
 		PeerCreds: peerCreds, Observer: obs, TracerProvider: tel.TracerProvider, Logger: log, RaftLogLevel: raftLevel,
 	})
@@ -170,11 +171,20 @@ func runShard(ctx context.Context, args []string) error {
 		fmt.Fprintln(w, `{"status":"ready"}`)
 	})
 	hs := &http.Server{Addr: *httpAddr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	errc := make(chan error, 2)
+	errc := make(chan error, 3)
 	go func() { errc <- g.Serve(ln) }()
 	go func() { errc <- hs.ListenAndServe() }()
+	if len(joinList) > 0 {
+		// After Serve: the leader checks this replica answers before it
+		// adds it.
+		go func() {
+			if err := srv.Join(ctx, joinList); err != nil && ctx.Err() == nil {
+				errc <- fmt.Errorf("--join: %w", err)
+			}
+		}()
+	}
 	log.Info("shard started; serving once caught up with its group", "grpc", ln.Addr().String(), "http", *httpAddr,
-		"advertise", adv, "peers", peerList, "kernel", kernel.Name, "legacy_collection", legacy.String())
+		"advertise", adv, "peers", peerList, "join", joinList, "kernel", kernel.Name, "legacy_collection", legacy.String())
 	select {
 	case err = <-errc:
 	case <-ctx.Done():
@@ -191,6 +201,17 @@ func runShard(ctx context.Context, args []string) error {
 	defer cancel()
 	_ = hs.Shutdown(sctx)
 	return err
+}
+
+// addrList splits a comma-separated list of addresses, dropping blanks.
+func addrList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // raftTimings are the shard's raft timing flags.

@@ -11,6 +11,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -86,6 +87,14 @@ type Config struct {
 	// DisableProber turns the background prober off (tests of the query
 	// path alone).
 	DisableProber bool
+	// Discover keeps each shard's replicas equal to its group's members
+	// (discover), with Shards only seeding them: router serve. Off where
+	// the router reaches replicas at other addresses than their groups
+	// know them by (router dev's fault proxies).
+	Discover bool
+	// RetireAfter is how long discovery keeps a dropped replica's
+	// connection open for the reads that picked it (15 s if zero).
+	RetireAfter time.Duration
 	// TracerProvider and Propagator trace requests, fan-outs and shard
 	// RPCs (internal/tracing builds them from OTEL_*). A nil or noop
 	// provider is tracing off: no instrumentation installed. They also
@@ -109,11 +118,12 @@ type Router struct {
 	// limiter as API; the caller serves it on --qdrant-grpc-addr.
 	QdrantGRPC *grpc.Server
 
-	conns  []*client.Conn
-	shards [][]*client.Conn // each shard's replicas, in shard order
-	ready  chan struct{}    // closed when the warm-up ends
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	connsMu sync.Mutex
+	conns   []*client.Conn   // every connection dialled, closed by Close
+	shards  [][]*client.Conn // each shard's replicas as seeded, in shard order
+	ready   chan struct{}    // closed when the warm-up ends
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
 }
 
 // New dials every replica, starts the prober and the warm-up, and returns
@@ -200,8 +210,26 @@ func New(cfg Config) (*Router, error) {
 			})
 		})
 	}
+	if cfg.Discover {
+		r.wg.Go(func() { r.discover(ctx, cfg) })
+	}
 	r.wg.Go(func() { r.warmUp(ctx, cfg) })
 	return r, nil
+}
+
+// untrackConn removes a connection discovery closed from those Close
+// closes, so a router whose groups churn keeps no dead ones.
+func (r *Router) untrackConn(c *client.Conn) {
+	r.connsMu.Lock()
+	r.conns = slices.DeleteFunc(r.conns, func(x *client.Conn) bool { return x == c })
+	r.connsMu.Unlock()
+}
+
+// trackConns adds connections discovery dialled to those Close closes.
+func (r *Router) trackConns(cs []*client.Conn) {
+	r.connsMu.Lock()
+	r.conns = append(r.conns, cs...)
+	r.connsMu.Unlock()
 }
 
 // DefaultReadyTimeout is --ready-timeout's default.
@@ -217,8 +245,10 @@ func (r *Router) warmUp(ctx context.Context, cfg Config) {
 	defer cancel()
 	if !cfg.NoPrewarm {
 		var wg sync.WaitGroup
-		for _, c := range r.conns {
-			wg.Go(func() { c.WaitSettled(wctx) })
+		for _, reps := range r.shards {
+			for _, c := range reps {
+				wg.Go(func() { c.WaitSettled(wctx) })
+			}
 		}
 		wg.Wait()
 		if missing := r.waitServing(wctx, cfg.Shards); len(missing) > 0 && ctx.Err() == nil {
@@ -242,7 +272,11 @@ func (r *Router) warmUp(ctx context.Context, cfg Config) {
 	}
 	r.API.SetReady(true)
 	close(r.ready)
-	cfg.Logger.Info("router ready", "replicas", len(r.conns))
+	n := 0
+	for _, s := range r.Cluster.Shards() {
+		n += len(s.Replicas)
+	}
+	cfg.Logger.Info("router ready", "replicas", n)
 	r.Coordinator.RunCatalog(ctx)
 }
 
@@ -333,6 +367,8 @@ func (r *Router) Close() {
 }
 
 func (r *Router) closeConns() {
+	r.connsMu.Lock()
+	defer r.connsMu.Unlock()
 	for _, c := range r.conns {
 		c.Close()
 	}

@@ -284,3 +284,22 @@ func (c *Conn) ChangeCatalog(ctx context.Context, req *shardpb.ChangeCatalogRequ
 	}
 	return resp, nil
 }
+
+// Members reads the replica's view of its group's membership; progress
+// makes it ask every member for its log state (status).
+func (c *Conn) Members(ctx context.Context, progress bool) (*shardpb.MembersResponse, error) {
+	resp, err := c.shard.Members(ctx, &shardpb.MembersRequest{Progress: progress})
+	return resp, shard.FromStatus(err)
+}
+
+// ChangeMembers adds, removes or replaces a replica of this replica's
+// group (a follower forwards the change to its leader). Errors as for
+// Upsert; every change is idempotent, so an unknown outcome may be
+// retried.
+func (c *Conn) ChangeMembers(ctx context.Context, req *shardpb.ChangeMembersRequest) (*shardpb.ChangeMembersResponse, error) {
+	resp, err := c.shard.ChangeMembers(ctx, req)
+	if err != nil {
+		return nil, shard.MarkNeverSent(shard.FromStatus(err))
+	}
+	return resp, nil
+}

@@ -59,10 +59,18 @@ type Config struct {
 	// Advertise is this replica's address as its peers reach it (its entry
 	// in Peers, and its raft server id). Required.
 	Advertise string
-	// Peers lists every replica of the shard, this one included. Empty
-	// means a group of one (Advertise alone). It must match the membership
-	// stored in DataDir, if any: membership changes are not supported.
+	// Peers lists every replica of the shard, this one included, to seed
+	// a new group. Empty means a group of one (Advertise alone). Once the
+	// group exists its configuration, stored in DataDir, is the truth:
+	// membership changes go through AddReplica and RemoveReplica, and a
+	// Peers that differs from the stored membership is ignored with a
+	// warning.
 	Peers []string
+	// Join: the replica joins an existing group (it is added through
+	// AddReplica, by an operator or by its own request): with no raft
+	// state it never bootstraps a group, and waits for a leader to send it
+	// a snapshot and the log. Peers is then empty.
+	Join bool
 	// MaxLeaderSilence: DefaultMaxLeaderSilence if zero; at least
 	// 3× ElectionTimeout.
 	MaxLeaderSilence time.Duration
@@ -149,8 +157,9 @@ type Node struct {
 // restores its latest snapshot into cfg.StateMachine (logging progress),
 // and starts raft. Register its service on the shard's gRPC server before
 // serving. A replica with no raft state bootstraps a group only when
-// every peer answers that it is as new (see bootstrap); one with state
-// refuses to start if cfg.Peers disagrees with the stored membership.
+// every peer answers that it is as new (see bootstrap), and never with
+// cfg.Join; one with state follows its stored membership
+// (checkMembership).
 func Open(cfg Config) (n *Node, err error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -309,9 +318,10 @@ func Open(cfg Config) (n *Node, err error) {
 			return nil, err
 		}
 	}
-	n.wg.Add(1)
+	n.wg.Add(2)
 	go n.monitor()
-	if !hadState {
+	go n.runPromoter()
+	if !hadState && !cfg.Join {
 		n.wg.Add(1)
 		go n.bootstrap()
 	}
@@ -352,21 +362,35 @@ func openDisk(dir string, log *slog.Logger, lw io.Writer) (*raftboltdb.BoltStore
 // Register adds the Raft service to g, the shard's gRPC server.
 func (n *Node) Register(g *grpc.Server) { n.trans.Register(g) }
 
-// checkMembership refuses a --peers list that differs from the membership
-// stored in the log or snapshot.
+// checkMembership compares --peers with the membership stored in the log
+// or snapshot, which is the truth once a group exists (members change
+// through AddReplica and RemoveReplica): a --peers that differs is
+// ignored with a warning. It is not refused, because it is not unsafe —
+// raft never reads it again once the group exists — and after a replace
+// the Helm chart and scripts still render the old seed list, which only
+// shares this replica with the stored one. What would be unsafe, a second
+// group bootstrapped beside an existing one, bootstrap never does. A replica the
+// stored configuration does not list (removed from its group) starts, and
+// takes no part in the group until a leader adds it again.
 func (n *Node) checkMembership() error {
-	f := n.raft.GetConfiguration()
-	if err := f.Error(); err != nil {
+	ms, _, err := n.Members()
+	if err != nil {
 		return fmt.Errorf("read stored membership: %w", err)
 	}
-	var stored []string
-	for _, s := range f.Configuration().Servers {
-		stored = append(stored, string(s.Address))
+	stored := make([]string, len(ms))
+	for i, m := range ms {
+		stored[i] = m.Addr
 	}
-	slices.Sort(stored)
-	if len(stored) > 0 && !slices.Equal(stored, n.peers) {
-		return fmt.Errorf("--peers %s disagrees with the membership stored in %s (%s): membership changes are not supported; start with the stored peers",
-			strings.Join(n.peers, ","), n.cfg.DataDir, strings.Join(stored, ","))
+	if len(stored) == 0 {
+		return nil
+	}
+	if len(n.cfg.Peers) > 0 && !slices.Equal(stored, n.peers) {
+		n.log.Warn("--peers differs from the stored membership, which is used: --peers only seeds a new group; change members with router admin",
+			"peers", n.peers, "stored", stored)
+	}
+	if !slices.Contains(stored, n.cfg.Advertise) {
+		n.log.Warn("this replica is not in its group's stored membership (removed?): it takes no part until a leader adds it again (router admin add-replica)",
+			"self", n.cfg.Advertise, "stored", stored)
 	}
 	return nil
 }

@@ -521,17 +521,19 @@ func TestRaftWipedReplicaWithFrozenPeersDoesNothing(t *testing.T) {
 	require.True(t, wiped.node.MayVote())
 }
 
-func TestRaftPeersMismatchRefused(t *testing.T) {
+// TestRaftStoredMembershipWinsOverPeers: once a group exists, its stored
+// configuration is the truth; a --peers that differs only seeded it and
+// is ignored (with a warning), so a stale seed list after a replace does
+// not keep a replica down.
+func TestRaftStoredMembershipWinsOverPeers(t *testing.T) {
 	ms := group(t, 1, nil)
 	waitLeader(t, ms)
 	write(t, ms, "a")
 	m := ms[0]
 	m.stop()
 	m.peers = []string{m.addr(), "127.0.0.1:1"}
-	err := m.start()
-	require.ErrorContains(t, err, "disagrees with the membership stored")
-	// Its own peers again: it loads what it had.
-	m.peers = nil
 	require.NoError(t, m.start())
 	require.Eventually(t, func() bool { return complete(t, m, []string{"a"}, 0) }, 30*time.Second, 20*time.Millisecond)
+	require.Equal(t, map[string]bool{m.addr(): true}, members(t, m), "the stored membership, not --peers")
+	write(t, ms, "b")
 }

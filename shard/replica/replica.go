@@ -52,11 +52,19 @@ type Config struct {
 	// one).
 	Advertise string
 	Peers     []string
+	// Join: the replica joins an existing group instead of seeding one
+	// (raftnode.Config.Join); the caller then asks the group to add it
+	// (Server.Join) once its gRPC port serves.
+	Join bool
 	// MaxLeaderSilence, HeartbeatTimeout and ElectionTimeout are the
 	// node's (raftnode.Config; its defaults if zero).
 	MaxLeaderSilence time.Duration
 	HeartbeatTimeout time.Duration
 	ElectionTimeout  time.Duration
+	// SnapshotThreshold and TrailingLogs are the node's too (its defaults
+	// if zero).
+	SnapshotThreshold uint64
+	TrailingLogs      uint64
 	// PeerCreds are the client credentials raft traffic to peers uses;
 	// nil means plaintext. PeerDialer, when set, replaces the TCP dialer
 	// to peers (tests).
@@ -116,17 +124,20 @@ func Open(cfg Config) (*Replica, error) {
 		SegmentDir: segDir})
 	peerOpts := shard.DialOptions(cfg.PeerCreds, cfg.PeerDialer)
 	node, err := raftnode.Open(raftnode.Config{
-		DataDir:          cfg.DataDir,
-		InMemory:         cfg.InMemory,
-		Advertise:        cfg.Advertise,
-		Peers:            cfg.Peers,
-		MaxLeaderSilence: cfg.MaxLeaderSilence,
-		HeartbeatTimeout: cfg.HeartbeatTimeout,
-		ElectionTimeout:  cfg.ElectionTimeout,
-		DialOptions:      peerOpts,
-		StateMachine:     server.NewStateMachine(cols, cfg.Logger),
-		RaftLogLevel:     cfg.RaftLogLevel,
-		Logger:           cfg.Logger,
+		DataDir:           cfg.DataDir,
+		InMemory:          cfg.InMemory,
+		Advertise:         cfg.Advertise,
+		Peers:             cfg.Peers,
+		Join:              cfg.Join,
+		MaxLeaderSilence:  cfg.MaxLeaderSilence,
+		HeartbeatTimeout:  cfg.HeartbeatTimeout,
+		ElectionTimeout:   cfg.ElectionTimeout,
+		SnapshotThreshold: cfg.SnapshotThreshold,
+		TrailingLogs:      cfg.TrailingLogs,
+		DialOptions:       peerOpts,
+		StateMachine:      server.NewStateMachine(cols, cfg.Logger),
+		RaftLogLevel:      cfg.RaftLogLevel,
+		Logger:            cfg.Logger,
 	})
 	if err != nil {
 		return nil, err

@@ -26,6 +26,459 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type MembersRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// progress asks the answering replica to ask every member for its log
+	// state (each under its own short timeout): catch-up progress and
+	// reachability, for status. Discovery leaves it off.
+	Progress      bool `protobuf:"varint,1,opt,name=progress,proto3" json:"progress,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MembersRequest) Reset() {
+	*x = MembersRequest{}
+	mi := &file_shard_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MembersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MembersRequest) ProtoMessage() {}
+
+func (x *MembersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_shard_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MembersRequest.ProtoReflect.Descriptor instead.
+func (*MembersRequest) Descriptor() ([]byte, []int) {
+	return file_shard_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *MembersRequest) GetProgress() bool {
+	if x != nil {
+		return x.Progress
+	}
+	return false
+}
+
+// Member is one replica of a group's configuration.
+type Member struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Addr  string                 `protobuf:"bytes,1,opt,name=addr,proto3" json:"addr,omitempty"` // its address, as its peers and routers reach it
+	// voter: it counts toward the group's majority. A replica added through
+	// ChangeMembers is a non-voter until it has caught up with the leader's
+	// log, and the leader then promotes it.
+	Voter  bool `protobuf:"varint,2,opt,name=voter,proto3" json:"voter,omitempty"`
+	Leader bool `protobuf:"varint,3,opt,name=leader,proto3" json:"leader,omitempty"`
+	// The fields below are set only when progress was asked.
+	Reachable     bool   `protobuf:"varint,4,opt,name=reachable,proto3" json:"reachable,omitempty"`                  // it answered this time
+	LastIndex     uint64 `protobuf:"varint,5,opt,name=last_index,json=lastIndex,proto3" json:"last_index,omitempty"` // its last log index (catch-up progress)
+	Error         string `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`                           // why it did not answer
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Member) Reset() {
+	*x = Member{}
+	mi := &file_shard_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Member) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Member) ProtoMessage() {}
+
+func (x *Member) ProtoReflect() protoreflect.Message {
+	mi := &file_shard_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Member.ProtoReflect.Descriptor instead.
+func (*Member) Descriptor() ([]byte, []int) {
+	return file_shard_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Member) GetAddr() string {
+	if x != nil {
+		return x.Addr
+	}
+	return ""
+}
+
+func (x *Member) GetVoter() bool {
+	if x != nil {
+		return x.Voter
+	}
+	return false
+}
+
+func (x *Member) GetLeader() bool {
+	if x != nil {
+		return x.Leader
+	}
+	return false
+}
+
+func (x *Member) GetReachable() bool {
+	if x != nil {
+		return x.Reachable
+	}
+	return false
+}
+
+func (x *Member) GetLastIndex() uint64 {
+	if x != nil {
+		return x.LastIndex
+	}
+	return 0
+}
+
+func (x *Member) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+type MembersResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Members []*Member              `protobuf:"bytes,1,rep,name=members,proto3" json:"members,omitempty"` // sorted by addr
+	Leader  string                 `protobuf:"bytes,2,opt,name=leader,proto3" json:"leader,omitempty"`   // the leader's address, empty when unknown
+	Self    string                 `protobuf:"bytes,3,opt,name=self,proto3" json:"self,omitempty"`       // the answering replica's address
+	// The answering replica's own log: its last index and the commit index
+	// it knows (a member's last_index against this is its lag).
+	LastIndex   uint64 `protobuf:"varint,4,opt,name=last_index,json=lastIndex,proto3" json:"last_index,omitempty"`
+	CommitIndex uint64 `protobuf:"varint,5,opt,name=commit_index,json=commitIndex,proto3" json:"commit_index,omitempty"`
+	// config_index is the log index of the configuration listed.
+	ConfigIndex   uint64 `protobuf:"varint,6,opt,name=config_index,json=configIndex,proto3" json:"config_index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MembersResponse) Reset() {
+	*x = MembersResponse{}
+	mi := &file_shard_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MembersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MembersResponse) ProtoMessage() {}
+
+func (x *MembersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_shard_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MembersResponse.ProtoReflect.Descriptor instead.
+func (*MembersResponse) Descriptor() ([]byte, []int) {
+	return file_shard_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *MembersResponse) GetMembers() []*Member {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+func (x *MembersResponse) GetLeader() string {
+	if x != nil {
+		return x.Leader
+	}
+	return ""
+}
+
+func (x *MembersResponse) GetSelf() string {
+	if x != nil {
+		return x.Self
+	}
+	return ""
+}
+
+func (x *MembersResponse) GetLastIndex() uint64 {
+	if x != nil {
+		return x.LastIndex
+	}
+	return 0
+}
+
+func (x *MembersResponse) GetCommitIndex() uint64 {
+	if x != nil {
+		return x.CommitIndex
+	}
+	return 0
+}
+
+func (x *MembersResponse) GetConfigIndex() uint64 {
+	if x != nil {
+		return x.ConfigIndex
+	}
+	return 0
+}
+
+type ChangeMembersRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Op:
+	//
+	//	*ChangeMembersRequest_Add
+	//	*ChangeMembersRequest_Remove
+	//	*ChangeMembersRequest_Replace
+	Op isChangeMembersRequest_Op `protobuf_oneof:"op"`
+	// wait: answer only once an added replica is a voter (add), within the
+	// call's deadline. A replace always waits.
+	Wait          bool `protobuf:"varint,4,opt,name=wait,proto3" json:"wait,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChangeMembersRequest) Reset() {
+	*x = ChangeMembersRequest{}
+	mi := &file_shard_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChangeMembersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChangeMembersRequest) ProtoMessage() {}
+
+func (x *ChangeMembersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_shard_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChangeMembersRequest.ProtoReflect.Descriptor instead.
+func (*ChangeMembersRequest) Descriptor() ([]byte, []int) {
+	return file_shard_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ChangeMembersRequest) GetOp() isChangeMembersRequest_Op {
+	if x != nil {
+		return x.Op
+	}
+	return nil
+}
+
+func (x *ChangeMembersRequest) GetAdd() string {
+	if x != nil {
+		if x, ok := x.Op.(*ChangeMembersRequest_Add); ok {
+			return x.Add
+		}
+	}
+	return ""
+}
+
+func (x *ChangeMembersRequest) GetRemove() string {
+	if x != nil {
+		if x, ok := x.Op.(*ChangeMembersRequest_Remove); ok {
+			return x.Remove
+		}
+	}
+	return ""
+}
+
+func (x *ChangeMembersRequest) GetReplace() *ReplaceMember {
+	if x != nil {
+		if x, ok := x.Op.(*ChangeMembersRequest_Replace); ok {
+			return x.Replace
+		}
+	}
+	return nil
+}
+
+func (x *ChangeMembersRequest) GetWait() bool {
+	if x != nil {
+		return x.Wait
+	}
+	return false
+}
+
+type isChangeMembersRequest_Op interface {
+	isChangeMembersRequest_Op()
+}
+
+type ChangeMembersRequest_Add struct {
+	// add: a replica joins as a non-voter, receives the leader's snapshot
+	// and log, and is promoted to voter once caught up. It must answer on
+	// its address (start it first, with an empty --data-dir). Adding a
+	// member is a no-op.
+	Add string `protobuf:"bytes,1,opt,name=add,proto3,oneof"`
+}
+
+type ChangeMembersRequest_Remove struct {
+	// remove: a member leaves the group. Refused when the voters left
+	// would not hold a live majority, or none would be left. Removing a
+	// non-member is a no-op.
+	Remove string `protobuf:"bytes,2,opt,name=remove,proto3,oneof"`
+}
+
+type ChangeMembersRequest_Replace struct {
+	// replace: add new, wait until it is a voter, then remove old. Each
+	// step is idempotent, so a replace cut short by its deadline is
+	// finished by repeating it.
+	Replace *ReplaceMember `protobuf:"bytes,3,opt,name=replace,proto3,oneof"`
+}
+
+func (*ChangeMembersRequest_Add) isChangeMembersRequest_Op() {}
+
+func (*ChangeMembersRequest_Remove) isChangeMembersRequest_Op() {}
+
+func (*ChangeMembersRequest_Replace) isChangeMembersRequest_Op() {}
+
+type ReplaceMember struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Old           string                 `protobuf:"bytes,1,opt,name=old,proto3" json:"old,omitempty"`
+	New           string                 `protobuf:"bytes,2,opt,name=new,proto3" json:"new,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplaceMember) Reset() {
+	*x = ReplaceMember{}
+	mi := &file_shard_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplaceMember) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplaceMember) ProtoMessage() {}
+
+func (x *ReplaceMember) ProtoReflect() protoreflect.Message {
+	mi := &file_shard_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplaceMember.ProtoReflect.Descriptor instead.
+func (*ReplaceMember) Descriptor() ([]byte, []int) {
+	return file_shard_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ReplaceMember) GetOld() string {
+	if x != nil {
+		return x.Old
+	}
+	return ""
+}
+
+func (x *ReplaceMember) GetNew() string {
+	if x != nil {
+		return x.New
+	}
+	return ""
+}
+
+type ChangeMembersResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Changed       bool                   `protobuf:"varint,1,opt,name=changed,proto3" json:"changed,omitempty"`                           // false: it was already so
+	Members       []*Member              `protobuf:"bytes,2,rep,name=members,proto3" json:"members,omitempty"`                            // the configuration after the change
+	ForwardedTo   string                 `protobuf:"bytes,3,opt,name=forwarded_to,json=forwardedTo,proto3" json:"forwarded_to,omitempty"` // as in UpsertResponse
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChangeMembersResponse) Reset() {
+	*x = ChangeMembersResponse{}
+	mi := &file_shard_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChangeMembersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChangeMembersResponse) ProtoMessage() {}
+
+func (x *ChangeMembersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_shard_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChangeMembersResponse.ProtoReflect.Descriptor instead.
+func (*ChangeMembersResponse) Descriptor() ([]byte, []int) {
+	return file_shard_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ChangeMembersResponse) GetChanged() bool {
+	if x != nil {
+		return x.Changed
+	}
+	return false
+}
+
+func (x *ChangeMembersResponse) GetMembers() []*Member {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+func (x *ChangeMembersResponse) GetForwardedTo() string {
+	if x != nil {
+		return x.ForwardedTo
+	}
+	return ""
+}
+
 // CollectionRef names the collection a request acts on: its name and the
 // uid the catalog gave this incarnation of it. A replica that holds no
 // collection of that name and uid refuses the request (FailedPrecondition,
@@ -42,7 +495,7 @@ type CollectionRef struct {
 
 func (x *CollectionRef) Reset() {
 	*x = CollectionRef{}
-	mi := &file_shard_proto_msgTypes[0]
+	mi := &file_shard_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -54,7 +507,7 @@ func (x *CollectionRef) String() string {
 func (*CollectionRef) ProtoMessage() {}
 
 func (x *CollectionRef) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[0]
+	mi := &file_shard_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -67,7 +520,7 @@ func (x *CollectionRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CollectionRef.ProtoReflect.Descriptor instead.
 func (*CollectionRef) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{0}
+	return file_shard_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CollectionRef) GetName() string {
@@ -101,7 +554,7 @@ type CollectionSettings struct {
 
 func (x *CollectionSettings) Reset() {
 	*x = CollectionSettings{}
-	mi := &file_shard_proto_msgTypes[1]
+	mi := &file_shard_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -113,7 +566,7 @@ func (x *CollectionSettings) String() string {
 func (*CollectionSettings) ProtoMessage() {}
 
 func (x *CollectionSettings) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[1]
+	mi := &file_shard_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -126,7 +579,7 @@ func (x *CollectionSettings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CollectionSettings.ProtoReflect.Descriptor instead.
 func (*CollectionSettings) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{1}
+	return file_shard_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *CollectionSettings) GetDim() uint32 {
@@ -182,7 +635,7 @@ type CollectionEntry struct {
 
 func (x *CollectionEntry) Reset() {
 	*x = CollectionEntry{}
-	mi := &file_shard_proto_msgTypes[2]
+	mi := &file_shard_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -194,7 +647,7 @@ func (x *CollectionEntry) String() string {
 func (*CollectionEntry) ProtoMessage() {}
 
 func (x *CollectionEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[2]
+	mi := &file_shard_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -207,7 +660,7 @@ func (x *CollectionEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CollectionEntry.ProtoReflect.Descriptor instead.
 func (*CollectionEntry) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{2}
+	return file_shard_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CollectionEntry) GetName() string {
@@ -251,7 +704,7 @@ type PayloadIndex struct {
 
 func (x *PayloadIndex) Reset() {
 	*x = PayloadIndex{}
-	mi := &file_shard_proto_msgTypes[3]
+	mi := &file_shard_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -263,7 +716,7 @@ func (x *PayloadIndex) String() string {
 func (*PayloadIndex) ProtoMessage() {}
 
 func (x *PayloadIndex) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[3]
+	mi := &file_shard_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -276,7 +729,7 @@ func (x *PayloadIndex) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PayloadIndex.ProtoReflect.Descriptor instead.
 func (*PayloadIndex) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{3}
+	return file_shard_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *PayloadIndex) GetCollection() string {
@@ -312,7 +765,7 @@ type AliasEntry struct {
 
 func (x *AliasEntry) Reset() {
 	*x = AliasEntry{}
-	mi := &file_shard_proto_msgTypes[4]
+	mi := &file_shard_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -324,7 +777,7 @@ func (x *AliasEntry) String() string {
 func (*AliasEntry) ProtoMessage() {}
 
 func (x *AliasEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[4]
+	mi := &file_shard_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -337,7 +790,7 @@ func (x *AliasEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AliasEntry.ProtoReflect.Descriptor instead.
 func (*AliasEntry) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{4}
+	return file_shard_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *AliasEntry) GetAlias() string {
@@ -370,7 +823,7 @@ type CatalogRequest struct {
 
 func (x *CatalogRequest) Reset() {
 	*x = CatalogRequest{}
-	mi := &file_shard_proto_msgTypes[5]
+	mi := &file_shard_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -382,7 +835,7 @@ func (x *CatalogRequest) String() string {
 func (*CatalogRequest) ProtoMessage() {}
 
 func (x *CatalogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[5]
+	mi := &file_shard_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -395,7 +848,7 @@ func (x *CatalogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogRequest.ProtoReflect.Descriptor instead.
 func (*CatalogRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{5}
+	return file_shard_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CatalogRequest) GetMinIndex() uint64 {
@@ -421,7 +874,7 @@ type CatalogResponse struct {
 
 func (x *CatalogResponse) Reset() {
 	*x = CatalogResponse{}
-	mi := &file_shard_proto_msgTypes[6]
+	mi := &file_shard_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -433,7 +886,7 @@ func (x *CatalogResponse) String() string {
 func (*CatalogResponse) ProtoMessage() {}
 
 func (x *CatalogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[6]
+	mi := &file_shard_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -446,7 +899,7 @@ func (x *CatalogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogResponse.ProtoReflect.Descriptor instead.
 func (*CatalogResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{6}
+	return file_shard_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CatalogResponse) GetCollections() []*CollectionEntry {
@@ -495,7 +948,7 @@ type ChangeCatalogRequest struct {
 
 func (x *ChangeCatalogRequest) Reset() {
 	*x = ChangeCatalogRequest{}
-	mi := &file_shard_proto_msgTypes[7]
+	mi := &file_shard_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -507,7 +960,7 @@ func (x *ChangeCatalogRequest) String() string {
 func (*ChangeCatalogRequest) ProtoMessage() {}
 
 func (x *ChangeCatalogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[7]
+	mi := &file_shard_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -520,7 +973,7 @@ func (x *ChangeCatalogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeCatalogRequest.ProtoReflect.Descriptor instead.
 func (*ChangeCatalogRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{7}
+	return file_shard_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ChangeCatalogRequest) GetAuthority() bool {
@@ -636,7 +1089,7 @@ type ChangeCatalogResponse struct {
 
 func (x *ChangeCatalogResponse) Reset() {
 	*x = ChangeCatalogResponse{}
-	mi := &file_shard_proto_msgTypes[8]
+	mi := &file_shard_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -648,7 +1101,7 @@ func (x *ChangeCatalogResponse) String() string {
 func (*ChangeCatalogResponse) ProtoMessage() {}
 
 func (x *ChangeCatalogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[8]
+	mi := &file_shard_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -661,7 +1114,7 @@ func (x *ChangeCatalogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeCatalogResponse.ProtoReflect.Descriptor instead.
 func (*ChangeCatalogResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{8}
+	return file_shard_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ChangeCatalogResponse) GetEntry() *CollectionEntry {
@@ -732,7 +1185,7 @@ type Query struct {
 
 func (x *Query) Reset() {
 	*x = Query{}
-	mi := &file_shard_proto_msgTypes[9]
+	mi := &file_shard_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -744,7 +1197,7 @@ func (x *Query) String() string {
 func (*Query) ProtoMessage() {}
 
 func (x *Query) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[9]
+	mi := &file_shard_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -757,7 +1210,7 @@ func (x *Query) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Query.ProtoReflect.Descriptor instead.
 func (*Query) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{9}
+	return file_shard_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Query) GetVector() []byte {
@@ -842,7 +1295,7 @@ type PayloadSelector struct {
 
 func (x *PayloadSelector) Reset() {
 	*x = PayloadSelector{}
-	mi := &file_shard_proto_msgTypes[10]
+	mi := &file_shard_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -854,7 +1307,7 @@ func (x *PayloadSelector) String() string {
 func (*PayloadSelector) ProtoMessage() {}
 
 func (x *PayloadSelector) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[10]
+	mi := &file_shard_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -867,7 +1320,7 @@ func (x *PayloadSelector) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PayloadSelector.ProtoReflect.Descriptor instead.
 func (*PayloadSelector) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{10}
+	return file_shard_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *PayloadSelector) GetAll() bool {
@@ -900,7 +1353,7 @@ type Hit struct {
 
 func (x *Hit) Reset() {
 	*x = Hit{}
-	mi := &file_shard_proto_msgTypes[11]
+	mi := &file_shard_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -912,7 +1365,7 @@ func (x *Hit) String() string {
 func (*Hit) ProtoMessage() {}
 
 func (x *Hit) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[11]
+	mi := &file_shard_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -925,7 +1378,7 @@ func (x *Hit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Hit.ProtoReflect.Descriptor instead.
 func (*Hit) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{11}
+	return file_shard_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Hit) GetId() string {
@@ -970,7 +1423,7 @@ type SearchRequest struct {
 
 func (x *SearchRequest) Reset() {
 	*x = SearchRequest{}
-	mi := &file_shard_proto_msgTypes[12]
+	mi := &file_shard_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -982,7 +1435,7 @@ func (x *SearchRequest) String() string {
 func (*SearchRequest) ProtoMessage() {}
 
 func (x *SearchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[12]
+	mi := &file_shard_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -995,7 +1448,7 @@ func (x *SearchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchRequest.ProtoReflect.Descriptor instead.
 func (*SearchRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{12}
+	return file_shard_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SearchRequest) GetQueries() []*Query {
@@ -1028,7 +1481,7 @@ type HitList struct {
 
 func (x *HitList) Reset() {
 	*x = HitList{}
-	mi := &file_shard_proto_msgTypes[13]
+	mi := &file_shard_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1040,7 +1493,7 @@ func (x *HitList) String() string {
 func (*HitList) ProtoMessage() {}
 
 func (x *HitList) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[13]
+	mi := &file_shard_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1053,7 +1506,7 @@ func (x *HitList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HitList.ProtoReflect.Descriptor instead.
 func (*HitList) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{13}
+	return file_shard_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *HitList) GetHits() []*Hit {
@@ -1074,7 +1527,7 @@ type SearchResponse struct {
 
 func (x *SearchResponse) Reset() {
 	*x = SearchResponse{}
-	mi := &file_shard_proto_msgTypes[14]
+	mi := &file_shard_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1086,7 +1539,7 @@ func (x *SearchResponse) String() string {
 func (*SearchResponse) ProtoMessage() {}
 
 func (x *SearchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[14]
+	mi := &file_shard_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1099,7 +1552,7 @@ func (x *SearchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchResponse.ProtoReflect.Descriptor instead.
 func (*SearchResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{14}
+	return file_shard_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SearchResponse) GetResults() []*HitList {
@@ -1136,7 +1589,7 @@ type Placement struct {
 
 func (x *Placement) Reset() {
 	*x = Placement{}
-	mi := &file_shard_proto_msgTypes[15]
+	mi := &file_shard_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1148,7 +1601,7 @@ func (x *Placement) String() string {
 func (*Placement) ProtoMessage() {}
 
 func (x *Placement) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[15]
+	mi := &file_shard_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1161,7 +1614,7 @@ func (x *Placement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Placement.ProtoReflect.Descriptor instead.
 func (*Placement) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{15}
+	return file_shard_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Placement) GetFingerprint() string {
@@ -1189,7 +1642,7 @@ type Vector struct {
 
 func (x *Vector) Reset() {
 	*x = Vector{}
-	mi := &file_shard_proto_msgTypes[16]
+	mi := &file_shard_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1201,7 +1654,7 @@ func (x *Vector) String() string {
 func (*Vector) ProtoMessage() {}
 
 func (x *Vector) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[16]
+	mi := &file_shard_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1214,7 +1667,7 @@ func (x *Vector) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Vector.ProtoReflect.Descriptor instead.
 func (*Vector) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{16}
+	return file_shard_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Vector) GetId() string {
@@ -1249,7 +1702,7 @@ type UpsertRequest struct {
 
 func (x *UpsertRequest) Reset() {
 	*x = UpsertRequest{}
-	mi := &file_shard_proto_msgTypes[17]
+	mi := &file_shard_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1261,7 +1714,7 @@ func (x *UpsertRequest) String() string {
 func (*UpsertRequest) ProtoMessage() {}
 
 func (x *UpsertRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[17]
+	mi := &file_shard_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1274,7 +1727,7 @@ func (x *UpsertRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertRequest.ProtoReflect.Descriptor instead.
 func (*UpsertRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{17}
+	return file_shard_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *UpsertRequest) GetPlacement() *Placement {
@@ -1312,7 +1765,7 @@ type UpsertResponse struct {
 
 func (x *UpsertResponse) Reset() {
 	*x = UpsertResponse{}
-	mi := &file_shard_proto_msgTypes[18]
+	mi := &file_shard_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1324,7 +1777,7 @@ func (x *UpsertResponse) String() string {
 func (*UpsertResponse) ProtoMessage() {}
 
 func (x *UpsertResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[18]
+	mi := &file_shard_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1337,7 +1790,7 @@ func (x *UpsertResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertResponse.ProtoReflect.Descriptor instead.
 func (*UpsertResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{18}
+	return file_shard_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *UpsertResponse) GetDocCount() uint64 {
@@ -1372,7 +1825,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_shard_proto_msgTypes[19]
+	mi := &file_shard_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1384,7 +1837,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[19]
+	mi := &file_shard_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1397,7 +1850,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{19}
+	return file_shard_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GetRequest) GetId() string {
@@ -1430,7 +1883,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_shard_proto_msgTypes[20]
+	mi := &file_shard_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1442,7 +1895,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[20]
+	mi := &file_shard_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1455,7 +1908,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{20}
+	return file_shard_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *GetResponse) GetVector() *Vector {
@@ -1481,7 +1934,7 @@ type DeleteRequest struct {
 
 func (x *DeleteRequest) Reset() {
 	*x = DeleteRequest{}
-	mi := &file_shard_proto_msgTypes[21]
+	mi := &file_shard_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1493,7 +1946,7 @@ func (x *DeleteRequest) String() string {
 func (*DeleteRequest) ProtoMessage() {}
 
 func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[21]
+	mi := &file_shard_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1506,7 +1959,7 @@ func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{21}
+	return file_shard_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *DeleteRequest) GetPlacement() *Placement {
@@ -1559,7 +2012,7 @@ type DeleteResponse struct {
 
 func (x *DeleteResponse) Reset() {
 	*x = DeleteResponse{}
-	mi := &file_shard_proto_msgTypes[22]
+	mi := &file_shard_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1571,7 +2024,7 @@ func (x *DeleteResponse) String() string {
 func (*DeleteResponse) ProtoMessage() {}
 
 func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[22]
+	mi := &file_shard_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1584,7 +2037,7 @@ func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteResponse.ProtoReflect.Descriptor instead.
 func (*DeleteResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{22}
+	return file_shard_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *DeleteResponse) GetFound() bool {
@@ -1637,7 +2090,7 @@ type ScrollRequest struct {
 
 func (x *ScrollRequest) Reset() {
 	*x = ScrollRequest{}
-	mi := &file_shard_proto_msgTypes[23]
+	mi := &file_shard_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1649,7 +2102,7 @@ func (x *ScrollRequest) String() string {
 func (*ScrollRequest) ProtoMessage() {}
 
 func (x *ScrollRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[23]
+	mi := &file_shard_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1662,7 +2115,7 @@ func (x *ScrollRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScrollRequest.ProtoReflect.Descriptor instead.
 func (*ScrollRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{23}
+	return file_shard_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ScrollRequest) GetFilter() []byte {
@@ -1734,7 +2187,7 @@ type ScrollResponse struct {
 
 func (x *ScrollResponse) Reset() {
 	*x = ScrollResponse{}
-	mi := &file_shard_proto_msgTypes[24]
+	mi := &file_shard_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1746,7 +2199,7 @@ func (x *ScrollResponse) String() string {
 func (*ScrollResponse) ProtoMessage() {}
 
 func (x *ScrollResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[24]
+	mi := &file_shard_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1759,7 +2212,7 @@ func (x *ScrollResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScrollResponse.ProtoReflect.Descriptor instead.
 func (*ScrollResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{24}
+	return file_shard_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ScrollResponse) GetPoints() []*Vector {
@@ -1794,7 +2247,7 @@ type StatsRequest struct {
 
 func (x *StatsRequest) Reset() {
 	*x = StatsRequest{}
-	mi := &file_shard_proto_msgTypes[25]
+	mi := &file_shard_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1806,7 +2259,7 @@ func (x *StatsRequest) String() string {
 func (*StatsRequest) ProtoMessage() {}
 
 func (x *StatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[25]
+	mi := &file_shard_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1819,7 +2272,7 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{25}
+	return file_shard_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *StatsRequest) GetCollection() *CollectionRef {
@@ -1861,7 +2314,7 @@ type StatsResponse struct {
 
 func (x *StatsResponse) Reset() {
 	*x = StatsResponse{}
-	mi := &file_shard_proto_msgTypes[26]
+	mi := &file_shard_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1873,7 +2326,7 @@ func (x *StatsResponse) String() string {
 func (*StatsResponse) ProtoMessage() {}
 
 func (x *StatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[26]
+	mi := &file_shard_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1886,7 +2339,7 @@ func (x *StatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsResponse.ProtoReflect.Descriptor instead.
 func (*StatsResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{26}
+	return file_shard_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *StatsResponse) GetDocCount() uint64 {
@@ -2014,7 +2467,7 @@ type CollectionStats struct {
 
 func (x *CollectionStats) Reset() {
 	*x = CollectionStats{}
-	mi := &file_shard_proto_msgTypes[27]
+	mi := &file_shard_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2026,7 +2479,7 @@ func (x *CollectionStats) String() string {
 func (*CollectionStats) ProtoMessage() {}
 
 func (x *CollectionStats) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[27]
+	mi := &file_shard_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2039,7 +2492,7 @@ func (x *CollectionStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CollectionStats.ProtoReflect.Descriptor instead.
 func (*CollectionStats) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{27}
+	return file_shard_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CollectionStats) GetEntry() *CollectionEntry {
@@ -2102,7 +2555,7 @@ type IndexStats struct {
 
 func (x *IndexStats) Reset() {
 	*x = IndexStats{}
-	mi := &file_shard_proto_msgTypes[28]
+	mi := &file_shard_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2114,7 +2567,7 @@ func (x *IndexStats) String() string {
 func (*IndexStats) ProtoMessage() {}
 
 func (x *IndexStats) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[28]
+	mi := &file_shard_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2127,7 +2580,7 @@ func (x *IndexStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IndexStats.ProtoReflect.Descriptor instead.
 func (*IndexStats) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{28}
+	return file_shard_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *IndexStats) GetKind() string {
@@ -2197,7 +2650,38 @@ var File_shard_proto protoreflect.FileDescriptor
 
 const file_shard_proto_rawDesc = "" +
 	"\n" +
-	"\vshard.proto\x12\x0etrawl.shard.v1\"5\n" +
+	"\vshard.proto\x12\x0etrawl.shard.v1\",\n" +
+	"\x0eMembersRequest\x12\x1a\n" +
+	"\bprogress\x18\x01 \x01(\bR\bprogress\"\x9d\x01\n" +
+	"\x06Member\x12\x12\n" +
+	"\x04addr\x18\x01 \x01(\tR\x04addr\x12\x14\n" +
+	"\x05voter\x18\x02 \x01(\bR\x05voter\x12\x16\n" +
+	"\x06leader\x18\x03 \x01(\bR\x06leader\x12\x1c\n" +
+	"\treachable\x18\x04 \x01(\bR\treachable\x12\x1d\n" +
+	"\n" +
+	"last_index\x18\x05 \x01(\x04R\tlastIndex\x12\x14\n" +
+	"\x05error\x18\x06 \x01(\tR\x05error\"\xd4\x01\n" +
+	"\x0fMembersResponse\x120\n" +
+	"\amembers\x18\x01 \x03(\v2\x16.trawl.shard.v1.MemberR\amembers\x12\x16\n" +
+	"\x06leader\x18\x02 \x01(\tR\x06leader\x12\x12\n" +
+	"\x04self\x18\x03 \x01(\tR\x04self\x12\x1d\n" +
+	"\n" +
+	"last_index\x18\x04 \x01(\x04R\tlastIndex\x12!\n" +
+	"\fcommit_index\x18\x05 \x01(\x04R\vcommitIndex\x12!\n" +
+	"\fconfig_index\x18\x06 \x01(\x04R\vconfigIndex\"\x99\x01\n" +
+	"\x14ChangeMembersRequest\x12\x12\n" +
+	"\x03add\x18\x01 \x01(\tH\x00R\x03add\x12\x18\n" +
+	"\x06remove\x18\x02 \x01(\tH\x00R\x06remove\x129\n" +
+	"\areplace\x18\x03 \x01(\v2\x1d.trawl.shard.v1.ReplaceMemberH\x00R\areplace\x12\x12\n" +
+	"\x04wait\x18\x04 \x01(\bR\x04waitB\x04\n" +
+	"\x02op\"3\n" +
+	"\rReplaceMember\x12\x10\n" +
+	"\x03old\x18\x01 \x01(\tR\x03old\x12\x10\n" +
+	"\x03new\x18\x02 \x01(\tR\x03new\"\x86\x01\n" +
+	"\x15ChangeMembersResponse\x12\x18\n" +
+	"\achanged\x18\x01 \x01(\bR\achanged\x120\n" +
+	"\amembers\x18\x02 \x03(\v2\x16.trawl.shard.v1.MemberR\amembers\x12!\n" +
+	"\fforwarded_to\x18\x03 \x01(\tR\vforwardedTo\"5\n" +
 	"\rCollectionRef\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
 	"\x03uid\x18\x02 \x01(\x04R\x03uid\"\xa5\x01\n" +
@@ -2381,7 +2865,7 @@ const file_shard_proto_rawDesc = "" +
 	"\x04rows\x18\x06 \x01(\x04R\x04rows\x12\x14\n" +
 	"\x05bytes\x18\a \x01(\x04R\x05bytes\x12\x14\n" +
 	"\x05error\x18\b \x01(\tR\x05error\x12+\n" +
-	"\x11nprobe_calibrated\x18\t \x01(\bR\x10nprobeCalibrated2\xdb\x04\n" +
+	"\x11nprobe_calibrated\x18\t \x01(\bR\x10nprobeCalibrated2\x85\x06\n" +
 	"\x05Shard\x12G\n" +
 	"\x06Search\x12\x1d.trawl.shard.v1.SearchRequest\x1a\x1e.trawl.shard.v1.SearchResponse\x12G\n" +
 	"\x06Upsert\x12\x1d.trawl.shard.v1.UpsertRequest\x1a\x1e.trawl.shard.v1.UpsertResponse\x12>\n" +
@@ -2390,7 +2874,9 @@ const file_shard_proto_rawDesc = "" +
 	"\x05Stats\x12\x1c.trawl.shard.v1.StatsRequest\x1a\x1d.trawl.shard.v1.StatsResponse\x12G\n" +
 	"\x06Scroll\x12\x1d.trawl.shard.v1.ScrollRequest\x1a\x1e.trawl.shard.v1.ScrollResponse\x12J\n" +
 	"\aCatalog\x12\x1e.trawl.shard.v1.CatalogRequest\x1a\x1f.trawl.shard.v1.CatalogResponse\x12\\\n" +
-	"\rChangeCatalog\x12$.trawl.shard.v1.ChangeCatalogRequest\x1a%.trawl.shard.v1.ChangeCatalogResponseB-Z+github.com/trawl-search/trawl/shard/shardpbb\x06proto3"
+	"\rChangeCatalog\x12$.trawl.shard.v1.ChangeCatalogRequest\x1a%.trawl.shard.v1.ChangeCatalogResponse\x12J\n" +
+	"\aMembers\x12\x1e.trawl.shard.v1.MembersRequest\x1a\x1f.trawl.shard.v1.MembersResponse\x12\\\n" +
+	"\rChangeMembers\x12$.trawl.shard.v1.ChangeMembersRequest\x1a%.trawl.shard.v1.ChangeMembersResponseB-Z+github.com/trawl-search/trawl/shard/shardpbb\x06proto3"
 
 var (
 	file_shard_proto_rawDescOnce sync.Once
@@ -2404,95 +2890,108 @@ func file_shard_proto_rawDescGZIP() []byte {
 	return file_shard_proto_rawDescData
 }
 
-var file_shard_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_shard_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_shard_proto_goTypes = []any{
-	(*CollectionRef)(nil),         // 0: trawl.shard.v1.CollectionRef
-	(*CollectionSettings)(nil),    // 1: trawl.shard.v1.CollectionSettings
-	(*CollectionEntry)(nil),       // 2: trawl.shard.v1.CollectionEntry
-	(*PayloadIndex)(nil),          // 3: trawl.shard.v1.PayloadIndex
-	(*AliasEntry)(nil),            // 4: trawl.shard.v1.AliasEntry
-	(*CatalogRequest)(nil),        // 5: trawl.shard.v1.CatalogRequest
-	(*CatalogResponse)(nil),       // 6: trawl.shard.v1.CatalogResponse
-	(*ChangeCatalogRequest)(nil),  // 7: trawl.shard.v1.ChangeCatalogRequest
-	(*ChangeCatalogResponse)(nil), // 8: trawl.shard.v1.ChangeCatalogResponse
-	(*Query)(nil),                 // 9: trawl.shard.v1.Query
-	(*PayloadSelector)(nil),       // 10: trawl.shard.v1.PayloadSelector
-	(*Hit)(nil),                   // 11: trawl.shard.v1.Hit
-	(*SearchRequest)(nil),         // 12: trawl.shard.v1.SearchRequest
-	(*HitList)(nil),               // 13: trawl.shard.v1.HitList
-	(*SearchResponse)(nil),        // 14: trawl.shard.v1.SearchResponse
-	(*Placement)(nil),             // 15: trawl.shard.v1.Placement
-	(*Vector)(nil),                // 16: trawl.shard.v1.Vector
-	(*UpsertRequest)(nil),         // 17: trawl.shard.v1.UpsertRequest
-	(*UpsertResponse)(nil),        // 18: trawl.shard.v1.UpsertResponse
-	(*GetRequest)(nil),            // 19: trawl.shard.v1.GetRequest
-	(*GetResponse)(nil),           // 20: trawl.shard.v1.GetResponse
-	(*DeleteRequest)(nil),         // 21: trawl.shard.v1.DeleteRequest
-	(*DeleteResponse)(nil),        // 22: trawl.shard.v1.DeleteResponse
-	(*ScrollRequest)(nil),         // 23: trawl.shard.v1.ScrollRequest
-	(*ScrollResponse)(nil),        // 24: trawl.shard.v1.ScrollResponse
-	(*StatsRequest)(nil),          // 25: trawl.shard.v1.StatsRequest
-	(*StatsResponse)(nil),         // 26: trawl.shard.v1.StatsResponse
-	(*CollectionStats)(nil),       // 27: trawl.shard.v1.CollectionStats
-	(*IndexStats)(nil),            // 28: trawl.shard.v1.IndexStats
-	nil,                           // 29: trawl.shard.v1.CollectionEntry.PayloadSchemaEntry
-	nil,                           // 30: trawl.shard.v1.CatalogResponse.DroppedEntry
+	(*MembersRequest)(nil),        // 0: trawl.shard.v1.MembersRequest
+	(*Member)(nil),                // 1: trawl.shard.v1.Member
+	(*MembersResponse)(nil),       // 2: trawl.shard.v1.MembersResponse
+	(*ChangeMembersRequest)(nil),  // 3: trawl.shard.v1.ChangeMembersRequest
+	(*ReplaceMember)(nil),         // 4: trawl.shard.v1.ReplaceMember
+	(*ChangeMembersResponse)(nil), // 5: trawl.shard.v1.ChangeMembersResponse
+	(*CollectionRef)(nil),         // 6: trawl.shard.v1.CollectionRef
+	(*CollectionSettings)(nil),    // 7: trawl.shard.v1.CollectionSettings
+	(*CollectionEntry)(nil),       // 8: trawl.shard.v1.CollectionEntry
+	(*PayloadIndex)(nil),          // 9: trawl.shard.v1.PayloadIndex
+	(*AliasEntry)(nil),            // 10: trawl.shard.v1.AliasEntry
+	(*CatalogRequest)(nil),        // 11: trawl.shard.v1.CatalogRequest
+	(*CatalogResponse)(nil),       // 12: trawl.shard.v1.CatalogResponse
+	(*ChangeCatalogRequest)(nil),  // 13: trawl.shard.v1.ChangeCatalogRequest
+	(*ChangeCatalogResponse)(nil), // 14: trawl.shard.v1.ChangeCatalogResponse
+	(*Query)(nil),                 // 15: trawl.shard.v1.Query
+	(*PayloadSelector)(nil),       // 16: trawl.shard.v1.PayloadSelector
+	(*Hit)(nil),                   // 17: trawl.shard.v1.Hit
+	(*SearchRequest)(nil),         // 18: trawl.shard.v1.SearchRequest
+	(*HitList)(nil),               // 19: trawl.shard.v1.HitList
+	(*SearchResponse)(nil),        // 20: trawl.shard.v1.SearchResponse
+	(*Placement)(nil),             // 21: trawl.shard.v1.Placement
+	(*Vector)(nil),                // 22: trawl.shard.v1.Vector
+	(*UpsertRequest)(nil),         // 23: trawl.shard.v1.UpsertRequest
+	(*UpsertResponse)(nil),        // 24: trawl.shard.v1.UpsertResponse
+	(*GetRequest)(nil),            // 25: trawl.shard.v1.GetRequest
+	(*GetResponse)(nil),           // 26: trawl.shard.v1.GetResponse
+	(*DeleteRequest)(nil),         // 27: trawl.shard.v1.DeleteRequest
+	(*DeleteResponse)(nil),        // 28: trawl.shard.v1.DeleteResponse
+	(*ScrollRequest)(nil),         // 29: trawl.shard.v1.ScrollRequest
+	(*ScrollResponse)(nil),        // 30: trawl.shard.v1.ScrollResponse
+	(*StatsRequest)(nil),          // 31: trawl.shard.v1.StatsRequest
+	(*StatsResponse)(nil),         // 32: trawl.shard.v1.StatsResponse
+	(*CollectionStats)(nil),       // 33: trawl.shard.v1.CollectionStats
+	(*IndexStats)(nil),            // 34: trawl.shard.v1.IndexStats
+	nil,                           // 35: trawl.shard.v1.CollectionEntry.PayloadSchemaEntry
+	nil,                           // 36: trawl.shard.v1.CatalogResponse.DroppedEntry
 }
 var file_shard_proto_depIdxs = []int32{
-	1,  // 0: trawl.shard.v1.CollectionEntry.settings:type_name -> trawl.shard.v1.CollectionSettings
-	29, // 1: trawl.shard.v1.CollectionEntry.payload_schema:type_name -> trawl.shard.v1.CollectionEntry.PayloadSchemaEntry
-	2,  // 2: trawl.shard.v1.CatalogResponse.collections:type_name -> trawl.shard.v1.CollectionEntry
-	4,  // 3: trawl.shard.v1.CatalogResponse.aliases:type_name -> trawl.shard.v1.AliasEntry
-	30, // 4: trawl.shard.v1.CatalogResponse.dropped:type_name -> trawl.shard.v1.CatalogResponse.DroppedEntry
-	2,  // 5: trawl.shard.v1.ChangeCatalogRequest.create:type_name -> trawl.shard.v1.CollectionEntry
-	0,  // 6: trawl.shard.v1.ChangeCatalogRequest.drop:type_name -> trawl.shard.v1.CollectionRef
-	4,  // 7: trawl.shard.v1.ChangeCatalogRequest.alias:type_name -> trawl.shard.v1.AliasEntry
-	3,  // 8: trawl.shard.v1.ChangeCatalogRequest.payload_index:type_name -> trawl.shard.v1.PayloadIndex
-	15, // 9: trawl.shard.v1.ChangeCatalogRequest.placement:type_name -> trawl.shard.v1.Placement
-	2,  // 10: trawl.shard.v1.ChangeCatalogResponse.entry:type_name -> trawl.shard.v1.CollectionEntry
-	4,  // 11: trawl.shard.v1.ChangeCatalogResponse.alias:type_name -> trawl.shard.v1.AliasEntry
-	10, // 12: trawl.shard.v1.Query.with_payload:type_name -> trawl.shard.v1.PayloadSelector
-	9,  // 13: trawl.shard.v1.SearchRequest.queries:type_name -> trawl.shard.v1.Query
-	0,  // 14: trawl.shard.v1.SearchRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	11, // 15: trawl.shard.v1.HitList.hits:type_name -> trawl.shard.v1.Hit
-	13, // 16: trawl.shard.v1.SearchResponse.results:type_name -> trawl.shard.v1.HitList
-	15, // 17: trawl.shard.v1.UpsertRequest.placement:type_name -> trawl.shard.v1.Placement
-	16, // 18: trawl.shard.v1.UpsertRequest.vectors:type_name -> trawl.shard.v1.Vector
-	0,  // 19: trawl.shard.v1.UpsertRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	0,  // 20: trawl.shard.v1.GetRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	16, // 21: trawl.shard.v1.GetResponse.vector:type_name -> trawl.shard.v1.Vector
-	15, // 22: trawl.shard.v1.DeleteRequest.placement:type_name -> trawl.shard.v1.Placement
-	0,  // 23: trawl.shard.v1.DeleteRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	10, // 24: trawl.shard.v1.ScrollRequest.with_payload:type_name -> trawl.shard.v1.PayloadSelector
-	0,  // 25: trawl.shard.v1.ScrollRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	16, // 26: trawl.shard.v1.ScrollResponse.points:type_name -> trawl.shard.v1.Vector
-	0,  // 27: trawl.shard.v1.StatsRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	15, // 28: trawl.shard.v1.StatsResponse.placement:type_name -> trawl.shard.v1.Placement
-	28, // 29: trawl.shard.v1.StatsResponse.index:type_name -> trawl.shard.v1.IndexStats
-	27, // 30: trawl.shard.v1.StatsResponse.collections:type_name -> trawl.shard.v1.CollectionStats
-	2,  // 31: trawl.shard.v1.CollectionStats.entry:type_name -> trawl.shard.v1.CollectionEntry
-	28, // 32: trawl.shard.v1.CollectionStats.index:type_name -> trawl.shard.v1.IndexStats
-	12, // 33: trawl.shard.v1.Shard.Search:input_type -> trawl.shard.v1.SearchRequest
-	17, // 34: trawl.shard.v1.Shard.Upsert:input_type -> trawl.shard.v1.UpsertRequest
-	19, // 35: trawl.shard.v1.Shard.Get:input_type -> trawl.shard.v1.GetRequest
-	21, // 36: trawl.shard.v1.Shard.Delete:input_type -> trawl.shard.v1.DeleteRequest
-	25, // 37: trawl.shard.v1.Shard.Stats:input_type -> trawl.shard.v1.StatsRequest
-	23, // 38: trawl.shard.v1.Shard.Scroll:input_type -> trawl.shard.v1.ScrollRequest
-	5,  // 39: trawl.shard.v1.Shard.Catalog:input_type -> trawl.shard.v1.CatalogRequest
-	7,  // 40: trawl.shard.v1.Shard.ChangeCatalog:input_type -> trawl.shard.v1.ChangeCatalogRequest
-	14, // 41: trawl.shard.v1.Shard.Search:output_type -> trawl.shard.v1.SearchResponse
-	18, // 42: trawl.shard.v1.Shard.Upsert:output_type -> trawl.shard.v1.UpsertResponse
-	20, // 43: trawl.shard.v1.Shard.Get:output_type -> trawl.shard.v1.GetResponse
-	22, // 44: trawl.shard.v1.Shard.Delete:output_type -> trawl.shard.v1.DeleteResponse
-	26, // 45: trawl.shard.v1.Shard.Stats:output_type -> trawl.shard.v1.StatsResponse
-	24, // 46: trawl.shard.v1.Shard.Scroll:output_type -> trawl.shard.v1.ScrollResponse
-	6,  // 47: trawl.shard.v1.Shard.Catalog:output_type -> trawl.shard.v1.CatalogResponse
-	8,  // 48: trawl.shard.v1.Shard.ChangeCatalog:output_type -> trawl.shard.v1.ChangeCatalogResponse
-	41, // [41:49] is the sub-list for method output_type
-	33, // [33:41] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	1,  // 0: trawl.shard.v1.MembersResponse.members:type_name -> trawl.shard.v1.Member
+	4,  // 1: trawl.shard.v1.ChangeMembersRequest.replace:type_name -> trawl.shard.v1.ReplaceMember
+	1,  // 2: trawl.shard.v1.ChangeMembersResponse.members:type_name -> trawl.shard.v1.Member
+	7,  // 3: trawl.shard.v1.CollectionEntry.settings:type_name -> trawl.shard.v1.CollectionSettings
+	35, // 4: trawl.shard.v1.CollectionEntry.payload_schema:type_name -> trawl.shard.v1.CollectionEntry.PayloadSchemaEntry
+	8,  // 5: trawl.shard.v1.CatalogResponse.collections:type_name -> trawl.shard.v1.CollectionEntry
+	10, // 6: trawl.shard.v1.CatalogResponse.aliases:type_name -> trawl.shard.v1.AliasEntry
+	36, // 7: trawl.shard.v1.CatalogResponse.dropped:type_name -> trawl.shard.v1.CatalogResponse.DroppedEntry
+	8,  // 8: trawl.shard.v1.ChangeCatalogRequest.create:type_name -> trawl.shard.v1.CollectionEntry
+	6,  // 9: trawl.shard.v1.ChangeCatalogRequest.drop:type_name -> trawl.shard.v1.CollectionRef
+	10, // 10: trawl.shard.v1.ChangeCatalogRequest.alias:type_name -> trawl.shard.v1.AliasEntry
+	9,  // 11: trawl.shard.v1.ChangeCatalogRequest.payload_index:type_name -> trawl.shard.v1.PayloadIndex
+	21, // 12: trawl.shard.v1.ChangeCatalogRequest.placement:type_name -> trawl.shard.v1.Placement
+	8,  // 13: trawl.shard.v1.ChangeCatalogResponse.entry:type_name -> trawl.shard.v1.CollectionEntry
+	10, // 14: trawl.shard.v1.ChangeCatalogResponse.alias:type_name -> trawl.shard.v1.AliasEntry
+	16, // 15: trawl.shard.v1.Query.with_payload:type_name -> trawl.shard.v1.PayloadSelector
+	15, // 16: trawl.shard.v1.SearchRequest.queries:type_name -> trawl.shard.v1.Query
+	6,  // 17: trawl.shard.v1.SearchRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	17, // 18: trawl.shard.v1.HitList.hits:type_name -> trawl.shard.v1.Hit
+	19, // 19: trawl.shard.v1.SearchResponse.results:type_name -> trawl.shard.v1.HitList
+	21, // 20: trawl.shard.v1.UpsertRequest.placement:type_name -> trawl.shard.v1.Placement
+	22, // 21: trawl.shard.v1.UpsertRequest.vectors:type_name -> trawl.shard.v1.Vector
+	6,  // 22: trawl.shard.v1.UpsertRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	6,  // 23: trawl.shard.v1.GetRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	22, // 24: trawl.shard.v1.GetResponse.vector:type_name -> trawl.shard.v1.Vector
+	21, // 25: trawl.shard.v1.DeleteRequest.placement:type_name -> trawl.shard.v1.Placement
+	6,  // 26: trawl.shard.v1.DeleteRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	16, // 27: trawl.shard.v1.ScrollRequest.with_payload:type_name -> trawl.shard.v1.PayloadSelector
+	6,  // 28: trawl.shard.v1.ScrollRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	22, // 29: trawl.shard.v1.ScrollResponse.points:type_name -> trawl.shard.v1.Vector
+	6,  // 30: trawl.shard.v1.StatsRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	21, // 31: trawl.shard.v1.StatsResponse.placement:type_name -> trawl.shard.v1.Placement
+	34, // 32: trawl.shard.v1.StatsResponse.index:type_name -> trawl.shard.v1.IndexStats
+	33, // 33: trawl.shard.v1.StatsResponse.collections:type_name -> trawl.shard.v1.CollectionStats
+	8,  // 34: trawl.shard.v1.CollectionStats.entry:type_name -> trawl.shard.v1.CollectionEntry
+	34, // 35: trawl.shard.v1.CollectionStats.index:type_name -> trawl.shard.v1.IndexStats
+	18, // 36: trawl.shard.v1.Shard.Search:input_type -> trawl.shard.v1.SearchRequest
+	23, // 37: trawl.shard.v1.Shard.Upsert:input_type -> trawl.shard.v1.UpsertRequest
+	25, // 38: trawl.shard.v1.Shard.Get:input_type -> trawl.shard.v1.GetRequest
+	27, // 39: trawl.shard.v1.Shard.Delete:input_type -> trawl.shard.v1.DeleteRequest
+	31, // 40: trawl.shard.v1.Shard.Stats:input_type -> trawl.shard.v1.StatsRequest
+	29, // 41: trawl.shard.v1.Shard.Scroll:input_type -> trawl.shard.v1.ScrollRequest
+	11, // 42: trawl.shard.v1.Shard.Catalog:input_type -> trawl.shard.v1.CatalogRequest
+	13, // 43: trawl.shard.v1.Shard.ChangeCatalog:input_type -> trawl.shard.v1.ChangeCatalogRequest
+	0,  // 44: trawl.shard.v1.Shard.Members:input_type -> trawl.shard.v1.MembersRequest
+	3,  // 45: trawl.shard.v1.Shard.ChangeMembers:input_type -> trawl.shard.v1.ChangeMembersRequest
+	20, // 46: trawl.shard.v1.Shard.Search:output_type -> trawl.shard.v1.SearchResponse
+	24, // 47: trawl.shard.v1.Shard.Upsert:output_type -> trawl.shard.v1.UpsertResponse
+	26, // 48: trawl.shard.v1.Shard.Get:output_type -> trawl.shard.v1.GetResponse
+	28, // 49: trawl.shard.v1.Shard.Delete:output_type -> trawl.shard.v1.DeleteResponse
+	32, // 50: trawl.shard.v1.Shard.Stats:output_type -> trawl.shard.v1.StatsResponse
+	30, // 51: trawl.shard.v1.Shard.Scroll:output_type -> trawl.shard.v1.ScrollResponse
+	12, // 52: trawl.shard.v1.Shard.Catalog:output_type -> trawl.shard.v1.CatalogResponse
+	14, // 53: trawl.shard.v1.Shard.ChangeCatalog:output_type -> trawl.shard.v1.ChangeCatalogResponse
+	2,  // 54: trawl.shard.v1.Shard.Members:output_type -> trawl.shard.v1.MembersResponse
+	5,  // 55: trawl.shard.v1.Shard.ChangeMembers:output_type -> trawl.shard.v1.ChangeMembersResponse
+	46, // [46:56] is the sub-list for method output_type
+	36, // [36:46] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_shard_proto_init() }
@@ -2500,20 +2999,25 @@ func file_shard_proto_init() {
 	if File_shard_proto != nil {
 		return
 	}
-	file_shard_proto_msgTypes[7].OneofWrappers = []any{
+	file_shard_proto_msgTypes[3].OneofWrappers = []any{
+		(*ChangeMembersRequest_Add)(nil),
+		(*ChangeMembersRequest_Remove)(nil),
+		(*ChangeMembersRequest_Replace)(nil),
+	}
+	file_shard_proto_msgTypes[13].OneofWrappers = []any{
 		(*ChangeCatalogRequest_Create)(nil),
 		(*ChangeCatalogRequest_Drop)(nil),
 		(*ChangeCatalogRequest_Alias)(nil),
 		(*ChangeCatalogRequest_PayloadIndex)(nil),
 	}
-	file_shard_proto_msgTypes[9].OneofWrappers = []any{}
+	file_shard_proto_msgTypes[15].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_shard_proto_rawDesc), len(file_shard_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   31,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -32,6 +32,8 @@ const (
 	Shard_Scroll_FullMethodName        = "/trawl.shard.v1.Shard/Scroll"
 	Shard_Catalog_FullMethodName       = "/trawl.shard.v1.Shard/Catalog"
 	Shard_ChangeCatalog_FullMethodName = "/trawl.shard.v1.Shard/ChangeCatalog"
+	Shard_Members_FullMethodName       = "/trawl.shard.v1.Shard/Members"
+	Shard_ChangeMembers_FullMethodName = "/trawl.shard.v1.Shard/ChangeMembers"
 )
 
 // ShardClient is the client API for Shard service.
@@ -62,6 +64,14 @@ type ShardClient interface {
 	// a conflicting create; on the others it applies what the authority
 	// decided.
 	ChangeCatalog(ctx context.Context, in *ChangeCatalogRequest, opts ...grpc.CallOption) (*ChangeCatalogResponse, error)
+	// Members returns the group's membership as this replica knows it (any
+	// replica answers, serving or not): the router discovers a shard's
+	// replicas from it, and operators read it as status.
+	Members(ctx context.Context, in *MembersRequest, opts ...grpc.CallOption) (*MembersResponse, error)
+	// ChangeMembers adds, removes or replaces one replica of the group: a
+	// change of the group's configuration, committed through its log on the
+	// leader (a follower forwards it, or answers NOT_LEADER, as writes).
+	ChangeMembers(ctx context.Context, in *ChangeMembersRequest, opts ...grpc.CallOption) (*ChangeMembersResponse, error)
 }
 
 type shardClient struct {
@@ -152,6 +162,26 @@ func (c *shardClient) ChangeCatalog(ctx context.Context, in *ChangeCatalogReques
 	return out, nil
 }
 
+func (c *shardClient) Members(ctx context.Context, in *MembersRequest, opts ...grpc.CallOption) (*MembersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MembersResponse)
+	err := c.cc.Invoke(ctx, Shard_Members_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *shardClient) ChangeMembers(ctx context.Context, in *ChangeMembersRequest, opts ...grpc.CallOption) (*ChangeMembersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ChangeMembersResponse)
+	err := c.cc.Invoke(ctx, Shard_ChangeMembers_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ShardServer is the server API for Shard service.
 // All implementations must embed UnimplementedShardServer
 // for forward compatibility.
@@ -180,6 +210,14 @@ type ShardServer interface {
 	// a conflicting create; on the others it applies what the authority
 	// decided.
 	ChangeCatalog(context.Context, *ChangeCatalogRequest) (*ChangeCatalogResponse, error)
+	// Members returns the group's membership as this replica knows it (any
+	// replica answers, serving or not): the router discovers a shard's
+	// replicas from it, and operators read it as status.
+	Members(context.Context, *MembersRequest) (*MembersResponse, error)
+	// ChangeMembers adds, removes or replaces one replica of the group: a
+	// change of the group's configuration, committed through its log on the
+	// leader (a follower forwards it, or answers NOT_LEADER, as writes).
+	ChangeMembers(context.Context, *ChangeMembersRequest) (*ChangeMembersResponse, error)
 	mustEmbedUnimplementedShardServer()
 }
 
@@ -213,6 +251,12 @@ func (UnimplementedShardServer) Catalog(context.Context, *CatalogRequest) (*Cata
 }
 func (UnimplementedShardServer) ChangeCatalog(context.Context, *ChangeCatalogRequest) (*ChangeCatalogResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ChangeCatalog not implemented")
+}
+func (UnimplementedShardServer) Members(context.Context, *MembersRequest) (*MembersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Members not implemented")
+}
+func (UnimplementedShardServer) ChangeMembers(context.Context, *ChangeMembersRequest) (*ChangeMembersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ChangeMembers not implemented")
 }
 func (UnimplementedShardServer) mustEmbedUnimplementedShardServer() {}
 func (UnimplementedShardServer) testEmbeddedByValue()               {}
@@ -379,6 +423,42 @@ func _Shard_ChangeCatalog_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Shard_Members_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MembersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ShardServer).Members(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Shard_Members_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ShardServer).Members(ctx, req.(*MembersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Shard_ChangeMembers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ChangeMembersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ShardServer).ChangeMembers(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Shard_ChangeMembers_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ShardServer).ChangeMembers(ctx, req.(*ChangeMembersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Shard_ServiceDesc is the grpc.ServiceDesc for Shard service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -417,6 +497,14 @@ var Shard_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ChangeCatalog",
 			Handler:    _Shard_ChangeCatalog_Handler,
+		},
+		{
+			MethodName: "Members",
+			Handler:    _Shard_Members_Handler,
+		},
+		{
+			MethodName: "ChangeMembers",
+			Handler:    _Shard_ChangeMembers_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

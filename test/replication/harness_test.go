@@ -310,14 +310,19 @@ type routerProc struct {
 }
 
 // startRouter runs `router serve` over the cluster; only restricts a
-// shard to some of its replicas.
+// shard to some of its replicas, and then turns discovery off, which
+// would otherwise add the others back from the group's membership.
 func (c *cluster) startRouter(t *testing.T, name string, only map[int][]int) *routerProc {
 	t.Helper()
 	addr := freePort(t)
 	r := &routerProc{base: "http://" + addr, hc: &http.Client{Timeout: 30 * time.Second}}
+	args := []string{"serve", "--http-addr", addr, "--qdrant-grpc-addr", "", "--max-deadline-ms", "10000",
+		"--ensure-collection", fmt.Sprintf("trawl=%d:cosine", c.dim)}
+	if only != nil {
+		args = append(args, "--discover=false")
+	}
 	r.process = process{name: name, bin: router.get(t), log: filepath.Join(c.dir, name+".log"),
-		args: append([]string{"serve", "--http-addr", addr, "--qdrant-grpc-addr", "", "--max-deadline-ms", "10000",
-			"--ensure-collection", fmt.Sprintf("trawl=%d:cosine", c.dim)}, c.shardFlags(only)...)}
+		args: append(args, c.shardFlags(only)...)}
 	r.start(t)
 	t.Cleanup(func() {
 		r.kill()

@@ -237,7 +237,10 @@ func startRouter(ctx context.Context, ports *Ports, bin, dir, name string, shard
 	if err != nil {
 		return nil, err
 	}
-	args := append(append([]string{"serve", "--http-addr", addr, "--qdrant-grpc-addr", ""}, shards...), extra...)
+	// --discover=false: the router reaches replicas through their fault
+	// proxies, addresses their groups do not know; discovery would replace
+	// them with the groups' own and bypass the faults.
+	args := append(append([]string{"serve", "--http-addr", addr, "--qdrant-grpc-addr", "", "--discover=false"}, shards...), extra...)
 	r := &Router{Base: "http://" + addr,
 		Proc: Proc{Name: name, Bin: bin, Args: args, Log: filepath.Join(dir, name+".log")}}
 	if err := r.Start(); err != nil {
