@@ -13,7 +13,7 @@ import (
 // teach records answers of the given latencies on replica i of shard 0, at
 // the clock's time.
 func teach(c *Cluster[*fake], clk *clock, i int, lat ...time.Duration) {
-	r := c.shards[0].replicas[i]
+	r := c.shards[0].list()[i]
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, d := range lat {
@@ -88,7 +88,7 @@ func TestHedgeDelay(t *testing.T) {
 			teach(c, clk, 1, tc.alt...)
 			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 			defer cancel()
-			d, ok := c.hedgeDelay(ctx, c.shards[0].replicas[0], c.shards[0].replicas[1])
+			d, ok := c.hedgeDelay(ctx, c.shards[0].list()[0], c.shards[0].list()[1])
 			require.Equal(t, tc.ok, ok)
 			if !ok {
 				return
@@ -108,7 +108,7 @@ func TestHedgeDelay(t *testing.T) {
 func TestLatencyWindowSlides(t *testing.T) {
 	clk := &clock{now: time.Unix(1000, 0)}
 	c := New([]Shard[*fake]{{Name: "a", Replicas: []*fake{newFake("a0", nil)}}}, Options{Now: clk.Now})
-	r := c.shards[0].replicas[0]
+	r := c.shards[0].list()[0]
 	q := func() (time.Duration, bool) {
 		r.mu.Lock()
 		defer r.mu.Unlock()
@@ -189,7 +189,7 @@ func TestNoHedgeToALongQueue(t *testing.T) {
 			// Rank a0, a1, a2 even with a1's queue (candidates weighs the
 			// mean by the calls outstanding).
 			for i, mean := range []time.Duration{time.Microsecond, 2 * time.Microsecond, 100 * time.Microsecond} {
-				r := c.shards[0].replicas[i]
+				r := c.shards[0].list()[i]
 				r.mu.Lock()
 				r.mean = mean
 				if i > 0 {
@@ -212,7 +212,7 @@ func TestNoHedgeToALongQueue(t *testing.T) {
 // (candidates sorts by mean latency × outstanding calls).
 func setOrder(c *Cluster[*fake], order ...int) {
 	for rank, i := range order {
-		r := c.shards[0].replicas[i]
+		r := c.shards[0].list()[i]
 		r.mu.Lock()
 		r.mean = time.Duration(rank+1) * time.Microsecond
 		r.mu.Unlock()

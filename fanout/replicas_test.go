@@ -50,7 +50,13 @@ func TestSetReplicasWhileReadsRun(t *testing.T) {
 		})
 	}
 	a2, a3 := newFake("a2", nil), newFake("a3", nil)
-	for i := range 200 {
+	// Swap at least 200 times, and on until the readers have read through
+	// swaps: on a loaded machine the swaps alone can finish before any
+	// reader is scheduled.
+	for i := 0; i < 200 || reads.Load() < 50 || i%2 == 1; i++ { // ends after an odd swap: {a1, a3, a0}
+		if i >= 200 {
+			time.Sleep(time.Millisecond)
+		}
 		set := []*fake{a0, a1, a2}
 		if i%2 == 1 {
 			set = []*fake{a1, a3, a0}
