@@ -530,18 +530,19 @@ func TestIndexStats(t *testing.T) {
 
 		g.open()
 		require.Eventually(t, rep.Store.IVFIndexed, 30*time.Second, time.Millisecond, "the index built")
-		g.shut() // the leader's nprobe measurement waits from here on
-		_, ix = stats(t, c)
+		// The leader measures the built index's nprobe at once. It scans
+		// under the store's read lock, so the gate must not hold it while
+		// the test commits (the apply would wait for the lock, and the test
+		// for the apply): let the measurement finish first.
+		require.Eventually(t, func() bool {
+			_, ix = stats(t, c)
+			return ix.GetNprobeCalibrated()
+		}, 60*time.Second, 10*time.Millisecond, "the leader measures the default nprobe")
 		require.Equal(t, store.IndexStateReady, ix.GetState())
 		require.Equal(t, uint32(lists), ix.GetLists())
 		require.Positive(t, ix.GetLists())
 		require.Equal(t, uint64(rows), ix.GetTrainedRows())
-		if ix.GetNprobeCalibrated() {
-			// The measurement got in before the gate shut.
-			require.GreaterOrEqual(t, ix.GetDefaultNprobe(), uint32(ivf.DefaultNProbe(lists)))
-		} else {
-			require.Equal(t, uint32(ivf.DefaultNProbe(lists)), ix.GetDefaultNprobe(), "the rule's value, nothing measured")
-		}
+		require.GreaterOrEqual(t, ix.GetDefaultNprobe(), uint32(ivf.DefaultNProbe(lists)))
 		require.Equal(t, uint64(rows), ix.GetRows())
 		// The lists hold every row's codes (the flat ones are dropped) plus
 		// the row maps and centroids.
@@ -564,6 +565,10 @@ func TestIndexStats(t *testing.T) {
 		require.Equal(t, uint32(want), ix.GetDefaultNprobe(), "a value from before levels still applies")
 		commitTrained(t, rep, store.TrainedIVFNProbe, levels)
 		other := encodeLevels(crc+1, []ivf.Level{{K: 10, NProbe: want}, {K: 100, NProbe: want + 2}})
+		// Nothing is measuring now (the committed value names the built
+		// index); the measurement other starts waits at the gate, after its
+		// apply, so the stats below see other's effect.
+		g.shut()
 		commitTrained(t, rep, store.TrainedIVFNProbe, other)
 		_, ix = stats(t, c)
 		require.Equal(t, uint32(ivf.DefaultNProbe(lists)), ix.GetDefaultNprobe(), "other centroids' value")
