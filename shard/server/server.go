@@ -39,18 +39,6 @@ type ScanObserver interface {
 	DocumentObserver
 }
 
-// Scan outcomes, the outcome label of trawl_shard_scan_duration_seconds.
-const (
-	ScanOK         = "ok"
-	ScanOverloaded = "overloaded" // refused by the scan queue before it started
-	// ScanCancelled: the caller cancelled the scan mid-way (a hedge's
-	// loser, a client gone) and it stopped at its next block; the time
-	// cancelled scans spent is the _sum of their series.
-	ScanCancelled = "cancelled"
-	ScanDeadline  = "deadline_exceeded" // stopped at its deadline
-	ScanError     = "error"
-)
-
 // Scan kinds, the kind label of trawl_shard_scan_queries_total.
 const (
 	ScanExact = "exact"
@@ -224,16 +212,12 @@ func (s *Server) observe(err error, d time.Duration) {
 	if s.cfg.Observer == nil {
 		return
 	}
-	outcome := ScanOK
+	outcome := "ok"
 	switch {
 	case errors.Is(err, errOverloaded):
-		outcome = ScanOverloaded
-	case errors.Is(err, context.Canceled):
-		outcome = ScanCancelled
-	case errors.Is(err, context.DeadlineExceeded):
-		outcome = ScanDeadline
+		outcome = "overloaded"
 	case err != nil:
-		outcome = ScanError
+		outcome = "error"
 	}
 	s.cfg.Observer.Scan(outcome, d)
 }

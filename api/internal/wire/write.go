@@ -38,11 +38,11 @@ func WriteStatus(errs []*coordinator.Error) int {
 	return st
 }
 
-// RetryAfter asks the client to come back in a second on a 503 (a write
-// that no replica could take: a leader election takes about that long; a
-// collection still being created) and on a 429 (overloaded).
+// RetryAfter asks the client to come back in a second on a 503: a write
+// that no replica could take (a leader election takes about that long), a
+// collection still being created.
 func RetryAfter(w http.ResponseWriter, status int) {
-	if status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests {
+	if status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", "1")
 	}
 }
