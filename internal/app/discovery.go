@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/trawl-search/trawl/shard/client"
+	"github.com/trawl-search/trawl/shard/shardpb"
 )
 
 // Discovery settings.
@@ -131,35 +132,44 @@ func settleNew(ctx context.Context, cs []*client.Conn) {
 }
 
 // groupMembers asks every replica of a shard for its group's members at
-// once and returns the addresses of the configuration with the highest
-// index any of them gave; none when none answered.
+// once and returns the voters of the newest configuration any of them
+// gave (newestVoters); none when none answered.
 func groupMembers(ctx context.Context, reps []*client.Conn) []string {
-	var (
-		mu   sync.Mutex
-		best []string
-		idx  uint64
-		wg   sync.WaitGroup
-	)
-	for _, c := range reps {
+	resps := make([]*shardpb.MembersResponse, len(reps))
+	var wg sync.WaitGroup
+	for i, c := range reps {
 		wg.Go(func() {
 			cctx, cancel := context.WithTimeout(ctx, discoveryTimeout)
 			defer cancel()
-			resp, err := c.Members(cctx, false)
-			if err != nil || len(resp.GetMembers()) == 0 {
-				return
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			if resp.GetConfigIndex() > idx || best == nil {
-				idx, best = resp.GetConfigIndex(), nil
-				for _, m := range resp.GetMembers() {
-					best = append(best, m.GetAddr())
-				}
+			if resp, err := c.Members(cctx, false); err == nil {
+				resps[i] = resp
 			}
 		})
 	}
 	wg.Wait()
-	return best
+	return newestVoters(resps)
+}
+
+// newestVoters is the addresses of the voters of the configuration with
+// the highest index among resps (nil entries did not answer): a replica
+// cut off or removed from its group still lists an old configuration. A
+// non-voter is left out: it is still catching up, would refuse every read
+// as not serving, and, never measured, would be every read's first
+// choice until its promotion.
+func newestVoters(resps []*shardpb.MembersResponse) []string {
+	var best *shardpb.MembersResponse
+	for _, r := range resps {
+		if len(r.GetMembers()) > 0 && (best == nil || r.GetConfigIndex() > best.GetConfigIndex()) {
+			best = r
+		}
+	}
+	var out []string
+	for _, m := range best.GetMembers() {
+		if m.GetVoter() {
+			out = append(out, m.GetAddr())
+		}
+	}
+	return out
 }
 
 // sameAddrs reports whether reps are exactly the replicas at addrs.

@@ -1,0 +1,38 @@
+package app
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/trawl-search/trawl/shard/shardpb"
+)
+
+func TestNewestVoters(t *testing.T) {
+	members := func(idx uint64, ms ...*shardpb.Member) *shardpb.MembersResponse {
+		return &shardpb.MembersResponse{ConfigIndex: idx, Members: ms}
+	}
+	voter := func(a string) *shardpb.Member { return &shardpb.Member{Addr: a, Voter: true} }
+	catchingUp := func(a string) *shardpb.Member { return &shardpb.Member{Addr: a} }
+	tests := []struct {
+		name  string
+		resps []*shardpb.MembersResponse
+		want  []string
+	}{
+		{name: "nobody answered", resps: []*shardpb.MembersResponse{nil, nil}},
+		{name: "the newest configuration wins, whoever answers first",
+			resps: []*shardpb.MembersResponse{members(7, voter("a"), voter("b"), voter("c")), nil, members(9, voter("a"), voter("b"), voter("d"))},
+			want:  []string{"a", "b", "d"}},
+		{name: "a replica still catching up is not asked yet",
+			resps: []*shardpb.MembersResponse{members(9, voter("a"), voter("b"), catchingUp("d"))},
+			want:  []string{"a", "b"}},
+		{name: "an empty answer is no answer",
+			resps: []*shardpb.MembersResponse{members(12), members(9, voter("a"))},
+			want:  []string{"a"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, newestVoters(tc.resps))
+		})
+	}
+}
