@@ -58,7 +58,11 @@ bench-peer: weaviate
 bench-quick:
 	cd bench && $(GO) run ./cmd/trawlbench suite -quick -out out/RESULTS-quick.md
 
-.PHONY: test-chart test-cluster test-alerts test-overload test-replication test-compat image
+.PHONY: test-chart test-cluster test-alerts test-overload test-replication test-compat test-memlimit image
+
+## test-memlimit: a real `router shard` in a cgroup v1 memory limit (160 MiB) below its float32 rows (100 000 x 512, 195 MiB, on disk): it loads, and exact and int8 queries answer in full, exactly, within their deadline (root and /sys/fs/cgroup/memory; skipped with the reason otherwise; about 1 min)
+test-memlimit:
+	TRAWL_MEMLIMIT_TEST=1 $(GO) test -count=1 -timeout 10m -v ./test/memlimit
 
 ## test-replication: real `router shard` processes in raft groups of three behind `router serve`: SIGKILLed, wiped and SIGSTOPped replicas, two routers writing the same ids, and the 90 s chaos run (TRAWL_CHAOS_SECONDS)
 test-replication:

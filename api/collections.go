@@ -194,6 +194,7 @@ type createJSON struct {
 	Metric       json.RawMessage `json:"metric"`
 	Quantization json.RawMessage `json:"quantization"`
 	Index        json.RawMessage `json:"index"`
+	Float32      json.RawMessage `json:"float32"`
 }
 
 // decodeCreate decodes and validates a create's body into normalized
@@ -230,6 +231,9 @@ func decodeCreate(b []byte) (catalog.Settings, error) {
 		return catalog.Settings{}, err
 	}
 	if s.Index, err = oneOf("index", req.Index, catalog.IndexFlat, catalog.IndexIVF); err != nil {
+		return catalog.Settings{}, err
+	}
+	if s.Float32, err = oneOf("float32", req.Float32, catalog.Float32OnDisk, catalog.Float32InMemory); err != nil {
 		return catalog.Settings{}, err
 	}
 	s = s.Normalize()

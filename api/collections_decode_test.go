@@ -11,7 +11,7 @@ import (
 
 func TestDecodeCreate(t *testing.T) {
 	settings := func(dim int, m vector.Metric, q, ix string) catalog.Settings {
-		return catalog.Settings{Dim: dim, Metric: m, Quantization: q, Index: ix}
+		return catalog.Settings{Dim: dim, Metric: m, Quantization: q, Index: ix, Float32: catalog.DefaultFloat32(q)}
 	}
 	for _, tc := range []struct {
 		name, body string
@@ -30,6 +30,12 @@ func TestDecodeCreate(t *testing.T) {
 		{name: "ivf over none", body: `{"quantization": "none", "index": "ivf"}`, want: settings(1536, vector.Cosine, "int8", "ivf")},
 		{name: "smallest", body: `{"dimension": 1}`, want: settings(1, vector.Cosine, "none", "flat")},
 		{name: "largest", body: `{"dimension": 8192}`, want: settings(8192, vector.Cosine, "none", "flat")},
+		{name: "int8 in memory", body: `{"quantization": "int8", "float32": "in_memory"}`,
+			want: catalog.Settings{Dim: 1536, Metric: vector.Cosine, Quantization: "int8", Index: "flat", Float32: "in_memory"}},
+		{name: "float32 on disk", body: `{"float32": "on_disk"}`,
+			want: catalog.Settings{Dim: 1536, Metric: vector.Cosine, Quantization: "none", Index: "flat", Float32: "on_disk"}},
+		{name: "float32 unknown", body: `{"float32": "disk"}`, err: `float32 is "disk", want one of "on_disk", "in_memory"`},
+		{name: "float32 boolean", body: `{"float32": true}`, err: `float32 is a boolean, want one of "on_disk", "in_memory"`},
 
 		{name: "unknown member", body: `{"dim": 8}`, err: `bad JSON: json: unknown field "dim"`},
 		{name: "qdrant's shape", body: `{"vectors": {"size": 8, "distance": "Dot"}}`, err: `unknown field "vectors"`},

@@ -30,7 +30,7 @@ func requireJSON(t *testing.T, res response, status int, body string) {
 
 const (
 	docsSettings = `{"dimension": 4, "metric": "dot", "quantization": "int8", "index": "ivf"}`
-	docsJSON     = `"name": "docs", "dimension": 4, "metric": "dot", "quantization": "int8", "index": "ivf"`
+	docsJSON     = `"name": "docs", "dimension": 4, "metric": "dot", "quantization": "int8", "index": "ivf", "float32": "on_disk"`
 )
 
 // TestCollectionLifecycle: the exact answers of create, repeat, conflict,
@@ -49,10 +49,10 @@ func TestCollectionLifecycle(t *testing.T) {
 	require.Contains(t, msg, "collection `docs` exists with other settings")
 
 	requireJSON(t, e.do(http.MethodPut, "/v1/collections/plain", "", nil), 200,
-		`{"name": "plain", "dimension": 1536, "metric": "cosine", "quantization": "none", "index": "flat", "created": true}`)
+		`{"name": "plain", "dimension": 1536, "metric": "cosine", "quantization": "none", "index": "flat", "float32": "in_memory", "created": true}`)
 	requireJSON(t, e.do(http.MethodGet, "/v1/collections", "", nil), 200, `{"collections": [
 		{`+docsJSON+`, "state": "ready"},
-		{"name": "plain", "dimension": 1536, "metric": "cosine", "quantization": "none", "index": "flat", "state": "ready"}]}`)
+		{"name": "plain", "dimension": 1536, "metric": "cosine", "quantization": "none", "index": "flat", "float32": "in_memory", "state": "ready"}]}`)
 
 	res := e.do(http.MethodPost, "/v1/collections/docs/vectors", `{"vectors": [
 		{"id": "a", "vector": [1, 0, 0, 0]}, {"id": "b", "vector": [0, 1, 0, 0], "payload": {"lang": "en"}}, {"id": "c", "vector": [0, 0, 1, 0]}]}`, nil)
@@ -85,7 +85,7 @@ func TestCollectionLifecycle(t *testing.T) {
 	requireJSON(t, e.do(http.MethodDelete, "/v1/collections/docs", "", nil), 200, `{"name": "docs", "deleted": true}`)
 	requireJSON(t, e.do(http.MethodDelete, "/v1/collections/docs", "", nil), 200, `{"name": "docs", "deleted": false}`)
 	requireJSON(t, e.do(http.MethodGet, "/v1/collections", "", nil), 200, `{"collections": [
-		{"name": "plain", "dimension": 1536, "metric": "cosine", "quantization": "none", "index": "flat", "state": "ready"}]}`)
+		{"name": "plain", "dimension": 1536, "metric": "cosine", "quantization": "none", "index": "flat", "float32": "in_memory", "state": "ready"}]}`)
 	for _, r := range unknownRoutes("docs") {
 		msg := requireError(t, e.do(r.method, r.path, r.body, nil), 404, "not_found", false)
 		require.Equal(t, "collection `docs` does not exist", msg, "%s %s", r.method, r.path)
@@ -145,7 +145,7 @@ func TestDocumentRoutesUnderACollection(t *testing.T) {
 	e := fake(t, apitest.FakeConfig{})
 	for _, c := range []string{"docs", "trawl"} {
 		requireJSON(t, e.do(http.MethodPut, "/v1/collections/"+c, `{"dimension": 4, "metric": "dot"}`, nil), 200,
-			`{"name": "`+c+`", "dimension": 4, "metric": "dot", "quantization": "none", "index": "flat", "created": true}`)
+			`{"name": "`+c+`", "dimension": 4, "metric": "dot", "quantization": "none", "index": "flat", "float32": "in_memory", "created": true}`)
 	}
 	res := e.do(http.MethodPost, "/v1/collections/docs/vectors",
 		`{"vectors": [{"id": "a", "vector": [1, 0, 0, 0], "payload": {"n": 1}}, {"id": "b", "vector": [0.5, 0, 0, 0]}]}`, nil)
@@ -232,13 +232,13 @@ func TestCollectionStillCreating(t *testing.T) {
 	require.Equal(t, "1", res.header.Get("Retry-After"))
 
 	requireJSON(t, e.do(http.MethodGet, "/v1/collections", "", nil), 200, `{"collections": [
-		{"name": "slow", "dimension": 4, "metric": "cosine", "quantization": "none", "index": "flat", "state": "creating"}]}`)
+		{"name": "slow", "dimension": 4, "metric": "cosine", "quantization": "none", "index": "flat", "float32": "in_memory", "state": "creating"}]}`)
 	res = e.do(http.MethodGet, "/v1/collections/slow", "", nil)
 	empty := func(name string) string {
 		return `{"name": "` + name + `", "answered": true, "doc_count": 0, "bytes": 0, "index": {"kind": "flat", "state": "ready",
 			"lists": 0, "trained_rows": 0, "default_nprobe": 0, "nprobe_calibrated": false, "rows": 0, "bytes": 0, "bytes_per_vector": 0}}`
 	}
-	requireJSON(t, res, 200, `{"name": "slow", "dimension": 4, "metric": "cosine", "quantization": "none", "index": "flat",
+	requireJSON(t, res, 200, `{"name": "slow", "dimension": 4, "metric": "cosine", "quantization": "none", "index": "flat", "float32": "in_memory",
 		"state": "creating", "lacking_shards": ["shard-2"], "degraded": true, "doc_count": 0, "bytes": 0, "shards": [`+
 		empty("shard-0")+`, `+empty("shard-1")+`, {"name": "shard-2", "answered": false, "doc_count": 0, "bytes": 0, "index": null}]}`)
 	for _, r := range unknownRoutes("slow")[2:] {
@@ -250,9 +250,9 @@ func TestCollectionStillCreating(t *testing.T) {
 
 	e.Fakes[2].HoldBack(false)
 	requireJSON(t, e.do(http.MethodPut, "/v1/collections/slow", `{"dimension": 4}`, nil), 200,
-		`{"name": "slow", "dimension": 4, "metric": "cosine", "quantization": "none", "index": "flat", "created": false}`)
+		`{"name": "slow", "dimension": 4, "metric": "cosine", "quantization": "none", "index": "flat", "float32": "in_memory", "created": false}`)
 	requireJSON(t, e.do(http.MethodGet, "/v1/collections", "", nil), 200, `{"collections": [
-		{"name": "slow", "dimension": 4, "metric": "cosine", "quantization": "none", "index": "flat", "state": "ready"}]}`)
+		{"name": "slow", "dimension": 4, "metric": "cosine", "quantization": "none", "index": "flat", "float32": "in_memory", "state": "ready"}]}`)
 	requireJSON(t, e.do(http.MethodPost, "/v1/collections/slow/vectors", `{"vectors": [{"id": "x", "vector": [1, 0, 0, 0]}]}`, nil), 200,
 		`{"results": [{"id": "x", "status": "ok"}]}`)
 }

@@ -135,7 +135,7 @@ func TestScopedKeysNative(t *testing.T) {
 	// A tenant creates and drops in its own namespace.
 	tenant := map[string]string{"Authorization": "Bearer tenant"}
 	requireJSON(t, e.do(http.MethodPut, "/v1/collections/a-new", `{"dimension": 4}`, tenant), 200,
-		`{"name": "a-new", "dimension": 4, "metric": "cosine", "quantization": "none", "index": "flat", "created": true}`)
+		`{"name": "a-new", "dimension": 4, "metric": "cosine", "quantization": "none", "index": "flat", "float32": "in_memory", "created": true}`)
 	requireJSON(t, e.do(http.MethodDelete, "/v1/collections/a-new", "", tenant), 200, `{"name": "a-new", "deleted": true}`)
 	requireError(t, e.do(http.MethodPut, "/v1/collections/b-new", `{"dimension": 4}`, tenant), 403, "forbidden", false)
 }
@@ -144,7 +144,7 @@ func TestScopedKeysNative(t *testing.T) {
 func TestScopedKeysListing(t *testing.T) {
 	e := scopedFake(t)
 	entry := func(name string) string {
-		return `{"name": "` + name + `", "dimension": 4, "metric": "dot", "quantization": "none", "index": "flat", "state": "ready"}`
+		return `{"name": "` + name + `", "dimension": 4, "metric": "dot", "quantization": "none", "index": "flat", "float32": "in_memory", "state": "ready"}`
 	}
 	for key, names := range map[string][]string{
 		"admin":  {"a", "a-1", "b", "trawl"},

@@ -522,7 +522,7 @@ func TestClusterStatusShape(t *testing.T) {
 	require.Eventually(t, measured, 30*time.Second, 20*time.Millisecond, "%s", body)
 	top := members(t, body)
 	require.Equal(t, []string{"collections", "disagreements", "shard_budget_ms", "shards"}, objectKeys(t, body))
-	require.JSONEq(t, `[{"name": "trawl", "dimension": 8, "metric": "cosine", "quantization": "none", "index": "flat"}]`, string(top["collections"]))
+	require.JSONEq(t, `[{"name": "trawl", "dimension": 8, "metric": "cosine", "quantization": "none", "index": "flat", "float32": "in_memory"}]`, string(top["collections"]))
 	require.JSONEq(t, "45", string(top["shard_budget_ms"]))
 	var shards []json.RawMessage
 	require.NoError(t, json.Unmarshal(top["shards"], &shards))

@@ -52,6 +52,7 @@ type collectionSettings struct {
 	Metric       string `json:"metric"`
 	Quantization string `json:"quantization"`
 	Index        string `json:"index"`
+	Float32      string `json:"float32"`
 }
 
 type indexStatus struct {
@@ -133,5 +134,5 @@ func indexStatusOf(ix *coordinator.IndexStatus) *indexStatus {
 
 func settingsOf(c coordinator.Collection) collectionSettings {
 	return collectionSettings{Name: c.Name, Dimension: c.Settings.Dim, Metric: c.Settings.Metric.String(),
-		Quantization: c.Settings.Quantization, Index: c.Settings.Index}
+		Quantization: c.Settings.Quantization, Index: c.Settings.Index, Float32: c.Settings.Float32}
 }

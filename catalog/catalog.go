@@ -26,6 +26,15 @@ const (
 	IndexIVF  = "ivf"
 )
 
+// Where a collection's float32 rows live on each replica: on disk, in
+// memory-mapped segment files read through the page cache, or in the Go
+// heap. Either way the int8 codes, IVF lists, ids and payload indexes
+// are in memory, and the raft log and snapshots are what is durable.
+const (
+	Float32OnDisk   = "on_disk"
+	Float32InMemory = "in_memory"
+)
+
 // ErrInvalid wraps every validation failure of this package.
 var ErrInvalid = errors.New("invalid collection")
 
@@ -37,12 +46,14 @@ type Settings struct {
 	// IndexIVF (which implies QuantInt8).
 	Quantization string
 	Index        string
+	// Float32 is Float32OnDisk or Float32InMemory.
+	Float32 string
 }
 
 // Defaults is a create's settings where it names none: 1536-D cosine,
-// float32 only, flat.
+// float32 only (in memory), flat.
 func Defaults() Settings {
-	return Settings{Dim: DefaultDim, Metric: vector.Cosine, Quantization: QuantNone, Index: IndexFlat}
+	return Settings{Dim: DefaultDim, Metric: vector.Cosine, Quantization: QuantNone, Index: IndexFlat, Float32: Float32InMemory}
 }
 
 // Normalize fills unset fields with their defaults and applies the one
@@ -61,7 +72,21 @@ func (s Settings) Normalize() Settings {
 	if s.Index == IndexIVF {
 		s.Quantization = QuantInt8
 	}
+	if s.Float32 == "" {
+		s.Float32 = DefaultFloat32(s.Quantization)
+	}
 	return s
+}
+
+// DefaultFloat32 is where a collection's float32 rows live when its
+// create names no place: on disk when int8 codes answer its queries (the
+// float32 rows are read only to re-score a few candidates a query, and
+// by exact queries), in memory when every query scans them.
+func DefaultFloat32(quantization string) string {
+	if quantization == QuantInt8 {
+		return Float32OnDisk
+	}
+	return Float32InMemory
 }
 
 // Validate reports the first setting out of range, naming it.
@@ -80,13 +105,16 @@ func (s Settings) Validate() error {
 	if s.Index != IndexFlat && s.Index != IndexIVF {
 		return fmt.Errorf("%w: index %q: want %s or %s", ErrInvalid, s.Index, IndexFlat, IndexIVF)
 	}
+	if s.Float32 != Float32OnDisk && s.Float32 != Float32InMemory {
+		return fmt.Errorf("%w: float32 %q: want %s or %s", ErrInvalid, s.Float32, Float32OnDisk, Float32InMemory)
+	}
 	return nil
 }
 
 // String is the --ensure-collection form without the name:
-// DIM:METRIC:QUANTIZATION:INDEX.
+// DIM:METRIC:QUANTIZATION:INDEX:FLOAT32.
 func (s Settings) String() string {
-	return fmt.Sprintf("%d:%s:%s:%s", s.Dim, s.Metric, s.Quantization, s.Index)
+	return fmt.Sprintf("%d:%s:%s:%s:%s", s.Dim, s.Metric, s.Quantization, s.Index, s.Float32)
 }
 
 // ValidName reports whether name may name a collection or an alias:
@@ -110,18 +138,18 @@ type Spec struct {
 	Settings Settings
 }
 
-// ParseSpec reads NAME=DIM:METRIC[:QUANTIZATION[:INDEX]].
+// ParseSpec reads NAME=DIM:METRIC[:QUANTIZATION[:INDEX[:FLOAT32]]].
 func ParseSpec(v string) (Spec, error) {
 	name, rest, ok := strings.Cut(v, "=")
 	if !ok {
-		return Spec{}, fmt.Errorf("%w: %q: want NAME=DIM:METRIC[:QUANTIZATION[:INDEX]]", ErrInvalid, v)
+		return Spec{}, fmt.Errorf("%w: %q: want NAME=DIM:METRIC[:QUANTIZATION[:INDEX[:FLOAT32]]]", ErrInvalid, v)
 	}
 	if err := ValidName(name); err != nil {
 		return Spec{}, err
 	}
 	parts := strings.Split(rest, ":")
-	if len(parts) < 2 || len(parts) > 4 {
-		return Spec{}, fmt.Errorf("%w: %q: want NAME=DIM:METRIC[:QUANTIZATION[:INDEX]]", ErrInvalid, v)
+	if len(parts) < 2 || len(parts) > 5 {
+		return Spec{}, fmt.Errorf("%w: %q: want NAME=DIM:METRIC[:QUANTIZATION[:INDEX[:FLOAT32]]]", ErrInvalid, v)
 	}
 	dim, err := strconv.Atoi(parts[0])
 	if err != nil {
@@ -140,6 +168,9 @@ func ParseSpec(v string) (Spec, error) {
 	}
 	if len(parts) > 3 {
 		s.Index = parts[3]
+	}
+	if len(parts) > 4 {
+		s.Float32 = parts[4]
 	}
 	s = s.Normalize()
 	if err := s.Validate(); err != nil {

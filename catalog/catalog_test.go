@@ -15,9 +15,11 @@ func TestParseSpec(t *testing.T) {
 		want Spec
 		err  string
 	}{
-		{in: "notes=384:cosine", want: Spec{Name: "notes", Settings: Settings{Dim: 384, Metric: vector.Cosine, Quantization: QuantNone, Index: IndexFlat}}},
-		{in: "img=768:dot:int8", want: Spec{Name: "img", Settings: Settings{Dim: 768, Metric: vector.DotProduct, Quantization: QuantInt8, Index: IndexFlat}}},
-		{in: "big=1536:l2:none:ivf", want: Spec{Name: "big", Settings: Settings{Dim: 1536, Metric: vector.Euclidean, Quantization: QuantInt8, Index: IndexIVF}}},
+		{in: "notes=384:cosine", want: Spec{Name: "notes", Settings: Settings{Dim: 384, Metric: vector.Cosine, Quantization: QuantNone, Index: IndexFlat, Float32: Float32InMemory}}},
+		{in: "img=768:dot:int8", want: Spec{Name: "img", Settings: Settings{Dim: 768, Metric: vector.DotProduct, Quantization: QuantInt8, Index: IndexFlat, Float32: Float32OnDisk}}},
+		{in: "big=1536:l2:none:ivf", want: Spec{Name: "big", Settings: Settings{Dim: 1536, Metric: vector.Euclidean, Quantization: QuantInt8, Index: IndexIVF, Float32: Float32OnDisk}}},
+		{in: "mem=8:l2:int8:ivf:in_memory", want: Spec{Name: "mem", Settings: Settings{Dim: 8, Metric: vector.Euclidean, Quantization: QuantInt8, Index: IndexIVF, Float32: Float32InMemory}}},
+		{in: "disk=8:l2:none:flat:on_disk", want: Spec{Name: "disk", Settings: Settings{Dim: 8, Metric: vector.Euclidean, Quantization: QuantNone, Index: IndexFlat, Float32: Float32OnDisk}}},
 		{in: "notes", err: "want NAME=DIM:METRIC"},
 		{in: "notes=384", err: "want NAME=DIM:METRIC"},
 		{in: "no/tes=384:cosine", err: "only letters"},
@@ -28,7 +30,8 @@ func TestParseSpec(t *testing.T) {
 		{in: "n=3:manhattan", err: "unknown metric"},
 		{in: "n=3:dot:int4", err: `quantization "int4"`},
 		{in: "n=3:dot:int8:hnsw", err: `index "hnsw"`},
-		{in: "n=3:dot:int8:flat:x", err: "want NAME=DIM:METRIC"},
+		{in: "n=3:dot:int8:flat:x", err: `float32 "x"`},
+		{in: "n=3:dot:int8:flat:on_disk:x", err: "want NAME=DIM:METRIC"},
 	} {
 		t.Run(tc.in, func(t *testing.T) {
 			got, err := ParseSpec(tc.in)
@@ -55,4 +58,8 @@ func TestValidName(t *testing.T) {
 func TestNormalizeMakesEqualCreatesEqual(t *testing.T) {
 	require.Equal(t, Defaults(), Settings{}.Normalize())
 	require.Equal(t, Settings{Dim: 8, Index: IndexIVF}.Normalize(), Settings{Dim: 8, Quantization: QuantInt8, Index: IndexIVF}.Normalize())
+	// A catalog entry written before the float32 placement existed reads
+	// as a create that names none.
+	require.Equal(t, Settings{Dim: 8, Quantization: QuantInt8, Float32: Float32OnDisk}.Normalize(), Settings{Dim: 8, Quantization: QuantInt8}.Normalize())
+	require.Equal(t, Float32InMemory, Settings{Dim: 8}.Normalize().Float32)
 }

@@ -595,11 +595,11 @@ func collectionOf(e *shardpb.CollectionEntry) Collection {
 	st := e.GetSettings()
 	m, _ := vector.ParseMetric(st.GetMetric())
 	return Collection{Name: e.GetName(), UID: e.GetUid(), PayloadSchema: e.GetPayloadSchema(), Settings: catalog.Settings{
-		Dim: int(st.GetDim()), Metric: m, Quantization: st.GetQuantization(), Index: st.GetIndex()}.Normalize()}
+		Dim: int(st.GetDim()), Metric: m, Quantization: st.GetQuantization(), Index: st.GetIndex(), Float32: st.GetFloat32Placement()}.Normalize()}
 }
 
 func settingsPB(s catalog.Settings) *shardpb.CollectionSettings {
-	return &shardpb.CollectionSettings{Dim: uint32(s.Dim), Metric: s.Metric.String(), Quantization: s.Quantization, Index: s.Index}
+	return &shardpb.CollectionSettings{Dim: uint32(s.Dim), Metric: s.Metric.String(), Quantization: s.Quantization, Index: s.Index, Float32Placement: s.Float32}
 }
 
 // collectionGone is the error a use case answers when a shard refused a

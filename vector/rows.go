@@ -12,13 +12,30 @@ import (
 // len(IDs); the chunks hold at least that many rows. Scans read a chunk's
 // rows as one contiguous block (Run), so the kernels' contract — rows
 // back to back, dim floats each — holds within a chunk.
+//
+// Rows may also be indirect (SlotRows): row i is then slot slots[i], slot
+// s being row s mod ChunkRows of chunk s / ChunkRows, and Run returns the
+// longest stretch of rows whose slots follow each other in one chunk.
 type Rows struct {
 	Dim int
 	IDs []string
-	// chunks[c] holds rows c<<shift onwards; flatShift makes one chunk
-	// hold every row.
+	// chunks[c] holds rows (or slots) c<<shift onwards; flatShift makes
+	// one chunk hold every row.
 	chunks [][]float32
 	shift  uint8
+	// slots, when not nil, maps row i to its slot.
+	slots []uint32
+}
+
+// SlotRows returns rows held out of order: row i is slot slots[i], and
+// slot s is row s&(1<<shift-1) of chunks[s>>shift] (chunks of 1<<shift
+// rows of dim floats; a chunk no slot names may be nil). The view shares
+// chunks and slots: it is valid while its owner keeps them unchanged.
+func SlotRows(dim int, ids []string, chunks [][]float32, shift uint8, slots []uint32) Rows {
+	if slots == nil {
+		slots = []uint32{}
+	}
+	return Rows{Dim: dim, IDs: ids, chunks: chunks, shift: shift, slots: slots}
 }
 
 // flatShift is the shift of a single chunk: i>>flatShift is 0 and
@@ -35,6 +52,11 @@ func (r Rows) Len() int { return len(r.IDs) }
 
 // Row returns row i (capacity cut at its end).
 func (r Rows) Row(i int) []float32 {
+	if r.slots != nil {
+		s := int(r.slots[i])
+		c, j := r.chunks[s>>r.shift], s&(1<<r.shift-1)
+		return c[j*r.Dim : (j+1)*r.Dim : (j+1)*r.Dim]
+	}
 	c, j := r.chunks[i>>r.shift], i&(1<<r.shift-1)
 	return c[j*r.Dim : (j+1)*r.Dim : (j+1)*r.Dim]
 }
@@ -43,12 +65,27 @@ func (r Rows) Row(i int) []float32 {
 // lo's chunk if that comes first; lo < hi. A caller walks [lo, hi) by
 // advancing lo by len(run)/Dim.
 func (r Rows) Run(lo, hi int) []float32 {
+	if r.slots != nil {
+		return r.slotRun(lo, hi)
+	}
 	c, j := r.chunks[lo>>r.shift], lo&(1<<r.shift-1)
 	end := min(hi-lo+j, 1<<r.shift)
 	if r.shift == flatShift {
 		end = hi - lo + j
 	}
 	return c[j*r.Dim : end*r.Dim : end*r.Dim]
+}
+
+// slotRun is Run for indirect rows: rows lo.. as long as their slots are
+// consecutive within lo's chunk.
+func (r Rows) slotRun(lo, hi int) []float32 {
+	first := int(r.slots[lo])
+	c, j := r.chunks[first>>r.shift], first&(1<<r.shift-1)
+	n := 1
+	for lo+n < hi && int(r.slots[lo+n]) == first+n && (j+n)>>r.shift == 0 {
+		n++
+	}
+	return c[j*r.Dim : (j+n)*r.Dim : (j+n)*r.Dim]
 }
 
 // Prefix is the first n rows (all of them if there are fewer).
@@ -77,6 +114,12 @@ func (r Rows) Check() error {
 	}
 	n, have := r.Len(), 0
 	if n == 0 {
+		return nil
+	}
+	if r.slots != nil {
+		if len(r.slots) < n {
+			return fmt.Errorf("%d ids but only %d slots", n, len(r.slots))
+		}
 		return nil
 	}
 	for c, ch := range r.chunks {

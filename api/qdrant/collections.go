@@ -73,6 +73,8 @@ type collectionConfig struct {
 		Vectors struct {
 			Size     int    `json:"size"`
 			Distance string `json:"distance"`
+			// OnDisk is whether the float32 rows are on disk.
+			OnDisk bool `json:"on_disk"`
 		} `json:"vectors"`
 		ShardNumber            int  `json:"shard_number"`
 		ReplicationFactor      int  `json:"replication_factor"`
@@ -170,6 +172,7 @@ func (h *Handler) describe(c coordinator.Collection) collectionInfo {
 	shards, replicas := h.cfg.Coordinator.Shape()
 	info := collectionInfo{Status: "green", OptimizerStatus: "ok", SegmentsCount: shards, PayloadSchema: map[string]payloadIndexInfo{}}
 	info.Config.Params.Vectors.Size, info.Config.Params.Vectors.Distance = c.Settings.Dim, qdrantx.DistanceName(c.Settings.Metric)
+	info.Config.Params.Vectors.OnDisk = c.Settings.Float32 == catalog.Float32OnDisk
 	info.Config.Params.ShardNumber, info.Config.Params.ReplicationFactor = shards, replicas
 	info.Config.Params.WriteConsistencyFactor = 1
 	if c.Settings.Quantization == catalog.QuantInt8 {

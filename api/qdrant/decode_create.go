@@ -50,10 +50,12 @@ type vectorParamsJSON struct {
 // decodeCreate reads a CreateCollection as the settings of a trawl
 // collection: one unnamed dense float32 vector of vectors.size and
 // vectors.distance, int8 codes when quantization_config is scalar, and a
-// flat index (Qdrant's request cannot ask for trawl's IVF). Members that
-// tune what trawl does not have (HNSW, WAL, optimizers, shard and replica
-// counts, on-disk flags) are accepted; members that would change an answer
-// trawl cannot give are refused by name.
+// flat index (Qdrant's request cannot ask for trawl's IVF), and the
+// float32 rows on disk or in memory as vectors.on_disk says (trawl's
+// default for the quantization when it is absent). Members that tune
+// what trawl does not have (HNSW, WAL, optimizers, shard and replica
+// counts, on_disk_payload) are accepted; members that would change an
+// answer trawl cannot give are refused by name.
 func decodeCreate(b []byte) (catalog.Settings, error) {
 	var req createJSON
 	if err := wire.DecodeStrict(b, &req); err != nil {
@@ -102,6 +104,7 @@ func decodeCreate(b []byte) (catalog.Settings, error) {
 			s.Quantization = catalog.QuantInt8
 		}
 	}
+	s.Float32 = qdrantx.Float32(params.OnDisk)
 	return s, nil
 }
 

@@ -16,6 +16,11 @@ import (
 // and alias change become, and the exact 400 for everything refused.
 // They run without a cluster (rest_test.go has the routes end to end).
 
+func withFloat32(s catalog.Settings, f string) catalog.Settings {
+	s.Float32 = f
+	return s
+}
+
 func TestDecodeCreate(t *testing.T) {
 	flat := func(dim int, m vector.Metric, q string) catalog.Settings {
 		return catalog.Settings{Dim: dim, Metric: m, Quantization: q, Index: catalog.IndexFlat}
@@ -35,7 +40,9 @@ func TestDecodeCreate(t *testing.T) {
 			"shard_number": 6, "replication_factor": 2, "write_consistency_factor": 1, "on_disk_payload": true, "sharding_method": "auto",
 			"hnsw_config": {"m": 16, "ef_construct": 100}, "wal_config": {"wal_capacity_mb": 32}, "optimizers_config": {"indexing_threshold": 0},
 			"sparse_vectors": {}, "strict_mode_config": {"enabled": false}, "metadata": {}, "quantization_config": null}`,
-			flat(8, vector.Cosine, catalog.QuantNone)},
+			withFloat32(flat(8, vector.Cosine, catalog.QuantNone), catalog.Float32OnDisk)},
+		{"in memory", `{"vectors": {"size": 8, "distance": "Dot", "on_disk": false}, "quantization_config": {"scalar": {"type": "int8"}}}`,
+			withFloat32(flat(8, vector.DotProduct, catalog.QuantInt8), catalog.Float32InMemory)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := decodeCreate([]byte(tc.body))

@@ -160,14 +160,14 @@ func TestQdrantCollectionLifecycle(t *testing.T) {
 	exact(http.MethodGet, "/collections/notes/exists", "", 200, ok(`{"exists":true}`))
 	exact(http.MethodPut, "/collections/notes", `{"vectors": {"size": 384, "distance": "Cosine"}}`, 200, ok(`true`))
 	exact(http.MethodPut, "/collections/notes", `{"vectors": {"size": 768, "distance": "Dot"}}`, 409, fails(
-		"Wrong input: Collection `notes` already exists! It holds vectors of size 384 and distance Cosine, no quantization, flat index; "+
-			"this create asks for vectors of size 768 and distance Dot, no quantization, flat index. Delete it first to change its settings"))
+		"Wrong input: Collection `notes` already exists! It holds vectors of size 384 and distance Cosine, no quantization, flat index, float32 in memory; "+
+			"this create asks for vectors of size 768 and distance Dot, no quantization, flat index, float32 in memory. Delete it first to change its settings"))
 	exact(http.MethodPut, "/collections/notes", `{"vectors": {"size": 384, "distance": "Cosine"}, "quantization_config": {"scalar": {"type": "int8"}}}`, 409, fails(
-		"Wrong input: Collection `notes` already exists! It holds vectors of size 384 and distance Cosine, no quantization, flat index; "+
-			"this create asks for vectors of size 384 and distance Cosine, scalar int8 quantization, flat index. Delete it first to change its settings"))
+		"Wrong input: Collection `notes` already exists! It holds vectors of size 384 and distance Cosine, no quantization, flat index, float32 in memory; "+
+			"this create asks for vectors of size 384 and distance Cosine, scalar int8 quantization, flat index, float32 on disk. Delete it first to change its settings"))
 	exact(http.MethodPut, "/collections/trawl", `{"vectors": {"size": 16, "distance": "Cosine"}}`, 409, fails(
-		"Wrong input: Collection `trawl` already exists! It holds vectors of size 8 and distance Cosine, no quantization, flat index; "+
-			"this create asks for vectors of size 16 and distance Cosine, no quantization, flat index. Delete it first to change its settings"))
+		"Wrong input: Collection `trawl` already exists! It holds vectors of size 8 and distance Cosine, no quantization, flat index, float32 in memory; "+
+			"this create asks for vectors of size 16 and distance Cosine, no quantization, flat index, float32 in memory. Delete it first to change its settings"))
 	// A collection named like a route: the route's method decides.
 	exact(http.MethodGet, "/collections/aliases", "", 404, fails("Not found: Collection `aliases` doesn't exist!"))
 
@@ -203,7 +203,7 @@ func TestQdrantCollectionLifecycle(t *testing.T) {
 	exact(http.MethodDelete, "/collections/notes/index/never", "", 200, completed)
 	exact(http.MethodPut, "/collections/nope/index", `{"field_name": "color", "field_schema": "keyword"}`, 404, fails("Not found: Collection `nope` doesn't exist!"))
 	exact(http.MethodGet, "/collections/notes", "", 200, `{"result":{"status":"green","optimizer_status":"ok","indexed_vectors_count":0,"points_count":40,"segments_count":3,`+
-		`"config":{"params":{"vectors":{"size":384,"distance":"Cosine"},"shard_number":3,"replication_factor":2,"write_consistency_factor":1,"on_disk_payload":false},`+
+		`"config":{"params":{"vectors":{"size":384,"distance":"Cosine","on_disk":false},"shard_number":3,"replication_factor":2,"write_consistency_factor":1,"on_disk_payload":false},`+
 		`"hnsw_config":{"m":0,"ef_construct":0,"full_scan_threshold":0},"optimizer_config":{"default_segment_number":0,"flush_interval_sec":0},"quantization_config":null},`+
 		`"payload_schema":{"color":{"data_type":"keyword","points":40},"tag":{"data_type":"keyword","points":20}}},"status":"ok","time":0,`+sgOK+`}`)
 
@@ -236,7 +236,7 @@ func TestQdrantCollectionLifecycle(t *testing.T) {
 	// Created again: a new, empty collection without the old declarations.
 	exact(http.MethodPut, "/collections/notes", `{"vectors": {"size": 384, "distance": "Dot"}, "quantization_config": {"scalar": {"type": "int8", "quantile": 0.99, "always_ram": true}}}`, 200, ok(`true`))
 	exact(http.MethodGet, "/collections/notes", "", 200, `{"result":{"status":"green","optimizer_status":"ok","indexed_vectors_count":0,"points_count":0,"segments_count":3,`+
-		`"config":{"params":{"vectors":{"size":384,"distance":"Dot"},"shard_number":3,"replication_factor":2,"write_consistency_factor":1,"on_disk_payload":false},`+
+		`"config":{"params":{"vectors":{"size":384,"distance":"Dot","on_disk":true},"shard_number":3,"replication_factor":2,"write_consistency_factor":1,"on_disk_payload":false},`+
 		`"hnsw_config":{"m":0,"ef_construct":0,"full_scan_threshold":0},"optimizer_config":{"default_segment_number":0,"flush_interval_sec":0},"quantization_config":{"scalar":{"type":"int8"}}},`+
 		`"payload_schema":{}},"status":"ok","time":0,`+sgOK+`}`)
 	require.Empty(t, search("/collections/notes/points/query", `{"query": `+qJSON+`}`))

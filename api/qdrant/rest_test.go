@@ -96,7 +96,7 @@ func TestQdrantContract(t *testing.T) {
 			want: `{"result":true,"status":"ok","time":0}`},
 		{name: "collection info", method: http.MethodGet, path: "/collections/trawl", status: 200, degradedHeader: true,
 			want: `{"result":{"status":"green","optimizer_status":"ok","indexed_vectors_count":0,"points_count":303,"segments_count":3,` +
-				`"config":{"params":{"vectors":{"size":8,"distance":"Cosine"},"shard_number":3,"replication_factor":2,"write_consistency_factor":1,"on_disk_payload":false},` +
+				`"config":{"params":{"vectors":{"size":8,"distance":"Cosine","on_disk":false},"shard_number":3,"replication_factor":2,"write_consistency_factor":1,"on_disk_payload":false},` +
 				`"hnsw_config":{"m":0,"ef_construct":0,"full_scan_threshold":0},"optimizer_config":{"default_segment_number":0,"flush_interval_sec":0},"quantization_config":null},` +
 				`"payload_schema":{}},"status":"ok","time":0,` + sgOK + `}`},
 		{name: "get point", method: http.MethodGet, path: "/collections/trawl/points/1", status: 200, degradedHeader: true,

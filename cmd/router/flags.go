@@ -92,7 +92,7 @@ func (s *shardFlag) Set(v string) error {
 }
 
 // ensureFlag is the repeatable --ensure-collection
-// NAME=DIM:METRIC[:QUANTIZATION[:INDEX]]. Its environment twin
+// NAME=DIM:METRIC[:QUANTIZATION[:INDEX[:FLOAT32]]]. Its environment twin
 // TRAWL_ENSURE_COLLECTIONS holds several, separated by ";". A name given
 // twice must be given with the same settings.
 type ensureFlag []catalog.Spec
@@ -139,7 +139,7 @@ func addCollectionFlags(fs *flag.FlagSet) *collectionFlags {
 	c.def = fs.String("collection", api.DefaultCollection,
 		"the default collection: the one the collection-less paths (/v1/search, /v1/vectors, ...) act on")
 	fs.Var(&c.ensure, "ensure-collection",
-		"create the collection `NAME=DIM:METRIC[:QUANTIZATION[:INDEX]]` at start unless it exists, e.g. docs=768:dot:int8:ivf (repeatable; env TRAWL_ENSURE_COLLECTIONS=\"a=384:cosine;b=1536:l2\"); one existing with other settings is logged and left as it is")
+		"create the collection `NAME=DIM:METRIC[:QUANTIZATION[:INDEX[:FLOAT32]]]` at start unless it exists, e.g. docs=768:dot:int8:ivf (repeatable; env TRAWL_ENSURE_COLLECTIONS=\"a=384:cosine;b=1536:l2\"); one existing with other settings is logged and left as it is")
 	c.max = fs.Int("max-collections", coordinator.DefaultMaxCollections,
 		"most collections the cluster may hold; a create beyond it is refused (it also bounds the collection label of the metrics)")
 	return c

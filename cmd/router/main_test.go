@@ -203,7 +203,7 @@ func TestRaftTimingBounds(t *testing.T) {
 // value.
 func TestCollectionFlags(t *testing.T) {
 	spec := func(name string, dim int, m vector.Metric, q, idx string) catalog.Spec {
-		return catalog.Spec{Name: name, Settings: catalog.Settings{Dim: dim, Metric: m, Quantization: q, Index: idx}}
+		return catalog.Spec{Name: name, Settings: catalog.Settings{Dim: dim, Metric: m, Quantization: q, Index: idx, Float32: catalog.DefaultFloat32(q)}}
 	}
 	notes := spec("notes", 384, vector.Cosine, catalog.QuantNone, catalog.IndexFlat)
 	img := spec("img", 768, vector.DotProduct, catalog.QuantInt8, catalog.IndexIVF)
@@ -263,7 +263,10 @@ func TestCollectionFlags(t *testing.T) {
 	}
 	var e ensureFlag
 	require.NoError(t, e.Set("notes=384:cosine;img=768:dot:int8:ivf"))
-	require.Equal(t, "notes=384:cosine:none:flat;img=768:dot:int8:ivf", e.String(), "String reads back as Set takes it")
+	require.Equal(t, "notes=384:cosine:none:flat:in_memory;img=768:dot:int8:ivf:on_disk", e.String(), "String reads back as Set takes it")
+	var back ensureFlag
+	require.NoError(t, back.Set(e.String()))
+	require.Equal(t, e, back)
 }
 
 // router dev refuses a collection it could not create before starting

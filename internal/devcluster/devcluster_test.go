@@ -100,9 +100,9 @@ func TestCreatesItsCollection(t *testing.T) {
 		want coordinator.Collection
 	}{
 		{Config{Dim: 8, Docs: 120, Seed: 3, Kernel: vector.Generic()},
-			coordinator.Collection{Name: "trawl", Settings: catalog.Settings{Dim: 8, Metric: vector.Cosine, Quantization: "none", Index: "flat"}}},
+			coordinator.Collection{Name: "trawl", Settings: catalog.Settings{Dim: 8, Metric: vector.Cosine, Quantization: "none", Index: "flat", Float32: "in_memory"}}},
 		{Config{Dim: 4, Metric: vector.DotProduct, Docs: 50, Seed: 3, Kernel: vector.Generic(), Collection: "notes"},
-			coordinator.Collection{Name: "notes", Settings: catalog.Settings{Dim: 4, Metric: vector.DotProduct, Quantization: "none", Index: "flat"}}},
+			coordinator.Collection{Name: "notes", Settings: catalog.Settings{Dim: 4, Metric: vector.DotProduct, Quantization: "none", Index: "flat", Float32: "in_memory"}}},
 	} {
 		t.Run(tc.want.Name, func(t *testing.T) {
 			c, err := Start(tc.cfg)

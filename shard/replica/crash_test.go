@@ -33,9 +33,11 @@ import (
 // The crash test re-executes the test binary as a shard process: with
 // childEnv set, TestMain runs runChild instead of the tests.
 const (
-	childEnv     = "TRAWL_SHARD_CRASH_CHILD"
-	childDirEnv  = "TRAWL_SHARD_CRASH_DIR"
-	childAddrEnv = "TRAWL_SHARD_CRASH_ADDR"
+	childEnv    = "TRAWL_SHARD_CRASH_CHILD"
+	childDirEnv = "TRAWL_SHARD_CRASH_DIR"
+	// childFloat32Env is the legacy collection's float32 placement.
+	childFloat32Env = "TRAWL_SHARD_CRASH_FLOAT32"
+	childAddrEnv    = "TRAWL_SHARD_CRASH_ADDR"
 	// childLog is the children's log, beside their data directory.
 	childLog = "child.log"
 )
@@ -70,7 +72,7 @@ func runChild() {
 		fail(err)
 	}
 	rep, err := Open(Config{
-		Legacy: catalog.Settings{Dim: testDim, Metric: vector.Euclidean}, Kernel: vector.Generic(),
+		Legacy: catalog.Settings{Dim: testDim, Metric: vector.Euclidean, Float32: os.Getenv(childFloat32Env)}, Kernel: vector.Generic(),
 		DataDir: os.Getenv(childDirEnv), Advertise: addr, Logger: quiet,
 		HeartbeatTimeout: 200 * time.Millisecond, ElectionTimeout: 200 * time.Millisecond,
 	})
@@ -102,10 +104,19 @@ type sentRecord struct {
 	payload []byte
 }
 
+// TestCrashKeepsEveryAcknowledgedWrite kills a shard process 25 times
+// mid-write, with its float32 rows in memory and on disk (segment files,
+// rebuilt at each start from the snapshot and log).
 func TestCrashKeepsEveryAcknowledgedWrite(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kills a shard process 25 times")
 	}
+	for _, place := range []string{catalog.Float32InMemory, catalog.Float32OnDisk} {
+		t.Run(place, func(t *testing.T) { crashRounds(t, place) })
+	}
+}
+
+func crashRounds(t *testing.T, placement string) {
 	exe, err := os.Executable()
 	require.NoError(t, err)
 	base := t.TempDir()
@@ -131,7 +142,7 @@ func TestCrashKeepsEveryAcknowledgedWrite(t *testing.T) {
 	next := 0
 	for round := 0; round <= kills; round++ {
 		cmd := exec.Command(exe, "-test.run=^$")
-		cmd.Env = append(os.Environ(), childEnv+"=1", childDirEnv+"="+dir, childAddrEnv+"="+addr)
+		cmd.Env = append(os.Environ(), childEnv+"=1", childDirEnv+"="+dir, childAddrEnv+"="+addr, childFloat32Env+"="+placement)
 		cmd.Stderr = os.Stderr
 		require.NoError(t, cmd.Start())
 		c, err := client.Dial(addr, client.DialConfig{})
@@ -158,6 +169,14 @@ func TestCrashKeepsEveryAcknowledgedWrite(t *testing.T) {
 			require.Equal(t, want.payload, v.GetPayload(), "round %d: %s has a payload nobody sent", round, id)
 		}
 		t.Logf("round %d: %d sent, %d acknowledged, %d stored, applied index %d", round, len(sent), len(acked), st.GetDocCount(), st.GetAppliedIndex())
+		if placement == catalog.Float32OnDisk && st.GetDocCount() > 0 {
+			segs, err := filepath.Glob(filepath.Join(dir, SegmentDir, "*", "*.npy"))
+			require.NoError(t, err)
+			require.NotEmpty(t, segs, "round %d: the rows are in segment files", round)
+			// Files of earlier processes are removed at start: they do not
+			// pile up with the kills.
+			require.LessOrEqual(t, len(segs), int(2*st.GetDocCount()/512+3), "round %d: segment files", round)
+		}
 		mu.Unlock()
 		if round == kills {
 			c.Close()

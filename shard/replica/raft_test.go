@@ -401,16 +401,23 @@ func rejoin(t *testing.T, m *member, want []string, minIndex uint64) time.Durati
 	return time.Since(t0)
 }
 
+// TestRaftReplicaAwayCatchesUpBeforeServing: with its float32 rows in
+// memory or on disk, a replica restarted on its directory or on a wiped
+// one (rebuilt from a snapshot installed over raft) serves only once it
+// holds every acknowledged write.
 func TestRaftReplicaAwayCatchesUpBeforeServing(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		wipe bool
+		name    string
+		wipe    bool
+		float32 string
 	}{
-		{"restarted on its directory", false},
-		{"restarted on a wiped directory", true},
+		{"restarted on its directory", false, catalog.Float32InMemory},
+		{"restarted on a wiped directory", true, catalog.Float32InMemory},
+		{"on disk, restarted on its directory", false, catalog.Float32OnDisk},
+		{"on disk, restarted on a wiped directory", true, catalog.Float32OnDisk},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ms := group(t, 3, nil)
+			ms := group(t, 3, func(c *Config) { c.Legacy.Float32 = tc.float32 })
 			leader := waitLeader(t, ms)
 			before := ids("before", 20)
 			write(t, ms, before...)
@@ -437,6 +444,7 @@ func TestRaftReplicaAwayCatchesUpBeforeServing(t *testing.T) {
 			t.Logf("MEASURED: a replica %d writes behind, %s, serves complete answers %s after it starts", len(during), tc.name, took.Round(time.Millisecond))
 			require.True(t, complete(t, away, all, last))
 			require.True(t, away.node.MayVote())
+			require.Equal(t, tc.float32 == catalog.Float32OnDisk, away.mem.OnDisk())
 			if tc.wipe {
 				require.True(t, groupState(t, raftClient(t, away)).GetHasSnapshot(), "the wiped replica rebuilt from an installed snapshot")
 			}

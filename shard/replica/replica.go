@@ -17,6 +17,7 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"path/filepath"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -97,6 +98,10 @@ type Replica struct {
 	Server      *server.Server
 }
 
+// SegmentDir is the directory under DataDir where collections placed on
+// disk keep their float32 segment files.
+const SegmentDir = "segments"
+
 // Open assembles the replica: it loads its collections from the data
 // directory (the latest snapshot; the log after it is applied once a
 // leader confirms the commit index) and starts raft and the trainers.
@@ -111,7 +116,12 @@ func Open(cfg Config) (*Replica, error) {
 	if cfg.Observer != nil {
 		docs = cfg.Observer
 	}
-	cols := server.NewCollections(server.CollectionsConfig{Legacy: cfg.Legacy, Kernel: cfg.Kernel, Observer: docs, Logger: cfg.Logger})
+	var segDir string
+	if !cfg.InMemory && cfg.DataDir != "" {
+		segDir = filepath.Join(cfg.DataDir, SegmentDir)
+	}
+	cols := server.NewCollections(server.CollectionsConfig{Legacy: cfg.Legacy, Kernel: cfg.Kernel, Observer: docs, Logger: cfg.Logger,
+		SegmentDir: segDir})
 	peerOpts := shard.DialOptions(cfg.PeerCreds, cfg.PeerDialer)
 	node, err := raftnode.Open(raftnode.Config{
 		DataDir:           cfg.DataDir,

@@ -20,10 +20,17 @@ import (
 // BenchmarkRestore is a replica's start: a 20 000 × 1536 snapshot, written
 // by the state machine of a store its log filled, read back by a fresh
 // state machine into an empty store (the part of a restart that grows
-// with the shard).
+// with the shard), with the float32 rows restored into memory and into
+// segment files on disk.
 func BenchmarkRestore(b *testing.B) {
+	for _, place := range []string{catalog.Float32InMemory, catalog.Float32OnDisk} {
+		b.Run("float32="+place, func(b *testing.B) { benchRestore(b, place) })
+	}
+}
+
+func benchRestore(b *testing.B, place32 string) {
 	const dim, rows, batch = 1536, 20000, 1000
-	legacy := catalog.Settings{Dim: dim}
+	legacy := catalog.Settings{Dim: dim, Float32: place32}
 	cols := server.NewCollections(server.CollectionsConfig{Legacy: legacy, Kernel: vector.Generic()})
 	src := cols.Legacy()
 	sm := server.NewStateMachine(cols, nil)
@@ -53,11 +60,13 @@ func BenchmarkRestore(b *testing.B) {
 	b.SetBytes(int64(buf.Len()))
 	b.ResetTimer()
 	for range b.N {
-		into := server.NewCollections(server.CollectionsConfig{Legacy: legacy, Kernel: vector.Generic()})
+		into := server.NewCollections(server.CollectionsConfig{Legacy: legacy, Kernel: vector.Generic(), SegmentDir: b.TempDir()})
 		mem := into.Legacy()
+		require.Equal(b, place32 == catalog.Float32OnDisk, mem.OnDisk())
 		applied, err := server.NewStateMachine(into, nil).Restore(bytes.NewReader(buf.Bytes()))
 		require.NoError(b, err)
 		require.Equal(b, index, applied)
 		require.Equal(b, rows, mem.Len())
+		require.NoError(b, mem.Close())
 	}
 }

@@ -312,7 +312,7 @@ func (st *catalogState) payloadIndex(pi *shardpb.PayloadIndex, authority bool) (
 // settingsFromPB reads a collection's settings off the wire, normalised
 // (catalog.Settings.Normalize) and validated.
 func settingsFromPB(p *shardpb.CollectionSettings) (catalog.Settings, error) {
-	s := catalog.Settings{Dim: int(p.GetDim()), Quantization: p.GetQuantization(), Index: p.GetIndex()}
+	s := catalog.Settings{Dim: int(p.GetDim()), Quantization: p.GetQuantization(), Index: p.GetIndex(), Float32: p.GetFloat32Placement()}
 	if m := p.GetMetric(); m != "" {
 		var err error
 		if s.Metric, err = vector.ParseMetric(m); err != nil {
@@ -325,5 +325,5 @@ func settingsFromPB(p *shardpb.CollectionSettings) (catalog.Settings, error) {
 
 // settingsToPB is s on the wire.
 func settingsToPB(s catalog.Settings) *shardpb.CollectionSettings {
-	return &shardpb.CollectionSettings{Dim: uint32(s.Dim), Metric: s.Metric.String(), Quantization: s.Quantization, Index: s.Index}
+	return &shardpb.CollectionSettings{Dim: uint32(s.Dim), Metric: s.Metric.String(), Quantization: s.Quantization, Index: s.Index, Float32Placement: s.Float32}
 }

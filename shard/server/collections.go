@@ -1,8 +1,11 @@
 package server
 
 import (
+	"fmt"
 	"log/slog"
 	"maps"
+	"os"
+	"path/filepath"
 	"sync"
 
 	"github.com/trawl-search/trawl/catalog"
@@ -10,6 +13,7 @@ import (
 	"github.com/trawl-search/trawl/shard/shardpb"
 	"github.com/trawl-search/trawl/shard/store"
 	"github.com/trawl-search/trawl/vector"
+	"github.com/trawl-search/trawl/vector/segment"
 )
 
 // collection is one collection a replica holds: its catalog entry and its
@@ -61,6 +65,12 @@ type CollectionsConfig struct {
 	// Observer may be nil.
 	Observer DocumentObserver
 	Logger   *slog.Logger
+	// SegmentDir is where collections placed on disk
+	// (catalog.Float32OnDisk) keep their float32 segment files, one
+	// directory each; it is emptied when the collections are made. Empty:
+	// every collection keeps its float32 rows in memory (a replica without
+	// a data directory).
+	SegmentDir string
 }
 
 // Collections is a replica's catalog and one store per collection: the
@@ -100,7 +110,17 @@ func NewCollections(cfg CollectionsConfig) *Collections {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	c := &Collections{cfg: cfg, log: cfg.Logger, cat: newCatalogState(), trainers: map[*collection]*store.Trainer{}}
-	c.legacy = c.newStore(cfg.Legacy)
+	if cfg.SegmentDir != "" {
+		// Segment files are a cache of the snapshot and the log, which
+		// the replica is about to restore and replay: those a previous
+		// process left (of collections since dropped, or killed mid-way)
+		// are removed, never read.
+		if err := os.RemoveAll(cfg.SegmentDir); err != nil {
+			c.log.Error("stale float32 segments not removed; collections keep their rows in memory", "dir", cfg.SegmentDir, "err", err)
+			c.cfg.SegmentDir = ""
+		}
+	}
+	c.legacy = c.newStore(shard.LegacyCollection, 0, cfg.Legacy)
 	return c
 }
 
@@ -131,8 +151,21 @@ func (c *Collections) Placement() store.Placement {
 	return c.cat.placement()
 }
 
-func (c *Collections) newStore(s catalog.Settings) *store.Memory {
+// newStore makes the empty store of a collection. One placed on disk
+// whose segment directory cannot be made keeps its rows in memory, and
+// says so: the rows are the same either way, only where they live
+// differs.
+func (c *Collections) newStore(name string, uid uint64, s catalog.Settings) *store.Memory {
 	var opts []store.MemoryOption
+	if s.Float32 == catalog.Float32OnDisk && c.cfg.SegmentDir != "" {
+		dir := filepath.Join(c.cfg.SegmentDir, fmt.Sprintf("%s.%d", name, uid))
+		set, err := segment.Open(dir, s.Dim)
+		if err != nil {
+			c.log.Error("float32 rows kept in memory: segment directory unusable", "collection", name, "dir", dir, "err", err)
+		} else {
+			opts = append(opts, store.WithSegments(set))
+		}
+	}
 	if s.Quantization == catalog.QuantInt8 {
 		opts = append(opts, store.WithQuantization(store.QuantInt8))
 	}
@@ -153,7 +186,7 @@ func (c *Collections) newCollection(name string, uid uint64, s catalog.Settings,
 		_ = col.mem.FinishRestore()
 		return col
 	}
-	col.mem = c.newStore(s)
+	col.mem = c.newStore(name, uid, s)
 	if p != (store.Placement{}) {
 		col.mem.Reset(p, nil, 0)
 		_ = col.mem.FinishRestore()
@@ -282,6 +315,16 @@ func (c *Collections) removed(col *collection) {
 	if col.mem == c.legacy {
 		col.mem.Reset(store.Placement{}, nil, 0)
 		_ = col.mem.FinishRestore()
+	} else if col.mem.OnDisk() {
+		// Close waits for scans under way, so not with c.mu held; its
+		// files go once no snapshot view holds them either.
+		c.stopping.Add(1)
+		go func() {
+			defer c.stopping.Done()
+			if err := col.mem.Close(); err != nil {
+				c.log.Warn("float32 segments of a dropped collection not all removed", "collection", col.name, "err", err)
+			}
+		}()
 	}
 	if o := c.cfg.Observer; o != nil {
 		o.ForgetCollection(col.name)

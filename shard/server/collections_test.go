@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"testing"
@@ -40,8 +41,10 @@ type machine struct {
 	next uint64
 }
 
+// newMachine's collections placed on disk keep their segments under a
+// test directory, so the restore tests cover both placements.
 func newMachine(t *testing.T, legacy catalog.Settings) *machine {
-	cols := NewCollections(CollectionsConfig{Legacy: legacy, Kernel: vector.Generic()})
+	cols := NewCollections(CollectionsConfig{Legacy: legacy, Kernel: vector.Generic(), SegmentDir: t.TempDir()})
 	t.Cleanup(cols.Close)
 	return &machine{t: t, cols: cols, sm: NewStateMachine(cols, nil).(*stateMachine), next: 1}
 }
@@ -137,6 +140,7 @@ func TestRestoreReplacesEveryCollection(t *testing.T) {
 	src.upsert(&shardpb.CollectionRef{Name: "b", Uid: b}, 16, 1200, 2)
 	src.upsert(nil, 8, 50, 3)
 	mb, _ := src.cols.Store("b")
+	require.True(t, mb.OnDisk(), "an int8 collection's float32 rows are on disk by default")
 	sb := trainScaleOf(t, mb)
 	res := src.apply(&shardpb.Command{Op: &shardpb.Command_SetTrained{SetTrained: &shardpb.SetTrainedCommand{Name: store.TrainedInt8Scale, Value: sb}},
 		Collection: &shardpb.CollectionRef{Name: "b", Uid: b}})
@@ -423,4 +427,50 @@ func TestLegacyCollectionIsAdoptedByItsCreate(t *testing.T) {
 	require.Equal(t, uint64(42), res.catalog.entry.GetUid())
 	_, rows, _ := m.state()
 	require.Len(t, rows[shard.LegacyCollection], 10, "adopted with its rows")
+}
+
+// TestSegmentFilesFollowTheCatalog: a collection on disk has its segment
+// files in its own directory, one in memory has none, and a drop removes
+// the dropped collection's files; a new Collections over the same
+// directory (a restarted replica) removes what an earlier one left.
+func TestSegmentFilesFollowTheCatalog(t *testing.T) {
+	dir := t.TempDir()
+	cols := NewCollections(CollectionsConfig{Kernel: vector.Generic(), SegmentDir: dir})
+	m := &machine{t: t, cols: cols, sm: NewStateMachine(cols, nil).(*stateMachine), next: 1}
+	files := func() []string {
+		t.Helper()
+		got, err := filepath.Glob(filepath.Join(dir, "*", "*.npy"))
+		require.NoError(t, err)
+		for i := range got {
+			got[i], _ = filepath.Rel(dir, got[i])
+		}
+		return got
+	}
+	disk := m.create("disk", 4, vector.Cosine, catalog.QuantInt8)
+	res := m.apply(&shardpb.Command{Op: &shardpb.Command_Catalog{Catalog: &shardpb.ChangeCatalogRequest{
+		Authority: true,
+		Op: &shardpb.ChangeCatalogRequest_Create{Create: &shardpb.CollectionEntry{
+			Name: "mem", Settings: settingsToPB(catalog.Settings{Dim: 4, Quantization: catalog.QuantInt8, Float32: catalog.Float32InMemory}.Normalize())}},
+	}}})
+	require.NoError(t, res.err)
+	m.upsert(&shardpb.CollectionRef{Name: "disk"}, 4, 10, 1)
+	m.upsert(&shardpb.CollectionRef{Name: "mem"}, 4, 10, 1)
+	require.Equal(t, []string{fmt.Sprintf("disk.%d/000000.npy", disk)}, files())
+	require.True(t, must(cols.Store("disk")).OnDisk())
+	require.False(t, must(cols.Store("mem")).OnDisk())
+
+	res = m.apply(&shardpb.Command{Op: &shardpb.Command_Catalog{Catalog: &shardpb.ChangeCatalogRequest{
+		Authority: true, Op: &shardpb.ChangeCatalogRequest_Drop{Drop: &shardpb.CollectionRef{Name: "disk"}}}}})
+	require.NoError(t, res.err)
+	cols.stopping.Wait()
+	require.Empty(t, files(), "a dropped collection's files are removed")
+
+	m.create("again", 4, vector.Cosine, catalog.QuantInt8)
+	m.upsert(&shardpb.CollectionRef{Name: "again"}, 4, 10, 1)
+	require.Len(t, files(), 1)
+	// The process is killed here; the next one starts over the directory.
+	next := NewCollections(CollectionsConfig{Kernel: vector.Generic(), SegmentDir: dir})
+	defer next.Close()
+	cols.Close()
+	require.Empty(t, files(), "files an earlier process left are removed at start")
 }

@@ -539,13 +539,17 @@ func (x *CollectionRef) GetUid() uint64 {
 
 // CollectionSettings are fixed when a collection is created.
 type CollectionSettings struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Dim           uint32                 `protobuf:"varint,1,opt,name=dim,proto3" json:"dim,omitempty"`                  // 1..8192
-	Metric        string                 `protobuf:"bytes,2,opt,name=metric,proto3" json:"metric,omitempty"`             // cosine, dot or l2
-	Quantization  string                 `protobuf:"bytes,3,opt,name=quantization,proto3" json:"quantization,omitempty"` // none or int8
-	Index         string                 `protobuf:"bytes,4,opt,name=index,proto3" json:"index,omitempty"`               // flat or ivf (ivf implies int8)
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Dim          uint32                 `protobuf:"varint,1,opt,name=dim,proto3" json:"dim,omitempty"`                  // 1..8192
+	Metric       string                 `protobuf:"bytes,2,opt,name=metric,proto3" json:"metric,omitempty"`             // cosine, dot or l2
+	Quantization string                 `protobuf:"bytes,3,opt,name=quantization,proto3" json:"quantization,omitempty"` // none or int8
+	Index        string                 `protobuf:"bytes,4,opt,name=index,proto3" json:"index,omitempty"`               // flat or ivf (ivf implies int8)
+	// float32_placement is where the float32 rows live: on_disk or
+	// in_memory; empty is the default for the quantization (on_disk for
+	// int8 and ivf, in_memory for none).
+	Float32Placement string `protobuf:"bytes,5,opt,name=float32_placement,json=float32Placement,proto3" json:"float32_placement,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *CollectionSettings) Reset() {
@@ -602,6 +606,13 @@ func (x *CollectionSettings) GetQuantization() string {
 func (x *CollectionSettings) GetIndex() string {
 	if x != nil {
 		return x.Index
+	}
+	return ""
+}
+
+func (x *CollectionSettings) GetFloat32Placement() string {
+	if x != nil {
+		return x.Float32Placement
 	}
 	return ""
 }
@@ -2673,12 +2684,13 @@ const file_shard_proto_rawDesc = "" +
 	"\fforwarded_to\x18\x03 \x01(\tR\vforwardedTo\"5\n" +
 	"\rCollectionRef\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
-	"\x03uid\x18\x02 \x01(\x04R\x03uid\"x\n" +
+	"\x03uid\x18\x02 \x01(\x04R\x03uid\"\xa5\x01\n" +
 	"\x12CollectionSettings\x12\x10\n" +
 	"\x03dim\x18\x01 \x01(\rR\x03dim\x12\x16\n" +
 	"\x06metric\x18\x02 \x01(\tR\x06metric\x12\"\n" +
 	"\fquantization\x18\x03 \x01(\tR\fquantization\x12\x14\n" +
-	"\x05index\x18\x04 \x01(\tR\x05index\"\x94\x02\n" +
+	"\x05index\x18\x04 \x01(\tR\x05index\x12+\n" +
+	"\x11float32_placement\x18\x05 \x01(\tR\x10float32Placement\"\x94\x02\n" +
 	"\x0fCollectionEntry\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
 	"\x03uid\x18\x02 \x01(\x04R\x03uid\x12>\n" +

@@ -1,5 +1,7 @@
 // Package store holds one replica's documents and what it scans them
-// with: the float32 rows in fixed-size chunks (vector.Arena), ids and
+// with: the float32 rows in fixed-size chunks (vector.Arena) or, for a
+// collection placed on disk, in memory-mapped segment files
+// (vector/segment), ids and
 // payloads with their per-key payload index, the int8 codes, the IVF
 // index, and the Trainer that trains and commits the values every
 // replica must share (int8 scale, IVF centroids, default nprobe).

@@ -181,7 +181,7 @@ func (m *Memory) IVFIndexed() bool {
 func (m *Memory) ViewIVF(fn func(vector.Rows, *ivf.Index) error) error {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	return fn(vector.ArenaRows(m.rows, m.ids), m.ivf.x)
+	return fn(m.rowsView(), m.ivf.x)
 }
 
 // setIVFTrained, with m.mu held for writing, records that the centroids or
@@ -275,7 +275,7 @@ func (m *Memory) needsIVFTrain(minRows int) bool {
 func (m *Memory) trainIVF(ctx context.Context, seed uint64) ([]byte, int, error) {
 	m.mu.RLock()
 	n := len(m.ids)
-	rows := vector.ArenaRows(m.rows, m.ids)
+	rows := m.rowsView()
 	sample := ivf.Sample(rows, ivf.SampleSize(ivf.DefaultLists(n), n), seed)
 	m.mu.RUnlock()
 	if n == 0 {
@@ -377,7 +377,7 @@ func (m *Memory) build(ctx context.Context, b *ivfBuild) error {
 		lo := b.x.Len()
 		hi := min(lo+buildChunk, len(m.ids))
 		for r := lo; r < hi; r++ {
-			copy(buf[(r-lo)*dim:], m.rows.Row(r))
+			copy(buf[(r-lo)*dim:], m.row(r))
 		}
 		m.mu.RUnlock()
 		if hi-lo <= buildFinal {
@@ -405,7 +405,7 @@ func (m *Memory) build(ctx context.Context, b *ivfBuild) error {
 		// Only this goroutine adds to b while the read lock is held;
 		// writers, which mirror onto b, wait for it.
 		for r := lo; r < min(hi, len(m.ids)); r++ {
-			row := m.rows.Row(r)
+			row := m.row(r)
 			if sameBits(row, buf[(r-lo)*dim:(r-lo+1)*dim]) {
 				b.x.AppendAssigned(int(assign[r-lo]), row)
 			} else {
@@ -432,7 +432,7 @@ func (m *Memory) finishBuild(b *ivfBuild) (bool, error) {
 		return false, nil
 	}
 	for r := b.x.Len(); r < len(m.ids); r++ {
-		b.x.Append(m.rows.Row(r))
+		b.x.Append(m.row(r))
 	}
 	s := &m.ivf
 	s.x, s.built, s.pending, s.fallback, s.builtCRC = b.x, b.gen, nil, false, b.crc
@@ -498,7 +498,7 @@ func (m *Memory) calibrateIVF(ctx context.Context) ([]byte, []ivf.Level, error) 
 		if m.ivf.x == nil || m.ivf.builtCRC != crc {
 			return errBuildStale
 		}
-		return fn(vector.ArenaRows(m.rows, m.ids), m.ivf.x)
+		return fn(m.rowsView(), m.ivf.x)
 	}
 	levels, err := ivf.CalibrateNProbe(ctx, view, quant.FromEnv(), m.kernel)
 	if err != nil {
@@ -560,7 +560,7 @@ func (m *Memory) ivfDelete(i, last int) {
 	case i < n:
 		// The build holds row i but not the row moved into it: row i's
 		// vector changed.
-		p.x.Set(i, m.rows.Row(i))
+		p.x.Set(i, m.row(i))
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/trawl-search/trawl/vector"
+	"github.com/trawl-search/trawl/vector/segment"
 )
 
 // loadRows fills m with n random dim-D rows in batches of 256, as the
@@ -41,7 +42,8 @@ func loadRows(tb testing.TB, m *Memory, n int, after func()) {
 // TestMeasureLoadHeap measures the Go heap a store of TRAWL_LOAD_ROWS
 // (default 200 000) 1536-D rows holds once loaded, and the peak it
 // reached on the way (sampled after every batch of 256 rows), against
-// the rows' own float32 bytes. It asserts nothing about the figures
+// the rows' own float32 bytes, for each float32 placement, with int8
+// codes too (TRAWL_LOAD_INT8=1). It asserts nothing about the figures
 // (quoted in reports); run with TRAWL_MEASURE=1.
 func TestMeasureLoadHeap(t *testing.T) {
 	if os.Getenv("TRAWL_MEASURE") == "" {
@@ -52,12 +54,35 @@ func TestMeasureLoadHeap(t *testing.T) {
 	if v, err := strconv.Atoi(os.Getenv("TRAWL_LOAD_ROWS")); err == nil && v > 0 {
 		n = v
 	}
+	for _, onDisk := range []bool{false, true} {
+		t.Run(fmt.Sprint("on_disk=", onDisk), func(t *testing.T) { measureLoadHeap(t, n, dim, onDisk) })
+	}
+}
+
+func measureLoadHeap(t *testing.T, n, dim int, onDisk bool) {
 	var ms runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&ms)
 	base := ms.HeapInuse
 	var peak uint64
-	m := NewMemory(dim)
+	var opts []MemoryOption
+	int8 := os.Getenv("TRAWL_LOAD_INT8") != ""
+	if int8 {
+		opts = append(opts, WithQuantization(QuantInt8))
+	}
+	if onDisk {
+		set, err := segment.Open(t.TempDir(), dim)
+		require.NoError(t, err)
+		opts = append(opts, WithSegments(set))
+	}
+	m := NewMemory(dim, opts...)
+	defer m.Close()
+	if int8 {
+		loadRows(t, m, 2000, nil)
+		scale, err := m.trainInt8()
+		require.NoError(t, err)
+		require.NoError(t, m.SetTrained(TrainedInt8Scale, scale, true))
+	}
 	loadRows(t, m, n, func() {
 		runtime.ReadMemStats(&ms)
 		peak = max(peak, ms.HeapInuse-base)
@@ -66,8 +91,8 @@ func TestMeasureLoadHeap(t *testing.T) {
 	runtime.ReadMemStats(&ms)
 	held := ms.HeapInuse - base
 	floats := float64(n * dim * 4)
-	t.Logf("%d×%d rows (%.0f MB of float32): heap held %.0f MB (%.2f× the rows, %.0f B/row), peak %.0f MB (%.2f×); store.Bytes %.0f MB",
-		n, dim, floats/1e6, float64(held)/1e6, float64(held)/floats, float64(held)/float64(n),
+	t.Logf("on_disk=%t int8=%t %d×%d rows (%.0f MB of float32): heap held %.0f MB (%.2f× the rows, %.0f B/row), peak %.0f MB (%.2f×); store.Bytes %.0f MB",
+		onDisk, int8, n, dim, floats/1e6, float64(held)/1e6, float64(held)/floats, float64(held)/float64(n),
 		float64(peak)/1e6, float64(peak)/floats, float64(m.Bytes())/1e6)
 	runtime.KeepAlive(m)
 }

@@ -88,7 +88,7 @@ func (m *Memory) Int8Ready() bool {
 func (m *Memory) ViewCodes(fn func(vector.Rows, *quant.Codes) error) error {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	return fn(vector.ArenaRows(m.rows, m.ids), m.codes)
+	return fn(m.rowsView(), m.codes)
 }
 
 // needsInt8Scale reports whether the leader should train a scale: the
@@ -112,7 +112,7 @@ func (m *Memory) trainInt8() ([]byte, error) {
 		err error
 	)
 	if n > 0 {
-		s, err = quant.TrainRows(vector.ArenaRows(m.rows, m.ids), n, quant.DefaultKind)
+		s, err = quant.TrainRows(m.rowsView(), n, quant.DefaultKind)
 	}
 	m.mu.RUnlock()
 	if n == 0 {
@@ -140,7 +140,7 @@ func (m *Memory) applyInt8Scale(b []byte) error {
 	if s.Dim() != m.dim {
 		return fmt.Errorf("int8 scale is %d-D, the store %d-D", s.Dim(), m.dim)
 	}
-	c, err := quant.Encode(s, vector.ArenaRows(m.rows, m.ids))
+	c, err := quant.Encode(s, m.rowsView())
 	if err != nil {
 		return err
 	}

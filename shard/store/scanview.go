@@ -29,7 +29,7 @@ type ScanView struct {
 func (m *Memory) ViewScan(fn func(*ScanView) error) error {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	return fn(&ScanView{Rows: vector.ArenaRows(m.rows, m.ids), Codes: m.codes, IVF: m.ivf.x, m: m})
+	return fn(&ScanView{Rows: m.rowsView(), Codes: m.codes, IVF: m.ivf.x, m: m})
 }
 
 // Select returns the rows whose payloads match f, ascending: from the

@@ -83,7 +83,7 @@ func (m *Memory) Page(req PageRequest) (Page, error) {
 	for i, r := range h.rows {
 		rec := Record{ID: m.ids[r]}
 		if req.WithVector {
-			rec.Vector = slices.Clone(m.rows.Row(r))
+			rec.Vector = slices.Clone(m.row(r))
 		}
 		if req.Payload != nil {
 			p, err := projectPayload(m.payloads[r], req.Payload.Keys)

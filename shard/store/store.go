@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"github.com/trawl-search/trawl/filter/index"
 	"github.com/trawl-search/trawl/vector"
 	"github.com/trawl-search/trawl/vector/quant"
+	"github.com/trawl-search/trawl/vector/segment"
 )
 
 // Record is one stored document. Records grow by adding fields here, in
@@ -39,11 +41,19 @@ type Placement struct {
 // write), so the snapshot sees the state it was opened at without copying
 // the rows: its extra memory is the ids and payload slice headers (40
 // bytes a row) plus the rows overwritten while it streams.
+//
+// A store made WithSegments keeps its float32 rows on disk instead, in a
+// segment.Set's memory-mapped files (the page cache holds what scans
+// read, not the Go heap); codes, IVF lists, ids, payloads and the payload
+// index stay in memory. Its writes never change a row in place, so a
+// snapshot's view holds the segments it reads and copies nothing.
 type Memory struct {
 	dim int
 
-	mu       sync.RWMutex
-	rows     *vector.Arena[float32] // row i is ids[i]'s vector
+	mu   sync.RWMutex
+	rows *vector.Arena[float32] // row i is ids[i]'s vector; nil with disk
+	// disk holds the rows instead of rows (WithSegments).
+	disk     *segment.Set
 	ids      []string
 	payloads [][]byte // parallel to ids
 	index    map[string]int
@@ -85,6 +95,9 @@ func NewMemory(dim int, opts ...MemoryOption) *Memory {
 	for _, o := range opts {
 		o(m)
 	}
+	if m.disk != nil {
+		m.rows = nil
+	}
 	if m.indexKind == IndexIVF {
 		// The lists are int8 codes: an IVF store trains and keeps a scale.
 		m.quantization = QuantInt8
@@ -92,8 +105,58 @@ func NewMemory(dim int, opts ...MemoryOption) *Memory {
 	return m
 }
 
+// WithSegments keeps the store's float32 rows in s (empty, and the
+// store's alone) rather than in the Go heap.
+func WithSegments(s *segment.Set) MemoryOption { return func(m *Memory) { m.disk = s } }
+
+// OnDisk reports whether the float32 rows are in segment files.
+func (m *Memory) OnDisk() bool { return m.disk != nil }
+
+// Close releases the store's segment files (a store WithSegments); the
+// store must not be used after. A store without segments has nothing to
+// release.
+//
+// A scan that found the store before it was closed reads it empty.
+func (m *Memory) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.disk == nil {
+		return nil
+	}
+	m.ids, m.payloads, m.index, m.codes, m.recBytes = nil, nil, map[string]int{}, nil, 0
+	m.payloadIndex.Reset()
+	m.ivf = ivfState{gen: m.ivf.gen + 1}
+	return m.disk.Close()
+}
+
 // Dim is the vector dimension.
 func (m *Memory) Dim() int { return m.dim }
+
+// rowsView is every row as a vector.Rows; m.mu must be held.
+func (m *Memory) rowsView() vector.Rows {
+	if m.disk != nil {
+		return m.disk.Rows(m.ids)
+	}
+	return vector.ArenaRows(m.rows, m.ids)
+}
+
+// row is row i, for reading only; m.mu must be held.
+func (m *Memory) row(i int) []float32 {
+	if m.disk != nil {
+		return m.disk.Row(i)
+	}
+	return m.rows.Row(i)
+}
+
+// diskFailed stops the replica when its segment files cannot be written
+// (the disk full, the directory gone): the store is applying a committed
+// entry, and going on without it would leave this replica silently unlike
+// the others. A restart rebuilds the files from the snapshot and the log.
+func diskFailed(err error) {
+	if err != nil {
+		panic(fmt.Sprintf("store: float32 segment files failed, the replica stops rather than diverge from its group: %v", err))
+	}
+}
 
 // Upsert stores recs, replacing any with the same id, atomically with
 // recording the placement they were written under.
@@ -116,13 +179,19 @@ func (m *Memory) Upsert(_ context.Context, p Placement, recs []Record) error {
 			continue
 		}
 		i := len(m.ids)
-		m.rows.Append()
+		if m.disk != nil {
+			diskFailed(m.disk.Append(r.Vector))
+		} else {
+			m.rows.Append()
+		}
 		m.index[r.ID] = i
 		m.ids = append(m.ids, r.ID)
 		m.payloads = append(m.payloads, r.Payload)
 		m.recBytes += len(r.ID) + len(r.Payload)
 		m.payloadIndex.Add(uint32(i), decodePayload(r.Payload))
-		m.writeRow(i, r.Vector)
+		if m.disk == nil {
+			m.writeRow(i, r.Vector)
+		}
 		if m.codes != nil {
 			m.codes.Append(r.Vector)
 		}
@@ -146,6 +215,10 @@ func decodePayload(b []byte) map[string]any {
 // that has not read it yet. m.mu must be held for writing and row i must
 // be below m.rows.Len().
 func (m *Memory) writeRow(i int, v []float32) {
+	if m.disk != nil {
+		diskFailed(m.disk.Set(i, v))
+		return
+	}
 	m.view.preserve(m.rows, i)
 	copy(m.rows.Row(i), v)
 }
@@ -201,7 +274,9 @@ func (m *Memory) deleteLocked(id string) bool {
 		moved := decodePayload(m.payloads[last])
 		m.payloadIndex.Remove(uint32(last), moved)
 		m.payloadIndex.Add(uint32(i), moved)
-		m.writeRow(i, m.rows.Row(last))
+		if m.disk == nil {
+			m.writeRow(i, m.rows.Row(last))
+		}
 		m.ids[i] = m.ids[last]
 		m.payloads[i] = m.payloads[last]
 		m.index[m.ids[i]] = i
@@ -209,7 +284,11 @@ func (m *Memory) deleteLocked(id string) bool {
 	m.ids = m.ids[:last]
 	m.payloads[last] = nil
 	m.payloads = m.payloads[:last]
-	m.rows.Truncate(last)
+	if m.disk != nil {
+		diskFailed(m.disk.Delete(i))
+	} else {
+		m.rows.Truncate(last)
+	}
 	if m.codes != nil {
 		m.codes.Delete(i)
 	}
@@ -233,7 +312,7 @@ func (m *Memory) Record(id string) (Record, bool) {
 		return Record{}, false
 	}
 	out := make([]float32, m.dim)
-	copy(out, m.rows.Row(i))
+	copy(out, m.row(i))
 	return Record{ID: id, Vector: out, Payload: m.payloads[i]}, true
 }
 
@@ -242,7 +321,7 @@ func (m *Memory) Record(id string) (Record, bool) {
 func (m *Memory) View(fn func(vector.Rows) error) error {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	return fn(vector.ArenaRows(m.rows, m.ids))
+	return fn(m.rowsView())
 }
 
 // Len is the number of stored vectors.
@@ -252,13 +331,16 @@ func (m *Memory) Len() int {
 	return len(m.ids)
 }
 
-// Bytes estimates the memory the store holds: its rows' chunks (as allocated),
-// ids and payloads (their bytes, not the runtime's headers), int8 codes
-// and index (IndexStats' Bytes).
+// Bytes estimates the memory the store holds: its rows' chunks (as allocated;
+// on disk, only their slot table), ids and payloads (their bytes, not the
+// runtime's headers), int8 codes and index (IndexStats' Bytes).
 func (m *Memory) Bytes() int {
 	idx := m.IndexStats().Bytes
 	m.mu.RLock()
 	defer m.mu.RUnlock()
+	if m.disk != nil {
+		return m.disk.HeapBytes() + m.recBytes + idx
+	}
 	return m.rows.Bytes() + m.recBytes + idx
 }
 
@@ -312,8 +394,12 @@ func (m *Memory) Trained(name string) []byte {
 func (m *Memory) Reset(p Placement, trained map[string][]byte, rows int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.rows = vector.NewArena[float32](m.dim, 0)
-	m.rows.Reserve(rows)
+	if m.disk != nil {
+		diskFailed(m.disk.Reset())
+	} else {
+		m.rows = vector.NewArena[float32](m.dim, 0)
+		m.rows.Reserve(rows)
+	}
 	m.ids = make([]string, 0, rows)
 	m.payloads = make([][]byte, 0, rows)
 	m.index = make(map[string]int, rows)
@@ -346,12 +432,16 @@ func (m *Memory) OpenView() (*View, error) {
 	v := &View{
 		m:         m,
 		dim:       m.dim,
-		rows:      m.rows.Clone(),
 		ids:       slices.Clone(m.ids),
 		payloads:  slices.Clone(m.payloads),
 		placement: m.placement,
 		trained:   maps.Clone(m.trained),
 		saved:     map[int][]float32{},
+	}
+	if m.disk != nil {
+		v.frozen = m.disk.Freeze()
+	} else {
+		v.rows = m.rows.Clone()
 	}
 	m.view = v
 	return v, nil
@@ -360,9 +450,12 @@ func (m *Memory) OpenView() (*View, error) {
 // View is a frozen state of a Memory, read in chunks by a snapshot while
 // writes go on.
 type View struct {
-	m         *Memory
-	dim       int
-	rows      *vector.Arena[float32] // the chunks as the view opened; rows not in saved are unchanged
+	m    *Memory
+	dim  int
+	rows *vector.Arena[float32] // the chunks as the view opened; rows not in saved are unchanged
+	// frozen holds the rows instead of rows for a store on disk: its
+	// segments are never written where the view reads.
+	frozen    *segment.Frozen
 	ids       []string
 	payloads  [][]byte
 	placement Placement
@@ -391,7 +484,7 @@ func (v *View) Trained() map[string][]byte { return v.trained }
 // still holds the old one). m.mu is held for writing. A nil view does
 // nothing.
 func (v *View) preserve(rows *vector.Arena[float32], i int) {
-	if v == nil || i < v.read || i >= len(v.ids) || !rows.SameChunk(v.rows, i) {
+	if v == nil || v.frozen != nil || i < v.read || i >= len(v.ids) || !rows.SameChunk(v.rows, i) {
 		return
 	}
 	if _, ok := v.saved[i]; ok {
@@ -408,7 +501,10 @@ func (v *View) Read(from, to int, fn func(id string, vec []float32, payload []by
 	defer v.m.mu.RUnlock()
 	for i := from; i < to; i++ {
 		row, ok := v.saved[i]
-		if !ok {
+		switch {
+		case v.frozen != nil:
+			row = v.frozen.Row(i)
+		case !ok:
 			row = v.rows.Row(i)
 		}
 		if err := fn(v.ids[i], row, v.payloads[i]); err != nil {
@@ -432,4 +528,10 @@ func (v *View) Close() {
 		v.m.view = nil
 	}
 	v.saved = nil
+	if v.frozen != nil {
+		// Releasing only unmaps and removes files the store no longer
+		// uses; an error here loses nothing the store holds.
+		_ = v.frozen.Release()
+		v.frozen = nil
+	}
 }

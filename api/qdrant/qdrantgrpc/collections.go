@@ -118,8 +118,9 @@ func (c *collectionsService) describe(coll coordinator.Collection) *pb.Collectio
 	shards, replicas := c.s.cfg.Coordinator.Shape()
 	dist := map[vector.Metric]pb.Distance{vector.Cosine: pb.Distance_Cosine, vector.DotProduct: pb.Distance_Dot, vector.Euclidean: pb.Distance_Euclid}[coll.Settings.Metric]
 	params := &pb.CollectionParams{
-		ShardNumber:            uint32(shards),
-		VectorsConfig:          &pb.VectorsConfig{Config: &pb.VectorsConfig_Params{Params: &pb.VectorParams{Size: uint64(coll.Settings.Dim), Distance: dist}}},
+		ShardNumber: uint32(shards),
+		VectorsConfig: &pb.VectorsConfig{Config: &pb.VectorsConfig_Params{Params: &pb.VectorParams{Size: uint64(coll.Settings.Dim), Distance: dist,
+			OnDisk: ptr(coll.Settings.Float32 == catalog.Float32OnDisk)}}},
 		ReplicationFactor:      ptr(uint32(replicas)),
 		WriteConsistencyFactor: ptr(uint32(1)),
 	}

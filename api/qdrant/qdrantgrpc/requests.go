@@ -379,6 +379,7 @@ func decodeCreate(r *pb.CreateCollection) (catalog.Settings, error) {
 			s.Quantization = catalog.QuantInt8
 		}
 	}
+	s.Float32 = qdrantx.Float32(p.OnDisk)
 	return s, nil
 }
 

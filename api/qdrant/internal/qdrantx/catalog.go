@@ -70,7 +70,11 @@ func SettingsText(s catalog.Settings) string {
 	if s.Quantization == catalog.QuantInt8 {
 		q = "scalar int8 quantization"
 	}
-	return fmt.Sprintf("vectors of size %d and distance %s, %s, %s index", s.Dim, DistanceName(s.Metric), q, s.Index)
+	place := "in memory"
+	if s.Float32 == catalog.Float32OnDisk {
+		place = "on disk"
+	}
+	return fmt.Sprintf("vectors of size %d and distance %s, %s, %s index, float32 %s", s.Dim, DistanceName(s.Metric), q, s.Index, place)
 }
 
 // Create creates a collection, or finds it created with these settings
@@ -204,4 +208,18 @@ func RemoveFailure(results []coordinator.ShardWrite) *wire.Error {
 		msg += fmt.Sprintf(" The delete was applied on %s.", strings.Join(applied, ", "))
 	}
 	return &wire.Error{Status: wire.WriteStatus(errs), Msg: msg}
+}
+
+// Float32 is the float32 placement a create's vectors on_disk asks for:
+// on_disk or in_memory when it is given, "" (the collection's default,
+// catalog.DefaultFloat32) when it is not. Qdrant keeps vectors in memory
+// unless on_disk is true; trawl's default for int8 collections is on disk.
+func Float32(onDisk *bool) string {
+	switch {
+	case onDisk == nil:
+		return ""
+	case *onDisk:
+		return catalog.Float32OnDisk
+	}
+	return catalog.Float32InMemory
 }

@@ -1,0 +1,36 @@
+package segment
+
+import (
+	"encoding/binary"
+	"fmt"
+)
+
+// npyHeaderAlign is the alignment of the data in a .npy file: the format
+// pads its header to a multiple of 64 bytes, which also keeps each
+// mapped segment's rows 64-byte aligned for the SIMD kernels.
+const npyHeaderAlign = 64
+
+// npyHeader is the .npy (format 1.0) header of a C-order float32 array of
+// shape (rows, dim) in the machine's byte order, padded to at least size
+// bytes: a segment's header is sized for its largest shape, so it can be
+// rewritten in place as the file grows.
+func npyHeader(rows, dim, size int) []byte {
+	descr := "<f4"
+	if binary.NativeEndian.Uint16([]byte{1, 0}) != 1 {
+		descr = ">f4"
+	}
+	dict := fmt.Sprintf("{'descr': '%s', 'fortran_order': False, 'shape': (%d, %d), }", descr, rows, dim)
+	// magic (6) + version (2) + header length (2) + dict + '\n', padded
+	// with spaces to the alignment.
+	total := 10 + len(dict) + 1
+	total = max((total+npyHeaderAlign-1)/npyHeaderAlign*npyHeaderAlign, size)
+	h := make([]byte, total)
+	copy(h, "\x93NUMPY\x01\x00")
+	binary.LittleEndian.PutUint16(h[8:], uint16(total-10))
+	n := copy(h[10:], dict)
+	for i := 10 + n; i < total-1; i++ {
+		h[i] = ' '
+	}
+	h[total-1] = '\n'
+	return h
+}
