@@ -58,7 +58,11 @@ bench-peer: weaviate
 bench-quick:
 	cd bench && $(GO) run ./cmd/trawlbench suite -quick -out out/RESULTS-quick.md
 
-.PHONY: test-chart test-cluster test-alerts test-overload test-replication test-compat test-memlimit image
+## bench-overload: the overload check at the default 50 ms deadline out of process (hack/overload-bench.sh): three `router shard` processes, `router serve`, 12 000 x 1536 documents, JSON queries; capacity from 8 closed-loop clients, then open loop at 3x and 5x of it for 12 s each (goodput, refusal p99, degraded); ~2 minutes. ROUTER_FLAGS="--hedge=false" etc. measure a variant
+bench-overload:
+	bash hack/overload-bench.sh
+
+.PHONY: test-chart test-cluster test-alerts test-overload test-replication test-compat test-memlimit image bench-overload
 
 ## test-memlimit: a real `router shard` in a cgroup v1 memory limit (160 MiB) below its float32 rows (100 000 x 512, 195 MiB, on disk): it loads, and exact and int8 queries answer in full, exactly, within their deadline (root and /sys/fs/cgroup/memory; skipped with the reason otherwise; about 1 min)
 test-memlimit:

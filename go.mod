@@ -3,6 +3,7 @@ module github.com/trawl-search/trawl
 go 1.26.0
 
 require (
+	github.com/HdrHistogram/hdrhistogram-go v1.1.2
 	github.com/RoaringBitmap/roaring/v2 v2.30.0
 	github.com/go-chi/chi/v5 v5.5.0
 	github.com/hashicorp/go-hclog v1.6.3

@@ -98,6 +98,10 @@ const (
 	CodeCollectionNotFound
 	// CodeInvalid: a collection's name or settings are not allowed.
 	CodeInvalid
+	// CodeOverloaded: a shard's every replica refused the read as
+	// overloaded (RESOURCE_EXHAUSTED) while there was still time to come
+	// back: the caller should retry shortly, not take a partial answer.
+	CodeOverloaded
 )
 
 // Error is a use case's failure: a code for the API's status and a message

@@ -192,9 +192,20 @@ func reports[T any](rs []fanout.Result[T]) []ShardReport {
 	return out
 }
 
-// refuse is the answer's error when it may not be given: no shard
-// answered, or the caller refused partial answers and this one is.
+// refuse is the answer's error when it may not be given: a shard refused
+// it as overloaded, no shard answered, or the caller refused partial
+// answers and this one is.
+//
+// An overloaded shard refused at once because its scan queue could not
+// have finished the read in time: a partial answer then is the router's
+// overload made the client's problem silently, while a 429 tells it to back
+// off and come back complete. So it is refused (CodeOverloaded), unless the
+// caller allows partial answers and the deadline is spent anyway (another
+// shard took it all): then the partial answer is the best there is.
 func refuse(sum fanout.Summary, allowPartial bool) error {
+	if name, ok := overloadedShard(sum); ok && (!allowPartial || sum.Elapsed < sum.ShardDeadline) {
+		return errorf(CodeOverloaded, nil, "shard %s is overloaded: every replica asked refused the read (RESOURCE_EXHAUSTED); retry shortly (add replicas if this persists)", name)
+	}
 	switch {
 	case sum.ShardsQueried == 0:
 		return errorf(CodeUnavailable, nil, "no shard answered (%d of %d unavailable)", len(sum.Unavailable), sum.ShardsTotal)
@@ -202,6 +213,16 @@ func refuse(sum fanout.Summary, allowPartial bool) error {
 		return errorf(CodeUnavailable, nil, "%d of %d shards unavailable and allow_partial is false", len(sum.Unavailable), sum.ShardsTotal)
 	}
 	return nil
+}
+
+// overloadedShard names the first shard missing as overloaded.
+func overloadedShard(sum fanout.Summary) (string, bool) {
+	for _, name := range sum.Unavailable {
+		if sum.ShardErrors[name] == fanout.ReasonOverloaded {
+			return name, true
+		}
+	}
+	return "", false
 }
 
 // resolveLikes fetches the stored vectors of like_id queries from their

@@ -44,11 +44,25 @@ type Options struct {
 	// Now is the clock for health state (cooldowns); time.Now if nil.
 	Now    func() time.Time
 	Logger *slog.Logger
-	// HedgeBudget is the share of shard RPCs that may be hedges (0.1 if
-	// zero; negative disables hedging); HedgeBurst the hedges allowed at
-	// once beyond it (10 if zero).
+	// HedgeBudget is the share of shard RPCs that may be hedges (0.05 if
+	// zero, DESIGN.md's "≤ 5 % extra shard RPCs"; negative disables
+	// hedging); HedgeBurst the hedges allowed at once beyond it (10 if
+	// zero), so a replica that just went silent is covered until the
+	// prober marks it suspect.
 	HedgeBudget float64
 	HedgeBurst  float64
+	// HedgeQuantile is the quantile of the hedge target's latency (over
+	// LatencyWindow) that the replica in flight must pass before the read
+	// is hedged to it (0.9 if zero; in (0, 1)). The target's, not the
+	// slow replica's own: a replica slow on one call in ten has its own
+	// high quantiles in its slow mode, and a hedge timed by them would
+	// fire when the slow answer arrives anyway.
+	HedgeQuantile float64
+	// HedgeMaxOutstanding: no hedge goes to a replica with this many of
+	// this router's calls already outstanding on it (4 if zero): its queue
+	// is long, so the hedge would wait behind it and add load where there
+	// is too much.
+	HedgeMaxOutstanding int
 	// MinHedgeDelay is the smallest hedge delay (1 ms if zero), so a
 	// replica answering in microseconds is not hedged on noise.
 	MinHedgeDelay time.Duration
@@ -64,6 +78,13 @@ type Options struct {
 	// OpenTelemetry's noop provider: no spans, and no attributes built.
 	TracerProvider trace.TracerProvider
 }
+
+// Hedging defaults (Options).
+const (
+	DefaultHedgeBudget         = 0.05
+	DefaultHedgeQuantile       = 0.9
+	DefaultHedgeMaxOutstanding = 4
+)
 
 // OverloadCooldown is how long a replica that refused a read with
 // RESOURCE_EXHAUSTED is not hedged to.
@@ -119,10 +140,16 @@ func New[R Replica](shards []Shard[R], opts Options) *Cluster[R] {
 		opts.Reporter = nopReporter{}
 	}
 	if opts.HedgeBudget == 0 {
-		opts.HedgeBudget = 0.1
+		opts.HedgeBudget = DefaultHedgeBudget
 	}
 	if opts.HedgeBurst == 0 {
 		opts.HedgeBurst = 10
+	}
+	if opts.HedgeQuantile <= 0 || opts.HedgeQuantile >= 1 {
+		opts.HedgeQuantile = DefaultHedgeQuantile
+	}
+	if opts.HedgeMaxOutstanding <= 0 {
+		opts.HedgeMaxOutstanding = DefaultHedgeMaxOutstanding
 	}
 	if opts.MinHedgeDelay == 0 {
 		opts.MinHedgeDelay = time.Millisecond
@@ -280,7 +307,7 @@ func (c *Cluster[R]) recordAs(r *replicaState[R], err error, took, budget time.D
 	switch classify(err) {
 	case kindOK, kindAnswer:
 		if latency {
-			r.observeLatency(took)
+			r.observeLatency(now, took)
 		}
 		wasSuspect = r.success()
 	case kindConnectivity:

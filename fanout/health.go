@@ -20,10 +20,13 @@ const (
 	CountedBudgetFactor = 4
 )
 
-// health is one replica's state. Latency statistics are EWMAs in the style
-// of TCP's RTT estimator: mean and mean deviation, from which a tail
-// estimate (mean + 4·deviation, roughly p95–p99 for latency-like
-// distributions) sets the hedge delay.
+// health is one replica's state. Two views of its latency: EWMAs in the
+// style of TCP's RTT estimator (mean and mean deviation), which rank the
+// candidates and judge whether a timeout was the replica's fault, and the
+// distribution over a sliding window (window), whose quantiles set hedge
+// delays: an EWMA tail (mean + 4·deviation) of a replica slow on one call in
+// ten lands exactly where the slow answers arrive, so a hedge timed by it
+// never cuts them.
 type health struct {
 	mu          sync.Mutex
 	consecutive int
@@ -37,6 +40,8 @@ type health struct {
 	dev         time.Duration
 	samples     int
 	outstanding int
+	// window is the latency distribution; nil until the first answer.
+	window *latencyWindow
 	// overloadedTill: the replica refused a read as overloaded; no hedge
 	// goes to it before then.
 	overloadedTill time.Time
@@ -45,7 +50,11 @@ type health struct {
 // ewmaWeight is the weight of a new latency sample (1/8, as TCP's SRTT).
 const ewmaWeight = 8
 
-func (h *health) observeLatency(d time.Duration) {
+func (h *health) observeLatency(now time.Time, d time.Duration) {
+	if h.window == nil {
+		h.window = newLatencyWindow(now)
+	}
+	h.window.record(now, d)
 	if h.samples == 0 {
 		h.mean, h.dev = d, d/2
 	} else {
@@ -67,12 +76,14 @@ func (h *health) observePeak(took time.Duration) {
 	}
 }
 
-// tail is the estimated high-percentile latency; zero until measured.
-func (h *health) tail() time.Duration {
-	if h.samples == 0 {
-		return 0
+// quantile is the q-quantile of the replica's answers over the sliding
+// window, and whether enough answers (MinHedgeSamples) back it.
+func (h *health) quantile(now time.Time, q float64) (time.Duration, bool) {
+	if h.window == nil {
+		return 0, false
 	}
-	return h.mean + 4*h.dev
+	d, n := h.window.quantile(now, q)
+	return d, n >= MinHedgeSamples
 }
 
 // success ends any suspicion at once. It reports whether the replica had

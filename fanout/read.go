@@ -29,9 +29,9 @@ type attempt[R Replica, T any] struct {
 
 // shardRead is one read of one shard: the best candidate first; on a
 // connectivity error the next candidate with the remaining budget (each
-// replica at most once); and, when the replica in flight is slower than its
-// own recent tail latency, a hedge to the next candidate, first answer
-// winning. Its state belongs to the goroutine running run; attempts talk to
+// replica at most once); and, when the replica in flight is slower than the
+// next candidate usually is (Cluster.hedgeDelay), a hedge to it, first
+// answer winning and the loser cancelled. Its state belongs to the goroutine running run; attempts talk to
 // it only through results.
 type shardRead[R Replica, T any] struct {
 	c      *Cluster[R]
@@ -130,7 +130,7 @@ func (sr *shardRead[R, T]) run(ctx context.Context) Result[T] {
 			}
 		case <-sr.hedgeC:
 			sr.hedgeC = nil
-			if sr.next < len(sr.cands) && sr.c.hedgeAllowed(sr.cands[sr.next]) && sr.c.hedges.spend() {
+			if sr.hedgeTarget() && sr.c.hedges.spend() {
 				sr.launch(true)
 				sr.armHedge()
 			}
@@ -153,15 +153,31 @@ func (sr *shardRead[R, T]) run(ctx context.Context) Result[T] {
 	return sr.finish(nil)
 }
 
-// hedgeAllowed reports whether a hedge may go to r now: hedging is on and
-// not paused, and r has not refused a read as overloaded lately.
-func (c *Cluster[R]) hedgeAllowed(r *replicaState[R]) bool {
+// hedgeTarget puts the best candidate a hedge may go to next in line and
+// reports whether there is one: hedging is on and not paused, and some
+// untried candidate neither refused a read as overloaded lately nor has
+// HedgeMaxOutstanding of this router's calls in flight (a long queue the
+// hedge would wait behind).
+func (sr *shardRead[R, T]) hedgeTarget() bool {
+	c := sr.c
 	if c.opts.HedgePaused != nil && c.opts.HedgePaused() {
 		return false
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return !c.opts.Now().Before(r.overloadedTill)
+	now := c.opts.Now()
+	for j := sr.next; j < len(sr.cands); j++ {
+		r := sr.cands[j]
+		r.mu.Lock()
+		ok := !now.Before(r.overloadedTill) && r.outstanding < c.opts.HedgeMaxOutstanding
+		r.mu.Unlock()
+		if ok {
+			// Candidates stay in order otherwise: a failover after this
+			// still takes the best of the rest.
+			copy(sr.cands[sr.next+1:j+1], sr.cands[sr.next:j])
+			sr.cands[sr.next] = r
+			return true
+		}
+	}
+	return false
 }
 
 // launch sends the read to the next candidate. An attempt that is not a
@@ -310,9 +326,14 @@ func (sr *shardRead[R, T]) finish(winner *replicaState[R]) Result[T] {
 	return sr.res
 }
 
-// hedgeDelay is how long to wait on replica cur before hedging to alt: its
-// recent tail latency (never below MinHedgeDelay). It reports false when
-// the remaining budget could not hold a second attempt after the delay.
+// hedgeDelay is how long to wait on replica cur before hedging to alt:
+// HedgeQuantile of alt's latency over the sliding window — a hedge fires
+// once cur is slower than alt usually is, so a replica slow on some calls is
+// hedged before its slow answer, not when it arrives — never below
+// MinHedgeDelay. Until alt has MinHedgeSamples answers in its window, cur's
+// own quantile stands in, and until cur has them too, a quarter of the
+// remaining budget. It reports false when the remaining budget could not
+// hold a second attempt (alt's quantile again) after the delay.
 func (c *Cluster[R]) hedgeDelay(ctx context.Context, cur, alt *replicaState[R]) (time.Duration, bool) {
 	if c.opts.HedgeBudget < 0 {
 		return 0, false
@@ -322,20 +343,21 @@ func (c *Cluster[R]) hedgeDelay(ctx context.Context, cur, alt *replicaState[R]) 
 		return 0, false
 	}
 	remaining := time.Until(dl)
-	cur.mu.Lock()
-	delay := cur.tail()
-	cur.mu.Unlock()
-	if delay == 0 {
-		// Never measured: hedge at a quarter of the budget.
-		delay = remaining / 4
-	}
-	delay = max(delay, c.opts.MinHedgeDelay)
+	now, q := c.opts.Now(), c.opts.HedgeQuantile
 	alt.mu.Lock()
-	need := alt.mean
+	delay, measured := alt.quantile(now, q)
 	alt.mu.Unlock()
-	if need == 0 {
+	need := delay
+	if !measured {
+		cur.mu.Lock()
+		delay, measured = cur.quantile(now, q)
+		cur.mu.Unlock()
+		if !measured {
+			delay = remaining / 4
+		}
 		need = delay
 	}
+	delay = max(delay, c.opts.MinHedgeDelay)
 	if remaining < delay+need {
 		return 0, false
 	}

@@ -280,7 +280,7 @@ func NewShardServer(reg prometheus.Registerer, kernel string) *ShardServer {
 		}, []string{"collection"}),
 		searches: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "trawl_shard_scan_duration_seconds",
-			Help:    "Time a shard spends scanning for one search RPC (any batch size), by outcome.",
+			Help:    "Time a shard spends scanning for one search RPC (any batch size), by outcome: ok, overloaded (refused before it started), cancelled (its caller gave up mid-scan, as a losing hedge does: the _sum is the time such scans spent before they stopped), deadline_exceeded, error.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .02, .045, .1, .25, .5, 1},
 		}, []string{"outcome"}),
 		queries: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -290,6 +290,9 @@ func NewShardServer(reg prometheus.Registerer, kernel string) *ShardServer {
 	}
 	for _, k := range []string{"exact", "int8", "ivf"} {
 		m.queries.WithLabelValues(k)
+	}
+	for _, o := range []string{"ok", "overloaded", "cancelled", "deadline_exceeded", "error"} {
+		m.searches.WithLabelValues(o)
 	}
 	reg.MustRegister(m.documents, m.searches, m.queries)
 	registerKernel(reg, kernel)

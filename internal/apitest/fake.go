@@ -86,6 +86,9 @@ type FakeShard struct {
 	// holdBack: the group refuses what the authority pushes to it, as an
 	// unreachable group would (HoldBack).
 	holdBack bool
+	// searchCode and searchDelay script its searches (SearchFault).
+	searchCode  codes.Code
+	searchDelay time.Duration
 }
 
 type fakeColl struct {
@@ -114,6 +117,15 @@ func (f *FakeShard) HoldBack(on bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.holdBack = on
+}
+
+// SearchFault scripts the shard's searches: each waits delay (or until
+// its deadline, whichever comes first), then fails with code, or answers
+// as usual when code is codes.OK. SearchFault(codes.OK, 0) restores it.
+func (f *FakeShard) SearchFault(code codes.Code, delay time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.searchCode, f.searchDelay = code, delay
 }
 
 // Put stores documents in a collection the shard holds, as if written.
@@ -325,7 +337,22 @@ func (f *FakeShard) Scroll(_ context.Context, req *shardpb.ScrollRequest) (*shar
 // Search scores every document of the collection against each query
 // (dot product, or L2 distance under l2); filters and thresholds are not
 // applied.
-func (f *FakeShard) Search(_ context.Context, req *shardpb.SearchRequest) (*shardpb.SearchResponse, error) {
+func (f *FakeShard) Search(ctx context.Context, req *shardpb.SearchRequest) (*shardpb.SearchResponse, error) {
+	f.mu.Lock()
+	code, delay := f.searchCode, f.searchDelay
+	f.mu.Unlock()
+	if delay > 0 {
+		t := time.NewTimer(delay)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return nil, status.FromContextError(ctx.Err()).Err()
+		}
+	}
+	if code != codes.OK {
+		return nil, status.Error(code, "scripted fault")
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	c, err := f.coll(req.GetCollection())

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"strconv"
 	"time"
@@ -165,6 +166,12 @@ func (s *Server) search(ctx context.Context, col *collection, pqs []*shardpb.Que
 		out, err = s.answer(m, v, qs, results)
 		return err
 	})
+	if err != nil && ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
+		// The caller gave up (a losing hedge, a client gone) or the
+		// deadline passed mid-scan: the scan stopped at its next block, and
+		// what it spent is counted apart from failures.
+		err = fmt.Errorf("%w: %w", err, ctx.Err())
+	}
 	s.observe(err, time.Since(start))
 	exact := true
 	if err == nil {

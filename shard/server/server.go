@@ -39,6 +39,18 @@ type ScanObserver interface {
 	DocumentObserver
 }
 
+// Scan outcomes, the outcome label of trawl_shard_scan_duration_seconds.
+const (
+	ScanOK         = "ok"
+	ScanOverloaded = "overloaded" // refused by the scan queue before it started
+	// ScanCancelled: the caller cancelled the scan mid-way (a hedge's
+	// loser, a client gone) and it stopped at its next block; the time
+	// cancelled scans spent is the _sum of their series.
+	ScanCancelled = "cancelled"
+	ScanDeadline  = "deadline_exceeded" // stopped at its deadline
+	ScanError     = "error"
+)
+
 // Scan kinds, the kind label of trawl_shard_scan_queries_total.
 const (
 	ScanExact = "exact"
@@ -212,12 +224,16 @@ func (s *Server) observe(err error, d time.Duration) {
 	if s.cfg.Observer == nil {
 		return
 	}
-	outcome := "ok"
+	outcome := ScanOK
 	switch {
 	case errors.Is(err, errOverloaded):
-		outcome = "overloaded"
+		outcome = ScanOverloaded
+	case errors.Is(err, context.Canceled):
+		outcome = ScanCancelled
+	case errors.Is(err, context.DeadlineExceeded):
+		outcome = ScanDeadline
 	case err != nil:
-		outcome = "error"
+		outcome = ScanError
 	}
 	s.cfg.Observer.Scan(outcome, d)
 }

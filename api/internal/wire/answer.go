@@ -80,11 +80,13 @@ func NewScatterGather(ans coordinator.Answer, detail bool) ScatterGather {
 }
 
 // Late reports whether a fan-out ran out of time: a shard missed its
-// deadline, or the whole answer took longer than the deadline. The
-// admission limiter learns from it.
+// deadline or refused the read as overloaded (its scan queue could not
+// have made it), or the whole answer took longer than the deadline. The
+// admission limiter learns from it: either way the router admitted more
+// than the shards can serve in time.
 func Late(sum fanout.Summary) bool {
 	for _, reason := range sum.ShardErrors {
-		if reason == fanout.ReasonDeadline {
+		if reason == fanout.ReasonDeadline || reason == fanout.ReasonOverloaded {
 			return true
 		}
 	}

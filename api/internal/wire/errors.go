@@ -58,6 +58,8 @@ func StatusOf(c coordinator.Code) (int, string) {
 		return http.StatusConflict, CodeConflict
 	case coordinator.CodeOutcomeUnknown:
 		return http.StatusBadGateway, CodeUnknown
+	case coordinator.CodeOverloaded:
+		return http.StatusTooManyRequests, CodeOverloaded
 	}
 	return http.StatusInternalServerError, CodeInternal
 }

@@ -38,11 +38,11 @@ func WriteStatus(errs []*coordinator.Error) int {
 	return st
 }
 
-// RetryAfter asks the client to come back in a second on a 503: a write
-// that no replica could take (a leader election takes about that long), a
-// collection still being created.
+// RetryAfter asks the client to come back in a second on a 503 (a write
+// that no replica could take: a leader election takes about that long; a
+// collection still being created) and on a 429 (overloaded).
 func RetryAfter(w http.ResponseWriter, status int) {
-	if status == http.StatusServiceUnavailable {
+	if status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests {
 		w.Header().Set("Retry-After", "1")
 	}
 }

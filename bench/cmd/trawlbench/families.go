@@ -213,6 +213,14 @@ func (e *env) mainFamilies(ctx context.Context, res *results) error {
 	if err := e.overhead(ctx, c, trawl, res); err != nil {
 		return err
 	}
+	if e.ablate {
+		if _, err := e.recover(ctx, c); err != nil {
+			return err
+		}
+		if err := e.ablation(ctx, c, trawl, res); err != nil {
+			return err
+		}
+	}
 	res.idleAtEnd, err = e.recover(ctx, c)
 	return err
 }

@@ -41,8 +41,10 @@ type results struct {
 	capacityRuns     []loadgen.Summary
 	scenarios        map[string]map[string][]loadgen.Summary // scenario → router → rounds
 	sweep            map[float64]map[string][]loadgen.Summary
-	overhead         []overheadRound
-	scale            []scaleCell
+	// ablation: case → variant → rounds (ablation.go); nil when not run.
+	ablation map[string]map[string][]loadgen.Summary
+	overhead []overheadRound
+	scale    []scaleCell
 	// rates: /cluster/status of the main cluster's trawl router once
 	// loaded (the replicas' measured scan rates).
 	rates statusRates
@@ -278,6 +280,7 @@ func (r *results) write(path string) error {
 	}
 	w("%s.\n\n![goodput against offered load](%s)\n\n", strings.Join(parts, ", "), charts.sweep)
 
+	r.writeAblation(w, ms)
 	r.writeRates(w)
 	r.writeOverhead(w, ms)
 	r.writeWidths(w, ms)

@@ -88,6 +88,8 @@ type env struct {
 	// ports is every cluster's and router's: quick runs start clusters
 	// at the same time.
 	ports cluster.Ports
+	// ablate runs the ablation family (ablation.go) on the main cluster.
+	ablate bool
 }
 
 func runSuite(ctx context.Context, args []string) error {
@@ -99,7 +101,7 @@ func runSuite(ctx context.Context, args []string) error {
 	phase := fs.Duration("phase", 0, "length of one measured run (0: the plan's)")
 	keep := fs.Bool("keep", false, "keep the work directory (logs, data) after the run")
 	deadline := fs.Int("deadline-ms", 0, "?deadline_ms of every query (0: the plan's, 200 quick, 1000 full)")
-	families := fs.String("families", "main,scale,dev", "which families to run: main (capacity, scenarios, overload, overhead on 3 × 3), scale (fan-out and size), dev (in-process shards: width, scan kinds and filters, TLS restart); without main, the dev scan kinds run at -kind-rate")
+	families := fs.String("families", "main,ablation,scale,dev", "which families to run: main (capacity, scenarios, overload, overhead on 3 × 3), ablation (on main's cluster: trawl with hedge, failover, admission or prewarm off, one at a time; needs main), scale (fan-out and size), dev (in-process shards: width, scan kinds and filters, TLS restart); without main, the dev scan kinds run at -kind-rate")
 	kindRate := fs.Float64("kind-rate", 20, "offered queries/s of the dev scan-kind family when main (which measures capacity) is not run")
 	_ = fs.Parse(args)
 	p := fullPlan()
@@ -156,6 +158,10 @@ func runSuite(ctx context.Context, args []string) error {
 	run := map[string]bool{}
 	for _, f := range strings.Split(*families, ",") {
 		run[strings.TrimSpace(f)] = true
+	}
+	e.ablate = run["ablation"]
+	if e.ablate && !run["main"] {
+		return errors.New("-families ablation runs on the main family's cluster: add main")
 	}
 	if run["main"] {
 		if err := e.mainFamilies(ctx, res); err != nil {

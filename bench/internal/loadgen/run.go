@@ -23,6 +23,9 @@ var CounterNames = []string{
 	"trawl_admission_rejected_total",
 	"trawl_scatter_degraded_total",
 	"trawl_scatter_queries_total",
+	// Every shard RPC the router made (each attempt: first choice,
+	// failover, hedge), so hedges can be given as a share of them.
+	"trawl_shard_request_duration_seconds_count",
 }
 
 // Target is a router and how to ask it.

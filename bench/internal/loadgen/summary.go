@@ -228,5 +228,21 @@ func (s Summary) String() string {
 			out += fmt.Sprintf("  %s +%.0f\n", name, v)
 		}
 	}
+	if share, ok := s.HedgeShare(); ok {
+		out += fmt.Sprintf("  extra shard RPCs from hedging: %.2f%% (hedges ÷ shard RPCs without them)\n", 100*share)
+	}
 	return out
+}
+
+// HedgeShare is the extra shard RPCs hedging cost: the run's hedges over
+// the shard RPCs the router would have made without them (every RPC it
+// made, less the hedges). ok is false when the counters were not read or
+// no RPC was made.
+func (s Summary) HedgeShare() (float64, bool) {
+	rpcs, ok := s.Counters["trawl_shard_request_duration_seconds_count"]
+	hedges := s.Counters["trawl_scatter_hedges_total"]
+	if !ok || rpcs-hedges <= 0 {
+		return 0, false
+	}
+	return hedges / (rpcs - hedges), true
 }

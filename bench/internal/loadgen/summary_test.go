@@ -113,3 +113,24 @@ func TestPoolTakesPercentilesOverEveryRun(t *testing.T) {
 		t.Fatalf("pooling changed a run: %+v", runs[0])
 	}
 }
+
+// HedgeShare is the hedges over the shard RPCs the router would have made
+// without them, and absent when the counters were not read.
+func TestHedgeShare(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		counters map[string]float64
+		want     float64
+		ok       bool
+	}{
+		{"not scraped", nil, 0, false},
+		{"no RPCs", map[string]float64{"trawl_shard_request_duration_seconds_count": 0}, 0, false},
+		{"5 hedges on 100 RPCs", map[string]float64{"trawl_shard_request_duration_seconds_count": 105, "trawl_scatter_hedges_total": 5}, 0.05, true},
+		{"no hedges", map[string]float64{"trawl_shard_request_duration_seconds_count": 30}, 0, true},
+	} {
+		got, ok := Summary{Counters: tc.counters}.HedgeShare()
+		if ok != tc.ok || got != tc.want {
+			t.Errorf("%s: HedgeShare() = %v, %v; want %v, %v", tc.name, got, ok, tc.want, tc.ok)
+		}
+	}
+}

@@ -1,0 +1,220 @@
+package fanout
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// teach records answers of the given latencies on replica i of shard 0, at
+// the clock's time.
+func teach(c *Cluster[*fake], clk *clock, i int, lat ...time.Duration) {
+	r := c.shards[0].list()[i]
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, d := range lat {
+		r.observeLatency(clk.Now(), d)
+	}
+}
+
+// times repeats d n times.
+func times(n int, d time.Duration) []time.Duration {
+	out := make([]time.Duration, n)
+	for i := range out {
+		out[i] = d
+	}
+	return out
+}
+
+// within1pct: HdrHistogram at 2 significant digits reports a value within
+// 1 % of the one recorded.
+func within1pct(t *testing.T, want, got time.Duration) {
+	t.Helper()
+	require.InDelta(t, float64(want), float64(got), float64(want)/100, "want ~%s, got %s", want, got)
+}
+
+func TestHedgeDelay(t *testing.T) {
+	const (
+		fast = 2 * time.Millisecond
+		slow = 60 * time.Millisecond
+	)
+	tests := []struct {
+		name string
+		// answers each replica's window holds (cur, alt)
+		cur, alt []time.Duration
+		want     time.Duration
+		ok       bool
+	}{
+		{
+			// The replica in flight is slow on one call in ten; its own
+			// tail is its slow mode, so only the target's quantile can
+			// hedge before the slow answer comes.
+			name: "the target's quantile, not the slow replica's own tail",
+			cur:  append(times(90, fast), times(10, slow)...),
+			alt:  append(times(85, time.Millisecond), times(15, 3*time.Millisecond)...),
+			want: 3 * time.Millisecond, ok: true,
+		},
+		{
+			name: "the target unmeasured: the replica's own quantile",
+			cur:  append(times(95, fast), times(5, slow)...),
+			alt:  times(MinHedgeSamples-1, time.Millisecond),
+			want: fast, ok: true,
+		},
+		{
+			name: "neither measured: a quarter of the budget",
+			want: 300 * time.Millisecond / 4, ok: true,
+		},
+		{
+			name: "never below the minimum delay",
+			cur:  times(50, 10*time.Microsecond),
+			alt:  times(50, 10*time.Microsecond),
+			want: time.Millisecond, ok: true,
+		},
+		{
+			name: "no room for a second attempt",
+			cur:  times(50, fast),
+			alt:  times(50, 200*time.Millisecond),
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := &clock{now: time.Unix(1000, 0)}
+			c := New([]Shard[*fake]{{Name: "a", Replicas: []*fake{newFake("a0", nil), newFake("a1", nil)}}}, Options{Now: clk.Now})
+			teach(c, clk, 0, tc.cur...)
+			teach(c, clk, 1, tc.alt...)
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			defer cancel()
+			d, ok := c.hedgeDelay(ctx, c.shards[0].list()[0], c.shards[0].list()[1])
+			require.Equal(t, tc.ok, ok)
+			if !ok {
+				return
+			}
+			if tc.cur == nil {
+				// A quarter of what remained when it was asked.
+				require.InDelta(t, float64(tc.want), float64(d), float64(10*time.Millisecond))
+				return
+			}
+			within1pct(t, tc.want, d)
+		})
+	}
+}
+
+// The distribution is over a sliding window of the engine's clock: a
+// replica that was slow and recovered is judged by its recent answers.
+func TestLatencyWindowSlides(t *testing.T) {
+	clk := &clock{now: time.Unix(1000, 0)}
+	c := New([]Shard[*fake]{{Name: "a", Replicas: []*fake{newFake("a0", nil)}}}, Options{Now: clk.Now})
+	r := c.shards[0].list()[0]
+	q := func() (time.Duration, bool) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return r.quantile(clk.Now(), 0.9)
+	}
+	teach(c, clk, 0, times(100, 40*time.Millisecond)...)
+	d, ok := q()
+	require.True(t, ok)
+	within1pct(t, 40*time.Millisecond, d)
+
+	clk.Add(LatencyWindow / 2)
+	teach(c, clk, 0, times(100, 2*time.Millisecond)...)
+	d, _ = q()
+	within1pct(t, 40*time.Millisecond, d) // half of the window is still slow
+
+	clk.Add(LatencyWindow/2 + LatencyWindow/latencySlices)
+	d, ok = q()
+	require.True(t, ok)
+	within1pct(t, 2*time.Millisecond, d)
+
+	clk.Add(LatencyWindow)
+	_, ok = q()
+	require.False(t, ok, "an empty window backs no quantile")
+}
+
+// A replica slow on this call, whose peers usually answer in a
+// millisecond, is hedged to the fastest of them once it passes their
+// quantile, and the loser is cancelled.
+func TestSlowCallIsHedgedAndTheLoserCancelled(t *testing.T) {
+	rec := newRecorder()
+	clk := &clock{now: time.Unix(1000, 0)}
+	var loserErr atomic.Value
+	slow := newFake("a0", func(ctx context.Context) (ans, error) {
+		<-ctx.Done()
+		loserErr.Store(ctx.Err())
+		return ans{}, ctx.Err()
+	})
+	a1, a2 := newFake("a1", nil), newFake("a2", nil)
+	c := New([]Shard[*fake]{{Name: "a", Replicas: []*fake{slow, a1, a2}}}, Options{Reporter: rec, Now: clk.Now})
+	teach(c, clk, 0, times(50, time.Millisecond)...)
+	teach(c, clk, 1, times(50, time.Millisecond)...)
+	teach(c, clk, 2, times(50, time.Millisecond)...)
+	setOrder(c, 0, 1, 2)
+
+	res, sum := Gather(context.Background(), c, req(300*time.Millisecond), call)
+	require.False(t, sum.Degraded())
+	require.Equal(t, "a1", res[0].Replica)
+	require.True(t, res[0].Hedged)
+	require.Equal(t, 1, rec.hedges["a/won"])
+	require.Eventually(t, func() bool {
+		err, _ := loserErr.Load().(error)
+		return errors.Is(err, context.Canceled)
+	}, time.Second, time.Millisecond, "the losing attempt is cancelled, not left to run to the deadline")
+}
+
+// No hedge goes to a replica with a long queue of this router's calls: it
+// goes to the next one that has none, or nowhere.
+func TestNoHedgeToALongQueue(t *testing.T) {
+	tests := []struct {
+		name   string
+		queued []int // outstanding calls on a1, a2
+		want   string
+	}{
+		{name: "the next candidate queued: the one after", queued: []int{DefaultHedgeMaxOutstanding, 0}, want: "a2"},
+		{name: "every other queued: no hedge", queued: []int{DefaultHedgeMaxOutstanding, DefaultHedgeMaxOutstanding}, want: "a0"},
+		{name: "short queues: the next candidate", queued: []int{DefaultHedgeMaxOutstanding - 1, 0}, want: "a1"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := newRecorder()
+			clk := &clock{now: time.Unix(1000, 0)}
+			a0 := newFake("a0", okAfter(80*time.Millisecond, 5))
+			a1, a2 := newFake("a1", nil), newFake("a2", nil)
+			c := New([]Shard[*fake]{{Name: "a", Replicas: []*fake{a0, a1, a2}}}, Options{Reporter: rec, Now: clk.Now})
+			for i := range 3 {
+				teach(c, clk, i, times(50, time.Millisecond)...)
+			}
+			// Rank a0, a1, a2 even with a1's queue (candidates weighs the
+			// mean by the calls outstanding).
+			for i, mean := range []time.Duration{time.Microsecond, 2 * time.Microsecond, 100 * time.Microsecond} {
+				r := c.shards[0].list()[i]
+				r.mu.Lock()
+				r.mean = mean
+				if i > 0 {
+					r.outstanding = tc.queued[i-1]
+				}
+				r.mu.Unlock()
+			}
+			res, sum := Gather(context.Background(), c, req(300*time.Millisecond), call)
+			require.False(t, sum.Degraded())
+			require.Equal(t, tc.want, res[0].Replica)
+			require.Equal(t, tc.want != "a0", res[0].Hedged)
+			if tc.want == "a0" {
+				require.Zero(t, a1.calls.Load()+a2.calls.Load(), "nobody else asked")
+			}
+		})
+	}
+}
+
+// setOrder makes the replicas of shard 0 rank in the given order
+// (candidates sorts by mean latency × outstanding calls).
+func setOrder(c *Cluster[*fake], order ...int) {
+	for rank, i := range order {
+		r := c.shards[0].list()[i]
+		r.mu.Lock()
+		r.mean = time.Duration(rank+1) * time.Microsecond
+		r.mu.Unlock()
+	}
+}
