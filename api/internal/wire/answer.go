@@ -80,13 +80,16 @@ func NewScatterGather(ans coordinator.Answer, detail bool) ScatterGather {
 }
 
 // Late reports whether a fan-out ran out of time: a shard missed its
-// deadline or refused the read as overloaded (its scan queue could not
-// have made it), or the whole answer took longer than the deadline. The
-// admission limiter learns from it: either way the router admitted more
-// than the shards can serve in time.
+// deadline, or the whole answer took longer than the deadline. The
+// admission limiter learns from it.
+//
+// A shard refusing as overloaded is not counted late: it refuses in
+// microseconds, and at 4x capacity counting it collapsed the limit until no
+// complete answer got through for half a second (make test-overload failed
+// 3 of 3; 2 of 2 passed without it). The query itself is refused with 429.
 func Late(sum fanout.Summary) bool {
 	for _, reason := range sum.ShardErrors {
-		if reason == fanout.ReasonDeadline || reason == fanout.ReasonOverloaded {
+		if reason == fanout.ReasonDeadline {
 			return true
 		}
 	}
