@@ -3,12 +3,14 @@ package replica
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -34,6 +36,12 @@ func (o *scanOutcomes) Scan(outcome string, _ time.Duration) {
 func (o *scanOutcomes) Documents(string, int)   {}
 func (o *scanOutcomes) ForgetCollection(string) {}
 func (o *scanOutcomes) Queries(string, int)     {}
+
+func (o *scanOutcomes) all() map[string]int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return maps.Clone(o.scans)
+}
 
 func (o *scanOutcomes) get(outcome string) int {
 	o.mu.Lock()
@@ -65,7 +73,21 @@ func TestCancelledScanStopsAtTheShard(t *testing.T) {
 		L2Squared: generic.L2Squared,
 	}
 	obs := &scanOutcomes{scans: map[string]int{}}
-	_, c := serve(t, Config{Legacy: catalog.Settings{Dim: dim, Metric: vector.DotProduct}, Kernel: k, Observer: obs}, nil, client.DialConfig{})
+	// The client's cancel reaches the shard as a stream reset, a moment
+	// after the client itself returns Canceled; the gate opens only once
+	// the shard's own context is done, or the scan could finish first.
+	searchCancelled := make(chan struct{})
+	var once sync.Once
+	watch := grpc.UnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		if _, ok := req.(*shardpb.SearchRequest); ok {
+			go func() {
+				<-ctx.Done()
+				once.Do(func() { close(searchCancelled) })
+			}()
+		}
+		return h(ctx, req)
+	})
+	_, c := serve(t, Config{Legacy: catalog.Settings{Dim: dim, Metric: vector.DotProduct}, Kernel: k, Observer: obs}, []grpc.ServerOption{watch}, client.DialConfig{})
 	var vs []*shardpb.Vector
 	for i := range rows {
 		v := make([]float32, dim)
@@ -88,8 +110,13 @@ func TestCancelledScanStopsAtTheShard(t *testing.T) {
 	require.Eventually(t, func() bool { return held.Load() > 0 }, 5*time.Second, time.Millisecond, "the scan started")
 	cancel()
 	require.Equal(t, codes.Canceled, status.Code(<-done))
+	select {
+	case <-searchCancelled:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the shard never saw the search cancelled")
+	}
 	close(gate)
-	require.Eventually(t, func() bool { return obs.get(server.ScanCancelled) == 1 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return obs.get(server.ScanCancelled) == 1 }, 5*time.Second, time.Millisecond, "scans by outcome: %v", obs.all())
 	require.Zero(t, obs.get(server.ScanError))
 	require.Less(t, scored.Load(), int64(rows/4), "the scan stopped within a block or so per worker, not at the end")
 }
