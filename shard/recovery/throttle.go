@@ -1,0 +1,157 @@
+package recovery
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// DefaultShare is `router shard --recovery-cpu`'s default: recovery work
+// may use a quarter of the replica's cores (GOMAXPROCS). Measured on the
+// bench's 3 × 3 cluster on two cores (docs/performance.md), it keeps the
+// serving replicas' p99 near its healthy value while one replica of every
+// shard rebuilds, and a rebuild still takes seconds, not minutes.
+const DefaultShare = 0.25
+
+// burstCPU is how much CPU recovery work may spend at full speed before Do
+// makes it wait: a stretch of that much work on one core delays a query
+// scanning beside it on a shared core by at most about as much.
+const burstCPU = 20 * time.Millisecond
+
+// CheckShare refuses a share outside (0, 1]: 1 means not throttled.
+func CheckShare(share float64) error {
+	if !(share > 0 && share <= 1) { // also refuses NaN
+		return fmt.Errorf("recovery CPU share %v: want more than 0 and at most 1 (1: not throttled)", share)
+	}
+	return nil
+}
+
+// Throttle runs recovery work at a bounded share of the cores. A nil
+// *Throttle runs work unthrottled. Its methods are safe for concurrent
+// use; concurrent work shares one budget.
+type Throttle struct {
+	lim   *rate.Limiter
+	burst int64 // ns of CPU; no one charge to lim exceeds it
+	clk   clock
+
+	spent  atomic.Int64 // ns of CPU charged
+	waited atomic.Int64 // ns Do waited
+}
+
+// clock is what a Throttle reads and waits on; tests give a fake one.
+type clock struct {
+	now   func() time.Time
+	sleep func(ctx context.Context, d time.Duration) error
+	// measure runs work and returns the CPU it cost.
+	measure func(work func()) time.Duration
+}
+
+// New returns a throttle that lets recovery work use share of procs cores
+// (runtime.GOMAXPROCS(0) if procs < 1) on average. share 1 returns nil: a
+// throttle at every core bounds nothing, so none is set.
+func New(share float64, procs int) (*Throttle, error) {
+	return newThrottle(share, procs, clock{now: time.Now, sleep: sleep, measure: measure})
+}
+
+func newThrottle(share float64, procs int, clk clock) (*Throttle, error) {
+	if err := CheckShare(share); err != nil {
+		return nil, err
+	}
+	if share == 1 {
+		return nil, nil
+	}
+	if procs < 1 {
+		procs = runtime.GOMAXPROCS(0)
+	}
+	burst := int64(burstCPU)
+	// Tokens are nanoseconds of CPU: share × procs cores refill
+	// share × procs × 1e9 of them a second.
+	return &Throttle{lim: rate.NewLimiter(rate.Limit(share*float64(procs)*1e9), int(burst)), burst: burst, clk: clk}, nil
+}
+
+// Do runs work on the calling goroutine, then waits until the budget has
+// paid for the CPU it took. It returns ctx's error if ctx ends during the
+// wait (work has run by then). work must not hand its work to other
+// goroutines (see the package doc).
+func (t *Throttle) Do(ctx context.Context, work func()) error {
+	if t == nil {
+		work()
+		return nil
+	}
+	start := t.clk.now()
+	return t.charge(ctx, start, t.clk.measure(work))
+}
+
+// charge takes cpu, spent by work that began at start, from the budget
+// and waits until it is paid for. It is reserved as of start: the bucket
+// cannot refill past its burst while the work runs, so charging it as of
+// the end would forgive part of every stretch longer than the burst.
+func (t *Throttle) charge(ctx context.Context, start time.Time, cpu time.Duration) error {
+	if cpu <= 0 {
+		return nil
+	}
+	t.spent.Add(int64(cpu))
+	now := t.clk.now()
+	var delay time.Duration
+	// The limiter refuses a charge over its burst, so a long stretch of
+	// work is charged in pieces; each piece is reserved behind the ones
+	// before it, so the last one's delay is the wait for all of them.
+	for n := int64(cpu); n > 0; {
+		take := min(n, t.burst)
+		delay = t.lim.ReserveN(start, int(take)).DelayFrom(now)
+		n -= take
+	}
+	if delay <= 0 {
+		return nil
+	}
+	t.waited.Add(int64(delay))
+	return t.clk.sleep(ctx, delay)
+}
+
+// Stats is what a throttle has done since it was made.
+type Stats struct {
+	// CPU is the CPU time of the work run through Do.
+	CPU time.Duration
+	// Waited is how long Do waited to keep that work within its share.
+	Waited time.Duration
+}
+
+// Stats reports the CPU charged and the time waited; zero for nil.
+func (t *Throttle) Stats() Stats {
+	if t == nil {
+		return Stats{}
+	}
+	return Stats{CPU: time.Duration(t.spent.Load()), Waited: time.Duration(t.waited.Load())}
+}
+
+// measure runs work held on its OS thread and returns the thread's CPU
+// time it took (its wall time where there is no thread CPU clock). Held
+// on the thread, a goroutine that blocks leaves the thread idle, so time
+// spent waiting (for a peer's answer, say) is not charged.
+func measure(work func()) time.Duration {
+	if !measuresCPU {
+		t0 := time.Now()
+		work()
+		return time.Since(t0)
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	c0 := threadCPU()
+	work()
+	return threadCPU() - c0
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("recovery throttle: %w", ctx.Err())
+	}
+}

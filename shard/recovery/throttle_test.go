@@ -1,0 +1,137 @@
+package recovery
+
+import (
+	"context"
+	"errors"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// fakeClock is a clock whose time moves only by the work Do runs (at full
+// speed on one core: its CPU time is its wall time) and by Do's waits.
+type fakeClock struct {
+	t    time.Time
+	cost time.Duration // the CPU each piece of work takes
+}
+
+func (f *fakeClock) clock() clock {
+	return clock{
+		now: func() time.Time { return f.t },
+		sleep: func(_ context.Context, d time.Duration) error {
+			f.t = f.t.Add(d)
+			return nil
+		},
+		measure: func(work func()) time.Duration {
+			work()
+			f.t = f.t.Add(f.cost)
+			return f.cost
+		},
+	}
+}
+
+func TestThrottleHoldsWorkToItsShare(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		share  float64
+		procs  int
+		pieces int
+		cost   time.Duration
+	}{
+		{"a quarter of two cores", 0.25, 2, 10, 50 * time.Millisecond},
+		{"half of four cores, small pieces", 0.5, 4, 400, time.Millisecond},
+		{"a tenth of one core", 0.1, 1, 5, 10 * time.Millisecond},
+		{"one piece larger than the burst", 0.25, 2, 1, 300 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fakeClock{t: time.Unix(1000, 0), cost: tc.cost}
+			th, err := newThrottle(tc.share, tc.procs, f.clock())
+			require.NoError(t, err)
+			start := f.t
+			ran := 0
+			for range tc.pieces {
+				require.NoError(t, th.Do(context.Background(), func() { ran++ }))
+			}
+			require.Equal(t, tc.pieces, ran)
+			cpu := time.Duration(tc.pieces) * tc.cost
+			require.Equal(t, cpu, th.Stats().CPU)
+			// A token bucket of burstCPU refilled at share × procs cores:
+			// work at full speed on one core drains the burst, then runs
+			// at the refill rate, so it ends when the refill has paid for
+			// all but the burst — or, with a share of over one core, it
+			// never waits.
+			cores := tc.share * float64(tc.procs)
+			want := max(cpu, time.Duration(float64(cpu-burstCPU)/cores))
+			elapsed := f.t.Sub(start)
+			require.InDelta(t, float64(want), float64(elapsed), float64(time.Microsecond),
+				"%s of CPU at %.2f cores took %s", cpu, cores, elapsed)
+			require.Equal(t, elapsed-cpu, th.Stats().Waited)
+		})
+	}
+}
+
+func TestThrottleAtEveryCoreIsNone(t *testing.T) {
+	th, err := New(1, 2)
+	require.NoError(t, err)
+	require.Nil(t, th)
+	ran := false
+	require.NoError(t, th.Do(context.Background(), func() { ran = true }))
+	require.True(t, ran)
+	require.Equal(t, Stats{}, th.Stats())
+}
+
+func TestCheckShare(t *testing.T) {
+	for _, tc := range []struct {
+		share float64
+		ok    bool
+	}{
+		{0.25, true}, {1, true}, {0.01, true},
+		{0, false}, {-0.5, false}, {1.5, false}, {math.NaN(), false}, {math.Inf(1), false},
+	} {
+		err := CheckShare(tc.share)
+		if tc.ok {
+			require.NoError(t, err, "share %v", tc.share)
+			continue
+		}
+		require.Error(t, err, "share %v", tc.share)
+		_, err = New(tc.share, 2)
+		require.Error(t, err, "share %v", tc.share)
+	}
+}
+
+// spin burns about d of the calling thread's CPU.
+func spin(d time.Duration) {
+	start := threadCPU()
+	x := 1.0
+	for threadCPU()-start < d {
+		for range 1000 {
+			x = x*1.0000001 + 1e-9
+		}
+	}
+	_ = x
+}
+
+func TestDoChargesRealCPUAndStopsWaitingWithItsContext(t *testing.T) {
+	if !measuresCPU {
+		t.Skip("no thread CPU clock on this platform")
+	}
+	// A hundredth of one core: 60 ms of work owes 4 s of waiting past the
+	// 20 ms burst, far longer than the context allows.
+	th, err := New(0.01, 1)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err = th.Do(ctx, func() { spin(60 * time.Millisecond) })
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Less(t, time.Since(start), 60*time.Millisecond+200*time.Millisecond+500*time.Millisecond)
+	st := th.Stats()
+	require.GreaterOrEqual(t, st.CPU, 60*time.Millisecond, "the thread's CPU time is charged")
+	require.Greater(t, st.Waited, 3*time.Second, "owed: (60 ms - 20 ms burst) at 0.01 cores")
+	require.False(t, errors.Is(th.Do(context.Background(), func() {}), context.DeadlineExceeded), "work that costs nothing never waits")
+}
