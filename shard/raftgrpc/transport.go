@@ -78,6 +78,25 @@ type Config struct {
 	// GroupState answers a starting peer's GroupState question. Nil: an
 	// empty answer.
 	GroupState func() *shardpb.GroupStateResponse
+	// Pace runs a leader's recovery traffic at a bounded share of the
+	// cores: streaming a snapshot, and the AppendEntries raft sends one at
+	// a time to a follower it is catching up. Nil: full speed.
+	Pace Pacer
+}
+
+// Pacer runs work at a bounded share of the cores (recovery.Throttle).
+type Pacer interface {
+	// Do runs work on the calling goroutine and then waits until the
+	// work's CPU time fits the budget.
+	Do(ctx context.Context, work func()) error
+}
+
+// noPace runs work at once.
+type noPace struct{}
+
+func (noPace) Do(_ context.Context, work func()) error {
+	work()
+	return nil
 }
 
 // New returns a transport; Register its service on the shard's gRPC
@@ -91,6 +110,9 @@ func New(cfg Config) *Transport {
 	}
 	if cfg.GroupState == nil {
 		cfg.GroupState = func() *shardpb.GroupStateResponse { return &shardpb.GroupStateResponse{} }
+	}
+	if cfg.Pace == nil {
+		cfg.Pace = noPace{}
 	}
 	return &Transport{
 		cfg:      cfg,
@@ -144,6 +166,13 @@ func (t *Transport) LocalAddr() raft.ServerAddress { return raft.ServerAddress(t
 // AppendEntries implements raft.Transport. A request larger than
 // maxAppendBytes goes as consecutive smaller ones (splitAppend), and the
 // answer is the first that failed, else the last.
+//
+// Raft sends entries one request at a time only to a follower that is
+// behind (its replicateTo loop, until the follower has every entry it
+// knew of; then it pipelines), so these go under Config.Pace: a follower
+// catching up from the log costs its leader at most the recovery share
+// of the cores. Writes reach caught-up followers over the pipeline, and
+// heartbeats are never paced.
 func (t *Transport) AppendEntries(_ raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
 	if isHeartbeat(args) {
 		// Heartbeats have their own connection, so they never queue
@@ -152,7 +181,13 @@ func (t *Transport) AppendEntries(_ raft.ServerID, target raft.ServerAddress, ar
 	}
 	for _, part := range splitAppend(args, t.maxAppend) {
 		var r raft.AppendEntriesResponse
-		if err := t.unary(target, shardpb.RaftClient.AppendEntries, part, &r); err != nil {
+		var err error
+		// The wait is bounded by the budget; raft's own timeout covers
+		// the call.
+		_ = t.cfg.Pace.Do(context.Background(), func() {
+			err = t.unary(target, shardpb.RaftClient.AppendEntries, part, &r)
+		})
+		if err != nil {
 			return err
 		}
 		*resp = r
@@ -219,7 +254,9 @@ func (t *Transport) unaryOn(key, target raft.ServerAddress, method call, args, r
 }
 
 // InstallSnapshot implements raft.Transport: the request, then the data in
-// chunks, on one client stream.
+// chunks, on one client stream. Reading and sending each chunk goes under
+// Config.Pace, so streaming a snapshot to a rebuilding follower costs the
+// leader at most the recovery share of the cores.
 func (t *Transport) InstallSnapshot(_ raft.ServerID, target raft.ServerAddress, args *raft.InstallSnapshotRequest, resp *raft.InstallSnapshotResponse, data io.Reader) error {
 	cc, err := t.conn(target)
 	if err != nil {
@@ -239,17 +276,27 @@ func (t *Transport) InstallSnapshot(_ raft.ServerID, target raft.ServerAddress, 
 	buf := make([]byte, snapshotChunkBytes)
 	first := true
 	for {
-		n, rerr := io.ReadFull(data, buf)
-		if n > 0 || first {
-			chunk := &shardpb.SnapshotChunk{Data: buf[:n]}
-			if first {
-				chunk.Request, first = req, false
+		var (
+			n         int
+			rerr, err error
+		)
+		_ = t.cfg.Pace.Do(ctx, func() {
+			n, rerr = io.ReadFull(data, buf)
+			if n > 0 || first {
+				chunk := &shardpb.SnapshotChunk{Data: buf[:n]}
+				if first {
+					chunk.Request, first = req, false
+				}
+				err = stream.Send(chunk)
 			}
-			if err := stream.Send(chunk); err != nil {
-				// The server's answer says why.
-				_, rerr := stream.CloseAndRecv()
-				return fmt.Errorf("raft InstallSnapshot to %s: %w (%w)", target, err, rerr)
-			}
+		})
+		if err != nil {
+			// The server's answer says why.
+			_, rerr := stream.CloseAndRecv()
+			return fmt.Errorf("raft InstallSnapshot to %s: %w (%w)", target, err, rerr)
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("raft InstallSnapshot to %s: %w", target, ctx.Err())
 		}
 		if errors.Is(rerr, io.EOF) || errors.Is(rerr, io.ErrUnexpectedEOF) {
 			break

@@ -90,6 +90,10 @@ type Config struct {
 	// DialOptions reach the peers (the shard's client credentials and
 	// connection settings, shard.DialOptions).
 	DialOptions []grpc.DialOption
+	// Pace throttles the recovery traffic this replica sends as a leader
+	// (raftgrpc.Config.Pace); nil: full speed. The state machine paces
+	// its own side of a recovery.
+	Pace raftgrpc.Pacer
 	// StateMachine is what the log's commands are applied to. Required,
 	// and empty: the node loads it from DataDir.
 	StateMachine StateMachine
@@ -244,6 +248,7 @@ func Open(cfg Config) (n *Node, err error) {
 		MayVote:     n.mayVote.Load,
 		SawAppend:   n.sawAppend,
 		GroupState:  n.groupState,
+		Pace:        cfg.Pace,
 	})
 	closers = append(closers, n.trans.Close)
 

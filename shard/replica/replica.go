@@ -27,7 +27,9 @@ import (
 	"github.com/trawl-search/trawl/admission"
 	"github.com/trawl-search/trawl/catalog"
 	"github.com/trawl-search/trawl/shard"
+	"github.com/trawl-search/trawl/shard/raftgrpc"
 	"github.com/trawl-search/trawl/shard/raftnode"
+	"github.com/trawl-search/trawl/shard/recovery"
 	"github.com/trawl-search/trawl/shard/server"
 	"github.com/trawl-search/trawl/shard/store"
 	"github.com/trawl-search/trawl/vector"
@@ -70,6 +72,12 @@ type Config struct {
 	// to peers (tests).
 	PeerCreds  credentials.TransportCredentials
 	PeerDialer func(ctx context.Context, addr string) (net.Conn, error)
+
+	// Recovery throttles this replica's recovery work: restoring a
+	// snapshot, applying the log while it catches up, and, as a leader,
+	// streaming a snapshot or catch-up entries to a follower. Nil: full
+	// speed. Replicas in one process may share one.
+	Recovery *recovery.Throttle
 
 	// Int8MinRows and IVFMinRows are the trainer's (store.TrainerConfig).
 	Int8MinRows int
@@ -123,6 +131,14 @@ func Open(cfg Config) (*Replica, error) {
 	cols := server.NewCollections(server.CollectionsConfig{Legacy: cfg.Legacy, Kernel: cfg.Kernel, Observer: docs, Logger: cfg.Logger,
 		SegmentDir: segDir})
 	peerOpts := shard.DialOptions(cfg.PeerCreds, cfg.PeerDialer)
+	// A nil *Throttle in an interface would not be nil: pass none at all.
+	var (
+		smPace   store.Pacer
+		sendPace raftgrpc.Pacer
+	)
+	if cfg.Recovery != nil {
+		smPace, sendPace = cfg.Recovery, cfg.Recovery
+	}
 	node, err := raftnode.Open(raftnode.Config{
 		DataDir:           cfg.DataDir,
 		InMemory:          cfg.InMemory,
@@ -135,7 +151,8 @@ func Open(cfg Config) (*Replica, error) {
 		SnapshotThreshold: cfg.SnapshotThreshold,
 		TrailingLogs:      cfg.TrailingLogs,
 		DialOptions:       peerOpts,
-		StateMachine:      server.NewStateMachine(cols, cfg.Logger),
+		Pace:              sendPace,
+		StateMachine:      server.NewStateMachine(cols, cfg.Logger, smPace),
 		RaftLogLevel:      cfg.RaftLogLevel,
 		Logger:            cfg.Logger,
 	})
