@@ -148,7 +148,7 @@ func runShard(ctx context.Context, args []string) error {
 		Legacy: legacy, Kernel: kernel,
 		DataDir: *dataDir, Advertise: adv, Peers: peerList, Join: len(joinList) > 0,
 		MaxLeaderSilence: *timings.maxSilence, HeartbeatTimeout: *timings.heartbeat, ElectionTimeout: *timings.election,
-		Recovery:  throttle,
+		Recovery: throttle, RecoveryAlone: true,
 		PeerCreds: peerCreds, Observer: obs, TracerProvider: tel.TracerProvider, Logger: log, RaftLogLevel: raftLevel,
 	})
 	if err != nil {

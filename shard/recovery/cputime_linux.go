@@ -17,5 +17,14 @@ func threadCPU() time.Duration {
 	return time.Duration(ts.Nano())
 }
 
+// processCPU is the CPU time the whole process has used.
+func processCPU() time.Duration {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_PROCESS_CPUTIME_ID, &ts); err != nil {
+		return 0
+	}
+	return time.Duration(ts.Nano())
+}
+
 // measuresCPU says threadCPU reads a CPU clock (else Do charges wall time).
 const measuresCPU = true

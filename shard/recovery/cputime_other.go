@@ -8,5 +8,8 @@ import "time"
 // wall time instead, which is at least its CPU time on one thread.
 func threadCPU() time.Duration { return 0 }
 
+// processCPU is not read here (ProcessPacer falls back to Do).
+func processCPU() time.Duration { return 0 }
+
 // measuresCPU says threadCPU reads a CPU clock (else Do charges wall time).
 const measuresCPU = false

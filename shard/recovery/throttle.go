@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -48,13 +49,15 @@ type clock struct {
 	sleep func(ctx context.Context, d time.Duration) error
 	// measure runs work and returns the CPU it cost.
 	measure func(work func()) time.Duration
+	// process reads the whole process's CPU time.
+	process func() time.Duration
 }
 
 // New returns a throttle that lets recovery work use share of procs cores
 // (runtime.GOMAXPROCS(0) if procs < 1) on average. share 1 returns nil: a
 // throttle at every core bounds nothing, so none is set.
 func New(share float64, procs int) (*Throttle, error) {
-	return newThrottle(share, procs, clock{now: time.Now, sleep: sleep, measure: measure})
+	return newThrottle(share, procs, clock{now: time.Now, sleep: sleep, measure: measure, process: processCPU})
 }
 
 func newThrottle(share float64, procs int, clk clock) (*Throttle, error) {
@@ -84,6 +87,62 @@ func (t *Throttle) Do(ctx context.Context, work func()) error {
 	}
 	start := t.clk.now()
 	return t.charge(ctx, start, t.clk.measure(work))
+}
+
+// processGap is the longest pause between two pieces of a ProcessPacer's
+// work whose CPU is charged to the second: past it the process was idle
+// or doing something else, and only the piece itself is charged.
+const processGap = time.Second
+
+// ProcessPacer paces work through a Throttle's budget, charging for each
+// piece all the CPU the process used since the previous piece ended (or,
+// after a pause over processGap, since this one began): the receiving,
+// storing and garbage collection that feed the work are charged too, not
+// only the calling thread's share. It is for work done while the process
+// does nothing else — a replica that is not serving, alone in its process
+// (`router shard`) — and must never pace a process that serves queries
+// meanwhile, whose CPU it would charge to recovery.
+type ProcessPacer struct {
+	t *Throttle
+
+	mu     sync.Mutex
+	last   time.Duration // process CPU when the previous piece ended
+	lastAt time.Time
+}
+
+// WholeProcess returns a pacer over t's budget that charges the process's
+// CPU (see ProcessPacer); nil for a nil t.
+func (t *Throttle) WholeProcess() *ProcessPacer {
+	if t == nil {
+		return nil
+	}
+	return &ProcessPacer{t: t}
+}
+
+// Do runs work on the calling goroutine, then waits until the budget has
+// paid for the process CPU since the previous piece (see ProcessPacer).
+// Where the process's CPU cannot be read, it is Throttle.Do.
+func (p *ProcessPacer) Do(ctx context.Context, work func()) error {
+	if p == nil {
+		work()
+		return nil
+	}
+	t := p.t
+	if !measuresCPU {
+		return t.Do(ctx, work)
+	}
+	start := t.clk.now()
+	c0 := t.clk.process()
+	work()
+	c1 := t.clk.process()
+	p.mu.Lock()
+	from, at := c0, start
+	if !p.lastAt.IsZero() && start.Sub(p.lastAt) <= processGap {
+		from, at = p.last, p.lastAt
+	}
+	p.last, p.lastAt = c1, t.clk.now()
+	p.mu.Unlock()
+	return t.charge(ctx, at, c1-from)
 }
 
 // charge takes cpu, spent by work that began at start, from the budget

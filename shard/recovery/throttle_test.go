@@ -135,3 +135,64 @@ func TestDoChargesRealCPUAndStopsWaitingWithItsContext(t *testing.T) {
 	require.Greater(t, st.Waited, 3*time.Second, "owed: (60 ms - 20 ms burst) at 0.01 cores")
 	require.False(t, errors.Is(th.Do(context.Background(), func() {}), context.DeadlineExceeded), "work that costs nothing never waits")
 }
+
+// procClock is a fake clock with a process CPU counter the test moves.
+type procClock struct {
+	t    time.Time
+	proc time.Duration
+}
+
+func (f *procClock) clock() clock {
+	return clock{
+		now: func() time.Time { return f.t },
+		sleep: func(_ context.Context, d time.Duration) error {
+			f.t = f.t.Add(d)
+			return nil
+		},
+		measure: func(work func()) time.Duration { work(); return 0 },
+		process: func() time.Duration { return f.proc },
+	}
+}
+
+func TestProcessPacerChargesTheProcessCPUBetweenPieces(t *testing.T) {
+	if !measuresCPU {
+		t.Skip("no process CPU clock on this platform")
+	}
+	const (
+		pieces = 20
+		work   = 5 * time.Millisecond // each piece, on the calling thread
+		feed   = 3 * time.Millisecond // other goroutines between pieces (receiving, storing, GC)
+	)
+	for _, tc := range []struct {
+		name    string
+		gap     time.Duration // wall time between pieces
+		charged time.Duration
+	}{
+		{"pieces back to back: the feeding work is charged", 10 * time.Millisecond, pieces*work + (pieces-1)*feed},
+		{"pieces after pauses: only the pieces", processGap + time.Millisecond, pieces * work},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &procClock{t: time.Unix(1000, 0)}
+			th, err := newThrottle(0.05, 2, f.clock())
+			require.NoError(t, err)
+			p := th.WholeProcess()
+			start := f.t
+			for i := range pieces {
+				if i > 0 {
+					f.t, f.proc = f.t.Add(tc.gap), f.proc+feed
+				}
+				require.NoError(t, p.Do(context.Background(), func() { f.t, f.proc = f.t.Add(work), f.proc+work }))
+			}
+			require.Equal(t, tc.charged, th.Stats().CPU)
+			// What was charged fits the bucket: the burst plus a tenth of
+			// a core over the time it took.
+			elapsed := f.t.Sub(start)
+			require.LessOrEqual(t, float64(tc.charged), float64(burstCPU)+0.1*float64(elapsed)+1)
+		})
+	}
+	var none *ProcessPacer
+	ran := false
+	require.NoError(t, none.Do(context.Background(), func() { ran = true }))
+	require.True(t, ran)
+	require.Nil(t, (*Throttle)(nil).WholeProcess())
+}

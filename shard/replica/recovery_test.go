@@ -19,14 +19,29 @@ import (
 )
 
 // TestRaftWipedReplicaRebuildsUnderTheRecoveryThrottle: with every
-// replica's recovery work throttled to a twentieth of one core, a replica
-// restarted on a wiped directory still rebuilds in full from its leader's
-// snapshot and the log after it: it serves again, holds the same int8
-// codes as its leader (FinishRestore's paced encoding), its exact answers
-// are brute force's over every acknowledged write and its int8 answers
-// its leader's; and both ends charged the work to their throttles (the
-// leader streaming the snapshot, the replica restoring it).
+// replica's recovery work throttled (to a twentieth of one core, timed by
+// the working thread's CPU; or to half a core, charged the whole test
+// process's CPU as `router shard` charges its own), a replica restarted on
+// a wiped directory still rebuilds in full from its leader's snapshot and
+// the log after it: it serves again, holds the same int8 codes as its
+// leader (FinishRestore's paced encoding), its exact answers are brute
+// force's over every acknowledged write and its int8 answers its
+// leader's; and both ends charged the work to their throttles (the leader
+// streaming the snapshot, the replica restoring it).
 func TestRaftWipedReplicaRebuildsUnderTheRecoveryThrottle(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		share float64
+		alone bool
+	}{
+		{"thread CPU", 0.05, false},
+		{"process CPU", 0.5, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testWipedReplicaRebuilds(t, tc.share, tc.alone) })
+	}
+}
+
+func testWipedReplicaRebuilds(t *testing.T, share float64, alone bool) {
 	const (
 		dim     = 64
 		minRows = 300
@@ -43,11 +58,11 @@ func TestRaftWipedReplicaRebuildsUnderTheRecoveryThrottle(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		if throttles[c.Advertise] == nil {
-			th, err := recovery.New(0.05, 1)
+			th, err := recovery.New(share, 1)
 			require.NoError(t, err)
 			throttles[c.Advertise] = th
 		}
-		c.Recovery = throttles[c.Advertise]
+		c.Recovery, c.RecoveryAlone = throttles[c.Advertise], alone
 	})
 	waitLeader(t, ms)
 	rng := rand.New(rand.NewPCG(7, 25))
@@ -157,8 +172,8 @@ func TestRaftWipedReplicaRebuildsUnderTheRecoveryThrottle(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	sent, restored := throttles[leader.addr()].Stats(), throttles[away.addr()].Stats()
-	t.Logf("MEASURED: wiped replica rebuilt %d rows in %s at 0.05 cores of recovery; restore %v CPU, %v waited; leader %v CPU, %v waited",
-		len(stored), took.Round(time.Millisecond), restored.CPU, restored.Waited, sent.CPU, sent.Waited)
+	t.Logf("MEASURED: wiped replica rebuilt %d rows in %s at %v cores of recovery (charged the process's CPU: %v); restore %v CPU, %v waited; leader %v CPU, %v waited",
+		len(stored), took.Round(time.Millisecond), share, alone, restored.CPU, restored.Waited, sent.CPU, sent.Waited)
 	require.Positive(t, restored.CPU, "the restore ran under the wiped replica's throttle")
 	require.Positive(t, sent.CPU, "the snapshot was streamed under the leader's throttle")
 }

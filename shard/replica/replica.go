@@ -78,6 +78,13 @@ type Config struct {
 	// streaming a snapshot or catch-up entries to a follower. Nil: full
 	// speed. Replicas in one process may share one.
 	Recovery *recovery.Throttle
+	// RecoveryAlone says the replica is alone in its process (`router
+	// shard`): its state machine's recovery work, done while it does not
+	// serve, is then charged all the process's CPU (receiving and storing
+	// the log, garbage collection), not only the applying thread's
+	// (recovery.ProcessPacer). Replicas sharing a process (`router dev`,
+	// tests) must leave it false.
+	RecoveryAlone bool
 
 	// Int8MinRows and IVFMinRows are the trainer's (store.TrainerConfig).
 	Int8MinRows int
@@ -136,7 +143,10 @@ func Open(cfg Config) (*Replica, error) {
 		smPace   store.Pacer
 		sendPace raftgrpc.Pacer
 	)
-	if cfg.Recovery != nil {
+	switch {
+	case cfg.Recovery != nil && cfg.RecoveryAlone:
+		smPace, sendPace = cfg.Recovery.WholeProcess(), cfg.Recovery
+	case cfg.Recovery != nil:
 		smPace, sendPace = cfg.Recovery, cfg.Recovery
 	}
 	node, err := raftnode.Open(raftnode.Config{
