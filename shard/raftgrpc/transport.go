@@ -82,7 +82,19 @@ type Config struct {
 	// cores: streaming a snapshot, and the AppendEntries raft sends one at
 	// a time to a follower it is catching up. Nil: full speed.
 	Pace Pacer
+	// ReceivePace runs a catching-up follower's side of the same traffic
+	// (storing each AppendEntries sent one at a time, each snapshot chunk)
+	// at a bounded share: the answer waits, so the leader sends no faster
+	// than the follower's budget. The node passes one that paces only
+	// while the replica does not serve. Nil: full speed.
+	ReceivePace Pacer
 }
+
+// pacedAppendBytes is the largest AppendEntries part sent under a pacer:
+// raft sends a follower that is behind up to 64 entries (~96 MiB at
+// 1536-D) a request, and a part of a few MiB keeps each paced stretch of
+// work, and each wait, short.
+const pacedAppendBytes = 4 << 20
 
 // Pacer runs work at a bounded share of the cores (recovery.Throttle).
 type Pacer interface {
@@ -113,6 +125,9 @@ func New(cfg Config) *Transport {
 	}
 	if cfg.Pace == nil {
 		cfg.Pace = noPace{}
+	}
+	if cfg.ReceivePace == nil {
+		cfg.ReceivePace = noPace{}
 	}
 	return &Transport{
 		cfg:      cfg,
@@ -179,7 +194,11 @@ func (t *Transport) AppendEntries(_ raft.ServerID, target raft.ServerAddress, ar
 		// behind megabytes of entries (raft's TCP transport does the same).
 		return t.unaryOn(target+heartbeatConn, target, shardpb.RaftClient.AppendEntries, args, resp)
 	}
-	for _, part := range splitAppend(args, t.maxAppend) {
+	limit := t.maxAppend
+	if _, unpaced := t.cfg.Pace.(noPace); !unpaced {
+		limit = min(limit, pacedAppendBytes)
+	}
+	for _, part := range splitAppend(args, limit) {
 		var r raft.AppendEntriesResponse
 		var err error
 		// The wait is bounded by the budget; raft's own timeout covers
@@ -458,7 +477,9 @@ func (t raftService) AppendEntries(ctx context.Context, in *shardpb.RaftMessage)
 	if hb != nil && isHeartbeat(&req) {
 		resp, err = t.fastHeartbeat(ctx, hb, &req)
 	} else {
-		resp, err = t.dispatch(ctx, &req, nil)
+		// One at a time (not over the pipeline): raft catching this
+		// replica up. Its answer waits for the budget.
+		_ = t.cfg.ReceivePace.Do(ctx, func() { resp, err = t.dispatch(ctx, &req, nil) })
 	}
 	if err != nil {
 		return nil, err
@@ -547,7 +568,11 @@ func (t raftService) InstallSnapshot(stream grpc.ClientStreamingServer[shardpb.S
 				pw.CloseWithError(err)
 				return
 			}
-			if _, err := pw.Write(c.GetData()); err != nil {
+			// Raft stores the chunk as the pipe hands it over: paced,
+			// the leader's stream waits for the follower's budget.
+			var werr error
+			_ = t.cfg.ReceivePace.Do(stream.Context(), func() { _, werr = pw.Write(c.GetData()) })
+			if werr != nil {
 				return
 			}
 		}

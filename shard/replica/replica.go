@@ -140,14 +140,17 @@ func Open(cfg Config) (*Replica, error) {
 	peerOpts := shard.DialOptions(cfg.PeerCreds, cfg.PeerDialer)
 	// A nil *Throttle in an interface would not be nil: pass none at all.
 	var (
-		smPace   store.Pacer
-		sendPace raftgrpc.Pacer
+		smPace            store.Pacer
+		sendPace, receive raftgrpc.Pacer
 	)
 	switch {
 	case cfg.Recovery != nil && cfg.RecoveryAlone:
-		smPace, sendPace = cfg.Recovery.WholeProcess(), cfg.Recovery
+		// One pacer for both: each piece is charged the process's CPU
+		// since the previous piece of either.
+		whole := cfg.Recovery.WholeProcess()
+		smPace, sendPace, receive = whole, cfg.Recovery, whole
 	case cfg.Recovery != nil:
-		smPace, sendPace = cfg.Recovery, cfg.Recovery
+		smPace, sendPace, receive = cfg.Recovery, cfg.Recovery, cfg.Recovery
 	}
 	node, err := raftnode.Open(raftnode.Config{
 		DataDir:           cfg.DataDir,
@@ -162,6 +165,7 @@ func Open(cfg Config) (*Replica, error) {
 		TrailingLogs:      cfg.TrailingLogs,
 		DialOptions:       peerOpts,
 		Pace:              sendPace,
+		ReceivePace:       receive,
 		StateMachine:      server.NewStateMachine(cols, cfg.Logger, smPace),
 		RaftLogLevel:      cfg.RaftLogLevel,
 		Logger:            cfg.Logger,
