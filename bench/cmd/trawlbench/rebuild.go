@@ -32,7 +32,7 @@ import (
 // shards charged to their throttles; then the medians over rounds.
 func runRebuild(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("rebuild", flag.ExitOnError)
-	rows := fs.Int("rows", 60_000, "vectors loaded before the run (1536-D)")
+	rows := fs.Int("rows", 30_000, "vectors loaded before the run (1536-D)")
 	rate := fs.Float64("rate", 40, "queries per second offered, open loop")
 	deadline := fs.Int("deadline-ms", 50, "?deadline_ms of every search (50: the default)")
 	healthy := fs.Duration("healthy", 10*time.Second, "the healthy window of each round and share")
@@ -115,12 +115,13 @@ func runRebuild(ctx context.Context, args []string) error {
 		"restarted with it), a %s healthy window, then one follower of every shard SIGKILLed, its data directory removed "+
 		"and started again, measured until all three serve again. Load average %s before, %s after (the machine is shared).\n\n",
 		strings.Join(args, " "), *rows, *rate, *deadline, *healthy, loadBefore, machine.LoadAvg())
-	fmt.Println("| round | --recovery-cpu | healthy p99 | rebuild p99 | ÷ healthy | degraded healthy | degraded rebuild | rebuild took | recovery CPU (throttled) |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|")
+	fmt.Println("| round | --recovery-cpu | healthy p99 | rebuild p99 | ÷ healthy | degraded healthy | degraded rebuild | rebuild took | charged recovery CPU (waited) | process CPU: rebuilt, leaders | missing shards by reason |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, x := range results {
-		fmt.Printf("| %d | %s | %s | %s | %.2f | %.2f %% | %.2f %% | %.1f s | %.2f s (%.2f s) |\n", x.round, x.share,
+		fmt.Printf("| %d | %s | %s | %s | %.2f | %.2f %% | %.2f %% | %.1f s | %.2f s (%.2f s) | %.2f s, %.2f s | %v |\n", x.round, x.share,
 			ms(x.healthy.Latency.P99), ms(x.rebuild.Latency.P99), x.ratio(),
-			100*x.healthy.Share(x.healthy.Degraded), 100*x.rebuild.Share(x.rebuild.Degraded), x.took.Seconds(), x.cpu, x.waited)
+			100*x.healthy.Share(x.healthy.Degraded), 100*x.rebuild.Share(x.rebuild.Degraded), x.took.Seconds(), x.cpu, x.waited,
+			x.procVictims, x.procLeaders, x.reasons)
 	}
 	fmt.Println()
 	fmt.Println("| --recovery-cpu | median rebuild p99 ÷ healthy | median rebuild p99 | median healthy p99 | median degraded rebuild | median rebuild took |")
@@ -149,6 +150,12 @@ type rebuildRun struct {
 	healthy, rebuild loadgen.Summary
 	took             time.Duration
 	cpu, waited      float64 // recovery seconds the shards charged, and waited
+	// procVictims is the rebuilt replicas' process CPU (new processes:
+	// all of it rebuilding), procLeaders the leaders' over the window.
+	procVictims, procLeaders float64
+	// reasons are the router's trawl_scatter_shard_unavailable_total
+	// over the rebuild window, by reason.
+	reasons map[string]float64
 }
 
 func (x rebuildRun) ratio() float64 {
@@ -156,9 +163,11 @@ func (x rebuildRun) ratio() float64 {
 }
 
 func (x rebuildRun) String() string {
-	return fmt.Sprintf("healthy p99 %s, rebuild p99 %s (%.2f×), degraded %.2f %% / %.2f %%, rebuilt in %.1f s, recovery CPU %.2f s, throttled %.2f s",
+	return fmt.Sprintf("healthy p99 %s, rebuild p99 %s (%.2f×), degraded %.2f %% / %.2f %%, rebuilt in %.1f s, recovery CPU %.2f s, throttled %.2f s, "+
+		"process CPU rebuilt %.2f s, leaders %.2f s, missing shards by reason %v",
 		ms(x.healthy.Latency.P99), ms(x.rebuild.Latency.P99), x.ratio(),
-		100*x.healthy.Share(x.healthy.Degraded), 100*x.rebuild.Share(x.rebuild.Degraded), x.took.Seconds(), x.cpu, x.waited)
+		100*x.healthy.Share(x.healthy.Degraded), 100*x.rebuild.Share(x.rebuild.Degraded), x.took.Seconds(), x.cpu, x.waited,
+		x.procVictims, x.procLeaders, x.reasons)
 }
 
 // restartWithShare SIGKILLs every replica and starts it again on its data
@@ -223,6 +232,14 @@ func measureRebuild(ctx context.Context, c *cluster.Cluster, t loadgen.Target, q
 	if err != nil {
 		return run, err
 	}
+	leadersBefore, err := processCPU(ctx, hc, leaders)
+	if err != nil {
+		return run, err
+	}
+	reasonsBefore, err := unavailable(ctx, hc, t.Base)
+	if err != nil {
+		return run, err
+	}
 	start := time.Now()
 	var (
 		wg     sync.WaitGroup
@@ -276,7 +293,55 @@ func measureRebuild(ctx context.Context, c *cluster.Cluster, t loadgen.Target, q
 	}
 	// The victims' counters started at zero with their processes.
 	run.cpu, run.waited = after[0]-before[0], after[1]-before[1]
+	if run.procVictims, err = processCPU(ctx, hc, victims); err != nil {
+		return run, err
+	}
+	leadersAfter, err := processCPU(ctx, hc, leaders)
+	if err != nil {
+		return run, err
+	}
+	run.procLeaders = leadersAfter - leadersBefore
+	reasonsAfter, err := unavailable(ctx, hc, t.Base)
+	if err != nil {
+		return run, err
+	}
+	run.reasons = map[string]float64{}
+	for k, v := range reasonsAfter {
+		if d := v - reasonsBefore[k]; d > 0 {
+			run.reasons[k] = d
+		}
+	}
 	return run, nil
+}
+
+// processCPU sums process_cpu_seconds_total over reps.
+func processCPU(ctx context.Context, hc *http.Client, reps []*cluster.Replica) (float64, error) {
+	var sum float64
+	for _, rep := range reps {
+		ss, err := promtext.ScrapeSamples(ctx, hc, "http://"+rep.HTTP+"/metrics", "process_cpu_seconds_total")
+		if err != nil {
+			return 0, err
+		}
+		for _, s := range ss {
+			sum += s.Value
+		}
+	}
+	return sum, nil
+}
+
+// unavailable is the router's search fan-outs missing a shard, by reason.
+func unavailable(ctx context.Context, hc *http.Client, base string) (map[string]float64, error) {
+	ss, err := promtext.ScrapeSamples(ctx, hc, base+"/metrics", "trawl_scatter_shard_unavailable_total")
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]float64{}
+	for _, s := range ss {
+		if s.Labels["path"] == "search" {
+			out[s.Labels["reason"]] += s.Value
+		}
+	}
+	return out, nil
 }
 
 // recoverySeconds sums the recovery CPU and throttled seconds over reps.
