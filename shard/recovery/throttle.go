@@ -12,11 +12,13 @@ import (
 )
 
 // DefaultShare is `router shard --recovery-cpu`'s default: recovery work
-// may use a quarter of the replica's cores (GOMAXPROCS). Measured on the
-// bench's 3 × 3 cluster on two cores (docs/performance.md), it keeps the
-// serving replicas' p99 near its healthy value while one replica of every
-// shard rebuilds, and a rebuild still takes seconds, not minutes.
-const DefaultShare = 0.25
+// may use a tenth of the replica's cores (GOMAXPROCS; 0.2 of a core under
+// the Helm chart's 2-core limit, within the pod's 300m request). Measured
+// with `trawlbench rebuild` on a 3 × 3 cluster sharing two cores
+// (docs/performance.md): a rebuilding replica used about 0.2 of a core
+// unthrottled, so a quarter of the cores never held it back, while a
+// tenth did, and rebuilds still finished in about 15 s for 10 000 rows.
+const DefaultShare = 0.1
 
 // burstCPU is how much CPU recovery work may spend at full speed before Do
 // makes it wait: a stretch of that much work on one core delays a query
@@ -77,8 +79,9 @@ func newThrottle(share float64, procs int, clk clock) (*Throttle, error) {
 }
 
 // Do runs work on the calling goroutine, then waits until the budget has
-// paid for the CPU it took. It returns ctx's error if ctx ends during the
-// wait (work has run by then). work must not hand its work to other
+// paid for the CPU it took, or for half what is left of ctx's deadline,
+// whichever is sooner (what is left stays owed). It returns ctx's error if
+// ctx ends during the wait (work has run by then). work must not hand its work to other
 // goroutines (see the package doc).
 func (t *Throttle) Do(ctx context.Context, work func()) error {
 	if t == nil {
@@ -163,6 +166,13 @@ func (t *Throttle) charge(ctx context.Context, start time.Time, cpu time.Duratio
 		take := min(n, t.burst)
 		delay = t.lim.ReserveN(start, int(take)).DelayFrom(now)
 		n -= take
+	}
+	// Work whose answer someone awaits under a deadline (a follower's
+	// AppendEntries, which its leader abandons after 5 s and sends again)
+	// waits at most half what is left of it: the rest stays owed in the
+	// bucket, and the next pieces pay it.
+	if dl, ok := ctx.Deadline(); ok {
+		delay = min(delay, dl.Sub(now)/2)
 	}
 	if delay <= 0 {
 		return nil
