@@ -12,10 +12,15 @@
 // for it. Work is charged after it ran because its cost is known only
 // then (a batch of rows costs more with payloads, an entry more with
 // int8 codes); the bucket's small burst keeps any one stretch of work
-// at full speed short.
+// at full speed short. A ProcessPacer shares a Throttle's bucket but
+// charges all the process's CPU since its previous piece, for a replica
+// alone in its process while it does not serve, when everything the
+// process does is recovery (receiving and storing the log, garbage
+// collection) and not only the thread that applies.
 //
-// It must never throttle queries or the ordinary replication of writes,
-// and it must never be handed work that runs on other goroutines: only
-// the calling thread's CPU is measured, so parallel work under Do would
-// be charged a fraction of its cost.
+// It must never throttle queries or the ordinary replication of writes;
+// Do must never be handed work that runs on other goroutines (only the
+// calling thread's CPU is measured, so parallel work would be charged a
+// fraction of its cost); and a ProcessPacer must never pace a process
+// that serves queries meanwhile, whose CPU it would charge to recovery.
 package recovery
