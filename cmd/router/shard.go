@@ -23,6 +23,7 @@ import (
 	"github.com/trawl-search/trawl/metrics"
 	"github.com/trawl-search/trawl/shard"
 	"github.com/trawl-search/trawl/shard/raftnode"
+	"github.com/trawl-search/trawl/shard/recovery"
 	"github.com/trawl-search/trawl/shard/replica"
 	"github.com/trawl-search/trawl/shard/server"
 	"github.com/trawl-search/trawl/shard/store"
@@ -45,6 +46,8 @@ func runShard(ctx context.Context, args []string) error {
 	tlsCert := fs.String("tls-cert", "", "server certificate; enables TLS")
 	tlsKey := fs.String("tls-key", "", "server key")
 	clientCA := fs.String("tls-client-ca", "", "CA that client certificates must chain to; enables mTLS")
+	recoveryCPU := fs.Float64("recovery-cpu", recovery.DefaultShare,
+		"share of this replica's cores (GOMAXPROCS) its recovery work may use: restoring a snapshot, applying the log while catching up, and, as a leader, streaming a snapshot or catch-up entries to a follower; queries and writes are never throttled. More than 0, at most 1 (1: not throttled)")
 	peerCA := fs.String("tls-peer-ca", "", "CA to verify peers' certificates with for raft traffic (default: --tls-client-ca); with --tls-cert, peers are dialled over TLS presenting --tls-cert as the client certificate")
 	logLevel := logLevelFlag(fs, slog.LevelInfo)
 	if err := parseFlags(fs, args); err != nil {
@@ -55,6 +58,10 @@ func runShard(ctx context.Context, args []string) error {
 	}
 	if err := timings.check(); err != nil {
 		return err
+	}
+	throttle, err := recovery.New(*recoveryCPU, 0)
+	if err != nil {
+		return fmt.Errorf("--recovery-cpu: %w", err)
 	}
 	if err := os.MkdirAll(*dataDir, 0o750); err != nil {
 		return fmt.Errorf("--data-dir: %w", err)
@@ -141,6 +148,7 @@ func runShard(ctx context.Context, args []string) error {
 		Legacy: legacy, Kernel: kernel,
 		DataDir: *dataDir, Advertise: adv, Peers: peerList, Join: len(joinList) > 0,
 		MaxLeaderSilence: *timings.maxSilence, HeartbeatTimeout: *timings.heartbeat, ElectionTimeout: *timings.election,
+		Recovery: throttle, RecoveryAlone: true,
 		PeerCreds: peerCreds, Observer: obs, TracerProvider: tel.TracerProvider, Logger: log, RaftLogLevel: raftLevel,
 	})
 	if err != nil {
@@ -149,6 +157,10 @@ func runShard(ctx context.Context, args []string) error {
 	}
 	defer rep.Close()
 	metrics.RegisterShardRaft(reg, raftGauges{rep})
+	metrics.RegisterShardRecovery(reg, func() (time.Duration, time.Duration) {
+		st := throttle.Stats()
+		return st.CPU, st.Waited
+	})
 	metrics.CollectionBytes(reg, rep.Collections.Bytes)
 	srv := rep.Server
 	go func() {

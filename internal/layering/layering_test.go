@@ -65,6 +65,17 @@ var rules = []rule{
 		why:   "replication knows nothing about vectors",
 	},
 	{
+		from:  []string{"shard/recovery"},
+		never: []string{"shard", "shard/...", "!shard/recovery", "github.com/hashicorp/raft", "google.golang.org/grpc"},
+		why:   "the recovery throttle is a leaf: the packages it paces take it as an interface",
+	},
+	{
+		from:   []string{"shard/store", "shard/server", "shard/raftnode", "shard/raftgrpc"},
+		never:  []string{"shard/recovery"},
+		direct: true,
+		why:    "paced work takes a Pacer where it is consumed; the replica wires the throttle in",
+	},
+	{
 		from:  []string{"shard", "shard/client"},
 		never: []string{"shard/store", "shard/server", "shard/raftnode", "shard/raftgrpc", "shard/replica", "github.com/hashicorp/raft"},
 		why:   "the protocol and the router's client are the replica's outside",

@@ -78,6 +78,37 @@ type Config struct {
 	// GroupState answers a starting peer's GroupState question. Nil: an
 	// empty answer.
 	GroupState func() *shardpb.GroupStateResponse
+	// Pace runs a leader's recovery traffic at a bounded share of the
+	// cores: streaming a snapshot, and the AppendEntries raft sends one at
+	// a time to a follower it is catching up. Nil: full speed.
+	Pace Pacer
+	// ReceivePace runs a catching-up follower's side of the same traffic
+	// (storing each AppendEntries sent one at a time, each snapshot chunk)
+	// at a bounded share: the answer waits, so the leader sends no faster
+	// than the follower's budget. The node passes one that paces only
+	// while the replica does not serve. Nil: full speed.
+	ReceivePace Pacer
+}
+
+// pacedAppendBytes is the largest AppendEntries part sent under a pacer:
+// raft sends a follower that is behind up to 64 entries (~96 MiB at
+// 1536-D) a request, and a part of a few MiB keeps each paced stretch of
+// work, and each wait, short.
+const pacedAppendBytes = 4 << 20
+
+// Pacer runs work at a bounded share of the cores (recovery.Throttle).
+type Pacer interface {
+	// Do runs work on the calling goroutine and then waits until the
+	// work's CPU time fits the budget.
+	Do(ctx context.Context, work func()) error
+}
+
+// noPace runs work at once.
+type noPace struct{}
+
+func (noPace) Do(_ context.Context, work func()) error {
+	work()
+	return nil
 }
 
 // New returns a transport; Register its service on the shard's gRPC
@@ -91,6 +122,12 @@ func New(cfg Config) *Transport {
 	}
 	if cfg.GroupState == nil {
 		cfg.GroupState = func() *shardpb.GroupStateResponse { return &shardpb.GroupStateResponse{} }
+	}
+	if cfg.Pace == nil {
+		cfg.Pace = noPace{}
+	}
+	if cfg.ReceivePace == nil {
+		cfg.ReceivePace = noPace{}
 	}
 	return &Transport{
 		cfg:      cfg,
@@ -144,15 +181,32 @@ func (t *Transport) LocalAddr() raft.ServerAddress { return raft.ServerAddress(t
 // AppendEntries implements raft.Transport. A request larger than
 // maxAppendBytes goes as consecutive smaller ones (splitAppend), and the
 // answer is the first that failed, else the last.
+//
+// Raft sends entries one request at a time only to a follower that is
+// behind (its replicateTo loop, until the follower has every entry it
+// knew of; then it pipelines), so these go under Config.Pace: a follower
+// catching up from the log costs its leader at most the recovery share
+// of the cores. Writes reach caught-up followers over the pipeline, and
+// heartbeats are never paced.
 func (t *Transport) AppendEntries(_ raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
 	if isHeartbeat(args) {
 		// Heartbeats have their own connection, so they never queue
 		// behind megabytes of entries (raft's TCP transport does the same).
 		return t.unaryOn(target+heartbeatConn, target, shardpb.RaftClient.AppendEntries, args, resp)
 	}
-	for _, part := range splitAppend(args, t.maxAppend) {
+	limit := t.maxAppend
+	if _, unpaced := t.cfg.Pace.(noPace); !unpaced {
+		limit = min(limit, pacedAppendBytes)
+	}
+	for _, part := range splitAppend(args, limit) {
 		var r raft.AppendEntriesResponse
-		if err := t.unary(target, shardpb.RaftClient.AppendEntries, part, &r); err != nil {
+		var err error
+		// The wait is bounded by the budget; raft's own timeout covers
+		// the call.
+		_ = t.cfg.Pace.Do(context.Background(), func() {
+			err = t.unary(target, shardpb.RaftClient.AppendEntries, part, &r)
+		})
+		if err != nil {
 			return err
 		}
 		*resp = r
@@ -219,7 +273,9 @@ func (t *Transport) unaryOn(key, target raft.ServerAddress, method call, args, r
 }
 
 // InstallSnapshot implements raft.Transport: the request, then the data in
-// chunks, on one client stream.
+// chunks, on one client stream. Reading and sending each chunk goes under
+// Config.Pace, so streaming a snapshot to a rebuilding follower costs the
+// leader at most the recovery share of the cores.
 func (t *Transport) InstallSnapshot(_ raft.ServerID, target raft.ServerAddress, args *raft.InstallSnapshotRequest, resp *raft.InstallSnapshotResponse, data io.Reader) error {
 	cc, err := t.conn(target)
 	if err != nil {
@@ -239,17 +295,27 @@ func (t *Transport) InstallSnapshot(_ raft.ServerID, target raft.ServerAddress, 
 	buf := make([]byte, snapshotChunkBytes)
 	first := true
 	for {
-		n, rerr := io.ReadFull(data, buf)
-		if n > 0 || first {
-			chunk := &shardpb.SnapshotChunk{Data: buf[:n]}
-			if first {
-				chunk.Request, first = req, false
+		var (
+			n         int
+			rerr, err error
+		)
+		_ = t.cfg.Pace.Do(ctx, func() {
+			n, rerr = io.ReadFull(data, buf)
+			if n > 0 || first {
+				chunk := &shardpb.SnapshotChunk{Data: buf[:n]}
+				if first {
+					chunk.Request, first = req, false
+				}
+				err = stream.Send(chunk)
 			}
-			if err := stream.Send(chunk); err != nil {
-				// The server's answer says why.
-				_, rerr := stream.CloseAndRecv()
-				return fmt.Errorf("raft InstallSnapshot to %s: %w (%w)", target, err, rerr)
-			}
+		})
+		if err != nil {
+			// The server's answer says why.
+			_, rerr := stream.CloseAndRecv()
+			return fmt.Errorf("raft InstallSnapshot to %s: %w (%w)", target, err, rerr)
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("raft InstallSnapshot to %s: %w", target, ctx.Err())
 		}
 		if errors.Is(rerr, io.EOF) || errors.Is(rerr, io.ErrUnexpectedEOF) {
 			break
@@ -411,7 +477,9 @@ func (t raftService) AppendEntries(ctx context.Context, in *shardpb.RaftMessage)
 	if hb != nil && isHeartbeat(&req) {
 		resp, err = t.fastHeartbeat(ctx, hb, &req)
 	} else {
-		resp, err = t.dispatch(ctx, &req, nil)
+		// One at a time (not over the pipeline): raft catching this
+		// replica up. Its answer waits for the budget.
+		_ = t.cfg.ReceivePace.Do(ctx, func() { resp, err = t.dispatch(ctx, &req, nil) })
 	}
 	if err != nil {
 		return nil, err
@@ -500,7 +568,11 @@ func (t raftService) InstallSnapshot(stream grpc.ClientStreamingServer[shardpb.S
 				pw.CloseWithError(err)
 				return
 			}
-			if _, err := pw.Write(c.GetData()); err != nil {
+			// Raft stores the chunk as the pipe hands it over: paced,
+			// the leader's stream waits for the follower's budget.
+			var werr error
+			_ = t.cfg.ReceivePace.Do(stream.Context(), func() { _, werr = pw.Write(c.GetData()) })
+			if werr != nil {
 				return
 			}
 		}

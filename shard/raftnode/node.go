@@ -90,6 +90,14 @@ type Config struct {
 	// DialOptions reach the peers (the shard's client credentials and
 	// connection settings, shard.DialOptions).
 	DialOptions []grpc.DialOption
+	// Pace throttles the recovery traffic this replica sends as a leader
+	// (raftgrpc.Config.Pace); nil: full speed. The state machine paces
+	// its own side of a recovery.
+	Pace raftgrpc.Pacer
+	// ReceivePace throttles this replica's side of its own recovery:
+	// storing the entries and snapshot chunks a leader sends it while it
+	// does not serve (raftgrpc.Config.ReceivePace). Nil: full speed.
+	ReceivePace raftgrpc.Pacer
 	// StateMachine is what the log's commands are applied to. Required,
 	// and empty: the node loads it from DataDir.
 	StateMachine StateMachine
@@ -244,6 +252,8 @@ func Open(cfg Config) (n *Node, err error) {
 		MayVote:     n.mayVote.Load,
 		SawAppend:   n.sawAppend,
 		GroupState:  n.groupState,
+		Pace:        cfg.Pace,
+		ReceivePace: unlessServing{n: n, p: cfg.ReceivePace},
 	})
 	closers = append(closers, n.trans.Close)
 
@@ -698,6 +708,22 @@ func (n *Node) Self() string { return n.cfg.Advertise }
 
 // Role is leader, follower, candidate or shutdown.
 func (n *Node) Role() string { return strings.ToLower(n.raft.State().String()) }
+
+// unlessServing paces recovery traffic a replica receives only while it
+// does not serve: a serving follower's AppendEntries (the first after a
+// leader change) carry ordinary writes, which are never throttled.
+type unlessServing struct {
+	n *Node
+	p raftgrpc.Pacer
+}
+
+func (u unlessServing) Do(ctx context.Context, work func()) error {
+	if u.p == nil || u.n.Serving() {
+		work()
+		return nil
+	}
+	return u.p.Do(ctx, work)
+}
 
 // Snapshot takes a snapshot now (tests; raft also takes them by itself
 // past SnapshotThreshold).

@@ -215,13 +215,13 @@ func TestFilteredSearchIsTheTopKOfTheMatchingRows(t *testing.T) {
 
 			// The index rebuilt from a snapshot selects the same rows: the
 			// replica's state machine writes one, a fresh one restores it.
-			snap, err := server.NewStateMachine(rep.Collections, nil).Snapshot(rep.Node.AppliedIndex())
+			snap, err := server.NewStateMachine(rep.Collections, nil, nil).Snapshot(rep.Node.AppliedIndex())
 			require.NoError(t, err)
 			var buf bytes.Buffer
 			require.NoError(t, snap.Persist(&buf))
 			snap.Release()
 			cols := server.NewCollections(server.CollectionsConfig{Legacy: cfg.Legacy, Kernel: vector.Generic()})
-			_, err = server.NewStateMachine(cols, nil).Restore(&buf)
+			_, err = server.NewStateMachine(cols, nil, nil).Restore(&buf)
 			require.NoError(t, err)
 			restored, ok := cols.Store(shard.LegacyCollection)
 			require.True(t, ok, "the snapshot holds the legacy collection")

@@ -27,7 +27,9 @@ import (
 	"github.com/trawl-search/trawl/admission"
 	"github.com/trawl-search/trawl/catalog"
 	"github.com/trawl-search/trawl/shard"
+	"github.com/trawl-search/trawl/shard/raftgrpc"
 	"github.com/trawl-search/trawl/shard/raftnode"
+	"github.com/trawl-search/trawl/shard/recovery"
 	"github.com/trawl-search/trawl/shard/server"
 	"github.com/trawl-search/trawl/shard/store"
 	"github.com/trawl-search/trawl/vector"
@@ -70,6 +72,19 @@ type Config struct {
 	// to peers (tests).
 	PeerCreds  credentials.TransportCredentials
 	PeerDialer func(ctx context.Context, addr string) (net.Conn, error)
+
+	// Recovery throttles this replica's recovery work: restoring a
+	// snapshot, applying the log while it catches up, and, as a leader,
+	// streaming a snapshot or catch-up entries to a follower. Nil: full
+	// speed. Replicas in one process may share one.
+	Recovery *recovery.Throttle
+	// RecoveryAlone says the replica is alone in its process (`router
+	// shard`): its state machine's recovery work, done while it does not
+	// serve, is then charged all the process's CPU (receiving and storing
+	// the log, garbage collection), not only the applying thread's
+	// (recovery.ProcessPacer). Replicas sharing a process (`router dev`,
+	// tests) must leave it false.
+	RecoveryAlone bool
 
 	// Int8MinRows and IVFMinRows are the trainer's (store.TrainerConfig).
 	Int8MinRows int
@@ -123,6 +138,20 @@ func Open(cfg Config) (*Replica, error) {
 	cols := server.NewCollections(server.CollectionsConfig{Legacy: cfg.Legacy, Kernel: cfg.Kernel, Observer: docs, Logger: cfg.Logger,
 		SegmentDir: segDir})
 	peerOpts := shard.DialOptions(cfg.PeerCreds, cfg.PeerDialer)
+	// A nil *Throttle in an interface would not be nil: pass none at all.
+	var (
+		smPace            store.Pacer
+		sendPace, receive raftgrpc.Pacer
+	)
+	switch {
+	case cfg.Recovery != nil && cfg.RecoveryAlone:
+		// One pacer for both: each piece is charged the process's CPU
+		// since the previous piece of either.
+		whole := cfg.Recovery.WholeProcess()
+		smPace, sendPace, receive = whole, cfg.Recovery, whole
+	case cfg.Recovery != nil:
+		smPace, sendPace, receive = cfg.Recovery, cfg.Recovery, cfg.Recovery
+	}
 	node, err := raftnode.Open(raftnode.Config{
 		DataDir:           cfg.DataDir,
 		InMemory:          cfg.InMemory,
@@ -135,7 +164,9 @@ func Open(cfg Config) (*Replica, error) {
 		SnapshotThreshold: cfg.SnapshotThreshold,
 		TrailingLogs:      cfg.TrailingLogs,
 		DialOptions:       peerOpts,
-		StateMachine:      server.NewStateMachine(cols, cfg.Logger),
+		Pace:              sendPace,
+		ReceivePace:       receive,
+		StateMachine:      server.NewStateMachine(cols, cfg.Logger, smPace),
 		RaftLogLevel:      cfg.RaftLogLevel,
 		Logger:            cfg.Logger,
 	})

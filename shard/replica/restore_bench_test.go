@@ -33,7 +33,7 @@ func benchRestore(b *testing.B, place32 string) {
 	legacy := catalog.Settings{Dim: dim, Float32: place32}
 	cols := server.NewCollections(server.CollectionsConfig{Legacy: legacy, Kernel: vector.Generic()})
 	src := cols.Legacy()
-	sm := server.NewStateMachine(cols, nil)
+	sm := server.NewStateMachine(cols, nil, nil)
 	rng := rand.New(rand.NewPCG(1, 2))
 	var index uint64
 	up := &shardpb.UpsertCommand{Placement: &shardpb.Placement{Fingerprint: place.Fingerprint, Shard: place.Shard}}
@@ -63,7 +63,7 @@ func benchRestore(b *testing.B, place32 string) {
 		into := server.NewCollections(server.CollectionsConfig{Legacy: legacy, Kernel: vector.Generic(), SegmentDir: b.TempDir()})
 		mem := into.Legacy()
 		require.Equal(b, place32 == catalog.Float32OnDisk, mem.OnDisk())
-		applied, err := server.NewStateMachine(into, nil).Restore(bytes.NewReader(buf.Bytes()))
+		applied, err := server.NewStateMachine(into, nil, nil).Restore(bytes.NewReader(buf.Bytes()))
 		require.NoError(b, err)
 		require.Equal(b, index, applied)
 		require.Equal(b, rows, mem.Len())

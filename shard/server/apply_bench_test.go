@@ -41,7 +41,7 @@ func BenchmarkApplyUpsert(b *testing.B) {
 		logs[e] = data
 	}
 	cols := NewCollections(CollectionsConfig{Legacy: catalog.Settings{Dim: dim}, Kernel: vector.Generic()})
-	sm := NewStateMachine(cols, slog.New(slog.DiscardHandler))
+	sm := NewStateMachine(cols, slog.New(slog.DiscardHandler), nil)
 	i := 0
 	for b.Loop() {
 		res, _ := sm.Apply(raftnode.Entry{Index: uint64(i + 1), Data: logs[i%entries], Serving: true}).(applyResult)

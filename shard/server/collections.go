@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -183,13 +184,13 @@ func (c *Collections) newCollection(name string, uid uint64, s catalog.Settings,
 	if name == shard.LegacyCollection && uid == 0 && s == c.cfg.Legacy {
 		col.mem = c.legacy
 		col.mem.Reset(p, nil, 0)
-		_ = col.mem.FinishRestore()
+		_ = col.mem.FinishRestore(context.Background(), nil)
 		return col
 	}
 	col.mem = c.newStore(name, uid, s)
 	if p != (store.Placement{}) {
 		col.mem.Reset(p, nil, 0)
-		_ = col.mem.FinishRestore()
+		_ = col.mem.FinishRestore(context.Background(), nil)
 	}
 	return col
 }
@@ -314,7 +315,7 @@ func (c *Collections) removed(col *collection) {
 	}
 	if col.mem == c.legacy {
 		col.mem.Reset(store.Placement{}, nil, 0)
-		_ = col.mem.FinishRestore()
+		_ = col.mem.FinishRestore(context.Background(), nil)
 	} else if col.mem.OnDisk() {
 		// Close waits for scans under way, so not with c.mu held; its
 		// files go once no snapshot view holds them either.

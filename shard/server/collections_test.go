@@ -46,7 +46,7 @@ type machine struct {
 func newMachine(t *testing.T, legacy catalog.Settings) *machine {
 	cols := NewCollections(CollectionsConfig{Legacy: legacy, Kernel: vector.Generic(), SegmentDir: t.TempDir()})
 	t.Cleanup(cols.Close)
-	return &machine{t: t, cols: cols, sm: NewStateMachine(cols, nil).(*stateMachine), next: 1}
+	return &machine{t: t, cols: cols, sm: NewStateMachine(cols, nil, nil).(*stateMachine), next: 1}
 }
 
 func (m *machine) apply(cmd *shardpb.Command) applyResult {
@@ -329,7 +329,7 @@ func BenchmarkEmptyCollection(b *testing.B) {
 				cols.startTrainers(func(c *collection) *store.Trainer {
 					return store.StartTrainer(c.mem, idleProposer{}, store.TrainerConfig{})
 				})
-				sm := NewStateMachine(cols, nil)
+				sm := NewStateMachine(cols, nil, nil)
 				before := heapInUse()
 				for i, e := range entries {
 					if res := sm.Apply(raftnode.Entry{Index: uint64(i + 1), Data: e}).(applyResult); res.err != nil {
@@ -436,7 +436,7 @@ func TestLegacyCollectionIsAdoptedByItsCreate(t *testing.T) {
 func TestSegmentFilesFollowTheCatalog(t *testing.T) {
 	dir := t.TempDir()
 	cols := NewCollections(CollectionsConfig{Kernel: vector.Generic(), SegmentDir: dir})
-	m := &machine{t: t, cols: cols, sm: NewStateMachine(cols, nil).(*stateMachine), next: 1}
+	m := &machine{t: t, cols: cols, sm: NewStateMachine(cols, nil, nil).(*stateMachine), next: 1}
 	files := func() []string {
 		t.Helper()
 		got, err := filepath.Glob(filepath.Join(dir, "*", "*.npy"))

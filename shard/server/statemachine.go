@@ -23,15 +23,22 @@ import (
 type stateMachine struct {
 	cols *Collections
 	log  *slog.Logger
+	// pace runs recovery work at a bounded share of the cores: a
+	// snapshot's restore, and the entries applied while the replica does
+	// not serve (it is catching up). Nil: full speed.
+	pace store.Pacer
 }
 
 // NewStateMachine returns the state machine that applies a shard's log to
-// cols, for raftnode.Config.
-func NewStateMachine(cols *Collections, log *slog.Logger) raftnode.StateMachine {
+// cols, for raftnode.Config. pace, when not nil, throttles its recovery
+// work (restoring a snapshot, applying the log while not serving); the
+// entries a serving replica applies are never throttled, so writes are
+// acknowledged at full speed.
+func NewStateMachine(cols *Collections, log *slog.Logger, pace store.Pacer) raftnode.StateMachine {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &stateMachine{cols: cols, log: log}
+	return &stateMachine{cols: cols, log: log, pace: pace}
 }
 
 // applyResult is what Apply returns to the leader that proposed the entry.
@@ -45,8 +52,23 @@ type applyResult struct {
 	catalog catalogAnswer
 }
 
-// Apply implements raftnode.StateMachine.
+// Apply implements raftnode.StateMachine. An entry applied while the
+// replica does not serve is catch-up (a restart replaying its log, a
+// wiped replica rebuilt from its leader's): nobody reads this replica
+// meanwhile and the group commits without it, so it runs under the
+// recovery budget; a serving replica's entries never wait.
 func (f *stateMachine) Apply(e raftnode.Entry) any {
+	if e.Serving || f.pace == nil {
+		return f.applyEntry(e)
+	}
+	var res any
+	// The context never ends: a committed entry must be applied, and a
+	// wait ended early would only skip the pause after it.
+	_ = f.pace.Do(context.Background(), func() { res = f.applyEntry(e) })
+	return res
+}
+
+func (f *stateMachine) applyEntry(e raftnode.Entry) any {
 	var cmd shardpb.Command
 	if err := proto.Unmarshal(e.Data, &cmd); err != nil {
 		// Only our own leader proposes entries, so this is a bug; every

@@ -129,7 +129,7 @@ func TestIVFBuildBesideWrites(t *testing.T) {
 	built, err = mem.BuildIndex(context.Background())
 	require.NoError(t, err)
 	require.False(t, built)
-	require.NoError(t, mem.FinishRestore())
+	require.NoError(t, mem.FinishRestore(context.Background(), nil))
 	require.False(t, mem.IndexReady(), "restored: not ready until built")
 	require.False(t, mem.Int8Ready())
 	built, err = mem.BuildIndex(context.Background())

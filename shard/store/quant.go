@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -130,15 +131,9 @@ func (m *Memory) trainInt8() ([]byte, error) {
 // alike: it scans exactly.
 func (m *Memory) applyInt8Scale(b []byte) error {
 	m.codes = nil
-	if m.quantization != QuantInt8 || b == nil {
-		return nil
-	}
-	var s quant.Scale
-	if err := s.UnmarshalBinary(b); err != nil {
-		return fmt.Errorf("int8 scale: %w", err)
-	}
-	if s.Dim() != m.dim {
-		return fmt.Errorf("int8 scale is %d-D, the store %d-D", s.Dim(), m.dim)
+	s, ok, err := m.int8Scale(b)
+	if !ok {
+		return err
 	}
 	c, err := quant.Encode(s, m.rowsView())
 	if err != nil {
@@ -148,12 +143,43 @@ func (m *Memory) applyInt8Scale(b []byte) error {
 	return nil
 }
 
+// int8Scale decodes a committed scale for this store; ok is false when
+// the store keeps no codes (not int8, no scale, or one it cannot use:
+// err says why).
+func (m *Memory) int8Scale(b []byte) (s quant.Scale, ok bool, err error) {
+	if m.quantization != QuantInt8 || b == nil {
+		return s, false, nil
+	}
+	if err := s.UnmarshalBinary(b); err != nil {
+		return s, false, fmt.Errorf("int8 scale: %w", err)
+	}
+	if s.Dim() != m.dim {
+		return s, false, fmt.Errorf("int8 scale is %d-D, the store %d-D", s.Dim(), m.dim)
+	}
+	return s, true, nil
+}
+
+// Pacer runs recovery work at a bounded share of the cores
+// (recovery.Throttle); nil runs it at full speed.
+type Pacer interface {
+	// Do runs work on the calling goroutine and then waits until the
+	// work's CPU time fits the budget.
+	Do(ctx context.Context, work func()) error
+}
+
+// encodeChunk is how many rows FinishRestore encodes in one paced piece
+// (about 2 ms of CPU at 1536-D, under recovery's 20 ms burst).
+const encodeChunk = 256
+
 // FinishRestore encodes every row once a snapshot restore has loaded them
-// (Reset leaves the codes out so the rows are encoded in one parallel
-// pass, not row by row).
-func (m *Memory) FinishRestore() error {
+// (Reset leaves the codes out so the rows are encoded in one pass, not row
+// by row). Without a pacer the pass runs on every core; with one it runs
+// on the calling goroutine a chunk at a time under the pacer, so a replica
+// rebuilding does not take the cores of the replicas beside it that serve.
+// It is called from the goroutine that applies the log (the state
+// machine's restore), so no write changes the rows while it runs.
+func (m *Memory) FinishRestore(ctx context.Context, pace Pacer) error {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	m.ivf.restoring = false
 	if m.indexKind == IndexIVF && m.trained[TrainedIVFCentroids] != nil {
 		// The index, built in the background, will hold the codes; until
@@ -161,10 +187,43 @@ func (m *Memory) FinishRestore() error {
 		// would only cost the time and memory of encoding every row.
 		m.codes = nil
 		if err := m.setIVFTrained(false); err == nil {
+			m.mu.Unlock()
 			return nil
 		}
 		// Unusable centroids: serve as a flat int8 store, as every
 		// replica does.
 	}
-	return m.applyInt8Scale(m.trained[TrainedInt8Scale])
+	if pace == nil {
+		defer m.mu.Unlock()
+		return m.applyInt8Scale(m.trained[TrainedInt8Scale])
+	}
+	m.codes = nil
+	s, ok, err := m.int8Scale(m.trained[TrainedInt8Scale])
+	n := len(m.ids)
+	m.mu.Unlock()
+	if !ok {
+		return err
+	}
+	c := quant.NewCodes(s)
+	for lo := 0; lo < n; lo += encodeChunk {
+		err := pace.Do(ctx, func() {
+			m.mu.RLock()
+			defer m.mu.RUnlock()
+			for i := lo; i < min(lo+encodeChunk, n); i++ {
+				c.Append(m.row(i))
+			}
+		})
+		if err != nil {
+			return fmt.Errorf("int8 codes of a restored store: %w", err)
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.ids) != n {
+		// Only the caller writes to the store, so this is a bug; encode
+		// what is there rather than keep codes of other rows.
+		return m.applyInt8Scale(m.trained[TrainedInt8Scale])
+	}
+	m.codes = c
+	return nil
 }

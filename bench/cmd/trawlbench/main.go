@@ -6,6 +6,7 @@
 //	trawlbench peer             # trawl IVF against Weaviate HNSW, writes RESULTS-peer.md and its chart
 //	trawlbench bulkload [-quick] # a bulk load on a healthy 3 × 3 cluster while clients search two routers
 //	trawlbench killloop         # one replica SIGKILLed and restarted in a loop while clients search
+//	trawlbench rebuild          # p99 while one wiped replica of every shard rebuilds, by --recovery-cpu
 //
 // load works against any router; suite builds the router binary, starts
 // real `router shard` and `router serve` processes, injects faults with
@@ -45,6 +46,8 @@ func main() {
 		err = runBulkLoad(ctx, os.Args[2:])
 	case "killloop":
 		err = runKillLoop(ctx, os.Args[2:])
+	case "rebuild":
+		err = runRebuild(ctx, os.Args[2:])
 	default:
 		usage()
 	}
@@ -55,7 +58,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: trawlbench load [flags] | trawlbench suite [flags] | trawlbench peer [flags] | trawlbench bulkload [flags] | trawlbench killloop [flags]  (-h for flags)")
+	fmt.Fprintln(os.Stderr, "usage: trawlbench load [flags] | trawlbench suite [flags] | trawlbench peer [flags] | trawlbench bulkload [flags] | trawlbench killloop [flags] | trawlbench rebuild [flags]  (-h for flags)")
 	os.Exit(2)
 }
 
