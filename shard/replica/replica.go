@@ -71,6 +71,10 @@ type Config struct {
 	PeerCreds  credentials.TransportCredentials
 	PeerDialer func(ctx context.Context, addr string) (net.Conn, error)
 
+	// SegmentRows is how many rows a float32 segment file holds
+	// (server.CollectionsConfig; segment.SegmentRows if zero).
+	SegmentRows int
+
 	// Int8MinRows and IVFMinRows are the trainer's (store.TrainerConfig).
 	Int8MinRows int
 	IVFMinRows  int
@@ -121,7 +125,7 @@ func Open(cfg Config) (*Replica, error) {
 		segDir = filepath.Join(cfg.DataDir, SegmentDir)
 	}
 	cols := server.NewCollections(server.CollectionsConfig{Legacy: cfg.Legacy, Kernel: cfg.Kernel, Observer: docs, Logger: cfg.Logger,
-		SegmentDir: segDir})
+		SegmentDir: segDir, SegmentRows: cfg.SegmentRows})
 	peerOpts := shard.DialOptions(cfg.PeerCreds, cfg.PeerDialer)
 	node, err := raftnode.Open(raftnode.Config{
 		DataDir:           cfg.DataDir,

@@ -71,6 +71,10 @@ type CollectionsConfig struct {
 	// every collection keeps its float32 rows in memory (a replica without
 	// a data directory).
 	SegmentDir string
+	// SegmentRows is how many rows a segment file holds, a power of two
+	// (segment.SegmentRows of the collection's dimension if zero): tests
+	// use small segments to seal and compact often.
+	SegmentRows int
 }
 
 // Collections is a replica's catalog and one store per collection: the
@@ -159,7 +163,11 @@ func (c *Collections) newStore(name string, uid uint64, s catalog.Settings) *sto
 	var opts []store.MemoryOption
 	if s.Float32 == catalog.Float32OnDisk && c.cfg.SegmentDir != "" {
 		dir := filepath.Join(c.cfg.SegmentDir, fmt.Sprintf("%s.%d", name, uid))
-		set, err := segment.Open(dir, s.Dim)
+		rows := c.cfg.SegmentRows
+		if rows == 0 {
+			rows = segment.SegmentRows(s.Dim)
+		}
+		set, err := segment.OpenRows(dir, s.Dim, rows)
 		if err != nil {
 			c.log.Error("float32 rows kept in memory: segment directory unusable", "collection", name, "dir", dir, "err", err)
 		} else {
