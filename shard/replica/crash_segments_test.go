@@ -35,7 +35,7 @@ type docState struct {
 
 // crashSegRows is the crash children's segment size: small, so that
 // segments seal and compact many times a round.
-const crashSegRows = 512
+const crashSegRows = 32
 
 // TestCrashDuringSealAndCompaction kills a shard process 24 times while
 // writers append, overwrite and delete (so segment files seal, and
@@ -170,7 +170,7 @@ func TestCrashDuringSealAndCompaction(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	require.Greater(t, len(acked), 1000, "the test wrote too few documents to fill and compact segments")
+	require.Greater(t, len(acked), 500, "the test wrote too few documents to fill and compact segments")
 	// The restarts linked their snapshot's files rather than stream rows.
 	b, err := os.ReadFile(filepath.Join(base, childLog))
 	require.NoError(t, err)
@@ -247,4 +247,3 @@ func crashWrite(ctx context.Context, c *client.Conn, r *rand.Rand, mu *sync.Mute
 	mu.Unlock()
 	return nil
 }
-

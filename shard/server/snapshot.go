@@ -125,6 +125,31 @@ func (s *snapshot) Persist(w raftnode.SnapshotSink) error {
 	return nil
 }
 
+// encodeLists is CollectionHeader.ivf_lists of each row's IVF list.
+func encodeLists(lists []int32) []byte {
+	if lists == nil {
+		return nil
+	}
+	b := make([]byte, 0, 4*len(lists))
+	for _, l := range lists {
+		b = binary.LittleEndian.AppendUint32(b, uint32(l))
+	}
+	return b
+}
+
+// decodeLists reads CollectionHeader.ivf_lists for rows rows; nil when
+// absent or of another length (the index is then built from the rows).
+func decodeLists(b []byte, rows int) []int32 {
+	if len(b) == 0 || len(b) != 4*rows {
+		return nil
+	}
+	out := make([]int32, rows)
+	for i := range out {
+		out[i] = int32(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return out
+}
+
 // snapshotFileName is a segment file's name in a snapshot.
 func snapshotFileName(col *collection, file string) string {
 	return fmt.Sprintf("%s.%d-%s", col.name, col.uid, file)
@@ -152,6 +177,7 @@ func (sec snapshotSection) persistSegments(bw *bufio.Writer, w raftnode.Snapshot
 		Count:     uint64(v.Len()),
 		Trained:   v.Trained(),
 		Segments:  pm,
+		IvfLists:  encodeLists(v.IVFLists()),
 	}
 	if err := writeHeader(bw, hdr); err != nil {
 		return err
@@ -186,6 +212,7 @@ func (sec snapshotSection) persist(bw *bufio.Writer) error {
 		Placement: &shardpb.Placement{Fingerprint: p.Fingerprint, Shard: p.Shard},
 		Count:     uint64(n),
 		Trained:   v.Trained(),
+		IvfLists:  encodeLists(v.IVFLists()),
 	}
 	if err := writeHeader(bw, hdr); err != nil {
 		return err
@@ -401,11 +428,12 @@ func (f *stateMachine) restoreSegments(col *collection, sec *shardpb.CollectionH
 	if err != nil {
 		return err
 	}
-	if err := mem.FinishRestore(); err != nil {
+	lists := decodeLists(sec.GetIvfLists(), len(recs))
+	if err := mem.FinishRestoreIVF(lists); err != nil {
 		f.log.Error("restored int8 scale not usable; scanning exactly", "collection", col.name, "err", err)
 	}
 	f.log.Info("segments restored", "collection", col.name, "rows", len(recs), "files", len(man.Files),
-		"took", time.Since(t0).Round(time.Millisecond))
+		"ivf_lists_restored", lists != nil && mem.IVFIndexed(), "took", time.Since(t0).Round(time.Millisecond))
 	return nil
 }
 
@@ -489,7 +517,7 @@ func (f *stateMachine) restoreRows(br *bufio.Reader, col *collection, sec *shard
 	if err := flush(); err != nil {
 		return 0, err
 	}
-	if err := mem.FinishRestore(); err != nil {
+	if err := mem.FinishRestoreIVF(decodeLists(sec.GetIvfLists(), int(total))); err != nil {
 		f.log.Error("restored int8 scale not usable; scanning exactly", "collection", col.name, "err", err)
 	}
 	return int(total), nil

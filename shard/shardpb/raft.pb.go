@@ -639,7 +639,12 @@ type CollectionHeader struct {
 	Count     uint64                 `protobuf:"varint,4,opt,name=count,proto3" json:"count,omitempty"`
 	Trained   map[string][]byte      `protobuf:"bytes,5,rep,name=trained,proto3" json:"trained,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// segments is set (format 3) when the rows are segment files.
-	Segments      *SegmentManifest `protobuf:"bytes,6,opt,name=segments,proto3" json:"segments,omitempty"`
+	Segments *SegmentManifest `protobuf:"bytes,6,opt,name=segments,proto3" json:"segments,omitempty"`
+	// ivf_lists is the IVF list of each row (one little-endian int32 a
+	// row, in row order) in the index of the trained centroids, when that
+	// index was current: a restore builds the index from it without
+	// assigning any row again. Empty: the index is built from the rows.
+	IvfLists      []byte `protobuf:"bytes,7,opt,name=ivf_lists,json=ivfLists,proto3" json:"ivf_lists,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -712,6 +717,13 @@ func (x *CollectionHeader) GetTrained() map[string][]byte {
 func (x *CollectionHeader) GetSegments() *SegmentManifest {
 	if x != nil {
 		return x.Segments
+	}
+	return nil
+}
+
+func (x *CollectionHeader) GetIvfLists() []byte {
+	if x != nil {
+		return x.IvfLists
 	}
 	return nil
 }
@@ -1040,14 +1052,15 @@ const file_raft_proto_rawDesc = "" +
 	"\acatalog\x18\a \x01(\v2\x1f.trawl.shard.v1.CatalogResponseR\acatalog\x1a:\n" +
 	"\fTrainedEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"\xc9\x02\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"\xe6\x02\n" +
 	"\x10CollectionHeader\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
 	"\x03uid\x18\x02 \x01(\x04R\x03uid\x127\n" +
 	"\tplacement\x18\x03 \x01(\v2\x19.trawl.shard.v1.PlacementR\tplacement\x12\x14\n" +
 	"\x05count\x18\x04 \x01(\x04R\x05count\x12G\n" +
 	"\atrained\x18\x05 \x03(\v2-.trawl.shard.v1.CollectionHeader.TrainedEntryR\atrained\x12;\n" +
-	"\bsegments\x18\x06 \x01(\v2\x1f.trawl.shard.v1.SegmentManifestR\bsegments\x1a:\n" +
+	"\bsegments\x18\x06 \x01(\v2\x1f.trawl.shard.v1.SegmentManifestR\bsegments\x12\x1b\n" +
+	"\tivf_lists\x18\a \x01(\fR\bivfLists\x1a:\n" +
 	"\fTrainedEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"\xb1\x01\n" +

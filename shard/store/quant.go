@@ -152,6 +152,14 @@ func (m *Memory) applyInt8Scale(b []byte) error {
 // (Reset leaves the codes out so the rows are encoded in one parallel
 // pass, not row by row).
 func (m *Memory) FinishRestore() error {
+	return m.FinishRestoreIVF(nil)
+}
+
+// FinishRestoreIVF is FinishRestore with each restored row's IVF list,
+// as the snapshot recorded them (View.IVFLists; nil when it has none):
+// an IVF store then builds its index from them at once, encoding the
+// rows but assigning none, instead of in the background.
+func (m *Memory) FinishRestoreIVF(lists []int32) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.ivf.restoring = false
@@ -161,6 +169,9 @@ func (m *Memory) FinishRestore() error {
 		// would only cost the time and memory of encoding every row.
 		m.codes = nil
 		if err := m.setIVFTrained(false); err == nil {
+			if lists != nil {
+				m.buildAssignedLocked(lists)
+			}
 			return nil
 		}
 		// Unusable centroids: serve as a flat int8 store, as every

@@ -77,18 +77,32 @@ func (f *Frozen) Sync() error {
 	return nil
 }
 
-// Restore returns the set of m's rows in dir, emptied first. place puts
-// each of m's files at the path it is given in dir (a hard link to a
-// snapshot's file, or a copy of one received); Restore then maps it, and
-// the set goes on appending after the rows m records. Rows past a file's
-// recorded rows (written after the manifest was taken) are overwritten.
+// Restore returns the set of m's rows in dir. place puts each of m's
+// files at the path it is given in dir (a hard link to a snapshot's file,
+// or a copy of one received); Restore then maps it, and the set goes on
+// appending after the rows m records. Rows past a file's recorded rows
+// (written after the manifest was taken) are overwritten.
+//
+// Files already in dir are left alone: they may be a previous set's,
+// held by a Frozen view until it is released. The restored files get
+// names no file in dir has.
 func Restore(dir string, m Manifest, place func(f File, path string) error) (_ *Set, err error) {
 	if m.Dim <= 0 || m.SegRows <= 0 || m.SegRows&(m.SegRows-1) != 0 || m.SegRows > MaxSegmentRows {
 		return nil, fmt.Errorf("segment manifest: %d-D rows in segments of %d", m.Dim, m.SegRows)
 	}
-	s, err := OpenRows(dir, m.Dim, m.SegRows)
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return nil, fmt.Errorf("segment directory: %w", err)
+	}
+	old, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("segment directory: %w", err)
+	}
+	s := &Set{dir: dir, dim: m.Dim, shift: uint8(bits.TrailingZeros(uint(m.SegRows))), active: -1, sealed: -1, seq: m.Seq}
+	for _, e := range old {
+		var n uint64
+		if _, err := fmt.Sscanf(e.Name(), "%d"+Ext, &n); err == nil {
+			s.seq = max(s.seq, n+1)
+		}
 	}
 	defer func() {
 		if err != nil {
@@ -103,12 +117,15 @@ func Restore(dir string, m Manifest, place func(f File, path string) error) (_ *
 		if _, dup := rows[f.Number]; dup || f.Rows < 0 || f.Rows > m.SegRows {
 			return nil, fmt.Errorf("segment manifest: file %q: segment %d with %d rows", f.Name, f.Number, f.Rows)
 		}
-		path := filepath.Join(dir, f.Name)
+		path := filepath.Join(dir, fmt.Sprintf("%06d%s", s.seq, Ext))
+		s.seq++
 		if err := place(f, path); err != nil {
+			_ = os.Remove(path)
 			return nil, fmt.Errorf("segment file %s: %w", f.Name, err)
 		}
 		g, err := openFile(path, m.SegRows, m.Dim)
 		if err != nil {
+			_ = os.Remove(path)
 			return nil, err
 		}
 		if g.room < f.Rows {
@@ -129,7 +146,6 @@ func Restore(dir string, m Manifest, place func(f File, path string) error) (_ *
 		s.live[n]++
 	}
 	s.slots = m.Slots
-	s.seq = m.Seq
 	s.active = -1
 	if m.Active >= 0 {
 		r, ok := rows[m.Active]
