@@ -177,6 +177,8 @@ type fileSink struct {
 	raft.SnapshotSink
 	dir   string
 	files []*shardpb.SnapshotFile
+	// closed: raft closes a sink after Persist, which closes it too.
+	closed bool
 }
 
 // Link implements SnapshotSink.
@@ -203,6 +205,10 @@ func (s *fileSink) Links() bool { return true }
 // directory entries of the links, are durable before raft counts the
 // snapshot as taken.
 func (s *fileSink) Close() error {
+	if s.closed {
+		return nil
+	}
+	s.closed = true
 	if len(s.files) > 0 {
 		token := make([]byte, 16)
 		_, _ = rand.Read(token)

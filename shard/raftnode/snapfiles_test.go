@@ -31,6 +31,7 @@ func takeSnapshot(t *testing.T, s *fileStore, index uint64, state []byte, files 
 		}
 	}
 	require.NoError(t, fs.Close())
+	require.NoError(t, fs.Close(), "raft closes the sink Persist closed")
 	return sink.ID()
 }
 
