@@ -626,12 +626,15 @@ func (n *Node) monitor() {
 			n.leaderCommit.Store(0)
 		case raft.Follower, raft.Candidate:
 			serving, by = contact(), byContact
-			if applied, lc := n.AppliedIndex(), n.leaderCommit.Load(); lc > applied+1000 && time.Since(lastLog) > 2*time.Second {
-				lastLog = time.Now()
-				n.log.Info("catching up", "applied_index", applied, "leader_commit_index", lc)
-			}
 		}
 		applied := n.AppliedIndex()
+		// Progress of a replica not serving yet while it applies the log
+		// (replaying it after a restart, or catching up with a leader),
+		// every 2 s: restart time is the log written since the snapshot.
+		if target := max(n.leaderCommit.Load(), n.raft.CommitIndex()); !serving && target > applied && time.Since(lastLog) > 2*time.Second {
+			lastLog = time.Now()
+			n.log.Info("catching up: applying the log", "applied_index", applied, "commit_index", target)
+		}
 		if !serving {
 			by = 0
 		}
