@@ -21,8 +21,9 @@ type StateMachine interface {
 	// raft calls it between applies, so it is exactly that state.
 	Snapshot(applied uint64) (Snapshot, error)
 	// Restore replaces the state with a snapshot's and returns the index
-	// the snapshot was taken at.
-	Restore(r io.Reader) (applied uint64, err error)
+	// the snapshot was taken at. files places the files the snapshot's
+	// Persist linked; nil when it linked none.
+	Restore(r io.Reader, files SnapshotFiles) (applied uint64, err error)
 	// Ready reports whether the state can serve reads once caught up (an
 	// index still being built cannot).
 	Ready() bool
@@ -39,8 +40,9 @@ type Entry struct {
 
 // Snapshot is a frozen state being written out.
 type Snapshot interface {
-	// Persist writes the state to w.
-	Persist(w io.Writer) error
+	// Persist writes the state to w, and links into it the files that
+	// hold the rest (w.Links).
+	Persist(w SnapshotSink) error
 	// Release frees the frozen state.
 	Release()
 }
@@ -49,6 +51,9 @@ type Snapshot interface {
 type fsm struct {
 	sm      StateMachine
 	serving func() bool
+	// store finds this replica's own snapshots' files on a restore; nil
+	// InMemory.
+	store *fileStore
 	// applied is the index of the last command applied (raft's own
 	// AppliedIndex counts entries handed to the FSM goroutine, which may
 	// not have applied them yet, and entries that never reach it).
@@ -112,7 +117,15 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 // when a leader installs one. The replica is NOT_SERVING meanwhile.
 func (f *fsm) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
-	applied, err := f.sm.Restore(rc)
+	state, files, err := restoreFiles(rc, f.store)
+	if err != nil {
+		return err
+	}
+	var placed SnapshotFiles
+	if files != nil {
+		placed = files
+	}
+	applied, err := f.sm.Restore(state, placed)
 	if err != nil {
 		return err
 	}
@@ -124,7 +137,11 @@ type fsmSnapshot struct{ s Snapshot }
 
 // Persist implements raft.FSMSnapshot.
 func (s fsmSnapshot) Persist(sink raft.SnapshotSink) error {
-	if err := s.s.Persist(sink); err != nil {
+	var w SnapshotSink = Writer(sink)
+	if fs, ok := sink.(*fileSink); ok {
+		w = fs
+	}
+	if err := s.s.Persist(w); err != nil {
 		_ = sink.Cancel()
 		return err
 	}

@@ -39,6 +39,9 @@ const (
 	// DefaultTrailingLogs is how many entries a snapshot leaves in the log,
 	// so a follower a little behind catches up from the log, not a snapshot.
 	DefaultTrailingLogs = 512
+	// snapshotsRetained is how many snapshots the store keeps (raft
+	// reaps older ones, with their files).
+	snapshotsRetained = 2
 	// servingLag is how many committed entries a serving replica may trail
 	// its leader by while it keeps serving: applying is asynchronous, so a
 	// replica under a write stream is always an entry or two behind for a
@@ -304,6 +307,9 @@ func Open(cfg Config) (n *Node, err error) {
 	rc.SnapshotInterval = cfg.SnapshotInterval
 	rc.Logger = hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclogLevel(cfg.RaftLogLevel), Output: lw})
 	n.fsm = &fsm{sm: cfg.StateMachine, serving: n.Serving}
+	if fs, ok := n.snaps.(*fileStore); ok {
+		n.fsm.store = fs
+	}
 
 	if hadState {
 		log.Info("loading replica from its data directory", "dir", cfg.DataDir)
@@ -340,7 +346,7 @@ func Open(cfg Config) (n *Node, err error) {
 
 // openDisk opens the raft log and stable store (raft.db) and the snapshot
 // store in dir.
-func openDisk(dir string, log *slog.Logger, lw io.Writer) (*raftboltdb.BoltStore, raft.SnapshotStore, error) {
+func openDisk(dir string, log *slog.Logger, lw io.Writer) (*raftboltdb.BoltStore, *fileStore, error) {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, nil, fmt.Errorf("data directory: %w", err)
 	}
@@ -361,12 +367,12 @@ func openDisk(dir string, log *slog.Logger, lw io.Writer) (*raftboltdb.BoltStore
 		}
 		log.Info("removed snapshots left unfinished by a crash", "count", len(tmps))
 	}
-	snaps, err := raft.NewFileSnapshotStore(dir, 2, lw)
+	snaps, err := raft.NewFileSnapshotStore(dir, snapshotsRetained, lw)
 	if err != nil {
 		bolt.Close()
 		return nil, nil, fmt.Errorf("snapshot store: %w", err)
 	}
-	return bolt, snaps, nil
+	return bolt, &fileStore{FileSnapshotStore: snaps, dir: filepath.Join(dir, "snapshots")}, nil
 }
 
 // Register adds the Raft service to g, the shard's gRPC server.
@@ -630,12 +636,15 @@ func (n *Node) monitor() {
 			n.leaderCommit.Store(0)
 		case raft.Follower, raft.Candidate:
 			serving, by = contact(), byContact
-			if applied, lc := n.AppliedIndex(), n.leaderCommit.Load(); lc > applied+1000 && time.Since(lastLog) > 2*time.Second {
-				lastLog = time.Now()
-				n.log.Info("catching up", "applied_index", applied, "leader_commit_index", lc)
-			}
 		}
 		applied := n.AppliedIndex()
+		// Progress of a replica not serving yet while it applies the log
+		// (replaying it after a restart, or catching up with a leader),
+		// every 2 s: restart time is the log written since the snapshot.
+		if target := max(n.leaderCommit.Load(), n.raft.CommitIndex()); !serving && target > applied && time.Since(lastLog) > 2*time.Second {
+			lastLog = time.Now()
+			n.log.Info("catching up: applying the log", "applied_index", applied, "commit_index", target)
+		}
 		if !serving {
 			by = 0
 		}

@@ -36,7 +36,7 @@ func (c *counter) Snapshot(applied uint64) (Snapshot, error) {
 	return counterSnap{sum: c.sum, applied: applied}, nil
 }
 
-func (c *counter) Restore(r io.Reader) (uint64, error) {
+func (c *counter) Restore(r io.Reader, _ SnapshotFiles) (uint64, error) {
 	var b [16]byte
 	if _, err := io.ReadFull(r, b[:]); err != nil {
 		return 0, err
@@ -51,7 +51,7 @@ func (c *counter) Ready() bool { return true }
 
 type counterSnap struct{ sum, applied uint64 }
 
-func (s counterSnap) Persist(w io.Writer) error {
+func (s counterSnap) Persist(w SnapshotSink) error {
 	var b bytes.Buffer
 	_ = binary.Write(&b, binary.LittleEndian, s.sum)
 	_ = binary.Write(&b, binary.LittleEndian, s.applied)

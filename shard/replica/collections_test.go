@@ -528,7 +528,12 @@ func TestCollectionsSurviveARestart(t *testing.T) {
 	var hdr shardpb.SnapshotHeader
 	require.NoError(t, protodelim.UnmarshalFrom(bufio.NewReader(f), &hdr))
 	f.Close()
-	require.EqualValues(t, 2, hdr.GetFormat())
+	// Format 3: the int8 and IVF collections' rows are segment files
+	// (on_disk, their default), linked into the snapshot.
+	require.EqualValues(t, 3, hdr.GetFormat())
+	links, err := filepath.Glob(filepath.Join(filepath.Dir(snaps()[0]), "files", "*.npy"))
+	require.NoError(t, err)
+	require.NotEmpty(t, links, "the on_disk collections' segment files are linked into the snapshot")
 	for _, e := range hdr.GetCatalog().GetCollections() {
 		require.NotEqual(t, "gone", e.GetName(), "the snapshot after the drop lacks it")
 	}

@@ -38,6 +38,8 @@ const (
 	// childFloat32Env is the legacy collection's float32 placement.
 	childFloat32Env = "TRAWL_SHARD_CRASH_FLOAT32"
 	childAddrEnv    = "TRAWL_SHARD_CRASH_ADDR"
+	// childSegRowsEnv is the rows of a segment file (0: the default).
+	childSegRowsEnv = "TRAWL_SHARD_CRASH_SEGROWS"
 	// childLog is the children's log, beside their data directory.
 	childLog = "child.log"
 )
@@ -71,8 +73,10 @@ func runChild() {
 	if err != nil {
 		fail(err)
 	}
+	segRows, _ := strconv.Atoi(os.Getenv(childSegRowsEnv))
 	rep, err := Open(Config{
-		Legacy: catalog.Settings{Dim: testDim, Metric: vector.Euclidean, Float32: os.Getenv(childFloat32Env)}, Kernel: vector.Generic(),
+		SegmentRows: segRows,
+		Legacy:      catalog.Settings{Dim: testDim, Metric: vector.Euclidean, Float32: os.Getenv(childFloat32Env)}, Kernel: vector.Generic(),
 		DataDir: os.Getenv(childDirEnv), Advertise: addr, Logger: quiet,
 		HeartbeatTimeout: 200 * time.Millisecond, ElectionTimeout: 200 * time.Millisecond,
 	})

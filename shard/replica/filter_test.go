@@ -18,6 +18,7 @@ import (
 	"github.com/trawl-search/trawl/filter/filtertest"
 	"github.com/trawl-search/trawl/shard"
 	"github.com/trawl-search/trawl/shard/client"
+	"github.com/trawl-search/trawl/shard/raftnode"
 	"github.com/trawl-search/trawl/shard/server"
 	"github.com/trawl-search/trawl/shard/shardpb"
 	"github.com/trawl-search/trawl/shard/store"
@@ -218,10 +219,10 @@ func TestFilteredSearchIsTheTopKOfTheMatchingRows(t *testing.T) {
 			snap, err := server.NewStateMachine(rep.Collections, nil, nil).Snapshot(rep.Node.AppliedIndex())
 			require.NoError(t, err)
 			var buf bytes.Buffer
-			require.NoError(t, snap.Persist(&buf))
+			require.NoError(t, snap.Persist(raftnode.Writer(&buf)))
 			snap.Release()
 			cols := server.NewCollections(server.CollectionsConfig{Legacy: cfg.Legacy, Kernel: vector.Generic()})
-			_, err = server.NewStateMachine(cols, nil, nil).Restore(&buf)
+			_, err = server.NewStateMachine(cols, nil, nil).Restore(&buf, nil)
 			require.NoError(t, err)
 			restored, ok := cols.Store(shard.LegacyCollection)
 			require.True(t, ok, "the snapshot holds the legacy collection")

@@ -85,6 +85,9 @@ type Config struct {
 	// (recovery.ProcessPacer). Replicas sharing a process (`router dev`,
 	// tests) must leave it false.
 	RecoveryAlone bool
+	// SegmentRows is how many rows a float32 segment file holds
+	// (server.CollectionsConfig; segment.SegmentRows if zero).
+	SegmentRows int
 
 	// Int8MinRows and IVFMinRows are the trainer's (store.TrainerConfig).
 	Int8MinRows int
@@ -136,7 +139,7 @@ func Open(cfg Config) (*Replica, error) {
 		segDir = filepath.Join(cfg.DataDir, SegmentDir)
 	}
 	cols := server.NewCollections(server.CollectionsConfig{Legacy: cfg.Legacy, Kernel: cfg.Kernel, Observer: docs, Logger: cfg.Logger,
-		SegmentDir: segDir})
+		SegmentDir: segDir, SegmentRows: cfg.SegmentRows})
 	peerOpts := shard.DialOptions(cfg.PeerCreds, cfg.PeerDialer)
 	// A nil *Throttle in an interface would not be nil: pass none at all.
 	var (

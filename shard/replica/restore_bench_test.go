@@ -55,7 +55,7 @@ func benchRestore(b *testing.B, place32 string) {
 	snap, err := sm.Snapshot(index)
 	require.NoError(b, err)
 	var buf bytes.Buffer
-	require.NoError(b, snap.Persist(&buf))
+	require.NoError(b, snap.Persist(raftnode.Writer(&buf)))
 	snap.Release()
 	b.SetBytes(int64(buf.Len()))
 	b.ResetTimer()
@@ -63,7 +63,7 @@ func benchRestore(b *testing.B, place32 string) {
 		into := server.NewCollections(server.CollectionsConfig{Legacy: legacy, Kernel: vector.Generic(), SegmentDir: b.TempDir()})
 		mem := into.Legacy()
 		require.Equal(b, place32 == catalog.Float32OnDisk, mem.OnDisk())
-		applied, err := server.NewStateMachine(into, nil, nil).Restore(bytes.NewReader(buf.Bytes()))
+		applied, err := server.NewStateMachine(into, nil, nil).Restore(bytes.NewReader(buf.Bytes()), nil)
 		require.NoError(b, err)
 		require.Equal(b, index, applied)
 		require.Equal(b, rows, mem.Len())

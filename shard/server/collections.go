@@ -72,6 +72,10 @@ type CollectionsConfig struct {
 	// every collection keeps its float32 rows in memory (a replica without
 	// a data directory).
 	SegmentDir string
+	// SegmentRows is how many rows a segment file holds, a power of two
+	// (segment.SegmentRows of the collection's dimension if zero): tests
+	// use small segments to seal and compact often.
+	SegmentRows int
 }
 
 // Collections is a replica's catalog and one store per collection: the
@@ -160,7 +164,11 @@ func (c *Collections) newStore(name string, uid uint64, s catalog.Settings) *sto
 	var opts []store.MemoryOption
 	if s.Float32 == catalog.Float32OnDisk && c.cfg.SegmentDir != "" {
 		dir := filepath.Join(c.cfg.SegmentDir, fmt.Sprintf("%s.%d", name, uid))
-		set, err := segment.Open(dir, s.Dim)
+		rows := c.cfg.SegmentRows
+		if rows == 0 {
+			rows = segment.SegmentRows(s.Dim)
+		}
+		set, err := segment.OpenRows(dir, s.Dim, rows)
 		if err != nil {
 			c.log.Error("float32 rows kept in memory: segment directory unusable", "collection", name, "dir", dir, "err", err)
 		} else {
@@ -184,13 +192,13 @@ func (c *Collections) newCollection(name string, uid uint64, s catalog.Settings,
 	if name == shard.LegacyCollection && uid == 0 && s == c.cfg.Legacy {
 		col.mem = c.legacy
 		col.mem.Reset(p, nil, 0)
-		_ = col.mem.FinishRestore(context.Background(), nil)
+		_ = col.mem.FinishRestore(context.Background(), nil, nil)
 		return col
 	}
 	col.mem = c.newStore(name, uid, s)
 	if p != (store.Placement{}) {
 		col.mem.Reset(p, nil, 0)
-		_ = col.mem.FinishRestore(context.Background(), nil)
+		_ = col.mem.FinishRestore(context.Background(), nil, nil)
 	}
 	return col
 }
@@ -315,7 +323,7 @@ func (c *Collections) removed(col *collection) {
 	}
 	if col.mem == c.legacy {
 		col.mem.Reset(store.Placement{}, nil, 0)
-		_ = col.mem.FinishRestore(context.Background(), nil)
+		_ = col.mem.FinishRestore(context.Background(), nil, nil)
 	} else if col.mem.OnDisk() {
 		// Close waits for scans under way, so not with c.mu held; its
 		// files go once no snapshot view holds them either.

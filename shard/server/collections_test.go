@@ -93,7 +93,7 @@ func (m *machine) snapshot() []byte {
 	require.NoError(m.t, err)
 	defer s.Release()
 	var buf bytes.Buffer
-	require.NoError(m.t, s.Persist(&buf))
+	require.NoError(m.t, s.Persist(raftnode.Writer(&buf)))
 	return buf.Bytes()
 }
 
@@ -153,7 +153,7 @@ func TestRestoreReplacesEveryCollection(t *testing.T) {
 	dst.create("a", 4, vector.Euclidean, catalog.QuantNone)
 	dst.create("a", 4, vector.Euclidean, catalog.QuantNone)
 	dst.upsert(&shardpb.CollectionRef{Name: "x"}, 4, 10, 9)
-	applied, err := dst.sm.Restore(bytes.NewReader(snap))
+	applied, err := dst.sm.Restore(bytes.NewReader(snap), nil)
 	require.NoError(t, err)
 	require.Equal(t, src.next-1, applied)
 
@@ -170,7 +170,7 @@ func TestRestoreReplacesEveryCollection(t *testing.T) {
 
 	// Written again, the snapshot is the same state.
 	again := newMachine(t, catalog.Settings{Dim: 8})
-	_, err = again.sm.Restore(bytes.NewReader(dst.snapshot()))
+	_, err = again.sm.Restore(bytes.NewReader(dst.snapshot()), nil)
 	require.NoError(t, err)
 	c2, r2, t2 := again.state()
 	require.True(t, proto.Equal(wantCat, c2))
@@ -237,7 +237,7 @@ func TestRestoreOfASnapshotWrittenBeforeCollections(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			m := newMachine(t, catalog.Settings{Dim: 8, Metric: vector.DotProduct})
 			m.create("other", 4, vector.Cosine, catalog.QuantNone)
-			applied, err := m.sm.Restore(bytes.NewReader(legacySnapshot(t, tc.snapDim, tc.rows, tc.placement, 42)))
+			applied, err := m.sm.Restore(bytes.NewReader(legacySnapshot(t, tc.snapDim, tc.rows, tc.placement, 42)), nil)
 			if tc.err != "" {
 				require.ErrorContains(t, err, tc.err)
 				return
@@ -263,7 +263,7 @@ func TestRestoreOfASnapshotWrittenBeforeCollections(t *testing.T) {
 			m.upsert(nil, 8, 5, 7)
 			require.Equal(t, tc.rows+5, m.cols.Legacy().Len())
 			again := newMachine(t, catalog.Settings{Dim: 8, Metric: vector.DotProduct})
-			_, err = again.sm.Restore(bytes.NewReader(m.snapshot()))
+			_, err = again.sm.Restore(bytes.NewReader(m.snapshot()), nil)
 			require.NoError(t, err)
 			c1, r1, _ := m.state()
 			c2, r2, _ := again.state()
@@ -406,7 +406,7 @@ func TestPayloadIndexDeclarationsTravelWithTheEntry(t *testing.T) {
 	// Removing one, and a snapshot round trip.
 	require.NoError(t, change(auth, true, index("lang", "")).err)
 	restored := newMachine(t, catalog.Defaults())
-	_, err := restored.sm.Restore(bytes.NewReader(auth.snapshot()))
+	_, err := restored.sm.Restore(bytes.NewReader(auth.snapshot()), nil)
 	require.NoError(t, err)
 	cat, _, _ := restored.state()
 	require.Len(t, cat.GetCollections(), 1)

@@ -9,6 +9,8 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"os"
+	"slices"
 	"time"
 
 	"google.golang.org/protobuf/encoding/protodelim"
@@ -19,6 +21,7 @@ import (
 	"github.com/trawl-search/trawl/shard/shardpb"
 	"github.com/trawl-search/trawl/shard/store"
 	"github.com/trawl-search/trawl/vector"
+	"github.com/trawl-search/trawl/vector/segment"
 )
 
 // Snapshot formats (SnapshotHeader.format).
@@ -29,6 +32,11 @@ const (
 	// formatCollections is the catalog, then for each of its collections
 	// in catalog (name) order a CollectionHeader and its rows.
 	formatCollections = 2
+	// formatSegments is formatCollections where a collection whose rows
+	// are segment files has their manifest in its CollectionHeader and
+	// its ids and payloads in place of its rows; the files are linked
+	// into the snapshot (raftnode.SnapshotSink.Link), not copied.
+	formatSegments = 3
 )
 
 // writeHeader writes a snapshot header with its maps (dropped, trained)
@@ -76,17 +84,35 @@ type snapshotSection struct {
 	v   *store.View
 }
 
-// Persist implements raftnode.Snapshot.
-func (s *snapshot) Persist(w io.Writer) error {
+// Persist implements raftnode.Snapshot. A collection whose rows are in
+// segment files is written as their manifest, its ids and payloads, and
+// the files linked into the snapshot once synced, when w links files;
+// every other collection streams its rows.
+func (s *snapshot) Persist(w raftnode.SnapshotSink) error {
 	t0 := time.Now()
 	bw := bufio.NewWriterSize(w, 1<<20)
-	hdr := &shardpb.SnapshotHeader{Format: formatCollections, Catalog: s.catalog, AppliedIndex: s.applied}
+	format := uint32(formatCollections)
+	if w.Links() {
+		for _, sec := range s.sections {
+			if _, ok := sec.v.Segments(); ok {
+				format = formatSegments
+			}
+		}
+	}
+	hdr := &shardpb.SnapshotHeader{Format: format, Catalog: s.catalog, AppliedIndex: s.applied}
 	if err := writeHeader(bw, hdr); err != nil {
 		return fmt.Errorf("snapshot: %w", err)
 	}
-	rows := 0
+	rows, linked := 0, 0
 	for _, sec := range s.sections {
-		if err := sec.persist(bw); err != nil {
+		var err error
+		if man, ok := sec.v.Segments(); ok && format == formatSegments {
+			err = sec.persistSegments(bw, w, man)
+			linked += len(man.Files)
+		} else {
+			err = sec.persist(bw)
+		}
+		if err != nil {
 			return fmt.Errorf("snapshot of collection %q: %w", sec.col.name, err)
 		}
 		rows += sec.v.Len()
@@ -94,7 +120,85 @@ func (s *snapshot) Persist(w io.Writer) error {
 	if err := bw.Flush(); err != nil {
 		return fmt.Errorf("snapshot: %w", err)
 	}
-	s.log.Info("snapshot written", "collections", len(s.sections), "rows", rows, "took", time.Since(t0).Round(time.Millisecond))
+	s.log.Info("snapshot written", "collections", len(s.sections), "rows", rows, "files_linked", linked,
+		"took", time.Since(t0).Round(time.Millisecond))
+	return nil
+}
+
+// encodeLists is CollectionHeader.ivf_lists of each row's IVF list.
+func encodeLists(lists []int32) []byte {
+	if lists == nil {
+		return nil
+	}
+	b := make([]byte, 0, 4*len(lists))
+	for _, l := range lists {
+		b = binary.LittleEndian.AppendUint32(b, uint32(l))
+	}
+	return b
+}
+
+// decodeLists reads CollectionHeader.ivf_lists for rows rows; nil when
+// absent or of another length (the index is then built from the rows).
+func decodeLists(b []byte, rows int) []int32 {
+	if len(b) == 0 || len(b) != 4*rows {
+		return nil
+	}
+	out := make([]int32, rows)
+	for i := range out {
+		out[i] = int32(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return out
+}
+
+// snapshotFileName is a segment file's name in a snapshot.
+func snapshotFileName(col *collection, file string) string {
+	return fmt.Sprintf("%s.%d-%s", col.name, col.uid, file)
+}
+
+// persistSegments writes a collection whose rows are in segment files:
+// its header with their manifest, each row's id and payload, and links
+// the files, synced first so the rows the manifest names are on disk
+// before raft counts the snapshot as taken.
+func (sec snapshotSection) persistSegments(bw *bufio.Writer, w raftnode.SnapshotSink, man segment.Manifest) error {
+	v := sec.v
+	p := v.Placement()
+	pm := &shardpb.SegmentManifest{Dim: uint32(man.Dim), SegRows: uint32(man.SegRows), Seq: man.Seq, Active: int32(man.Active),
+		Slots: make([]byte, 0, 4*len(man.Slots))}
+	for _, sl := range man.Slots {
+		pm.Slots = binary.LittleEndian.AppendUint32(pm.Slots, sl)
+	}
+	for _, f := range man.Files {
+		pm.Files = append(pm.Files, &shardpb.SegmentFile{Number: uint32(f.Number), Name: f.Name, Rows: uint32(f.Rows), Bytes: uint64(f.Bytes)})
+	}
+	hdr := &shardpb.CollectionHeader{
+		Name:      sec.col.name,
+		Uid:       sec.col.uid,
+		Placement: &shardpb.Placement{Fingerprint: p.Fingerprint, Shard: p.Shard},
+		Count:     uint64(v.Len()),
+		Trained:   v.Trained(),
+		Segments:  pm,
+		IvfLists:  encodeLists(v.IVFLists()),
+	}
+	if err := writeHeader(bw, hdr); err != nil {
+		return err
+	}
+	pv := &shardpb.Vector{}
+	err := v.Records(func(id string, payload []byte) error {
+		pv.Id, pv.Payload = id, payload
+		_, err := protodelim.MarshalTo(bw, pv)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if err := v.SyncSegments(); err != nil {
+		return err
+	}
+	for _, f := range man.Files {
+		if err := w.Link(f.Path, snapshotFileName(sec.col, f.Name), f.Bytes); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -108,6 +212,7 @@ func (sec snapshotSection) persist(bw *bufio.Writer) error {
 		Placement: &shardpb.Placement{Fingerprint: p.Fingerprint, Shard: p.Shard},
 		Count:     uint64(n),
 		Trained:   v.Trained(),
+		IvfLists:  encodeLists(v.IVFLists()),
 	}
 	if err := writeHeader(bw, hdr); err != nil {
 		return err
@@ -149,7 +254,7 @@ const maxPresizeRows = 1 << 24
 // restore holds the snapshot's rows and not the ones they replace as
 // well. A format-0 snapshot (written before collections) is the legacy
 // collection's.
-func (f *stateMachine) Restore(rc io.Reader) (uint64, error) {
+func (f *stateMachine) Restore(rc io.Reader, files raftnode.SnapshotFiles) (uint64, error) {
 	t0 := time.Now()
 	br := bufio.NewReaderSize(rc, 1<<20)
 	var hdr shardpb.SnapshotHeader
@@ -163,16 +268,14 @@ func (f *stateMachine) Restore(rc io.Reader) (uint64, error) {
 	switch hdr.GetFormat() {
 	case formatLegacy:
 		rows, err = f.restoreLegacy(br, &hdr)
-	case formatCollections:
-		rows, err = f.restoreCollections(br, hdr.GetCatalog())
+	case formatCollections, formatSegments:
+		rows, err = f.restoreCollections(br, hdr.GetCatalog(), files)
 	default:
-		return 0, fmt.Errorf("snapshot format %d is not one this replica reads (0 or %d): a newer version wrote it", hdr.GetFormat(), formatCollections)
+		return 0, fmt.Errorf("snapshot format %d is not one this replica reads (0, %d or %d): a newer version wrote it",
+			hdr.GetFormat(), formatCollections, formatSegments)
 	}
 	if err != nil {
 		return 0, err
-	}
-	if _, err := br.ReadByte(); !errors.Is(err, io.EOF) {
-		return 0, errors.New("snapshot has data after its last collection")
 	}
 	f.log.Info("snapshot restored", "rows", rows, "took", time.Since(t0).Round(time.Millisecond))
 	return hdr.GetAppliedIndex(), nil
@@ -199,39 +302,170 @@ func (f *stateMachine) restoreLegacy(br *bufio.Reader, hdr *shardpb.SnapshotHead
 	}
 	defer f.cols.finishRestore()
 	if !written {
-		return 0, nil
+		return 0, endOfSnapshot(br)
 	}
 	sec := &shardpb.CollectionHeader{
 		Name: shard.LegacyCollection, Placement: hdr.GetPlacement(), Count: hdr.GetCount(), Trained: hdr.GetTrained(),
 	}
-	return f.restoreRows(br, cols[0], sec)
+	n, err := f.restoreRows(br, cols[0], sec)
+	if err != nil {
+		return 0, err
+	}
+	return n, endOfSnapshot(br)
 }
 
-// restoreCollections restores a format-2 snapshot: cat, then each of its
-// collections' rows.
-func (f *stateMachine) restoreCollections(br *bufio.Reader, cat *shardpb.CatalogResponse) (int, error) {
+// endOfSnapshot checks that the state stream ends after its last
+// collection.
+func endOfSnapshot(br *bufio.Reader) error {
+	if _, err := br.ReadByte(); !errors.Is(err, io.EOF) {
+		return errors.New("snapshot has data after its last collection")
+	}
+	return nil
+}
+
+// restoreCollections restores a format-2 or format-3 snapshot: cat, then
+// each of its collections' rows. The collections whose rows are segment
+// files are restored once the whole state is read: their files follow
+// it in a stream received from a peer.
+func (f *stateMachine) restoreCollections(br *bufio.Reader, cat *shardpb.CatalogResponse, files raftnode.SnapshotFiles) (int, error) {
 	cols, err := f.cols.beginRestore(cat)
 	if err != nil {
 		return 0, err
 	}
 	defer f.cols.finishRestore()
+	type pending struct {
+		col  *collection
+		sec  *shardpb.CollectionHeader
+		recs []store.Record
+	}
+	var later []pending
 	rows := 0
+	hopts := protodelim.UnmarshalOptions{MaxSize: 512 << 20}
 	for _, col := range cols {
-		var sec shardpb.CollectionHeader
-		if err := protodelim.UnmarshalFrom(br, &sec); err != nil {
+		sec := &shardpb.CollectionHeader{}
+		if err := hopts.UnmarshalFrom(br, sec); err != nil {
 			return 0, fmt.Errorf("snapshot section of collection %q: %w", col.name, err)
 		}
 		if sec.GetName() != col.name || sec.GetUid() != col.uid {
 			return 0, fmt.Errorf("snapshot section of collection %q uid %d where the catalog lists %q uid %d",
 				sec.GetName(), sec.GetUid(), col.name, col.uid)
 		}
-		n, err := f.restoreRows(br, col, &sec)
+		if sec.GetSegments() == nil {
+			n, err := f.restoreRows(br, col, sec)
+			if err != nil {
+				return 0, err
+			}
+			rows += n
+			continue
+		}
+		recs, err := readRecords(br, col, sec.GetCount())
 		if err != nil {
 			return 0, err
 		}
-		rows += n
+		later = append(later, pending{col: col, sec: sec, recs: recs})
+	}
+	if err := endOfSnapshot(br); err != nil {
+		return 0, err
+	}
+	for _, p := range later {
+		if files == nil {
+			return 0, fmt.Errorf("snapshot of collection %q names segment files but carries none", p.col.name)
+		}
+		if err := f.restoreSegments(p.col, p.sec, p.recs, files); err != nil {
+			return 0, fmt.Errorf("snapshot of collection %q: %w", p.col.name, err)
+		}
+		rows += len(p.recs)
 	}
 	return rows, nil
+}
+
+// readRecords reads the ids and payloads of a collection whose rows are
+// segment files.
+func readRecords(br *bufio.Reader, col *collection, count uint64) ([]store.Record, error) {
+	opts := protodelim.UnmarshalOptions{MaxSize: 128 << 20}
+	recs := make([]store.Record, 0, min(count, maxPresizeRows))
+	var pv shardpb.Vector
+	for i := uint64(0); i < count; i++ {
+		pv.Reset()
+		if err := opts.UnmarshalFrom(br, &pv); err != nil {
+			return nil, fmt.Errorf("snapshot of collection %q, row %d of %d: %w", col.name, i, count, err)
+		}
+		if len(pv.GetVector()) != 0 {
+			return nil, fmt.Errorf("snapshot of collection %q, row %d: a vector where its segment files hold the rows", col.name, i)
+		}
+		recs = append(recs, store.Record{ID: pv.GetId(), Payload: pv.GetPayload()})
+	}
+	return recs, nil
+}
+
+// restoreSegments restores a collection whose rows are segment files: the
+// files are placed in its segment directory (linked from this replica's
+// own snapshot, or copied from the stream) and mapped; no row is read.
+// A store that keeps its rows in memory reads them from the files.
+func (f *stateMachine) restoreSegments(col *collection, sec *shardpb.CollectionHeader, recs []store.Record, files raftnode.SnapshotFiles) error {
+	t0 := time.Now()
+	pm := sec.GetSegments()
+	if len(pm.GetSlots()) != 4*len(recs) {
+		return fmt.Errorf("segment manifest of %d bytes of slots for %d rows", len(pm.GetSlots()), len(recs))
+	}
+	man := segment.Manifest{Dim: int(pm.GetDim()), SegRows: int(pm.GetSegRows()), Seq: pm.GetSeq(), Active: int(pm.GetActive()),
+		Slots: make([]uint32, len(recs))}
+	for i := range man.Slots {
+		man.Slots[i] = binary.LittleEndian.Uint32(pm.GetSlots()[4*i:])
+	}
+	for _, sf := range pm.GetFiles() {
+		man.Files = append(man.Files, segment.File{Number: int(sf.GetNumber()), Name: sf.GetName(), Rows: int(sf.GetRows()), Bytes: int64(sf.GetBytes())})
+	}
+	place := func(sf segment.File, path string) error { return files.Place(snapshotFileName(col, sf.Name), path) }
+	p := store.Placement{Fingerprint: sec.GetPlacement().GetFingerprint(), Shard: sec.GetPlacement().GetShard()}
+	mem := col.mem
+	var err error
+	if mem.OnDisk() {
+		err = mem.RestoreSegments(p, sec.GetTrained(), recs, man, place)
+	} else {
+		err = restoreSegmentsInMemory(mem, p, sec.GetTrained(), recs, man, place)
+	}
+	if err != nil {
+		return err
+	}
+	lists := decodeLists(sec.GetIvfLists(), len(recs))
+	if err := mem.FinishRestore(context.Background(), f.pace, lists); err != nil {
+		f.log.Error("restored int8 scale not usable; scanning exactly", "collection", col.name, "err", err)
+	}
+	f.log.Info("segments restored", "collection", col.name, "rows", len(recs), "files", len(man.Files),
+		"ivf_lists_restored", lists != nil && mem.IVFIndexed(), "took", time.Since(t0).Round(time.Millisecond))
+	return nil
+}
+
+// restoreSegmentsInMemory loads segment files' rows into a store that
+// keeps its rows in memory (its segment directory was unusable): the
+// files are placed in a temporary directory, read, and removed.
+func restoreSegmentsInMemory(mem *store.Memory, p store.Placement, trained map[string][]byte, recs []store.Record,
+	man segment.Manifest, place func(segment.File, string) error) error {
+	tmp, err := os.MkdirTemp("", "trawl-restore-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	set, err := segment.Restore(tmp, man, place)
+	if err != nil {
+		return err
+	}
+	defer set.Close()
+	if set.Len() != len(recs) {
+		return fmt.Errorf("segment files hold %d rows for %d ids", set.Len(), len(recs))
+	}
+	mem.Reset(p, trained, len(recs))
+	for lo := 0; lo < len(recs); lo += restoreBatch {
+		batch := slices.Clone(recs[lo:min(lo+restoreBatch, len(recs))])
+		for i := range batch {
+			batch[i].Vector = set.Row(lo + i)
+		}
+		if err := mem.Upsert(context.Background(), p, batch); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // restoreRows loads one collection's rows into its (emptied) store.
@@ -289,7 +523,7 @@ func (f *stateMachine) restoreRows(br *bufio.Reader, col *collection, sec *shard
 			f.log.Info("restoring snapshot", "collection", col.name, "rows", i, "of", total)
 		}
 	}
-	if err := mem.FinishRestore(context.Background(), f.pace); err != nil {
+	if err := mem.FinishRestore(context.Background(), f.pace, decodeLists(sec.GetIvfLists(), int(total))); err != nil {
 		f.log.Error("restored int8 scale not usable; scanning exactly", "collection", col.name, "err", err)
 	}
 	return int(total), nil

@@ -539,6 +539,10 @@ type SnapshotHeader struct {
 	// format 2 (collections): dim, placement, count and trained above are
 	// unset; the catalog follows in the header, and for each of its
 	// collections, in catalog order, a CollectionHeader and its rows.
+	// Format 3 is format 2 where a collection whose float32 rows are on
+	// disk has a SegmentManifest in its CollectionHeader and, in place of
+	// its rows, Vector records without vectors (id and payload): its rows
+	// are the segment files the manifest names (see SnapshotFiles).
 	// Format 0 is a snapshot written before collections: its rows are the
 	// legacy collection's.
 	Format        uint32           `protobuf:"varint,6,opt,name=format,proto3" json:"format,omitempty"`
@@ -628,12 +632,19 @@ func (x *SnapshotHeader) GetCatalog() *CatalogResponse {
 
 // CollectionHeader opens one collection's rows in a format-2 snapshot.
 type CollectionHeader struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Uid           uint64                 `protobuf:"varint,2,opt,name=uid,proto3" json:"uid,omitempty"`
-	Placement     *Placement             `protobuf:"bytes,3,opt,name=placement,proto3" json:"placement,omitempty"`
-	Count         uint64                 `protobuf:"varint,4,opt,name=count,proto3" json:"count,omitempty"`
-	Trained       map[string][]byte      `protobuf:"bytes,5,rep,name=trained,proto3" json:"trained,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Name      string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Uid       uint64                 `protobuf:"varint,2,opt,name=uid,proto3" json:"uid,omitempty"`
+	Placement *Placement             `protobuf:"bytes,3,opt,name=placement,proto3" json:"placement,omitempty"`
+	Count     uint64                 `protobuf:"varint,4,opt,name=count,proto3" json:"count,omitempty"`
+	Trained   map[string][]byte      `protobuf:"bytes,5,rep,name=trained,proto3" json:"trained,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// segments is set (format 3) when the rows are segment files.
+	Segments *SegmentManifest `protobuf:"bytes,6,opt,name=segments,proto3" json:"segments,omitempty"`
+	// ivf_lists is the IVF list of each row (one little-endian int32 a
+	// row, in row order) in the index of the trained centroids, when that
+	// index was current: a restore builds the index from it without
+	// assigning any row again. Empty: the index is built from the rows.
+	IvfLists      []byte `protobuf:"bytes,7,opt,name=ivf_lists,json=ivfLists,proto3" json:"ivf_lists,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -703,6 +714,296 @@ func (x *CollectionHeader) GetTrained() map[string][]byte {
 	return nil
 }
 
+func (x *CollectionHeader) GetSegments() *SegmentManifest {
+	if x != nil {
+		return x.Segments
+	}
+	return nil
+}
+
+func (x *CollectionHeader) GetIvfLists() []byte {
+	if x != nil {
+		return x.IvfLists
+	}
+	return nil
+}
+
+// SegmentManifest names the segment files (NumPy .npy) that hold a
+// collection's float32 rows: the first rows of each file, and the slot
+// table from row numbers to slots (vector/segment.Manifest).
+type SegmentManifest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Dim           uint32                 `protobuf:"varint,1,opt,name=dim,proto3" json:"dim,omitempty"`
+	SegRows       uint32                 `protobuf:"varint,2,opt,name=seg_rows,json=segRows,proto3" json:"seg_rows,omitempty"` // rows a segment holds, a power of two
+	Seq           uint64                 `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`                        // names the next file the set creates
+	Active        int32                  `protobuf:"varint,4,opt,name=active,proto3" json:"active,omitempty"`                  // the segment being filled, -1 when none
+	Files         []*SegmentFile         `protobuf:"bytes,5,rep,name=files,proto3" json:"files,omitempty"`
+	Slots         []byte                 `protobuf:"bytes,6,opt,name=slots,proto3" json:"slots,omitempty"` // one little-endian uint32 a row, in row order
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SegmentManifest) Reset() {
+	*x = SegmentManifest{}
+	mi := &file_raft_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SegmentManifest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SegmentManifest) ProtoMessage() {}
+
+func (x *SegmentManifest) ProtoReflect() protoreflect.Message {
+	mi := &file_raft_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SegmentManifest.ProtoReflect.Descriptor instead.
+func (*SegmentManifest) Descriptor() ([]byte, []int) {
+	return file_raft_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *SegmentManifest) GetDim() uint32 {
+	if x != nil {
+		return x.Dim
+	}
+	return 0
+}
+
+func (x *SegmentManifest) GetSegRows() uint32 {
+	if x != nil {
+		return x.SegRows
+	}
+	return 0
+}
+
+func (x *SegmentManifest) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *SegmentManifest) GetActive() int32 {
+	if x != nil {
+		return x.Active
+	}
+	return 0
+}
+
+func (x *SegmentManifest) GetFiles() []*SegmentFile {
+	if x != nil {
+		return x.Files
+	}
+	return nil
+}
+
+func (x *SegmentManifest) GetSlots() []byte {
+	if x != nil {
+		return x.Slots
+	}
+	return nil
+}
+
+// SegmentFile is one segment file of a SegmentManifest. In the snapshot
+// it is the file named "<collection>.<uid>-<name>".
+type SegmentFile struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Number        uint32                 `protobuf:"varint,1,opt,name=number,proto3" json:"number,omitempty"` // slot s is in segment s >> log2(seg_rows)
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`      // its name in the collection's segment directory
+	Rows          uint32                 `protobuf:"varint,3,opt,name=rows,proto3" json:"rows,omitempty"`     // rows written: a prefix that never changes
+	Bytes         uint64                 `protobuf:"varint,4,opt,name=bytes,proto3" json:"bytes,omitempty"`   // the file's size when the snapshot was taken
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SegmentFile) Reset() {
+	*x = SegmentFile{}
+	mi := &file_raft_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SegmentFile) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SegmentFile) ProtoMessage() {}
+
+func (x *SegmentFile) ProtoReflect() protoreflect.Message {
+	mi := &file_raft_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SegmentFile.ProtoReflect.Descriptor instead.
+func (*SegmentFile) Descriptor() ([]byte, []int) {
+	return file_raft_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *SegmentFile) GetNumber() uint32 {
+	if x != nil {
+		return x.Number
+	}
+	return 0
+}
+
+func (x *SegmentFile) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SegmentFile) GetRows() uint32 {
+	if x != nil {
+		return x.Rows
+	}
+	return 0
+}
+
+func (x *SegmentFile) GetBytes() uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+// SnapshotFiles opens a snapshot whose state is carried partly by files
+// (raftnode): state_bytes of the state machine's own stream follow it,
+// then each file's bytes, in order. On the replica that took the
+// snapshot the files are hard links in its directory, found by token,
+// and a restore links them rather than read them from the stream; a
+// replica that receives the snapshot (InstallSnapshot) reads them.
+type SnapshotFiles struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Token         []byte                 `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
+	StateBytes    uint64                 `protobuf:"varint,2,opt,name=state_bytes,json=stateBytes,proto3" json:"state_bytes,omitempty"`
+	Files         []*SnapshotFile        `protobuf:"bytes,3,rep,name=files,proto3" json:"files,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotFiles) Reset() {
+	*x = SnapshotFiles{}
+	mi := &file_raft_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotFiles) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotFiles) ProtoMessage() {}
+
+func (x *SnapshotFiles) ProtoReflect() protoreflect.Message {
+	mi := &file_raft_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotFiles.ProtoReflect.Descriptor instead.
+func (*SnapshotFiles) Descriptor() ([]byte, []int) {
+	return file_raft_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *SnapshotFiles) GetToken() []byte {
+	if x != nil {
+		return x.Token
+	}
+	return nil
+}
+
+func (x *SnapshotFiles) GetStateBytes() uint64 {
+	if x != nil {
+		return x.StateBytes
+	}
+	return 0
+}
+
+func (x *SnapshotFiles) GetFiles() []*SnapshotFile {
+	if x != nil {
+		return x.Files
+	}
+	return nil
+}
+
+// SnapshotFile is one file of SnapshotFiles.
+type SnapshotFile struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Bytes         uint64                 `protobuf:"varint,2,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotFile) Reset() {
+	*x = SnapshotFile{}
+	mi := &file_raft_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotFile) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotFile) ProtoMessage() {}
+
+func (x *SnapshotFile) ProtoReflect() protoreflect.Message {
+	mi := &file_raft_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotFile.ProtoReflect.Descriptor instead.
+func (*SnapshotFile) Descriptor() ([]byte, []int) {
+	return file_raft_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *SnapshotFile) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SnapshotFile) GetBytes() uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
 var File_raft_proto protoreflect.FileDescriptor
 
 const file_raft_proto_rawDesc = "" +
@@ -751,16 +1052,38 @@ const file_raft_proto_rawDesc = "" +
 	"\acatalog\x18\a \x01(\v2\x1f.trawl.shard.v1.CatalogResponseR\acatalog\x1a:\n" +
 	"\fTrainedEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"\x8c\x02\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"\xe6\x02\n" +
 	"\x10CollectionHeader\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
 	"\x03uid\x18\x02 \x01(\x04R\x03uid\x127\n" +
 	"\tplacement\x18\x03 \x01(\v2\x19.trawl.shard.v1.PlacementR\tplacement\x12\x14\n" +
 	"\x05count\x18\x04 \x01(\x04R\x05count\x12G\n" +
-	"\atrained\x18\x05 \x03(\v2-.trawl.shard.v1.CollectionHeader.TrainedEntryR\atrained\x1a:\n" +
+	"\atrained\x18\x05 \x03(\v2-.trawl.shard.v1.CollectionHeader.TrainedEntryR\atrained\x12;\n" +
+	"\bsegments\x18\x06 \x01(\v2\x1f.trawl.shard.v1.SegmentManifestR\bsegments\x12\x1b\n" +
+	"\tivf_lists\x18\a \x01(\fR\bivfLists\x1a:\n" +
 	"\fTrainedEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x012\xab\x04\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"\xb1\x01\n" +
+	"\x0fSegmentManifest\x12\x10\n" +
+	"\x03dim\x18\x01 \x01(\rR\x03dim\x12\x19\n" +
+	"\bseg_rows\x18\x02 \x01(\rR\asegRows\x12\x10\n" +
+	"\x03seq\x18\x03 \x01(\x04R\x03seq\x12\x16\n" +
+	"\x06active\x18\x04 \x01(\x05R\x06active\x121\n" +
+	"\x05files\x18\x05 \x03(\v2\x1b.trawl.shard.v1.SegmentFileR\x05files\x12\x14\n" +
+	"\x05slots\x18\x06 \x01(\fR\x05slots\"c\n" +
+	"\vSegmentFile\x12\x16\n" +
+	"\x06number\x18\x01 \x01(\rR\x06number\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
+	"\x04rows\x18\x03 \x01(\rR\x04rows\x12\x14\n" +
+	"\x05bytes\x18\x04 \x01(\x04R\x05bytes\"z\n" +
+	"\rSnapshotFiles\x12\x14\n" +
+	"\x05token\x18\x01 \x01(\fR\x05token\x12\x1f\n" +
+	"\vstate_bytes\x18\x02 \x01(\x04R\n" +
+	"stateBytes\x122\n" +
+	"\x05files\x18\x03 \x03(\v2\x1c.trawl.shard.v1.SnapshotFileR\x05files\"8\n" +
+	"\fSnapshotFile\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05bytes\x18\x02 \x01(\x04R\x05bytes2\xab\x04\n" +
 	"\x04Raft\x12I\n" +
 	"\rAppendEntries\x12\x1b.trawl.shard.v1.RaftMessage\x1a\x1b.trawl.shard.v1.RaftMessage\x12U\n" +
 	"\x15AppendEntriesPipeline\x12\x1b.trawl.shard.v1.RaftMessage\x1a\x1b.trawl.shard.v1.RaftMessage(\x010\x01\x12G\n" +
@@ -784,7 +1107,7 @@ func file_raft_proto_rawDescGZIP() []byte {
 	return file_raft_proto_rawDescData
 }
 
-var file_raft_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_raft_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_raft_proto_goTypes = []any{
 	(*RaftMessage)(nil),          // 0: trawl.shard.v1.RaftMessage
 	(*SnapshotChunk)(nil),        // 1: trawl.shard.v1.SnapshotChunk
@@ -796,47 +1119,54 @@ var file_raft_proto_goTypes = []any{
 	(*SetTrainedCommand)(nil),    // 7: trawl.shard.v1.SetTrainedCommand
 	(*SnapshotHeader)(nil),       // 8: trawl.shard.v1.SnapshotHeader
 	(*CollectionHeader)(nil),     // 9: trawl.shard.v1.CollectionHeader
-	nil,                          // 10: trawl.shard.v1.SnapshotHeader.TrainedEntry
-	nil,                          // 11: trawl.shard.v1.CollectionHeader.TrainedEntry
-	(*ChangeCatalogRequest)(nil), // 12: trawl.shard.v1.ChangeCatalogRequest
-	(*CollectionRef)(nil),        // 13: trawl.shard.v1.CollectionRef
-	(*Placement)(nil),            // 14: trawl.shard.v1.Placement
-	(*Vector)(nil),               // 15: trawl.shard.v1.Vector
-	(*CatalogResponse)(nil),      // 16: trawl.shard.v1.CatalogResponse
+	(*SegmentManifest)(nil),      // 10: trawl.shard.v1.SegmentManifest
+	(*SegmentFile)(nil),          // 11: trawl.shard.v1.SegmentFile
+	(*SnapshotFiles)(nil),        // 12: trawl.shard.v1.SnapshotFiles
+	(*SnapshotFile)(nil),         // 13: trawl.shard.v1.SnapshotFile
+	nil,                          // 14: trawl.shard.v1.SnapshotHeader.TrainedEntry
+	nil,                          // 15: trawl.shard.v1.CollectionHeader.TrainedEntry
+	(*ChangeCatalogRequest)(nil), // 16: trawl.shard.v1.ChangeCatalogRequest
+	(*CollectionRef)(nil),        // 17: trawl.shard.v1.CollectionRef
+	(*Placement)(nil),            // 18: trawl.shard.v1.Placement
+	(*Vector)(nil),               // 19: trawl.shard.v1.Vector
+	(*CatalogResponse)(nil),      // 20: trawl.shard.v1.CatalogResponse
 }
 var file_raft_proto_depIdxs = []int32{
 	5,  // 0: trawl.shard.v1.Command.upsert:type_name -> trawl.shard.v1.UpsertCommand
 	6,  // 1: trawl.shard.v1.Command.delete:type_name -> trawl.shard.v1.DeleteCommand
 	7,  // 2: trawl.shard.v1.Command.set_trained:type_name -> trawl.shard.v1.SetTrainedCommand
-	12, // 3: trawl.shard.v1.Command.catalog:type_name -> trawl.shard.v1.ChangeCatalogRequest
-	13, // 4: trawl.shard.v1.Command.collection:type_name -> trawl.shard.v1.CollectionRef
-	14, // 5: trawl.shard.v1.UpsertCommand.placement:type_name -> trawl.shard.v1.Placement
-	15, // 6: trawl.shard.v1.UpsertCommand.vectors:type_name -> trawl.shard.v1.Vector
-	14, // 7: trawl.shard.v1.DeleteCommand.placement:type_name -> trawl.shard.v1.Placement
-	14, // 8: trawl.shard.v1.SnapshotHeader.placement:type_name -> trawl.shard.v1.Placement
-	10, // 9: trawl.shard.v1.SnapshotHeader.trained:type_name -> trawl.shard.v1.SnapshotHeader.TrainedEntry
-	16, // 10: trawl.shard.v1.SnapshotHeader.catalog:type_name -> trawl.shard.v1.CatalogResponse
-	14, // 11: trawl.shard.v1.CollectionHeader.placement:type_name -> trawl.shard.v1.Placement
-	11, // 12: trawl.shard.v1.CollectionHeader.trained:type_name -> trawl.shard.v1.CollectionHeader.TrainedEntry
-	0,  // 13: trawl.shard.v1.Raft.AppendEntries:input_type -> trawl.shard.v1.RaftMessage
-	0,  // 14: trawl.shard.v1.Raft.AppendEntriesPipeline:input_type -> trawl.shard.v1.RaftMessage
-	0,  // 15: trawl.shard.v1.Raft.RequestVote:input_type -> trawl.shard.v1.RaftMessage
-	0,  // 16: trawl.shard.v1.Raft.RequestPreVote:input_type -> trawl.shard.v1.RaftMessage
-	0,  // 17: trawl.shard.v1.Raft.TimeoutNow:input_type -> trawl.shard.v1.RaftMessage
-	1,  // 18: trawl.shard.v1.Raft.InstallSnapshot:input_type -> trawl.shard.v1.SnapshotChunk
-	2,  // 19: trawl.shard.v1.Raft.GroupState:input_type -> trawl.shard.v1.GroupStateRequest
-	0,  // 20: trawl.shard.v1.Raft.AppendEntries:output_type -> trawl.shard.v1.RaftMessage
-	0,  // 21: trawl.shard.v1.Raft.AppendEntriesPipeline:output_type -> trawl.shard.v1.RaftMessage
-	0,  // 22: trawl.shard.v1.Raft.RequestVote:output_type -> trawl.shard.v1.RaftMessage
-	0,  // 23: trawl.shard.v1.Raft.RequestPreVote:output_type -> trawl.shard.v1.RaftMessage
-	0,  // 24: trawl.shard.v1.Raft.TimeoutNow:output_type -> trawl.shard.v1.RaftMessage
-	0,  // 25: trawl.shard.v1.Raft.InstallSnapshot:output_type -> trawl.shard.v1.RaftMessage
-	3,  // 26: trawl.shard.v1.Raft.GroupState:output_type -> trawl.shard.v1.GroupStateResponse
-	20, // [20:27] is the sub-list for method output_type
-	13, // [13:20] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	16, // 3: trawl.shard.v1.Command.catalog:type_name -> trawl.shard.v1.ChangeCatalogRequest
+	17, // 4: trawl.shard.v1.Command.collection:type_name -> trawl.shard.v1.CollectionRef
+	18, // 5: trawl.shard.v1.UpsertCommand.placement:type_name -> trawl.shard.v1.Placement
+	19, // 6: trawl.shard.v1.UpsertCommand.vectors:type_name -> trawl.shard.v1.Vector
+	18, // 7: trawl.shard.v1.DeleteCommand.placement:type_name -> trawl.shard.v1.Placement
+	18, // 8: trawl.shard.v1.SnapshotHeader.placement:type_name -> trawl.shard.v1.Placement
+	14, // 9: trawl.shard.v1.SnapshotHeader.trained:type_name -> trawl.shard.v1.SnapshotHeader.TrainedEntry
+	20, // 10: trawl.shard.v1.SnapshotHeader.catalog:type_name -> trawl.shard.v1.CatalogResponse
+	18, // 11: trawl.shard.v1.CollectionHeader.placement:type_name -> trawl.shard.v1.Placement
+	15, // 12: trawl.shard.v1.CollectionHeader.trained:type_name -> trawl.shard.v1.CollectionHeader.TrainedEntry
+	10, // 13: trawl.shard.v1.CollectionHeader.segments:type_name -> trawl.shard.v1.SegmentManifest
+	11, // 14: trawl.shard.v1.SegmentManifest.files:type_name -> trawl.shard.v1.SegmentFile
+	13, // 15: trawl.shard.v1.SnapshotFiles.files:type_name -> trawl.shard.v1.SnapshotFile
+	0,  // 16: trawl.shard.v1.Raft.AppendEntries:input_type -> trawl.shard.v1.RaftMessage
+	0,  // 17: trawl.shard.v1.Raft.AppendEntriesPipeline:input_type -> trawl.shard.v1.RaftMessage
+	0,  // 18: trawl.shard.v1.Raft.RequestVote:input_type -> trawl.shard.v1.RaftMessage
+	0,  // 19: trawl.shard.v1.Raft.RequestPreVote:input_type -> trawl.shard.v1.RaftMessage
+	0,  // 20: trawl.shard.v1.Raft.TimeoutNow:input_type -> trawl.shard.v1.RaftMessage
+	1,  // 21: trawl.shard.v1.Raft.InstallSnapshot:input_type -> trawl.shard.v1.SnapshotChunk
+	2,  // 22: trawl.shard.v1.Raft.GroupState:input_type -> trawl.shard.v1.GroupStateRequest
+	0,  // 23: trawl.shard.v1.Raft.AppendEntries:output_type -> trawl.shard.v1.RaftMessage
+	0,  // 24: trawl.shard.v1.Raft.AppendEntriesPipeline:output_type -> trawl.shard.v1.RaftMessage
+	0,  // 25: trawl.shard.v1.Raft.RequestVote:output_type -> trawl.shard.v1.RaftMessage
+	0,  // 26: trawl.shard.v1.Raft.RequestPreVote:output_type -> trawl.shard.v1.RaftMessage
+	0,  // 27: trawl.shard.v1.Raft.TimeoutNow:output_type -> trawl.shard.v1.RaftMessage
+	0,  // 28: trawl.shard.v1.Raft.InstallSnapshot:output_type -> trawl.shard.v1.RaftMessage
+	3,  // 29: trawl.shard.v1.Raft.GroupState:output_type -> trawl.shard.v1.GroupStateResponse
+	23, // [23:30] is the sub-list for method output_type
+	16, // [16:23] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_raft_proto_init() }
@@ -857,7 +1187,7 @@ func file_raft_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_raft_proto_rawDesc), len(file_raft_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -89,6 +89,6 @@ func TestPayloadIndexSelectsTheMatchingRows(t *testing.T) {
 	restored := NewMemory(2)
 	restored.Reset(place, nil, len(recs))
 	require.NoError(t, restored.Upsert(bg, place, recs))
-	require.NoError(t, restored.FinishRestore(context.Background(), nil))
+	require.NoError(t, restored.FinishRestore(context.Background(), nil, nil))
 	check(restored)
 }

@@ -442,6 +442,25 @@ func (m *Memory) finishBuild(b *ivfBuild) (bool, error) {
 	return true, nil
 }
 
+// buildAssignedLocked, with m.mu held for writing, builds the index of
+// the committed centroids from each row's recorded list. Lists that do
+// not fit (another row count, a list out of range) are dropped: the
+// background build assigns the rows instead.
+func (m *Memory) buildAssignedLocked(lists []int32) {
+	c, sc, err := m.ivfInputs()
+	if err != nil || len(lists) != len(m.ids) {
+		return
+	}
+	x, err := ivf.BuildAssigned(m.kernel, c, sc, m.rowsView(), lists)
+	if err != nil {
+		return
+	}
+	s := &m.ivf
+	s.x, s.built, s.pending, s.fallback = x, s.gen, nil, false
+	s.builtCRC = crc32.ChecksumIEEE(m.trained[TrainedIVFCentroids])
+	m.applyNProbeLocked()
+}
+
 // applyNProbeLocked, with m.mu held for writing, sets the index's default
 // nprobe from the committed value when it names the centroids the index
 // was built from, else back to ivf.DefaultNProbe.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -129,7 +130,7 @@ func TestIVFBuildBesideWrites(t *testing.T) {
 	built, err = mem.BuildIndex(context.Background())
 	require.NoError(t, err)
 	require.False(t, built)
-	require.NoError(t, mem.FinishRestore(context.Background(), nil))
+	require.NoError(t, mem.FinishRestore(context.Background(), nil, nil))
 	require.False(t, mem.IndexReady(), "restored: not ready until built")
 	require.False(t, mem.Int8Ready())
 	built, err = mem.BuildIndex(context.Background())
@@ -137,6 +138,34 @@ func TestIVFBuildBesideWrites(t *testing.T) {
 	require.True(t, built)
 	require.True(t, mem.IndexReady())
 	require.Equal(t, shardtest.FreshLists(t, mem, TrainedIVFCentroids, TrainedInt8Scale), shardtest.ListSets(t, mem))
+
+	// A snapshot records each row's list; a store restored with them
+	// serves from an index built at once, the same lists as a build that
+	// assigns every row.
+	want := shardtest.ListSets(t, mem)
+	v, err := mem.OpenView()
+	require.NoError(t, err)
+	got := v.IVFLists()
+	require.Len(t, got, mem.Len())
+	var recs []Record
+	require.NoError(t, v.Read(0, v.Len(), func(id string, vec []float32, payload []byte) error {
+		recs = append(recs, Record{ID: id, Vector: slices.Clone(vec), Payload: payload})
+		return nil
+	}))
+	v.Close()
+	into := NewMemory(dim, WithIVF(vector.Generic(), vector.Euclidean))
+	into.Reset(place, trained, len(recs))
+	require.NoError(t, into.Upsert(context.Background(), place, recs))
+	require.NoError(t, into.FinishRestore(context.Background(), nil, got))
+	require.True(t, into.IVFIndexed(), "built from the recorded lists, no background build")
+	require.True(t, into.IndexReady())
+	require.Equal(t, want, shardtest.ListSets(t, into))
+	// Lists of another row count are not used: the store builds as before.
+	again := NewMemory(dim, WithIVF(vector.Generic(), vector.Euclidean))
+	again.Reset(place, trained, len(recs))
+	require.NoError(t, again.Upsert(context.Background(), place, recs))
+	require.NoError(t, again.FinishRestore(context.Background(), nil, got[1:]))
+	require.False(t, again.IndexReady())
 
 	// Centroids that do not decode leave a flat store, ready.
 	require.Error(t, mem.SetTrained(TrainedIVFCentroids, []byte("junk"), true))

@@ -173,12 +173,16 @@ const encodeChunk = 256
 
 // FinishRestore encodes every row once a snapshot restore has loaded them
 // (Reset leaves the codes out so the rows are encoded in one pass, not row
-// by row). Without a pacer the pass runs on every core; with one it runs
-// on the calling goroutine a chunk at a time under the pacer, so a replica
-// rebuilding does not take the cores of the replicas beside it that serve.
-// It is called from the goroutine that applies the log (the state
-// machine's restore), so no write changes the rows while it runs.
-func (m *Memory) FinishRestore(ctx context.Context, pace Pacer) error {
+// by row). lists is each restored row's IVF list as the snapshot recorded
+// them (View.IVFLists; nil when it has none): an IVF store then builds its
+// index from them at once, encoding the rows but assigning none, instead
+// of in the background. Without a pacer the int8 pass runs on every core;
+// with one it runs on the calling goroutine a chunk at a time under the
+// pacer, so a replica rebuilding does not take the cores of the replicas
+// beside it that serve. It is called from the goroutine that applies the
+// log (the state machine's restore), so no write changes the rows while
+// it runs.
+func (m *Memory) FinishRestore(ctx context.Context, pace Pacer, lists []int32) error {
 	m.mu.Lock()
 	m.ivf.restoring = false
 	if m.indexKind == IndexIVF && m.trained[TrainedIVFCentroids] != nil {
@@ -187,6 +191,9 @@ func (m *Memory) FinishRestore(ctx context.Context, pace Pacer) error {
 		// would only cost the time and memory of encoding every row.
 		m.codes = nil
 		if err := m.setIVFTrained(false); err == nil {
+			if lists != nil {
+				m.buildAssignedLocked(lists)
+			}
 			m.mu.Unlock()
 			return nil
 		}

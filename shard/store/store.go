@@ -443,6 +443,11 @@ func (m *Memory) OpenView() (*View, error) {
 	} else {
 		v.rows = m.rows.Clone()
 	}
+	// The index's lists, when it is the index of the committed centroids
+	// (4 bytes a row): a restore builds it again without assigning rows.
+	if s := &m.ivf; s.x != nil && s.built == s.gen && s.pending == nil && s.x.Len() == len(m.ids) {
+		v.ivfLists = s.x.Assignment()
+	}
 	m.view = v
 	return v, nil
 }
@@ -462,7 +467,14 @@ type View struct {
 	trained   map[string][]byte
 	saved     map[int][]float32 // rows overwritten since the view opened
 	read      int               // rows below this were read and need no saving
+	// ivfLists is each row's IVF list when the view opened, nil when the
+	// store had no current index.
+	ivfLists []int32
 }
+
+// IVFLists is each row's list in the store's IVF index when the view
+// opened (nil when it had no index of its committed centroids).
+func (v *View) IVFLists() []int32 { return v.ivfLists }
 
 // Len is the number of rows in the view.
 func (v *View) Len() int { return len(v.ids) }

@@ -87,6 +87,35 @@ func New(f vector.Kernel, c Centroids, s quant.Scale) (*Index, error) {
 // to their lists in row order, so the lists of two replicas built from the
 // same rows are identical slot for slot.
 func Build(f vector.Kernel, c Centroids, s quant.Scale, rows vector.Rows) (*Index, error) {
+	return buildLists(f, c, s, rows, nil)
+}
+
+// BuildAssigned is Build with each row's list given (Assignment of an
+// index of the same centroids over the same rows, kept in a snapshot), so
+// no row is assigned again: the rows are only encoded. The index trusts
+// the lists as AppendAssigned does; a list out of range is an error.
+func BuildAssigned(f vector.Kernel, c Centroids, s quant.Scale, rows vector.Rows, assign []int32) (*Index, error) {
+	if len(assign) != rows.Len() {
+		return nil, fmt.Errorf("ivf: %d lists for %d rows", len(assign), rows.Len())
+	}
+	for r, l := range assign {
+		if l < 0 || int(l) >= c.Lists() {
+			return nil, fmt.Errorf("ivf: row %d in list %d of %d", r, l, c.Lists())
+		}
+	}
+	return buildLists(f, c, s, rows, assign)
+}
+
+// Assignment returns the list of every row, in row order (a copy).
+func (x *Index) Assignment() []int32 {
+	out := make([]int32, len(x.where))
+	for r, s := range x.where {
+		out[r] = s.list
+	}
+	return out
+}
+
+func buildLists(f vector.Kernel, c Centroids, s quant.Scale, rows vector.Rows, assign []int32) (*Index, error) {
 	x, err := New(f, c, s)
 	if err != nil {
 		return nil, err
@@ -98,7 +127,9 @@ func Build(f vector.Kernel, c Centroids, s quant.Scale, rows vector.Rows) (*Inde
 		return nil, fmt.Errorf("ivf: %w", err)
 	}
 	n := rows.Len()
-	assign := x.assignAll(rows)
+	if assign == nil {
+		assign = x.assignAll(rows)
+	}
 	counts := make([]int, len(x.lists))
 	for _, l := range assign {
 		counts[l]++

@@ -81,6 +81,18 @@ func TestBuildIsDeterministic(t *testing.T) {
 			}
 		}
 		require.Equal(t, want, listsOf(z, rows.IDs), "%v AssignRows + AppendAssigned", m)
+		// Built again from its recorded lists (a snapshot's), no row
+		// assigned: the same index.
+		a, err := BuildAssigned(b.f, b.x.Centroids(), b.x.Scale(), rows, b.x.Assignment())
+		require.NoError(t, err)
+		require.Equal(t, want, listsOf(a, rows.IDs), "%v BuildAssigned", m)
+		checkIndex(t, a, rows)
+		bad := b.x.Assignment()
+		bad[7] = int32(b.x.Lists())
+		_, err = BuildAssigned(b.f, b.x.Centroids(), b.x.Scale(), rows, bad)
+		require.Error(t, err, "a list out of range")
+		_, err = BuildAssigned(b.f, b.x.Centroids(), b.x.Scale(), rows, bad[:5])
+		require.Error(t, err, "lists for other rows")
 		// Round trip through the log's form.
 		bin, err := b.x.Centroids().MarshalBinary()
 		require.NoError(t, err)

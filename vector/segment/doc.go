@@ -13,8 +13,13 @@
 // compacted (its live rows copied to the end, the file removed), so the
 // files hold at most about twice the live rows plus one segment.
 //
-// The files are a cache of state the caller can rebuild (a replica's raft
-// snapshot and log): they are never fsynced and a Set never reopens files
-// a previous process left; Open removes them. The package must never hold
-// a row in the Go heap, nor import anything above vector.
+// A Frozen view names the rows as they are (Manifest: the files, the
+// rows written in each, the slot table) and makes them durable (Sync):
+// a file's first rows never change once written, so a snapshot holds a
+// hard link to each file and its manifest instead of a copy of the rows,
+// and Restore reopens a set from such files (linked back, or copied from
+// a peer's) and appends after them. A Set never reopens files on its own:
+// Open removes what a previous process left in its directory. The
+// package must never hold a row in the Go heap, nor import anything
+// above vector.
 package segment

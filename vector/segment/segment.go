@@ -381,18 +381,33 @@ type Frozen struct {
 	segs  []*segment
 	data  [][]float32
 	slots []uint32
+	// written and size are, by segment number, the rows written and the
+	// file's bytes when the set was frozen; active and seq are the set's.
+	written []int
+	size    []int64
+	active  int
+	seq     uint64
 }
 
 // Freeze returns the rows as they are now; Release it under the same
 // guard as the Set's writes.
 func (s *Set) Freeze() *Frozen {
 	segs := slices.Clone(s.segs)
-	for _, g := range segs {
-		if g != nil {
-			g.refs++
+	f := &Frozen{dim: s.dim, shift: s.shift, segs: segs, data: slices.Clone(s.data), slots: slices.Clone(s.slots),
+		written: make([]int, len(segs)), size: make([]int64, len(segs)), active: s.active, seq: s.seq}
+	for n, g := range segs {
+		if g == nil {
+			continue
 		}
+		g.refs++
+		// A segment other than the active one was sealed full.
+		f.written[n] = 1 << s.shift
+		if n == s.active {
+			f.written[n] = s.fill
+		}
+		f.size[n] = int64(g.header + g.room*g.dim*4)
 	}
-	return &Frozen{dim: s.dim, shift: s.shift, segs: segs, data: slices.Clone(s.data), slots: slices.Clone(s.slots)}
+	return f
 }
 
 // Len is the number of rows.

@@ -1,0 +1,249 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/trawl-search/trawl/catalog"
+	"github.com/trawl-search/trawl/shard"
+	"github.com/trawl-search/trawl/shard/client"
+	"github.com/trawl-search/trawl/shard/shardpb"
+)
+
+// docState is one id's document: absent, or its bytes.
+type docState struct {
+	present bool
+	vec     []byte
+	payload []byte
+}
+
+// crashSegRows is the crash children's segment size: small, so that
+// segments seal and compact many times a round.
+const crashSegRows = 32
+
+// TestCrashDuringSealAndCompaction kills a shard process 24 times while
+// writers append, overwrite and delete (so segment files seal, and
+// segments less than half alive compact into new files) and a snapshot
+// (syncing and hard-linking the files) is taken every 100 ms: kills land
+// during seals, compactions and snapshots. After each restart (which
+// links the last snapshot's files back and replays the log since) every
+// id holds what its last acknowledged write left, or what the write in
+// flight at the kill would have; and the segment and snapshot files stay
+// bounded by the rows, whatever the kills left behind.
+func TestCrashDuringSealAndCompaction(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kills a shard process 24 times")
+	}
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	base := t.TempDir()
+	dir := filepath.Join(base, "data")
+	t.Cleanup(func() {
+		if t.Failed() {
+			printChildLog(t, filepath.Join(base, childLog))
+		}
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	ln.Close()
+
+	const writers = 2
+	var (
+		mu sync.Mutex
+		// acked is each id's state after its last acknowledged write;
+		// maybe the state of a write sent but not acknowledged.
+		acked = map[string]docState{}
+		maybe = map[string]docState{}
+		owned [writers][]string // ids each writer has written
+	)
+	rng := rand.New(rand.NewPCG(17, 19))
+	const kills = 24
+	next := 0
+	for round := 0; round <= kills; round++ {
+		cmd := exec.Command(exe, "-test.run=^$")
+		cmd.Env = append(os.Environ(), childEnv+"=1", childDirEnv+"="+dir, childAddrEnv+"="+addr,
+			childFloat32Env+"="+catalog.Float32OnDisk, childSegRowsEnv+"="+strconv.Itoa(crashSegRows))
+		cmd.Stderr = os.Stderr
+		require.NoError(t, cmd.Start())
+		c, err := client.Dial(addr, client.DialConfig{})
+		require.NoError(t, err)
+		require.Eventually(t, func() bool {
+			pctx, cancel := context.WithTimeout(context.Background(), 250*time.Millisecond)
+			defer cancel()
+			return c.Probe(pctx) == nil
+		}, 60*time.Second, 20*time.Millisecond, "the restarted shard never served")
+
+		st, err := c.Stats(ctx(t))
+		require.NoError(t, err)
+		mu.Lock()
+		present := 0
+		for id, want := range acked {
+			got := docState{}
+			v, err := c.Get(ctx(t), id, 0)
+			if status.Code(err) != codes.NotFound {
+				require.NoError(t, err)
+				got = docState{present: true, vec: v.GetVector(), payload: v.GetPayload()}
+			}
+			alt, inFlight := maybe[id]
+			if !(inFlight && got.equal(alt)) {
+				require.True(t, got.equal(want), "round %d: %s holds %v, its last acknowledged write left %v", round, id, got.present, want.present)
+			}
+			// What the restarted shard holds is now what the id holds.
+			acked[id] = got
+			if got.present {
+				present++
+			}
+		}
+		clear(maybe)
+		t.Logf("round %d: %d ids, %d present, %d stored, applied index %d", round, len(acked), present, st.GetDocCount(), st.GetAppliedIndex())
+		require.Equal(t, present, int(st.GetDocCount()), "round %d: documents nobody wrote", round)
+		// Files: the live segments are bounded by the rows (compaction),
+		// the snapshots' links by what two snapshots hold, and nothing a
+		// killed snapshot or compaction left behind piles up.
+		bound := 2*int(st.GetDocCount())/crashSegRows + 3
+		segs, err := filepath.Glob(filepath.Join(dir, SegmentDir, "*", "*.npy"))
+		require.NoError(t, err)
+		require.LessOrEqual(t, len(segs), bound, "round %d: live segment files", round)
+		links, err := filepath.Glob(filepath.Join(dir, "snapshots", "*", "files", "*"))
+		require.NoError(t, err)
+		require.LessOrEqual(t, len(links), 2*(bound+8), "round %d: snapshot links", round)
+		tmps, err := filepath.Glob(filepath.Join(dir, "snapshots", "*.tmp"))
+		require.NoError(t, err)
+		// At most the one being written now: those a kill cut short are
+		// removed at start.
+		require.LessOrEqual(t, len(tmps), 1, "round %d: unfinished snapshots", round)
+		mu.Unlock()
+		if round == kills {
+			c.Close()
+			require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+			require.NoError(t, cmd.Wait())
+			break
+		}
+
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		for w := range writers {
+			wg.Go(func() {
+				r := rand.New(rand.NewPCG(uint64(round*writers+w), 5))
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					wctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+					err := crashWrite(wctx, c, r, &mu, acked, maybe, &owned[w], &next)
+					cancel()
+					if err != nil {
+						var nl *shard.NotLeaderError
+						if errors.As(err, &nl) {
+							continue
+						}
+						return // killed: the write in flight stays a maybe
+					}
+				}
+			})
+		}
+		time.Sleep(time.Duration(100+rng.IntN(400)) * time.Millisecond)
+		require.NoError(t, cmd.Process.Kill())
+		_ = cmd.Wait()
+		close(stop)
+		wg.Wait()
+		c.Close()
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	require.Greater(t, len(acked), 500, "the test wrote too few documents to fill and compact segments")
+	// The restarts linked their snapshot's files rather than stream rows.
+	b, err := os.ReadFile(filepath.Join(base, childLog))
+	require.NoError(t, err)
+	linked := strings.Count(string(b), `msg="segments restored"`)
+	t.Logf("%d of %d restarts restored linked segment files", linked, kills)
+	require.GreaterOrEqual(t, linked, kills/2, "restarts restore the snapshot's segment files")
+}
+
+func (d docState) equal(o docState) bool {
+	if d.present != o.present {
+		return false
+	}
+	return !d.present || (string(d.vec) == string(o.vec) && string(d.payload) == string(o.payload))
+}
+
+// crashWrite sends one write of a writer's: fresh ids (filling segments),
+// an overwrite or a delete of one of its ids (leaving dead rows that
+// compact). Until it is acknowledged its outcome is a maybe; an error
+// leaves it so.
+func crashWrite(ctx context.Context, c *client.Conn, r *rand.Rand, mu *sync.Mutex, acked, maybe map[string]docState, owned *[]string, next *int) error {
+	doc := func() docState {
+		v := make([]float32, testDim)
+		for j := range v {
+			v[j] = float32(r.NormFloat64())
+		}
+		return docState{present: true, vec: shard.EncodeVector(v), payload: fmt.Appendf(nil, `{"n":%d}`, r.Uint64())}
+	}
+	mu.Lock()
+	k := r.IntN(10)
+	switch {
+	case k < 5 || len(*owned) == 0:
+		batch := make([]*shardpb.Vector, 1+r.IntN(8))
+		states := make([]docState, len(batch))
+		for i := range batch {
+			id := fmt.Sprintf("doc-%d", *next)
+			*next++
+			*owned = append(*owned, id)
+			acked[id] = docState{}
+			states[i] = doc()
+			maybe[id] = states[i]
+			batch[i] = &shardpb.Vector{Id: id, Vector: states[i].vec, Payload: states[i].payload}
+		}
+		mu.Unlock()
+		if _, err := c.Upsert(ctx, place, batch); err != nil {
+			return err
+		}
+		mu.Lock()
+		for i, v := range batch {
+			acked[v.GetId()] = states[i]
+			delete(maybe, v.GetId())
+		}
+	case k < 8:
+		id := (*owned)[r.IntN(len(*owned))]
+		s := doc()
+		maybe[id] = s
+		mu.Unlock()
+		if _, err := c.Upsert(ctx, place, []*shardpb.Vector{{Id: id, Vector: s.vec, Payload: s.payload}}); err != nil {
+			return err
+		}
+		mu.Lock()
+		acked[id] = s
+		delete(maybe, id)
+	default:
+		id := (*owned)[r.IntN(len(*owned))]
+		maybe[id] = docState{}
+		mu.Unlock()
+		if _, _, err := c.Delete(ctx, place, id); err != nil {
+			return err
+		}
+		mu.Lock()
+		acked[id] = docState{}
+		delete(maybe, id)
+	}
+	mu.Unlock()
+	return nil
+}
