@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/trawl-search/trawl/catalog"
+	"github.com/trawl-search/trawl/placement"
 	"github.com/trawl-search/trawl/shard"
 	"github.com/trawl-search/trawl/shard/shardpb"
 	"github.com/trawl-search/trawl/shard/store"
@@ -103,10 +104,18 @@ type newCollectionFunc func(name string, uid uint64, s catalog.Settings, p store
 // nothing.
 func (st *catalogState) change(req *shardpb.ChangeCatalogRequest, index uint64, mk newCollectionFunc) (catalogChange, error) {
 	p := store.Placement{Fingerprint: req.GetPlacement().GetFingerprint(), Shard: req.GetPlacement().GetShard()}
-	if p != (store.Placement{}) {
-		if _, err := placementCheck(st.placement(), req.GetPlacement()); err != nil {
-			return catalogChange{}, err
-		}
+	if have := st.placement(); p.Shard != "" && have.Shard != "" && have.Shard != p.Shard {
+		// Only the group's identity: a catalog change routed under
+		// another shard list is how shards are added once collections
+		// are placed by slots (a write under another list is still
+		// refused for a collection that predates them).
+		return catalogChange{}, status.Errorf(codes.FailedPrecondition,
+			"this group holds data written as shard %q; the catalog change is for shard %q", have.Shard, p.Shard)
+	}
+	if p.Fingerprint == placement.SlotsFingerprint || p.Shard == "" {
+		// A new collection of a group that has never been written adopts
+		// no shard-list placement: its writes bring their own.
+		p = store.Placement{}
 	}
 	var (
 		ch  catalogChange
@@ -139,11 +148,19 @@ func (st *catalogState) create(e *shardpb.CollectionEntry, authority bool, index
 	if err != nil {
 		return catalogChange{}, status.Error(codes.InvalidArgument, err.Error())
 	}
+	slots, err := slotMapOf(e.GetSlotMap())
+	if err != nil {
+		return catalogChange{}, status.Error(codes.InvalidArgument, err.Error())
+	}
 	held := st.collections[name]
 	uid := e.GetUid()
 	if authority {
 		if held != nil {
 			if held.settings == s {
+				if asked := int(e.GetSlotsAsked()); asked != 0 && asked != held.slotMap().Slots() {
+					return catalogChange{}, status.Errorf(codes.AlreadyExists,
+						"collection %q exists with %d slots (0: created before slots); the create asks for %d", name, held.slotMap().Slots(), asked)
+				}
 				return catalogChange{entry: held.entry()}, nil
 			}
 			return catalogChange{}, status.Errorf(codes.AlreadyExists,
@@ -153,17 +170,23 @@ func (st *catalogState) create(e *shardpb.CollectionEntry, authority bool, index
 	} else {
 		if held != nil {
 			switch {
-			case held.uid == uid && held.settings == s && maps.Equal(held.payloadSchema, e.GetPayloadSchema()):
+			case held.uid == uid && held.settings == s && maps.Equal(held.payloadSchema, e.GetPayloadSchema()) && !newerSlots(held.slotMap(), slots):
 				return catalogChange{entry: held.entry()}, nil
 			case held.uid == uid && held.settings == s:
-				// The authority's payload index declarations changed.
+				// The authority's payload index declarations or slot map
+				// changed (a map only ever moves forward: a push of an
+				// older one, overtaken, changes nothing).
 				held.payloadSchema = maps.Clone(e.GetPayloadSchema())
+				if newerSlots(held.slotMap(), slots) {
+					held.slots.Store(slots)
+				}
 				return catalogChange{entry: held.entry(), changed: true}, nil
 			case held.uid == 0 && uid > 0 && held.settings == s:
 				// The legacy collection of a data directory written
 				// before collections, created by name with its own
 				// settings: it is adopted, rows and all, not replaced.
 				held.uid, held.payloadSchema, held.virtual = uid, maps.Clone(e.GetPayloadSchema()), false
+				held.slots.Store(slots)
 				return catalogChange{entry: held.entry(), changed: true}, nil
 			case held.uid == uid:
 				return catalogChange{}, status.Errorf(codes.AlreadyExists,
@@ -185,6 +208,7 @@ func (st *catalogState) create(e *shardpb.CollectionEntry, authority bool, index
 		ch.removed = append(ch.removed, held)
 	}
 	c := mk(name, uid, s, p)
+	c.slots.Store(slots)
 	if !authority {
 		c.payloadSchema = maps.Clone(e.GetPayloadSchema())
 	}
@@ -326,4 +350,10 @@ func settingsFromPB(p *shardpb.CollectionSettings) (catalog.Settings, error) {
 // settingsToPB is s on the wire.
 func settingsToPB(s catalog.Settings) *shardpb.CollectionSettings {
 	return &shardpb.CollectionSettings{Dim: uint32(s.Dim), Metric: s.Metric.String(), Quantization: s.Quantization, Index: s.Index, Float32Placement: s.Float32}
+}
+
+// newerSlots reports whether a pushed slot map replaces the one held: a
+// map where there was none, or one of a later epoch.
+func newerSlots(held, pushed *placement.SlotMap) bool {
+	return pushed != nil && (held == nil || pushed.Epoch > held.Epoch)
 }

@@ -7,8 +7,10 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 
 	"github.com/trawl-search/trawl/catalog"
+	"github.com/trawl-search/trawl/placement"
 	"github.com/trawl-search/trawl/shard"
 	"github.com/trawl-search/trawl/shard/shardpb"
 	"github.com/trawl-search/trawl/shard/store"
@@ -17,7 +19,8 @@ import (
 )
 
 // collection is one collection a replica holds: its catalog entry and its
-// store. None of its fields change; a collection created again under its
+// store. None of its fields change but payloadSchema and slots (catalog
+// changes of the same incarnation); a collection created again under its
 // name is another collection.
 type collection struct {
 	name     string
@@ -31,10 +34,15 @@ type collection struct {
 	// it: not in the catalog, but what routers that name no collection
 	// read (empty) and write (the entry creates it).
 	virtual bool
+	// slots is the collection's slot map, nil for a collection created
+	// before slots (placed by jump hash over the shard list). A catalog
+	// change replaces it whole; reads load it once.
+	slots atomic.Pointer[placement.SlotMap]
 }
 
 func (c *collection) entry() *shardpb.CollectionEntry {
-	return &shardpb.CollectionEntry{Name: c.name, Uid: c.uid, Settings: settingsToPB(c.settings), PayloadSchema: maps.Clone(c.payloadSchema)}
+	return &shardpb.CollectionEntry{Name: c.name, Uid: c.uid, Settings: settingsToPB(c.settings), PayloadSchema: maps.Clone(c.payloadSchema),
+		SlotMap: slotMapPB(c.slotMap())}
 }
 
 // ref names exactly this incarnation, for log entries.
