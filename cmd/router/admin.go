@@ -36,6 +36,9 @@ leader makes the change, a follower forwards it):
   replace-replica   --old HOST:PORT --new HOST:PORT: add new, wait until
                     it is a voter, remove old (a dead replica's
                     replacement); repeat it to finish one cut short
+  slots             [--collection NAME]: each collection's hash slot map
+                    as the catalog holds it: slot count, map epoch, and
+                    every shard's slots and documents (give every --shard)
 
 --shard is repeatable (env TRAWL_SHARDS, as router serve); a change acts on
 one shard: the only one given, or the one --name says.
@@ -63,18 +66,21 @@ func runAdmin(ctx context.Context, args []string, out io.Writer) error {
 	tlsCert := fs.String("tls-cert", "", "client certificate for mTLS to shards")
 	tlsKey := fs.String("tls-key", "", "client key for mTLS to shards")
 	timeout := fs.Duration("timeout", 10*time.Minute, "how long a change may take, catch-up included")
-	asJSON := fs.Bool("json", false, "status: print JSON")
+	asJSON := fs.Bool("json", false, "status, slots: print JSON")
 	var replicaAddr, oldAddr, newAddr *string
 	wait := fs.Bool("wait", true, "add-replica: wait until the new replica is a voter")
+	var collection *string
 	switch cmd {
 	case "status":
+	case "slots":
+		collection = fs.String("collection", "", "slots: only this collection")
 	case "add-replica", "remove-replica":
 		replicaAddr = fs.String("replica", "", "the replica's address, HOST:PORT, as its peers reach it (its --advertise-addr)")
 	case "replace-replica":
 		oldAddr = fs.String("old", "", "the replica to replace, HOST:PORT")
 		newAddr = fs.String("new", "", "its replacement, HOST:PORT, started with router shard --join")
 	default:
-		return fmt.Errorf("admin: unknown command %q (status, add-replica, remove-replica, replace-replica)", cmd)
+		return fmt.Errorf("admin: unknown command %q (status, slots, add-replica, remove-replica, replace-replica)", cmd)
 	}
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -100,8 +106,11 @@ func runAdmin(ctx context.Context, args []string, out io.Writer) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	if cmd == "status" {
+	switch cmd {
+	case "status":
 		return adminStatus(ctx, out, shards, dial, *asJSON)
+	case "slots":
+		return adminSlots(ctx, out, shards, dial, *collection, *asJSON)
 	}
 	spec, err := pickShard(shards, *name)
 	if err != nil {
