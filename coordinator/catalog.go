@@ -589,7 +589,7 @@ func (c *Coordinator) reconcile(ctx context.Context, auth *shardpb.CatalogRespon
 		for name, e := range want {
 			held, ok := g.colls[name]
 			stale := !ok || held < e.GetUid() || held == e.GetUid() && (!maps.Equal(g.schemas[name], e.GetPayloadSchema()) ||
-				g.entries[name].GetSlotMap().GetEpoch() < e.GetSlotMap().GetEpoch())
+				slotVersion(g.entries[name].GetSlotMap()) < slotVersion(e.GetSlotMap()))
 			if stale && g.dropped[name] < e.GetUid() {
 				todo = append(todo, &shardpb.ChangeCatalogRequest{Op: &shardpb.ChangeCatalogRequest_Create{Create: e}})
 			}
@@ -635,7 +635,13 @@ func collectionOf(e *shardpb.CollectionEntry) Collection {
 	out := Collection{Name: e.GetName(), UID: e.GetUid(), PayloadSchema: e.GetPayloadSchema(), Settings: catalog.Settings{
 		Dim: int(st.GetDim()), Metric: m, Quantization: st.GetQuantization(), Index: st.GetIndex(), Float32: st.GetFloat32Placement()}.Normalize()}
 	if sm := e.GetSlotMap(); len(sm.GetOwners()) > 0 {
-		out.Slots = placement.SlotMap{Epoch: sm.GetEpoch(), Owners: sm.GetOwners(), Since: sm.GetSince()}
+		out.Slots = placement.SlotMap{Epoch: sm.GetEpoch(), Owners: sm.GetOwners(), Since: sm.GetSince(), Version: sm.GetVersion()}
+		for _, mv := range sm.GetMoves() {
+			if out.Slots.Moves == nil {
+				out.Slots.Moves = map[int]placement.SlotMove{}
+			}
+			out.Slots.Moves[int(mv.GetSlot())] = placement.SlotMove{To: mv.GetTo(), Prev: mv.GetPrev()}
+		}
 	}
 	return out
 }
@@ -783,3 +789,7 @@ func (c *Coordinator) changePayloadIndex(ctx context.Context, coll Collection, f
 	_, _ = c.refreshCatalog(ctx)
 	return nil
 }
+
+// slotVersion is a wire slot map's version (its epoch for a map written
+// before moves).
+func slotVersion(m *shardpb.SlotMap) uint64 { return max(m.GetVersion(), m.GetEpoch()) }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"slices"
 )
 
@@ -46,10 +47,81 @@ func Slot(id string, slots int) int {
 // SlotMap says which shard holds each slot of a collection. Epoch orders
 // maps: every change of an owner makes a new map with a higher epoch, and
 // Since records, per slot, the epoch at which its owner last changed.
+//
+// Version is raised by every change of the map, a move's steps too; Moves
+// are the slot moves under way (at most one, see Begin).
 type SlotMap struct {
-	Epoch  uint64
-	Owners []string // slot → shard name
-	Since  []uint64 // slot → epoch of its owner's last change
+	Epoch   uint64
+	Owners  []string // slot → shard name
+	Since   []uint64 // slot → epoch of its owner's last change
+	Version uint64
+	Moves   map[int]SlotMove
+}
+
+// SlotMove is a slot on its way to another shard. Before the flip To is
+// set: the owner refuses writes to the slot (it is fenced) while its rows
+// are copied to To, which takes them. After the flip To is empty and Prev
+// names the old owner, which still holds the rows until the map settles.
+type SlotMove struct {
+	To   string
+	Prev string
+}
+
+// Ver is the map's version: Version, or for a map written before moves
+// its epoch.
+func (m SlotMap) Ver() uint64 { return max(m.Version, m.Epoch) }
+
+// Fenced reports whether slot s is being copied away from its owner, who
+// takes no writes to it until the flip.
+func (m SlotMap) Fenced(s int) bool { return m.Moves[s].To != "" }
+
+// HoldsRows reports whether shard holds rows of slot s under m: it owns
+// it, it is receiving it, or it owned it before a flip the map has not
+// settled yet.
+func (m SlotMap) HoldsRows(shard string, s int) bool {
+	mv := m.Moves[s]
+	return m.Owners[s] == shard || mv.To == shard || mv.Prev == shard
+}
+
+// ErrMoving is Begin's refusal while another move is under way.
+var ErrMoving = errors.New("a slot move is under way")
+
+// Begin starts moving slot s to shard to: the next version, s fenced.
+// One move at a time a collection, so a reader's epoch newer than a
+// group's can only be the flip of the move that group is receiving.
+func (m SlotMap) Begin(s int, to string) (SlotMap, error) {
+	if s < 0 || s >= len(m.Owners) {
+		return m, fmt.Errorf("%w: slot %d of %d", ErrSlots, s, len(m.Owners))
+	}
+	if len(m.Moves) > 0 {
+		return m, ErrMoving
+	}
+	if m.Owners[s] == to {
+		return m, fmt.Errorf("%w: slot %d is on %s already", ErrSlots, s, to)
+	}
+	out := m.Clone()
+	out.Version = m.Ver() + 1
+	out.Moves = map[int]SlotMove{s: {To: to}}
+	return out, nil
+}
+
+// Flip gives the slot being moved to its new owner at the next epoch;
+// the old owner keeps its rows (Prev) until Settle.
+func (m SlotMap) Flip(s int) SlotMap {
+	out := m.Move(s, m.Moves[s].To)
+	out.Version = m.Ver() + 1
+	out.Moves = map[int]SlotMove{s: {Prev: m.Owners[s]}}
+	return out
+}
+
+// Settle ends slot s's move, done or abandoned: whoever held its rows
+// only for the move (the old owner after a flip, the receiver before
+// one) drops them when it applies the settled map.
+func (m SlotMap) Settle(s int) SlotMap {
+	out := m.Clone()
+	out.Version = m.Ver() + 1
+	delete(out.Moves, s)
+	return out
 }
 
 // Slots is the map's slot count (0 for the zero map: a collection that
@@ -88,7 +160,11 @@ func (m SlotMap) Counts(names []string) map[string]int {
 
 // Clone is a deep copy of m.
 func (m SlotMap) Clone() SlotMap {
-	return SlotMap{Epoch: m.Epoch, Owners: slices.Clone(m.Owners), Since: slices.Clone(m.Since)}
+	out := SlotMap{Epoch: m.Epoch, Owners: slices.Clone(m.Owners), Since: slices.Clone(m.Since), Version: m.Version}
+	if len(m.Moves) > 0 {
+		out.Moves = maps.Clone(m.Moves)
+	}
+	return out
 }
 
 // Validate checks that m is a whole map: a valid slot count, one epoch per
@@ -106,6 +182,11 @@ func (m SlotMap) Validate() error {
 		}
 		if m.Since[s] > m.Epoch {
 			return fmt.Errorf("%w: slot %d changed at epoch %d, after the map's %d", ErrSlots, s, m.Since[s], m.Epoch)
+		}
+	}
+	for s, mv := range m.Moves {
+		if s < 0 || s >= len(m.Owners) || (mv.To == "") == (mv.Prev == "") {
+			return fmt.Errorf("%w: move of slot %d: want one of to or prev", ErrSlots, s)
 		}
 	}
 	return nil
@@ -136,6 +217,7 @@ func Legacy(names []string) SlotMap {
 // Since set to it.
 func (m SlotMap) Move(slot int, shard string) SlotMap {
 	out := m.Clone()
+	out.Version = m.Ver() + 1
 	out.Epoch++
 	out.Owners[slot] = shard
 	out.Since[slot] = out.Epoch

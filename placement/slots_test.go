@@ -79,3 +79,37 @@ func TestValidateRefuses(t *testing.T) {
 		require.ErrorIs(t, tt.m.Validate(), ErrSlots, tt.name)
 	}
 }
+
+func TestMoveSteps(t *testing.T) {
+	m := Even([]string{"a", "b"}, 4) // a: 0, 2; b: 1, 3
+	begun, err := m.Begin(0, "c")
+	require.NoError(t, err)
+	require.NoError(t, begun.Validate())
+	require.True(t, begun.Fenced(0))
+	require.Equal(t, m.Epoch, begun.Epoch, "a fence changes no owner")
+	require.Greater(t, begun.Ver(), m.Ver())
+	require.True(t, begun.HoldsRows("a", 0) && begun.HoldsRows("c", 0))
+	_, err = begun.Begin(1, "c")
+	require.ErrorIs(t, err, ErrMoving)
+	_, err = m.Begin(1, "b")
+	require.ErrorIs(t, err, ErrSlots)
+
+	flipped := begun.Flip(0)
+	require.NoError(t, flipped.Validate())
+	require.Equal(t, "c", flipped.Owners[0])
+	require.Equal(t, m.Epoch+1, flipped.Epoch)
+	require.False(t, flipped.Fenced(0))
+	require.True(t, flipped.HoldsRows("a", 0), "the old owner keeps its rows until the map settles")
+
+	settled := flipped.Settle(0)
+	require.NoError(t, settled.Validate())
+	require.False(t, settled.HoldsRows("a", 0))
+	require.True(t, settled.HoldsRows("c", 0))
+	require.Greater(t, settled.Ver(), flipped.Ver())
+	require.Empty(t, settled.Moves)
+
+	// Abandoned before the flip: the receiver holds the rows no longer.
+	abandoned := begun.Settle(0)
+	require.False(t, abandoned.HoldsRows("c", 0))
+	require.True(t, abandoned.HoldsRows("a", 0))
+}

@@ -20,9 +20,11 @@ type Placement struct {
 	Fingerprint string
 	Shard       string
 	SlotEpoch   uint64
+	// Migrate marks a slot move's copy (shardpb.Placement.migrate).
+	Migrate bool
 }
 
 // PB is p on the wire.
 func (p Placement) PB() *shardpb.Placement {
-	return &shardpb.Placement{Fingerprint: p.Fingerprint, Shard: p.Shard, SlotEpoch: p.SlotEpoch}
+	return &shardpb.Placement{Fingerprint: p.Fingerprint, Shard: p.Shard, SlotEpoch: p.SlotEpoch, Migrate: p.Migrate}
 }

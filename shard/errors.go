@@ -150,8 +150,7 @@ func AsRead(err error) error {
 
 func (e *SlotMovedError) Error() string              { return e.err.Error() }
 func (e *SlotMovedError) Unwrap() error              { return e.err }
-func (*SlotMovedError) NotServing() bool             { return true }
-func (*SlotMovedError) NeverSent() bool              { return true }
+func (e *SlotMovedError) NotServing() bool           { return e.read }
 func (e *SlotMovedError) GRPCStatus() *status.Status { return status.Convert(e.err) }
 
 // ReasonCollectionNotFound: the replica holds no collection of the name

@@ -88,6 +88,15 @@ type catalogChange struct {
 	// dropped (a replace does both), for their stores' trainers, metrics
 	// and the snapshot that frees their disk.
 	added, removed []*collection
+	// remapped are the collections whose slot map the change replaced,
+	// with the map before, so rows of slots no longer held are dropped.
+	remapped []remap
+}
+
+// remap is one collection's slot map change.
+type remap struct {
+	col *collection
+	old *placement.SlotMap
 }
 
 // newCollectionFunc makes the collection a create adds: its store, empty,
@@ -130,6 +139,8 @@ func (st *catalogState) change(req *shardpb.ChangeCatalogRequest, index uint64, 
 		ch, err = st.alias(op.Alias, req.GetAuthority(), index)
 	case *shardpb.ChangeCatalogRequest_PayloadIndex:
 		ch, err = st.payloadIndex(op.PayloadIndex, req.GetAuthority())
+	case *shardpb.ChangeCatalogRequest_SetSlots:
+		ch, err = st.setSlots(op.SetSlots, req.GetAuthority())
 	default:
 		return catalogChange{}, status.Error(codes.InvalidArgument, "catalog change with no operation")
 	}
@@ -177,10 +188,13 @@ func (st *catalogState) create(e *shardpb.CollectionEntry, authority bool, index
 				// changed (a map only ever moves forward: a push of an
 				// older one, overtaken, changes nothing).
 				held.payloadSchema = maps.Clone(e.GetPayloadSchema())
-				if newerSlots(held.slotMap(), slots) {
+				ch := catalogChange{changed: true}
+				if old := held.slotMap(); newerSlots(old, slots) {
 					held.slots.Store(slots)
+					ch.remapped = []remap{{col: held, old: old}}
 				}
-				return catalogChange{entry: held.entry(), changed: true}, nil
+				ch.entry = held.entry()
+				return ch, nil
 			case held.uid == 0 && uid > 0 && held.settings == s:
 				// The legacy collection of a data directory written
 				// before collections, created by name with its own
@@ -352,8 +366,36 @@ func settingsToPB(s catalog.Settings) *shardpb.CollectionSettings {
 	return &shardpb.CollectionSettings{Dim: uint32(s.Dim), Metric: s.Metric.String(), Quantization: s.Quantization, Index: s.Index, Float32Placement: s.Float32}
 }
 
+// setSlots replaces a collection's slot map on the authority, when the
+// held map is at the version the change expects: a move's steps are
+// compare-and-set, so two movers never interleave. The other groups
+// receive the changed entry as a create of the same uid.
+func (st *catalogState) setSlots(ss *shardpb.SetSlots, authority bool) (catalogChange, error) {
+	if !authority {
+		return catalogChange{}, status.Error(codes.InvalidArgument, "a slot map change is decided by the authority group only")
+	}
+	held := st.collections[ss.GetCollection()]
+	if held == nil || held.virtual || held.uid != ss.GetUid() {
+		return catalogChange{}, shard.CollectionNotFoundStatus(ss.GetCollection(), 0)
+	}
+	next, err := slotMapOf(ss.GetSlotMap())
+	if err != nil || next == nil {
+		return catalogChange{}, status.Errorf(codes.InvalidArgument, "slot map: %v", err)
+	}
+	old := held.slotMap()
+	if old == nil {
+		return catalogChange{}, status.Errorf(codes.FailedPrecondition, "collection %q predates slots: its map is not set here", held.name)
+	}
+	if old.Ver() != ss.GetExpectVersion() || next.Ver() <= old.Ver() || next.Slots() != old.Slots() {
+		return catalogChange{}, status.Errorf(codes.Aborted,
+			"collection %q: slot map is at version %d, the change expects %d (another move changed it)", held.name, old.Ver(), ss.GetExpectVersion())
+	}
+	held.slots.Store(next)
+	return catalogChange{entry: held.entry(), changed: true, remapped: []remap{{col: held, old: old}}}, nil
+}
+
 // newerSlots reports whether a pushed slot map replaces the one held: a
 // map where there was none, or one of a later epoch.
 func newerSlots(held, pushed *placement.SlotMap) bool {
-	return pushed != nil && (held == nil || pushed.Epoch > held.Epoch)
+	return pushed != nil && (held == nil || pushed.Ver() > held.Ver())
 }

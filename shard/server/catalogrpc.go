@@ -100,8 +100,16 @@ func checkCatalogChange(req *shardpb.ChangeCatalogRequest) (*shardpb.ChangeCatal
 			return nil, status.Error(codes.InvalidArgument, "a payload index needs a field name")
 		}
 		out.Op = op
+	case *shardpb.ChangeCatalogRequest_SetSlots:
+		if err := catalog.ValidName(op.SetSlots.GetCollection()); err != nil {
+			return nil, invalid(err)
+		}
+		if m, err := slotMapOf(op.SetSlots.GetSlotMap()); err != nil || m == nil {
+			return nil, status.Errorf(codes.InvalidArgument, "set_slots needs a whole slot map: %v", err)
+		}
+		out.Op = op
 	default:
-		return nil, status.Error(codes.InvalidArgument, "catalog change with no operation: want create, drop, alias or payload_index")
+		return nil, status.Error(codes.InvalidArgument, "catalog change with no operation: want create, drop, alias, payload_index or set_slots")
 	}
 	if p := req.GetPlacement(); p != nil && (p.GetFingerprint() == "") != (p.GetShard() == "") {
 		return nil, status.Error(codes.InvalidArgument, "catalog change placement needs both fingerprint and shard")

@@ -288,6 +288,12 @@ func (c *Collections) changeCatalog(req *shardpb.ChangeCatalogRequest, index uin
 	}
 	onDrop := c.onDrop
 	c.mu.Unlock()
+	for _, rm := range ch.remapped {
+		if n := c.dropUnheld(rm.col, rm.old); n > 0 {
+			c.log.Info("rows of slots no longer held dropped", "collection", rm.col.name, "rows", n, "index", index)
+			c.observe(rm.col)
+		}
+	}
 	if len(ch.removed) > 0 {
 		c.log.Info("collection dropped", "collection", req.GetDrop().GetName(), "index", index)
 		if onDrop != nil {

@@ -178,3 +178,69 @@ func TestSlotReadFilter(t *testing.T) {
 	_, err = m.cols.slotReadFilter(col, &shardpb.SlotSelection{Epoch: 1, Shard: "shard-0", Held: []byte{1}})
 	require.Equal(t, codes.InvalidArgument, status.Code(err))
 }
+
+// A move's steps on the groups involved: the owner refuses writes to the
+// fenced slot (retryable), the receiver takes the copy only for the slot
+// moving to it, a read at the new epoch reaches the receiver before it
+// applied the flip, and once the map settles the old owner has dropped
+// the slot's rows while the others stay.
+func TestSlotMoveOnTheGroups(t *testing.T) {
+	sm := placement.Even([]string{"shard-0", "shard-1"}, 8)
+	src, dst := newMachine(t, catalog.Settings{}), newMachine(t, catalog.Settings{})
+	e := src.createSlotted("c", sm)
+	dst.createSlotted("c", sm)
+	ref := &shardpb.CollectionRef{Name: "c"}
+	mine := idsIn(sm, "shard-0", 12)
+	s := placement.Slot(mine[0], 8)
+	var inSlot, others []string
+	for _, id := range mine {
+		if placement.Slot(id, 8) == s {
+			inSlot = append(inSlot, id)
+		} else {
+			others = append(others, id)
+		}
+	}
+	at := func(shardName string, epoch uint64, migrate bool) *shardpb.Placement {
+		return &shardpb.Placement{Fingerprint: placement.SlotsFingerprint, Shard: shardName, SlotEpoch: epoch, Migrate: migrate}
+	}
+	require.NoError(t, src.slotUpsert(ref, at("shard-0", 1, false), mine...).err)
+	require.NoError(t, dst.slotUpsert(ref, at("shard-1", 1, false), idsIn(sm, "shard-1", 3)...).err)
+	push := func(m *machine, next placement.SlotMap) {
+		entry := &shardpb.CollectionEntry{Name: "c", Uid: e.GetUid(), Settings: e.GetSettings(), SlotMap: slotMapPB(&next)}
+		res := m.apply(&shardpb.Command{Op: &shardpb.Command_Catalog{Catalog: &shardpb.ChangeCatalogRequest{
+			Op: &shardpb.ChangeCatalogRequest_Create{Create: entry}}}})
+		require.NoError(t, res.err)
+	}
+
+	begun, err := sm.Begin(s, "shard-1")
+	require.NoError(t, err)
+	push(src, begun)
+	push(dst, begun)
+	require.True(t, slotMovedErr(t, src.slotUpsert(ref, at("shard-0", 1, false), inSlot[0]).err).Retry, "fenced: retry after the flip")
+	require.NoError(t, src.slotUpsert(ref, at("shard-0", 1, false), others[0]).err, "other slots take writes")
+	slotMovedErr(t, dst.slotUpsert(ref, at("shard-1", 1, true), others[0]).err) // not moving here
+	require.NoError(t, dst.slotUpsert(ref, at("shard-1", 1, true), inSlot...).err)
+
+	col, err := dst.cols.resolve(ref)
+	require.NoError(t, err)
+	keep, err := dst.cols.slotReadFilter(col, &shardpb.SlotSelection{Epoch: 1, Shard: "shard-1", Held: sm.Held("shard-1")})
+	require.NoError(t, err)
+	require.NotNil(t, keep, "the copy is not the receiver's to count before the flip")
+	require.False(t, keep(inSlot[0]))
+	flipped := begun.Flip(s)
+	_, err = dst.cols.slotReadFilter(col, &shardpb.SlotSelection{Epoch: flipped.Epoch, Shard: "shard-1", Held: flipped.Held("shard-1")})
+	require.NoError(t, err, "a reader already on the flipped map reaches the receiver")
+
+	push(src, flipped)
+	push(dst, flipped)
+	scol, err := src.cols.resolve(ref)
+	require.NoError(t, err)
+	keep, err = src.cols.slotReadFilter(scol, &shardpb.SlotSelection{Epoch: 1, Shard: "shard-0", Held: sm.Held("shard-0")})
+	require.NoError(t, err, "the old owner answers readers on the old epoch until the map settles")
+	require.Nil(t, keep)
+	before := scol.mem.Len()
+	push(src, flipped.Settle(s))
+	require.Equal(t, before-len(inSlot), scol.mem.Len(), "the old owner dropped the slot's rows, and only those")
+	_, err = src.cols.slotReadFilter(scol, &shardpb.SlotSelection{Epoch: 1, Shard: "shard-0", Held: sm.Held("shard-0")})
+	slotMovedErr(t, err)
+}

@@ -715,10 +715,16 @@ func (x *CollectionEntry) GetSlotsAsked() uint32 {
 
 // SlotMap is a collection's slot → shard map at one epoch.
 type SlotMap struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Epoch         uint64                 `protobuf:"varint,1,opt,name=epoch,proto3" json:"epoch,omitempty"`        // raised by every change of an owner
-	Owners        []string               `protobuf:"bytes,2,rep,name=owners,proto3" json:"owners,omitempty"`       // slot → shard name
-	Since         []uint64               `protobuf:"varint,3,rep,packed,name=since,proto3" json:"since,omitempty"` // slot → epoch its owner last changed at
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Epoch  uint64                 `protobuf:"varint,1,opt,name=epoch,proto3" json:"epoch,omitempty"`        // raised by every change of an owner
+	Owners []string               `protobuf:"bytes,2,rep,name=owners,proto3" json:"owners,omitempty"`       // slot → shard name
+	Since  []uint64               `protobuf:"varint,3,rep,packed,name=since,proto3" json:"since,omitempty"` // slot → epoch its owner last changed at
+	// version is raised by every change of the map (a move's steps too);
+	// a pushed map replaces the one held only when its version is higher.
+	// 0 in maps written before moves: their epoch stands for it.
+	Version uint64 `protobuf:"varint,4,opt,name=version,proto3" json:"version,omitempty"`
+	// moves are the slot moves under way, at most one a collection.
+	Moves         []*SlotMove `protobuf:"bytes,5,rep,name=moves,proto3" json:"moves,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -774,6 +780,151 @@ func (x *SlotMap) GetSince() []uint64 {
 	return nil
 }
 
+func (x *SlotMap) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *SlotMap) GetMoves() []*SlotMove {
+	if x != nil {
+		return x.Moves
+	}
+	return nil
+}
+
+// SlotMove is one slot moving between shards: fenced and copied to `to`
+// while its owner is still `from`, then flipped (owner `to`, `from` kept
+// as prev until the map settles).
+type SlotMove struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Slot          uint32                 `protobuf:"varint,1,opt,name=slot,proto3" json:"slot,omitempty"`
+	To            string                 `protobuf:"bytes,2,opt,name=to,proto3" json:"to,omitempty"`     // the shard receiving the slot's rows (until the flip)
+	Prev          string                 `protobuf:"bytes,3,opt,name=prev,proto3" json:"prev,omitempty"` // after the flip: the old owner, still holding the rows
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SlotMove) Reset() {
+	*x = SlotMove{}
+	mi := &file_shard_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SlotMove) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SlotMove) ProtoMessage() {}
+
+func (x *SlotMove) ProtoReflect() protoreflect.Message {
+	mi := &file_shard_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SlotMove.ProtoReflect.Descriptor instead.
+func (*SlotMove) Descriptor() ([]byte, []int) {
+	return file_shard_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *SlotMove) GetSlot() uint32 {
+	if x != nil {
+		return x.Slot
+	}
+	return 0
+}
+
+func (x *SlotMove) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
+func (x *SlotMove) GetPrev() string {
+	if x != nil {
+		return x.Prev
+	}
+	return ""
+}
+
+type SetSlots struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Collection    string                 `protobuf:"bytes,1,opt,name=collection,proto3" json:"collection,omitempty"`
+	Uid           uint64                 `protobuf:"varint,2,opt,name=uid,proto3" json:"uid,omitempty"`
+	ExpectVersion uint64                 `protobuf:"varint,3,opt,name=expect_version,json=expectVersion,proto3" json:"expect_version,omitempty"`
+	SlotMap       *SlotMap               `protobuf:"bytes,4,opt,name=slot_map,json=slotMap,proto3" json:"slot_map,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetSlots) Reset() {
+	*x = SetSlots{}
+	mi := &file_shard_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetSlots) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetSlots) ProtoMessage() {}
+
+func (x *SetSlots) ProtoReflect() protoreflect.Message {
+	mi := &file_shard_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetSlots.ProtoReflect.Descriptor instead.
+func (*SetSlots) Descriptor() ([]byte, []int) {
+	return file_shard_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *SetSlots) GetCollection() string {
+	if x != nil {
+		return x.Collection
+	}
+	return ""
+}
+
+func (x *SetSlots) GetUid() uint64 {
+	if x != nil {
+		return x.Uid
+	}
+	return 0
+}
+
+func (x *SetSlots) GetExpectVersion() uint64 {
+	if x != nil {
+		return x.ExpectVersion
+	}
+	return 0
+}
+
+func (x *SetSlots) GetSlotMap() *SlotMap {
+	if x != nil {
+		return x.SlotMap
+	}
+	return nil
+}
+
 // PayloadIndex declares (schema set) or removes (schema empty) a payload
 // index of a collection.
 type PayloadIndex struct {
@@ -787,7 +938,7 @@ type PayloadIndex struct {
 
 func (x *PayloadIndex) Reset() {
 	*x = PayloadIndex{}
-	mi := &file_shard_proto_msgTypes[10]
+	mi := &file_shard_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -799,7 +950,7 @@ func (x *PayloadIndex) String() string {
 func (*PayloadIndex) ProtoMessage() {}
 
 func (x *PayloadIndex) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[10]
+	mi := &file_shard_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -812,7 +963,7 @@ func (x *PayloadIndex) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PayloadIndex.ProtoReflect.Descriptor instead.
 func (*PayloadIndex) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{10}
+	return file_shard_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *PayloadIndex) GetCollection() string {
@@ -848,7 +999,7 @@ type AliasEntry struct {
 
 func (x *AliasEntry) Reset() {
 	*x = AliasEntry{}
-	mi := &file_shard_proto_msgTypes[11]
+	mi := &file_shard_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -860,7 +1011,7 @@ func (x *AliasEntry) String() string {
 func (*AliasEntry) ProtoMessage() {}
 
 func (x *AliasEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[11]
+	mi := &file_shard_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -873,7 +1024,7 @@ func (x *AliasEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AliasEntry.ProtoReflect.Descriptor instead.
 func (*AliasEntry) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{11}
+	return file_shard_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *AliasEntry) GetAlias() string {
@@ -906,7 +1057,7 @@ type CatalogRequest struct {
 
 func (x *CatalogRequest) Reset() {
 	*x = CatalogRequest{}
-	mi := &file_shard_proto_msgTypes[12]
+	mi := &file_shard_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -918,7 +1069,7 @@ func (x *CatalogRequest) String() string {
 func (*CatalogRequest) ProtoMessage() {}
 
 func (x *CatalogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[12]
+	mi := &file_shard_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -931,7 +1082,7 @@ func (x *CatalogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogRequest.ProtoReflect.Descriptor instead.
 func (*CatalogRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{12}
+	return file_shard_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CatalogRequest) GetMinIndex() uint64 {
@@ -957,7 +1108,7 @@ type CatalogResponse struct {
 
 func (x *CatalogResponse) Reset() {
 	*x = CatalogResponse{}
-	mi := &file_shard_proto_msgTypes[13]
+	mi := &file_shard_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -969,7 +1120,7 @@ func (x *CatalogResponse) String() string {
 func (*CatalogResponse) ProtoMessage() {}
 
 func (x *CatalogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[13]
+	mi := &file_shard_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -982,7 +1133,7 @@ func (x *CatalogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogResponse.ProtoReflect.Descriptor instead.
 func (*CatalogResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{13}
+	return file_shard_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CatalogResponse) GetCollections() []*CollectionEntry {
@@ -1023,6 +1174,7 @@ type ChangeCatalogRequest struct {
 	//	*ChangeCatalogRequest_Drop
 	//	*ChangeCatalogRequest_Alias
 	//	*ChangeCatalogRequest_PayloadIndex
+	//	*ChangeCatalogRequest_SetSlots
 	Op            isChangeCatalogRequest_Op `protobuf_oneof:"op"`
 	Placement     *Placement                `protobuf:"bytes,5,opt,name=placement,proto3" json:"placement,omitempty"` // as in UpsertRequest
 	unknownFields protoimpl.UnknownFields
@@ -1031,7 +1183,7 @@ type ChangeCatalogRequest struct {
 
 func (x *ChangeCatalogRequest) Reset() {
 	*x = ChangeCatalogRequest{}
-	mi := &file_shard_proto_msgTypes[14]
+	mi := &file_shard_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1043,7 +1195,7 @@ func (x *ChangeCatalogRequest) String() string {
 func (*ChangeCatalogRequest) ProtoMessage() {}
 
 func (x *ChangeCatalogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[14]
+	mi := &file_shard_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1056,7 +1208,7 @@ func (x *ChangeCatalogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeCatalogRequest.ProtoReflect.Descriptor instead.
 func (*ChangeCatalogRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{14}
+	return file_shard_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ChangeCatalogRequest) GetAuthority() bool {
@@ -1109,6 +1261,15 @@ func (x *ChangeCatalogRequest) GetPayloadIndex() *PayloadIndex {
 	return nil
 }
 
+func (x *ChangeCatalogRequest) GetSetSlots() *SetSlots {
+	if x != nil {
+		if x, ok := x.Op.(*ChangeCatalogRequest_SetSlots); ok {
+			return x.SetSlots
+		}
+	}
+	return nil
+}
+
 func (x *ChangeCatalogRequest) GetPlacement() *Placement {
 	if x != nil {
 		return x.Placement
@@ -1145,6 +1306,14 @@ type ChangeCatalogRequest_PayloadIndex struct {
 	PayloadIndex *PayloadIndex `protobuf:"bytes,6,opt,name=payload_index,json=payloadIndex,proto3,oneof"`
 }
 
+type ChangeCatalogRequest_SetSlots struct {
+	// set_slots: authority only, replaces a collection's slot map when
+	// the held map's version is expect_version (a move's steps, one
+	// mover at a time); the other groups get the changed entry as a
+	// create of the same uid.
+	SetSlots *SetSlots `protobuf:"bytes,7,opt,name=set_slots,json=setSlots,proto3,oneof"`
+}
+
 func (*ChangeCatalogRequest_Create) isChangeCatalogRequest_Op() {}
 
 func (*ChangeCatalogRequest_Drop) isChangeCatalogRequest_Op() {}
@@ -1152,6 +1321,8 @@ func (*ChangeCatalogRequest_Drop) isChangeCatalogRequest_Op() {}
 func (*ChangeCatalogRequest_Alias) isChangeCatalogRequest_Op() {}
 
 func (*ChangeCatalogRequest_PayloadIndex) isChangeCatalogRequest_Op() {}
+
+func (*ChangeCatalogRequest_SetSlots) isChangeCatalogRequest_Op() {}
 
 type ChangeCatalogResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1172,7 +1343,7 @@ type ChangeCatalogResponse struct {
 
 func (x *ChangeCatalogResponse) Reset() {
 	*x = ChangeCatalogResponse{}
-	mi := &file_shard_proto_msgTypes[15]
+	mi := &file_shard_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1184,7 +1355,7 @@ func (x *ChangeCatalogResponse) String() string {
 func (*ChangeCatalogResponse) ProtoMessage() {}
 
 func (x *ChangeCatalogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[15]
+	mi := &file_shard_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1197,7 +1368,7 @@ func (x *ChangeCatalogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeCatalogResponse.ProtoReflect.Descriptor instead.
 func (*ChangeCatalogResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{15}
+	return file_shard_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ChangeCatalogResponse) GetEntry() *CollectionEntry {
@@ -1250,7 +1421,7 @@ type SlotSelection struct {
 
 func (x *SlotSelection) Reset() {
 	*x = SlotSelection{}
-	mi := &file_shard_proto_msgTypes[16]
+	mi := &file_shard_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1262,7 +1433,7 @@ func (x *SlotSelection) String() string {
 func (*SlotSelection) ProtoMessage() {}
 
 func (x *SlotSelection) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[16]
+	mi := &file_shard_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1275,7 +1446,7 @@ func (x *SlotSelection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SlotSelection.ProtoReflect.Descriptor instead.
 func (*SlotSelection) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{16}
+	return file_shard_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SlotSelection) GetEpoch() uint64 {
@@ -1332,7 +1503,7 @@ type Query struct {
 
 func (x *Query) Reset() {
 	*x = Query{}
-	mi := &file_shard_proto_msgTypes[17]
+	mi := &file_shard_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1344,7 +1515,7 @@ func (x *Query) String() string {
 func (*Query) ProtoMessage() {}
 
 func (x *Query) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[17]
+	mi := &file_shard_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1357,7 +1528,7 @@ func (x *Query) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Query.ProtoReflect.Descriptor instead.
 func (*Query) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{17}
+	return file_shard_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Query) GetVector() []byte {
@@ -1442,7 +1613,7 @@ type PayloadSelector struct {
 
 func (x *PayloadSelector) Reset() {
 	*x = PayloadSelector{}
-	mi := &file_shard_proto_msgTypes[18]
+	mi := &file_shard_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1454,7 +1625,7 @@ func (x *PayloadSelector) String() string {
 func (*PayloadSelector) ProtoMessage() {}
 
 func (x *PayloadSelector) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[18]
+	mi := &file_shard_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1467,7 +1638,7 @@ func (x *PayloadSelector) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PayloadSelector.ProtoReflect.Descriptor instead.
 func (*PayloadSelector) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{18}
+	return file_shard_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *PayloadSelector) GetAll() bool {
@@ -1500,7 +1671,7 @@ type Hit struct {
 
 func (x *Hit) Reset() {
 	*x = Hit{}
-	mi := &file_shard_proto_msgTypes[19]
+	mi := &file_shard_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1512,7 +1683,7 @@ func (x *Hit) String() string {
 func (*Hit) ProtoMessage() {}
 
 func (x *Hit) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[19]
+	mi := &file_shard_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1525,7 +1696,7 @@ func (x *Hit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Hit.ProtoReflect.Descriptor instead.
 func (*Hit) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{19}
+	return file_shard_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Hit) GetId() string {
@@ -1572,7 +1743,7 @@ type SearchRequest struct {
 
 func (x *SearchRequest) Reset() {
 	*x = SearchRequest{}
-	mi := &file_shard_proto_msgTypes[20]
+	mi := &file_shard_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1584,7 +1755,7 @@ func (x *SearchRequest) String() string {
 func (*SearchRequest) ProtoMessage() {}
 
 func (x *SearchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[20]
+	mi := &file_shard_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1597,7 +1768,7 @@ func (x *SearchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchRequest.ProtoReflect.Descriptor instead.
 func (*SearchRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{20}
+	return file_shard_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SearchRequest) GetQueries() []*Query {
@@ -1637,7 +1808,7 @@ type HitList struct {
 
 func (x *HitList) Reset() {
 	*x = HitList{}
-	mi := &file_shard_proto_msgTypes[21]
+	mi := &file_shard_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1649,7 +1820,7 @@ func (x *HitList) String() string {
 func (*HitList) ProtoMessage() {}
 
 func (x *HitList) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[21]
+	mi := &file_shard_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1662,7 +1833,7 @@ func (x *HitList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HitList.ProtoReflect.Descriptor instead.
 func (*HitList) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{21}
+	return file_shard_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *HitList) GetHits() []*Hit {
@@ -1683,7 +1854,7 @@ type SearchResponse struct {
 
 func (x *SearchResponse) Reset() {
 	*x = SearchResponse{}
-	mi := &file_shard_proto_msgTypes[22]
+	mi := &file_shard_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1695,7 +1866,7 @@ func (x *SearchResponse) String() string {
 func (*SearchResponse) ProtoMessage() {}
 
 func (x *SearchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[22]
+	mi := &file_shard_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1708,7 +1879,7 @@ func (x *SearchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchResponse.ProtoReflect.Descriptor instead.
 func (*SearchResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{22}
+	return file_shard_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *SearchResponse) GetResults() []*HitList {
@@ -1743,14 +1914,17 @@ type Placement struct {
 	// routed by (fingerprint "slots"). The shard refuses (FailedPrecondition,
 	// reason SLOT_MOVED) a document whose slot its own map does not give it,
 	// or whose slot changed owner after slot_epoch.
-	SlotEpoch     uint64 `protobuf:"varint,3,opt,name=slot_epoch,json=slotEpoch,proto3" json:"slot_epoch,omitempty"`
+	SlotEpoch uint64 `protobuf:"varint,3,opt,name=slot_epoch,json=slotEpoch,proto3" json:"slot_epoch,omitempty"`
+	// migrate marks a slot move's copy: rows of a slot the map is moving to
+	// this shard, accepted only while it is (SlotMove.to).
+	Migrate       bool `protobuf:"varint,4,opt,name=migrate,proto3" json:"migrate,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Placement) Reset() {
 	*x = Placement{}
-	mi := &file_shard_proto_msgTypes[23]
+	mi := &file_shard_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1762,7 +1936,7 @@ func (x *Placement) String() string {
 func (*Placement) ProtoMessage() {}
 
 func (x *Placement) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[23]
+	mi := &file_shard_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1775,7 +1949,7 @@ func (x *Placement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Placement.ProtoReflect.Descriptor instead.
 func (*Placement) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{23}
+	return file_shard_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Placement) GetFingerprint() string {
@@ -1799,6 +1973,13 @@ func (x *Placement) GetSlotEpoch() uint64 {
 	return 0
 }
 
+func (x *Placement) GetMigrate() bool {
+	if x != nil {
+		return x.Migrate
+	}
+	return false
+}
+
 type Vector struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -1810,7 +1991,7 @@ type Vector struct {
 
 func (x *Vector) Reset() {
 	*x = Vector{}
-	mi := &file_shard_proto_msgTypes[24]
+	mi := &file_shard_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1822,7 +2003,7 @@ func (x *Vector) String() string {
 func (*Vector) ProtoMessage() {}
 
 func (x *Vector) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[24]
+	mi := &file_shard_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1835,7 +2016,7 @@ func (x *Vector) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Vector.ProtoReflect.Descriptor instead.
 func (*Vector) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{24}
+	return file_shard_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Vector) GetId() string {
@@ -1870,7 +2051,7 @@ type UpsertRequest struct {
 
 func (x *UpsertRequest) Reset() {
 	*x = UpsertRequest{}
-	mi := &file_shard_proto_msgTypes[25]
+	mi := &file_shard_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1882,7 +2063,7 @@ func (x *UpsertRequest) String() string {
 func (*UpsertRequest) ProtoMessage() {}
 
 func (x *UpsertRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[25]
+	mi := &file_shard_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1895,7 +2076,7 @@ func (x *UpsertRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertRequest.ProtoReflect.Descriptor instead.
 func (*UpsertRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{25}
+	return file_shard_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *UpsertRequest) GetPlacement() *Placement {
@@ -1933,7 +2114,7 @@ type UpsertResponse struct {
 
 func (x *UpsertResponse) Reset() {
 	*x = UpsertResponse{}
-	mi := &file_shard_proto_msgTypes[26]
+	mi := &file_shard_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1945,7 +2126,7 @@ func (x *UpsertResponse) String() string {
 func (*UpsertResponse) ProtoMessage() {}
 
 func (x *UpsertResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[26]
+	mi := &file_shard_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1958,7 +2139,7 @@ func (x *UpsertResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertResponse.ProtoReflect.Descriptor instead.
 func (*UpsertResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{26}
+	return file_shard_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *UpsertResponse) GetDocCount() uint64 {
@@ -1994,7 +2175,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_shard_proto_msgTypes[27]
+	mi := &file_shard_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2006,7 +2187,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[27]
+	mi := &file_shard_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2019,7 +2200,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{27}
+	return file_shard_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GetRequest) GetId() string {
@@ -2059,7 +2240,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_shard_proto_msgTypes[28]
+	mi := &file_shard_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2071,7 +2252,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[28]
+	mi := &file_shard_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2084,7 +2265,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{28}
+	return file_shard_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *GetResponse) GetVector() *Vector {
@@ -2110,7 +2291,7 @@ type DeleteRequest struct {
 
 func (x *DeleteRequest) Reset() {
 	*x = DeleteRequest{}
-	mi := &file_shard_proto_msgTypes[29]
+	mi := &file_shard_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2122,7 +2303,7 @@ func (x *DeleteRequest) String() string {
 func (*DeleteRequest) ProtoMessage() {}
 
 func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[29]
+	mi := &file_shard_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2135,7 +2316,7 @@ func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{29}
+	return file_shard_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *DeleteRequest) GetPlacement() *Placement {
@@ -2188,7 +2369,7 @@ type DeleteResponse struct {
 
 func (x *DeleteResponse) Reset() {
 	*x = DeleteResponse{}
-	mi := &file_shard_proto_msgTypes[30]
+	mi := &file_shard_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2200,7 +2381,7 @@ func (x *DeleteResponse) String() string {
 func (*DeleteResponse) ProtoMessage() {}
 
 func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[30]
+	mi := &file_shard_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2213,7 +2394,7 @@ func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteResponse.ProtoReflect.Descriptor instead.
 func (*DeleteResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{30}
+	return file_shard_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *DeleteResponse) GetFound() bool {
@@ -2267,7 +2448,7 @@ type ScrollRequest struct {
 
 func (x *ScrollRequest) Reset() {
 	*x = ScrollRequest{}
-	mi := &file_shard_proto_msgTypes[31]
+	mi := &file_shard_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2279,7 +2460,7 @@ func (x *ScrollRequest) String() string {
 func (*ScrollRequest) ProtoMessage() {}
 
 func (x *ScrollRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[31]
+	mi := &file_shard_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2292,7 +2473,7 @@ func (x *ScrollRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScrollRequest.ProtoReflect.Descriptor instead.
 func (*ScrollRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{31}
+	return file_shard_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ScrollRequest) GetFilter() []byte {
@@ -2371,7 +2552,7 @@ type ScrollResponse struct {
 
 func (x *ScrollResponse) Reset() {
 	*x = ScrollResponse{}
-	mi := &file_shard_proto_msgTypes[32]
+	mi := &file_shard_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2383,7 +2564,7 @@ func (x *ScrollResponse) String() string {
 func (*ScrollResponse) ProtoMessage() {}
 
 func (x *ScrollResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[32]
+	mi := &file_shard_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2396,7 +2577,7 @@ func (x *ScrollResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScrollResponse.ProtoReflect.Descriptor instead.
 func (*ScrollResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{32}
+	return file_shard_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ScrollResponse) GetPoints() []*Vector {
@@ -2431,7 +2612,7 @@ type StatsRequest struct {
 
 func (x *StatsRequest) Reset() {
 	*x = StatsRequest{}
-	mi := &file_shard_proto_msgTypes[33]
+	mi := &file_shard_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2443,7 +2624,7 @@ func (x *StatsRequest) String() string {
 func (*StatsRequest) ProtoMessage() {}
 
 func (x *StatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[33]
+	mi := &file_shard_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2456,7 +2637,7 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{33}
+	return file_shard_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *StatsRequest) GetCollection() *CollectionRef {
@@ -2498,7 +2679,7 @@ type StatsResponse struct {
 
 func (x *StatsResponse) Reset() {
 	*x = StatsResponse{}
-	mi := &file_shard_proto_msgTypes[34]
+	mi := &file_shard_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2510,7 +2691,7 @@ func (x *StatsResponse) String() string {
 func (*StatsResponse) ProtoMessage() {}
 
 func (x *StatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[34]
+	mi := &file_shard_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2523,7 +2704,7 @@ func (x *StatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsResponse.ProtoReflect.Descriptor instead.
 func (*StatsResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{34}
+	return file_shard_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *StatsResponse) GetDocCount() uint64 {
@@ -2651,7 +2832,7 @@ type CollectionStats struct {
 
 func (x *CollectionStats) Reset() {
 	*x = CollectionStats{}
-	mi := &file_shard_proto_msgTypes[35]
+	mi := &file_shard_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2663,7 +2844,7 @@ func (x *CollectionStats) String() string {
 func (*CollectionStats) ProtoMessage() {}
 
 func (x *CollectionStats) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[35]
+	mi := &file_shard_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2676,7 +2857,7 @@ func (x *CollectionStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CollectionStats.ProtoReflect.Descriptor instead.
 func (*CollectionStats) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{35}
+	return file_shard_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *CollectionStats) GetEntry() *CollectionEntry {
@@ -2739,7 +2920,7 @@ type IndexStats struct {
 
 func (x *IndexStats) Reset() {
 	*x = IndexStats{}
-	mi := &file_shard_proto_msgTypes[36]
+	mi := &file_shard_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2751,7 +2932,7 @@ func (x *IndexStats) String() string {
 func (*IndexStats) ProtoMessage() {}
 
 func (x *IndexStats) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[36]
+	mi := &file_shard_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2764,7 +2945,7 @@ func (x *IndexStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IndexStats.ProtoReflect.Descriptor instead.
 func (*IndexStats) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{36}
+	return file_shard_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *IndexStats) GetKind() string {
@@ -2885,11 +3066,24 @@ const file_shard_proto_rawDesc = "" +
 	"slotsAsked\x1a@\n" +
 	"\x12PayloadSchemaEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"M\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x97\x01\n" +
 	"\aSlotMap\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\x12\x16\n" +
 	"\x06owners\x18\x02 \x03(\tR\x06owners\x12\x14\n" +
-	"\x05since\x18\x03 \x03(\x04R\x05since\"\\\n" +
+	"\x05since\x18\x03 \x03(\x04R\x05since\x12\x18\n" +
+	"\aversion\x18\x04 \x01(\x04R\aversion\x12.\n" +
+	"\x05moves\x18\x05 \x03(\v2\x18.trawl.shard.v1.SlotMoveR\x05moves\"B\n" +
+	"\bSlotMove\x12\x12\n" +
+	"\x04slot\x18\x01 \x01(\rR\x04slot\x12\x0e\n" +
+	"\x02to\x18\x02 \x01(\tR\x02to\x12\x12\n" +
+	"\x04prev\x18\x03 \x01(\tR\x04prev\"\x97\x01\n" +
+	"\bSetSlots\x12\x1e\n" +
+	"\n" +
+	"collection\x18\x01 \x01(\tR\n" +
+	"collection\x12\x10\n" +
+	"\x03uid\x18\x02 \x01(\x04R\x03uid\x12%\n" +
+	"\x0eexpect_version\x18\x03 \x01(\x04R\rexpectVersion\x122\n" +
+	"\bslot_map\x18\x04 \x01(\v2\x17.trawl.shard.v1.SlotMapR\aslotMap\"\\\n" +
 	"\fPayloadIndex\x12\x1e\n" +
 	"\n" +
 	"collection\x18\x01 \x01(\tR\n" +
@@ -2912,13 +3106,14 @@ const file_shard_proto_rawDesc = "" +
 	"\adropped\x18\x04 \x03(\v2,.trawl.shard.v1.CatalogResponse.DroppedEntryR\adropped\x1a:\n" +
 	"\fDroppedEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"\xdc\x02\n" +
+	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"\x95\x03\n" +
 	"\x14ChangeCatalogRequest\x12\x1c\n" +
 	"\tauthority\x18\x01 \x01(\bR\tauthority\x129\n" +
 	"\x06create\x18\x02 \x01(\v2\x1f.trawl.shard.v1.CollectionEntryH\x00R\x06create\x123\n" +
 	"\x04drop\x18\x03 \x01(\v2\x1d.trawl.shard.v1.CollectionRefH\x00R\x04drop\x122\n" +
 	"\x05alias\x18\x04 \x01(\v2\x1a.trawl.shard.v1.AliasEntryH\x00R\x05alias\x12C\n" +
 	"\rpayload_index\x18\x06 \x01(\v2\x1c.trawl.shard.v1.PayloadIndexH\x00R\fpayloadIndex\x127\n" +
+	"\tset_slots\x18\a \x01(\v2\x18.trawl.shard.v1.SetSlotsH\x00R\bsetSlots\x127\n" +
 	"\tplacement\x18\x05 \x01(\v2\x19.trawl.shard.v1.PlacementR\tplacementB\x04\n" +
 	"\x02op\"\xd3\x01\n" +
 	"\x15ChangeCatalogResponse\x125\n" +
@@ -2968,12 +3163,13 @@ const file_shard_proto_rawDesc = "" +
 	"\x0eSearchResponse\x121\n" +
 	"\aresults\x18\x04 \x03(\v2\x17.trawl.shard.v1.HitListR\aresults\x12\x1b\n" +
 	"\tdoc_count\x18\x02 \x01(\x04R\bdocCount\x12\x14\n" +
-	"\x05exact\x18\x03 \x01(\bR\x05exactJ\x04\b\x01\x10\x02\"b\n" +
+	"\x05exact\x18\x03 \x01(\bR\x05exactJ\x04\b\x01\x10\x02\"|\n" +
 	"\tPlacement\x12 \n" +
 	"\vfingerprint\x18\x01 \x01(\tR\vfingerprint\x12\x14\n" +
 	"\x05shard\x18\x02 \x01(\tR\x05shard\x12\x1d\n" +
 	"\n" +
-	"slot_epoch\x18\x03 \x01(\x04R\tslotEpoch\"J\n" +
+	"slot_epoch\x18\x03 \x01(\x04R\tslotEpoch\x12\x18\n" +
+	"\amigrate\x18\x04 \x01(\bR\amigrate\"J\n" +
 	"\x06Vector\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06vector\x18\x02 \x01(\fR\x06vector\x12\x18\n" +
@@ -3090,7 +3286,7 @@ func file_shard_proto_rawDescGZIP() []byte {
 	return file_shard_proto_rawDescData
 }
 
-var file_shard_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_shard_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_shard_proto_goTypes = []any{
 	(*MembersRequest)(nil),        // 0: trawl.shard.v1.MembersRequest
 	(*Member)(nil),                // 1: trawl.shard.v1.Member
@@ -3102,102 +3298,107 @@ var file_shard_proto_goTypes = []any{
 	(*CollectionSettings)(nil),    // 7: trawl.shard.v1.CollectionSettings
 	(*CollectionEntry)(nil),       // 8: trawl.shard.v1.CollectionEntry
 	(*SlotMap)(nil),               // 9: trawl.shard.v1.SlotMap
-	(*PayloadIndex)(nil),          // 10: trawl.shard.v1.PayloadIndex
-	(*AliasEntry)(nil),            // 11: trawl.shard.v1.AliasEntry
-	(*CatalogRequest)(nil),        // 12: trawl.shard.v1.CatalogRequest
-	(*CatalogResponse)(nil),       // 13: trawl.shard.v1.CatalogResponse
-	(*ChangeCatalogRequest)(nil),  // 14: trawl.shard.v1.ChangeCatalogRequest
-	(*ChangeCatalogResponse)(nil), // 15: trawl.shard.v1.ChangeCatalogResponse
-	(*SlotSelection)(nil),         // 16: trawl.shard.v1.SlotSelection
-	(*Query)(nil),                 // 17: trawl.shard.v1.Query
-	(*PayloadSelector)(nil),       // 18: trawl.shard.v1.PayloadSelector
-	(*Hit)(nil),                   // 19: trawl.shard.v1.Hit
-	(*SearchRequest)(nil),         // 20: trawl.shard.v1.SearchRequest
-	(*HitList)(nil),               // 21: trawl.shard.v1.HitList
-	(*SearchResponse)(nil),        // 22: trawl.shard.v1.SearchResponse
-	(*Placement)(nil),             // 23: trawl.shard.v1.Placement
-	(*Vector)(nil),                // 24: trawl.shard.v1.Vector
-	(*UpsertRequest)(nil),         // 25: trawl.shard.v1.UpsertRequest
-	(*UpsertResponse)(nil),        // 26: trawl.shard.v1.UpsertResponse
-	(*GetRequest)(nil),            // 27: trawl.shard.v1.GetRequest
-	(*GetResponse)(nil),           // 28: trawl.shard.v1.GetResponse
-	(*DeleteRequest)(nil),         // 29: trawl.shard.v1.DeleteRequest
-	(*DeleteResponse)(nil),        // 30: trawl.shard.v1.DeleteResponse
-	(*ScrollRequest)(nil),         // 31: trawl.shard.v1.ScrollRequest
-	(*ScrollResponse)(nil),        // 32: trawl.shard.v1.ScrollResponse
-	(*StatsRequest)(nil),          // 33: trawl.shard.v1.StatsRequest
-	(*StatsResponse)(nil),         // 34: trawl.shard.v1.StatsResponse
-	(*CollectionStats)(nil),       // 35: trawl.shard.v1.CollectionStats
-	(*IndexStats)(nil),            // 36: trawl.shard.v1.IndexStats
-	nil,                           // 37: trawl.shard.v1.CollectionEntry.PayloadSchemaEntry
-	nil,                           // 38: trawl.shard.v1.CatalogResponse.DroppedEntry
+	(*SlotMove)(nil),              // 10: trawl.shard.v1.SlotMove
+	(*SetSlots)(nil),              // 11: trawl.shard.v1.SetSlots
+	(*PayloadIndex)(nil),          // 12: trawl.shard.v1.PayloadIndex
+	(*AliasEntry)(nil),            // 13: trawl.shard.v1.AliasEntry
+	(*CatalogRequest)(nil),        // 14: trawl.shard.v1.CatalogRequest
+	(*CatalogResponse)(nil),       // 15: trawl.shard.v1.CatalogResponse
+	(*ChangeCatalogRequest)(nil),  // 16: trawl.shard.v1.ChangeCatalogRequest
+	(*ChangeCatalogResponse)(nil), // 17: trawl.shard.v1.ChangeCatalogResponse
+	(*SlotSelection)(nil),         // 18: trawl.shard.v1.SlotSelection
+	(*Query)(nil),                 // 19: trawl.shard.v1.Query
+	(*PayloadSelector)(nil),       // 20: trawl.shard.v1.PayloadSelector
+	(*Hit)(nil),                   // 21: trawl.shard.v1.Hit
+	(*SearchRequest)(nil),         // 22: trawl.shard.v1.SearchRequest
+	(*HitList)(nil),               // 23: trawl.shard.v1.HitList
+	(*SearchResponse)(nil),        // 24: trawl.shard.v1.SearchResponse
+	(*Placement)(nil),             // 25: trawl.shard.v1.Placement
+	(*Vector)(nil),                // 26: trawl.shard.v1.Vector
+	(*UpsertRequest)(nil),         // 27: trawl.shard.v1.UpsertRequest
+	(*UpsertResponse)(nil),        // 28: trawl.shard.v1.UpsertResponse
+	(*GetRequest)(nil),            // 29: trawl.shard.v1.GetRequest
+	(*GetResponse)(nil),           // 30: trawl.shard.v1.GetResponse
+	(*DeleteRequest)(nil),         // 31: trawl.shard.v1.DeleteRequest
+	(*DeleteResponse)(nil),        // 32: trawl.shard.v1.DeleteResponse
+	(*ScrollRequest)(nil),         // 33: trawl.shard.v1.ScrollRequest
+	(*ScrollResponse)(nil),        // 34: trawl.shard.v1.ScrollResponse
+	(*StatsRequest)(nil),          // 35: trawl.shard.v1.StatsRequest
+	(*StatsResponse)(nil),         // 36: trawl.shard.v1.StatsResponse
+	(*CollectionStats)(nil),       // 37: trawl.shard.v1.CollectionStats
+	(*IndexStats)(nil),            // 38: trawl.shard.v1.IndexStats
+	nil,                           // 39: trawl.shard.v1.CollectionEntry.PayloadSchemaEntry
+	nil,                           // 40: trawl.shard.v1.CatalogResponse.DroppedEntry
 }
 var file_shard_proto_depIdxs = []int32{
 	1,  // 0: trawl.shard.v1.MembersResponse.members:type_name -> trawl.shard.v1.Member
 	4,  // 1: trawl.shard.v1.ChangeMembersRequest.replace:type_name -> trawl.shard.v1.ReplaceMember
 	1,  // 2: trawl.shard.v1.ChangeMembersResponse.members:type_name -> trawl.shard.v1.Member
 	7,  // 3: trawl.shard.v1.CollectionEntry.settings:type_name -> trawl.shard.v1.CollectionSettings
-	37, // 4: trawl.shard.v1.CollectionEntry.payload_schema:type_name -> trawl.shard.v1.CollectionEntry.PayloadSchemaEntry
+	39, // 4: trawl.shard.v1.CollectionEntry.payload_schema:type_name -> trawl.shard.v1.CollectionEntry.PayloadSchemaEntry
 	9,  // 5: trawl.shard.v1.CollectionEntry.slot_map:type_name -> trawl.shard.v1.SlotMap
-	8,  // 6: trawl.shard.v1.CatalogResponse.collections:type_name -> trawl.shard.v1.CollectionEntry
-	11, // 7: trawl.shard.v1.CatalogResponse.aliases:type_name -> trawl.shard.v1.AliasEntry
-	38, // 8: trawl.shard.v1.CatalogResponse.dropped:type_name -> trawl.shard.v1.CatalogResponse.DroppedEntry
-	8,  // 9: trawl.shard.v1.ChangeCatalogRequest.create:type_name -> trawl.shard.v1.CollectionEntry
-	6,  // 10: trawl.shard.v1.ChangeCatalogRequest.drop:type_name -> trawl.shard.v1.CollectionRef
-	11, // 11: trawl.shard.v1.ChangeCatalogRequest.alias:type_name -> trawl.shard.v1.AliasEntry
-	10, // 12: trawl.shard.v1.ChangeCatalogRequest.payload_index:type_name -> trawl.shard.v1.PayloadIndex
-	23, // 13: trawl.shard.v1.ChangeCatalogRequest.placement:type_name -> trawl.shard.v1.Placement
-	8,  // 14: trawl.shard.v1.ChangeCatalogResponse.entry:type_name -> trawl.shard.v1.CollectionEntry
-	11, // 15: trawl.shard.v1.ChangeCatalogResponse.alias:type_name -> trawl.shard.v1.AliasEntry
-	18, // 16: trawl.shard.v1.Query.with_payload:type_name -> trawl.shard.v1.PayloadSelector
-	17, // 17: trawl.shard.v1.SearchRequest.queries:type_name -> trawl.shard.v1.Query
-	6,  // 18: trawl.shard.v1.SearchRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	16, // 19: trawl.shard.v1.SearchRequest.slots:type_name -> trawl.shard.v1.SlotSelection
-	19, // 20: trawl.shard.v1.HitList.hits:type_name -> trawl.shard.v1.Hit
-	21, // 21: trawl.shard.v1.SearchResponse.results:type_name -> trawl.shard.v1.HitList
-	23, // 22: trawl.shard.v1.UpsertRequest.placement:type_name -> trawl.shard.v1.Placement
-	24, // 23: trawl.shard.v1.UpsertRequest.vectors:type_name -> trawl.shard.v1.Vector
-	6,  // 24: trawl.shard.v1.UpsertRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	16, // 25: trawl.shard.v1.GetRequest.slots:type_name -> trawl.shard.v1.SlotSelection
-	6,  // 26: trawl.shard.v1.GetRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	24, // 27: trawl.shard.v1.GetResponse.vector:type_name -> trawl.shard.v1.Vector
-	23, // 28: trawl.shard.v1.DeleteRequest.placement:type_name -> trawl.shard.v1.Placement
-	6,  // 29: trawl.shard.v1.DeleteRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	18, // 30: trawl.shard.v1.ScrollRequest.with_payload:type_name -> trawl.shard.v1.PayloadSelector
-	6,  // 31: trawl.shard.v1.ScrollRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	16, // 32: trawl.shard.v1.ScrollRequest.slots:type_name -> trawl.shard.v1.SlotSelection
-	24, // 33: trawl.shard.v1.ScrollResponse.points:type_name -> trawl.shard.v1.Vector
-	6,  // 34: trawl.shard.v1.StatsRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	23, // 35: trawl.shard.v1.StatsResponse.placement:type_name -> trawl.shard.v1.Placement
-	36, // 36: trawl.shard.v1.StatsResponse.index:type_name -> trawl.shard.v1.IndexStats
-	35, // 37: trawl.shard.v1.StatsResponse.collections:type_name -> trawl.shard.v1.CollectionStats
-	8,  // 38: trawl.shard.v1.CollectionStats.entry:type_name -> trawl.shard.v1.CollectionEntry
-	36, // 39: trawl.shard.v1.CollectionStats.index:type_name -> trawl.shard.v1.IndexStats
-	20, // 40: trawl.shard.v1.Shard.Search:input_type -> trawl.shard.v1.SearchRequest
-	25, // 41: trawl.shard.v1.Shard.Upsert:input_type -> trawl.shard.v1.UpsertRequest
-	27, // 42: trawl.shard.v1.Shard.Get:input_type -> trawl.shard.v1.GetRequest
-	29, // 43: trawl.shard.v1.Shard.Delete:input_type -> trawl.shard.v1.DeleteRequest
-	33, // 44: trawl.shard.v1.Shard.Stats:input_type -> trawl.shard.v1.StatsRequest
-	31, // 45: trawl.shard.v1.Shard.Scroll:input_type -> trawl.shard.v1.ScrollRequest
-	12, // 46: trawl.shard.v1.Shard.Catalog:input_type -> trawl.shard.v1.CatalogRequest
-	14, // 47: trawl.shard.v1.Shard.ChangeCatalog:input_type -> trawl.shard.v1.ChangeCatalogRequest
-	0,  // 48: trawl.shard.v1.Shard.Members:input_type -> trawl.shard.v1.MembersRequest
-	3,  // 49: trawl.shard.v1.Shard.ChangeMembers:input_type -> trawl.shard.v1.ChangeMembersRequest
-	22, // 50: trawl.shard.v1.Shard.Search:output_type -> trawl.shard.v1.SearchResponse
-	26, // 51: trawl.shard.v1.Shard.Upsert:output_type -> trawl.shard.v1.UpsertResponse
-	28, // 52: trawl.shard.v1.Shard.Get:output_type -> trawl.shard.v1.GetResponse
-	30, // 53: trawl.shard.v1.Shard.Delete:output_type -> trawl.shard.v1.DeleteResponse
-	34, // 54: trawl.shard.v1.Shard.Stats:output_type -> trawl.shard.v1.StatsResponse
-	32, // 55: trawl.shard.v1.Shard.Scroll:output_type -> trawl.shard.v1.ScrollResponse
-	13, // 56: trawl.shard.v1.Shard.Catalog:output_type -> trawl.shard.v1.CatalogResponse
-	15, // 57: trawl.shard.v1.Shard.ChangeCatalog:output_type -> trawl.shard.v1.ChangeCatalogResponse
-	2,  // 58: trawl.shard.v1.Shard.Members:output_type -> trawl.shard.v1.MembersResponse
-	5,  // 59: trawl.shard.v1.Shard.ChangeMembers:output_type -> trawl.shard.v1.ChangeMembersResponse
-	50, // [50:60] is the sub-list for method output_type
-	40, // [40:50] is the sub-list for method input_type
-	40, // [40:40] is the sub-list for extension type_name
-	40, // [40:40] is the sub-list for extension extendee
-	0,  // [0:40] is the sub-list for field type_name
+	10, // 6: trawl.shard.v1.SlotMap.moves:type_name -> trawl.shard.v1.SlotMove
+	9,  // 7: trawl.shard.v1.SetSlots.slot_map:type_name -> trawl.shard.v1.SlotMap
+	8,  // 8: trawl.shard.v1.CatalogResponse.collections:type_name -> trawl.shard.v1.CollectionEntry
+	13, // 9: trawl.shard.v1.CatalogResponse.aliases:type_name -> trawl.shard.v1.AliasEntry
+	40, // 10: trawl.shard.v1.CatalogResponse.dropped:type_name -> trawl.shard.v1.CatalogResponse.DroppedEntry
+	8,  // 11: trawl.shard.v1.ChangeCatalogRequest.create:type_name -> trawl.shard.v1.CollectionEntry
+	6,  // 12: trawl.shard.v1.ChangeCatalogRequest.drop:type_name -> trawl.shard.v1.CollectionRef
+	13, // 13: trawl.shard.v1.ChangeCatalogRequest.alias:type_name -> trawl.shard.v1.AliasEntry
+	12, // 14: trawl.shard.v1.ChangeCatalogRequest.payload_index:type_name -> trawl.shard.v1.PayloadIndex
+	11, // 15: trawl.shard.v1.ChangeCatalogRequest.set_slots:type_name -> trawl.shard.v1.SetSlots
+	25, // 16: trawl.shard.v1.ChangeCatalogRequest.placement:type_name -> trawl.shard.v1.Placement
+	8,  // 17: trawl.shard.v1.ChangeCatalogResponse.entry:type_name -> trawl.shard.v1.CollectionEntry
+	13, // 18: trawl.shard.v1.ChangeCatalogResponse.alias:type_name -> trawl.shard.v1.AliasEntry
+	20, // 19: trawl.shard.v1.Query.with_payload:type_name -> trawl.shard.v1.PayloadSelector
+	19, // 20: trawl.shard.v1.SearchRequest.queries:type_name -> trawl.shard.v1.Query
+	6,  // 21: trawl.shard.v1.SearchRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	18, // 22: trawl.shard.v1.SearchRequest.slots:type_name -> trawl.shard.v1.SlotSelection
+	21, // 23: trawl.shard.v1.HitList.hits:type_name -> trawl.shard.v1.Hit
+	23, // 24: trawl.shard.v1.SearchResponse.results:type_name -> trawl.shard.v1.HitList
+	25, // 25: trawl.shard.v1.UpsertRequest.placement:type_name -> trawl.shard.v1.Placement
+	26, // 26: trawl.shard.v1.UpsertRequest.vectors:type_name -> trawl.shard.v1.Vector
+	6,  // 27: trawl.shard.v1.UpsertRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	18, // 28: trawl.shard.v1.GetRequest.slots:type_name -> trawl.shard.v1.SlotSelection
+	6,  // 29: trawl.shard.v1.GetRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	26, // 30: trawl.shard.v1.GetResponse.vector:type_name -> trawl.shard.v1.Vector
+	25, // 31: trawl.shard.v1.DeleteRequest.placement:type_name -> trawl.shard.v1.Placement
+	6,  // 32: trawl.shard.v1.DeleteRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	20, // 33: trawl.shard.v1.ScrollRequest.with_payload:type_name -> trawl.shard.v1.PayloadSelector
+	6,  // 34: trawl.shard.v1.ScrollRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	18, // 35: trawl.shard.v1.ScrollRequest.slots:type_name -> trawl.shard.v1.SlotSelection
+	26, // 36: trawl.shard.v1.ScrollResponse.points:type_name -> trawl.shard.v1.Vector
+	6,  // 37: trawl.shard.v1.StatsRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	25, // 38: trawl.shard.v1.StatsResponse.placement:type_name -> trawl.shard.v1.Placement
+	38, // 39: trawl.shard.v1.StatsResponse.index:type_name -> trawl.shard.v1.IndexStats
+	37, // 40: trawl.shard.v1.StatsResponse.collections:type_name -> trawl.shard.v1.CollectionStats
+	8,  // 41: trawl.shard.v1.CollectionStats.entry:type_name -> trawl.shard.v1.CollectionEntry
+	38, // 42: trawl.shard.v1.CollectionStats.index:type_name -> trawl.shard.v1.IndexStats
+	22, // 43: trawl.shard.v1.Shard.Search:input_type -> trawl.shard.v1.SearchRequest
+	27, // 44: trawl.shard.v1.Shard.Upsert:input_type -> trawl.shard.v1.UpsertRequest
+	29, // 45: trawl.shard.v1.Shard.Get:input_type -> trawl.shard.v1.GetRequest
+	31, // 46: trawl.shard.v1.Shard.Delete:input_type -> trawl.shard.v1.DeleteRequest
+	35, // 47: trawl.shard.v1.Shard.Stats:input_type -> trawl.shard.v1.StatsRequest
+	33, // 48: trawl.shard.v1.Shard.Scroll:input_type -> trawl.shard.v1.ScrollRequest
+	14, // 49: trawl.shard.v1.Shard.Catalog:input_type -> trawl.shard.v1.CatalogRequest
+	16, // 50: trawl.shard.v1.Shard.ChangeCatalog:input_type -> trawl.shard.v1.ChangeCatalogRequest
+	0,  // 51: trawl.shard.v1.Shard.Members:input_type -> trawl.shard.v1.MembersRequest
+	3,  // 52: trawl.shard.v1.Shard.ChangeMembers:input_type -> trawl.shard.v1.ChangeMembersRequest
+	24, // 53: trawl.shard.v1.Shard.Search:output_type -> trawl.shard.v1.SearchResponse
+	28, // 54: trawl.shard.v1.Shard.Upsert:output_type -> trawl.shard.v1.UpsertResponse
+	30, // 55: trawl.shard.v1.Shard.Get:output_type -> trawl.shard.v1.GetResponse
+	32, // 56: trawl.shard.v1.Shard.Delete:output_type -> trawl.shard.v1.DeleteResponse
+	36, // 57: trawl.shard.v1.Shard.Stats:output_type -> trawl.shard.v1.StatsResponse
+	34, // 58: trawl.shard.v1.Shard.Scroll:output_type -> trawl.shard.v1.ScrollResponse
+	15, // 59: trawl.shard.v1.Shard.Catalog:output_type -> trawl.shard.v1.CatalogResponse
+	17, // 60: trawl.shard.v1.Shard.ChangeCatalog:output_type -> trawl.shard.v1.ChangeCatalogResponse
+	2,  // 61: trawl.shard.v1.Shard.Members:output_type -> trawl.shard.v1.MembersResponse
+	5,  // 62: trawl.shard.v1.Shard.ChangeMembers:output_type -> trawl.shard.v1.ChangeMembersResponse
+	53, // [53:63] is the sub-list for method output_type
+	43, // [43:53] is the sub-list for method input_type
+	43, // [43:43] is the sub-list for extension type_name
+	43, // [43:43] is the sub-list for extension extendee
+	0,  // [0:43] is the sub-list for field type_name
 }
 
 func init() { file_shard_proto_init() }
@@ -3210,20 +3411,21 @@ func file_shard_proto_init() {
 		(*ChangeMembersRequest_Remove)(nil),
 		(*ChangeMembersRequest_Replace)(nil),
 	}
-	file_shard_proto_msgTypes[14].OneofWrappers = []any{
+	file_shard_proto_msgTypes[16].OneofWrappers = []any{
 		(*ChangeCatalogRequest_Create)(nil),
 		(*ChangeCatalogRequest_Drop)(nil),
 		(*ChangeCatalogRequest_Alias)(nil),
 		(*ChangeCatalogRequest_PayloadIndex)(nil),
+		(*ChangeCatalogRequest_SetSlots)(nil),
 	}
-	file_shard_proto_msgTypes[17].OneofWrappers = []any{}
+	file_shard_proto_msgTypes[19].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_shard_proto_rawDesc), len(file_shard_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   39,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
