@@ -15,26 +15,37 @@ import (
 
 	"github.com/trawl-search/trawl/catalog"
 	"github.com/trawl-search/trawl/coordinator"
+	"github.com/trawl-search/trawl/internal/app"
 	"github.com/trawl-search/trawl/internal/devcluster"
 	"github.com/trawl-search/trawl/placement"
 	"github.com/trawl-search/trawl/vector"
 )
 
-// Slots move between shards under write and query load: a slot moved
-// from shard-0 to shard-1, then every slot of shard-2 moved away (a
-// drain). Throughout, every complete answer is brute force over the
-// documents that were there before the load began (the writes add
-// documents a filter leaves out), and afterwards every acknowledged write
-// is there, each shard holds exactly the documents of its slots, and the
-// drained shard holds none.
-func TestMoveSlotsUnderLoad(t *testing.T) {
-	dc, err := devcluster.Start(devcluster.Config{Shards: 3, Replicas: 1, Dim: 4, Docs: 10, Kernel: vector.Generic()})
+// A live 3-shard cluster grows to 4 and is drained back to 3 under write
+// and query load: a collection created over shard-0..2 is rebalanced onto
+// shard-3 once a router lists it, then shard-3 is drained. Throughout,
+// every complete answer is brute force over the documents that were there
+// before the load began (the writes add documents a filter leaves out);
+// after each phase the slots are balanced, and at the end every
+// acknowledged write is there, each shard holds exactly the documents of
+// its slots, and the drained shard holds none.
+func TestGrowAndDrainUnderLoad(t *testing.T) {
+	dc, err := devcluster.Start(devcluster.Config{Shards: 4, Replicas: 1, Dim: 4, Docs: 10, Kernel: vector.Generic()})
 	require.NoError(t, err)
 	t.Cleanup(dc.Close)
-	a, r, _ := routerOver(t, dc)
-
 	const dim, slots, base = 4, 16, 1600
-	code, raw := a.do(http.MethodPut, "/v1/collections/m", map[string]any{"dimension": dim, "metric": "dot", "slots": slots})
+	three, err := app.New(app.Config{Shards: dc.Specs()[:3], Kernel: vector.Generic(), WarmupTimeout: 10 * time.Second})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	_, _, err = three.Coordinator.CreateCollectionSlots(ctx, "m", catalog.Settings{Dim: dim, Metric: vector.DotProduct}, slots)
+	require.NoError(t, err)
+	three.Close()
+
+	// A router that lists shard-3 too: a repeated create completes the
+	// collection on it, with the map it was created with.
+	a, r, _ := routerOver(t, dc)
+	code, raw := a.do(http.MethodPut, "/v1/collections/m", map[string]any{"dimension": dim, "metric": "dot"})
 	require.Equal(t, http.StatusOK, code, "%s", raw)
 	stable := &model{settings: catalog.Settings{Dim: dim, Metric: vector.DotProduct}.Normalize(), docs: map[string][]float32{}}
 	rng := rand.New(rand.NewPCG(7, 8))
@@ -107,30 +118,28 @@ func TestMoveSlotsUnderLoad(t *testing.T) {
 		}
 	})
 
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
 	time.Sleep(200 * time.Millisecond)
 	cfg := coordinator.MoveConfig{RowsPerSecond: 200, Grace: 300 * time.Millisecond}
-	coll, err := r.Coordinator.Collection(ctx, "m")
-	require.NoError(t, err)
-	first := -1
-	for s, o := range coll.Slots.Owners {
-		if o == "shard-0" {
-			first = s
-			break
+	run := func(phase string, names []string, plan func(placement.SlotMap) []placement.Step) {
+		coll, err := r.Coordinator.Collection(ctx, "m")
+		require.NoError(t, err)
+		steps := plan(coll.Slots)
+		require.NotEmpty(t, steps, phase)
+		for _, st := range steps {
+			res, err := r.Coordinator.MoveSlot(ctx, "m", st.Slot, st.To, cfg)
+			require.NoError(t, err, "%s: slot %d", phase, st.Slot)
+			require.Positive(t, res.Rows)
+			t.Logf("%s: slot %d, %d rows %s -> %s, fenced %s", phase, st.Slot, res.Rows, res.From, res.To, res.Copy)
+		}
+		coll, err = r.Coordinator.Collection(ctx, "m")
+		require.NoError(t, err)
+		for n, c := range coll.Slots.Counts(names) {
+			require.InDelta(t, float64(slots)/float64(len(names)), c, 1, "%s: %s holds %d slots", phase, n, c)
 		}
 	}
-	res, err := r.Coordinator.MoveSlot(ctx, "m", first, "shard-1", cfg)
-	require.NoError(t, err)
-	require.Positive(t, res.Rows)
-	t.Logf("slot %d: %d rows %s -> %s, fenced %s", first, res.Rows, res.From, res.To, res.Copy)
-	// Drain shard-2: its slots go to shard-0 and shard-1 in turn.
-	for i, s := range slotsOf(coll.Slots, "shard-2") {
-		to := []string{"shard-0", "shard-1"}[i%2]
-		res, err := r.Coordinator.MoveSlot(ctx, "m", s, to, cfg)
-		require.NoError(t, err, "slot %d", s)
-		t.Logf("slot %d: %d rows %s -> %s, fenced %s", s, res.Rows, res.From, res.To, res.Copy)
-	}
+	four := dc.Names
+	run("grow to 4", four, func(m placement.SlotMap) []placement.Step { return placement.Rebalance(m, four) })
+	run("drain shard-3", four[:3], func(m placement.SlotMap) []placement.Step { return placement.Drain(m, four, "shard-3") })
 	time.Sleep(300 * time.Millisecond)
 	stop.Store(true)
 	wg.Wait()
@@ -145,10 +154,10 @@ func TestMoveSlotsUnderLoad(t *testing.T) {
 	for id, v := range acked {
 		all.docs[id] = v
 	}
-	coll, err = r.Coordinator.Collection(ctx, "m")
+	coll, err := r.Coordinator.Collection(ctx, "m")
 	require.NoError(t, err)
 	require.Empty(t, coll.Slots.Moves)
-	require.Empty(t, slotsOf(coll.Slots, "shard-2"), "shard-2 is drained")
+	require.Empty(t, slotsOf(coll.Slots, "shard-3"), "shard-3 is drained")
 	want := map[string]uint64{}
 	for id := range all.docs {
 		want[coll.Slots.Home(id)]++
