@@ -85,6 +85,17 @@ func (c *Coordinator) MoveSlot(ctx context.Context, name string, s int, to strin
 	if coll.Slots.IsZero() {
 		return MoveResult{}, errorf(CodeInvalid, nil, "collection `%s` predates slots: its documents are placed by the shard list", name)
 	}
+	for ms, mv := range coll.Slots.Moves {
+		// A move a mover left unfinished (it died, or its deadline
+		// passed): finished first, from the step it reached, so a slot
+		// never stays fenced. Each step is idempotent.
+		if coll, err = c.finishMove(ctx, coll, ms, mv, cfg); err != nil {
+			return MoveResult{}, fmt.Errorf("finishing the move of slot %d of `%s` left under way: %w", ms, name, err)
+		}
+		if ms == s && coll.Slots.Owners[s] == to {
+			return MoveResult{Collection: name, Slot: s, From: mv.Prev, To: to, Epoch: coll.Slots.Epoch}, nil
+		}
+	}
 	begun, err := coll.Slots.Begin(s, to)
 	if err != nil {
 		return MoveResult{}, errorf(CodeConflict, err, "collection `%s`: %v", name, err)
@@ -123,6 +134,29 @@ func (c *Coordinator) MoveSlot(ctx context.Context, name string, s int, to strin
 		}
 	}
 	return res, c.setSlots(ctx, coll, flipped, flipped.Settle(s))
+}
+
+// finishMove completes the move of slot s found under way in coll's map:
+// a fenced slot is copied again (the copy's writes are keyed upserts) and
+// flipped, a flipped one settled. It returns coll with the map after.
+func (c *Coordinator) finishMove(ctx context.Context, coll Collection, s int, mv placement.SlotMove, cfg MoveConfig) (Collection, error) {
+	m := coll.Slots
+	if mv.To != "" {
+		if _, err := c.copySlot(ctx, coll, s, m.Owners[s], mv.To, cfg); err != nil {
+			return coll, err
+		}
+		flipped := m.Flip(s)
+		if err := c.setSlots(ctx, coll, m, flipped); err != nil {
+			return coll, err
+		}
+		m = flipped
+	}
+	settled := m.Settle(s)
+	if err := c.setSlots(ctx, coll, m, settled); err != nil {
+		return coll, err
+	}
+	coll.Slots = settled
+	return coll, nil
 }
 
 // setSlots commits next as coll's slot map if it is still at was, on the

@@ -110,6 +110,16 @@ func TestAdminDrainAndRebalance(t *testing.T) {
 	require.Equal(t, 4, got["shard-0"].Slots)
 	require.Equal(t, 4, got["shard-1"].Slots)
 
+	// A mover that dies after a flip leaves the move unsettled (the old
+	// owner still holds the slot's rows); the next move finishes it first.
+	short, cancelShort := context.WithTimeout(ctx, 500*time.Millisecond)
+	_, err = co.MoveSlot(short, "small", 0, "shard-2", coordinator.MoveConfig{Grace: time.Minute})
+	cancelShort()
+	require.ErrorContains(t, err, "not settled")
+	coll, err = co.Collection(ctx, "small")
+	require.NoError(t, err)
+	require.Len(t, coll.Slots.Moves, 1)
+
 	out.Reset()
 	require.NoError(t, runAdmin(ctx, append([]string{"rebalance", "--collection", "small", "--grace", "0"}, args...), &out), "%s", out.String())
 	got = slotsOf()
