@@ -13,6 +13,7 @@ import (
 	"github.com/trawl-search/trawl/api/internal/wire"
 	"github.com/trawl-search/trawl/catalog"
 	"github.com/trawl-search/trawl/coordinator"
+	"github.com/trawl-search/trawl/placement"
 	"github.com/trawl-search/trawl/vector"
 )
 
@@ -38,6 +39,9 @@ type listResponse struct {
 type createResponse struct {
 	collectionSettings
 	Created bool `json:"created"`
+	// Slots is the collection's hash slot count (0: created before
+	// slots, placed by the shard list).
+	Slots int `json:"slots"`
 }
 
 type dropResponse struct {
@@ -46,7 +50,10 @@ type dropResponse struct {
 }
 
 type collectionShard struct {
-	Name     string       `json:"name"`
+	Name string `json:"name"`
+	// Slots is how many of the collection's hash slots its map gives
+	// the shard.
+	Slots    int          `json:"slots"`
 	Answered bool         `json:"answered"`
 	DocCount uint64       `json:"doc_count"`
 	Bytes    uint64       `json:"bytes"`
@@ -55,7 +62,11 @@ type collectionShard struct {
 
 type collectionResponse struct {
 	collectionSettings
-	State string `json:"state"`
+	// Slots is the hash slot count (0: created before slots, placed by
+	// the shard list); SlotMapEpoch the epoch of its slot map.
+	Slots        int    `json:"slots"`
+	SlotMapEpoch uint64 `json:"slot_map_epoch"`
+	State        string `json:"state"`
 	// LackingShards are the shards that do not hold the collection yet
 	// (state creating).
 	LackingShards []string `json:"lacking_shards"`
@@ -107,7 +118,7 @@ func (s *Server) createCollection(w http.ResponseWriter, r *http.Request) {
 		s.http.Fail(w, r, err, nil)
 		return
 	}
-	settings, err := decodeCreate(body)
+	settings, slots, err := decodeCreate(body)
 	if err != nil {
 		s.http.Fail(w, r, err, nil)
 		return
@@ -117,14 +128,14 @@ func (s *Server) createCollection(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	start := time.Now()
-	created, err := s.cfg.Coordinator.CreateCollection(r.Context(), name, settings)
+	created, held, err := s.cfg.Coordinator.CreateCollectionSlots(r.Context(), name, settings, slots)
 	permit.Done(time.Since(start), false)
 	if err != nil {
 		s.failCatalog(w, r, err)
 		return
 	}
 	coll := coordinator.Collection{Name: name, Settings: settings}
-	wire.WriteJSON(w, http.StatusOK, createResponse{collectionSettings: settingsOf(coll), Created: created})
+	wire.WriteJSON(w, http.StatusOK, createResponse{collectionSettings: settingsOf(coll), Created: created, Slots: held})
 }
 
 // dropCollection is DELETE /v1/collections/{collection}: 200 whether or
@@ -163,14 +174,15 @@ func (s *Server) getCollection(w http.ResponseWriter, r *http.Request) {
 		s.http.Fail(w, r, err, nil)
 		return
 	}
-	out := collectionResponse{collectionSettings: settingsOf(st.Collection), State: stateReady,
+	counts := st.Slots.Counts(nil)
+	out := collectionResponse{collectionSettings: settingsOf(st.Collection), Slots: st.Slots.Slots(), SlotMapEpoch: st.Slots.Epoch, State: stateReady,
 		LackingShards: []string{}, DocCount: st.DocCount, Bytes: st.Bytes, Shards: make([]collectionShard, len(st.Shards))}
 	if !st.Ready {
 		out.State = stateCreating
 		out.LackingShards = append(out.LackingShards, st.Lacking...)
 	}
 	for i, sh := range st.Shards {
-		out.Shards[i] = collectionShard{Name: sh.Shard, Answered: sh.Answered, DocCount: sh.DocCount, Bytes: sh.Bytes,
+		out.Shards[i] = collectionShard{Name: sh.Shard, Slots: counts[sh.Shard], Answered: sh.Answered, DocCount: sh.DocCount, Bytes: sh.Bytes,
 			Index: indexStatusOf(sh.Index)}
 		out.Degraded = out.Degraded || !sh.Answered
 	}
@@ -195,18 +207,40 @@ type createJSON struct {
 	Quantization json.RawMessage `json:"quantization"`
 	Index        json.RawMessage `json:"index"`
 	Float32      json.RawMessage `json:"float32"`
+	// Slots is how many hash slots the collection is split into (fixed
+	// at creation; placement.DefaultSlots when absent).
+	Slots json.RawMessage `json:"slots"`
 }
 
 // decodeCreate decodes and validates a create's body into normalized
-// settings; an empty body asks for the defaults. An error names the
-// member.
-func decodeCreate(b []byte) (catalog.Settings, error) {
+// settings and its slot count (0: none named); an empty body asks for the
+// defaults. An error names the member.
+func decodeCreate(b []byte) (catalog.Settings, int, error) {
 	var req createJSON
 	if len(bytes.TrimSpace(b)) > 0 {
 		if err := wire.DecodeStrict(b, &req); err != nil {
-			return catalog.Settings{}, err
+			return catalog.Settings{}, 0, err
 		}
 	}
+	slots := 0
+	if wire.IsSet(req.Slots) {
+		raw := string(bytes.TrimSpace(req.Slots))
+		want := fmt.Sprintf("want an integer %d..%d", placement.MinSlots, placement.MaxSlots)
+		if wire.JSONKind(req.Slots) != "a number" {
+			return catalog.Settings{}, 0, wire.Invalid(fmt.Sprintf("slots is %s, %s", wire.JSONKind(req.Slots), want))
+		}
+		n, err := strconv.ParseInt(raw, 10, 64)
+		if err != nil || n < placement.MinSlots || n > placement.MaxSlots {
+			return catalog.Settings{}, 0, wire.Invalid(fmt.Sprintf("slots is %s, %s", clip(raw), want))
+		}
+		slots = int(n)
+	}
+	s, err := decodeSettings(req)
+	return s, slots, err
+}
+
+// decodeSettings validates a create's settings members.
+func decodeSettings(req createJSON) (catalog.Settings, error) {
 	var s catalog.Settings
 	if wire.IsSet(req.Dimension) {
 		raw := string(bytes.TrimSpace(req.Dimension))

@@ -60,7 +60,7 @@ func TestDecodeCreate(t *testing.T) {
 		{name: "index boolean", body: `{"index": false}`, err: `index is a boolean, want one of "flat", "ivf"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := decodeCreate([]byte(tc.body))
+			got, _, err := decodeCreate([]byte(tc.body))
 			if tc.err != "" {
 				requireRequestError(t, err)
 				require.ErrorContains(t, err, tc.err)
@@ -83,7 +83,7 @@ func FuzzDecodeCreate(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		s, err := decodeCreate(b)
+		s, _, err := decodeCreate(b)
 		if err != nil {
 			requireRequestError(t, err)
 			return

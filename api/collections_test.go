@@ -40,16 +40,16 @@ func TestCollectionLifecycle(t *testing.T) {
 	e := fake(t, apitest.FakeConfig{})
 	requireJSON(t, e.do(http.MethodGet, "/v1/collections", "", nil), 200, `{"collections": []}`)
 
-	requireJSON(t, e.do(http.MethodPut, "/v1/collections/docs", docsSettings, nil), 200, `{`+docsJSON+`, "created": true}`)
-	requireJSON(t, e.do(http.MethodPut, "/v1/collections/docs", docsSettings, nil), 200, `{`+docsJSON+`, "created": false}`)
+	requireJSON(t, e.do(http.MethodPut, "/v1/collections/docs", docsSettings, nil), 200, `{`+docsJSON+`, "created": true, "slots": 256}`)
+	requireJSON(t, e.do(http.MethodPut, "/v1/collections/docs", docsSettings, nil), 200, `{`+docsJSON+`, "created": false, "slots": 256}`)
 	// ivf implies int8: the same settings, said shorter.
 	requireJSON(t, e.do(http.MethodPut, "/v1/collections/docs", `{"dimension": 4, "metric": "dot", "index": "ivf"}`, nil), 200,
-		`{`+docsJSON+`, "created": false}`)
+		`{`+docsJSON+`, "created": false, "slots": 256}`)
 	msg := requireError(t, e.do(http.MethodPut, "/v1/collections/docs", `{"dimension": 8, "metric": "dot"}`, nil), 409, "conflict", false)
 	require.Contains(t, msg, "collection `docs` exists with other settings")
 
 	requireJSON(t, e.do(http.MethodPut, "/v1/collections/plain", "", nil), 200,
-		`{"name": "plain", "dimension": 1536, "metric": "cosine", "quantization": "none", "index": "flat", "float32": "in_memory", "created": true}`)
+		`{"name": "plain", "dimension": 1536, "metric": "cosine", "quantization": "none", "index": "flat", "float32": "in_memory", "created": true, "slots": 256}`)
 	requireJSON(t, e.do(http.MethodGet, "/v1/collections", "", nil), 200, `{"collections": [
 		{`+docsJSON+`, "state": "ready"},
 		{"name": "plain", "dimension": 1536, "metric": "cosine", "quantization": "none", "index": "flat", "float32": "in_memory", "state": "ready"}]}`)
@@ -61,8 +61,9 @@ func TestCollectionLifecycle(t *testing.T) {
 	require.Equal(t, 200, res.status, "body: %s", res.body)
 	// The fake shards' bytes are the vectors' and payloads' (16 a vector,
 	// b's payload 13); their index is a ready ivf with no lists.
+	slots := map[string]int{"shard-0": 86, "shard-1": 85, "shard-2": 85} // 256 dealt in turn
 	shard := func(name string, docs, bytes int) string {
-		return `{"name": "` + name + `", "answered": true, "doc_count": ` + itoa(docs) + `, "bytes": ` + itoa(bytes) +
+		return `{"name": "` + name + `", "slots": ` + itoa(slots[name]) + `, "answered": true, "doc_count": ` + itoa(docs) + `, "bytes": ` + itoa(bytes) +
 			`, "index": {"kind": "ivf", "state": "ready", "lists": 0, "trained_rows": 0, "default_nprobe": 0,
 			"nprobe_calibrated": false, "rows": ` + itoa(docs) + `, "bytes": 0, "bytes_per_vector": 0}}`
 	}
@@ -79,7 +80,7 @@ func TestCollectionLifecycle(t *testing.T) {
 		total += bytes
 		shards = append(shards, shard("shard-"+itoa(i), len(ids), bytes))
 	}
-	requireJSON(t, res, 200, `{`+docsJSON+`, "state": "ready", "lacking_shards": [], "degraded": false,
+	requireJSON(t, res, 200, `{`+docsJSON+`, "slots": 256, "slot_map_epoch": 1, "state": "ready", "lacking_shards": [], "degraded": false,
 		"doc_count": 3, "bytes": `+itoa(total)+`, "shards": [`+strings.Join(shards, ",")+`]}`)
 
 	requireJSON(t, e.do(http.MethodDelete, "/v1/collections/docs", "", nil), 200, `{"name": "docs", "deleted": true}`)
@@ -145,7 +146,7 @@ func TestDocumentRoutesUnderACollection(t *testing.T) {
 	e := fake(t, apitest.FakeConfig{})
 	for _, c := range []string{"docs", "trawl"} {
 		requireJSON(t, e.do(http.MethodPut, "/v1/collections/"+c, `{"dimension": 4, "metric": "dot"}`, nil), 200,
-			`{"name": "`+c+`", "dimension": 4, "metric": "dot", "quantization": "none", "index": "flat", "float32": "in_memory", "created": true}`)
+			`{"name": "`+c+`", "dimension": 4, "metric": "dot", "quantization": "none", "index": "flat", "float32": "in_memory", "created": true, "slots": 256}`)
 	}
 	res := e.do(http.MethodPost, "/v1/collections/docs/vectors",
 		`{"vectors": [{"id": "a", "vector": [1, 0, 0, 0], "payload": {"n": 1}}, {"id": "b", "vector": [0.5, 0, 0, 0]}]}`, nil)
@@ -234,13 +235,13 @@ func TestCollectionStillCreating(t *testing.T) {
 	requireJSON(t, e.do(http.MethodGet, "/v1/collections", "", nil), 200, `{"collections": [
 		{"name": "slow", "dimension": 4, "metric": "cosine", "quantization": "none", "index": "flat", "float32": "in_memory", "state": "creating"}]}`)
 	res = e.do(http.MethodGet, "/v1/collections/slow", "", nil)
-	empty := func(name string) string {
-		return `{"name": "` + name + `", "answered": true, "doc_count": 0, "bytes": 0, "index": {"kind": "flat", "state": "ready",
+	empty := func(name, slots string) string {
+		return `{"name": "` + name + `", "slots": ` + slots + `, "answered": true, "doc_count": 0, "bytes": 0, "index": {"kind": "flat", "state": "ready",
 			"lists": 0, "trained_rows": 0, "default_nprobe": 0, "nprobe_calibrated": false, "rows": 0, "bytes": 0, "bytes_per_vector": 0}}`
 	}
 	requireJSON(t, res, 200, `{"name": "slow", "dimension": 4, "metric": "cosine", "quantization": "none", "index": "flat", "float32": "in_memory",
-		"state": "creating", "lacking_shards": ["shard-2"], "degraded": true, "doc_count": 0, "bytes": 0, "shards": [`+
-		empty("shard-0")+`, `+empty("shard-1")+`, {"name": "shard-2", "answered": false, "doc_count": 0, "bytes": 0, "index": null}]}`)
+		"slots": 256, "slot_map_epoch": 1, "state": "creating", "lacking_shards": ["shard-2"], "degraded": true, "doc_count": 0, "bytes": 0, "shards": [`+
+		empty("shard-0", "86")+`, `+empty("shard-1", "85")+`, {"name": "shard-2", "slots": 85, "answered": false, "doc_count": 0, "bytes": 0, "index": null}]}`)
 	for _, r := range unknownRoutes("slow")[2:] {
 		res := e.do(r.method, r.path, r.body, nil)
 		msg := requireError(t, res, 503, "unavailable", false)
@@ -250,7 +251,7 @@ func TestCollectionStillCreating(t *testing.T) {
 
 	e.Fakes[2].HoldBack(false)
 	requireJSON(t, e.do(http.MethodPut, "/v1/collections/slow", `{"dimension": 4}`, nil), 200,
-		`{"name": "slow", "dimension": 4, "metric": "cosine", "quantization": "none", "index": "flat", "float32": "in_memory", "created": false}`)
+		`{"name": "slow", "dimension": 4, "metric": "cosine", "quantization": "none", "index": "flat", "float32": "in_memory", "created": false, "slots": 256}`)
 	requireJSON(t, e.do(http.MethodGet, "/v1/collections", "", nil), 200, `{"collections": [
 		{"name": "slow", "dimension": 4, "metric": "cosine", "quantization": "none", "index": "flat", "float32": "in_memory", "state": "ready"}]}`)
 	requireJSON(t, e.do(http.MethodPost, "/v1/collections/slow/vectors", `{"vectors": [{"id": "x", "vector": [1, 0, 0, 0]}]}`, nil), 200,

@@ -135,7 +135,7 @@ func TestScopedKeysNative(t *testing.T) {
 	// A tenant creates and drops in its own namespace.
 	tenant := map[string]string{"Authorization": "Bearer tenant"}
 	requireJSON(t, e.do(http.MethodPut, "/v1/collections/a-new", `{"dimension": 4}`, tenant), 200,
-		`{"name": "a-new", "dimension": 4, "metric": "cosine", "quantization": "none", "index": "flat", "float32": "in_memory", "created": true}`)
+		`{"name": "a-new", "dimension": 4, "metric": "cosine", "quantization": "none", "index": "flat", "float32": "in_memory", "created": true, "slots": 256}`)
 	requireJSON(t, e.do(http.MethodDelete, "/v1/collections/a-new", "", tenant), 200, `{"name": "a-new", "deleted": true}`)
 	requireError(t, e.do(http.MethodPut, "/v1/collections/b-new", `{"dimension": 4}`, tenant), 403, "forbidden", false)
 }

@@ -6,8 +6,6 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/trawl-search/trawl/placement"
 )
 
 // TestGetWithReplicaDown: a replica answering NotFound while another is
@@ -15,7 +13,7 @@ import (
 // live replica.
 func TestGetWithReplicaDown(t *testing.T) {
 	e := newEnv(t, envConfig{})
-	table := placement.New(e.dc.Names)
+	table := e.dc
 	missing := ""
 	for i := 0; missing == ""; i++ {
 		if id := fmt.Sprintf("absent-%d", i); table.Home(id) == "shard-0" {

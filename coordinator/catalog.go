@@ -17,6 +17,7 @@ import (
 	"github.com/trawl-search/trawl/budget"
 	"github.com/trawl-search/trawl/catalog"
 	"github.com/trawl-search/trawl/fanout"
+	"github.com/trawl-search/trawl/placement"
 	"github.com/trawl-search/trawl/shard"
 	"github.com/trawl-search/trawl/shard/client"
 	"github.com/trawl-search/trawl/shard/shardpb"
@@ -42,6 +43,10 @@ type Collection struct {
 	// it (Qdrant's payload indexes). Every key is indexed whatever it
 	// says; the declarations are kept so they can be shown.
 	PayloadSchema map[string]string
+	// Slots is the collection's slot map: which shard holds each of its
+	// hash slots. The zero map: a collection created before slots, placed
+	// by jump hash over the sorted shard names (placement.Table).
+	Slots placement.SlotMap
 }
 
 func (c Collection) ref() client.Collection { return client.Collection{Name: c.Name, UID: c.UID} }
@@ -208,38 +213,67 @@ func (c *Coordinator) Aliases(ctx context.Context) ([]Alias, error) {
 // it the answer is CodeUnavailable, and a repeat of the create (or
 // RunCatalog) completes it.
 func (c *Coordinator) CreateCollection(ctx context.Context, name string, s catalog.Settings) (created bool, err error) {
+	created, _, err = c.CreateCollectionSlots(ctx, name, s, 0)
+	return created, err
+}
+
+// CreateCollectionSlots is CreateCollection with the number of hash slots
+// the collection is split into: fixed at creation, spread evenly over the
+// shards present (placement.Even). 0 names none: a new collection gets
+// placement.DefaultSlots, an existing one keeps what it has (so
+// --ensure-collection never conflicts with a collection created before
+// slots); any other count that differs from the existing one's is
+// CodeConflict. held is the collection's slot count as the catalog holds
+// it (0: it predates slots).
+func (c *Coordinator) CreateCollectionSlots(ctx context.Context, name string, s catalog.Settings, slots int) (created bool, held int, err error) {
+	if slots != 0 {
+		if err := placement.ValidSlots(slots); err != nil {
+			return false, 0, errorf(CodeInvalid, err, "%v", err)
+		}
+	}
+	created, entry, err := c.createCollection(ctx, name, s, slots)
+	return created, len(entry.GetSlotMap().GetOwners()), err
+}
+
+func (c *Coordinator) createCollection(ctx context.Context, name string, s catalog.Settings, slots int) (created bool, won *shardpb.CollectionEntry, err error) {
 	s = s.Normalize()
 	if err := catalog.ValidName(name); err != nil {
-		return false, errorf(CodeInvalid, err, "%v", err)
+		return false, nil, errorf(CodeInvalid, err, "%v", err)
 	}
 	if err := s.Validate(); err != nil {
-		return false, errorf(CodeInvalid, err, "%v", err)
+		return false, nil, errorf(CodeInvalid, err, "%v", err)
 	}
 	v := c.cat.current()
 	if _, exists := v.colls[name]; !exists && len(v.colls) >= c.cat.max {
-		return false, errorf(CodeInvalid, nil, "the cluster holds %d collections, the most --max-collections allows", len(v.colls))
+		return false, nil, errorf(CodeInvalid, nil, "the cluster holds %d collections, the most --max-collections allows", len(v.colls))
 	}
 	if _, isAlias := v.aliases[name]; isAlias {
-		return false, errorf(CodeConflict, nil, "`%s` is an alias; delete the alias first", name)
+		return false, nil, errorf(CodeConflict, nil, "`%s` is an alias; delete the alias first", name)
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shard.WriteTimeout)
 	defer cancel()
-	entry := &shardpb.CollectionEntry{Name: name, Settings: settingsPB(s)}
+	names := make([]string, len(c.shards))
+	for i, sh := range c.shards {
+		names[i] = sh.Name
+	}
+	m := placement.Even(names, cmp.Or(slots, placement.DefaultSlots))
+	entry := &shardpb.CollectionEntry{Name: name, Settings: settingsPB(s), SlotsAsked: uint32(slots),
+		SlotMap: &shardpb.SlotMap{Epoch: m.Epoch, Owners: m.Owners, Since: m.Since}}
 	resp, err := c.changeCatalog(ctx, c.cat.authority, &shardpb.ChangeCatalogRequest{Authority: true, Op: &shardpb.ChangeCatalogRequest_Create{Create: entry}})
 	if err != nil {
 		if status.Code(err) == codes.AlreadyExists {
-			return false, errorf(CodeConflict, err, "collection `%s` exists with other settings: %s", name, status.Convert(err).Message())
+			return false, nil, errorf(CodeConflict, err, "collection `%s` exists with other settings: %s", name, status.Convert(err).Message())
 		}
-		return false, c.catalogWriteError("creating", name, err)
+		return false, nil, c.catalogWriteError("creating", name, err)
 	}
-	won := resp.GetEntry()
+	won = resp.GetEntry()
 	if err := c.pushEverywhere(ctx, &shardpb.ChangeCatalogRequest{Op: &shardpb.ChangeCatalogRequest_Create{Create: won}}); err != nil {
 		_, _ = c.refreshCatalog(ctx)
-		return false, errorf(CodeUnavailable, err,
+		return false, nil, errorf(CodeUnavailable, err,
 			"collection `%s` is created but has not reached every shard yet (%v); retry the create to complete it, or wait: the router completes it", name, err)
 	}
 	_, _ = c.refreshCatalog(ctx)
-	return resp.GetChanged(), nil
+	return resp.GetChanged(), won, nil
 }
 
 // DropCollection drops name (a collection, not an alias) from the catalog
@@ -339,7 +373,10 @@ func (c *Coordinator) catalogWriteError(doing, name string, err error) error {
 // outcome is unknown is retried once).
 func (c *Coordinator) changeCatalog(ctx context.Context, i int, req *shardpb.ChangeCatalogRequest) (*shardpb.ChangeCatalogResponse, error) {
 	name := c.shards[i].Name
-	req.Placement = &shardpb.Placement{Fingerprint: c.placement.Fingerprint(), Shard: name}
+	// The group's identity only: catalog changes are not refused under
+	// another shard list (shards are added that way), a group that is
+	// another shard is.
+	req.Placement = &shardpb.Placement{Fingerprint: placement.SlotsFingerprint, Shard: name}
 	var resp *shardpb.ChangeCatalogResponse
 	call := func(ctx context.Context, r *client.Conn) error {
 		out, err := r.ChangeCatalog(ctx, req)
@@ -551,7 +588,8 @@ func (c *Coordinator) reconcile(ctx context.Context, auth *shardpb.CatalogRespon
 		var todo []*shardpb.ChangeCatalogRequest
 		for name, e := range want {
 			held, ok := g.colls[name]
-			stale := !ok || held < e.GetUid() || held == e.GetUid() && !maps.Equal(g.schemas[name], e.GetPayloadSchema())
+			stale := !ok || held < e.GetUid() || held == e.GetUid() && (!maps.Equal(g.schemas[name], e.GetPayloadSchema()) ||
+				slotVersion(g.entries[name].GetSlotMap()) < slotVersion(e.GetSlotMap()))
 			if stale && g.dropped[name] < e.GetUid() {
 				todo = append(todo, &shardpb.ChangeCatalogRequest{Op: &shardpb.ChangeCatalogRequest_Create{Create: e}})
 			}
@@ -594,8 +632,18 @@ func (c *Coordinator) reconcile(ctx context.Context, auth *shardpb.CatalogRespon
 func collectionOf(e *shardpb.CollectionEntry) Collection {
 	st := e.GetSettings()
 	m, _ := vector.ParseMetric(st.GetMetric())
-	return Collection{Name: e.GetName(), UID: e.GetUid(), PayloadSchema: e.GetPayloadSchema(), Settings: catalog.Settings{
+	out := Collection{Name: e.GetName(), UID: e.GetUid(), PayloadSchema: e.GetPayloadSchema(), Settings: catalog.Settings{
 		Dim: int(st.GetDim()), Metric: m, Quantization: st.GetQuantization(), Index: st.GetIndex(), Float32: st.GetFloat32Placement()}.Normalize()}
+	if sm := e.GetSlotMap(); len(sm.GetOwners()) > 0 {
+		out.Slots = placement.SlotMap{Epoch: sm.GetEpoch(), Owners: sm.GetOwners(), Since: sm.GetSince(), Version: sm.GetVersion()}
+		for _, mv := range sm.GetMoves() {
+			if out.Slots.Moves == nil {
+				out.Slots.Moves = map[int]placement.SlotMove{}
+			}
+			out.Slots.Moves[int(mv.GetSlot())] = placement.SlotMove{To: mv.GetTo(), Prev: mv.GetPrev()}
+		}
+	}
+	return out
 }
 
 func settingsPB(s catalog.Settings) *shardpb.CollectionSettings {
@@ -741,3 +789,7 @@ func (c *Coordinator) changePayloadIndex(ctx context.Context, coll Collection, f
 	_, _ = c.refreshCatalog(ctx)
 	return nil
 }
+
+// slotVersion is a wire slot map's version (its epoch for a map written
+// before moves).
+func slotVersion(m *shardpb.SlotMap) uint64 { return max(m.GetVersion(), m.GetEpoch()) }

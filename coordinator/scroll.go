@@ -157,7 +157,7 @@ func (c *Coordinator) scroll(ctx context.Context, coll Collection, path fanout.P
 	return fanout.Gather(context.WithoutCancel(ctx), c.cluster, freq, func(ctx context.Context, r *client.Conn) (*shardpb.ScrollResponse, error) {
 		rq := proto.CloneOf(req) // each replica its own min_index
 		rq.MinIndex = c.minIndex(r)
-		resp, err := r.In(coll.ref()).Scroll(ctx, rq)
+		resp, err := r.In(coll.ref()).Slots(c.readSlots(coll, r)).Scroll(ctx, rq)
 		if err == nil {
 			c.served(r, rq.MinIndex)
 		}

@@ -135,7 +135,7 @@ func (c *Coordinator) Search(ctx context.Context, s Search) (Answer, error) {
 	batch := client.NewBatchIn(s.Collection.ref(), cqs) // encoded once for every replica asked
 	results, sum := fanout.Gather(ctx, c.cluster, req, func(ctx context.Context, r *client.Conn) (client.SearchResult, error) {
 		m := c.minIndex(r)
-		res, err := r.SearchBatch(ctx, batch, m)
+		res, err := r.SearchSlots(ctx, batch, m, c.readSlots(s.Collection, r))
 		if err == nil {
 			c.served(r, m)
 		}
@@ -250,11 +250,11 @@ func (c *Coordinator) resolveLikes(ctx context.Context, coll Collection, req fan
 // lookup reads one stored vector and its payload from its home shard,
 // mapping the engine's answer to this package's errors.
 func (c *Coordinator) lookup(ctx context.Context, coll Collection, req fanout.Request, id string) ([]float32, []byte, error) {
-	home := c.placement.Home(id)
+	home := c.home(coll, id)
 	req.Prefer = c.prefer // the replicas known to have applied its min_index first
 	pv, err := fanout.Lookup(ctx, c.cluster, req, home, func(ctx context.Context, r *client.Conn) (*shardpb.Vector, error) {
 		m := c.minIndex(r)
-		v, err := r.In(coll.ref()).Get(ctx, id, m)
+		v, err := r.In(coll.ref()).Slots(slotSelection(coll, home)).Get(ctx, id, m)
 		if err == nil {
 			c.served(r, m)
 		}
@@ -296,7 +296,7 @@ func (c *Coordinator) Get(ctx context.Context, coll Collection, id string, b bud
 	if err != nil {
 		return Document{}, err
 	}
-	return Document{ID: id, Vector: v, Payload: p, Shard: c.placement.Home(id)}, nil
+	return Document{ID: id, Vector: v, Payload: p, Shard: c.home(coll, id)}, nil
 }
 
 // MaxRetrieve is the most ids one Retrieve reads.
@@ -332,7 +332,7 @@ func (c *Coordinator) Retrieve(ctx context.Context, coll Collection, ids []strin
 			if err != nil {
 				return err
 			}
-			docs[i], found[i] = Document{ID: id, Vector: v, Payload: p, Shard: c.placement.Home(id)}, true
+			docs[i], found[i] = Document{ID: id, Vector: v, Payload: p, Shard: c.home(coll, id)}, true
 			return nil
 		})
 	}
@@ -344,7 +344,7 @@ func (c *Coordinator) Retrieve(ctx context.Context, coll Collection, ids []strin
 		Deadline: b.Deadline, ShardDeadline: b.Shard}}
 	asked := map[string]bool{}
 	for i, d := range docs {
-		asked[c.placement.Home(ids[i])] = true
+		asked[c.home(coll, ids[i])] = true
 		if found[i] {
 			out.Docs = append(out.Docs, d)
 		}

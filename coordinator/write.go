@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -77,60 +78,97 @@ func (c *Coordinator) prefer(shard int, rep string) bool { return c.progress.pre
 // shard's share in one RPC to one replica (the leader when known), all
 // shards at once, within shard.WriteTimeout. An id is ok only once its
 // write is committed. Results are in recs' order.
+//
+// A shard that refuses a share SLOT_MOVED (the collection's slot map
+// changed: a slot moved, or is fenced while it moves) applied none of it;
+// the share is routed again by the catalog's newer map, after a short
+// pause, until the write timeout.
 func (c *Coordinator) Upsert(ctx context.Context, coll Collection, recs []Record) []WriteResult {
-	byShard := map[string][]int{}
-	for i, rec := range recs {
-		home := c.placement.Home(rec.ID)
-		byShard[home] = append(byShard[home], i)
-	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shard.WriteTimeout)
 	defer cancel()
 	results := make([]WriteResult, len(recs))
-	var wg sync.WaitGroup
-	for name, idx := range byShard {
-		wg.Go(func() {
-			vs := make([]*shardpb.Vector, len(idx))
-			for j, i := range idx {
-				vs[j] = &shardpb.Vector{Id: recs[i].ID, Vector: vector.EncodeLE(recs[i].Vector), Payload: recs[i].Payload}
-			}
-			p := shard.Placement{Fingerprint: c.placement.Fingerprint(), Shard: name}
-			wr := fanout.Write(ctx, c.cluster, name, func(ctx context.Context, r *client.Conn) error {
-				ack, err := r.In(coll.ref()).Upsert(ctx, p, vs)
-				if err == nil {
-					c.acked(r, ack)
-				}
-				return err
-			})
-			res := writeResult(name, wr)
-			for _, i := range idx {
-				res.ID = recs[i].ID
-				results[i] = res
-			}
-		})
+	pending := make([]int, len(recs))
+	for i := range recs {
+		pending[i] = i
 	}
-	wg.Wait()
-	return results
+	var pause time.Duration
+	for {
+		byShard := map[string][]int{}
+		for _, i := range pending {
+			home := c.home(coll, recs[i].ID)
+			byShard[home] = append(byShard[home], i)
+		}
+		var (
+			wg    sync.WaitGroup
+			mu    sync.Mutex
+			again []int
+		)
+		for name, idx := range byShard {
+			wg.Go(func() {
+				vs := make([]*shardpb.Vector, len(idx))
+				for j, i := range idx {
+					vs[j] = &shardpb.Vector{Id: recs[i].ID, Vector: vector.EncodeLE(recs[i].Vector), Payload: recs[i].Payload}
+				}
+				p := c.writePlacement(coll, name)
+				wr := fanout.Write(ctx, c.cluster, name, func(ctx context.Context, r *client.Conn) error {
+					ack, err := r.In(coll.ref()).Upsert(ctx, p, vs)
+					if err == nil {
+						c.acked(r, ack)
+					}
+					return err
+				})
+				res := writeResult(name, wr)
+				for _, i := range idx {
+					res.ID = recs[i].ID
+					results[i] = res
+				}
+				if moved, _ := slotMoved(wr.Err); moved {
+					mu.Lock()
+					again = append(again, idx...)
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		if len(again) == 0 {
+			return results
+		}
+		var ok bool
+		if coll, ok = c.rerouted(ctx, coll, &pause); !ok {
+			return results
+		}
+		pending = again
+	}
 }
 
 // Delete removes id through its home shard's consensus group and reports
-// whether it was there.
+// whether it was there. A SLOT_MOVED refusal is routed again as in Upsert.
 func (c *Coordinator) Delete(ctx context.Context, coll Collection, id string) (bool, WriteResult) {
-	home := c.placement.Home(id)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shard.WriteTimeout)
 	defer cancel()
-	p := shard.Placement{Fingerprint: c.placement.Fingerprint(), Shard: home}
-	found := false
-	wr := fanout.Write(ctx, c.cluster, home, func(ctx context.Context, r *client.Conn) error {
-		f, ack, err := r.In(coll.ref()).Delete(ctx, p, id)
-		if err == nil {
-			found = f // only the accepting attempt answers; writes are never concurrent
-			c.acked(r, ack)
+	var pause time.Duration
+	for {
+		home := c.home(coll, id)
+		p := c.writePlacement(coll, home)
+		found := false
+		wr := fanout.Write(ctx, c.cluster, home, func(ctx context.Context, r *client.Conn) error {
+			f, ack, err := r.In(coll.ref()).Delete(ctx, p, id)
+			if err == nil {
+				found = f // only the accepting attempt answers; writes are never concurrent
+				c.acked(r, ack)
+			}
+			return err
+		})
+		res := writeResult(home, wr)
+		res.ID = id
+		if moved, _ := slotMoved(wr.Err); moved {
+			var ok bool
+			if coll, ok = c.rerouted(ctx, coll, &pause); ok {
+				continue
+			}
 		}
-		return err
-	})
-	res := writeResult(home, wr)
-	res.ID = id
-	return found, res
+		return found, res
+	}
 }
 
 // writeResult turns the engine's outcome of one shard's write into the
@@ -191,9 +229,12 @@ func (c *Coordinator) Remove(ctx context.Context, rm Removal) ([]ShardWrite, err
 	if err != nil {
 		return nil, err
 	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shard.WriteTimeout)
+	defer cancel()
+	coll := rm.Collection
 	byShard := map[string][]string{}
 	for _, id := range rm.IDs {
-		home := c.placement.Home(id)
+		home := c.home(coll, id)
 		byShard[home] = append(byShard[home], id)
 	}
 	var names []string
@@ -202,27 +243,70 @@ func (c *Coordinator) Remove(ctx context.Context, rm Removal) ([]ShardWrite, err
 			names = append(names, s.Name)
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shard.WriteTimeout)
-	defer cancel()
 	out := make([]ShardWrite, len(names))
 	var wg sync.WaitGroup
 	for i, name := range names {
 		wg.Go(func() {
-			ids := byShard[name]
-			p := shard.Placement{Fingerprint: c.placement.Fingerprint(), Shard: name}
-			var deleted uint64
-			wr := fanout.Write(ctx, c.cluster, name, func(ctx context.Context, r *client.Conn) error {
-				n, ack, err := r.In(rm.Collection.ref()).DeleteMatching(ctx, p, ids, fb)
-				if err == nil {
-					deleted = n // only the accepting attempt answers
-					c.acked(r, ack)
-				}
-				return err
-			})
-			res := writeResult(name, wr)
-			out[i] = ShardWrite{Shard: name, Deleted: deleted, Outcome: res.Outcome, Err: res.Err}
+			out[i] = c.removeFrom(ctx, coll, name, byShard[name], fb)
 		})
 	}
 	wg.Wait()
 	return out, nil
+}
+
+// removeFrom is one shard's part of a Removal. A SLOT_MOVED refusal
+// applied nothing: a delete by filter is sent again to the same shard
+// (every shard gets it; a fenced slot refuses it until its move flips),
+// and ids the shard no longer holds go to their new home, as in Upsert.
+func (c *Coordinator) removeFrom(ctx context.Context, coll Collection, name string, ids []string, fb []byte) ShardWrite {
+	var pause time.Duration
+	var total ShardWrite
+	for {
+		p := c.writePlacement(coll, name)
+		var deleted uint64
+		wr := fanout.Write(ctx, c.cluster, name, func(ctx context.Context, r *client.Conn) error {
+			n, ack, err := r.In(coll.ref()).DeleteMatching(ctx, p, ids, fb)
+			if err == nil {
+				deleted = n // only the accepting attempt answers
+				c.acked(r, ack)
+			}
+			return err
+		})
+		res := writeResult(name, wr)
+		total = ShardWrite{Shard: name, Deleted: total.Deleted + deleted, Outcome: res.Outcome, Err: res.Err}
+		moved, _ := slotMoved(wr.Err)
+		if !moved {
+			return total
+		}
+		var ok bool
+		if coll, ok = c.rerouted(ctx, coll, &pause); !ok {
+			return total
+		}
+		if fb != nil {
+			continue
+		}
+		// Ids only: those whose home moved are deleted there; a shard's
+		// answer counts them with its own.
+		var here []string
+		moves := map[string][]string{}
+		for _, id := range ids {
+			if h := c.home(coll, id); h == name {
+				here = append(here, id)
+			} else {
+				moves[h] = append(moves[h], id)
+			}
+		}
+		for h, mv := range moves {
+			w := c.removeFrom(ctx, coll, h, mv, nil)
+			total.Deleted += w.Deleted
+			if w.Err != nil {
+				total.Outcome, total.Err = w.Outcome, w.Err
+				return total
+			}
+		}
+		if len(here) == 0 {
+			return ShardWrite{Shard: name, Deleted: total.Deleted, Outcome: fanout.WriteOK}
+		}
+		ids = here
+	}
 }

@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"errors"
 	"strconv"
 	"strings"
 
@@ -93,9 +94,64 @@ func FromStatus(err error) error {
 	case ReasonCollectionNotFound:
 		uid, _ := strconv.ParseUint(ei.GetMetadata()["uid"], 10, 64)
 		return &CollectionNotFoundError{Name: ei.GetMetadata()["collection"], HeldUID: uid, err: err}
+	case ReasonSlotMoved:
+		epoch, _ := strconv.ParseUint(ei.GetMetadata()["epoch"], 10, 64)
+		return &SlotMovedError{Epoch: epoch, Retry: ei.GetMetadata()["retry"] == "true", err: err}
 	}
 	return err
 }
+
+// ReasonSlotMoved: the replica's slot map does not let it take a write,
+// or answer a read, for a slot the request gives it (the reader's map is
+// older or newer than the replica's, or the slot is fenced while it
+// moves). The status is FailedPrecondition; nothing was applied.
+const ReasonSlotMoved = "SLOT_MOVED"
+
+// SlotMovedStatus is a replica's refusal of a request routed by another
+// slot map than its own; epoch is the replica's map epoch, and retry says
+// the slot is fenced while it moves (retry once the move flips the map).
+func SlotMovedStatus(msg string, epoch uint64, retry bool) error {
+	st := status.New(codes.FailedPrecondition, msg)
+	if d, err := st.WithDetails(&errdetails.ErrorInfo{Reason: ReasonSlotMoved, Domain: errorDomain,
+		Metadata: map[string]string{"epoch": strconv.FormatUint(epoch, 10), "retry": strconv.FormatBool(retry)}}); err == nil {
+		st = d
+	}
+	return st.Err()
+}
+
+// SlotMovedError is a replica's SLOT_MOVED answer (FromStatus). Like
+// CollectionNotFoundError its NotServing method makes package fanout ask
+// another replica on a read (a follower may not have applied a map change
+// its leader has), and a write refused so is never retried elsewhere by
+// the engine: the coordinator re-reads the catalog and routes it again.
+type SlotMovedError struct {
+	// Epoch is the replica's slot map epoch; Retry is true when the slot
+	// is fenced for a move.
+	Epoch uint64
+	Retry bool
+	// read marks a read's refusal (AsRead): another replica of the group
+	// may hold the map the read asks for.
+	read bool
+	err  error
+}
+
+// AsRead marks a SlotMovedError in err as a read's refusal, which package
+// fanout treats as a replica not serving (it asks the next); a write's is
+// a definite refusal. Other errors pass through.
+func AsRead(err error) error {
+	var sm *SlotMovedError
+	if errors.As(err, &sm) {
+		out := *sm
+		out.read = true
+		return &out
+	}
+	return err
+}
+
+func (e *SlotMovedError) Error() string              { return e.err.Error() }
+func (e *SlotMovedError) Unwrap() error              { return e.err }
+func (e *SlotMovedError) NotServing() bool           { return e.read }
+func (e *SlotMovedError) GRPCStatus() *status.Status { return status.Convert(e.err) }
 
 // ReasonCollectionNotFound: the replica holds no collection of the name
 // and uid a request gave (not created here yet, dropped, or another

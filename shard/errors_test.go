@@ -28,3 +28,24 @@ func TestFromStatusDecodesTheRefusals(t *testing.T) {
 	plain := status.Error(codes.FailedPrecondition, "changing the shard list is a reshard")
 	require.Equal(t, plain, FromStatus(plain))
 }
+
+// A SLOT_MOVED refusal is a definite refusal of a write (never retried on
+// another replica, never "may have applied"), and a read's refusal is a
+// replica not serving, so another replica is asked.
+func TestSlotMovedError(t *testing.T) {
+	err := FromStatus(SlotMovedStatus("slot 3 moved", 7, true))
+	var sm *SlotMovedError
+	require.ErrorAs(t, err, &sm)
+	require.Equal(t, uint64(7), sm.Epoch)
+	require.True(t, sm.Retry)
+	require.Equal(t, codes.FailedPrecondition, status.Code(err))
+	var ns interface{ NotServing() bool }
+	require.ErrorAs(t, err, &ns)
+	require.False(t, ns.NotServing(), "a write's refusal")
+	var never interface{ NeverSent() bool }
+	require.False(t, errors.As(err, &never), "a write refused so is not sent elsewhere")
+	require.ErrorAs(t, AsRead(err), &ns)
+	require.True(t, ns.NotServing(), "a read's refusal")
+	plain := status.Error(codes.Internal, "x")
+	require.Equal(t, plain, AsRead(plain))
+}

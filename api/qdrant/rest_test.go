@@ -110,9 +110,10 @@ func TestQdrantContract(t *testing.T) {
 				`"scatter_gather":{"degraded":false,"shards_total":3,"shards_queried":1,"unavailable_shards":[],"shard_errors":{},"coverage":1,"exact":true,"elapsed_ms":0,"deadline_ms":2000,"shard_deadline_ms":1995}}`},
 		{name: "retrieve", method: http.MethodPost, path: "/collections/trawl/points",
 			body: `{"ids": [2, "` + uuidA + `", 404, 2], "with_payload": {"include": ["n"]}}`, status: 200, degradedHeader: true,
-			// Three ids on two home shards: shards_queried counts those asked.
+			// Three ids on three home shards (the collection's slot map):
+			// shards_queried counts those asked.
 			want: `{"result":[{"id":2,"payload":{"n":2},"vector":null},{"id":"` + uuidA + `","payload":{"n":3},"vector":null}],"status":"ok","time":0,` +
-				`"scatter_gather":{"degraded":false,"shards_total":3,"shards_queried":2,"unavailable_shards":[],"shard_errors":{},"coverage":1,"exact":true,"elapsed_ms":0,"deadline_ms":2000,"shard_deadline_ms":1995}}`},
+				`"scatter_gather":{"degraded":false,"shards_total":3,"shards_queried":3,"unavailable_shards":[],"shard_errors":{},"coverage":1,"exact":true,"elapsed_ms":0,"deadline_ms":2000,"shard_deadline_ms":1995}}`},
 		{name: "search", method: http.MethodPost, path: "/collections/trawl/points/search",
 			body: `{"vector": ` + unit(0) + `, "limit": 2, "filter": ` + red + `, "with_payload": ["color"]}`, status: 200, degradedHeader: true,
 			want: `{"result":[{"id":1,"version":0,"score":1,"payload":{"color":"red"}},{"id":"` + uuidA + `","version":0,"score":0,"payload":{"color":"red"}}],"status":"ok","time":0,` + sgOK + `}`},

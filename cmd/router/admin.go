@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/trawl-search/trawl/coordinator"
 	"github.com/trawl-search/trawl/internal/app"
 	"github.com/trawl-search/trawl/shard"
 	"github.com/trawl-search/trawl/shard/client"
@@ -36,6 +37,19 @@ leader makes the change, a follower forwards it):
   replace-replica   --old HOST:PORT --new HOST:PORT: add new, wait until
                     it is a voter, remove old (a dead replica's
                     replacement); repeat it to finish one cut short
+  slots             [--collection NAME]: each collection's hash slot map
+                    as the catalog holds it: slot count, map epoch, and
+                    every shard's slots and documents (give every --shard)
+  move-slot         --collection NAME --slot N --to SHARD: move one slot
+                    online (fence, copy, flip, settle)
+  rebalance         [--collection NAME]: move slots until every --shard
+                    holds slots/shards of each collection, give or take
+                    one (after adding a shard group to the list)
+  drain SHARD       [--collection NAME]: move every slot off SHARD, the
+                    others left balanced; then it can be removed
+  (move-slot, rebalance and drain: --rate rows/s caps each copy, --grace
+  is how long an old owner keeps a moved slot's rows for routers still on
+  the old map; give every --shard, the authority's included)
 
 --shard is repeatable (env TRAWL_SHARDS, as router serve); a change acts on
 one shard: the only one given, or the one --name says.
@@ -63,21 +77,45 @@ func runAdmin(ctx context.Context, args []string, out io.Writer) error {
 	tlsCert := fs.String("tls-cert", "", "client certificate for mTLS to shards")
 	tlsKey := fs.String("tls-key", "", "client key for mTLS to shards")
 	timeout := fs.Duration("timeout", 10*time.Minute, "how long a change may take, catch-up included")
-	asJSON := fs.Bool("json", false, "status: print JSON")
+	asJSON := fs.Bool("json", false, "status, slots: print JSON")
 	var replicaAddr, oldAddr, newAddr *string
 	wait := fs.Bool("wait", true, "add-replica: wait until the new replica is a voter")
+	var collection *string
+	var mv moveFlags
+	var rate *int
+	var grace *time.Duration
 	switch cmd {
 	case "status":
+	case "slots":
+		collection = fs.String("collection", "", "slots: only this collection")
+	case "move-slot", "rebalance", "drain":
+		collection = fs.String("collection", "", "the collection (move-slot: required; else: only this one)")
+		rate = fs.Int("rate", coordinator.DefaultMoveRate, "rows a second a slot's copy may write")
+		grace = fs.Duration("grace", 2*coordinator.DefaultCatalogRefresh, "how long an old owner keeps a moved slot's rows")
+		if cmd == "move-slot" {
+			fs.IntVar(&mv.slot, "slot", -1, "the slot to move")
+			fs.StringVar(&mv.to, "to", "", "the shard to move it to")
+		}
 	case "add-replica", "remove-replica":
 		replicaAddr = fs.String("replica", "", "the replica's address, HOST:PORT, as its peers reach it (its --advertise-addr)")
 	case "replace-replica":
 		oldAddr = fs.String("old", "", "the replica to replace, HOST:PORT")
 		newAddr = fs.String("new", "", "its replacement, HOST:PORT, started with router shard --join")
 	default:
-		return fmt.Errorf("admin: unknown command %q (status, add-replica, remove-replica, replace-replica)", cmd)
+		return fmt.Errorf("admin: unknown command %q (status, slots, move-slot, rebalance, drain, add-replica, remove-replica, replace-replica)", cmd)
+	}
+	target := ""
+	if cmd == "drain" {
+		if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+			return errors.New("admin drain: name the shard to drain: router admin drain SHARD --shard ...")
+		}
+		target, args = args[0], args[1:]
 	}
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if cmd == "move-slot" && (*collection == "" || mv.slot < 0 || mv.to == "") {
+		return errors.New("admin move-slot: --collection NAME, --slot N and --to SHARD are required")
 	}
 	if len(shards) == 0 {
 		return errors.New("admin: no shards: give --shard NAME=HOST:PORT at least once (or TRAWL_SHARDS)")
@@ -100,8 +138,18 @@ func runAdmin(ctx context.Context, args []string, out io.Writer) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	if cmd == "status" {
+	switch cmd {
+	case "status":
 		return adminStatus(ctx, out, shards, dial, *asJSON)
+	case "slots":
+		return adminSlots(ctx, out, shards, dial, *collection, *asJSON)
+	case "move-slot", "rebalance", "drain":
+		mv.collection = *collection
+		mv.cfg = coordinator.MoveConfig{RowsPerSecond: *rate, Grace: *grace}
+		if *grace == 0 {
+			mv.cfg.Grace = -1
+		}
+		return adminMoves(ctx, out, cmd, shards, dial, target, mv)
 	}
 	spec, err := pickShard(shards, *name)
 	if err != nil {

@@ -178,7 +178,7 @@ func (f *FakeShard) ChangeCatalog(_ context.Context, req *shardpb.ChangeCatalogR
 			resp.Entry = held.entry
 			return resp, nil
 		case req.GetAuthority():
-			want = &shardpb.CollectionEntry{Name: want.GetName(), Uid: f.index, Settings: want.GetSettings()}
+			want = &shardpb.CollectionEntry{Name: want.GetName(), Uid: f.index, Settings: want.GetSettings(), SlotMap: want.GetSlotMap()}
 		case ok && held.entry.GetUid() == want.GetUid():
 			resp.Entry = held.entry
 			return resp, nil

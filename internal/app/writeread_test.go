@@ -22,7 +22,6 @@ import (
 
 	"github.com/trawl-search/trawl/internal/app"
 	"github.com/trawl-search/trawl/internal/devcluster"
-	"github.com/trawl-search/trawl/placement"
 	"github.com/trawl-search/trawl/shard/shardpb"
 	"github.com/trawl-search/trawl/vector"
 )
@@ -156,7 +155,7 @@ func TestReadAfterWriteAsksTheLeaderFirst(t *testing.T) {
 	const dim, rounds, home = 16, 8, "shard-1"
 	h := startWith(t, devcluster.Config{Replicas: 3, Dim: dim, Docs: 60, Seed: 11, Kernel: vector.Generic(), PeerProxies: true},
 		app.Config{NoHedge: true})
-	table := placement.New(h.dc.Names)
+	table := h.dc
 	si := slices.Index(h.dc.Names, home)
 	var leader *devcluster.Replica
 	var followers []*devcluster.Replica
@@ -213,7 +212,7 @@ func TestReadAfterWriteAsksTheLeaderFirst(t *testing.T) {
 }
 
 // idOn is the first id prefix-N whose home is the named shard.
-func idOn(t placement.Table, shardName, prefix string) string {
+func idOn(t interface{ Home(string) string }, shardName, prefix string) string {
 	for i := 0; ; i++ {
 		if id := fmt.Sprintf("%s-%d", prefix, i); t.Home(id) == shardName {
 			return id
@@ -235,7 +234,7 @@ func TestForwardWithLostAnswerIsUnknownAndAppliedOnce(t *testing.T) {
 	dir := t.TempDir()
 	h := start(t, devcluster.Config{Replicas: 3, Dim: dim, Docs: 60, Seed: 3, Kernel: vector.Generic(),
 		PeerProxies: true, DataDir: dir})
-	table := placement.New(h.dc.Names)
+	table := h.dc
 	si := slices.Index(h.dc.Names, home)
 	var leader *devcluster.Replica
 	for _, r := range h.dc.Replicas[si] {

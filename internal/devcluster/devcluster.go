@@ -154,6 +154,8 @@ type Cluster struct {
 	// peerProxies are the peers' proxies by the address they stand for.
 	peerProxies map[string]*faultproxy.Proxy
 	closeOnce   sync.Once
+	// table places the documents of a collection without a slot map.
+	table placement.Table
 }
 
 // layout is cluster.json: the shape and the ports a data directory's
@@ -257,14 +259,18 @@ func Start(cfg Config) (*Cluster, error) {
 		c.Close()
 		return nil, err
 	}
+	c.table = table
 	if !loaded {
 		byShard := map[string][]store.Record{}
 		for _, r := range c.Corpus {
-			h := table.Home(r.ID)
+			h := c.Home(r.ID)
 			byShard[h] = append(byShard[h], r)
 		}
 		for i, name := range c.Names {
 			p := shard.Placement{Fingerprint: table.Fingerprint(), Shard: name}
+			if m := c.Collection.Slots; !m.IsZero() {
+				p = shard.Placement{Fingerprint: placement.SlotsFingerprint, Shard: name, SlotEpoch: m.Epoch}
+			}
 			if _, err := seed(c.Replicas[i], c.Collection, p, byShard[name]); err != nil {
 				c.Close()
 				return nil, fmt.Errorf("seed %s: %w", name, err)
@@ -734,4 +740,13 @@ func (c *Cluster) Routes(r chi.Router) {
 		fmt.Fprintf(w, "{\"shard\":%q,\"replica\":%d,\"addr\":%q,\"mode\":%q,\"delay_ms\":%d}\n",
 			name, idx, rep.Proxy.Addr(), mode, delay.Milliseconds())
 	})
+}
+
+// Home is the shard that holds id of the dev collection: by its slot map,
+// or by the shard list for one created before slots.
+func (c *Cluster) Home(id string) string {
+	if m := c.Collection.Slots; !m.IsZero() {
+		return m.Home(id)
+	}
+	return c.table.Home(id)
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/trawl-search/trawl/catalog"
 	"github.com/trawl-search/trawl/coordinator"
+	"github.com/trawl-search/trawl/placement"
 	"github.com/trawl-search/trawl/shard/client"
 	"github.com/trawl-search/trawl/vector"
 )
@@ -110,6 +111,7 @@ func TestCreatesItsCollection(t *testing.T) {
 			defer c.Close()
 			require.NotZero(t, c.Collection.UID, "a uid the authority assigned")
 			tc.want.UID = c.Collection.UID
+			tc.want.Slots = placement.Even(c.Names, placement.DefaultSlots)
 			require.Equal(t, tc.want, c.Collection)
 			total := 0
 			for _, reps := range c.Replicas {

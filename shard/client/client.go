@@ -124,6 +124,15 @@ type Collection struct {
 type Scoped struct {
 	conn *Conn
 	coll Collection
+	// slots, when set, is sent with reads (Get, Scroll): the slots the
+	// caller's slot map gives this replica's shard.
+	slots *shardpb.SlotSelection
+}
+
+// Slots returns c reading only the slots sel names (Get, Scroll).
+func (c Scoped) Slots(sel *shardpb.SlotSelection) Scoped {
+	c.slots = sel
+	return c
 }
 
 // In returns c's RPCs on coll. A replica that holds no such collection
@@ -182,9 +191,9 @@ func (c *Conn) Scroll(ctx context.Context, req *shardpb.ScrollRequest) (*shardpb
 
 // Get fetches one stored vector with its payload; minIndex as in Search.
 func (c Scoped) Get(ctx context.Context, id string, minIndex uint64) (*shardpb.Vector, error) {
-	resp, err := c.conn.shard.Get(ctx, &shardpb.GetRequest{Id: id, MinIndex: minIndex, Collection: c.ref()})
+	resp, err := c.conn.shard.Get(ctx, &shardpb.GetRequest{Id: id, MinIndex: minIndex, Collection: c.ref(), Slots: c.slots})
 	if err != nil {
-		return nil, shard.FromStatus(err)
+		return nil, shard.AsRead(shard.FromStatus(err))
 	}
 	return resp.GetVector(), nil
 }
@@ -199,7 +208,7 @@ func (c Scoped) Upsert(ctx context.Context, p shard.Placement, vs []*shardpb.Vec
 	}
 	resp, err := c.conn.shard.Upsert(ctx, &shardpb.UpsertRequest{
 		Collection: c.ref(),
-		Placement:  &shardpb.Placement{Fingerprint: p.Fingerprint, Shard: p.Shard},
+		Placement:  p.PB(),
 		Vectors:    vs,
 	})
 	if err != nil {
@@ -216,7 +225,7 @@ func (c Scoped) Delete(ctx context.Context, p shard.Placement, id string) (found
 	}
 	resp, err := c.conn.shard.Delete(ctx, &shardpb.DeleteRequest{
 		Collection: c.ref(),
-		Placement:  &shardpb.Placement{Fingerprint: p.Fingerprint, Shard: p.Shard},
+		Placement:  p.PB(),
 		Id:         id,
 	})
 	if err != nil {
@@ -234,7 +243,7 @@ func (c Scoped) DeleteMatching(ctx context.Context, p shard.Placement, ids []str
 	}
 	resp, err := c.conn.shard.Delete(ctx, &shardpb.DeleteRequest{
 		Collection: c.ref(),
-		Placement:  &shardpb.Placement{Fingerprint: p.Fingerprint, Shard: p.Shard},
+		Placement:  p.PB(),
 		Ids:        ids,
 		Filter:     f,
 	})
@@ -248,8 +257,11 @@ func (c Scoped) DeleteMatching(ctx context.Context, p shard.Placement, ids []str
 // min_index as in Search.
 func (c Scoped) Scroll(ctx context.Context, req *shardpb.ScrollRequest) (*shardpb.ScrollResponse, error) {
 	req.Collection = c.ref()
+	if c.slots != nil {
+		req.Slots = c.slots
+	}
 	resp, err := c.conn.shard.Scroll(ctx, req)
-	return resp, shard.FromStatus(err)
+	return resp, shard.AsRead(shard.FromStatus(err))
 }
 
 // Stats asks the replica for its counts and settings, of this collection

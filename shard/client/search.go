@@ -101,11 +101,19 @@ func (c *Conn) Search(ctx context.Context, qs []Query, minIndex uint64) (SearchR
 // SearchBatch is Search of a batch encoded once (NewBatch); the batch is
 // only read, so concurrent calls may share it.
 func (c *Conn) SearchBatch(ctx context.Context, b *Batch, minIndex uint64) (SearchResult, error) {
+	return c.SearchSlots(ctx, b, minIndex, nil)
+}
+
+// SearchSlots is SearchBatch answered from the slots sel names only (a
+// collection with a slot map; nil: every row the replica holds). A
+// replica that does not hold one of them refuses with a
+// *shard.SlotMovedError whose NotServing() is true.
+func (c *Conn) SearchSlots(ctx context.Context, b *Batch, minIndex uint64, sel *shardpb.SlotSelection) (SearchResult, error) {
 	qs := b.queries
-	req := &shardpb.SearchRequest{Queries: b.pb, MinIndex: minIndex, Collection: b.coll}
+	req := &shardpb.SearchRequest{Queries: b.pb, MinIndex: minIndex, Collection: b.coll, Slots: sel}
 	resp, err := c.shard.Search(ctx, req)
 	if err != nil {
-		return SearchResult{}, shard.FromStatus(err)
+		return SearchResult{}, shard.AsRead(shard.FromStatus(err))
 	}
 	if len(resp.GetResults()) != len(qs) {
 		return SearchResult{}, status.Errorf(codes.Internal, "replica answered %d results for %d queries", len(resp.GetResults()), len(qs))

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/trawl-search/trawl/catalog"
+	"github.com/trawl-search/trawl/placement"
 	"github.com/trawl-search/trawl/shard"
 	"github.com/trawl-search/trawl/shard/shardpb"
 	"github.com/trawl-search/trawl/shard/store"
@@ -87,6 +88,15 @@ type catalogChange struct {
 	// dropped (a replace does both), for their stores' trainers, metrics
 	// and the snapshot that frees their disk.
 	added, removed []*collection
+	// remapped are the collections whose slot map the change replaced,
+	// with the map before, so rows of slots no longer held are dropped.
+	remapped []remap
+}
+
+// remap is one collection's slot map change.
+type remap struct {
+	col *collection
+	old *placement.SlotMap
 }
 
 // newCollectionFunc makes the collection a create adds: its store, empty,
@@ -103,10 +113,18 @@ type newCollectionFunc func(name string, uid uint64, s catalog.Settings, p store
 // nothing.
 func (st *catalogState) change(req *shardpb.ChangeCatalogRequest, index uint64, mk newCollectionFunc) (catalogChange, error) {
 	p := store.Placement{Fingerprint: req.GetPlacement().GetFingerprint(), Shard: req.GetPlacement().GetShard()}
-	if p != (store.Placement{}) {
-		if _, err := placementCheck(st.placement(), req.GetPlacement()); err != nil {
-			return catalogChange{}, err
-		}
+	if have := st.placement(); p.Shard != "" && have.Shard != "" && have.Shard != p.Shard {
+		// Only the group's identity: a catalog change routed under
+		// another shard list is how shards are added once collections
+		// are placed by slots (a write under another list is still
+		// refused for a collection that predates them).
+		return catalogChange{}, status.Errorf(codes.FailedPrecondition,
+			"this group holds data written as shard %q; the catalog change is for shard %q", have.Shard, p.Shard)
+	}
+	if p.Fingerprint == placement.SlotsFingerprint || p.Shard == "" {
+		// A new collection of a group that has never been written adopts
+		// no shard-list placement: its writes bring their own.
+		p = store.Placement{}
 	}
 	var (
 		ch  catalogChange
@@ -121,6 +139,8 @@ func (st *catalogState) change(req *shardpb.ChangeCatalogRequest, index uint64, 
 		ch, err = st.alias(op.Alias, req.GetAuthority(), index)
 	case *shardpb.ChangeCatalogRequest_PayloadIndex:
 		ch, err = st.payloadIndex(op.PayloadIndex, req.GetAuthority())
+	case *shardpb.ChangeCatalogRequest_SetSlots:
+		ch, err = st.setSlots(op.SetSlots, req.GetAuthority())
 	default:
 		return catalogChange{}, status.Error(codes.InvalidArgument, "catalog change with no operation")
 	}
@@ -139,11 +159,19 @@ func (st *catalogState) create(e *shardpb.CollectionEntry, authority bool, index
 	if err != nil {
 		return catalogChange{}, status.Error(codes.InvalidArgument, err.Error())
 	}
+	slots, err := slotMapOf(e.GetSlotMap())
+	if err != nil {
+		return catalogChange{}, status.Error(codes.InvalidArgument, err.Error())
+	}
 	held := st.collections[name]
 	uid := e.GetUid()
 	if authority {
 		if held != nil {
 			if held.settings == s {
+				if asked := int(e.GetSlotsAsked()); asked != 0 && asked != held.slotMap().Slots() {
+					return catalogChange{}, status.Errorf(codes.AlreadyExists,
+						"collection %q exists with %d slots (0: created before slots); the create asks for %d", name, held.slotMap().Slots(), asked)
+				}
 				return catalogChange{entry: held.entry()}, nil
 			}
 			return catalogChange{}, status.Errorf(codes.AlreadyExists,
@@ -153,17 +181,26 @@ func (st *catalogState) create(e *shardpb.CollectionEntry, authority bool, index
 	} else {
 		if held != nil {
 			switch {
-			case held.uid == uid && held.settings == s && maps.Equal(held.payloadSchema, e.GetPayloadSchema()):
+			case held.uid == uid && held.settings == s && maps.Equal(held.payloadSchema, e.GetPayloadSchema()) && !newerSlots(held.slotMap(), slots):
 				return catalogChange{entry: held.entry()}, nil
 			case held.uid == uid && held.settings == s:
-				// The authority's payload index declarations changed.
+				// The authority's payload index declarations or slot map
+				// changed (a map only ever moves forward: a push of an
+				// older one, overtaken, changes nothing).
 				held.payloadSchema = maps.Clone(e.GetPayloadSchema())
-				return catalogChange{entry: held.entry(), changed: true}, nil
+				ch := catalogChange{changed: true}
+				if old := held.slotMap(); newerSlots(old, slots) {
+					held.slots.Store(slots)
+					ch.remapped = []remap{{col: held, old: old}}
+				}
+				ch.entry = held.entry()
+				return ch, nil
 			case held.uid == 0 && uid > 0 && held.settings == s:
 				// The legacy collection of a data directory written
 				// before collections, created by name with its own
 				// settings: it is adopted, rows and all, not replaced.
 				held.uid, held.payloadSchema, held.virtual = uid, maps.Clone(e.GetPayloadSchema()), false
+				held.slots.Store(slots)
 				return catalogChange{entry: held.entry(), changed: true}, nil
 			case held.uid == uid:
 				return catalogChange{}, status.Errorf(codes.AlreadyExists,
@@ -185,6 +222,7 @@ func (st *catalogState) create(e *shardpb.CollectionEntry, authority bool, index
 		ch.removed = append(ch.removed, held)
 	}
 	c := mk(name, uid, s, p)
+	c.slots.Store(slots)
 	if !authority {
 		c.payloadSchema = maps.Clone(e.GetPayloadSchema())
 	}
@@ -326,4 +364,38 @@ func settingsFromPB(p *shardpb.CollectionSettings) (catalog.Settings, error) {
 // settingsToPB is s on the wire.
 func settingsToPB(s catalog.Settings) *shardpb.CollectionSettings {
 	return &shardpb.CollectionSettings{Dim: uint32(s.Dim), Metric: s.Metric.String(), Quantization: s.Quantization, Index: s.Index, Float32Placement: s.Float32}
+}
+
+// setSlots replaces a collection's slot map on the authority, when the
+// held map is at the version the change expects: a move's steps are
+// compare-and-set, so two movers never interleave. The other groups
+// receive the changed entry as a create of the same uid.
+func (st *catalogState) setSlots(ss *shardpb.SetSlots, authority bool) (catalogChange, error) {
+	if !authority {
+		return catalogChange{}, status.Error(codes.InvalidArgument, "a slot map change is decided by the authority group only")
+	}
+	held := st.collections[ss.GetCollection()]
+	if held == nil || held.virtual || held.uid != ss.GetUid() {
+		return catalogChange{}, shard.CollectionNotFoundStatus(ss.GetCollection(), 0)
+	}
+	next, err := slotMapOf(ss.GetSlotMap())
+	if err != nil || next == nil {
+		return catalogChange{}, status.Errorf(codes.InvalidArgument, "slot map: %v", err)
+	}
+	old := held.slotMap()
+	if old == nil {
+		return catalogChange{}, status.Errorf(codes.FailedPrecondition, "collection %q predates slots: its map is not set here", held.name)
+	}
+	if old.Ver() != ss.GetExpectVersion() || next.Ver() <= old.Ver() || next.Slots() != old.Slots() {
+		return catalogChange{}, status.Errorf(codes.Aborted,
+			"collection %q: slot map is at version %d, the change expects %d (another move changed it)", held.name, old.Ver(), ss.GetExpectVersion())
+	}
+	held.slots.Store(next)
+	return catalogChange{entry: held.entry(), changed: true, remapped: []remap{{col: held, old: old}}}, nil
+}
+
+// newerSlots reports whether a pushed slot map replaces the one held: a
+// map where there was none, or one of a later epoch.
+func newerSlots(held, pushed *placement.SlotMap) bool {
+	return pushed != nil && (held == nil || pushed.Ver() > held.Ver())
 }

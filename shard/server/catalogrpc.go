@@ -7,6 +7,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/trawl-search/trawl/catalog"
+	"github.com/trawl-search/trawl/placement"
 	"github.com/trawl-search/trawl/shard/shardpb"
 	"github.com/trawl-search/trawl/shard/store"
 )
@@ -62,8 +63,20 @@ func checkCatalogChange(req *shardpb.ChangeCatalogRequest) (*shardpb.ChangeCatal
 		if err != nil {
 			return nil, invalid(err)
 		}
+		if _, err := slotMapOf(op.Create.GetSlotMap()); err != nil {
+			return nil, invalid(err)
+		}
+		if n := op.Create.GetSlotsAsked(); n != 0 {
+			if err := placement.ValidSlots(int(n)); err != nil {
+				return nil, invalid(err)
+			}
+			if int(n) != len(op.Create.GetSlotMap().GetOwners()) {
+				return nil, status.Errorf(codes.InvalidArgument, "a create asking for %d slots needs a map of %d slots, not %d", n, n, len(op.Create.GetSlotMap().GetOwners()))
+			}
+		}
 		out.Op = &shardpb.ChangeCatalogRequest_Create{Create: &shardpb.CollectionEntry{
-			Name: op.Create.GetName(), Uid: op.Create.GetUid(), Settings: settingsToPB(set), PayloadSchema: op.Create.GetPayloadSchema()}}
+			Name: op.Create.GetName(), Uid: op.Create.GetUid(), Settings: settingsToPB(set), PayloadSchema: op.Create.GetPayloadSchema(),
+			SlotMap: op.Create.GetSlotMap(), SlotsAsked: op.Create.GetSlotsAsked()}}
 	case *shardpb.ChangeCatalogRequest_Drop:
 		if err := catalog.ValidName(op.Drop.GetName()); err != nil {
 			return nil, invalid(err)
@@ -87,8 +100,16 @@ func checkCatalogChange(req *shardpb.ChangeCatalogRequest) (*shardpb.ChangeCatal
 			return nil, status.Error(codes.InvalidArgument, "a payload index needs a field name")
 		}
 		out.Op = op
+	case *shardpb.ChangeCatalogRequest_SetSlots:
+		if err := catalog.ValidName(op.SetSlots.GetCollection()); err != nil {
+			return nil, invalid(err)
+		}
+		if m, err := slotMapOf(op.SetSlots.GetSlotMap()); err != nil || m == nil {
+			return nil, status.Errorf(codes.InvalidArgument, "set_slots needs a whole slot map: %v", err)
+		}
+		out.Op = op
 	default:
-		return nil, status.Error(codes.InvalidArgument, "catalog change with no operation: want create, drop, alias or payload_index")
+		return nil, status.Error(codes.InvalidArgument, "catalog change with no operation: want create, drop, alias, payload_index or set_slots")
 	}
 	if p := req.GetPlacement(); p != nil && (p.GetFingerprint() == "") != (p.GetShard() == "") {
 		return nil, status.Error(codes.InvalidArgument, "catalog change placement needs both fingerprint and shard")

@@ -8,8 +8,10 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 
 	"github.com/trawl-search/trawl/catalog"
+	"github.com/trawl-search/trawl/placement"
 	"github.com/trawl-search/trawl/shard"
 	"github.com/trawl-search/trawl/shard/shardpb"
 	"github.com/trawl-search/trawl/shard/store"
@@ -18,7 +20,8 @@ import (
 )
 
 // collection is one collection a replica holds: its catalog entry and its
-// store. None of its fields change; a collection created again under its
+// store. None of its fields change but payloadSchema and slots (catalog
+// changes of the same incarnation); a collection created again under its
 // name is another collection.
 type collection struct {
 	name     string
@@ -32,10 +35,15 @@ type collection struct {
 	// it: not in the catalog, but what routers that name no collection
 	// read (empty) and write (the entry creates it).
 	virtual bool
+	// slots is the collection's slot map, nil for a collection created
+	// before slots (placed by jump hash over the shard list). A catalog
+	// change replaces it whole; reads load it once.
+	slots atomic.Pointer[placement.SlotMap]
 }
 
 func (c *collection) entry() *shardpb.CollectionEntry {
-	return &shardpb.CollectionEntry{Name: c.name, Uid: c.uid, Settings: settingsToPB(c.settings), PayloadSchema: maps.Clone(c.payloadSchema)}
+	return &shardpb.CollectionEntry{Name: c.name, Uid: c.uid, Settings: settingsToPB(c.settings), PayloadSchema: maps.Clone(c.payloadSchema),
+		SlotMap: slotMapPB(c.slotMap())}
 }
 
 // ref names exactly this incarnation, for log entries.
@@ -289,6 +297,12 @@ func (c *Collections) changeCatalog(req *shardpb.ChangeCatalogRequest, index uin
 	}
 	onDrop := c.onDrop
 	c.mu.Unlock()
+	for _, rm := range ch.remapped {
+		if n := c.dropUnheld(rm.col, rm.old); n > 0 {
+			c.log.Info("rows of slots no longer held dropped", "collection", rm.col.name, "rows", n, "index", index)
+			c.observe(rm.col)
+		}
+	}
 	if len(ch.removed) > 0 {
 		c.log.Info("collection dropped", "collection", req.GetDrop().GetName(), "index", index)
 		if onDrop != nil {

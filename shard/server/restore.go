@@ -5,6 +5,7 @@ import (
 	"maps"
 
 	"github.com/trawl-search/trawl/catalog"
+	"github.com/trawl-search/trawl/placement"
 	"github.com/trawl-search/trawl/shard/shardpb"
 	"github.com/trawl-search/trawl/shard/store"
 )
@@ -21,6 +22,7 @@ func (c *Collections) beginRestore(cat *shardpb.CatalogResponse) ([]*collection,
 		uid      uint64
 		settings catalog.Settings
 		schema   map[string]string
+		slots    *placement.SlotMap
 	}
 	wants := make([]want, 0, len(cat.GetCollections()))
 	seen := map[string]bool{}
@@ -35,8 +37,12 @@ func (c *Collections) beginRestore(cat *shardpb.CatalogResponse) ([]*collection,
 		if err != nil {
 			return nil, fmt.Errorf("snapshot catalog: collection %q: %w", e.GetName(), err)
 		}
+		slots, err := slotMapOf(e.GetSlotMap())
+		if err != nil {
+			return nil, fmt.Errorf("snapshot catalog: collection %q: %w", e.GetName(), err)
+		}
 		seen[e.GetName()] = true
-		wants = append(wants, want{name: e.GetName(), uid: e.GetUid(), settings: s, schema: e.GetPayloadSchema()})
+		wants = append(wants, want{name: e.GetName(), uid: e.GetUid(), settings: s, schema: e.GetPayloadSchema(), slots: slots})
 	}
 	next := newCatalogState()
 	next.version = cat.GetVersion()
@@ -55,6 +61,7 @@ func (c *Collections) beginRestore(cat *shardpb.CatalogResponse) ([]*collection,
 			col = c.newCollection(w.name, w.uid, w.settings, store.Placement{})
 		}
 		col.payloadSchema = maps.Clone(w.schema)
+		col.slots.Store(w.slots)
 		next.collections[w.name] = col
 		out[i] = col
 	}

@@ -108,7 +108,11 @@ func (s *Server) decodeQuery(set catalog.Settings, i int, pq *shardpb.Query) (sc
 // filter, the rows chosen from the payload index before anything is
 // scored; on an IVF store a filter keeping few rows scans them exactly
 // (ivf.ScanExactly), so it never loses hits to lists left unprobed.
-func (s *Server) search(ctx context.Context, col *collection, pqs []*shardpb.Query) ([]*shardpb.HitList, uint64, bool, error) {
+//
+// keep, when set, limits every query to the rows of the hash slots the
+// read asked for (slotReadFilter): those of a slot moving in or out of
+// this group are another group's to count.
+func (s *Server) search(ctx context.Context, col *collection, pqs []*shardpb.Query, keep func(id string) bool) ([]*shardpb.HitList, uint64, bool, error) {
 	qs := make([]scanQuery, len(pqs))
 	all := make(scanQueries, len(pqs))
 	wantExact := false
@@ -149,6 +153,9 @@ func (s *Server) search(ctx context.Context, col *collection, pqs []*shardpb.Que
 				if sel, err = v.Select(f); err != nil {
 					return err
 				}
+			}
+			if keep != nil {
+				sel = v.Keep(sel, keep)
 			}
 			gq := make(scanQueries, len(group))
 			for j, qi := range group {

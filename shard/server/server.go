@@ -210,7 +210,11 @@ func (s *Server) Search(ctx context.Context, req *shardpb.SearchRequest) (*shard
 	if err != nil {
 		return nil, err
 	}
-	res, docs, exact, err := s.search(ctx, col, req.GetQueries())
+	keep, err := s.cfg.Collections.slotReadFilter(col, req.GetSlots())
+	if err != nil {
+		return nil, err
+	}
+	res, docs, exact, err := s.search(ctx, col, req.GetQueries(), keep)
 	if err != nil {
 		return nil, err
 	}
@@ -358,15 +362,18 @@ func (s *Server) propose(ctx context.Context, col *collection, cmd *shardpb.Comm
 	if !col.virtual {
 		cmd.Collection = col.ref()
 	}
-	var p *shardpb.Placement
+	var (
+		p   *shardpb.Placement
+		ids []string
+	)
 	switch op := cmd.GetOp().(type) {
 	case *shardpb.Command_Upsert:
-		p = op.Upsert.GetPlacement()
+		p, ids = op.Upsert.GetPlacement(), upsertIDs(op.Upsert)
 	case *shardpb.Command_Delete:
-		p = op.Delete.GetPlacement()
+		p, ids = op.Delete.GetPlacement(), deleteIDs(op.Delete)
 	}
 	if p != nil {
-		if _, err := s.cfg.Collections.placementCheck(col, p); err != nil {
+		if _, err := s.cfg.Collections.placementCheck(col, p, ids); err != nil {
 			return applyResult{}, 0, err
 		}
 	}
@@ -426,8 +433,12 @@ func (s *Server) Get(ctx context.Context, req *shardpb.GetRequest) (*shardpb.Get
 	if err != nil {
 		return nil, err
 	}
+	keep, err := s.cfg.Collections.slotReadFilter(col, req.GetSlots())
+	if err != nil {
+		return nil, err
+	}
 	r, ok := col.mem.Record(req.GetId())
-	if !ok {
+	if !ok || keep != nil && !keep(req.GetId()) {
 		return nil, status.Errorf(codes.NotFound, "no vector with id %q", req.GetId())
 	}
 	return &shardpb.GetResponse{Vector: &shardpb.Vector{Id: req.GetId(), Vector: shard.EncodeVector(r.Vector), Payload: r.Payload}}, nil
@@ -481,7 +492,11 @@ func (s *Server) Scroll(ctx context.Context, req *shardpb.ScrollRequest) (*shard
 	if err != nil {
 		return nil, err
 	}
-	pr := store.PageRequest{From: req.GetFrom(), HasFrom: req.GetHasFrom(), Limit: int(req.GetLimit()), WithVector: req.GetWithVector()}
+	keep, err := s.cfg.Collections.slotReadFilter(col, req.GetSlots())
+	if err != nil {
+		return nil, err
+	}
+	pr := store.PageRequest{From: req.GetFrom(), HasFrom: req.GetHasFrom(), Limit: int(req.GetLimit()), WithVector: req.GetWithVector(), Keep: keep}
 	if fb := req.GetFilter(); len(fb) > 0 {
 		f, err := filter.Parse(fb)
 		if err != nil {

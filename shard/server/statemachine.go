@@ -100,7 +100,7 @@ func (f *stateMachine) apply(col *collection, cmd *shardpb.Command, serving bool
 	mem := col.mem
 	switch op := cmd.GetOp().(type) {
 	case *shardpb.Command_Upsert:
-		p, err := f.cols.placementCheck(col, op.Upsert.GetPlacement())
+		p, err := f.cols.placementCheck(col, op.Upsert.GetPlacement(), upsertIDs(op.Upsert))
 		if err != nil {
 			return applyResult{err: err}
 		}
@@ -114,7 +114,7 @@ func (f *stateMachine) apply(col *collection, cmd *shardpb.Command, serving bool
 		}
 		return applyResult{err: mem.Upsert(ctx, p, recs)}
 	case *shardpb.Command_Delete:
-		p, err := f.cols.placementCheck(col, op.Delete.GetPlacement())
+		p, err := f.cols.placementCheck(col, op.Delete.GetPlacement(), deleteIDs(op.Delete))
 		if err != nil {
 			return applyResult{err: err}
 		}
@@ -153,7 +153,14 @@ func (f *stateMachine) apply(col *collection, cmd *shardpb.Command, serving bool
 // placementCheck is the placement check of a write to col: against the
 // placement its own data was written under, or, for a collection not
 // written yet, the replica's (its other collections').
-func (c *Collections) placementCheck(col *collection, p *shardpb.Placement) (store.Placement, error) {
+//
+// A collection with a slot map checks the slot of each of ids instead
+// (slotWriteCheck); a delete by filter names no ids, and removes what it
+// matches among the rows the group holds.
+func (c *Collections) placementCheck(col *collection, p *shardpb.Placement, ids []string) (store.Placement, error) {
+	if m := col.slotMap(); m != nil {
+		return c.slotWriteCheck(col, m, p, ids)
+	}
 	have := col.mem.Placement()
 	if have == (store.Placement{}) {
 		have = c.Placement()
@@ -175,4 +182,21 @@ func placementCheck(have store.Placement, p *shardpb.Placement) (store.Placement
 			have.Shard, have.Fingerprint, got.Shard, got.Fingerprint)
 	}
 	return got, nil
+}
+
+// upsertIDs are the ids an upsert writes.
+func upsertIDs(u *shardpb.UpsertCommand) []string {
+	out := make([]string, len(u.GetVectors()))
+	for i, v := range u.GetVectors() {
+		out[i] = v.GetId()
+	}
+	return out
+}
+
+// deleteIDs are the ids a delete names (not those its filter matches).
+func deleteIDs(d *shardpb.DeleteCommand) []string {
+	if d.GetId() == "" {
+		return d.GetIds()
+	}
+	return append([]string{d.GetId()}, d.GetIds()...)
 }

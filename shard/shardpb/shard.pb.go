@@ -629,6 +629,14 @@ type CollectionEntry struct {
 	// it (Qdrant's payload indexes: keyword, integer, float, bool, ...).
 	// Every key is indexed anyway; the declarations are kept to be shown.
 	PayloadSchema map[string]string `protobuf:"bytes,4,rep,name=payload_schema,json=payloadSchema,proto3" json:"payload_schema,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// slot_map says which shard holds each of the collection's hash slots
+	// (package placement). Absent for a collection created before slots:
+	// its documents are placed by jump hash over the sorted shard names,
+	// which placement.Legacy reproduces exactly.
+	SlotMap *SlotMap `protobuf:"bytes,5,opt,name=slot_map,json=slotMap,proto3" json:"slot_map,omitempty"`
+	// slots_asked is a create's explicit slot count (0: the create names
+	// none, and takes whatever an existing collection of that name has).
+	SlotsAsked    uint32 `protobuf:"varint,6,opt,name=slots_asked,json=slotsAsked,proto3" json:"slots_asked,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -691,6 +699,232 @@ func (x *CollectionEntry) GetPayloadSchema() map[string]string {
 	return nil
 }
 
+func (x *CollectionEntry) GetSlotMap() *SlotMap {
+	if x != nil {
+		return x.SlotMap
+	}
+	return nil
+}
+
+func (x *CollectionEntry) GetSlotsAsked() uint32 {
+	if x != nil {
+		return x.SlotsAsked
+	}
+	return 0
+}
+
+// SlotMap is a collection's slot → shard map at one epoch.
+type SlotMap struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Epoch  uint64                 `protobuf:"varint,1,opt,name=epoch,proto3" json:"epoch,omitempty"`        // raised by every change of an owner
+	Owners []string               `protobuf:"bytes,2,rep,name=owners,proto3" json:"owners,omitempty"`       // slot → shard name
+	Since  []uint64               `protobuf:"varint,3,rep,packed,name=since,proto3" json:"since,omitempty"` // slot → epoch its owner last changed at
+	// version is raised by every change of the map (a move's steps too);
+	// a pushed map replaces the one held only when its version is higher.
+	// 0 in maps written before moves: their epoch stands for it.
+	Version uint64 `protobuf:"varint,4,opt,name=version,proto3" json:"version,omitempty"`
+	// moves are the slot moves under way, at most one a collection.
+	Moves         []*SlotMove `protobuf:"bytes,5,rep,name=moves,proto3" json:"moves,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SlotMap) Reset() {
+	*x = SlotMap{}
+	mi := &file_shard_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SlotMap) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SlotMap) ProtoMessage() {}
+
+func (x *SlotMap) ProtoReflect() protoreflect.Message {
+	mi := &file_shard_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SlotMap.ProtoReflect.Descriptor instead.
+func (*SlotMap) Descriptor() ([]byte, []int) {
+	return file_shard_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *SlotMap) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *SlotMap) GetOwners() []string {
+	if x != nil {
+		return x.Owners
+	}
+	return nil
+}
+
+func (x *SlotMap) GetSince() []uint64 {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+func (x *SlotMap) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *SlotMap) GetMoves() []*SlotMove {
+	if x != nil {
+		return x.Moves
+	}
+	return nil
+}
+
+// SlotMove is one slot moving between shards: fenced and copied to `to`
+// while its owner is still `from`, then flipped (owner `to`, `from` kept
+// as prev until the map settles).
+type SlotMove struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Slot          uint32                 `protobuf:"varint,1,opt,name=slot,proto3" json:"slot,omitempty"`
+	To            string                 `protobuf:"bytes,2,opt,name=to,proto3" json:"to,omitempty"`     // the shard receiving the slot's rows (until the flip)
+	Prev          string                 `protobuf:"bytes,3,opt,name=prev,proto3" json:"prev,omitempty"` // after the flip: the old owner, still holding the rows
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SlotMove) Reset() {
+	*x = SlotMove{}
+	mi := &file_shard_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SlotMove) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SlotMove) ProtoMessage() {}
+
+func (x *SlotMove) ProtoReflect() protoreflect.Message {
+	mi := &file_shard_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SlotMove.ProtoReflect.Descriptor instead.
+func (*SlotMove) Descriptor() ([]byte, []int) {
+	return file_shard_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *SlotMove) GetSlot() uint32 {
+	if x != nil {
+		return x.Slot
+	}
+	return 0
+}
+
+func (x *SlotMove) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
+func (x *SlotMove) GetPrev() string {
+	if x != nil {
+		return x.Prev
+	}
+	return ""
+}
+
+type SetSlots struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Collection    string                 `protobuf:"bytes,1,opt,name=collection,proto3" json:"collection,omitempty"`
+	Uid           uint64                 `protobuf:"varint,2,opt,name=uid,proto3" json:"uid,omitempty"`
+	ExpectVersion uint64                 `protobuf:"varint,3,opt,name=expect_version,json=expectVersion,proto3" json:"expect_version,omitempty"`
+	SlotMap       *SlotMap               `protobuf:"bytes,4,opt,name=slot_map,json=slotMap,proto3" json:"slot_map,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetSlots) Reset() {
+	*x = SetSlots{}
+	mi := &file_shard_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetSlots) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetSlots) ProtoMessage() {}
+
+func (x *SetSlots) ProtoReflect() protoreflect.Message {
+	mi := &file_shard_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetSlots.ProtoReflect.Descriptor instead.
+func (*SetSlots) Descriptor() ([]byte, []int) {
+	return file_shard_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *SetSlots) GetCollection() string {
+	if x != nil {
+		return x.Collection
+	}
+	return ""
+}
+
+func (x *SetSlots) GetUid() uint64 {
+	if x != nil {
+		return x.Uid
+	}
+	return 0
+}
+
+func (x *SetSlots) GetExpectVersion() uint64 {
+	if x != nil {
+		return x.ExpectVersion
+	}
+	return 0
+}
+
+func (x *SetSlots) GetSlotMap() *SlotMap {
+	if x != nil {
+		return x.SlotMap
+	}
+	return nil
+}
+
 // PayloadIndex declares (schema set) or removes (schema empty) a payload
 // index of a collection.
 type PayloadIndex struct {
@@ -704,7 +938,7 @@ type PayloadIndex struct {
 
 func (x *PayloadIndex) Reset() {
 	*x = PayloadIndex{}
-	mi := &file_shard_proto_msgTypes[9]
+	mi := &file_shard_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -716,7 +950,7 @@ func (x *PayloadIndex) String() string {
 func (*PayloadIndex) ProtoMessage() {}
 
 func (x *PayloadIndex) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[9]
+	mi := &file_shard_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -729,7 +963,7 @@ func (x *PayloadIndex) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PayloadIndex.ProtoReflect.Descriptor instead.
 func (*PayloadIndex) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{9}
+	return file_shard_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *PayloadIndex) GetCollection() string {
@@ -765,7 +999,7 @@ type AliasEntry struct {
 
 func (x *AliasEntry) Reset() {
 	*x = AliasEntry{}
-	mi := &file_shard_proto_msgTypes[10]
+	mi := &file_shard_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -777,7 +1011,7 @@ func (x *AliasEntry) String() string {
 func (*AliasEntry) ProtoMessage() {}
 
 func (x *AliasEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[10]
+	mi := &file_shard_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -790,7 +1024,7 @@ func (x *AliasEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AliasEntry.ProtoReflect.Descriptor instead.
 func (*AliasEntry) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{10}
+	return file_shard_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *AliasEntry) GetAlias() string {
@@ -823,7 +1057,7 @@ type CatalogRequest struct {
 
 func (x *CatalogRequest) Reset() {
 	*x = CatalogRequest{}
-	mi := &file_shard_proto_msgTypes[11]
+	mi := &file_shard_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -835,7 +1069,7 @@ func (x *CatalogRequest) String() string {
 func (*CatalogRequest) ProtoMessage() {}
 
 func (x *CatalogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[11]
+	mi := &file_shard_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -848,7 +1082,7 @@ func (x *CatalogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogRequest.ProtoReflect.Descriptor instead.
 func (*CatalogRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{11}
+	return file_shard_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CatalogRequest) GetMinIndex() uint64 {
@@ -874,7 +1108,7 @@ type CatalogResponse struct {
 
 func (x *CatalogResponse) Reset() {
 	*x = CatalogResponse{}
-	mi := &file_shard_proto_msgTypes[12]
+	mi := &file_shard_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -886,7 +1120,7 @@ func (x *CatalogResponse) String() string {
 func (*CatalogResponse) ProtoMessage() {}
 
 func (x *CatalogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[12]
+	mi := &file_shard_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -899,7 +1133,7 @@ func (x *CatalogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogResponse.ProtoReflect.Descriptor instead.
 func (*CatalogResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{12}
+	return file_shard_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CatalogResponse) GetCollections() []*CollectionEntry {
@@ -940,6 +1174,7 @@ type ChangeCatalogRequest struct {
 	//	*ChangeCatalogRequest_Drop
 	//	*ChangeCatalogRequest_Alias
 	//	*ChangeCatalogRequest_PayloadIndex
+	//	*ChangeCatalogRequest_SetSlots
 	Op            isChangeCatalogRequest_Op `protobuf_oneof:"op"`
 	Placement     *Placement                `protobuf:"bytes,5,opt,name=placement,proto3" json:"placement,omitempty"` // as in UpsertRequest
 	unknownFields protoimpl.UnknownFields
@@ -948,7 +1183,7 @@ type ChangeCatalogRequest struct {
 
 func (x *ChangeCatalogRequest) Reset() {
 	*x = ChangeCatalogRequest{}
-	mi := &file_shard_proto_msgTypes[13]
+	mi := &file_shard_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -960,7 +1195,7 @@ func (x *ChangeCatalogRequest) String() string {
 func (*ChangeCatalogRequest) ProtoMessage() {}
 
 func (x *ChangeCatalogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[13]
+	mi := &file_shard_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -973,7 +1208,7 @@ func (x *ChangeCatalogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeCatalogRequest.ProtoReflect.Descriptor instead.
 func (*ChangeCatalogRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{13}
+	return file_shard_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ChangeCatalogRequest) GetAuthority() bool {
@@ -1026,6 +1261,15 @@ func (x *ChangeCatalogRequest) GetPayloadIndex() *PayloadIndex {
 	return nil
 }
 
+func (x *ChangeCatalogRequest) GetSetSlots() *SetSlots {
+	if x != nil {
+		if x, ok := x.Op.(*ChangeCatalogRequest_SetSlots); ok {
+			return x.SetSlots
+		}
+	}
+	return nil
+}
+
 func (x *ChangeCatalogRequest) GetPlacement() *Placement {
 	if x != nil {
 		return x.Placement
@@ -1062,6 +1306,14 @@ type ChangeCatalogRequest_PayloadIndex struct {
 	PayloadIndex *PayloadIndex `protobuf:"bytes,6,opt,name=payload_index,json=payloadIndex,proto3,oneof"`
 }
 
+type ChangeCatalogRequest_SetSlots struct {
+	// set_slots: authority only, replaces a collection's slot map when
+	// the held map's version is expect_version (a move's steps, one
+	// mover at a time); the other groups get the changed entry as a
+	// create of the same uid.
+	SetSlots *SetSlots `protobuf:"bytes,7,opt,name=set_slots,json=setSlots,proto3,oneof"`
+}
+
 func (*ChangeCatalogRequest_Create) isChangeCatalogRequest_Op() {}
 
 func (*ChangeCatalogRequest_Drop) isChangeCatalogRequest_Op() {}
@@ -1069,6 +1321,8 @@ func (*ChangeCatalogRequest_Drop) isChangeCatalogRequest_Op() {}
 func (*ChangeCatalogRequest_Alias) isChangeCatalogRequest_Op() {}
 
 func (*ChangeCatalogRequest_PayloadIndex) isChangeCatalogRequest_Op() {}
+
+func (*ChangeCatalogRequest_SetSlots) isChangeCatalogRequest_Op() {}
 
 type ChangeCatalogResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1089,7 +1343,7 @@ type ChangeCatalogResponse struct {
 
 func (x *ChangeCatalogResponse) Reset() {
 	*x = ChangeCatalogResponse{}
-	mi := &file_shard_proto_msgTypes[14]
+	mi := &file_shard_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1101,7 +1355,7 @@ func (x *ChangeCatalogResponse) String() string {
 func (*ChangeCatalogResponse) ProtoMessage() {}
 
 func (x *ChangeCatalogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[14]
+	mi := &file_shard_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1114,7 +1368,7 @@ func (x *ChangeCatalogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeCatalogResponse.ProtoReflect.Descriptor instead.
 func (*ChangeCatalogResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{14}
+	return file_shard_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ChangeCatalogResponse) GetEntry() *CollectionEntry {
@@ -1152,6 +1406,70 @@ func (x *ChangeCatalogResponse) GetForwardedTo() string {
 	return ""
 }
 
+// SlotSelection names, on a read, the slots the reader's slot map gives
+// this shard: the shard answers from the rows of those slots only, and
+// refuses (FailedPrecondition, reason SLOT_MOVED) when it does not hold one
+// of them, so while slots move every row is counted exactly once.
+type SlotSelection struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Epoch         uint64                 `protobuf:"varint,1,opt,name=epoch,proto3" json:"epoch,omitempty"` // the reader's slot map epoch
+	Shard         string                 `protobuf:"bytes,2,opt,name=shard,proto3" json:"shard,omitempty"`  // the shard the reader takes this replica for
+	Held          []byte                 `protobuf:"bytes,3,opt,name=held,proto3" json:"held,omitempty"`    // bitmap: bit s (byte s/8, bit s%8) for slot s
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SlotSelection) Reset() {
+	*x = SlotSelection{}
+	mi := &file_shard_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SlotSelection) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SlotSelection) ProtoMessage() {}
+
+func (x *SlotSelection) ProtoReflect() protoreflect.Message {
+	mi := &file_shard_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SlotSelection.ProtoReflect.Descriptor instead.
+func (*SlotSelection) Descriptor() ([]byte, []int) {
+	return file_shard_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *SlotSelection) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *SlotSelection) GetShard() string {
+	if x != nil {
+		return x.Shard
+	}
+	return ""
+}
+
+func (x *SlotSelection) GetHeld() []byte {
+	if x != nil {
+		return x.Held
+	}
+	return nil
+}
+
 type Query struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Vector    []byte                 `protobuf:"bytes,1,opt,name=vector,proto3" json:"vector,omitempty"` // little-endian float32
@@ -1185,7 +1503,7 @@ type Query struct {
 
 func (x *Query) Reset() {
 	*x = Query{}
-	mi := &file_shard_proto_msgTypes[15]
+	mi := &file_shard_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1197,7 +1515,7 @@ func (x *Query) String() string {
 func (*Query) ProtoMessage() {}
 
 func (x *Query) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[15]
+	mi := &file_shard_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1210,7 +1528,7 @@ func (x *Query) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Query.ProtoReflect.Descriptor instead.
 func (*Query) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{15}
+	return file_shard_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Query) GetVector() []byte {
@@ -1295,7 +1613,7 @@ type PayloadSelector struct {
 
 func (x *PayloadSelector) Reset() {
 	*x = PayloadSelector{}
-	mi := &file_shard_proto_msgTypes[16]
+	mi := &file_shard_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1307,7 +1625,7 @@ func (x *PayloadSelector) String() string {
 func (*PayloadSelector) ProtoMessage() {}
 
 func (x *PayloadSelector) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[16]
+	mi := &file_shard_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1320,7 +1638,7 @@ func (x *PayloadSelector) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PayloadSelector.ProtoReflect.Descriptor instead.
 func (*PayloadSelector) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{16}
+	return file_shard_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *PayloadSelector) GetAll() bool {
@@ -1353,7 +1671,7 @@ type Hit struct {
 
 func (x *Hit) Reset() {
 	*x = Hit{}
-	mi := &file_shard_proto_msgTypes[17]
+	mi := &file_shard_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1365,7 +1683,7 @@ func (x *Hit) String() string {
 func (*Hit) ProtoMessage() {}
 
 func (x *Hit) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[17]
+	mi := &file_shard_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1378,7 +1696,7 @@ func (x *Hit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Hit.ProtoReflect.Descriptor instead.
 func (*Hit) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{17}
+	return file_shard_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Hit) GetId() string {
@@ -1415,15 +1733,17 @@ type SearchRequest struct {
 	// min_index is the last write index the router acknowledged on this
 	// shard; a replica that has not applied it refuses the read as not
 	// serving, so the router tries the next one (read-after-write).
-	MinIndex      uint64         `protobuf:"varint,2,opt,name=min_index,json=minIndex,proto3" json:"min_index,omitempty"`
-	Collection    *CollectionRef `protobuf:"bytes,15,opt,name=collection,proto3" json:"collection,omitempty"` // the collection acted on (required)
+	MinIndex   uint64         `protobuf:"varint,2,opt,name=min_index,json=minIndex,proto3" json:"min_index,omitempty"`
+	Collection *CollectionRef `protobuf:"bytes,15,opt,name=collection,proto3" json:"collection,omitempty"` // the collection acted on (required)
+	// slots, for a collection with a slot map: the slots answered for.
+	Slots         *SlotSelection `protobuf:"bytes,4,opt,name=slots,proto3" json:"slots,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SearchRequest) Reset() {
 	*x = SearchRequest{}
-	mi := &file_shard_proto_msgTypes[18]
+	mi := &file_shard_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1435,7 +1755,7 @@ func (x *SearchRequest) String() string {
 func (*SearchRequest) ProtoMessage() {}
 
 func (x *SearchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[18]
+	mi := &file_shard_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1448,7 +1768,7 @@ func (x *SearchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchRequest.ProtoReflect.Descriptor instead.
 func (*SearchRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{18}
+	return file_shard_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SearchRequest) GetQueries() []*Query {
@@ -1472,6 +1792,13 @@ func (x *SearchRequest) GetCollection() *CollectionRef {
 	return nil
 }
 
+func (x *SearchRequest) GetSlots() *SlotSelection {
+	if x != nil {
+		return x.Slots
+	}
+	return nil
+}
+
 type HitList struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Hits          []*Hit                 `protobuf:"bytes,1,rep,name=hits,proto3" json:"hits,omitempty"`
@@ -1481,7 +1808,7 @@ type HitList struct {
 
 func (x *HitList) Reset() {
 	*x = HitList{}
-	mi := &file_shard_proto_msgTypes[19]
+	mi := &file_shard_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1493,7 +1820,7 @@ func (x *HitList) String() string {
 func (*HitList) ProtoMessage() {}
 
 func (x *HitList) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[19]
+	mi := &file_shard_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1506,7 +1833,7 @@ func (x *HitList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HitList.ProtoReflect.Descriptor instead.
 func (*HitList) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{19}
+	return file_shard_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *HitList) GetHits() []*Hit {
@@ -1527,7 +1854,7 @@ type SearchResponse struct {
 
 func (x *SearchResponse) Reset() {
 	*x = SearchResponse{}
-	mi := &file_shard_proto_msgTypes[20]
+	mi := &file_shard_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1539,7 +1866,7 @@ func (x *SearchResponse) String() string {
 func (*SearchResponse) ProtoMessage() {}
 
 func (x *SearchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[20]
+	mi := &file_shard_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1552,7 +1879,7 @@ func (x *SearchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchResponse.ProtoReflect.Descriptor instead.
 func (*SearchResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{20}
+	return file_shard_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *SearchResponse) GetResults() []*HitList {
@@ -1580,16 +1907,24 @@ func (x *SearchResponse) GetExact() bool {
 // adopts it on its first write and refuses writes under any other, so a
 // changed shard list (a reshard) cannot silently re-route documents.
 type Placement struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Fingerprint   string                 `protobuf:"bytes,1,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"` // hash of the sorted shard names
-	Shard         string                 `protobuf:"bytes,2,opt,name=shard,proto3" json:"shard,omitempty"`             // the name of the shard this write is for
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Fingerprint string                 `protobuf:"bytes,1,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"` // hash of the sorted shard names, or "slots"
+	Shard       string                 `protobuf:"bytes,2,opt,name=shard,proto3" json:"shard,omitempty"`             // the name of the shard this write is for
+	// slot_epoch is the epoch of the collection's slot map the write was
+	// routed by (fingerprint "slots"). The shard refuses (FailedPrecondition,
+	// reason SLOT_MOVED) a document whose slot its own map does not give it,
+	// or whose slot changed owner after slot_epoch.
+	SlotEpoch uint64 `protobuf:"varint,3,opt,name=slot_epoch,json=slotEpoch,proto3" json:"slot_epoch,omitempty"`
+	// migrate marks a slot move's copy: rows of a slot the map is moving to
+	// this shard, accepted only while it is (SlotMove.to).
+	Migrate       bool `protobuf:"varint,4,opt,name=migrate,proto3" json:"migrate,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Placement) Reset() {
 	*x = Placement{}
-	mi := &file_shard_proto_msgTypes[21]
+	mi := &file_shard_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1601,7 +1936,7 @@ func (x *Placement) String() string {
 func (*Placement) ProtoMessage() {}
 
 func (x *Placement) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[21]
+	mi := &file_shard_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1614,7 +1949,7 @@ func (x *Placement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Placement.ProtoReflect.Descriptor instead.
 func (*Placement) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{21}
+	return file_shard_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Placement) GetFingerprint() string {
@@ -1631,6 +1966,20 @@ func (x *Placement) GetShard() string {
 	return ""
 }
 
+func (x *Placement) GetSlotEpoch() uint64 {
+	if x != nil {
+		return x.SlotEpoch
+	}
+	return 0
+}
+
+func (x *Placement) GetMigrate() bool {
+	if x != nil {
+		return x.Migrate
+	}
+	return false
+}
+
 type Vector struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -1642,7 +1991,7 @@ type Vector struct {
 
 func (x *Vector) Reset() {
 	*x = Vector{}
-	mi := &file_shard_proto_msgTypes[22]
+	mi := &file_shard_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1654,7 +2003,7 @@ func (x *Vector) String() string {
 func (*Vector) ProtoMessage() {}
 
 func (x *Vector) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[22]
+	mi := &file_shard_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1667,7 +2016,7 @@ func (x *Vector) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Vector.ProtoReflect.Descriptor instead.
 func (*Vector) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{22}
+	return file_shard_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Vector) GetId() string {
@@ -1702,7 +2051,7 @@ type UpsertRequest struct {
 
 func (x *UpsertRequest) Reset() {
 	*x = UpsertRequest{}
-	mi := &file_shard_proto_msgTypes[23]
+	mi := &file_shard_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1714,7 +2063,7 @@ func (x *UpsertRequest) String() string {
 func (*UpsertRequest) ProtoMessage() {}
 
 func (x *UpsertRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[23]
+	mi := &file_shard_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1727,7 +2076,7 @@ func (x *UpsertRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertRequest.ProtoReflect.Descriptor instead.
 func (*UpsertRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{23}
+	return file_shard_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *UpsertRequest) GetPlacement() *Placement {
@@ -1765,7 +2114,7 @@ type UpsertResponse struct {
 
 func (x *UpsertResponse) Reset() {
 	*x = UpsertResponse{}
-	mi := &file_shard_proto_msgTypes[24]
+	mi := &file_shard_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1777,7 +2126,7 @@ func (x *UpsertResponse) String() string {
 func (*UpsertResponse) ProtoMessage() {}
 
 func (x *UpsertResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[24]
+	mi := &file_shard_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1790,7 +2139,7 @@ func (x *UpsertResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertResponse.ProtoReflect.Descriptor instead.
 func (*UpsertResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{24}
+	return file_shard_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *UpsertResponse) GetDocCount() uint64 {
@@ -1818,6 +2167,7 @@ type GetRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	MinIndex      uint64                 `protobuf:"varint,2,opt,name=min_index,json=minIndex,proto3" json:"min_index,omitempty"` // as in SearchRequest
+	Slots         *SlotSelection         `protobuf:"bytes,3,opt,name=slots,proto3" json:"slots,omitempty"`                        // as in SearchRequest
 	Collection    *CollectionRef         `protobuf:"bytes,15,opt,name=collection,proto3" json:"collection,omitempty"`             // the collection acted on (required)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1825,7 +2175,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_shard_proto_msgTypes[25]
+	mi := &file_shard_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1837,7 +2187,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[25]
+	mi := &file_shard_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1850,7 +2200,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{25}
+	return file_shard_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GetRequest) GetId() string {
@@ -1865,6 +2215,13 @@ func (x *GetRequest) GetMinIndex() uint64 {
 		return x.MinIndex
 	}
 	return 0
+}
+
+func (x *GetRequest) GetSlots() *SlotSelection {
+	if x != nil {
+		return x.Slots
+	}
+	return nil
 }
 
 func (x *GetRequest) GetCollection() *CollectionRef {
@@ -1883,7 +2240,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_shard_proto_msgTypes[26]
+	mi := &file_shard_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1895,7 +2252,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[26]
+	mi := &file_shard_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1908,7 +2265,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{26}
+	return file_shard_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *GetResponse) GetVector() *Vector {
@@ -1934,7 +2291,7 @@ type DeleteRequest struct {
 
 func (x *DeleteRequest) Reset() {
 	*x = DeleteRequest{}
-	mi := &file_shard_proto_msgTypes[27]
+	mi := &file_shard_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1946,7 +2303,7 @@ func (x *DeleteRequest) String() string {
 func (*DeleteRequest) ProtoMessage() {}
 
 func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[27]
+	mi := &file_shard_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1959,7 +2316,7 @@ func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{27}
+	return file_shard_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *DeleteRequest) GetPlacement() *Placement {
@@ -2012,7 +2369,7 @@ type DeleteResponse struct {
 
 func (x *DeleteResponse) Reset() {
 	*x = DeleteResponse{}
-	mi := &file_shard_proto_msgTypes[28]
+	mi := &file_shard_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2024,7 +2381,7 @@ func (x *DeleteResponse) String() string {
 func (*DeleteResponse) ProtoMessage() {}
 
 func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[28]
+	mi := &file_shard_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2037,7 +2394,7 @@ func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteResponse.ProtoReflect.Descriptor instead.
 func (*DeleteResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{28}
+	return file_shard_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *DeleteResponse) GetFound() bool {
@@ -2084,13 +2441,14 @@ type ScrollRequest struct {
 	WithVector    bool             `protobuf:"varint,6,opt,name=with_vector,json=withVector,proto3" json:"with_vector,omitempty"`
 	MinIndex      uint64           `protobuf:"varint,7,opt,name=min_index,json=minIndex,proto3" json:"min_index,omitempty"` // as in SearchRequest
 	Collection    *CollectionRef   `protobuf:"bytes,15,opt,name=collection,proto3" json:"collection,omitempty"`             // the collection acted on (required)
+	Slots         *SlotSelection   `protobuf:"bytes,8,opt,name=slots,proto3" json:"slots,omitempty"`                        // as in SearchRequest
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ScrollRequest) Reset() {
 	*x = ScrollRequest{}
-	mi := &file_shard_proto_msgTypes[29]
+	mi := &file_shard_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2102,7 +2460,7 @@ func (x *ScrollRequest) String() string {
 func (*ScrollRequest) ProtoMessage() {}
 
 func (x *ScrollRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[29]
+	mi := &file_shard_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2115,7 +2473,7 @@ func (x *ScrollRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScrollRequest.ProtoReflect.Descriptor instead.
 func (*ScrollRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{29}
+	return file_shard_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ScrollRequest) GetFilter() []byte {
@@ -2174,6 +2532,13 @@ func (x *ScrollRequest) GetCollection() *CollectionRef {
 	return nil
 }
 
+func (x *ScrollRequest) GetSlots() *SlotSelection {
+	if x != nil {
+		return x.Slots
+	}
+	return nil
+}
+
 type ScrollResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// points are the first limit matching documents from `from`, in id
@@ -2187,7 +2552,7 @@ type ScrollResponse struct {
 
 func (x *ScrollResponse) Reset() {
 	*x = ScrollResponse{}
-	mi := &file_shard_proto_msgTypes[30]
+	mi := &file_shard_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2199,7 +2564,7 @@ func (x *ScrollResponse) String() string {
 func (*ScrollResponse) ProtoMessage() {}
 
 func (x *ScrollResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[30]
+	mi := &file_shard_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2212,7 +2577,7 @@ func (x *ScrollResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScrollResponse.ProtoReflect.Descriptor instead.
 func (*ScrollResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{30}
+	return file_shard_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ScrollResponse) GetPoints() []*Vector {
@@ -2247,7 +2612,7 @@ type StatsRequest struct {
 
 func (x *StatsRequest) Reset() {
 	*x = StatsRequest{}
-	mi := &file_shard_proto_msgTypes[31]
+	mi := &file_shard_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2259,7 +2624,7 @@ func (x *StatsRequest) String() string {
 func (*StatsRequest) ProtoMessage() {}
 
 func (x *StatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[31]
+	mi := &file_shard_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2272,7 +2637,7 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{31}
+	return file_shard_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *StatsRequest) GetCollection() *CollectionRef {
@@ -2314,7 +2679,7 @@ type StatsResponse struct {
 
 func (x *StatsResponse) Reset() {
 	*x = StatsResponse{}
-	mi := &file_shard_proto_msgTypes[32]
+	mi := &file_shard_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2326,7 +2691,7 @@ func (x *StatsResponse) String() string {
 func (*StatsResponse) ProtoMessage() {}
 
 func (x *StatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[32]
+	mi := &file_shard_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2339,7 +2704,7 @@ func (x *StatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsResponse.ProtoReflect.Descriptor instead.
 func (*StatsResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{32}
+	return file_shard_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *StatsResponse) GetDocCount() uint64 {
@@ -2467,7 +2832,7 @@ type CollectionStats struct {
 
 func (x *CollectionStats) Reset() {
 	*x = CollectionStats{}
-	mi := &file_shard_proto_msgTypes[33]
+	mi := &file_shard_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2479,7 +2844,7 @@ func (x *CollectionStats) String() string {
 func (*CollectionStats) ProtoMessage() {}
 
 func (x *CollectionStats) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[33]
+	mi := &file_shard_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2492,7 +2857,7 @@ func (x *CollectionStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CollectionStats.ProtoReflect.Descriptor instead.
 func (*CollectionStats) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{33}
+	return file_shard_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *CollectionStats) GetEntry() *CollectionEntry {
@@ -2555,7 +2920,7 @@ type IndexStats struct {
 
 func (x *IndexStats) Reset() {
 	*x = IndexStats{}
-	mi := &file_shard_proto_msgTypes[34]
+	mi := &file_shard_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2567,7 +2932,7 @@ func (x *IndexStats) String() string {
 func (*IndexStats) ProtoMessage() {}
 
 func (x *IndexStats) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[34]
+	mi := &file_shard_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2580,7 +2945,7 @@ func (x *IndexStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IndexStats.ProtoReflect.Descriptor instead.
 func (*IndexStats) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{34}
+	return file_shard_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *IndexStats) GetKind() string {
@@ -2690,15 +3055,35 @@ const file_shard_proto_rawDesc = "" +
 	"\x06metric\x18\x02 \x01(\tR\x06metric\x12\"\n" +
 	"\fquantization\x18\x03 \x01(\tR\fquantization\x12\x14\n" +
 	"\x05index\x18\x04 \x01(\tR\x05index\x12+\n" +
-	"\x11float32_placement\x18\x05 \x01(\tR\x10float32Placement\"\x94\x02\n" +
+	"\x11float32_placement\x18\x05 \x01(\tR\x10float32Placement\"\xe9\x02\n" +
 	"\x0fCollectionEntry\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
 	"\x03uid\x18\x02 \x01(\x04R\x03uid\x12>\n" +
 	"\bsettings\x18\x03 \x01(\v2\".trawl.shard.v1.CollectionSettingsR\bsettings\x12Y\n" +
-	"\x0epayload_schema\x18\x04 \x03(\v22.trawl.shard.v1.CollectionEntry.PayloadSchemaEntryR\rpayloadSchema\x1a@\n" +
+	"\x0epayload_schema\x18\x04 \x03(\v22.trawl.shard.v1.CollectionEntry.PayloadSchemaEntryR\rpayloadSchema\x122\n" +
+	"\bslot_map\x18\x05 \x01(\v2\x17.trawl.shard.v1.SlotMapR\aslotMap\x12\x1f\n" +
+	"\vslots_asked\x18\x06 \x01(\rR\n" +
+	"slotsAsked\x1a@\n" +
 	"\x12PayloadSchemaEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\\\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x97\x01\n" +
+	"\aSlotMap\x12\x14\n" +
+	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\x12\x16\n" +
+	"\x06owners\x18\x02 \x03(\tR\x06owners\x12\x14\n" +
+	"\x05since\x18\x03 \x03(\x04R\x05since\x12\x18\n" +
+	"\aversion\x18\x04 \x01(\x04R\aversion\x12.\n" +
+	"\x05moves\x18\x05 \x03(\v2\x18.trawl.shard.v1.SlotMoveR\x05moves\"B\n" +
+	"\bSlotMove\x12\x12\n" +
+	"\x04slot\x18\x01 \x01(\rR\x04slot\x12\x0e\n" +
+	"\x02to\x18\x02 \x01(\tR\x02to\x12\x12\n" +
+	"\x04prev\x18\x03 \x01(\tR\x04prev\"\x97\x01\n" +
+	"\bSetSlots\x12\x1e\n" +
+	"\n" +
+	"collection\x18\x01 \x01(\tR\n" +
+	"collection\x12\x10\n" +
+	"\x03uid\x18\x02 \x01(\x04R\x03uid\x12%\n" +
+	"\x0eexpect_version\x18\x03 \x01(\x04R\rexpectVersion\x122\n" +
+	"\bslot_map\x18\x04 \x01(\v2\x17.trawl.shard.v1.SlotMapR\aslotMap\"\\\n" +
 	"\fPayloadIndex\x12\x1e\n" +
 	"\n" +
 	"collection\x18\x01 \x01(\tR\n" +
@@ -2721,13 +3106,14 @@ const file_shard_proto_rawDesc = "" +
 	"\adropped\x18\x04 \x03(\v2,.trawl.shard.v1.CatalogResponse.DroppedEntryR\adropped\x1a:\n" +
 	"\fDroppedEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"\xdc\x02\n" +
+	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"\x95\x03\n" +
 	"\x14ChangeCatalogRequest\x12\x1c\n" +
 	"\tauthority\x18\x01 \x01(\bR\tauthority\x129\n" +
 	"\x06create\x18\x02 \x01(\v2\x1f.trawl.shard.v1.CollectionEntryH\x00R\x06create\x123\n" +
 	"\x04drop\x18\x03 \x01(\v2\x1d.trawl.shard.v1.CollectionRefH\x00R\x04drop\x122\n" +
 	"\x05alias\x18\x04 \x01(\v2\x1a.trawl.shard.v1.AliasEntryH\x00R\x05alias\x12C\n" +
 	"\rpayload_index\x18\x06 \x01(\v2\x1c.trawl.shard.v1.PayloadIndexH\x00R\fpayloadIndex\x127\n" +
+	"\tset_slots\x18\a \x01(\v2\x18.trawl.shard.v1.SetSlotsH\x00R\bsetSlots\x127\n" +
 	"\tplacement\x18\x05 \x01(\v2\x19.trawl.shard.v1.PlacementR\tplacementB\x04\n" +
 	"\x02op\"\xd3\x01\n" +
 	"\x15ChangeCatalogResponse\x125\n" +
@@ -2735,7 +3121,11 @@ const file_shard_proto_rawDesc = "" +
 	"\x05alias\x18\x04 \x01(\v2\x1a.trawl.shard.v1.AliasEntryR\x05alias\x12\x18\n" +
 	"\achanged\x18\x02 \x01(\bR\achanged\x12\x14\n" +
 	"\x05index\x18\x03 \x01(\x04R\x05index\x12!\n" +
-	"\fforwarded_to\x18\x05 \x01(\tR\vforwardedTo\"\xd9\x02\n" +
+	"\fforwarded_to\x18\x05 \x01(\tR\vforwardedTo\"O\n" +
+	"\rSlotSelection\x12\x14\n" +
+	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\x12\x14\n" +
+	"\x05shard\x18\x02 \x01(\tR\x05shard\x12\x12\n" +
+	"\x04held\x18\x03 \x01(\fR\x04held\"\xd9\x02\n" +
 	"\x05Query\x12\x16\n" +
 	"\x06vector\x18\x01 \x01(\fR\x06vector\x12\f\n" +
 	"\x01k\x18\x02 \x01(\rR\x01k\x12\x1d\n" +
@@ -2760,22 +3150,26 @@ const file_shard_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05score\x18\x02 \x01(\x02R\x05score\x12\x18\n" +
 	"\apayload\x18\x03 \x01(\fR\apayload\x12\x16\n" +
-	"\x06vector\x18\x04 \x01(\fR\x06vector\"\xa2\x01\n" +
+	"\x06vector\x18\x04 \x01(\fR\x06vector\"\xd7\x01\n" +
 	"\rSearchRequest\x12/\n" +
 	"\aqueries\x18\x03 \x03(\v2\x15.trawl.shard.v1.QueryR\aqueries\x12\x1b\n" +
 	"\tmin_index\x18\x02 \x01(\x04R\bminIndex\x12=\n" +
 	"\n" +
 	"collection\x18\x0f \x01(\v2\x1d.trawl.shard.v1.CollectionRefR\n" +
-	"collectionJ\x04\b\x01\x10\x02\"2\n" +
+	"collection\x123\n" +
+	"\x05slots\x18\x04 \x01(\v2\x1d.trawl.shard.v1.SlotSelectionR\x05slotsJ\x04\b\x01\x10\x02\"2\n" +
 	"\aHitList\x12'\n" +
 	"\x04hits\x18\x01 \x03(\v2\x13.trawl.shard.v1.HitR\x04hits\"|\n" +
 	"\x0eSearchResponse\x121\n" +
 	"\aresults\x18\x04 \x03(\v2\x17.trawl.shard.v1.HitListR\aresults\x12\x1b\n" +
 	"\tdoc_count\x18\x02 \x01(\x04R\bdocCount\x12\x14\n" +
-	"\x05exact\x18\x03 \x01(\bR\x05exactJ\x04\b\x01\x10\x02\"C\n" +
+	"\x05exact\x18\x03 \x01(\bR\x05exactJ\x04\b\x01\x10\x02\"|\n" +
 	"\tPlacement\x12 \n" +
 	"\vfingerprint\x18\x01 \x01(\tR\vfingerprint\x12\x14\n" +
-	"\x05shard\x18\x02 \x01(\tR\x05shard\"J\n" +
+	"\x05shard\x18\x02 \x01(\tR\x05shard\x12\x1d\n" +
+	"\n" +
+	"slot_epoch\x18\x03 \x01(\x04R\tslotEpoch\x12\x18\n" +
+	"\amigrate\x18\x04 \x01(\bR\amigrate\"J\n" +
 	"\x06Vector\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06vector\x18\x02 \x01(\fR\x06vector\x12\x18\n" +
@@ -2789,11 +3183,12 @@ const file_shard_proto_rawDesc = "" +
 	"\x0eUpsertResponse\x12\x1b\n" +
 	"\tdoc_count\x18\x01 \x01(\x04R\bdocCount\x12\x14\n" +
 	"\x05index\x18\x02 \x01(\x04R\x05index\x12!\n" +
-	"\fforwarded_to\x18\x03 \x01(\tR\vforwardedTo\"x\n" +
+	"\fforwarded_to\x18\x03 \x01(\tR\vforwardedTo\"\xad\x01\n" +
 	"\n" +
 	"GetRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
-	"\tmin_index\x18\x02 \x01(\x04R\bminIndex\x12=\n" +
+	"\tmin_index\x18\x02 \x01(\x04R\bminIndex\x123\n" +
+	"\x05slots\x18\x03 \x01(\v2\x1d.trawl.shard.v1.SlotSelectionR\x05slots\x12=\n" +
 	"\n" +
 	"collection\x18\x0f \x01(\v2\x1d.trawl.shard.v1.CollectionRefR\n" +
 	"collection\"=\n" +
@@ -2811,7 +3206,7 @@ const file_shard_proto_rawDesc = "" +
 	"\x05found\x18\x01 \x01(\bR\x05found\x12\x14\n" +
 	"\x05index\x18\x02 \x01(\x04R\x05index\x12\x18\n" +
 	"\adeleted\x18\x03 \x01(\x04R\adeleted\x12!\n" +
-	"\fforwarded_to\x18\x04 \x01(\tR\vforwardedTo\"\xad\x02\n" +
+	"\fforwarded_to\x18\x04 \x01(\tR\vforwardedTo\"\xe2\x02\n" +
 	"\rScrollRequest\x12\x16\n" +
 	"\x06filter\x18\x01 \x01(\fR\x06filter\x12\x12\n" +
 	"\x04from\x18\x02 \x01(\tR\x04from\x12\x19\n" +
@@ -2823,7 +3218,8 @@ const file_shard_proto_rawDesc = "" +
 	"\tmin_index\x18\a \x01(\x04R\bminIndex\x12=\n" +
 	"\n" +
 	"collection\x18\x0f \x01(\v2\x1d.trawl.shard.v1.CollectionRefR\n" +
-	"collection\"s\n" +
+	"collection\x123\n" +
+	"\x05slots\x18\b \x01(\v2\x1d.trawl.shard.v1.SlotSelectionR\x05slots\"s\n" +
 	"\x0eScrollResponse\x12.\n" +
 	"\x06points\x18\x01 \x03(\v2\x16.trawl.shard.v1.VectorR\x06points\x12\x14\n" +
 	"\x05count\x18\x02 \x01(\x04R\x05count\x12\x1b\n" +
@@ -2890,7 +3286,7 @@ func file_shard_proto_rawDescGZIP() []byte {
 	return file_shard_proto_rawDescData
 }
 
-var file_shard_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_shard_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_shard_proto_goTypes = []any{
 	(*MembersRequest)(nil),        // 0: trawl.shard.v1.MembersRequest
 	(*Member)(nil),                // 1: trawl.shard.v1.Member
@@ -2901,97 +3297,108 @@ var file_shard_proto_goTypes = []any{
 	(*CollectionRef)(nil),         // 6: trawl.shard.v1.CollectionRef
 	(*CollectionSettings)(nil),    // 7: trawl.shard.v1.CollectionSettings
 	(*CollectionEntry)(nil),       // 8: trawl.shard.v1.CollectionEntry
-	(*PayloadIndex)(nil),          // 9: trawl.shard.v1.PayloadIndex
-	(*AliasEntry)(nil),            // 10: trawl.shard.v1.AliasEntry
-	(*CatalogRequest)(nil),        // 11: trawl.shard.v1.CatalogRequest
-	(*CatalogResponse)(nil),       // 12: trawl.shard.v1.CatalogResponse
-	(*ChangeCatalogRequest)(nil),  // 13: trawl.shard.v1.ChangeCatalogRequest
-	(*ChangeCatalogResponse)(nil), // 14: trawl.shard.v1.ChangeCatalogResponse
-	(*Query)(nil),                 // 15: trawl.shard.v1.Query
-	(*PayloadSelector)(nil),       // 16: trawl.shard.v1.PayloadSelector
-	(*Hit)(nil),                   // 17: trawl.shard.v1.Hit
-	(*SearchRequest)(nil),         // 18: trawl.shard.v1.SearchRequest
-	(*HitList)(nil),               // 19: trawl.shard.v1.HitList
-	(*SearchResponse)(nil),        // 20: trawl.shard.v1.SearchResponse
-	(*Placement)(nil),             // 21: trawl.shard.v1.Placement
-	(*Vector)(nil),                // 22: trawl.shard.v1.Vector
-	(*UpsertRequest)(nil),         // 23: trawl.shard.v1.UpsertRequest
-	(*UpsertResponse)(nil),        // 24: trawl.shard.v1.UpsertResponse
-	(*GetRequest)(nil),            // 25: trawl.shard.v1.GetRequest
-	(*GetResponse)(nil),           // 26: trawl.shard.v1.GetResponse
-	(*DeleteRequest)(nil),         // 27: trawl.shard.v1.DeleteRequest
-	(*DeleteResponse)(nil),        // 28: trawl.shard.v1.DeleteResponse
-	(*ScrollRequest)(nil),         // 29: trawl.shard.v1.ScrollRequest
-	(*ScrollResponse)(nil),        // 30: trawl.shard.v1.ScrollResponse
-	(*StatsRequest)(nil),          // 31: trawl.shard.v1.StatsRequest
-	(*StatsResponse)(nil),         // 32: trawl.shard.v1.StatsResponse
-	(*CollectionStats)(nil),       // 33: trawl.shard.v1.CollectionStats
-	(*IndexStats)(nil),            // 34: trawl.shard.v1.IndexStats
-	nil,                           // 35: trawl.shard.v1.CollectionEntry.PayloadSchemaEntry
-	nil,                           // 36: trawl.shard.v1.CatalogResponse.DroppedEntry
+	(*SlotMap)(nil),               // 9: trawl.shard.v1.SlotMap
+	(*SlotMove)(nil),              // 10: trawl.shard.v1.SlotMove
+	(*SetSlots)(nil),              // 11: trawl.shard.v1.SetSlots
+	(*PayloadIndex)(nil),          // 12: trawl.shard.v1.PayloadIndex
+	(*AliasEntry)(nil),            // 13: trawl.shard.v1.AliasEntry
+	(*CatalogRequest)(nil),        // 14: trawl.shard.v1.CatalogRequest
+	(*CatalogResponse)(nil),       // 15: trawl.shard.v1.CatalogResponse
+	(*ChangeCatalogRequest)(nil),  // 16: trawl.shard.v1.ChangeCatalogRequest
+	(*ChangeCatalogResponse)(nil), // 17: trawl.shard.v1.ChangeCatalogResponse
+	(*SlotSelection)(nil),         // 18: trawl.shard.v1.SlotSelection
+	(*Query)(nil),                 // 19: trawl.shard.v1.Query
+	(*PayloadSelector)(nil),       // 20: trawl.shard.v1.PayloadSelector
+	(*Hit)(nil),                   // 21: trawl.shard.v1.Hit
+	(*SearchRequest)(nil),         // 22: trawl.shard.v1.SearchRequest
+	(*HitList)(nil),               // 23: trawl.shard.v1.HitList
+	(*SearchResponse)(nil),        // 24: trawl.shard.v1.SearchResponse
+	(*Placement)(nil),             // 25: trawl.shard.v1.Placement
+	(*Vector)(nil),                // 26: trawl.shard.v1.Vector
+	(*UpsertRequest)(nil),         // 27: trawl.shard.v1.UpsertRequest
+	(*UpsertResponse)(nil),        // 28: trawl.shard.v1.UpsertResponse
+	(*GetRequest)(nil),            // 29: trawl.shard.v1.GetRequest
+	(*GetResponse)(nil),           // 30: trawl.shard.v1.GetResponse
+	(*DeleteRequest)(nil),         // 31: trawl.shard.v1.DeleteRequest
+	(*DeleteResponse)(nil),        // 32: trawl.shard.v1.DeleteResponse
+	(*ScrollRequest)(nil),         // 33: trawl.shard.v1.ScrollRequest
+	(*ScrollResponse)(nil),        // 34: trawl.shard.v1.ScrollResponse
+	(*StatsRequest)(nil),          // 35: trawl.shard.v1.StatsRequest
+	(*StatsResponse)(nil),         // 36: trawl.shard.v1.StatsResponse
+	(*CollectionStats)(nil),       // 37: trawl.shard.v1.CollectionStats
+	(*IndexStats)(nil),            // 38: trawl.shard.v1.IndexStats
+	nil,                           // 39: trawl.shard.v1.CollectionEntry.PayloadSchemaEntry
+	nil,                           // 40: trawl.shard.v1.CatalogResponse.DroppedEntry
 }
 var file_shard_proto_depIdxs = []int32{
 	1,  // 0: trawl.shard.v1.MembersResponse.members:type_name -> trawl.shard.v1.Member
 	4,  // 1: trawl.shard.v1.ChangeMembersRequest.replace:type_name -> trawl.shard.v1.ReplaceMember
 	1,  // 2: trawl.shard.v1.ChangeMembersResponse.members:type_name -> trawl.shard.v1.Member
 	7,  // 3: trawl.shard.v1.CollectionEntry.settings:type_name -> trawl.shard.v1.CollectionSettings
-	35, // 4: trawl.shard.v1.CollectionEntry.payload_schema:type_name -> trawl.shard.v1.CollectionEntry.PayloadSchemaEntry
-	8,  // 5: trawl.shard.v1.CatalogResponse.collections:type_name -> trawl.shard.v1.CollectionEntry
-	10, // 6: trawl.shard.v1.CatalogResponse.aliases:type_name -> trawl.shard.v1.AliasEntry
-	36, // 7: trawl.shard.v1.CatalogResponse.dropped:type_name -> trawl.shard.v1.CatalogResponse.DroppedEntry
-	8,  // 8: trawl.shard.v1.ChangeCatalogRequest.create:type_name -> trawl.shard.v1.CollectionEntry
-	6,  // 9: trawl.shard.v1.ChangeCatalogRequest.drop:type_name -> trawl.shard.v1.CollectionRef
-	10, // 10: trawl.shard.v1.ChangeCatalogRequest.alias:type_name -> trawl.shard.v1.AliasEntry
-	9,  // 11: trawl.shard.v1.ChangeCatalogRequest.payload_index:type_name -> trawl.shard.v1.PayloadIndex
-	21, // 12: trawl.shard.v1.ChangeCatalogRequest.placement:type_name -> trawl.shard.v1.Placement
-	8,  // 13: trawl.shard.v1.ChangeCatalogResponse.entry:type_name -> trawl.shard.v1.CollectionEntry
-	10, // 14: trawl.shard.v1.ChangeCatalogResponse.alias:type_name -> trawl.shard.v1.AliasEntry
-	16, // 15: trawl.shard.v1.Query.with_payload:type_name -> trawl.shard.v1.PayloadSelector
-	15, // 16: trawl.shard.v1.SearchRequest.queries:type_name -> trawl.shard.v1.Query
-	6,  // 17: trawl.shard.v1.SearchRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	17, // 18: trawl.shard.v1.HitList.hits:type_name -> trawl.shard.v1.Hit
-	19, // 19: trawl.shard.v1.SearchResponse.results:type_name -> trawl.shard.v1.HitList
-	21, // 20: trawl.shard.v1.UpsertRequest.placement:type_name -> trawl.shard.v1.Placement
-	22, // 21: trawl.shard.v1.UpsertRequest.vectors:type_name -> trawl.shard.v1.Vector
-	6,  // 22: trawl.shard.v1.UpsertRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	6,  // 23: trawl.shard.v1.GetRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	22, // 24: trawl.shard.v1.GetResponse.vector:type_name -> trawl.shard.v1.Vector
-	21, // 25: trawl.shard.v1.DeleteRequest.placement:type_name -> trawl.shard.v1.Placement
-	6,  // 26: trawl.shard.v1.DeleteRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	16, // 27: trawl.shard.v1.ScrollRequest.with_payload:type_name -> trawl.shard.v1.PayloadSelector
-	6,  // 28: trawl.shard.v1.ScrollRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	22, // 29: trawl.shard.v1.ScrollResponse.points:type_name -> trawl.shard.v1.Vector
-	6,  // 30: trawl.shard.v1.StatsRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	21, // 31: trawl.shard.v1.StatsResponse.placement:type_name -> trawl.shard.v1.Placement
-	34, // 32: trawl.shard.v1.StatsResponse.index:type_name -> trawl.shard.v1.IndexStats
-	33, // 33: trawl.shard.v1.StatsResponse.collections:type_name -> trawl.shard.v1.CollectionStats
-	8,  // 34: trawl.shard.v1.CollectionStats.entry:type_name -> trawl.shard.v1.CollectionEntry
-	34, // 35: trawl.shard.v1.CollectionStats.index:type_name -> trawl.shard.v1.IndexStats
-	18, // 36: trawl.shard.v1.Shard.Search:input_type -> trawl.shard.v1.SearchRequest
-	23, // 37: trawl.shard.v1.Shard.Upsert:input_type -> trawl.shard.v1.UpsertRequest
-	25, // 38: trawl.shard.v1.Shard.Get:input_type -> trawl.shard.v1.GetRequest
-	27, // 39: trawl.shard.v1.Shard.Delete:input_type -> trawl.shard.v1.DeleteRequest
-	31, // 40: trawl.shard.v1.Shard.Stats:input_type -> trawl.shard.v1.StatsRequest
-	29, // 41: trawl.shard.v1.Shard.Scroll:input_type -> trawl.shard.v1.ScrollRequest
-	11, // 42: trawl.shard.v1.Shard.Catalog:input_type -> trawl.shard.v1.CatalogRequest
-	13, // 43: trawl.shard.v1.Shard.ChangeCatalog:input_type -> trawl.shard.v1.ChangeCatalogRequest
-	0,  // 44: trawl.shard.v1.Shard.Members:input_type -> trawl.shard.v1.MembersRequest
-	3,  // 45: trawl.shard.v1.Shard.ChangeMembers:input_type -> trawl.shard.v1.ChangeMembersRequest
-	20, // 46: trawl.shard.v1.Shard.Search:output_type -> trawl.shard.v1.SearchResponse
-	24, // 47: trawl.shard.v1.Shard.Upsert:output_type -> trawl.shard.v1.UpsertResponse
-	26, // 48: trawl.shard.v1.Shard.Get:output_type -> trawl.shard.v1.GetResponse
-	28, // 49: trawl.shard.v1.Shard.Delete:output_type -> trawl.shard.v1.DeleteResponse
-	32, // 50: trawl.shard.v1.Shard.Stats:output_type -> trawl.shard.v1.StatsResponse
-	30, // 51: trawl.shard.v1.Shard.Scroll:output_type -> trawl.shard.v1.ScrollResponse
-	12, // 52: trawl.shard.v1.Shard.Catalog:output_type -> trawl.shard.v1.CatalogResponse
-	14, // 53: trawl.shard.v1.Shard.ChangeCatalog:output_type -> trawl.shard.v1.ChangeCatalogResponse
-	2,  // 54: trawl.shard.v1.Shard.Members:output_type -> trawl.shard.v1.MembersResponse
-	5,  // 55: trawl.shard.v1.Shard.ChangeMembers:output_type -> trawl.shard.v1.ChangeMembersResponse
-	46, // [46:56] is the sub-list for method output_type
-	36, // [36:46] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	39, // 4: trawl.shard.v1.CollectionEntry.payload_schema:type_name -> trawl.shard.v1.CollectionEntry.PayloadSchemaEntry
+	9,  // 5: trawl.shard.v1.CollectionEntry.slot_map:type_name -> trawl.shard.v1.SlotMap
+	10, // 6: trawl.shard.v1.SlotMap.moves:type_name -> trawl.shard.v1.SlotMove
+	9,  // 7: trawl.shard.v1.SetSlots.slot_map:type_name -> trawl.shard.v1.SlotMap
+	8,  // 8: trawl.shard.v1.CatalogResponse.collections:type_name -> trawl.shard.v1.CollectionEntry
+	13, // 9: trawl.shard.v1.CatalogResponse.aliases:type_name -> trawl.shard.v1.AliasEntry
+	40, // 10: trawl.shard.v1.CatalogResponse.dropped:type_name -> trawl.shard.v1.CatalogResponse.DroppedEntry
+	8,  // 11: trawl.shard.v1.ChangeCatalogRequest.create:type_name -> trawl.shard.v1.CollectionEntry
+	6,  // 12: trawl.shard.v1.ChangeCatalogRequest.drop:type_name -> trawl.shard.v1.CollectionRef
+	13, // 13: trawl.shard.v1.ChangeCatalogRequest.alias:type_name -> trawl.shard.v1.AliasEntry
+	12, // 14: trawl.shard.v1.ChangeCatalogRequest.payload_index:type_name -> trawl.shard.v1.PayloadIndex
+	11, // 15: trawl.shard.v1.ChangeCatalogRequest.set_slots:type_name -> trawl.shard.v1.SetSlots
+	25, // 16: trawl.shard.v1.ChangeCatalogRequest.placement:type_name -> trawl.shard.v1.Placement
+	8,  // 17: trawl.shard.v1.ChangeCatalogResponse.entry:type_name -> trawl.shard.v1.CollectionEntry
+	13, // 18: trawl.shard.v1.ChangeCatalogResponse.alias:type_name -> trawl.shard.v1.AliasEntry
+	20, // 19: trawl.shard.v1.Query.with_payload:type_name -> trawl.shard.v1.PayloadSelector
+	19, // 20: trawl.shard.v1.SearchRequest.queries:type_name -> trawl.shard.v1.Query
+	6,  // 21: trawl.shard.v1.SearchRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	18, // 22: trawl.shard.v1.SearchRequest.slots:type_name -> trawl.shard.v1.SlotSelection
+	21, // 23: trawl.shard.v1.HitList.hits:type_name -> trawl.shard.v1.Hit
+	23, // 24: trawl.shard.v1.SearchResponse.results:type_name -> trawl.shard.v1.HitList
+	25, // 25: trawl.shard.v1.UpsertRequest.placement:type_name -> trawl.shard.v1.Placement
+	26, // 26: trawl.shard.v1.UpsertRequest.vectors:type_name -> trawl.shard.v1.Vector
+	6,  // 27: trawl.shard.v1.UpsertRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	18, // 28: trawl.shard.v1.GetRequest.slots:type_name -> trawl.shard.v1.SlotSelection
+	6,  // 29: trawl.shard.v1.GetRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	26, // 30: trawl.shard.v1.GetResponse.vector:type_name -> trawl.shard.v1.Vector
+	25, // 31: trawl.shard.v1.DeleteRequest.placement:type_name -> trawl.shard.v1.Placement
+	6,  // 32: trawl.shard.v1.DeleteRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	20, // 33: trawl.shard.v1.ScrollRequest.with_payload:type_name -> trawl.shard.v1.PayloadSelector
+	6,  // 34: trawl.shard.v1.ScrollRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	18, // 35: trawl.shard.v1.ScrollRequest.slots:type_name -> trawl.shard.v1.SlotSelection
+	26, // 36: trawl.shard.v1.ScrollResponse.points:type_name -> trawl.shard.v1.Vector
+	6,  // 37: trawl.shard.v1.StatsRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	25, // 38: trawl.shard.v1.StatsResponse.placement:type_name -> trawl.shard.v1.Placement
+	38, // 39: trawl.shard.v1.StatsResponse.index:type_name -> trawl.shard.v1.IndexStats
+	37, // 40: trawl.shard.v1.StatsResponse.collections:type_name -> trawl.shard.v1.CollectionStats
+	8,  // 41: trawl.shard.v1.CollectionStats.entry:type_name -> trawl.shard.v1.CollectionEntry
+	38, // 42: trawl.shard.v1.CollectionStats.index:type_name -> trawl.shard.v1.IndexStats
+	22, // 43: trawl.shard.v1.Shard.Search:input_type -> trawl.shard.v1.SearchRequest
+	27, // 44: trawl.shard.v1.Shard.Upsert:input_type -> trawl.shard.v1.UpsertRequest
+	29, // 45: trawl.shard.v1.Shard.Get:input_type -> trawl.shard.v1.GetRequest
+	31, // 46: trawl.shard.v1.Shard.Delete:input_type -> trawl.shard.v1.DeleteRequest
+	35, // 47: trawl.shard.v1.Shard.Stats:input_type -> trawl.shard.v1.StatsRequest
+	33, // 48: trawl.shard.v1.Shard.Scroll:input_type -> trawl.shard.v1.ScrollRequest
+	14, // 49: trawl.shard.v1.Shard.Catalog:input_type -> trawl.shard.v1.CatalogRequest
+	16, // 50: trawl.shard.v1.Shard.ChangeCatalog:input_type -> trawl.shard.v1.ChangeCatalogRequest
+	0,  // 51: trawl.shard.v1.Shard.Members:input_type -> trawl.shard.v1.MembersRequest
+	3,  // 52: trawl.shard.v1.Shard.ChangeMembers:input_type -> trawl.shard.v1.ChangeMembersRequest
+	24, // 53: trawl.shard.v1.Shard.Search:output_type -> trawl.shard.v1.SearchResponse
+	28, // 54: trawl.shard.v1.Shard.Upsert:output_type -> trawl.shard.v1.UpsertResponse
+	30, // 55: trawl.shard.v1.Shard.Get:output_type -> trawl.shard.v1.GetResponse
+	32, // 56: trawl.shard.v1.Shard.Delete:output_type -> trawl.shard.v1.DeleteResponse
+	36, // 57: trawl.shard.v1.Shard.Stats:output_type -> trawl.shard.v1.StatsResponse
+	34, // 58: trawl.shard.v1.Shard.Scroll:output_type -> trawl.shard.v1.ScrollResponse
+	15, // 59: trawl.shard.v1.Shard.Catalog:output_type -> trawl.shard.v1.CatalogResponse
+	17, // 60: trawl.shard.v1.Shard.ChangeCatalog:output_type -> trawl.shard.v1.ChangeCatalogResponse
+	2,  // 61: trawl.shard.v1.Shard.Members:output_type -> trawl.shard.v1.MembersResponse
+	5,  // 62: trawl.shard.v1.Shard.ChangeMembers:output_type -> trawl.shard.v1.ChangeMembersResponse
+	53, // [53:63] is the sub-list for method output_type
+	43, // [43:53] is the sub-list for method input_type
+	43, // [43:43] is the sub-list for extension type_name
+	43, // [43:43] is the sub-list for extension extendee
+	0,  // [0:43] is the sub-list for field type_name
 }
 
 func init() { file_shard_proto_init() }
@@ -3004,20 +3411,21 @@ func file_shard_proto_init() {
 		(*ChangeMembersRequest_Remove)(nil),
 		(*ChangeMembersRequest_Replace)(nil),
 	}
-	file_shard_proto_msgTypes[13].OneofWrappers = []any{
+	file_shard_proto_msgTypes[16].OneofWrappers = []any{
 		(*ChangeCatalogRequest_Create)(nil),
 		(*ChangeCatalogRequest_Drop)(nil),
 		(*ChangeCatalogRequest_Alias)(nil),
 		(*ChangeCatalogRequest_PayloadIndex)(nil),
+		(*ChangeCatalogRequest_SetSlots)(nil),
 	}
-	file_shard_proto_msgTypes[15].OneofWrappers = []any{}
+	file_shard_proto_msgTypes[19].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_shard_proto_rawDesc), len(file_shard_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   37,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

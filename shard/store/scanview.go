@@ -41,6 +41,13 @@ func (v *ScanView) Select(f *filter.Filter) ([]uint32, error) {
 	return b.ToArray(), nil
 }
 
+// Keep returns the rows of within (every row when nil) whose ids keep is
+// true for, ascending and never nil: the rows of the hash slots a shard
+// answers for, while it holds rows of others (a slot moving in or out).
+func (v *ScanView) Keep(within []uint32, keep func(id string) bool) []uint32 {
+	return keepRows(v.m.ids, within, keep)
+}
+
 // Payload returns id's payload as a hit carries it: all of it when keys
 // is nil, else only those top-level keys the document has; "{}" for a
 // document without payload.

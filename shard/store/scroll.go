@@ -31,6 +31,9 @@ type PageRequest struct {
 	// Payload: nil returns no payload; Keys nil all of it; else those
 	// top-level keys.
 	Payload *PayloadKeys
+	// Keep, when set, leaves out (of the page and the count) every
+	// document it is false for: a shard answers for some hash slots only.
+	Keep func(id string) bool
 }
 
 // PayloadKeys selects a payload's top-level keys; Keys nil is all of it.
@@ -46,6 +49,9 @@ func (m *Memory) Page(req PageRequest) (Page, error) {
 	if !req.Filter.Empty() {
 		rows = m.payloadIndex.Select(req.Filter, len(m.ids),
 			func(row uint32) map[string]any { return decodePayload(m.payloads[row]) }).ToArray()
+	}
+	if req.Keep != nil {
+		rows = keepRows(m.ids, rows, req.Keep)
 	}
 	out := Page{Docs: len(m.ids), Count: len(m.ids)}
 	if rows != nil {
@@ -112,4 +118,24 @@ func (h *maxIDs) Pop() any {
 	x := h.rows[len(h.rows)-1]
 	h.rows = h.rows[:len(h.rows)-1]
 	return x
+}
+
+// keepRows is the rows of within (every row when nil) whose ids keep is
+// true for, ascending, never nil.
+func keepRows(ids []string, within []uint32, keep func(string) bool) []uint32 {
+	out := make([]uint32, 0, len(within))
+	if within == nil {
+		for r, id := range ids {
+			if keep(id) {
+				out = append(out, uint32(r))
+			}
+		}
+		return out
+	}
+	for _, r := range within {
+		if keep(ids[r]) {
+			out = append(out, r)
+		}
+	}
+	return out
 }
