@@ -123,7 +123,7 @@ func TestSlotMapPushMovesForwardOnly(t *testing.T) {
 	// A snapshot carries the map: a replica restored from it holds it.
 	snap := m.snapshot()
 	r := newMachine(t, catalog.Settings{})
-	_, err := r.sm.Restore(bytes.NewReader(snap))
+	_, err := r.sm.Restore(bytes.NewReader(snap), nil)
 	require.NoError(t, err)
 	_, rcat := r.cols.held()
 	require.Equal(t, uint64(2), rcat.GetCollections()[0].GetSlotMap().GetEpoch())
