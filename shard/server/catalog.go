@@ -189,9 +189,8 @@ func (st *catalogState) create(e *shardpb.CollectionEntry, authority bool, index
 				// older one, overtaken, changes nothing).
 				held.payloadSchema = maps.Clone(e.GetPayloadSchema())
 				ch := catalogChange{changed: true}
-				if old := held.slotMap(); newerSlots(old, slots) {
-					held.slots.Store(slots)
-					ch.remapped = []remap{{col: held, old: old}}
+				if newerSlots(held.slotMap(), slots) {
+					ch.remapped = []remap{{col: held, old: held.remap(slots)}}
 				}
 				ch.entry = held.entry()
 				return ch, nil
@@ -390,7 +389,7 @@ func (st *catalogState) setSlots(ss *shardpb.SetSlots, authority bool) (catalogC
 		return catalogChange{}, status.Errorf(codes.Aborted,
 			"collection %q: slot map is at version %d, the change expects %d (another move changed it)", held.name, old.Ver(), ss.GetExpectVersion())
 	}
-	held.slots.Store(next)
+	held.remap(next)
 	return catalogChange{entry: held.entry(), changed: true, remapped: []remap{{col: held, old: old}}}, nil
 }
 

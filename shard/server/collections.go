@@ -39,6 +39,23 @@ type collection struct {
 	// before slots (placed by jump hash over the shard list). A catalog
 	// change replaces it whole; reads load it once.
 	slots atomic.Pointer[placement.SlotMap]
+	// dropping is the map a catalog change replaced while the rows of the
+	// slots this group no longer holds are still in the store: dropUnheld
+	// deletes them only after the new map is in place. Reads filter by
+	// it too (slotReadFilter), so those rows are never counted beside
+	// their new owner's in between. Nil when no drop is pending.
+	dropping atomic.Pointer[placement.SlotMap]
+}
+
+// remap replaces the collection's slot map with next and returns the old
+// one, which stays in dropping until the rows it alone gave this group
+// are gone (finishRemap). dropping is set first: a read that loads the
+// new map then finds the old one there.
+func (c *collection) remap(next *placement.SlotMap) *placement.SlotMap {
+	old := c.slots.Load()
+	c.dropping.Store(old)
+	c.slots.Store(next)
+	return old
 }
 
 func (c *collection) entry() *shardpb.CollectionEntry {
@@ -298,7 +315,9 @@ func (c *Collections) changeCatalog(req *shardpb.ChangeCatalogRequest, index uin
 	onDrop := c.onDrop
 	c.mu.Unlock()
 	for _, rm := range ch.remapped {
-		if n := c.dropUnheld(rm.col, rm.old); n > 0 {
+		n := c.dropUnheld(rm.col, rm.old)
+		rm.col.dropping.Store(nil)
+		if n > 0 {
 			c.log.Info("rows of slots no longer held dropped", "collection", rm.col.name, "rows", n, "index", index)
 			c.observe(rm.col)
 		}

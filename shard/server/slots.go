@@ -149,9 +149,12 @@ func (c *Collections) slotReadFilter(col *collection, sel *shardpb.SlotSelection
 	if len(held) != (m.Slots()+7)/8 {
 		return nil, status.Errorf(codes.InvalidArgument, "slot selection of %d bytes for a collection of %d slots", len(held), m.Slots())
 	}
+	// Loaded after m: a map swapped in since comes with the one it
+	// replaced, whose rows may not be dropped yet (collection.remap).
+	dropping := col.dropping.Load()
 	narrower := false
 	for s, owner := range m.Owners {
-		asked, rows := placement.HeldBit(held, s), m.HoldsRows(me, s)
+		asked, rows := placement.HeldBit(held, s), m.HoldsRows(me, s) || (dropping != nil && dropping.Slots() == m.Slots() && dropping.HoldsRows(me, s))
 		// A slot asked is answered by its owner, by the old owner of a
 		// flip this group has applied but not settled (its rows are
 		// final: the slot was fenced while copied), or by the receiver of
