@@ -26,6 +26,14 @@ func TestNewestVoters(t *testing.T) {
 		{name: "a replica still catching up is not asked yet",
 			resps: []*shardpb.MembersResponse{members(9, voter("a"), voter("b"), catchingUp("d"))},
 			want:  []string{"a", "b"}},
+		{name: "without configuration indexes the highest commit index wins, whoever answers first",
+			// hashicorp/raft reports configuration index 0: a removed
+			// replica (d) still lists itself, its commit index stopped.
+			resps: []*shardpb.MembersResponse{
+				{CommitIndex: 30, Members: []*shardpb.Member{voter("a"), voter("b"), voter("c"), voter("d")}},
+				{CommitIndex: 33, Members: []*shardpb.Member{voter("a"), voter("b"), voter("c")}},
+				{CommitIndex: 32, Members: []*shardpb.Member{voter("a"), voter("b"), voter("c")}}},
+			want: []string{"a", "b", "c"}},
 		{name: "an empty answer is no answer",
 			resps: []*shardpb.MembersResponse{members(12), members(9, voter("a"))},
 			want:  []string{"a"}},
