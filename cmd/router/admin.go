@@ -240,9 +240,10 @@ func (g *group) close() {
 	}
 }
 
-// members asks every replica and returns the answer with the highest
-// configuration index: a follower may not have applied the latest change
-// yet, and a replica cut off from its group lists an old configuration.
+// members asks every replica and returns the leader's answer, else the one
+// with the highest commit index: a follower may not have applied the
+// latest change yet, and a replica cut off from its group lists an old
+// configuration.
 func (g *group) members(ctx context.Context, progress bool) (*shardpb.MembersResponse, error) {
 	var (
 		best *shardpb.MembersResponse
@@ -255,8 +256,8 @@ func (g *group) members(ctx context.Context, progress bool) (*shardpb.MembersRes
 		switch {
 		case err != nil:
 			errs = append(errs, fmt.Errorf("%s: %w", c.Addr(), err))
-		case best == nil || resp.GetConfigIndex() > best.GetConfigIndex() ||
-			(resp.GetConfigIndex() == best.GetConfigIndex() && resp.GetLeader() == resp.GetSelf()):
+		case best == nil || best.GetLeader() != best.GetSelf() &&
+			(resp.GetLeader() == resp.GetSelf() || resp.GetCommitIndex() > best.GetCommitIndex()):
 			best = resp
 		}
 	}
