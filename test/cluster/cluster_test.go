@@ -325,7 +325,8 @@ func TestInstallOnAPIServer(t *testing.T) {
 
 	// An upgrade that changes the shards' pod template (a new
 	// --max-leader-silence) is accepted: only the template changes, and the
-	// StatefulSets' immutable fields stay as installed.
+	// StatefulSets' immutable fields stay as installed. It creates the
+	// converge Job.
 	t.Run("upgrade-changes-shard-args", func(t *testing.T) {
 		ns := "trawl-default"
 		if out, err := s.helm(t, "upgrade", "trawl", chart, "--namespace", ns, "--reuse-values", "--set", "shards.maxLeaderSilence=10s"); err != nil {
@@ -334,6 +335,12 @@ func TestInstallOnAPIServer(t *testing.T) {
 		code, body := s.get("/apis/apps/v1/namespaces/" + ns + "/statefulsets/trawl-shard-zone-c")
 		if code != 200 || !strings.Contains(string(body), `"--max-leader-silence=10s"`) {
 			t.Errorf("trawl-shard-zone-c after upgrade: HTTP %d, want --max-leader-silence=10s: %.2000s", code, body)
+		}
+		// The upgrade created the converge Job (it never runs here: no
+		// kubelet), and did not wait for it.
+		code, body = s.get("/apis/batch/v1/namespaces/" + ns + "/jobs")
+		if code != 200 || !strings.Contains(string(body), `"name":"trawl-converge-`) || !strings.Contains(string(body), `"converge"`) {
+			t.Errorf("jobs after upgrade: HTTP %d, want trawl-converge-<revision> running router admin converge: %.2000s", code, body)
 		}
 	})
 
