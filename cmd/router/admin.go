@@ -47,7 +47,11 @@ leader makes the change, a follower forwards it):
                     one (after adding a shard group to the list)
   drain SHARD       [--collection NAME]: move every slot off SHARD, the
                     others left balanced; then it can be removed
-  (move-slot, rebalance and drain: --rate rows/s caps each copy, --grace
+  converge          make every replica each --shard lists a voter of its
+                    group (add-replica), then rebalance; a no-op on a
+                    cluster already so (the Helm chart runs it after an
+                    upgrade); it never removes a replica or drains
+  (move-slot, rebalance, drain and converge: --rate rows/s caps each copy, --grace
   is how long an old owner keeps a moved slot's rows for routers still on
   the old map; give every --shard, the authority's included)
 
@@ -88,7 +92,7 @@ func runAdmin(ctx context.Context, args []string, out io.Writer) error {
 	case "status":
 	case "slots":
 		collection = fs.String("collection", "", "slots: only this collection")
-	case "move-slot", "rebalance", "drain":
+	case "move-slot", "rebalance", "drain", "converge":
 		collection = fs.String("collection", "", "the collection (move-slot: required; else: only this one)")
 		rate = fs.Int("rate", coordinator.DefaultMoveRate, "rows a second a slot's copy may write")
 		grace = fs.Duration("grace", 2*coordinator.DefaultCatalogRefresh, "how long an old owner keeps a moved slot's rows")
@@ -102,7 +106,7 @@ func runAdmin(ctx context.Context, args []string, out io.Writer) error {
 		oldAddr = fs.String("old", "", "the replica to replace, HOST:PORT")
 		newAddr = fs.String("new", "", "its replacement, HOST:PORT, started with router shard --join")
 	default:
-		return fmt.Errorf("admin: unknown command %q (status, slots, move-slot, rebalance, drain, add-replica, remove-replica, replace-replica)", cmd)
+		return fmt.Errorf("admin: unknown command %q (status, slots, move-slot, rebalance, drain, converge, add-replica, remove-replica, replace-replica)", cmd)
 	}
 	target := ""
 	if cmd == "drain" {
@@ -143,11 +147,14 @@ func runAdmin(ctx context.Context, args []string, out io.Writer) error {
 		return adminStatus(ctx, out, shards, dial, *asJSON)
 	case "slots":
 		return adminSlots(ctx, out, shards, dial, *collection, *asJSON)
-	case "move-slot", "rebalance", "drain":
+	case "move-slot", "rebalance", "drain", "converge":
 		mv.collection = *collection
 		mv.cfg = coordinator.MoveConfig{RowsPerSecond: *rate, Grace: *grace}
 		if *grace == 0 {
 			mv.cfg.Grace = -1
+		}
+		if cmd == "converge" {
+			return adminConverge(ctx, out, shards, dial, mv)
 		}
 		return adminMoves(ctx, out, cmd, shards, dial, target, mv)
 	}
@@ -240,9 +247,10 @@ func (g *group) close() {
 	}
 }
 
-// members asks every replica and returns the answer with the highest
-// configuration index: a follower may not have applied the latest change
-// yet, and a replica cut off from its group lists an old configuration.
+// members asks every replica and returns the leader's answer, else the one
+// with the highest commit index: a follower may not have applied the
+// latest change yet, and a replica cut off from its group lists an old
+// configuration.
 func (g *group) members(ctx context.Context, progress bool) (*shardpb.MembersResponse, error) {
 	var (
 		best *shardpb.MembersResponse
@@ -255,8 +263,8 @@ func (g *group) members(ctx context.Context, progress bool) (*shardpb.MembersRes
 		switch {
 		case err != nil:
 			errs = append(errs, fmt.Errorf("%s: %w", c.Addr(), err))
-		case best == nil || resp.GetConfigIndex() > best.GetConfigIndex() ||
-			(resp.GetConfigIndex() == best.GetConfigIndex() && resp.GetLeader() == resp.GetSelf()):
+		case best == nil || best.GetLeader() != best.GetSelf() &&
+			(resp.GetLeader() == resp.GetSelf() || resp.GetCommitIndex() > best.GetCommitIndex()):
 			best = resp
 		}
 	}

@@ -153,23 +153,17 @@ func groupMembers(ctx context.Context, reps []*client.Conn) []string {
 // newestVoters is the addresses of the voters of the newest
 // configuration among resps (nil entries did not answer): a replica cut
 // off or removed from its group still lists an old configuration. Newest
-// is the highest configuration index, then the highest commit index:
-// hashicorp/raft's GetConfiguration (v1.7) reports every index as 0, and
-// a removed or cut-off replica's commit index stops at or before the
-// entry that changed the group, while its members' goes on. A non-voter
+// is the answer with the highest commit index (raft gives no
+// configuration index): a removed or cut-off replica's commit index stops
+// at or before the entry that changed the group, while its members' goes
+// on. A non-voter
 // is left out: it is still catching up, would refuse every read as not
 // serving, and, never measured, would be every read's first choice until
 // its promotion.
 func newestVoters(resps []*shardpb.MembersResponse) []string {
 	var best *shardpb.MembersResponse
-	newer := func(r *shardpb.MembersResponse) bool {
-		if r.GetConfigIndex() != best.GetConfigIndex() {
-			return r.GetConfigIndex() > best.GetConfigIndex()
-		}
-		return r.GetCommitIndex() > best.GetCommitIndex()
-	}
 	for _, r := range resps {
-		if len(r.GetMembers()) > 0 && (best == nil || newer(r)) {
+		if len(r.GetMembers()) > 0 && (best == nil || r.GetCommitIndex() > best.GetCommitIndex()) {
 			best = r
 		}
 	}

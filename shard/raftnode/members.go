@@ -40,6 +40,13 @@ type Member struct {
 	Voter bool
 }
 
+// anyConfig is the prevIndex given to raft's configuration changes: apply
+// the change to whatever configuration is latest. A compare-and-set on the
+// configuration's index would need that index, and raft (v1.7) does not
+// expose it; each change is idempotent and checked against the leader's
+// latest configuration just before, so nothing relies on one.
+const anyConfig = 0
+
 // RefusedError is a membership change the leader refused because it
 // would be unsafe or cannot be done (gRPC FailedPrecondition): nothing was
 // changed.
@@ -47,19 +54,20 @@ type RefusedError struct{ Reason string }
 
 func (e *RefusedError) Error() string { return e.Reason }
 
-// Members returns the group's configuration as this replica knows it
-// (sorted by address) and the log index it was committed at.
-func (n *Node) Members() ([]Member, uint64, error) {
+// Members returns the group's latest configuration as this replica knows
+// it (sorted by address), possibly not yet committed. hashicorp/raft (v1.7)
+// does not say at which log index: its GetConfiguration reports 0.
+func (n *Node) Members() ([]Member, error) {
 	f := n.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
-		return nil, 0, fmt.Errorf("read membership: %w", err)
+		return nil, fmt.Errorf("read membership: %w", err)
 	}
 	var out []Member
 	for _, s := range f.Configuration().Servers {
 		out = append(out, Member{Addr: string(s.Address), Voter: s.Suffrage == raft.Voter})
 	}
 	slices.SortFunc(out, func(a, b Member) int { return strings.Compare(a.Addr, b.Addr) })
-	return out, f.Index(), nil
+	return out, nil
 }
 
 // LastIndex is the last index of this replica's log.
@@ -106,7 +114,7 @@ func (n *Node) AddReplica(ctx context.Context, addr string) (changed bool, err e
 	if n.raft.State() != raft.Leader {
 		return false, n.notLeader()
 	}
-	ms, idx, err := n.Members()
+	ms, err := n.Members()
 	if err != nil {
 		return false, err
 	}
@@ -116,7 +124,7 @@ func (n *Node) AddReplica(ctx context.Context, addr string) (changed bool, err e
 	if _, err := n.PeerState(ctx, addr); err != nil {
 		return false, &RefusedError{Reason: fmt.Sprintf("no replica answers at %s (%v): start it first (router shard --join, empty --data-dir)", addr, err)}
 	}
-	if err := n.raft.AddNonvoter(raft.ServerID(addr), raft.ServerAddress(addr), idx, changeWithin(ctx)).Error(); err != nil {
+	if err := n.raft.AddNonvoter(raft.ServerID(addr), raft.ServerAddress(addr), anyConfig, changeWithin(ctx)).Error(); err != nil {
 		return false, n.changeError(err)
 	}
 	n.log.Info("replica added as a non-voter; promoted once caught up", "replica", addr)
@@ -133,7 +141,7 @@ func (n *Node) RemoveReplica(ctx context.Context, addr string) (changed bool, er
 	if n.raft.State() != raft.Leader {
 		return false, n.notLeader()
 	}
-	ms, idx, err := n.Members()
+	ms, err := n.Members()
 	if err != nil {
 		return false, err
 	}
@@ -157,7 +165,7 @@ func (n *Node) RemoveReplica(ctx context.Context, addr string) (changed bool, er
 				addr, len(left), live, need)}
 		}
 	}
-	if err := n.raft.RemoveServer(raft.ServerID(addr), idx, changeWithin(ctx)).Error(); err != nil {
+	if err := n.raft.RemoveServer(raft.ServerID(addr), anyConfig, changeWithin(ctx)).Error(); err != nil {
 		return false, n.changeError(err)
 	}
 	n.log.Info("replica removed from the group", "replica", addr)
@@ -195,7 +203,7 @@ func (n *Node) WaitVoter(ctx context.Context, addr string) error {
 		if n.raft.State() != raft.Leader {
 			return n.notLeader()
 		}
-		ms, _, err := n.Members()
+		ms, err := n.Members()
 		if err != nil {
 			return err
 		}
@@ -219,7 +227,7 @@ func (n *Node) WaitVoter(ctx context.Context, addr string) error {
 // leader's job rather than the adding call's, so a promotion survives the
 // call's end and a change of leader: whichever replica leads finishes it.
 func (n *Node) promote() {
-	ms, idx, err := n.Members()
+	ms, err := n.Members()
 	if err != nil {
 		return
 	}
@@ -235,9 +243,9 @@ func (n *Node) promote() {
 		if st.GetLastIndex()+promoteLag < last {
 			continue
 		}
-		if err := n.raft.AddVoter(raft.ServerID(m.Addr), raft.ServerAddress(m.Addr), idx, changeTimeout).Error(); err != nil {
+		if err := n.raft.AddVoter(raft.ServerID(m.Addr), raft.ServerAddress(m.Addr), anyConfig, changeTimeout).Error(); err != nil {
 			n.log.Warn("promoting a caught-up replica failed; trying again", "replica", m.Addr, "err", err)
-			return // the configuration index moved on: read it again next time
+			return // read the configuration again next time
 		}
 		n.log.Info("replica caught up: promoted to voter", "replica", m.Addr, "its_last_index", st.GetLastIndex(), "leader_last_index", last)
 		return

@@ -389,7 +389,7 @@ func (n *Node) Register(g *grpc.Server) { n.trans.Register(g) }
 // stored configuration does not list (removed from its group) starts, and
 // takes no part in the group until a leader adds it again.
 func (n *Node) checkMembership() error {
-	ms, _, err := n.Members()
+	ms, err := n.Members()
 	if err != nil {
 		return fmt.Errorf("read stored membership: %w", err)
 	}

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/trawl-search/trawl/internal/threadclock"
 )
 
 // DefaultShare is `router shard --recovery-cpu`'s default: recovery work
@@ -202,16 +204,17 @@ func (t *Throttle) Stats() Stats {
 // on the thread, a goroutine that blocks leaves the thread idle, so time
 // spent waiting (for a peer's answer, say) is not charged.
 func measure(work func()) time.Duration {
-	if !measuresCPU {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	c0, ok := threadclock.Now()
+	if !ok {
 		t0 := time.Now()
 		work()
 		return time.Since(t0)
 	}
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	c0 := threadCPU()
 	work()
-	return threadCPU() - c0
+	c1, _ := threadclock.Now()
+	return c1 - c0
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

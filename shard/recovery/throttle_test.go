@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/trawl-search/trawl/internal/threadclock"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -105,9 +107,9 @@ func TestCheckShare(t *testing.T) {
 
 // spin burns about d of the calling thread's CPU.
 func spin(d time.Duration) {
-	start := threadCPU()
+	start, _ := threadclock.Now()
 	x := 1.0
-	for threadCPU()-start < d {
+	for now, _ := threadclock.Now(); now-start < d; now, _ = threadclock.Now() {
 		for range 1000 {
 			x = x*1.0000001 + 1e-9
 		}

@@ -5,14 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -50,19 +47,8 @@ func TestCrashDuringSealAndCompaction(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kills a shard process 24 times")
 	}
-	exe, err := os.Executable()
-	require.NoError(t, err)
-	base := t.TempDir()
-	dir := filepath.Join(base, "data")
-	t.Cleanup(func() {
-		if t.Failed() {
-			printChildLog(t, filepath.Join(base, childLog))
-		}
-	})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	ln.Close()
+	proc := newCrashingShard(t)
+	base, dir := proc.base, proc.dir
 
 	const writers = 2
 	var (
@@ -77,18 +63,7 @@ func TestCrashDuringSealAndCompaction(t *testing.T) {
 	const kills = 24
 	next := 0
 	for round := 0; round <= kills; round++ {
-		cmd := exec.Command(exe, "-test.run=^$")
-		cmd.Env = append(os.Environ(), childEnv+"=1", childDirEnv+"="+dir, childAddrEnv+"="+addr,
-			childFloat32Env+"="+catalog.Float32OnDisk, childSegRowsEnv+"="+strconv.Itoa(crashSegRows))
-		cmd.Stderr = os.Stderr
-		require.NoError(t, cmd.Start())
-		c, err := client.Dial(addr, client.DialConfig{})
-		require.NoError(t, err)
-		require.Eventually(t, func() bool {
-			pctx, cancel := context.WithTimeout(context.Background(), 250*time.Millisecond)
-			defer cancel()
-			return c.Probe(pctx) == nil
-		}, 60*time.Second, 20*time.Millisecond, "the restarted shard never served")
+		cmd, c := proc.start(t, childFloat32Env+"="+catalog.Float32OnDisk, childSegRowsEnv+"="+strconv.Itoa(crashSegRows))
 
 		st, err := c.Stats(ctx(t))
 		require.NoError(t, err)
@@ -131,9 +106,7 @@ func TestCrashDuringSealAndCompaction(t *testing.T) {
 		require.LessOrEqual(t, len(tmps), 1, "round %d: unfinished snapshots", round)
 		mu.Unlock()
 		if round == kills {
-			c.Close()
-			require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
-			require.NoError(t, cmd.Wait())
+			stopCrashingShard(t, cmd, c)
 			break
 		}
 

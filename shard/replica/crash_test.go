@@ -121,19 +121,8 @@ func TestCrashKeepsEveryAcknowledgedWrite(t *testing.T) {
 }
 
 func crashRounds(t *testing.T, placement string) {
-	exe, err := os.Executable()
-	require.NoError(t, err)
-	base := t.TempDir()
-	dir := filepath.Join(base, "data")
-	t.Cleanup(func() {
-		if t.Failed() {
-			printChildLog(t, filepath.Join(base, childLog))
-		}
-	})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	ln.Close()
+	proc := newCrashingShard(t)
+	dir := proc.dir
 
 	var (
 		mu    sync.Mutex
@@ -145,17 +134,7 @@ func crashRounds(t *testing.T, placement string) {
 	const kills = 25
 	next := 0
 	for round := 0; round <= kills; round++ {
-		cmd := exec.Command(exe, "-test.run=^$")
-		cmd.Env = append(os.Environ(), childEnv+"=1", childDirEnv+"="+dir, childAddrEnv+"="+addr, childFloat32Env+"="+placement)
-		cmd.Stderr = os.Stderr
-		require.NoError(t, cmd.Start())
-		c, err := client.Dial(addr, client.DialConfig{})
-		require.NoError(t, err)
-		require.Eventually(t, func() bool {
-			pctx, cancel := context.WithTimeout(context.Background(), 250*time.Millisecond)
-			defer cancel()
-			return c.Probe(pctx) == nil
-		}, 60*time.Second, 20*time.Millisecond, "the restarted shard never served")
+		cmd, c := proc.start(t, childFloat32Env+"="+placement)
 
 		// Every acknowledged write is back, byte for byte; an
 		// unacknowledged one is absent or exactly what was sent.
@@ -183,9 +162,7 @@ func crashRounds(t *testing.T, placement string) {
 		}
 		mu.Unlock()
 		if round == kills {
-			c.Close()
-			require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
-			require.NoError(t, cmd.Wait())
+			stopCrashingShard(t, cmd, c)
 			break
 		}
 
@@ -248,6 +225,58 @@ func crashRounds(t *testing.T, placement string) {
 	mu.Lock()
 	defer mu.Unlock()
 	require.Greater(t, len(acked), 100, "the test acknowledged too few writes to mean anything")
+}
+
+// crashingShard is a shard process the crash tests start, SIGKILL and
+// start again: one data directory, one address, its log beside the
+// directory (printed when the test fails).
+type crashingShard struct {
+	base, dir, addr string
+	exe             string
+}
+
+func newCrashingShard(t *testing.T) *crashingShard {
+	t.Helper()
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	base := t.TempDir()
+	t.Cleanup(func() {
+		if t.Failed() {
+			printChildLog(t, filepath.Join(base, childLog))
+		}
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	ln.Close()
+	return &crashingShard{base: base, dir: filepath.Join(base, "data"), addr: addr, exe: exe}
+}
+
+// start runs the shard process (env adds to the child's settings) and
+// waits until it serves.
+func (s *crashingShard) start(t *testing.T, env ...string) (*exec.Cmd, *client.Conn) {
+	t.Helper()
+	cmd := exec.Command(s.exe, "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"=1", childDirEnv+"="+s.dir, childAddrEnv+"="+s.addr)
+	cmd.Env = append(cmd.Env, env...)
+	cmd.Stderr = os.Stderr
+	require.NoError(t, cmd.Start())
+	c, err := client.Dial(s.addr, client.DialConfig{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		pctx, cancel := context.WithTimeout(context.Background(), 250*time.Millisecond)
+		defer cancel()
+		return c.Probe(pctx) == nil
+	}, 60*time.Second, 20*time.Millisecond, "the restarted shard never served")
+	return cmd, c
+}
+
+// stop ends the last round: a clean shutdown this time.
+func stopCrashingShard(t *testing.T, cmd *exec.Cmd, c *client.Conn) {
+	t.Helper()
+	c.Close()
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, cmd.Wait())
 }
 
 // printChildLog logs the children's restores, snapshots and elections, the

@@ -22,11 +22,11 @@ import (
 // an operator must see a group without a leader.
 func (s *Server) Members(ctx context.Context, req *shardpb.MembersRequest) (*shardpb.MembersResponse, error) {
 	n := s.cfg.Node
-	ms, idx, err := n.Members()
+	ms, err := n.Members()
 	if err != nil {
 		return nil, status.Errorf(codes.Unavailable, "membership: %v", err)
 	}
-	resp := &shardpb.MembersResponse{Leader: n.Leader(), Self: n.Self(), LastIndex: n.LastIndex(), CommitIndex: n.CommitIndex(), ConfigIndex: idx,
+	resp := &shardpb.MembersResponse{Leader: n.Leader(), Self: n.Self(), LastIndex: n.LastIndex(), CommitIndex: n.CommitIndex(),
 		Members: membersPB(ms, n.Leader())}
 	if !req.GetProgress() {
 		return resp, nil
@@ -92,7 +92,7 @@ func (s *Server) ChangeMembers(ctx context.Context, req *shardpb.ChangeMembersRe
 		resp.ForwardedTo = leader
 		return resp, nil
 	}
-	ms, _, err := n.Members()
+	ms, err := n.Members()
 	if err != nil {
 		return nil, status.Errorf(codes.Unavailable, "membership: %v", err)
 	}
@@ -106,7 +106,7 @@ func (s *Server) ChangeMembers(ctx context.Context, req *shardpb.ChangeMembersRe
 // leader change) is finished by sending it again.
 func (s *Server) replace(ctx context.Context, oldAddr, newAddr string) (bool, error) {
 	n := s.cfg.Node
-	ms, _, err := n.Members()
+	ms, err := n.Members()
 	if err != nil {
 		return false, err
 	}

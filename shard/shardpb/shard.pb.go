@@ -169,10 +169,8 @@ type MembersResponse struct {
 	Self    string                 `protobuf:"bytes,3,opt,name=self,proto3" json:"self,omitempty"`       // the answering replica's address
 	// The answering replica's own log: its last index and the commit index
 	// it knows (a member's last_index against this is its lag).
-	LastIndex   uint64 `protobuf:"varint,4,opt,name=last_index,json=lastIndex,proto3" json:"last_index,omitempty"`
-	CommitIndex uint64 `protobuf:"varint,5,opt,name=commit_index,json=commitIndex,proto3" json:"commit_index,omitempty"`
-	// config_index is the log index of the configuration listed.
-	ConfigIndex   uint64 `protobuf:"varint,6,opt,name=config_index,json=configIndex,proto3" json:"config_index,omitempty"`
+	LastIndex     uint64 `protobuf:"varint,4,opt,name=last_index,json=lastIndex,proto3" json:"last_index,omitempty"`
+	CommitIndex   uint64 `protobuf:"varint,5,opt,name=commit_index,json=commitIndex,proto3" json:"commit_index,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -238,13 +236,6 @@ func (x *MembersResponse) GetLastIndex() uint64 {
 func (x *MembersResponse) GetCommitIndex() uint64 {
 	if x != nil {
 		return x.CommitIndex
-	}
-	return 0
-}
-
-func (x *MembersResponse) GetConfigIndex() uint64 {
-	if x != nil {
-		return x.ConfigIndex
 	}
 	return 0
 }
@@ -3025,15 +3016,14 @@ const file_shard_proto_rawDesc = "" +
 	"\treachable\x18\x04 \x01(\bR\treachable\x12\x1d\n" +
 	"\n" +
 	"last_index\x18\x05 \x01(\x04R\tlastIndex\x12\x14\n" +
-	"\x05error\x18\x06 \x01(\tR\x05error\"\xd4\x01\n" +
+	"\x05error\x18\x06 \x01(\tR\x05error\"\xc5\x01\n" +
 	"\x0fMembersResponse\x120\n" +
 	"\amembers\x18\x01 \x03(\v2\x16.trawl.shard.v1.MemberR\amembers\x12\x16\n" +
 	"\x06leader\x18\x02 \x01(\tR\x06leader\x12\x12\n" +
 	"\x04self\x18\x03 \x01(\tR\x04self\x12\x1d\n" +
 	"\n" +
 	"last_index\x18\x04 \x01(\x04R\tlastIndex\x12!\n" +
-	"\fcommit_index\x18\x05 \x01(\x04R\vcommitIndex\x12!\n" +
-	"\fconfig_index\x18\x06 \x01(\x04R\vconfigIndex\"\x99\x01\n" +
+	"\fcommit_index\x18\x05 \x01(\x04R\vcommitIndexJ\x04\b\x06\x10\aR\fconfig_index\"\x99\x01\n" +
 	"\x14ChangeMembersRequest\x12\x12\n" +
 	"\x03add\x18\x01 \x01(\tH\x00R\x03add\x12\x18\n" +
 	"\x06remove\x18\x02 \x01(\tH\x00R\x06remove\x129\n" +

@@ -13,6 +13,7 @@ import (
 	cmv1 "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	monv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -109,6 +110,9 @@ func podsOf(objs []object) []pod {
 			pods = append(pods, pod{"StatefulSet/" + s.Name, l, &s.Spec.Template.Spec})
 		}
 	}
+	for _, j := range ofKind[*batchv1.Job](objs) {
+		pods = append(pods, pod{"Job/" + j.Name, labels.Set(j.Spec.Template.Labels), &j.Spec.Template.Spec})
+	}
 	return pods
 }
 
@@ -160,6 +164,9 @@ func checkInvariants(t *testing.T, objs []object) {
 	for _, d := range ofKind[*appsv1.Deployment](objs) {
 		checkSelectorMatchesTemplate(t, "Deployment/"+d.Name, d.Spec.Selector, d.Spec.Template.Labels)
 		checkPodSpec(t, "Deployment/"+d.Name, &d.Spec.Template.Spec, nil)
+	}
+	for _, j := range ofKind[*batchv1.Job](objs) {
+		checkPodSpec(t, "Job/"+j.Name, &j.Spec.Template.Spec, nil)
 	}
 	services := map[string]*corev1.Service{}
 	for _, s := range ofKind[*corev1.Service](objs) {
@@ -282,7 +289,8 @@ func checkPodSpec(t *testing.T, what string, spec *corev1.PodSpec, claims []core
 		}
 		for kind, probe := range map[string]*corev1.Probe{"readiness": c.ReadinessProbe, "liveness": c.LivenessProbe, "startup": c.StartupProbe} {
 			if probe == nil {
-				if kind != "startup" || strings.Contains(what, "StatefulSet") {
+				// A Job's pod serves nothing and ends: no probe.
+				if !strings.HasPrefix(what, "Job/") && (kind != "startup" || strings.Contains(what, "StatefulSet")) {
 					t.Errorf("%s: no %s probe", cw, kind)
 				}
 				continue

@@ -8,6 +8,7 @@ import (
 	cmv1 "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	monv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -39,6 +40,8 @@ func newTyped(apiVersion, kind string) (any, error) {
 		return &appsv1.Deployment{}, nil
 	case "apps/v1/StatefulSet":
 		return &appsv1.StatefulSet{}, nil
+	case "batch/v1/Job":
+		return &batchv1.Job{}, nil
 	case "policy/v1/PodDisruptionBudget":
 		return &policyv1.PodDisruptionBudget{}, nil
 	case "networking.k8s.io/v1/NetworkPolicy":

@@ -71,7 +71,16 @@ func caseName(valuesFile string) string {
 // render runs helm template with the given values files and --set flags.
 func render(t testing.TB, valuesFiles []string, sets ...string) string {
 	t.Helper()
+	return renderAs(t, false, valuesFiles, sets...)
+}
+
+// renderAs is render as an install (upgrade false) or as an upgrade.
+func renderAs(t testing.TB, upgrade bool, valuesFiles []string, sets ...string) string {
+	t.Helper()
 	args := []string{"template", releaseName, chartDir(t), "--namespace", namespace, "--kube-version", kubeVersion}
+	if upgrade {
+		args = append(args, "--is-upgrade")
+	}
 	for _, f := range valuesFiles {
 		args = append(args, "--values", f)
 	}

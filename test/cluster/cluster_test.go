@@ -325,7 +325,8 @@ func TestInstallOnAPIServer(t *testing.T) {
 
 	// An upgrade that changes the shards' pod template (a new
 	// --max-leader-silence) is accepted: only the template changes, and the
-	// StatefulSets' immutable fields stay as installed.
+	// StatefulSets' immutable fields stay as installed. It creates the
+	// converge Job.
 	t.Run("upgrade-changes-shard-args", func(t *testing.T) {
 		ns := "trawl-default"
 		if out, err := s.helm(t, "upgrade", "trawl", chart, "--namespace", ns, "--reuse-values", "--set", "shards.maxLeaderSilence=10s"); err != nil {
@@ -334,6 +335,48 @@ func TestInstallOnAPIServer(t *testing.T) {
 		code, body := s.get("/apis/apps/v1/namespaces/" + ns + "/statefulsets/trawl-shard-zone-c")
 		if code != 200 || !strings.Contains(string(body), `"--max-leader-silence=10s"`) {
 			t.Errorf("trawl-shard-zone-c after upgrade: HTTP %d, want --max-leader-silence=10s: %.2000s", code, body)
+		}
+		// The upgrade created the converge Job (it never runs here: no
+		// kubelet), and did not wait for it.
+		code, body = s.get("/apis/batch/v1/namespaces/" + ns + "/jobs")
+		if code != 200 || !strings.Contains(string(body), `"name":"trawl-converge-`) || !strings.Contains(string(body), `"converge"`) {
+			t.Errorf("jobs after upgrade: HTTP %d, want trawl-converge-<revision> running router admin converge: %.2000s", code, body)
+		}
+	})
+
+	// An upgrade that would delete shard pods holding data (a lower
+	// shards.count, a zone left out) fails and says what to run first;
+	// confirmed, it goes through. The chart reads the installed
+	// StatefulSets with lookup, which only a real server answers.
+	t.Run("upgrade-refuses-removal", func(t *testing.T) {
+		ns := "trawl-default"
+		twoZones := filepath.Join(t.TempDir(), "two-zones.yaml")
+		if err := os.WriteFile(twoZones, []byte("shards:\n  zones:\n    - name: a\n    - name: b\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for _, tc := range []struct {
+			args []string
+			want string
+		}{
+			{[]string{"--set", "shards.count=2"}, "shards.count 2 is below the 3 shards installed: first `router admin drain` shard-2..shard-2"},
+			{[]string{"--values", twoZones}, `shards.zones leaves out zone "c"`},
+		} {
+			args := append([]string{"upgrade", "trawl", chart, "--namespace", ns, "--reuse-values"}, tc.args...)
+			out, err := s.helm(t, args...)
+			if err == nil || !strings.Contains(out, tc.want) {
+				t.Errorf("helm %v: err %v, want a refusal containing %q:\n%s", tc.args, err, tc.want, out)
+			}
+		}
+		if n := s.count(t, "/apis/apps/v1", ns, "statefulsets"); n != 3 {
+			t.Errorf("%d StatefulSets after the refusals, want 3", n)
+		}
+		out, err := s.helm(t, "upgrade", "trawl", chart, "--namespace", ns, "--reuse-values", "--set", "shards.count=2", "--set", "shards.confirmRemoval=true")
+		if err != nil {
+			t.Fatalf("confirmed upgrade: %v\n%s", err, out)
+		}
+		code, body := s.get("/apis/apps/v1/namespaces/" + ns + "/statefulsets/trawl-shard-zone-a")
+		if code != 200 || !strings.Contains(string(body), `"replicas":2`) {
+			t.Errorf("trawl-shard-zone-a after a confirmed shrink: HTTP %d, want replicas 2: %.1000s", code, body)
 		}
 	})
 

@@ -8,7 +8,6 @@ import (
 	"log"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -53,30 +52,12 @@ func runBulkLoad(ctx context.Context, args []string) error {
 	if *rows > 0 {
 		p.rows = *rows
 	}
-	rootAbs, err := filepath.Abs(*root)
+	rg, closeRig, err := newRig(ctx, *root, "bulk", *keep, p.rows)
 	if err != nil {
 		return err
 	}
-	work, err := os.MkdirTemp("", "trawlbench-bulk-")
-	if err != nil {
-		return err
-	}
-	if !*keep {
-		defer os.RemoveAll(work)
-	}
-	log.Printf("work directory %s, load average %s", work, machine.LoadAvg())
-	bin, err := cluster.Build(ctx, rootAbs, work)
-	if err != nil {
-		return err
-	}
-	npy := filepath.Join(work, "corpus.npy")
-	if err := cluster.WriteNpy(npy, p.rows, 1536, 42); err != nil {
-		return err
-	}
-	q, err := loadgen.NewQueries(256, 1536, 10, loadgen.B64, 1)
-	if err != nil {
-		return err
-	}
+	defer closeRig()
+	work, bin, npy, q := rg.work, rg.bin, rg.npy, rg.queries
 	c, err := cluster.Start(ctx, cluster.Config{Bin: bin, Dir: work, Shards: 3, Replicas: 3, Dim: 1536})
 	if err != nil {
 		return err

@@ -8,7 +8,6 @@ import (
 	"log"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -48,31 +47,12 @@ func runRebuild(ctx context.Context, args []string) error {
 		}
 		shares = append(shares, s)
 	}
-	rootAbs, err := filepath.Abs(*root)
+	rg, closeRig, err := newRig(ctx, *root, "rebuild", *keep, *rows)
 	if err != nil {
 		return err
 	}
-	work, err := os.MkdirTemp("", "trawlbench-rebuild-")
-	if err != nil {
-		return err
-	}
-	if !*keep {
-		defer os.RemoveAll(work)
-	}
-	loadBefore := machine.LoadAvg()
-	log.Printf("work directory %s, load average %s", work, loadBefore)
-	bin, err := cluster.Build(ctx, rootAbs, work)
-	if err != nil {
-		return err
-	}
-	npy := filepath.Join(work, "corpus.npy")
-	if err := cluster.WriteNpy(npy, *rows, 1536, 42); err != nil {
-		return err
-	}
-	q, err := loadgen.NewQueries(256, 1536, 10, loadgen.B64, 1)
-	if err != nil {
-		return err
-	}
+	defer closeRig()
+	work, bin, npy, q, loadBefore := rg.work, rg.bin, rg.npy, rg.queries, rg.loadBefore
 	c, err := cluster.Start(ctx, cluster.Config{Bin: bin, Dir: work, Shards: 3, Replicas: 3, Dim: 1536,
 		ShardArgs: []string{"--recovery-cpu", shares[0]}})
 	if err != nil {

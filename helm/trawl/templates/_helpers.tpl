@@ -230,6 +230,36 @@ Checks no schema can express; they fail the install with a message.
 {{- if gt $n (int .Values.router.maxCollections) -}}
 {{- fail (printf "collections lists %d, more than router.maxCollections (%d)" $n (int .Values.router.maxCollections)) -}}
 {{- end -}}
+{{- include "trawl.validateRemoval" . -}}
+{{- end -}}
+
+{{/*
+An upgrade that would delete shard pods still holding data fails, unless
+shards.confirmRemoval says they were drained first: a lower shards.count
+deletes shard-<count>.. (their slots would go missing from every answer),
+a zone left out of shards.zones deletes a replica of every shard (two of
+three and the groups lose their majority). The installed StatefulSets are
+read with lookup, which is empty under helm template and dry runs.
+*/}}
+{{- define "trawl.validateRemoval" -}}
+{{- if and .Release.IsUpgrade (not .Values.shards.confirmRemoval) -}}
+{{- $zones := dict -}}
+{{- range .Values.shards.zones }}{{ $_ := set $zones .name true }}{{ end -}}
+{{- $sets := lookup "apps/v1" "StatefulSet" .Release.Namespace "" -}}
+{{- range (default list $sets.items) -}}
+{{- $l := .metadata.labels | default dict -}}
+{{- if and (eq (index $l "app.kubernetes.io/instance" | default "") $.Release.Name) (eq (index $l "app.kubernetes.io/component" | default "") "shard") -}}
+{{- $zone := index $l "trawl.dev/zone" | default "" -}}
+{{- if not (hasKey $zones $zone) -}}
+{{- fail (printf "shards.zones leaves out zone %q, whose pods are a replica of every shard: first `router admin remove-replica` each of them (docs/operations.md), then upgrade with shards.confirmRemoval=true" $zone) -}}
+{{- end -}}
+{{- $had := int .spec.replicas -}}
+{{- if gt $had (int $.Values.shards.count) -}}
+{{- fail (printf "shards.count %d is below the %d shards installed: first `router admin drain` shard-%d..shard-%d until `router admin slots` shows them empty (docs/operations.md), then upgrade with shards.confirmRemoval=true" (int $.Values.shards.count) $had (int $.Values.shards.count) (sub $had 1)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 
 {{/*
