@@ -3,10 +3,16 @@ package replica
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"net"
 	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -85,20 +91,99 @@ func BenchmarkRestart(b *testing.B) {
 	require.NoError(b, rep.Node.Snapshot())
 	g.Stop()
 	require.NoError(b, rep.Close())
+	disk, parts := diskBytes(b, dir)
+	b.ReportMetric(float64(disk)/float64(rows*dim*4), "disk/float32")
+	b.Logf("data directory at rest: %d bytes, %.2fx the float32 rows %v", disk, float64(disk)/float64(rows*dim*4), parts)
+	cold := os.Getenv("TRAWL_RESTART_COLD") == "1"
+	query := make([]float32, dim)
+	for j := range query {
+		query[j] = float32(rng.NormFloat64())
+	}
 	b.ResetTimer()
 	for range b.N {
+		if cold {
+			b.StopTimer()
+			dropCaches(b)
+			b.StartTimer()
+		}
 		t0 := time.Now()
 		rep, g := open()
 		require.Eventually(b, rep.Server.Serving, 10*time.Minute, 5*time.Millisecond)
 		took := time.Since(t0)
+		b.StopTimer()
 		require.Equal(b, rows, rep.Store.Len())
 		b.ReportMetric(took.Seconds(), "s-to-serving")
-		b.Logf("%d rows %s: serving %.2fs after Open", rows, place32, took.Seconds())
-		b.StopTimer()
+		anon := rssAnon(b)
+		c, err := client.Dial(addr, client.DialConfig{})
+		require.NoError(b, err)
+		q0 := time.Now()
+		qctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		_, err = c.Search(qctx, []client.Query{{Vector: query, K: 10}}, 0)
+		cancel()
+		first := time.Since(q0)
+		require.NoError(b, err)
+		c.Close()
+		anonQ := rssAnon(b)
+		b.ReportMetric(float64(anon)/float64(rows), "anon-B/row")
+		b.ReportMetric(float64(anonQ)/float64(rows), "anon-B/row-queried")
+		b.ReportMetric(first.Seconds()*1000, "ms-first-query")
+		b.Logf("%d rows %s cold=%v: serving %.2fs after Open; anon RSS %.0f B/row serving, %.0f B/row after a first query of %.1f ms",
+			rows, place32, cold, took.Seconds(), float64(anon)/float64(rows), float64(anonQ)/float64(rows), first.Seconds()*1000)
 		g.Stop()
 		require.NoError(b, rep.Close())
 		b.StartTimer()
 	}
+}
+
+// rssAnon is the process's anonymous resident memory after a GC that
+// returns what it freed to the OS.
+func rssAnon(b *testing.B) int {
+	runtime.GC()
+	debug.FreeOSMemory()
+	st, err := os.ReadFile("/proc/self/status")
+	require.NoError(b, err)
+	for line := range strings.Lines(string(st)) {
+		if v, ok := strings.CutPrefix(line, "RssAnon:"); ok {
+			kb, err := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
+			require.NoError(b, err)
+			return kb << 10
+		}
+	}
+	b.Fatal("no RssAnon in /proc/self/status")
+	return 0
+}
+
+// diskBytes is the blocks allocated to the files under dir, each inode
+// (hard links) counted once, in all and by the directory's entries.
+func diskBytes(b *testing.B, dir string) (int64, map[string]int64) {
+	seen := map[uint64]bool{}
+	parts := map[string]int64{}
+	var total int64
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		st := info.Sys().(*syscall.Stat_t)
+		if !seen[st.Ino] {
+			seen[st.Ino] = true
+			total += st.Blocks * 512
+			rel, _ := filepath.Rel(dir, path)
+			parts[strings.SplitN(rel, string(filepath.Separator), 2)[0]] += st.Blocks * 512
+		}
+		return nil
+	})
+	require.NoError(b, err)
+	return total, parts
+}
+
+// dropCaches writes the dirty pages back and empties the page cache.
+func dropCaches(b *testing.B) {
+	syscall.Sync()
+	require.NoError(b, os.WriteFile("/proc/sys/vm/drop_caches", []byte("3\n"), 0), "dropping the page cache needs root")
 }
 
 func envInt(name string, def int) int {
