@@ -167,21 +167,29 @@ func (m *Memory) Upsert(_ context.Context, p Placement, recs []Record) error {
 	defer m.payloadIndex.Flush()
 	for _, r := range recs {
 		if i, ok := m.index[r.ID]; ok {
+			// Codes first: segment files that keep codes take them with
+			// the row.
+			if m.codes != nil {
+				m.codes.Set(i, r.Vector)
+			}
 			m.writeRow(i, r.Vector)
 			m.payloadIndex.Remove(uint32(i), decodePayload(m.payloads[i]))
 			m.recBytes += len(r.Payload) - len(m.payloads[i])
 			m.payloads[i] = r.Payload
 			m.payloadIndex.Add(uint32(i), decodePayload(r.Payload))
-			if m.codes != nil {
-				m.codes.Set(i, r.Vector)
-			}
 			m.ivfSet(i, r.Vector)
 			continue
 		}
 		i := len(m.ids)
-		if m.disk != nil {
+		if m.codes != nil {
+			m.codes.Append(r.Vector)
+		}
+		switch {
+		case m.diskCodes():
+			diskFailed(m.disk.AppendCoded(r.Vector, m.codes.Row(i), m.codes.Norm(i)))
+		case m.disk != nil:
 			diskFailed(m.disk.Append(r.Vector))
-		} else {
+		default:
 			m.rows.Append()
 		}
 		m.index[r.ID] = i
@@ -191,9 +199,6 @@ func (m *Memory) Upsert(_ context.Context, p Placement, recs []Record) error {
 		m.payloadIndex.Add(uint32(i), decodePayload(r.Payload))
 		if m.disk == nil {
 			m.writeRow(i, r.Vector)
-		}
-		if m.codes != nil {
-			m.codes.Append(r.Vector)
 		}
 		m.ivfAppend(r.Vector)
 	}
@@ -213,8 +218,13 @@ func decodePayload(b []byte) map[string]any {
 
 // writeRow copies v into row i, first saving the row for an open view
 // that has not read it yet. m.mu must be held for writing and row i must
-// be below m.rows.Len().
+// be below m.rows.Len(); segment files that keep codes take row i's
+// codes with it, so m.codes must hold v's already.
 func (m *Memory) writeRow(i int, v []float32) {
+	if m.diskCodes() {
+		diskFailed(m.disk.SetCoded(i, v, m.codes.Row(i), m.codes.Norm(i)))
+		return
+	}
 	if m.disk != nil {
 		diskFailed(m.disk.Set(i, v))
 		return
