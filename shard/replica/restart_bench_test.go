@@ -109,6 +109,18 @@ func BenchmarkRestart(b *testing.B) {
 			kinds = append(kinds, true)
 		}
 	}
+	if os.Getenv("TRAWL_RESTART_COLD") == "1" {
+		// The disk's sequential read of the replica's files, from a cold
+		// page cache: every file, and the codes files alone.
+		for _, only := range []string{"", ".codes.npy"} {
+			dropCaches(b)
+			t0 := time.Now()
+			n := readAllSuffix(b, dir, only)
+			took := time.Since(t0)
+			b.Logf("cold sequential read of the data directory's %q files: %d bytes in %.2fs (%.0f MB/s)",
+				only, n, took.Seconds(), float64(n)/took.Seconds()/1e6)
+		}
+	}
 	query := make([]float32, dim)
 	for j := range query {
 		query[j] = float32(rng.NormFloat64())
@@ -170,20 +182,38 @@ func median(xs []float64) float64 {
 
 // readAll reads every file under dir, so the restart after finds them in
 // the page cache.
-func readAll(b *testing.B, dir string) {
+func readAll(b *testing.B, dir string) { readAllSuffix(b, dir, "") }
+
+// readAllSuffix reads the files under dir whose names end in suffix, in
+// 1 MiB reads, each inode once, and returns the bytes read.
+func readAllSuffix(b *testing.B, dir, suffix string) int64 {
+	seen := map[uint64]bool{}
+	buf := make([]byte, 1<<20)
+	var total int64
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, suffix) {
 			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if ino := info.Sys().(*syscall.Stat_t).Ino; seen[ino] {
+			return nil
+		} else {
+			seen[ino] = true
 		}
 		f, err := os.Open(path)
 		if err != nil {
 			return err
 		}
 		defer f.Close()
-		_, err = io.Copy(io.Discard, f)
+		n, err := io.CopyBuffer(io.Discard, f, buf)
+		total += n
 		return err
 	})
 	require.NoError(b, err)
+	return total
 }
 
 // rssAnon is the process's anonymous resident memory after a GC that
