@@ -175,8 +175,9 @@ const encodeChunk = 256
 // (Reset leaves the codes out so the rows are encoded in one pass, not row
 // by row), or, when the restored segment files keep the codes of the
 // committed scale, copies them from there: no row is read or encoded,
-// and no pacing is needed (it is a copy of 1.5 KB a 1536-D row). lists is each restored row's IVF list as the snapshot recorded
-// them (View.IVFLists; nil when it has none): an IVF store then builds its
+// and no pacing is needed (it is a copy of 1.5 KB a 1536-D row). lists
+// is each restored row's IVF list as the snapshot recorded them
+// (View.IVFLists; nil when it has none): an IVF store then builds its
 // index from them at once, encoding the rows but assigning none, instead
 // of in the background. Without a pacer the int8 pass runs on every core;
 // with one it runs on the calling goroutine a chunk at a time under the
@@ -218,16 +219,15 @@ func (m *Memory) FinishRestore(ctx context.Context, pace Pacer, lists []int32) e
 	m.codes = nil
 	s, ok, err := m.int8Scale(scale)
 	n := len(m.ids)
-	if ok && m.disk != nil {
-		m.disk.Populate()
-	}
-	m.mu.Unlock()
 	if !ok {
-		m.mu.Lock()
 		m.keepDiskCodes(nil)
 		m.mu.Unlock()
 		return err
 	}
+	if m.disk != nil {
+		m.disk.Populate()
+	}
+	m.mu.Unlock()
 	c := quant.NewCodes(s)
 	for lo := 0; lo < n; lo += encodeChunk {
 		err := pace.Do(ctx, func() {

@@ -46,7 +46,10 @@ type Placement struct {
 // segment.Set's memory-mapped files (the page cache holds what scans
 // read, not the Go heap); codes, IVF lists, ids, payloads and the payload
 // index stay in memory. Its writes never change a row in place, so a
-// snapshot's view holds the segments it reads and copies nothing.
+// snapshot's view holds the segments it reads and copies nothing. Once
+// an int8 scale is applied its segments also keep each row's codes in
+// codes files (keepDiskCodes), which a snapshot links with the rows and
+// a restore copies into memory instead of encoding.
 type Memory struct {
 	dim int
 
