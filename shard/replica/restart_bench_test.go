@@ -198,11 +198,11 @@ func readAllSuffix(b *testing.B, dir, suffix string) int64 {
 		if err != nil {
 			return err
 		}
-		if ino := info.Sys().(*syscall.Stat_t).Ino; seen[ino] {
+		ino := info.Sys().(*syscall.Stat_t).Ino
+		if seen[ino] {
 			return nil
-		} else {
-			seen[ino] = true
 		}
+		seen[ino] = true
 		f, err := os.Open(path)
 		if err != nil {
 			return err
