@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -96,13 +97,20 @@ func openCodes(path string, rows, dim int) (c *codesFile, err error) {
 	if body < 0 || body%int64(c.width) != 0 || body/int64(c.width) > int64(rows) {
 		return nil, fmt.Errorf("codes file %s: %d bytes is not a %d-byte header and up to %d slots of %d-D codes", path, st.Size(), c.header, rows, dim)
 	}
+	// The header's shape may not be the file's: a crash between sizing
+	// the file and rewriting its header, or a file sent while its set
+	// grew it. The type must be; the shape is written again from the size.
 	want := codesHeader(int(body/int64(c.width)), dim, c.header)
 	got := make([]byte, len(want))
 	if _, err := f.ReadAt(got, 0); err != nil {
 		return nil, fmt.Errorf("codes file %s: %w", path, err)
 	}
-	if string(got) != string(want) {
+	typ, _, _ := strings.Cut(string(want), "'shape'")
+	if !strings.HasPrefix(string(got), typ) {
 		return nil, fmt.Errorf("codes file %s: not a .npy file of %d-D codes and norms", path, dim)
+	}
+	if _, err := f.WriteAt(want, 0); err != nil {
+		return nil, fmt.Errorf("write codes file header: %w", err)
 	}
 	c.room = int(body / int64(c.width))
 	if err := c.mapFile(rows); err != nil {

@@ -218,3 +218,69 @@ func TestRestoreRefusesCodesOfSomeFiles(t *testing.T) {
 }
 
 func float32frombytes(b []byte) float32 { return math.Float32frombits(binary.LittleEndian.Uint32(b)) }
+
+// TestCodesFileCutShortByACrash: a crash between growing a segment's rows
+// file and its codes file leaves the codes file shorter than the rows'
+// room, its header's shape stale; a restore takes it (it holds the rows
+// the manifest names), reads the same codes, and appends past its end
+// without faulting.
+func TestCodesFileCutShortByACrash(t *testing.T) {
+	// 68-byte slots: the slots past the cut span pages of their own.
+	const dim, segRows = 64, 1024
+	live, snap := t.TempDir(), t.TempDir()
+	s, err := segment.OpenRows(live, dim, segRows)
+	require.NoError(t, err)
+	require.NoError(t, s.EnableCodes([]byte{1}, nil))
+	rng := rand.New(rand.NewPCG(3, 4))
+	var m model
+	for range 300 { // past the first 256 rows of room: the files grew once
+		v := row(rng, dim)
+		c, n := codesOf(v)
+		require.NoError(t, s.AppendCoded(v, c, n))
+		m = append(m, v)
+	}
+	f := s.Freeze()
+	require.NoError(t, f.Sync())
+	man := f.Manifest()
+	require.Len(t, man.Files, 1)
+	file := man.Files[0]
+	require.NoError(t, os.Link(file.Path, filepath.Join(snap, file.Name)))
+	require.NoError(t, os.Link(file.Codes.Path, filepath.Join(snap, file.Codes.Name)))
+	require.NoError(t, f.Release())
+	require.NoError(t, s.Close())
+
+	codes := filepath.Join(snap, file.Codes.Name)
+	b, err := os.ReadFile(codes)
+	require.NoError(t, err)
+	hlen := 10 + (int(b[8]) | int(b[9])<<8)
+	require.Contains(t, string(b[:hlen]), "'shape': (512,)")
+	require.NoError(t, os.Truncate(codes, int64(hlen+file.Rows*(dim+4))))
+	hdr := strings.Replace(string(b[:hlen]), "(512,)", "(999,)", 1)
+	fh, err := os.OpenFile(codes, os.O_WRONLY, 0)
+	require.NoError(t, err)
+	_, err = fh.WriteAt([]byte(hdr), 0)
+	require.NoError(t, err)
+	require.NoError(t, fh.Close())
+
+	r, err := segment.Restore(live, man, func(f segment.File, path string) error {
+		return os.Link(filepath.Join(snap, f.Name), path)
+	})
+	require.NoError(t, err)
+	defer r.Close()
+	checkCodes(t, m, r)
+	for range 200 {
+		v := row(rng, dim)
+		c, n := codesOf(v)
+		require.NoError(t, r.AppendCoded(v, c, n))
+		m = append(m, v)
+	}
+	checkCodes(t, m, r)
+	m.check(t, r)
+
+	// A codes file shorter than the rows the manifest names is refused.
+	require.NoError(t, os.Truncate(codes, int64(hlen+(file.Rows-1)*(dim+4))))
+	_, err = segment.Restore(t.TempDir(), man, func(f segment.File, path string) error {
+		return os.Link(filepath.Join(snap, f.Name), path)
+	})
+	require.ErrorContains(t, err, "holds")
+}

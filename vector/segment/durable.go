@@ -233,8 +233,10 @@ func openFile(path string, rows, dim int) (_ *segment, err error) {
 	return g, nil
 }
 
-// restoreCodes places and maps a segment's codes file; it must have
-// room for the segment's room rows (they grow together).
+// restoreCodes places and maps a segment's codes file, which must hold
+// the f.Rows slots the manifest names, and grows it to the room of its
+// rows' file: the two grow together, rows first, so a crash between them
+// leaves the codes file shorter.
 func restoreCodes(s *Set, f File, room int, place func(f File, path string) error) (*codesFile, error) {
 	if f.Name != filepath.Base(f.Name) || !strings.HasSuffix(f.Name, CodesExt) {
 		return nil, fmt.Errorf("codes file %q", f.Name)
@@ -250,8 +252,11 @@ func restoreCodes(s *Set, f File, room int, place func(f File, path string) erro
 		_ = os.Remove(path)
 		return nil, err
 	}
-	if c.room != room {
-		return nil, errors.Join(fmt.Errorf("codes file %s holds %d slots, its rows' file %d", f.Name, c.room, room), c.release())
+	if c.room < f.Rows {
+		return nil, errors.Join(fmt.Errorf("codes file %s holds %d slots, the manifest %d", f.Name, c.room, f.Rows), c.release())
+	}
+	if err := c.grow(room); err != nil {
+		return nil, errors.Join(err, c.release())
 	}
 	return c, nil
 }
