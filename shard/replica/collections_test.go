@@ -29,6 +29,7 @@ import (
 	"github.com/trawl-search/trawl/shard/shardpb"
 	"github.com/trawl-search/trawl/shard/store"
 	"github.com/trawl-search/trawl/vector"
+	"github.com/trawl-search/trawl/vector/segment"
 )
 
 // pbClient is a plain shard client of addr: client.Conn names no
@@ -528,12 +529,16 @@ func TestCollectionsSurviveARestart(t *testing.T) {
 	var hdr shardpb.SnapshotHeader
 	require.NoError(t, protodelim.UnmarshalFrom(bufio.NewReader(f), &hdr))
 	f.Close()
-	// Format 3: the int8 and IVF collections' rows are segment files
-	// (on_disk, their default), linked into the snapshot.
-	require.EqualValues(t, 3, hdr.GetFormat())
+	// Format 4: the int8 and IVF collections' rows are segment files
+	// (on_disk, their default), linked into the snapshot, and the flat
+	// int8 collection's codes files beside them.
+	require.EqualValues(t, 4, hdr.GetFormat())
 	links, err := filepath.Glob(filepath.Join(filepath.Dir(snaps()[0]), "files", "*.npy"))
 	require.NoError(t, err)
 	require.NotEmpty(t, links, "the on_disk collections' segment files are linked into the snapshot")
+	codesLinks, err := filepath.Glob(filepath.Join(filepath.Dir(snaps()[0]), "files", "*"+segment.CodesExt))
+	require.NoError(t, err)
+	require.NotEmpty(t, codesLinks, "the int8 collection's codes files are linked into the snapshot")
 	for _, e := range hdr.GetCatalog().GetCollections() {
 		require.NotEqual(t, "gone", e.GetName(), "the snapshot after the drop lacks it")
 	}

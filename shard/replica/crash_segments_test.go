@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,6 +22,7 @@ import (
 	"github.com/trawl-search/trawl/shard"
 	"github.com/trawl-search/trawl/shard/client"
 	"github.com/trawl-search/trawl/shard/shardpb"
+	"github.com/trawl-search/trawl/vector/segment"
 )
 
 // docState is one id's document: absent, or its bytes.
@@ -42,11 +44,20 @@ const crashSegRows = 32
 // links the last snapshot's files back and replays the log since) every
 // id holds what its last acknowledged write left, or what the write in
 // flight at the kill would have; and the segment and snapshot files stay
-// bounded by the rows, whatever the kills left behind.
+// bounded by the rows, whatever the kills left behind. It runs once with
+// float32 rows alone and once with int8 codes, whose codes files (one
+// beside each segment, written with its rows, linked by the snapshot and
+// copied back at restart) must stay as bounded.
 func TestCrashDuringSealAndCompaction(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kills a shard process 24 times")
 	}
+	for _, quant := range []string{catalog.QuantNone, catalog.QuantInt8} {
+		t.Run(quant, func(t *testing.T) { testCrashDuringSealAndCompaction(t, quant) })
+	}
+}
+
+func testCrashDuringSealAndCompaction(t *testing.T, quant string) {
 	proc := newCrashingShard(t)
 	base, dir := proc.base, proc.dir
 
@@ -63,7 +74,7 @@ func TestCrashDuringSealAndCompaction(t *testing.T) {
 	const kills = 24
 	next := 0
 	for round := 0; round <= kills; round++ {
-		cmd, c := proc.start(t, childFloat32Env+"="+catalog.Float32OnDisk, childSegRowsEnv+"="+strconv.Itoa(crashSegRows))
+		cmd, c := proc.start(t, childFloat32Env+"="+catalog.Float32OnDisk, childSegRowsEnv+"="+strconv.Itoa(crashSegRows), childQuantEnv+"="+quant)
 
 		st, err := c.Stats(ctx(t))
 		require.NoError(t, err)
@@ -92,13 +103,24 @@ func TestCrashDuringSealAndCompaction(t *testing.T) {
 		// Files: the live segments are bounded by the rows (compaction),
 		// the snapshots' links by what two snapshots hold, and nothing a
 		// killed snapshot or compaction left behind piles up.
+		// A codes file per segment at most.
 		bound := 2*int(st.GetDocCount())/crashSegRows + 3
-		segs, err := filepath.Glob(filepath.Join(dir, SegmentDir, "*", "*.npy"))
+		// One glob each, split after: the shard goes on writing and
+		// snapshotting while they are listed.
+		npys, err := filepath.Glob(filepath.Join(dir, SegmentDir, "*", "*.npy"))
 		require.NoError(t, err)
-		require.LessOrEqual(t, len(segs), bound, "round %d: live segment files", round)
+		codesFiles := slices.DeleteFunc(slices.Clone(npys), func(p string) bool { return !strings.HasSuffix(p, segment.CodesExt) })
+		segs := len(npys) - len(codesFiles)
+		require.LessOrEqual(t, segs, bound, "round %d: live segment files", round)
+		require.LessOrEqual(t, len(codesFiles), segs, "round %d: live codes files", round)
+		if quant == catalog.QuantNone {
+			require.Empty(t, codesFiles, "round %d: codes files without int8", round)
+		}
 		links, err := filepath.Glob(filepath.Join(dir, "snapshots", "*", "files", "*"))
 		require.NoError(t, err)
-		require.LessOrEqual(t, len(links), 2*(bound+8), "round %d: snapshot links", round)
+		require.LessOrEqual(t, len(links), 2*2*(bound+8), "round %d: snapshot links", round)
+		codesLinks := slices.DeleteFunc(slices.Clone(links), func(p string) bool { return !strings.HasSuffix(p, segment.CodesExt) })
+		require.LessOrEqual(t, len(codesLinks), len(links)-len(codesLinks), "round %d: snapshot links of codes files", round)
 		tmps, err := filepath.Glob(filepath.Join(dir, "snapshots", "*.tmp"))
 		require.NoError(t, err)
 		// At most the one being written now: those a kill cut short are
@@ -147,9 +169,16 @@ func TestCrashDuringSealAndCompaction(t *testing.T) {
 	// The restarts linked their snapshot's files rather than stream rows.
 	b, err := os.ReadFile(filepath.Join(base, childLog))
 	require.NoError(t, err)
+	// Each test's children log to their own file (base is the test's).
 	linked := strings.Count(string(b), `msg="segments restored"`)
-	t.Logf("%d of %d restarts restored linked segment files", linked, kills)
+	withCodes := strings.Count(string(b), `codes_files=true`)
+	t.Logf("%d of %d restarts restored linked segment files, %d with codes files", linked, kills, withCodes)
 	require.GreaterOrEqual(t, linked, kills/2, "restarts restore the snapshot's segment files")
+	if quant == catalog.QuantInt8 {
+		require.GreaterOrEqual(t, withCodes, kills/2, "restarts restore the snapshot's codes files")
+	} else {
+		require.Zero(t, withCodes)
+	}
 }
 
 func (d docState) equal(o docState) bool {

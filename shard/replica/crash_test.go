@@ -40,6 +40,9 @@ const (
 	childAddrEnv    = "TRAWL_SHARD_CRASH_ADDR"
 	// childSegRowsEnv is the rows of a segment file (0: the default).
 	childSegRowsEnv = "TRAWL_SHARD_CRASH_SEGROWS"
+	// childQuantEnv is the legacy collection's quantization (none when
+	// unset); an int8 child trains its scale at childInt8MinRows rows.
+	childQuantEnv = "TRAWL_SHARD_CRASH_QUANT"
 	// childLog is the children's log, beside their data directory.
 	childLog = "child.log"
 )
@@ -75,8 +78,9 @@ func runChild() {
 	}
 	segRows, _ := strconv.Atoi(os.Getenv(childSegRowsEnv))
 	rep, err := Open(Config{
-		SegmentRows: segRows,
-		Legacy:      catalog.Settings{Dim: testDim, Metric: vector.Euclidean, Float32: os.Getenv(childFloat32Env)}, Kernel: vector.Generic(),
+		SegmentRows: segRows, Int8MinRows: childInt8MinRows,
+		Legacy: catalog.Settings{Dim: testDim, Metric: vector.Euclidean, Float32: os.Getenv(childFloat32Env),
+			Quantization: os.Getenv(childQuantEnv)}, Kernel: vector.Generic(),
 		DataDir: os.Getenv(childDirEnv), Advertise: addr, Logger: quiet,
 		HeartbeatTimeout: 200 * time.Millisecond, ElectionTimeout: 200 * time.Millisecond,
 	})
@@ -101,6 +105,10 @@ func runChild() {
 	_ = rep.Close()
 	os.Exit(0)
 }
+
+// childInt8MinRows is the rows an int8 crash child trains its scale at:
+// few, so the codes files are written through most of the test.
+const childInt8MinRows = 50
 
 // sentRecord is what the test sent for one id.
 type sentRecord struct {

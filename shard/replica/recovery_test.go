@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"github.com/trawl-search/trawl/shard/client"
 	"github.com/trawl-search/trawl/shard/recovery"
 	"github.com/trawl-search/trawl/shard/shardpb"
+	"github.com/trawl-search/trawl/vector/segment"
 )
 
 // TestRaftWipedReplicaRebuildsUnderTheRecoveryThrottle: with every
@@ -112,6 +114,14 @@ func testWipedReplicaRebuilds(t *testing.T, share float64, alone bool) {
 	require.True(t, groupState(t, raftClient(t, away)).GetHasSnapshot(), "the wiped replica rebuilt from an installed snapshot")
 	require.Equal(t, len(stored), away.mem.Len())
 	require.True(t, away.mem.Int8Ready(), "codes rebuilt on the restored replica")
+	// The snapshot it installed carried the codes files beside the rows
+	// (the stream is self-contained), and it keeps codes files of its own.
+	links, err := filepath.Glob(filepath.Join(leader.dir, "snapshots", "*", "files", "*"+segment.CodesExt))
+	require.NoError(t, err)
+	require.NotEmpty(t, links, "the leader's snapshot links its codes files")
+	own, err := filepath.Glob(filepath.Join(away.dir, SegmentDir, "*", "*"+segment.CodesExt))
+	require.NoError(t, err)
+	require.NotEmpty(t, own, "the rebuilt replica's codes files")
 
 	// The same codes as the leader's, row for row.
 	codesByID := func(m *member) map[string][]int8 {

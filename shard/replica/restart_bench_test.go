@@ -3,10 +3,18 @@ package replica
 import (
 	"context"
 	"fmt"
+	"io"
+	"io/fs"
 	"math/rand/v2"
 	"net"
 	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"slices"
 	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -28,6 +36,16 @@ import (
 // on_disk), snapshotted, closed, and each iteration reopens it and waits
 // until it serves. It uses only what every version of the replica has,
 // so the same file times an older branch in the same run.
+//
+// Besides the time to serving it reports the process's CPU time from Open
+// to serving (on a shared machine steadier than the wall time), its
+// anonymous RSS per row once serving and after a first int8 query (after
+// a GC that returns freed memory to the OS: what the replica holds, plus
+// the test binary's few MB), the first query's latency, and the data
+// directory's allocated bytes per row over the float32 rows' bytes. With
+// TRAWL_RESTART_COLD=1 it also times a cold sequential read of the files
+// and restarts with the page cache dropped (root only:
+// /proc/sys/vm/drop_caches).
 func BenchmarkRestart(b *testing.B) {
 	rows := envInt("TRAWL_RESTART_ROWS", 20000)
 	place32 := os.Getenv("TRAWL_RESTART_FLOAT32")
@@ -85,20 +103,187 @@ func BenchmarkRestart(b *testing.B) {
 	require.NoError(b, rep.Node.Snapshot())
 	g.Stop()
 	require.NoError(b, rep.Close())
+	disk, parts := diskBytes(b, dir)
+	b.ReportMetric(float64(disk)/float64(rows*dim*4), "disk/float32")
+	b.Logf("data directory at rest: %d bytes, %.2fx the float32 rows %v", disk, float64(disk)/float64(rows*dim*4), parts)
+	// Each iteration restarts TRAWL_RESTART_TIMES (default 3) times with
+	// the data directory's files read into the page cache first, and as
+	// many times with it dropped when TRAWL_RESTART_COLD=1, alternating;
+	// medians are reported. One iteration (-benchtime=1x) loads the
+	// corpus once.
+	times := envInt("TRAWL_RESTART_TIMES", 3)
+	var kinds []bool // cold or not, by restart
+	for range times {
+		kinds = append(kinds, false)
+		if os.Getenv("TRAWL_RESTART_COLD") == "1" {
+			kinds = append(kinds, true)
+		}
+	}
+	if os.Getenv("TRAWL_RESTART_COLD") == "1" {
+		// The disk's sequential read of the replica's files, from a cold
+		// page cache: every file, and the codes files alone.
+		for _, only := range []string{"", ".codes.npy"} {
+			dropCaches(b)
+			t0 := time.Now()
+			n := readAllSuffix(b, dir, only)
+			took := time.Since(t0)
+			b.Logf("cold sequential read of the data directory's %q files: %d bytes in %.2fs (%.0f MB/s)",
+				only, n, took.Seconds(), float64(n)/took.Seconds()/1e6)
+		}
+	}
+	query := make([]float32, dim)
+	for j := range query {
+		query[j] = float32(rng.NormFloat64())
+	}
 	b.ResetTimer()
 	for range b.N {
-		t0 := time.Now()
-		rep, g := open()
-		require.Eventually(b, rep.Server.Serving, 10*time.Minute, 5*time.Millisecond)
-		took := time.Since(t0)
-		require.Equal(b, rows, rep.Store.Len())
-		b.ReportMetric(took.Seconds(), "s-to-serving")
-		b.Logf("%d rows %s: serving %.2fs after Open", rows, place32, took.Seconds())
-		b.StopTimer()
-		g.Stop()
-		require.NoError(b, rep.Close())
-		b.StartTimer()
+		serving, firstQ := map[bool][]float64{}, map[bool][]float64{}
+		var anons, anonsQ, cpus []float64
+		for _, cold := range kinds {
+			b.StopTimer()
+			if cold {
+				dropCaches(b)
+			} else {
+				readAll(b, dir)
+			}
+			b.StartTimer()
+			t0, cpu0 := time.Now(), cpuTime(b)
+			rep, g := open()
+			require.Eventually(b, rep.Server.Serving, 10*time.Minute, 5*time.Millisecond)
+			took, cpu := time.Since(t0), cpuTime(b)-cpu0
+			b.StopTimer()
+			require.Equal(b, rows, rep.Store.Len())
+			anon := rssAnon(b)
+			c, err := client.Dial(addr, client.DialConfig{})
+			require.NoError(b, err)
+			q0 := time.Now()
+			qctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			_, err = c.Search(qctx, []client.Query{{Vector: query, K: 10}}, 0)
+			cancel()
+			first := time.Since(q0)
+			require.NoError(b, err)
+			c.Close()
+			anonQ := rssAnon(b)
+			serving[cold] = append(serving[cold], took.Seconds())
+			cpus = append(cpus, cpu.Seconds())
+			firstQ[cold] = append(firstQ[cold], first.Seconds()*1000)
+			anons, anonsQ = append(anons, float64(anon)/float64(rows)), append(anonsQ, float64(anonQ)/float64(rows))
+			b.Logf("%d rows %s cold=%v: serving %.2fs (%.2f CPU-s) after Open; anon RSS %.0f B/row serving, %.0f B/row after a first query of %.1f ms",
+				rows, place32, cold, took.Seconds(), cpu.Seconds(), float64(anon)/float64(rows), float64(anonQ)/float64(rows), first.Seconds()*1000)
+			g.Stop()
+			require.NoError(b, rep.Close())
+			b.StartTimer()
+		}
+		b.ReportMetric(median(serving[false]), "s-to-serving")
+		b.ReportMetric(median(firstQ[false]), "ms-first-query")
+		if len(serving[true]) > 0 {
+			b.ReportMetric(median(serving[true]), "s-to-serving-cold")
+			b.ReportMetric(median(firstQ[true]), "ms-first-query-cold")
+		}
+		b.ReportMetric(median(cpus), "cpu-s-to-serving")
+		b.ReportMetric(median(anons), "anon-B/row")
+		b.ReportMetric(median(anonsQ), "anon-B/row-queried")
 	}
+}
+
+// cpuTime is the CPU time (user and system) the process has used.
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	require.NoError(b, syscall.Getrusage(syscall.RUSAGE_SELF, &ru))
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// readAll reads every file under dir, so the restart after finds them in
+// the page cache.
+func readAll(b *testing.B, dir string) { readAllSuffix(b, dir, "") }
+
+// readAllSuffix reads the files under dir whose names end in suffix, in
+// 1 MiB reads, each inode once, and returns the bytes read.
+func readAllSuffix(b *testing.B, dir, suffix string) int64 {
+	seen := map[uint64]bool{}
+	buf := make([]byte, 1<<20)
+	var total int64
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, suffix) {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		ino := info.Sys().(*syscall.Stat_t).Ino
+		if seen[ino] {
+			return nil
+		}
+		seen[ino] = true
+		f, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		n, err := io.CopyBuffer(io.Discard, f, buf)
+		total += n
+		return err
+	})
+	require.NoError(b, err)
+	return total
+}
+
+// rssAnon is the process's anonymous resident memory after a GC that
+// returns what it freed to the OS.
+func rssAnon(b *testing.B) int {
+	runtime.GC()
+	debug.FreeOSMemory()
+	st, err := os.ReadFile("/proc/self/status")
+	require.NoError(b, err)
+	for line := range strings.Lines(string(st)) {
+		if v, ok := strings.CutPrefix(line, "RssAnon:"); ok {
+			kb, err := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
+			require.NoError(b, err)
+			return kb << 10
+		}
+	}
+	b.Fatal("no RssAnon in /proc/self/status")
+	return 0
+}
+
+// diskBytes is the blocks allocated to the files under dir, each inode
+// (hard links) counted once, in all and by the directory's entries.
+func diskBytes(b *testing.B, dir string) (int64, map[string]int64) {
+	seen := map[uint64]bool{}
+	parts := map[string]int64{}
+	var total int64
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		st := info.Sys().(*syscall.Stat_t)
+		if !seen[st.Ino] {
+			seen[st.Ino] = true
+			total += st.Blocks * 512
+			rel, _ := filepath.Rel(dir, path)
+			parts[strings.SplitN(rel, string(filepath.Separator), 2)[0]] += st.Blocks * 512
+		}
+		return nil
+	})
+	require.NoError(b, err)
+	return total, parts
+}
+
+// dropCaches writes the dirty pages back and empties the page cache.
+func dropCaches(b *testing.B) {
+	syscall.Sync()
+	require.NoError(b, os.WriteFile("/proc/sys/vm/drop_caches", []byte("3\n"), 0), "dropping the page cache needs root")
 }
 
 func envInt(name string, def int) int {

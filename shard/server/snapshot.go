@@ -37,6 +37,12 @@ const (
 	// its ids and payloads in place of its rows; the files are linked
 	// into the snapshot (raftnode.SnapshotSink.Link), not copied.
 	formatSegments = 3
+	// formatCodes is formatSegments where segment files may keep int8
+	// codes beside the rows (SegmentManifest.codes_tag): each segment's
+	// codes file is linked after its rows' file. A replica that reads
+	// format 3 only would place the files out of order, so it is told a
+	// newer version wrote the snapshot instead.
+	formatCodes = 4
 )
 
 // writeHeader writes a snapshot header with its maps (dropped, trained)
@@ -94,8 +100,11 @@ func (s *snapshot) Persist(w raftnode.SnapshotSink) error {
 	format := uint32(formatCollections)
 	if w.Links() {
 		for _, sec := range s.sections {
-			if _, ok := sec.v.Segments(); ok {
-				format = formatSegments
+			if man, ok := sec.v.Segments(); ok {
+				format = max(format, formatSegments)
+				if man.CodesTag != nil {
+					format = formatCodes
+				}
 			}
 		}
 	}
@@ -106,9 +115,12 @@ func (s *snapshot) Persist(w raftnode.SnapshotSink) error {
 	rows, linked := 0, 0
 	for _, sec := range s.sections {
 		var err error
-		if man, ok := sec.v.Segments(); ok && format == formatSegments {
+		if man, ok := sec.v.Segments(); ok && format >= formatSegments {
 			err = sec.persistSegments(bw, w, man)
 			linked += len(man.Files)
+			if man.CodesTag != nil {
+				linked += len(man.Files)
+			}
 		} else {
 			err = sec.persist(bw)
 		}
@@ -163,12 +175,16 @@ func (sec snapshotSection) persistSegments(bw *bufio.Writer, w raftnode.Snapshot
 	v := sec.v
 	p := v.Placement()
 	pm := &shardpb.SegmentManifest{Dim: uint32(man.Dim), SegRows: uint32(man.SegRows), Seq: man.Seq, Active: int32(man.Active),
-		Slots: make([]byte, 0, 4*len(man.Slots))}
+		Slots: make([]byte, 0, 4*len(man.Slots)), CodesTag: man.CodesTag}
 	for _, sl := range man.Slots {
 		pm.Slots = binary.LittleEndian.AppendUint32(pm.Slots, sl)
 	}
 	for _, f := range man.Files {
-		pm.Files = append(pm.Files, &shardpb.SegmentFile{Number: uint32(f.Number), Name: f.Name, Rows: uint32(f.Rows), Bytes: uint64(f.Bytes)})
+		pf := &shardpb.SegmentFile{Number: uint32(f.Number), Name: f.Name, Rows: uint32(f.Rows), Bytes: uint64(f.Bytes)}
+		if f.Codes != nil {
+			pf.CodesName, pf.CodesBytes = f.Codes.Name, uint64(f.Codes.Bytes)
+		}
+		pm.Files = append(pm.Files, pf)
 	}
 	hdr := &shardpb.CollectionHeader{
 		Name:      sec.col.name,
@@ -194,9 +210,16 @@ func (sec snapshotSection) persistSegments(bw *bufio.Writer, w raftnode.Snapshot
 	if err := v.SyncSegments(); err != nil {
 		return err
 	}
+	// In the order Restore places them (segment.Restore): each rows'
+	// file, then its codes file.
 	for _, f := range man.Files {
 		if err := w.Link(f.Path, snapshotFileName(sec.col, f.Name), f.Bytes); err != nil {
 			return err
+		}
+		if f.Codes != nil {
+			if err := w.Link(f.Codes.Path, snapshotFileName(sec.col, f.Codes.Name), f.Codes.Bytes); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -268,11 +291,11 @@ func (f *stateMachine) Restore(rc io.Reader, files raftnode.SnapshotFiles) (uint
 	switch hdr.GetFormat() {
 	case formatLegacy:
 		rows, err = f.restoreLegacy(br, &hdr)
-	case formatCollections, formatSegments:
+	case formatCollections, formatSegments, formatCodes:
 		rows, err = f.restoreCollections(br, hdr.GetCatalog(), files)
 	default:
-		return 0, fmt.Errorf("snapshot format %d is not one this replica reads (0, %d or %d): a newer version wrote it",
-			hdr.GetFormat(), formatCollections, formatSegments)
+		return 0, fmt.Errorf("snapshot format %d is not one this replica reads (0, %d, %d or %d): a newer version wrote it",
+			hdr.GetFormat(), formatCollections, formatSegments, formatCodes)
 	}
 	if err != nil {
 		return 0, err
@@ -410,11 +433,18 @@ func (f *stateMachine) restoreSegments(col *collection, sec *shardpb.CollectionH
 	}
 	man := segment.Manifest{Dim: int(pm.GetDim()), SegRows: int(pm.GetSegRows()), Seq: pm.GetSeq(), Active: int(pm.GetActive()),
 		Slots: make([]uint32, len(recs))}
+	if len(pm.GetCodesTag()) > 0 {
+		man.CodesTag = pm.GetCodesTag()
+	}
 	for i := range man.Slots {
 		man.Slots[i] = binary.LittleEndian.Uint32(pm.GetSlots()[4*i:])
 	}
 	for _, sf := range pm.GetFiles() {
-		man.Files = append(man.Files, segment.File{Number: int(sf.GetNumber()), Name: sf.GetName(), Rows: int(sf.GetRows()), Bytes: int64(sf.GetBytes())})
+		file := segment.File{Number: int(sf.GetNumber()), Name: sf.GetName(), Rows: int(sf.GetRows()), Bytes: int64(sf.GetBytes())}
+		if sf.GetCodesName() != "" {
+			file.Codes = &segment.File{Number: file.Number, Name: sf.GetCodesName(), Rows: file.Rows, Bytes: int64(sf.GetCodesBytes())}
+		}
+		man.Files = append(man.Files, file)
 	}
 	place := func(sf segment.File, path string) error { return files.Place(snapshotFileName(col, sf.Name), path) }
 	p := store.Placement{Fingerprint: sec.GetPlacement().GetFingerprint(), Shard: sec.GetPlacement().GetShard()}
@@ -433,6 +463,7 @@ func (f *stateMachine) restoreSegments(col *collection, sec *shardpb.CollectionH
 		f.log.Error("restored int8 scale not usable; scanning exactly", "collection", col.name, "err", err)
 	}
 	f.log.Info("segments restored", "collection", col.name, "rows", len(recs), "files", len(man.Files),
+		"codes_files", man.CodesTag != nil,
 		"ivf_lists_restored", lists != nil && mem.IVFIndexed(), "took", time.Since(t0).Round(time.Millisecond))
 	return nil
 }

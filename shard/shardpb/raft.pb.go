@@ -543,6 +543,9 @@ type SnapshotHeader struct {
 	// disk has a SegmentManifest in its CollectionHeader and, in place of
 	// its rows, Vector records without vectors (id and payload): its rows
 	// are the segment files the manifest names (see SnapshotFiles).
+	// Format 4 is format 3 where segment files may keep int8 codes beside
+	// the rows (SegmentManifest.codes_tag), each codes file following its
+	// rows' file among the snapshot's files.
 	// Format 0 is a snapshot written before collections: its rows are the
 	// legacy collection's.
 	Format        uint32           `protobuf:"varint,6,opt,name=format,proto3" json:"format,omitempty"`
@@ -732,13 +735,16 @@ func (x *CollectionHeader) GetIvfLists() []byte {
 // collection's float32 rows: the first rows of each file, and the slot
 // table from row numbers to slots (vector/segment.Manifest).
 type SegmentManifest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Dim           uint32                 `protobuf:"varint,1,opt,name=dim,proto3" json:"dim,omitempty"`
-	SegRows       uint32                 `protobuf:"varint,2,opt,name=seg_rows,json=segRows,proto3" json:"seg_rows,omitempty"` // rows a segment holds, a power of two
-	Seq           uint64                 `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`                        // names the next file the set creates
-	Active        int32                  `protobuf:"varint,4,opt,name=active,proto3" json:"active,omitempty"`                  // the segment being filled, -1 when none
-	Files         []*SegmentFile         `protobuf:"bytes,5,rep,name=files,proto3" json:"files,omitempty"`
-	Slots         []byte                 `protobuf:"bytes,6,opt,name=slots,proto3" json:"slots,omitempty"` // one little-endian uint32 a row, in row order
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Dim     uint32                 `protobuf:"varint,1,opt,name=dim,proto3" json:"dim,omitempty"`
+	SegRows uint32                 `protobuf:"varint,2,opt,name=seg_rows,json=segRows,proto3" json:"seg_rows,omitempty"` // rows a segment holds, a power of two
+	Seq     uint64                 `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`                        // names the next file the set creates
+	Active  int32                  `protobuf:"varint,4,opt,name=active,proto3" json:"active,omitempty"`                  // the segment being filled, -1 when none
+	Files   []*SegmentFile         `protobuf:"bytes,5,rep,name=files,proto3" json:"files,omitempty"`
+	Slots   []byte                 `protobuf:"bytes,6,opt,name=slots,proto3" json:"slots,omitempty"` // one little-endian uint32 a row, in row order
+	// codes_tag is the int8 scale (store.TrainedInt8Scale) the files' codes
+	// were encoded with; empty when the files keep no codes.
+	CodesTag      []byte `protobuf:"bytes,7,opt,name=codes_tag,json=codesTag,proto3" json:"codes_tag,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -815,14 +821,27 @@ func (x *SegmentManifest) GetSlots() []byte {
 	return nil
 }
 
+func (x *SegmentManifest) GetCodesTag() []byte {
+	if x != nil {
+		return x.CodesTag
+	}
+	return nil
+}
+
 // SegmentFile is one segment file of a SegmentManifest. In the snapshot
 // it is the file named "<collection>.<uid>-<name>".
 type SegmentFile struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Number        uint32                 `protobuf:"varint,1,opt,name=number,proto3" json:"number,omitempty"` // slot s is in segment s >> log2(seg_rows)
-	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`      // its name in the collection's segment directory
-	Rows          uint32                 `protobuf:"varint,3,opt,name=rows,proto3" json:"rows,omitempty"`     // rows written: a prefix that never changes
-	Bytes         uint64                 `protobuf:"varint,4,opt,name=bytes,proto3" json:"bytes,omitempty"`   // the file's size when the snapshot was taken
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Number uint32                 `protobuf:"varint,1,opt,name=number,proto3" json:"number,omitempty"` // slot s is in segment s >> log2(seg_rows)
+	Name   string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`      // its name in the collection's segment directory
+	Rows   uint32                 `protobuf:"varint,3,opt,name=rows,proto3" json:"rows,omitempty"`     // rows written: a prefix that never changes
+	Bytes  uint64                 `protobuf:"varint,4,opt,name=bytes,proto3" json:"bytes,omitempty"`   // the file's size when the snapshot was taken
+	// The segment's codes file (NNNNNN.codes.npy: per slot, the row's int8
+	// codes and float32 norm), when the manifest has a codes_tag; in the
+	// snapshot it is "<collection>.<uid>-<codes_name>", linked after the
+	// rows' file. Its first rows slots never change either.
+	CodesName     string `protobuf:"bytes,5,opt,name=codes_name,json=codesName,proto3" json:"codes_name,omitempty"`
+	CodesBytes    uint64 `protobuf:"varint,6,opt,name=codes_bytes,json=codesBytes,proto3" json:"codes_bytes,omitempty"` // its size when the snapshot was taken
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -881,6 +900,20 @@ func (x *SegmentFile) GetRows() uint32 {
 func (x *SegmentFile) GetBytes() uint64 {
 	if x != nil {
 		return x.Bytes
+	}
+	return 0
+}
+
+func (x *SegmentFile) GetCodesName() string {
+	if x != nil {
+		return x.CodesName
+	}
+	return ""
+}
+
+func (x *SegmentFile) GetCodesBytes() uint64 {
+	if x != nil {
+		return x.CodesBytes
 	}
 	return 0
 }
@@ -1063,19 +1096,24 @@ const file_raft_proto_rawDesc = "" +
 	"\tivf_lists\x18\a \x01(\fR\bivfLists\x1a:\n" +
 	"\fTrainedEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"\xb1\x01\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"\xce\x01\n" +
 	"\x0fSegmentManifest\x12\x10\n" +
 	"\x03dim\x18\x01 \x01(\rR\x03dim\x12\x19\n" +
 	"\bseg_rows\x18\x02 \x01(\rR\asegRows\x12\x10\n" +
 	"\x03seq\x18\x03 \x01(\x04R\x03seq\x12\x16\n" +
 	"\x06active\x18\x04 \x01(\x05R\x06active\x121\n" +
 	"\x05files\x18\x05 \x03(\v2\x1b.trawl.shard.v1.SegmentFileR\x05files\x12\x14\n" +
-	"\x05slots\x18\x06 \x01(\fR\x05slots\"c\n" +
+	"\x05slots\x18\x06 \x01(\fR\x05slots\x12\x1b\n" +
+	"\tcodes_tag\x18\a \x01(\fR\bcodesTag\"\xa3\x01\n" +
 	"\vSegmentFile\x12\x16\n" +
 	"\x06number\x18\x01 \x01(\rR\x06number\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
 	"\x04rows\x18\x03 \x01(\rR\x04rows\x12\x14\n" +
-	"\x05bytes\x18\x04 \x01(\x04R\x05bytes\"z\n" +
+	"\x05bytes\x18\x04 \x01(\x04R\x05bytes\x12\x1d\n" +
+	"\n" +
+	"codes_name\x18\x05 \x01(\tR\tcodesName\x12\x1f\n" +
+	"\vcodes_bytes\x18\x06 \x01(\x04R\n" +
+	"codesBytes\"z\n" +
 	"\rSnapshotFiles\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\fR\x05token\x12\x1f\n" +
 	"\vstate_bytes\x18\x02 \x01(\x04R\n" +

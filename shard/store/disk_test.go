@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/trawl-search/trawl/vector"
+	"github.com/trawl-search/trawl/vector/quant"
 	"github.com/trawl-search/trawl/vector/segment"
 )
 
@@ -126,4 +129,143 @@ func TestOnDiskViewKeepsItsRows(t *testing.T) {
 	es, err := os.ReadDir(dir)
 	require.NoError(t, err)
 	require.Empty(t, es, "a reset store and a closed view leave no files")
+}
+
+// countingPacer runs work at once and counts the pieces.
+type countingPacer struct{ pieces int }
+
+func (p *countingPacer) Do(_ context.Context, work func()) error {
+	p.pieces++
+	work()
+	return nil
+}
+
+// TestRestoredCodesAreTheEncodedOnes: an int8 store on disk keeps its
+// codes in files beside the rows; a snapshot links them, and a store
+// restored from it copies them instead of encoding (no paced work at
+// all), yet holds exactly the codes and norms encoding the restored rows
+// with the committed scale gives. A snapshot whose files keep no codes
+// (an older version's), or codes of another scale, is encoded as before,
+// and the restored store keeps codes files from then on.
+func TestRestoredCodesAreTheEncodedOnes(t *testing.T) {
+	const dim = 8
+	bg := context.Background()
+	rng := rand.New(rand.NewPCG(7, 8))
+	vec := func() []float32 {
+		v := make([]float32, dim)
+		for i := range v {
+			v[i] = rng.Float32()*2 - 1
+		}
+		return v
+	}
+	for _, tc := range []struct {
+		name    string
+		edit    func(m *segment.Manifest)
+		encodes bool
+	}{
+		{"codes files", func(*segment.Manifest) {}, false},
+		{"no codes files", func(m *segment.Manifest) {
+			m.CodesTag = nil
+			for i := range m.Files {
+				m.Files[i].Codes = nil
+			}
+		}, true},
+		{"codes of another scale", func(m *segment.Manifest) { m.CodesTag = []byte("another scale") }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := onDisk(t, dim, WithQuantization(QuantInt8))
+			write := func(n int) {
+				for range n {
+					recs := []Record{{ID: fmt.Sprint(rng.IntN(200)), Vector: vec()}}
+					require.NoError(t, m.Upsert(bg, place, recs))
+					if rng.IntN(4) == 0 {
+						_, err := m.Delete(bg, place, fmt.Sprint(rng.IntN(200)))
+						require.NoError(t, err)
+					}
+				}
+			}
+			write(150)
+			scale, err := m.trainInt8()
+			require.NoError(t, err)
+			require.NoError(t, m.SetTrained(TrainedInt8Scale, scale, true))
+			write(400)
+
+			v, err := m.OpenView()
+			require.NoError(t, err)
+			man, ok := v.Segments()
+			require.True(t, ok)
+			require.Equal(t, scale, man.CodesTag, "the files keep codes of the committed scale")
+			require.NoError(t, v.SyncSegments())
+			snap := t.TempDir()
+			for _, f := range man.Files {
+				require.NotNil(t, f.Codes)
+				require.NoError(t, os.Link(f.Path, filepath.Join(snap, f.Name)))
+				require.NoError(t, os.Link(f.Codes.Path, filepath.Join(snap, f.Codes.Name)))
+			}
+			var recs []Record
+			require.NoError(t, v.Records(func(id string, p []byte) error {
+				recs = append(recs, Record{ID: id, Payload: p})
+				return nil
+			}))
+			trained := v.Trained()
+			v.Close()
+			write(300) // compactions drop files the snapshot links
+
+			tc.edit(&man)
+			r := onDisk(t, dim, WithQuantization(QuantInt8))
+			require.NoError(t, r.RestoreSegments(place, trained, recs, man, func(f segment.File, path string) error {
+				return os.Link(filepath.Join(snap, f.Name), path)
+			}))
+			var pace countingPacer
+			require.NoError(t, r.FinishRestore(bg, &pace, nil))
+			require.Equal(t, tc.encodes, pace.pieces > 0, "paced encoding")
+			require.True(t, r.Int8Ready())
+			var s quant.Scale
+			require.NoError(t, s.UnmarshalBinary(scale))
+			require.NoError(t, r.ViewCodes(func(rows vector.Rows, c *quant.Codes) error {
+				want, err := quant.Encode(s, rows)
+				require.NoError(t, err)
+				require.Equal(t, len(recs), c.Len())
+				for i := range c.Len() {
+					require.Equal(t, want.Row(i), c.Row(i), "codes of row %d", i)
+					require.Equal(t, want.Norm(i), c.Norm(i), "norm of row %d", i)
+				}
+				return nil
+			}))
+			r.mu.RLock()
+			require.Equal(t, scale, r.disk.CodesTag(), "the restored store keeps codes files")
+			r.mu.RUnlock()
+			// And they follow its writes: a snapshot of it restores again
+			// without encoding.
+			for range 50 {
+				require.NoError(t, r.Upsert(bg, place, []Record{{ID: fmt.Sprint("new", rng.IntN(40)), Vector: vec()}}))
+			}
+			v2, err := r.OpenView()
+			require.NoError(t, err)
+			defer v2.Close()
+			man2, _ := v2.Segments()
+			r2 := onDisk(t, dim, WithQuantization(QuantInt8))
+			var recs2 []Record
+			require.NoError(t, v2.Records(func(id string, p []byte) error {
+				recs2 = append(recs2, Record{ID: id, Payload: p})
+				return nil
+			}))
+			require.NoError(t, r2.RestoreSegments(place, v2.Trained(), recs2, man2, func(f segment.File, path string) error {
+				return os.Link(f.Path, path)
+			}))
+			pace.pieces = 0
+			require.NoError(t, r2.FinishRestore(bg, &pace, nil))
+			require.Zero(t, pace.pieces)
+			require.NoError(t, r.ViewCodes(func(_ vector.Rows, want *quant.Codes) error {
+				return r2.ViewCodes(func(_ vector.Rows, got *quant.Codes) error {
+					require.Equal(t, want.Len(), got.Len())
+					for i := range want.Len() {
+						require.Equal(t, want.Row(i), got.Row(i))
+						require.Equal(t, want.Norm(i), got.Norm(i))
+					}
+					return nil
+				})
+			}))
+		})
+	}
 }

@@ -2,7 +2,9 @@
 // with: the float32 rows in fixed-size chunks (vector.Arena) or, for a
 // collection placed on disk, in memory-mapped segment files
 // (vector/segment), ids and
-// payloads with their per-key payload index, the int8 codes, the IVF
+// payloads with their per-key payload index, the int8 codes (scanned in
+// memory; for a collection on disk also kept in the segments' codes
+// files, so a restart copies them rather than encode every row), the IVF
 // index, and the Trainer that trains and commits the values every
 // replica must share (int8 scale, IVF centroids, default nprobe).
 //

@@ -439,6 +439,7 @@ func (m *Memory) finishBuild(b *ivfBuild) (bool, error) {
 	m.applyNProbeLocked()
 	// The lists hold every row's codes: the flat ones are not needed.
 	m.codes = nil
+	m.keepDiskCodes(nil)
 	return true, nil
 }
 

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -132,15 +133,14 @@ func (m *Memory) trainInt8() ([]byte, error) {
 func (m *Memory) applyInt8Scale(b []byte) error {
 	m.codes = nil
 	s, ok, err := m.int8Scale(b)
-	if !ok {
-		return err
+	if ok {
+		if m.disk != nil {
+			m.disk.Populate()
+		}
+		m.codes, err = quant.Encode(s, m.rowsView())
 	}
-	c, err := quant.Encode(s, m.rowsView())
-	if err != nil {
-		return err
-	}
-	m.codes = c
-	return nil
+	m.keepDiskCodes(b)
+	return err
 }
 
 // int8Scale decodes a committed scale for this store; ok is false when
@@ -173,8 +173,11 @@ const encodeChunk = 256
 
 // FinishRestore encodes every row once a snapshot restore has loaded them
 // (Reset leaves the codes out so the rows are encoded in one pass, not row
-// by row). lists is each restored row's IVF list as the snapshot recorded
-// them (View.IVFLists; nil when it has none): an IVF store then builds its
+// by row), or, when the restored segment files keep the codes of the
+// committed scale, copies them from there: no row is read or encoded,
+// and no pacing is needed (it is a copy of 1.5 KB a 1536-D row). lists
+// is each restored row's IVF list as the snapshot recorded them
+// (View.IVFLists; nil when it has none): an IVF store then builds its
 // index from them at once, encoding the rows but assigning none, instead
 // of in the background. Without a pacer the int8 pass runs on every core;
 // with one it runs on the calling goroutine a chunk at a time under the
@@ -190,8 +193,12 @@ func (m *Memory) FinishRestore(ctx context.Context, pace Pacer, lists []int32) e
 		// then the replica is NOT_SERVING (IndexReady), so flat codes
 		// would only cost the time and memory of encoding every row.
 		m.codes = nil
+		m.keepDiskCodes(nil)
 		if err := m.setIVFTrained(false); err == nil {
 			if lists != nil {
+				if m.disk != nil {
+					m.disk.Populate()
+				}
 				m.buildAssignedLocked(lists)
 			}
 			m.mu.Unlock()
@@ -200,17 +207,27 @@ func (m *Memory) FinishRestore(ctx context.Context, pace Pacer, lists []int32) e
 		// Unusable centroids: serve as a flat int8 store, as every
 		// replica does.
 	}
-	if pace == nil {
-		defer m.mu.Unlock()
-		return m.applyInt8Scale(m.trained[TrainedInt8Scale])
-	}
-	m.codes = nil
-	s, ok, err := m.int8Scale(m.trained[TrainedInt8Scale])
-	n := len(m.ids)
-	m.mu.Unlock()
-	if !ok {
+	scale := m.trained[TrainedInt8Scale]
+	if ok, err := m.restoreDiskCodes(scale); ok || err != nil {
+		m.mu.Unlock()
 		return err
 	}
+	if pace == nil {
+		defer m.mu.Unlock()
+		return m.applyInt8Scale(scale)
+	}
+	m.codes = nil
+	s, ok, err := m.int8Scale(scale)
+	n := len(m.ids)
+	if !ok {
+		m.keepDiskCodes(nil)
+		m.mu.Unlock()
+		return err
+	}
+	if m.disk != nil {
+		m.disk.Populate()
+	}
+	m.mu.Unlock()
 	c := quant.NewCodes(s)
 	for lo := 0; lo < n; lo += encodeChunk {
 		err := pace.Do(ctx, func() {
@@ -229,8 +246,33 @@ func (m *Memory) FinishRestore(ctx context.Context, pace Pacer, lists []int32) e
 	if len(m.ids) != n {
 		// Only the caller writes to the store, so this is a bug; encode
 		// what is there rather than keep codes of other rows.
-		return m.applyInt8Scale(m.trained[TrainedInt8Scale])
+		return m.applyInt8Scale(scale)
 	}
 	m.codes = c
+	m.keepDiskCodes(scale)
 	return nil
+}
+
+// restoreDiskCodes, with m.mu held for writing, takes the codes of every
+// row from the restored segment files when they keep codes of scale, the
+// committed one, and reports whether it did. Files that keep none (a
+// snapshot of an older version, or taken before the scale) or codes of
+// another scale are dropped, and the caller encodes the rows.
+func (m *Memory) restoreDiskCodes(scale []byte) (bool, error) {
+	if !m.diskCodes() {
+		return false, nil
+	}
+	s, ok, err := m.int8Scale(scale)
+	if !ok || !bytes.Equal(m.disk.CodesTag(), scale) {
+		m.codes = nil
+		m.keepDiskCodes(nil)
+		return false, err
+	}
+	c, err := quant.FromEncoded(s, len(m.ids), m.disk.Codes)
+	if err != nil {
+		m.keepDiskCodes(nil)
+		return false, nil
+	}
+	m.codes = c
+	return true, nil
 }

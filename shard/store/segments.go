@@ -82,3 +82,27 @@ func (m *Memory) RestoreSegments(p Placement, trained map[string][]byte, recs []
 	}
 	return nil
 }
+
+// diskCodes reports whether the segment files keep the int8 codes beside
+// the rows (they then mirror m.codes, slot for slot). m.mu must be held.
+func (m *Memory) diskCodes() bool { return m.disk != nil && m.disk.CodesTag() != nil }
+
+// keepDiskCodes, with m.mu held for writing, makes the segment files keep
+// the codes m.codes holds, encoded with the scale tag (its committed
+// bytes), or none when m.codes is nil: a snapshot then links them and a
+// restart copies them rather than encode every row. Codes files cost
+// 1 540 bytes a 1536-D row on disk beside the rows' 6 144. A store in
+// memory keeps no files.
+func (m *Memory) keepDiskCodes(tag []byte) {
+	if m.disk == nil {
+		return
+	}
+	if m.codes == nil || tag == nil {
+		diskFailed(m.disk.DisableCodes())
+		return
+	}
+	diskFailed(m.disk.EnableCodes(tag, func(i int, dst []int8) float32 {
+		copy(dst, m.codes.Row(i))
+		return m.codes.Norm(i)
+	}))
+}

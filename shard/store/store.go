@@ -46,7 +46,10 @@ type Placement struct {
 // segment.Set's memory-mapped files (the page cache holds what scans
 // read, not the Go heap); codes, IVF lists, ids, payloads and the payload
 // index stay in memory. Its writes never change a row in place, so a
-// snapshot's view holds the segments it reads and copies nothing.
+// snapshot's view holds the segments it reads and copies nothing. Once
+// an int8 scale is applied its segments also keep each row's codes in
+// codes files (keepDiskCodes), which a snapshot links with the rows and
+// a restore copies into memory instead of encoding.
 type Memory struct {
 	dim int
 
@@ -167,21 +170,29 @@ func (m *Memory) Upsert(_ context.Context, p Placement, recs []Record) error {
 	defer m.payloadIndex.Flush()
 	for _, r := range recs {
 		if i, ok := m.index[r.ID]; ok {
+			// Codes first: segment files that keep codes take them with
+			// the row.
+			if m.codes != nil {
+				m.codes.Set(i, r.Vector)
+			}
 			m.writeRow(i, r.Vector)
 			m.payloadIndex.Remove(uint32(i), decodePayload(m.payloads[i]))
 			m.recBytes += len(r.Payload) - len(m.payloads[i])
 			m.payloads[i] = r.Payload
 			m.payloadIndex.Add(uint32(i), decodePayload(r.Payload))
-			if m.codes != nil {
-				m.codes.Set(i, r.Vector)
-			}
 			m.ivfSet(i, r.Vector)
 			continue
 		}
 		i := len(m.ids)
-		if m.disk != nil {
+		if m.codes != nil {
+			m.codes.Append(r.Vector)
+		}
+		switch {
+		case m.diskCodes():
+			diskFailed(m.disk.AppendCoded(r.Vector, m.codes.Row(i), m.codes.Norm(i)))
+		case m.disk != nil:
 			diskFailed(m.disk.Append(r.Vector))
-		} else {
+		default:
 			m.rows.Append()
 		}
 		m.index[r.ID] = i
@@ -191,9 +202,6 @@ func (m *Memory) Upsert(_ context.Context, p Placement, recs []Record) error {
 		m.payloadIndex.Add(uint32(i), decodePayload(r.Payload))
 		if m.disk == nil {
 			m.writeRow(i, r.Vector)
-		}
-		if m.codes != nil {
-			m.codes.Append(r.Vector)
 		}
 		m.ivfAppend(r.Vector)
 	}
@@ -213,8 +221,13 @@ func decodePayload(b []byte) map[string]any {
 
 // writeRow copies v into row i, first saving the row for an open view
 // that has not read it yet. m.mu must be held for writing and row i must
-// be below m.rows.Len().
+// be below m.rows.Len(); segment files that keep codes take row i's
+// codes with it, so m.codes must hold v's already.
 func (m *Memory) writeRow(i int, v []float32) {
+	if m.diskCodes() {
+		diskFailed(m.disk.SetCoded(i, v, m.codes.Row(i), m.codes.Norm(i)))
+		return
+	}
 	if m.disk != nil {
 		diskFailed(m.disk.Set(i, v))
 		return

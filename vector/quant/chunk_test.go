@@ -72,3 +72,21 @@ func TestScanChunkedEqualsFlat(t *testing.T) {
 		}
 	}
 }
+
+// TestFromEncodedEqualsEncode: codes copied from where they were kept
+// (row codes and norms) are the codes Encode builds, sums included, so
+// every scan over them answers the same.
+func TestFromEncodedEqualsEncode(t *testing.T) {
+	r := rand.New(rand.NewPCG(133, 134))
+	rows, _ := clustered(r, 3*BlockRows+5, 4, 40, false)
+	want := mustCodes(t, rows, DefaultKind)
+	got, err := FromEncoded(want.Scale(), want.Len(), func(i int) ([]int8, float32) { return want.Row(i), want.Norm(i) })
+	require.NoError(t, err)
+	require.Equal(t, want.norms, got.norms)
+	require.Equal(t, want.sums, got.sums)
+	for i := range want.Len() {
+		require.Equal(t, want.Row(i), got.Row(i), "row %d", i)
+	}
+	_, err = FromEncoded(want.Scale(), 1, func(int) ([]int8, float32) { return make([]int8, 39), 0 })
+	require.Error(t, err, "codes of another dimension")
+}

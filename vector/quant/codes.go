@@ -89,6 +89,29 @@ func Encode(s Scale, rows vector.Rows) (*Codes, error) {
 	return c, nil
 }
 
+// FromEncoded returns the codes of n rows encoded with s before and kept
+// elsewhere (a segment's codes file): row(i) gives row i's codes and the
+// squared norm of the float32 row they were encoded from, as Row and Norm
+// return them. The codes are copied; nothing is encoded, so the caller
+// must know they were encoded with s (the same scale, the same rows).
+func FromEncoded(s Scale, n int, row func(i int) (codes []int8, norm float32)) (*Codes, error) {
+	c := NewCodes(s)
+	c.codes.Reserve(n)
+	c.norms = make([]float32, n)
+	c.sums = make([]int32, n)
+	for i := range n {
+		codes, nrm := row(i)
+		if len(codes) != c.dim {
+			return nil, fmt.Errorf("quant: row %d has %d codes, the scale %d", i, len(codes), c.dim)
+		}
+		dst := c.codes.Append()
+		copy(dst, codes)
+		c.norms[i] = nrm
+		c.sums[i] = codeSum(dst)
+	}
+	return c, nil
+}
+
 // minEncodeRows is the fewest rows Encode gives a goroutine (~30 ms of
 // work at 1536-D), below which starting one costs more than it saves.
 const minEncodeRows = 4096

@@ -13,6 +13,13 @@
 // compacted (its live rows copied to the end, the file removed), so the
 // files hold at most about twice the live rows plus one segment.
 //
+// A set may also keep each row's int8 codes and norm (EnableCodes) in a
+// codes file beside each segment, NNNNNN.codes.npy: a .npy structured
+// array ('codes' int8 × dim, 'norm' float32) slot for slot with the rows,
+// under the same append-only discipline, so a snapshot links it too and
+// a restart copies codes instead of encoding every row. The package does
+// not encode: the caller passes each row's codes with it.
+//
 // A Frozen view names the rows as they are (Manifest: the files, the
 // rows written in each, the slot table) and makes them durable (Sync):
 // a file's first rows never change once written, so a snapshot holds a

@@ -28,6 +28,9 @@ type File struct {
 	Bytes int64
 	// Path is where the frozen file is (not part of what is recorded).
 	Path string
+	// Codes is the segment's codes file (codes.go) when the set kept
+	// codes, nil otherwise: its Number and Rows are the segment's.
+	Codes *File
 }
 
 // Manifest is what reopens a Set's rows from its files: the files, the
@@ -41,16 +44,25 @@ type Manifest struct {
 	Active int
 	Files  []File
 	Slots  []uint32
+	// CodesTag is the tag of the codes the files keep beside the rows
+	// (Set.EnableCodes), nil when they keep none.
+	CodesTag []byte
 }
 
 // Manifest is the frozen rows as files and a slot table.
 func (f *Frozen) Manifest() Manifest {
-	m := Manifest{Dim: f.dim, SegRows: 1 << f.shift, Seq: f.seq, Active: f.active, Slots: f.slots}
+	m := Manifest{Dim: f.dim, SegRows: 1 << f.shift, Seq: f.seq, Active: f.active, Slots: f.slots, CodesTag: f.codesTag}
 	for n, g := range f.segs {
 		if g == nil {
 			continue
 		}
-		m.Files = append(m.Files, File{Number: n, Name: filepath.Base(g.path), Rows: f.written[n], Bytes: f.size[n], Path: g.path})
+		file := File{Number: n, Name: filepath.Base(g.path), Rows: f.written[n], Bytes: f.size[n], Path: g.path}
+		if f.codes != nil {
+			c := f.codes[n]
+			file.Codes = &File{Number: n, Name: filepath.Base(c.path), Rows: f.written[n],
+				Bytes: int64(c.header + f.room(n)*c.width), Path: c.path}
+		}
+		m.Files = append(m.Files, file)
 	}
 	return m
 }
@@ -73,8 +85,19 @@ func (f *Frozen) Sync() error {
 		if err := g.file.Sync(); err != nil {
 			return fmt.Errorf("sync segment %s: %w", g.path, err)
 		}
+		if f.codes != nil {
+			if err := f.codes[n].sync(f.written[n]); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
+}
+
+// room is how many rows segment n's file had room for when frozen.
+func (f *Frozen) room(n int) int {
+	g := f.segs[n]
+	return int((f.size[n] - int64(g.header)) / int64(4*f.dim))
 }
 
 // Restore returns the set of m's rows in dir. place puts each of m's
@@ -97,10 +120,12 @@ func Restore(dir string, m Manifest, place func(f File, path string) error) (_ *
 	if err != nil {
 		return nil, fmt.Errorf("segment directory: %w", err)
 	}
-	s := &Set{dir: dir, dim: m.Dim, shift: uint8(bits.TrailingZeros(uint(m.SegRows))), active: -1, sealed: -1, seq: m.Seq}
+	s := &Set{dir: dir, dim: m.Dim, shift: uint8(bits.TrailingZeros(uint(m.SegRows))), active: -1, sealed: -1, seq: m.Seq,
+		codesTag: m.CodesTag}
 	for _, e := range old {
+		// Rows' files are NNNNNN.npy, codes files NNNNNN.codes.npy.
 		var n uint64
-		if _, err := fmt.Sscanf(e.Name(), "%d"+Ext, &n); err == nil {
+		if _, err := fmt.Sscanf(e.Name(), "%d", &n); err == nil && strings.HasSuffix(e.Name(), Ext) {
 			s.seq = max(s.seq, n+1)
 		}
 	}
@@ -137,6 +162,14 @@ func Restore(dir string, m Manifest, place func(f File, path string) error) (_ *
 		}
 		s.segs[f.Number], s.data[f.Number] = g, g.rows
 		rows[f.Number] = f.Rows
+		if (f.Codes != nil) != (m.CodesTag != nil) {
+			return nil, fmt.Errorf("segment manifest: file %q with codes %v where the set keeps codes %v", f.Name, f.Codes != nil, m.CodesTag != nil)
+		}
+		if f.Codes != nil {
+			if g.codes, err = restoreCodes(s, *f.Codes, g.room, place); err != nil {
+				return nil, fmt.Errorf("segment file %s: %w", f.Name, err)
+			}
+		}
 	}
 	for i, sl := range m.Slots {
 		n, j := int(sl>>s.shift), int(sl&(1<<s.shift-1))
@@ -197,12 +230,47 @@ func openFile(path string, rows, dim int) (_ *segment, err error) {
 		return nil, fmt.Errorf("map segment: %w", err)
 	}
 	g.rows = unsafe.Slice((*float32)(unsafe.Pointer(&g.mem[header])), rows*dim)
-	// A restored set's rows are read at once (int8 codes and IVF lists are
-	// encoded from them): map the file's pages in one call rather than
-	// fault them in one by one. Only a hint: on a kernel without it, or
-	// short of memory, the rows fault in as they are read.
-	_ = unix.Madvise(g.mem[:header+g.room*dim*4], unix.MADV_POPULATE_READ)
 	return g, nil
+}
+
+// restoreCodes places and maps a segment's codes file, which must hold
+// the f.Rows slots the manifest names, and grows it to the room of its
+// rows' file: the two grow together, rows first, so a crash between them
+// leaves the codes file shorter.
+func restoreCodes(s *Set, f File, room int, place func(f File, path string) error) (*codesFile, error) {
+	if f.Name != filepath.Base(f.Name) || !strings.HasSuffix(f.Name, CodesExt) {
+		return nil, fmt.Errorf("codes file %q", f.Name)
+	}
+	path := filepath.Join(s.dir, fmt.Sprintf("%06d%s", s.seq, CodesExt))
+	s.seq++
+	if err := place(f, path); err != nil {
+		_ = os.Remove(path)
+		return nil, fmt.Errorf("codes file %s: %w", f.Name, err)
+	}
+	c, err := openCodes(path, 1<<s.shift, s.dim)
+	if err != nil {
+		_ = os.Remove(path)
+		return nil, err
+	}
+	if c.room < f.Rows {
+		return nil, errors.Join(fmt.Errorf("codes file %s holds %d slots, the manifest %d", f.Name, c.room, f.Rows), c.release())
+	}
+	if err := c.grow(room); err != nil {
+		return nil, errors.Join(err, c.release())
+	}
+	return c, nil
+}
+
+// Populate reads the rows' pages in, for a caller about to read every
+// row (encoding int8 codes or IVF lists from them): one call per file
+// rather than a fault per page. Only a hint: on a kernel without it, or
+// short of memory, the rows fault in as they are read.
+func (s *Set) Populate() {
+	for _, g := range s.segs {
+		if g != nil {
+			_ = unix.Madvise(g.mem[:g.header+g.room*g.dim*4], unix.MADV_POPULATE_READ)
+		}
+	}
 }
 
 // close unmaps and closes a segment that no set holds yet, leaving its

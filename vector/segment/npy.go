@@ -15,11 +15,22 @@ const npyHeaderAlign = 64
 // bytes: a segment's header is sized for its largest shape, so it can be
 // rewritten in place as the file grows.
 func npyHeader(rows, dim, size int) []byte {
-	descr := "<f4"
+	return npyHeaderDescr("'"+float32Descr()+"'", fmt.Sprintf("(%d, %d)", rows, dim), size)
+}
+
+// float32Descr is the .npy type of a float32 in the machine's order.
+func float32Descr() string {
 	if binary.NativeEndian.Uint16([]byte{1, 0}) != 1 {
-		descr = ">f4"
+		return ">f4"
 	}
-	dict := fmt.Sprintf("{'descr': '%s', 'fortran_order': False, 'shape': (%d, %d), }", descr, rows, dim)
+	return "<f4"
+}
+
+// npyHeaderDescr is a .npy (format 1.0) header of a C-order array of
+// type descr (a Python literal numpy.dtype accepts) and shape (a Python
+// tuple), padded to at least size bytes.
+func npyHeaderDescr(descr, shape string, size int) []byte {
+	dict := fmt.Sprintf("{'descr': %s, 'fortran_order': False, 'shape': %s, }", descr, shape)
 	// magic (6) + version (2) + header length (2) + dict + '\n', padded
 	// with spaces to the alignment.
 	total := 10 + len(dict) + 1

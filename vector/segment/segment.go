@@ -55,6 +55,9 @@ type segment struct {
 	// refs counts the Set (while the segment is in it) and every Frozen
 	// holding it; the mapping is released at zero.
 	refs int
+	// codes is the segment's codes file while the set keeps codes
+	// (codes.go), nil otherwise.
+	codes *codesFile
 }
 
 func (s *segment) release() error {
@@ -66,6 +69,10 @@ func (s *segment) release() error {
 	err := unix.Munmap(s.mem)
 	s.mem = nil
 	err = errors.Join(err, s.file.Close(), os.Remove(s.path))
+	if s.codes != nil {
+		err = errors.Join(err, s.codes.release())
+		s.codes = nil
+	}
 	return err
 }
 
@@ -91,6 +98,9 @@ type Set struct {
 	// seq names the next file.
 	seq    uint64
 	closed bool
+	// codesTag is the caller's tag of the codes every segment keeps
+	// beside its rows (EnableCodes), nil when they keep none.
+	codesTag []byte
 }
 
 // Open returns an empty set of dim-D rows in dir, created if missing. Any
@@ -194,6 +204,7 @@ func (s *Set) Reset() error {
 	}
 	s.segs, s.data, s.live, s.slots = nil, nil, nil, nil
 	s.active, s.fill, s.sealed = -1, 0, -1
+	s.codesTag = nil
 	return err
 }
 
@@ -210,12 +221,19 @@ var ErrClosed = errors.New("segment: set closed")
 func (s *Set) HeapBytes() int { return cap(s.slots) * 4 }
 
 // write stores v in the next free slot and returns it.
-func (s *Set) write(v []float32) (uint32, error) {
+func (s *Set) write(v []float32) (uint32, error) { return s.writeCoded(v, nil, 0) }
+
+// writeCoded stores v, and its codes and norm when the set keeps codes,
+// in the next free slot and returns it.
+func (s *Set) writeCoded(v []float32, codes []int8, norm float32) (uint32, error) {
 	if len(v) != s.dim {
 		return 0, fmt.Errorf("segment: a %d-D row in a %d-D set", len(v), s.dim)
 	}
 	if s.closed {
 		return 0, ErrClosed
+	}
+	if s.codesTag != nil && len(codes) != s.dim {
+		return 0, fmt.Errorf("segment: a row with %d codes in a set that keeps %d a row", len(codes), s.dim)
 	}
 	if s.active < 0 || s.fill == 1<<s.shift {
 		if s.active >= 0 {
@@ -231,6 +249,9 @@ func (s *Set) write(v []float32) (uint32, error) {
 		}
 	}
 	copy(s.data[s.active][s.fill*s.dim:], v)
+	if c := s.segs[s.active].codes; c != nil {
+		c.put(s.fill, codes, norm)
+	}
 	sl := uint32(s.active<<s.shift | s.fill)
 	s.fill++
 	s.live[s.active]++
@@ -256,6 +277,13 @@ func (s *Set) newSegment() error {
 	g, err := create(path, rows, s.dim)
 	if err != nil {
 		return err
+	}
+	if s.codesTag != nil {
+		g.codes, err = createCodes(filepath.Join(s.dir, fmt.Sprintf("%06d%s", s.seq, CodesExt)), rows, s.dim, g.room)
+		s.seq++
+		if err != nil {
+			return errors.Join(err, g.release())
+		}
 	}
 	if n == len(s.segs) {
 		s.segs = append(s.segs, nil)
@@ -324,6 +352,11 @@ func (g *segment) grow(max int) error {
 	if _, err := g.file.WriteAt(npyHeader(room, g.dim, g.header), 0); err != nil {
 		return fmt.Errorf("write segment header: %w", err)
 	}
+	if g.codes != nil {
+		if err := g.codes.grow(room); err != nil {
+			return err
+		}
+	}
 	g.room = room
 	return nil
 }
@@ -361,7 +394,14 @@ func (s *Set) compact(n int) error {
 			continue
 		}
 		j := int(sl & (1<<s.shift - 1))
-		ns, err := s.write(g.rows[j*s.dim : (j+1)*s.dim])
+		var (
+			codes []int8
+			norm  float32
+		)
+		if g.codes != nil {
+			codes, norm = g.codes.get(j)
+		}
+		ns, err := s.writeCoded(g.rows[j*s.dim:(j+1)*s.dim], codes, norm)
 		if err != nil {
 			return err
 		}
@@ -387,6 +427,10 @@ type Frozen struct {
 	size    []int64
 	active  int
 	seq     uint64
+	// codes are the segments' codes files when the set kept codes (by
+	// segment number), codesTag their tag.
+	codes    []*codesFile
+	codesTag []byte
 }
 
 // Freeze returns the rows as they are now; Release it under the same
@@ -395,11 +439,18 @@ func (s *Set) Freeze() *Frozen {
 	segs := slices.Clone(s.segs)
 	f := &Frozen{dim: s.dim, shift: s.shift, segs: segs, data: slices.Clone(s.data), slots: slices.Clone(s.slots),
 		written: make([]int, len(segs)), size: make([]int64, len(segs)), active: s.active, seq: s.seq}
+	if s.codesTag != nil {
+		f.codes, f.codesTag = make([]*codesFile, len(segs)), s.codesTag
+	}
 	for n, g := range segs {
 		if g == nil {
 			continue
 		}
 		g.refs++
+		if f.codes != nil {
+			g.codes.refs++
+			f.codes[n] = g.codes
+		}
 		// A segment other than the active one was sealed full.
 		f.written[n] = 1 << s.shift
 		if n == s.active {
@@ -428,6 +479,11 @@ func (f *Frozen) Release() error {
 			err = errors.Join(err, g.release())
 		}
 	}
-	f.segs, f.data, f.slots = nil, nil, nil
+	for _, c := range f.codes {
+		if c != nil {
+			err = errors.Join(err, c.release())
+		}
+	}
+	f.segs, f.data, f.slots, f.codes = nil, nil, nil, nil
 	return err
 }
