@@ -58,7 +58,7 @@ bench-peer: weaviate
 bench-quick:
 	cd bench && $(GO) run ./cmd/trawlbench suite -quick -out out/RESULTS-quick.md
 
-## bench-overload: the overload check at the default 50 ms deadline out of process (hack/overload-bench.sh): three `router shard` processes, `router serve`, 12 000 x 1536 documents, JSON queries; capacity from 8 closed-loop clients, then open loop at 3x and 5x of it for 12 s each (goodput, refusal p99, degraded); ~2 minutes. ROUTER_FLAGS="--hedge=false" etc. measure a variant
+## bench-overload: the overload check at the default 50 ms deadline out of process (hack/overload-bench.sh): three `router shard` processes, `router serve`, 12 000 x 1536 documents, JSON queries; capacity from 8 closed-loop clients, then open loop at 3x and 5x of it for 12 s each (goodput, refusal p99 as the client and as the router's handler saw it, degraded, run-queue waits), once with the router and load generator at nice 0 and once at -10 (NICE="0 -10": hosts of their own, emulated; needs root); ~4 minutes. ROUTER_FLAGS="--hedge=false" etc. measure a variant
 bench-overload:
 	bash hack/overload-bench.sh
 

@@ -328,6 +328,14 @@ func TestMaxInflight(t *testing.T) {
 		}
 	})
 
+	// Each HTTP refusal is timed once, in the router's handler.
+	refusals := func() uint64 {
+		mf := e.Gather()["trawl_admission_refusal_duration_seconds"]
+		require.NotNil(t, mf, "no refusal histogram")
+		return mf.GetMetric()[0].GetHistogram().GetSampleCount()
+	}
+	refusals0 := refusals()
+
 	var wg sync.WaitGroup
 	held := make(chan response, 1)
 	start := time.Now()
@@ -350,6 +358,7 @@ func TestMaxInflight(t *testing.T) {
 	requireError(t, got, http.StatusTooManyRequests, "overloaded", false)
 	require.Equal(t, "1", got.header.Get("Retry-After"))
 	require.Equal(t, "req-429", got.header.Get("X-Request-Id"))
+	require.Equal(t, refusals0+1, refusals(), "the one refusal is timed once; 400s are not refusals")
 	// Probes and /metrics are not limited.
 	require.Equal(t, http.StatusOK, e.do(http.MethodGet, "/readyz", "", nil).status)
 	require.Equal(t, http.StatusOK, e.do(http.MethodGet, "/metrics", "", nil).status)

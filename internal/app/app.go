@@ -148,7 +148,12 @@ func New(cfg Config) (*Router, error) {
 		cfg.Dial.Propagator = cfg.Propagator
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// The scheduler's metrics (go_sched_latencies_seconds: how long
+	// goroutines wait runnable for a thread) tell a router starved of CPU,
+	// whose refusals and answers wait for a core, from one whose own work
+	// is slow.
+	reg.MustRegister(collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.MetricsScheduler)),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	r := &Router{Registry: reg, ready: make(chan struct{})}
 
 	var mshards []metrics.Shard

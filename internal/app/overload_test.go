@@ -2,10 +2,14 @@ package app_test
 
 import (
 	"bufio"
+	"context"
+	"crypto/rand"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptrace"
@@ -60,6 +64,7 @@ func b64Query(t *testing.T, v []float32) []byte {
 }
 
 type shot struct {
+	id   string        // its X-Request-Id
 	at   time.Duration // since the run started
 	code int
 	took time.Duration
@@ -92,7 +97,9 @@ func openLoop(c *http.Client, url string, body []byte, n int, interval time.Dura
 
 // fire sends one search and describes its answer; safe in goroutines.
 func fire(c *http.Client, url string, body []byte, start time.Time) shot {
-	s := shot{at: time.Since(start)}
+	var id [8]byte
+	_, _ = rand.Read(id[:])
+	s := shot{id: hex.EncodeToString(id[:]), at: time.Since(start)}
 	t0 := time.Now()
 	req, err := http.NewRequest(http.MethodPost, url+"/v1/search?deadline_ms=300", strings.NewReader(string(body)))
 	if err != nil {
@@ -100,6 +107,7 @@ func fire(c *http.Client, url string, body []byte, start time.Time) shot {
 		return s
 	}
 	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Request-Id", s.id)
 	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
 		GotConn: func(ci httptrace.GotConnInfo) { s.conn, s.fresh = time.Since(t0), !ci.Reused },
 	}))
@@ -131,26 +139,109 @@ func fire(c *http.Client, url string, body []byte, start time.Time) shot {
 	return s
 }
 
+// warmConnections leaves n idle connections to url in c's pool, opened
+// with concurrent GET /healthz requests (outside admission).
+func warmConnections(t *testing.T, c *http.Client, url string, n int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for range n {
+		wg.Go(func() {
+			resp, err := c.Get(url + "/healthz")
+			if err != nil {
+				errs <- err
+				return
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+}
+
+// accessTimes keeps the router's own time for each request, read from its
+// access log (the "http" records: request_id and latency_ms, the time from
+// the request reaching the router's handler to its answer written).
+type accessTimes struct {
+	mu   sync.Mutex
+	took map[string]time.Duration
+}
+
+func newAccessTimes() *accessTimes { return &accessTimes{took: map[string]time.Duration{}} }
+
+func (a *accessTimes) Enabled(context.Context, slog.Level) bool { return true }
+func (a *accessTimes) WithAttrs([]slog.Attr) slog.Handler       { return a }
+func (a *accessTimes) WithGroup(string) slog.Handler            { return a }
+
+func (a *accessTimes) Handle(_ context.Context, r slog.Record) error {
+	if r.Message != "http" {
+		return nil
+	}
+	var id string
+	var ms float64
+	r.Attrs(func(at slog.Attr) bool {
+		switch at.Key {
+		case "request_id":
+			id = at.Value.String()
+		case "latency_ms":
+			ms = at.Value.Float64()
+		}
+		return true
+	})
+	a.mu.Lock()
+	a.took[id] = time.Duration(ms * float64(time.Millisecond))
+	a.mu.Unlock()
+	return nil
+}
+
+func (a *accessTimes) get(id string) (time.Duration, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	d, ok := a.took[id]
+	return d, ok
+}
+
 // Offered several times the measured capacity, open loop (a fixed arrival
 // rate, so slow answers cannot hide queueing), the router keeps answering
 // complete queries, refuses the excess with 429 and Retry-After, answers
 // every admitted query within its deadline plus slack, and serves normally
 // once the load stops.
+//
+// "Within its deadline" is the router's own time for each answer, from its
+// access log: the router, nine replicas and this client are one
+// race-instrumented process at 4x capacity on two cores, so the client
+// reads some finished answers hundreds of milliseconds late, for want of a
+// core, not because the router was late (see docs/performance.md). The
+// client's view is logged beside it.
 func TestOverloadKeepsCompleteAnswersFlowing(t *testing.T) {
 	requireOverloadRun(t)
-	h := overloadHarness(t, app.Config{})
+	access := newAccessTimes()
+	h := overloadHarness(t, app.Config{Logger: slog.New(access)})
 	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 512}}
 	t.Cleanup(c.CloseIdleConnections)
 	body := b64Query(t, h.dc.Corpus[0].Vector)
 
-	// Capacity: four closed-loop clients for a second.
+	// Capacity: four closed-loop clients for a second, or until they have
+	// 20 complete answers (10 s at most): on a machine other work loads, a
+	// second could end before the first answer, and a rate from a handful
+	// is noise.
 	var mu sync.Mutex
 	done := 0
-	var wg sync.WaitGroup
 	t0 := time.Now()
+	measuring := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		el := time.Since(t0)
+		return el < 10*time.Second && (el < time.Second || done < 20)
+	}
+	var wg sync.WaitGroup
 	for range 4 {
 		wg.Go(func() {
-			for time.Since(t0) < time.Second {
+			for measuring() {
 				if s := fire(c, h.srv.URL, body, t0); s.err == nil && s.code == http.StatusOK && !s.degraded {
 					mu.Lock()
 					done++
@@ -162,6 +253,13 @@ func TestOverloadKeepsCompleteAnswersFlowing(t *testing.T) {
 	wg.Wait()
 	capacity := float64(done) / time.Since(t0).Seconds()
 	require.Positive(t, capacity)
+
+	// The open loop needs about a hundred connections at once. Dialled
+	// during it, in this starved process, each took 150-430 ms, and the
+	// queries they carried reached the router late and together: the
+	// client's burst, not the router's. Open them first, on a probe that
+	// admission does not see.
+	warmConnections(t, c, h.srv.URL, 128)
 
 	// Four times that, open loop, for three seconds.
 	const (
@@ -178,6 +276,7 @@ func TestOverloadKeepsCompleteAnswersFlowing(t *testing.T) {
 
 	buckets := make([]int, int(duration/(500*time.Millisecond))+1)
 	complete, refused, degraded := 0, 0, 0
+	clientLate, worstRouter, worstClient := 0, time.Duration(0), time.Duration(0)
 	for i, s := range shots {
 		require.NoError(t, s.err, "shot %d", i)
 		switch s.code {
@@ -186,8 +285,16 @@ func TestOverloadKeepsCompleteAnswersFlowing(t *testing.T) {
 			require.Equal(t, "overloaded", s.errCode)
 			require.Equal(t, "1", s.retry)
 		case http.StatusOK, http.StatusServiceUnavailable:
+			took, ok := access.get(s.id)
+			require.True(t, ok, "shot %d: no access log record for request %s", i, s.id)
+			worstRouter, worstClient = max(worstRouter, took), max(worstClient, s.took)
+			if took > deadline+slack {
+				t.Errorf("shot %d at %s: the router answered an admitted query after %s, past its deadline (the client saw %s)", i, s.at, took, s.took)
+			}
 			if s.took > deadline+slack {
-				t.Errorf("shot %d at %s: an admitted answer after %s, past its deadline (waited %s for a connection, new: %t)", i, s.at, s.took, s.conn, s.fresh)
+				clientLate++
+				t.Logf("shot %d at %s: the client read its answer after %s, the router's own time %s (waited %s for a connection, new: %t)",
+					i, s.at, s.took, took, s.conn, s.fresh)
 			}
 			if s.code == http.StatusOK && !s.degraded {
 				complete++
@@ -202,6 +309,8 @@ func TestOverloadKeepsCompleteAnswersFlowing(t *testing.T) {
 	t.Logf("capacity %.0f q/s; offered %.0f q/s for %s: %d complete (%.0f/s, %.0f%% of capacity), %d refused, %d degraded; limit now %d",
 		capacity, rate, duration, complete, float64(complete)/duration.Seconds(),
 		100*float64(complete)/duration.Seconds()/capacity, refused, degraded, h.r.Limiter.Limit())
+	t.Logf("admitted answers: slowest %s by the router's own time, %s as the client read it; %d read by the client past deadline + slack",
+		worstRouter, worstClient, clientLate)
 	require.Positive(t, refused, "the excess is refused")
 	for i, b := range buckets[:len(buckets)-1] {
 		require.Positive(t, b, "no complete answer in the half second from %s", time.Duration(i)*500*time.Millisecond)

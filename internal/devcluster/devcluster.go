@@ -366,9 +366,13 @@ func saveLayout(dir string, l layout) error {
 
 // seed writes recs into coll through the group's leader in batches, the
 // way a router that knows the leader would, and returns the last write's
-// index.
+// index. It gives up after a minute without progress: a whole minute for
+// the whole seeding ran out on a machine loaded far past its cores (the
+// -race overload tests), where leadership moves and batches take
+// seconds, although every batch was going through.
 func seed(reps []*Replica, coll coordinator.Collection, p shard.Placement, recs []store.Record) (uint64, error) {
-	deadline := time.Now().Add(time.Minute)
+	const patience = time.Minute
+	deadline := time.Now().Add(patience)
 	// leader dials whichever replica leads now: on a loaded machine the
 	// leadership can move in the middle of seeding, and the old leader then
 	// refuses every batch with NOT_LEADER.
@@ -408,6 +412,7 @@ func seed(reps []*Replica, coll coordinator.Collection, p shard.Placement, recs 
 			cancel()
 			if err == nil {
 				last = ack.Index
+				deadline = time.Now().Add(patience)
 				break
 			}
 			if time.Now().After(deadline) {

@@ -43,4 +43,11 @@ func (d Dialect) refuse(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	w.Header().Set("Retry-After", "1")
 	d.Error(w, r, &wire.Error{Status: http.StatusTooManyRequests, Code: wire.CodeOverloaded, Msg: err.Error()})
+	if at := Arrived(r); d.Metrics != nil && !at.IsZero() {
+		// The router's own share of a refusal's time: from the request
+		// reaching its handler to the 429 handed to the connection's
+		// buffer. What a client sees beyond it is the wait for a core
+		// before the request was read, and the network.
+		d.Metrics.RefusalTime(time.Since(at))
+	}
 }

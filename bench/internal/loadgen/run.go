@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -12,6 +13,7 @@ import (
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
+	"github.com/trawl-search/trawl/bench/internal/procstat"
 	"github.com/trawl-search/trawl/bench/internal/promtext"
 )
 
@@ -89,16 +91,52 @@ func (t Target) scrape(ctx context.Context) (map[string]float64, error) {
 	return promtext.Scrape(ctx, c, strings.TrimRight(t.Base, "/")+"/metrics")
 }
 
+// The router histograms whose quantiles over a run tell where a
+// refusal's time went: the router's own handling of each refusal, and how
+// long its goroutines waited runnable for a thread.
+const (
+	refusalHist = "trawl_admission_refusal_duration_seconds_bucket"
+	schedHist   = "go_sched_latencies_seconds_bucket"
+)
+
+// histograms reads the bucket series of refusalHist and schedHist, or
+// nothing when NoMetrics.
+func (t Target) histograms(ctx context.Context) (map[string][]promtext.Sample, error) {
+	if t.NoMetrics {
+		return nil, nil
+	}
+	c := &http.Client{Timeout: 5 * time.Second}
+	out := map[string][]promtext.Sample{}
+	for _, name := range []string{refusalHist, schedHist} {
+		ss, err := promtext.ScrapeSamples(ctx, c, strings.TrimRight(t.Base, "/")+"/metrics", name)
+		if err != nil {
+			return nil, err
+		}
+		out[name] = ss
+	}
+	return out, nil
+}
+
 // withCounters runs f between two scrapes and puts the deltas in its
-// summary.
+// summary, with the router's own refusal and scheduling quantiles over
+// the run and this process's own wait for a core (the load generator's
+// share of the latencies it measures).
 func (t Target) withCounters(ctx context.Context, f func() (Summary, error)) (Summary, error) {
 	before, err := t.scrape(ctx)
 	if err != nil {
 		return Summary{}, err
 	}
+	hBefore, err := t.histograms(ctx)
+	if err != nil {
+		return Summary{}, err
+	}
+	waitBefore, waitErr := procstat.RunQueueWait(os.Getpid())
 	s, err := f()
 	if err != nil {
 		return s, err
+	}
+	if waitAfter, err := procstat.RunQueueWait(os.Getpid()); err == nil && waitErr == nil && s.Elapsed > 0 {
+		s.ClientRunQueueWait = waitAfter - waitBefore
 	}
 	if !t.NoMetrics {
 		after, err := t.scrape(ctx)
@@ -106,8 +144,24 @@ func (t Target) withCounters(ctx context.Context, f func() (Summary, error)) (Su
 			return s, err
 		}
 		s.Counters = promtext.Delta(before, after, CounterNames...)
+		hAfter, err := t.histograms(ctx)
+		if err != nil {
+			return s, err
+		}
+		s.RouterRefusal = quantiles(hBefore[refusalHist], hAfter[refusalHist])
+		s.RouterSched = quantiles(hBefore[schedHist], hAfter[schedHist])
 	}
 	return s, nil
+}
+
+// quantiles are p50 and p99 of what a histogram observed between two
+// scrapes (zero when nothing was).
+func quantiles(before, after []promtext.Sample) Percentiles {
+	at := func(q float64) time.Duration {
+		v, _ := promtext.Quantile(before, after, q)
+		return time.Duration(v * float64(time.Second))
+	}
+	return Percentiles{P50: at(0.5), P99: at(0.99)}
 }
 
 // Open offers rate queries per second for d, open loop: vegeta sends on

@@ -141,6 +141,16 @@ type Summary struct {
 	// Counters are the deltas of the router's /metrics counters over the
 	// run (nil when not scraped).
 	Counters map[string]float64
+	// RouterRefusal is the router's own time per refusal over the run
+	// (trawl_admission_refusal_duration_seconds: reaching its handler to
+	// the 429 written), RouterSched how long its goroutines waited
+	// runnable for a thread (go_sched_latencies_seconds); P50 and P99
+	// only, zero when not scraped.
+	RouterRefusal, RouterSched Percentiles
+	// ClientRunQueueWait is how long the load generator's own threads
+	// waited for a core during the run (Linux schedstat): latency it
+	// measured that was its own.
+	ClientRunQueueWait time.Duration
 
 	// tally is what the figures came from, kept so that Pool can take
 	// percentiles over several runs' requests rather than a median of
@@ -222,6 +232,16 @@ func (s Summary) String() string {
 	}
 	if s.Refused > 0 {
 		out += fmt.Sprintf("  refusal latency ms: p50 %s  p99 %s\n", ms(s.RefusalLatency.P50), ms(s.RefusalLatency.P99))
+		if s.RouterRefusal.P99 > 0 {
+			out += fmt.Sprintf("  refusal in the router's handler ms: p50 %s  p99 %s\n", ms(s.RouterRefusal.P50), ms(s.RouterRefusal.P99))
+		}
+	}
+	if s.RouterSched.P99 > 0 {
+		out += fmt.Sprintf("  router goroutines' wait for a thread ms: p50 %s  p99 %s\n", ms(s.RouterSched.P50), ms(s.RouterSched.P99))
+	}
+	if s.ClientRunQueueWait > 0 && s.Elapsed > 0 {
+		out += fmt.Sprintf("  load generator's threads waited for a core: %.0f ms per s of run\n",
+			float64(s.ClientRunQueueWait.Milliseconds())/s.Elapsed.Seconds())
 	}
 	for _, name := range CounterNames {
 		if v, ok := s.Counters[name]; ok {

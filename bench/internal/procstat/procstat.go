@@ -45,3 +45,39 @@ func parseStat(s string) (time.Duration, error) {
 	}
 	return time.Duration(ticks) * clockTick, nil
 }
+
+// RunQueueWait is how long pid's threads have waited on a run queue for a
+// CPU (the second field of /proc/<pid>/task/*/schedstat), summed over the
+// threads alive now: the time the process was ready to run but had no
+// core. Threads that exited are not counted.
+func RunQueueWait(pid int) (time.Duration, error) {
+	dirs, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return 0, fmt.Errorf("run-queue wait of %d: %w", pid, err)
+	}
+	var total time.Duration
+	for _, d := range dirs {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/schedstat", pid, d.Name()))
+		if err != nil {
+			continue // the thread exited meanwhile
+		}
+		w, err := parseSchedstat(string(b))
+		if err != nil {
+			return 0, err
+		}
+		total += w
+	}
+	return total, nil
+}
+
+func parseSchedstat(s string) (time.Duration, error) {
+	f := strings.Fields(s)
+	if len(f) < 2 {
+		return 0, fmt.Errorf("schedstat %q: %d fields", s, len(f))
+	}
+	ns, err := strconv.ParseInt(f[1], 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("schedstat %q: %w", s, err)
+	}
+	return time.Duration(ns), nil
+}

@@ -23,3 +23,17 @@ func TestCPUOfSelf(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestRunQueueWait(t *testing.T) {
+	w, err := parseSchedstat("123456 7890 12\n")
+	if err != nil || w != 7890*time.Nanosecond {
+		t.Fatalf("parsed %v, %v", w, err)
+	}
+	if _, err := parseSchedstat("1\n"); err == nil {
+		t.Fatal("short schedstat accepted")
+	}
+	self, err := RunQueueWait(os.Getpid())
+	if err != nil || self < 0 {
+		t.Fatalf("own run-queue wait %v, %v", self, err)
+	}
+}

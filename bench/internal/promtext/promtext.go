@@ -8,7 +8,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -218,4 +220,53 @@ func Delta(before, after map[string]float64, names ...string) map[string]float64
 		}
 	}
 	return out
+}
+
+// Quantile estimates the q-quantile (0..1) of what a histogram observed
+// between two scrapes, from its _bucket series before and after (series
+// that differ in labels other than le are summed), interpolating linearly
+// inside the bucket as Prometheus's histogram_quantile does. ok is false
+// when nothing was observed in between. A quantile in the +Inf bucket is
+// the highest finite bound.
+func Quantile(before, after []Sample, q float64) (v float64, ok bool) {
+	cum := func(ss []Sample) map[float64]float64 {
+		out := map[float64]float64{}
+		for _, s := range ss {
+			le, err := strconv.ParseFloat(s.Labels["le"], 64)
+			if err != nil {
+				continue
+			}
+			out[le] += s.Value
+		}
+		return out
+	}
+	b, a := cum(before), cum(after)
+	bounds := make([]float64, 0, len(a))
+	for le := range a {
+		bounds = append(bounds, le)
+	}
+	slices.Sort(bounds)
+	if len(bounds) == 0 {
+		return 0, false
+	}
+	total := a[bounds[len(bounds)-1]] - b[bounds[len(bounds)-1]]
+	if total <= 0 {
+		return 0, false
+	}
+	rank := q * total
+	prevBound, prevCount := 0.0, 0.0
+	for _, le := range bounds {
+		c := a[le] - b[le]
+		if c >= rank {
+			if math.IsInf(le, 1) {
+				return prevBound, true
+			}
+			if c == prevCount {
+				return le, true
+			}
+			return prevBound + (le-prevBound)*(rank-prevCount)/(c-prevCount), true
+		}
+		prevBound, prevCount = le, c
+	}
+	return prevBound, true
 }

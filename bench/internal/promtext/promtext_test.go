@@ -1,6 +1,7 @@
 package promtext
 
 import (
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -52,5 +53,24 @@ trawl_shard_request_duration_seconds_count_other 9
 	}
 	if _, err := Samples(strings.NewReader("m{a=\"1} 3\n"), "m"); err == nil {
 		t.Fatal("unterminated label value accepted")
+	}
+}
+
+func TestQuantileOfTheDelta(t *testing.T) {
+	bucket := func(le string, v float64) Sample { return Sample{Labels: map[string]string{"le": le}, Value: v} }
+	before := []Sample{bucket("0.001", 10), bucket("0.01", 10), bucket("0.1", 10), bucket("+Inf", 10)}
+	// 100 observations in between: 50 under 1 ms, 40 in 1-10 ms, 9 in
+	// 10-100 ms, 1 above.
+	after := []Sample{bucket("0.001", 60), bucket("0.01", 100), bucket("0.1", 109), bucket("+Inf", 110)}
+	for _, c := range []struct {
+		q, want float64
+	}{{0.5, 0.001}, {0.7, 0.001 + 0.009*20/40}, {0.99, 0.1}, {0.999, 0.1}} {
+		got, ok := Quantile(before, after, c.q)
+		if !ok || math.Abs(got-c.want) > 1e-12 {
+			t.Errorf("q %v: %v, %v; want %v", c.q, got, ok, c.want)
+		}
+	}
+	if _, ok := Quantile(before, before, 0.99); ok {
+		t.Error("a quantile of nothing observed")
 	}
 }
