@@ -463,6 +463,25 @@ func (c *Coordinator) RunCatalog(ctx context.Context) {
 func (c *Coordinator) refreshCatalog(ctx context.Context) (*catalogView, error) {
 	c.cat.mu.Lock()
 	defer c.cat.mu.Unlock()
+	return c.refreshLocked(ctx)
+}
+
+// refreshCatalogSince is refreshCatalog unless a reading begun at or
+// after since is already in: reads that meet a stale map together (every
+// query of a busy router right after a move settles) wait for one
+// catalog read between them, not one each.
+func (c *Coordinator) refreshCatalogSince(ctx context.Context, since time.Time) (*catalogView, error) {
+	c.cat.mu.Lock()
+	defer c.cat.mu.Unlock()
+	if v := c.cat.current(); !v.read.Before(since) {
+		return v, nil
+	}
+	return c.refreshLocked(ctx)
+}
+
+// refreshLocked is refreshCatalog under c.cat.mu.
+func (c *Coordinator) refreshLocked(ctx context.Context) (*catalogView, error) {
+	begun := time.Now()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), catalogTimeout)
 	defer cancel()
 	answers := make([]*shardpb.CatalogResponse, len(c.shards))
@@ -490,6 +509,9 @@ func (c *Coordinator) refreshCatalog(ctx context.Context) (*catalogView, error) 
 		return c.cat.current(), errorf(CodeUnavailable, nil, "no shard answered a catalog read")
 	}
 	v := c.buildView(answers[c.cat.authority])
+	// A view is as new as the moment its reading began: a change made
+	// while the groups were read may be missing from it.
+	v.read = begun
 	c.cat.view.Store(v)
 	if auth := answers[c.cat.authority]; auth != nil {
 		c.reconcile(ctx, auth, answers)

@@ -154,14 +154,16 @@ func (c *Coordinator) Count(ctx context.Context, coll Collection, f *filter.Filt
 func (c *Coordinator) scroll(ctx context.Context, coll Collection, path fanout.Path, b budget.Budget, req *shardpb.ScrollRequest) ([]fanout.Result[*shardpb.ScrollResponse], fanout.Summary) {
 	freq := fanout.Request{Path: path, Collection: coll.Name, Start: time.Now(), Budget: b, Prefer: c.prefer}
 	// As Search: the client leaving does not cut the fan-out short.
-	return fanout.Gather(context.WithoutCancel(ctx), c.cluster, freq, func(ctx context.Context, r *client.Conn) (*shardpb.ScrollResponse, error) {
-		rq := proto.CloneOf(req) // each replica its own min_index
-		rq.MinIndex = c.minIndex(r)
-		resp, err := r.In(coll.ref()).Slots(c.readSlots(coll, r)).Scroll(ctx, rq)
-		if err == nil {
-			c.served(r, rq.MinIndex)
+	return gatherFresh(context.WithoutCancel(ctx), c, coll, freq, func(coll Collection) fanout.Call[*client.Conn, *shardpb.ScrollResponse] {
+		return func(ctx context.Context, r *client.Conn) (*shardpb.ScrollResponse, error) {
+			rq := proto.CloneOf(req) // each replica its own min_index
+			rq.MinIndex = c.minIndex(r)
+			resp, err := r.In(coll.ref()).Slots(c.readSlots(coll, r)).Scroll(ctx, rq)
+			if err == nil {
+				c.served(r, rq.MinIndex)
+			}
+			return resp, err
 		}
-		return resp, err
 	})
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/trawl-search/trawl/fanout"
 	"github.com/trawl-search/trawl/placement"
 	"github.com/trawl-search/trawl/shard"
 	"github.com/trawl-search/trawl/shard/client"
@@ -99,4 +100,87 @@ func (c *Coordinator) rerouted(ctx context.Context, coll Collection, pause *time
 		return coll, false
 	}
 	return now, true
+}
+
+// maxRemaps bounds how often one read is sent again with a newer slot
+// map: a move flips or settles one slot at a time, so a second change
+// inside one query's deadline is already rare.
+const maxRemaps = 2
+
+// slotRefused reports whether a shard is missing from a fan-out because
+// its replicas refused the read SLOT_MOVED: the slots the router's map
+// asked of it are not the ones its group holds now.
+func slotRefused[T any](results []fanout.Result[T]) bool {
+	for _, r := range results {
+		if moved, _ := slotMoved(r.Err); r.Reason != "" && moved {
+			return true
+		}
+	}
+	return false
+}
+
+// remapped re-reads the catalog after a read of coll was refused
+// SLOT_MOVED, and returns coll with the newer slot map the catalog now
+// holds. ok is false when it holds none (the group that refused is ahead
+// of the authority's answer, or behind the router: the refusal stands), or
+// when the reading does not end before until, the read's shard deadline:
+// the reading then goes on for the next query, and this one keeps its
+// answer. A move settles only after a grace for routers to read the new
+// map, so a router that meets a settled slot has missed a refresh (its
+// catalog period is longer, or the authority did not answer it): without
+// this every read of it would be degraded until its next refresh.
+func (c *Coordinator) remapped(coll Collection, until time.Time) (Collection, bool) {
+	refused := time.Now()
+	if !refused.Before(until) {
+		return coll, false
+	}
+	done := make(chan *catalogView, 1) // buffered: a reading that ends late never blocks
+	go func() {
+		v, err := c.refreshCatalogSince(context.Background(), refused)
+		if err != nil {
+			v = nil
+		}
+		done <- v
+	}()
+	t := time.NewTimer(time.Until(until))
+	defer t.Stop()
+	var v *catalogView
+	select {
+	case v = <-done:
+	case <-t.C:
+		return coll, false
+	}
+	if v == nil || !time.Now().Before(until) {
+		return coll, false
+	}
+	now, ok := v.colls[coll.Name]
+	if !ok || now.UID != coll.UID || now.Slots.Ver() <= coll.Slots.Ver() {
+		return coll, false
+	}
+	return now, true
+}
+
+// gatherFresh is fanout.Gather of a read of coll (read builds the call
+// for a map) that, when a shard refused it SLOT_MOVED, reads again with
+// the catalog's newer map while the deadline allows (remapped). Only the
+// answer given counts as a fan-out, once, as Gather counts its own.
+func gatherFresh[T fanout.Answer](ctx context.Context, c *Coordinator, coll Collection, req fanout.Request,
+	read func(Collection) fanout.Call[*client.Conn, T]) ([]fanout.Result[T], fanout.Summary) {
+	req.DeferReport = true
+	results, sum := fanout.Gather(ctx, c.cluster, req, read(coll))
+	for range maxRemaps {
+		if coll.Slots.IsZero() || !slotRefused(results) {
+			break
+		}
+		now, ok := c.remapped(coll, req.ShardDeadline())
+		if !ok {
+			break
+		}
+		coll = now
+		results, sum = fanout.Gather(ctx, c.cluster, req, read(coll))
+	}
+	if _, gone := goneFrom(results); !gone {
+		c.cluster.Report(req, sum)
+	}
+	return results, sum
 }
