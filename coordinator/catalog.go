@@ -47,6 +47,11 @@ type Collection struct {
 	// hash slots. The zero map: a collection created before slots, placed
 	// by jump hash over the sorted shard names (placement.Table).
 	Slots placement.SlotMap
+	// held is each shard's slots under Slots as a read names them,
+	// computed once when the catalog is read (collectionOf), not by every
+	// read; nil for a Collection made otherwise (slotSelection computes
+	// them then).
+	held *heldSlots
 }
 
 func (c Collection) ref() client.Collection { return client.Collection{Name: c.Name, UID: c.UID} }
@@ -664,6 +669,7 @@ func collectionOf(e *shardpb.CollectionEntry) Collection {
 			}
 			out.Slots.Moves[int(mv.GetSlot())] = placement.SlotMove{To: mv.GetTo(), Prev: mv.GetPrev()}
 		}
+		out.held = heldOf(out.Slots)
 	}
 	return out
 }

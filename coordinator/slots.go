@@ -39,7 +39,48 @@ func slotSelection(coll Collection, shardName string) *shardpb.SlotSelection {
 	if coll.Slots.IsZero() {
 		return nil
 	}
-	return &shardpb.SlotSelection{Epoch: coll.Slots.Epoch, Shard: shardName, Held: coll.Slots.Held(shardName)}
+	held, ok := coll.held.of(coll.Slots, shardName)
+	if !ok {
+		held = coll.Slots.Held(shardName)
+	}
+	return &shardpb.SlotSelection{Epoch: coll.Slots.Epoch, Shard: shardName, Held: held}
+}
+
+// heldSlots is every shard's slots under one slot map, as bitmaps
+// (placement.SlotMap.Held). They are shared by every read of the map and
+// only ever read (a request encodes them), so they are never changed
+// once made.
+type heldSlots struct {
+	ver    uint64
+	owners int
+	by     map[string][]byte
+	none   []byte // a shard that owns no slot
+}
+
+func heldOf(m placement.SlotMap) *heldSlots {
+	h := &heldSlots{ver: m.Ver(), owners: m.Slots(), by: map[string][]byte{}, none: make([]byte, (m.Slots()+7)/8)}
+	for s, o := range m.Owners {
+		b, ok := h.by[o]
+		if !ok {
+			b = make([]byte, len(h.none))
+			h.by[o] = b
+		}
+		b[s/8] |= 1 << (s % 8)
+	}
+	return h
+}
+
+// of is shardName's bitmap if h was made from m (ok false otherwise: a
+// Collection whose map was changed in place of the catalog's, as a move
+// does with its own copy).
+func (h *heldSlots) of(m placement.SlotMap, shardName string) ([]byte, bool) {
+	if h == nil || h.ver != m.Ver() || h.owners != m.Slots() {
+		return nil, false
+	}
+	if b, ok := h.by[shardName]; ok {
+		return b, true
+	}
+	return h.none, true
 }
 
 // readSlots is slotSelection for the shard of replica r.
