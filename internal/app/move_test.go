@@ -128,26 +128,39 @@ func TestGrowAndDrainUnderLoad(t *testing.T) {
 
 	time.Sleep(200 * time.Millisecond)
 	cfg := coordinator.MoveConfig{RowsPerSecond: 200, Grace: 300 * time.Millisecond}
-	run := func(phase string, names []string, plan func(placement.SlotMap) []placement.Step) {
+	// together: the phase's moves in one MoveSlots (settles overlap later
+	// copies, as router admin runs them); else one MoveSlot each.
+	run := func(phase string, names []string, together bool, plan func(placement.SlotMap) []placement.Step) {
 		coll, err := r.Coordinator.Collection(ctx, "m")
 		require.NoError(t, err)
 		steps := plan(coll.Slots)
 		require.NotEmpty(t, steps, phase)
+		moved := func(res coordinator.MoveResult) {
+			require.Positive(t, res.Rows)
+			t.Logf("%s: slot %d, %d rows %s -> %s, fenced %s", phase, res.Slot, res.Rows, res.From, res.To, res.Copy)
+		}
+		if together {
+			require.NoError(t, r.Coordinator.MoveSlots(ctx, "m", steps, cfg, moved), phase)
+		}
 		for _, st := range steps {
+			if together {
+				break
+			}
 			res, err := r.Coordinator.MoveSlot(ctx, "m", st.Slot, st.To, cfg)
 			require.NoError(t, err, "%s: slot %d", phase, st.Slot)
-			require.Positive(t, res.Rows)
-			t.Logf("%s: slot %d, %d rows %s -> %s, fenced %s", phase, st.Slot, res.Rows, res.From, res.To, res.Copy)
+			moved(res)
 		}
 		coll, err = r.Coordinator.Collection(ctx, "m")
+		require.NoError(t, err)
+		require.Empty(t, coll.Slots.Moves, "%s: every move settled", phase)
 		require.NoError(t, err)
 		for n, c := range coll.Slots.Counts(names) {
 			require.InDelta(t, float64(slots)/float64(len(names)), c, 1, "%s: %s holds %d slots", phase, n, c)
 		}
 	}
 	four := dc.Names
-	run("grow to 4", four, func(m placement.SlotMap) []placement.Step { return placement.Rebalance(m, four) })
-	run("drain shard-3", four[:3], func(m placement.SlotMap) []placement.Step { return placement.Drain(m, four, "shard-3") })
+	run("grow to 4", four, true, func(m placement.SlotMap) []placement.Step { return placement.Rebalance(m, four) })
+	run("drain shard-3", four[:3], false, func(m placement.SlotMap) []placement.Step { return placement.Drain(m, four, "shard-3") })
 	time.Sleep(300 * time.Millisecond)
 	stop.Store(true)
 	wg.Wait()
