@@ -76,6 +76,9 @@ func (c *Coordinator) Scroll(ctx context.Context, s Scroll) (ScrollAnswer, error
 	if w := s.WithPayload; w != nil {
 		req.WithPayload = &shardpb.PayloadSelector{All: w.All, Keys: w.Keys}
 	}
+	if err := c.unlistedError(s.Collection); err != nil {
+		return ScrollAnswer{}, err
+	}
 	results, sum := c.scroll(ctx, s.Collection, fanout.PathScroll, s.Budget, req)
 	if name, gone := goneFrom(results); gone {
 		return ScrollAnswer{}, c.collectionGone(ctx, s.Collection, name)
@@ -131,6 +134,9 @@ type CountAnswer struct {
 func (c *Coordinator) Count(ctx context.Context, coll Collection, f *filter.Filter, b budget.Budget, allowPartial bool) (CountAnswer, error) {
 	fb, err := filterBytes(f)
 	if err != nil {
+		return CountAnswer{}, err
+	}
+	if err := c.unlistedError(coll); err != nil {
 		return CountAnswer{}, err
 	}
 	results, sum := c.scroll(ctx, coll, fanout.PathCount, b, &shardpb.ScrollRequest{Filter: fb})

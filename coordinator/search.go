@@ -113,6 +113,9 @@ func (c *Coordinator) Search(ctx context.Context, s Search) (Answer, error) {
 	// The client leaving does not cut the fan-out short: it is bounded by
 	// the deadline anyway, and a cancelled fan-out would count as degraded.
 	ctx = context.WithoutCancel(ctx)
+	if err := c.unlistedError(s.Collection); err != nil {
+		return Answer{}, err
+	}
 	qs, err := c.resolveLikes(ctx, s.Collection, req, s.Queries)
 	if err != nil {
 		return Answer{}, err

@@ -3,6 +3,7 @@ package coordinator
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/trawl-search/trawl/fanout"
@@ -53,8 +54,8 @@ func slotSelection(coll Collection, shardName string) *shardpb.SlotSelection {
 type heldSlots struct {
 	ver    uint64
 	owners int
-	by     map[string][]byte
-	none   []byte // a shard that owns no slot
+	by     map[string][]byte // by owner; every owner has an entry
+	none   []byte            // a shard that owns no slot
 }
 
 func heldOf(m placement.SlotMap) *heldSlots {
@@ -201,6 +202,35 @@ func (c *Coordinator) remapped(coll Collection, until time.Time) (Collection, bo
 	return now, true
 }
 
+// unlistedError is the refusal of a read of coll while its slot map
+// gives slots to a shard this router does not list (unlisted).
+func (c *Coordinator) unlistedError(coll Collection) error {
+	if name := c.unlisted(coll); name != "" {
+		return errorf(CodeUnavailable, nil, "collection `%s` has slots on shard %s, which this router does not list: restart it with every shard's --shard", coll.Name, name)
+	}
+	return nil
+}
+
+// unlisted is the first shard coll's slot map gives slots to that this
+// router does not list (its --shard list predates a group the slots
+// moved to), or "". Reading without it would leave its slots' rows out
+// of an answer that looks complete.
+func (c *Coordinator) unlisted(coll Collection) string {
+	if coll.Slots.IsZero() {
+		return ""
+	}
+	owners := coll.held
+	if owners == nil || owners.ver != coll.Slots.Ver() {
+		owners = heldOf(coll.Slots)
+	}
+	for name := range owners.by {
+		if !slices.ContainsFunc(c.shards, func(s fanout.Shard[*client.Conn]) bool { return s.Name == name }) {
+			return name
+		}
+	}
+	return ""
+}
+
 // gatherFresh is fanout.Gather of a read of coll (read builds the call
 // for a map) that, when a shard refused it SLOT_MOVED, reads again with
 // the catalog's newer map while the deadline allows (remapped). Only the
@@ -214,7 +244,7 @@ func gatherFresh[T fanout.Answer](ctx context.Context, c *Coordinator, coll Coll
 			break
 		}
 		now, ok := c.remapped(coll, req.ShardDeadline())
-		if !ok {
+		if !ok || c.unlisted(now) != "" {
 			break
 		}
 		coll = now

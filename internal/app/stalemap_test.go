@@ -144,3 +144,30 @@ func TestStaleRouterAnswersAfterASettledMove(t *testing.T) {
 	}
 	require.Zero(t, metricSum(t, stale2.Registry, "trawl_scatter_degraded_total"))
 }
+
+// A router whose --shard list lacks a group the slot map gives slots to
+// (started before the group was added, or still running after slots
+// moved onto it) refuses reads of the collection with 503 naming the
+// group, instead of answering without that group's rows as if complete.
+func TestRouterMissingASlotOwnerRefusesReads(t *testing.T) {
+	dc, err := devcluster.Start(devcluster.Config{Shards: 4, Replicas: 1, Dim: 4, Docs: 10, Kernel: vector.Generic()})
+	require.NoError(t, err)
+	t.Cleanup(dc.Close)
+	a, _, _ := routerOver(t, dc)
+	code, raw := a.do(http.MethodPut, "/v1/collections/m", map[string]any{"dimension": 4, "metric": "dot", "slots": 8})
+	require.Equal(t, http.StatusOK, code, "%s", raw)
+	three, err := app.New(app.Config{Shards: dc.Specs()[:3], Kernel: vector.Generic(), WarmupTimeout: 10 * time.Second})
+	require.NoError(t, err)
+	srv := httptest.NewServer(three.API)
+	t.Cleanup(func() { srv.Close(); three.Close() })
+	b := httpAPI{t: t, url: srv.URL}
+	for _, c := range []struct{ path, body string }{
+		{"/v1/collections/m/search?deadline_ms=2000", `{"vector": [1, 0, 0, 0], "k": 3}`},
+		{"/collections/m/points/count?deadline_ms=2000", `{"exact": true}`},
+	} {
+		code, raw := b.do(http.MethodPost, c.path, json.RawMessage(c.body))
+		require.Equal(t, http.StatusServiceUnavailable, code, "%s: %s", c.path, raw)
+		require.Contains(t, string(raw), "shard-3", c.path)
+	}
+	require.Zero(t, metricSum(t, three.Registry, "trawl_scatter_queries_total"), "nothing was fanned out")
+}
