@@ -87,12 +87,9 @@ func (m SlotMap) HoldsRows(shard string, s int) bool {
 var ErrMoving = errors.New("a slot move is under way")
 
 // Begin starts moving slot s to shard to: the next version, s fenced.
-// One slot is fenced at a time a collection, and each step of a move
-// reaches every group before the next begins, so a reader's epoch newer
-// than a group's can only be the flip of the slot that group is
-// receiving. Slots flipped earlier may still await their settle (their
-// old owners keep their rows for a grace): they are not fenced, and
-// their flips are in every group's map already.
+// One slot is fenced at a time a collection. Slots flipped earlier may
+// still await their settle (their old owners keep their rows for a
+// grace): they are not fenced, and take writes at their new owners.
 func (m SlotMap) Begin(s int, to string) (SlotMap, error) {
 	if s < 0 || s >= len(m.Owners) {
 		return m, fmt.Errorf("%w: slot %d of %d", ErrSlots, s, len(m.Owners))

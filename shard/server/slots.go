@@ -156,9 +156,6 @@ func (c *Collections) slotReadFilter(col *collection, sel *shardpb.SlotSelection
 	// replaced, whose rows may not be dropped yet (collection.remap).
 	bits := col.slotBitsFor(m, col.dropping.Load(), me)
 	may := bits.answer
-	if sel.GetEpoch() > m.Epoch {
-		may = bits.newer
-	}
 	narrower := false
 	for i, h := range held {
 		h &= bits.valid[i] // bits past the last slot name nothing
@@ -184,14 +181,17 @@ func (c *Collections) slotReadFilter(col *collection, sel *shardpb.SlotSelection
 type slotBits struct {
 	m, dropping *placement.SlotMap
 	me          string
-	// answer is the slots this group answers for a reader whose map is
-	// not newer than its own: those it owns, and those of a flip it has
-	// applied but not settled (it owned them; their rows are final, the
-	// slot was fenced while copied). newer adds, for a reader whose map
-	// is newer, the slot being fenced to this group: with one move at a
-	// time that is the flip of this very slot, committed only once its
-	// copy was complete.
-	answer, newer []byte
+	// answer is the slots this replica answers for: those it owns, and
+	// those of a flip it has applied but not settled (it owned them; their
+	// rows are final, the slot was fenced while copied). Never a slot
+	// being copied here, even to a reader whose map has its flip: this
+	// replica may not have applied every row of the copy yet (a follower
+	// catching up, the flip committed after the copy), and answering from
+	// part of them would be an answer short of rows that says complete.
+	// Such a reader asks another replica (the flip's own log entry comes
+	// after the copy's, so one that has applied it has every row), and
+	// until one has, the shard is missing from its answer, marked.
+	answer []byte
 	// rows is the slots this group holds rows of, under the map or the
 	// one pending drop; valid is every slot of the map.
 	rows, valid []byte
@@ -208,17 +208,13 @@ func (c *collection) slotBitsFor(m, dropping *placement.SlotMap, me string) *slo
 	}
 	n := (m.Slots() + 7) / 8
 	b := &slotBits{m: m, dropping: dropping, me: me,
-		answer: make([]byte, n), newer: make([]byte, n), rows: make([]byte, n), valid: make([]byte, n)}
+		answer: make([]byte, n), rows: make([]byte, n), valid: make([]byte, n)}
 	set := func(bm []byte, s int) { bm[s/8] |= 1 << (s % 8) }
 	for s, owner := range m.Owners {
 		mv := m.Moves[s]
 		set(b.valid, s)
 		if owner == me || mv.Prev == me {
 			set(b.answer, s)
-			set(b.newer, s)
-		}
-		if mv.To == me {
-			set(b.newer, s)
 		}
 		if m.HoldsRows(me, s) || (dropping != nil && dropping.Slots() == m.Slots() && dropping.HoldsRows(me, s)) {
 			set(b.rows, s)

@@ -158,7 +158,9 @@ func TestGrowAndDrainLiveCluster(t *testing.T) {
 	var faulting sync.WaitGroup
 	faulting.Go(func() { killOneAtATime(faultCtx, t, c, rand.New(rand.NewPCG(7, 7)), tl, &faults) })
 	t0 := time.Now()
-	runs := moveSlots(t, c, 4, "rebalance", "--collection", "grow")
+	// A slow copy (--rate 60: about 1.5 s a slot) keeps moves in flight
+	// for the faults to land on.
+	runs := moveSlots(t, c, 4, "rebalance", "--collection", "grow", "--rate", "60")
 	grew := time.Since(t0)
 	stopFaults()
 	faulting.Wait()
@@ -168,6 +170,7 @@ func TestGrowAndDrainLiveCluster(t *testing.T) {
 		require.InDelta(t, growSlots/4, sh.Slots, 1, "after growing: %s holds %d slots", sh.Name, sh.Slots)
 	}
 	t.Logf("grown to 4 groups in %s (%d rebalance runs, %d replicas SIGKILLed meanwhile)", grew.Round(time.Millisecond), runs, faults.Load())
+	require.GreaterOrEqual(t, faults.Load(), int64(5), "too few faults while the slots moved to mean anything")
 
 	// Drain the fourth group, then routers without it, then stop it.
 	time.Sleep(2 * time.Second)
@@ -304,8 +307,8 @@ func moveSlots(t *testing.T, c *cluster, n int, args ...string) int {
 	return 0
 }
 
-// killOneAtATime SIGKILLs a random replica of a random group every 0.7-2
-// s and restarts it after 0.5-3 s, never two of one group at once, so
+// killOneAtATime SIGKILLs a random replica of a random group every
+// 0.4-1.2 s and restarts it after 0.5-3 s, never two of one group at once, so
 // every group keeps a majority, until ctx ends.
 func killOneAtATime(ctx context.Context, t *testing.T, c *cluster, rng *rand.Rand, tl *timeline, faults *atomic.Int64) {
 	busy := make([]atomic.Bool, len(c.shards))
@@ -315,7 +318,7 @@ func killOneAtATime(ctx context.Context, t *testing.T, c *cluster, rng *rand.Ran
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(time.Duration(700+rng.IntN(1300)) * time.Millisecond):
+		case <-time.After(time.Duration(400+rng.IntN(800)) * time.Millisecond):
 		}
 		s := rng.IntN(len(busy))
 		if !busy[s].CompareAndSwap(false, true) {
