@@ -47,11 +47,6 @@ type Collection struct {
 	// hash slots. The zero map: a collection created before slots, placed
 	// by jump hash over the sorted shard names (placement.Table).
 	Slots placement.SlotMap
-	// held is each shard's slots under Slots as a read names them,
-	// computed once when the catalog is read (collectionOf), not by every
-	// read; nil for a Collection made otherwise (slotSelection computes
-	// them then).
-	held *heldSlots
 }
 
 func (c Collection) ref() client.Collection { return client.Collection{Name: c.Name, UID: c.UID} }
@@ -91,6 +86,10 @@ type catalogView struct {
 	// (yet): it answers 503 until none is left.
 	lacking map[string][]string
 	read    time.Time
+	// held is, per collection with a slot map, each shard's slots as a
+	// read names them: made once per reading of the catalog, not by every
+	// read (slotSelection).
+	held map[string]*heldSlots
 }
 
 // groupCatalog is one group's last answer.
@@ -585,7 +584,11 @@ func (c *Coordinator) buildView(auth *shardpb.CatalogResponse) *catalogView {
 			}
 		}
 	}
+	v.held = map[string]*heldSlots{}
 	for name, coll := range v.colls {
+		if !coll.Slots.IsZero() {
+			v.held[name] = heldOf(coll)
+		}
 		for i, g := range c.cat.groups {
 			if g != nil && g.colls[name] != coll.UID {
 				v.lacking[name] = append(v.lacking[name], c.shards[i].Name)
@@ -669,7 +672,6 @@ func collectionOf(e *shardpb.CollectionEntry) Collection {
 			}
 			out.Slots.Moves[int(mv.GetSlot())] = placement.SlotMove{To: mv.GetTo(), Prev: mv.GetPrev()}
 		}
-		out.held = heldOf(out.Slots)
 	}
 	return out
 }

@@ -297,7 +297,7 @@ func (c *Coordinator) lookup(ctx context.Context, coll Collection, req fanout.Re
 func (c *Coordinator) lookupAt(ctx context.Context, coll Collection, req fanout.Request, id, home string) (*shardpb.Vector, error) {
 	return fanout.Lookup(ctx, c.cluster, req, home, func(ctx context.Context, r *client.Conn) (*shardpb.Vector, error) {
 		m := c.minIndex(r)
-		v, err := r.In(coll.ref()).Slots(slotSelection(coll, home)).Get(ctx, id, m)
+		v, err := r.In(coll.ref()).Slots(c.slotSelection(coll, home)).Get(ctx, id, m)
 		if err == nil {
 			c.served(r, m)
 		}

@@ -35,31 +35,34 @@ func (c *Coordinator) writePlacement(coll Collection, shardName string) shard.Pl
 }
 
 // slotSelection is what a read of coll asks of shardName: the slots the
-// collection's map gives it (nil for a collection without a map).
-func slotSelection(coll Collection, shardName string) *shardpb.SlotSelection {
+// collection's map gives it (nil for a collection without a map), from
+// the bitmaps made when the catalog was read, or made now for a map that
+// is not the catalog view's (a move's own copy).
+func (c *Coordinator) slotSelection(coll Collection, shardName string) *shardpb.SlotSelection {
 	if coll.Slots.IsZero() {
 		return nil
 	}
-	held, ok := coll.held.of(coll.Slots, shardName)
+	held, ok := c.cat.current().held[coll.Name].of(coll, shardName)
 	if !ok {
 		held = coll.Slots.Held(shardName)
 	}
 	return &shardpb.SlotSelection{Epoch: coll.Slots.Epoch, Shard: shardName, Held: held}
 }
 
-// heldSlots is every shard's slots under one slot map, as bitmaps
-// (placement.SlotMap.Held). They are shared by every read of the map and
-// only ever read (a request encodes them), so they are never changed
-// once made.
+// heldSlots is every shard's slots under one collection's slot map, as
+// bitmaps (placement.SlotMap.Held). They are shared by every read of the
+// map and only ever read (a request encodes them), so they are never
+// changed once made.
 type heldSlots struct {
-	ver    uint64
-	owners int
-	by     map[string][]byte // by owner; every owner has an entry
-	none   []byte            // a shard that owns no slot
+	uid, ver uint64
+	owners   int
+	by       map[string][]byte // by owner; every owner has an entry
+	none     []byte            // a shard that owns no slot
 }
 
-func heldOf(m placement.SlotMap) *heldSlots {
-	h := &heldSlots{ver: m.Ver(), owners: m.Slots(), by: map[string][]byte{}, none: make([]byte, (m.Slots()+7)/8)}
+func heldOf(coll Collection) *heldSlots {
+	m := coll.Slots
+	h := &heldSlots{uid: coll.UID, ver: m.Ver(), owners: m.Slots(), by: map[string][]byte{}, none: make([]byte, (m.Slots()+7)/8)}
 	for s, o := range m.Owners {
 		b, ok := h.by[o]
 		if !ok {
@@ -71,11 +74,10 @@ func heldOf(m placement.SlotMap) *heldSlots {
 	return h
 }
 
-// of is shardName's bitmap if h was made from m (ok false otherwise: a
-// Collection whose map was changed in place of the catalog's, as a move
-// does with its own copy).
-func (h *heldSlots) of(m placement.SlotMap, shardName string) ([]byte, bool) {
-	if h == nil || h.ver != m.Ver() || h.owners != m.Slots() {
+// of is shardName's bitmap if h was made from coll's map (ok false
+// otherwise: none made, another incarnation, or a map changed since).
+func (h *heldSlots) of(coll Collection, shardName string) ([]byte, bool) {
+	if h == nil || h.uid != coll.UID || h.ver != coll.Slots.Ver() || h.owners != coll.Slots.Slots() {
 		return nil, false
 	}
 	if b, ok := h.by[shardName]; ok {
@@ -90,7 +92,7 @@ func (c *Coordinator) readSlots(coll Collection, r *client.Conn) *shardpb.SlotSe
 	if !ok {
 		return nil
 	}
-	return slotSelection(coll, c.shards[at].Name)
+	return c.slotSelection(coll, c.shards[at].Name)
 }
 
 // slotMoved reports whether err is a shard's SLOT_MOVED refusal, and
@@ -219,9 +221,9 @@ func (c *Coordinator) unlisted(coll Collection) string {
 	if coll.Slots.IsZero() {
 		return ""
 	}
-	owners := coll.held
-	if owners == nil || owners.ver != coll.Slots.Ver() {
-		owners = heldOf(coll.Slots)
+	owners := c.cat.current().held[coll.Name]
+	if _, ok := owners.of(coll, ""); !ok {
+		owners = heldOf(coll)
 	}
 	for name := range owners.by {
 		if !slices.ContainsFunc(c.shards, func(s fanout.Shard[*client.Conn]) bool { return s.Name == name }) {

@@ -201,7 +201,9 @@ func TestGrowAndDrainUnderLoad(t *testing.T) {
 		require.Equal(t, want[sh.Name], sh.DocCount, "%s: %s", sh.Name, raw)
 	}
 	for id, v := range acked {
-		code, raw := a.do(http.MethodGet, "/v1/collections/m/vectors/"+id, nil)
+		// 2 s: the reads are checked for what they find, not for speed
+		// (-race on two shared cores overruns 50 ms now and then).
+		code, raw := a.do(http.MethodGet, "/v1/collections/m/vectors/"+id+"?deadline_ms=2000", nil)
 		require.Equal(t, http.StatusOK, code, "acknowledged %s: %s", id, raw)
 		var doc struct {
 			Vector []float32 `json:"vector"`

@@ -132,7 +132,7 @@ func TestStaleRouterAnswersAfterASettledMove(t *testing.T) {
 		if placement.Slot(id, slots) != moved {
 			continue
 		}
-		code, raw := c.do(http.MethodGet, "/v1/collections/m/vectors/"+id, nil)
+		code, raw := c.do(http.MethodGet, "/v1/collections/m/vectors/"+id+"?deadline_ms="+deadline, nil)
 		require.Equal(t, http.StatusOK, code, "%s: %s", id, raw)
 		var doc struct {
 			Vector []float32 `json:"vector"`
@@ -160,6 +160,9 @@ func TestRouterMissingASlotOwnerRefusesReads(t *testing.T) {
 	require.NoError(t, err)
 	srv := httptest.NewServer(three.API)
 	t.Cleanup(func() { srv.Close(); three.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	require.NoError(t, three.WaitReady(ctx))
 	b := httpAPI{t: t, url: srv.URL}
 	for _, c := range []struct{ path, body string }{
 		{"/v1/collections/m/search?deadline_ms=2000", `{"vector": [1, 0, 0, 0], "k": 3}`},
