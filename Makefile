@@ -68,7 +68,7 @@ bench-overload:
 test-memlimit:
 	TRAWL_MEMLIMIT_TEST=1 $(GO) test -count=1 -timeout 10m -v ./test/memlimit
 
-## test-replication: real `router shard` processes in raft groups of three behind `router serve`: SIGKILLed, wiped and SIGSTOPped replicas, two routers writing the same ids, and the 90 s chaos run (TRAWL_CHAOS_SECONDS)
+## test-replication: real `router shard` processes in raft groups of three behind `router serve`: SIGKILLed, wiped and SIGSTOPped replicas, two routers writing the same ids, the 90 s chaos run (TRAWL_CHAOS_SECONDS), and a live grow from 3 groups to 4 and back under load, with replicas SIGKILLed while the slots move (1.5-3.5 min)
 test-replication:
 	TRAWL_REPLICATION_TEST=1 $(GO) test -race -count=1 -timeout 20m -v ./test/replication
 

@@ -86,6 +86,10 @@ type catalogView struct {
 	// (yet): it answers 503 until none is left.
 	lacking map[string][]string
 	read    time.Time
+	// held is, per collection with a slot map, each shard's slots as a
+	// read names them: made once per reading of the catalog, not by every
+	// read (slotSelection).
+	held map[string]*heldSlots
 }
 
 // groupCatalog is one group's last answer.
@@ -463,6 +467,25 @@ func (c *Coordinator) RunCatalog(ctx context.Context) {
 func (c *Coordinator) refreshCatalog(ctx context.Context) (*catalogView, error) {
 	c.cat.mu.Lock()
 	defer c.cat.mu.Unlock()
+	return c.refreshLocked(ctx)
+}
+
+// refreshCatalogSince is refreshCatalog unless a reading begun at or
+// after since is already in: reads that meet a stale map together (every
+// query of a busy router right after a move settles) wait for one
+// catalog read between them, not one each.
+func (c *Coordinator) refreshCatalogSince(ctx context.Context, since time.Time) (*catalogView, error) {
+	c.cat.mu.Lock()
+	defer c.cat.mu.Unlock()
+	if v := c.cat.current(); !v.read.Before(since) {
+		return v, nil
+	}
+	return c.refreshLocked(ctx)
+}
+
+// refreshLocked is refreshCatalog under c.cat.mu.
+func (c *Coordinator) refreshLocked(ctx context.Context) (*catalogView, error) {
+	begun := time.Now()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), catalogTimeout)
 	defer cancel()
 	answers := make([]*shardpb.CatalogResponse, len(c.shards))
@@ -490,6 +513,9 @@ func (c *Coordinator) refreshCatalog(ctx context.Context) (*catalogView, error) 
 		return c.cat.current(), errorf(CodeUnavailable, nil, "no shard answered a catalog read")
 	}
 	v := c.buildView(answers[c.cat.authority])
+	// A view is as new as the moment its reading began: a change made
+	// while the groups were read may be missing from it.
+	v.read = begun
 	c.cat.view.Store(v)
 	if auth := answers[c.cat.authority]; auth != nil {
 		c.reconcile(ctx, auth, answers)
@@ -558,7 +584,11 @@ func (c *Coordinator) buildView(auth *shardpb.CatalogResponse) *catalogView {
 			}
 		}
 	}
+	v.held = map[string]*heldSlots{}
 	for name, coll := range v.colls {
+		if !coll.Slots.IsZero() {
+			v.held[name] = heldOf(coll)
+		}
 		for i, g := range c.cat.groups {
 			if g != nil && g.colls[name] != coll.UID {
 				v.lacking[name] = append(v.lacking[name], c.shards[i].Name)

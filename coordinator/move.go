@@ -7,6 +7,8 @@ import (
 	"slices"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/trawl-search/trawl/budget"
 	"github.com/trawl-search/trawl/fanout"
 	"github.com/trawl-search/trawl/placement"
@@ -55,9 +57,6 @@ type MoveConfig struct {
 // 1536-D float32 rows, a fraction of a replica's write throughput.
 const DefaultMoveRate = 5000
 
-// movePage is the rows a copy reads and writes at once.
-const movePage = 256
-
 // MoveResult is what a move did.
 type MoveResult struct {
 	Collection string
@@ -69,93 +68,170 @@ type MoveResult struct {
 	Epoch uint64 // the map's epoch after the flip
 }
 
-// MoveSlot moves slot s of the collection name to shard to, online.
+// MoveSlot moves slot s of the collection name to shard to, online, and
+// returns once the old owner has dropped its rows (after cfg's grace).
 func (c *Coordinator) MoveSlot(ctx context.Context, name string, s int, to string, cfg MoveConfig) (MoveResult, error) {
-	if !slices.ContainsFunc(c.shards, func(sh fanout.Shard[*client.Conn]) bool { return sh.Name == to }) {
-		return MoveResult{}, errorf(CodeInvalid, nil, "shard %q is not one of this router's shards", to)
+	var res MoveResult
+	err := c.MoveSlots(ctx, name, []placement.Step{{Slot: s, To: to}}, cfg, func(r MoveResult) { res = r })
+	return res, err
+}
+
+// MoveSlots moves the slots of steps, in order, online: one slot fenced
+// at a time, each step of a move on every group before the next. done,
+// when set, is told each move once its slot has flipped.
+//
+// An old owner keeps a moved slot's rows for cfg's grace after the flip,
+// for routers still reading by the map before it. Its settle (the map
+// change that drops them) is made in the same change as a later slot's
+// fence once the grace has passed, so the grace runs while later slots
+// copy instead of adding to every move; the last settles follow the last
+// flip's grace. It returns once every slot it flipped has settled.
+func (c *Coordinator) MoveSlots(ctx context.Context, name string, steps []placement.Step, cfg MoveConfig, done func(MoveResult)) error {
+	for _, st := range steps {
+		if !slices.ContainsFunc(c.shards, func(sh fanout.Shard[*client.Conn]) bool { return sh.Name == st.To }) {
+			return errorf(CodeInvalid, nil, "shard %q is not one of this router's shards", st.To)
+		}
 	}
 	v, err := c.refreshCatalog(ctx)
 	if err != nil {
-		return MoveResult{}, err
+		return err
 	}
 	coll, ok := v.colls[name]
 	if !ok {
-		return MoveResult{}, errorf(CodeCollectionNotFound, nil, "collection `%s` does not exist", name)
+		return errorf(CodeCollectionNotFound, nil, "collection `%s` does not exist", name)
 	}
 	if coll.Slots.IsZero() {
-		return MoveResult{}, errorf(CodeInvalid, nil, "collection `%s` predates slots: its documents are placed by the shard list", name)
+		return errorf(CodeInvalid, nil, "collection `%s` predates slots: its documents are placed by the shard list", name)
 	}
-	for ms, mv := range coll.Slots.Moves {
-		// A move a mover left unfinished (it died, or its deadline
-		// passed): finished first, from the step it reached, so a slot
-		// never stays fenced. Each step is idempotent.
-		if coll, err = c.finishMove(ctx, coll, ms, mv, cfg); err != nil {
-			return MoveResult{}, fmt.Errorf("finishing the move of slot %d of `%s` left under way: %w", ms, name, err)
-		}
-		if ms == s && coll.Slots.Owners[s] == to {
-			return MoveResult{Collection: name, Slot: s, From: mv.Prev, To: to, Epoch: coll.Slots.Epoch}, nil
-		}
-	}
-	begun, err := coll.Slots.Begin(s, to)
-	if err != nil {
-		return MoveResult{}, errorf(CodeConflict, err, "collection `%s`: %v", name, err)
-	}
-	res := MoveResult{Collection: name, Slot: s, From: coll.Slots.Owners[s], To: to}
-	t0 := time.Now()
-	if err := c.setSlots(ctx, coll, coll.Slots, begun); err != nil {
-		return res, err
-	}
-	coll.Slots = begun
-	res.Rows, err = c.copySlot(ctx, coll, s, res.From, to, cfg)
-	if err != nil {
-		// Abandoned: the owner takes writes again, the receiver drops
-		// what it received.
-		if aerr := c.setSlots(context.WithoutCancel(ctx), coll, begun, begun.Settle(s)); aerr != nil {
-			err = errors.Join(err, fmt.Errorf("abandoning the move: %w", aerr))
-		}
-		return res, fmt.Errorf("copying slot %d of `%s` from %s to %s: %w", s, name, res.From, to, err)
-	}
-	flipped := begun.Flip(s)
-	if err := c.setSlots(ctx, coll, begun, flipped); err != nil {
-		return res, err
-	}
-	res.Copy, res.Epoch = time.Since(t0), flipped.Epoch
 	grace := cfg.Grace
 	if grace == 0 {
 		grace = 2 * c.catalogRefresh
 	}
-	if grace > 0 {
-		t := time.NewTimer(grace)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return res, fmt.Errorf("slot %d flipped to %s; not settled: %w (moving another slot settles it)", s, to, ctx.Err())
-		case <-t.C:
+	// flipped is when each slot awaiting its settle flipped. A move a
+	// mover left unfinished (it died, or its deadline passed) is finished
+	// first, from the step it reached, so a slot never stays fenced; a
+	// flip found in the map is treated as just made.
+	flipped := map[int]time.Time{}
+	for ms, mv := range coll.Slots.Moves {
+		if mv.To != "" {
+			if coll, err = c.finishFence(ctx, coll, ms, cfg); err != nil {
+				return fmt.Errorf("finishing the move of slot %d of `%s` left under way: %w", ms, name, err)
+			}
+		}
+		flipped[ms] = time.Now()
+	}
+	for _, st := range steps {
+		s := st.Slot
+		if s >= 0 && s < coll.Slots.Slots() && coll.Slots.Owners[s] == st.To {
+			// Moved already (by the run this one finishes).
+			if done != nil {
+				done(MoveResult{Collection: name, Slot: s, From: coll.Slots.Moves[s].Prev, To: st.To, Epoch: coll.Slots.Epoch})
+			}
+			continue
+		}
+		if at, ok := flipped[s]; ok {
+			// Moved here recently and moving on: its last owner's grace
+			// first.
+			if err := sleepCtx(ctx, time.Until(at.Add(grace))); err != nil {
+				return err
+			}
+		}
+		next, settled := settleDue(coll.Slots, flipped, grace)
+		begun, err := next.Begin(s, st.To)
+		if err != nil {
+			return errorf(CodeConflict, err, "collection `%s`: %v", name, err)
+		}
+		res := MoveResult{Collection: name, Slot: s, From: coll.Slots.Owners[s], To: st.To}
+		t0 := time.Now()
+		if err := c.setSlots(ctx, coll, coll.Slots, begun); err != nil {
+			return err
+		}
+		for _, d := range settled {
+			delete(flipped, d)
+		}
+		coll.Slots = begun
+		res.Rows, err = c.copySlot(ctx, coll, s, res.From, st.To, cfg)
+		if err != nil {
+			// Abandoned: the owner takes writes again, the receiver drops
+			// what it received.
+			if aerr := c.setSlots(context.WithoutCancel(ctx), coll, begun, begun.Settle(s)); aerr != nil {
+				err = errors.Join(err, fmt.Errorf("abandoning the move: %w", aerr))
+			}
+			return fmt.Errorf("copying slot %d of `%s` from %s to %s: %w", s, name, res.From, st.To, err)
+		}
+		after := begun.Flip(s)
+		if err := c.setSlots(ctx, coll, begun, after); err != nil {
+			return err
+		}
+		coll.Slots, flipped[s] = after, time.Now()
+		res.Copy, res.Epoch = time.Since(t0), after.Epoch
+		if done != nil {
+			done(res)
 		}
 	}
-	return res, c.setSlots(ctx, coll, flipped, flipped.Settle(s))
+	for len(flipped) > 0 {
+		var last time.Time
+		for _, at := range flipped {
+			if at.After(last) {
+				last = at
+			}
+		}
+		if err := sleepCtx(ctx, time.Until(last.Add(grace))); err != nil {
+			return fmt.Errorf("%d slots of `%s` flipped, not settled: %w (moving another slot settles them)", len(flipped), name, err)
+		}
+		next, settled := settleDue(coll.Slots, flipped, grace)
+		if err := c.setSlots(ctx, coll, coll.Slots, next); err != nil {
+			return err
+		}
+		coll.Slots = next
+		for _, d := range settled {
+			delete(flipped, d)
+		}
+	}
+	return nil
 }
 
-// finishMove completes the move of slot s found under way in coll's map:
-// a fenced slot is copied again (the copy's writes are keyed upserts) and
-// flipped, a flipped one settled. It returns coll with the map after.
-func (c *Coordinator) finishMove(ctx context.Context, coll Collection, s int, mv placement.SlotMove, cfg MoveConfig) (Collection, error) {
-	m := coll.Slots
-	if mv.To != "" {
-		if _, err := c.copySlot(ctx, coll, s, m.Owners[s], mv.To, cfg); err != nil {
-			return coll, err
+// settleDue is m with every slot of flipped whose grace has passed
+// settled, and those slots.
+func settleDue(m placement.SlotMap, flipped map[int]time.Time, grace time.Duration) (placement.SlotMap, []int) {
+	var due []int
+	for s, at := range flipped {
+		if time.Since(at) >= grace {
+			m = m.Settle(s)
+			due = append(due, s)
 		}
-		flipped := m.Flip(s)
-		if err := c.setSlots(ctx, coll, m, flipped); err != nil {
-			return coll, err
-		}
-		m = flipped
 	}
-	settled := m.Settle(s)
-	if err := c.setSlots(ctx, coll, m, settled); err != nil {
+	return m, due
+}
+
+// sleepCtx waits d, or until ctx ends (its error).
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// finishFence completes the move of fenced slot s found under way in
+// coll's map: it is copied again (the copy's writes are keyed upserts)
+// and flipped. It returns coll with the map after.
+func (c *Coordinator) finishFence(ctx context.Context, coll Collection, s int, cfg MoveConfig) (Collection, error) {
+	m := coll.Slots
+	if _, err := c.copySlot(ctx, coll, s, m.Owners[s], m.Moves[s].To, cfg); err != nil {
 		return coll, err
 	}
-	coll.Slots = settled
+	flipped := m.Flip(s)
+	if err := c.setSlots(ctx, coll, m, flipped); err != nil {
+		return coll, err
+	}
+	coll.Slots = flipped
 	return coll, nil
 }
 
@@ -178,7 +254,8 @@ func (c *Coordinator) setSlots(ctx context.Context, coll Collection, was, next p
 }
 
 // copySlot writes every row of slot s on shard from to shard to, a page
-// at a time, at most cfg.RowsPerSecond.
+// at a time, at most cfg.RowsPerSecond. The next page is read while one
+// is written, so a copy takes the longer of the two, not their sum.
 func (c *Coordinator) copySlot(ctx context.Context, coll Collection, s int, from, to string, cfg MoveConfig) (int, error) {
 	rate := cfg.RowsPerSecond
 	if rate <= 0 {
@@ -188,32 +265,50 @@ func (c *Coordinator) copySlot(ctx context.Context, coll Collection, s int, from
 	held[s/8] |= 1 << (s % 8)
 	sel := &shardpb.SlotSelection{Epoch: coll.Slots.Epoch, Shard: from, Held: held}
 	p := shard.Placement{Fingerprint: placement.SlotsFingerprint, Shard: to, SlotEpoch: coll.Slots.Epoch, Migrate: true}
-	var (
-		cursor  string
-		hasFrom bool
-		copied  int
-	)
-	start := time.Now()
-	for {
-		req := fanout.Request{Start: time.Now(), Budget: budget.Budget{Deadline: shard.WriteTimeout, Shard: shard.WriteTimeout}, Control: true}
-		page, err := fanout.Lookup(ctx, c.cluster, req, from, func(ctx context.Context, r *client.Conn) (*shardpb.ScrollResponse, error) {
-			return r.In(coll.ref()).Slots(sel).Scroll(ctx, &shardpb.ScrollRequest{From: cursor, HasFrom: hasFrom, Limit: movePage + 1,
-				WithVector: true, WithPayload: &shardpb.PayloadSelector{All: true}, MinIndex: c.minIndex(r)})
-		})
-		if err != nil {
-			return copied, fmt.Errorf("reading %s: %w", from, err)
-		}
-		pts := page.GetPoints()
-		next := len(pts) > movePage
-		if next {
-			cursor, hasFrom, pts = pts[movePage].GetId(), true, pts[:movePage]
-		}
-		if len(pts) > 0 {
-			vs := make([]*shardpb.Vector, len(pts))
-			for i, pt := range pts {
-				vs[i] = &shardpb.Vector{Id: pt.GetId(), Vector: pt.GetVector(), Payload: payloadOf(pt.GetPayload())}
+	limit := movePageRows(coll.Settings.Dim)
+	pages := make(chan []*shardpb.Vector, 1) // one page read ahead
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		defer close(pages)
+		var (
+			cursor  string
+			hasFrom bool
+		)
+		for {
+			req := fanout.Request{Start: time.Now(), Budget: budget.Budget{Deadline: shard.WriteTimeout, Shard: shard.WriteTimeout}, Control: true}
+			page, err := fanout.Lookup(gctx, c.cluster, req, from, func(ctx context.Context, r *client.Conn) (*shardpb.ScrollResponse, error) {
+				return r.In(coll.ref()).Slots(sel).Scroll(ctx, &shardpb.ScrollRequest{From: cursor, HasFrom: hasFrom, Limit: uint32(limit + 1),
+					WithVector: true, WithPayload: &shardpb.PayloadSelector{All: true}, MinIndex: c.minIndex(r)})
+			})
+			if err != nil {
+				return fmt.Errorf("reading %s: %w", from, err)
 			}
-			wctx, cancel := context.WithTimeout(ctx, shard.WriteTimeout)
+			pts := page.GetPoints()
+			next := len(pts) > limit
+			if next {
+				cursor, hasFrom, pts = pts[limit].GetId(), true, pts[:limit]
+			}
+			if len(pts) > 0 {
+				vs := make([]*shardpb.Vector, len(pts))
+				for i, pt := range pts {
+					vs[i] = &shardpb.Vector{Id: pt.GetId(), Vector: pt.GetVector(), Payload: payloadOf(pt.GetPayload())}
+				}
+				select {
+				case pages <- vs:
+				case <-gctx.Done():
+					return gctx.Err()
+				}
+			}
+			if !next {
+				return nil
+			}
+		}
+	})
+	copied := 0
+	g.Go(func() error {
+		start := time.Now()
+		for vs := range pages {
+			wctx, cancel := context.WithTimeout(gctx, shard.WriteTimeout)
 			wr := fanout.Write(wctx, c.cluster, to, func(ctx context.Context, r *client.Conn) error {
 				ack, err := r.In(coll.ref()).Upsert(ctx, p, vs)
 				if err == nil {
@@ -223,28 +318,33 @@ func (c *Coordinator) copySlot(ctx context.Context, coll Collection, s int, from
 			})
 			cancel()
 			if wr.Outcome != fanout.WriteOK {
-				return copied, fmt.Errorf("writing %s: %w", to, wr.Err)
+				return fmt.Errorf("writing %s: %w", to, wr.Err)
 			}
-			copied += len(pts)
+			copied += len(vs)
 			if cfg.Progress != nil {
 				cfg.Progress(copied)
 			}
-		}
-		if !next {
-			return copied, nil
-		}
-		// The rate cap: the copy so far may not run ahead of rate rows a
-		// second.
-		if ahead := time.Duration(copied)*time.Second/time.Duration(rate) - time.Since(start); ahead > 0 {
-			t := time.NewTimer(ahead)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return copied, ctx.Err()
-			case <-t.C:
+			// The rate cap: the copy so far may not run ahead of rate
+			// rows a second.
+			if err := sleepCtx(gctx, time.Duration(copied)*time.Second/time.Duration(rate)-time.Since(start)); err != nil {
+				return err
 			}
 		}
-	}
+		return nil
+	})
+	err := g.Wait()
+	return copied, err
+}
+
+// movePageBytes is about how many bytes of rows a copy reads and writes
+// at once: one scroll answer and one write (one raft entry) each, well
+// under the shards' 64 MiB message limit even with payloads.
+const movePageBytes = 4 << 20
+
+// movePageRows is how many rows of dim dimensions make a copy's page:
+// movePageBytes of float32 rows and ids, 256 to 4096 rows.
+func movePageRows(dim int) int {
+	return min(max(movePageBytes/(4*dim+64), 256), 4096)
 }
 
 // payloadOf is a scrolled payload as a write carries it: "{}" (a document

@@ -76,6 +76,9 @@ func (c *Coordinator) Scroll(ctx context.Context, s Scroll) (ScrollAnswer, error
 	if w := s.WithPayload; w != nil {
 		req.WithPayload = &shardpb.PayloadSelector{All: w.All, Keys: w.Keys}
 	}
+	if err := c.unlistedError(s.Collection); err != nil {
+		return ScrollAnswer{}, err
+	}
 	results, sum := c.scroll(ctx, s.Collection, fanout.PathScroll, s.Budget, req)
 	if name, gone := goneFrom(results); gone {
 		return ScrollAnswer{}, c.collectionGone(ctx, s.Collection, name)
@@ -133,6 +136,9 @@ func (c *Coordinator) Count(ctx context.Context, coll Collection, f *filter.Filt
 	if err != nil {
 		return CountAnswer{}, err
 	}
+	if err := c.unlistedError(coll); err != nil {
+		return CountAnswer{}, err
+	}
 	results, sum := c.scroll(ctx, coll, fanout.PathCount, b, &shardpb.ScrollRequest{Filter: fb})
 	if name, gone := goneFrom(results); gone {
 		return CountAnswer{}, c.collectionGone(ctx, coll, name)
@@ -154,14 +160,16 @@ func (c *Coordinator) Count(ctx context.Context, coll Collection, f *filter.Filt
 func (c *Coordinator) scroll(ctx context.Context, coll Collection, path fanout.Path, b budget.Budget, req *shardpb.ScrollRequest) ([]fanout.Result[*shardpb.ScrollResponse], fanout.Summary) {
 	freq := fanout.Request{Path: path, Collection: coll.Name, Start: time.Now(), Budget: b, Prefer: c.prefer}
 	// As Search: the client leaving does not cut the fan-out short.
-	return fanout.Gather(context.WithoutCancel(ctx), c.cluster, freq, func(ctx context.Context, r *client.Conn) (*shardpb.ScrollResponse, error) {
-		rq := proto.CloneOf(req) // each replica its own min_index
-		rq.MinIndex = c.minIndex(r)
-		resp, err := r.In(coll.ref()).Slots(c.readSlots(coll, r)).Scroll(ctx, rq)
-		if err == nil {
-			c.served(r, rq.MinIndex)
+	return gatherFresh(context.WithoutCancel(ctx), c, coll, freq, func(coll Collection) fanout.Call[*client.Conn, *shardpb.ScrollResponse] {
+		return func(ctx context.Context, r *client.Conn) (*shardpb.ScrollResponse, error) {
+			rq := proto.CloneOf(req) // each replica its own min_index
+			rq.MinIndex = c.minIndex(r)
+			resp, err := r.In(coll.ref()).Slots(c.readSlots(coll, r)).Scroll(ctx, rq)
+			if err == nil {
+				c.served(r, rq.MinIndex)
+			}
+			return resp, err
 		}
-		return resp, err
 	})
 }
 

@@ -113,6 +113,9 @@ func (c *Coordinator) Search(ctx context.Context, s Search) (Answer, error) {
 	// The client leaving does not cut the fan-out short: it is bounded by
 	// the deadline anyway, and a cancelled fan-out would count as degraded.
 	ctx = context.WithoutCancel(ctx)
+	if err := c.unlistedError(s.Collection); err != nil {
+		return Answer{}, err
+	}
 	qs, err := c.resolveLikes(ctx, s.Collection, req, s.Queries)
 	if err != nil {
 		return Answer{}, err
@@ -133,13 +136,15 @@ func (c *Coordinator) Search(ctx context.Context, s Search) (Answer, error) {
 		}
 	}
 	batch := client.NewBatchIn(s.Collection.ref(), cqs) // encoded once for every replica asked
-	results, sum := fanout.Gather(ctx, c.cluster, req, func(ctx context.Context, r *client.Conn) (client.SearchResult, error) {
-		m := c.minIndex(r)
-		res, err := r.SearchSlots(ctx, batch, m, c.readSlots(s.Collection, r))
-		if err == nil {
-			c.served(r, m)
+	results, sum := gatherFresh(ctx, c, s.Collection, req, func(coll Collection) fanout.Call[*client.Conn, client.SearchResult] {
+		return func(ctx context.Context, r *client.Conn) (client.SearchResult, error) {
+			m := c.minIndex(r)
+			res, err := r.SearchSlots(ctx, batch, m, c.readSlots(coll, r))
+			if err == nil {
+				c.served(r, m)
+			}
+			return res, err
 		}
-		return res, err
 	})
 
 	if name, gone := goneFrom(results); gone {
@@ -236,47 +241,68 @@ func (c *Coordinator) resolveLikes(ctx context.Context, coll Collection, req fan
 			continue
 		}
 		g.Go(func() error {
-			v, _, err := c.lookup(gctx, coll, req, out[i].LikeID)
+			d, err := c.lookup(gctx, coll, req, out[i].LikeID)
 			if err != nil {
 				return err
 			}
-			out[i].Vector = v
+			out[i].Vector = d.Vector
 			return nil
 		})
 	}
 	return out, g.Wait()
 }
 
-// lookup reads one stored vector and its payload from its home shard,
-// mapping the engine's answer to this package's errors.
-func (c *Coordinator) lookup(ctx context.Context, coll Collection, req fanout.Request, id string) ([]float32, []byte, error) {
-	home := c.home(coll, id)
+// lookup reads one stored document (vector and payload) from its home
+// shard, mapping the engine's answer to this package's errors. A home
+// that refuses the read SLOT_MOVED (the slot moved since the router read
+// its map) is asked again where the catalog's newer map puts the id.
+func (c *Coordinator) lookup(ctx context.Context, coll Collection, req fanout.Request, id string) (Document, error) {
 	req.Prefer = c.prefer // the replicas known to have applied its min_index first
-	pv, err := fanout.Lookup(ctx, c.cluster, req, home, func(ctx context.Context, r *client.Conn) (*shardpb.Vector, error) {
-		m := c.minIndex(r)
-		v, err := r.In(coll.ref()).Slots(slotSelection(coll, home)).Get(ctx, id, m)
-		if err == nil {
-			c.served(r, m)
+	home := c.home(coll, id)
+	pv, err := c.lookupAt(ctx, coll, req, id, home)
+	for range maxRemaps {
+		if moved, _ := slotMoved(err); !moved || coll.Slots.IsZero() {
+			break
 		}
-		return v, err
-	})
+		now, ok := c.remapped(coll, req.ShardDeadline())
+		if !ok {
+			break
+		}
+		coll, home = now, now.Slots.Home(id)
+		pv, err = c.lookupAt(ctx, coll, req, id, home)
+	}
 	var nf *shard.CollectionNotFoundError
 	if errors.As(err, &nf) {
-		return nil, nil, c.collectionGone(ctx, coll, home)
+		return Document{}, c.collectionGone(ctx, coll, home)
 	}
 	switch status.Code(err) {
 	case codes.OK:
 		v, err := vector.DecodeLE(pv.GetVector())
 		if err != nil {
-			return nil, nil, errorf(CodeInternal, err, "shard %s returned a malformed vector for %q: %v", home, id, err)
+			return Document{}, errorf(CodeInternal, err, "shard %s returned a malformed vector for %q: %v", home, id, err)
 		}
-		return v, pv.GetPayload(), nil
+		return Document{ID: id, Vector: v, Payload: pv.GetPayload(), Shard: home}, nil
 	case codes.NotFound:
-		return nil, nil, errorf(CodeNotFound, err, "no vector with id %q", id)
+		return Document{}, errorf(CodeNotFound, err, "no vector with id %q", id)
 	case codes.Unavailable, codes.DeadlineExceeded:
-		return nil, nil, errorf(CodeUnavailable, err, "cannot read id %q: its home shard %s is unavailable: %v", id, home, status.Convert(err).Message())
+		return Document{}, errorf(CodeUnavailable, err, "cannot read id %q: its home shard %s is unavailable: %v", id, home, status.Convert(err).Message())
 	}
-	return nil, nil, fmt.Errorf("reading id %q from shard %s: %w", id, home, err)
+	if moved, _ := slotMoved(err); moved {
+		return Document{}, errorf(CodeUnavailable, err, "cannot read id %q: its slot is moving and shard %s no longer answers for it; retry", id, home)
+	}
+	return Document{}, fmt.Errorf("reading id %q from shard %s: %w", id, home, err)
+}
+
+// lookupAt is one read of id from shard home.
+func (c *Coordinator) lookupAt(ctx context.Context, coll Collection, req fanout.Request, id, home string) (*shardpb.Vector, error) {
+	return fanout.Lookup(ctx, c.cluster, req, home, func(ctx context.Context, r *client.Conn) (*shardpb.Vector, error) {
+		m := c.minIndex(r)
+		v, err := r.In(coll.ref()).Slots(c.slotSelection(coll, home)).Get(ctx, id, m)
+		if err == nil {
+			c.served(r, m)
+		}
+		return v, err
+	})
 }
 
 // Document is one stored document as GET returns it.
@@ -292,11 +318,7 @@ type Document struct {
 // deadline, whose clock starts now.
 func (c *Coordinator) Get(ctx context.Context, coll Collection, id string, b budget.Budget) (Document, error) {
 	req := fanout.Request{Start: time.Now(), Budget: b}
-	v, p, err := c.lookup(context.WithoutCancel(ctx), coll, req, id)
-	if err != nil {
-		return Document{}, err
-	}
-	return Document{ID: id, Vector: v, Payload: p, Shard: c.home(coll, id)}, nil
+	return c.lookup(context.WithoutCancel(ctx), coll, req, id)
 }
 
 // MaxRetrieve is the most ids one Retrieve reads.
@@ -325,14 +347,14 @@ func (c *Coordinator) Retrieve(ctx context.Context, coll Collection, ids []strin
 	g.SetLimit(retrieveConcurrency)
 	for i, id := range ids {
 		g.Go(func() error {
-			v, p, err := c.lookup(gctx, coll, req, id)
+			d, err := c.lookup(gctx, coll, req, id)
 			if CodeOf(err) == CodeNotFound {
 				return nil
 			}
 			if err != nil {
 				return err
 			}
-			docs[i], found[i] = Document{ID: id, Vector: v, Payload: p, Shard: c.home(coll, id)}, true
+			docs[i], found[i] = d, true
 			return nil
 		})
 	}
@@ -344,10 +366,12 @@ func (c *Coordinator) Retrieve(ctx context.Context, coll Collection, ids []strin
 		Deadline: b.Deadline, ShardDeadline: b.Shard}}
 	asked := map[string]bool{}
 	for i, d := range docs {
-		asked[c.home(coll, ids[i])] = true
-		if found[i] {
-			out.Docs = append(out.Docs, d)
+		if !found[i] {
+			asked[c.home(coll, ids[i])] = true
+			continue
 		}
+		asked[d.Shard] = true // where it was read, under the newest map
+		out.Docs = append(out.Docs, d)
 	}
 	out.Summary.ShardsQueried = len(asked)
 	out.Summary.Elapsed = time.Since(req.Start)

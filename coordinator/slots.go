@@ -3,8 +3,10 @@ package coordinator
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
+	"github.com/trawl-search/trawl/fanout"
 	"github.com/trawl-search/trawl/placement"
 	"github.com/trawl-search/trawl/shard"
 	"github.com/trawl-search/trawl/shard/client"
@@ -33,12 +35,55 @@ func (c *Coordinator) writePlacement(coll Collection, shardName string) shard.Pl
 }
 
 // slotSelection is what a read of coll asks of shardName: the slots the
-// collection's map gives it (nil for a collection without a map).
-func slotSelection(coll Collection, shardName string) *shardpb.SlotSelection {
+// collection's map gives it (nil for a collection without a map), from
+// the bitmaps made when the catalog was read, or made now for a map that
+// is not the catalog view's (a move's own copy).
+func (c *Coordinator) slotSelection(coll Collection, shardName string) *shardpb.SlotSelection {
 	if coll.Slots.IsZero() {
 		return nil
 	}
-	return &shardpb.SlotSelection{Epoch: coll.Slots.Epoch, Shard: shardName, Held: coll.Slots.Held(shardName)}
+	held, ok := c.cat.current().held[coll.Name].of(coll, shardName)
+	if !ok {
+		held = coll.Slots.Held(shardName)
+	}
+	return &shardpb.SlotSelection{Epoch: coll.Slots.Epoch, Shard: shardName, Held: held}
+}
+
+// heldSlots is every shard's slots under one collection's slot map, as
+// bitmaps (placement.SlotMap.Held). They are shared by every read of the
+// map and only ever read (a request encodes them), so they are never
+// changed once made.
+type heldSlots struct {
+	uid, ver uint64
+	owners   int
+	by       map[string][]byte // by owner; every owner has an entry
+	none     []byte            // a shard that owns no slot
+}
+
+func heldOf(coll Collection) *heldSlots {
+	m := coll.Slots
+	h := &heldSlots{uid: coll.UID, ver: m.Ver(), owners: m.Slots(), by: map[string][]byte{}, none: make([]byte, (m.Slots()+7)/8)}
+	for s, o := range m.Owners {
+		b, ok := h.by[o]
+		if !ok {
+			b = make([]byte, len(h.none))
+			h.by[o] = b
+		}
+		b[s/8] |= 1 << (s % 8)
+	}
+	return h
+}
+
+// of is shardName's bitmap if h was made from coll's map (ok false
+// otherwise: none made, another incarnation, or a map changed since).
+func (h *heldSlots) of(coll Collection, shardName string) ([]byte, bool) {
+	if h == nil || h.uid != coll.UID || h.ver != coll.Slots.Ver() || h.owners != coll.Slots.Slots() {
+		return nil, false
+	}
+	if b, ok := h.by[shardName]; ok {
+		return b, true
+	}
+	return h.none, true
 }
 
 // readSlots is slotSelection for the shard of replica r.
@@ -47,7 +92,7 @@ func (c *Coordinator) readSlots(coll Collection, r *client.Conn) *shardpb.SlotSe
 	if !ok {
 		return nil
 	}
-	return slotSelection(coll, c.shards[at].Name)
+	return c.slotSelection(coll, c.shards[at].Name)
 }
 
 // slotMoved reports whether err is a shard's SLOT_MOVED refusal, and
@@ -99,4 +144,116 @@ func (c *Coordinator) rerouted(ctx context.Context, coll Collection, pause *time
 		return coll, false
 	}
 	return now, true
+}
+
+// maxRemaps bounds how often one read is sent again with a newer slot
+// map: a move flips or settles one slot at a time, so a second change
+// inside one query's deadline is already rare.
+const maxRemaps = 2
+
+// slotRefused reports whether a shard is missing from a fan-out because
+// its replicas refused the read SLOT_MOVED: the slots the router's map
+// asked of it are not the ones its group holds now.
+func slotRefused[T any](results []fanout.Result[T]) bool {
+	for _, r := range results {
+		if moved, _ := slotMoved(r.Err); r.Reason != "" && moved {
+			return true
+		}
+	}
+	return false
+}
+
+// remapped re-reads the catalog after a read of coll was refused
+// SLOT_MOVED, and returns coll with the newer slot map the catalog now
+// holds. ok is false when it holds none (the group that refused is ahead
+// of the authority's answer, or behind the router: the refusal stands), or
+// when the reading does not end before until, the read's shard deadline:
+// the reading then goes on for the next query, and this one keeps its
+// answer. A move settles only after a grace for routers to read the new
+// map, so a router that meets a settled slot has missed a refresh (its
+// catalog period is longer, or the authority did not answer it): without
+// this every read of it would be degraded until its next refresh.
+func (c *Coordinator) remapped(coll Collection, until time.Time) (Collection, bool) {
+	refused := time.Now()
+	if !refused.Before(until) {
+		return coll, false
+	}
+	done := make(chan *catalogView, 1) // buffered: a reading that ends late never blocks
+	go func() {
+		v, err := c.refreshCatalogSince(context.Background(), refused)
+		if err != nil {
+			v = nil
+		}
+		done <- v
+	}()
+	t := time.NewTimer(time.Until(until))
+	defer t.Stop()
+	var v *catalogView
+	select {
+	case v = <-done:
+	case <-t.C:
+		return coll, false
+	}
+	if v == nil || !time.Now().Before(until) {
+		return coll, false
+	}
+	now, ok := v.colls[coll.Name]
+	if !ok || now.UID != coll.UID || now.Slots.Ver() <= coll.Slots.Ver() {
+		return coll, false
+	}
+	return now, true
+}
+
+// unlistedError is the refusal of a read of coll while its slot map
+// gives slots to a shard this router does not list (unlisted).
+func (c *Coordinator) unlistedError(coll Collection) error {
+	if name := c.unlisted(coll); name != "" {
+		return errorf(CodeUnavailable, nil, "collection `%s` has slots on shard %s, which this router does not list: restart it with every shard's --shard", coll.Name, name)
+	}
+	return nil
+}
+
+// unlisted is the first shard coll's slot map gives slots to that this
+// router does not list (its --shard list predates a group the slots
+// moved to), or "". Reading without it would leave its slots' rows out
+// of an answer that looks complete.
+func (c *Coordinator) unlisted(coll Collection) string {
+	if coll.Slots.IsZero() {
+		return ""
+	}
+	owners := c.cat.current().held[coll.Name]
+	if _, ok := owners.of(coll, ""); !ok {
+		owners = heldOf(coll)
+	}
+	for name := range owners.by {
+		if !slices.ContainsFunc(c.shards, func(s fanout.Shard[*client.Conn]) bool { return s.Name == name }) {
+			return name
+		}
+	}
+	return ""
+}
+
+// gatherFresh is fanout.Gather of a read of coll (read builds the call
+// for a map) that, when a shard refused it SLOT_MOVED, reads again with
+// the catalog's newer map while the deadline allows (remapped). Only the
+// answer given counts as a fan-out, once, as Gather counts its own.
+func gatherFresh[T fanout.Answer](ctx context.Context, c *Coordinator, coll Collection, req fanout.Request,
+	read func(Collection) fanout.Call[*client.Conn, T]) ([]fanout.Result[T], fanout.Summary) {
+	req.DeferReport = true
+	results, sum := fanout.Gather(ctx, c.cluster, req, read(coll))
+	for range maxRemaps {
+		if coll.Slots.IsZero() || !slotRefused(results) {
+			break
+		}
+		now, ok := c.remapped(coll, req.ShardDeadline())
+		if !ok || c.unlisted(now) != "" {
+			break
+		}
+		coll = now
+		results, sum = fanout.Gather(ctx, c.cluster, req, read(coll))
+	}
+	if _, gone := goneFrom(results); !gone {
+		c.cluster.Report(req, sum)
+	}
+	return results, sum
 }

@@ -43,6 +43,12 @@ type Request struct {
 	// preferred or not. It is called once per replica per shard read, so
 	// it must be cheap.
 	Prefer func(shard int, replica string) bool
+	// DeferReport leaves the fan-out uncounted by Gather: the caller may
+	// read again (with a newer slot map, after a shard refused the first
+	// read SLOT_MOVED) and counts the one answer it gives with
+	// Cluster.Report, so each answer counts once however many reads it
+	// took.
+	DeferReport bool
 }
 
 // ShardDeadline is when every shard RPC of the request must be done.
@@ -132,10 +138,16 @@ collect:
 	sum := summarize(c, results, req)
 	annotateGather(span, req, sum)
 	annotateMissing(span, results)
-	if !anyAbsent(results) {
-		_ = c.safely("reporter", "", func() { c.opts.Reporter.Fanout(req.Path, req.Collection, sum.Elapsed, sum.Coverage, sum.ShardErrors) })
+	if !req.DeferReport && !anyAbsent(results) {
+		c.Report(req, sum)
 	}
 	return results, sum
+}
+
+// Report counts a fan-out that was gathered with DeferReport: once per
+// answer, degraded or not, as Gather counts its own.
+func (c *Cluster[R]) Report(req Request, sum Summary) {
+	_ = c.safely("reporter", "", func() { c.opts.Reporter.Fanout(req.Path, req.Collection, sum.Elapsed, sum.Coverage, sum.ShardErrors) })
 }
 
 // summarize builds the scatter_gather block. Coverage counts each missing

@@ -87,13 +87,14 @@ func (m SlotMap) HoldsRows(shard string, s int) bool {
 var ErrMoving = errors.New("a slot move is under way")
 
 // Begin starts moving slot s to shard to: the next version, s fenced.
-// One move at a time a collection, so a reader's epoch newer than a
-// group's can only be the flip of the move that group is receiving.
+// One slot is fenced at a time a collection. Slots flipped earlier may
+// still await their settle (their old owners keep their rows for a
+// grace): they are not fenced, and take writes at their new owners.
 func (m SlotMap) Begin(s int, to string) (SlotMap, error) {
 	if s < 0 || s >= len(m.Owners) {
 		return m, fmt.Errorf("%w: slot %d of %d", ErrSlots, s, len(m.Owners))
 	}
-	if len(m.Moves) > 0 {
+	if _, moving := m.Moves[s]; moving || m.fenced() {
 		return m, ErrMoving
 	}
 	if m.Owners[s] == to {
@@ -101,16 +102,30 @@ func (m SlotMap) Begin(s int, to string) (SlotMap, error) {
 	}
 	out := m.Clone()
 	out.Version = m.Ver() + 1
-	out.Moves = map[int]SlotMove{s: {To: to}}
+	if out.Moves == nil {
+		out.Moves = map[int]SlotMove{}
+	}
+	out.Moves[s] = SlotMove{To: to}
 	return out, nil
 }
 
+// fenced reports whether any slot is fenced for a move.
+func (m SlotMap) fenced() bool {
+	for _, mv := range m.Moves {
+		if mv.To != "" {
+			return true
+		}
+	}
+	return false
+}
+
 // Flip gives the slot being moved to its new owner at the next epoch;
-// the old owner keeps its rows (Prev) until Settle.
+// the old owner keeps its rows (Prev) until Settle. Other slots' pending
+// settles stay as they are.
 func (m SlotMap) Flip(s int) SlotMap {
 	out := m.Move(s, m.Moves[s].To)
 	out.Version = m.Ver() + 1
-	out.Moves = map[int]SlotMove{s: {Prev: m.Owners[s]}}
+	out.Moves[s] = SlotMove{Prev: m.Owners[s]}
 	return out
 }
 

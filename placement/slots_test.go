@@ -113,3 +113,28 @@ func TestMoveSteps(t *testing.T) {
 	require.False(t, abandoned.HoldsRows("c", 0))
 	require.True(t, abandoned.HoldsRows("a", 0))
 }
+
+// A flipped slot awaiting its settle does not hold up the next move: only
+// one slot is fenced at a time, and a flip or settle of one slot leaves
+// the others' pending settles as they are.
+func TestMovesOverlapTheirGrace(t *testing.T) {
+	m := Even([]string{"a", "b"}, 4) // a: 0, 2; b: 1, 3
+	begun, err := m.Begin(0, "c")
+	require.NoError(t, err)
+	first := begun.Flip(0)
+	_, err = first.Begin(0, "b")
+	require.ErrorIs(t, err, ErrMoving, "a slot awaiting its settle moves again only once settled")
+	second, err := first.Begin(1, "c")
+	require.NoError(t, err)
+	require.NoError(t, second.Validate())
+	_, err = second.Begin(2, "c")
+	require.ErrorIs(t, err, ErrMoving, "one slot fenced at a time")
+	require.True(t, second.HoldsRows("a", 0), "the first old owner still keeps its rows")
+	flipped := second.Flip(1)
+	require.Equal(t, map[int]SlotMove{0: {Prev: "a"}, 1: {Prev: "b"}}, flipped.Moves)
+	require.Equal(t, m.Epoch+2, flipped.Epoch)
+	settled := flipped.Settle(0)
+	require.Equal(t, map[int]SlotMove{1: {Prev: "b"}}, settled.Moves)
+	require.False(t, settled.HoldsRows("a", 0))
+	require.True(t, settled.HoldsRows("b", 1))
+}

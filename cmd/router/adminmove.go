@@ -26,7 +26,8 @@ type moveFlags struct {
 // --shard group: move-slot one slot, rebalance every slotted collection
 // (or --collection) until each shard holds slots/shards of it give or take
 // one, drain moves every slot off the shard named. Moves run one at a
-// time, each printed as it ends.
+// time, each printed as its slot flips; old owners drop their rows once
+// their grace has passed, while later slots copy.
 func adminMoves(ctx context.Context, out io.Writer, cmd string, shards []app.ShardSpec, dial client.DialConfig, target string, f moveFlags) error {
 	var fs []fanout.Shard[*client.Conn]
 	names := make([]string, len(shards))
@@ -76,16 +77,17 @@ func adminMoves(ctx context.Context, out io.Writer, cmd string, shards []app.Sha
 			continue
 		}
 		t0 := time.Now()
-		rows := 0
-		for i, st := range j.steps {
-			res, err := co.MoveSlot(ctx, j.coll, st.Slot, st.To, f.cfg)
-			if err != nil {
-				return fmt.Errorf("admin %s: %s slot %d to %s: %w", cmd, j.coll, st.Slot, st.To, err)
-			}
+		rows, moved := 0, 0
+		err := co.MoveSlots(ctx, j.coll, j.steps, f.cfg, func(res coordinator.MoveResult) {
 			rows += res.Rows
-			fmt.Fprintf(out, "%s slot %d: %s -> %s, %d rows, fenced %s (%d/%d, %d rows in %s)\n", j.coll, st.Slot, res.From, res.To,
-				res.Rows, res.Copy.Round(time.Millisecond), i+1, len(j.steps), rows, time.Since(t0).Round(time.Millisecond))
+			moved++
+			fmt.Fprintf(out, "%s slot %d: %s -> %s, %d rows, fenced %s (%d/%d, %d rows in %s)\n", j.coll, res.Slot, res.From, res.To,
+				res.Rows, res.Copy.Round(time.Millisecond), moved, len(j.steps), rows, time.Since(t0).Round(time.Millisecond))
+		})
+		if err != nil {
+			return fmt.Errorf("admin %s: %s, after %d of %d moves: %w", cmd, j.coll, moved, len(j.steps), err)
 		}
+		fmt.Fprintf(out, "%s: %d slots moved and settled, %d rows in %s\n", j.coll, moved, rows, time.Since(t0).Round(time.Millisecond))
 	}
 	return nil
 }

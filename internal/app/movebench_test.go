@@ -100,12 +100,11 @@ func TestMeasureRebalance(t *testing.T) {
 	rows := 0
 	var fenced []time.Duration
 	t0 := time.Now()
-	for _, st := range steps {
-		res, err := r.Coordinator.MoveSlot(ctx, "bench", st.Slot, st.To, coordinator.MoveConfig{RowsPerSecond: rate, Grace: 300 * time.Millisecond})
-		require.NoError(t, err)
-		rows += res.Rows
-		fenced = append(fenced, res.Copy)
-	}
+	require.NoError(t, r.Coordinator.MoveSlots(ctx, "bench", steps, coordinator.MoveConfig{RowsPerSecond: rate, Grace: 300 * time.Millisecond},
+		func(res coordinator.MoveResult) {
+			rows += res.Rows
+			fenced = append(fenced, res.Copy)
+		}))
 	took := time.Since(t0)
 	stop.Store(true)
 	wg.Wait()

@@ -45,6 +45,10 @@ type collection struct {
 	// it too (slotReadFilter), so those rows are never counted beside
 	// their new owner's in between. Nil when no drop is pending.
 	dropping atomic.Pointer[placement.SlotMap]
+	// readBits is what reads check their slot selections against,
+	// computed from slots and dropping once per change of either
+	// (slotBitsFor), not by every read.
+	readBits atomic.Pointer[slotBits]
 }
 
 // remap replaces the collection's slot map with next and returns the old

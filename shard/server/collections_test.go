@@ -35,7 +35,7 @@ var testPlace = &shardpb.Placement{Fingerprint: "fp", Shard: "shard-0"}
 // machine is a state machine over fresh collections, and the next log
 // index to apply at.
 type machine struct {
-	t    *testing.T
+	t    testing.TB
 	cols *Collections
 	sm   *stateMachine
 	next uint64
@@ -43,7 +43,7 @@ type machine struct {
 
 // newMachine's collections placed on disk keep their segments under a
 // test directory, so the restore tests cover both placements.
-func newMachine(t *testing.T, legacy catalog.Settings) *machine {
+func newMachine(t testing.TB, legacy catalog.Settings) *machine {
 	cols := NewCollections(CollectionsConfig{Legacy: legacy, Kernel: vector.Generic(), SegmentDir: t.TempDir()})
 	t.Cleanup(cols.Close)
 	return &machine{t: t, cols: cols, sm: NewStateMachine(cols, nil, nil).(*stateMachine), next: 1}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	mathbits "math/bits"
 	"slices"
 
 	"google.golang.org/grpc/codes"
@@ -130,7 +131,9 @@ func (c *Collections) slotWriteCheck(col *collection, m *placement.SlotMap, p *s
 // test of an id's slot. A selection naming a slot this group does not
 // hold is refused SLOT_MOVED (another replica, or a re-read of the
 // catalog, may do better); answering without those rows would leave them
-// out of the merged answer unmarked.
+// out of the merged answer unmarked. Every read pays it, so it compares
+// bitmaps a byte at a time against ones computed once per map
+// (slotBitsFor).
 func (c *Collections) slotReadFilter(col *collection, sel *shardpb.SlotSelection) (func(id string) bool, error) {
 	m := col.slotMap()
 	if sel == nil || m == nil {
@@ -151,23 +154,18 @@ func (c *Collections) slotReadFilter(col *collection, sel *shardpb.SlotSelection
 	}
 	// Loaded after m: a map swapped in since comes with the one it
 	// replaced, whose rows may not be dropped yet (collection.remap).
-	dropping := col.dropping.Load()
+	bits := col.slotBitsFor(m, col.dropping.Load(), me)
+	may := bits.answer
 	narrower := false
-	for s, owner := range m.Owners {
-		asked, rows := placement.HeldBit(held, s), m.HoldsRows(me, s) || (dropping != nil && dropping.Slots() == m.Slots() && dropping.HoldsRows(me, s))
-		// A slot asked is answered by its owner, by the old owner of a
-		// flip this group has applied but not settled (its rows are
-		// final: the slot was fenced while copied), or by the receiver of
-		// a fenced slot when the reader's map is newer than the group's:
-		// with one move at a time that is the flip of this very slot,
-		// committed only once its copy was complete.
-		ok := owner == me || m.Moves[s].Prev == me || (m.Moves[s].To == me && sel.GetEpoch() > m.Epoch)
-		switch {
-		case asked && !ok:
+	for i, h := range held {
+		h &= bits.valid[i] // bits past the last slot name nothing
+		if bad := h &^ may[i]; bad != 0 {
+			s := i*8 + mathbits.TrailingZeros8(bad)
 			return nil, shard.SlotMovedStatus(fmt.Sprintf(
 				"collection %q: slot %d is asked of shard %q by slot map epoch %d, but this group's map (epoch %d) gives it to %q",
-				col.name, s, me, sel.GetEpoch(), m.Epoch, owner), m.Epoch, false)
-		case rows && !asked:
+				col.name, s, me, sel.GetEpoch(), m.Epoch, m.Owners[s]), m.Epoch, false)
+		}
+		if bits.rows[i]&^h != 0 {
 			narrower = true
 		}
 	}
@@ -176,6 +174,54 @@ func (c *Collections) slotReadFilter(col *collection, sel *shardpb.SlotSelection
 	}
 	n := m.Slots()
 	return func(id string) bool { return placement.HeldBit(held, placement.Slot(id, n)) }, nil
+}
+
+// slotBits is one slot map (and the map pending drop) seen from one
+// group, as bitmaps of the map's slots (bit s of byte s/8).
+type slotBits struct {
+	m, dropping *placement.SlotMap
+	me          string
+	// answer is the slots this replica answers for: those it owns, and
+	// those of a flip it has applied but not settled (it owned them; their
+	// rows are final, the slot was fenced while copied). Never a slot
+	// being copied here, even to a reader whose map has its flip: this
+	// replica may not have applied every row of the copy yet (a follower
+	// catching up, the flip committed after the copy), and answering from
+	// part of them would be an answer short of rows that says complete.
+	// Such a reader asks another replica (the flip's own log entry comes
+	// after the copy's, so one that has applied it has every row), and
+	// until one has, the shard is missing from its answer, marked.
+	answer []byte
+	// rows is the slots this group holds rows of, under the map or the
+	// one pending drop; valid is every slot of the map.
+	rows, valid []byte
+}
+
+// slotBitsFor is the collection's slotBits for map m, the map pending
+// drop and the group's shard name me: the last one computed when it was
+// for the same three (a catalog change swaps in a new map pointer, so
+// pointers name versions), else computed now and kept for the reads
+// after.
+func (c *collection) slotBitsFor(m, dropping *placement.SlotMap, me string) *slotBits {
+	if b := c.readBits.Load(); b != nil && b.m == m && b.dropping == dropping && b.me == me {
+		return b
+	}
+	n := (m.Slots() + 7) / 8
+	b := &slotBits{m: m, dropping: dropping, me: me,
+		answer: make([]byte, n), rows: make([]byte, n), valid: make([]byte, n)}
+	set := func(bm []byte, s int) { bm[s/8] |= 1 << (s % 8) }
+	for s, owner := range m.Owners {
+		mv := m.Moves[s]
+		set(b.valid, s)
+		if owner == me || mv.Prev == me {
+			set(b.answer, s)
+		}
+		if m.HoldsRows(me, s) || (dropping != nil && dropping.Slots() == m.Slots() && dropping.HoldsRows(me, s)) {
+			set(b.rows, s)
+		}
+	}
+	c.readBits.Store(b)
+	return b
 }
 
 // dropUnheld deletes, through the state machine applying a catalog change

@@ -248,27 +248,9 @@ func startCluster(t *testing.T, nShards int) *cluster {
 // startClusterDim is startCluster with vectors of d dimensions.
 func startClusterDim(t *testing.T, nShards, d int) *cluster {
 	t.Helper()
-	bin := router.get(t)
 	c := &cluster{t: t, dir: t.TempDir(), dim: d}
-	for s := range nShards {
-		reps := make([]*replica, 3)
-		peers := make([]string, 3)
-		for i := range reps {
-			reps[i] = &replica{shard: s, idx: i, grpc: freePort(t), http: freePort(t),
-				dir: filepath.Join(c.dir, fmt.Sprintf("%s-%d", shardName(s), i))}
-			peers[i] = reps[i].grpc
-		}
-		for _, r := range reps {
-			r.process = process{
-				name: fmt.Sprintf("%s/%d", shardName(s), r.idx), bin: bin, log: r.dir + ".log",
-				args: []string{"shard", "--grpc-addr", r.grpc, "--http-addr", r.http, "--data-dir", r.dir,
-					"--dim", strconv.Itoa(d), "--metric", "cosine",
-					"--peers", strings.Join(peers, ","), "--advertise-addr", r.grpc,
-					"--max-leader-silence", leaderSilence.String()},
-			}
-			r.start(t)
-		}
-		c.shards = append(c.shards, reps)
+	for range nShards {
+		c.addGroup(t)
 	}
 	t.Cleanup(func() {
 		for _, reps := range c.shards {
@@ -284,11 +266,42 @@ func startClusterDim(t *testing.T, nShards, d int) *cluster {
 	return c
 }
 
+// addGroup starts one more shard group of three replica processes, named
+// after its position (shard-N); the cluster's cleanup stops it too.
+func (c *cluster) addGroup(t *testing.T) {
+	t.Helper()
+	bin := router.get(t)
+	s := len(c.shards)
+	reps := make([]*replica, 3)
+	peers := make([]string, 3)
+	for i := range reps {
+		reps[i] = &replica{shard: s, idx: i, grpc: freePort(t), http: freePort(t),
+			dir: filepath.Join(c.dir, fmt.Sprintf("%s-%d", shardName(s), i))}
+		peers[i] = reps[i].grpc
+	}
+	for _, r := range reps {
+		r.process = process{
+			name: fmt.Sprintf("%s/%d", shardName(s), r.idx), bin: bin, log: r.dir + ".log",
+			args: []string{"shard", "--grpc-addr", r.grpc, "--http-addr", r.http, "--data-dir", r.dir,
+				"--dim", strconv.Itoa(c.dim), "--metric", "cosine",
+				"--peers", strings.Join(peers, ","), "--advertise-addr", r.grpc,
+				"--max-leader-silence", leaderSilence.String()},
+		}
+		r.start(t)
+	}
+	c.shards = append(c.shards, reps)
+}
+
 // shardFlags are `router serve` --shard flags naming every replica, or
 // for shard only the replicas in only (the others as given).
 func (c *cluster) shardFlags(only map[int][]int) []string {
+	return c.shardFlagsOf(len(c.shards), only)
+}
+
+// shardFlagsOf is shardFlags for the first n shards only.
+func (c *cluster) shardFlagsOf(n int, only map[int][]int) []string {
 	var out []string
-	for s, reps := range c.shards {
+	for s, reps := range c.shards[:n] {
 		idx := only[s]
 		if idx == nil {
 			idx = []int{0, 1, 2}
@@ -307,12 +320,30 @@ type routerProc struct {
 	process
 	base string
 	hc   *http.Client
+	// coll is the collection upsert and search act on; "" is the
+	// default collection (the collection-less paths).
+	coll string
+}
+
+// v1 is the path prefix of the native API for r.coll.
+func (r *routerProc) v1() string {
+	if r.coll == "" {
+		return "/v1"
+	}
+	return "/v1/collections/" + r.coll
 }
 
 // startRouter runs `router serve` over the cluster; only restricts a
 // shard to some of its replicas, and then turns discovery off, which
 // would otherwise add the others back from the group's membership.
 func (c *cluster) startRouter(t *testing.T, name string, only map[int][]int) *routerProc {
+	t.Helper()
+	return c.startRouterOver(t, name, len(c.shards), only)
+}
+
+// startRouterOver is startRouter over the first n shards only (a router
+// started before a group was added, or after one was drained).
+func (c *cluster) startRouterOver(t *testing.T, name string, n int, only map[int][]int) *routerProc {
 	t.Helper()
 	addr := freePort(t)
 	r := &routerProc{base: "http://" + addr, hc: &http.Client{Timeout: 30 * time.Second}}
@@ -322,7 +353,7 @@ func (c *cluster) startRouter(t *testing.T, name string, only map[int][]int) *ro
 		args = append(args, "--discover=false")
 	}
 	r.process = process{name: name, bin: router.get(t), log: filepath.Join(c.dir, name+".log"),
-		args: append(args, c.shardFlags(only)...)}
+		args: append(args, c.shardFlagsOf(n, only)...)}
 	r.start(t)
 	t.Cleanup(func() {
 		r.kill()
@@ -384,7 +415,7 @@ func (r *routerProc) upsert(ctx context.Context, docs []doc) ([]string, int, err
 	if err != nil {
 		return nil, 0, err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.base+"/v1/vectors", bytes.NewReader(b))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.base+r.v1()+"/vectors", bytes.NewReader(b))
 	if err != nil {
 		return nil, 0, err
 	}
@@ -502,7 +533,7 @@ func (r *routerProc) search(ctx context.Context, q []float32, k int) (answer, er
 // searchWithin is search under deadline instead of queryDeadline.
 func (r *routerProc) searchWithin(ctx context.Context, q []float32, k int, deadline time.Duration) (answer, error) {
 	var a answer
-	_, err := r.post(ctx, fmt.Sprintf("/v1/search?deadline_ms=%d", deadline.Milliseconds()),
+	_, err := r.post(ctx, fmt.Sprintf("%s/search?deadline_ms=%d", r.v1(), deadline.Milliseconds()),
 		map[string]any{"vector": q, "k": k}, &a)
 	return a, err
 }
@@ -519,7 +550,7 @@ func (r *routerProc) searchBatch(ctx context.Context, qs [][]float32, k int) (ba
 		body.Queries = append(body.Queries, qj{q, k})
 	}
 	var a batchAnswer
-	_, err := r.post(ctx, fmt.Sprintf("/v1/search/batch?deadline_ms=%d", queryDeadline.Milliseconds()), body, &a)
+	_, err := r.post(ctx, fmt.Sprintf("%s/search/batch?deadline_ms=%d", r.v1(), queryDeadline.Milliseconds()), body, &a)
 	return a, err
 }
 
