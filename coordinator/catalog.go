@@ -587,7 +587,7 @@ func (c *Coordinator) buildView(auth *shardpb.CatalogResponse) *catalogView {
 	v.held = map[string]*heldSlots{}
 	for name, coll := range v.colls {
 		if !coll.Slots.IsZero() {
-			v.held[name] = heldOf(coll)
+			v.held[name] = c.heldOf(coll)
 		}
 		for i, g := range c.cat.groups {
 			if g != nil && g.colls[name] != coll.UID {

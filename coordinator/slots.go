@@ -42,11 +42,11 @@ func (c *Coordinator) slotSelection(coll Collection, shardName string) *shardpb.
 	if coll.Slots.IsZero() {
 		return nil
 	}
-	held, ok := c.cat.current().held[coll.Name].of(coll, shardName)
-	if !ok {
-		held = coll.Slots.Held(shardName)
+	h := c.cat.current().held[coll.Name]
+	if !h.madeFrom(coll) {
+		return &shardpb.SlotSelection{Epoch: coll.Slots.Epoch, Shard: shardName, Held: coll.Slots.Held(shardName)}
 	}
-	return &shardpb.SlotSelection{Epoch: coll.Slots.Epoch, Shard: shardName, Held: held}
+	return &shardpb.SlotSelection{Epoch: coll.Slots.Epoch, Shard: shardName, Held: h.of(shardName)}
 }
 
 // heldSlots is every shard's slots under one collection's slot map, as
@@ -58,9 +58,15 @@ type heldSlots struct {
 	owners   int
 	by       map[string][]byte // by owner; every owner has an entry
 	none     []byte            // a shard that owns no slot
+	// unlisted is the first owner, by name, that this router does not
+	// list, or "" (see Coordinator.unlisted).
+	unlisted string
 }
 
-func heldOf(coll Collection) *heldSlots {
+// heldOf makes coll's heldSlots, once per catalog reading (buildView):
+// every read of the collection checks its unlisted owner and names its
+// slots from them.
+func (c *Coordinator) heldOf(coll Collection) *heldSlots {
 	m := coll.Slots
 	h := &heldSlots{uid: coll.UID, ver: m.Ver(), owners: m.Slots(), by: map[string][]byte{}, none: make([]byte, (m.Slots()+7)/8)}
 	for s, o := range m.Owners {
@@ -68,22 +74,28 @@ func heldOf(coll Collection) *heldSlots {
 		if !ok {
 			b = make([]byte, len(h.none))
 			h.by[o] = b
+			listed := slices.ContainsFunc(c.shards, func(sh fanout.Shard[*client.Conn]) bool { return sh.Name == o })
+			if !listed && (h.unlisted == "" || o < h.unlisted) {
+				h.unlisted = o
+			}
 		}
 		b[s/8] |= 1 << (s % 8)
 	}
 	return h
 }
 
-// of is shardName's bitmap if h was made from coll's map (ok false
-// otherwise: none made, another incarnation, or a map changed since).
-func (h *heldSlots) of(coll Collection, shardName string) ([]byte, bool) {
-	if h == nil || h.uid != coll.UID || h.ver != coll.Slots.Ver() || h.owners != coll.Slots.Slots() {
-		return nil, false
-	}
+// madeFrom reports whether h was made from coll's map (false: none made,
+// another incarnation, or a map changed since).
+func (h *heldSlots) madeFrom(coll Collection) bool {
+	return h != nil && h.uid == coll.UID && h.ver == coll.Slots.Ver() && h.owners == coll.Slots.Slots()
+}
+
+// of is shardName's bitmap.
+func (h *heldSlots) of(shardName string) []byte {
 	if b, ok := h.by[shardName]; ok {
-		return b, true
+		return b
 	}
-	return h.none, true
+	return h.none
 }
 
 // readSlots is slotSelection for the shard of replica r.
@@ -221,16 +233,10 @@ func (c *Coordinator) unlisted(coll Collection) string {
 	if coll.Slots.IsZero() {
 		return ""
 	}
-	owners := c.cat.current().held[coll.Name]
-	if _, ok := owners.of(coll, ""); !ok {
-		owners = heldOf(coll)
+	if h := c.cat.current().held[coll.Name]; h.madeFrom(coll) {
+		return h.unlisted
 	}
-	for name := range owners.by {
-		if !slices.ContainsFunc(c.shards, func(s fanout.Shard[*client.Conn]) bool { return s.Name == name }) {
-			return name
-		}
-	}
-	return ""
+	return c.heldOf(coll).unlisted // a map newer than the view (remapped)
 }
 
 // gatherFresh is fanout.Gather of a read of coll (read builds the call

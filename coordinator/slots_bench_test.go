@@ -36,7 +36,7 @@ func viewOf(names []string, sm placement.SlotMap) (*Coordinator, Collection) {
 	c := &Coordinator{shards: shards, cat: newCatalogState(shards, 0)}
 	coll := collectionOf(&shardpb.CollectionEntry{Name: "c", Uid: 1, Settings: &shardpb.CollectionSettings{Dim: 4, Metric: "dot"},
 		SlotMap: slotMapPB(sm)})
-	c.cat.view.Store(&catalogView{colls: map[string]Collection{"c": coll}, held: map[string]*heldSlots{"c": heldOf(coll)}})
+	c.cat.view.Store(&catalogView{colls: map[string]Collection{"c": coll}, held: map[string]*heldSlots{"c": c.heldOf(coll)}})
 	return c, coll
 }
 
@@ -55,9 +55,15 @@ func TestHeldSlotsAreTheMapsOwn(t *testing.T) {
 	require.NoError(t, err)
 	flipped := begun.Flip(3)
 	coll.Slots = flipped
-	_, ok := c.cat.current().held["c"].of(coll, "shard-3")
-	require.False(t, ok, "a map changed since the bitmaps were made")
+	require.False(t, c.cat.current().held["c"].madeFrom(coll), "a map changed since the bitmaps were made")
 	require.Equal(t, flipped.Held("shard-3"), c.slotSelection(coll, "shard-3").GetHeld())
 	c.shards = c.shards[:3]
 	require.Equal(t, "shard-3", c.unlisted(coll), "slot 3 is on a shard this router does not list")
+
+	// A view read by a router that lists three of the map's four owners
+	// names the first unlisted one, by name, whichever map order.
+	four := placement.Even(names, 100)
+	c, coll = viewOf(names[:2], four)
+	require.True(t, c.cat.current().held["c"].madeFrom(coll))
+	require.Equal(t, "shard-2", c.unlisted(coll))
 }
