@@ -87,6 +87,16 @@ func TestHedgeDelay(t *testing.T) {
 			want: 21 * time.Millisecond, ok: true,
 		},
 		{
+			// Stalls in the replica's own window (2.25 % of its answers:
+			// past its p98, so no hedge point's slower half is longer than
+			// the rest's) would put its p99 past the deadline: the
+			// target's p99 bounds the mark.
+			name: "stalls in the replica's window: the target's p99 bounds it",
+			cur:  append(spread(391, 2*time.Millisecond, 7*time.Millisecond), times(9, 250*time.Millisecond)...),
+			alt:  spread(101, 2*time.Millisecond, 7*time.Millisecond),
+			want: 6950 * time.Microsecond, ok: true,
+		},
+		{
 			name: "the target unmeasured: the replica's own median stands in for it",
 			cur:  append(times(95, fast), times(5, slow)...),
 			alt:  times(MinHedgeSamples-1, time.Millisecond),

@@ -75,16 +75,17 @@ type profile struct {
 // fast mode at its 90th percentile, past which half its reads run tens of
 // milliseconds longer: hedged there. A healthy replica's reads, once past
 // any quantile, mostly finish sooner than a fresh read elsewhere would, so
-// hedging them only adds load: they are hedged at the 99th percentile
-// alone, the mark of a replica that may have stopped answering (a
-// blackholed host).
-func (p profile) hedgeAt(alt time.Duration) time.Duration {
+// hedging them only adds load: they are hedged only past the 99th
+// percentile, the mark of a replica that may have stopped answering (a
+// blackholed host) — its own, or the target's (altTail) if lower, so that
+// stalls in this replica's window do not put that mark past the deadline.
+func (p profile) hedgeAt(alt, altTail time.Duration) time.Duration {
 	for i := range hedgeGrid {
 		if p.beyond[i]-p.at[i] >= alt {
 			return p.at[i]
 		}
 	}
-	return p.p99
+	return min(p.p99, altTail)
 }
 
 func newLatencyWindow(now time.Time) *latencyWindow {

@@ -331,8 +331,8 @@ func (sr *shardRead[R, T]) finish(winner *replicaState[R]) Result[T] {
 // answer first, so the delay is cur's profile.hedgeAt alt's median: the
 // point past which cur's own slower reads run on for longer than a fresh
 // read on alt usually takes (the past-its-fast-mode point of a replica slow
-// on some calls), or else cur's 99th percentile (a replica that may have
-// stopped answering). Timed at a quantile of alt's latency alone, as
+// on some calls), or else the lower of cur's and alt's 99th percentiles (a
+// replica that may have stopped answering). Timed at a quantile of alt's latency alone, as
 // hedging first was, a hedge fires on a healthy replica's every
 // tenth read, where cur almost always answers first: in the bench 91 % of
 // such hedges lost, and they lengthened the healthy tail they were meant to
@@ -361,9 +361,9 @@ func (c *Cluster[R]) hedgeDelay(ctx context.Context, cur, alt *replicaState[R]) 
 	var delay, need time.Duration
 	switch {
 	case curMeasured && altMeasured:
-		delay, need = cp.hedgeAt(max(ap.p50, c.opts.MinHedgeDelay)), ap.p90
+		delay, need = cp.hedgeAt(max(ap.p50, c.opts.MinHedgeDelay), ap.p99), ap.p90
 	case curMeasured:
-		delay, need = cp.hedgeAt(max(cp.p50, c.opts.MinHedgeDelay)), cp.p90
+		delay, need = cp.hedgeAt(max(cp.p50, c.opts.MinHedgeDelay), cp.p99), cp.p90
 	case altMeasured:
 		delay, need = ap.p90, ap.p90
 	default:
