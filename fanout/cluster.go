@@ -51,13 +51,6 @@ type Options struct {
 	// prober marks it suspect.
 	HedgeBudget float64
 	HedgeBurst  float64
-	// HedgeQuantile is the quantile of the hedge target's latency (over
-	// LatencyWindow) that the replica in flight must pass before the read
-	// is hedged to it (0.9 if zero; in (0, 1)). The target's, not the
-	// slow replica's own: a replica slow on one call in ten has its own
-	// high quantiles in its slow mode, and a hedge timed by them would
-	// fire when the slow answer arrives anyway.
-	HedgeQuantile float64
 	// HedgeMaxOutstanding: no hedge goes to a replica with this many of
 	// this router's calls already outstanding on it (4 if zero): its queue
 	// is long, so the hedge would wait behind it and add load where there
@@ -82,7 +75,6 @@ type Options struct {
 // Hedging defaults (Options).
 const (
 	DefaultHedgeBudget         = 0.05
-	DefaultHedgeQuantile       = 0.9
 	DefaultHedgeMaxOutstanding = 4
 )
 
@@ -144,9 +136,6 @@ func New[R Replica](shards []Shard[R], opts Options) *Cluster[R] {
 	}
 	if opts.HedgeBurst == 0 {
 		opts.HedgeBurst = 10
-	}
-	if opts.HedgeQuantile <= 0 || opts.HedgeQuantile >= 1 {
-		opts.HedgeQuantile = DefaultHedgeQuantile
 	}
 	if opts.HedgeMaxOutstanding <= 0 {
 		opts.HedgeMaxOutstanding = DefaultHedgeMaxOutstanding

@@ -76,14 +76,14 @@ func (h *health) observePeak(took time.Duration) {
 	}
 }
 
-// quantile is the q-quantile of the replica's answers over the sliding
-// window, and whether enough answers (MinHedgeSamples) back it.
-func (h *health) quantile(now time.Time, q float64) (time.Duration, bool) {
+// profile is the replica's latency profile over the sliding window, and
+// whether enough answers (MinHedgeSamples) back it.
+func (h *health) profile(now time.Time) (profile, bool) {
 	if h.window == nil {
-		return 0, false
+		return profile{}, false
 	}
-	d, n := h.window.quantile(now, q)
-	return d, n >= MinHedgeSamples
+	p, n := h.window.profile(now)
+	return p, n >= MinHedgeSamples
 }
 
 // success ends any suspicion at once. It reports whether the replica had

@@ -37,6 +37,15 @@ func within1pct(t *testing.T, want, got time.Duration) {
 	require.InDelta(t, float64(want), float64(got), float64(want)/100, "want ~%s, got %s", want, got)
 }
 
+// spread is n answers evenly spaced from lo to hi.
+func spread(n int, lo, hi time.Duration) []time.Duration {
+	out := make([]time.Duration, n)
+	for i := range out {
+		out[i] = lo + (hi-lo)*time.Duration(i)/time.Duration(n-1)
+	}
+	return out
+}
+
 func TestHedgeDelay(t *testing.T) {
 	const (
 		fast = 2 * time.Millisecond
@@ -50,19 +59,54 @@ func TestHedgeDelay(t *testing.T) {
 		ok       bool
 	}{
 		{
-			// The replica in flight is slow on one call in ten; its own
-			// tail is its slow mode, so only the target's quantile can
-			// hedge before the slow answer comes.
-			name: "the target's quantile, not the slow replica's own tail",
+			// The replica in flight is slow on one call in ten: past its
+			// fast mode (its 90th percentile) half its reads run tens of
+			// milliseconds on, so it is hedged there, long before its own
+			// tail (the slow mode) would say.
+			name: "a replica slow on some calls: hedged past its fast mode",
 			cur:  append(times(90, fast), times(10, slow)...),
 			alt:  append(times(85, time.Millisecond), times(15, 3*time.Millisecond)...),
-			want: 3 * time.Millisecond, ok: true,
+			want: fast, ok: true,
 		},
 		{
-			name: "the target unmeasured: the replica's own quantile",
+			// Healthy replicas alike: a read past any quantile mostly ends
+			// sooner than a fresh one on alt would, so only a read past the
+			// 99th percentile (a replica that may have gone silent) is
+			// hedged.
+			name: "a healthy replica: hedged only past its p99",
+			cur:  spread(101, 2*time.Millisecond, 7*time.Millisecond),
+			alt:  spread(101, 2*time.Millisecond, 7*time.Millisecond),
+			want: 6950 * time.Microsecond, ok: true,
+		},
+		{
+			// A tail that is long next to alt's median: the first hedge
+			// point past which the slower half runs alt's median longer.
+			name: "a long tail next to a fast peer: the first point it pays",
+			cur:  spread(101, 2*time.Millisecond, 40*time.Millisecond),
+			alt:  times(50, 5*time.Millisecond),
+			want: 21 * time.Millisecond, ok: true,
+		},
+		{
+			// Stalls in the replica's own window (2.25 % of its answers:
+			// past its p98, so no hedge point's slower half is longer than
+			// the rest's) would put its p99 past the deadline: the
+			// target's p99 bounds the mark.
+			name: "stalls in the replica's window: the target's p99 bounds it",
+			cur:  append(spread(391, 2*time.Millisecond, 7*time.Millisecond), times(9, 250*time.Millisecond)...),
+			alt:  spread(101, 2*time.Millisecond, 7*time.Millisecond),
+			want: 6950 * time.Microsecond, ok: true,
+		},
+		{
+			name: "the target unmeasured: the replica's own median stands in for it",
 			cur:  append(times(95, fast), times(5, slow)...),
 			alt:  times(MinHedgeSamples-1, time.Millisecond),
 			want: fast, ok: true,
+		},
+		{
+			name: "the replica unmeasured: the target's p90",
+			cur:  times(MinHedgeSamples-1, slow),
+			alt:  append(times(90, time.Millisecond), times(10, 3*time.Millisecond)...),
+			want: time.Millisecond, ok: true,
 		},
 		{
 			name: "neither measured: a quarter of the budget",
@@ -77,7 +121,7 @@ func TestHedgeDelay(t *testing.T) {
 		{
 			name: "no room for a second attempt",
 			cur:  times(50, fast),
-			alt:  times(50, 200*time.Millisecond),
+			alt:  times(50, 299*time.Millisecond),
 		},
 	}
 	for _, tc := range tests {
@@ -112,7 +156,8 @@ func TestLatencyWindowSlides(t *testing.T) {
 	q := func() (time.Duration, bool) {
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		return r.quantile(clk.Now(), 0.9)
+		p, ok := r.profile(clk.Now())
+		return p.p90, ok
 	}
 	teach(c, clk, 0, times(100, 40*time.Millisecond)...)
 	d, ok := q()
@@ -134,9 +179,8 @@ func TestLatencyWindowSlides(t *testing.T) {
 	require.False(t, ok, "an empty window backs no quantile")
 }
 
-// A replica slow on this call, whose peers usually answer in a
-// millisecond, is hedged to the fastest of them once it passes their
-// quantile, and the loser is cancelled.
+// A replica slow on this call, past its own 99th percentile, is hedged to
+// the fastest of its peers, and the loser is cancelled.
 func TestSlowCallIsHedgedAndTheLoserCancelled(t *testing.T) {
 	rec := newRecorder()
 	clk := &clock{now: time.Unix(1000, 0)}

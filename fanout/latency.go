@@ -21,7 +21,7 @@ const (
 	// before its quantile is trusted; below that the hedge delay falls
 	// back (see Cluster.hedgeDelay).
 	MinHedgeSamples = 20
-	// requantileEvery: the cached quantile is recomputed after this many
+	// requantileEvery: the cached profile is recomputed after this many
 	// new samples (or a rotation). Merging the slices costs a few
 	// microseconds; doing it on every hedge decision would cost more than
 	// the read it is for.
@@ -48,11 +48,44 @@ type latencyWindow struct {
 	counts [latencySlices]int64
 	total  int64
 
-	// cached is the quantile cachedQ of the window as of the last compute;
-	// fresh counts samples since then (-1 forces a recompute).
-	cached  time.Duration
-	cachedQ float64
-	fresh   int
+	// cached is the window's profile as of the last compute; fresh counts
+	// samples since then (-1 forces a recompute).
+	cached profile
+	fresh  int
+}
+
+// hedgeGrid is how many quantiles of a replica's latency a read in flight
+// on it may be hedged at (profile.at).
+const hedgeGrid = 5
+
+// profile is what hedging reads of one replica's latency distribution.
+type profile struct {
+	p50, p90, p99 time.Duration
+	// at[i] is the latency at the i-th hedge point (the 50th, 75th, 90th,
+	// 95th and 98th percentiles) and beyond[i] the median of the answers
+	// slower than it (the 75th, 87.5th, 95th, 97.5th and 99th): half the
+	// reads still running at at[i] run until beyond[i] or longer.
+	at, beyond [hedgeGrid]time.Duration
+}
+
+// hedgeAt is how long a read in flight on this replica runs before a
+// hedge to a replica whose typical (median) answer takes alt is likelier
+// than not to answer first: the first hedge point whose slower half runs
+// at least alt past it. A replica slow on one call in ten, say, passes its
+// fast mode at its 90th percentile, past which half its reads run tens of
+// milliseconds longer: hedged there. A healthy replica's reads, once past
+// any quantile, mostly finish sooner than a fresh read elsewhere would, so
+// hedging them only adds load: they are hedged only past the 99th
+// percentile, the mark of a replica that may have stopped answering (a
+// blackholed host) — its own, or the target's (altTail) if lower, so that
+// stalls in this replica's window do not put that mark past the deadline.
+func (p profile) hedgeAt(alt, altTail time.Duration) time.Duration {
+	for i := range hedgeGrid {
+		if p.beyond[i]-p.at[i] >= alt {
+			return p.at[i]
+		}
+	}
+	return min(p.p99, altTail)
 }
 
 func newLatencyWindow(now time.Time) *latencyWindow {
@@ -94,16 +127,27 @@ func (w *latencyWindow) record(now time.Time, d time.Duration) {
 	}
 }
 
-// quantile is the window's q-quantile (0 < q < 1) and how many samples it
-// rests on; 0 when the window is empty.
-func (w *latencyWindow) quantile(now time.Time, q float64) (time.Duration, int64) {
+// profile is the window's profile and how many samples it rests on; the
+// zero profile when the window is empty.
+func (w *latencyWindow) profile(now time.Time) (profile, int64) {
 	w.advance(now)
 	if w.total == 0 {
-		return 0, 0
+		return profile{}, 0
 	}
-	if w.fresh < 0 || w.fresh >= requantileEvery || w.cachedQ != q {
-		us := w.h.Merge().ValueAtQuantile(q * 100)
-		w.cached, w.cachedQ, w.fresh = time.Duration(us)*time.Microsecond, q, 0
+	if w.fresh < 0 || w.fresh >= requantileEvery {
+		// The hedge points, the medians beyond them, then the 90th and
+		// 99th: one pass over the merged slices for all of them (it sorts
+		// the slice it is given, so it gets a copy).
+		pcts := [...]float64{50, 75, 90, 95, 98, 75, 87.5, 95, 97.5, 99, 90, 99}
+		byIdx := pcts
+		vs := w.h.Merge().ValueAtPercentiles(pcts[:])
+		at := func(pct float64) time.Duration { return time.Duration(vs[pct]) * time.Microsecond }
+		var p profile
+		for i := range hedgeGrid {
+			p.at[i], p.beyond[i] = at(byIdx[i]), at(byIdx[hedgeGrid+i])
+		}
+		p.p50, p.p90, p.p99 = p.at[0], at(90), at(99)
+		w.cached, w.fresh = p, 0
 	}
 	return w.cached, w.total
 }

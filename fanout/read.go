@@ -326,14 +326,22 @@ func (sr *shardRead[R, T]) finish(winner *replicaState[R]) Result[T] {
 	return sr.res
 }
 
-// hedgeDelay is how long to wait on replica cur before hedging to alt:
-// HedgeQuantile of alt's latency over the sliding window — a hedge fires
-// once cur is slower than alt usually is, so a replica slow on some calls is
-// hedged before its slow answer, not when it arrives — never below
-// MinHedgeDelay. Until alt has MinHedgeSamples answers in its window, cur's
-// own quantile stands in, and until cur has them too, a quarter of the
-// remaining budget. It reports false when the remaining budget could not
-// hold a second attempt (alt's quantile again) after the delay.
+// hedgeDelay is how long to wait on replica cur before hedging to alt, and
+// whether to arm a hedge at all. The hedge should be likelier than not to
+// answer first, so the delay is cur's profile.hedgeAt alt's median: the
+// point past which cur's own slower reads run on for longer than a fresh
+// read on alt usually takes (the past-its-fast-mode point of a replica slow
+// on some calls), or else the lower of cur's and alt's 99th percentiles (a
+// replica that may have stopped answering). Timed at a quantile of alt's latency alone, as
+// hedging first was, a hedge fires on a healthy replica's every
+// tenth read, where cur almost always answers first: in the bench 91 % of
+// such hedges lost, and they lengthened the healthy tail they were meant to
+// cut (docs/performance.md). Until cur has MinHedgeSamples answers in its
+// window alt's p90 stands in (a new replica is judged by its peer), and
+// until alt has them too, a quarter of the remaining budget; until alt has
+// them, cur's own median stands in for alt's. Never below MinHedgeDelay.
+// It reports false when the remaining budget could not hold a second
+// attempt (alt's p90, or the stand-in) after the delay.
 func (c *Cluster[R]) hedgeDelay(ctx context.Context, cur, alt *replicaState[R]) (time.Duration, bool) {
 	if c.opts.HedgeBudget < 0 {
 		return 0, false
@@ -343,18 +351,23 @@ func (c *Cluster[R]) hedgeDelay(ctx context.Context, cur, alt *replicaState[R]) 
 		return 0, false
 	}
 	remaining := time.Until(dl)
-	now, q := c.opts.Now(), c.opts.HedgeQuantile
+	now := c.opts.Now()
 	alt.mu.Lock()
-	delay, measured := alt.quantile(now, q)
+	ap, altMeasured := alt.profile(now)
 	alt.mu.Unlock()
-	need := delay
-	if !measured {
-		cur.mu.Lock()
-		delay, measured = cur.quantile(now, q)
-		cur.mu.Unlock()
-		if !measured {
-			delay = remaining / 4
-		}
+	cur.mu.Lock()
+	cp, curMeasured := cur.profile(now)
+	cur.mu.Unlock()
+	var delay, need time.Duration
+	switch {
+	case curMeasured && altMeasured:
+		delay, need = cp.hedgeAt(max(ap.p50, c.opts.MinHedgeDelay), ap.p99), ap.p90
+	case curMeasured:
+		delay, need = cp.hedgeAt(max(cp.p50, c.opts.MinHedgeDelay), cp.p99), cp.p90
+	case altMeasured:
+		delay, need = ap.p90, ap.p90
+	default:
+		delay = remaining / 4
 		need = delay
 	}
 	delay = max(delay, c.opts.MinHedgeDelay)

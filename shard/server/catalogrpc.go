@@ -156,7 +156,7 @@ func (s *Server) Stats(_ context.Context, req *shardpb.StatsRequest) (*shardpb.S
 		docs := uint64(col.mem.Len())
 		resp.DocCount += docs
 		resp.Collections = append(resp.Collections, &shardpb.CollectionStats{
-			Entry: col.entry(), DocCount: docs, Bytes: uint64(col.mem.Bytes()), Index: indexStatsPB(col.mem.IndexStats()),
+			Entry: s.cfg.Collections.entryOf(col), DocCount: docs, Bytes: uint64(col.mem.Bytes()), Index: indexStatsPB(col.mem.IndexStats()),
 		})
 	}
 	return resp, nil

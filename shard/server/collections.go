@@ -445,6 +445,15 @@ func (c *Collections) held() ([]*collection, *shardpb.CatalogResponse) {
 	return c.cat.sorted(), c.cat.response()
 }
 
+// entryOf is col's catalog entry, read under the lock the catalog's
+// changes take: a change (a payload index declared, a legacy collection
+// adopted) rewrites the fields an entry is made of.
+func (c *Collections) entryOf(col *collection) *shardpb.CollectionEntry {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return col.entry()
+}
+
 // Bytes is the memory each collection holds (store.Memory.Bytes), by
 // name, for the shard's metrics.
 func (c *Collections) Bytes() map[string]int {

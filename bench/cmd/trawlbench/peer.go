@@ -622,6 +622,11 @@ func clusterIndexes(ctx context.Context, hc *http.Client, base string) ([]indexS
 			Replicas []struct {
 				Index    *indexState `json:"index"`
 				DocCount *int        `json:"doc_count"`
+				// A replica's index field describes its legacy
+				// collection; a named collection's is under it.
+				Collections []struct {
+					Index *indexState `json:"index"`
+				} `json:"collections"`
 			} `json:"replicas"`
 		} `json:"shards"`
 	}
@@ -630,9 +635,16 @@ func clusterIndexes(ctx context.Context, hc *http.Client, base string) ([]indexS
 	}
 	var out []indexState
 	for _, sh := range st.Shards {
-		if len(sh.Replicas) > 0 && sh.Replicas[0].Index != nil {
-			ix := *sh.Replicas[0].Index
-			if d := sh.Replicas[0].DocCount; d != nil {
+		if len(sh.Replicas) == 0 {
+			continue
+		}
+		r := sh.Replicas[0]
+		if r.Index == nil && len(r.Collections) > 0 {
+			r.Index = r.Collections[0].Index
+		}
+		if r.Index != nil {
+			ix := *r.Index
+			if d := r.DocCount; d != nil {
 				ix.Docs = *d
 			}
 			out = append(out, ix)
