@@ -13,10 +13,10 @@ import (
 // request, a few bytes to ~1.5 MiB (256 vectors of 1536-D): 512 + 512 such
 // entries are ~1.5 GiB of log, and raft.db (bbolt) keeps the file at its
 // high-water mark for good, its freed pages reused but never returned. So
-// the log is also bounded by bytes: a snapshot here is cheap (sealed
-// segments are hard-linked, only ids, payloads and the mutable tail are
-// written), and raft.db then stays near the two budgets plus what arrives
-// while a snapshot is written.
+// the log is also bounded by bytes. A snapshot of a store whose rows are in
+// files is cheap (the files are synced and hard-linked; only ids and
+// payloads are written), and raft.db then stays near the two budgets plus
+// what arrives while a snapshot is written.
 const (
 	// DefaultSnapshotLogBytes: a snapshot is taken once the commands
 	// applied since the last one reach this many bytes. It is also what a

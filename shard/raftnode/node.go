@@ -133,7 +133,9 @@ type Config struct {
 // stable store is raft-boltdb/v2 (bbolt): one file, fsync on every commit,
 // proven in Consul and Nomad for years; raft-wal is faster but younger, and
 // a shard's write rate is bounded by its vector bytes long before bolt's
-// fsyncs. Snapshots use raft's FileSnapshotStore.
+// fsyncs. bolt's file never shrinks, so the log is kept small by
+// snapshotting by bytes as well as by entry count (logbudget.go).
+// Snapshots use raft's FileSnapshotStore.
 type Node struct {
 	cfg    Config
 	log    *slog.Logger
