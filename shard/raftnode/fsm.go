@@ -58,6 +58,10 @@ type fsm struct {
 	// AppliedIndex counts entries handed to the FSM goroutine, which may
 	// not have applied them yet, and entries that never reach it).
 	applied atomic.Uint64
+	// meter counts the log applied since the last snapshot; due gets a
+	// signal (never blocking Apply) when it passes its byte budget.
+	meter *logMeter
+	due   chan struct{}
 
 	// advanced is closed, and replaced, each time applied moves: a
 	// broadcast to waitApplied's waiters.
@@ -101,16 +105,25 @@ func (f *fsm) waitApplied(ctx context.Context, index uint64) error {
 func (f *fsm) Apply(l *raft.Log) any {
 	res := f.sm.Apply(Entry{Index: l.Index, Data: l.Data, Serving: f.serving()})
 	f.setApplied(l.Index)
+	if f.meter.applied(len(l.Data)) {
+		select {
+		case f.due <- struct{}{}:
+		default:
+		}
+	}
 	return res
 }
 
 // Snapshot implements raft.FSM.
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+	// raft calls this between applies: the meter's totals now are the
+	// state's.
+	at := f.meter.mark()
 	s, err := f.sm.Snapshot(f.applied.Load())
 	if err != nil {
 		return nil, err
 	}
-	return fsmSnapshot{s}, nil
+	return fsmSnapshot{s: s, meter: f.meter, at: at}, nil
 }
 
 // Restore implements raft.FSM, on start-up (the latest local snapshot) and
@@ -130,10 +143,15 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 		return err
 	}
 	f.setApplied(applied)
+	f.meter.restored()
 	return nil
 }
 
-type fsmSnapshot struct{ s Snapshot }
+type fsmSnapshot struct {
+	s     Snapshot
+	meter *logMeter
+	at    meterMark
+}
 
 // Persist implements raft.FSMSnapshot.
 func (s fsmSnapshot) Persist(sink raft.SnapshotSink) error {
@@ -141,11 +159,29 @@ func (s fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 	if fs, ok := sink.(*fileSink); ok {
 		w = fs
 	}
-	if err := s.s.Persist(w); err != nil {
+	cw := &countingSink{SnapshotSink: w}
+	if err := s.s.Persist(cw); err != nil {
 		_ = sink.Cancel()
 		return err
 	}
-	return sink.Close()
+	if err := sink.Close(); err != nil {
+		return err
+	}
+	s.meter.taken(s.at, cw.n)
+	return nil
+}
+
+// countingSink counts the bytes written to a snapshot's stream (what it
+// costs to take, its linked files aside).
+type countingSink struct {
+	SnapshotSink
+	n uint64
+}
+
+func (c *countingSink) Write(p []byte) (int, error) {
+	n, err := c.SnapshotSink.Write(p)
+	c.n += uint64(n)
+	return n, err
 }
 
 // Release implements raft.FSMSnapshot.

@@ -32,12 +32,15 @@ const (
 	// election timeout so a leader change does not flap a healthy shard).
 	DefaultMaxLeaderSilence = 5 * time.Second
 	// DefaultSnapshotThreshold is how many log entries since the last
-	// snapshot trigger a new one. An entry is one write RPC (up to 256
-	// vectors, ~1.5 MiB at 1536-D), so with the trailing logs the log stays
-	// under ~1.5 GiB in the worst case and a few MiB in the usual one.
+	// snapshot trigger a new one, besides DefaultSnapshotLogBytes of them
+	// (logbudget.go): the count bounds a log of small writes, the bytes
+	// one of large writes (an entry is one write RPC, up to 256 vectors,
+	// ~1.5 MiB at 1536-D).
 	DefaultSnapshotThreshold = 512
-	// DefaultTrailingLogs is how many entries a snapshot leaves in the log,
-	// so a follower a little behind catches up from the log, not a snapshot.
+	// DefaultTrailingLogs is the most entries a snapshot leaves in the
+	// log, so a follower a little behind catches up from the log, not a
+	// snapshot; a snapshot taken by bytes leaves fewer of large entries
+	// (DefaultTrailingLogBytes).
 	DefaultTrailingLogs = 512
 	// snapshotsRetained is how many snapshots the store keeps (raft
 	// reaps older ones, with their files).
@@ -87,6 +90,10 @@ type Config struct {
 	// SnapshotThreshold and TrailingLogs: the defaults above if zero.
 	SnapshotThreshold uint64
 	TrailingLogs      uint64
+	// SnapshotLogBytes and TrailingLogBytes bound the log by bytes
+	// (DefaultSnapshotLogBytes and DefaultTrailingLogBytes if zero).
+	SnapshotLogBytes uint64
+	TrailingLogBytes uint64
 	// SnapshotInterval is how often raft checks the threshold (30 s if
 	// zero).
 	SnapshotInterval time.Duration
@@ -126,7 +133,9 @@ type Config struct {
 // stable store is raft-boltdb/v2 (bbolt): one file, fsync on every commit,
 // proven in Consul and Nomad for years; raft-wal is faster but younger, and
 // a shard's write rate is bounded by its vector bytes long before bolt's
-// fsyncs. Snapshots use raft's FileSnapshotStore.
+// fsyncs. bolt's file never shrinks, so the log is kept small by
+// snapshotting by bytes as well as by entry count (logbudget.go).
+// Snapshots use raft's FileSnapshotStore.
 type Node struct {
 	cfg    Config
 	log    *slog.Logger
@@ -207,6 +216,12 @@ func Open(cfg Config) (n *Node, err error) {
 	}
 	if cfg.SnapshotInterval == 0 {
 		cfg.SnapshotInterval = 30 * time.Second
+	}
+	if cfg.SnapshotLogBytes == 0 {
+		cfg.SnapshotLogBytes = DefaultSnapshotLogBytes
+	}
+	if cfg.TrailingLogBytes == 0 {
+		cfg.TrailingLogBytes = DefaultTrailingLogBytes
 	}
 	if cfg.RaftLogLevel == 0 {
 		cfg.RaftLogLevel = slog.LevelWarn
@@ -306,7 +321,8 @@ func Open(cfg Config) (n *Node, err error) {
 	rc.TrailingLogs = cfg.TrailingLogs
 	rc.SnapshotInterval = cfg.SnapshotInterval
 	rc.Logger = hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclogLevel(cfg.RaftLogLevel), Output: lw})
-	n.fsm = &fsm{sm: cfg.StateMachine, serving: n.Serving}
+	n.fsm = &fsm{sm: cfg.StateMachine, serving: n.Serving,
+		meter: &logMeter{budget: cfg.SnapshotLogBytes}, due: make(chan struct{}, 1)}
 	if fs, ok := n.snaps.(*fileStore); ok {
 		n.fsm.store = fs
 	}
@@ -334,9 +350,10 @@ func Open(cfg Config) (n *Node, err error) {
 			return nil, err
 		}
 	}
-	n.wg.Add(2)
+	n.wg.Add(3)
 	go n.monitor()
 	go n.runPromoter()
+	go n.snapshotByBytes()
 	if !hadState && !cfg.Join {
 		n.wg.Add(1)
 		go n.bootstrap()

@@ -63,10 +63,12 @@ type Config struct {
 	MaxLeaderSilence time.Duration
 	HeartbeatTimeout time.Duration
 	ElectionTimeout  time.Duration
-	// SnapshotThreshold and TrailingLogs are the node's too (its defaults
-	// if zero).
+	// SnapshotThreshold, TrailingLogs, SnapshotLogBytes and
+	// TrailingLogBytes are the node's too (its defaults if zero).
 	SnapshotThreshold uint64
 	TrailingLogs      uint64
+	SnapshotLogBytes  uint64
+	TrailingLogBytes  uint64
 	// PeerCreds are the client credentials raft traffic to peers uses;
 	// nil means plaintext. PeerDialer, when set, replaces the TCP dialer
 	// to peers (tests).
@@ -166,6 +168,8 @@ func Open(cfg Config) (*Replica, error) {
 		ElectionTimeout:   cfg.ElectionTimeout,
 		SnapshotThreshold: cfg.SnapshotThreshold,
 		TrailingLogs:      cfg.TrailingLogs,
+		SnapshotLogBytes:  cfg.SnapshotLogBytes,
+		TrailingLogBytes:  cfg.TrailingLogBytes,
 		DialOptions:       peerOpts,
 		Pace:              sendPace,
 		ReceivePace:       receive,
