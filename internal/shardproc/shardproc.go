@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -128,6 +129,11 @@ type Proc struct {
 	Bin  string
 	Args []string
 	Log  string
+	// Nice, when not zero, runs the process at that niceness (nice(1)).
+	// Below zero it takes a core ahead of the machine's other work, as a
+	// process on a host of its own would; that needs CAP_SYS_NICE, and
+	// without it nice(1) says so in the log and runs it at the caller's.
+	Nice int
 
 	mu  sync.Mutex
 	cmd *exec.Cmd
@@ -145,6 +151,9 @@ func (p *Proc) Start() error {
 	defer f.Close()
 	fmt.Fprintf(f, "=== start %s %s\n", time.Now().Format(time.StampMilli), strings.Join(p.Args, " "))
 	cmd := exec.Command(p.Bin, p.Args...)
+	if p.Nice != 0 {
+		cmd = exec.Command("nice", append([]string{"-n", strconv.Itoa(p.Nice), p.Bin}, p.Args...)...)
+	}
 	cmd.Stdout, cmd.Stderr = f, f
 	// Every flag has a TRAWL_* twin, so the caller's variables (a test's
 	// gate, a developer's TRAWL_KERNEL) would quietly configure the child.
@@ -164,6 +173,16 @@ func cleanEnv() []string {
 		}
 	}
 	return env
+}
+
+// PID is the running process's id, or 0.
+func (p *Proc) PID() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
 }
 
 // Kill SIGKILLs the process (a SIGSTOPped one too) and reaps it.
