@@ -72,7 +72,7 @@ test-memlimit:
 test-replication:
 	TRAWL_REPLICATION_TEST=1 $(GO) test -race -count=1 -timeout 20m -v ./test/replication
 
-## test-overload: the admission tests under -race, alone on the machine: open-loop load at 4x capacity and 300 trickling bodies
+## test-overload: the admission tests under -race, alone on the machine, against a race-built `router serve` (at nice -10) over three `router shard` processes: open-loop load at 4x capacity and 300 trickling bodies (1-2 min)
 test-overload:
 	TRAWL_OVERLOAD_TEST=1 $(GO) test -race -count=1 -timeout 10m -run 'TestOverload|TestTrickling' -v ./internal/app
 

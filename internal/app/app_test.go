@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"slices"
 	"strconv"
 	"testing"
@@ -25,7 +26,13 @@ import (
 	"github.com/trawl-search/trawl/vector"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		_ = shardBin.Remove()
+		_ = routerBin.Remove()
+		os.Exit(code)
+	}))
+}
 
 type harness struct {
 	dc  *devcluster.Cluster

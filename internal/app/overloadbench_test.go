@@ -19,8 +19,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/trawl-search/trawl/internal/app"
 )
 
 func TestOverloadSweep(t *testing.T) {
@@ -42,11 +40,11 @@ func TestOverloadSweep(t *testing.T) {
 	// on, which refuses nothing to 8 closed-loop clients), and both sweeps
 	// offer the same absolute rates.
 	var capacity float64
-	sweep := func(t *testing.T, cfg app.Config) []row {
-		h := overloadHarness(t, cfg)
+	sweep := func(t *testing.T, flags ...string) []row {
+		h := startOverload(t, flags...)
 		c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 1024}}
 		t.Cleanup(c.CloseIdleConnections)
-		body := b64Query(t, h.dc.Corpus[0].Vector)
+		body := b64Query(t, h.query)
 		var wg sync.WaitGroup
 		if capacity == 0 {
 			// Complete answers per second from 8 closed-loop clients.
@@ -56,7 +54,7 @@ func TestOverloadSweep(t *testing.T) {
 			for range 8 {
 				wg.Go(func() {
 					for time.Since(t0) < 3*time.Second {
-						if s := fire(c, h.srv.URL, body, t0); s.err == nil && s.code == http.StatusOK && !s.degraded {
+						if s := fire(c, h.url, body, t0); s.err == nil && s.code == http.StatusOK && !s.degraded {
 							mu.Lock()
 							done++
 							mu.Unlock()
@@ -73,7 +71,7 @@ func TestOverloadSweep(t *testing.T) {
 			rate := f * capacity
 			n := int(rate * duration.Seconds())
 			interval := time.Duration(float64(time.Second) / rate)
-			shots := openLoop(c, h.srv.URL, body, n, interval)
+			shots := openLoop(c, h.url, body, n, interval)
 			var refusals, admitted []time.Duration
 			complete, degraded := 0, 0
 			for _, s := range shots {
@@ -105,8 +103,8 @@ func TestOverloadSweep(t *testing.T) {
 		return rows
 	}
 	var on, off []row
-	t.Run("admission_on", func(t *testing.T) { on = sweep(t, app.Config{}) })
-	t.Run("admission_off", func(t *testing.T) { off = sweep(t, app.Config{NoAdmission: true}) })
+	t.Run("admission_on", func(t *testing.T) { on = sweep(t) })
+	t.Run("admission_off", func(t *testing.T) { off = sweep(t, "--admission=false") })
 	require.Len(t, on, 5)
 	require.Len(t, off, 5)
 	t.Logf("capacity (complete answers/s from 8 closed-loop clients, deadline %s): %.0f", deadline, capacity)

@@ -149,7 +149,7 @@ func (c *tally) query(r *routerProc, l *ledger, rng *rand.Rand, deadline time.Du
 	case a.ScatterGather.Degraded:
 		c.degraded.Add(1)
 		c.missing(a.ScatterGather.ShardErrors)
-		c.tl.degraded(fmt.Sprintf("%s: degraded %v", r.name, a.ScatterGather.ShardErrors))
+		c.tl.degraded(fmt.Sprintf("%s: degraded %v", r.Name, a.ScatterGather.ShardErrors))
 		if len(a.ScatterGather.UnavailableShards) == 0 || a.ScatterGather.Coverage >= 1 {
 			c.fail(fmt.Sprintf("degraded answer that names no missing shard: %+v", a.ScatterGather))
 		}
@@ -287,28 +287,28 @@ func TestChaosEveryCompleteAnswerIsExact(t *testing.T) {
 				if kill {
 					sig = "SIGKILL"
 				}
-				tl.add(fmt.Sprintf("%s %s for %v", sig, rep.name, hold))
+				tl.add(fmt.Sprintf("%s %s for %v", sig, rep.Name, hold))
 				if kill {
-					rep.kill()
+					rep.Kill()
 				} else {
-					rep.signal(syscall.SIGSTOP)
+					rep.Signal(syscall.SIGSTOP)
 				}
 				select {
 				case <-ctx.Done():
 				case <-time.After(hold):
 				}
 				if kill {
-					rep.start(t)
+					start(t, &rep.Proc)
 				} else {
-					rep.signal(syscall.SIGCONT)
+					rep.Signal(syscall.SIGCONT)
 				}
 				// Live again only once serving: a replica still catching
 				// up does not count as one of the shard's two.
-				tl.add(rep.name + " back")
-				for end := time.Now().Add(30 * time.Second); !rep.ready() && time.Now().Before(end); {
+				tl.add(rep.Name + " back")
+				for end := time.Now().Add(30 * time.Second); !rep.Ready() && time.Now().Before(end); {
 					time.Sleep(50 * time.Millisecond)
 				}
-				tl.add(rep.name + " serving")
+				tl.add(rep.Name + " serving")
 			})
 		}
 	})

@@ -102,10 +102,10 @@ func TestChaosCollectionsAreNeverHalfVisible(t *testing.T) {
 			case <-time.After(time.Duration(300+krng.IntN(700)) * time.Millisecond):
 			}
 			rep := c.shards[krng.IntN(len(c.shards))][krng.IntN(3)]
-			rep.kill()
+			rep.Kill()
 			kills++
 			time.Sleep(time.Duration(200+krng.IntN(800)) * time.Millisecond)
-			rep.start(t)
+			start(t, &rep.Proc)
 		}
 	})
 	// Stopped in a cleanup too: a check failing mid-run must not leave
@@ -202,18 +202,18 @@ func TestChaosCollectionsAreNeverHalfVisible(t *testing.T) {
 	// live collection answers complete.
 	for _, reps := range c.shards {
 		for _, rep := range reps {
-			rep.kill()
+			rep.Kill()
 		}
 	}
 	for _, reps := range c.shards {
 		for _, rep := range reps {
-			rep.start(t)
+			start(t, &rep.Proc)
 		}
 	}
 	require.Eventually(t, func() bool {
 		for _, reps := range c.shards {
 			for _, rep := range reps {
-				if !rep.ready() {
+				if !rep.Ready() {
 					return false
 				}
 			}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/trawl-search/trawl/internal/shardproc"
 )
 
 // TestConvergeAddsTheListedReplicas is what the Helm chart does when a
@@ -26,16 +28,16 @@ func TestConvergeAddsTheListedReplicas(t *testing.T) {
 	docs := makeDocs(rand.New(rand.NewPCG(31, 7)), "c", 0, 200)
 	r.upsertAll(t, docs)
 	group := c.shards[0]
-	fourth := &replica{shard: 0, idx: 3, grpc: freePort(t), http: freePort(t), dir: filepath.Join(c.dir, "shard-0-3")}
-	peers := []string{group[0].grpc, group[1].grpc, group[2].grpc, fourth.grpc}
-	fourth.process = process{name: "shard-0/3", bin: router.get(t), log: fourth.dir + ".log",
-		args: []string{"shard", "--grpc-addr", fourth.grpc, "--http-addr", fourth.http, "--data-dir", fourth.dir,
+	fourth := &replica{Shard: &shardproc.Shard{GRPC: freePort(t), HTTP: freePort(t), Dir: filepath.Join(c.dir, "shard-0-3")}, shard: 0, idx: 3}
+	peers := []string{group[0].GRPC, group[1].GRPC, group[2].GRPC, fourth.GRPC}
+	fourth.Proc = shardproc.Proc{Name: "shard-0/3", Bin: routerPath(t), Log: fourth.Dir + ".log",
+		Args: []string{"shard", "--grpc-addr", fourth.GRPC, "--http-addr", fourth.HTTP, "--data-dir", fourth.Dir,
 			"--dim", strconv.Itoa(c.dim), "--metric", "cosine",
-			"--peers", strings.Join(peers, ","), "--advertise-addr", fourth.grpc,
+			"--peers", strings.Join(peers, ","), "--advertise-addr", fourth.GRPC,
 			"--max-leader-silence", leaderSilence.String()}}
 	c.shards[0] = append(c.shards[0], fourth)
-	fourth.start(t)
-	waitListening(t, fourth.grpc)
+	start(t, &fourth.Proc)
+	waitListening(t, fourth.GRPC)
 	three := "shard-0=" + strings.Join(peers[:3], ",")
 	st, err := admin(t, "status", "--shard", three, "--json")
 	require.NoError(t, err, st)
@@ -51,11 +53,11 @@ func TestConvergeAddsTheListedReplicas(t *testing.T) {
 	all := "shard-0=" + strings.Join(peers, ",")
 	out, err = admin(t, "converge", "--shard", all, "--timeout", "5m")
 	require.NoError(t, err, out)
-	require.Contains(t, out, fmt.Sprintf("shard-0: %s is a voter (", fourth.grpc))
+	require.Contains(t, out, fmt.Sprintf("shard-0: %s is a voter (", fourth.GRPC))
 	st, err = admin(t, "status", "--shard", all, "--json")
 	require.NoError(t, err, st)
 	require.Equal(t, 4, strings.Count(st, `"voter": true`), st)
-	require.Eventually(t, fourth.ready, time.Minute, 50*time.Millisecond, "the added replica never served")
+	require.Eventually(t, fourth.Ready, time.Minute, 50*time.Millisecond, "the added replica never served")
 
 	out, err = admin(t, "converge", "--shard", all)
 	require.NoError(t, err, out)

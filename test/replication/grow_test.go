@@ -128,13 +128,13 @@ func TestGrowAndDrainLiveCluster(t *testing.T) {
 		counted := oldReader.counter(t, "trawl_scatter_queries_total", `collection="grow",path="search"`)
 		countedDegraded := oldReader.counter(t, "trawl_scatter_degraded_total", `collection="grow",path="search"`)
 		g.mu.Unlock()
-		require.Equal(t, float64(oldTally.answers.Load()), counted, "%s: every answer counted", oldReader.name)
-		require.Equal(t, float64(oldTally.degraded.Load()), countedDegraded, "%s: every partial answer counted", oldReader.name)
+		require.Equal(t, float64(oldTally.answers.Load()), counted, "%s: every answer counted", oldReader.Name)
+		require.Equal(t, float64(oldTally.degraded.Load()), countedDegraded, "%s: every partial answer counted", oldReader.Name)
 		tallies = append(tallies, oldTally)
-		oldTally.report(t, oldReader.name)
+		oldTally.report(t, oldReader.Name)
 		tl.add(fmt.Sprintf("routers over %d shards take the load", n))
-		oldReader.kill()
-		oldWriter.kill()
+		oldReader.Kill()
+		oldWriter.Kill()
 	}
 	time.Sleep(3 * time.Second)
 
@@ -143,7 +143,7 @@ func TestGrowAndDrainLiveCluster(t *testing.T) {
 	c.addGroup(t)
 	require.Eventually(t, func() bool {
 		for _, r := range c.shards[3] {
-			if !r.ready() {
+			if !r.Ready() {
 				return false
 			}
 		}
@@ -187,7 +187,7 @@ func TestGrowAndDrainLiveCluster(t *testing.T) {
 	}
 	swap(3, "3b")
 	for _, r := range c.shards[3] {
-		r.kill()
+		r.Kill()
 	}
 	time.Sleep(3 * time.Second)
 	stopLoad()
@@ -195,9 +195,9 @@ func TestGrowAndDrainLiveCluster(t *testing.T) {
 	g.mu.Lock()
 	last := g.tally
 	require.Equal(t, float64(last.answers.Load()), g.reader.counter(t, "trawl_scatter_queries_total", `collection="grow",path="search"`),
-		"%s: every answer counted", g.reader.name)
+		"%s: every answer counted", g.reader.Name)
 	g.mu.Unlock()
-	last.report(t, g.reader.name)
+	last.report(t, g.reader.Name)
 	tallies = append(tallies, last)
 	var answers, complete, degraded int64
 	for _, ta := range tallies {
@@ -253,7 +253,7 @@ func createSlotted(t *testing.T, r *routerProc, name string, n int) {
 		}
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
-	}, 30*time.Second, 200*time.Millisecond, "PUT /v1/collections/%s through %s", name, r.name)
+	}, 30*time.Second, 200*time.Millisecond, "PUT /v1/collections/%s through %s", name, r.Name)
 }
 
 // collectionStatus is GET /v1/collections/{c}, the parts checked here.
@@ -294,7 +294,7 @@ func moveSlots(t *testing.T, c *cluster, n int, args ...string) int {
 	for run := 1; run <= 8; run++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		var err error
-		out, err = exec.CommandContext(ctx, router.get(t), args...).CombinedOutput()
+		out, err = exec.CommandContext(ctx, routerPath(t), args...).CombinedOutput()
 		cancel()
 		if err == nil {
 			t.Logf("router %s (run %d):\n%s", args[1], run, out)
@@ -329,18 +329,18 @@ func killOneAtATime(ctx context.Context, t *testing.T, c *cluster, rng *rand.Ran
 		faults.Add(1)
 		held.Go(func() {
 			defer busy[s].Store(false)
-			tl.add(fmt.Sprintf("SIGKILL %s for %v", rep.name, hold))
-			rep.kill()
+			tl.add(fmt.Sprintf("SIGKILL %s for %v", rep.Name, hold))
+			rep.Kill()
 			select {
 			case <-ctx.Done():
 			case <-time.After(hold):
 			}
-			rep.start(t)
-			tl.add(rep.name + " back")
-			for end := time.Now().Add(30 * time.Second); !rep.ready() && time.Now().Before(end); {
+			start(t, &rep.Proc)
+			tl.add(rep.Name + " back")
+			for end := time.Now().Add(30 * time.Second); !rep.Ready() && time.Now().Before(end); {
 				time.Sleep(50 * time.Millisecond)
 			}
-			tl.add(rep.name + " serving")
+			tl.add(rep.Name + " serving")
 		})
 	}
 }
@@ -351,7 +351,7 @@ func waitServing(t *testing.T, c *cluster) {
 	require.Eventually(t, func() bool {
 		for _, reps := range c.shards {
 			for _, r := range reps {
-				if !r.ready() {
+				if !r.Ready() {
 					return false
 				}
 			}

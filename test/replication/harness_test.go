@@ -18,20 +18,19 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/trawl-search/trawl/internal/shardproc"
 )
 
 const (
@@ -49,40 +48,21 @@ const (
 	leaderSilence = 5 * time.Second
 )
 
-// routerBinary is the router binary, built once per test run.
-type routerBinary struct {
-	once sync.Once
-	path string
-	dir  string
-	err  error
-}
+// router is cmd/router, built once for all the tests of a run (without
+// the race detector: the processes are the product, the test's own code is
+// what -race checks) and removed by TestMain.
+var router shardproc.Binary
 
-func (b *routerBinary) get(t *testing.T) string {
+func routerPath(t *testing.T) string {
 	t.Helper()
-	b.once.Do(func() {
-		b.dir, b.err = os.MkdirTemp("", "trawl-replication-")
-		if b.err != nil {
-			return
-		}
-		b.path = filepath.Join(b.dir, "router")
-		cmd := exec.Command("go", "build", "-o", b.path, "github.com/trawl-search/trawl/cmd/router")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			b.err = fmt.Errorf("go build: %w\n%s", err, out)
-		}
-	})
-	require.NoError(t, b.err)
-	return b.path
+	p, err := router.Path()
+	require.NoError(t, err)
+	return p
 }
-
-// router is built once for all the tests of a run and removed by TestMain.
-var router routerBinary
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if router.dir != "" {
-		_ = os.RemoveAll(router.dir)
-	}
+	_ = router.Remove()
 	os.Exit(code)
 }
 
@@ -93,141 +73,49 @@ func gate(t *testing.T) {
 	}
 }
 
-// ports are the loopback ports this run has handed out: a port is released
-// for its process to bind, so without this two processes (or a restarted
-// replica and a router started while it was down) could be handed the same
-// one, and a router would then talk to the wrong shard.
-var ports = struct {
-	sync.Mutex
-	used map[int]bool
-	rng  *rand.Rand
-}{used: map[int]bool{}, rng: rand.New(rand.NewPCG(uint64(os.Getpid()), uint64(time.Now().UnixNano())))}
-
-// Ports come from below Linux's ephemeral range (32768-60999 by default):
-// a replica restarts on its old port, and in the ephemeral range an
-// outgoing connection (a peer redialling it) may have taken it meanwhile.
-const portLow, portHigh = 20000, 32000
+// ports are the loopback ports this run has handed out, each once: a
+// restarted replica and a router started while it was down must not be
+// given the same one.
+var ports shardproc.Ports
 
 // freePort picks a loopback port no other process of the run was given.
 func freePort(t *testing.T) string {
 	t.Helper()
-	ports.Lock()
-	defer ports.Unlock()
-	for range 1000 {
-		p := portLow + ports.rng.IntN(portHigh-portLow)
-		if ports.used[p] {
-			continue
-		}
-		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(p))
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
-			continue // someone else's
-		}
-		require.NoError(t, ln.Close())
-		ports.used[p] = true
-		return addr
-	}
-	t.Fatal("no free loopback port below the ephemeral range")
-	return ""
-}
-
-// process is one child, its output kept in a log file shown on failure.
-type process struct {
-	name string
-	bin  string
-	args []string
-	log  string
-
-	mu      sync.Mutex
-	cmd     *exec.Cmd
-	stopped bool // SIGSTOPped
-}
-
-func (p *process) start(t *testing.T) {
-	t.Helper()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	f, err := os.OpenFile(p.log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	addr, err := ports.Free()
 	require.NoError(t, err)
-	fmt.Fprintf(f, "=== start %s %s\n", time.Now().Format(time.StampMilli), strings.Join(p.args, " "))
-	cmd := exec.Command(p.bin, p.args...)
-	cmd.Stdout, cmd.Stderr = f, f
-	require.NoError(t, cmd.Start())
-	f.Close()
-	p.cmd, p.stopped = cmd, false
+	return addr
 }
 
-// kill SIGKILLs the process (continuing it first if stopped) and reaps it.
-func (p *process) kill() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.cmd == nil {
-		return
-	}
-	_ = p.cmd.Process.Kill()
-	_ = p.cmd.Wait()
-	p.cmd, p.stopped = nil, false
+// start starts p (again), failing the test if it cannot.
+func start(t *testing.T, p *shardproc.Proc) {
+	t.Helper()
+	require.NoError(t, p.Start())
 }
 
-func (p *process) signal(sig syscall.Signal) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.cmd == nil {
-		return
-	}
-	_ = p.cmd.Process.Signal(sig)
-	p.stopped = sig == syscall.SIGSTOP
-}
-
-// keepLog copies the log into $TRAWL_REPLICATION_LOGS, when set, for a
+// keepLog copies p's log into $TRAWL_REPLICATION_LOGS, when set, for a
 // failure to be read whole.
-func (p *process) keepLog() {
+func keepLog(p *shardproc.Proc) {
 	dir := os.Getenv("TRAWL_REPLICATION_LOGS")
 	if dir == "" {
 		return
 	}
-	b, err := os.ReadFile(p.log)
+	b, err := os.ReadFile(p.Log)
 	if err != nil || os.MkdirAll(dir, 0o750) != nil {
 		return
 	}
-	_ = os.WriteFile(filepath.Join(dir, strings.ReplaceAll(p.name, "/", "-")+".log"), b, 0o600)
-}
-
-func (p *process) tail(n int) string {
-	b, err := os.ReadFile(p.log)
-	if err != nil {
-		return err.Error()
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
+	_ = os.WriteFile(filepath.Join(dir, strings.ReplaceAll(p.Name, "/", "-")+".log"), b, 0o600)
 }
 
 // replica is one `router shard` process of a three-replica group.
 type replica struct {
-	process
+	*shardproc.Shard
 	shard, idx int
-	grpc       string
-	http       string
-	dir        string
 }
 
 // wipe deletes the replica's data directory (the process must be down).
 func (r *replica) wipe(t *testing.T) {
 	t.Helper()
-	require.NoError(t, os.RemoveAll(r.dir))
-}
-
-// ready reports whether the replica's /readyz says it is serving.
-func (r *replica) ready() bool {
-	resp, err := http.Get("http://" + r.http + "/readyz")
-	if err != nil {
-		return false
-	}
-	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
+	require.NoError(t, os.RemoveAll(r.Dir))
 }
 
 // cluster is shards × 3 replica processes.
@@ -255,10 +143,10 @@ func startClusterDim(t *testing.T, nShards, d int) *cluster {
 	t.Cleanup(func() {
 		for _, reps := range c.shards {
 			for _, r := range reps {
-				r.kill()
+				r.Kill()
 				if t.Failed() {
-					r.keepLog()
-					t.Logf("--- %s log tail:\n%s", r.name, r.tail(15))
+					keepLog(&r.Proc)
+					t.Logf("--- %s log tail:\n%s", r.Name, r.Tail(15))
 				}
 			}
 		}
@@ -270,24 +158,13 @@ func startClusterDim(t *testing.T, nShards, d int) *cluster {
 // after its position (shard-N); the cluster's cleanup stops it too.
 func (c *cluster) addGroup(t *testing.T) {
 	t.Helper()
-	bin := router.get(t)
 	s := len(c.shards)
-	reps := make([]*replica, 3)
-	peers := make([]string, 3)
-	for i := range reps {
-		reps[i] = &replica{shard: s, idx: i, grpc: freePort(t), http: freePort(t),
-			dir: filepath.Join(c.dir, fmt.Sprintf("%s-%d", shardName(s), i))}
-		peers[i] = reps[i].grpc
-	}
-	for _, r := range reps {
-		r.process = process{
-			name: fmt.Sprintf("%s/%d", shardName(s), r.idx), bin: bin, log: r.dir + ".log",
-			args: []string{"shard", "--grpc-addr", r.grpc, "--http-addr", r.http, "--data-dir", r.dir,
-				"--dim", strconv.Itoa(c.dim), "--metric", "cosine",
-				"--peers", strings.Join(peers, ","), "--advertise-addr", r.grpc,
-				"--max-leader-silence", leaderSilence.String()},
-		}
-		r.start(t)
+	group, err := shardproc.Group{Bin: routerPath(t), Ports: &ports, Dir: c.dir, Name: shardName(s), Replicas: 3,
+		Args: []string{"--dim", strconv.Itoa(c.dim), "--metric", "cosine", "--max-leader-silence", leaderSilence.String()}}.Start()
+	require.NoError(t, err)
+	reps := make([]*replica, len(group))
+	for i, g := range group {
+		reps[i] = &replica{Shard: g, shard: s, idx: i}
 	}
 	c.shards = append(c.shards, reps)
 }
@@ -308,7 +185,7 @@ func (c *cluster) shardFlagsOf(n int, only map[int][]int) []string {
 		}
 		addrs := make([]string, 0, len(idx))
 		for _, i := range idx {
-			addrs = append(addrs, reps[i].grpc)
+			addrs = append(addrs, reps[i].GRPC)
 		}
 		out = append(out, "--shard", shardName(s)+"="+strings.Join(addrs, ","))
 	}
@@ -317,7 +194,7 @@ func (c *cluster) shardFlagsOf(n int, only map[int][]int) []string {
 
 // routerProc is a `router serve` process.
 type routerProc struct {
-	process
+	shardproc.Proc
 	base string
 	hc   *http.Client
 	// coll is the collection upsert and search act on; "" is the
@@ -352,14 +229,14 @@ func (c *cluster) startRouterOver(t *testing.T, name string, n int, only map[int
 	if only != nil {
 		args = append(args, "--discover=false")
 	}
-	r.process = process{name: name, bin: router.get(t), log: filepath.Join(c.dir, name+".log"),
-		args: append(args, c.shardFlagsOf(n, only)...)}
-	r.start(t)
+	r.Proc = shardproc.Proc{Name: name, Bin: routerPath(t), Log: filepath.Join(c.dir, name+".log"),
+		Args: append(args, c.shardFlagsOf(n, only)...)}
+	start(t, &r.Proc)
 	t.Cleanup(func() {
-		r.kill()
+		r.Kill()
 		if t.Failed() {
-			r.keepLog()
-			t.Logf("--- %s log tail:\n%s", name, r.tail(15))
+			keepLog(&r.Proc)
+			t.Logf("--- %s log tail:\n%s", name, r.Tail(15))
 		}
 	})
 	require.Eventually(t, func() bool {

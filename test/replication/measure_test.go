@@ -110,7 +110,7 @@ func quantile(ds []time.Duration, q float64) time.Duration {
 // vectors/s its summary reports.
 func runLoad(t *testing.T, r *routerProc, file string) (string, float64) {
 	t.Helper()
-	out, err := exec.Command(router.get(t), "load", "--router", r.base, file).CombinedOutput()
+	out, err := exec.Command(routerPath(t), "load", "--router", r.base, file).CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	m := regexp.MustCompile(`\(([0-9.]+) vectors/s\)`).FindSubmatch(out)
 	require.NotNil(t, m, "no rate in the summary: %s", out)
@@ -134,13 +134,13 @@ func TestMeasureBulkLoad(t *testing.T) {
 		c := startClusterDim(t, 1, measureDim)
 		defer func() {
 			for _, r := range c.shards[0] {
-				r.kill()
+				r.Kill()
 			}
 		}()
 		var leader *client.Conn
 		require.Eventually(t, func() bool {
 			for _, r := range c.shards[0] {
-				cn, err := client.Dial(r.grpc, client.DialConfig{})
+				cn, err := client.Dial(r.GRPC, client.DialConfig{})
 				require.NoError(t, err)
 				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 				st, err := cn.Stats(ctx)
@@ -238,7 +238,7 @@ func TestMeasureRestart(t *testing.T) {
 	var rep *replica
 	require.Eventually(t, func() bool {
 		for _, x := range c.shards[0] {
-			cn, err := client.Dial(x.grpc, client.DialConfig{})
+			cn, err := client.Dial(x.GRPC, client.DialConfig{})
 			require.NoError(t, err)
 			st, err := cn.Stats(context.Background())
 			cn.Close()
@@ -249,10 +249,10 @@ func TestMeasureRestart(t *testing.T) {
 		}
 		return false
 	}, time.Minute, 200*time.Millisecond, "no follower holding every row")
-	rep.kill()
+	rep.Kill()
 	var size int64
 	t0 := time.Now()
-	require.NoError(t, filepath.Walk(rep.dir, func(path string, info os.FileInfo, err error) error {
+	require.NoError(t, filepath.Walk(rep.Dir, func(path string, info os.FileInfo, err error) error {
 		if err != nil || info.IsDir() {
 			return err
 		}
@@ -271,12 +271,12 @@ func TestMeasureRestart(t *testing.T) {
 	}))
 	read := time.Since(t0)
 	t0 = time.Now()
-	rep.start(t)
-	require.Eventually(t, rep.ready, 120*time.Second, 20*time.Millisecond, "the restarted replica never served")
+	start(t, &rep.Proc)
+	require.Eventually(t, rep.Ready, 120*time.Second, 20*time.Millisecond, "the restarted replica never served")
 	took := time.Since(t0)
 	// Where the time went: the replica logs its restore and when it
 	// began serving.
-	b, err := os.ReadFile(rep.log)
+	b, err := os.ReadFile(rep.Log)
 	require.NoError(t, err)
 	for _, line := range regexp.MustCompile(`(?m)^.*(snapshot restored|loading replica|serving changed|caught up).*$`).FindAll(b, -1) {
 		t.Logf("replica log: %.260s", line)

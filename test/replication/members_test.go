@@ -18,6 +18,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/trawl-search/trawl/internal/shardproc"
 	"github.com/trawl-search/trawl/shard/client"
 )
 
@@ -37,7 +38,7 @@ func membersRows(t *testing.T) int {
 // admin runs `router admin` and returns its output.
 func admin(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	out, err := exec.Command(router.get(t), append([]string{"admin"}, args...)...).CombinedOutput()
+	out, err := exec.Command(routerPath(t), append([]string{"admin"}, args...)...).CombinedOutput()
 	return string(out), err
 }
 
@@ -60,7 +61,7 @@ func TestReplaceAKilledReplicaUnderWrites(t *testing.T) {
 	r.upsertAll(t, initial)
 	l.ack(idsOf(initial))
 	group := c.shards[0]
-	seed := fmt.Sprintf("shard-0=%s,%s,%s", group[0].grpc, group[1].grpc, group[2].grpc)
+	seed := fmt.Sprintf("shard-0=%s,%s,%s", group[0].GRPC, group[1].GRPC, group[2].GRPC)
 	survivors := func(killed *replica) []*replica {
 		var out []*replica
 		for _, g := range group[:3] {
@@ -76,12 +77,12 @@ func TestReplaceAKilledReplicaUnderWrites(t *testing.T) {
 		args []string
 		msg  string
 	}{
-		{[]string{"replace-replica", "--shard", seed, "--old", group[2].grpc, "--new", group[2].grpc}, "old and new are both"},
+		{[]string{"replace-replica", "--shard", seed, "--old", group[2].GRPC, "--new", group[2].GRPC}, "old and new are both"},
 		{[]string{"replace-replica", "--shard", seed, "--old", "127.0.0.1:1", "--new", "127.0.0.1:2"}, "127.0.0.1:1 is not a member of the group"},
 		{[]string{"add-replica", "--shard", seed, "--replica", "127.0.0.1:1"}, "no replica answers at 127.0.0.1:1"},
 		{[]string{"add-replica", "--shard", seed, "--replica", "nohost"}, `"nohost" is not HOST:PORT`},
 		{[]string{"add-replica", "--shard", seed}, "--replica HOST:PORT is required"},
-		{[]string{"remove-replica", "--shard", seed, "--shard", "shard-1=127.0.0.1:1", "--replica", group[2].grpc}, "say which with --name"},
+		{[]string{"remove-replica", "--shard", seed, "--shard", "shard-1=127.0.0.1:1", "--replica", group[2].GRPC}, "say which with --name"},
 	} {
 		out, err := admin(t, tc.args...)
 		require.Error(t, err, "%v: %s", tc.args, out)
@@ -129,7 +130,7 @@ func TestReplaceAKilledReplicaUnderWrites(t *testing.T) {
 	})
 	// The group's majority, polled from the surviving replicas' view.
 	polls, short := 0, []string{}
-	pollConn, err := client.Dial(group[0].grpc, client.DialConfig{})
+	pollConn, err := client.Dial(group[0].GRPC, client.DialConfig{})
 	require.NoError(t, err)
 	defer pollConn.Close()
 	wg.Go(func() {
@@ -169,22 +170,22 @@ func TestReplaceAKilledReplicaUnderWrites(t *testing.T) {
 	lst, err := pollConn.Members(context.Background(), false)
 	require.NoError(t, err)
 	killed := group[2]
-	if lst.GetLeader() == killed.grpc {
+	if lst.GetLeader() == killed.GRPC {
 		killed = group[1]
 	}
-	killed.kill()
+	killed.Kill()
 	live := survivors(killed)
-	fresh := &replica{shard: 0, idx: 3, grpc: freePort(t), http: freePort(t), dir: filepath.Join(c.dir, "shard-0-new")}
-	fresh.process = process{name: "shard-0/new", bin: router.get(t), log: fresh.dir + ".log",
-		args: []string{"shard", "--grpc-addr", fresh.grpc, "--http-addr", fresh.http, "--data-dir", fresh.dir,
+	fresh := &replica{Shard: &shardproc.Shard{GRPC: freePort(t), HTTP: freePort(t), Dir: filepath.Join(c.dir, "shard-0-new")}, shard: 0, idx: 3}
+	fresh.Proc = shardproc.Proc{Name: "shard-0/new", Bin: routerPath(t), Log: fresh.Dir + ".log",
+		Args: []string{"shard", "--grpc-addr", fresh.GRPC, "--http-addr", fresh.HTTP, "--data-dir", fresh.Dir,
 			"--dim", strconv.Itoa(c.dim), "--metric", "cosine",
-			"--join", strings.Join([]string{group[0].grpc, group[1].grpc, group[2].grpc}, ","), "--advertise-addr", fresh.grpc,
+			"--join", strings.Join([]string{group[0].GRPC, group[1].GRPC, group[2].GRPC}, ","), "--advertise-addr", fresh.GRPC,
 			"--max-leader-silence", leaderSilence.String()}}
 	c.shards[0] = append(c.shards[0], fresh) // the cluster's cleanup kills it
 	t0 := time.Now()
-	fresh.start(t)
-	waitListening(t, fresh.grpc)
-	out, err := admin(t, "replace-replica", "--shard", seed, "--old", killed.grpc, "--new", fresh.grpc, "--timeout", "5m")
+	start(t, &fresh.Proc)
+	waitListening(t, fresh.GRPC)
+	out, err := admin(t, "replace-replica", "--shard", seed, "--old", killed.GRPC, "--new", fresh.GRPC, "--timeout", "5m")
 	took := time.Since(t0)
 	require.NoError(t, err, out)
 	require.Contains(t, out, "replace-replica: done")
@@ -199,7 +200,7 @@ func TestReplaceAKilledReplicaUnderWrites(t *testing.T) {
 	require.Empty(t, wrong, "every answer during the replace is complete and exact (%d reads)", reads)
 
 	// The router, seeded with the old three, learns the group's members.
-	want := []string{live[0].grpc, live[1].grpc, fresh.grpc}
+	want := []string{live[0].GRPC, live[1].GRPC, fresh.GRPC}
 	slices.Sort(want)
 	var seen []string
 	require.Eventually(t, func() bool {
@@ -210,10 +211,10 @@ func TestReplaceAKilledReplicaUnderWrites(t *testing.T) {
 	// The group is the two survivors and the newcomer, all voters.
 	st, err := admin(t, "status", "--shard", seed, "--json")
 	require.NoError(t, err, st)
-	for _, a := range []string{live[0].grpc, live[1].grpc, fresh.grpc} {
+	for _, a := range []string{live[0].GRPC, live[1].GRPC, fresh.GRPC} {
 		require.Contains(t, st, `"addr": "`+a+`",`+"\n"+`        "voter": true`)
 	}
-	require.NotContains(t, st, `"addr": "`+killed.grpc+`"`)
+	require.NotContains(t, st, `"addr": "`+killed.GRPC+`"`)
 
 	// Asked alone, the new replica answers completely and exactly.
 	alone := c.startRouter(t, "router-new-only", map[int][]int{0: {3}})
@@ -291,22 +292,22 @@ func TestAddAFourthReplicaThenRemoveIt(t *testing.T) {
 	l.ack(idsOf(docs))
 	t.Logf("loaded %d rows of %d-D through the router in %s", n, d, time.Since(t0).Round(time.Millisecond))
 	group := c.shards[0]
-	seed := fmt.Sprintf("shard-0=%s,%s,%s", group[0].grpc, group[1].grpc, group[2].grpc)
+	seed := fmt.Sprintf("shard-0=%s,%s,%s", group[0].GRPC, group[1].GRPC, group[2].GRPC)
 
-	fourth := &replica{shard: 0, idx: 3, grpc: freePort(t), http: freePort(t), dir: filepath.Join(c.dir, "shard-0-fourth")}
-	fourth.process = process{name: "shard-0/fourth", bin: router.get(t), log: fourth.dir + ".log",
-		args: []string{"shard", "--grpc-addr", fourth.grpc, "--http-addr", fourth.http, "--data-dir", fourth.dir,
+	fourth := &replica{Shard: &shardproc.Shard{GRPC: freePort(t), HTTP: freePort(t), Dir: filepath.Join(c.dir, "shard-0-fourth")}, shard: 0, idx: 3}
+	fourth.Proc = shardproc.Proc{Name: "shard-0/fourth", Bin: routerPath(t), Log: fourth.Dir + ".log",
+		Args: []string{"shard", "--grpc-addr", fourth.GRPC, "--http-addr", fourth.HTTP, "--data-dir", fourth.Dir,
 			"--dim", strconv.Itoa(d), "--metric", "cosine",
-			"--join", group[0].grpc, "--advertise-addr", fourth.grpc,
+			"--join", group[0].GRPC, "--advertise-addr", fourth.GRPC,
 			"--max-leader-silence", leaderSilence.String()}}
 	c.shards[0] = append(c.shards[0], fourth)
 	t0 = time.Now()
-	fourth.start(t)
-	waitListening(t, fourth.grpc)
-	out, err := admin(t, "add-replica", "--shard", seed, "--replica", fourth.grpc, "--timeout", "10m")
+	start(t, &fourth.Proc)
+	waitListening(t, fourth.GRPC)
+	out, err := admin(t, "add-replica", "--shard", seed, "--replica", fourth.GRPC, "--timeout", "10m")
 	promoted := time.Since(t0)
 	require.NoError(t, err, out)
-	require.Eventually(t, fourth.ready, 5*time.Minute, 50*time.Millisecond, "the fourth replica never served")
+	require.Eventually(t, fourth.Ready, 5*time.Minute, 50*time.Millisecond, "the fourth replica never served")
 	serving := time.Since(t0)
 	t.Logf("a fourth replica caught up %d rows of %d-D: a voter %s and serving %s after it started\n%s",
 		n, d, promoted.Round(time.Millisecond), serving.Round(time.Millisecond), out)
@@ -318,7 +319,7 @@ func TestAddAFourthReplicaThenRemoveIt(t *testing.T) {
 	var seen []string
 	require.Eventually(t, func() bool {
 		seen = statusReplicas(t, r)
-		return slices.Contains(seen, fourth.grpc)
+		return slices.Contains(seen, fourth.GRPC)
 	}, 30*time.Second, 200*time.Millisecond, "the router never learnt of the fourth replica: %v", seen)
 	// Reads prefer the replicas known to have applied this router's last
 	// write for 5 s after it (coordinator.PreferFor); past that an
@@ -340,22 +341,22 @@ func TestAddAFourthReplicaThenRemoveIt(t *testing.T) {
 		require.NoError(t, err)
 		require.False(t, a.ScatterGather.Degraded)
 		require.Empty(t, exactAgainst(q, 10, a.Items, l.lookup, docs))
-		asked = len(a.ScatterGather.Shards) == 1 && a.ScatterGather.Shards[0].Replica == fourth.grpc
+		asked = len(a.ScatterGather.Shards) == 1 && a.ScatterGather.Shards[0].Replica == fourth.GRPC
 	}
 	require.True(t, asked, "the router never sent the fourth replica a read")
 
 	// Removed: the router stops asking it; the three write on.
-	out, err = admin(t, "remove-replica", "--shard", seed, "--replica", fourth.grpc)
+	out, err = admin(t, "remove-replica", "--shard", seed, "--replica", fourth.GRPC)
 	require.NoError(t, err, out)
 	require.Contains(t, out, "remove-replica: done")
 	require.Eventually(t, func() bool {
 		seen = statusReplicas(t, r)
-		return !slices.Contains(seen, fourth.grpc) && len(seen) == 3
+		return !slices.Contains(seen, fourth.GRPC) && len(seen) == 3
 	}, 30*time.Second, 200*time.Millisecond, "the router still lists the removed replica: %v", seen)
 	extra := []doc{{id: "after", vec: unit(rng, d)}}
 	l.send(extra)
 	r.upsertAll(t, extra)
-	out, err = admin(t, "remove-replica", "--shard", seed, "--replica", fourth.grpc)
+	out, err = admin(t, "remove-replica", "--shard", seed, "--replica", fourth.GRPC)
 	require.NoError(t, err, out)
 	require.Contains(t, out, "nothing to do")
 }

@@ -89,7 +89,7 @@ func TestReturningReplicaNeverAnswersWithoutAcknowledgedWrites(t *testing.T) {
 			// Replica 2 of every shard goes away; ~200 writes per shard are
 			// acknowledged while it is gone (two replicas are a majority).
 			for _, reps := range c.shards {
-				reps[2].kill()
+				reps[2].Kill()
 				if tc.wipe {
 					reps[2].wipe(t)
 				}
@@ -106,7 +106,7 @@ func TestReturningReplicaNeverAnswersWithoutAcknowledgedWrites(t *testing.T) {
 			require.Zero(t, complete, "complete answers from replicas that are down")
 
 			for _, reps := range c.shards {
-				reps[2].start(t)
+				start(t, &reps[2].Proc)
 			}
 			took := untilComplete(t, lonely, must, tc.bound)
 			t.Logf("%s: replicas missing %d acknowledged writes (about a third per shard) answered completely %v after restart",
@@ -146,7 +146,7 @@ func TestTwoRoutersWritingTheSameIdsLeaveReplicasIdentical(t *testing.T) {
 	conns := make([][]*client.Conn, len(c.shards))
 	for s, reps := range c.shards {
 		for _, r := range reps {
-			cn, err := client.Dial(r.grpc, client.DialConfig{})
+			cn, err := client.Dial(r.GRPC, client.DialConfig{})
 			require.NoError(t, err)
 			t.Cleanup(func() { cn.Close() })
 			conns[s] = append(conns[s], cn)
@@ -224,10 +224,10 @@ func TestReplicaRestartedWhilePeersAreFrozenAnswersNothingComplete(t *testing.T)
 	lonely := c.startRouter(t, "lonely", map[int][]int{0: {2}})
 
 	reps := c.shards[0]
-	reps[0].signal(syscall.SIGSTOP)
-	reps[1].signal(syscall.SIGSTOP)
-	reps[2].kill()
-	reps[2].start(t)
+	reps[0].Signal(syscall.SIGSTOP)
+	reps[1].Signal(syscall.SIGSTOP)
+	reps[2].Kill()
+	start(t, &reps[2].Proc)
 	// Past the point where it would have caught up had it a leader, and
 	// past --max-leader-silence.
 	until := time.Now().Add(leaderSilence + 3*time.Second)
@@ -239,8 +239,8 @@ func TestReplicaRestartedWhilePeersAreFrozenAnswersNothingComplete(t *testing.T)
 		time.Sleep(100 * time.Millisecond)
 	}
 	require.Positive(t, asked)
-	reps[0].signal(syscall.SIGCONT)
-	reps[1].signal(syscall.SIGCONT)
+	reps[0].Signal(syscall.SIGCONT)
+	reps[1].Signal(syscall.SIGCONT)
 	took := untilComplete(t, lonely, docs, 30*time.Second)
 	t.Logf("asked %d times while its peers were frozen, never complete; complete %v after they resumed", asked, took.Round(time.Millisecond))
 }
