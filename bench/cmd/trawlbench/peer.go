@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/trawl-search/trawl/bench/internal/cluster"
@@ -505,16 +506,30 @@ func startTrawl(ctx context.Context, bin, work, npy string, corpus *peer.Corpus,
 	return out, c, nil
 }
 
-// dirBytes is the size of the files under dir.
+// dirBytes is the disk the files under dir take: the blocks allocated to
+// each inode, counted once however many hard links it has (a snapshot
+// links the segment files it holds, so summing file sizes counted them
+// once per link, and a 1 000 000-row run reported 17.4 GiB for three
+// shards whose directories du measured at 2.1 GiB each).
 func dirBytes(dir string) (int64, error) {
 	var n int64
+	seen := map[uint64]bool{}
 	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
 		}
 		info, err := d.Info()
-		if err == nil {
+		if err != nil {
+			return nil
+		}
+		st, ok := info.Sys().(*syscall.Stat_t)
+		if !ok {
 			n += info.Size()
+			return nil
+		}
+		if !seen[st.Ino] {
+			seen[st.Ino] = true
+			n += st.Blocks * 512
 		}
 		return nil
 	})
