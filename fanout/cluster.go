@@ -298,6 +298,7 @@ func (c *Cluster[R]) recordAs(r *replicaState[R], err error, took, budget time.D
 		if latency {
 			r.observeLatency(now, took)
 		}
+		r.lastAnswer = now
 		wasSuspect = r.success()
 	case kindConnectivity:
 		if code(err) == codes.DeadlineExceeded && !r.counts(budget) {

@@ -45,6 +45,10 @@ type health struct {
 	// overloadedTill: the replica refused a read as overloaded; no hedge
 	// goes to it before then.
 	overloadedTill time.Time
+	// lastAnswer is when the replica last answered a call (the engine's
+	// clock): a replica with a read in flight that has answered nothing
+	// since that read began, while a peer has, is stuck, not slow.
+	lastAnswer time.Time
 }
 
 // ewmaWeight is the weight of a new latency sample (1/8, as TCP's SRTT).

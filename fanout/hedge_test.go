@@ -132,7 +132,7 @@ func TestHedgeDelay(t *testing.T) {
 			teach(c, clk, 1, tc.alt...)
 			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 			defer cancel()
-			d, ok := c.hedgeDelay(ctx, c.shards[0].list()[0], c.shards[0].list()[1])
+			d, _, ok := c.hedgeDelay(ctx, c.shards[0].list()[0], c.shards[0].list()[1])
 			require.Equal(t, tc.ok, ok)
 			if !ok {
 				return
@@ -206,6 +206,56 @@ func TestSlowCallIsHedgedAndTheLoserCancelled(t *testing.T) {
 		err, _ := loserErr.Load().(error)
 		return errors.Is(err, context.Canceled)
 	}, time.Second, time.Millisecond, "the losing attempt is cancelled, not left to run to the deadline")
+}
+
+// A replica that has answered nothing since the read began, while a peer
+// has, is stuck: it is hedged at the peer's p90 even where its own tail
+// (and the peer's) would time the hedge past the deadline. When nobody
+// has answered (a stall of the router or the host), or the replica has,
+// no such hedge goes out.
+func TestStuckReplicaIsHedgedEarly(t *testing.T) {
+	const stall = 250 * time.Millisecond
+	tests := []struct {
+		name                string
+		curAnswered, altAns bool
+		hedged              bool
+	}{
+		{name: "the replica silent, its peer answering: hedged", altAns: true, hedged: true},
+		{name: "nobody answering: no hedge", hedged: false},
+		{name: "the replica answering other calls: no hedge", curAnswered: true, altAns: true, hedged: false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := &clock{now: time.Unix(1000, 0)}
+			silent := newFake("a0", func(ctx context.Context) (ans, error) {
+				<-ctx.Done()
+				return ans{}, ctx.Err()
+			})
+			a1 := newFake("a1", nil)
+			c := New([]Shard[*fake]{{Name: "a", Replicas: []*fake{silent, a1}}}, Options{Now: clk.Now})
+			// Both replicas' tails put a hedge at the delay past the
+			// deadline; the peer's p90 is a millisecond.
+			teach(c, clk, 0, times(50, stall)...)
+			teach(c, clk, 1, append(times(90, time.Millisecond), times(10, stall)...)...)
+			setOrder(c, 0, 1)
+			for i, answered := range []bool{tc.curAnswered, tc.altAns} {
+				if answered {
+					r := c.shards[0].list()[i]
+					r.mu.Lock()
+					r.lastAnswer = clk.Now() // the fake clock stands still: "since the read began"
+					r.mu.Unlock()
+				}
+			}
+			res, sum := Gather(context.Background(), c, req(200*time.Millisecond), call)
+			require.Equal(t, tc.hedged, res[0].Hedged)
+			require.Equal(t, !tc.hedged, sum.Degraded())
+			if tc.hedged {
+				require.Equal(t, "a1", res[0].Replica)
+			} else {
+				require.Zero(t, a1.calls.Load(), "nobody else asked")
+			}
+		})
+	}
 }
 
 // No hedge goes to a replica with a long queue of this router's calls: it

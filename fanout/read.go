@@ -49,7 +49,13 @@ type shardRead[R Replica, T any] struct {
 	failedHedges   map[*replicaState[R]]bool // made on the first failed hedge
 	hedgeTimer     *time.Timer
 	hedgeC         <-chan time.Time
-	res            Result[T]
+	// launched is when the latest attempt began (the engine's clock);
+	// hedgeLate, when non-zero, is how much longer than the armed timer a
+	// hedge waits unless the replica in flight is stuck, -1 for no hedge
+	// then at all (see armHedge).
+	launched  time.Time
+	hedgeLate time.Duration
+	res       Result[T]
 
 	// closed is set when the loop stops reading results: an attempt's span
 	// the loop received is the loop's to end (it alone knows the winner);
@@ -130,6 +136,16 @@ func (sr *shardRead[R, T]) run(ctx context.Context) Result[T] {
 			}
 		case <-sr.hedgeC:
 			sr.hedgeC = nil
+			if late := sr.hedgeLate; late != 0 {
+				sr.hedgeLate = 0
+				if !sr.stuck() {
+					if late > 0 {
+						sr.hedgeTimer = time.NewTimer(late)
+						sr.hedgeC = sr.hedgeTimer.C
+					}
+					continue
+				}
+			}
 			if sr.hedgeTarget() && sr.c.hedges.spend() {
 				sr.launch(true)
 				sr.armHedge()
@@ -193,6 +209,7 @@ func (sr *shardRead[R, T]) launch(hedge bool) {
 	r.mu.Lock()
 	r.outstanding++
 	r.mu.Unlock()
+	sr.launched = sr.c.opts.Now()
 	sr.c.hedges.earn()
 	var budget time.Duration
 	if dl, ok := sr.actx.Deadline(); ok {
@@ -290,16 +307,53 @@ func (sr *shardRead[R, T]) drain() {
 }
 
 // armHedge schedules a hedge to the next candidate after the current one's
-// hedge delay, if the budget can hold it.
+// hedge delay, if the budget can hold it. When the candidate's p90 comes
+// sooner, the timer is set for that instead, and a hedge goes out then
+// only if the replica in flight is stuck (stuck); otherwise the timer is
+// set again for the rest of the delay.
 func (sr *shardRead[R, T]) armHedge() {
 	sr.stopHedgeTimer()
+	sr.hedgeLate = 0
 	if sr.next >= len(sr.cands) {
 		return
 	}
-	if d, ok := sr.c.hedgeDelay(sr.ctx, sr.cands[sr.next-1], sr.cands[sr.next]); ok {
-		sr.hedgeTimer = time.NewTimer(d)
-		sr.hedgeC = sr.hedgeTimer.C
+	d, early, ok := sr.c.hedgeDelay(sr.ctx, sr.cands[sr.next-1], sr.cands[sr.next])
+	if !ok {
+		return
 	}
+	switch {
+	case early > 0 && d == 0:
+		sr.hedgeLate, d = -1, early // only if stuck: no room later
+	case early > 0 && early < d:
+		sr.hedgeLate, d = d-early, early
+	}
+	sr.hedgeTimer = time.NewTimer(d)
+	sr.hedgeC = sr.hedgeTimer.C
+}
+
+// stuck reports whether the replica in flight has answered no call since
+// the latest attempt began while an untried candidate has: that replica is
+// not slow but has stopped (a host powered off, a blackholed link), and
+// its own tail, which times hedges otherwise, says nothing of that. When
+// no call is answered anywhere (the router or the host stalled), nothing is
+// stuck and no hedge adds to the stall.
+func (sr *shardRead[R, T]) stuck() bool {
+	cur := sr.cands[sr.next-1]
+	cur.mu.Lock()
+	answered := !cur.lastAnswer.Before(sr.launched)
+	cur.mu.Unlock()
+	if answered {
+		return false
+	}
+	for _, r := range sr.cands[sr.next:] {
+		r.mu.Lock()
+		alive := !r.lastAnswer.Before(sr.launched)
+		r.mu.Unlock()
+		if alive {
+			return true
+		}
+	}
+	return false
 }
 
 func (sr *shardRead[R, T]) stopHedgeTimer() {
@@ -341,14 +395,18 @@ func (sr *shardRead[R, T]) finish(winner *replicaState[R]) Result[T] {
 // until alt has them too, a quarter of the remaining budget; until alt has
 // them, cur's own median stands in for alt's. Never below MinHedgeDelay.
 // It reports false when the remaining budget could not hold a second
-// attempt (alt's p90, or the stand-in) after the delay.
-func (c *Cluster[R]) hedgeDelay(ctx context.Context, cur, alt *replicaState[R]) (time.Duration, bool) {
+// attempt (alt's p90, or the stand-in) after the delay, nor after early;
+// delay is 0 when only early's hedge fits. early, when
+// non-zero, is alt's p90 where that comes sooner: a replica that has
+// answered nothing since the read began, while alt has, is hedged then
+// (shardRead.stuck), as its own latencies cannot say it has stopped.
+func (c *Cluster[R]) hedgeDelay(ctx context.Context, cur, alt *replicaState[R]) (delay, early time.Duration, ok bool) {
 	if c.opts.HedgeBudget < 0 {
-		return 0, false
+		return 0, 0, false
 	}
 	dl, ok := ctx.Deadline()
 	if !ok {
-		return 0, false
+		return 0, 0, false
 	}
 	remaining := time.Until(dl)
 	now := c.opts.Now()
@@ -358,10 +416,11 @@ func (c *Cluster[R]) hedgeDelay(ctx context.Context, cur, alt *replicaState[R]) 
 	cur.mu.Lock()
 	cp, curMeasured := cur.profile(now)
 	cur.mu.Unlock()
-	var delay, need time.Duration
+	var need time.Duration
 	switch {
 	case curMeasured && altMeasured:
 		delay, need = cp.hedgeAt(max(ap.p50, c.opts.MinHedgeDelay), ap.p99), ap.p90
+		early = max(ap.p90, c.opts.MinHedgeDelay)
 	case curMeasured:
 		delay, need = cp.hedgeAt(max(cp.p50, c.opts.MinHedgeDelay), cp.p99), cp.p90
 	case altMeasured:
@@ -371,10 +430,18 @@ func (c *Cluster[R]) hedgeDelay(ctx context.Context, cur, alt *replicaState[R]) 
 		need = delay
 	}
 	delay = max(delay, c.opts.MinHedgeDelay)
-	if remaining < delay+need {
-		return 0, false
+	if early >= delay {
+		early = 0
 	}
-	return delay, true
+	if remaining < delay+need {
+		// Too late for a hedge at the delay; one that goes out early,
+		// if the replica proves stuck, may still fit.
+		if early == 0 || remaining < early+need {
+			return 0, 0, false
+		}
+		delay = 0
+	}
+	return delay, early, true
 }
 
 // pastDeadline reports whether ctx's deadline has passed, whatever its Err
