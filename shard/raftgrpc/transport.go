@@ -246,6 +246,20 @@ func (t *Transport) TimeoutNow(_ raft.ServerID, target raft.ServerAddress, args 
 	return t.unary(target, shardpb.RaftClient.TimeoutNow, args, resp)
 }
 
+// TimeoutNowSelf hands this replica's raft, through the consumer
+// channel, the TimeoutNow a leader sends the follower it transfers
+// leadership to: raft stands for election at once instead of waiting out
+// its heartbeat timeout. It returns once raft has taken it (ctx bounds the
+// wait). Only the owner of a group's only voter should call it: nobody
+// else can lead that group, so the wait would be pure loss.
+func (t *Transport) TimeoutNowSelf(ctx context.Context) error {
+	req := &raft.TimeoutNowRequest{RPCHeader: raft.RPCHeader{
+		ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(t.cfg.Local), Addr: []byte(t.cfg.Local),
+	}}
+	_, err := t.dispatch(ctx, req, nil)
+	return err
+}
+
 // call is one unary method of the Raft service, as a method expression
 // (shardpb.RaftClient.AppendEntries), so a wrong name is a compile error.
 type call func(shardpb.RaftClient, context.Context, *shardpb.RaftMessage, ...grpc.CallOption) (*shardpb.RaftMessage, error)

@@ -165,6 +165,10 @@ type Node struct {
 	// condition at the moment of each read.
 	servingBy atomic.Uint32
 	readyTerm atomic.Uint64 // the term in which this leader's barrier completed
+	// recheck wakes the monitor before its next tick: a leader's barrier
+	// has applied, so it may serve now rather than up to monitorEvery
+	// later (a restarted group of one waited a tick for it).
+	recheck chan struct{}
 
 	mu        sync.Mutex
 	onServing func(bool)
@@ -227,7 +231,8 @@ func Open(cfg Config) (n *Node, err error) {
 		cfg.RaftLogLevel = slog.LevelWarn
 	}
 	log := cfg.Logger.With("component", "raft")
-	n = &Node{cfg: cfg, log: log, peers: peers, silent: cfg.MaxLeaderSilence, stop: make(chan struct{})}
+	n = &Node{cfg: cfg, log: log, peers: peers, silent: cfg.MaxLeaderSilence, stop: make(chan struct{}),
+		recheck: make(chan struct{}, 1)}
 
 	var closers []func() error
 	defer func() {
@@ -349,6 +354,7 @@ func Open(cfg Config) (n *Node, err error) {
 			_ = n.raft.Shutdown().Error()
 			return nil, err
 		}
+		n.standIfAlone()
 	}
 	n.wg.Add(3)
 	go n.monitor()
@@ -428,6 +434,49 @@ func (n *Node) checkMembership() error {
 	return nil
 }
 
+// standTimeout bounds how long standIfAlone waits for raft to take its
+// TimeoutNow; raft's loop is idle then, so it takes it at once.
+const standTimeout = 5 * time.Second
+
+// standIfAlone makes a follower whose group's latest configuration has it
+// as the only voter stand for election now. raft makes a follower wait a
+// random 1-2× the heartbeat timeout without a word from a leader before it
+// stands (1-2 s at the default), so that followers of a live leader do not
+// depose it; a group's only voter has no leader but itself to wait for, so
+// after a restart that wait was all of its time to serving beyond loading
+// its snapshot. It hands raft the TimeoutNow of a leadership transfer
+// instead of lowering the timeouts: raft (v1.7) cannot reload the leader
+// lease, which must not exceed the heartbeat timeout, so short timeouts at
+// start would leave a group that grows later with a short lease. The
+// timings stay the configured ones throughout, and a replica that shares
+// its group with another voter (or is a non-voter) waits as raft does.
+func (n *Node) standIfAlone() {
+	ms, err := n.Members()
+	if err != nil || !onlyVoter(ms, n.cfg.Advertise) || n.raft.State() != raft.Follower {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), standTimeout)
+	defer cancel()
+	if err := n.trans.TimeoutNowSelf(ctx); err != nil {
+		// raft still stands once its heartbeat timeout runs out.
+		n.log.Warn("the group's only voter could not stand for election at once", "err", err)
+		return
+	}
+	n.log.Info("the group's only voter: standing for election at once")
+}
+
+// onlyVoter reports whether self is the one voter of ms.
+func onlyVoter(ms []Member, self string) bool {
+	voters, selfVotes := 0, false
+	for _, m := range ms {
+		if m.Voter {
+			voters++
+			selfVotes = selfVotes || m.Addr == self
+		}
+	}
+	return voters == 1 && selfVotes
+}
+
 // groupState answers a starting peer's GroupState question.
 func (n *Node) groupState() *shardpb.GroupStateResponse {
 	last := n.raft.LastIndex()
@@ -478,6 +527,7 @@ func (n *Node) bootstrap() {
 		}
 		n.mayVote.Store(true)
 		n.log.Info("bootstrapped a new group", "peers", n.peers)
+		n.standIfAlone()
 		return
 	}
 }
@@ -599,6 +649,7 @@ func (n *Node) monitor() {
 		case <-n.stop:
 			return
 		case <-t.C:
+		case <-n.recheck:
 		}
 		upTo := func(i uint64) bool { return scan.appliedUpTo(n, i) }
 		if !n.mayVote.Load() {
@@ -633,6 +684,10 @@ func (n *Node) monitor() {
 					defer n.wg.Done()
 					if n.raft.Barrier(time.Minute).Error() == nil {
 						n.readyTerm.Store(term)
+						select {
+						case n.recheck <- struct{}{}:
+						default:
+						}
 					}
 				}()
 			}

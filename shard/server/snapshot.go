@@ -360,6 +360,7 @@ func (f *stateMachine) restoreCollections(br *bufio.Reader, cat *shardpb.Catalog
 		col  *collection
 		sec  *shardpb.CollectionHeader
 		recs []store.Record
+		took time.Duration // reading recs
 	}
 	var later []pending
 	rows := 0
@@ -381,11 +382,12 @@ func (f *stateMachine) restoreCollections(br *bufio.Reader, cat *shardpb.Catalog
 			rows += n
 			continue
 		}
+		t0 := time.Now()
 		recs, err := readRecords(br, col, sec.GetCount())
 		if err != nil {
 			return 0, err
 		}
-		later = append(later, pending{col: col, sec: sec, recs: recs})
+		later = append(later, pending{col: col, sec: sec, recs: recs, took: time.Since(t0)})
 	}
 	if err := endOfSnapshot(br); err != nil {
 		return 0, err
@@ -394,7 +396,7 @@ func (f *stateMachine) restoreCollections(br *bufio.Reader, cat *shardpb.Catalog
 		if files == nil {
 			return 0, fmt.Errorf("snapshot of collection %q names segment files but carries none", p.col.name)
 		}
-		if err := f.restoreSegments(p.col, p.sec, p.recs, files); err != nil {
+		if err := f.restoreSegments(p.col, p.sec, p.recs, p.took, files); err != nil {
 			return 0, fmt.Errorf("snapshot of collection %q: %w", p.col.name, err)
 		}
 		rows += len(p.recs)
@@ -425,7 +427,9 @@ func readRecords(br *bufio.Reader, col *collection, count uint64) ([]store.Recor
 // files are placed in its segment directory (linked from this replica's
 // own snapshot, or copied from the stream) and mapped; no row is read.
 // A store that keeps its rows in memory reads them from the files.
-func (f *stateMachine) restoreSegments(col *collection, sec *shardpb.CollectionHeader, recs []store.Record, files raftnode.SnapshotFiles) error {
+// recsTook is how long reading recs from the stream took, for the log.
+func (f *stateMachine) restoreSegments(col *collection, sec *shardpb.CollectionHeader, recs []store.Record, recsTook time.Duration,
+	files raftnode.SnapshotFiles) error {
 	t0 := time.Now()
 	pm := sec.GetSegments()
 	if len(pm.GetSlots()) != 4*len(recs) {
@@ -458,13 +462,16 @@ func (f *stateMachine) restoreSegments(col *collection, sec *shardpb.CollectionH
 	if err != nil {
 		return err
 	}
+	t1 := time.Now()
 	lists := decodeLists(sec.GetIvfLists(), len(recs))
 	if err := mem.FinishRestore(context.Background(), f.pace, lists); err != nil {
 		f.log.Error("restored int8 scale not usable; scanning exactly", "collection", col.name, "err", err)
 	}
 	f.log.Info("segments restored", "collection", col.name, "rows", len(recs), "files", len(man.Files),
 		"codes_files", man.CodesTag != nil,
-		"ivf_lists_restored", lists != nil && mem.IVFIndexed(), "took", time.Since(t0).Round(time.Millisecond))
+		"ivf_lists_restored", lists != nil && mem.IVFIndexed(), "took", time.Since(t0).Round(time.Millisecond),
+		"ids_took", recsTook.Round(time.Millisecond), "files_took", t1.Sub(t0).Round(time.Millisecond),
+		"codes_took", time.Since(t1).Round(time.Millisecond))
 	return nil
 }
 
