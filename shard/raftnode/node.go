@@ -165,10 +165,6 @@ type Node struct {
 	// condition at the moment of each read.
 	servingBy atomic.Uint32
 	readyTerm atomic.Uint64 // the term in which this leader's barrier completed
-	// recheck wakes the monitor before its next tick: a leader's barrier
-	// has applied, so it may serve now rather than up to monitorEvery
-	// later (a restarted group of one waited a tick for it).
-	recheck chan struct{}
 
 	mu        sync.Mutex
 	onServing func(bool)
@@ -231,8 +227,7 @@ func Open(cfg Config) (n *Node, err error) {
 		cfg.RaftLogLevel = slog.LevelWarn
 	}
 	log := cfg.Logger.With("component", "raft")
-	n = &Node{cfg: cfg, log: log, peers: peers, silent: cfg.MaxLeaderSilence, stop: make(chan struct{}),
-		recheck: make(chan struct{}, 1)}
+	n = &Node{cfg: cfg, log: log, peers: peers, silent: cfg.MaxLeaderSilence, stop: make(chan struct{})}
 
 	var closers []func() error
 	defer func() {
@@ -649,7 +644,6 @@ func (n *Node) monitor() {
 		case <-n.stop:
 			return
 		case <-t.C:
-		case <-n.recheck:
 		}
 		upTo := func(i uint64) bool { return scan.appliedUpTo(n, i) }
 		if !n.mayVote.Load() {
@@ -684,10 +678,6 @@ func (n *Node) monitor() {
 					defer n.wg.Done()
 					if n.raft.Barrier(time.Minute).Error() == nil {
 						n.readyTerm.Store(term)
-						select {
-						case n.recheck <- struct{}{}:
-						default:
-						}
 					}
 				}()
 			}
