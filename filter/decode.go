@@ -2,6 +2,7 @@ package filter
 
 import (
 	"encoding/json"
+	"math"
 	"slices"
 	"strconv"
 )
@@ -113,7 +114,7 @@ func (d *decoder) filter(p path, v any, level int) (*Filter, error) {
 // unsupported names Qdrant conditions and operators outside trawl's subset,
 // so the error says so rather than "unknown".
 var unsupported = map[string]bool{
-	"has_id": true, "nested": true, "values_count": true, "geo_radius": true, "geo_bounding_box": true,
+	"has_id": true, "nested": true, "geo_radius": true, "geo_bounding_box": true,
 	"geo_polygon": true, "text": true, "text_any": true, "phrase": true, "has_vector": true, "min_should": true,
 }
 
@@ -128,7 +129,7 @@ func (d *decoder) condition(p path, v any, level int) (Condition, error) {
 	}
 	for _, k := range sortedKeys(m) {
 		if unsupported[k] {
-			return Condition{}, p.key(k).errorf("is not supported; conditions are key with match or range, is_empty, is_null, or a nested filter")
+			return Condition{}, p.key(k).errorf("is not supported; conditions are key with match, range or values_count, is_empty, is_null, or a nested filter")
 		}
 	}
 	_, keyed := m["key"]
@@ -170,7 +171,7 @@ func (d *decoder) condition(p path, v any, level int) (Condition, error) {
 	// the filter that matches everything).
 	for _, k := range sortedKeys(m) {
 		if !slices.Contains(clauses, k) {
-			return Condition{}, p.key(k).errorf("unknown condition; conditions are key with match or range, is_empty, is_null, or a nested filter of must, should and must_not")
+			return Condition{}, p.key(k).errorf("unknown condition; conditions are key with match, range or values_count, is_empty, is_null, or a nested filter of must, should and must_not")
 		}
 	}
 	f, err := d.filter(p, m, level+1)
@@ -206,15 +207,19 @@ func (d *decoder) keyed(p path, m map[string]any) (Condition, error) {
 		return Condition{}, err
 	}
 	for _, k := range sortedKeys(m) {
-		if k != "key" && k != "match" && k != "range" {
-			return Condition{}, p.key(k).errorf("unknown field; a keyed condition has match or range")
+		if k != "key" && k != "match" && k != "range" && k != "values_count" {
+			return Condition{}, p.key(k).errorf("unknown field; a keyed condition has match, range or values_count")
 		}
 	}
 	match, hasMatch := m["match"]
 	rng, hasRange := m["range"]
+	count, hasCount := m["values_count"]
 	switch {
-	case hasMatch && hasRange:
-		return Condition{}, p.errorf("has both match and range; give one")
+	case hasMatch && hasRange, hasMatch && hasCount, hasRange && hasCount:
+		return Condition{}, p.errorf("has more than one of match, range and values_count; give one")
+	case hasCount:
+		r, err := parseCount(p.key("values_count"), count)
+		return Condition{Op: OpValuesCount, Key: key, Path: segs, Range: r}, err
 	case hasMatch:
 		c, err := parseMatch(p.key("match"), match)
 		c.Key, c.Path = key, segs
@@ -223,7 +228,7 @@ func (d *decoder) keyed(p path, m map[string]any) (Condition, error) {
 		r, err := parseRange(p.key("range"), rng)
 		return Condition{Op: OpRange, Key: key, Path: segs, Range: r}, err
 	}
-	return Condition{}, p.errorf("has a key but neither match nor range")
+	return Condition{}, p.errorf("has a key but no match, range or values_count")
 }
 
 func parseMatch(p path, v any) (Condition, error) {
@@ -349,6 +354,25 @@ func parseRange(p path, v any) (Range, error) {
 	}
 	if r.GT == nil && r.GTE == nil && r.LT == nil && r.LTE == nil {
 		return Range{}, p.errorf("needs at least one of gt, gte, lt, lte")
+	}
+	return r, nil
+}
+
+// parseCount reads values_count's bounds: Qdrant's are whole numbers of
+// values, so a fraction or a negative bound is refused rather than
+// rounded.
+func parseCount(p path, v any) (Range, error) {
+	r, err := parseRange(p, v)
+	if err != nil {
+		return Range{}, err
+	}
+	for _, bd := range [...]struct {
+		name string
+		v    *float64
+	}{{"gt", r.GT}, {"gte", r.GTE}, {"lt", r.LT}, {"lte", r.LTE}} {
+		if bd.v != nil && (*bd.v < 0 || *bd.v != math.Trunc(*bd.v)) {
+			return Range{}, p.key(bd.name).errorf("is %v, want a whole number of values, 0 or more", *bd.v)
+		}
 	}
 	return r, nil
 }

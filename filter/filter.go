@@ -45,6 +45,10 @@ const (
 	OpIsNull
 	// OpFilter: a nested filter object, in Nested.
 	OpFilter
+	// OpValuesCount: {"key", "values_count": {...}}: the number of values
+	// at Key is within Range, counted as Qdrant counts them: an array its
+	// length, null or a missing key 0, any other value 1.
+	OpValuesCount
 )
 
 // Condition is one condition of a filter's clause.
@@ -55,7 +59,7 @@ type Condition struct {
 	Path   []string
 	Value  Value   // OpMatch
 	Values []Value // OpAny, OpExcept: all of one Type (Type String when empty)
-	Range  Range   // OpRange
+	Range  Range   // OpRange, OpValuesCount (whole, non-negative bounds)
 	Nested *Filter // OpFilter
 }
 
@@ -156,6 +160,8 @@ func (c *Condition) Match(doc map[string]any) bool {
 		return isArr && len(a) == 0
 	case OpIsNull:
 		return found && v == nil
+	case OpValuesCount:
+		return c.Range.Contains(float64(valuesCount(v, found)))
 	}
 	if !found || v == nil {
 		return false
@@ -169,6 +175,17 @@ func (c *Condition) Match(doc map[string]any) bool {
 		return false
 	}
 	return c.matchScalar(v)
+}
+
+// valuesCount is how many values a values_count condition sees at a key.
+func valuesCount(v any, found bool) int {
+	if !found || v == nil {
+		return 0
+	}
+	if a, ok := v.([]any); ok {
+		return len(a)
+	}
+	return 1
 }
 
 // matchScalar tests one scalar value (an array element or the value
@@ -299,8 +316,12 @@ func (c *Condition) appendJSON(b []byte) []byte {
 			b = v.appendJSON(b)
 		}
 		return append(b, "]}}"...)
-	case OpRange:
-		b = append(keyed(b), `,"range":{`...)
+	case OpRange, OpValuesCount:
+		name := `,"range":{`
+		if c.Op == OpValuesCount {
+			name = `,"values_count":{`
+		}
+		b = append(keyed(b), name...)
 		first := true
 		for _, bd := range [...]struct {
 			name string

@@ -28,6 +28,11 @@ func TestParseErrorsNameThePlace(t *testing.T) {
 		{`{"must": [{"key": "y", "range": {"gt": "1"}}]}`, "filter.must[0].range.gt: is a string, want a number"},
 		{`{"must": [{"key": "y", "range": {"between": 1}}]}`, "filter.must[0].range.between: unknown bound; range takes gt, gte, lt, lte"},
 		{`{"must": [{"key": "y", "range": 3}]}`, "filter.must[0].range: is an integer, want an object of gt, gte, lt, lte"},
+		{`{"must": {"key": "c", "values_count": {"gt": 1.5}}}`, "filter.must.values_count.gt: is 1.5, want a whole number of values, 0 or more"},
+		{`{"must": {"key": "c", "values_count": {"lt": -1}}}`, "filter.must.values_count.lt: is -1, want a whole number of values, 0 or more"},
+		{`{"must": {"key": "c", "values_count": {}}}`, "filter.must.values_count: needs at least one of gt, gte, lt, lte"},
+		{`{"must": {"key": "c", "values_count": {"eq": 1}}}`, "filter.must.values_count.eq: unknown bound; range takes gt, gte, lt, lte"},
+		{`{"must": {"key": "c", "values_count": {"gt": 1}, "range": {"gt": 1}}}`, "filter.must: has more than one of match, range and values_count; give one"},
 		{`{"filter": {}}`, "filter.filter: unknown clause; a filter has must, should and must_not"},
 		{`{"must": 3}`, "filter.must: is an integer, want a condition or a list of conditions"},
 		{`{"must": [3]}`, "filter.must[0]: is an integer, want a condition object"},
@@ -35,9 +40,9 @@ func TestParseErrorsNameThePlace(t *testing.T) {
 		{`{"must": {"key": "a..b", "match": {"value": 1}}}`, `filter.must.key: "a..b" has an empty segment; a key is a dotted path like meta.draft`},
 		{`{"must": {"key": ".a", "match": {"value": 1}}}`, `filter.must.key: ".a" has an empty segment; a key is a dotted path like meta.draft`},
 		{`{"must": {"key": 5, "match": {"value": 1}}}`, "filter.must.key: is an integer, want a string"},
-		{`{"must": {"key": "a"}}`, "filter.must: has a key but neither match nor range"},
-		{`{"must": {"key": "a", "match": {"value": 1}, "range": {"gt": 1}}}`, "filter.must: has both match and range; give one"},
-		{`{"must": {"key": "a", "match": {"value": 1}, "boost": 2}}`, "filter.must.boost: unknown field; a keyed condition has match or range"},
+		{`{"must": {"key": "a"}}`, "filter.must: has a key but no match, range or values_count"},
+		{`{"must": {"key": "a", "match": {"value": 1}, "range": {"gt": 1}}}`, "filter.must: has more than one of match, range and values_count; give one"},
+		{`{"must": {"key": "a", "match": {"value": 1}, "boost": 2}}`, "filter.must.boost: unknown field; a keyed condition has match, range or values_count"},
 		{`{"must": {"key": "a", "match": {"value": 1.5}}}`, "filter.must.match.value: is a number, want a string, an integer or a boolean"},
 		{`{"must": {"key": "a", "match": {"value": null}}}`, "filter.must.match.value: is null, want a string, an integer or a boolean"},
 		{`{"must": {"key": "a", "match": {"value": [1]}}}`, "filter.must.match.value: is an array, want a string, an integer or a boolean"},
@@ -48,12 +53,12 @@ func TestParseErrorsNameThePlace(t *testing.T) {
 		{`{"must": {"key": "a", "match": {"like": "x"}}}`, "filter.must.match.like: unknown operator; match takes value, any or except"},
 		{`{"must": {"key": "a", "match": {}}}`, "filter.must.match: is empty; give one of value, any or except"},
 		{`{"must": {"key": "a", "match": {"value": 1, "any": [1]}}}`, "filter.must.match: has 2 operators; give one of value, any or except"},
-		{`{"must": {"has_id": [1]}}`, "filter.must.has_id: is not supported; conditions are key with match or range, is_empty, is_null, or a nested filter"},
+		{`{"must": {"has_id": [1]}}`, "filter.must.has_id: is not supported; conditions are key with match, range or values_count, is_empty, is_null, or a nested filter"},
 		{`{"must": {"is_empty": {"field": "a"}}}`, `filter.must.is_empty.field: unknown field; is_empty takes only "key"`},
 		{`{"must": {"is_empty": {}}}`, "filter.must.is_empty.key: is missing"},
 		{`{"must": {"is_null": "a"}}`, `filter.must.is_null: is a string, want {"key": "..."}`},
 		{`{"must": {"is_null": {"key": "a"}, "x": 1}}`, "filter.must.x: unexpected beside is_null"},
-		{`{"must": {"wat": 1}}`, "filter.must.wat: unknown condition; conditions are key with match or range, is_empty, is_null, or a nested filter of must, should and must_not"},
+		{`{"must": {"wat": 1}}`, "filter.must.wat: unknown condition; conditions are key with match, range or values_count, is_empty, is_null, or a nested filter of must, should and must_not"},
 		{`{"must": [{"must_not": [{"key": "a", "range": {"lt": true}}]}]}`, "filter.must[0].must_not[0].range.lt: is a boolean, want a number"},
 		{`{"must": {"key": "a", "range": {"gt": 1e400}}}`, "filter.must.range.gt: number 1e400 is beyond the float64 range"},
 		{`{"must": [], "must": []}`, "filter.must: repeats a key"},
@@ -100,6 +105,7 @@ func TestParseCanonicalRoundTrip(t *testing.T) {
 		`{"must_not": {"key": "n", "match": {"except": [1, -2, 9007199254740993]}}, "should": null}`,
 		`{"must": [{"should": [{"is_null": {"key": "a.b.c"}}, {}]}, {"key": "x", "range": {"gt": -0.5, "lte": 1e300}}]}`,
 		`{"must": {"key": "s", "match": {"value": "quote\" and \u00e9 and \u2028"}}}`,
+		`{"must_not": {"key": "tags", "values_count": {"gte": 2, "lt": 4}}}`,
 	} {
 		f, err := Parse([]byte(in))
 		require.NoError(t, err, in)
@@ -144,6 +150,18 @@ func TestMatchSemantics(t *testing.T) {
 		{`{"must": {"key": "big", "match": {"value": 9007199254740993}}}`, true}, // exact past 2^53
 		{`{"must": {"key": "big", "match": {"value": 9007199254740992}}}`, false},
 		{`{"must": {"key": "missing", "match": {"value": 1}}}`, false},
+		// values_count counts as Qdrant does: an array its length (nulls
+		// included), null and a missing key 0, any other value 1.
+		{`{"must": {"key": "tags", "values_count": {"gt": 3}}}`, true},
+		{`{"must": {"key": "tags", "values_count": {"gt": 4}}}`, false},
+		{`{"must": {"key": "tags", "values_count": {"gte": 4, "lte": 4}}}`, true},
+		{`{"must": {"key": "lang", "values_count": {"lte": 1, "gte": 1}}}`, true},
+		{`{"must": {"key": "meta.o", "values_count": {"gte": 1}}}`, true},
+		{`{"must": {"key": "missing", "values_count": {"lt": 1}}}`, true},
+		{`{"must": {"key": "missing", "values_count": {"gt": 0}}}`, false},
+		{`{"must": {"key": "title", "values_count": {"lte": 0}}}`, true},
+		{`{"must": {"key": "empty", "values_count": {"lt": 1}}}`, true},
+		{`{"must": {"key": "meta.e", "values_count": {"gte": 1}}}`, false},
 		{`{"must_not": {"key": "missing", "match": {"value": 1}}}`, true},
 		{`{"must": {"key": "title", "match": {"value": "x"}}}`, false}, // null
 		{`{"must": {"key": "tags", "match": {"value": "go"}}}`, true},  // any element

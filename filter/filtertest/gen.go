@@ -138,7 +138,7 @@ func filterTo(b *strings.Builder, rng *rand.Rand, depth int) {
 
 func condition(b *strings.Builder, rng *rand.Rand, depth int) {
 	key := strconv.Quote(Keys[rng.IntN(len(Keys))])
-	op := rng.IntN(9)
+	op := rng.IntN(10)
 	if depth > 1 && rng.IntN(4) == 0 {
 		op = -1
 	}
@@ -193,6 +193,10 @@ func condition(b *strings.Builder, rng *rand.Rand, depth int) {
 		b.WriteString("}}")
 	case 6, 7:
 		b.WriteString(`{"is_empty":{"key":` + key + `}}`)
+	case 8:
+		bounds := []string{"gt", "gte", "lt", "lte"}
+		bd := bounds[rng.IntN(len(bounds))]
+		b.WriteString(`{"key":` + key + `,"values_count":{"` + bd + `":` + strconv.Itoa(rng.IntN(4)) + `}}`)
 	default:
 		b.WriteString(`{"is_null":{"key":` + key + `}}`)
 	}

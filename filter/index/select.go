@@ -152,6 +152,11 @@ func (s *selector) cond(c *filter.Condition) (*roaring.Bitmap, bool) {
 	if c.Op == filter.OpFilter {
 		return s.filter(c.Nested)
 	}
+	if c.Op == filter.OpValuesCount {
+		// The postings hold values, not how many a row has (and a count of
+		// 0 holds where the key is missing): evaluated per row.
+		return nil, false
+	}
 	f, ok := s.ix.fields[c.Key]
 	if !ok {
 		if s.ix.capped {
@@ -268,7 +273,7 @@ func (f *field) eachInRange(r filter.Range, fn func(*roaring.Bitmap)) {
 // cost estimates the postings a condition's bitmap touches, to order a
 // must and choose what to evaluate per row.
 func (s *selector) cost(c *filter.Condition) uint64 {
-	if c.Op == filter.OpFilter {
+	if c.Op == filter.OpFilter || c.Op == filter.OpValuesCount {
 		return uint64(s.n) // unknown: planned after the leaves, or left to per-row evaluation
 	}
 	f, ok := s.ix.fields[c.Key]

@@ -57,7 +57,7 @@ func TestBadInput(t *testing.T) {
 			_, err := cl.p.Count(call(t), &pb.CountPoints{CollectionName: "trawl", Filter: &pb.Filter{Should: []*pb.Condition{keyword("a", "b"),
 				{ConditionOneOf: &pb.Condition_HasId{HasId: &pb.HasIdCondition{HasId: []*pb.PointId{num(1)}}}}}}})
 			return err
-		}, codes.InvalidArgument, "Bad request: filter.should[1].has_id: is not supported; conditions are key with match or range, is_empty, is_null, or a nested filter"},
+		}, codes.InvalidArgument, "Bad request: filter.should[1].has_id: is not supported; conditions are key with match, range or values_count, is_empty, is_null, or a nested filter"},
 		{"full-text match", func() error {
 			_, err := cl.p.Scroll(call(t), &pb.ScrollPoints{CollectionName: "trawl", Filter: &pb.Filter{Must: []*pb.Condition{
 				{ConditionOneOf: &pb.Condition_Field{Field: &pb.FieldCondition{Key: "t", Match: &pb.Match{MatchValue: &pb.Match_Text{Text: "x"}}}}}}}})
