@@ -99,6 +99,24 @@ func refCond(c map[string]any, doc map[string]any) bool {
 		return refMatch(c, doc) // a nested filter
 	}
 	v, found := refLookup(doc, key)
+	if vc, ok := c["values_count"].(map[string]any); ok {
+		// Qdrant's count: an array's length, 0 for null or missing, else 1.
+		n := 0
+		if a, isArr := v.([]any); isArr {
+			n = len(a)
+		} else if found && v != nil {
+			n = 1
+		}
+		for bound, bv := range vc {
+			b, _ := strconv.Atoi(string(bv.(json.Number)))
+			switch {
+			case bound == "gt" && !(n > b), bound == "gte" && !(n >= b),
+				bound == "lt" && !(n < b), bound == "lte" && !(n <= b):
+				return false
+			}
+		}
+		return true
+	}
 	if !found || v == nil {
 		return false
 	}
