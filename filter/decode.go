@@ -366,10 +366,7 @@ func parseCount(p path, v any) (Range, error) {
 	if err != nil {
 		return Range{}, err
 	}
-	for _, bd := range [...]struct {
-		name string
-		v    *float64
-	}{{"gt", r.GT}, {"gte", r.GTE}, {"lt", r.LT}, {"lte", r.LTE}} {
+	for _, bd := range r.bounds() {
 		if bd.v != nil && (*bd.v < 0 || *bd.v != math.Trunc(*bd.v)) {
 			return Range{}, p.key(bd.name).errorf("is %v, want a whole number of values, 0 or more", *bd.v)
 		}

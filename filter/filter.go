@@ -86,6 +86,17 @@ type Range struct {
 	GT, GTE, LT, LTE *float64
 }
 
+// bound is one of a Range's bounds by its JSON name.
+type bound struct {
+	name string
+	v    *float64
+}
+
+// bounds lists r's bounds in canonical order, absent ones as nil.
+func (r Range) bounds() [4]bound {
+	return [4]bound{{"gt", r.GT}, {"gte", r.GTE}, {"lt", r.LT}, {"lte", r.LTE}}
+}
+
 // Contains reports whether x is within every bound.
 func (r Range) Contains(x float64) bool {
 	return (r.GT == nil || x > *r.GT) && (r.GTE == nil || x >= *r.GTE) &&
@@ -323,10 +334,7 @@ func (c *Condition) appendJSON(b []byte) []byte {
 		}
 		b = append(keyed(b), name...)
 		first := true
-		for _, bd := range [...]struct {
-			name string
-			v    *float64
-		}{{"gt", c.Range.GT}, {"gte", c.Range.GTE}, {"lt", c.Range.LT}, {"lte", c.Range.LTE}} {
+		for _, bd := range c.Range.bounds() {
 			if bd.v == nil {
 				continue
 			}
