@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -22,10 +23,16 @@ import (
 // last-level cache, or the figure is a cache speed a shard of real size
 // never sees: twice the largest cache the kernel reports, at least
 // MinCalibrationBytes, at most MaxCalibrationBytes (a CPU with a larger
-// cache gets an in-cache, optimistic figure; the log says so).
+// cache gets an in-cache, optimistic figure; the log says so). Under a
+// memory limit (GOMEMLIMIT, as the chart sets it) the buffer is at most
+// a quarter of the limit, floor or not: a Xeon with a 105 MB cache asked
+// for 256 MiB and a shard capped at 160 MiB was OOM-killed before it
+// served its first call.
 const (
 	MinCalibrationBytes = 64 << 20
 	MaxCalibrationBytes = 256 << 20
+	// calibrationLimitShare: the buffer's share of the memory limit.
+	calibrationLimitShare = 4
 	// calibrationPasses: the best pass is kept, so a pass that lost
 	// its core to another process does not set the figure.
 	calibrationPasses = 3
@@ -37,9 +44,18 @@ const (
 // CalibrationBytes is the scratch size MeasureScanRate uses on this
 // machine, and whether it exceeds the largest cache.
 func CalibrationBytes() (int, bool) {
-	llc := largestCache()
+	return calibrationBytes(largestCache(), debug.SetMemoryLimit(-1))
+}
+
+// calibrationBytes sizes the buffer for a largest cache of llc bytes (0
+// when unknown) under a memory limit of memLimit bytes (math.MaxInt64
+// when none).
+func calibrationBytes(llc int, memLimit int64) (int, bool) {
 	n := max(2*llc, MinCalibrationBytes)
 	n = min(n, MaxCalibrationBytes)
+	if capped := memLimit / calibrationLimitShare; capped < int64(n) {
+		n = int(max(capped, 1<<20))
+	}
 	return n, llc == 0 || n > llc
 }
 

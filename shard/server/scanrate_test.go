@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"math"
 	"testing"
 	"time"
 
@@ -57,8 +58,28 @@ func TestMaxRowsWithin(t *testing.T) {
 	}
 }
 
-func TestCalibrationBytesBounds(t *testing.T) {
-	n, _ := CalibrationBytes()
-	require.GreaterOrEqual(t, n, MinCalibrationBytes)
-	require.LessOrEqual(t, n, MaxCalibrationBytes)
+func TestCalibrationBytes(t *testing.T) {
+	const noLimit = math.MaxInt64
+	for _, tc := range []struct {
+		name        string
+		llc         int
+		memLimit    int64
+		want        int
+		beyondCache bool
+	}{
+		{"cache unknown: the floor", 0, noLimit, MinCalibrationBytes, true},
+		{"32 MiB cache: twice it", 32 << 20, noLimit, 64 << 20, true},
+		{"48 MiB cache: twice it", 48 << 20, noLimit, 96 << 20, true},
+		{"a cache past the ceiling: the ceiling, inside the cache", 300 << 20, noLimit, MaxCalibrationBytes, false},
+		{"105 MiB cache under GOMEMLIMIT=120MiB: a quarter of the limit", 105 << 20, 120 << 20, 30 << 20, false},
+		{"the limit's quarter beats the floor", 0, 128 << 20, 32 << 20, true},
+		{"a generous limit changes nothing", 32 << 20, 8 << 30, 64 << 20, true},
+		{"a tiny limit: one MiB at least", 0, 1 << 20, 1 << 20, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n, beyond := calibrationBytes(tc.llc, tc.memLimit)
+			require.Equal(t, tc.want, n)
+			require.Equal(t, tc.beyondCache, beyond)
+		})
+	}
 }
