@@ -17,7 +17,7 @@ import (
 // members, in the same places), so both transports accept, refuse and
 // evaluate exactly the same filters, and a refusal names the same place
 // ("filter.must[1].range: needs at least one of gt, gte, lt, lte").
-// Conditions outside trawl's subset (has_id, nested, geo, values_count,
+// Conditions outside trawl's subset (has_id, nested, geo,
 // datetime ranges, full-text matches, min_should) are written under their
 // JSON names, which filter refuses by name. Nil is no filter.
 func decodeFilter(f *pb.Filter) (*filter.Filter, error) {
@@ -166,11 +166,32 @@ func (w *filterWriter) field(fc *pb.FieldCondition, where string) error {
 		}
 		w.b = append(w.b, '}')
 	}
+	if c := fc.ValuesCount; c != nil {
+		w.b = append(w.b, `,"values_count":{`...)
+		n := 0
+		for _, b := range []struct {
+			name string
+			v    *uint64
+		}{{"gt", c.Gt}, {"gte", c.Gte}, {"lt", c.Lt}, {"lte", c.Lte}} {
+			if b.v == nil {
+				continue
+			}
+			if n > 0 {
+				w.b = append(w.b, ',')
+			}
+			n++
+			w.b = append(w.b, '"')
+			w.b = append(w.b, b.name...)
+			w.b = append(w.b, `":`...)
+			w.b = strconv.AppendUint(w.b, *b.v, 10)
+		}
+		w.b = append(w.b, '}')
+	}
 	for _, o := range []struct {
 		set  bool
 		name string
 	}{{fc.GeoBoundingBox != nil, "geo_bounding_box"}, {fc.GeoRadius != nil, "geo_radius"}, {fc.GeoPolygon != nil, "geo_polygon"},
-		{fc.ValuesCount != nil, "values_count"}, {fc.DatetimeRange != nil, "datetime_range"},
+		{fc.DatetimeRange != nil, "datetime_range"},
 		{fc.IsEmpty != nil, "is_empty"}, {fc.IsNull != nil, "is_null"}} {
 		if o.set {
 			w.b = append(w.b, `,"`...)

@@ -160,6 +160,17 @@ func TestPoints(t *testing.T) {
 	all, err := cl.p.Count(call(t), &pb.CountPoints{CollectionName: "trawl"})
 	require.NoError(t, err)
 	require.Equal(t, uint64(303), all.GetResult().GetCount())
+	// values_count: a missing key counts zero values, a scalar one.
+	for _, tc := range []struct {
+		count *pb.ValuesCount
+		want  uint64
+	}{{&pb.ValuesCount{Gte: new(uint64(1))}, 1}, {&pb.ValuesCount{Lt: new(uint64(1))}, 2}, {&pb.ValuesCount{Gt: new(uint64(1))}, 0}} {
+		f := &pb.Filter{Must: []*pb.Condition{keyword("suite", "grpc"),
+			{ConditionOneOf: &pb.Condition_Field{Field: &pb.FieldCondition{Key: "w", ValuesCount: tc.count}}}}}
+		n, err := cl.p.Count(call(t), &pb.CountPoints{CollectionName: "trawl", Filter: f})
+		require.NoError(t, err)
+		require.Equal(t, tc.want, n.GetResult().GetCount(), "values_count %v", tc.count)
+	}
 
 	// Scroll to the end, 50 a page: every point once, in id order.
 	var seen []string
