@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/status"
 )
 
 // teach records answers of the given latencies on replica i of shard 0, at
@@ -274,8 +275,21 @@ func TestNoHedgeToALongQueue(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := newRecorder()
 			clk := &clock{now: time.Unix(1000, 0)}
+			// Only the expected hedge target answers at once; the other
+			// stays silent, so a second hedge that a loaded machine lets
+			// fire before the first one's answer is read cannot win the
+			// race and hide which replica the first hedge went to.
+			silent := func(ctx context.Context) (ans, error) {
+				<-ctx.Done()
+				return ans{}, status.FromContextError(ctx.Err()).Err()
+			}
 			a0 := newFake("a0", okAfter(80*time.Millisecond, 5))
-			a1, a2 := newFake("a1", nil), newFake("a2", nil)
+			a1, a2 := newFake("a1", silent), newFake("a2", silent)
+			for _, f := range []*fake{a1, a2} {
+				if f.addr == tc.want {
+					f.answer = nil
+				}
+			}
 			c := New([]Shard[*fake]{{Name: "a", Replicas: []*fake{a0, a1, a2}}}, Options{Reporter: rec, Now: clk.Now})
 			for i := range 3 {
 				teach(c, clk, i, times(50, time.Millisecond)...)
