@@ -111,6 +111,51 @@ func (h *harness) search(t *testing.T, query string, body any) (answer, *http.Re
 	return a, resp, took
 }
 
+// completeTries is how many times completeOK asks a search whose answers
+// keep running out of their deadline.
+const completeTries = 10
+
+// completeOK posts body as JSON to the router's path until the answer is
+// complete, and decodes it into a T. An answer degraded because every
+// shard it misses ran out of its deadline is what the deadline promises
+// on a machine too loaded to scan in time, honestly marked (a 200, or a
+// 503 when no shard answered): it is logged and the search is asked
+// again. A shard missing for any other reason fails the test at once, as
+// do completeTries such answers in a row. A test whose subject is not the
+// scan's speed uses it so that its verdict does not depend on the load.
+func completeOK[T any](t *testing.T, h *harness, path string, body any) T {
+	t.Helper()
+	b, err := json.Marshal(body)
+	require.NoError(t, err)
+	for try := 1; ; try++ {
+		resp, err := http.Post(h.srv.URL+path, "application/json", bytes.NewReader(b))
+		require.NoError(t, err)
+		raw, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.NoError(t, err)
+		var sg struct {
+			SG struct {
+				Degraded    bool              `json:"degraded"`
+				ShardErrors map[string]string `json:"shard_errors"`
+			} `json:"scatter_gather"`
+		}
+		require.NoError(t, json.Unmarshal(raw, &sg), "%s", raw)
+		if resp.StatusCode == http.StatusOK && !sg.SG.Degraded {
+			var a T
+			require.NoError(t, json.Unmarshal(raw, &a), "%s", raw)
+			return a
+		}
+		require.Contains(t, []int{http.StatusOK, http.StatusServiceUnavailable}, resp.StatusCode, "%s", raw)
+		require.True(t, sg.SG.Degraded, "a 503 is marked degraded: %s", raw)
+		require.NotEmpty(t, sg.SG.ShardErrors, "%s", raw)
+		for s, why := range sg.SG.ShardErrors {
+			require.Equal(t, "deadline_exceeded", why, "%s is missing for a reason other than the machine's load: %s", s, raw)
+		}
+		require.Less(t, try, completeTries, "%d answers in a row ran out of their deadline: %s", completeTries, raw)
+		t.Logf("try %d ran out of its deadline (the machine is loaded), asking again: %v", try, sg.SG.ShardErrors)
+	}
+}
+
 // postOK posts body as JSON to the router's path, requires a 200 and
 // decodes the answer into a T.
 func postOK[T any](t *testing.T, h *harness, path string, body any) T {

@@ -49,9 +49,7 @@ const crashSegRows = 32
 // beside each segment, written with its rows, linked by the snapshot and
 // copied back at restart) must stay as bounded.
 func TestCrashDuringSealAndCompaction(t *testing.T) {
-	if testing.Short() {
-		t.Skip("kills a shard process 24 times")
-	}
+	skipUnlessCrashTest(t, "kills a shard process 24 times")
 	for _, quant := range []string{catalog.QuantNone, catalog.QuantInt8} {
 		t.Run(quant, func(t *testing.T) { testCrashDuringSealAndCompaction(t, quant) })
 	}

@@ -45,7 +45,18 @@ const (
 	childQuantEnv = "TRAWL_SHARD_CRASH_QUANT"
 	// childLog is the children's log, beside their data directory.
 	childLog = "child.log"
+	// crashTestEnv gates the crash tests: each SIGKILLs a shard process
+	// a few dozen times (about 3 minutes under -race on 2 cores), so they
+	// run under `make test-crash`, which .ci/run runs, not `make test`.
+	crashTestEnv = "TRAWL_CRASH_TEST"
 )
+
+func skipUnlessCrashTest(t *testing.T, what string) {
+	t.Helper()
+	if os.Getenv(crashTestEnv) == "" {
+		t.Skipf("%s: set %s=1 (make test-crash)", what, crashTestEnv)
+	}
+}
 
 // runChild serves one replica (a group of one) on childAddrEnv with its
 // data in childDirEnv until it is killed. Snapshots are frequent, so kills
@@ -120,9 +131,7 @@ type sentRecord struct {
 // mid-write, with its float32 rows in memory and on disk (segment files,
 // rebuilt at each start from the snapshot and log).
 func TestCrashKeepsEveryAcknowledgedWrite(t *testing.T) {
-	if testing.Short() {
-		t.Skip("kills a shard process 25 times")
-	}
+	skipUnlessCrashTest(t, "kills a shard process 25 times")
 	for _, place := range []string{catalog.Float32InMemory, catalog.Float32OnDisk} {
 		t.Run(place, func(t *testing.T) { crashRounds(t, place) })
 	}

@@ -66,6 +66,7 @@ func TestFilteredSearchIsTheTopKOfTheMatchingRows(t *testing.T) {
 	const dim = 8
 	for _, m := range []vector.Metric{vector.Cosine, vector.DotProduct, vector.Euclidean} {
 		t.Run(m.String(), func(t *testing.T) {
+			t.Parallel() // each waits on its own log's fsyncs for much of its time
 			rng := rand.New(rand.NewPCG(uint64(m)+1, 5))
 			cfg := Config{Legacy: catalog.Settings{Dim: dim, Metric: m, Quantization: catalog.QuantInt8}, Kernel: vector.Generic(),
 				Int8MinRows: neverTrain}

@@ -417,7 +417,10 @@ func TestRaftReplicaAwayCatchesUpBeforeServing(t *testing.T) {
 		{"on disk, restarted on a wiped directory", true, catalog.Float32OnDisk},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ms := group(t, 3, func(c *Config) { c.Legacy.Float32 = tc.float32 })
+			// A short trailing log keeps the writes below few (each is
+			// fsynced by three replicas) while still outrunning it.
+			const trailing = 16
+			ms := group(t, 3, func(c *Config) { c.Legacy.Float32, c.TrailingLogs = tc.float32, trailing })
 			leader := waitLeader(t, ms)
 			before := ids("before", 20)
 			write(t, ms, before...)
@@ -433,7 +436,7 @@ func TestRaftReplicaAwayCatchesUpBeforeServing(t *testing.T) {
 			// more than the trailing logs a snapshot leaves, so once the
 			// leader takes one the writes made while the replica was away
 			// are compacted into it, and the replica must install it.
-			during := ids("during", raftnode.DefaultTrailingLogs+50)
+			during := ids("during", trailing+50)
 			var last uint64
 			for _, id := range during {
 				last = write(t, ms, id)
