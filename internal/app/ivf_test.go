@@ -41,6 +41,9 @@ func TestIVFSearchThroughTheRouter(t *testing.T) {
 	)
 	for _, m := range []vector.Metric{vector.Cosine, vector.DotProduct, vector.Euclidean} {
 		t.Run(m.String(), func(t *testing.T) {
+			// Each cluster spends more than half its time waiting on its
+			// replicas' background training and calibration.
+			t.Parallel()
 			recs := devcluster.Corpus(docs, dim, 15+uint64(m))
 			h := start(t, devcluster.Config{Dim: dim, Metric: m, Replicas: 2, Corpus: recs, Kernel: vector.Generic(),
 				Index: store.IndexIVF, Int8MinRows: 1400, IVFMinRows: 1400})
