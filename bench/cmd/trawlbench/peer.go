@@ -172,8 +172,8 @@ func runPeer(ctx context.Context, args []string) error {
 		p.metric, p.about = vector.Cosine, p.recipe.String()+". Cosine"
 	case "mnist":
 		p.metric, p.recipe.Dim = vector.Euclidean, peer.MNISTDim
-		p.about = fmt.Sprintf("MNIST digits (`%s`'s `data/`, read from the module cache): the first %d of the 60 000 training images "+
-			"as documents, %d of the 10 000 test images (every %dth) as queries; 784 uint8 pixels as float32 0..255, unnormalised. L2 "+
+		p.about = fmt.Sprintf("MNIST digits (`%s`'s `data/`, read from the module cache): the first %d of its 60000 training images "+
+			"as documents, %d of its 10000 test images (every %dth) as queries; 784 uint8 pixels as float32 0..255, unnormalised. L2 "+
 			"(ANN-benchmarks' mnist-784-euclidean)", peer.MNISTModule, p.recipe.Rows, p.recipe.Queries, 10_000/max(1, p.recipe.Queries))
 	default:
 		return fmt.Errorf("-dataset %q: want synthetic or mnist", p.dataset)
@@ -456,7 +456,7 @@ func loadCollection(ctx context.Context, c *cluster.Cluster, rt *cluster.Router,
 		case kind == "flat":
 			name = fmt.Sprintf("trawl flat (float32), %d shards", p.shards)
 		case kind == "int8":
-			name = fmt.Sprintf("trawl int8 (flat, re-scored), %d shards", p.shards)
+			name = fmt.Sprintf("trawl int8 (re-scored), %d shards", p.shards)
 		case exact:
 			name = fmt.Sprintf("trawl exact (float32), %d shards", p.shards)
 		case nprobe > 0:
@@ -544,7 +544,10 @@ func loadCollection(ctx context.Context, c *cluster.Cluster, rt *cluster.Router,
 		}
 		per = append(per, fmt.Sprintf("%.0f/%.0f", float64(rss([]int{pid}))/(1<<20), float64(a)/(1<<20)))
 	}
-	s.bytesPerV = float64(shardAnon) / float64(corpus.Rows)
+	if len(p.collections) == 1 {
+		// With more, the shards' memory is every collection's so far.
+		s.bytesPerV = float64(shardAnon) / float64(corpus.Rows)
+	}
 	s.importNote += fmt.Sprintf("; RSS/anonymous of the router, then each shard: %s MiB", strings.Join(per, ", "))
 	// The Go heap in use tells live data from freed heap the runtime has
 	// not yet returned to the kernel.

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"image/color"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -267,6 +268,15 @@ func (r *peerResults) chart(path string) error {
 	for i, s := range r.systems {
 		names[i] = strings.SplitN(strings.TrimPrefix(s.name, "Weaviate 1.35.2 "), ",", 2)[0]
 	}
+	// Many systems (an nprobe sweep): shorter tick labels, slanted, so
+	// they do not run into each other; the legend has the full names.
+	ticks := names
+	if len(names) > 5 {
+		ticks = make([]string, len(names))
+		for i, n := range names {
+			ticks[i] = strings.NewReplacer("trawl ", "", " (int8)", "", "(every list)", "(all)").Replace(n)
+		}
+	}
 	// trawl's bars in its reds, the peer's in blues, as in the suite's charts.
 	cols := make([]color.Color, len(r.systems))
 	nt, nw := 0, 0
@@ -297,7 +307,11 @@ func (r *peerResults) chart(path string) error {
 		}
 		p.Legend.Top = true
 		p.Y.Min, p.Y.Max = 0, p.Y.Max*1.35
-		p.NominalX(names...)
+		p.NominalX(ticks...)
+		if len(names) > 5 {
+			p.X.Tick.Label.Rotation = math.Pi / 6
+			p.X.Tick.Label.XAlign, p.X.Tick.Label.YAlign = draw.XRight, draw.YTop
+		}
 		return p, nil
 	}
 	a, err := mk("Single-client p50 (median of rounds)", "latency, ms", func(s *peerSystem) float64 { return s.med(p50, false) })
@@ -384,9 +398,10 @@ func (r *peerResults) curve(mdPath string) (string, error) {
 			// exact scan): a log axis keeps trawl's points apart.
 			pl.X.Scale, pl.X.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
 		}
-		// trawl's index, by nprobe (the default at its measured place).
+		// trawl's index, by recall (the default at its measured place):
+		// it rises with nprobe, where the timings are noisy.
 		sorted := slices.Clone(ivfs)
-		slices.SortFunc(sorted, func(a, b *peerSystem) int { return cmp.Compare(x(a), x(b)) })
+		slices.SortFunc(sorted, func(a, b *peerSystem) int { return cmp.Or(cmp.Compare(a.recall, b.recall), cmp.Compare(x(a), x(b))) })
 		xy := make(plotter.XYs, len(sorted))
 		labels := make([]string, len(sorted))
 		for i, s := range sorted {
