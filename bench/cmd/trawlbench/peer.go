@@ -124,7 +124,7 @@ func runPeer(ctx context.Context, args []string) error {
 	fs.BoolVar(&p.exact, "exact", false, "also measure trawl's exact float32 scan (\"exact\": true) on the same shards")
 	fs.IntVar(&p.exactSingle, "exact-queries", 64, "timed single-client queries a round of the exact system (after 8 warm-up ones)")
 	fs.StringVar(&p.memLimit, "shard-memlimit", "", "GOMEMLIMIT of every trawl shard, as the Helm chart sets it (90 % of its memory limit), e.g. 6GiB; empty: unset")
-	recallFlag := fs.String("recall-k", "1,100", "comma-separated k, besides -k 10, at which trawl's index answers are checked for recall (untimed, every query once)")
+	recallFlag := fs.String("recall-k", "1,100", "comma-separated k, besides -k 10, at which every trawl system but the exact scan is checked for recall (untimed, every query once)")
 	nprobeFlag := fs.String("nprobe-extra", "", "comma-separated nprobe values to measure trawl at besides the default, on the same shards; all: every list")
 	fs.StringVar(&p.dataset, "dataset", "synthetic", "synthetic (-clusters, -noise; cosine) or mnist (the MNIST digits from the Go module "+peer.MNISTModule+", l2: -rows training images, -queries test images)")
 	collFlag := fs.String("collections", "ivf", "comma-separated trawl collections to create and load, each named after its kind: flat (float32 scan), int8 (flat int8 scan, re-scored), ivf")
