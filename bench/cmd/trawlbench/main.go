@@ -4,6 +4,7 @@
 //	trawlbench load  -url http://127.0.0.1:8080 -clients 8 -duration 10s  # closed loop
 //	trawlbench suite [-quick]   # starts clusters on loopback, writes RESULTS(-quick).md and charts
 //	trawlbench peer             # trawl IVF against Weaviate HNSW, writes RESULTS-peer.md and its chart
+//	trawlbench peer -weaviate none -dataset mnist -collections flat,int8,ivf   # MNIST-784 recall and q/s
 //	trawlbench bulkload [-quick] # a bulk load on a healthy 3 × 3 cluster while clients search two routers
 //	trawlbench killloop         # one replica SIGKILLed and restarted in a loop while clients search
 //	trawlbench rebuild          # p99 while one wiped replica of every shard rebuilds, by --recovery-cpu

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -50,8 +51,19 @@ type peerPlan struct {
 	// grows with the corpus).
 	exact       bool
 	exactSingle int
-	recallKs    []int  // besides k, for trawl's index systems
+	recallKs    []int  // besides k, for trawl's systems but the exact one
 	memLimit    string // GOMEMLIMIT of every trawl shard, "" unset
+	// nprobeAll: also trawl's index at nprobe = its shards' most lists
+	// (every list: the index's flat int8 scan).
+	nprobeAll bool
+	// dataset is "synthetic" (recipe) or "mnist" (the MNIST digits,
+	// recipe.Rows and recipe.Queries of them); about describes it.
+	dataset, about string
+	metric         vector.Metric
+	// collections are the trawl collections made, each of its kind and
+	// named after it: flat (float32 scan), int8 (flat int8 codes, re-scored)
+	// or ivf.
+	collections []string
 }
 
 // peerSystem is one side of the comparison: how to ask it query i and
@@ -69,6 +81,8 @@ type peerSystem struct {
 	// default; index is whether it answers from trawl's index.
 	nprobe int
 	index  bool
+	// exact: the system's queries ask "exact": true.
+	exact bool
 	// flat: trawl's shards hold too few rows to train an index and answer
 	// by their flat int8 scan (the 20 000-row run).
 	flat bool
@@ -93,7 +107,7 @@ type peerRound struct {
 func runPeer(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("peer", flag.ExitOnError)
 	p := peerPlan{recipe: peer.Recipe{Dim: 1536, Seed: 15}, k: 10}
-	fs.IntVar(&p.recipe.Rows, "rows", 100_000, "documents")
+	fs.IntVar(&p.recipe.Rows, "rows", 100_000, "documents (mnist: at most 60 000)")
 	fs.IntVar(&p.recipe.Queries, "queries", 256, "distinct queries (each answered once per single-client run)")
 	fs.IntVar(&p.recipe.Clusters, "clusters", 1_000, "Gaussian clusters of the corpus")
 	fs.Float64Var(&p.recipe.Noise, "noise", 1, "noise norm relative to a cluster centre's")
@@ -110,8 +124,10 @@ func runPeer(ctx context.Context, args []string) error {
 	fs.BoolVar(&p.exact, "exact", false, "also measure trawl's exact float32 scan (\"exact\": true) on the same shards")
 	fs.IntVar(&p.exactSingle, "exact-queries", 64, "timed single-client queries a round of the exact system (after 8 warm-up ones)")
 	fs.StringVar(&p.memLimit, "shard-memlimit", "", "GOMEMLIMIT of every trawl shard, as the Helm chart sets it (90 % of its memory limit), e.g. 6GiB; empty: unset")
-	recallFlag := fs.String("recall-k", "1,100", "comma-separated k, besides -k 10, at which trawl's index answers are checked for recall (untimed, every query once)")
-	nprobeFlag := fs.String("nprobe-extra", "", "comma-separated nprobe values to measure trawl at besides the default, on the same shards")
+	recallFlag := fs.String("recall-k", "1,100", "comma-separated k, besides -k 10, at which every trawl system but the exact scan is checked for recall (untimed, every query once)")
+	nprobeFlag := fs.String("nprobe-extra", "", "comma-separated nprobe values to measure trawl at besides the default, on the same shards; all: every list")
+	fs.StringVar(&p.dataset, "dataset", "synthetic", "synthetic (-clusters, -noise; cosine) or mnist (the MNIST digits from the Go module "+peer.MNISTModule+", l2: -rows training images, -queries test images)")
+	collFlag := fs.String("collections", "ivf", "comma-separated trawl collections to create and load, each named after its kind: flat (float32 scan), int8 (flat int8 scan, re-scored), ivf")
 	out := fs.String("out", "RESULTS-peer.md", "markdown file to write (its PNG beside it)")
 	root := fs.String("repo", "..", "the trawl repository (cmd/router is built from it)")
 	workFlag := fs.String("work", "", "work directory (default: a new one under the system's temp dir)")
@@ -124,9 +140,13 @@ func runPeer(ctx context.Context, args []string) error {
 		if f = strings.TrimSpace(f); f == "" {
 			continue
 		}
+		if f == "all" {
+			p.nprobeAll = true
+			continue
+		}
 		n, err := strconv.Atoi(f)
 		if err != nil || n <= 0 {
-			return fmt.Errorf("-nprobe-extra %q: want positive integers", *nprobeFlag)
+			return fmt.Errorf("-nprobe-extra %q: want positive integers or all", *nprobeFlag)
 		}
 		p.nprobes = append(p.nprobes, n)
 	}
@@ -140,11 +160,32 @@ func runPeer(ctx context.Context, args []string) error {
 		}
 		p.recallKs = append(p.recallKs, n)
 	}
+	for f := range strings.SplitSeq(*collFlag, ",") {
+		f = strings.TrimSpace(f)
+		if _, ok := collectionKinds[f]; !ok || slices.Contains(p.collections, f) {
+			return fmt.Errorf("-collections %q: want distinct flat, int8 or ivf", *collFlag)
+		}
+		p.collections = append(p.collections, f)
+	}
+	switch p.dataset {
+	case "synthetic":
+		p.metric, p.about = vector.Cosine, p.recipe.String()+". Cosine"
+	case "mnist":
+		p.metric, p.recipe.Dim = vector.Euclidean, peer.MNISTDim
+		p.about = fmt.Sprintf("MNIST digits (`%s`'s `data/`, read from the module cache): the first %d of its 60000 training images "+
+			"as documents, %d of its 10000 test images (every %dth) as queries; 784 uint8 pixels as float32 0..255, unnormalised. L2 "+
+			"(ANN-benchmarks' mnist-784-euclidean)", peer.MNISTModule, p.recipe.Rows, p.recipe.Queries, 10_000/max(1, p.recipe.Queries))
+	default:
+		return fmt.Errorf("-dataset %q: want synthetic or mnist", p.dataset)
+	}
 	rootAbs, err := filepath.Abs(*root)
 	if err != nil {
 		return err
 	}
 	wbin := ""
+	if *bin != "none" && p.dataset != "synthetic" {
+		return fmt.Errorf("-dataset %s: the Weaviate classes are cosine; use -weaviate none", p.dataset)
+	}
 	if *bin != "none" {
 		if wbin, err = filepath.Abs(*bin); err != nil {
 			return err
@@ -180,7 +221,7 @@ func runPeer(ctx context.Context, args []string) error {
 	npy := filepath.Join(work, "corpus.npy")
 	// Weaviate's import needs the documents in memory; trawl's reads the
 	// .npy file, so without Weaviate the corpus is only streamed through.
-	corpus, truth, err := writeCorpus(ctx, p, npy, wbin != "")
+	corpus, truth, err := writeCorpus(ctx, p, npy, wbin != "", rootAbs)
 	if err != nil {
 		return err
 	}
@@ -244,7 +285,7 @@ func runPeer(ctx context.Context, args []string) error {
 	// Recall at the other k: every query once, untimed, after the timed
 	// rounds so their caches are the same for every system.
 	for _, s := range systems {
-		if s.searchK == nil || !s.index {
+		if s.searchK == nil || s.exact {
 			continue
 		}
 		s.recallAt = map[int]float64{}
@@ -266,20 +307,36 @@ func runPeer(ctx context.Context, args []string) error {
 	return res.write(*out)
 }
 
-// writeCorpus streams the recipe's corpus into a .npy file for `router
+// writeCorpus streams the plan's corpus into a .npy file for `router
 // load` while the exact answers accumulate, at the largest k any system
-// is checked at; the documents stay in memory only when keep is set.
-func writeCorpus(ctx context.Context, p peerPlan, npy string, keep bool) (*peer.Corpus, *peer.Truth, error) {
+// is checked at. A generated corpus stays in memory only when keep is
+// set; MNIST is read whole (root is the trawl repository, bench/ under it
+// the module that pins MNIST's).
+func writeCorpus(ctx context.Context, p peerPlan, npy string, keep bool, root string) (*peer.Corpus, *peer.Truth, error) {
 	r := p.recipe
-	qs, err := peer.Queries(r)
-	if err != nil {
-		return nil, nil, err
+	var c *peer.Corpus
+	stream := func(fn func(first int, rows []float32) error) error { return peer.Stream(ctx, r, 8192, fn) }
+	if p.dataset == "mnist" {
+		dir, err := peer.MNISTDir(ctx, filepath.Join(root, "bench"))
+		if err != nil {
+			return nil, nil, err
+		}
+		if c, err = peer.LoadMNIST(dir, r.Rows, r.Queries); err != nil {
+			return nil, nil, err
+		}
+		stream, keep = func(fn func(first int, rows []float32) error) error { return c.Chunks(ctx, 8192, fn) }, false
+	} else {
+		qs, err := peer.Queries(r)
+		if err != nil {
+			return nil, nil, err
+		}
+		c = &peer.Corpus{Recipe: r, Queries: qs}
 	}
 	kmax := p.k
 	for _, k := range p.recallKs {
 		kmax = max(kmax, k)
 	}
-	truth, err := peer.NewTruth(qs, kmax)
+	truth, err := peer.NewTruth(c.Queries, kmax, p.metric)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -287,11 +344,10 @@ func writeCorpus(ctx context.Context, p peerPlan, npy string, keep bool) (*peer.
 	if err != nil {
 		return nil, nil, err
 	}
-	c := &peer.Corpus{Recipe: r, Queries: qs}
 	if keep {
 		c.Data = make([]float32, 0, r.Rows*r.Dim)
 	}
-	err = peer.Stream(ctx, r, 8192, func(first int, rows []float32) error {
+	err = stream(func(first int, rows []float32) error {
 		if err := w.Write(rows); err != nil {
 			return err
 		}
@@ -309,15 +365,20 @@ func writeCorpus(ctx context.Context, p peerPlan, npy string, keep bool) (*peer.
 	return c, truth, nil
 }
 
-// startTrawl starts `router shard --index ivf` processes and a router,
-// loads the corpus through `router load`, and waits until every shard
-// answers from an index whose default nprobe its leader has measured.
+// collectionKinds are the settings (quantization:index) of the trawl
+// collections a peer run can make, by kind, which is also their name.
+var collectionKinds = map[string]string{"flat": "none:flat", "int8": "int8:flat", "ivf": "int8:ivf"}
+
+// startTrawl starts `router shard` processes and a router that ensures
+// the plan's collections, then loads the corpus into each in turn
+// through `router load` and waits until its every shard serves it as
+// settled (loadCollection).
 func startTrawl(ctx context.Context, bin, work, npy string, corpus *peer.Corpus, p peerPlan, logf func(string, ...any)) ([]*peerSystem, *cluster.Cluster, error) {
 	dir := filepath.Join(work, "trawl")
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, nil, err
 	}
-	cfg := cluster.Config{Bin: bin, Dir: dir, Shards: p.shards, Replicas: 1, Dim: corpus.Dim, ShardArgs: []string{"--index", "ivf"}}
+	cfg := cluster.Config{Bin: bin, Dir: dir, Shards: p.shards, Replicas: 1, Dim: corpus.Dim}
 	if p.memLimit != "" {
 		cfg.ShardEnv = []string{"GOMEMLIMIT=" + p.memLimit}
 	}
@@ -325,23 +386,15 @@ func startTrawl(ctx context.Context, bin, work, npy string, corpus *peer.Corpus,
 	if err != nil {
 		return nil, nil, err
 	}
-	fail := func(err error) ([]*peerSystem, *cluster.Cluster, error) {
+	var ensure []string
+	for _, kind := range p.collections {
+		ensure = append(ensure, "--ensure-collection", fmt.Sprintf("%s=%d:%s:%s", kind, corpus.Dim, p.metric, collectionKinds[kind]))
+	}
+	rt, err := c.StartRouter(ctx, "trawl", ensure...)
+	if err != nil {
 		c.Close()
 		return nil, nil, err
 	}
-	rt, err := c.StartRouter(ctx, "trawl")
-	if err != nil {
-		return fail(err)
-	}
-	t0 := time.Now()
-	if _, err := c.Load(ctx, rt, npy); err != nil {
-		return fail(err)
-	}
-	loaded := time.Since(t0)
-	logf("trawl: loaded %d vectors in %s", corpus.Rows, loaded.Round(time.Millisecond))
-	// A generous deadline: the comparison is of answers, and Weaviate has
-	// none; a trawl answer missing a shard counts as an error.
-	url := rt.Base + "/v1/search?deadline_ms=5000"
 	pids := func() []int {
 		ps := []int{rt.PID()}
 		for _, reps := range c.Shards {
@@ -351,6 +404,34 @@ func startTrawl(ctx context.Context, bin, work, npy string, corpus *peer.Corpus,
 		}
 		return ps
 	}
+	var out []*peerSystem
+	for _, kind := range p.collections {
+		ss, err := loadCollection(ctx, c, rt, kind, dir, npy, corpus, p, pids, logf)
+		if err != nil {
+			c.Close()
+			return nil, nil, err
+		}
+		out = append(out, ss...)
+	}
+	return out, c, nil
+}
+
+// loadCollection loads the corpus into the collection kind through
+// `router load`, waits until every shard serves it settled (ivf: from an
+// index whose default nprobe its leader has measured), and returns its
+// systems: the collection at its defaults, then (ivf) at the plan's other
+// nprobe and its exact scan.
+func loadCollection(ctx context.Context, c *cluster.Cluster, rt *cluster.Router, kind, dir, npy string, corpus *peer.Corpus,
+	p peerPlan, pids func() []int, logf func(string, ...any)) ([]*peerSystem, error) {
+	t0 := time.Now()
+	if _, err := c.LoadInto(ctx, rt, kind, npy); err != nil {
+		return nil, err
+	}
+	loaded := time.Since(t0)
+	logf("trawl %s: loaded %d vectors in %s", kind, corpus.Rows, loaded.Round(time.Millisecond))
+	// A generous deadline: the comparison is of answers, and Weaviate has
+	// none; a trawl answer missing a shard counts as an error.
+	url := rt.Base + "/v1/collections/" + kind + "/search?deadline_ms=5000"
 	system := func(nprobe int, exact bool) (*peerSystem, error) {
 		body := func(i, k int) ([]byte, error) {
 			m := map[string]any{"vector_b64": base64.StdEncoding.EncodeToString(vector.EncodeLE(corpus.Queries[i%len(corpus.Queries)])), "k": k}
@@ -370,14 +451,20 @@ func startTrawl(ctx context.Context, bin, work, npy string, corpus *peer.Corpus,
 			}
 			bodies[i] = b
 		}
-		name := fmt.Sprintf("trawl ivf (int8), %d shards", p.shards)
+		var name string
 		switch {
+		case kind == "flat":
+			name = fmt.Sprintf("trawl flat (float32), %d shards", p.shards)
+		case kind == "int8":
+			name = fmt.Sprintf("trawl int8 (re-scored), %d shards", p.shards)
 		case exact:
 			name = fmt.Sprintf("trawl exact (float32), %d shards", p.shards)
 		case nprobe > 0:
 			name = fmt.Sprintf("trawl ivf (int8) nprobe %d, %d shards", nprobe, p.shards)
+		default:
+			name = fmt.Sprintf("trawl ivf (int8), %d shards", p.shards)
 		}
-		s := &peerSystem{name: name, pids: pids, nprobe: nprobe, index: !exact,
+		s := &peerSystem{name: name, pids: pids, nprobe: nprobe, index: kind == "ivf" && !exact, exact: exact,
 			search: func(ctx context.Context, hc *http.Client, i int) ([]string, error) {
 				return trawlSearch(ctx, hc, url, bodies[i%len(bodies)])
 			},
@@ -395,21 +482,21 @@ func startTrawl(ctx context.Context, bin, work, npy string, corpus *peer.Corpus,
 	}
 	s, err := system(0, false)
 	if err != nil {
-		return fail(err)
+		return nil, err
 	}
-	// The shards train their centroids during the load (and again each
-	// time a shard grows 4×), build their index in the background, then
-	// the leader measures the default nprobe and commits it: wait for all
-	// of it on every shard, as /cluster/status shows it.
+	// An ivf collection's shards train their centroids during the load
+	// (and again each time a shard grows 4×), build their index in the
+	// background, then the leader measures the default nprobe and commits
+	// it: wait for all of it on every shard, as /cluster/status shows it.
 	hc := &http.Client{Timeout: 10 * time.Second}
 	deadline := time.Now().Add(20 * time.Minute)
 	var ixs []indexState
 	for {
 		if _, err := s.search(ctx, hc, 0); err != nil {
-			return fail(err)
+			return nil, err
 		}
-		if ixs, err = clusterIndexes(ctx, hc, rt.Base); err != nil {
-			return fail(err)
+		if ixs, err = clusterIndexes(ctx, hc, rt.Base, kind); err != nil {
+			return nil, err
 		}
 		ready, docs := len(ixs) == p.shards, 0
 		for _, ix := range ixs {
@@ -420,15 +507,18 @@ func startTrawl(ctx context.Context, bin, work, npy string, corpus *peer.Corpus,
 			break
 		}
 		if time.Now().After(deadline) {
-			return fail(fmt.Errorf("trawl: shards' indexes not built and calibrated 20 minutes after the load: %+v", ixs))
+			return nil, fmt.Errorf("trawl %s: shards not settled 20 minutes after the load: %+v", kind, ixs)
 		}
 		if err := sleep(ctx, 500*time.Millisecond); err != nil {
-			return fail(err)
+			return nil, err
 		}
 	}
 	s.importTook = time.Since(t0)
-	s.importNote = fmt.Sprintf("`router load` %.1f s, then until every shard answered from its index with a measured default nprobe", loaded.Seconds())
-	flat := true
+	s.importNote = fmt.Sprintf("`router load` %.1f s", loaded.Seconds())
+	if kind == "ivf" {
+		s.importNote += ", then until every shard answered from its index with a measured default nprobe"
+	}
+	flat := kind == "ivf"
 	for _, ix := range ixs {
 		flat = flat && ix.flat()
 	}
@@ -438,9 +528,9 @@ func startTrawl(ctx context.Context, bin, work, npy string, corpus *peer.Corpus,
 		s.flat = true
 		s.name = fmt.Sprintf("trawl --index ivf below %d rows a shard: flat int8 + re-score, %d shards", ivf.MinRows, p.shards)
 		s.importNote = fmt.Sprintf("`router load` %.1f s, then until every shard counted its rows (below %d rows a shard trains no index)", loaded.Seconds(), ivf.MinRows)
-		if len(p.nprobes) > 0 {
-			logf("trawl: every shard is below %d rows and serves its flat scan: -nprobe-extra %v skipped", ivf.MinRows, p.nprobes)
-			p.nprobes = nil
+		if len(p.nprobes) > 0 || p.nprobeAll {
+			logf("trawl: every shard is below %d rows and serves its flat scan: -nprobe-extra skipped", ivf.MinRows)
+			p.nprobes, p.nprobeAll = nil, false
 		}
 	}
 	s.rss = rss(s.pids())
@@ -454,7 +544,10 @@ func startTrawl(ctx context.Context, bin, work, npy string, corpus *peer.Corpus,
 		}
 		per = append(per, fmt.Sprintf("%.0f/%.0f", float64(rss([]int{pid}))/(1<<20), float64(a)/(1<<20)))
 	}
-	s.bytesPerV = float64(shardAnon) / float64(corpus.Rows)
+	if len(p.collections) == 1 {
+		// With more, the shards' memory is every collection's so far.
+		s.bytesPerV = float64(shardAnon) / float64(corpus.Rows)
+	}
 	s.importNote += fmt.Sprintf("; RSS/anonymous of the router, then each shard: %s MiB", strings.Join(per, ", "))
 	// The Go heap in use tells live data from freed heap the runtime has
 	// not yet returned to the kernel.
@@ -462,7 +555,7 @@ func startTrawl(ctx context.Context, bin, work, npy string, corpus *peer.Corpus,
 	for _, reps := range c.Shards {
 		m, err := promtext.Scrape(ctx, hc, "http://"+reps[0].HTTP+"/metrics")
 		if err != nil {
-			return fail(err)
+			return nil, err
 		}
 		heap = append(heap, fmt.Sprintf("%.0f", m["go_memstats_heap_inuse_bytes"]/(1<<20)))
 	}
@@ -470,40 +563,57 @@ func startTrawl(ctx context.Context, bin, work, npy string, corpus *peer.Corpus,
 	if b, err := dirBytes(dir); err == nil {
 		s.importNote += fmt.Sprintf("; the shards' data directories (raft logs and snapshots) %.2f GiB on disk", float64(b)/(1<<30))
 	}
-	var shards []string
-	for i, ix := range ixs {
-		note := fmt.Sprintf("%s: %d rows, %d lists trained at %d rows, default nprobe %d (k ≤ 10), %.0f B/vector beside the floats",
-			cluster.ShardName(i), ix.Rows, ix.Lists, ix.TrainedRows, ix.DefaultNProbe, ix.BytesPerVector)
-		if ix.flat() {
-			note = fmt.Sprintf("%s: %d rows, no index trained (below %d rows), flat int8 scan", cluster.ShardName(i), ix.Docs, ivf.MinRows)
-		}
-		if i < len(c.Shards) {
-			note += indexTimes(c.Shards[i][0].Log)
-		}
-		shards = append(shards, note)
+	if len(p.collections) > 1 {
+		s.importNote += " (every collection loaded so far)"
 	}
-	s.shardNote = strings.Join(shards, "; ")
-	logf("trawl: indexes serving after %s, RSS %.0f MiB; %s", s.importTook.Round(time.Millisecond), float64(s.rss)/(1<<20), s.shardNote)
+	lists := 0
+	if kind == "ivf" {
+		var shards []string
+		for i, ix := range ixs {
+			lists = max(lists, ix.Lists)
+			note := fmt.Sprintf("%s: %d rows, %d lists trained at %d rows, default nprobe %d (k ≤ 10), %.0f B/vector beside the floats",
+				cluster.ShardName(i), ix.Rows, ix.Lists, ix.TrainedRows, ix.DefaultNProbe, ix.BytesPerVector)
+			if ix.flat() {
+				note = fmt.Sprintf("%s: %d rows, no index trained (below %d rows), flat int8 scan", cluster.ShardName(i), ix.Docs, ivf.MinRows)
+			}
+			if i < len(c.Shards) {
+				note += indexTimes(c.Shards[i][0].Log)
+			}
+			shards = append(shards, note)
+		}
+		s.shardNote = strings.Join(shards, "; ")
+	}
+	logf("trawl %s: serving after %s, RSS %.0f MiB; %s", kind, s.importTook.Round(time.Millisecond), float64(s.rss)/(1<<20), s.shardNote)
 	out := []*peerSystem{s}
+	if kind != "ivf" {
+		return out, nil
+	}
 	extra := func(x *peerSystem) {
 		x.importTook, x.importNote, x.rss, x.rssAnon, x.bytesPerV = s.importTook, "the same shards", s.rss, s.rssAnon, s.bytesPerV
 		out = append(out, x)
 	}
-	for _, n := range p.nprobes {
+	nprobes := p.nprobes
+	if p.nprobeAll && !slices.Contains(nprobes, lists) {
+		nprobes = append(nprobes, lists)
+	}
+	for _, n := range nprobes {
 		x, err := system(n, false)
 		if err != nil {
-			return fail(err)
+			return nil, err
+		}
+		if n == lists {
+			x.name = fmt.Sprintf("trawl ivf (int8) nprobe %d (every list), %d shards", n, p.shards)
 		}
 		extra(x)
 	}
 	if p.exact {
 		x, err := system(0, true)
 		if err != nil {
-			return fail(err)
+			return nil, err
 		}
 		extra(x)
 	}
-	return out, c, nil
+	return out, nil
 }
 
 // dirBytes is the disk the files under dir take: the blocks allocated to
@@ -587,6 +697,7 @@ func logDuration(v any) string {
 
 // indexState is one replica's index block of /cluster/status.
 type indexState struct {
+	Kind             string  `json:"kind"`
 	State            string  `json:"state"`
 	Lists            int     `json:"lists"`
 	TrainedRows      int     `json:"trained_rows"`
@@ -594,16 +705,17 @@ type indexState struct {
 	NProbeCalibrated bool    `json:"nprobe_calibrated"`
 	Rows             int     `json:"rows"`
 	BytesPerVector   float64 `json:"bytes_per_vector"`
-	// Docs is the replica's document count (its doc_count, beside the
-	// index block).
+	// Docs is the replica's document count of the collection (its
+	// doc_count, beside the index block).
 	Docs int `json:"-"`
 }
 
-// settled: serving from an index with a measured default nprobe, and no
-// retrain due (the shard has not grown 4× past its centroids' rows); or
-// flat.
+// settled: a flat collection's store (it trains at most an int8 scale,
+// which its queries never wait for); or serving from an index with a
+// measured default nprobe, and no retrain due (the shard has not grown 4×
+// past its centroids' rows); or below ivf.MinRows.
 func (ix indexState) settled() bool {
-	return ix.flat() || ix.State == store.IndexStateReady && ix.NProbeCalibrated && ix.TrainedRows > 0 && ix.Rows < 4*ix.TrainedRows
+	return ix.Kind == "flat" && ix.State == store.IndexStateReady || ix.flat() || ix.State == store.IndexStateReady && ix.NProbeCalibrated && ix.TrainedRows > 0 && ix.Rows < 4*ix.TrainedRows
 }
 
 // flat: the shard holds fewer rows than ivf.MinRows, so it trains no
@@ -629,18 +741,16 @@ func clusterStatus(ctx context.Context, hc *http.Client, base string, st any) er
 	return nil
 }
 
-// clusterIndexes is the first replica's index of every shard, from the
-// router's /cluster/status.
-func clusterIndexes(ctx context.Context, hc *http.Client, base string) ([]indexState, error) {
+// clusterIndexes is the first replica's index of collection on every
+// shard, from the router's /cluster/status.
+func clusterIndexes(ctx context.Context, hc *http.Client, base, collection string) ([]indexState, error) {
 	var st struct {
 		Shards []struct {
 			Replicas []struct {
-				Index    *indexState `json:"index"`
-				DocCount *int        `json:"doc_count"`
-				// A replica's index field describes its legacy
-				// collection; a named collection's is under it.
 				Collections []struct {
-					Index *indexState `json:"index"`
+					Name     string      `json:"name"`
+					DocCount int         `json:"doc_count"`
+					Index    *indexState `json:"index"`
 				} `json:"collections"`
 			} `json:"replicas"`
 		} `json:"shards"`
@@ -653,16 +763,12 @@ func clusterIndexes(ctx context.Context, hc *http.Client, base string) ([]indexS
 		if len(sh.Replicas) == 0 {
 			continue
 		}
-		r := sh.Replicas[0]
-		if r.Index == nil && len(r.Collections) > 0 {
-			r.Index = r.Collections[0].Index
-		}
-		if r.Index != nil {
-			ix := *r.Index
-			if d := r.DocCount; d != nil {
-				ix.Docs = *d
+		for _, col := range sh.Replicas[0].Collections {
+			if col.Name == collection && col.Index != nil {
+				ix := *col.Index
+				ix.Docs = col.DocCount
+				out = append(out, ix)
 			}
-			out = append(out, ix)
 		}
 	}
 	return out, nil

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"image/color"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -68,6 +69,9 @@ func fmtRatios(xs []float64) string {
 
 func (r *peerResults) write(path string) error {
 	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
 	png := strings.TrimSuffix(filepath.Base(path), ".md") + ".png"
 	if err := r.chart(filepath.Join(dir, png)); err != nil {
 		return err
@@ -86,15 +90,23 @@ func (r *peerResults) write(path string) error {
 			if len(peers) == 0 || peers[len(peers)-1] != "Weaviate 1.35.2" {
 				peers = append(peers, "Weaviate 1.35.2")
 			}
-		case !s.index:
+		case s.exact:
 			peers = append(peers, "its exact scan")
 		}
 	}
 	if len(peers) == 0 {
 		peers = []string{"itself at other nprobe"}
 	}
-	w("# trawl IVF against %s, same machine, same run\n\n", strings.Join(peers, " and "))
-	w("Written by `%s` (from `bench/`; `make bench-peer` at the top) on %s; it took %s. ", r.command,
+	if len(p.collections) > 1 {
+		w("# trawl's %s collections on %s, against a brute force, same machine, same run\n\n", strings.Join(p.collections, ", "), r.datasetName())
+	} else {
+		w("# trawl IVF against %s, same machine, same run\n\n", strings.Join(peers, " and "))
+	}
+	target := "`make bench-peer`, `make bench-ivf`"
+	if p.dataset == "mnist" {
+		target = "`make bench-realdata`"
+	}
+	w("Written by `%s` (from `bench/`; %s at the top) on %s; it took %s. ", r.command, target,
 		time.Now().UTC().Format("2006-01-02 15:04 UTC"), r.took.Round(time.Second))
 	w("Load average (1, 5, 15 min) at start **%s**, at end **%s**. The machine is shared with other work, so compare "+
 		"the systems by the same-round ratios below; figures are medians over %d rounds, the systems measured one after "+
@@ -106,46 +118,57 @@ func (r *peerResults) write(path string) error {
 	for _, k := range p.recallKs {
 		kmax = max(kmax, k)
 	}
-	w("- **Corpus** (`bench/internal/peer`): %s. Cosine. Exact top-%d of every query by brute force with trawl's float32 "+
-		"kernel (`vector.Kernel.Scan`, streamed chunk by chunk with the .npy file; %s for corpus, file and answers).\n", p.recipe, kmax, r.exactTook.Round(time.Millisecond))
+	w("- **Corpus** (`bench/internal/peer`): %s. Exact top-%d of every query by brute force with trawl's float32 "+
+		"kernel (`vector.Kernel.Scan`, streamed chunk by chunk with the .npy file; %s for corpus, file and answers).\n", p.about, kmax, r.exactTook.Round(time.Millisecond))
 	wait := "the run waits until every shard's index block in `/cluster/status` is `ready` with `nprobe_calibrated` true and no retrain due"
-	if r.systems[0].flat {
+	if ix := r.ivfSystem(); ix != nil && ix.flat {
 		wait = fmt.Sprintf("every shard holds fewer than `ivf.MinRows` (%d) rows, so none trains an index: each answers by its flat "+
 			"int8 scan with exact float32 re-scoring of the best candidates, and the run waits until `/cluster/status` counts every row", ivf.MinRows)
 	}
-	w("- **trawl**: %d `router shard --index ivf` processes (int8 codes; groups of one replica each, no raft peers) behind one "+
-		"`router serve` at its defaults, loaded with `router load` from a .npy file; %s. Queries: `POST /v1/search?deadline_ms=5000` "+
-		"with `vector_b64` and `k` = %d, default `nprobe`; a degraded answer counts as an error.\n", p.shards, wait, p.k)
+	var colls []string
+	for _, kind := range p.collections {
+		colls = append(colls, fmt.Sprintf("`%s` (%s)", kind, strings.ReplaceAll(collectionKinds[kind], ":", ", ")))
+	}
+	w("- **trawl**: %d `router shard` processes (groups of one replica each, no raft peers) behind one `router serve` at its "+
+		"defaults; collections (quantization, index) %s, metric %s, each spanning every shard, created by `--ensure-collection` "+
+		"and loaded in turn with `router load --collection` from one .npy file; for ivf, %s. Queries: `POST "+
+		"/v1/collections/{c}/search?deadline_ms=5000` with `vector_b64` and `k` = %d, default `nprobe` and oversample; a degraded "+
+		"answer counts as an error.\n", p.shards, strings.Join(colls, ", "), p.metric, wait, p.k)
 	if p.memLimit != "" {
 		w("  Every shard runs with `GOMEMLIMIT=%s`, as the Helm chart sets it (90 %% of the pod's memory limit).\n", p.memLimit)
 	}
-	if p.exact {
+	if p.exact && slices.Contains(p.collections, "ivf") {
 		w("- **trawl exact**: the same shards asked with `\"exact\": true` (every row scanned in float32, as a flat shard does); "+
 			"%d single-client warm-up and %d timed queries a round, as its scan grows with the corpus.\n", 8, min(p.exactSingle, p.single))
 	}
 	if len(p.recallKs) > 0 {
-		w("- **Recall at other k**: after the timed rounds, every query once more at k = %s through trawl's index systems, "+
+		w("- **Recall at other k**: after the timed rounds, every query once more at k = %s through trawl's systems but the exact scan, "+
 			"untimed, by exact id set against the brute force's top-k.\n", joinInts(p.recallKs))
 	}
-	w("- **Weaviate 1.35.2**: one `weaviate-server` (built by `make weaviate` from `tools/weaviate/go.mod`) on loopback, "+
-		"`vectorizer: none`, cosine, `shardingConfig.desiredCount: %d`; class `PeerHnsw` with `vectorIndexType: hnsw` at "+
-		"Weaviate's defaults (efConstruction, maxConnections, dynamic ef)", p.shards)
-	if p.flat {
-		w(" and class `PeerFlat` with `vectorIndexType: flat` (its exact baseline) in the same process")
-	}
-	w(". Imported through `/v1/batch/objects` with explicit vectors and a UUID per document that encodes its row; the "+
-		"run waits until the class counts every object and each shard reports `vectorIndexingStatus: READY` with an empty "+
-		"queue. Queries: GraphQL `Get` with `nearVector`, `limit: %d`, returning `_additional { id }`.\n", p.k)
 	w("- **Per system and round**: %d single-client warm-up queries, then %d timed single-client queries (closed loop, one "+
 		"in flight: p50/p99), then %d closed-loop clients for %s (q/s). Latency is the client's, request sent to answer "+
 		"parsed. Recall@%d by exact id set against the brute force, from the first round's single-client answers (%d queries).\n",
 		p.warmup, p.single, p.clients, p.window, p.k, p.recipe.Queries)
-	w("- RSS (VmRSS, and RssAnon: heap without file pages such as a memory-mapped raft log or LSM segment) from `/proc/<pid>/status` after import: trawl's is the router and its %d shards together; Weaviate's is its one "+
-		"process", p.shards)
-	if p.flat {
-		w(" (holding the HNSW class only at that moment; the flat class's figure is the process with both)")
+	if !r.hasWeaviate() {
+		w("- RSS (VmRSS, and RssAnon: heap without file pages such as a memory-mapped raft log or LSM segment) from `/proc/<pid>/status` "+
+			"after each collection's import: the router and its %d shards together, every collection loaded until then.\n\n", p.shards)
+	} else {
+		w("- **Weaviate 1.35.2**: one `weaviate-server` (built by `make weaviate` from `tools/weaviate/go.mod`) on loopback, "+
+			"`vectorizer: none`, cosine, `shardingConfig.desiredCount: %d`; class `PeerHnsw` with `vectorIndexType: hnsw` at "+
+			"Weaviate's defaults (efConstruction, maxConnections, dynamic ef)", p.shards)
+		if p.flat {
+			w(" and class `PeerFlat` with `vectorIndexType: flat` (its exact baseline) in the same process")
+		}
+		w(". Imported through `/v1/batch/objects` with explicit vectors and a UUID per document that encodes its row; the "+
+			"run waits until the class counts every object and each shard reports `vectorIndexingStatus: READY` with an empty "+
+			"queue. Queries: GraphQL `Get` with `nearVector`, `limit: %d`, returning `_additional { id }`.\n", p.k)
+		w("- RSS (VmRSS, and RssAnon: heap without file pages such as a memory-mapped raft log or LSM segment) from `/proc/<pid>/status` after import: trawl's is the router and its %d shards together; Weaviate's is its one "+
+			"process", p.shards)
+		if p.flat {
+			w(" (holding the HNSW class only at that moment; the flat class's figure is the process with both)")
+		}
+		w(".\n\n")
 	}
-	w(".\n\n")
 
 	w("## Results\n\n![p50 and q/s per system](%s)\n\n", png)
 	if curve != "" {
@@ -173,7 +196,8 @@ func (r *peerResults) write(path string) error {
 		w("| %s | %.2f | %.2f | %.0f | %.4f%s | %.1f s | %.0f MiB (%.0f) | %s |\n", s.name, s.med(p50, false), s.med(p99, false),
 			s.med(thru, true), s.recall, at, s.importTook.Seconds(), float64(s.rss)/(1<<20), float64(s.rssAnon)/(1<<20), bpv)
 	}
-	if n := r.systems[0].shardNote; n != "" {
+	if ix := r.ivfSystem(); ix != nil && ix.shardNote != "" {
+		n := ix.shardNote
 		w("\ntrawl's index per shard (`/cluster/status`): %s. A float32 vector is %d B.\n", n, 4*p.recipe.Dim)
 	}
 	w("\nImport: ")
@@ -195,6 +219,7 @@ func (r *peerResults) write(path string) error {
 		}
 	}
 	r.writeExactVerdict(w)
+	r.writeChecks(w)
 	var h *peerSystem
 	for _, s := range r.systems {
 		if strings.HasPrefix(s.name, "Weaviate") && strings.Contains(s.name, "hnsw") {
@@ -202,7 +227,7 @@ func (r *peerResults) write(path string) error {
 			break
 		}
 	}
-	if t := r.systems[0]; h != nil {
+	if t := r.ivfSystem(); h != nil && t != nil {
 		pr := perRound(t, h, p50, false)
 		qr := perRound(t, h, thru, true)
 		w("\nSame-round ratios, trawl ÷ Weaviate HNSW (rounds 1 … %d): p50 **%s** (below 1: trawl faster), %d-client q/s **%s** "+
@@ -243,6 +268,15 @@ func (r *peerResults) chart(path string) error {
 	for i, s := range r.systems {
 		names[i] = strings.SplitN(strings.TrimPrefix(s.name, "Weaviate 1.35.2 "), ",", 2)[0]
 	}
+	// Many systems (an nprobe sweep): shorter tick labels, slanted, so
+	// they do not run into each other; the legend has the full names.
+	ticks := names
+	if len(names) > 5 {
+		ticks = make([]string, len(names))
+		for i, n := range names {
+			ticks[i] = strings.NewReplacer("trawl ", "", " (int8)", "", "(every list)", "(all)").Replace(n)
+		}
+	}
 	// trawl's bars in its reds, the peer's in blues, as in the suite's charts.
 	cols := make([]color.Color, len(r.systems))
 	nt, nw := 0, 0
@@ -273,7 +307,11 @@ func (r *peerResults) chart(path string) error {
 		}
 		p.Legend.Top = true
 		p.Y.Min, p.Y.Max = 0, p.Y.Max*1.35
-		p.NominalX(names...)
+		p.NominalX(ticks...)
+		if len(names) > 5 {
+			p.X.Tick.Label.Rotation = math.Pi / 6
+			p.X.Tick.Label.XAlign, p.X.Tick.Label.YAlign = draw.XRight, draw.YTop
+		}
 		return p, nil
 	}
 	a, err := mk("Single-client p50 (median of rounds)", "latency, ms", func(s *peerSystem) float64 { return s.med(p50, false) })
@@ -305,7 +343,7 @@ func (r *peerResults) writeExactVerdict(w func(string, ...any)) {
 		switch {
 		case s.index && s.nprobe == 0 && strings.HasPrefix(s.name, "trawl") && ix == nil:
 			ix = s
-		case !s.index && strings.HasPrefix(s.name, "trawl"):
+		case s.exact:
 			ex = s
 		}
 	}
@@ -360,9 +398,10 @@ func (r *peerResults) curve(mdPath string) (string, error) {
 			// exact scan): a log axis keeps trawl's points apart.
 			pl.X.Scale, pl.X.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
 		}
-		// trawl's index, by nprobe (the default at its measured place).
+		// trawl's index, by recall (the default at its measured place):
+		// it rises with nprobe, where the timings are noisy.
 		sorted := slices.Clone(ivfs)
-		slices.SortFunc(sorted, func(a, b *peerSystem) int { return cmp.Compare(x(a), x(b)) })
+		slices.SortFunc(sorted, func(a, b *peerSystem) int { return cmp.Or(cmp.Compare(a.recall, b.recall), cmp.Compare(x(a), x(b))) })
 		xy := make(plotter.XYs, len(sorted))
 		labels := make([]string, len(sorted))
 		for i, s := range sorted {
@@ -398,6 +437,8 @@ func (r *peerResults) curve(mdPath string) (string, error) {
 				return nil, err
 			}
 			switch {
+			case strings.HasPrefix(s.name, "trawl int8"):
+				sc.Color, sc.Shape = trawlLight, draw.BoxGlyph{}
 			case strings.HasPrefix(s.name, "trawl"):
 				sc.Color = color.Black
 			default:
@@ -426,4 +467,62 @@ func (r *peerResults) curve(mdPath string) (string, error) {
 		return "", err
 	}
 	return path, savePNG(path, 12*vg.Inch, 5*vg.Inch, a, b)
+}
+
+// ivfSystem is trawl's index at its default nprobe, nil when the run
+// made no ivf collection.
+func (r *peerResults) ivfSystem() *peerSystem {
+	for _, s := range r.systems {
+		if s.index && s.nprobe == 0 {
+			return s
+		}
+	}
+	return nil
+}
+
+func (r *peerResults) hasWeaviate() bool {
+	return slices.ContainsFunc(r.systems, func(s *peerSystem) bool { return strings.HasPrefix(s.name, "Weaviate") })
+}
+
+// datasetName is the corpus in a title.
+func (r *peerResults) datasetName() string {
+	if r.plan.dataset == "mnist" {
+		return fmt.Sprintf("MNIST-784 (%d × 784, l2)", r.plan.recipe.Rows)
+	}
+	return fmt.Sprintf("%d × %d-D %s", r.plan.recipe.Rows, r.plan.recipe.Dim, r.plan.dataset)
+}
+
+// recallBars are the recall@10 each kind of trawl collection is expected
+// to reach at its defaults on any data: the flat scan is exact; the int8
+// scan re-scores 4 × max(k, 10) candidates; the index's default nprobe is
+// calibrated for 0.99 of each shard's own top-10.
+var recallBars = []struct {
+	kind string
+	min  float64
+}{{"flat", 1}, {"int8", 0.98}, {"ivf", 0.95}}
+
+// writeChecks states, when the run made more than one collection, whether
+// each one's recall@k at its defaults reached its bar.
+func (r *peerResults) writeChecks(w func(string, ...any)) {
+	if len(r.plan.collections) < 2 {
+		return
+	}
+	w("\n## Recall at the defaults\n\n")
+	for _, b := range recallBars {
+		var s *peerSystem
+		for _, x := range r.systems {
+			if x.nprobe == 0 && !x.exact && strings.HasPrefix(x.name, "trawl "+b.kind+" ") {
+				s = x
+				break
+			}
+		}
+		if s == nil {
+			continue
+		}
+		verdict := "met"
+		if s.recall < b.min {
+			verdict = "**not met**"
+		}
+		w("- %s: recall@%d %.4f, bar %.2f: %s.\n", strings.SplitN(s.name, ",", 2)[0], r.plan.k, s.recall, b.min, verdict)
+	}
 }

@@ -103,10 +103,19 @@ func (n *NpyWriter) Close() error {
 	return nil
 }
 
-// Load imports file through the router with `router load` and returns its
-// output (the summary line has the rate).
+// Load imports file through the router into its default collection with
+// `router load` and returns its output (the summary line has the rate).
 func (c *Cluster) Load(ctx context.Context, r *Router, file string) (string, error) {
-	out, err := exec.CommandContext(ctx, c.cfg.Bin, "load", "--router", r.Base, file).CombinedOutput()
+	return c.LoadInto(ctx, r, "", file)
+}
+
+// LoadInto is Load into a named collection ("": the router's default).
+func (c *Cluster) LoadInto(ctx context.Context, r *Router, collection, file string) (string, error) {
+	args := []string{"load", "--router", r.Base}
+	if collection != "" {
+		args = append(args, "--collection", collection)
+	}
+	out, err := exec.CommandContext(ctx, c.cfg.Bin, append(args, file)...).CombinedOutput()
 	if err != nil {
 		return string(out), fmt.Errorf("router load: %w\n%s", err, out)
 	}

@@ -166,24 +166,26 @@ func Generate(r Recipe) (*Corpus, error) {
 func ID(i int) string { return strconv.Itoa(i) }
 
 // Truth accumulates every query's exact top-k by brute force over a
-// corpus fed to it in chunks, cosine (a dot product: rows and queries are
-// unit vectors), with trawl's float32 kernel: each chunk's top-k merged
-// into the running one, best score first and ties by id ascending, as the
-// kernel orders hits, so the result is the whole corpus's top-k.
+// corpus fed to it in chunks, by a metric (cosine is a dot product: the
+// generated rows and queries are unit vectors), with trawl's float32
+// kernel: each chunk's top-k merged into the running one, best score
+// first and ties by id ascending, as the kernel orders hits, so the
+// result is the whole corpus's top-k.
 type Truth struct {
-	kern vector.Kernel
-	dim  int
-	qs   []vector.Query
-	best [][]vector.Hit
+	kern   vector.Kernel
+	metric vector.Metric
+	dim    int
+	qs     []vector.Query
+	best   [][]vector.Hit
 }
 
-// NewTruth starts the exact top-k of queries.
-func NewTruth(queries [][]float32, k int) (*Truth, error) {
+// NewTruth starts the exact top-k of queries by metric.
+func NewTruth(queries [][]float32, k int, metric vector.Metric) (*Truth, error) {
 	kern, err := vector.FromEnv()
 	if err != nil {
 		return nil, fmt.Errorf("exact answers: %w", err)
 	}
-	t := &Truth{kern: kern, best: make([][]vector.Hit, len(queries))}
+	t := &Truth{kern: kern, metric: metric, best: make([][]vector.Hit, len(queries))}
 	for _, q := range queries {
 		t.dim = len(q)
 		t.qs = append(t.qs, vector.Query{Vector: q, K: k})
@@ -198,7 +200,7 @@ func (t *Truth) Add(ctx context.Context, first int, data []float32) error {
 	for i := range ids {
 		ids[i] = ID(first + i)
 	}
-	hits, err := t.kern.Scan(ctx, vector.Cosine, vector.FlatRows(data, t.dim, ids), t.qs)
+	hits, err := t.kern.Scan(ctx, t.metric, vector.FlatRows(data, t.dim, ids), t.qs)
 	if err != nil {
 		return fmt.Errorf("exact answers: %w", err)
 	}
@@ -206,9 +208,9 @@ func (t *Truth) Add(ctx context.Context, first int, data []float32) error {
 		b := append(t.best[i], hs...)
 		slices.SortFunc(b, func(x, y vector.Hit) int {
 			switch {
-			case vector.Cosine.Better(x, y):
+			case t.metric.Better(x, y):
 				return -1
-			case vector.Cosine.Better(y, x):
+			case t.metric.Better(y, x):
 				return 1
 			}
 			return 0
@@ -230,10 +232,10 @@ func (t *Truth) IDs(k int) [][]string {
 	return out
 }
 
-// Exact is every query's exact top-k ids by brute force over a corpus
-// held in memory.
-func Exact(ctx context.Context, c *Corpus, k int) ([][]string, error) {
-	t, err := NewTruth(c.Queries, k)
+// Exact is every query's exact top-k ids by metric, by brute force over a
+// corpus held in memory.
+func Exact(ctx context.Context, c *Corpus, k int, metric vector.Metric) ([][]string, error) {
+	t, err := NewTruth(c.Queries, k, metric)
 	if err != nil {
 		return nil, err
 	}

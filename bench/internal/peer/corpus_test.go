@@ -4,6 +4,8 @@ import (
 	"math"
 	"slices"
 	"testing"
+
+	"github.com/trawl-search/trawl/vector"
 )
 
 func TestGenerateIsDeterministicAndUnit(t *testing.T) {
@@ -35,7 +37,7 @@ func TestExactFindsTheQueryItself(t *testing.T) {
 	}
 	// A query equal to a stored row has that row first.
 	c.Queries[0] = slices.Clone(c.Data[17*r.Dim : 18*r.Dim])
-	got, err := Exact(t.Context(), c, 10)
+	got, err := Exact(t.Context(), c, 10, vector.Cosine)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,11 +64,11 @@ func TestStreamedTruthEqualsWhole(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		whole, err := Exact(t.Context(), c, 20)
+		whole, err := Exact(t.Context(), c, 20, vector.Cosine)
 		if err != nil {
 			t.Fatal(err)
 		}
-		tr, err := NewTruth(c.Queries, 20)
+		tr, err := NewTruth(c.Queries, 20, vector.Cosine)
 		if err != nil {
 			t.Fatal(err)
 		}
