@@ -137,7 +137,7 @@ func withoutElapsed(b []byte) string {
 }
 
 const sgBlock = `"scatter_gather": {"degraded": false, "shards_total": 3, "shards_queried": 3, "unavailable_shards": [],
-	"shard_errors": {}, "coverage": 1, "exact": true, "elapsed_ms": 0, "deadline_ms": 50, "shard_deadline_ms": 45}`
+	"shard_errors": {}, "coverage": 1, "exact": true, "elapsed_ms": 0, "deadline_ms": 1000, "shard_deadline_ms": 995}`
 
 // TestDocumentRoutesUnderACollection: search, batch, upsert, get and
 // delete under /v1/collections/{c}/ act on that collection, in the same

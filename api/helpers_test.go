@@ -28,6 +28,9 @@ func TestMain(m *testing.M) {
 
 const testDim = apitest.Dim
 
+// testDeadline is the routers' default deadline in these tests.
+const testDeadline = apitest.Deadline
+
 // envConfig shapes a test cluster and its router.
 type envConfig = apitest.Config
 

@@ -162,8 +162,8 @@ func TestSearchAnswerShape(t *testing.T) {
 	require.Empty(t, sg.UnavailableShards)
 	require.Empty(t, sg.ShardErrors)
 	require.Equal(t, 1.0, sg.Coverage)
-	require.EqualValues(t, 50, sg.DeadlineMS)
-	require.EqualValues(t, 45, sg.ShardDeadlineMS)
+	require.EqualValues(t, testDeadline.Milliseconds(), sg.DeadlineMS, "the router's configured default")
+	require.EqualValues(t, testDeadline.Milliseconds()-5, sg.ShardDeadlineMS)
 	require.GreaterOrEqual(t, sg.ElapsedMS, int64(0))
 	require.Nil(t, sg.Shards)
 
@@ -523,7 +523,7 @@ func TestClusterStatusShape(t *testing.T) {
 	top := members(t, body)
 	require.Equal(t, []string{"collections", "disagreements", "shard_budget_ms", "shards"}, objectKeys(t, body))
 	require.JSONEq(t, `[{"name": "trawl", "dimension": 8, "metric": "cosine", "quantization": "none", "index": "flat", "float32": "in_memory"}]`, string(top["collections"]))
-	require.JSONEq(t, "45", string(top["shard_budget_ms"]))
+	require.JSONEq(t, "995", string(top["shard_budget_ms"]), "the shard budget of the configured default deadline")
 	var shards []json.RawMessage
 	require.NoError(t, json.Unmarshal(top["shards"], &shards))
 	require.Len(t, shards, 3)
@@ -541,7 +541,7 @@ func TestClusterStatusShape(t *testing.T) {
 		for _, r := range s.Replicas {
 			// Sized at 1536-D, the default dimension: the rate is a
 			// replica's, whatever its collections' dimensions.
-			require.Equal(t, shard.MaxRowsWithin(r.ScanRate, 1536, 45*time.Millisecond), r.MaxRowsInDeadline)
+			require.Equal(t, shard.MaxRowsWithin(r.ScanRate, 1536, testDeadline-5*time.Millisecond), r.MaxRowsInDeadline)
 			require.Positive(t, r.MaxRowsInDeadline)
 		}
 	}

@@ -33,6 +33,11 @@ type Config struct {
 	TLS bool
 	// Max caps any deadline; zero means DefaultMax.
 	Max time.Duration
+	// Fallback, when positive, is the deadline of a query that names none
+	// (--default-deadline-ms), in place of DefaultPlaintext or DefaultTLS:
+	// for shards that scan more rows than those budgets cover, so that
+	// clients need not all add ?deadline_ms=. Max caps it too.
+	Fallback time.Duration
 }
 
 // Budget is the time one fan-out may take.
@@ -51,7 +56,10 @@ func (b Budget) ShardDeadline(start time.Time) time.Time { return start.Add(b.Sh
 // Default is the deadline a query gets when it names none.
 func (c Config) Default() time.Duration {
 	d := DefaultPlaintext
-	if c.TLS {
+	switch {
+	case c.Fallback > 0:
+		d = c.Fallback
+	case c.TLS:
 		d = DefaultTLS
 	}
 	return min(d, c.max())

@@ -346,7 +346,7 @@ func TestQdrantDegraded(t *testing.T) {
 // TestQdrantTimeout: Qdrant's timeout (seconds) is the deadline, clamped
 // to the maximum; deadline_ms wins when both are given.
 func TestQdrantTimeout(t *testing.T) {
-	e := apitest.New(t, apitest.Config{})
+	e := apitest.New(t, apitest.Config{BuiltinDeadline: true})
 	for _, tc := range []struct {
 		query string
 		want  int

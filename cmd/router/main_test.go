@@ -294,3 +294,17 @@ func TestBadKeyFileStopsServe(t *testing.T) {
 		require.ErrorContains(t, err, "--api-key-file: "+path+": bad API key file: "+tc.err)
 	}
 }
+
+// A default deadline outside 0..--max-deadline-ms stops serve before it
+// listens, naming both flags.
+func TestDefaultDeadlineFlagBounds(t *testing.T) {
+	for _, args := range [][]string{
+		{"--default-deadline-ms", "-1"},
+		{"--default-deadline-ms", "10001"},
+		{"--max-deadline-ms", "500", "--default-deadline-ms", "600"},
+	} {
+		err := runServe(context.Background(), append([]string{"--shard", "s=127.0.0.1:1"}, args...))
+		require.ErrorContains(t, err, "--default-deadline-ms must be 0 (the built-in default) or 1..", args)
+		require.ErrorContains(t, err, "(--max-deadline-ms)", args)
+	}
+}

@@ -51,6 +51,7 @@ func runServe(ctx context.Context, args []string) error {
 	tlsCert := fs.String("tls-cert", "", "client certificate for mTLS to shards")
 	tlsKey := fs.String("tls-key", "", "client key for mTLS to shards")
 	maxDeadline := fs.Int("max-deadline-ms", int(budget.DefaultMax/time.Millisecond), "largest deadline a query may ask for, in ms")
+	defaultDeadline := fs.Int("default-deadline-ms", 0, "deadline of a query that names none, in ms (0: 50, or 250 with --tls-ca); at most --max-deadline-ms")
 	httpCert := fs.String("http-tls-cert", "", "certificate to serve the client API over HTTPS")
 	httpKey := fs.String("http-tls-key", "", "key to serve the client API over HTTPS")
 	apiKeyFile := fs.String("api-key-file", "", "file of API keys, one a line: KEY, or KEY COLLECTIONS [read|write] (COLLECTIONS: names or globs, comma-separated); required as Authorization: Bearer on /v1/* (and on the Qdrant-compatible /collections/* also as the api-key header)")
@@ -79,6 +80,9 @@ func runServe(ctx context.Context, args []string) error {
 	}
 	if *maxDeadline < 1 {
 		return errors.New("--max-deadline-ms must be at least 1")
+	}
+	if *defaultDeadline < 0 || *defaultDeadline > *maxDeadline {
+		return fmt.Errorf("--default-deadline-ms must be 0 (the built-in default) or 1..%d (--max-deadline-ms)", *maxDeadline)
 	}
 	dial := client.DialConfig{}
 	if *tlsCA != "" {
@@ -120,7 +124,8 @@ func runServe(ctx context.Context, args []string) error {
 		Collection: *colls.def, EnsureCollections: colls.ensure, MaxCollections: *colls.max,
 		NoAdmission: !*admit, NoHedge: !*hedge, NoFailover: !*failover, NoPrewarm: !*prewarm,
 		Logger: log, Kernel: kernel, WarmupTimeout: *readyTimeout,
-		Budget:         budget.Config{TLS: dial.Creds != nil, Max: time.Duration(*maxDeadline) * time.Millisecond},
+		Budget: budget.Config{TLS: dial.Creds != nil, Max: time.Duration(*maxDeadline) * time.Millisecond,
+			Fallback: time.Duration(*defaultDeadline) * time.Millisecond},
 		TracerProvider: tel.TracerProvider, Propagator: tel.Propagator,
 	})
 	if err != nil {

@@ -40,6 +40,8 @@ type FakeConfig struct {
 	// Collections are created through the router before it turns ready
 	// (--ensure-collection).
 	Collections []catalog.Spec
+	// BuiltinDeadline is Config.BuiltinDeadline.
+	BuiltinDeadline bool
 }
 
 // NewFake starts a router over fake replicas: one in-process gRPC server
@@ -63,7 +65,7 @@ func NewFake(t testing.TB, cfg FakeConfig) *Env {
 		specs = append(specs, app.ShardSpec{Name: f.Name, Addrs: []string{f.addr}})
 	}
 	r, err := app.New(app.Config{Shards: specs, CatalogRefresh: time.Hour, Keys: cfg.Keys, Collection: cfg.Collection,
-		EnsureCollections: cfg.Collections, WarmupTimeout: 5 * time.Second, DisableProber: true})
+		EnsureCollections: cfg.Collections, WarmupTimeout: 5 * time.Second, DisableProber: true, Budget: budgetFor(cfg.BuiltinDeadline)})
 	require.NoError(t, err)
 	t.Cleanup(r.Close)
 	e := serve(t, r)

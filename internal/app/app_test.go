@@ -389,10 +389,11 @@ func TestOneReplicaOfEveryShardStopped(t *testing.T) {
 	}
 }
 
-// waitReady waits, boundedly, for the router's warm-up to end.
+// waitReady waits, boundedly, for the router's warm-up to end (generously:
+// a loaded machine slows the handshakes and catalog reads it waits on).
 func waitReady(t *testing.T, r *app.Router) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	require.NoError(t, r.WaitReady(ctx))
 }

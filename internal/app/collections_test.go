@@ -269,7 +269,7 @@ func TestConcurrentCreatesHaveOneWinner(t *testing.T) {
 	_, r1, _ := routerOver(t, dc)
 	_, r2, _ := routerOver(t, dc)
 	ctx := context.Background()
-	const rounds = 50
+	const rounds = 25
 	winners := map[int]int{}
 	for round := range rounds {
 		name := fmt.Sprintf("race-%d", round)

@@ -38,6 +38,7 @@ func TestInt8SearchExactIsBruteForce(t *testing.T) {
 	const dim = 64
 	for _, m := range []vector.Metric{vector.Cosine, vector.DotProduct, vector.Euclidean} {
 		t.Run(m.String(), func(t *testing.T) {
+			t.Parallel() // each cluster waits on its replicas training their scales
 			rng := rand.New(rand.NewPCG(11, uint64(m)))
 			recs := corpus(rng, 1200, dim)
 			h := start(t, devcluster.Config{Dim: dim, Metric: m, Replicas: 2, Corpus: recs, Kernel: vector.Generic(),

@@ -224,7 +224,7 @@ func requireIndexStatus(t *testing.T, h *harness) {
 			}
 		}
 		return true
-	}, 30*time.Second, 10*time.Millisecond, "every replica has its leader's measured nprobe")
+	}, 2*time.Minute, 10*time.Millisecond, "every replica has its leader's measured nprobe")
 	resp, err := http.Get(h.srv.URL + "/cluster/status")
 	require.NoError(t, err)
 	defer resp.Body.Close()

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/trawl-search/trawl/catalog"
 	"github.com/trawl-search/trawl/shard"
@@ -72,8 +74,19 @@ func TestRaftSnapshotsByBytesKeepEveryWrite(t *testing.T) {
 					60*time.Second, 10*time.Millisecond, "%s serves again", m.listen)
 				require.Equal(t, len(stored), m.mem.Len(), "%s holds every row once", m.listen)
 				for id, v := range stored {
-					got, err := m.conn.Get(ctx(t), id, last)
-					require.NoError(t, err, id)
+					// A loaded machine can starve the group's heartbeats
+					// past the test timings' leader silence: the replica
+					// then refuses reads, rightly, until it hears again.
+					var got *shardpb.Vector
+					require.Eventually(t, func() bool {
+						var err error
+						got, err = m.conn.Get(ctx(t), id, last)
+						if status.Code(err) == codes.Unavailable {
+							return false
+						}
+						require.NoError(t, err, id)
+						return true
+					}, 30*time.Second, 10*time.Millisecond, "%s serves %s", m.listen, id)
 					require.Equal(t, shard.EncodeVector(v), got.GetVector(), "%s: %s is its last write", m.listen, id)
 				}
 			}

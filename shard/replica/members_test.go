@@ -3,9 +3,11 @@ package replica
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/trawl-search/trawl/internal/faultproxy"
+	"github.com/trawl-search/trawl/shard"
 	"github.com/trawl-search/trawl/shard/client"
 	"github.com/trawl-search/trawl/shard/shardpb"
 )
@@ -160,8 +163,19 @@ func TestMembersAddAReplicaThenRemoveIt(t *testing.T) {
 	}
 	rc := raftClient(t, j)
 	require.True(t, groupState(t, rc).GetHasSnapshot(), "the newcomer caught up from the leader's snapshot")
-	again, err := changeMembers(leader, addReq(j.addr(), false), 10*time.Second)
-	require.NoError(t, err)
+	// On a loaded machine the group may be electing now: a change the
+	// member asked did not accept is sent again to whoever leads.
+	var again *shardpb.ChangeMembersResponse
+	require.Eventually(t, func() bool {
+		var err error
+		again, err = changeMembers(waitLeader(t, append(ms, j)), addReq(j.addr(), false), 10*time.Second)
+		var nl *shard.NotLeaderError
+		if errors.As(err, &nl) || (status.Code(err) == codes.Unavailable && strings.Contains(err.Error(), "not accepted")) {
+			return false
+		}
+		require.NoError(t, err)
+		return true
+	}, 30*time.Second, 50*time.Millisecond, "no leader took the change")
 	require.False(t, again.GetChanged(), "adding a member is a no-op")
 
 	// A voter now: writes commit with it, and it answers exactly.

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/trawl-search/trawl/catalog"
 	"github.com/trawl-search/trawl/shard"
@@ -102,7 +104,10 @@ func testWipedReplicaRebuilds(t *testing.T, share float64, alone bool) {
 	for i := 900; i < 1500; i += 50 {
 		last = write(i, i+50)
 	}
-	require.NoError(t, waitLeader(t, ms).node.Snapshot())
+	// The member that took the snapshot, checked below: on a loaded
+	// machine another may lead by then, with no snapshot of its own.
+	snapper := waitLeader(t, ms)
+	require.NoError(t, snapper.node.Snapshot())
 	last = write(1500, 1510)
 
 	t0 := time.Now()
@@ -116,7 +121,7 @@ func testWipedReplicaRebuilds(t *testing.T, share float64, alone bool) {
 	require.True(t, away.mem.Int8Ready(), "codes rebuilt on the restored replica")
 	// The snapshot it installed carried the codes files beside the rows
 	// (the stream is self-contained), and it keeps codes files of its own.
-	links, err := filepath.Glob(filepath.Join(leader.dir, "snapshots", "*", "files", "*"+segment.CodesExt))
+	links, err := filepath.Glob(filepath.Join(snapper.dir, "snapshots", "*", "files", "*"+segment.CodesExt))
 	require.NoError(t, err)
 	require.NotEmpty(t, links, "the leader's snapshot links its codes files")
 	own, err := filepath.Glob(filepath.Join(away.dir, SegmentDir, "*", "*"+segment.CodesExt))
@@ -163,19 +168,16 @@ func testWipedReplicaRebuilds(t *testing.T, share float64, alone bool) {
 			}
 			return 0
 		})
-		exact, err := away.conn.Search(ctx(t), []client.Query{{Vector: query, K: 10, Exact: true}}, last)
-		require.NoError(t, err)
+		exact := searchServing(t, away, []client.Query{{Vector: query, K: 10, Exact: true}}, last)
 		got := make([]string, len(exact.Hits[0]))
 		for i, h := range exact.Hits[0] {
 			got[i] = h.ID
 		}
 		require.Equal(t, ids[:10], got, "query %d: the rebuilt replica's exact answer is brute force's", q)
 
-		approx, err := away.conn.Search(ctx(t), []client.Query{{Vector: query, K: 10}}, last)
-		require.NoError(t, err)
+		approx := searchServing(t, away, []client.Query{{Vector: query, K: 10}}, last)
 		require.False(t, approx.Exact, "the rebuilt replica scans its int8 codes")
-		want, err := leader.conn.Search(ctx(t), []client.Query{{Vector: query, K: 10}}, last)
-		require.NoError(t, err)
+		want := searchServing(t, leader, []client.Query{{Vector: query, K: 10}}, last)
 		require.Equal(t, hitPairs(want.Hits[0]), hitPairs(approx.Hits[0]), "query %d: the same int8 answer as the leader's", q)
 	}
 
@@ -186,4 +188,23 @@ func testWipedReplicaRebuilds(t *testing.T, share float64, alone bool) {
 		len(stored), took.Round(time.Millisecond), share, alone, restored.CPU, restored.Waited, sent.CPU, sent.Waited)
 	require.Positive(t, restored.CPU, "the restore ran under the wiped replica's throttle")
 	require.Positive(t, sent.CPU, "the snapshot was streamed under the leader's throttle")
+}
+
+// searchServing searches m, again while it refuses as not serving: a
+// loaded machine can starve a group's heartbeats past the test timings'
+// leader silence, and a replica then rightly refuses reads until it hears
+// from a leader again.
+func searchServing(t *testing.T, m *member, qs []client.Query, minIndex uint64) client.SearchResult {
+	t.Helper()
+	var res client.SearchResult
+	require.Eventually(t, func() bool {
+		var err error
+		res, err = m.conn.Search(ctx(t), qs, minIndex)
+		if status.Code(err) == codes.Unavailable {
+			return false
+		}
+		require.NoError(t, err)
+		return true
+	}, 30*time.Second, 10*time.Millisecond, "%s serves the search", m.addr())
+	return res
 }

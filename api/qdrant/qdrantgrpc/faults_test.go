@@ -93,7 +93,7 @@ func TestDegraded(t *testing.T) {
 // router's maximum (10 s here); without one the default applies, and
 // Qdrant's timeout field (seconds) counts when it is shorter.
 func TestDeadline(t *testing.T) {
-	e := apitest.NewFake(t, apitest.FakeConfig{Collections: nil})
+	e := apitest.NewFake(t, apitest.FakeConfig{BuiltinDeadline: true})
 	cl := dial(e)
 	_, err := cl.c.Create(call(t), &pb.CreateCollection{CollectionName: "c", VectorsConfig: &pb.VectorsConfig{
 		Config: &pb.VectorsConfig_Params{Params: &pb.VectorParams{Size: 2, Distance: pb.Distance_Euclid}}}})
