@@ -103,6 +103,7 @@ func (h *Handler) Mount(r chi.Router) {
 				r.Post("/points/query/batch", h.queryBatch)
 				r.Post("/points/scroll", h.scroll)
 				r.Post("/points/count", h.count)
+				r.Post("/facet", h.facet)
 			})
 		})
 	})

@@ -173,6 +173,12 @@ func (h *Handler) scroll(w http.ResponseWriter, r *http.Request) {
 			h.http.Fail(w, r, err, &sg)
 			return
 		}
+		if qs.s.OrderBy != nil {
+			rec.OrderValue = pt.OrderValue
+			if pt.OrderInt {
+				rec.OrderValue = int64(pt.OrderValue)
+			}
+		}
 		out.Points[i] = rec
 	}
 	if ans.HasNext {

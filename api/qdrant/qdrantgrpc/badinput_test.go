@@ -130,10 +130,33 @@ func TestBadInput(t *testing.T) {
 				{Vector: v, Limit: 1}, {Vector: v, Limit: 1, ShardKeySelector: &pb.ShardKeySelector{}}}})
 			return err
 		}, codes.InvalidArgument, "Bad request: search_points[1]: shard_key is not supported: trawl places points by a hash of their id over every shard"},
-		{"scroll order_by", func() error {
-			_, err := cl.p.Scroll(call(t), &pb.ScrollPoints{CollectionName: "trawl", OrderBy: &pb.OrderBy{Key: "year"}})
+		{"scroll order_by with offset", func() error {
+			_, err := cl.p.Scroll(call(t), &pb.ScrollPoints{CollectionName: "trawl", OrderBy: &pb.OrderBy{Key: "year"}, Offset: num(3)})
 			return err
-		}, codes.InvalidArgument, "Bad request: order_by is not supported: trawl scrolls in id order"},
+		}, codes.InvalidArgument, "Bad request: offset cannot be used with order_by: page on with order_by.start_from"},
+		{"scroll order_by datetime", func() error {
+			_, err := cl.p.Scroll(call(t), &pb.ScrollPoints{CollectionName: "trawl", OrderBy: &pb.OrderBy{Key: "year",
+				StartFrom: &pb.StartFrom{Value: &pb.StartFrom_Datetime{Datetime: "2024-01-01T00:00:00Z"}}}})
+			return err
+		}, codes.InvalidArgument, "Bad request: order_by.start_from: trawl orders by numbers only, not datetimes"},
+		{"scroll order_by bad key", func() error {
+			_, err := cl.p.Scroll(call(t), &pb.ScrollPoints{CollectionName: "trawl", OrderBy: &pb.OrderBy{Key: ".year"}})
+			return err
+		}, codes.InvalidArgument, `Bad request: order_by.key ".year" is not a payload key: a key is a dotted path like meta.draft`},
+		{"facet no key", func() error {
+			_, err := cl.p.Facet(call(t), &pb.FacetCounts{CollectionName: "trawl"})
+			return err
+		}, codes.InvalidArgument, "Bad request: key is empty: want a payload key"},
+		{"facet limit", func() error {
+			zero := uint64(0)
+			_, err := cl.p.Facet(call(t), &pb.FacetCounts{CollectionName: "trawl", Key: "color", Limit: &zero})
+			return err
+		}, codes.InvalidArgument, "Bad request: limit is 0, want 1..10000"},
+		{"facet bad filter", func() error {
+			_, err := cl.p.Facet(call(t), &pb.FacetCounts{CollectionName: "trawl", Key: "color", Filter: &pb.Filter{Must: []*pb.Condition{
+				{ConditionOneOf: &pb.Condition_Field{Field: &pb.FieldCondition{Key: "n", Range: &pb.Range{}}}}}}})
+			return err
+		}, codes.InvalidArgument, "Bad request: filter.must[0].range: needs at least one of gt, gte, lt, lte"},
 		{"create Manhattan", func() error {
 			_, err := cl.c.Create(call(t), &pb.CreateCollection{CollectionName: "m", VectorsConfig: &pb.VectorsConfig{
 				Config: &pb.VectorsConfig_Params{Params: &pb.VectorParams{Size: 4, Distance: pb.Distance_Manhattan}}}})

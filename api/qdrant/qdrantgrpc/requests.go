@@ -182,10 +182,16 @@ func decodeScroll(r *pb.ScrollPoints) (scrollRequest, error) {
 	if err := refuseShardKey(r.ShardKeySelector); err != nil {
 		return scrollRequest{}, err
 	}
-	if r.OrderBy != nil {
-		return scrollRequest{}, wire.Invalid(qdrantx.ErrOrderBy)
-	}
 	out := scrollRequest{s: coordinator.Scroll{Limit: qdrantx.DefaultLimit}}
+	if r.OrderBy != nil {
+		if r.Offset != nil {
+			return scrollRequest{}, wire.Invalid("offset cannot be used with order_by: page on with order_by.start_from")
+		}
+		var err error
+		if out.s.OrderBy, err = decodeOrderBy(r.OrderBy); err != nil {
+			return scrollRequest{}, err
+		}
+	}
 	if r.Limit != nil {
 		if *r.Limit < 1 || *r.Limit > coordinator.MaxScrollLimit {
 			return scrollRequest{}, invalidf("limit is %d, want 1..%d", *r.Limit, coordinator.MaxScrollLimit)

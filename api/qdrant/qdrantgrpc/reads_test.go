@@ -1,0 +1,166 @@
+package qdrantgrpc_test
+
+import (
+	"cmp"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/trawl-search/trawl/api/qdrant/qdrantgrpc"
+	pb "github.com/trawl-search/trawl/api/qdrant/qdrantpb"
+	"github.com/trawl-search/trawl/internal/apitest"
+)
+
+// readsPoint is a point of TestReads's corpus.
+type readsPoint struct {
+	id     uint64
+	vector []float32
+	tags   []string // written as a list (with repeats), counted once each
+	rank   int64    // written as an integer
+	score  float64  // written as a double, 0 for none
+}
+
+// TestReads: Facet and Scroll with order_by through the real gRPC server
+// over a 3-shard cluster, each answer equal to a brute force over what
+// was written, and complete in its trailer.
+func TestReads(t *testing.T) {
+	e := apitest.New(t, apitest.Config{})
+	cl := dial(e)
+	rng := rand.New(rand.NewPCG(5, 0))
+	tags := []string{"go", "rust", "zig", "c"}
+	pts := make([]readsPoint, 120)
+	var ps []*pb.PointStruct
+	for i := range pts {
+		p := readsPoint{id: uint64(1000 + i), vector: make([]float32, apitest.Dim), rank: int64(rng.IntN(7))}
+		for j := range p.vector {
+			p.vector[j] = float32(rng.NormFloat64())
+		}
+		pl := map[string]*pb.Value{"suite": str("reads"), "rank": integer(p.rank)}
+		if i%3 != 0 {
+			p.tags = []string{tags[rng.IntN(4)], tags[rng.IntN(4)]}
+			pl["tags"] = &pb.Value{Kind: &pb.Value_ListValue{ListValue: &pb.ListValue{Values: []*pb.Value{str(p.tags[0]), str(p.tags[1])}}}}
+		}
+		if i%4 != 0 {
+			p.score = float64(rng.IntN(1000))/10 + 0.25
+			pl["score"] = &pb.Value{Kind: &pb.Value_DoubleValue{DoubleValue: p.score}}
+		}
+		pts[i] = p
+		ps = append(ps, &pb.PointStruct{Id: num(p.id), Vectors: dense(p.vector), Payload: pl})
+	}
+	_, err := cl.p.Upsert(call(t), &pb.UpsertPoints{CollectionName: "trawl", Points: ps})
+	require.NoError(t, err)
+	suite := &pb.Filter{Must: []*pb.Condition{keyword("suite", "reads")}}
+
+	t.Run("facet", func(t *testing.T) {
+		count := map[string]uint64{}
+		for _, p := range pts {
+			seen := map[string]bool{}
+			for _, tg := range p.tags {
+				if !seen[tg] {
+					seen[tg] = true
+					count[tg]++
+				}
+			}
+		}
+		var want []*pb.FacetHit
+		for v, n := range count {
+			want = append(want, &pb.FacetHit{Value: &pb.FacetValue{Variant: &pb.FacetValue_StringValue{StringValue: v}}, Count: n})
+		}
+		slices.SortFunc(want, func(a, b *pb.FacetHit) int {
+			if c := cmp.Compare(b.Count, a.Count); c != 0 {
+				return c
+			}
+			return cmp.Compare(a.GetValue().GetStringValue(), b.GetValue().GetStringValue())
+		})
+		var tr metadata.MD
+		res, err := cl.p.Facet(call(t), &pb.FacetCounts{CollectionName: "trawl", Key: "tags", Filter: suite, Limit: new(uint64(3))}, grpc.Trailer(&tr))
+		require.NoError(t, err)
+		require.Len(t, res.GetHits(), 3)
+		for i, h := range res.GetHits() {
+			require.Equal(t, want[i].GetValue().GetStringValue(), h.GetValue().GetStringValue(), "hit %d", i)
+			require.Equal(t, want[i].GetCount(), h.GetCount(), "hit %d", i)
+		}
+		require.Equal(t, []string{"false"}, tr.Get(qdrantgrpc.DegradedKey))
+
+		ranks := map[int64]uint64{}
+		for _, p := range pts {
+			ranks[p.rank]++
+		}
+		res, err = cl.p.Facet(call(t), &pb.FacetCounts{CollectionName: "trawl", Key: "rank", Filter: suite, Limit: new(uint64(100))})
+		require.NoError(t, err)
+		require.Len(t, res.GetHits(), len(ranks))
+		for i, h := range res.GetHits() {
+			v := h.GetValue().GetIntegerValue()
+			require.IsType(t, &pb.FacetValue_IntegerValue{}, h.GetValue().GetVariant())
+			require.Equal(t, ranks[v], h.GetCount(), "rank %d", v)
+			if i > 0 {
+				prev := res.GetHits()[i-1]
+				require.True(t, prev.GetCount() > h.GetCount() || prev.GetCount() == h.GetCount() && prev.GetValue().GetIntegerValue() < v)
+			}
+		}
+	})
+
+	t.Run("scroll order_by", func(t *testing.T) {
+		type entry struct {
+			id    uint64
+			score float64
+		}
+		var all []entry
+		for _, p := range pts {
+			if p.score != 0 {
+				all = append(all, entry{p.id, p.score})
+			}
+		}
+		for _, tc := range []struct {
+			desc  bool
+			start *pb.StartFrom
+			from  float64
+		}{
+			{false, nil, 0},
+			{true, nil, 0},
+			{false, &pb.StartFrom{Value: &pb.StartFrom_Float{Float: 50.25}}, 50.25},
+			{true, &pb.StartFrom{Value: &pb.StartFrom_Integer{Integer: 30}}, 30},
+		} {
+			var want []entry
+			for _, en := range all {
+				if tc.start == nil || !tc.desc && en.score >= tc.from || tc.desc && en.score <= tc.from {
+					want = append(want, en)
+				}
+			}
+			slices.SortFunc(want, func(a, b entry) int {
+				c := cmp.Or(cmp.Compare(a.score, b.score), cmp.Compare(a.id, b.id))
+				if tc.desc {
+					return -c
+				}
+				return c
+			})
+			want = want[:min(25, len(want))]
+			dir := pb.Direction_Asc
+			if tc.desc {
+				dir = pb.Direction_Desc
+			}
+			var tr metadata.MD
+			res, err := cl.p.Scroll(call(t), &pb.ScrollPoints{CollectionName: "trawl", Filter: suite, Limit: new(uint32(25)),
+				OrderBy: &pb.OrderBy{Key: "score", Direction: &dir, StartFrom: tc.start}}, grpc.Trailer(&tr))
+			require.NoError(t, err)
+			require.Len(t, res.GetResult(), len(want))
+			for i, rp := range res.GetResult() {
+				require.Equal(t, want[i].id, rp.GetId().GetNum(), "point %d", i)
+				require.Equal(t, want[i].score, rp.GetOrderValue().GetFloat(), "point %d", i)
+				require.Equal(t, "reads", rp.GetPayload()["suite"].GetStringValue())
+			}
+			require.Nil(t, res.GetNextPageOffset(), "no next page with order_by, as Qdrant")
+			require.Equal(t, []string{"false"}, tr.Get(qdrantgrpc.DegradedKey))
+		}
+		// An integer key's order_value is an integer.
+		res, err := cl.p.Scroll(call(t), &pb.ScrollPoints{CollectionName: "trawl", Filter: suite, Limit: new(uint32(1)),
+			OrderBy: &pb.OrderBy{Key: "rank"}})
+		require.NoError(t, err)
+		require.Len(t, res.GetResult(), 1)
+		require.IsType(t, &pb.OrderValue_Int{}, res.GetResult()[0].GetOrderValue().GetVariant())
+	})
+}

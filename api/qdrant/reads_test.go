@@ -1,0 +1,361 @@
+package qdrant_test
+
+import (
+	"cmp"
+	"encoding/json"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/trawl-search/trawl/internal/apitest"
+)
+
+// The read-side Qdrant calls (facet, scroll order_by) on a 3-shard
+// cluster, each answer's JSON equal to one built from a brute force over
+// the points written.
+
+// rdPoint is a point of the reads corpus: its payload as written, with
+// integers as int64 and other numbers as float64.
+type rdPoint struct {
+	id      int
+	vector  []float32
+	payload map[string]any
+}
+
+// rdCorpus is n seeded points whose payloads mix the kinds facet and
+// order_by meet: keywords, integers, floats, booleans, arrays (with
+// repeats), nulls, nested objects, and missing keys.
+func rdCorpus(n int) []rdPoint {
+	rng := rand.New(rand.NewPCG(11, 0))
+	cities := []string{"berlin", "lima", "oslo", "pune", "quito", "rome"}
+	out := make([]rdPoint, n)
+	for i := range out {
+		p := map[string]any{}
+		switch rng.IntN(6) {
+		case 0: // no city
+		case 1:
+			p["city"] = nil
+		case 2:
+			p["city"] = []any{cities[rng.IntN(6)], cities[rng.IntN(6)], cities[rng.IntN(3)]}
+		default:
+			p["city"] = cities[rng.IntN(6)]
+		}
+		switch rng.IntN(5) {
+		case 0:
+		case 1:
+			p["n"] = float64(rng.IntN(10)) + 0.5
+		case 2:
+			p["n"] = []any{int64(rng.IntN(10)), int64(rng.IntN(10)), "x"}
+		default:
+			p["n"] = int64(rng.IntN(10) - 3)
+		}
+		if rng.IntN(4) > 0 {
+			p["flag"] = rng.IntN(2) == 0
+		}
+		p["meta"] = map[string]any{"kind": []string{"a", "b"}[i%2]}
+		out[i] = rdPoint{id: i + 1, vector: randomVector(rng, apitest.Dim), payload: p}
+	}
+	return out
+}
+
+func rdUpsert(t *testing.T, pts []rdPoint) string {
+	t.Helper()
+	type point struct {
+		ID      int            `json:"id"`
+		Vector  []float32      `json:"vector"`
+		Payload map[string]any `json:"payload"`
+	}
+	var body struct {
+		Points []point `json:"points"`
+	}
+	for _, p := range pts {
+		body.Points = append(body.Points, point{ID: p.id, Vector: p.vector, Payload: p.payload})
+	}
+	return string(mustJSON(t, body))
+}
+
+// lookup follows a dotted key through nested objects.
+func lookup(p map[string]any, key string) (any, bool) {
+	var cur any = p
+	for _, seg := range strings.Split(key, ".") {
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		if cur, ok = m[seg]; !ok {
+			return nil, false
+		}
+	}
+	return cur, true
+}
+
+// facetKind orders value kinds as Qdrant does: strings, integers, booleans.
+func facetKind(v any) int {
+	switch v.(type) {
+	case string:
+		return 0
+	case int64:
+		return 1
+	case bool:
+		return 2
+	}
+	return -1
+}
+
+// bruteFacet is the facet answer's result JSON over the points keep
+// passes: each distinct string, integer or boolean under key counted once
+// per point, by count descending then value.
+func bruteFacet(t *testing.T, pts []rdPoint, key string, limit int, keep func(rdPoint) bool) string {
+	t.Helper()
+	counts := map[any]int{}
+	for _, p := range pts {
+		if keep != nil && !keep(p) {
+			continue
+		}
+		v, ok := lookup(p.payload, key)
+		if !ok {
+			continue
+		}
+		vs, isArr := v.([]any)
+		if !isArr {
+			vs = []any{v}
+		}
+		seen := map[any]bool{}
+		for _, x := range vs {
+			if facetKind(x) >= 0 && !seen[x] {
+				seen[x] = true
+				counts[x]++
+			}
+		}
+	}
+	type hit struct {
+		Value any `json:"value"`
+		Count int `json:"count"`
+	}
+	hits := []hit{}
+	for v, n := range counts {
+		hits = append(hits, hit{v, n})
+	}
+	slices.SortFunc(hits, func(a, b hit) int {
+		if c := cmp.Compare(b.Count, a.Count); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(facetKind(a.Value), facetKind(b.Value)); c != 0 {
+			return c
+		}
+		switch x := a.Value.(type) {
+		case string:
+			return cmp.Compare(x, b.Value.(string))
+		case int64:
+			return cmp.Compare(x, b.Value.(int64))
+		case bool:
+			if x == b.Value.(bool) {
+				return 0
+			} else if !x {
+				return -1
+			}
+			return 1
+		}
+		return 0
+	})
+	return string(mustJSON(t, map[string]any{"hits": hits[:min(limit, len(hits))]}))
+}
+
+// bruteOrder is an order_by scroll's result JSON (without payloads or
+// vectors) over the points keep passes: a point once per number under
+// key, by (value, id) in the direction asked, from start on.
+func bruteOrder(t *testing.T, pts []rdPoint, key string, desc bool, start *float64, limit int, keep func(rdPoint) bool) string {
+	t.Helper()
+	type entry struct {
+		id    int
+		value float64
+		out   any
+	}
+	var es []entry
+	for _, p := range pts {
+		if keep != nil && !keep(p) {
+			continue
+		}
+		v, ok := lookup(p.payload, key)
+		if !ok {
+			continue
+		}
+		vs, isArr := v.([]any)
+		if !isArr {
+			vs = []any{v}
+		}
+		for _, x := range vs {
+			var f float64
+			switch x := x.(type) {
+			case int64:
+				f = float64(x)
+			case float64:
+				f = x
+			default:
+				continue
+			}
+			if start != nil && (!desc && f < *start || desc && f > *start) {
+				continue
+			}
+			es = append(es, entry{p.id, f, x})
+		}
+	}
+	slices.SortFunc(es, func(a, b entry) int {
+		c := cmp.Compare(a.value, b.value)
+		if c == 0 {
+			c = cmp.Compare(a.id, b.id)
+		}
+		if desc {
+			return -c
+		}
+		return c
+	})
+	type rec struct {
+		ID         int       `json:"id"`
+		Payload    *struct{} `json:"payload"`
+		Vector     []float32 `json:"vector"`
+		OrderValue any       `json:"order_value"`
+	}
+	out := struct {
+		Points         []rec `json:"points"`
+		NextPageOffset *int  `json:"next_page_offset"`
+	}{Points: []rec{}}
+	for _, e := range es[:min(limit, len(es))] {
+		out.Points = append(out.Points, rec{ID: e.id, OrderValue: e.out})
+	}
+	return string(mustJSON(t, out))
+}
+
+func TestQdrantReads(t *testing.T) {
+	e := apitest.New(t, apitest.Config{})
+	do := func(path, body string) apitest.Response {
+		t.Helper()
+		return e.Do(http.MethodPost, path+"?deadline_ms=2000", body, map[string]string{"Content-Type": "application/json"})
+	}
+	res := e.Do(http.MethodPut, "/collections/reads", `{"vectors": {"size": 8, "distance": "Dot"}}`, nil)
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	pts := rdCorpus(240)
+	res = e.Do(http.MethodPut, "/collections/reads/points?wait=true", rdUpsert(t, pts), nil)
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	okSG := func(result string) string { return `{"result":` + result + `,"status":"ok","time":0,` + sgOK + `}` }
+	exact := func(path, body, want string) {
+		t.Helper()
+		res := do(path, body)
+		require.Equal(t, http.StatusOK, res.Status, "%s: %s", body, res.Body)
+		require.Equal(t, "false", res.Header.Get("X-Trawl-Degraded"))
+		require.Equal(t, okSG(want), normalised(t, res.Body), "%s", body)
+	}
+	flagged := func(p rdPoint) bool { return p.payload["flag"] == true }
+
+	t.Run("facet", func(t *testing.T) {
+		for _, tc := range []struct {
+			body  string
+			key   string
+			limit int
+			keep  func(rdPoint) bool
+		}{
+			{`{"key": "city"}`, "city", 10, nil},
+			{`{"key": "city", "limit": 3, "exact": true}`, "city", 3, nil},
+			{`{"key": "city", "filter": {"must": [{"key": "flag", "match": {"value": true}}]}}`, "city", 10, flagged},
+			{`{"key": "n", "limit": 100}`, "n", 100, nil}, // integers (and the string "x"); floats are not counted
+			{`{"key": "flag"}`, "flag", 10, nil},
+			{`{"key": "meta.kind"}`, "meta.kind", 10, nil},
+			{`{"key": "absent"}`, "absent", 10, nil},
+		} {
+			exact("/collections/reads/facet", tc.body, bruteFacet(t, pts, tc.key, tc.limit, tc.keep))
+		}
+		// The shape, spelled out once.
+		exact("/collections/reads/facet", `{"key": "meta.kind", "limit": 1}`, `{"hits":[{"value":"a","count":120}]}`)
+	})
+
+	t.Run("order_by", func(t *testing.T) {
+		f := func(x float64) *float64 { return &x }
+		for _, tc := range []struct {
+			body  string
+			desc  bool
+			start *float64
+			limit int
+			keep  func(rdPoint) bool
+		}{
+			{`{"order_by": "n", "with_payload": false}`, false, nil, 10, nil},
+			{`{"order_by": {"key": "n", "direction": "desc"}, "limit": 50, "with_payload": false}`, true, nil, 50, nil},
+			{`{"order_by": {"key": "n", "direction": "asc", "start_from": 2}, "limit": 40, "with_payload": false}`, false, f(2), 40, nil},
+			{`{"order_by": {"key": "n", "direction": "desc", "start_from": 4.5}, "limit": 40, "with_payload": false}`, true, f(4.5), 40, nil},
+			{`{"order_by": {"key": "n"}, "limit": 1000, "with_payload": false, "filter": {"must": [{"key": "flag", "match": {"value": true}}]}}`, false, nil, 1000, flagged},
+			{`{"order_by": "city", "with_payload": false}`, false, nil, 10, nil}, // no numbers: nothing listed
+		} {
+			key := "n"
+			if strings.Contains(tc.body, `"city"`) {
+				key = "city"
+			}
+			exact("/collections/reads/points/scroll", tc.body, bruteOrder(t, pts, key, tc.desc, tc.start, tc.limit, tc.keep))
+		}
+		// With payload and vector, as Qdrant's Record.
+		res := do("/collections/reads/points/scroll", `{"order_by": {"key": "n", "direction": "desc"}, "limit": 3, "with_vector": true, "filter": {"must": [{"key": "meta.kind", "match": {"value": "b"}}]}}`)
+		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+		type listed struct {
+			Points []struct {
+				ID         int             `json:"id"`
+				Payload    json.RawMessage `json:"payload"`
+				Vector     []float32       `json:"vector"`
+				OrderValue json.RawMessage `json:"order_value"`
+			} `json:"points"`
+			NextPageOffset *int `json:"next_page_offset"`
+		}
+		var a struct {
+			Result listed `json:"result"`
+		}
+		require.NoError(t, json.Unmarshal(res.Body, &a))
+		var want listed
+		require.NoError(t, json.Unmarshal([]byte(bruteOrder(t, pts, "n", true, nil, 3, func(p rdPoint) bool { return p.id%2 == 0 })), &want))
+		require.Len(t, a.Result.Points, 3)
+		for i, got := range a.Result.Points {
+			require.Equal(t, want.Points[i].ID, got.ID)
+			require.Equal(t, string(want.Points[i].OrderValue), string(got.OrderValue))
+			require.JSONEq(t, string(mustJSON(t, pts[got.ID-1].payload)), string(got.Payload))
+			require.Equal(t, pts[got.ID-1].vector, got.Vector)
+		}
+		require.Nil(t, a.Result.NextPageOffset)
+	})
+}
+
+// TestQdrantReadsBadInput: malformed facet and order_by requests are
+// Qdrant-style 400s naming the member, and reach no shard.
+func TestQdrantReadsBadInput(t *testing.T) {
+	e := apitest.New(t, apitest.Config{})
+	for _, tc := range []struct{ name, path, body, msg string }{
+		{"facet no key", "/collections/trawl/facet", `{}`, `missing "key"`},
+		{"facet empty key", "/collections/trawl/facet", `{"key": ""}`, `key is empty: want a payload key`},
+		{"facet bad key", "/collections/trawl/facet", `{"key": "a..b"}`, `key "a..b" is not a payload key: a key is a dotted path like meta.draft`},
+		{"facet limit", "/collections/trawl/facet", `{"key": "a", "limit": 0}`, `limit is 0, want 1..10000`},
+		{"facet unknown member", "/collections/trawl/facet", `{"key": "a", "top": 3}`, `bad JSON: json: unknown field "top"`},
+		{"facet bad filter", "/collections/trawl/facet", `{"key": "a", "filter": {"must": [{"key": "b", "range": {}}]}}`,
+			`filter.must[0].range: needs at least one of gt, gte, lt, lte`},
+		{"facet shard key", "/collections/trawl/facet", `{"key": "a", "shard_key": "s"}`,
+			"shard_key is not supported: trawl places points by a hash of their id over every shard"},
+		{"order_by offset", "/collections/trawl/points/scroll", `{"order_by": "n", "offset": 3}`,
+			"offset cannot be used with order_by: page on with order_by.start_from"},
+		{"order_by direction", "/collections/trawl/points/scroll", `{"order_by": {"key": "n", "direction": "up"}}`,
+			`order_by.direction is "up", want "asc" or "desc"`},
+		{"order_by datetime", "/collections/trawl/points/scroll", `{"order_by": {"key": "n", "start_from": "2024-01-01T00:00:00Z"}}`,
+			"order_by.start_from is a string, want a number (trawl orders by numbers only, not datetimes)"},
+		{"order_by no key", "/collections/trawl/points/scroll", `{"order_by": {"direction": "asc"}}`, `order_by: missing "key"`},
+		{"order_by bad key", "/collections/trawl/points/scroll", `{"order_by": "a."}`, `order_by "a." is not a payload key: a key is a dotted path like meta.draft`},
+		{"order_by number", "/collections/trawl/points/scroll", `{"order_by": 5}`, `order_by is a number, want a payload key or {"key", "direction", "start_from"}`},
+		{"order_by unknown member", "/collections/trawl/points/scroll", `{"order_by": {"key": "n", "from": 1}}`, `order_by: bad JSON: json: unknown field "from"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			store, rpcs := e.StoreState(), e.ShardRPCs()
+			res := e.Do(http.MethodPost, tc.path, tc.body, map[string]string{"Content-Type": "application/json"})
+			require.Equal(t, http.StatusBadRequest, res.Status, "%s", res.Body)
+			want := `{"status":{"error":` + string(mustJSON(t, "Bad request: "+tc.msg)) + `},"time":0}`
+			require.Equal(t, want, normalised(t, res.Body))
+			require.Equal(t, rpcs, e.ShardRPCs(), "a shard RPC was made for bad input")
+			require.Equal(t, store, e.StoreState())
+		})
+	}
+}
