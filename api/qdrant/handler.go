@@ -100,6 +100,7 @@ func (h *Handler) Mount(r chi.Router) {
 				r.Post("/points/search", h.searchPoints)
 				r.Post("/points/search/batch", h.searchBatch)
 				r.Post("/points/query", h.queryPoints)
+				r.Post("/points/recommend", h.recommendPoints)
 				r.Post("/points/query/batch", h.queryBatch)
 				r.Post("/points/scroll", h.scroll)
 				r.Post("/points/count", h.count)

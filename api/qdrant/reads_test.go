@@ -3,6 +3,7 @@ package qdrant_test
 import (
 	"cmp"
 	"encoding/json"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"slices"
@@ -323,6 +324,131 @@ func TestQdrantReads(t *testing.T) {
 	})
 }
 
+// bruteRecommend is the recommendation's hits over pts under metric
+// ("dot" or "cosine"): the search vector avg(pos) (minus nothing) or
+// 2·avg(pos) − avg(neg) from the vectors as stored (unit length under
+// cosine), every point but the examples scored, best first.
+func bruteRecommend(pts []rdPoint, metric string, pos, neg []int, extra []float32, k, offset int, keep func(rdPoint) bool) []lcHit {
+	norm := func(v []float32) []float64 {
+		out := make([]float64, len(v))
+		n := 0.0
+		for _, x := range v {
+			n += float64(x) * float64(x)
+		}
+		for i, x := range v {
+			out[i] = float64(x)
+			if metric == "cosine" {
+				out[i] /= math.Sqrt(n)
+			}
+		}
+		return out
+	}
+	avg := func(ids []int, extra []float32) []float64 {
+		sum := make([]float64, apitest.Dim)
+		n := 0
+		for _, id := range ids {
+			for j, x := range norm(pts[id-1].vector) {
+				sum[j] += x
+			}
+			n++
+		}
+		if extra != nil {
+			for j, x := range extra {
+				sum[j] += float64(x)
+			}
+			n++
+		}
+		for j := range sum {
+			sum[j] /= float64(n)
+		}
+		return sum
+	}
+	q := avg(pos, extra)
+	if len(neg) > 0 {
+		nv := avg(neg, nil)
+		for j := range q {
+			q[j] += q[j] - nv[j]
+		}
+	}
+	qn := 0.0
+	for _, x := range q {
+		qn += x * x
+	}
+	var hits []lcHit
+	for _, p := range pts {
+		if slices.Contains(pos, p.id) || slices.Contains(neg, p.id) || keep != nil && !keep(p) {
+			continue
+		}
+		s := 0.0
+		for j, x := range norm(p.vector) {
+			s += x * q[j]
+		}
+		if metric == "cosine" {
+			s /= math.Sqrt(qn)
+		}
+		hits = append(hits, lcHit{ID: p.id, Score: s})
+	}
+	slices.SortFunc(hits, func(a, b lcHit) int { return cmp.Compare(b.Score, a.Score) })
+	return hits[min(offset, len(hits)):min(offset+k, len(hits))]
+}
+
+// TestQdrantRecommend: query's recommend and the legacy
+// points/recommend (average_vector) equal a brute force over what was
+// written, under dot and cosine, with examples left out of the answer.
+func TestQdrantRecommend(t *testing.T) {
+	e := apitest.New(t, apitest.Config{})
+	pts := rdCorpus(200)
+	for _, tc := range []struct{ coll, distance, metric string }{{"recd", "Dot", "dot"}, {"recc", "Cosine", "cosine"}} {
+		res := e.Do(http.MethodPut, "/collections/"+tc.coll, `{"vectors": {"size": 8, "distance": "`+tc.distance+`"}}`, nil)
+		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+		res = e.Do(http.MethodPut, "/collections/"+tc.coll+"/points?wait=true", rdUpsert(t, pts), nil)
+		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+		flagged := func(p rdPoint) bool { return p.payload["flag"] == true }
+		extra := []float32{0.5, -1, 0, 2, 0.25, 0, -0.5, 1}
+		for _, q := range []struct {
+			path, body string
+			pos, neg   []int
+			extra      []float32
+			k, offset  int
+			keep       func(rdPoint) bool
+			shape      func(json.RawMessage) json.RawMessage
+		}{
+			{path: "points/query", body: `{"query": {"recommend": {"positive": [3, 17]}}}`, pos: []int{3, 17}, k: 10},
+			{path: "points/query", body: `{"query": {"recommend": {"positive": [3, 17, 40], "negative": [5], "strategy": "average_vector"}}, "limit": 25, "offset": 5}`,
+				pos: []int{3, 17, 40}, neg: []int{5}, k: 25, offset: 5},
+			{path: "points/query", body: `{"query": {"recommend": {"positive": [8, ` + string(mustJSON(t, extra)) + `], "negative": [9, 10]}}, "limit": 7, "filter": {"must": [{"key": "flag", "match": {"value": true}}]}}`,
+				pos: []int{8}, extra: extra, neg: []int{9, 10}, k: 7, keep: flagged},
+			{path: "points/recommend", body: `{"positive": [11], "negative": [12, 13], "limit": 12}`, pos: []int{11}, neg: []int{12, 13}, k: 12},
+			{path: "points/recommend", body: `{"positive": [` + string(mustJSON(t, extra)) + `, 21], "limit": 4, "offset": 2, "strategy": "average_vector"}`,
+				pos: []int{21}, extra: extra, k: 4, offset: 2},
+		} {
+			res := e.Do(http.MethodPost, "/collections/"+tc.coll+"/"+q.path+"?deadline_ms=2000", q.body, map[string]string{"Content-Type": "application/json"})
+			require.Equal(t, http.StatusOK, res.Status, "%s: %s", q.body, res.Body)
+			require.Equal(t, "false", res.Header.Get("X-Trawl-Degraded"))
+			var a struct {
+				Result        json.RawMessage `json:"result"`
+				ScatterGather json.RawMessage `json:"scatter_gather"`
+			}
+			require.NoError(t, json.Unmarshal(res.Body, &a))
+			hits := a.Result
+			if q.path == "points/query" {
+				var r struct {
+					Points json.RawMessage `json:"points"`
+				}
+				require.NoError(t, json.Unmarshal(a.Result, &r))
+				hits = r.Points
+			}
+			want := bruteRecommend(pts, tc.metric, q.pos, q.neg, q.extra, q.k, q.offset, q.keep)
+			requireHits(t, want, decodeHits(t, hits), tc.coll+" "+q.body)
+			require.Equal(t, `{"degraded":false,"shards_total":3,"shards_queried":3,"unavailable_shards":[],"shard_errors":{},"coverage":1,"exact":true,"elapsed_ms":0,"deadline_ms":2000,"shard_deadline_ms":1995}`,
+				elapsedRE.ReplaceAllString(string(a.ScatterGather), `"elapsed_ms":0`))
+		}
+	}
+	// An example id that is not stored is a 404, as Qdrant answers.
+	res := e.Do(http.MethodPost, "/collections/recd/points/query", `{"query": {"recommend": {"positive": [999999]}}}`, nil)
+	require.Equal(t, http.StatusNotFound, res.Status, "%s", res.Body)
+}
+
 // TestQdrantReadsBadInput: malformed facet and order_by requests are
 // Qdrant-style 400s naming the member, and reach no shard.
 func TestQdrantReadsBadInput(t *testing.T) {
@@ -337,6 +463,21 @@ func TestQdrantReadsBadInput(t *testing.T) {
 			`filter.must[0].range: needs at least one of gt, gte, lt, lte`},
 		{"facet shard key", "/collections/trawl/facet", `{"key": "a", "shard_key": "s"}`,
 			"shard_key is not supported: trawl places points by a hash of their id over every shard"},
+		{"recommend best_score", "/collections/trawl/points/query", `{"query": {"recommend": {"positive": [1], "strategy": "best_score"}}}`,
+			"query.recommend.strategy best_score is not supported: trawl recommends with average_vector (one search with 2·avg(positive) − avg(negative))"},
+		{"recommend bad strategy", "/collections/trawl/points/recommend", `{"positive": [1], "limit": 3, "strategy": "mean"}`,
+			`recommend.strategy is "mean", want average_vector (best_score and sum_scores are not supported)`},
+		{"recommend no positive", "/collections/trawl/points/query", `{"query": {"recommend": {"negative": [1]}}}`,
+			"query.recommend.positive is empty: the average_vector strategy needs at least one positive example"},
+		{"recommend bad example", "/collections/trawl/points/query", `{"query": {"recommend": {"positive": [1, [1, 2]]}}}`,
+			"query.recommend.positive[1]: vector has 2 dimensions, want 8"},
+		{"recommend bad id", "/collections/trawl/points/recommend", `{"positive": [-1], "limit": 3}`,
+			"recommend.positive[0]: id -1 is not an unsigned 64-bit integer"},
+		{"recommend unknown member", "/collections/trawl/points/query", `{"query": {"recommend": {"positive": [1], "avoid": [2]}}}`,
+			`query.recommend: bad JSON: json: unknown field "avoid"`},
+		{"recommend no limit", "/collections/trawl/points/recommend", `{"positive": [1]}`, `missing "limit"`},
+		{"recommend too many", "/collections/trawl/points/query", `{"query": {"recommend": {"positive": [1, 2, 3]}}, "limit": 999}`,
+			"query 0: limit + offset (999) and the 3 example ids left out of the answer come to more than 1000"},
 		{"order_by offset", "/collections/trawl/points/scroll", `{"order_by": "n", "offset": 3}`,
 			"offset cannot be used with order_by: page on with order_by.start_from"},
 		{"order_by direction", "/collections/trawl/points/scroll", `{"order_by": {"key": "n", "direction": "up"}}`,

@@ -240,7 +240,7 @@ func TestQdrantBadInput(t *testing.T) {
 		{"batch names the search", http.MethodPost, "/collections/trawl/points/search/batch", `{"searches": [{"vector": ` + v8 + `, "limit": 1}, {"vector": [1], "limit": 1}]}`, 400,
 			"Bad request: searches[1]: vector has 1 dimensions, want 8"},
 		{"query fusion", http.MethodPost, "/collections/trawl/points/query", `{"query": {"fusion": "rrf"}}`, 400,
-			`Bad request: query fusion is not supported: trawl serves nearest-vector queries (a vector, a point id, or {"nearest": ...})`},
+			`Bad request: query fusion is not supported: trawl serves nearest-vector queries (a vector, a point id, {"nearest": ...} or {"recommend": ...})`},
 		{"query prefetch", http.MethodPost, "/collections/trawl/points/query", `{"prefetch": [{"query": ` + v8 + `}], "query": ` + v8 + `}`, 400,
 			"Bad request: prefetch is not supported: trawl serves single-stage nearest-vector queries"},
 		{"query using", http.MethodPost, "/collections/trawl/points/query", `{"query": ` + v8 + `, "using": "text"}`, 400,

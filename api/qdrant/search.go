@@ -34,6 +34,15 @@ func (h *Handler) searchBatch(w http.ResponseWriter, r *http.Request) {
 	h.runSearch(w, r, fanout.PathSearchBatch, decodeSearchBatch, func(lists [][]scoredPoint) any { return lists })
 }
 
+// recommendPoints is the legacy points/recommend: a recommendation
+// answered as search answers, a list of ScoredPoint.
+func (h *Handler) recommendPoints(w http.ResponseWriter, r *http.Request) {
+	h.runSearch(w, r, fanout.PathSearch, func(b []byte, sch coordinator.Schema) ([]query, error) {
+		q, err := decodeRecommend(b, sch)
+		return []query{q}, err
+	}, func(lists [][]scoredPoint) any { return lists[0] })
+}
+
 func (h *Handler) queryPoints(w http.ResponseWriter, r *http.Request) {
 	h.runSearch(w, r, fanout.PathSearch, func(b []byte, sch coordinator.Schema) ([]query, error) {
 		q, err := decodeQuery(b, sch)

@@ -82,7 +82,7 @@ func TestBadInput(t *testing.T) {
 		{"fusion", func() error {
 			_, err := cl.p.Query(call(t), &pb.QueryPoints{CollectionName: "trawl", Query: &pb.Query{Variant: &pb.Query_Fusion{Fusion: pb.Fusion_RRF}}})
 			return err
-		}, codes.InvalidArgument, "Bad request: query fusion is not supported: trawl serves nearest-vector queries (a vector or a point id)"},
+		}, codes.InvalidArgument, "Bad request: query fusion is not supported: trawl serves nearest-vector queries (a vector or a point id) and recommend"},
 		{"sparse", func() error {
 			_, err := cl.p.Upsert(call(t), &pb.UpsertPoints{CollectionName: "trawl", Points: []*pb.PointStruct{{Id: num(1),
 				Vectors: &pb.Vectors{VectorsOptions: &pb.Vectors_Vector{Vector: &pb.Vector{Vector: &pb.Vector_Sparse{Sparse: &pb.SparseVector{}}}}}}}})
@@ -178,9 +178,28 @@ func TestBadInput(t *testing.T) {
 			return err
 		}, codes.InvalidArgument, `Bad request: field_schema uuid is not supported: a uuid index matches UUIDs written differently (case, braces) as equal, trawl matches strings exactly; declare "keyword"`},
 		{"unserved RPC", func() error {
-			_, err := cl.p.Recommend(call(t), &pb.RecommendPoints{CollectionName: "trawl"})
+			_, err := cl.p.Discover(call(t), &pb.DiscoverPoints{CollectionName: "trawl"})
 			return err
-		}, codes.Unimplemented, "/qdrant.Points/Recommend is not served: trawl serves the subset of Qdrant's API applications use (docs/qdrant.md)"},
+		}, codes.Unimplemented, "/qdrant.Points/Discover is not served: trawl serves the subset of Qdrant's API applications use (docs/qdrant.md)"},
+		{"recommend best_score", func() error {
+			_, err := cl.p.Recommend(call(t), &pb.RecommendPoints{CollectionName: "trawl", Positive: []*pb.PointId{num(1)}, Limit: 3,
+				Strategy: pb.RecommendStrategy_BestScore.Enum()})
+			return err
+		}, codes.InvalidArgument, "Bad request: strategy best_score is not supported: trawl recommends with average_vector (one search with 2·avg(positive) − avg(negative))"},
+		{"recommend no positive", func() error {
+			_, err := cl.p.Recommend(call(t), &pb.RecommendPoints{CollectionName: "trawl", Negative: []*pb.PointId{num(1)}, Limit: 3})
+			return err
+		}, codes.InvalidArgument, "Bad request: positive is empty: the average_vector strategy needs at least one positive example"},
+		{"query recommend bad vector", func() error {
+			_, err := cl.p.Query(call(t), &pb.QueryPoints{CollectionName: "trawl", Query: &pb.Query{Variant: &pb.Query_Recommend{Recommend: &pb.RecommendInput{
+				Positive: []*pb.VectorInput{{Variant: &pb.VectorInput_Dense{Dense: &pb.DenseVector{Data: []float32{1, 2}}}}}}}}})
+			return err
+		}, codes.InvalidArgument, "Bad request: query.recommend.positive[0]: vector has 2 dimensions, want 8"},
+		{"query recommend sum_scores", func() error {
+			_, err := cl.p.Query(call(t), &pb.QueryPoints{CollectionName: "trawl", Query: &pb.Query{Variant: &pb.Query_Recommend{Recommend: &pb.RecommendInput{
+				Positive: []*pb.VectorInput{{Variant: &pb.VectorInput_Id{Id: num(1)}}}, Strategy: pb.RecommendStrategy_SumScores.Enum()}}}})
+			return err
+		}, codes.InvalidArgument, "Bad request: query.recommend.strategy sum_scores is not supported: trawl recommends with average_vector (one search with 2·avg(positive) − avg(negative))"},
 		{"bad allow-partial", func() error {
 			_, err := cl.p.Count(call(t, "x-trawl-allow-partial", "maybe"), &pb.CountPoints{CollectionName: "trawl"})
 			return err

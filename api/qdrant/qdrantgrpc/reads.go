@@ -2,6 +2,7 @@ package qdrantgrpc
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/trawl-search/trawl/api/apikey"
 	"github.com/trawl-search/trawl/api/internal/wire"
@@ -108,4 +109,126 @@ func orderValue(pt coordinator.Point) *pb.OrderValue {
 		return &pb.OrderValue{Variant: &pb.OrderValue_Int{Int: int64(pt.OrderValue)}}
 	}
 	return &pb.OrderValue{Variant: &pb.OrderValue_Float{Float: pt.OrderValue}}
+}
+
+// Recommend is the legacy recommendation: examples as ids and vectors,
+// answered as Search answers.
+func (p *pointsService) Recommend(ctx context.Context, r *pb.RecommendPoints) (*pb.RecommendResponse, error) {
+	lists, err := p.search(ctx, r.GetCollectionName(), r.Timeout, fanout.PathSearch, func(sch coordinator.Schema) ([]query, error) {
+		q, err := decodeRecommend(r, sch)
+		return []query{q}, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &pb.RecommendResponse{Result: lists[0], Time: elapsed(ctx)}, nil
+}
+
+func decodeRecommend(r *pb.RecommendPoints, sch coordinator.Schema) (query, error) {
+	switch {
+	case r.ShardKeySelector != nil:
+		return query{}, wire.Invalid(qdrantx.ErrShardKey)
+	case r.LookupFrom != nil:
+		return query{}, wire.Invalid(qdrantx.ErrLookupFrom)
+	case r.Using != nil && *r.Using != "":
+		return query{}, invalidf("using: %s (got %q)", qdrantx.ErrNamedVectors, *r.Using)
+	}
+	if err := checkStrategy(r.Strategy, "strategy"); err != nil {
+		return query{}, err
+	}
+	out, err := decodeCommon(r.GetLimit(), r.GetOffset(), r.Filter, r.WithPayload, r.WithVectors, r.Params, r.ScoreThreshold)
+	if err != nil {
+		return query{}, err
+	}
+	rec := &coordinator.Recommend{}
+	for _, side := range []struct {
+		ids   []*pb.PointId
+		vecs  []*pb.Vector
+		where string
+		to    *[]coordinator.Example
+	}{{r.Positive, r.PositiveVectors, "positive", &rec.Positive}, {r.Negative, r.NegativeVectors, "negative", &rec.Negative}} {
+		for i, id := range side.ids {
+			s, err := decodeID(id, fmt.Sprintf("%s[%d]", side.where, i))
+			if err != nil {
+				return query{}, err
+			}
+			*side.to = append(*side.to, coordinator.Example{ID: s})
+		}
+		for i, v := range side.vecs {
+			x, err := decodeVector(v, fmt.Sprintf("%s_vectors[%d]", side.where, i), sch)
+			if err != nil {
+				return query{}, err
+			}
+			*side.to = append(*side.to, coordinator.Example{Vector: x})
+		}
+	}
+	if out.q.Recommend, err = checkExamples(rec, "positive"); err != nil {
+		return query{}, err
+	}
+	return out, nil
+}
+
+// decodeRecommendInput reads Query's recommend variant.
+func decodeRecommendInput(in *pb.RecommendInput, sch coordinator.Schema) (*coordinator.Recommend, error) {
+	if err := checkStrategy(in.Strategy, "query.recommend.strategy"); err != nil {
+		return nil, err
+	}
+	rec := &coordinator.Recommend{}
+	for _, side := range []struct {
+		ins   []*pb.VectorInput
+		where string
+		to    *[]coordinator.Example
+	}{{in.GetPositive(), "query.recommend.positive", &rec.Positive}, {in.GetNegative(), "query.recommend.negative", &rec.Negative}} {
+		for i, vi := range side.ins {
+			at := fmt.Sprintf("%s[%d]", side.where, i)
+			var ex coordinator.Example
+			var err error
+			switch x := vi.GetVariant().(type) {
+			case *pb.VectorInput_Dense:
+				ex.Vector, err = checkVector(x.Dense.GetData(), at, sch)
+			case *pb.VectorInput_Id:
+				ex.ID, err = decodeID(x.Id, at)
+			case *pb.VectorInput_Sparse:
+				err = wire.Invalid(at + ": " + qdrantx.ErrSparse)
+			case *pb.VectorInput_MultiDense:
+				err = wire.Invalid(at + ": " + qdrantx.ErrMulti)
+			case nil:
+				err = wire.Invalid(at + " is empty: give a dense vector or a point id")
+			default:
+				err = wire.Invalid(at + ": " + errInference)
+			}
+			if err != nil {
+				return nil, err
+			}
+			*side.to = append(*side.to, ex)
+		}
+	}
+	return checkExamples(rec, "query.recommend.positive")
+}
+
+func checkStrategy(s *pb.RecommendStrategy, member string) error {
+	if s == nil {
+		return nil
+	}
+	switch *s {
+	case pb.RecommendStrategy_AverageVector:
+		return nil
+	case pb.RecommendStrategy_BestScore:
+		return qdrantx.CheckRecommendStrategy(member, "best_score")
+	case pb.RecommendStrategy_SumScores:
+		return qdrantx.CheckRecommendStrategy(member, "sum_scores")
+	}
+	return qdrantx.CheckRecommendStrategy(member, s.String())
+}
+
+// checkExamples refuses a recommendation without a positive example or
+// with too many.
+func checkExamples(rec *coordinator.Recommend, positive string) (*coordinator.Recommend, error) {
+	if len(rec.Positive) == 0 {
+		return nil, wire.Invalid(positive + " is empty: the average_vector strategy needs at least one positive example")
+	}
+	if n := len(rec.Positive) + len(rec.Negative); n > coordinator.MaxExamples {
+		return nil, invalidf("recommend has %d examples, want at most %d", n, coordinator.MaxExamples)
+	}
+	return rec, nil
 }

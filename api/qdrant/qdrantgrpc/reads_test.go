@@ -2,6 +2,7 @@ package qdrantgrpc_test
 
 import (
 	"cmp"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -162,5 +163,97 @@ func TestReads(t *testing.T) {
 		require.NoError(t, err)
 		require.Len(t, res.GetResult(), 1)
 		require.IsType(t, &pb.OrderValue_Int{}, res.GetResult()[0].GetOrderValue().GetVariant())
+	})
+
+	t.Run("recommend", func(t *testing.T) {
+		// The collection is cosine: stored vectors are unit length, and a
+		// score is the cosine with 2·avg(positive) − avg(negative).
+		unitLen := func(v []float32) []float64 {
+			n := 0.0
+			for _, x := range v {
+				n += float64(x) * float64(x)
+			}
+			out := make([]float64, len(v))
+			for i, x := range v {
+				out[i] = float64(x) / math.Sqrt(n)
+			}
+			return out
+		}
+		byID := map[uint64]readsPoint{}
+		for _, p := range pts {
+			byID[p.id] = p
+		}
+		extra := []float32{1, 0, -1, 0.5, 0, 0, 2, -0.25}
+		brute := func(pos, neg []uint64, withExtra bool, k int) []uint64 {
+			q := make([]float64, apitest.Dim)
+			add := func(ids []uint64, extra []float32, sign float64) {
+				n := float64(len(ids))
+				if extra != nil {
+					n++
+				}
+				for _, id := range ids {
+					for j, x := range unitLen(byID[id].vector) {
+						q[j] += sign * x / n
+					}
+				}
+				for j, x := range extra {
+					q[j] += sign * float64(x) / n
+				}
+			}
+			var ex []float32
+			if withExtra {
+				ex = extra
+			}
+			add(pos, ex, 2)
+			if len(neg) > 0 {
+				add(neg, nil, -1)
+			} else {
+				for j := range q {
+					q[j] /= 2
+				}
+			}
+			type scored struct {
+				id uint64
+				s  float64
+			}
+			var all []scored
+			for _, p := range pts {
+				if slices.Contains(pos, p.id) || slices.Contains(neg, p.id) {
+					continue
+				}
+				s := 0.0
+				for j, x := range unitLen(p.vector) {
+					s += x * q[j]
+				}
+				all = append(all, scored{p.id, s})
+			}
+			slices.SortFunc(all, func(a, b scored) int { return cmp.Compare(b.s, a.s) })
+			var ids []uint64
+			for _, a := range all[:k] {
+				ids = append(ids, a.id)
+			}
+			return ids
+		}
+		ids := func(sps []*pb.ScoredPoint) []uint64 {
+			var out []uint64
+			for _, sp := range sps {
+				out = append(out, sp.GetId().GetNum())
+			}
+			return out
+		}
+		var tr metadata.MD
+		q, err := cl.p.Query(call(t), &pb.QueryPoints{CollectionName: "trawl", Filter: suite, Limit: new(uint64(15)),
+			Query: &pb.Query{Variant: &pb.Query_Recommend{Recommend: &pb.RecommendInput{
+				Positive: []*pb.VectorInput{{Variant: &pb.VectorInput_Id{Id: num(1003)}}, {Variant: &pb.VectorInput_Dense{Dense: &pb.DenseVector{Data: extra}}}},
+				Negative: []*pb.VectorInput{{Variant: &pb.VectorInput_Id{Id: num(1050)}}},
+				Strategy: pb.RecommendStrategy_AverageVector.Enum()}}}}, grpc.Trailer(&tr))
+		require.NoError(t, err)
+		require.Equal(t, brute([]uint64{1003}, []uint64{1050}, true, 15), ids(q.GetResult()))
+		require.Equal(t, []string{"false"}, tr.Get(qdrantgrpc.DegradedKey))
+
+		rec, err := cl.p.Recommend(call(t), &pb.RecommendPoints{CollectionName: "trawl", Filter: suite, Limit: 9,
+			Positive: []*pb.PointId{num(1010), num(1011)}})
+		require.NoError(t, err)
+		require.Equal(t, brute([]uint64{1010, 1011}, nil, false, 9), ids(rec.GetResult()))
 	})
 }

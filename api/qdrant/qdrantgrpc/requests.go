@@ -100,10 +100,15 @@ func decodeQuery(r *pb.QueryPoints, sch coordinator.Schema) (query, error) {
 	switch x := r.GetQuery().GetVariant().(type) {
 	case *pb.Query_Nearest:
 		in = x.Nearest
+	case *pb.Query_Recommend:
+		if out.q.Recommend, err = decodeRecommendInput(x.Recommend, sch); err != nil {
+			return query{}, err
+		}
+		return out, nil
 	case nil:
 		return query{}, wire.Invalid("query is missing: trawl serves nearest-vector queries (a vector or a point id); list points with Scroll")
 	default:
-		return query{}, invalidf("query %s is not supported: trawl serves nearest-vector queries (a vector or a point id)", queryKind(x))
+		return query{}, invalidf("query %s is not supported: trawl serves nearest-vector queries (a vector or a point id) and recommend", queryKind(x))
 	}
 	switch x := in.GetVariant().(type) {
 	case *pb.VectorInput_Dense:

@@ -17,3 +17,16 @@ func CheckKey(member, key string) error {
 	}
 	return nil
 }
+
+// CheckRecommendStrategy accepts Qdrant's average_vector strategy and
+// refuses the others by name: best_score and sum_scores score each point
+// against every example, which trawl's scans do not do.
+func CheckRecommendStrategy(member, strategy string) error {
+	switch strategy {
+	case "average_vector":
+		return nil
+	case "best_score", "sum_scores":
+		return wire.Invalid(fmt.Sprintf("%s %s is not supported: trawl recommends with average_vector (one search with 2·avg(positive) − avg(negative))", member, strategy))
+	}
+	return wire.Invalid(fmt.Sprintf("%s is %q, want average_vector (best_score and sum_scores are not supported)", member, strategy))
+}
