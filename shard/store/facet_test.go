@@ -1,0 +1,149 @@
+package store
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/trawl-search/trawl/filter"
+	"github.com/trawl-search/trawl/idorder"
+)
+
+// readsStore is a store of n documents whose payloads mix what facets and
+// ordered pages meet: a keyword, an array with repeats, an integer, a
+// float, a nested key, a null, a missing key.
+func readsStore(t *testing.T, n int) *Memory {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(3, 4))
+	m := NewMemory(2)
+	var recs []Record
+	for i := range n {
+		var pl string
+		switch i % 5 {
+		case 0:
+			pl = fmt.Sprintf(`{"k": "v%d", "x": %d, "m": {"k": true}}`, rng.IntN(4), rng.IntN(9))
+		case 1:
+			pl = fmt.Sprintf(`{"k": ["v%d", "v%d", "v1", 7], "x": [%d, %d.5]}`, rng.IntN(4), rng.IntN(4), rng.IntN(9), rng.IntN(9))
+		case 2:
+			pl = fmt.Sprintf(`{"k": null, "x": %d.25}`, rng.IntN(9))
+		case 3:
+			pl = `{"x": "nine"}`
+		default:
+		}
+		recs = append(recs, Record{ID: fmt.Sprint(i), Vector: []float32{1, float32(i)}, Payload: []byte(pl)})
+	}
+	require.NoError(t, m.Upsert(context.Background(), place, recs))
+	return m
+}
+
+// TestFacetCountsEachValueOncePerDocument: Facet's counts equal a
+// brute force over the decoded payloads, with and without a filter and
+// a slot filter.
+func TestFacetCountsEachValueOncePerDocument(t *testing.T) {
+	m := readsStore(t, 400)
+	f, err := filter.Parse([]byte(`{"must": {"key": "x", "range": {"gte": 3}}}`))
+	require.NoError(t, err)
+	even := func(id string) bool { return len(id)%2 == 0 }
+	for _, tc := range []struct {
+		key  []string
+		f    *filter.Filter
+		keep func(string) bool
+	}{{[]string{"k"}, nil, nil}, {[]string{"k"}, f, nil}, {[]string{"k"}, nil, even}, {[]string{"m", "k"}, nil, nil}, {[]string{"x"}, f, even}} {
+		want := map[any]int{}
+		for r, id := range m.ids {
+			doc := decodePayload(m.payloads[r])
+			if !tc.f.Empty() && !tc.f.Match(doc) || tc.keep != nil && !tc.keep(id) {
+				continue
+			}
+			v, ok := filter.Lookup(doc, tc.key)
+			if !ok {
+				continue
+			}
+			vs, isArr := v.([]any)
+			if !isArr {
+				vs = []any{v}
+			}
+			seen := map[any]bool{}
+			for _, x := range vs {
+				switch x.(type) {
+				case string, int64, bool:
+					if !seen[x] {
+						seen[x] = true
+						want[x]++
+					}
+				}
+			}
+		}
+		got := m.Facet(FacetRequest{Filter: tc.f, Path: tc.key, Keep: tc.keep})
+		require.Equal(t, want, got.Counts, "%v", tc.key)
+		require.Equal(t, 400, got.Docs)
+	}
+}
+
+// TestOrderedPageIsTheSortedPrefix: an ordered page is the first Limit
+// (value, id) pairs of a brute-force sort, in both directions, from any
+// start, each document once per number it holds.
+func TestOrderedPageIsTheSortedPrefix(t *testing.T) {
+	m := readsStore(t, 300)
+	type pair struct {
+		v  float64
+		id string
+	}
+	var all []pair
+	for r, id := range m.ids {
+		v, ok := filter.Lookup(decodePayload(m.payloads[r]), []string{"x"})
+		if !ok {
+			continue
+		}
+		vs, isArr := v.([]any)
+		if !isArr {
+			vs = []any{v}
+		}
+		for _, x := range vs {
+			switch x := x.(type) {
+			case int64:
+				all = append(all, pair{float64(x), id})
+			case float64:
+				all = append(all, pair{x, id})
+			}
+		}
+	}
+	for _, desc := range []bool{false, true} {
+		for _, tc := range []struct {
+			from    float64
+			hasFrom bool
+			limit   int
+		}{{0, false, 1}, {0, false, 50}, {4, true, 30}, {4.25, true, 1000}, {100, true, 5}} {
+			want := slices.Clone(all)
+			want = slices.DeleteFunc(want, func(p pair) bool {
+				return tc.hasFrom && (!desc && p.v < tc.from || desc && p.v > tc.from)
+			})
+			slices.SortFunc(want, func(a, b pair) int {
+				c := cmp.Or(cmp.Compare(a.v, b.v), idorder.Compare(a.id, b.id))
+				if desc {
+					return -c
+				}
+				return c
+			})
+			want = want[:min(tc.limit, len(want))]
+			page, err := m.OrderedPage(OrderedPageRequest{Path: []string{"x"}, Descending: desc, From: tc.from, HasFrom: tc.hasFrom,
+				Limit: tc.limit, Payload: &PayloadKeys{}})
+			require.NoError(t, err)
+			got := make([]pair, len(page.Records))
+			for i, r := range page.Records {
+				got[i] = pair{r.Value, r.ID}
+				if r.Integer {
+					require.Equal(t, math.Trunc(r.Value), r.Value, "an integer value")
+				}
+				require.NotEmpty(t, r.Payload)
+			}
+			require.Equal(t, want, got, "desc %v from %v/%v limit %d", desc, tc.from, tc.hasFrom, tc.limit)
+		}
+	}
+}
