@@ -101,6 +101,8 @@ func (h *Handler) Mount(r chi.Router) {
 				r.Post("/points/search/batch", h.searchBatch)
 				r.Post("/points/query", h.queryPoints)
 				r.Post("/points/recommend", h.recommendPoints)
+				r.Post("/points/search/groups", h.searchGroups)
+				r.Post("/points/query/groups", h.queryGroups)
 				r.Post("/points/query/batch", h.queryBatch)
 				r.Post("/points/scroll", h.scroll)
 				r.Post("/points/count", h.count)

@@ -3,6 +3,7 @@ package qdrant_test
 import (
 	"cmp"
 	"encoding/json"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"net/http"
@@ -478,6 +479,17 @@ func TestQdrantReadsBadInput(t *testing.T) {
 		{"recommend no limit", "/collections/trawl/points/recommend", `{"positive": [1]}`, `missing "limit"`},
 		{"recommend too many", "/collections/trawl/points/query", `{"query": {"recommend": {"positive": [1, 2, 3]}}, "limit": 999}`,
 			"query 0: limit + offset (999) and the 3 example ids left out of the answer come to more than 1000"},
+		{"groups no group_by", "/collections/trawl/points/search/groups", `{"vector": ` + unit(0) + `, "group_size": 1, "limit": 1}`, `missing "group_by"`},
+		{"groups bad group_by", "/collections/trawl/points/query/groups", `{"query": 1, "group_by": "a..b"}`, `group_by "a..b" is not a payload key: a key is a dotted path like meta.draft`},
+		{"search groups no group_size", "/collections/trawl/points/search/groups", `{"vector": ` + unit(0) + `, "group_by": "a", "limit": 1}`, `missing "group_size"`},
+		{"groups size", "/collections/trawl/points/query/groups", `{"query": 1, "group_by": "a", "group_size": 0}`, "group_size is 0, want 1..100"},
+		{"groups limit", "/collections/trawl/points/query/groups", `{"query": 1, "group_by": "a", "limit": 101}`, "limit is 101, want 1..100"},
+		{"groups offset", "/collections/trawl/points/query/groups", `{"query": 1, "group_by": "a", "offset": 2}`, `bad JSON: json: unknown field "offset"`},
+		{"groups lookup", "/collections/trawl/points/query/groups", `{"query": 1, "group_by": "a", "with_lookup": "other"}`,
+			"with_lookup is not supported: trawl groups points of one collection"},
+		{"groups bad query", "/collections/trawl/points/query/groups", `{"query": [1, 2], "group_by": "a"}`, "query: vector has 2 dimensions, want 8"},
+		{"groups unknown member", "/collections/trawl/points/search/groups", `{"vector": ` + unit(0) + `, "group_by": "a", "group_size": 1, "limit": 1, "top": 1}`,
+			`bad JSON: json: unknown field "top"`},
 		{"order_by offset", "/collections/trawl/points/scroll", `{"order_by": "n", "offset": 3}`,
 			"offset cannot be used with order_by: page on with order_by.start_from"},
 		{"order_by direction", "/collections/trawl/points/scroll", `{"order_by": {"key": "n", "direction": "up"}}`,
@@ -498,5 +510,108 @@ func TestQdrantReadsBadInput(t *testing.T) {
 			require.Equal(t, rpcs, e.ShardRPCs(), "a shard RPC was made for bad input")
 			require.Equal(t, store, e.StoreState())
 		})
+	}
+}
+
+// TestQdrantGroups: search/groups and query/groups equal a brute force:
+// groups ranked by their best hit, each with its group_size best hits, a
+// point in one group per distinct string or integer it holds.
+func TestQdrantGroups(t *testing.T) {
+	e := apitest.New(t, apitest.Config{})
+	pts := rdCorpus(300)
+	res := e.Do(http.MethodPut, "/collections/grp", `{"vectors": {"size": 8, "distance": "Dot"}}`, nil)
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	res = e.Do(http.MethodPut, "/collections/grp/points?wait=true", rdUpsert(t, pts), nil)
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	score := func(p rdPoint, q []float32) float64 {
+		s := 0.0
+		for j := range q {
+			s += float64(p.vector[j]) * float64(q[j])
+		}
+		return s
+	}
+	values := func(p rdPoint, key string) []any {
+		v, ok := lookup(p.payload, key)
+		if !ok {
+			return nil
+		}
+		vs, isArr := v.([]any)
+		if !isArr {
+			vs = []any{v}
+		}
+		var out []any
+		for _, x := range vs {
+			switch x.(type) {
+			case string, int64:
+				if !slices.Contains(out, x) {
+					out = append(out, x)
+				}
+			}
+		}
+		return out
+	}
+	type group struct {
+		ID   any     `json:"id"`
+		Hits []lcHit `json:"hits"`
+	}
+	brute := func(q []float32, key string, size, limit int, keep func(rdPoint) bool) []group {
+		var ranked []rdPoint
+		for _, p := range pts {
+			if keep == nil || keep(p) {
+				ranked = append(ranked, p)
+			}
+		}
+		slices.SortFunc(ranked, func(a, b rdPoint) int { return cmp.Compare(score(b, q), score(a, q)) })
+		var out []group
+		for _, p := range ranked {
+			for _, v := range values(p, key) {
+				if len(out) < limit && !slices.ContainsFunc(out, func(g group) bool { return g.ID == v }) {
+					out = append(out, group{ID: v})
+				}
+			}
+		}
+		for i := range out {
+			for _, p := range ranked {
+				if len(out[i].Hits) < size && slices.Contains(values(p, key), out[i].ID) {
+					out[i].Hits = append(out[i].Hits, lcHit{ID: p.id, Score: score(p, q)})
+				}
+			}
+		}
+		return out
+	}
+	q := []float32{0.3, -1, 0.2, 0.9, 0, -0.4, 1.2, 0.1}
+	for _, tc := range []struct {
+		path, body  string
+		key         string
+		size, limit int
+		keep        func(rdPoint) bool
+	}{
+		{"points/search/groups", `{"vector": ` + string(mustJSON(t, q)) + `, "group_by": "city", "group_size": 2, "limit": 4}`, "city", 2, 4, nil},
+		{"points/query/groups", `{"query": ` + string(mustJSON(t, q)) + `, "group_by": "city"}`, "city", 3, 10, nil},
+		{"points/query/groups", `{"query": ` + string(mustJSON(t, q)) + `, "group_by": "meta.kind", "group_size": 5, "filter": {"must": [{"key": "flag", "match": {"value": true}}]}}`,
+			"meta.kind", 5, 10, func(p rdPoint) bool { return p.payload["flag"] == true }},
+		{"points/search/groups", `{"vector": ` + string(mustJSON(t, q)) + `, "group_by": "n", "group_size": 4, "limit": 20, "with_payload": true}`, "n", 4, 20, nil},
+		// By a stored point's id: its vector, the point left out.
+		{"points/query/groups", `{"query": 5, "group_by": "city", "group_size": 2, "limit": 3}`, "city", 2, 3, func(p rdPoint) bool { return p.id != 5 }},
+	} {
+		res := e.Do(http.MethodPost, "/collections/grp/"+tc.path+"?deadline_ms=2000", tc.body, map[string]string{"Content-Type": "application/json"})
+		require.Equal(t, http.StatusOK, res.Status, "%s: %s", tc.body, res.Body)
+		require.Equal(t, "false", res.Header.Get("X-Trawl-Degraded"))
+		var a struct {
+			Result struct {
+				Groups []group `json:"groups"`
+			} `json:"result"`
+		}
+		require.NoError(t, json.Unmarshal(res.Body, &a))
+		qv := q
+		if strings.Contains(tc.body, `"query": 5`) {
+			qv = pts[4].vector
+		}
+		want := brute(qv, tc.key, tc.size, tc.limit, tc.keep)
+		require.Len(t, a.Result.Groups, len(want), "%s", res.Body)
+		for i := range want {
+			require.Equal(t, string(mustJSON(t, want[i].ID)), string(mustJSON(t, a.Result.Groups[i].ID)), "group %d", i)
+			requireHits(t, want[i].Hits, a.Result.Groups[i].Hits, fmt.Sprintf("group %v", want[i].ID))
+		}
 	}
 }

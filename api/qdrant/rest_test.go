@@ -310,6 +310,7 @@ func TestQdrantDegraded(t *testing.T) {
 		{"query", "/collections/trawl/points/query", `{"query": ` + unit(0) + `}`},
 		{"facet", "/collections/trawl/facet", `{"key": "color"}`},
 		{"scroll order_by", "/collections/trawl/points/scroll", `{"order_by": "n", "limit": 5}`},
+		{"query groups", "/collections/trawl/points/query/groups", `{"query": ` + unit(0) + `, "group_by": "color"}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := e.Do(http.MethodPost, tc.path+"?deadline_ms=500", tc.body, nil)

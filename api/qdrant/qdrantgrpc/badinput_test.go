@@ -195,6 +195,19 @@ func TestBadInput(t *testing.T) {
 				Positive: []*pb.VectorInput{{Variant: &pb.VectorInput_Dense{Dense: &pb.DenseVector{Data: []float32{1, 2}}}}}}}}})
 			return err
 		}, codes.InvalidArgument, "Bad request: query.recommend.positive[0]: vector has 2 dimensions, want 8"},
+		{"search groups size", func() error {
+			_, err := cl.p.SearchGroups(call(t), &pb.SearchPointGroups{CollectionName: "trawl", Vector: unit(0), GroupBy: "color", Limit: 3})
+			return err
+		}, codes.InvalidArgument, "Bad request: group_size is 0, want 1..100"},
+		{"query groups lookup", func() error {
+			_, err := cl.p.QueryGroups(call(t), &pb.QueryPointGroups{CollectionName: "trawl", Query: nearest(unit(0)), GroupBy: "color",
+				WithLookup: &pb.WithLookup{Collection: "other"}})
+			return err
+		}, codes.InvalidArgument, "Bad request: with_lookup is not supported: trawl groups points of one collection"},
+		{"query groups no group_by", func() error {
+			_, err := cl.p.QueryGroups(call(t), &pb.QueryPointGroups{CollectionName: "trawl", Query: nearest(unit(0))})
+			return err
+		}, codes.InvalidArgument, "Bad request: group_by is empty: want a payload key"},
 		{"query recommend sum_scores", func() error {
 			_, err := cl.p.Query(call(t), &pb.QueryPoints{CollectionName: "trawl", Query: &pb.Query{Variant: &pb.Query_Recommend{Recommend: &pb.RecommendInput{
 				Positive: []*pb.VectorInput{{Variant: &pb.VectorInput_Id{Id: num(1)}}}, Strategy: pb.RecommendStrategy_SumScores.Enum()}}}})

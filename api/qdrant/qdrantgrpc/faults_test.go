@@ -104,6 +104,14 @@ func TestDegraded(t *testing.T) {
 	require.Equal(t, []string{"true"}, tr.Get(qdrantgrpc.DegradedKey))
 	require.Equal(t, d0+2, counter(t, e, "trawl_scatter_degraded_total", searches), "a refused degraded answer counts too")
 
+	// A grouped search is a search fan-out to find the groups, then a
+	// batch for their hits: each degraded fan-out counts once.
+	tr = nil
+	_, err = cl.p.QueryGroups(call(t), &pb.QueryPointGroups{CollectionName: "trawl", Query: nearest(unit(0)), GroupBy: "color"}, grpc.Trailer(&tr))
+	require.NoError(t, err)
+	require.Equal(t, []string{"true"}, tr.Get(qdrantgrpc.DegradedKey))
+	require.Greater(t, counter(t, e, "trawl_scatter_degraded_total", searches), d0+2)
+
 	info, err := cl.c.Get(call(t), &pb.GetCollectionInfoRequest{CollectionName: "trawl"})
 	require.NoError(t, err)
 	require.Equal(t, pb.CollectionStatus_Yellow, info.GetResult().GetStatus())

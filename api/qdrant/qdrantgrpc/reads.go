@@ -3,6 +3,8 @@ package qdrantgrpc
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"time"
 
 	"github.com/trawl-search/trawl/api/apikey"
 	"github.com/trawl-search/trawl/api/internal/wire"
@@ -231,4 +233,136 @@ func checkExamples(rec *coordinator.Recommend, positive string) (*coordinator.Re
 		return nil, invalidf("recommend has %d examples, want at most %d", n, coordinator.MaxExamples)
 	}
 	return rec, nil
+}
+
+// SearchGroups is the legacy grouped search (REST's search/groups).
+func (p *pointsService) SearchGroups(ctx context.Context, r *pb.SearchPointGroups) (*pb.SearchGroupsResponse, error) {
+	groups, err := p.groups(ctx, r.GetCollectionName(), r.Timeout, func(sch coordinator.Schema) (groupRequest, error) {
+		if r.WithLookup != nil {
+			return groupRequest{}, wire.Invalid(errWithLookup)
+		}
+		q, err := decodeSearch(&pb.SearchPoints{Vector: r.Vector, Filter: r.Filter, Limit: 1, WithPayload: r.WithPayload, Params: r.Params,
+			ScoreThreshold: r.ScoreThreshold, VectorName: r.VectorName, WithVectors: r.WithVectors, ShardKeySelector: r.ShardKeySelector,
+			SparseIndices: r.SparseIndices}, sch)
+		if err != nil {
+			return groupRequest{}, err
+		}
+		return groupSearch(q, r.GetGroupBy(), uint64(r.GetGroupSize()), uint64(r.GetLimit()))
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &pb.SearchGroupsResponse{Result: &pb.GroupsResult{Groups: groups}, Time: elapsed(ctx)}, nil
+}
+
+// QueryGroups is a grouped query (REST's query/groups): group_size 3
+// and limit 10 by default.
+func (p *pointsService) QueryGroups(ctx context.Context, r *pb.QueryPointGroups) (*pb.QueryGroupsResponse, error) {
+	groups, err := p.groups(ctx, r.GetCollectionName(), r.Timeout, func(sch coordinator.Schema) (groupRequest, error) {
+		if r.WithLookup != nil {
+			return groupRequest{}, wire.Invalid(errWithLookup)
+		}
+		q, err := decodeQuery(&pb.QueryPoints{Prefetch: r.Prefetch, Query: r.Query, Using: r.Using, Filter: r.Filter, Params: r.Params,
+			ScoreThreshold: r.ScoreThreshold, WithPayload: r.WithPayload, WithVectors: r.WithVectors, LookupFrom: r.LookupFrom,
+			ShardKeySelector: r.ShardKeySelector}, sch)
+		if err != nil {
+			return groupRequest{}, err
+		}
+		size, limit := uint64(3), uint64(qdrantx.DefaultLimit)
+		if r.GroupSize != nil {
+			size = *r.GroupSize
+		}
+		if r.Limit != nil {
+			limit = *r.Limit
+		}
+		return groupSearch(q, r.GetGroupBy(), size, limit)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &pb.QueryGroupsResponse{Result: &pb.GroupsResult{Groups: groups}, Time: elapsed(ctx)}, nil
+}
+
+const errWithLookup = "with_lookup is not supported: trawl groups points of one collection"
+
+// groupRequest is a decoded grouped search.
+type groupRequest struct {
+	g       coordinator.GroupSearch
+	exclude []string
+}
+
+func groupSearch(q query, groupBy string, size, limit uint64) (groupRequest, error) {
+	if err := qdrantx.CheckKey("group_by", groupBy); err != nil {
+		return groupRequest{}, err
+	}
+	if size < 1 || size > coordinator.MaxGroupSize {
+		return groupRequest{}, invalidf("group_size is %d, want 1..%d", size, coordinator.MaxGroupSize)
+	}
+	if limit < 1 || limit > coordinator.MaxGroups {
+		return groupRequest{}, invalidf("limit is %d, want 1..%d", limit, coordinator.MaxGroups)
+	}
+	return groupRequest{g: coordinator.GroupSearch{Query: q.q, GroupBy: groupBy, GroupSize: int(size), Limit: int(limit)}, exclude: q.exclude}, nil
+}
+
+// groups runs a grouped search: the same coordinator.SearchGroups as
+// REST's groups routes, its verdict in the trailer.
+func (p *pointsService) groups(ctx context.Context, name string, timeout *uint64, decode func(coordinator.Schema) (groupRequest, error)) ([]*pb.PointGroup, error) {
+	arrived := time.Now()
+	coll, err := p.collection(ctx, name, apikey.Read)
+	if err != nil {
+		return nil, err
+	}
+	gr, err := decode(coll.Schema())
+	if err != nil {
+		return nil, err
+	}
+	b, err := p.s.resolveBudget(ctx, timeout)
+	if err != nil {
+		return nil, err
+	}
+	partial, err := allowPartial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	permit, err := p.s.admit(ctx, gr.g.Limit, b.Deadline)
+	if err != nil {
+		return nil, err
+	}
+	gr.g.Collection, gr.g.Budget, gr.g.AllowPartial = coll, b, partial
+	ans, err := p.s.cfg.Coordinator.SearchGroups(ctx, gr.g)
+	permit.Done(time.Since(arrived), wire.Late(ans.Summary))
+	if ans.Summary.ShardsTotal > 0 {
+		setVerdict(ctx, ans.Summary)
+	}
+	if err != nil {
+		if ans.Summary.ShardsTotal == 0 && coordinator.CodeOf(err) == coordinator.CodeNotFound {
+			return nil, &wire.Error{Status: http.StatusNotFound, Code: wire.CodeNotFound, Msg: err.Error()}
+		}
+		return nil, err
+	}
+	out := make([]*pb.PointGroup, len(ans.Groups))
+	for i, g := range ans.Groups {
+		pg := &pb.PointGroup{Id: &pb.GroupId{}, Hits: make([]*pb.ScoredPoint, len(g.Hits))}
+		switch v := g.Value.(type) {
+		case string:
+			pg.Id.Kind = &pb.GroupId_StringValue{StringValue: v}
+		case int64:
+			if v >= 0 {
+				pg.Id.Kind = &pb.GroupId_UnsignedValue{UnsignedValue: uint64(v)}
+			} else {
+				pg.Id.Kind = &pb.GroupId_IntegerValue{IntegerValue: v}
+			}
+		}
+		for j, h := range g.Hits {
+			sp := &pb.ScoredPoint{Id: encodeID(h.ID), Score: h.Score, Vectors: vectorsOutput(h.Vector)}
+			if h.Payload != nil {
+				if sp.Payload, err = projectedValues(h.Payload, gr.exclude); err != nil {
+					return nil, err
+				}
+			}
+			pg.Hits[j] = sp
+		}
+		out[i] = pg
+	}
+	return out, nil
 }

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -255,5 +256,79 @@ func TestReads(t *testing.T) {
 			Positive: []*pb.PointId{num(1010), num(1011)}})
 		require.NoError(t, err)
 		require.Equal(t, brute([]uint64{1010, 1011}, nil, false, 9), ids(rec.GetResult()))
+	})
+
+	t.Run("groups", func(t *testing.T) {
+		// The collection is cosine: the score is the cosine.
+		cosine := func(a, b []float32) float64 {
+			var ab, aa, bb float64
+			for j := range a {
+				ab += float64(a[j]) * float64(b[j])
+				aa += float64(a[j]) * float64(a[j])
+				bb += float64(b[j]) * float64(b[j])
+			}
+			return ab / math.Sqrt(aa*bb)
+		}
+		q := []float32{1, -0.5, 0.25, 0, 2, -1, 0.5, 0.75}
+		ranked := slices.Clone(pts)
+		slices.SortFunc(ranked, func(a, b readsPoint) int { return cmp.Compare(cosine(b.vector, q), cosine(a.vector, q)) })
+		type group struct {
+			id   string
+			hits []uint64
+		}
+		brute := func(values func(readsPoint) []string, size, limit int) []group {
+			var out []group
+			for _, p := range ranked {
+				for _, v := range values(p) {
+					if len(out) < limit && !slices.ContainsFunc(out, func(g group) bool { return g.id == v }) {
+						out = append(out, group{id: v})
+					}
+				}
+			}
+			for i := range out {
+				for _, p := range ranked {
+					if len(out[i].hits) < size && slices.Contains(values(p), out[i].id) {
+						out[i].hits = append(out[i].hits, p.id)
+					}
+				}
+			}
+			return out
+		}
+		got := func(gs []*pb.PointGroup) []group {
+			var out []group
+			for _, g := range gs {
+				id := g.GetId().GetStringValue()
+				if u, ok := g.GetId().GetKind().(*pb.GroupId_UnsignedValue); ok {
+					id = strconv.FormatUint(u.UnsignedValue, 10)
+				}
+				var hits []uint64
+				for _, h := range g.GetHits() {
+					hits = append(hits, h.GetId().GetNum())
+				}
+				out = append(out, group{id, hits})
+			}
+			return out
+		}
+		byTag := func(p readsPoint) []string {
+			var out []string
+			for _, tg := range p.tags {
+				if !slices.Contains(out, tg) {
+					out = append(out, tg)
+				}
+			}
+			return out
+		}
+		byRank := func(p readsPoint) []string { return []string{strconv.FormatInt(p.rank, 10)} }
+
+		var tr metadata.MD
+		sg, err := cl.p.SearchGroups(call(t), &pb.SearchPointGroups{CollectionName: "trawl", Vector: q, Filter: suite, GroupBy: "tags",
+			GroupSize: 4, Limit: 3}, grpc.Trailer(&tr))
+		require.NoError(t, err)
+		require.Equal(t, brute(byTag, 4, 3), got(sg.GetResult().GetGroups()))
+		require.Equal(t, []string{"false"}, tr.Get(qdrantgrpc.DegradedKey))
+
+		qg, err := cl.p.QueryGroups(call(t), &pb.QueryPointGroups{CollectionName: "trawl", Query: nearest(q), Filter: suite, GroupBy: "rank"})
+		require.NoError(t, err)
+		require.Equal(t, brute(byRank, 3, 10), got(qg.GetResult().GetGroups()))
 	})
 }
