@@ -51,7 +51,8 @@ func rdCorpus(n int) []rdPoint {
 		case 1:
 			p["n"] = float64(rng.IntN(10)) + 0.5
 		case 2:
-			p["n"] = []any{int64(rng.IntN(10)), int64(rng.IntN(10)), "x"}
+			x := int64(rng.IntN(10))
+			p["n"] = []any{x, int64(rng.IntN(10)), "x", x}
 		default:
 			p["n"] = int64(rng.IntN(10) - 3)
 		}
@@ -200,8 +201,9 @@ func bruteOrder(t *testing.T, pts []rdPoint, key string, desc bool, start *float
 			default:
 				continue
 			}
-			if start != nil && (!desc && f < *start || desc && f > *start) {
-				continue
+			if start != nil && (!desc && f < *start || desc && f > *start) ||
+				slices.ContainsFunc(es, func(e entry) bool { return e.id == p.id && e.value == f }) {
+				continue // a point is listed once per distinct value
 			}
 			es = append(es, entry{p.id, f, x})
 		}

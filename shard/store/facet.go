@@ -5,6 +5,9 @@ import (
 	"container/heap"
 	"math"
 	"slices"
+	"strings"
+
+	"github.com/RoaringBitmap/roaring/v2"
 
 	"github.com/trawl-search/trawl/filter"
 	"github.com/trawl-search/trawl/idorder"
@@ -36,13 +39,32 @@ type Facets struct {
 
 // Facet counts, under the read lock, how many matching documents hold
 // each value at req.Path. An array counts each distinct value it holds
-// once for its document, as Qdrant's facet index does.
+// once for its document, as Qdrant's facet index does. The counts come
+// from the payload index's postings when it holds the key whole (a
+// cardinality per value), else from the matching payloads.
 func (m *Memory) Facet(req FacetRequest) Facets {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	out := Facets{Counts: map[FacetValue]int{}, Docs: len(m.ids)}
+	out := Facets{Docs: len(m.ids)}
+	var within *roaring.Bitmap // nil: every row
+	if !req.Filter.Empty() {
+		within = m.payloadIndex.Select(req.Filter, len(m.ids),
+			func(row uint32) map[string]any { return decodePayload(m.payloads[row]) })
+	}
+	if req.Keep != nil {
+		var rows []uint32
+		if within != nil {
+			rows = within.ToArray()
+		}
+		within = roaring.BitmapOf(keepRows(m.ids, rows, req.Keep)...)
+	}
+	if counts, ok := m.payloadIndex.Counts(strings.Join(req.Path, "."), within); ok {
+		out.Counts = counts
+		return out
+	}
+	out.Counts = map[FacetValue]int{}
 	var seen []FacetValue // one document's distinct values, reused
-	m.eachMatching(req.Filter, req.Keep, func(row int) {
+	count := func(row int) {
 		v, ok := filter.Lookup(decodePayload(m.payloads[row]), req.Path)
 		if !ok {
 			return
@@ -61,7 +83,16 @@ func (m *Memory) Facet(req FacetRequest) Facets {
 				out.Counts[e]++
 			}
 		}
-	})
+	}
+	if within == nil {
+		for r := range m.ids {
+			count(r)
+		}
+		return out
+	}
+	for it := within.Iterator(); it.HasNext(); {
+		count(int(it.Next()))
+	}
 	return out
 }
 
@@ -136,8 +167,9 @@ type orderKey struct {
 
 // OrderedPage lists, under the read lock, the first Limit (value, id)
 // pairs of the matching documents in the order asked: a document appears
-// once for each number it holds at Path (an array of numbers: once per
-// element), as Qdrant's order_by lists it; one without a number there is
+// once for each distinct number it holds at Path (an array of numbers:
+// once per distinct element), as Qdrant's order_by lists it after its
+// merge drops repeated (value, id) pairs; one without a number there is
 // left out. Ties of value are broken by id, ascending or descending with
 // the direction (Qdrant's merge order).
 func (m *Memory) OrderedPage(req OrderedPageRequest) (OrderedPage, error) {
@@ -171,14 +203,17 @@ func (m *Memory) OrderedPage(req OrderedPageRequest) (OrderedPage, error) {
 			heap.Fix(h, 0)
 		}
 	}
+	var seen []float64 // one document's distinct values, reused
 	m.eachMatching(req.Filter, req.Keep, func(row int) {
 		v, ok := filter.Lookup(decodePayload(m.payloads[row]), req.Path)
 		if !ok {
 			return
 		}
 		if a, isArr := v.([]any); isArr {
+			seen = seen[:0]
 			for _, e := range a {
-				if x, isInt, ok := orderValue(e); ok {
+				if x, isInt, ok := orderValue(e); ok && !slices.Contains(seen, x) {
+					seen = append(seen, x)
 					consider(orderKey{x, row, isInt})
 				}
 			}

@@ -12,16 +12,18 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/trawl-search/trawl/filter"
+	"github.com/trawl-search/trawl/filter/index"
 	"github.com/trawl-search/trawl/idorder"
 )
 
 // readsStore is a store of n documents whose payloads mix what facets and
 // ordered pages meet: a keyword, an array with repeats, an integer, a
 // float, a nested key, a null, a missing key.
-func readsStore(t *testing.T, n int) *Memory {
+func readsStore(t *testing.T, n int, ix index.Config) *Memory {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(3, 4))
 	m := NewMemory(2)
+	m.payloadIndex = index.New(ix)
 	var recs []Record
 	for i := range n {
 		var pl string
@@ -29,7 +31,8 @@ func readsStore(t *testing.T, n int) *Memory {
 		case 0:
 			pl = fmt.Sprintf(`{"k": "v%d", "x": %d, "m": {"k": true}}`, rng.IntN(4), rng.IntN(9))
 		case 1:
-			pl = fmt.Sprintf(`{"k": ["v%d", "v%d", "v1", 7], "x": [%d, %d.5]}`, rng.IntN(4), rng.IntN(4), rng.IntN(9), rng.IntN(9))
+			x := rng.IntN(9)
+			pl = fmt.Sprintf(`{"k": ["v%d", "v%d", "v1", 7], "x": [%d, %d.5, %d, %d.0]}`, rng.IntN(4), rng.IntN(4), x, rng.IntN(9), x, x)
 		case 2:
 			pl = fmt.Sprintf(`{"k": null, "x": %d.25}`, rng.IntN(9))
 		case 3:
@@ -38,7 +41,18 @@ func readsStore(t *testing.T, n int) *Memory {
 		}
 		recs = append(recs, Record{ID: fmt.Sprint(i), Vector: []float32{1, float32(i)}, Payload: []byte(pl)})
 	}
-	require.NoError(t, m.Upsert(context.Background(), place, recs))
+	bg := context.Background()
+	require.NoError(t, m.Upsert(bg, place, recs))
+	// Replaced and deleted documents leave the counts and the listings.
+	var again []Record
+	for i := range 40 {
+		again = append(again, Record{ID: fmt.Sprint(i), Vector: []float32{2, float32(i)}, Payload: []byte(`{"k": ["v9", "v9"], "x": 100}`)})
+	}
+	require.NoError(t, m.Upsert(bg, place, again))
+	for i := 40; i < 60; i++ {
+		_, err := m.Delete(bg, place, fmt.Sprint(i))
+		require.NoError(t, err)
+	}
 	return m
 }
 
@@ -46,7 +60,13 @@ func readsStore(t *testing.T, n int) *Memory {
 // brute force over the decoded payloads, with and without a filter and
 // a slot filter.
 func TestFacetCountsEachValueOncePerDocument(t *testing.T) {
-	m := readsStore(t, 400)
+	t.Run("from the index", func(t *testing.T) { testFacet(t, readsStore(t, 400, index.Config{})) })
+	// Keys past the index's cap, and strings too long to index, are
+	// counted from the payloads.
+	t.Run("from the payloads", func(t *testing.T) { testFacet(t, readsStore(t, 400, index.Config{MaxKeys: 1, MaxStringBytes: 1})) })
+}
+
+func testFacet(t *testing.T, m *Memory) {
 	f, err := filter.Parse([]byte(`{"must": {"key": "x", "range": {"gte": 3}}}`))
 	require.NoError(t, err)
 	even := func(id string) bool { return len(id)%2 == 0 }
@@ -82,7 +102,7 @@ func TestFacetCountsEachValueOncePerDocument(t *testing.T) {
 		}
 		got := m.Facet(FacetRequest{Filter: tc.f, Path: tc.key, Keep: tc.keep})
 		require.Equal(t, want, got.Counts, "%v", tc.key)
-		require.Equal(t, 400, got.Docs)
+		require.Equal(t, 380, got.Docs)
 	}
 }
 
@@ -90,7 +110,7 @@ func TestFacetCountsEachValueOncePerDocument(t *testing.T) {
 // (value, id) pairs of a brute-force sort, in both directions, from any
 // start, each document once per number it holds.
 func TestOrderedPageIsTheSortedPrefix(t *testing.T) {
-	m := readsStore(t, 300)
+	m := readsStore(t, 300, index.Config{})
 	type pair struct {
 		v  float64
 		id string
@@ -106,11 +126,17 @@ func TestOrderedPageIsTheSortedPrefix(t *testing.T) {
 			vs = []any{v}
 		}
 		for _, x := range vs {
+			var p pair
 			switch x := x.(type) {
 			case int64:
-				all = append(all, pair{float64(x), id})
+				p = pair{float64(x), id}
 			case float64:
-				all = append(all, pair{x, id})
+				p = pair{x, id}
+			default:
+				continue
+			}
+			if !slices.Contains(all, p) {
+				all = append(all, p)
 			}
 		}
 	}
