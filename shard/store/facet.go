@@ -46,18 +46,7 @@ func (m *Memory) Facet(req FacetRequest) Facets {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	out := Facets{Docs: len(m.ids)}
-	var within *roaring.Bitmap // nil: every row
-	if !req.Filter.Empty() {
-		within = m.payloadIndex.Select(req.Filter, len(m.ids),
-			func(row uint32) map[string]any { return decodePayload(m.payloads[row]) })
-	}
-	if req.Keep != nil {
-		var rows []uint32
-		if within != nil {
-			rows = within.ToArray()
-		}
-		within = roaring.BitmapOf(keepRows(m.ids, rows, req.Keep)...)
-	}
+	within := m.matching(req.Filter, req.Keep)
 	if counts, ok := m.payloadIndex.Counts(strings.Join(req.Path, "."), within); ok {
 		out.Counts = counts
 		return out
@@ -84,15 +73,7 @@ func (m *Memory) Facet(req FacetRequest) Facets {
 			}
 		}
 	}
-	if within == nil {
-		for r := range m.ids {
-			count(r)
-		}
-		return out
-	}
-	for it := within.Iterator(); it.HasNext(); {
-		count(int(it.Next()))
-	}
+	m.eachRow(within, count)
 	return out
 }
 
@@ -104,25 +85,35 @@ func facetable(v any) bool {
 	return false
 }
 
-// eachMatching calls fn with every row f (nil: every row) and keep (nil:
-// every id) select, in row order. m.mu must be held.
-func (m *Memory) eachMatching(f *filter.Filter, keep func(string) bool, fn func(row int)) {
-	var rows []uint32 // nil: every row
+// matching is the rows f (nil: every row) and keep (nil: every id)
+// select; nil when that is every row. m.mu must be held.
+func (m *Memory) matching(f *filter.Filter, keep func(string) bool) *roaring.Bitmap {
+	var within *roaring.Bitmap
 	if !f.Empty() {
-		rows = m.payloadIndex.Select(f, len(m.ids),
-			func(row uint32) map[string]any { return decodePayload(m.payloads[row]) }).ToArray()
+		within = m.payloadIndex.Select(f, len(m.ids),
+			func(row uint32) map[string]any { return decodePayload(m.payloads[row]) })
 	}
 	if keep != nil {
-		rows = keepRows(m.ids, rows, keep)
+		var rows []uint32
+		if within != nil {
+			rows = within.ToArray()
+		}
+		within = roaring.BitmapOf(keepRows(m.ids, rows, keep)...)
 	}
-	if rows == nil {
+	return within
+}
+
+// eachRow calls fn with every row of within (nil: every row), in row
+// order.
+func (m *Memory) eachRow(within *roaring.Bitmap, fn func(row int)) {
+	if within == nil {
 		for r := range m.ids {
 			fn(r)
 		}
 		return
 	}
-	for _, r := range rows {
-		fn(int(r))
+	for it := within.Iterator(); it.HasNext(); {
+		fn(int(it.Next()))
 	}
 }
 
@@ -171,7 +162,9 @@ type orderKey struct {
 // once per distinct element), as Qdrant's order_by lists it after its
 // merge drops repeated (value, id) pairs; one without a number there is
 // left out. Ties of value are broken by id, ascending or descending with
-// the direction (Qdrant's merge order).
+// the direction (Qdrant's merge order). It walks the payload index's
+// sorted numbers when the index holds the key whole, so a page costs
+// about the rows it lists; otherwise it reads every matching payload.
 func (m *Memory) OrderedPage(req OrderedPageRequest) (OrderedPage, error) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
@@ -189,6 +182,59 @@ func (m *Memory) OrderedPage(req OrderedPageRequest) (OrderedPage, error) {
 		}
 		return c
 	}
+	within := m.matching(req.Filter, req.Keep)
+	keys, ok := m.orderedFromIndex(req, within, less)
+	if !ok {
+		keys = m.orderedFromPayloads(req, within, less)
+	}
+	out.Records = make([]OrderedRecord, len(keys))
+	for i, k := range keys {
+		rec := Record{ID: m.ids[k.row]}
+		if req.WithVector {
+			rec.Vector = slices.Clone(m.row(k.row))
+		}
+		if req.Payload != nil {
+			p, err := projectPayload(m.payloads[k.row], req.Payload.Keys)
+			if err != nil {
+				return OrderedPage{}, err
+			}
+			rec.Payload = p
+		}
+		out.Records[i] = OrderedRecord{Record: rec, Value: k.value, Integer: k.integer}
+	}
+	return out, nil
+}
+
+// orderedFromIndex lists the page's keys from the payload index's
+// sorted numbers, one value's rows at a time, until Limit are listed;
+// false when the index cannot list the key whole.
+func (m *Memory) orderedFromIndex(req OrderedPageRequest, within *roaring.Bitmap, less func(a, b orderKey) int) ([]orderKey, bool) {
+	var from *float64
+	if req.HasFrom {
+		from = &req.From
+	}
+	var keys []orderKey
+	ok := m.payloadIndex.Ordered(strings.Join(req.Path, "."), req.Descending, from, func(v float64, rows, ints *roaring.Bitmap) bool {
+		if within != nil {
+			rows = roaring.And(rows, within)
+		}
+		n := len(keys)
+		for it := rows.Iterator(); it.HasNext(); {
+			row := it.Next()
+			keys = append(keys, orderKey{v, int(row), ints != nil && ints.Contains(row)})
+		}
+		slices.SortFunc(keys[n:], less) // one value: by id
+		return len(keys) < req.Limit
+	})
+	if !ok {
+		return nil, false
+	}
+	return keys[:min(len(keys), req.Limit)], true
+}
+
+// orderedFromPayloads lists the page's keys from the matching payloads,
+// keeping the Limit first in a bounded heap.
+func (m *Memory) orderedFromPayloads(req OrderedPageRequest, within *roaring.Bitmap, less func(a, b orderKey) int) []orderKey {
 	h := &lastKeys{less: less}
 	consider := func(k orderKey) {
 		if req.HasFrom && (!req.Descending && k.value < req.From || req.Descending && k.value > req.From) {
@@ -204,7 +250,7 @@ func (m *Memory) OrderedPage(req OrderedPageRequest) (OrderedPage, error) {
 		}
 	}
 	var seen []float64 // one document's distinct values, reused
-	m.eachMatching(req.Filter, req.Keep, func(row int) {
+	m.eachRow(within, func(row int) {
 		v, ok := filter.Lookup(decodePayload(m.payloads[row]), req.Path)
 		if !ok {
 			return
@@ -224,22 +270,7 @@ func (m *Memory) OrderedPage(req OrderedPageRequest) (OrderedPage, error) {
 		}
 	})
 	slices.SortFunc(h.keys, less)
-	out.Records = make([]OrderedRecord, len(h.keys))
-	for i, k := range h.keys {
-		rec := Record{ID: m.ids[k.row]}
-		if req.WithVector {
-			rec.Vector = slices.Clone(m.row(k.row))
-		}
-		if req.Payload != nil {
-			p, err := projectPayload(m.payloads[k.row], req.Payload.Keys)
-			if err != nil {
-				return OrderedPage{}, err
-			}
-			rec.Payload = p
-		}
-		out.Records[i] = OrderedRecord{Record: rec, Value: k.value, Integer: k.integer}
-	}
-	return out, nil
+	return h.keys
 }
 
 // orderValue is a payload scalar's ordering value: a number's (an

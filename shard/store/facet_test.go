@@ -158,8 +158,9 @@ func TestOrderedPageIsTheSortedPrefix(t *testing.T) {
 				return c
 			})
 			want = want[:min(tc.limit, len(want))]
-			page, err := m.OrderedPage(OrderedPageRequest{Path: []string{"x"}, Descending: desc, From: tc.from, HasFrom: tc.hasFrom,
-				Limit: tc.limit, Payload: &PayloadKeys{}})
+			req := OrderedPageRequest{Path: []string{"x"}, Descending: desc, From: tc.from, HasFrom: tc.hasFrom,
+				Limit: tc.limit, Payload: &PayloadKeys{}}
+			page, err := m.OrderedPage(req)
 			require.NoError(t, err)
 			got := make([]pair, len(page.Records))
 			for i, r := range page.Records {
@@ -170,6 +171,18 @@ func TestOrderedPageIsTheSortedPrefix(t *testing.T) {
 				require.NotEmpty(t, r.Payload)
 			}
 			require.Equal(t, want, got, "desc %v from %v/%v limit %d", desc, tc.from, tc.hasFrom, tc.limit)
+			// The payloads' path, which a key the index does not hold
+			// takes, lists the same keys.
+			less := func(a, b orderKey) int {
+				c := cmp.Or(cmp.Compare(a.value, b.value), idorder.Compare(m.ids[a.row], m.ids[b.row]))
+				if desc {
+					return -c
+				}
+				return c
+			}
+			idx, ok := m.orderedFromIndex(req, nil, less)
+			require.True(t, ok, "the index holds x")
+			require.Equal(t, idx, m.orderedFromPayloads(req, nil, less))
 		}
 	}
 }
