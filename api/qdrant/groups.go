@@ -17,8 +17,9 @@ type groupsRequest struct {
 	exclude []string
 }
 
-// decodeGroups reads a groups request: Qdrant's SearchGroupsRequest
-// (search: true; group_size and limit required) or QueryGroupsRequest
+// decodeGroups reads a groups request: Qdrant's SearchGroupsRequest or
+// RecommendGroupsRequest (search: true; group_size and limit required)
+// or QueryGroupsRequest
 // (group_size 3 and limit 10 by default). The members it shares with
 // search or query are decoded as those are (decode, with limit set aside:
 // a group search has no offset).
@@ -75,6 +76,7 @@ func decodeGroups(b []byte, sch coordinator.Schema, search bool, decode func([]b
 	if out.g.Limit < 1 || out.g.Limit > coordinator.MaxGroups {
 		return groupsRequest{}, wire.Invalid(fmt.Sprintf("limit is %d, want 1..%d", out.g.Limit, coordinator.MaxGroups))
 	}
+	members["limit"] = json.RawMessage("1") // decode's own limit, which groups do not use
 	rest, _ := json.Marshal(members)
 	q, err := decode(rest, sch)
 	if err != nil {
@@ -93,6 +95,12 @@ type pointGroup struct {
 func (h *Handler) searchGroups(w http.ResponseWriter, r *http.Request) {
 	h.runGroups(w, r, func(b []byte, sch coordinator.Schema) (groupsRequest, error) {
 		return decodeGroups(b, sch, true, decodeSearch)
+	})
+}
+
+func (h *Handler) recommendGroups(w http.ResponseWriter, r *http.Request) {
+	h.runGroups(w, r, func(b []byte, sch coordinator.Schema) (groupsRequest, error) {
+		return decodeGroups(b, sch, true, decodeRecommend)
 	})
 }
 

@@ -101,6 +101,8 @@ func (h *Handler) Mount(r chi.Router) {
 				r.Post("/points/search/batch", h.searchBatch)
 				r.Post("/points/query", h.queryPoints)
 				r.Post("/points/recommend", h.recommendPoints)
+				r.Post("/points/recommend/batch", h.recommendBatch)
+				r.Post("/points/recommend/groups", h.recommendGroups)
 				r.Post("/points/search/groups", h.searchGroups)
 				r.Post("/points/query/groups", h.queryGroups)
 				r.Post("/points/query/batch", h.queryBatch)

@@ -447,8 +447,18 @@ func TestQdrantRecommend(t *testing.T) {
 				elapsedRE.ReplaceAllString(string(a.ScatterGather), `"elapsed_ms":0`))
 		}
 	}
+	// The legacy batch: each request as points/recommend answers it.
+	res := e.Do(http.MethodPost, "/collections/recd/points/recommend/batch", `{"searches": [{"positive": [30], "limit": 5}, {"positive": [31, 32], "negative": [33], "limit": 6}]}`, nil)
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	var batch struct {
+		Result []json.RawMessage `json:"result"`
+	}
+	require.NoError(t, json.Unmarshal(res.Body, &batch))
+	require.Len(t, batch.Result, 2)
+	requireHits(t, bruteRecommend(pts, "dot", []int{30}, nil, nil, 5, 0, nil), decodeHits(t, batch.Result[0]), "batch 0")
+	requireHits(t, bruteRecommend(pts, "dot", []int{31, 32}, []int{33}, nil, 6, 0, nil), decodeHits(t, batch.Result[1]), "batch 1")
 	// An example id that is not stored is a 404, as Qdrant answers.
-	res := e.Do(http.MethodPost, "/collections/recd/points/query", `{"query": {"recommend": {"positive": [999999]}}}`, nil)
+	res = e.Do(http.MethodPost, "/collections/recd/points/query", `{"query": {"recommend": {"positive": [999999]}}}`, nil)
 	require.Equal(t, http.StatusNotFound, res.Status, "%s", res.Body)
 }
 
@@ -595,6 +605,8 @@ func TestQdrantGroups(t *testing.T) {
 		{"points/search/groups", `{"vector": ` + string(mustJSON(t, q)) + `, "group_by": "n", "group_size": 4, "limit": 20, "with_payload": true}`, "n", 4, 20, nil},
 		// By a stored point's id: its vector, the point left out.
 		{"points/query/groups", `{"query": 5, "group_by": "city", "group_size": 2, "limit": 3}`, "city", 2, 3, func(p rdPoint) bool { return p.id != 5 }},
+		// A recommendation: the mean of the examples, which are left out.
+		{"points/recommend/groups", `{"positive": [7, 8], "group_by": "city", "group_size": 3, "limit": 2}`, "city", 3, 2, func(p rdPoint) bool { return p.id != 7 && p.id != 8 }},
 	} {
 		res := e.Do(http.MethodPost, "/collections/grp/"+tc.path+"?deadline_ms=2000", tc.body, map[string]string{"Content-Type": "application/json"})
 		require.Equal(t, http.StatusOK, res.Status, "%s: %s", tc.body, res.Body)
@@ -606,8 +618,14 @@ func TestQdrantGroups(t *testing.T) {
 		}
 		require.NoError(t, json.Unmarshal(res.Body, &a))
 		qv := q
-		if strings.Contains(tc.body, `"query": 5`) {
+		switch {
+		case strings.Contains(tc.body, `"query": 5`):
 			qv = pts[4].vector
+		case strings.Contains(tc.body, `"positive": [7, 8]`):
+			qv = make([]float32, apitest.Dim)
+			for j := range qv {
+				qv[j] = (pts[6].vector[j] + pts[7].vector[j]) / 2
+			}
 		}
 		want := brute(qv, tc.key, tc.size, tc.limit, tc.keep)
 		require.Len(t, a.Result.Groups, len(want), "%s", res.Body)

@@ -43,6 +43,14 @@ func (h *Handler) recommendPoints(w http.ResponseWriter, r *http.Request) {
 	}, func(lists [][]scoredPoint) any { return lists[0] })
 }
 
+// recommendBatch is the legacy points/recommend/batch: {"searches":
+// [RecommendRequest, ...]} in one fan-out.
+func (h *Handler) recommendBatch(w http.ResponseWriter, r *http.Request) {
+	h.runSearch(w, r, fanout.PathSearchBatch, func(b []byte, sch coordinator.Schema) ([]query, error) {
+		return decodeBatch(b, sch, decodeRecommend)
+	}, func(lists [][]scoredPoint) any { return lists })
+}
+
 func (h *Handler) queryPoints(w http.ResponseWriter, r *http.Request) {
 	h.runSearch(w, r, fanout.PathSearch, func(b []byte, sch coordinator.Schema) ([]query, error) {
 		q, err := decodeQuery(b, sch)

@@ -126,6 +126,43 @@ func (p *pointsService) Recommend(ctx context.Context, r *pb.RecommendPoints) (*
 	return &pb.RecommendResponse{Result: lists[0], Time: elapsed(ctx)}, nil
 }
 
+// RecommendBatch is Recommend's requests in one fan-out.
+func (p *pointsService) RecommendBatch(ctx context.Context, r *pb.RecommendBatchPoints) (*pb.RecommendBatchResponse, error) {
+	lists, err := p.search(ctx, r.GetCollectionName(), r.Timeout, fanout.PathSearchBatch, func(sch coordinator.Schema) ([]query, error) {
+		return decodeBatch(r.GetRecommendPoints(), r.GetCollectionName(), "recommend_points", func(q *pb.RecommendPoints) (query, error) { return decodeRecommend(q, sch) })
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := &pb.RecommendBatchResponse{Result: make([]*pb.BatchResult, len(lists)), Time: elapsed(ctx)}
+	for i, l := range lists {
+		out.Result[i] = &pb.BatchResult{Result: l}
+	}
+	return out, nil
+}
+
+// RecommendGroups is a grouped recommendation (REST's
+// recommend/groups).
+func (p *pointsService) RecommendGroups(ctx context.Context, r *pb.RecommendPointGroups) (*pb.RecommendGroupsResponse, error) {
+	groups, err := p.groups(ctx, r.GetCollectionName(), r.Timeout, func(sch coordinator.Schema) (groupRequest, error) {
+		if r.WithLookup != nil {
+			return groupRequest{}, wire.Invalid(errWithLookup)
+		}
+		q, err := decodeRecommend(&pb.RecommendPoints{Positive: r.Positive, Negative: r.Negative, Filter: r.Filter, Limit: 1,
+			WithPayload: r.WithPayload, Params: r.Params, ScoreThreshold: r.ScoreThreshold, Using: r.Using, WithVectors: r.WithVectors,
+			LookupFrom: r.LookupFrom, Strategy: r.Strategy, PositiveVectors: r.PositiveVectors, NegativeVectors: r.NegativeVectors,
+			ShardKeySelector: r.ShardKeySelector}, sch)
+		if err != nil {
+			return groupRequest{}, err
+		}
+		return groupSearch(q, r.GetGroupBy(), uint64(r.GetGroupSize()), uint64(r.GetLimit()))
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &pb.RecommendGroupsResponse{Result: &pb.GroupsResult{Groups: groups}, Time: elapsed(ctx)}, nil
+}
+
 func decodeRecommend(r *pb.RecommendPoints, sch coordinator.Schema) (query, error) {
 	switch {
 	case r.ShardKeySelector != nil:

@@ -256,6 +256,16 @@ func TestReads(t *testing.T) {
 			Positive: []*pb.PointId{num(1010), num(1011)}})
 		require.NoError(t, err)
 		require.Equal(t, brute([]uint64{1010, 1011}, nil, false, 9), ids(rec.GetResult()))
+
+		batch, err := cl.p.RecommendBatch(call(t), &pb.RecommendBatchPoints{CollectionName: "trawl", RecommendPoints: []*pb.RecommendPoints{
+			{Filter: suite, Limit: 4, Positive: []*pb.PointId{num(1020)}},
+			{Filter: suite, Limit: 6, Positive: []*pb.PointId{num(1021)}, Negative: []*pb.PointId{num(1022)}, PositiveVectors: []*pb.Vector{
+				{Vector: &pb.Vector_Dense{Dense: &pb.DenseVector{Data: extra}}}}},
+		}})
+		require.NoError(t, err)
+		require.Len(t, batch.GetResult(), 2)
+		require.Equal(t, brute([]uint64{1020}, nil, false, 4), ids(batch.GetResult()[0].GetResult()))
+		require.Equal(t, brute([]uint64{1021}, []uint64{1022}, true, 6), ids(batch.GetResult()[1].GetResult()))
 	})
 
 	t.Run("groups", func(t *testing.T) {
@@ -269,9 +279,13 @@ func TestReads(t *testing.T) {
 			}
 			return ab / math.Sqrt(aa*bb)
 		}
+		rank := func(q []float32, except uint64) []readsPoint {
+			out := slices.DeleteFunc(slices.Clone(pts), func(p readsPoint) bool { return p.id == except })
+			slices.SortFunc(out, func(a, b readsPoint) int { return cmp.Compare(cosine(b.vector, q), cosine(a.vector, q)) })
+			return out
+		}
 		q := []float32{1, -0.5, 0.25, 0, 2, -1, 0.5, 0.75}
-		ranked := slices.Clone(pts)
-		slices.SortFunc(ranked, func(a, b readsPoint) int { return cmp.Compare(cosine(b.vector, q), cosine(a.vector, q)) })
+		ranked := rank(q, 0)
 		type group struct {
 			id   string
 			hits []uint64
@@ -330,5 +344,13 @@ func TestReads(t *testing.T) {
 		qg, err := cl.p.QueryGroups(call(t), &pb.QueryPointGroups{CollectionName: "trawl", Query: nearest(q), Filter: suite, GroupBy: "rank"})
 		require.NoError(t, err)
 		require.Equal(t, brute(byRank, 3, 10), got(qg.GetResult().GetGroups()))
+
+		// A recommendation by one point: its (unit) vector, the point left
+		// out.
+		ranked = rank(pts[30].vector, pts[30].id)
+		rg, err := cl.p.RecommendGroups(call(t), &pb.RecommendPointGroups{CollectionName: "trawl", Positive: []*pb.PointId{num(pts[30].id)},
+			Filter: suite, GroupBy: "tags", GroupSize: 2, Limit: 2})
+		require.NoError(t, err)
+		require.Equal(t, brute(byTag, 2, 2), got(rg.GetResult().GetGroups()))
 	})
 }
