@@ -101,6 +101,15 @@ func (c *Coordinator) SearchGroups(ctx context.Context, g GroupSearch) (GroupAns
 	left := len(q.exclude)
 	path := strings.Split(g.GroupBy, ".")
 	ans := GroupAnswer{Exact: true}
+	// done is the answer with the request's summary: that of the first
+	// degraded fan-out if any, else the last, with the request's deadline
+	// and elapsed time.
+	done := func() GroupAnswer {
+		if ans.Summary.ShardsTotal > 0 {
+			ans.Summary.Deadline, ans.Summary.Elapsed = g.Budget.Deadline, time.Since(req.Start)
+		}
+		return ans
+	}
 	search := func(p fanout.Path, qs []Query) (Answer, error) {
 		// Each fan-out gets what is left of the request's deadline.
 		rest := g.Budget.Deadline - time.Since(req.Start)
@@ -108,7 +117,7 @@ func (c *Coordinator) SearchGroups(ctx context.Context, g GroupSearch) (GroupAns
 			return Answer{}, errorf(CodeUnavailable, nil, "the deadline (%d ms) passed before the groups were complete", g.Budget.Deadline.Milliseconds())
 		}
 		a, err := c.Search(ctx, Search{Collection: g.Collection, Path: p, Queries: qs, Budget: budget.ForDeadline(rest), AllowPartial: g.AllowPartial})
-		if ans.Summary.ShardsTotal == 0 || a.Summary.Degraded() && !ans.Summary.Degraded() {
+		if !ans.Summary.Degraded() {
 			ans.Summary, ans.Shards = a.Summary, a.Shards
 		}
 		ans.Exact = ans.Exact && a.Exact
@@ -122,7 +131,7 @@ func (c *Coordinator) SearchGroups(ctx context.Context, g GroupSearch) (GroupAns
 		find.WithPayload = &PayloadSelection{Keys: []string{path[0]}}
 		a, err := search(fanout.PathSearch, []Query{find})
 		if err != nil {
-			return ans, err
+			return done(), err
 		}
 		values = values[:0]
 		for _, h := range a.Hits[0] {
@@ -136,13 +145,13 @@ func (c *Coordinator) SearchGroups(ctx context.Context, g GroupSearch) (GroupAns
 			break // enough groups, or every matching point walked
 		}
 		if k == vector.MaxK-left {
-			return ans, errorf(CodeInvalid, nil, "the best %d points hold %d groups of %q, fewer than the limit %d: narrow the filter or lower the limit (trawl answers groups exactly or not at all)",
+			return done(), errorf(CodeInvalid, nil, "the best %d points hold %d groups of %q, fewer than the limit %d: narrow the filter or lower the limit (trawl answers groups exactly or not at all)",
 				k, len(values), g.GroupBy, g.Limit)
 		}
 	}
 	if len(values) == 0 {
 		ans.Groups = []Group{}
-		return ans, nil
+		return done(), nil
 	}
 	qs := make([]Query, len(values))
 	for i, v := range values {
@@ -152,13 +161,13 @@ func (c *Coordinator) SearchGroups(ctx context.Context, g GroupSearch) (GroupAns
 	}
 	a, err := search(fanout.PathSearchBatch, qs)
 	if err != nil {
-		return ans, err
+		return done(), err
 	}
 	ans.Groups = make([]Group, len(values))
 	for i, v := range values {
 		ans.Groups[i] = Group{Value: v, Hits: a.Hits[i]}
 	}
-	return ans, nil
+	return done(), nil
 }
 
 // groupValues are the distinct group values (strings and int64s) a

@@ -615,8 +615,16 @@ func TestQdrantGroups(t *testing.T) {
 			Result struct {
 				Groups []group `json:"groups"`
 			} `json:"result"`
+			ScatterGather struct {
+				Degraded      bool `json:"degraded"`
+				ShardsQueried int  `json:"shards_queried"`
+				DeadlineMS    int  `json:"deadline_ms"`
+			} `json:"scatter_gather"`
 		}
 		require.NoError(t, json.Unmarshal(res.Body, &a))
+		require.False(t, a.ScatterGather.Degraded)
+		require.Equal(t, 3, a.ScatterGather.ShardsQueried)
+		require.Equal(t, 2000, a.ScatterGather.DeadlineMS, "the request's deadline, not a fan-out's")
 		qv := q
 		switch {
 		case strings.Contains(tc.body, `"query": 5`):
