@@ -37,6 +37,25 @@ type Scroll struct {
 	Budget      budget.Budget
 	// AllowPartial false refuses a degraded answer.
 	AllowPartial bool
+	// OrderBy, when set, lists in the order of a payload key's numbers
+	// instead of by id (From must then be unset): see OrderBy.
+	OrderBy *OrderBy
+}
+
+// OrderBy orders a listing by the numbers at a payload key (Qdrant's
+// order_by): a document is listed once for each number it holds there
+// (each element of an array of numbers), one holding none is left out;
+// equal values are ordered by id, in the listing's direction. The page
+// is the first Limit of these; there is no next page offset (as Qdrant:
+// page on with StartFrom and a filter).
+type OrderBy struct {
+	// Key is a dotted payload path with no empty segment.
+	Key        string
+	Descending bool
+	// StartFrom, when HasStart, keeps values at or after it in the
+	// listing's direction (>= ascending, <= descending).
+	StartFrom float64
+	HasStart  bool
 }
 
 // Point is one listed document.
@@ -47,6 +66,10 @@ type Point struct {
 	// (WithPayload), "{}" for a document without one.
 	Vector  []float32
 	Payload []byte
+	// OrderValue is the number it was listed by (Scroll.OrderBy);
+	// OrderInt says the payload held it as an integer.
+	OrderValue float64
+	OrderInt   bool
 }
 
 // ScrollAnswer is a page: its points in id order, where the next page
@@ -72,6 +95,9 @@ func (c *Coordinator) Scroll(ctx context.Context, s Scroll) (ScrollAnswer, error
 	if err != nil {
 		return ScrollAnswer{}, err
 	}
+	if s.OrderBy != nil {
+		return c.orderedScroll(ctx, s, fb)
+	}
 	req := &shardpb.ScrollRequest{Filter: fb, From: s.From, HasFrom: s.HasFrom, Limit: uint32(s.Limit + 1), WithVector: s.WithVector}
 	if w := s.WithPayload; w != nil {
 		req.WithPayload = &shardpb.PayloadSelector{All: w.All, Keys: w.Keys}
@@ -93,17 +119,9 @@ func (c *Coordinator) Scroll(ctx context.Context, s Scroll) (ScrollAnswer, error
 			continue
 		}
 		for _, pv := range res.Value.GetPoints() {
-			p := Point{ID: pv.GetId(), Shard: res.Shard}
-			if s.WithVector {
-				if p.Vector, err = vector.DecodeLE(pv.GetVector()); err != nil {
-					return ans, errorf(CodeInternal, err, "shard %s returned a malformed vector for %q: %v", res.Shard, p.ID, err)
-				}
-			}
-			if s.WithPayload != nil {
-				p.Payload = pv.GetPayload()
-				if len(p.Payload) == 0 {
-					p.Payload = []byte("{}")
-				}
+			p, err := listedPoint(res.Shard, pv, s.WithVector, s.WithPayload != nil)
+			if err != nil {
+				return ans, err
 			}
 			all = append(all, p)
 		}
@@ -184,4 +202,23 @@ func filterBytes(f *filter.Filter) ([]byte, error) {
 		return nil, fmt.Errorf("encoding a filter: %w", err)
 	}
 	return b, nil
+}
+
+// listedPoint is a listed document as a shard returned it: its vector
+// and payload ("{}" for none) when asked.
+func listedPoint(shardName string, pv *shardpb.Vector, withVector, withPayload bool) (Point, error) {
+	p := Point{ID: pv.GetId(), Shard: shardName}
+	if withVector {
+		var err error
+		if p.Vector, err = vector.DecodeLE(pv.GetVector()); err != nil {
+			return Point{}, errorf(CodeInternal, err, "shard %s returned a malformed vector for %q: %v", shardName, p.ID, err)
+		}
+	}
+	if withPayload {
+		p.Payload = pv.GetPayload()
+		if len(p.Payload) == 0 {
+			p.Payload = []byte("{}")
+		}
+	}
+	return p, nil
 }

@@ -46,6 +46,12 @@ type Query struct {
 	WithPayload *PayloadSelection
 	// WithVector returns each hit's stored vector.
 	WithVector bool
+	// Recommend, when set, makes this a recommendation: the vector is
+	// computed from its examples (Vector and LikeID are unset).
+	Recommend *Recommend
+	// exclude are ids left out of the merged answer (a recommendation's
+	// examples): K counts them too until the merge drops them.
+	exclude []string
 }
 
 // PayloadSelection is a query's with_payload: all of the payload, or
@@ -116,6 +122,13 @@ func (c *Coordinator) Search(ctx context.Context, s Search) (Answer, error) {
 	if err := c.unlistedError(s.Collection); err != nil {
 		return Answer{}, err
 	}
+	for i, q := range s.Queries {
+		if q.Recommend != nil {
+			if err := checkRecommend(i, q); err != nil {
+				return Answer{}, err
+			}
+		}
+	}
 	qs, err := c.resolveLikes(ctx, s.Collection, req, s.Queries)
 	if err != nil {
 		return Answer{}, err
@@ -179,7 +192,7 @@ func (c *Coordinator) Search(ctx context.Context, s Search) (Answer, error) {
 			h := per[ref.List][ref.Pos]
 			hits[j] = Hit{ID: h.ID, Score: h.Score, Shard: c.shards[ref.List].Name, Payload: h.Payload, Vector: h.Vector}
 		}
-		ans.Hits[qi] = hits
+		ans.Hits[qi] = dropExamples(q, hits)
 	}
 	return ans, nil
 }
@@ -230,13 +243,18 @@ func overloadedShard(sum fanout.Summary) (string, bool) {
 	return "", false
 }
 
-// resolveLikes fetches the stored vectors of like_id queries from their
-// home shards, concurrently, within the request's shard deadline.
+// resolveLikes fetches the stored vectors of like_id queries and of
+// recommendations' example ids from their home shards, concurrently,
+// within the request's shard deadline.
 func (c *Coordinator) resolveLikes(ctx context.Context, coll Collection, req fanout.Request, qs []Query) ([]Query, error) {
 	out := make([]Query, len(qs))
 	copy(out, qs)
 	g, gctx := errgroup.WithContext(ctx)
 	for i := range out {
+		if out[i].Recommend != nil {
+			g.Go(func() error { return c.resolveRecommend(gctx, coll, req, &out[i]) })
+			continue
+		}
 		if out[i].LikeID == "" {
 			continue
 		}

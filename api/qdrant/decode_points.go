@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/trawl-search/trawl/api/internal/wire"
+	"github.com/trawl-search/trawl/api/qdrant/internal/qdrantx"
 	"github.com/trawl-search/trawl/coordinator"
 	"github.com/trawl-search/trawl/filter"
 )
@@ -35,9 +36,6 @@ func decodeScroll(b []byte) (scrollRequest, error) {
 	if err := refuseSet(req.ShardKey, errShardKey); err != nil {
 		return scrollRequest{}, err
 	}
-	if err := refuseSet(req.OrderBy, "order_by is not supported: trawl scrolls in id order"); err != nil {
-		return scrollRequest{}, err
-	}
 	out := scrollRequest{s: coordinator.Scroll{Limit: DefaultLimit}}
 	if req.Limit != nil {
 		if *req.Limit < 1 || *req.Limit > coordinator.MaxScrollLimit {
@@ -53,6 +51,14 @@ func decodeScroll(b []byte) (scrollRequest, error) {
 		out.s.From, out.s.HasFrom = id, true
 	}
 	var err error
+	if wire.IsSet(req.OrderBy) {
+		if out.s.HasFrom {
+			return scrollRequest{}, wire.Invalid("offset cannot be used with order_by: page on with order_by.start_from")
+		}
+		if out.s.OrderBy, err = decodeOrderBy(req.OrderBy); err != nil {
+			return scrollRequest{}, err
+		}
+	}
 	if out.s.Filter, err = wire.ParseFilter(req.Filter); err != nil {
 		return scrollRequest{}, err
 	}
@@ -61,6 +67,54 @@ func decodeScroll(b []byte) (scrollRequest, error) {
 	}
 	if out.s.WithVector, err = decodeWithVector(req.WithVector); err != nil {
 		return scrollRequest{}, err
+	}
+	return out, nil
+}
+
+// decodeOrderBy reads Qdrant's OrderByInterface: a key, or {"key",
+// "direction": "asc"|"desc", "start_from": a number}. A datetime
+// start_from is refused: trawl orders by numbers only.
+func decodeOrderBy(raw json.RawMessage) (*coordinator.OrderBy, error) {
+	var key string
+	if json.Unmarshal(raw, &key) == nil {
+		if err := qdrantx.CheckKey("order_by", key); err != nil {
+			return nil, err
+		}
+		return &coordinator.OrderBy{Key: key}, nil
+	}
+	var ob struct {
+		Key       *string         `json:"key"`
+		Direction *string         `json:"direction"`
+		StartFrom json.RawMessage `json:"start_from"`
+	}
+	if bytes.TrimSpace(raw)[0] != '{' {
+		return nil, wire.Invalid("order_by is " + wire.JSONKind(raw) + `, want a payload key or {"key", "direction", "start_from"}`)
+	}
+	if err := wire.DecodeStrict(raw, &ob); err != nil {
+		return nil, wire.Invalid("order_by: " + err.Error())
+	}
+	if ob.Key == nil {
+		return nil, wire.Invalid(`order_by: missing "key"`)
+	}
+	if err := qdrantx.CheckKey("order_by.key", *ob.Key); err != nil {
+		return nil, err
+	}
+	out := &coordinator.OrderBy{Key: *ob.Key}
+	if ob.Direction != nil {
+		switch *ob.Direction {
+		case "asc":
+		case "desc":
+			out.Descending = true
+		default:
+			return nil, wire.Invalid(fmt.Sprintf("order_by.direction is %q, want \"asc\" or \"desc\"", *ob.Direction))
+		}
+	}
+	if wire.IsSet(ob.StartFrom) {
+		var x float64
+		if err := json.Unmarshal(ob.StartFrom, &x); err != nil {
+			return nil, wire.Invalid("order_by.start_from is " + wire.JSONKind(ob.StartFrom) + ", want a number (" + qdrantx.ErrOrderByDatetime + ")")
+		}
+		out.StartFrom, out.HasStart = x, true
 	}
 	return out, nil
 }

@@ -188,6 +188,16 @@ func decodeQuery(b []byte, sch coordinator.Schema) (query, error) {
 		if err := json.Unmarshal(q, &obj); err != nil {
 			return query{}, wire.Invalid("query: " + err.Error())
 		}
+		if rec, ok := obj["recommend"]; ok && len(obj) == 1 {
+			var rj recommendJSON
+			if err := wire.DecodeStrict(rec, &rj); err != nil {
+				return query{}, wire.Invalid("query.recommend: " + err.Error())
+			}
+			if out.q.Recommend, err = rj.decode("query.recommend", sch); err != nil {
+				return query{}, err
+			}
+			return out, nil
+		}
 		nearest, ok := obj["nearest"]
 		switch {
 		case ok && len(obj) == 1:
@@ -198,7 +208,7 @@ func decodeQuery(b []byte, sch coordinator.Schema) (query, error) {
 			q = bytes.TrimSpace(nearest)
 		default:
 			kinds := slices.Sorted(maps.Keys(obj))
-			return query{}, wire.Invalid(fmt.Sprintf("query %s is not supported: trawl serves nearest-vector queries (a vector, a point id, or {\"nearest\": ...})", strings.Join(kinds, ", ")))
+			return query{}, wire.Invalid(fmt.Sprintf("query %s is not supported: trawl serves nearest-vector queries (a vector, a point id, {\"nearest\": ...} or {\"recommend\": ...})", strings.Join(kinds, ", ")))
 		}
 	}
 	if len(q) > 0 && (q[0] == '"' || (q[0] >= '0' && q[0] <= '9') || q[0] == '-') {

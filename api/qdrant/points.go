@@ -21,6 +21,9 @@ type record struct {
 	ID      pointID         `json:"id"`
 	Payload json.RawMessage `json:"payload"`
 	Vector  []float32       `json:"vector"`
+	// OrderValue is the value an order_by scroll listed it by, an
+	// integer or a float as the payload held it; absent otherwise.
+	OrderValue any `json:"order_value,omitempty"`
 }
 
 type updateResult struct {

@@ -240,7 +240,7 @@ func TestQdrantBadInput(t *testing.T) {
 		{"batch names the search", http.MethodPost, "/collections/trawl/points/search/batch", `{"searches": [{"vector": ` + v8 + `, "limit": 1}, {"vector": [1], "limit": 1}]}`, 400,
 			"Bad request: searches[1]: vector has 1 dimensions, want 8"},
 		{"query fusion", http.MethodPost, "/collections/trawl/points/query", `{"query": {"fusion": "rrf"}}`, 400,
-			`Bad request: query fusion is not supported: trawl serves nearest-vector queries (a vector, a point id, or {"nearest": ...})`},
+			`Bad request: query fusion is not supported: trawl serves nearest-vector queries (a vector, a point id, {"nearest": ...} or {"recommend": ...})`},
 		{"query prefetch", http.MethodPost, "/collections/trawl/points/query", `{"prefetch": [{"query": ` + v8 + `}], "query": ` + v8 + `}`, 400,
 			"Bad request: prefetch is not supported: trawl serves single-stage nearest-vector queries"},
 		{"query using", http.MethodPost, "/collections/trawl/points/query", `{"query": ` + v8 + `, "using": "text"}`, 400,
@@ -249,8 +249,6 @@ func TestQdrantBadInput(t *testing.T) {
 			"Bad request: query.mmr is not supported: trawl serves plain nearest-vector queries"},
 		{"query none", http.MethodPost, "/collections/trawl/points/query", `{"limit": 3}`, 400,
 			`Bad request: query is missing: trawl serves nearest-vector queries (a vector, a point id, or {"nearest": ...}); list points with points/scroll`},
-		{"scroll order_by", http.MethodPost, "/collections/trawl/points/scroll", `{"order_by": "n"}`, 400,
-			"Bad request: order_by is not supported: trawl scrolls in id order"},
 		{"scroll bad offset", http.MethodPost, "/collections/trawl/points/scroll", `{"offset": 1.5}`, 400,
 			"Bad request: offset: id 1.5 is not an unsigned 64-bit integer"},
 		{"scroll limit", http.MethodPost, "/collections/trawl/points/scroll", `{"limit": 0}`, 400,
@@ -299,7 +297,7 @@ func TestQdrantBadInput(t *testing.T) {
 	}
 }
 
-// TestQdrantDegraded: a count, a scroll and a search missing a shard say
+// TestQdrantDegraded: a count, a scroll, a facet and a search missing a shard say
 // so in scatter_gather and X-Trawl-Degraded, and ?allow_partial=false
 // refuses them in Qdrant's envelope with the block beside it.
 func TestQdrantDegraded(t *testing.T) {
@@ -310,6 +308,9 @@ func TestQdrantDegraded(t *testing.T) {
 		{"scroll", "/collections/trawl/points/scroll", `{"limit": 5}`},
 		{"search", "/collections/trawl/points/search", `{"vector": ` + unit(0) + `, "limit": 5}`},
 		{"query", "/collections/trawl/points/query", `{"query": ` + unit(0) + `}`},
+		{"facet", "/collections/trawl/facet", `{"key": "color"}`},
+		{"scroll order_by", "/collections/trawl/points/scroll", `{"order_by": "n", "limit": 5}`},
+		{"query groups", "/collections/trawl/points/query/groups", `{"query": ` + unit(0) + `, "group_by": "color"}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := e.Do(http.MethodPost, tc.path+"?deadline_ms=500", tc.body, nil)

@@ -34,6 +34,23 @@ func (h *Handler) searchBatch(w http.ResponseWriter, r *http.Request) {
 	h.runSearch(w, r, fanout.PathSearchBatch, decodeSearchBatch, func(lists [][]scoredPoint) any { return lists })
 }
 
+// recommendPoints is the legacy points/recommend: a recommendation
+// answered as search answers, a list of ScoredPoint.
+func (h *Handler) recommendPoints(w http.ResponseWriter, r *http.Request) {
+	h.runSearch(w, r, fanout.PathSearch, func(b []byte, sch coordinator.Schema) ([]query, error) {
+		q, err := decodeRecommend(b, sch)
+		return []query{q}, err
+	}, func(lists [][]scoredPoint) any { return lists[0] })
+}
+
+// recommendBatch is the legacy points/recommend/batch: {"searches":
+// [RecommendRequest, ...]} in one fan-out.
+func (h *Handler) recommendBatch(w http.ResponseWriter, r *http.Request) {
+	h.runSearch(w, r, fanout.PathSearchBatch, func(b []byte, sch coordinator.Schema) ([]query, error) {
+		return decodeBatch(b, sch, decodeRecommend)
+	}, func(lists [][]scoredPoint) any { return lists })
+}
+
 func (h *Handler) queryPoints(w http.ResponseWriter, r *http.Request) {
 	h.runSearch(w, r, fanout.PathSearch, func(b []byte, sch coordinator.Schema) ([]query, error) {
 		q, err := decodeQuery(b, sch)
@@ -172,6 +189,12 @@ func (h *Handler) scroll(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			h.http.Fail(w, r, err, &sg)
 			return
+		}
+		if qs.s.OrderBy != nil {
+			rec.OrderValue = pt.OrderValue
+			if pt.OrderInt {
+				rec.OrderValue = int64(pt.OrderValue)
+			}
 		}
 		out.Points[i] = rec
 	}

@@ -3002,6 +3002,537 @@ func (x *IndexStats) GetNprobeCalibrated() bool {
 	return false
 }
 
+type FacetRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// filter limits the count to matching documents (canonical JSON, as in
+	// Query); empty: every document.
+	Filter []byte `protobuf:"bytes,1,opt,name=filter,proto3" json:"filter,omitempty"`
+	// key is the dotted payload path whose values are counted.
+	Key           string         `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	MinIndex      uint64         `protobuf:"varint,3,opt,name=min_index,json=minIndex,proto3" json:"min_index,omitempty"` // as in SearchRequest
+	Slots         *SlotSelection `protobuf:"bytes,4,opt,name=slots,proto3" json:"slots,omitempty"`                        // as in SearchRequest
+	Collection    *CollectionRef `protobuf:"bytes,15,opt,name=collection,proto3" json:"collection,omitempty"`             // the collection acted on (required)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FacetRequest) Reset() {
+	*x = FacetRequest{}
+	mi := &file_shard_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FacetRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FacetRequest) ProtoMessage() {}
+
+func (x *FacetRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_shard_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FacetRequest.ProtoReflect.Descriptor instead.
+func (*FacetRequest) Descriptor() ([]byte, []int) {
+	return file_shard_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *FacetRequest) GetFilter() []byte {
+	if x != nil {
+		return x.Filter
+	}
+	return nil
+}
+
+func (x *FacetRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *FacetRequest) GetMinIndex() uint64 {
+	if x != nil {
+		return x.MinIndex
+	}
+	return 0
+}
+
+func (x *FacetRequest) GetSlots() *SlotSelection {
+	if x != nil {
+		return x.Slots
+	}
+	return nil
+}
+
+func (x *FacetRequest) GetCollection() *CollectionRef {
+	if x != nil {
+		return x.Collection
+	}
+	return nil
+}
+
+// FacetValue is one value of a payload key: a string, an integer or a
+// boolean (the payload types Qdrant counts).
+type FacetValue struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Value:
+	//
+	//	*FacetValue_Keyword
+	//	*FacetValue_Integer
+	//	*FacetValue_Boolean
+	Value         isFacetValue_Value `protobuf_oneof:"value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FacetValue) Reset() {
+	*x = FacetValue{}
+	mi := &file_shard_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FacetValue) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FacetValue) ProtoMessage() {}
+
+func (x *FacetValue) ProtoReflect() protoreflect.Message {
+	mi := &file_shard_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FacetValue.ProtoReflect.Descriptor instead.
+func (*FacetValue) Descriptor() ([]byte, []int) {
+	return file_shard_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *FacetValue) GetValue() isFacetValue_Value {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+func (x *FacetValue) GetKeyword() string {
+	if x != nil {
+		if x, ok := x.Value.(*FacetValue_Keyword); ok {
+			return x.Keyword
+		}
+	}
+	return ""
+}
+
+func (x *FacetValue) GetInteger() int64 {
+	if x != nil {
+		if x, ok := x.Value.(*FacetValue_Integer); ok {
+			return x.Integer
+		}
+	}
+	return 0
+}
+
+func (x *FacetValue) GetBoolean() bool {
+	if x != nil {
+		if x, ok := x.Value.(*FacetValue_Boolean); ok {
+			return x.Boolean
+		}
+	}
+	return false
+}
+
+type isFacetValue_Value interface {
+	isFacetValue_Value()
+}
+
+type FacetValue_Keyword struct {
+	Keyword string `protobuf:"bytes,1,opt,name=keyword,proto3,oneof"`
+}
+
+type FacetValue_Integer struct {
+	Integer int64 `protobuf:"varint,2,opt,name=integer,proto3,oneof"`
+}
+
+type FacetValue_Boolean struct {
+	Boolean bool `protobuf:"varint,3,opt,name=boolean,proto3,oneof"`
+}
+
+func (*FacetValue_Keyword) isFacetValue_Value() {}
+
+func (*FacetValue_Integer) isFacetValue_Value() {}
+
+func (*FacetValue_Boolean) isFacetValue_Value() {}
+
+type FacetCount struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Value *FacetValue            `protobuf:"bytes,1,opt,name=value,proto3" json:"value,omitempty"`
+	// count is how many matching documents hold the value (an array that
+	// holds it twice counts once).
+	Count         uint64 `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FacetCount) Reset() {
+	*x = FacetCount{}
+	mi := &file_shard_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FacetCount) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FacetCount) ProtoMessage() {}
+
+func (x *FacetCount) ProtoReflect() protoreflect.Message {
+	mi := &file_shard_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FacetCount.ProtoReflect.Descriptor instead.
+func (*FacetCount) Descriptor() ([]byte, []int) {
+	return file_shard_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *FacetCount) GetValue() *FacetValue {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+func (x *FacetCount) GetCount() uint64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+type FacetResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// counts are every value the matching documents hold under the key,
+	// each with its count, in no particular order.
+	Counts        []*FacetCount `protobuf:"bytes,1,rep,name=counts,proto3" json:"counts,omitempty"`
+	DocCount      uint64        `protobuf:"varint,2,opt,name=doc_count,json=docCount,proto3" json:"doc_count,omitempty"` // documents this replica held when it answered
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FacetResponse) Reset() {
+	*x = FacetResponse{}
+	mi := &file_shard_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FacetResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FacetResponse) ProtoMessage() {}
+
+func (x *FacetResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_shard_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FacetResponse.ProtoReflect.Descriptor instead.
+func (*FacetResponse) Descriptor() ([]byte, []int) {
+	return file_shard_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *FacetResponse) GetCounts() []*FacetCount {
+	if x != nil {
+		return x.Counts
+	}
+	return nil
+}
+
+func (x *FacetResponse) GetDocCount() uint64 {
+	if x != nil {
+		return x.DocCount
+	}
+	return 0
+}
+
+type OrderedScrollRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Filter []byte                 `protobuf:"bytes,1,opt,name=filter,proto3" json:"filter,omitempty"` // as in ScrollRequest
+	// key is the dotted payload path ordered by: documents whose value
+	// there is a number (or an array holding numbers) are listed, once per
+	// number they hold; documents without one are left out.
+	Key        string `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	Descending bool   `protobuf:"varint,3,opt,name=descending,proto3" json:"descending,omitempty"`
+	// start_from, when has_start_from, lists only values at or after it in
+	// the direction asked (>= ascending, <= descending).
+	StartFrom     float64          `protobuf:"fixed64,4,opt,name=start_from,json=startFrom,proto3" json:"start_from,omitempty"`
+	HasStartFrom  bool             `protobuf:"varint,5,opt,name=has_start_from,json=hasStartFrom,proto3" json:"has_start_from,omitempty"`
+	Limit         uint32           `protobuf:"varint,6,opt,name=limit,proto3" json:"limit,omitempty"` // 1..shard.MaxScrollLimit
+	WithPayload   *PayloadSelector `protobuf:"bytes,7,opt,name=with_payload,json=withPayload,proto3" json:"with_payload,omitempty"`
+	WithVector    bool             `protobuf:"varint,8,opt,name=with_vector,json=withVector,proto3" json:"with_vector,omitempty"`
+	MinIndex      uint64           `protobuf:"varint,9,opt,name=min_index,json=minIndex,proto3" json:"min_index,omitempty"` // as in SearchRequest
+	Slots         *SlotSelection   `protobuf:"bytes,10,opt,name=slots,proto3" json:"slots,omitempty"`                       // as in SearchRequest
+	Collection    *CollectionRef   `protobuf:"bytes,15,opt,name=collection,proto3" json:"collection,omitempty"`             // the collection acted on (required)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OrderedScrollRequest) Reset() {
+	*x = OrderedScrollRequest{}
+	mi := &file_shard_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OrderedScrollRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OrderedScrollRequest) ProtoMessage() {}
+
+func (x *OrderedScrollRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_shard_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OrderedScrollRequest.ProtoReflect.Descriptor instead.
+func (*OrderedScrollRequest) Descriptor() ([]byte, []int) {
+	return file_shard_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *OrderedScrollRequest) GetFilter() []byte {
+	if x != nil {
+		return x.Filter
+	}
+	return nil
+}
+
+func (x *OrderedScrollRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *OrderedScrollRequest) GetDescending() bool {
+	if x != nil {
+		return x.Descending
+	}
+	return false
+}
+
+func (x *OrderedScrollRequest) GetStartFrom() float64 {
+	if x != nil {
+		return x.StartFrom
+	}
+	return 0
+}
+
+func (x *OrderedScrollRequest) GetHasStartFrom() bool {
+	if x != nil {
+		return x.HasStartFrom
+	}
+	return false
+}
+
+func (x *OrderedScrollRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *OrderedScrollRequest) GetWithPayload() *PayloadSelector {
+	if x != nil {
+		return x.WithPayload
+	}
+	return nil
+}
+
+func (x *OrderedScrollRequest) GetWithVector() bool {
+	if x != nil {
+		return x.WithVector
+	}
+	return false
+}
+
+func (x *OrderedScrollRequest) GetMinIndex() uint64 {
+	if x != nil {
+		return x.MinIndex
+	}
+	return 0
+}
+
+func (x *OrderedScrollRequest) GetSlots() *SlotSelection {
+	if x != nil {
+		return x.Slots
+	}
+	return nil
+}
+
+func (x *OrderedScrollRequest) GetCollection() *CollectionRef {
+	if x != nil {
+		return x.Collection
+	}
+	return nil
+}
+
+// OrderedPoint is a listed document and the value it was ordered by.
+type OrderedPoint struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Point         *Vector                `protobuf:"bytes,1,opt,name=point,proto3" json:"point,omitempty"`
+	Value         float64                `protobuf:"fixed64,2,opt,name=value,proto3" json:"value,omitempty"`
+	Integer       bool                   `protobuf:"varint,3,opt,name=integer,proto3" json:"integer,omitempty"` // the value was an integer in the payload
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OrderedPoint) Reset() {
+	*x = OrderedPoint{}
+	mi := &file_shard_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OrderedPoint) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OrderedPoint) ProtoMessage() {}
+
+func (x *OrderedPoint) ProtoReflect() protoreflect.Message {
+	mi := &file_shard_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OrderedPoint.ProtoReflect.Descriptor instead.
+func (*OrderedPoint) Descriptor() ([]byte, []int) {
+	return file_shard_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *OrderedPoint) GetPoint() *Vector {
+	if x != nil {
+		return x.Point
+	}
+	return nil
+}
+
+func (x *OrderedPoint) GetValue() float64 {
+	if x != nil {
+		return x.Value
+	}
+	return 0
+}
+
+func (x *OrderedPoint) GetInteger() bool {
+	if x != nil {
+		return x.Integer
+	}
+	return false
+}
+
+type OrderedScrollResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// points are the first limit (value, id) pairs in the order asked,
+	// ties broken by id order (package idorder).
+	Points        []*OrderedPoint `protobuf:"bytes,1,rep,name=points,proto3" json:"points,omitempty"`
+	DocCount      uint64          `protobuf:"varint,2,opt,name=doc_count,json=docCount,proto3" json:"doc_count,omitempty"` // documents this replica held when it answered
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OrderedScrollResponse) Reset() {
+	*x = OrderedScrollResponse{}
+	mi := &file_shard_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OrderedScrollResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OrderedScrollResponse) ProtoMessage() {}
+
+func (x *OrderedScrollResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_shard_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OrderedScrollResponse.ProtoReflect.Descriptor instead.
+func (*OrderedScrollResponse) Descriptor() ([]byte, []int) {
+	return file_shard_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *OrderedScrollResponse) GetPoints() []*OrderedPoint {
+	if x != nil {
+		return x.Points
+	}
+	return nil
+}
+
+func (x *OrderedScrollResponse) GetDocCount() uint64 {
+	if x != nil {
+		return x.DocCount
+	}
+	return 0
+}
+
 var File_shard_proto protoreflect.FileDescriptor
 
 const file_shard_proto_rawDesc = "" +
@@ -3251,7 +3782,54 @@ const file_shard_proto_rawDesc = "" +
 	"\x04rows\x18\x06 \x01(\x04R\x04rows\x12\x14\n" +
 	"\x05bytes\x18\a \x01(\x04R\x05bytes\x12\x14\n" +
 	"\x05error\x18\b \x01(\tR\x05error\x12+\n" +
-	"\x11nprobe_calibrated\x18\t \x01(\bR\x10nprobeCalibrated2\x85\x06\n" +
+	"\x11nprobe_calibrated\x18\t \x01(\bR\x10nprobeCalibrated\"\xc9\x01\n" +
+	"\fFacetRequest\x12\x16\n" +
+	"\x06filter\x18\x01 \x01(\fR\x06filter\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12\x1b\n" +
+	"\tmin_index\x18\x03 \x01(\x04R\bminIndex\x123\n" +
+	"\x05slots\x18\x04 \x01(\v2\x1d.trawl.shard.v1.SlotSelectionR\x05slots\x12=\n" +
+	"\n" +
+	"collection\x18\x0f \x01(\v2\x1d.trawl.shard.v1.CollectionRefR\n" +
+	"collection\"i\n" +
+	"\n" +
+	"FacetValue\x12\x1a\n" +
+	"\akeyword\x18\x01 \x01(\tH\x00R\akeyword\x12\x1a\n" +
+	"\ainteger\x18\x02 \x01(\x03H\x00R\ainteger\x12\x1a\n" +
+	"\aboolean\x18\x03 \x01(\bH\x00R\abooleanB\a\n" +
+	"\x05value\"T\n" +
+	"\n" +
+	"FacetCount\x120\n" +
+	"\x05value\x18\x01 \x01(\v2\x1a.trawl.shard.v1.FacetValueR\x05value\x12\x14\n" +
+	"\x05count\x18\x02 \x01(\x04R\x05count\"`\n" +
+	"\rFacetResponse\x122\n" +
+	"\x06counts\x18\x01 \x03(\v2\x1a.trawl.shard.v1.FacetCountR\x06counts\x12\x1b\n" +
+	"\tdoc_count\x18\x02 \x01(\x04R\bdocCount\"\xb1\x03\n" +
+	"\x14OrderedScrollRequest\x12\x16\n" +
+	"\x06filter\x18\x01 \x01(\fR\x06filter\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12\x1e\n" +
+	"\n" +
+	"descending\x18\x03 \x01(\bR\n" +
+	"descending\x12\x1d\n" +
+	"\n" +
+	"start_from\x18\x04 \x01(\x01R\tstartFrom\x12$\n" +
+	"\x0ehas_start_from\x18\x05 \x01(\bR\fhasStartFrom\x12\x14\n" +
+	"\x05limit\x18\x06 \x01(\rR\x05limit\x12B\n" +
+	"\fwith_payload\x18\a \x01(\v2\x1f.trawl.shard.v1.PayloadSelectorR\vwithPayload\x12\x1f\n" +
+	"\vwith_vector\x18\b \x01(\bR\n" +
+	"withVector\x12\x1b\n" +
+	"\tmin_index\x18\t \x01(\x04R\bminIndex\x123\n" +
+	"\x05slots\x18\n" +
+	" \x01(\v2\x1d.trawl.shard.v1.SlotSelectionR\x05slots\x12=\n" +
+	"\n" +
+	"collection\x18\x0f \x01(\v2\x1d.trawl.shard.v1.CollectionRefR\n" +
+	"collection\"l\n" +
+	"\fOrderedPoint\x12,\n" +
+	"\x05point\x18\x01 \x01(\v2\x16.trawl.shard.v1.VectorR\x05point\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value\x12\x18\n" +
+	"\ainteger\x18\x03 \x01(\bR\ainteger\"j\n" +
+	"\x15OrderedScrollResponse\x124\n" +
+	"\x06points\x18\x01 \x03(\v2\x1c.trawl.shard.v1.OrderedPointR\x06points\x12\x1b\n" +
+	"\tdoc_count\x18\x02 \x01(\x04R\bdocCount2\xa9\a\n" +
 	"\x05Shard\x12G\n" +
 	"\x06Search\x12\x1d.trawl.shard.v1.SearchRequest\x1a\x1e.trawl.shard.v1.SearchResponse\x12G\n" +
 	"\x06Upsert\x12\x1d.trawl.shard.v1.UpsertRequest\x1a\x1e.trawl.shard.v1.UpsertResponse\x12>\n" +
@@ -3262,7 +3840,9 @@ const file_shard_proto_rawDesc = "" +
 	"\aCatalog\x12\x1e.trawl.shard.v1.CatalogRequest\x1a\x1f.trawl.shard.v1.CatalogResponse\x12\\\n" +
 	"\rChangeCatalog\x12$.trawl.shard.v1.ChangeCatalogRequest\x1a%.trawl.shard.v1.ChangeCatalogResponse\x12J\n" +
 	"\aMembers\x12\x1e.trawl.shard.v1.MembersRequest\x1a\x1f.trawl.shard.v1.MembersResponse\x12\\\n" +
-	"\rChangeMembers\x12$.trawl.shard.v1.ChangeMembersRequest\x1a%.trawl.shard.v1.ChangeMembersResponseB-Z+github.com/trawl-search/trawl/shard/shardpbb\x06proto3"
+	"\rChangeMembers\x12$.trawl.shard.v1.ChangeMembersRequest\x1a%.trawl.shard.v1.ChangeMembersResponse\x12D\n" +
+	"\x05Facet\x12\x1c.trawl.shard.v1.FacetRequest\x1a\x1d.trawl.shard.v1.FacetResponse\x12\\\n" +
+	"\rOrderedScroll\x12$.trawl.shard.v1.OrderedScrollRequest\x1a%.trawl.shard.v1.OrderedScrollResponseB-Z+github.com/trawl-search/trawl/shard/shardpbb\x06proto3"
 
 var (
 	file_shard_proto_rawDescOnce sync.Once
@@ -3276,7 +3856,7 @@ func file_shard_proto_rawDescGZIP() []byte {
 	return file_shard_proto_rawDescData
 }
 
-var file_shard_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
+var file_shard_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
 var file_shard_proto_goTypes = []any{
 	(*MembersRequest)(nil),        // 0: trawl.shard.v1.MembersRequest
 	(*Member)(nil),                // 1: trawl.shard.v1.Member
@@ -3317,21 +3897,28 @@ var file_shard_proto_goTypes = []any{
 	(*StatsResponse)(nil),         // 36: trawl.shard.v1.StatsResponse
 	(*CollectionStats)(nil),       // 37: trawl.shard.v1.CollectionStats
 	(*IndexStats)(nil),            // 38: trawl.shard.v1.IndexStats
-	nil,                           // 39: trawl.shard.v1.CollectionEntry.PayloadSchemaEntry
-	nil,                           // 40: trawl.shard.v1.CatalogResponse.DroppedEntry
+	(*FacetRequest)(nil),          // 39: trawl.shard.v1.FacetRequest
+	(*FacetValue)(nil),            // 40: trawl.shard.v1.FacetValue
+	(*FacetCount)(nil),            // 41: trawl.shard.v1.FacetCount
+	(*FacetResponse)(nil),         // 42: trawl.shard.v1.FacetResponse
+	(*OrderedScrollRequest)(nil),  // 43: trawl.shard.v1.OrderedScrollRequest
+	(*OrderedPoint)(nil),          // 44: trawl.shard.v1.OrderedPoint
+	(*OrderedScrollResponse)(nil), // 45: trawl.shard.v1.OrderedScrollResponse
+	nil,                           // 46: trawl.shard.v1.CollectionEntry.PayloadSchemaEntry
+	nil,                           // 47: trawl.shard.v1.CatalogResponse.DroppedEntry
 }
 var file_shard_proto_depIdxs = []int32{
 	1,  // 0: trawl.shard.v1.MembersResponse.members:type_name -> trawl.shard.v1.Member
 	4,  // 1: trawl.shard.v1.ChangeMembersRequest.replace:type_name -> trawl.shard.v1.ReplaceMember
 	1,  // 2: trawl.shard.v1.ChangeMembersResponse.members:type_name -> trawl.shard.v1.Member
 	7,  // 3: trawl.shard.v1.CollectionEntry.settings:type_name -> trawl.shard.v1.CollectionSettings
-	39, // 4: trawl.shard.v1.CollectionEntry.payload_schema:type_name -> trawl.shard.v1.CollectionEntry.PayloadSchemaEntry
+	46, // 4: trawl.shard.v1.CollectionEntry.payload_schema:type_name -> trawl.shard.v1.CollectionEntry.PayloadSchemaEntry
 	9,  // 5: trawl.shard.v1.CollectionEntry.slot_map:type_name -> trawl.shard.v1.SlotMap
 	10, // 6: trawl.shard.v1.SlotMap.moves:type_name -> trawl.shard.v1.SlotMove
 	9,  // 7: trawl.shard.v1.SetSlots.slot_map:type_name -> trawl.shard.v1.SlotMap
 	8,  // 8: trawl.shard.v1.CatalogResponse.collections:type_name -> trawl.shard.v1.CollectionEntry
 	13, // 9: trawl.shard.v1.CatalogResponse.aliases:type_name -> trawl.shard.v1.AliasEntry
-	40, // 10: trawl.shard.v1.CatalogResponse.dropped:type_name -> trawl.shard.v1.CatalogResponse.DroppedEntry
+	47, // 10: trawl.shard.v1.CatalogResponse.dropped:type_name -> trawl.shard.v1.CatalogResponse.DroppedEntry
 	8,  // 11: trawl.shard.v1.ChangeCatalogRequest.create:type_name -> trawl.shard.v1.CollectionEntry
 	6,  // 12: trawl.shard.v1.ChangeCatalogRequest.drop:type_name -> trawl.shard.v1.CollectionRef
 	13, // 13: trawl.shard.v1.ChangeCatalogRequest.alias:type_name -> trawl.shard.v1.AliasEntry
@@ -3364,31 +3951,44 @@ var file_shard_proto_depIdxs = []int32{
 	37, // 40: trawl.shard.v1.StatsResponse.collections:type_name -> trawl.shard.v1.CollectionStats
 	8,  // 41: trawl.shard.v1.CollectionStats.entry:type_name -> trawl.shard.v1.CollectionEntry
 	38, // 42: trawl.shard.v1.CollectionStats.index:type_name -> trawl.shard.v1.IndexStats
-	22, // 43: trawl.shard.v1.Shard.Search:input_type -> trawl.shard.v1.SearchRequest
-	27, // 44: trawl.shard.v1.Shard.Upsert:input_type -> trawl.shard.v1.UpsertRequest
-	29, // 45: trawl.shard.v1.Shard.Get:input_type -> trawl.shard.v1.GetRequest
-	31, // 46: trawl.shard.v1.Shard.Delete:input_type -> trawl.shard.v1.DeleteRequest
-	35, // 47: trawl.shard.v1.Shard.Stats:input_type -> trawl.shard.v1.StatsRequest
-	33, // 48: trawl.shard.v1.Shard.Scroll:input_type -> trawl.shard.v1.ScrollRequest
-	14, // 49: trawl.shard.v1.Shard.Catalog:input_type -> trawl.shard.v1.CatalogRequest
-	16, // 50: trawl.shard.v1.Shard.ChangeCatalog:input_type -> trawl.shard.v1.ChangeCatalogRequest
-	0,  // 51: trawl.shard.v1.Shard.Members:input_type -> trawl.shard.v1.MembersRequest
-	3,  // 52: trawl.shard.v1.Shard.ChangeMembers:input_type -> trawl.shard.v1.ChangeMembersRequest
-	24, // 53: trawl.shard.v1.Shard.Search:output_type -> trawl.shard.v1.SearchResponse
-	28, // 54: trawl.shard.v1.Shard.Upsert:output_type -> trawl.shard.v1.UpsertResponse
-	30, // 55: trawl.shard.v1.Shard.Get:output_type -> trawl.shard.v1.GetResponse
-	32, // 56: trawl.shard.v1.Shard.Delete:output_type -> trawl.shard.v1.DeleteResponse
-	36, // 57: trawl.shard.v1.Shard.Stats:output_type -> trawl.shard.v1.StatsResponse
-	34, // 58: trawl.shard.v1.Shard.Scroll:output_type -> trawl.shard.v1.ScrollResponse
-	15, // 59: trawl.shard.v1.Shard.Catalog:output_type -> trawl.shard.v1.CatalogResponse
-	17, // 60: trawl.shard.v1.Shard.ChangeCatalog:output_type -> trawl.shard.v1.ChangeCatalogResponse
-	2,  // 61: trawl.shard.v1.Shard.Members:output_type -> trawl.shard.v1.MembersResponse
-	5,  // 62: trawl.shard.v1.Shard.ChangeMembers:output_type -> trawl.shard.v1.ChangeMembersResponse
-	53, // [53:63] is the sub-list for method output_type
-	43, // [43:53] is the sub-list for method input_type
-	43, // [43:43] is the sub-list for extension type_name
-	43, // [43:43] is the sub-list for extension extendee
-	0,  // [0:43] is the sub-list for field type_name
+	18, // 43: trawl.shard.v1.FacetRequest.slots:type_name -> trawl.shard.v1.SlotSelection
+	6,  // 44: trawl.shard.v1.FacetRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	40, // 45: trawl.shard.v1.FacetCount.value:type_name -> trawl.shard.v1.FacetValue
+	41, // 46: trawl.shard.v1.FacetResponse.counts:type_name -> trawl.shard.v1.FacetCount
+	20, // 47: trawl.shard.v1.OrderedScrollRequest.with_payload:type_name -> trawl.shard.v1.PayloadSelector
+	18, // 48: trawl.shard.v1.OrderedScrollRequest.slots:type_name -> trawl.shard.v1.SlotSelection
+	6,  // 49: trawl.shard.v1.OrderedScrollRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	26, // 50: trawl.shard.v1.OrderedPoint.point:type_name -> trawl.shard.v1.Vector
+	44, // 51: trawl.shard.v1.OrderedScrollResponse.points:type_name -> trawl.shard.v1.OrderedPoint
+	22, // 52: trawl.shard.v1.Shard.Search:input_type -> trawl.shard.v1.SearchRequest
+	27, // 53: trawl.shard.v1.Shard.Upsert:input_type -> trawl.shard.v1.UpsertRequest
+	29, // 54: trawl.shard.v1.Shard.Get:input_type -> trawl.shard.v1.GetRequest
+	31, // 55: trawl.shard.v1.Shard.Delete:input_type -> trawl.shard.v1.DeleteRequest
+	35, // 56: trawl.shard.v1.Shard.Stats:input_type -> trawl.shard.v1.StatsRequest
+	33, // 57: trawl.shard.v1.Shard.Scroll:input_type -> trawl.shard.v1.ScrollRequest
+	14, // 58: trawl.shard.v1.Shard.Catalog:input_type -> trawl.shard.v1.CatalogRequest
+	16, // 59: trawl.shard.v1.Shard.ChangeCatalog:input_type -> trawl.shard.v1.ChangeCatalogRequest
+	0,  // 60: trawl.shard.v1.Shard.Members:input_type -> trawl.shard.v1.MembersRequest
+	3,  // 61: trawl.shard.v1.Shard.ChangeMembers:input_type -> trawl.shard.v1.ChangeMembersRequest
+	39, // 62: trawl.shard.v1.Shard.Facet:input_type -> trawl.shard.v1.FacetRequest
+	43, // 63: trawl.shard.v1.Shard.OrderedScroll:input_type -> trawl.shard.v1.OrderedScrollRequest
+	24, // 64: trawl.shard.v1.Shard.Search:output_type -> trawl.shard.v1.SearchResponse
+	28, // 65: trawl.shard.v1.Shard.Upsert:output_type -> trawl.shard.v1.UpsertResponse
+	30, // 66: trawl.shard.v1.Shard.Get:output_type -> trawl.shard.v1.GetResponse
+	32, // 67: trawl.shard.v1.Shard.Delete:output_type -> trawl.shard.v1.DeleteResponse
+	36, // 68: trawl.shard.v1.Shard.Stats:output_type -> trawl.shard.v1.StatsResponse
+	34, // 69: trawl.shard.v1.Shard.Scroll:output_type -> trawl.shard.v1.ScrollResponse
+	15, // 70: trawl.shard.v1.Shard.Catalog:output_type -> trawl.shard.v1.CatalogResponse
+	17, // 71: trawl.shard.v1.Shard.ChangeCatalog:output_type -> trawl.shard.v1.ChangeCatalogResponse
+	2,  // 72: trawl.shard.v1.Shard.Members:output_type -> trawl.shard.v1.MembersResponse
+	5,  // 73: trawl.shard.v1.Shard.ChangeMembers:output_type -> trawl.shard.v1.ChangeMembersResponse
+	42, // 74: trawl.shard.v1.Shard.Facet:output_type -> trawl.shard.v1.FacetResponse
+	45, // 75: trawl.shard.v1.Shard.OrderedScroll:output_type -> trawl.shard.v1.OrderedScrollResponse
+	64, // [64:76] is the sub-list for method output_type
+	52, // [52:64] is the sub-list for method input_type
+	52, // [52:52] is the sub-list for extension type_name
+	52, // [52:52] is the sub-list for extension extendee
+	0,  // [0:52] is the sub-list for field type_name
 }
 
 func init() { file_shard_proto_init() }
@@ -3409,13 +4009,18 @@ func file_shard_proto_init() {
 		(*ChangeCatalogRequest_SetSlots)(nil),
 	}
 	file_shard_proto_msgTypes[19].OneofWrappers = []any{}
+	file_shard_proto_msgTypes[40].OneofWrappers = []any{
+		(*FacetValue_Keyword)(nil),
+		(*FacetValue_Integer)(nil),
+		(*FacetValue_Boolean)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_shard_proto_rawDesc), len(file_shard_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   41,
+			NumMessages:   48,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

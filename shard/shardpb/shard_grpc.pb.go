@@ -34,6 +34,8 @@ const (
 	Shard_ChangeCatalog_FullMethodName = "/trawl.shard.v1.Shard/ChangeCatalog"
 	Shard_Members_FullMethodName       = "/trawl.shard.v1.Shard/Members"
 	Shard_ChangeMembers_FullMethodName = "/trawl.shard.v1.Shard/ChangeMembers"
+	Shard_Facet_FullMethodName         = "/trawl.shard.v1.Shard/Facet"
+	Shard_OrderedScroll_FullMethodName = "/trawl.shard.v1.Shard/OrderedScroll"
 )
 
 // ShardClient is the client API for Shard service.
@@ -72,6 +74,14 @@ type ShardClient interface {
 	// change of the group's configuration, committed through its log on the
 	// leader (a follower forwards it, or answers NOT_LEADER, as writes).
 	ChangeMembers(ctx context.Context, in *ChangeMembersRequest, opts ...grpc.CallOption) (*ChangeMembersResponse, error)
+	// Facet counts, for every distinct value of a payload key, the
+	// documents a filter matches that hold it (Qdrant's facet). A replica
+	// answers with every value it holds, so the router's sums are exact.
+	Facet(ctx context.Context, in *FacetRequest, opts ...grpc.CallOption) (*FacetResponse, error)
+	// OrderedScroll lists the documents a filter matches in the order of a
+	// payload key's numeric value (Qdrant's scroll with order_by), a page
+	// at a time; the router merges every shard's page by that value.
+	OrderedScroll(ctx context.Context, in *OrderedScrollRequest, opts ...grpc.CallOption) (*OrderedScrollResponse, error)
 }
 
 type shardClient struct {
@@ -182,6 +192,26 @@ func (c *shardClient) ChangeMembers(ctx context.Context, in *ChangeMembersReques
 	return out, nil
 }
 
+func (c *shardClient) Facet(ctx context.Context, in *FacetRequest, opts ...grpc.CallOption) (*FacetResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(FacetResponse)
+	err := c.cc.Invoke(ctx, Shard_Facet_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *shardClient) OrderedScroll(ctx context.Context, in *OrderedScrollRequest, opts ...grpc.CallOption) (*OrderedScrollResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(OrderedScrollResponse)
+	err := c.cc.Invoke(ctx, Shard_OrderedScroll_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ShardServer is the server API for Shard service.
 // All implementations must embed UnimplementedShardServer
 // for forward compatibility.
@@ -218,6 +248,14 @@ type ShardServer interface {
 	// change of the group's configuration, committed through its log on the
 	// leader (a follower forwards it, or answers NOT_LEADER, as writes).
 	ChangeMembers(context.Context, *ChangeMembersRequest) (*ChangeMembersResponse, error)
+	// Facet counts, for every distinct value of a payload key, the
+	// documents a filter matches that hold it (Qdrant's facet). A replica
+	// answers with every value it holds, so the router's sums are exact.
+	Facet(context.Context, *FacetRequest) (*FacetResponse, error)
+	// OrderedScroll lists the documents a filter matches in the order of a
+	// payload key's numeric value (Qdrant's scroll with order_by), a page
+	// at a time; the router merges every shard's page by that value.
+	OrderedScroll(context.Context, *OrderedScrollRequest) (*OrderedScrollResponse, error)
 	mustEmbedUnimplementedShardServer()
 }
 
@@ -257,6 +295,12 @@ func (UnimplementedShardServer) Members(context.Context, *MembersRequest) (*Memb
 }
 func (UnimplementedShardServer) ChangeMembers(context.Context, *ChangeMembersRequest) (*ChangeMembersResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ChangeMembers not implemented")
+}
+func (UnimplementedShardServer) Facet(context.Context, *FacetRequest) (*FacetResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Facet not implemented")
+}
+func (UnimplementedShardServer) OrderedScroll(context.Context, *OrderedScrollRequest) (*OrderedScrollResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method OrderedScroll not implemented")
 }
 func (UnimplementedShardServer) mustEmbedUnimplementedShardServer() {}
 func (UnimplementedShardServer) testEmbeddedByValue()               {}
@@ -459,6 +503,42 @@ func _Shard_ChangeMembers_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Shard_Facet_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(FacetRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ShardServer).Facet(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Shard_Facet_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ShardServer).Facet(ctx, req.(*FacetRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Shard_OrderedScroll_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(OrderedScrollRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ShardServer).OrderedScroll(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Shard_OrderedScroll_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ShardServer).OrderedScroll(ctx, req.(*OrderedScrollRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Shard_ServiceDesc is the grpc.ServiceDesc for Shard service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -505,6 +585,14 @@ var Shard_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ChangeMembers",
 			Handler:    _Shard_ChangeMembers_Handler,
+		},
+		{
+			MethodName: "Facet",
+			Handler:    _Shard_Facet_Handler,
+		},
+		{
+			MethodName: "OrderedScroll",
+			Handler:    _Shard_OrderedScroll_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

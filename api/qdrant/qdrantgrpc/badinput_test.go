@@ -82,7 +82,7 @@ func TestBadInput(t *testing.T) {
 		{"fusion", func() error {
 			_, err := cl.p.Query(call(t), &pb.QueryPoints{CollectionName: "trawl", Query: &pb.Query{Variant: &pb.Query_Fusion{Fusion: pb.Fusion_RRF}}})
 			return err
-		}, codes.InvalidArgument, "Bad request: query fusion is not supported: trawl serves nearest-vector queries (a vector or a point id)"},
+		}, codes.InvalidArgument, "Bad request: query fusion is not supported: trawl serves nearest-vector queries (a vector or a point id) and recommend"},
 		{"sparse", func() error {
 			_, err := cl.p.Upsert(call(t), &pb.UpsertPoints{CollectionName: "trawl", Points: []*pb.PointStruct{{Id: num(1),
 				Vectors: &pb.Vectors{VectorsOptions: &pb.Vectors_Vector{Vector: &pb.Vector{Vector: &pb.Vector_Sparse{Sparse: &pb.SparseVector{}}}}}}}})
@@ -130,10 +130,33 @@ func TestBadInput(t *testing.T) {
 				{Vector: v, Limit: 1}, {Vector: v, Limit: 1, ShardKeySelector: &pb.ShardKeySelector{}}}})
 			return err
 		}, codes.InvalidArgument, "Bad request: search_points[1]: shard_key is not supported: trawl places points by a hash of their id over every shard"},
-		{"scroll order_by", func() error {
-			_, err := cl.p.Scroll(call(t), &pb.ScrollPoints{CollectionName: "trawl", OrderBy: &pb.OrderBy{Key: "year"}})
+		{"scroll order_by with offset", func() error {
+			_, err := cl.p.Scroll(call(t), &pb.ScrollPoints{CollectionName: "trawl", OrderBy: &pb.OrderBy{Key: "year"}, Offset: num(3)})
 			return err
-		}, codes.InvalidArgument, "Bad request: order_by is not supported: trawl scrolls in id order"},
+		}, codes.InvalidArgument, "Bad request: offset cannot be used with order_by: page on with order_by.start_from"},
+		{"scroll order_by datetime", func() error {
+			_, err := cl.p.Scroll(call(t), &pb.ScrollPoints{CollectionName: "trawl", OrderBy: &pb.OrderBy{Key: "year",
+				StartFrom: &pb.StartFrom{Value: &pb.StartFrom_Datetime{Datetime: "2024-01-01T00:00:00Z"}}}})
+			return err
+		}, codes.InvalidArgument, "Bad request: order_by.start_from: trawl orders by numbers only, not datetimes"},
+		{"scroll order_by bad key", func() error {
+			_, err := cl.p.Scroll(call(t), &pb.ScrollPoints{CollectionName: "trawl", OrderBy: &pb.OrderBy{Key: ".year"}})
+			return err
+		}, codes.InvalidArgument, `Bad request: order_by.key ".year" is not a payload key: a key is a dotted path like meta.draft`},
+		{"facet no key", func() error {
+			_, err := cl.p.Facet(call(t), &pb.FacetCounts{CollectionName: "trawl"})
+			return err
+		}, codes.InvalidArgument, "Bad request: key is empty: want a payload key"},
+		{"facet limit", func() error {
+			zero := uint64(0)
+			_, err := cl.p.Facet(call(t), &pb.FacetCounts{CollectionName: "trawl", Key: "color", Limit: &zero})
+			return err
+		}, codes.InvalidArgument, "Bad request: limit is 0, want 1..10000"},
+		{"facet bad filter", func() error {
+			_, err := cl.p.Facet(call(t), &pb.FacetCounts{CollectionName: "trawl", Key: "color", Filter: &pb.Filter{Must: []*pb.Condition{
+				{ConditionOneOf: &pb.Condition_Field{Field: &pb.FieldCondition{Key: "n", Range: &pb.Range{}}}}}}})
+			return err
+		}, codes.InvalidArgument, "Bad request: filter.must[0].range: needs at least one of gt, gte, lt, lte"},
 		{"create Manhattan", func() error {
 			_, err := cl.c.Create(call(t), &pb.CreateCollection{CollectionName: "m", VectorsConfig: &pb.VectorsConfig{
 				Config: &pb.VectorsConfig_Params{Params: &pb.VectorParams{Size: 4, Distance: pb.Distance_Manhattan}}}})
@@ -155,9 +178,41 @@ func TestBadInput(t *testing.T) {
 			return err
 		}, codes.InvalidArgument, `Bad request: field_schema uuid is not supported: a uuid index matches UUIDs written differently (case, braces) as equal, trawl matches strings exactly; declare "keyword"`},
 		{"unserved RPC", func() error {
-			_, err := cl.p.Recommend(call(t), &pb.RecommendPoints{CollectionName: "trawl"})
+			_, err := cl.p.Discover(call(t), &pb.DiscoverPoints{CollectionName: "trawl"})
 			return err
-		}, codes.Unimplemented, "/qdrant.Points/Recommend is not served: trawl serves the subset of Qdrant's API applications use (docs/qdrant.md)"},
+		}, codes.Unimplemented, "/qdrant.Points/Discover is not served: trawl serves the subset of Qdrant's API applications use (docs/qdrant.md)"},
+		{"recommend best_score", func() error {
+			_, err := cl.p.Recommend(call(t), &pb.RecommendPoints{CollectionName: "trawl", Positive: []*pb.PointId{num(1)}, Limit: 3,
+				Strategy: pb.RecommendStrategy_BestScore.Enum()})
+			return err
+		}, codes.InvalidArgument, "Bad request: strategy best_score is not supported: trawl recommends with average_vector (one search with 2·avg(positive) − avg(negative))"},
+		{"recommend no positive", func() error {
+			_, err := cl.p.Recommend(call(t), &pb.RecommendPoints{CollectionName: "trawl", Negative: []*pb.PointId{num(1)}, Limit: 3})
+			return err
+		}, codes.InvalidArgument, "Bad request: positive is empty: the average_vector strategy needs at least one positive example"},
+		{"query recommend bad vector", func() error {
+			_, err := cl.p.Query(call(t), &pb.QueryPoints{CollectionName: "trawl", Query: &pb.Query{Variant: &pb.Query_Recommend{Recommend: &pb.RecommendInput{
+				Positive: []*pb.VectorInput{{Variant: &pb.VectorInput_Dense{Dense: &pb.DenseVector{Data: []float32{1, 2}}}}}}}}})
+			return err
+		}, codes.InvalidArgument, "Bad request: query.recommend.positive[0]: vector has 2 dimensions, want 8"},
+		{"search groups size", func() error {
+			_, err := cl.p.SearchGroups(call(t), &pb.SearchPointGroups{CollectionName: "trawl", Vector: unit(0), GroupBy: "color", Limit: 3})
+			return err
+		}, codes.InvalidArgument, "Bad request: group_size is 0, want 1..100"},
+		{"query groups lookup", func() error {
+			_, err := cl.p.QueryGroups(call(t), &pb.QueryPointGroups{CollectionName: "trawl", Query: nearest(unit(0)), GroupBy: "color",
+				WithLookup: &pb.WithLookup{Collection: "other"}})
+			return err
+		}, codes.InvalidArgument, "Bad request: with_lookup is not supported: trawl groups points of one collection"},
+		{"query groups no group_by", func() error {
+			_, err := cl.p.QueryGroups(call(t), &pb.QueryPointGroups{CollectionName: "trawl", Query: nearest(unit(0))})
+			return err
+		}, codes.InvalidArgument, "Bad request: group_by is empty: want a payload key"},
+		{"query recommend sum_scores", func() error {
+			_, err := cl.p.Query(call(t), &pb.QueryPoints{CollectionName: "trawl", Query: &pb.Query{Variant: &pb.Query_Recommend{Recommend: &pb.RecommendInput{
+				Positive: []*pb.VectorInput{{Variant: &pb.VectorInput_Id{Id: num(1)}}}, Strategy: pb.RecommendStrategy_SumScores.Enum()}}}})
+			return err
+		}, codes.InvalidArgument, "Bad request: query.recommend.strategy sum_scores is not supported: trawl recommends with average_vector (one search with 2·avg(positive) − avg(negative))"},
 		{"bad allow-partial", func() error {
 			_, err := cl.p.Count(call(t, "x-trawl-allow-partial", "maybe"), &pb.CountPoints{CollectionName: "trawl"})
 			return err

@@ -76,13 +76,41 @@ func TestDegraded(t *testing.T) {
 	require.Equal(t, []string{"true"}, tr.Get(qdrantgrpc.DegradedKey))
 	require.Equal(t, c0+1, counter(t, e, "trawl_scatter_degraded_total", counts))
 
+	// A facet counts on the count path; an ordered scroll lists on the
+	// scroll path.
+	tr = nil
+	_, err = cl.p.Facet(call(t), &pb.FacetCounts{CollectionName: "trawl", Key: "color"}, grpc.Trailer(&tr))
+	require.NoError(t, err)
+	require.Equal(t, []string{"true"}, tr.Get(qdrantgrpc.DegradedKey))
+	require.Equal(t, c0+2, counter(t, e, "trawl_scatter_degraded_total", counts))
+	scrolls := map[string]string{"path": "scroll", "collection": "trawl"}
+	s0 := counter(t, e, "trawl_scatter_degraded_total", scrolls)
+	tr = nil
+	_, err = cl.p.Scroll(call(t), &pb.ScrollPoints{CollectionName: "trawl", OrderBy: &pb.OrderBy{Key: "n"}}, grpc.Trailer(&tr))
+	require.NoError(t, err)
+	require.Equal(t, []string{"true"}, tr.Get(qdrantgrpc.DegradedKey))
+	require.Equal(t, s0+1, counter(t, e, "trawl_scatter_degraded_total", scrolls))
+	tr = nil
+	_, err = cl.p.Facet(call(t, qdrantgrpc.AllowPartialKey, "false"), &pb.FacetCounts{CollectionName: "trawl", Key: "color"}, grpc.Trailer(&tr))
+	code, msg := codeOf(err)
+	require.Equal(t, codes.Unavailable, code, msg)
+	require.Equal(t, []string{"true"}, tr.Get(qdrantgrpc.DegradedKey))
+
 	tr = nil
 	_, err = cl.p.Query(call(t, qdrantgrpc.AllowPartialKey, "false"), &pb.QueryPoints{CollectionName: "trawl", Query: nearest(unit(0))}, grpc.Trailer(&tr))
-	code, msg := codeOf(err)
+	code, msg = codeOf(err)
 	require.Equal(t, codes.Unavailable, code, msg)
 	require.Equal(t, "Service unavailable: 1 of 3 shards unavailable and allow_partial is false", msg)
 	require.Equal(t, []string{"true"}, tr.Get(qdrantgrpc.DegradedKey))
 	require.Equal(t, d0+2, counter(t, e, "trawl_scatter_degraded_total", searches), "a refused degraded answer counts too")
+
+	// A grouped search is a search fan-out to find the groups, then a
+	// batch for their hits: each degraded fan-out counts once.
+	tr = nil
+	_, err = cl.p.QueryGroups(call(t), &pb.QueryPointGroups{CollectionName: "trawl", Query: nearest(unit(0)), GroupBy: "color"}, grpc.Trailer(&tr))
+	require.NoError(t, err)
+	require.Equal(t, []string{"true"}, tr.Get(qdrantgrpc.DegradedKey))
+	require.Greater(t, counter(t, e, "trawl_scatter_degraded_total", searches), d0+2)
 
 	info, err := cl.c.Get(call(t), &pb.GetCollectionInfoRequest{CollectionName: "trawl"})
 	require.NoError(t, err)

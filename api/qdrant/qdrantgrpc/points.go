@@ -213,6 +213,9 @@ func (p *pointsService) Scroll(ctx context.Context, r *pb.ScrollPoints) (*pb.Scr
 	out := &pb.ScrollResponse{Result: make([]*pb.RetrievedPoint, len(ans.Points))}
 	for i, pt := range ans.Points {
 		rp := &pb.RetrievedPoint{Id: encodeID(pt.ID), Vectors: vectorsOutput(pt.Vector)}
+		if sr.s.OrderBy != nil {
+			rp.OrderValue = orderValue(pt)
+		}
 		if sr.s.WithPayload != nil {
 			if rp.Payload, err = projectedValues(pt.Payload, sr.exclude); err != nil {
 				return nil, err

@@ -100,10 +100,15 @@ func decodeQuery(r *pb.QueryPoints, sch coordinator.Schema) (query, error) {
 	switch x := r.GetQuery().GetVariant().(type) {
 	case *pb.Query_Nearest:
 		in = x.Nearest
+	case *pb.Query_Recommend:
+		if out.q.Recommend, err = decodeRecommendInput(x.Recommend, sch); err != nil {
+			return query{}, err
+		}
+		return out, nil
 	case nil:
 		return query{}, wire.Invalid("query is missing: trawl serves nearest-vector queries (a vector or a point id); list points with Scroll")
 	default:
-		return query{}, invalidf("query %s is not supported: trawl serves nearest-vector queries (a vector or a point id)", queryKind(x))
+		return query{}, invalidf("query %s is not supported: trawl serves nearest-vector queries (a vector or a point id) and recommend", queryKind(x))
 	}
 	switch x := in.GetVariant().(type) {
 	case *pb.VectorInput_Dense:
@@ -182,10 +187,16 @@ func decodeScroll(r *pb.ScrollPoints) (scrollRequest, error) {
 	if err := refuseShardKey(r.ShardKeySelector); err != nil {
 		return scrollRequest{}, err
 	}
-	if r.OrderBy != nil {
-		return scrollRequest{}, wire.Invalid(qdrantx.ErrOrderBy)
-	}
 	out := scrollRequest{s: coordinator.Scroll{Limit: qdrantx.DefaultLimit}}
+	if r.OrderBy != nil {
+		if r.Offset != nil {
+			return scrollRequest{}, wire.Invalid("offset cannot be used with order_by: page on with order_by.start_from")
+		}
+		var err error
+		if out.s.OrderBy, err = decodeOrderBy(r.OrderBy); err != nil {
+			return scrollRequest{}, err
+		}
+	}
 	if r.Limit != nil {
 		if *r.Limit < 1 || *r.Limit > coordinator.MaxScrollLimit {
 			return scrollRequest{}, invalidf("limit is %d, want 1..%d", *r.Limit, coordinator.MaxScrollLimit)

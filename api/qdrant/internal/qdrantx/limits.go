@@ -24,8 +24,10 @@ const (
 	ErrMulti        = "multivectors are not supported: trawl stores one vector per point"
 	ErrPrefetch     = "prefetch is not supported: trawl serves single-stage nearest-vector queries"
 	ErrLookupFrom   = "lookup_from is not supported: a query by id looks the point up in the collection it searches"
-	ErrOrderBy      = "order_by is not supported: trawl scrolls in id order"
-	ErrEmptyDelete  = "filter has no conditions, which would delete every point; trawl refuses that (delete by ids, or give the filter a condition)"
+	// ErrOrderByDatetime: trawl's payloads hold datetimes as strings,
+	// which order_by does not read.
+	ErrOrderByDatetime = "trawl orders by numbers only, not datetimes"
+	ErrEmptyDelete     = "filter has no conditions, which would delete every point; trawl refuses that (delete by ids, or give the filter a condition)"
 )
 
 // StripKeys drops the excluded top-level keys from a payload (Qdrant's
