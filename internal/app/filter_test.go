@@ -360,6 +360,14 @@ func TestFilteredSearchIsExactTopKOfTheMatchingDocs(t *testing.T) {
 						src = `{"must": {"key": "nope", "match": {"value": "x"}}}` // none
 					case 1:
 						src = `{"must": [{"key": "year", "match": {"value": 2024}}, {"key": "flag", "match": {"value": true}}]}` // a few
+					case 2:
+						src = `{"must": {"has_id": ["doc-1", "doc-7", "doc-42", "doc-99", "doc-123", "doc-300", "doc-599", 3]}}`
+					case 3:
+						src = `{"must": {"nested": {"key": "arr", "filter": {"must": {"key": "k", "match": {"any": ["en", "go", ""]}}}}},
+							"min_should": {"conditions": [{"key": "lang", "match": {"except": ["en"]}}, {"is_empty": {"key": "tags"}}, {"has_id": ["doc-5"]}], "min_count": 1}}`
+					case 4:
+						src = `{"should": [{"key": "loc", "geo_radius": {"center": {"lon": 0, "lat": 0}, "radius": 120000}},
+							{"key": "date", "range": {"gte": "2021-06-15T12:00:00+02:00"}}, {"key": "title", "match": {"text": "r"}}]}`
 					}
 					ftree := decodeNumbers(t, []byte(src))
 					qv := make([]float32, dim)
