@@ -92,7 +92,7 @@ type Condition struct {
 	Key string
 	// Path is Key split at its dots.
 	Path   []string
-	Value  Value   // OpMatch
+	Value  Value   // OpMatch; OpText, OpTextAny (a String)
 	Values []Value // OpAny, OpExcept: all of one Type (Type String when empty)
 	Range  Range   // OpRange, OpValuesCount (whole, non-negative bounds)
 	Nested *Filter // OpFilter, OpNested
@@ -108,6 +108,9 @@ type Condition struct {
 
 // HasID reports whether id is one of an OpHasID condition's ids.
 func (c *Condition) HasID(id string) bool {
+	if c.idSet == nil {
+		return slices.Contains(c.IDs, id) // a Condition not made by Parse
+	}
 	_, ok := c.idSet[id]
 	return ok
 }
