@@ -280,6 +280,7 @@ func TestNewConditionsRefusedNamingTheMember(t *testing.T) {
 		{`{"must": {"key": "g", "geo_polygon": {"exterior": ` + ring + `, "interiors": [{"points": [{"lon": 0, "lat": 0}, {"lon": 1, "lat": 0}, {"lon": 1, "lat": 1}, {"lon": 0, "lat": 1}]}]}}}`, "filter.must.geo_polygon.interiors[0].points: is not closed; its last point must be its first"},
 		{`{"must": {"key": "g", "geo_polygon": {"exterior": ` + ring + `}, "geo_radius": {}}}`, "filter.must: has more than one of match, range, values_count, geo_radius, geo_bounding_box and geo_polygon; give one"},
 		{`{"must": {"key": "g", "geo_radius": null}}`, "filter.must: has a null geo area"},
+		{`{"must": {"key": "g", "geo_polygon": null}}`, "filter.must: has a null geo area"},
 	} {
 		_, err := Parse([]byte(tc.in))
 		require.Error(t, err, tc.in)

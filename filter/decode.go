@@ -438,6 +438,7 @@ func (d *decoder) keyed(p path, m map[string]any) (Condition, error) {
 	case ops > 1:
 		return Condition{}, p.errorf("has more than one of match, range, values_count, geo_radius, geo_bounding_box and geo_polygon; give one")
 	case ops == 0:
+		return Condition{}, p.errorf("has a key but no match, range, values_count or geo area")
 	case m["geo_radius"] != nil || m["geo_bounding_box"] != nil || m["geo_polygon"] != nil:
 		c, err := parseGeo(p, m)
 		c.Key, c.Path = key, segs
@@ -457,10 +458,8 @@ func (d *decoder) keyed(p path, m map[string]any) (Condition, error) {
 		r, err := parseRange(p.key("range"), rng)
 		return Condition{Op: OpRange, Key: key, Path: segs, Range: r}, err
 	}
-	if _, geo := m["geo_radius"]; geo || m["geo_bounding_box"] != nil || m["geo_polygon"] != nil {
-		return Condition{}, p.errorf("has a null geo area")
-	}
-	return Condition{}, p.errorf("has a key but no match, range, values_count or geo area")
+	// The one operator is a geo area given as null.
+	return Condition{}, p.errorf("has a null geo area")
 }
 
 // isDatetimeRange reports a range whose bounds are strings: Qdrant reads
