@@ -1,16 +1,20 @@
 package filter
 
 import (
+	"encoding/hex"
 	"encoding/json"
 	"math"
 	"slices"
 	"strconv"
+	"strings"
+	"time"
 )
 
 // maxJSONDepth bounds the JSON nesting Parse reads before checking the
 // filter's own nesting: a filter of MaxNesting levels is at most about
-// three JSON levels each (filter, clause list, condition).
-const maxJSONDepth = 4*MaxNesting + 4
+// five JSON levels each (condition, nested, filter, min_should, list), and
+// a geo polygon six more (geo_polygon, interiors, ring, points, point).
+const maxJSONDepth = 6*MaxNesting + 8
 
 // Parse decodes a filter in Qdrant's JSON and checks all of it: clauses
 // must, should and must_not, each a list of conditions or one condition;
@@ -56,6 +60,10 @@ func sortedKeys(m map[string]any) []string {
 
 var clauses = []string{"must", "should", "must_not"}
 
+// filterMembers are the members of a filter object: its clauses and
+// min_should.
+var filterMembers = []string{"must", "should", "must_not", "min_should"}
+
 func (d *decoder) filter(p path, v any, level int) (*Filter, error) {
 	m, ok := v.(map[string]any)
 	if !ok {
@@ -65,11 +73,18 @@ func (d *decoder) filter(p path, v any, level int) (*Filter, error) {
 		return nil, p.errorf("is nested deeper than %d filters", MaxNesting)
 	}
 	for _, k := range sortedKeys(m) {
-		if !slices.Contains(clauses, k) {
-			return nil, p.key(k).errorf("unknown clause; a filter has must, should and must_not")
+		if !slices.Contains(filterMembers, k) {
+			return nil, p.key(k).errorf("unknown clause; a filter has must, should, must_not and min_should")
 		}
 	}
 	f := &Filter{}
+	if raw := m["min_should"]; raw != nil {
+		ms, err := d.minShould(p.key("min_should"), raw, level)
+		if err != nil {
+			return nil, err
+		}
+		f.MinShould = ms
+	}
 	for _, name := range clauses {
 		raw, ok := m[name]
 		if !ok || raw == nil {
@@ -111,12 +126,67 @@ func (d *decoder) filter(p path, v any, level int) (*Filter, error) {
 	return f, nil
 }
 
+// minShould reads {"conditions": [...], "min_count": n}, n at least 1
+// (Qdrant refuses 0, which would match everything).
+func (d *decoder) minShould(p path, v any, level int) (*MinShould, error) {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, p.errorf(`is %s, want {"conditions": [...], "min_count": n}`, kindOf(v))
+	}
+	for _, k := range sortedKeys(m) {
+		if k != "conditions" && k != "min_count" {
+			return nil, p.key(k).errorf("unknown field; min_should takes conditions and min_count")
+		}
+	}
+	cp := p.key("conditions")
+	list, ok := m["conditions"].([]any)
+	if !ok {
+		if _, present := m["conditions"]; !present {
+			return nil, cp.errorf("is missing")
+		}
+		return nil, cp.errorf("is %s, want a list of conditions", kindOf(m["conditions"]))
+	}
+	ms := &MinShould{Conds: make([]Condition, len(list))}
+	for i, e := range list {
+		c, err := d.condition(cp.index(i), e, level)
+		if err != nil {
+			return nil, err
+		}
+		ms.Conds[i] = c
+	}
+	if len(ms.Conds) == 0 {
+		ms.Conds = nil
+	}
+	np := p.key("min_count")
+	raw, present := m["min_count"]
+	if !present {
+		return nil, np.errorf("is missing")
+	}
+	n, ok := raw.(json.Number)
+	var i int64
+	if ok {
+		x, err := number(n)
+		i, ok = x.(int64)
+		ok = ok && err == nil
+	}
+	if !ok || i < 1 {
+		return nil, np.errorf("is %s, want a whole number of conditions, 1 or more", describe(raw))
+	}
+	ms.Count = int(min(i, MaxConditions+1))
+	return ms, nil
+}
+
+// describe is a value for an error: a number as written, else its kind.
+func describe(v any) string {
+	if n, ok := v.(json.Number); ok {
+		return string(n)
+	}
+	return kindOf(v)
+}
+
 // unsupported names Qdrant conditions and operators outside trawl's subset,
 // so the error says so rather than "unknown".
-var unsupported = map[string]bool{
-	"has_id": true, "nested": true, "geo_radius": true, "geo_bounding_box": true,
-	"geo_polygon": true, "text": true, "text_any": true, "phrase": true, "has_vector": true, "min_should": true,
-}
+var unsupported = map[string]bool{"has_vector": true, "prefix": true}
 
 func (d *decoder) condition(p path, v any, level int) (Condition, error) {
 	d.conds++
@@ -129,15 +199,31 @@ func (d *decoder) condition(p path, v any, level int) (Condition, error) {
 	}
 	for _, k := range sortedKeys(m) {
 		if unsupported[k] {
-			return Condition{}, p.key(k).errorf("is not supported; conditions are key with match, range or values_count, is_empty, is_null, or a nested filter")
+			return Condition{}, p.key(k).errorf("is not supported; conditions are key with match, range, values_count or a geo area, is_empty, is_null, has_id, nested, or a nested filter")
 		}
 	}
 	_, keyed := m["key"]
 	_, empty := m["is_empty"]
 	_, null := m["is_null"]
+	_, hasID := m["has_id"]
+	_, nested := m["nested"]
 	switch {
 	case keyed:
 		return d.keyed(p, m)
+	case hasID || nested:
+		name := "has_id"
+		if nested {
+			name = "nested"
+		}
+		for _, k := range sortedKeys(m) {
+			if k != name {
+				return Condition{}, p.key(k).errorf("unexpected beside %s", name)
+			}
+		}
+		if hasID {
+			return parseHasID(p.key("has_id"), m["has_id"])
+		}
+		return d.nested(p.key("nested"), m["nested"], level)
 	case empty || null:
 		name := "is_empty"
 		op := OpIsEmpty
@@ -167,11 +253,11 @@ func (d *decoder) condition(p path, v any, level int) (Condition, error) {
 		}
 		return Condition{Op: op, Key: key, Path: keyPath}, nil
 	}
-	// A nested filter: any object made only of clauses (Qdrant reads {} as
+	// A nested filter: any object made only of clauses and min_should (Qdrant reads {} as
 	// the filter that matches everything).
 	for _, k := range sortedKeys(m) {
-		if !slices.Contains(clauses, k) {
-			return Condition{}, p.key(k).errorf("unknown condition; conditions are key with match, range or values_count, is_empty, is_null, or a nested filter of must, should and must_not")
+		if !slices.Contains(filterMembers, k) {
+			return Condition{}, p.key(k).errorf("unknown condition; conditions are key with match, range, values_count or a geo area, is_empty, is_null, has_id, nested, or a nested filter of must, should and must_not")
 		}
 	}
 	f, err := d.filter(p, m, level+1)
@@ -179,6 +265,126 @@ func (d *decoder) condition(p path, v any, level int) (Condition, error) {
 		return Condition{}, err
 	}
 	return Condition{Op: OpFilter, Nested: f}, nil
+}
+
+// parseHasID reads has_id's list of point ids: unsigned integers (as
+// their decimal trawl ids) and strings (a UUID in any form Qdrant takes as
+// its lowercase hyphenated trawl id, any other string as itself).
+func parseHasID(p path, v any) (Condition, error) {
+	a, ok := v.([]any)
+	if !ok {
+		return Condition{}, p.errorf("is %s, want a list of point ids", kindOf(v))
+	}
+	c := Condition{Op: OpHasID, IDs: make([]string, len(a)), idSet: make(map[string]struct{}, len(a))}
+	for i, e := range a {
+		ip := p.index(i)
+		switch x := e.(type) {
+		case string:
+			if x == "" {
+				return Condition{}, ip.errorf("is empty, want a point id")
+			}
+			c.IDs[i] = CanonicalID(x)
+		case json.Number:
+			n, err := strconv.ParseUint(string(x), 10, 64)
+			if err != nil {
+				return Condition{}, ip.errorf("is %s, want an unsigned 64-bit integer or a UUID string", x)
+			}
+			c.IDs[i] = strconv.FormatUint(n, 10)
+		default:
+			return Condition{}, ip.errorf("is %s, want an unsigned integer or a UUID string", kindOf(e))
+		}
+		c.idSet[c.IDs[i]] = struct{}{}
+	}
+	return c, nil
+}
+
+// CanonicalID is the trawl id a has_id string names: a UUID in any of the
+// forms Qdrant accepts (hyphenated, 32 hex digits, braced, urn:uuid:; any
+// case) lowercase and hyphenated, any other string itself.
+func CanonicalID(s string) string {
+	u := s
+	switch {
+	case len(u) == 45 && strings.EqualFold(u[:9], "urn:uuid:"):
+		u = u[9:]
+	case len(u) == 38 && u[0] == '{' && u[37] == '}':
+		u = u[1:37]
+	}
+	switch len(u) {
+	case 32:
+	case 36:
+		if u[8] != '-' || u[13] != '-' || u[18] != '-' || u[23] != '-' {
+			return s
+		}
+		u = u[:8] + u[9:13] + u[14:18] + u[19:23] + u[24:]
+	default:
+		return s
+	}
+	var b [16]byte
+	if _, err := hex.Decode(b[:], []byte(u)); err != nil {
+		return s
+	}
+	h := hex.EncodeToString(b[:])
+	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+// nested reads {"key": K, "filter": {...}}; the inner filter is a level
+// deeper and has no has_id (Qdrant's nested filters test payloads only).
+func (d *decoder) nested(p path, v any, level int) (Condition, error) {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return Condition{}, p.errorf(`is %s, want {"key": "...", "filter": {...}}`, kindOf(v))
+	}
+	for _, k := range sortedKeys(m) {
+		if k != "key" && k != "filter" {
+			return Condition{}, p.key(k).errorf("unknown field; nested takes key and filter")
+		}
+	}
+	key, segs, err := parseKey(p, m)
+	if err != nil {
+		return Condition{}, err
+	}
+	fp := p.key("filter")
+	raw, present := m["filter"]
+	if !present {
+		return Condition{}, fp.errorf("is missing")
+	}
+	f, err := d.filter(fp, raw, level+1)
+	if err != nil {
+		return Condition{}, err
+	}
+	if q := findHasID(fp, f); q != nil {
+		return Condition{}, q
+	}
+	return Condition{Op: OpNested, Key: key, Path: segs, Nested: f}, nil
+}
+
+// findHasID refuses a has_id inside a nested filter, which Qdrant does
+// not evaluate there.
+func findHasID(p path, f *Filter) *Error {
+	var walk func(f *Filter) bool
+	walk = func(f *Filter) bool {
+		lists := [][]Condition{f.Must, f.Should, f.MustNot}
+		if f.MinShould != nil {
+			lists = append(lists, f.MinShould.Conds)
+		}
+		for _, cs := range lists {
+			for i := range cs {
+				switch cs[i].Op {
+				case OpHasID:
+					return true
+				case OpFilter:
+					if walk(cs[i].Nested) {
+						return true
+					}
+				}
+			}
+		}
+		return false
+	}
+	if walk(f) {
+		return p.errorf("has a has_id condition; inside nested, conditions test the array's elements, which have no ids")
+	}
+	return nil
 }
 
 func parseKey(p path, m map[string]any) (string, []string, error) {
@@ -198,6 +404,12 @@ func parseKey(p path, m map[string]any) (string, []string, error) {
 		}
 		return "", nil, kp.errorf("%q has an empty segment; a key is a dotted path like meta.draft", k)
 	}
+	if strings.ContainsAny(k, "[]") {
+		// Qdrant reads a[] and a[0] as array paths; trawl's keys walk
+		// objects only, so such a key is refused rather than read as a
+		// name.
+		return "", nil, kp.errorf("%q: the [] array path syntax is not supported; a nested condition tests the objects of an array", k)
+	}
 	return k, segs, nil
 }
 
@@ -206,17 +418,31 @@ func (d *decoder) keyed(p path, m map[string]any) (Condition, error) {
 	if err != nil {
 		return Condition{}, err
 	}
+	ops := 0
 	for _, k := range sortedKeys(m) {
-		if k != "key" && k != "match" && k != "range" && k != "values_count" {
-			return Condition{}, p.key(k).errorf("unknown field; a keyed condition has match, range or values_count")
+		switch k {
+		case "key":
+		case "match", "range", "values_count", "geo_radius", "geo_bounding_box", "geo_polygon":
+			ops++
+		default:
+			if unsupported[k] {
+				return Condition{}, p.key(k).errorf("is not supported; a keyed condition has match, range, values_count, geo_radius, geo_bounding_box or geo_polygon")
+			}
+			return Condition{}, p.key(k).errorf("unknown field; a keyed condition has match, range, values_count, geo_radius, geo_bounding_box or geo_polygon")
 		}
 	}
 	match, hasMatch := m["match"]
 	rng, hasRange := m["range"]
 	count, hasCount := m["values_count"]
 	switch {
-	case hasMatch && hasRange, hasMatch && hasCount, hasRange && hasCount:
-		return Condition{}, p.errorf("has more than one of match, range and values_count; give one")
+	case ops > 1:
+		return Condition{}, p.errorf("has more than one of match, range, values_count, geo_radius, geo_bounding_box and geo_polygon; give one")
+	case ops == 0:
+		return Condition{}, p.errorf("has a key but no match, range, values_count or geo area")
+	case m["geo_radius"] != nil || m["geo_bounding_box"] != nil || m["geo_polygon"] != nil:
+		c, err := parseGeo(p, m)
+		c.Key, c.Path = key, segs
+		return c, err
 	case hasCount:
 		r, err := parseCount(p.key("values_count"), count)
 		return Condition{Op: OpValuesCount, Key: key, Path: segs, Range: r}, err
@@ -225,26 +451,88 @@ func (d *decoder) keyed(p path, m map[string]any) (Condition, error) {
 		c.Key, c.Path = key, segs
 		return c, err
 	case hasRange:
+		if isDatetimeRange(rng) {
+			t, err := parseTimeRange(p.key("range"), rng)
+			return Condition{Op: OpDatetime, Key: key, Path: segs, Times: t}, err
+		}
 		r, err := parseRange(p.key("range"), rng)
 		return Condition{Op: OpRange, Key: key, Path: segs, Range: r}, err
 	}
-	return Condition{}, p.errorf("has a key but no match, range or values_count")
+	// The one operator is a geo area given as null.
+	return Condition{}, p.errorf("has a null geo area")
+}
+
+// isDatetimeRange reports a range whose bounds are strings: Qdrant reads
+// a range as numbers or, failing that, as datetimes.
+func isDatetimeRange(v any) bool {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return false
+	}
+	for _, x := range m {
+		if _, ok := x.(string); ok {
+			return true
+		}
+	}
+	return false
+}
+
+func parseTimeRange(p path, v any) (TimeRange, error) {
+	m := v.(map[string]any)
+	var r TimeRange
+	for _, k := range sortedKeys(m) {
+		bp := p.key(k)
+		var dst **time.Time
+		switch k {
+		case "gt":
+			dst = &r.GT
+		case "gte":
+			dst = &r.GTE
+		case "lt":
+			dst = &r.LT
+		case "lte":
+			dst = &r.LTE
+		default:
+			return TimeRange{}, bp.errorf("unknown bound; range takes gt, gte, lt, lte")
+		}
+		switch x := m[k].(type) {
+		case nil:
+		case string:
+			t, err := ParseDatetime(x)
+			if err != nil {
+				return TimeRange{}, bp.errorf("%v", err)
+			}
+			*dst = &t
+		default:
+			return TimeRange{}, bp.errorf("is %s, but another bound is a datetime string; a range is all numbers or all datetimes", kindOf(x))
+		}
+	}
+	return r, nil
 }
 
 func parseMatch(p path, v any) (Condition, error) {
 	m, ok := v.(map[string]any)
 	if !ok {
-		return Condition{}, p.errorf(`is %s, want {"value": ...}, {"any": [...]} or {"except": [...]}`, kindOf(v))
+		return Condition{}, p.errorf(`is %s, want {"value": ...}, {"any": [...]}, {"except": [...]} or {"text": "..."}`, kindOf(v))
 	}
 	if len(m) != 1 {
 		if len(m) == 0 {
-			return Condition{}, p.errorf("is empty; give one of value, any or except")
+			return Condition{}, p.errorf("is empty; give one of value, any, except, text, text_any or phrase")
 		}
-		return Condition{}, p.errorf("has %d operators; give one of value, any or except", len(m))
+		return Condition{}, p.errorf("has %d operators; give one of value, any, except, text, text_any or phrase", len(m))
 	}
 	for k, x := range m {
 		op := p.key(k)
 		switch k {
+		case "text", "phrase", "text_any":
+			s, ok := x.(string)
+			if !ok {
+				return Condition{}, op.errorf("is %s, want a string", kindOf(x))
+			}
+			if k == "text_any" {
+				return Condition{Op: OpTextAny, Value: Value{Type: String, Str: s}}, nil
+			}
+			return Condition{Op: OpText, Text: k, Value: Value{Type: String, Str: s}}, nil
 		case "value":
 			w, err := parseValue(op, x, true)
 			return Condition{Op: OpMatch, Value: w}, err
@@ -271,9 +559,9 @@ func parseMatch(p path, v any) (Condition, error) {
 			return c, nil
 		}
 		if unsupported[k] {
-			return Condition{}, op.errorf("is not supported; match takes value, any or except")
+			return Condition{}, op.errorf("is not supported; match takes value, any, except, text, text_any or phrase")
 		}
-		return Condition{}, op.errorf("unknown operator; match takes value, any or except")
+		return Condition{}, op.errorf("unknown operator; match takes value, any, except, text, text_any or phrase")
 	}
 	panic("unreachable")
 }
@@ -362,6 +650,9 @@ func parseRange(p path, v any) (Range, error) {
 // values, so a fraction or a negative bound is refused rather than
 // rounded.
 func parseCount(p path, v any) (Range, error) {
+	if isDatetimeRange(v) {
+		return Range{}, p.errorf("has a datetime bound; values_count takes numbers of values")
+	}
 	r, err := parseRange(p, v)
 	if err != nil {
 		return Range{}, err
@@ -373,3 +664,175 @@ func parseCount(p path, v any) (Range, error) {
 	}
 	return r, nil
 }
+
+// parseGeo reads a keyed condition's geo area: geo_radius {"center",
+// "radius"}, geo_bounding_box {"top_left", "bottom_right"} or geo_polygon
+// {"exterior", "interiors"}, points as {"lon", "lat"} within
+// [-180, 180] and [-90, 90], rings of at least 4 points, closed.
+func parseGeo(p path, m map[string]any) (Condition, error) {
+	var name string
+	var op Op
+	switch {
+	case m["geo_radius"] != nil:
+		name, op = "geo_radius", OpGeoRadius
+	case m["geo_bounding_box"] != nil:
+		name, op = "geo_bounding_box", OpGeoBox
+	default:
+		name, op = "geo_polygon", OpGeoPolygon
+	}
+	gp := p.key(name)
+	g := &Geo{}
+	obj, ok := m[name].(map[string]any)
+	var fields []string
+	switch op {
+	case OpGeoRadius:
+		fields = []string{"center", "radius"}
+	case OpGeoBox:
+		fields = []string{"top_left", "bottom_right"}
+	default:
+		fields = []string{"exterior", "interiors"}
+	}
+	if !ok {
+		return Condition{}, gp.errorf("is %s, want an object of %s", kindOf(m[name]), strings.Join(fields, " and "))
+	}
+	for _, k := range sortedKeys(obj) {
+		if !slices.Contains(fields, k) {
+			return Condition{}, gp.key(k).errorf("unknown field; %s takes %s", name, strings.Join(fields, " and "))
+		}
+	}
+	for _, k := range fields[:1] {
+		if _, present := obj[k]; !present {
+			return Condition{}, gp.key(k).errorf("is missing")
+		}
+	}
+	var err error
+	switch op {
+	case OpGeoRadius:
+		if g.Center, err = parseGeoPoint(gp.key("center"), obj["center"]); err != nil {
+			return Condition{}, err
+		}
+		rp := gp.key("radius")
+		n, ok := obj["radius"].(json.Number)
+		if !ok {
+			if _, present := obj["radius"]; !present {
+				return Condition{}, rp.errorf("is missing")
+			}
+			return Condition{}, rp.errorf("is %s, want a number of metres", kindOf(obj["radius"]))
+		}
+		if g.Radius, err = parseFloat(rp, n); err != nil {
+			return Condition{}, err
+		}
+	case OpGeoBox:
+		if g.TopLeft, err = parseGeoPoint(gp.key("top_left"), obj["top_left"]); err != nil {
+			return Condition{}, err
+		}
+		bp := gp.key("bottom_right")
+		if _, present := obj["bottom_right"]; !present {
+			return Condition{}, bp.errorf("is missing")
+		}
+		if g.BottomRight, err = parseGeoPoint(bp, obj["bottom_right"]); err != nil {
+			return Condition{}, err
+		}
+	default:
+		if g.Exterior, err = parseRing(gp.key("exterior"), obj["exterior"]); err != nil {
+			return Condition{}, err
+		}
+		ip := gp.key("interiors")
+		switch x := obj["interiors"].(type) {
+		case nil:
+		case []any:
+			for i, r := range x {
+				ring, err := parseRing(ip.index(i), r)
+				if err != nil {
+					return Condition{}, err
+				}
+				g.Interiors = append(g.Interiors, ring)
+			}
+		default:
+			return Condition{}, ip.errorf("is %s, want a list of rings", kindOf(x))
+		}
+	}
+	return Condition{Op: op, Geo: g}, nil
+}
+
+func parseFloat(p path, n json.Number) (float64, error) {
+	x, err := number(n)
+	if err != nil {
+		return 0, p.errorf("%v", err)
+	}
+	f, _ := asFloat(x)
+	return f, nil
+}
+
+func parseGeoPoint(p path, v any) (GeoPoint, error) {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return GeoPoint{}, p.errorf(`is %s, want {"lon": ..., "lat": ...}`, kindOf(v))
+	}
+	for _, k := range sortedKeys(m) {
+		if k != "lon" && k != "lat" {
+			return GeoPoint{}, p.key(k).errorf("unknown field; a geo point has lon and lat")
+		}
+	}
+	var out [2]float64
+	for i, k := range []string{"lon", "lat"} {
+		kp := p.key(k)
+		n, ok := m[k].(json.Number)
+		if !ok {
+			if _, present := m[k]; !present {
+				return GeoPoint{}, kp.errorf("is missing")
+			}
+			return GeoPoint{}, kp.errorf("is %s, want a number of degrees", kindOf(m[k]))
+		}
+		f, err := parseFloat(kp, n)
+		if err != nil {
+			return GeoPoint{}, err
+		}
+		if lim := []float64{180, 90}[i]; f < -lim || f > lim {
+			return GeoPoint{}, kp.errorf("is %v, want a number within [-%v, %v]", f, lim, lim)
+		}
+		out[i] = f
+	}
+	return GeoPoint{Lon: out[0], Lat: out[1]}, nil
+}
+
+// parseRing reads {"points": [...]}: at least 4 points, the last the
+// first (within float64 epsilon, as Qdrant checks).
+func parseRing(p path, v any) ([]GeoPoint, error) {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, p.errorf(`is %s, want {"points": [...]}`, kindOf(v))
+	}
+	for _, k := range sortedKeys(m) {
+		if k != "points" {
+			return nil, p.key(k).errorf("unknown field; a ring has points")
+		}
+	}
+	pp := p.key("points")
+	a, ok := m["points"].([]any)
+	if !ok {
+		if _, present := m["points"]; !present {
+			return nil, pp.errorf("is missing")
+		}
+		return nil, pp.errorf("is %s, want a list of geo points", kindOf(m["points"]))
+	}
+	if len(a) < 4 {
+		return nil, pp.errorf("has %d points; a polygon ring has at least 4, the last the first", len(a))
+	}
+	ring := make([]GeoPoint, len(a))
+	for i, e := range a {
+		pt, err := parseGeoPoint(pp.index(i), e)
+		if err != nil {
+			return nil, err
+		}
+		ring[i] = pt
+	}
+	first, last := ring[0], ring[len(ring)-1]
+	if math.Abs(first.Lat-last.Lat) > epsilon || math.Abs(first.Lon-last.Lon) > epsilon {
+		return nil, pp.errorf("is not closed; its last point must be its first")
+	}
+	return ring, nil
+}
+
+// epsilon is Rust's f64::EPSILON.
+const epsilon = 2.220446049250313e-16

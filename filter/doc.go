@@ -13,8 +13,8 @@
 // a scan.
 //
 // CheckPayload validates a document's payload (a JSON object of at most
-// MaxPayloadBytes, nested at most MaxDepth deep, arrays holding only
-// scalars) and returns it compacted; DecodePayload turns stored payload
+// MaxPayloadBytes, nested at most MaxDepth deep, no array directly in an
+// array) and returns it compacted; DecodePayload turns stored payload
 // bytes into the tree Match evaluates a filter on.
 //
 // It is a leaf of trawl's import graph: it must never import another trawl

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Limits of a filter (DESIGN.md): how deep filters nest (the filter
@@ -22,6 +23,16 @@ type Filter struct {
 	Must    []Condition
 	Should  []Condition
 	MustNot []Condition
+	// MinShould, when set, needs at least Count of its conditions to
+	// hold ({"min_should": {"conditions": [...], "min_count": n}}).
+	MinShould *MinShould
+}
+
+// MinShould is a filter's min_should clause: Count (at least 1) of Conds
+// hold.
+type MinShould struct {
+	Conds []Condition
+	Count int
 }
 
 // Op is what a Condition tests.
@@ -34,8 +45,9 @@ const (
 	OpMatch Op = iota + 1
 	// OpAny: {"key", "match": {"any": [...]}}: some value is in Values.
 	OpAny
-	// OpExcept: {"key", "match": {"except": [...]}}: some value of
-	// Values' type is not in Values.
+	// OpExcept: {"key", "match": {"except": [...]}}: some value that is
+	// not null is not in Values (a value of another type is not in
+	// them), as Qdrant checks a payload: match.any negated, value by value.
 	OpExcept
 	// OpRange: {"key", "range": {...}}: some number within Range.
 	OpRange
@@ -49,6 +61,29 @@ const (
 	// at Key is within Range, counted as Qdrant counts them: an array its
 	// length, null or a missing key 0, any other value 1.
 	OpValuesCount
+	// OpHasID: {"has_id": [id, ...]}: the point's id is one of IDs.
+	OpHasID
+	// OpNested: {"nested": {"key", "filter"}}: the value at Key is an
+	// array and some object element of it matches Nested, keys relative
+	// to the element.
+	OpNested
+	// OpDatetime: {"key", "range": {...}} with RFC 3339 bounds: some
+	// string at Key that parses as a datetime (ParseDatetime) is an
+	// instant within Times.
+	OpDatetime
+	// OpText: {"key", "match": {"text": s}} (and "phrase"): some string
+	// at Key contains Value.Str, as Qdrant matches text without a
+	// full-text index.
+	OpText
+	// OpTextAny: {"key", "match": {"text_any": s}}: some string at Key
+	// contains one of Value.Str's whitespace-separated words.
+	OpTextAny
+	// OpGeoRadius, OpGeoBox, OpGeoPolygon: {"key", "geo_radius" |
+	// "geo_bounding_box" | "geo_polygon"}: some geo point ({"lon",
+	// "lat"}) at Key is within Geo.
+	OpGeoRadius
+	OpGeoBox
+	OpGeoPolygon
 )
 
 // Condition is one condition of a filter's clause.
@@ -57,10 +92,27 @@ type Condition struct {
 	Key string
 	// Path is Key split at its dots.
 	Path   []string
-	Value  Value   // OpMatch
+	Value  Value   // OpMatch; OpText, OpTextAny (a String)
 	Values []Value // OpAny, OpExcept: all of one Type (Type String when empty)
 	Range  Range   // OpRange, OpValuesCount (whole, non-negative bounds)
-	Nested *Filter // OpFilter
+	Nested *Filter // OpFilter, OpNested
+	// IDs are OpHasID's ids as trawl ids (CanonicalID), in the order
+	// given; idSet holds them for lookup.
+	IDs   []string
+	idSet map[string]struct{}
+	Times TimeRange // OpDatetime
+	Geo   *Geo      // OpGeoRadius, OpGeoBox, OpGeoPolygon
+	// Text names the match operator of OpText: "text" or "phrase".
+	Text string
+}
+
+// HasID reports whether id is one of an OpHasID condition's ids.
+func (c *Condition) HasID(id string) bool {
+	if c.idSet == nil {
+		return slices.Contains(c.IDs, id) // a Condition not made by Parse
+	}
+	_, ok := c.idSet[id]
+	return ok
 }
 
 // Type is the type of a Value.
@@ -105,24 +157,28 @@ func (r Range) Contains(x float64) bool {
 
 // Empty reports whether f has no conditions (it matches everything).
 func (f *Filter) Empty() bool {
-	return f == nil || len(f.Must)+len(f.Should)+len(f.MustNot) == 0
+	return f == nil || len(f.Must)+len(f.Should)+len(f.MustNot) == 0 && f.MinShould == nil
 }
 
 // Match evaluates f on a document's payload as DecodePayload returns it
-// (nil: a document without payload). A nil Filter matches everything.
-func (f *Filter) Match(doc map[string]any) bool {
+// (nil: a document without payload), for a document whose id is not
+// known: has_id holds for none. A nil Filter matches everything.
+func (f *Filter) Match(doc map[string]any) bool { return f.MatchPoint("", doc) }
+
+// MatchPoint evaluates f on the document with id and payload doc.
+func (f *Filter) MatchPoint(id string, doc map[string]any) bool {
 	if f == nil {
 		return true
 	}
 	for i := range f.Must {
-		if !f.Must[i].Match(doc) {
+		if !f.Must[i].MatchPoint(id, doc) {
 			return false
 		}
 	}
 	if len(f.Should) > 0 {
 		ok := false
 		for i := range f.Should {
-			if f.Should[i].Match(doc) {
+			if f.Should[i].MatchPoint(id, doc) {
 				ok = true
 				break
 			}
@@ -131,8 +187,22 @@ func (f *Filter) Match(doc map[string]any) bool {
 			return false
 		}
 	}
+	if ms := f.MinShould; ms != nil {
+		n := 0
+		for i := range ms.Conds {
+			if n >= ms.Count {
+				break
+			}
+			if ms.Conds[i].MatchPoint(id, doc) {
+				n++
+			}
+		}
+		if n < ms.Count {
+			return false
+		}
+	}
 	for i := range f.MustNot {
-		if f.MustNot[i].Match(doc) {
+		if f.MustNot[i].MatchPoint(id, doc) {
 			return false
 		}
 	}
@@ -140,8 +210,9 @@ func (f *Filter) Match(doc map[string]any) bool {
 }
 
 // Lookup finds the value at a dotted path: each segment but the last must
-// name an object. An array on the way is not walked into (payload arrays
-// hold scalars only).
+// name an object. An array on the way is not walked into, as Qdrant reads
+// a key without its [] syntax: objects inside arrays are reached by a
+// nested condition.
 func Lookup(doc map[string]any, p []string) (any, bool) {
 	var cur any = doc
 	for _, seg := range p {
@@ -156,13 +227,31 @@ func Lookup(doc map[string]any, p []string) (any, bool) {
 	return cur, true
 }
 
-// Match evaluates one condition on a document's payload.
-func (c *Condition) Match(doc map[string]any) bool {
-	if c.Op == OpFilter {
-		return c.Nested.Match(doc)
+// Match evaluates one condition on a document's payload (has_id holds
+// for no document: see MatchPoint).
+func (c *Condition) Match(doc map[string]any) bool { return c.MatchPoint("", doc) }
+
+// MatchPoint evaluates one condition on the document with id and payload
+// doc.
+func (c *Condition) MatchPoint(id string, doc map[string]any) bool {
+	switch c.Op {
+	case OpFilter:
+		return c.Nested.MatchPoint(id, doc)
+	case OpHasID:
+		return c.HasID(id)
 	}
 	v, found := Lookup(doc, c.Path)
 	switch c.Op {
+	case OpNested:
+		// Qdrant reads the key as key[]: the elements of an array, of
+		// which only objects can match a filter's keys.
+		a, _ := v.([]any)
+		for _, e := range a {
+			if m, ok := e.(map[string]any); ok && c.Nested.MatchPoint(id, m) {
+				return true
+			}
+		}
+		return false
 	case OpIsEmpty:
 		if !found || v == nil {
 			return true
@@ -213,7 +302,7 @@ func (c *Condition) matchScalar(v any) bool {
 		}
 		return false
 	case OpExcept:
-		if !c.exceptType(v) {
+		if v == nil {
 			return false
 		}
 		for _, w := range c.Values {
@@ -229,18 +318,20 @@ func (c *Condition) matchScalar(v any) bool {
 		case float64:
 			return c.Range.Contains(x)
 		}
-	}
-	return false
-}
-
-// exceptType reports whether v has the type an except list compares:
-// its elements' type, or a string or an integer for an empty list.
-func (c *Condition) exceptType(v any) bool {
-	switch v.(type) {
-	case string:
-		return len(c.Values) == 0 || c.Values[0].Type == String
-	case int64:
-		return len(c.Values) == 0 || c.Values[0].Type == Integer
+	case OpDatetime:
+		if s, ok := v.(string); ok {
+			t, err := ParseDatetime(s)
+			return err == nil && c.Times.Contains(t)
+		}
+	case OpText:
+		s, ok := v.(string)
+		return ok && strings.Contains(s, c.Value.Str)
+	case OpTextAny:
+		s, ok := v.(string)
+		return ok && slices.ContainsFunc(strings.Fields(c.Value.Str), func(w string) bool { return strings.Contains(s, w) })
+	case OpGeoRadius, OpGeoBox, OpGeoPolygon:
+		p, ok := geoPoint(v)
+		return ok && c.Geo.Contains(c.Op, p)
 	}
 	return false
 }
@@ -291,6 +382,21 @@ func (f *Filter) appendJSON(b []byte) []byte {
 		}
 		b = append(b, ']')
 	}
+	if ms := f.MinShould; ms != nil {
+		if !first {
+			b = append(b, ',')
+		}
+		b = append(b, `"min_should":{"conditions":[`...)
+		for i := range ms.Conds {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = ms.Conds[i].appendJSON(b)
+		}
+		b = append(b, `],"min_count":`...)
+		b = appendInt(b, int64(ms.Count))
+		b = append(b, '}')
+	}
 	return append(b, '}')
 }
 
@@ -302,6 +408,48 @@ func (c *Condition) appendJSON(b []byte) []byte {
 	switch c.Op {
 	case OpFilter:
 		return c.Nested.appendJSON(b)
+	case OpHasID:
+		b = append(b, `{"has_id":[`...)
+		for i, id := range c.IDs {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendString(b, id)
+		}
+		return append(b, "]}"...)
+	case OpNested:
+		b = append(b, `{"nested":`...)
+		b = append(keyed(b), `,"filter":`...)
+		b = c.Nested.appendJSON(b)
+		return append(b, "}}"...)
+	case OpText, OpTextAny:
+		op := c.Text
+		if c.Op == OpTextAny {
+			op = "text_any"
+		}
+		b = append(keyed(b), `,"match":{`...)
+		b = appendString(b, op)
+		b = append(b, ':')
+		b = appendString(b, c.Value.Str)
+		return append(b, "}}"...)
+	case OpDatetime:
+		b = append(keyed(b), `,"range":{`...)
+		first := true
+		for _, bd := range c.Times.bounds() {
+			if bd.t == nil {
+				continue
+			}
+			if !first {
+				b = append(b, ',')
+			}
+			first = false
+			b = appendString(b, bd.name)
+			b = append(b, ':')
+			b = appendString(b, bd.t.Format(time.RFC3339Nano))
+		}
+		return append(b, "}}"...)
+	case OpGeoRadius, OpGeoBox, OpGeoPolygon:
+		return append(c.Geo.appendJSON(keyed(b), c.Op), '}')
 	case OpIsEmpty, OpIsNull:
 		name := `{"is_empty":`
 		if c.Op == OpIsNull {
@@ -370,16 +518,22 @@ func appendString(b []byte, s string) []byte {
 }
 
 // Keys lists the distinct keys f's conditions test, sorted (for logs and
-// tests).
+// tests); a nested condition's key stands for the keys inside it.
 func (f *Filter) Keys() []string {
 	var out []string
 	var walk func(f *Filter)
 	walk = func(f *Filter) {
-		for _, cs := range [][]Condition{f.Must, f.Should, f.MustNot} {
+		lists := [][]Condition{f.Must, f.Should, f.MustNot}
+		if f.MinShould != nil {
+			lists = append(lists, f.MinShould.Conds)
+		}
+		for _, cs := range lists {
 			for i := range cs {
-				if cs[i].Op == OpFilter {
+				switch cs[i].Op {
+				case OpFilter:
 					walk(cs[i].Nested)
-				} else {
+				case OpHasID:
+				default:
 					out = append(out, cs[i].Key)
 				}
 			}

@@ -25,40 +25,40 @@ func TestParseErrorsNameThePlace(t *testing.T) {
 		{`null`, "filter: is null, want a filter object"},
 		{`{"must": [{"key": "a", "match": {"value": 1}}, {"key": "y", "range": {}}]}`, "filter.must[1].range: needs at least one of gt, gte, lt, lte"},
 		{`{"must": [{"key": "y", "range": {"gt": null}}]}`, "filter.must[0].range: needs at least one of gt, gte, lt, lte"},
-		{`{"must": [{"key": "y", "range": {"gt": "1"}}]}`, "filter.must[0].range.gt: is a string, want a number"},
+		{`{"must": [{"key": "y", "range": {"gt": "1"}}]}`, "filter.must[0].range.gt: is not a datetime; want RFC 3339 like 2014-01-01T00:00:00Z (or without zone, UTC)"},
 		{`{"must": [{"key": "y", "range": {"between": 1}}]}`, "filter.must[0].range.between: unknown bound; range takes gt, gte, lt, lte"},
 		{`{"must": [{"key": "y", "range": 3}]}`, "filter.must[0].range: is an integer, want an object of gt, gte, lt, lte"},
 		{`{"must": {"key": "c", "values_count": {"gt": 1.5}}}`, "filter.must.values_count.gt: is 1.5, want a whole number of values, 0 or more"},
 		{`{"must": {"key": "c", "values_count": {"lt": -1}}}`, "filter.must.values_count.lt: is -1, want a whole number of values, 0 or more"},
 		{`{"must": {"key": "c", "values_count": {}}}`, "filter.must.values_count: needs at least one of gt, gte, lt, lte"},
 		{`{"must": {"key": "c", "values_count": {"eq": 1}}}`, "filter.must.values_count.eq: unknown bound; range takes gt, gte, lt, lte"},
-		{`{"must": {"key": "c", "values_count": {"gt": 1}, "range": {"gt": 1}}}`, "filter.must: has more than one of match, range and values_count; give one"},
-		{`{"filter": {}}`, "filter.filter: unknown clause; a filter has must, should and must_not"},
+		{`{"must": {"key": "c", "values_count": {"gt": 1}, "range": {"gt": 1}}}`, "filter.must: has more than one of match, range, values_count, geo_radius, geo_bounding_box and geo_polygon; give one"},
+		{`{"filter": {}}`, "filter.filter: unknown clause; a filter has must, should, must_not and min_should"},
 		{`{"must": 3}`, "filter.must: is an integer, want a condition or a list of conditions"},
 		{`{"must": [3]}`, "filter.must[0]: is an integer, want a condition object"},
 		{`{"must": {"key": "", "match": {"value": 1}}}`, "filter.must.key: is empty"},
 		{`{"must": {"key": "a..b", "match": {"value": 1}}}`, `filter.must.key: "a..b" has an empty segment; a key is a dotted path like meta.draft`},
 		{`{"must": {"key": ".a", "match": {"value": 1}}}`, `filter.must.key: ".a" has an empty segment; a key is a dotted path like meta.draft`},
 		{`{"must": {"key": 5, "match": {"value": 1}}}`, "filter.must.key: is an integer, want a string"},
-		{`{"must": {"key": "a"}}`, "filter.must: has a key but no match, range or values_count"},
-		{`{"must": {"key": "a", "match": {"value": 1}, "range": {"gt": 1}}}`, "filter.must: has more than one of match, range and values_count; give one"},
-		{`{"must": {"key": "a", "match": {"value": 1}, "boost": 2}}`, "filter.must.boost: unknown field; a keyed condition has match, range or values_count"},
+		{`{"must": {"key": "a"}}`, "filter.must: has a key but no match, range, values_count or geo area"},
+		{`{"must": {"key": "a", "match": {"value": 1}, "range": {"gt": 1}}}`, "filter.must: has more than one of match, range, values_count, geo_radius, geo_bounding_box and geo_polygon; give one"},
+		{`{"must": {"key": "a", "match": {"value": 1}, "boost": 2}}`, "filter.must.boost: unknown field; a keyed condition has match, range, values_count, geo_radius, geo_bounding_box or geo_polygon"},
 		{`{"must": {"key": "a", "match": {"value": 1.5}}}`, "filter.must.match.value: is a number, want a string, an integer or a boolean"},
 		{`{"must": {"key": "a", "match": {"value": null}}}`, "filter.must.match.value: is null, want a string, an integer or a boolean"},
 		{`{"must": {"key": "a", "match": {"value": [1]}}}`, "filter.must.match.value: is an array, want a string, an integer or a boolean"},
 		{`{"must": {"key": "a", "match": {"any": ["x", 1]}}}`, "filter.must.match.any[1]: is an integer, but the list holds a string; a list is all strings or all integers"},
 		{`{"must": {"key": "a", "match": {"any": [true]}}}`, "filter.must.match.any[0]: is a boolean, want a string or an integer"},
 		{`{"must": {"key": "a", "match": {"except": "x"}}}`, "filter.must.match.except: is a string, want a list of strings or of integers"},
-		{`{"must": {"key": "a", "match": {"text": "x"}}}`, "filter.must.match.text: is not supported; match takes value, any or except"},
-		{`{"must": {"key": "a", "match": {"like": "x"}}}`, "filter.must.match.like: unknown operator; match takes value, any or except"},
-		{`{"must": {"key": "a", "match": {}}}`, "filter.must.match: is empty; give one of value, any or except"},
-		{`{"must": {"key": "a", "match": {"value": 1, "any": [1]}}}`, "filter.must.match: has 2 operators; give one of value, any or except"},
-		{`{"must": {"has_id": [1]}}`, "filter.must.has_id: is not supported; conditions are key with match, range or values_count, is_empty, is_null, or a nested filter"},
+		{`{"must": {"key": "a", "match": {"prefix": "x"}}}`, "filter.must.match.prefix: is not supported; match takes value, any, except, text, text_any or phrase"},
+		{`{"must": {"key": "a", "match": {"like": "x"}}}`, "filter.must.match.like: unknown operator; match takes value, any, except, text, text_any or phrase"},
+		{`{"must": {"key": "a", "match": {}}}`, "filter.must.match: is empty; give one of value, any, except, text, text_any or phrase"},
+		{`{"must": {"key": "a", "match": {"value": 1, "any": [1]}}}`, "filter.must.match: has 2 operators; give one of value, any, except, text, text_any or phrase"},
+		{`{"must": {"has_vector": "v"}}`, "filter.must.has_vector: is not supported; conditions are key with match, range, values_count or a geo area, is_empty, is_null, has_id, nested, or a nested filter"},
 		{`{"must": {"is_empty": {"field": "a"}}}`, `filter.must.is_empty.field: unknown field; is_empty takes only "key"`},
 		{`{"must": {"is_empty": {}}}`, "filter.must.is_empty.key: is missing"},
 		{`{"must": {"is_null": "a"}}`, `filter.must.is_null: is a string, want {"key": "..."}`},
 		{`{"must": {"is_null": {"key": "a"}, "x": 1}}`, "filter.must.x: unexpected beside is_null"},
-		{`{"must": {"wat": 1}}`, "filter.must.wat: unknown condition; conditions are key with match, range or values_count, is_empty, is_null, or a nested filter of must, should and must_not"},
+		{`{"must": {"wat": 1}}`, "filter.must.wat: unknown condition; conditions are key with match, range, values_count or a geo area, is_empty, is_null, has_id, nested, or a nested filter of must, should and must_not"},
 		{`{"must": [{"must_not": [{"key": "a", "range": {"lt": true}}]}]}`, "filter.must[0].must_not[0].range.lt: is a boolean, want a number"},
 		{`{"must": {"key": "a", "range": {"gt": 1e400}}}`, "filter.must.range.gt: number 1e400 is beyond the float64 range"},
 		{`{"must": [], "must": []}`, "filter.must: repeats a key"},
@@ -168,11 +168,18 @@ func TestMatchSemantics(t *testing.T) {
 		{`{"must": {"key": "tags", "match": {"value": 7}}}`, true},
 		{`{"must": {"key": "tags", "match": {"any": ["c", "rust"]}}}`, true},
 		{`{"must": {"key": "tags", "match": {"any": []}}}`, false},
-		{`{"must": {"key": "tags", "match": {"except": ["go", "rust"]}}}`, false}, // every string element listed
-		{`{"must": {"key": "tags", "match": {"except": ["go"]}}}`, true},          // rust is outside
-		{`{"must": {"key": "tags", "match": {"except": [7]}}}`, false},            // the only integer is 7
+		// except is any negated, element by element, as Qdrant checks a
+		// payload: an element of another type is outside the list, a null
+		// element is not.
+		{`{"must": {"key": "tags", "match": {"except": ["go", "rust"]}}}`, true}, // 7 is outside
+		{`{"must": {"key": "tags", "match": {"except": ["go"]}}}`, true},         // rust is outside
+		{`{"must": {"key": "tags", "match": {"except": [7]}}}`, true},            // so are the strings
 		{`{"must": {"key": "lang", "match": {"except": ["de"]}}}`, true},
-		{`{"must": {"key": "lang", "match": {"except": [1]}}}`, false}, // type mismatch
+		{`{"must": {"key": "lang", "match": {"except": ["en"]}}}`, false},
+		{`{"must": {"key": "lang", "match": {"except": [1]}}}`, true},     // another type
+		{`{"must": {"key": "f", "match": {"except": [2020]}}}`, true},     // a float is not an integer
+		{`{"must": {"key": "title", "match": {"except": ["x"]}}}`, false}, // null
+		{`{"must": {"key": "empty", "match": {"except": ["x"]}}}`, false}, // []
 		{`{"must": {"key": "missing", "match": {"except": ["x"]}}}`, false},
 		{`{"must": {"key": "lang", "match": {"except": []}}}`, true},
 		{`{"must": {"key": "meta.draft", "match": {"value": true}}}`, true},
@@ -230,8 +237,8 @@ func TestCheckPayload(t *testing.T) {
 		{`"x"`, "payload: is a string, want a JSON object"},
 		{`null`, "payload: is null, want a JSON object"},
 		{`{"a": 1, "a": 2}`, "payload.a: repeats a key"},
-		{`{"a": {"b": [1, {"c": 1}]}}`, "payload.a.b[1]: is an object or array inside an array; array elements must be strings, numbers, booleans or null"},
-		{`{"a": [[1]]}`, "payload.a[0]: is an object or array inside an array; array elements must be strings, numbers, booleans or null"},
+		{`{"a": {"b": [1, {"c": [[1]]}]}}`, "payload.a.b[1].c[0]: is an array inside an array; array elements must be strings, numbers, booleans, null or objects"},
+		{`{"a": [[1]]}`, "payload.a[0]: is an array inside an array; array elements must be strings, numbers, booleans, null or objects"},
 		{`{"a": {"b": 1e999}}`, "payload.a.b: number 1e999 is beyond the float64 range"},
 		{tooDeep, "payload.a.a.a.a.a.a.a.a: is nested deeper than 8 levels"},
 		{`{"a": [1, 2`, "payload.a: bad JSON: unexpected EOF"},

@@ -18,6 +18,18 @@ var fuzzFilters = []string{
 	`{"must": {"key": "a", "range": {"gt": null, "lte": 1.5e3}}}`,
 	`{"must": {"key": "a..b", "match": {"value": 1}}}`,
 	`{"must": {"key": "a", "match": {"value": 1.5}}}`,
+	`{"must": [{"has_id": [1, "550E8400E29B41D4A716446655440000", "doc-7"]}, {"is_empty": {"key": "e"}}]}`,
+	`{"must": {"nested": {"key": "arr", "filter": {"must": [{"key": "k", "match": {"value": "x"}}], "must_not": {"is_null": {"key": "n"}}}}}}`,
+	`{"must": {"key": "d", "range": {"gt": "2023-02-08T10:49:00Z", "gte": null, "lte": "2024-01-31 10:14:31"}}}`,
+	`{"must_not": {"key": "tags", "match": {"except": ["go"]}}, "should": {"key": "t", "match": {"text": "go r"}}}`,
+	`{"must": {"key": "t", "match": {"text_any": "a b"}}, "should": {"key": "t", "match": {"phrase": "a b"}}}`,
+	`{"must": {"key": "g", "geo_radius": {"center": {"lon": 52.52, "lat": 13.4}, "radius": 1000.0}}}`,
+	`{"must": {"key": "g", "geo_bounding_box": {"top_left": {"lon": 170, "lat": 20}, "bottom_right": {"lon": -170, "lat": 10}}}}`,
+	`{"must": {"key": "g", "geo_polygon": {"exterior": {"points": [{"lon": -70, "lat": -70}, {"lon": 60, "lat": -70}, {"lon": 60, "lat": 60}, {"lon": -70, "lat": 60}, {"lon": -70, "lat": -70}]},
+	  "interiors": [{"points": [{"lon": -65, "lat": -65}, {"lon": 0, "lat": -65}, {"lon": 0, "lat": 0}, {"lon": -65, "lat": 0}, {"lon": -65, "lat": -65}]}]}}}`,
+	`{"min_should": {"conditions": [{"key": "a", "match": {"value": 1}}, {"has_id": [2]}, {"must": {"is_null": {"key": "b"}}}], "min_count": 2}}`,
+	`{"must": {"key": "g", "geo_polygon": {"exterior": {"points": [{"lon": 0, "lat": 0}]}}}}`,
+	`{"must": {"nested": {"key": "a", "filter": {"must": {"has_id": [1]}}}}}`,
 }
 
 var fuzzPayloads = []string{
@@ -25,6 +37,8 @@ var fuzzPayloads = []string{
 	`{"a": {"b": [1, 2.5, "x", false]}, "n": 2}`,
 	`{}`,
 	`{"year": 2020.0, "empty": []}`,
+	`{"arr": [{"k": "x", "n": null}, {"k": "y", "n": 1}, 3, null], "d": ["2023-06-01", "x", 5], "t": "go rust", "g": {"lon": 52.52, "lat": 13.4}}`,
+	`{"g": [{"lon": -30, "lat": -30}, {"lon": 30, "lat": 30.5}], "tags": ["go", true, 1.5]}`,
 }
 
 // FuzzParse: Parse never panics, and a filter it accepts marshals to a

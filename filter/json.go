@@ -42,9 +42,13 @@ type tree struct {
 	dec      *json.Decoder
 	root     path
 	maxDepth int
-	// scalarArrays refuses arrays holding arrays or objects (payloads).
+	// scalarArrays refuses arrays holding arrays (payloads).
 	scalarArrays bool
 }
+
+// arrayInArray is a payload's refusal of an array element that is an
+// array.
+const arrayInArray = "is an array inside an array; array elements must be strings, numbers, booleans, null or objects"
 
 // parsers recycles fastjson parsers: a fresh one allocates its value
 // cache on every parse, which cost more than the parse itself. A pool is
@@ -167,9 +171,8 @@ func (t *tree) fromFast(v *fastjson.Value, p path, depth int) (any, error) {
 				return nil, err
 			}
 			if t.scalarArrays {
-				switch e.(type) {
-				case map[string]any, []any:
-					return nil, ip.errorf("is an object or array inside an array; array elements must be strings, numbers, booleans or null")
+				if _, ok := e.([]any); ok {
+					return nil, ip.errorf(arrayInArray)
 				}
 			}
 			a = append(a, e)
@@ -230,9 +233,8 @@ func (t *tree) value(p path, depth int) (any, error) {
 				return nil, err
 			}
 			if t.scalarArrays {
-				switch v.(type) {
-				case map[string]any, []any:
-					return nil, ip.errorf("is an object or array inside an array; array elements must be strings, numbers, booleans or null")
+				if _, ok := v.([]any); ok {
+					return nil, ip.errorf(arrayInArray)
 				}
 			}
 			a = append(a, v)

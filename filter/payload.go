@@ -15,7 +15,8 @@ const (
 
 // CheckPayload validates a document's payload, b being its JSON: an object
 // whose values are strings, numbers (finite float64), booleans, null,
-// arrays of those, or objects of the same, nested at most MaxDepth deep,
+// objects of the same, or arrays of any of those but arrays (an array of
+// objects is what a nested condition reads), nested at most MaxDepth deep,
 // with no key repeated, at most MaxPayloadBytes once compacted. It returns
 // the compacted JSON, which is what a shard stores. Errors are *Error with
 // paths from "payload".
@@ -109,6 +110,10 @@ func convertNumbers(v any) error {
 					return err
 				}
 				v[i] = c
+				continue
+			}
+			if err := convertNumbers(x); err != nil {
+				return err
 			}
 		}
 	}

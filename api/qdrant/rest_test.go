@@ -228,7 +228,7 @@ func TestQdrantBadInput(t *testing.T) {
 		{"search named", http.MethodPost, "/collections/trawl/points/search", `{"vector": {"name": "text", "vector": ` + v8 + `}, "limit": 1}`, 400,
 			`Bad request: vector: named vectors are not supported: trawl stores one unnamed vector per point (got the name "text")`},
 		{"search unsupported filter", http.MethodPost, "/collections/trawl/points/search", `{"vector": ` + v8 + `, "limit": 1, "filter": {"must": [{"key": "a", "geo_radius": {}}]}}`, 400,
-			"Bad request: filter.must[0].geo_radius: is not supported; conditions are key with match, range or values_count, is_empty, is_null, or a nested filter"},
+			"Bad request: filter.must[0].geo_radius.center: is missing"},
 		{"search limit", http.MethodPost, "/collections/trawl/points/search", `{"vector": ` + v8 + `, "limit": 990, "offset": 11}`, 400,
 			"Bad request: limit 990 and offset 11: want limit at least 1 and limit + offset at most 1000"},
 		{"search unknown member", http.MethodPost, "/collections/trawl/points/search", `{"vector": ` + v8 + `, "limit": 1, "top": 3}`, 400,

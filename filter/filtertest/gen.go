@@ -1,8 +1,10 @@
 // Package filtertest makes random payloads and filters from the whole of
 // package filter's grammar, as JSON text, for property tests and fuzzing:
 // few keys and values so conditions often hold, missing keys, nulls,
-// arrays, integral floats (2020.0), type mismatches, nested objects and
-// nested filters. It is for tests only.
+// arrays, integral floats (2020.0), type mismatches, nested objects,
+// arrays of objects, datetimes, geo points and nested filters. Filters'
+// has_id names ids 0..29 (a test's rows numbered so) and doc-0..doc-599
+// (internal/app's corpus). It is for tests only.
 package filtertest
 
 import (
@@ -17,7 +19,11 @@ var (
 	// Keys filters ask about: some never in payloads, some nested, some
 	// through a scalar ("lang.x").
 	Keys = []string{"lang", "year", "score", "tags", "flag", "title", "meta", "meta.draft", "meta.rank",
-		"meta.sub.v", "nope", "lang.x", "meta.nope"}
+		"meta.sub.v", "nope", "lang.x", "meta.nope", "date", "loc", "arr"}
+	dates = []string{"2020-01-01T00:00:00Z", "2020-01-01", "2020-01-01 00:00:00.5", "2021-06-15T12:30:00+02:00",
+		"2021-06-15T10:30:00Z", "2024-02-29T23:59:59.999999999-0100", "2019-12-31T23:00", "not-a-date"}
+	// Keys inside arr's objects.
+	innerKeys = []string{"k", "n", "tags", "nope"}
 )
 
 // Payload returns a random payload object as JSON text.
@@ -63,12 +69,77 @@ func Payload(rng *rand.Rand) string {
 		}
 		b.WriteByte('}')
 	}
+	if rng.IntN(3) > 0 {
+		field("date")
+		if rng.IntN(4) == 0 {
+			b.WriteString("[" + date(rng) + "," + date(rng) + "]")
+		} else {
+			b.WriteString(date(rng))
+		}
+	}
+	if rng.IntN(3) > 0 {
+		field("loc")
+		switch rng.IntN(5) {
+		case 0:
+			b.WriteString("[" + geoPoint(rng) + "," + geoPoint(rng) + "]")
+		case 1:
+			value(&b, rng, true)
+		default:
+			b.WriteString(geoPoint(rng))
+		}
+	}
+	if rng.IntN(3) > 0 {
+		field("arr")
+		if rng.IntN(5) == 0 {
+			value(&b, rng, true)
+		} else {
+			b.WriteByte('[')
+			for i := range rng.IntN(4) {
+				if i > 0 {
+					b.WriteByte(',')
+				}
+				if rng.IntN(6) == 0 {
+					value(&b, rng, false)
+					continue
+				}
+				b.WriteString(`{"k":`)
+				value(&b, rng, false)
+				b.WriteString(`,"n":`)
+				value(&b, rng, false)
+				if rng.IntN(2) == 0 {
+					b.WriteString(`,"tags":`)
+					value(&b, rng, true)
+				}
+				b.WriteByte('}')
+			}
+			b.WriteByte(']')
+		}
+	}
 	if rng.IntN(8) == 0 {
 		field("a.b") // out of every filter's reach
 		value(&b, rng, false)
 	}
 	b.WriteByte('}')
 	return b.String()
+}
+
+// date is a datetime payload value, or sometimes a number.
+func date(rng *rand.Rand) string {
+	if rng.IntN(8) == 0 {
+		return "2020"
+	}
+	return strconv.Quote(dates[rng.IntN(len(dates))])
+}
+
+// geoPoint is {"lon", "lat"} on a coarse grid (so points fall on areas'
+// edges too), sometimes with an integer or a missing coordinate.
+func geoPoint(rng *rand.Rand) string {
+	lon := strconv.FormatFloat(float64(rng.IntN(9)-4)*0.5, 'f', 1, 64)
+	lat := strconv.Itoa(rng.IntN(5) - 2)
+	if rng.IntN(10) == 0 {
+		return `{"lat":` + lat + `}`
+	}
+	return `{"lon":` + lon + `,"lat":` + lat + `}`
 }
 
 // value writes a random value: a scalar, or (when arrays) an array of
@@ -109,8 +180,25 @@ func Filter(rng *rand.Rand, depth int) string {
 }
 
 func filterTo(b *strings.Builder, rng *rand.Rand, depth int) {
+	filterKeys(b, rng, depth, Keys, true)
+}
+
+// filterKeys writes a filter whose conditions test keys; ids allows
+// has_id (a nested filter has none).
+func filterKeys(b *strings.Builder, rng *rand.Rand, depth int, keys []string, ids bool) {
 	b.WriteByte('{')
 	n := 0
+	if rng.IntN(6) == 0 {
+		n++
+		b.WriteString(`"min_should":{"conditions":[`)
+		for i := range rng.IntN(4) {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			condition(b, rng, depth, keys, ids)
+		}
+		b.WriteString(`],"min_count":` + strconv.Itoa(1+rng.IntN(3)) + `}`)
+	}
 	for _, cl := range []string{"must", "should", "must_not"} {
 		if rng.IntN(2) == 0 {
 			continue
@@ -121,7 +209,7 @@ func filterTo(b *strings.Builder, rng *rand.Rand, depth int) {
 		n++
 		b.WriteString(strconv.Quote(cl) + ":")
 		if rng.IntN(4) == 0 {
-			condition(b, rng, depth) // a single condition, not a list
+			condition(b, rng, depth, keys, ids) // a single condition, not a list
 			continue
 		}
 		b.WriteByte('[')
@@ -129,22 +217,87 @@ func filterTo(b *strings.Builder, rng *rand.Rand, depth int) {
 			if i > 0 {
 				b.WriteByte(',')
 			}
-			condition(b, rng, depth)
+			condition(b, rng, depth, keys, ids)
 		}
 		b.WriteByte(']')
 	}
 	b.WriteByte('}')
 }
 
-func condition(b *strings.Builder, rng *rand.Rand, depth int) {
-	key := strconv.Quote(Keys[rng.IntN(len(Keys))])
-	op := rng.IntN(10)
+func condition(b *strings.Builder, rng *rand.Rand, depth int, keys []string, ids bool) {
+	key := strconv.Quote(keys[rng.IntN(len(keys))])
+	op := rng.IntN(17)
 	if depth > 1 && rng.IntN(4) == 0 {
 		op = -1
 	}
 	switch op {
 	case -1:
-		filterTo(b, rng, depth-1)
+		filterKeys(b, rng, depth-1, keys, ids)
+	case 10:
+		if !ids {
+			b.WriteString(`{"is_empty":{"key":` + key + `}}`)
+			return
+		}
+		b.WriteString(`{"has_id":[`)
+		for i := range rng.IntN(4) {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			if rng.IntN(2) == 0 {
+				b.WriteString(strconv.Itoa(rng.IntN(30)))
+			} else {
+				b.WriteString(`"doc-` + strconv.Itoa(rng.IntN(600)) + `"`)
+			}
+		}
+		b.WriteString("]}")
+	case 11:
+		if depth <= 1 {
+			b.WriteString(`{"is_null":{"key":` + key + `}}`)
+			return
+		}
+		k := `"arr"`
+		if rng.IntN(4) == 0 {
+			k = key
+		}
+		b.WriteString(`{"nested":{"key":` + k + `,"filter":`)
+		filterKeys(b, rng, depth-1, innerKeys, false)
+		b.WriteString("}}")
+	case 12:
+		b.WriteString(`{"key":` + key + `,"range":{`)
+		bounds := []string{"gt", "gte", "lt", "lte"}
+		rng.Shuffle(len(bounds), func(i, j int) { bounds[i], bounds[j] = bounds[j], bounds[i] })
+		for i, bd := range bounds[:1+rng.IntN(2)] {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(`"` + bd + `":` + strconv.Quote(dates[rng.IntN(len(dates)-1)]))
+		}
+		b.WriteString("}}")
+	case 13:
+		op := []string{"text", "phrase", "text_any"}[rng.IntN(3)]
+		words := []string{"e", "en", "o", "r", "go rust", " ", "", "x ru"}
+		b.WriteString(`{"key":` + key + `,"match":{"` + op + `":` + strconv.Quote(words[rng.IntN(len(words))]) + `}}`)
+	case 14:
+		center := `{"lon":` + strconv.FormatFloat(float64(rng.IntN(9)-4)*0.5, 'f', 1, 64) + `,"lat":` + strconv.Itoa(rng.IntN(5)-2) + `}`
+		b.WriteString(`{"key":` + key + `,"geo_radius":{"center":` + center + `,"radius":` + strconv.Itoa(rng.IntN(300000)) + `}}`)
+	case 15:
+		lon1, lon2 := float64(rng.IntN(9)-4)*0.5, float64(rng.IntN(9)-4)*0.5
+		lat1, lat2 := rng.IntN(5)-2, rng.IntN(5)-2
+		b.WriteString(`{"key":` + key + `,"geo_bounding_box":{"top_left":{"lon":` + strconv.FormatFloat(lon1, 'f', 1, 64) +
+			`,"lat":` + strconv.Itoa(max(lat1, lat2)) + `},"bottom_right":{"lon":` + strconv.FormatFloat(lon2, 'f', 1, 64) +
+			`,"lat":` + strconv.Itoa(min(lat1, lat2)) + `}}}`)
+	case 16:
+		ring := func(x0, y0, x1, y1 float64) string {
+			p := func(x, y float64) string {
+				return `{"lon":` + strconv.FormatFloat(x, 'f', -1, 64) + `,"lat":` + strconv.FormatFloat(y, 'f', -1, 64) + `}`
+			}
+			return `{"points":[` + p(x0, y0) + `,` + p(x1, y0) + `,` + p(x1, y1) + `,` + p(x0, y1) + `,` + p(x0, y0) + `]}`
+		}
+		b.WriteString(`{"key":` + key + `,"geo_polygon":{"exterior":` + ring(-1.5, -1.5, 1.5, 2))
+		if rng.IntN(2) == 0 {
+			b.WriteString(`,"interiors":[` + ring(-0.5, -1, 0.5, 1) + `]`)
+		}
+		b.WriteString("}}")
 	case 0, 1:
 		b.WriteString(`{"key":` + key + `,"match":{"value":`)
 		switch rng.IntN(3) {

@@ -57,10 +57,14 @@ type Index struct {
 type field struct {
 	present *roaring.Bitmap // value neither null nor []
 	null    *roaring.Bitmap // value null
-	strs    map[string]*roaring.Bitmap
-	ints    map[int64]*roaring.Bitmap
-	nums    map[float64]*roaring.Bitmap // integers too, as float64, for ranges
-	bools   [2]*roaring.Bitmap
+	// other holds the rows with a value (or an array element) that is
+	// neither a string, an integer nor null: a boolean, a float, an
+	// object. Those are outside every except list.
+	other *roaring.Bitmap
+	strs  map[string]*roaring.Bitmap
+	ints  map[int64]*roaring.Bitmap
+	nums  map[float64]*roaring.Bitmap // integers too, as float64, for ranges
+	bools [2]*roaring.Bitmap
 	// long is set once a string longer than MaxStringBytes went
 	// unindexed: strs then does not hold every string of the key.
 	long bool
@@ -126,6 +130,7 @@ func (ix *Index) walk(prefix string, obj map[string]any, row uint32, add bool) {
 			}
 		case map[string]any:
 			ix.walk(p, v, row, add)
+			f.other = update(f.other, row, add)
 		default:
 			ix.scalar(f, v, row, add)
 		}
@@ -151,8 +156,13 @@ func (ix *Index) field(p string, add bool) *field {
 	return f
 }
 
+// scalar indexes one value or array element (an object element only as
+// other: keys inside arrays are reached by nested conditions, evaluated
+// per row).
 func (ix *Index) scalar(f *field, v any, row uint32, add bool) {
 	switch v := v.(type) {
+	case map[string]any:
+		f.other = update(f.other, row, add)
 	case string:
 		if len(v) > ix.cfg.MaxStringBytes {
 			f.long = true
@@ -164,12 +174,14 @@ func (ix *Index) scalar(f *field, v any, row uint32, add bool) {
 		f.nums = updateMap(f.nums, float64(v), row, add, f)
 	case float64:
 		f.nums = updateMap(f.nums, v, row, add, f)
+		f.other = update(f.other, row, add)
 	case bool:
 		i := 0
 		if v {
 			i = 1
 		}
 		f.bools[i] = update(f.bools[i], row, add)
+		f.other = update(f.other, row, add)
 	}
 }
 

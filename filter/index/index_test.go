@@ -3,6 +3,7 @@ package index
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/RoaringBitmap/roaring/v2"
@@ -17,6 +18,12 @@ import (
 type rows struct {
 	ix   *Index
 	docs []map[string]any
+	// ids are the rows' ids, "0", "1", ... in the order added, as
+	// filtertest's has_id names them.
+	ids  []string
+	next int
+	// byID, when set, gives Select the rows' ids to look has_id up.
+	byID bool
 }
 
 func decode(t testing.TB, s string) map[string]any {
@@ -30,6 +37,8 @@ func decode(t testing.TB, s string) map[string]any {
 func (r *rows) add(d map[string]any) {
 	r.ix.Add(uint32(len(r.docs)), d)
 	r.docs = append(r.docs, d)
+	r.ids = append(r.ids, fmt.Sprint(r.next))
+	r.next++
 }
 
 func (r *rows) set(i int, d map[string]any) {
@@ -45,14 +54,16 @@ func (r *rows) delete(i int) {
 		r.ix.Remove(uint32(last), r.docs[last])
 		r.ix.Add(uint32(i), r.docs[last])
 		r.docs[i] = r.docs[last]
+		r.ids[i] = r.ids[last]
 	}
 	r.docs = r.docs[:last]
+	r.ids = r.ids[:last]
 }
 
 func (r *rows) brute(f *filter.Filter) []uint32 {
 	var out []uint32
 	for i, d := range r.docs {
-		if f.Match(d) {
+		if f.MatchPoint(r.ids[i], d) {
 			out = append(out, uint32(i))
 		}
 	}
@@ -60,7 +71,14 @@ func (r *rows) brute(f *filter.Filter) []uint32 {
 }
 
 func (r *rows) selectRows(f *filter.Filter) []uint32 {
-	b := r.ix.Select(f, len(r.docs), func(row uint32) map[string]any { return r.docs[row] })
+	src := Source{Doc: func(row uint32) map[string]any { return r.docs[row] }, ID: func(row uint32) string { return r.ids[row] }}
+	if r.byID {
+		src.Row = func(id string) (uint32, bool) {
+			i := slices.Index(r.ids, id)
+			return uint32(i), i >= 0
+		}
+	}
+	b := r.ix.SelectFrom(f, len(r.docs), src)
 	out := b.ToArray()
 	if len(out) == 0 {
 		return nil
@@ -71,13 +89,13 @@ func (r *rows) selectRows(f *filter.Filter) []uint32 {
 // TestSelectEqualsMatch: through random inserts, overwrites and deletes,
 // Select of random filters equals evaluating every row, with every key
 // indexed, with the key cap hit (per-row evaluation of some keys) and
-// with short strings unindexed.
+// with short strings unindexed, has_id looked up by id or checked per row.
 func TestSelectEqualsMatch(t *testing.T) {
 	for _, cfg := range []Config{{}, {MaxKeys: 4}, {MaxStringBytes: 1}} {
 		for seed := uint64(1); seed <= 4; seed++ {
 			t.Run(fmt.Sprintf("%+v/seed%d", cfg, seed), func(t *testing.T) {
 				rng := rand.New(rand.NewPCG(seed, 11))
-				r := &rows{ix: New(cfg)}
+				r := &rows{ix: New(cfg), byID: seed%2 == 0}
 				for round := range 30 {
 					for range 20 + rng.IntN(40) {
 						switch n := len(r.docs); {
@@ -188,7 +206,7 @@ func FuzzSelect(f *testing.F) {
 			ds = append(ds, d)
 		}
 		for _, cfg := range []Config{{}, {MaxKeys: 2, MaxStringBytes: 2}} {
-			r := &rows{ix: New(cfg)}
+			r := &rows{ix: New(cfg), byID: cfg.MaxKeys == 0}
 			r.add(ds[0])
 			r.add(ds[1])
 			r.add(ds[2])

@@ -19,12 +19,30 @@ const residualFactor = 64
 // Select returns the rows in [0, n) whose payloads match f. doc returns a
 // row's decoded payload, for conditions the indexes do not answer. The
 // bitmap may be one of the index's own: it is read-only, and valid only
-// until the next write.
+// until the next write. Rows' ids are not known: has_id holds for none
+// (SelectFrom knows them).
 func (ix *Index) Select(f *filter.Filter, n int, doc func(row uint32) map[string]any) *roaring.Bitmap {
+	return ix.SelectFrom(f, n, Source{Doc: doc})
+}
+
+// Source is what Select reads of a store's rows besides the index.
+type Source struct {
+	// Doc returns a row's decoded payload.
+	Doc func(row uint32) map[string]any
+	// ID returns a row's id; nil: ids are unknown, and has_id holds for
+	// no row.
+	ID func(row uint32) string
+	// Row finds the row of an id, so has_id is a lookup per id rather
+	// than a check per row; nil: has_id is checked per row.
+	Row func(id string) (uint32, bool)
+}
+
+// SelectFrom is Select with the rows' ids, for has_id.
+func (ix *Index) SelectFrom(f *filter.Filter, n int, src Source) *roaring.Bitmap {
 	if n <= 0 {
 		return roaring.New()
 	}
-	s := selector{ix: ix, n: n}
+	s := selector{ix: ix, n: n, src: src}
 	b, exact := s.filter(f)
 	if b == nil {
 		b = s.all()
@@ -36,7 +54,11 @@ func (ix *Index) Select(f *filter.Filter, n int, doc func(row uint32) map[string
 	it := b.Iterator()
 	for it.HasNext() {
 		r := it.Next()
-		if f.Match(doc(r)) {
+		id := ""
+		if src.ID != nil {
+			id = src.ID(r)
+		}
+		if f.MatchPoint(id, src.Doc(r)) {
 			out.Add(r)
 		}
 	}
@@ -49,6 +71,7 @@ func (ix *Index) Select(f *filter.Filter, n int, doc func(row uint32) map[string
 type selector struct {
 	ix       *Index
 	n        int
+	src      Source
 	universe *roaring.Bitmap
 }
 
@@ -69,6 +92,14 @@ func (s *selector) filter(f *filter.Filter) (*roaring.Bitmap, bool) {
 		b, e := s.should(f.Should)
 		exact = exact && e
 		cur = and(cur, b)
+	}
+	if f.MinShould != nil {
+		// At least one of the conditions holds wherever min_count of them
+		// do: their union bounds the rows, which are then checked.
+		exact = false
+		if b, _ := s.should(f.MinShould.Conds); b != nil {
+			cur = and(cur, b)
+		}
 	}
 	for i := range f.MustNot {
 		b, e := s.cond(&f.MustNot[i])
@@ -131,6 +162,9 @@ func (s *selector) must(cs []filter.Condition) (*roaring.Bitmap, bool) {
 }
 
 func (s *selector) should(cs []filter.Condition) (*roaring.Bitmap, bool) {
+	if len(cs) == 0 {
+		return roaring.New(), true
+	}
 	bs := make([]*roaring.Bitmap, 0, len(cs))
 	exact := true
 	for i := range cs {
@@ -149,10 +183,21 @@ func (s *selector) should(cs []filter.Condition) (*roaring.Bitmap, bool) {
 
 // cond plans one condition.
 func (s *selector) cond(c *filter.Condition) (*roaring.Bitmap, bool) {
-	if c.Op == filter.OpFilter {
+	switch c.Op {
+	case filter.OpFilter:
 		return s.filter(c.Nested)
-	}
-	if c.Op == filter.OpValuesCount {
+	case filter.OpHasID:
+		if s.src.Row == nil {
+			return nil, false
+		}
+		b := roaring.New()
+		for _, id := range c.IDs {
+			if r, ok := s.src.Row(id); ok && int(r) < s.n {
+				b.Add(r)
+			}
+		}
+		return b, true
+	case filter.OpValuesCount:
 		// The postings hold values, not how many a row has (and a count of
 		// 0 holds where the key is missing): evaluated per row.
 		return nil, false
@@ -199,7 +244,12 @@ func (s *selector) cond(c *filter.Condition) (*roaring.Bitmap, bool) {
 		f.eachInRange(c.Range, func(b *roaring.Bitmap) { bs = append(bs, b) })
 		return roaring.FastOr(bs...), true
 	}
-	return nil, false
+	// Nested, datetime, text and geo conditions: the rows holding the key
+	// bound them, and each is checked.
+	if f.present == nil {
+		return roaring.New(), true
+	}
+	return f.present, false
 }
 
 func orEmpty(b *roaring.Bitmap) *roaring.Bitmap {
@@ -209,27 +259,22 @@ func orEmpty(b *roaring.Bitmap) *roaring.Bitmap {
 	return b
 }
 
-// except is the union of the postings of every value of the list's type
-// that the list leaves out.
+// except is the union of the postings of every string and integer the
+// list leaves out and of the rows holding other values (booleans, floats,
+// objects), which no list holds.
 func (s *selector) except(f *field, c *filter.Condition) (*roaring.Bitmap, bool) {
-	strs := len(c.Values) == 0 || c.Values[0].Type == filter.String
-	ints := len(c.Values) == 0 || c.Values[0].Type == filter.Integer
-	if strs && f.long {
+	if f.long {
 		return nil, false // unindexed strings may be outside the list
 	}
-	var bs []*roaring.Bitmap
-	if strs {
-		for v, b := range f.strs {
-			if !slices.ContainsFunc(c.Values, func(w filter.Value) bool { return w.Type == filter.String && w.Str == v }) {
-				bs = append(bs, b)
-			}
+	bs := []*roaring.Bitmap{orEmpty(f.other)}
+	for v, b := range f.strs {
+		if !slices.ContainsFunc(c.Values, func(w filter.Value) bool { return w.Type == filter.String && w.Str == v }) {
+			bs = append(bs, b)
 		}
 	}
-	if ints {
-		for v, b := range f.ints {
-			if !slices.ContainsFunc(c.Values, func(w filter.Value) bool { return w.Type == filter.Integer && w.Int == v }) {
-				bs = append(bs, b)
-			}
+	for v, b := range f.ints {
+		if !slices.ContainsFunc(c.Values, func(w filter.Value) bool { return w.Type == filter.Integer && w.Int == v }) {
+			bs = append(bs, b)
 		}
 	}
 	return roaring.FastOr(bs...), true
@@ -273,8 +318,14 @@ func (f *field) eachInRange(r filter.Range, fn func(*roaring.Bitmap)) {
 // cost estimates the postings a condition's bitmap touches, to order a
 // must and choose what to evaluate per row.
 func (s *selector) cost(c *filter.Condition) uint64 {
-	if c.Op == filter.OpFilter || c.Op == filter.OpValuesCount {
+	switch c.Op {
+	case filter.OpFilter, filter.OpValuesCount:
 		return uint64(s.n) // unknown: planned after the leaves, or left to per-row evaluation
+	case filter.OpHasID:
+		if s.src.Row == nil {
+			return uint64(s.n) * residualFactor // per-row evaluation anyway
+		}
+		return uint64(len(c.IDs))
 	}
 	f, ok := s.ix.fields[c.Key]
 	if !ok {
@@ -309,5 +360,5 @@ func (s *selector) cost(c *filter.Condition) uint64 {
 		f.eachInRange(c.Range, func(b *roaring.Bitmap) { t += b.GetCardinality() })
 		return t
 	}
-	return uint64(s.n)
+	return card(f.present)
 }

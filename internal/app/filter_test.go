@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -21,8 +23,9 @@ import (
 
 // refMatch is DESIGN.md's filter semantics written again, independently
 // of package filter, on encoding/json's trees (numbers as json.Number):
-// the reference the router's answers are checked against.
-func refMatch(f map[string]any, doc map[string]any) bool {
+// the reference the router's answers are checked against, for the
+// document with id and payload doc.
+func refMatch(f map[string]any, id string, doc map[string]any) bool {
 	list := func(v any) []any {
 		switch v := v.(type) {
 		case nil:
@@ -33,21 +36,89 @@ func refMatch(f map[string]any, doc map[string]any) bool {
 		return []any{v}
 	}
 	for _, c := range list(f["must"]) {
-		if !refCond(c.(map[string]any), doc) {
+		if !refCond(c.(map[string]any), id, doc) {
 			return false
 		}
 	}
 	if should := list(f["should"]); len(should) > 0 {
-		if !slices.ContainsFunc(should, func(c any) bool { return refCond(c.(map[string]any), doc) }) {
+		if !slices.ContainsFunc(should, func(c any) bool { return refCond(c.(map[string]any), id, doc) }) {
+			return false
+		}
+	}
+	if ms, ok := f["min_should"].(map[string]any); ok {
+		n := 0
+		for _, c := range ms["conditions"].([]any) {
+			if refCond(c.(map[string]any), id, doc) {
+				n++
+			}
+		}
+		if want, _ := strconv.Atoi(string(ms["min_count"].(json.Number))); n < want {
 			return false
 		}
 	}
 	for _, c := range list(f["must_not"]) {
-		if refCond(c.(map[string]any), doc) {
+		if refCond(c.(map[string]any), id, doc) {
 			return false
 		}
 	}
 	return true
+}
+
+// refTime reads a datetime as Qdrant does: RFC 3339 (T, t or a space;
+// Z, z or an offset with or without its colon or minutes, maybe after a
+// space), or without zone (UTC) to the second, the minute or the day.
+func refTime(s string) (time.Time, bool) {
+	if len(s) > 10 && (s[10] == 't' || s[10] == ' ') {
+		s = s[:10] + "T" + s[11:]
+	}
+	if strings.HasSuffix(s, "z") {
+		s = s[:len(s)-1] + "Z"
+	}
+	s = strings.Replace(s, " ", "", 1) // a space before the offset
+	for _, l := range []string{time.RFC3339Nano, "2006-01-02T15:04:05.999999999-0700", "2006-01-02T15:04:05.999999999-07",
+		"2006-01-02T15:04:05.999999999", "2006-01-02T15:04", "2006-01-02"} {
+		if t, err := time.Parse(l, s); err == nil {
+			return t, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// refFloat is a JSON number as a float64.
+func refFloat(v any) (float64, bool) {
+	n, ok := v.(json.Number)
+	if !ok {
+		return 0, false
+	}
+	x, err := n.Float64()
+	return x, err == nil
+}
+
+// refGeo reads {"lon", "lat"} as degrees.
+func refGeo(v any) (lon, lat float64, ok bool) {
+	m, isObj := v.(map[string]any)
+	if !isObj {
+		return 0, 0, false
+	}
+	lon, ok1 := refFloat(m["lon"])
+	lat, ok2 := refFloat(m["lat"])
+	return lon, lat, ok1 && ok2
+}
+
+// refInside is the even-odd rule; a point on an edge is neither inside
+// nor outside (onEdge).
+func refInside(ring []any, x, y float64) (inside, onEdge bool) {
+	for i := 1; i < len(ring); i++ {
+		x0, y0, _ := refGeo(ring[i-1])
+		x1, y1, _ := refGeo(ring[i])
+		if (x1-x0)*(y-y0) == (y1-y0)*(x-x0) && min(x0, x1) <= x && x <= max(x0, x1) && min(y0, y1) <= y && y <= max(y0, y1) {
+			return false, true
+		}
+		if (y0 > y) != (y1 > y) && x < x0+(y-y0)*(x1-x0)/(y1-y0) {
+			inside = !inside
+		}
+	}
+	return inside, false
 }
 
 func refLookup(doc map[string]any, key string) (any, bool) {
@@ -84,7 +155,18 @@ func refEqual(want, got any) bool {
 	return ok1 && ok2 && wi == gi
 }
 
-func refCond(c map[string]any, doc map[string]any) bool {
+func refCond(c map[string]any, id string, doc map[string]any) bool {
+	if hi, ok := c["has_id"]; ok {
+		return slices.ContainsFunc(hi.([]any), func(w any) bool { return fmt.Sprint(w) == id })
+	}
+	if n, ok := c["nested"].(map[string]any); ok {
+		v, _ := refLookup(doc, n["key"].(string))
+		a, _ := v.([]any)
+		return slices.ContainsFunc(a, func(e any) bool {
+			m, isObj := e.(map[string]any)
+			return isObj && refMatch(n["filter"].(map[string]any), id, m)
+		})
+	}
 	if ie, ok := c["is_empty"]; ok {
 		v, found := refLookup(doc, ie.(map[string]any)["key"].(string))
 		a, isArr := v.([]any)
@@ -96,7 +178,7 @@ func refCond(c map[string]any, doc map[string]any) bool {
 	}
 	key, ok := c["key"].(string)
 	if !ok {
-		return refMatch(c, doc) // a nested filter
+		return refMatch(c, id, doc) // a nested filter
 	}
 	v, found := refLookup(doc, key)
 	if vc, ok := c["values_count"].(map[string]any); ok {
@@ -133,23 +215,82 @@ func refCond(c map[string]any, doc map[string]any) bool {
 			test = func(e any) bool {
 				return slices.ContainsFunc(m["any"].([]any), func(w any) bool { return refEqual(w, e) })
 			}
+		case m["text"] != nil || m["phrase"] != nil:
+			sub, _ := m["text"].(string)
+			if p, ok := m["phrase"].(string); ok {
+				sub = p
+			}
+			test = func(e any) bool { s, ok := e.(string); return ok && strings.Contains(s, sub) }
+		case m["text_any"] != nil:
+			test = func(e any) bool {
+				s, ok := e.(string)
+				return ok && slices.ContainsFunc(strings.Fields(m["text_any"].(string)), func(w string) bool { return strings.Contains(s, w) })
+			}
 		default:
+			// Qdrant: any element that is not null and not in the list.
 			ex := m["except"].([]any)
 			test = func(e any) bool {
-				_, isStr := e.(string)
-				_, isInt := refInt(e)
+				return e != nil && !slices.ContainsFunc(ex, func(w any) bool { return refEqual(w, e) })
+			}
+		}
+	} else if g, ok := c["geo_radius"].(map[string]any); ok {
+		clon, clat, _ := refGeo(g["center"])
+		r, _ := refFloat(g["radius"])
+		test = func(e any) bool {
+			lon, lat, ok := refGeo(e)
+			if !ok {
+				return false
+			}
+			// Haversine on the mean Earth radius.
+			rad := math.Pi / 180
+			h := math.Pow(math.Sin((lat-clat)*rad/2), 2) + math.Cos(lat*rad)*math.Cos(clat*rad)*math.Pow(math.Sin((lon-clon)*rad/2), 2)
+			return 2*6371008.8*math.Asin(math.Sqrt(h)) < r
+		}
+	} else if g, ok := c["geo_bounding_box"].(map[string]any); ok {
+		l, t, _ := refGeo(g["top_left"])
+		r, b, _ := refGeo(g["bottom_right"])
+		test = func(e any) bool {
+			lon, lat, ok := refGeo(e)
+			inLon := l < lon && lon < r
+			if l > r {
+				inLon = lon > l || lon < r
+			}
+			return ok && inLon && b < lat && lat < t
+		}
+	} else if g, ok := c["geo_polygon"].(map[string]any); ok {
+		test = func(e any) bool {
+			lon, lat, ok := refGeo(e)
+			if !ok {
+				return false
+			}
+			if in, _ := refInside(g["exterior"].(map[string]any)["points"].([]any), lon, lat); !in {
+				return false
+			}
+			holes, _ := g["interiors"].([]any)
+			return !slices.ContainsFunc(holes, func(h any) bool {
+				in, edge := refInside(h.(map[string]any)["points"].([]any), lon, lat)
+				return in || edge
+			})
+		}
+	} else if r := c["range"].(map[string]any); slices.ContainsFunc(slices.Collect(maps.Values(r)), func(b any) bool { _, s := b.(string); return s }) {
+		test = func(e any) bool {
+			s, ok := e.(string)
+			if !ok {
+				return false
+			}
+			x, ok := refTime(s)
+			for bound, bv := range r {
+				if bv == nil {
+					continue
+				}
+				b, _ := refTime(bv.(string))
 				switch {
-				case len(ex) == 0:
-					if !isStr && !isInt {
-						return false
-					}
-				case isStr != func() bool { _, s := ex[0].(string); return s }():
-					return false
-				case !isStr && !isInt:
+				case bound == "gt" && !x.After(b), bound == "gte" && x.Before(b),
+					bound == "lt" && !x.Before(b), bound == "lte" && x.After(b):
 					return false
 				}
-				return !slices.ContainsFunc(ex, func(w any) bool { return refEqual(w, e) })
 			}
+			return ok
 		}
 	} else {
 		r := c["range"].(map[string]any)
@@ -219,6 +360,14 @@ func TestFilteredSearchIsExactTopKOfTheMatchingDocs(t *testing.T) {
 						src = `{"must": {"key": "nope", "match": {"value": "x"}}}` // none
 					case 1:
 						src = `{"must": [{"key": "year", "match": {"value": 2024}}, {"key": "flag", "match": {"value": true}}]}` // a few
+					case 2:
+						src = `{"must": {"has_id": ["doc-1", "doc-7", "doc-42", "doc-99", "doc-123", "doc-300", "doc-599", 3]}}`
+					case 3:
+						src = `{"must": {"nested": {"key": "arr", "filter": {"must": {"key": "k", "match": {"any": ["en", "go", ""]}}}}},
+							"min_should": {"conditions": [{"key": "lang", "match": {"except": ["en"]}}, {"is_empty": {"key": "tags"}}, {"has_id": ["doc-5"]}], "min_count": 1}}`
+					case 4:
+						src = `{"should": [{"key": "loc", "geo_radius": {"center": {"lon": 0, "lat": 0}, "radius": 120000}},
+							{"key": "date", "range": {"gte": "2021-06-15T12:00:00+02:00"}}, {"key": "title", "match": {"text": "r"}}]}`
 					}
 					ftree := decodeNumbers(t, []byte(src))
 					qv := make([]float32, dim)
@@ -231,7 +380,7 @@ func TestFilteredSearchIsExactTopKOfTheMatchingDocs(t *testing.T) {
 					}
 					var ref []scored
 					for _, s := range bruteForce(m, scoredQ, h.dc.Corpus) {
-						if refMatch(ftree, docs[s.id]) {
+						if refMatch(ftree, s.id, docs[s.id]) {
 							ref = append(ref, s)
 						}
 					}

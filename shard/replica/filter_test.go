@@ -266,9 +266,9 @@ func hitsOfVector(hs []vector.Hit) []string {
 func TestServerRefusesBadFiltersAndPayloads(t *testing.T) {
 	_, c := serve(t, memConfig(4, vector.DotProduct), nil, client.DialConfig{})
 	v := shard.EncodeVector([]float32{1, 2, 3, 4})
-	_, err := c.Upsert(ctx(t), place, []*shardpb.Vector{{Id: "a", Vector: v, Payload: []byte(`{"a": [{"b": 1}]}`)}})
+	_, err := c.Upsert(ctx(t), place, []*shardpb.Vector{{Id: "a", Vector: v, Payload: []byte(`{"a": [[1]]}`)}})
 	require.Equal(t, codes.InvalidArgument, status.Code(err))
-	require.Contains(t, err.Error(), "vector 0: payload.a[0]: is an object or array inside an array")
+	require.Contains(t, err.Error(), "vector 0: payload.a[0]: is an array inside an array")
 	_, err = c.Upsert(ctx(t), place, []*shardpb.Vector{{Id: "a", Vector: v, Payload: []byte(` {"a" : 1} `)}})
 	require.NoError(t, err)
 	pv, err := c.Get(ctx(t), "a", 0)

@@ -37,7 +37,7 @@ func (m *Memory) ViewScan(fn func(*ScanView) error) error {
 // it does not.
 func (v *ScanView) Select(f *filter.Filter) ([]uint32, error) {
 	m := v.m
-	b := m.payloadIndex.Select(f, len(m.ids), func(row uint32) map[string]any { return decodePayload(m.payloads[row]) })
+	b := m.selectRows(f)
 	return b.ToArray(), nil
 }
 

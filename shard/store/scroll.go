@@ -47,8 +47,7 @@ func (m *Memory) Page(req PageRequest) (Page, error) {
 	defer m.mu.RUnlock()
 	var rows []uint32 // nil: every row
 	if !req.Filter.Empty() {
-		rows = m.payloadIndex.Select(req.Filter, len(m.ids),
-			func(row uint32) map[string]any { return decodePayload(m.payloads[row]) }).ToArray()
+		rows = m.selectRows(req.Filter).ToArray()
 	}
 	if req.Keep != nil {
 		rows = keepRows(m.ids, rows, req.Keep)

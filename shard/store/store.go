@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/RoaringBitmap/roaring/v2"
+
 	"github.com/trawl-search/trawl/filter"
 	"github.com/trawl-search/trawl/filter/index"
 	"github.com/trawl-search/trawl/vector"
@@ -208,6 +210,20 @@ func (m *Memory) Upsert(_ context.Context, p Placement, recs []Record) error {
 	return nil
 }
 
+// selectRows returns the rows whose ids and payloads match f, from the
+// payload index where it answers (has_id by looking its ids up). m.mu must
+// be held.
+func (m *Memory) selectRows(f *filter.Filter) *roaring.Bitmap {
+	return m.payloadIndex.SelectFrom(f, len(m.ids), index.Source{
+		Doc: func(row uint32) map[string]any { return decodePayload(m.payloads[row]) },
+		ID:  func(row uint32) string { return m.ids[row] },
+		Row: func(id string) (uint32, bool) {
+			i, ok := m.index[id]
+			return uint32(i), ok
+		},
+	})
+}
+
 // decodePayload decodes a stored payload for the index and for filters. A
 // payload that does not decode (none should: the server checks every
 // payload it accepts) counts as none, for the index and filters alike.
@@ -257,7 +273,7 @@ func (m *Memory) DeleteMatching(_ context.Context, p Placement, ids []string, f 
 	doomed := ids
 	if !f.Empty() {
 		// Ids first: deleting swaps rows, so row numbers would go stale.
-		rows := m.payloadIndex.Select(f, len(m.ids), func(row uint32) map[string]any { return decodePayload(m.payloads[row]) })
+		rows := m.selectRows(f)
 		doomed = slices.Clone(ids)
 		for _, r := range rows.ToArray() {
 			doomed = append(doomed, m.ids[r])

@@ -53,16 +53,27 @@ func TestBadInput(t *testing.T) {
 			_, err := cl.p.Query(call(t), &pb.QueryPoints{CollectionName: "trawl", Query: nearest(v), Filter: badRange})
 			return err
 		}, codes.InvalidArgument, "Bad request: filter.must[0].range: needs at least one of gt, gte, lt, lte"},
-		{"has_id", func() error {
+		{"has_id with a bad id", func() error {
 			_, err := cl.p.Count(call(t), &pb.CountPoints{CollectionName: "trawl", Filter: &pb.Filter{Should: []*pb.Condition{keyword("a", "b"),
-				{ConditionOneOf: &pb.Condition_HasId{HasId: &pb.HasIdCondition{HasId: []*pb.PointId{num(1)}}}}}}})
+				{ConditionOneOf: &pb.Condition_HasId{HasId: &pb.HasIdCondition{HasId: []*pb.PointId{num(1), uuid("42")}}}}}}})
 			return err
-		}, codes.InvalidArgument, "Bad request: filter.should[1].has_id: is not supported; conditions are key with match, range or values_count, is_empty, is_null, or a nested filter"},
-		{"full-text match", func() error {
+		}, codes.InvalidArgument, `Bad request: filter.should[1].has_id[1]: id "42" is a string; an integer id is sent as a number (42)`},
+		{"has_vector", func() error {
 			_, err := cl.p.Scroll(call(t), &pb.ScrollPoints{CollectionName: "trawl", Filter: &pb.Filter{Must: []*pb.Condition{
-				{ConditionOneOf: &pb.Condition_Field{Field: &pb.FieldCondition{Key: "t", Match: &pb.Match{MatchValue: &pb.Match_Text{Text: "x"}}}}}}}})
+				{ConditionOneOf: &pb.Condition_HasVector{HasVector: &pb.HasVectorCondition{HasVector: "v"}}}}}})
 			return err
-		}, codes.InvalidArgument, "Bad request: filter.must[0].match.text: is not supported; match takes value, any or except"},
+		}, codes.InvalidArgument, "Bad request: filter.must[0].has_vector: is not supported; conditions are key with match, range, values_count or a geo area, is_empty, is_null, has_id, nested, or a nested filter"},
+		{"open polygon", func() error {
+			ring := &pb.GeoLineString{Points: []*pb.GeoPoint{{Lon: 0, Lat: 0}, {Lon: 1, Lat: 0}, {Lon: 1, Lat: 1}, {Lon: 0, Lat: 1}}}
+			_, err := cl.p.Count(call(t), &pb.CountPoints{CollectionName: "trawl", Filter: &pb.Filter{Must: []*pb.Condition{
+				{ConditionOneOf: &pb.Condition_Field{Field: &pb.FieldCondition{Key: "at", GeoPolygon: &pb.GeoPolygon{Exterior: ring}}}}}}})
+			return err
+		}, codes.InvalidArgument, "Bad request: filter.must[0].geo_polygon.exterior.points: is not closed; its last point must be its first"},
+		{"min_count 0", func() error {
+			_, err := cl.p.Count(call(t), &pb.CountPoints{CollectionName: "trawl", Filter: &pb.Filter{MinShould: &pb.MinShould{
+				Conditions: []*pb.Condition{keyword("a", "b")}}}})
+			return err
+		}, codes.InvalidArgument, "Bad request: filter.min_should.min_count: is 0, want a whole number of conditions, 1 or more"},
 		{"empty condition", func() error {
 			_, err := cl.p.Count(call(t), &pb.CountPoints{CollectionName: "trawl", Filter: &pb.Filter{MustNot: []*pb.Condition{{}}}})
 			return err
@@ -109,9 +120,9 @@ func TestBadInput(t *testing.T) {
 		{"bad payload", func() error {
 			_, err := cl.p.Upsert(call(t), &pb.UpsertPoints{CollectionName: "trawl", Points: []*pb.PointStruct{{Id: num(1), Vectors: dense(v),
 				Payload: map[string]*pb.Value{"x": {Kind: &pb.Value_ListValue{ListValue: &pb.ListValue{Values: []*pb.Value{
-					{Kind: &pb.Value_StructValue{StructValue: &pb.Struct{}}}}}}}}}}})
+					{Kind: &pb.Value_ListValue{ListValue: &pb.ListValue{}}}}}}}}}}})
 			return err
-		}, codes.InvalidArgument, "Bad request: points[0].payload: payload.x[0]: is an object or array inside an array; array elements must be strings, numbers, booleans or null"},
+		}, codes.InvalidArgument, "Bad request: points[0].payload: payload.x[0]: is an array inside an array; array elements must be strings, numbers, booleans, null or objects"},
 		{"limit 0", func() error {
 			_, err := cl.p.Search(call(t), &pb.SearchPoints{CollectionName: "trawl", Vector: v})
 			return err

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/trawl-search/trawl/api/internal/wire"
 	pb "github.com/trawl-search/trawl/api/qdrant/qdrantpb"
@@ -27,6 +28,17 @@ func FuzzDecode(f *testing.F) {
 		&pb.QueryPoints{CollectionName: "c", Query: &pb.Query{Variant: &pb.Query_Nearest{Nearest: &pb.VectorInput{Variant: &pb.VectorInput_Dense{Dense: &pb.DenseVector{Data: []float32{1, 2, 3, 4}}}}}},
 			Filter: &pb.Filter{Must: []*pb.Condition{{ConditionOneOf: &pb.Condition_Field{Field: &pb.FieldCondition{Key: "a.b", Range: &pb.Range{Gte: &x}}}}},
 				Should: []*pb.Condition{{ConditionOneOf: &pb.Condition_Filter{Filter: &pb.Filter{MustNot: []*pb.Condition{{ConditionOneOf: &pb.Condition_IsNull{IsNull: &pb.IsNullCondition{Key: "k"}}}}}}}}}},
+		// The conditions written to their REST JSON: has_id, nested,
+		// min_should, datetime, text and geo.
+		&pb.SearchPoints{CollectionName: "c", Vector: []float32{1, 0, 0, 0}, Limit: 3, Filter: &pb.Filter{
+			Must: []*pb.Condition{{ConditionOneOf: &pb.Condition_HasId{HasId: &pb.HasIdCondition{HasId: []*pb.PointId{{PointIdOptions: &pb.PointId_Num{Num: 7}}}}}},
+				{ConditionOneOf: &pb.Condition_Nested{Nested: &pb.NestedCondition{Key: "arr", Filter: &pb.Filter{Must: []*pb.Condition{
+					{ConditionOneOf: &pb.Condition_Field{Field: &pb.FieldCondition{Key: "t", Match: &pb.Match{MatchValue: &pb.Match_Text{Text: "go"}}}}}}}}}},
+				{ConditionOneOf: &pb.Condition_Field{Field: &pb.FieldCondition{Key: "d", DatetimeRange: &pb.DatetimeRange{Gt: &timestamppb.Timestamp{Seconds: 1700000000}}}}},
+				{ConditionOneOf: &pb.Condition_Field{Field: &pb.FieldCondition{Key: "g", GeoRadius: &pb.GeoRadius{Center: &pb.GeoPoint{Lon: 1, Lat: 2}, Radius: 3}}}},
+				{ConditionOneOf: &pb.Condition_Field{Field: &pb.FieldCondition{Key: "g", GeoPolygon: &pb.GeoPolygon{Exterior: &pb.GeoLineString{Points: []*pb.GeoPoint{
+					{Lon: 0, Lat: 0}, {Lon: 1, Lat: 0}, {Lon: 1, Lat: 1}, {Lon: 0, Lat: 0}}}}}}}},
+			MinShould: &pb.MinShould{Conditions: []*pb.Condition{{ConditionOneOf: &pb.Condition_IsEmpty{IsEmpty: &pb.IsEmptyCondition{Key: "e"}}}}, MinCount: 1}}},
 		&pb.SearchPoints{CollectionName: "c", Vector: []float32{1, 0, 0, 0}, Limit: 3, WithPayload: &pb.WithPayloadSelector{SelectorOptions: &pb.WithPayloadSelector_Include{Include: &pb.PayloadIncludeSelector{Fields: []string{"a"}}}}},
 		&pb.UpsertPoints{CollectionName: "c", Points: []*pb.PointStruct{{Id: &pb.PointId{PointIdOptions: &pb.PointId_Num{Num: 7}},
 			Vectors: &pb.Vectors{VectorsOptions: &pb.Vectors_Vector{Vector: &pb.Vector{Data: []float32{1, 2, 3, 4}}}},

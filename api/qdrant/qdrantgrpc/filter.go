@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/trawl-search/trawl/api/internal/wire"
 	pb "github.com/trawl-search/trawl/api/qdrant/qdrantpb"
@@ -17,9 +20,11 @@ import (
 // members, in the same places), so both transports accept, refuse and
 // evaluate exactly the same filters, and a refusal names the same place
 // ("filter.must[1].range: needs at least one of gt, gte, lt, lte").
-// Conditions outside trawl's subset (has_id, nested, geo,
-// datetime ranges, full-text matches, min_should) are written under their
-// JSON names, which filter refuses by name. Nil is no filter.
+// has_id's point ids are written as the trawl ids they name, a
+// DatetimeRange's timestamps as RFC 3339 bounds of a range (REST's
+// spelling of a datetime range). Conditions outside trawl's subset
+// (has_vector) are written under their JSON names, which filter refuses
+// by name. Nil is no filter.
 func decodeFilter(f *pb.Filter) (*filter.Filter, error) {
 	if f == nil {
 		return nil, nil
@@ -74,11 +79,22 @@ func (w *filterWriter) filter(f *pb.Filter, where string, level int) error {
 			return err
 		}
 	}
-	if f.MinShould != nil {
+	if ms := f.MinShould; ms != nil {
 		if !first {
 			w.b = append(w.b, ',')
 		}
-		w.b = append(w.b, `"min_should":{}`...)
+		w.b = append(w.b, `"min_should":{"conditions":[`...)
+		for i, c := range ms.GetConditions() {
+			if i > 0 {
+				w.b = append(w.b, ',')
+			}
+			if err := w.condition(c, fmt.Sprintf("%s.min_should.conditions[%d]", where, i), level); err != nil {
+				return err
+			}
+		}
+		w.b = append(w.b, `],"min_count":`...)
+		w.b = strconv.AppendUint(w.b, ms.GetMinCount(), 10)
+		w.b = append(w.b, '}')
 	}
 	w.b = append(w.b, '}')
 	return nil
@@ -99,9 +115,28 @@ func (w *filterWriter) condition(c *pb.Condition, where string, level int) error
 	case *pb.Condition_Filter:
 		return w.filter(x.Filter, where, level+1)
 	case *pb.Condition_HasId:
-		w.b = append(w.b, `{"has_id":[]}`...)
+		w.b = append(w.b, `{"has_id":[`...)
+		for i, p := range x.HasId.GetHasId() {
+			id, err := decodeID(p, fmt.Sprintf("%s.has_id[%d]", where, i))
+			if err != nil {
+				return err
+			}
+			if i > 0 {
+				w.b = append(w.b, ',')
+			}
+			w.b = appendString(w.b, id)
+		}
+		w.b = append(w.b, "]}"...)
 	case *pb.Condition_Nested:
-		w.b = append(w.b, `{"nested":{}}`...)
+		w.b = append(w.b, `{"nested":{"key":`...)
+		w.b = appendString(w.b, x.Nested.GetKey())
+		if inner := x.Nested.GetFilter(); inner != nil {
+			w.b = append(w.b, `,"filter":`...)
+			if err := w.filter(inner, where+".nested.filter", level+1); err != nil {
+				return err
+			}
+		}
+		w.b = append(w.b, "}}"...)
 	case *pb.Condition_HasVector:
 		w.b = append(w.b, `{"has_vector":""}`...)
 	default:
@@ -187,12 +222,80 @@ func (w *filterWriter) field(fc *pb.FieldCondition, where string) error {
 		}
 		w.b = append(w.b, '}')
 	}
+	if r := fc.DatetimeRange; r != nil {
+		if fc.Range != nil {
+			return wire.Invalid(where + ": has range and datetime_range; give one")
+		}
+		w.b = append(w.b, `,"range":{`...)
+		n := 0
+		for _, b := range []struct {
+			name string
+			t    *timestamppb.Timestamp
+		}{{"gt", r.Gt}, {"gte", r.Gte}, {"lt", r.Lt}, {"lte", r.Lte}} {
+			if b.t == nil {
+				continue
+			}
+			if b.t.CheckValid() != nil {
+				// protobuf's own message varies its spacing on purpose.
+				return wire.Invalid(fmt.Sprintf("%s.datetime_range.%s: is not a valid timestamp: want seconds within years 1 to 9999 and nanos within 0 to 999999999", where, b.name))
+			}
+			if n > 0 {
+				w.b = append(w.b, ',')
+			}
+			n++
+			w.b = append(w.b, '"')
+			w.b = append(w.b, b.name...)
+			w.b = append(w.b, `":`...)
+			w.b = appendString(w.b, b.t.AsTime().Format(time.RFC3339Nano))
+		}
+		w.b = append(w.b, '}')
+	}
+	if g := fc.GeoRadius; g != nil {
+		w.b = append(w.b, `,"geo_radius":{`...)
+		if err := w.geoPoint("center", g.Center, where+".geo_radius"); err != nil {
+			return err
+		}
+		if err := finite(float64(g.Radius), where+".geo_radius.radius"); err != nil {
+			return err
+		}
+		w.b = append(w.b, `,"radius":`...)
+		w.b = strconv.AppendFloat(w.b, float64(g.Radius), 'g', -1, 64)
+		w.b = append(w.b, '}')
+	}
+	if g := fc.GeoBoundingBox; g != nil {
+		w.b = append(w.b, `,"geo_bounding_box":{`...)
+		if err := w.geoPoint("top_left", g.TopLeft, where+".geo_bounding_box"); err != nil {
+			return err
+		}
+		w.b = append(w.b, ',')
+		if err := w.geoPoint("bottom_right", g.BottomRight, where+".geo_bounding_box"); err != nil {
+			return err
+		}
+		w.b = append(w.b, '}')
+	}
+	if g := fc.GeoPolygon; g != nil {
+		w.b = append(w.b, `,"geo_polygon":{`...)
+		if err := w.ring("exterior", g.Exterior, where+".geo_polygon"); err != nil {
+			return err
+		}
+		if len(g.Interiors) > 0 {
+			w.b = append(w.b, `,"interiors":[`...)
+			for i, r := range g.Interiors {
+				if i > 0 {
+					w.b = append(w.b, ',')
+				}
+				if err := w.ring("", r, fmt.Sprintf("%s.geo_polygon.interiors[%d]", where, i)); err != nil {
+					return err
+				}
+			}
+			w.b = append(w.b, ']')
+		}
+		w.b = append(w.b, '}')
+	}
 	for _, o := range []struct {
 		set  bool
 		name string
-	}{{fc.GeoBoundingBox != nil, "geo_bounding_box"}, {fc.GeoRadius != nil, "geo_radius"}, {fc.GeoPolygon != nil, "geo_polygon"},
-		{fc.DatetimeRange != nil, "datetime_range"},
-		{fc.IsEmpty != nil, "is_empty"}, {fc.IsNull != nil, "is_null"}} {
+	}{{fc.IsEmpty != nil, "is_empty"}, {fc.IsNull != nil, "is_null"}} {
 		if o.set {
 			w.b = append(w.b, `,"`...)
 			w.b = append(w.b, o.name...)
@@ -223,13 +326,16 @@ func (w *filterWriter) match(m *pb.Match, where string) error {
 	case *pb.Match_ExceptIntegers:
 		w.ints("except", x.ExceptIntegers.GetIntegers())
 	case *pb.Match_Text:
-		w.b = append(w.b, `{"text":""`...)
+		w.b = append(w.b, `{"text":`...)
+		w.b = appendString(w.b, x.Text)
 	case *pb.Match_Phrase:
-		w.b = append(w.b, `{"phrase":""`...)
+		w.b = append(w.b, `{"phrase":`...)
+		w.b = appendString(w.b, x.Phrase)
 	case *pb.Match_TextAny:
-		w.b = append(w.b, `{"text_any":""`...)
+		w.b = append(w.b, `{"text_any":`...)
+		w.b = appendString(w.b, x.TextAny)
 	default:
-		return wire.Invalid(where + ": is empty; give one of keyword, integer, boolean, keywords, integers, except_keywords or except_integers")
+		return wire.Invalid(where + ": is empty; give one of keyword, integer, boolean, keywords, integers, except_keywords, except_integers, text, phrase or text_any")
 	}
 	w.b = append(w.b, '}')
 	return nil
@@ -266,4 +372,64 @@ func (w *filterWriter) ints(op string, is []int64) {
 func appendString(b []byte, s string) []byte {
 	q, _ := json.Marshal(s)
 	return append(b, q...)
+}
+
+// geoPoint writes {"lon","lat"}, as "name": when named; a nil point as
+// null, which the filter refuses naming the member.
+func (w *filterWriter) geoPoint(name string, p *pb.GeoPoint, where string) error {
+	if name != "" {
+		w.b = append(w.b, '"')
+		w.b = append(w.b, name...)
+		w.b = append(w.b, `":`...)
+	}
+	if p == nil {
+		w.b = append(w.b, "null"...)
+		return nil
+	}
+	for _, c := range []struct {
+		name string
+		v    float64
+	}{{"lon", p.Lon}, {"lat", p.Lat}} {
+		if err := finite(c.v, where+"."+name+"."+c.name); err != nil {
+			return err
+		}
+	}
+	w.b = append(w.b, `{"lon":`...)
+	w.b = strconv.AppendFloat(w.b, p.Lon, 'g', -1, 64)
+	w.b = append(w.b, `,"lat":`...)
+	w.b = strconv.AppendFloat(w.b, p.Lat, 'g', -1, 64)
+	w.b = append(w.b, '}')
+	return nil
+}
+
+// ring writes a GeoLineString as {"points": [...]}, as "name": when
+// named.
+func (w *filterWriter) ring(name string, r *pb.GeoLineString, where string) error {
+	if name != "" {
+		w.b = append(w.b, '"')
+		w.b = append(w.b, name...)
+		w.b = append(w.b, `":`...)
+		where += "." + name
+	}
+	w.b = append(w.b, `{"points":[`...)
+	for i, p := range r.GetPoints() {
+		if i > 0 {
+			w.b = append(w.b, ',')
+		}
+		if p == nil {
+			return wire.Invalid(fmt.Sprintf("%s.points[%d]: is missing", where, i))
+		}
+		if err := w.geoPoint("", p, fmt.Sprintf("%s.points[%d]", where, i)); err != nil {
+			return err
+		}
+	}
+	w.b = append(w.b, "]}"...)
+	return nil
+}
+
+func finite(x float64, where string) error {
+	if math.IsNaN(x) || math.IsInf(x, 0) {
+		return wire.Invalid(fmt.Sprintf("%s: is %v, want a finite number", where, x))
+	}
+	return nil
 }

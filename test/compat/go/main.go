@@ -473,8 +473,8 @@ func (r *run) badInput(c *coll) {
 	_, err = r.c.Count(ctx(), &qdrant.CountPoints{CollectionName: c.name, Filter: &qdrant.Filter{Must: []*qdrant.Condition{qdrant.NewRange("year", &qdrant.Range{})}}})
 	r.refused("Count (range without bounds)", codes.InvalidArgument, err)
 	_, err = r.c.Query(ctx(), &qdrant.QueryPoints{CollectionName: c.name, Query: qdrant.NewQuery(make([]float32, c.dim)...),
-		Filter: &qdrant.Filter{Must: []*qdrant.Condition{qdrant.NewGeoRadius("loc", 1, 2, 3)}}})
-	r.refused("Query (geo filter)", codes.InvalidArgument, err)
+		Filter: &qdrant.Filter{Must: []*qdrant.Condition{qdrant.NewHasVector("v")}}})
+	r.refused("Query (has_vector filter)", codes.InvalidArgument, err)
 	n, err := r.c.Count(ctx(), &qdrant.CountPoints{CollectionName: c.name})
 	check(err)
 	expect(n == uint64(len(c.docs)), "bad input changed the collection: %d points", n)

@@ -11,11 +11,15 @@ import (
 // shows it in its payload schema) and changes no answer.
 
 // payloadTypes are the payload schema types a declaration may name: those
-// whose Qdrant index matches exactly as trawl's filters do, or serves only
-// conditions trawl refuses anyway (datetime ranges, full-text, geo).
+// whose Qdrant index matches as trawl's filters do.
 var payloadTypes = map[string]bool{
-	"keyword": true, "integer": true, "float": true, "bool": true, "datetime": true, "text": true, "geo": true,
+	"keyword": true, "integer": true, "float": true, "bool": true, "datetime": true, "geo": true,
 }
+
+// errTextIndex: on a key with a text index Qdrant's match.text matches
+// tokens (lowercased, every query word present), where trawl, which has
+// no full-text index, matches a substring as Qdrant does without one.
+const errTextIndex = `field_schema text is not supported: a text index makes match.text match lowercased tokens, trawl matches substrings (as Qdrant does without a text index); declare "keyword" or no index`
 
 // errUUIDIndex: Qdrant's uuid index parses the strings it compares, so
 // it matches differently written UUIDs ("8A1E…" and "8a1e…") that trawl's
@@ -36,11 +40,14 @@ func CheckField(field string) error {
 // CheckFieldSchema checks a payload index's declared type (Qdrant's
 // names: keyword, integer, ...).
 func CheckFieldSchema(schema string) error {
-	if schema == "uuid" {
+	switch schema {
+	case "uuid":
 		return wire.Invalid(errUUIDIndex)
+	case "text":
+		return wire.Invalid(errTextIndex)
 	}
 	if !payloadTypes[schema] {
-		return wire.Invalid(fmt.Sprintf("field_schema %q is not a payload schema type: want keyword, integer, float, bool, datetime, text or geo", schema))
+		return wire.Invalid(fmt.Sprintf("field_schema %q is not a payload schema type: want keyword, integer, float, bool, datetime or geo", schema))
 	}
 	return nil
 }
