@@ -90,8 +90,7 @@ func facetable(v any) bool {
 func (m *Memory) matching(f *filter.Filter, keep func(string) bool) *roaring.Bitmap {
 	var within *roaring.Bitmap
 	if !f.Empty() {
-		within = m.payloadIndex.Select(f, len(m.ids),
-			func(row uint32) map[string]any { return decodePayload(m.payloads[row]) })
+		within = m.selectRows(f) // has_id included
 	}
 	if keep != nil {
 		var rows []uint32
