@@ -69,16 +69,20 @@ func TestFacetCountsEachValueOncePerDocument(t *testing.T) {
 func testFacet(t *testing.T, m *Memory) {
 	f, err := filter.Parse([]byte(`{"must": {"key": "x", "range": {"gte": 3}}}`))
 	require.NoError(t, err)
+	// has_id needs the rows' ids, which the facet's selection must hand
+	// the payload index.
+	byID, err := filter.Parse([]byte(`{"must": [{"has_id": ["` + m.ids[3] + `", "` + m.ids[10] + `", "` + m.ids[77] + `"]}]}`))
+	require.NoError(t, err)
 	even := func(id string) bool { return len(id)%2 == 0 }
 	for _, tc := range []struct {
 		key  []string
 		f    *filter.Filter
 		keep func(string) bool
-	}{{[]string{"k"}, nil, nil}, {[]string{"k"}, f, nil}, {[]string{"k"}, nil, even}, {[]string{"m", "k"}, nil, nil}, {[]string{"x"}, f, even}} {
+	}{{[]string{"k"}, nil, nil}, {[]string{"k"}, f, nil}, {[]string{"k"}, nil, even}, {[]string{"m", "k"}, nil, nil}, {[]string{"x"}, f, even}, {[]string{"k"}, byID, nil}} {
 		want := map[any]int{}
 		for r, id := range m.ids {
 			doc := decodePayload(m.payloads[r])
-			if !tc.f.Empty() && !tc.f.Match(doc) || tc.keep != nil && !tc.keep(id) {
+			if !tc.f.Empty() && !tc.f.MatchPoint(id, doc) || tc.keep != nil && !tc.keep(id) {
 				continue
 			}
 			v, ok := filter.Lookup(doc, tc.key)
