@@ -34,6 +34,7 @@ const (
 	Shard_ChangeCatalog_FullMethodName = "/trawl.shard.v1.Shard/ChangeCatalog"
 	Shard_Members_FullMethodName       = "/trawl.shard.v1.Shard/Members"
 	Shard_ChangeMembers_FullMethodName = "/trawl.shard.v1.Shard/ChangeMembers"
+	Shard_Edit_FullMethodName          = "/trawl.shard.v1.Shard/Edit"
 )
 
 // ShardClient is the client API for Shard service.
@@ -72,6 +73,10 @@ type ShardClient interface {
 	// change of the group's configuration, committed through its log on the
 	// leader (a follower forwards it, or answers NOT_LEADER, as writes).
 	ChangeMembers(ctx context.Context, in *ChangeMembersRequest, opts ...grpc.CallOption) (*ChangeMembersResponse, error)
+	// Edit commits an ordered list of edits of a collection's documents
+	// (upserts, deletes, payload and vector edits, by ids or by filter) in
+	// one log entry, applied all or nothing: a write, as Upsert.
+	Edit(ctx context.Context, in *EditRequest, opts ...grpc.CallOption) (*EditResponse, error)
 }
 
 type shardClient struct {
@@ -182,6 +187,16 @@ func (c *shardClient) ChangeMembers(ctx context.Context, in *ChangeMembersReques
 	return out, nil
 }
 
+func (c *shardClient) Edit(ctx context.Context, in *EditRequest, opts ...grpc.CallOption) (*EditResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(EditResponse)
+	err := c.cc.Invoke(ctx, Shard_Edit_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ShardServer is the server API for Shard service.
 // All implementations must embed UnimplementedShardServer
 // for forward compatibility.
@@ -218,6 +233,10 @@ type ShardServer interface {
 	// change of the group's configuration, committed through its log on the
 	// leader (a follower forwards it, or answers NOT_LEADER, as writes).
 	ChangeMembers(context.Context, *ChangeMembersRequest) (*ChangeMembersResponse, error)
+	// Edit commits an ordered list of edits of a collection's documents
+	// (upserts, deletes, payload and vector edits, by ids or by filter) in
+	// one log entry, applied all or nothing: a write, as Upsert.
+	Edit(context.Context, *EditRequest) (*EditResponse, error)
 	mustEmbedUnimplementedShardServer()
 }
 
@@ -257,6 +276,9 @@ func (UnimplementedShardServer) Members(context.Context, *MembersRequest) (*Memb
 }
 func (UnimplementedShardServer) ChangeMembers(context.Context, *ChangeMembersRequest) (*ChangeMembersResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ChangeMembers not implemented")
+}
+func (UnimplementedShardServer) Edit(context.Context, *EditRequest) (*EditResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Edit not implemented")
 }
 func (UnimplementedShardServer) mustEmbedUnimplementedShardServer() {}
 func (UnimplementedShardServer) testEmbeddedByValue()               {}
@@ -459,6 +481,24 @@ func _Shard_ChangeMembers_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Shard_Edit_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(EditRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ShardServer).Edit(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Shard_Edit_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ShardServer).Edit(ctx, req.(*EditRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Shard_ServiceDesc is the grpc.ServiceDesc for Shard service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -505,6 +545,10 @@ var Shard_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ChangeMembers",
 			Handler:    _Shard_ChangeMembers_Handler,
+		},
+		{
+			MethodName: "Edit",
+			Handler:    _Shard_Edit_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
