@@ -16,7 +16,7 @@ const completedBody = `{"result":{"operation_id":null,"status":"completed"},"sta
 // id → payload JSON.
 func payloads(t *testing.T, e *apitest.Env) string {
 	t.Helper()
-	res := e.Do(http.MethodPost, "/collections/trawl/points", `{"ids": [1, 2, "`+uuidA+`"], "with_payload": true}`, nil)
+	res := e.Do(http.MethodPost, "/collections/trawl/points?deadline_ms=2000", `{"ids": [1, 2, "`+uuidA+`"], "with_payload": true}`, nil)
 	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
 	body := normalised(t, res.Body)
 	body = body[:strings.Index(body, `,"status":"ok"`)]
@@ -107,3 +107,74 @@ func TestQdrantPayloadEdits(t *testing.T) {
 const seeded = `[{"id":1,"payload":{"suite":"contract","color":"red","n":1},"vector":null},` +
 	`{"id":2,"payload":{"suite":"contract","color":"blue","n":2},"vector":null},` +
 	`{"id":"` + uuidA + `","payload":{"suite":"contract","color":"red","n":3},"vector":null}]`
+
+// TestQdrantVectorEdits: a vector update replaces the vector and keeps the
+// payload, and a search then finds the point exactly; an absent id is a
+// 404 that changes nothing, even for the ids of the request that exist;
+// deleting the one unnamed vector is refused.
+func TestQdrantVectorEdits(t *testing.T) {
+	e := apitest.New(t, apitest.Config{})
+	seedQdrant(t, e)
+
+	res := e.Do(http.MethodPut, "/collections/trawl/points/vectors?wait=true",
+		`{"points": [{"id": 2, "vector": `+unit(5)+`}, {"id": "`+uuidA+`", "vector": `+unit(6)+`}]}`, nil)
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	require.Equal(t, completedBody, normalised(t, res.Body))
+	for i, id := range []string{"2", `"` + uuidA + `"`} {
+		res = e.Do(http.MethodPost, "/collections/trawl/points/search?deadline_ms=2000", `{"vector": `+unit(5+i)+`, "limit": 1, "with_payload": true, "with_vector": true}`, nil)
+		require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+		payload := map[string]string{"2": `{"suite":"contract","color":"blue","n":2}`, `"` + uuidA + `"`: `{"suite":"contract","color":"red","n":3}`}[id]
+		require.Equal(t, `{"result":[{"id":`+id+`,"version":0,"score":1,"payload":`+payload+`,"vector":`+unit(5+i)+`}],"status":"ok","time":0,`+sgOK+`}`,
+			normalised(t, res.Body))
+	}
+
+	// Point 1 and an absent point, on different shards: nothing changes.
+	res = e.Do(http.MethodPut, "/collections/trawl/points/vectors",
+		`{"points": [{"id": 1, "vector": `+unit(7)+`}, {"id": 404, "vector": `+unit(7)+`}]}`, nil)
+	require.Equal(t, http.StatusNotFound, res.Status, "%s", res.Body)
+	require.Equal(t, `{"status":{"error":"Not found: No point with id 404 found"},"time":0}`, normalised(t, res.Body))
+	res = e.Do(http.MethodGet, "/collections/trawl/points/1?deadline_ms=2000", "", nil)
+	require.Contains(t, string(res.Body), `"vector":`+unit(0), "a refused vector update changed point 1")
+
+	res = e.Do(http.MethodPost, "/collections/trawl/points/vectors/delete", `{"points": [1], "vector": [""]}`, nil)
+	require.Equal(t, http.StatusBadRequest, res.Status, "%s", res.Body)
+	require.Equal(t, `{"status":{"error":"Bad request: deleting vectors is not supported: a trawl point has exactly one unnamed vector, which it cannot be without (delete the point instead)"},"time":0}`,
+		normalised(t, res.Body))
+}
+
+// TestQdrantBatchUpdate: points/batch applies its operations in order —
+// a filter sees what the operations before it did — and the state read
+// back is the one they leave.
+func TestQdrantBatchUpdate(t *testing.T) {
+	e := apitest.New(t, apitest.Config{})
+	seedQdrant(t, e)
+	res := e.Do(http.MethodPost, "/collections/trawl/points/batch?wait=true", `{"operations": [
+		{"upsert": {"points": [{"id": 10, "vector": `+unit(3)+`, "payload": {"color": "red", "n": 10}}]}},
+		{"set_payload": {"payload": {"hot": true}, "filter": {"must": [{"key": "color", "match": {"value": "red"}}]}}},
+		{"delete_payload": {"keys": ["n"], "points": [1, 10]}},
+		{"update_vectors": {"points": [{"id": 10, "vector": `+unit(4)+`}]}},
+		{"delete": {"points": [2]}},
+		{"clear_payload": {"points": ["`+uuidA+`"]}},
+		{"overwrite_payload": {"payload": {"color": "blue"}, "filter": {"must": [{"key": "hot", "match": {"value": true}}, {"is_empty": {"key": "n"}}]}}},
+		{"set_payload": {"payload": {"last": 1}, "points": [10], "key": "meta"}}
+	]}`, nil)
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	require.Equal(t, completedBody, normalised(t, res.Body))
+
+	res = e.Do(http.MethodPost, "/collections/trawl/points?deadline_ms=2000", `{"ids": [1, 2, "`+uuidA+`", 10], "with_payload": true, "with_vector": true}`, nil)
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	body := normalised(t, res.Body)
+	require.Equal(t, `{"result":[`+
+		`{"id":1,"payload":{"color":"blue"},"vector":`+unit(0)+`},`+
+		`{"id":"`+uuidA+`","payload":{},"vector":`+unit(2)+`},`+
+		`{"id":10,"payload":{"color":"blue","meta":{"last":1}},"vector":`+unit(4)+`}]`, body[:strings.Index(body, `,"status":"ok"`)])
+
+	// An operation naming an absent point refuses the whole batch.
+	before := payloads(t, e)
+	res = e.Do(http.MethodPost, "/collections/trawl/points/batch", `{"operations": [
+		{"set_payload": {"payload": {"x": 1}, "points": [1]}},
+		{"clear_payload": {"points": [2]}}]}`, nil)
+	require.Equal(t, http.StatusNotFound, res.Status, "%s", res.Body)
+	require.Equal(t, `{"status":{"error":"Not found: No point with id 2 found"},"time":0}`, normalised(t, res.Body))
+	require.Equal(t, before, payloads(t, e))
+}
