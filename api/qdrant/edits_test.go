@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -177,4 +178,94 @@ func TestQdrantBatchUpdate(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, res.Status, "%s", res.Body)
 	require.Equal(t, `{"status":{"error":"Not found: No point with id 2 found"},"time":0}`, normalised(t, res.Body))
 	require.Equal(t, before, payloads(t, e))
+}
+
+// TestQdrantBadEditInput: each edit route's malformed bodies are
+// Qdrant-style 400s naming the member, reach no shard and change no
+// data.
+func TestQdrantBadEditInput(t *testing.T) {
+	e := apitest.New(t, apitest.Config{})
+	seedQdrant(t, e)
+	const (
+		set     = "POST /collections/trawl/points/payload"
+		over    = "PUT /collections/trawl/points/payload"
+		delKeys = "POST /collections/trawl/points/payload/delete"
+		clear   = "POST /collections/trawl/points/payload/clear"
+		vecs    = "PUT /collections/trawl/points/vectors"
+		delVecs = "POST /collections/trawl/points/vectors/delete"
+		batch   = "POST /collections/trawl/points/batch"
+	)
+	// The followers apply the seed moments after it is acknowledged.
+	require.Eventually(t, func() bool {
+		for _, row := range e.StoreState() {
+			if row[0] != row[1] {
+				return false
+			}
+		}
+		return true
+	}, 5*time.Second, 10*time.Millisecond)
+	red := `{"must": [{"key": "color", "match": {"value": "red"}}]}`
+	exactlyOne := `give exactly one of \"points\" (ids) or \"filter\"`
+	for _, tc := range []struct{ route, name, body, msg string }{
+		{set, "neither points nor filter", `{"payload": {"a": 1}}`, exactlyOne},
+		{set, "points and filter", `{"payload": {"a": 1}, "points": [1], "filter": ` + red + `}`, exactlyOne},
+		{set, "points not a list", `{"payload": {"a": 1}, "points": 1}`, `.points of type []json.RawMessage`},
+		{set, "bad id", `{"payload": {"a": 1}, "points": [1, -3]}`, `points[1]: `},
+		{set, "no ids", `{"payload": {"a": 1}, "points": []}`, `points has 0 ids, want 1..10000`},
+		{set, "unknown member", `{"payload": {"a": 1}, "points": [1], "pointz": [2]}`, `unknown field \"pointz\"`},
+		{set, "missing payload", `{"points": [1]}`, `missing \"payload\"`},
+		{set, "payload not an object", `{"payload": [1], "points": [1]}`, `payload: is an array, want a JSON object`},
+		{set, "key with an empty segment", `{"payload": {"a": 1}, "points": [1], "key": "a..b"}`, `key \"a..b\" has an empty segment`},
+		{set, "key with an index", `{"payload": {"a": 1}, "points": [1], "key": "a[0].b"}`, `array indexes`},
+		{set, "key not a string", `{"payload": {"a": 1}, "points": [1], "key": 3}`, `.key of type string`},
+		{set, "empty filter", `{"payload": {"a": 1}, "filter": {}}`, `filter has no conditions`},
+		{set, "bad filter", `{"payload": {"a": 1}, "filter": {"must": [{"key": "a", "match": {}}]}}`, `filter.must[0].match`},
+		{set, "shard key", `{"payload": {"a": 1}, "points": [1], "shard_key": "x"}`, `shard_key`},
+		{over, "key", `{"payload": {"a": 1}, "points": [1], "key": "a"}`, `key is not supported on an overwrite`},
+		{over, "neither points nor filter", `{"payload": {"a": 1}}`, exactlyOne},
+		{delKeys, "missing keys", `{"points": [1]}`, `missing \"keys\"`},
+		{delKeys, "nested key", `{"keys": ["meta.a"], "points": [1]}`, `keys[0] (\"meta.a\"): want a top-level payload key`},
+		{delKeys, "keys not a list", `{"keys": "color", "points": [1]}`, `.keys of type []string`},
+		{delKeys, "points and filter", `{"keys": ["color"], "points": [1], "filter": ` + red + `}`, exactlyOne},
+		{clear, "neither points nor filter", `{}`, exactlyOne},
+		{clear, "empty filter", `{"filter": {"must": []}}`, `filter has no conditions`},
+		{clear, "unknown member", `{"points": [1], "keys": ["a"]}`, `unknown field \"keys\"`},
+		{vecs, "wrong size", `{"points": [{"id": 1, "vector": [1, 2, 3]}]}`, `points[0]: vector has 3 dimensions, want 8`},
+		{vecs, "zero vector", `{"points": [{"id": 1, "vector": [0, 0, 0, 0, 0, 0, 0, 0]}]}`, `points[0]: vector`},
+		{vecs, "named vector", `{"points": [{"id": 1, "vector": {"image": ` + unit(1) + `}}]}`, `points[0]: vector`},
+		{vecs, "missing vector", `{"points": [{"id": 1}]}`, `points[0]: vector is missing`},
+		{vecs, "payload in a point", `{"points": [{"id": 1, "vector": ` + unit(1) + `, "payload": {}}]}`, `points[0]: bad JSON: json: unknown field \"payload\"`},
+		{vecs, "repeated id", `{"points": [{"id": 1, "vector": ` + unit(1) + `}, {"id": 1, "vector": ` + unit(2) + `}]}`, `points[1]: id 1 repeats points[0]`},
+		{vecs, "no points", `{"points": []}`, `points has 0 entries, want 1..10000`},
+		{vecs, "filter", `{"points": [{"id": 1, "vector": ` + unit(1) + `}], "filter": ` + red + `}`, `unknown field \"filter\"`},
+		{delVecs, "neither points nor filter", `{"vector": [""]}`, exactlyOne},
+		{delVecs, "by ids", `{"points": [1], "vector": [""]}`, `deleting vectors is not supported`},
+		{batch, "no operations", `{"operations": []}`, `operations has 0 entries, want 1..256`},
+		{batch, "operations not a list", `{"operations": {"upsert": {}}}`, `.operations of type`},
+		{batch, "unknown operation", `{"operations": [{"set_payload": {"payload": {"a": 1}, "points": [1]}}, {"upsert_points": {}}]}`,
+			`operations[1].upsert_points: unknown operation \"upsert_points\"`},
+		{batch, "two operations in one", `{"operations": [{"delete": {"points": [1]}, "clear_payload": {"points": [1]}}]}`,
+			`operations[0]: want an object with exactly one operation, got 2 members`},
+		{batch, "bad operation body", `{"operations": [{"clear_payload": {"points": [1]}}, {"set_payload": {"points": [1]}}]}`,
+			`operations[1].set_payload: missing \"payload\"`},
+		{batch, "bad vector", `{"operations": [{"update_vectors": {"points": [{"id": 1, "vector": [1]}]}}]}`,
+			`operations[0].update_vectors: points[0]: vector has 1 dimensions, want 8`},
+		{batch, "delete vectors", `{"operations": [{"delete_vectors": {"points": [1], "vector": [""]}}]}`,
+			`operations[0].delete_vectors: deleting vectors is not supported`},
+		{batch, "empty delete filter", `{"operations": [{"delete": {"filter": {}}}]}`, `operations[0].delete: filter has no conditions`},
+	} {
+		t.Run(tc.route+"/"+tc.name, func(t *testing.T) {
+			method, path, _ := strings.Cut(tc.route, " ")
+			store, rpcs, before := e.StoreState(), e.ShardRPCs(), payloads(t, e)
+			rpcs = e.ShardRPCs() // payloads' own reads
+			res := e.Do(method, path, tc.body, nil)
+			require.Equal(t, http.StatusBadRequest, res.Status, "%s", res.Body)
+			body := normalised(t, res.Body)
+			require.True(t, strings.HasPrefix(body, `{"status":{"error":"Bad request: `), "%s", body)
+			require.Contains(t, body, tc.msg)
+			require.Equal(t, rpcs, e.ShardRPCs(), "a refused edit reached a shard")
+			require.Equal(t, store, e.StoreState())
+			require.Equal(t, before, payloads(t, e))
+		})
+	}
 }
