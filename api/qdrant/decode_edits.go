@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/trawl-search/trawl/api/internal/wire"
+	"github.com/trawl-search/trawl/api/qdrant/internal/qdrantx"
 	"github.com/trawl-search/trawl/coordinator"
 	"github.com/trawl-search/trawl/filter"
 )
@@ -28,7 +29,7 @@ func decodeSelection(points []json.RawMessage, rawFilter json.RawMessage, e *coo
 			return err
 		}
 		if f.Empty() {
-			return wire.Invalid("filter has no conditions, which would edit every point; trawl refuses that (edit by ids, or give the filter a condition)")
+			return wire.Invalid(qdrantx.ErrEmptyEdit)
 		}
 		e.Filter = f
 		return nil
@@ -85,7 +86,7 @@ func decodeSetPayload(b []byte, overwrite bool) (coordinator.Edit, error) {
 	if overwrite {
 		e.Kind = coordinator.EditOverwritePayload
 		if req.Key != nil {
-			return coordinator.Edit{}, wire.Invalid("key is not supported on an overwrite: trawl overwrites the whole payload (use set_payload with key to set under a path)")
+			return coordinator.Edit{}, wire.Invalid(qdrantx.ErrOverwriteKey)
 		}
 	}
 	var err error
@@ -201,9 +202,6 @@ func decodeUpdateVectors(b []byte, sch coordinator.Schema) (coordinator.Edit, er
 	return e, nil
 }
 
-// errDeleteVectors is the refusal of delete_vectors.
-const errDeleteVectors = "deleting vectors is not supported: a trawl point has exactly one unnamed vector, which it cannot be without (delete the point instead)"
-
 // decodeDeleteVectors decodes Qdrant's DeleteVectors to refuse it with a
 // reason: its body is checked first, so a malformed one says what is
 // wrong with it.
@@ -221,7 +219,7 @@ func decodeDeleteVectors(b []byte) (coordinator.Edit, error) {
 	if err := decodeSelection(req.Points, req.Filter, &e); err != nil {
 		return coordinator.Edit{}, err
 	}
-	return coordinator.Edit{}, wire.Invalid(errDeleteVectors)
+	return coordinator.Edit{}, wire.Invalid(qdrantx.ErrDeleteVectors)
 }
 
 // decodeUpdateBatch decodes Qdrant's UpdateOperations: an ordered list of

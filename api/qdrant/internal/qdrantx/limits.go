@@ -26,6 +26,11 @@ const (
 	ErrLookupFrom   = "lookup_from is not supported: a query by id looks the point up in the collection it searches"
 	ErrOrderBy      = "order_by is not supported: trawl scrolls in id order"
 	ErrEmptyDelete  = "filter has no conditions, which would delete every point; trawl refuses that (delete by ids, or give the filter a condition)"
+	ErrEmptyEdit    = "filter has no conditions, which would edit every point; trawl refuses that (edit by ids, or give the filter a condition)"
+	// ErrDeleteVectors refuses delete_vectors.
+	ErrDeleteVectors = "deleting vectors is not supported: a trawl point has exactly one unnamed vector, which it cannot be without (delete the point instead)"
+	// ErrOverwriteKey refuses overwrite_payload's key.
+	ErrOverwriteKey = "key is not supported on an overwrite: trawl overwrites the whole payload (use set_payload with key to set under a path)"
 )
 
 // StripKeys drops the excluded top-level keys from a payload (Qdrant's
