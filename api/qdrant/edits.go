@@ -14,31 +14,32 @@ import (
 // too.
 
 func (h *Handler) setPayload(w http.ResponseWriter, r *http.Request) {
-	h.edit(w, r, func(b []byte) ([]coordinator.Edit, error) { return single(decodeSetPayload(b, false)) })
+	h.edit(w, r, false, func(b []byte) ([]coordinator.Edit, error) { return single(decodeSetPayload(b, false)) })
 }
 
 func (h *Handler) overwritePayload(w http.ResponseWriter, r *http.Request) {
-	h.edit(w, r, func(b []byte) ([]coordinator.Edit, error) { return single(decodeSetPayload(b, true)) })
+	h.edit(w, r, false, func(b []byte) ([]coordinator.Edit, error) { return single(decodeSetPayload(b, true)) })
 }
 
 func (h *Handler) deletePayload(w http.ResponseWriter, r *http.Request) {
-	h.edit(w, r, func(b []byte) ([]coordinator.Edit, error) { return single(decodeDeletePayload(b)) })
+	h.edit(w, r, false, func(b []byte) ([]coordinator.Edit, error) { return single(decodeDeletePayload(b)) })
 }
 
 func (h *Handler) clearPayload(w http.ResponseWriter, r *http.Request) {
-	h.edit(w, r, func(b []byte) ([]coordinator.Edit, error) { return single(decodeClearPayload(b)) })
+	h.edit(w, r, false, func(b []byte) ([]coordinator.Edit, error) { return single(decodeClearPayload(b)) })
 }
 
 func (h *Handler) updateVectors(w http.ResponseWriter, r *http.Request) {
-	h.edit(w, r, func(b []byte) ([]coordinator.Edit, error) { return single(decodeUpdateVectors(b, schema(r))) })
+	h.edit(w, r, false, func(b []byte) ([]coordinator.Edit, error) { return single(decodeUpdateVectors(b, schema(r))) })
 }
 
 func (h *Handler) deleteVectors(w http.ResponseWriter, r *http.Request) {
-	h.edit(w, r, func(b []byte) ([]coordinator.Edit, error) { return single(decodeDeleteVectors(b)) })
+	h.edit(w, r, false, func(b []byte) ([]coordinator.Edit, error) { return single(decodeDeleteVectors(b)) })
 }
 
+// batchUpdate answers, as Qdrant does, one result per operation.
 func (h *Handler) batchUpdate(w http.ResponseWriter, r *http.Request) {
-	h.edit(w, r, func(b []byte) ([]coordinator.Edit, error) { return decodeUpdateBatch(b, schema(r)) })
+	h.edit(w, r, true, func(b []byte) ([]coordinator.Edit, error) { return decodeUpdateBatch(b, schema(r)) })
 }
 
 func single(e coordinator.Edit, err error) ([]coordinator.Edit, error) {
@@ -48,8 +49,9 @@ func single(e coordinator.Edit, err error) ([]coordinator.Edit, error) {
 	return []coordinator.Edit{e}, nil
 }
 
-// edit decodes a body into edits and applies them.
-func (h *Handler) edit(w http.ResponseWriter, r *http.Request, decode func([]byte) ([]coordinator.Edit, error)) {
+// edit decodes a body into edits and applies them. A batch (one edit an
+// operation) is answered a result per operation, any other edit one.
+func (h *Handler) edit(w http.ResponseWriter, r *http.Request, batch bool, decode func([]byte) ([]coordinator.Edit, error)) {
 	edits, _, ok := decodeRequest(h, w, r, decode)
 	if !ok {
 		return
@@ -69,5 +71,13 @@ func (h *Handler) edit(w http.ResponseWriter, r *http.Request, decode func([]byt
 		h.http.Error(w, r, werr)
 		return
 	}
-	answer(w, r, updateResult{Status: "completed"}, nil)
+	if !batch {
+		answer(w, r, updateResult{Status: "completed"}, nil)
+		return
+	}
+	out := make([]updateResult, len(edits))
+	for i := range out {
+		out[i].Status = "completed"
+	}
+	answer(w, r, out, nil)
 }
