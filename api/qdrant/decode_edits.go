@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/trawl-search/trawl/api/internal/wire"
 	"github.com/trawl-search/trawl/api/qdrant/internal/qdrantx"
@@ -123,7 +124,7 @@ func decodeDeletePayload(b []byte) (coordinator.Edit, error) {
 		return coordinator.Edit{}, wire.Invalid(`missing "keys": give the payload keys to delete`)
 	}
 	for i, k := range req.Keys {
-		if k == "" || hasDot(k) || bytes.ContainsAny([]byte(k), "[]") {
+		if k == "" || strings.ContainsAny(k, ".[]") {
 			return coordinator.Edit{}, wire.Invalid(fmt.Sprintf("keys[%d] (%q): want a top-level payload key (trawl deletes whole top-level keys, not nested paths)", i, k))
 		}
 	}

@@ -2,7 +2,9 @@ package qdrantgrpc
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/trawl-search/trawl/api/apikey"
@@ -185,22 +187,13 @@ func decodeDeletePayload(keys []string, sel *pb.PointsSelector, sk *pb.ShardKeyS
 		return coordinator.Edit{}, wire.Invalid("keys is empty: give the payload keys to delete")
 	}
 	for i, k := range keys {
-		if _, err := filter.PayloadPath(k); err != nil || len(k) == 0 || containsDot(k) {
+		if k == "" || strings.ContainsAny(k, ".[]") {
 			return coordinator.Edit{}, invalidf("keys[%d] (%q): want a top-level payload key (trawl deletes whole top-level keys, not nested paths)", i, k)
 		}
 	}
 	e, err := decodeSelected(coordinator.EditDeletePayload, sel, sk, "points_selector")
 	e.Keys = keys
 	return e, err
-}
-
-func containsDot(k string) bool {
-	for i := range len(k) {
-		if k[i] == '.' {
-			return true
-		}
-	}
-	return false
 }
 
 func decodeUpdateVectors(points []*pb.PointVectors, sk *pb.ShardKeySelector, updateFilter *pb.Filter, sch coordinator.Schema) (coordinator.Edit, error) {
@@ -291,7 +284,8 @@ func decodeOperation(op *pb.PointsUpdateOperation, sch coordinator.Schema) (coor
 
 // message is an error's text without its status.
 func message(err error) string {
-	if we, ok := err.(*wire.Error); ok {
+	var we *wire.Error
+	if errors.As(err, &we) {
 		return we.Msg
 	}
 	return err.Error()
