@@ -101,8 +101,39 @@ func TestQdrantPayloadEdits(t *testing.T) {
 			require.Equal(t, tc.status, res.Status, "%s", res.Body)
 			require.Equal(t, tc.want, normalised(t, res.Body))
 			require.Equal(t, tc.after, payloads(t, e))
+			replicasAgree(t, e, "1", "2", uuidA)
 		})
 	}
+}
+
+// replicasAgree waits until every replica of each shard holds the same
+// payload for each of ids: followers apply a committed edit moments after
+// the leader answered it.
+func replicasAgree(t *testing.T, e *apitest.Env, ids ...string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		held := map[string]int{}
+		for _, reps := range e.DC.Replicas {
+			for _, id := range ids {
+				want, wok := reps[0].Store.Record(id)
+				for _, r := range reps[1:] {
+					got, ok := r.Store.Record(id)
+					if ok != wok || string(got.Payload) != string(want.Payload) {
+						return false
+					}
+				}
+				if wok {
+					held[id]++
+				}
+			}
+		}
+		for _, id := range ids {
+			if held[id] != 1 {
+				return false // each point is on one shard
+			}
+		}
+		return true
+	}, 5*time.Second, 10*time.Millisecond, "replicas hold different payloads")
 }
 
 const seeded = `[{"id":1,"payload":{"suite":"contract","color":"red","n":1},"vector":null},` +
