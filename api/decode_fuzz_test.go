@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/trawl-search/trawl/api/internal/wire"
+	"github.com/trawl-search/trawl/filter"
 	"github.com/trawl-search/trawl/vector"
 )
 
@@ -199,6 +200,37 @@ func FuzzDecodeWrite(f *testing.F) {
 				}
 				seen[r.ID] = true
 				requireValidVector(t, s, r.Vector)
+			}
+		}
+	})
+}
+
+// FuzzDecodeEdit: the native edits' bodies (PATCH's payload, PUT's
+// vector) are refused with a 400 or decode to what a shard applies as
+// it is: a payload within the limits, a vector of the collection's
+// dimension.
+func FuzzDecodeEdit(f *testing.F) {
+	for _, s := range []string{
+		`{"payload": {"a": 1, "b": {"c": [1, "x", null]}}}`, `{"payload": 3}`, `{"payload": {}}`, `{}`, `{"payload": {"a": 1}, "x": 1}`,
+		`{"vector": [1, 2, 3, 4]}`, `{"vector_b64": "` + fuzzB64(1, 0, 0, 0) + `"}`, `{"vector": [1, 2]}`, `{"vector": [0, 0, 0, 0]}`,
+		`{"vector": [1, 2, 3, 4], "vector_b64": "AAAA"}`, `{"vector": [1e39, 0, 0, 0]}`, ``, `null`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if pl, err := decodePatch(b); err != nil {
+			requireRequestError(t, err)
+		} else if _, err := filter.CheckPayload(pl); err != nil {
+			t.Fatalf("payload %s accepted: %v", pl, err)
+		}
+		for _, s := range fuzzSchemas {
+			v, err := decodePutVector(b, s)
+			if err != nil {
+				requireRequestError(t, err)
+				continue
+			}
+			if len(v) != s.Dim {
+				t.Fatalf("vector of %d accepted, want %d", len(v), s.Dim)
 			}
 		}
 	})

@@ -143,6 +143,8 @@ func (s *Server) dataRoutes(r chi.Router, read, write func(http.Handler) http.Ha
 	r.With(write).Post("/vectors", s.upsert)
 	r.With(read).Get("/vectors/{id}", s.getVector)
 	r.With(write).Delete("/vectors/{id}", s.deleteVector)
+	r.With(write).Patch("/vectors/{id}", s.patchPayload)
+	r.With(write).Put("/vectors/{id}", s.putVector)
 }
 
 // ServeHTTP implements http.Handler.

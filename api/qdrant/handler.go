@@ -92,6 +92,13 @@ func (h *Handler) Mount(r chi.Router) {
 				r.Delete("/index/{field}", h.deleteIndex)
 				r.Put("/points", h.upsert)
 				r.Post("/points/delete", h.deletePoints)
+				r.Post("/points/payload", h.setPayload)
+				r.Put("/points/payload", h.overwritePayload)
+				r.Post("/points/payload/delete", h.deletePayload)
+				r.Post("/points/payload/clear", h.clearPayload)
+				r.Put("/points/vectors", h.updateVectors)
+				r.Post("/points/vectors/delete", h.deleteVectors)
+				r.Post("/points/batch", h.batchUpdate)
 			})
 			r.Group(func(r chi.Router) {
 				r.Use(read, h.knownCollection)

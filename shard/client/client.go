@@ -253,6 +253,25 @@ func (c Scoped) DeleteMatching(ctx context.Context, p shard.Placement, ids []str
 	return resp.GetDeleted(), Ack{Index: resp.GetIndex(), ForwardedTo: resp.GetForwardedTo()}, nil
 }
 
+// Edit commits an ordered list of edits through this replica, in one log
+// entry applied all or nothing, and returns its Ack. Errors as for Upsert;
+// a refusal of the edits themselves (an id absent: NotFound) is the
+// shard's status.
+func (c Scoped) Edit(ctx context.Context, p shard.Placement, edits []*shardpb.Edit) (Ack, error) {
+	if !c.conn.Ready() {
+		return Ack{}, shard.NeverSentError{Err: shard.ErrNoReadyConn}
+	}
+	resp, err := c.conn.shard.Edit(ctx, &shardpb.EditRequest{
+		Collection: c.ref(),
+		Placement:  p.PB(),
+		Edits:      edits,
+	})
+	if err != nil {
+		return Ack{}, shard.MarkNeverSent(shard.FromStatus(err))
+	}
+	return Ack{Index: resp.GetIndex(), ForwardedTo: resp.GetForwardedTo()}, nil
+}
+
 // Scroll lists a page of the replica's documents in id order; req's
 // min_index as in Search.
 func (c Scoped) Scroll(ctx context.Context, req *shardpb.ScrollRequest) (*shardpb.ScrollResponse, error) {

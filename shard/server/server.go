@@ -371,6 +371,10 @@ func (s *Server) propose(ctx context.Context, col *collection, cmd *shardpb.Comm
 		p, ids = op.Upsert.GetPlacement(), upsertIDs(op.Upsert)
 	case *shardpb.Command_Delete:
 		p, ids = op.Delete.GetPlacement(), deleteIDs(op.Delete)
+	case *shardpb.Command_Edit:
+		if _, err := s.cfg.Collections.editPlacementCheck(col, op.Edit); err != nil {
+			return applyResult{}, 0, err
+		}
 	}
 	if p != nil {
 		if _, err := s.cfg.Collections.placementCheck(col, p, ids); err != nil {

@@ -101,10 +101,12 @@ func (c *Collections) slotWriteCheck(col *collection, m *placement.SlotMap, p *s
 		return got, nil
 	}
 	if len(ids) == 0 && len(m.Moves) > 0 {
-		// A delete by filter would reach the rows of a slot being copied
-		// away, behind the copy's back: it waits for the move.
+		// A write by filter (a delete or an edit) would reach the rows of
+		// a slot being copied: on its owner, behind the copy's back; on
+		// its receiver, rows the copy may then write again as the owner
+		// holds them, undoing it. It waits for the move on both.
 		for s := range m.Moves {
-			if m.Fenced(s) && m.Owners[s] == got.Shard {
+			if m.Fenced(s) && (m.Owners[s] == got.Shard || m.Moves[s].To == got.Shard) {
 				return got, shard.SlotMovedStatus(fmt.Sprintf(
 					"collection %q: slot %d is fenced while it moves; retry once it has", col.name, s), m.Epoch, true)
 			}

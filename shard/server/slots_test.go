@@ -220,6 +220,21 @@ func TestSlotMoveOnTheGroups(t *testing.T) {
 	require.NoError(t, src.slotUpsert(ref, at("shard-0", 1, false), others[0]).err, "other slots take writes")
 	slotMovedErr(t, dst.slotUpsert(ref, at("shard-1", 1, true), others[0]).err) // not moving here
 	require.NoError(t, dst.slotUpsert(ref, at("shard-1", 1, true), inSlot...).err)
+	// A write by filter waits for the move on the owner and on the
+	// receiver alike: on the receiver, the rest of the copy would write
+	// the owner's rows over what it changed.
+	byFilter := func(m *machine, p *shardpb.Placement) error {
+		return m.apply(&shardpb.Command{Collection: ref, Op: &shardpb.Command_Edit{Edit: &shardpb.EditCommand{Version: editVersion, Placement: p,
+			Edits: []*shardpb.Edit{{Kind: shardpb.EditKind_EDIT_KIND_SET_PAYLOAD, Payload: []byte(`{"x":1}`),
+				Filter: []byte(`{"must":[{"is_empty":{"key":"x"}}]}`)}}}}}).err
+	}
+	require.True(t, slotMovedErr(t, byFilter(src, at("shard-0", 1, false))).Retry)
+	require.True(t, slotMovedErr(t, byFilter(dst, at("shard-1", 1, false))).Retry)
+	dcol, err := dst.cols.resolve(ref)
+	require.NoError(t, err)
+	r, ok := dcol.mem.Record(inSlot[0])
+	require.True(t, ok)
+	require.Empty(t, r.Payload, "a refused edit changed nothing")
 
 	col, err := dst.cols.resolve(ref)
 	require.NoError(t, err)
@@ -237,6 +252,9 @@ func TestSlotMoveOnTheGroups(t *testing.T) {
 
 	push(src, flipped)
 	push(dst, flipped)
+	require.NoError(t, byFilter(dst, at("shard-1", flipped.Epoch, false)), "after the flip the receiver edits by filter")
+	r, _ = dcol.mem.Record(inSlot[0])
+	require.JSONEq(t, `{"x":1}`, string(r.Payload))
 	_, err = dst.cols.slotReadFilter(col, &shardpb.SlotSelection{Epoch: flipped.Epoch, Shard: "shard-1", Held: flipped.Held("shard-1")})
 	require.NoError(t, err, "once it has applied the flip, it has every row of the copy")
 	scol, err := src.cols.resolve(ref)

@@ -141,6 +141,8 @@ func (f *stateMachine) apply(col *collection, cmd *shardpb.Command, serving bool
 		}
 		n, err := mem.DeleteMatching(ctx, p, ids, flt)
 		return applyResult{err: err, found: n > 0, deleted: n}
+	case *shardpb.Command_Edit:
+		return f.applyEdit(ctx, col, op.Edit)
 	case *shardpb.Command_SetTrained:
 		if err := mem.SetTrained(op.SetTrained.GetName(), op.SetTrained.GetValue(), serving); err != nil {
 			f.log.Error("trained value not usable; scanning exactly", "collection", col.name, "name", op.SetTrained.GetName(), "err", err)

@@ -26,6 +26,81 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// EditKind is what an Edit does.
+type EditKind int32
+
+const (
+	EditKind_EDIT_KIND_UNSPECIFIED EditKind = 0
+	// upsert stores vectors (id, vector, payload), replacing any with the id.
+	EditKind_EDIT_KIND_UPSERT EditKind = 1
+	// delete removes ids and the documents filter matches.
+	EditKind_EDIT_KIND_DELETE EditKind = 2
+	// set_payload merges payload's keys into the payload of ids and of the
+	// documents filter matches, or, with key, into the object at that
+	// dotted path (made an object where it is missing or is not one).
+	EditKind_EDIT_KIND_SET_PAYLOAD EditKind = 3
+	// overwrite_payload replaces their whole payload with payload.
+	EditKind_EDIT_KIND_OVERWRITE_PAYLOAD EditKind = 4
+	// delete_payload removes the top-level keys from their payload.
+	EditKind_EDIT_KIND_DELETE_PAYLOAD EditKind = 5
+	// clear_payload removes their whole payload.
+	EditKind_EDIT_KIND_CLEAR_PAYLOAD EditKind = 6
+	// update_vectors replaces the vector of each of vectors' ids (no
+	// payload), keeping its payload.
+	EditKind_EDIT_KIND_UPDATE_VECTORS EditKind = 7
+)
+
+// Enum value maps for EditKind.
+var (
+	EditKind_name = map[int32]string{
+		0: "EDIT_KIND_UNSPECIFIED",
+		1: "EDIT_KIND_UPSERT",
+		2: "EDIT_KIND_DELETE",
+		3: "EDIT_KIND_SET_PAYLOAD",
+		4: "EDIT_KIND_OVERWRITE_PAYLOAD",
+		5: "EDIT_KIND_DELETE_PAYLOAD",
+		6: "EDIT_KIND_CLEAR_PAYLOAD",
+		7: "EDIT_KIND_UPDATE_VECTORS",
+	}
+	EditKind_value = map[string]int32{
+		"EDIT_KIND_UNSPECIFIED":       0,
+		"EDIT_KIND_UPSERT":            1,
+		"EDIT_KIND_DELETE":            2,
+		"EDIT_KIND_SET_PAYLOAD":       3,
+		"EDIT_KIND_OVERWRITE_PAYLOAD": 4,
+		"EDIT_KIND_DELETE_PAYLOAD":    5,
+		"EDIT_KIND_CLEAR_PAYLOAD":     6,
+		"EDIT_KIND_UPDATE_VECTORS":    7,
+	}
+)
+
+func (x EditKind) Enum() *EditKind {
+	p := new(EditKind)
+	*p = x
+	return p
+}
+
+func (x EditKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (EditKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_shard_proto_enumTypes[0].Descriptor()
+}
+
+func (EditKind) Type() protoreflect.EnumType {
+	return &file_shard_proto_enumTypes[0]
+}
+
+func (x EditKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use EditKind.Descriptor instead.
+func (EditKind) EnumDescriptor() ([]byte, []int) {
+	return file_shard_proto_rawDescGZIP(), []int{0}
+}
+
 type MembersRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// progress asks the answering replica to ask every member for its log
@@ -3533,6 +3608,228 @@ func (x *OrderedScrollResponse) GetDocCount() uint64 {
 	return 0
 }
 
+// EditRequest is an ordered list of edits of one collection's documents.
+// The shard checks them as Upsert and Delete check theirs, commits them in
+// one log entry, and applies them in order when it applies: a filter is
+// evaluated then, against the state the edits before it left, on every
+// replica alike. If any edit cannot apply (an id it names is absent, a
+// payload it leaves is over the limits) none does.
+type EditRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Placement     *Placement             `protobuf:"bytes,1,opt,name=placement,proto3" json:"placement,omitempty"`
+	Edits         []*Edit                `protobuf:"bytes,2,rep,name=edits,proto3" json:"edits,omitempty"`
+	Collection    *CollectionRef         `protobuf:"bytes,15,opt,name=collection,proto3" json:"collection,omitempty"` // the collection acted on (required)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EditRequest) Reset() {
+	*x = EditRequest{}
+	mi := &file_shard_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EditRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EditRequest) ProtoMessage() {}
+
+func (x *EditRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_shard_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EditRequest.ProtoReflect.Descriptor instead.
+func (*EditRequest) Descriptor() ([]byte, []int) {
+	return file_shard_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *EditRequest) GetPlacement() *Placement {
+	if x != nil {
+		return x.Placement
+	}
+	return nil
+}
+
+func (x *EditRequest) GetEdits() []*Edit {
+	if x != nil {
+		return x.Edits
+	}
+	return nil
+}
+
+func (x *EditRequest) GetCollection() *CollectionRef {
+	if x != nil {
+		return x.Collection
+	}
+	return nil
+}
+
+// Edit is one edit of an EditRequest. Payload edits act on the listed ids
+// (each must be stored) and on the documents filter (canonical JSON, as
+// in Query) matches; at least one of the two.
+type Edit struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Kind          EditKind               `protobuf:"varint,1,opt,name=kind,proto3,enum=trawl.shard.v1.EditKind" json:"kind,omitempty"`
+	Ids           []string               `protobuf:"bytes,2,rep,name=ids,proto3" json:"ids,omitempty"`
+	Filter        []byte                 `protobuf:"bytes,3,opt,name=filter,proto3" json:"filter,omitempty"`
+	Vectors       []*Vector              `protobuf:"bytes,4,rep,name=vectors,proto3" json:"vectors,omitempty"` // upsert, update_vectors
+	Payload       []byte                 `protobuf:"bytes,5,opt,name=payload,proto3" json:"payload,omitempty"` // set_payload, overwrite_payload: a JSON object
+	Key           string                 `protobuf:"bytes,6,opt,name=key,proto3" json:"key,omitempty"`         // set_payload: a dotted path, empty for the top level
+	Keys          []string               `protobuf:"bytes,7,rep,name=keys,proto3" json:"keys,omitempty"`       // delete_payload
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Edit) Reset() {
+	*x = Edit{}
+	mi := &file_shard_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Edit) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Edit) ProtoMessage() {}
+
+func (x *Edit) ProtoReflect() protoreflect.Message {
+	mi := &file_shard_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Edit.ProtoReflect.Descriptor instead.
+func (*Edit) Descriptor() ([]byte, []int) {
+	return file_shard_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *Edit) GetKind() EditKind {
+	if x != nil {
+		return x.Kind
+	}
+	return EditKind_EDIT_KIND_UNSPECIFIED
+}
+
+func (x *Edit) GetIds() []string {
+	if x != nil {
+		return x.Ids
+	}
+	return nil
+}
+
+func (x *Edit) GetFilter() []byte {
+	if x != nil {
+		return x.Filter
+	}
+	return nil
+}
+
+func (x *Edit) GetVectors() []*Vector {
+	if x != nil {
+		return x.Vectors
+	}
+	return nil
+}
+
+func (x *Edit) GetPayload() []byte {
+	if x != nil {
+		return x.Payload
+	}
+	return nil
+}
+
+func (x *Edit) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *Edit) GetKeys() []string {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+type EditResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Index uint64                 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"` // the consensus log index the edit committed at
+	// forwarded_to as in UpsertResponse.
+	ForwardedTo   string `protobuf:"bytes,2,opt,name=forwarded_to,json=forwardedTo,proto3" json:"forwarded_to,omitempty"`
+	DocCount      uint64 `protobuf:"varint,3,opt,name=doc_count,json=docCount,proto3" json:"doc_count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EditResponse) Reset() {
+	*x = EditResponse{}
+	mi := &file_shard_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EditResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EditResponse) ProtoMessage() {}
+
+func (x *EditResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_shard_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EditResponse.ProtoReflect.Descriptor instead.
+func (*EditResponse) Descriptor() ([]byte, []int) {
+	return file_shard_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *EditResponse) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *EditResponse) GetForwardedTo() string {
+	if x != nil {
+		return x.ForwardedTo
+	}
+	return ""
+}
+
+func (x *EditResponse) GetDocCount() uint64 {
+	if x != nil {
+		return x.DocCount
+	}
+	return 0
+}
+
 var File_shard_proto protoreflect.FileDescriptor
 
 const file_shard_proto_rawDesc = "" +
@@ -3829,7 +4126,34 @@ const file_shard_proto_rawDesc = "" +
 	"\ainteger\x18\x03 \x01(\bR\ainteger\"j\n" +
 	"\x15OrderedScrollResponse\x124\n" +
 	"\x06points\x18\x01 \x03(\v2\x1c.trawl.shard.v1.OrderedPointR\x06points\x12\x1b\n" +
-	"\tdoc_count\x18\x02 \x01(\x04R\bdocCount2\xa9\a\n" +
+	"\tdoc_count\x18\x02 \x01(\x04R\bdocCount\"\xb1\x01\n" +
+	"\vEditRequest\x127\n" +
+	"\tplacement\x18\x01 \x01(\v2\x19.trawl.shard.v1.PlacementR\tplacement\x12*\n" +
+	"\x05edits\x18\x02 \x03(\v2\x14.trawl.shard.v1.EditR\x05edits\x12=\n" +
+	"\n" +
+	"collection\x18\x0f \x01(\v2\x1d.trawl.shard.v1.CollectionRefR\n" +
+	"collection\"\xd0\x01\n" +
+	"\x04Edit\x12,\n" +
+	"\x04kind\x18\x01 \x01(\x0e2\x18.trawl.shard.v1.EditKindR\x04kind\x12\x10\n" +
+	"\x03ids\x18\x02 \x03(\tR\x03ids\x12\x16\n" +
+	"\x06filter\x18\x03 \x01(\fR\x06filter\x120\n" +
+	"\avectors\x18\x04 \x03(\v2\x16.trawl.shard.v1.VectorR\avectors\x12\x18\n" +
+	"\apayload\x18\x05 \x01(\fR\apayload\x12\x10\n" +
+	"\x03key\x18\x06 \x01(\tR\x03key\x12\x12\n" +
+	"\x04keys\x18\a \x03(\tR\x04keys\"d\n" +
+	"\fEditResponse\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x04R\x05index\x12!\n" +
+	"\fforwarded_to\x18\x02 \x01(\tR\vforwardedTo\x12\x1b\n" +
+	"\tdoc_count\x18\x03 \x01(\x04R\bdocCount*\xe6\x01\n" +
+	"\bEditKind\x12\x19\n" +
+	"\x15EDIT_KIND_UNSPECIFIED\x10\x00\x12\x14\n" +
+	"\x10EDIT_KIND_UPSERT\x10\x01\x12\x14\n" +
+	"\x10EDIT_KIND_DELETE\x10\x02\x12\x19\n" +
+	"\x15EDIT_KIND_SET_PAYLOAD\x10\x03\x12\x1f\n" +
+	"\x1bEDIT_KIND_OVERWRITE_PAYLOAD\x10\x04\x12\x1c\n" +
+	"\x18EDIT_KIND_DELETE_PAYLOAD\x10\x05\x12\x1b\n" +
+	"\x17EDIT_KIND_CLEAR_PAYLOAD\x10\x06\x12\x1c\n" +
+	"\x18EDIT_KIND_UPDATE_VECTORS\x10\a2\xec\a\n" +
 	"\x05Shard\x12G\n" +
 	"\x06Search\x12\x1d.trawl.shard.v1.SearchRequest\x1a\x1e.trawl.shard.v1.SearchResponse\x12G\n" +
 	"\x06Upsert\x12\x1d.trawl.shard.v1.UpsertRequest\x1a\x1e.trawl.shard.v1.UpsertResponse\x12>\n" +
@@ -3842,7 +4166,8 @@ const file_shard_proto_rawDesc = "" +
 	"\aMembers\x12\x1e.trawl.shard.v1.MembersRequest\x1a\x1f.trawl.shard.v1.MembersResponse\x12\\\n" +
 	"\rChangeMembers\x12$.trawl.shard.v1.ChangeMembersRequest\x1a%.trawl.shard.v1.ChangeMembersResponse\x12D\n" +
 	"\x05Facet\x12\x1c.trawl.shard.v1.FacetRequest\x1a\x1d.trawl.shard.v1.FacetResponse\x12\\\n" +
-	"\rOrderedScroll\x12$.trawl.shard.v1.OrderedScrollRequest\x1a%.trawl.shard.v1.OrderedScrollResponseB-Z+github.com/trawl-search/trawl/shard/shardpbb\x06proto3"
+	"\rOrderedScroll\x12$.trawl.shard.v1.OrderedScrollRequest\x1a%.trawl.shard.v1.OrderedScrollResponse\x12A\n" +
+	"\x04Edit\x12\x1b.trawl.shard.v1.EditRequest\x1a\x1c.trawl.shard.v1.EditResponseB-Z+github.com/trawl-search/trawl/shard/shardpbb\x06proto3"
 
 var (
 	file_shard_proto_rawDescOnce sync.Once
@@ -3856,139 +4181,151 @@ func file_shard_proto_rawDescGZIP() []byte {
 	return file_shard_proto_rawDescData
 }
 
-var file_shard_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
+var file_shard_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_shard_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
 var file_shard_proto_goTypes = []any{
-	(*MembersRequest)(nil),        // 0: trawl.shard.v1.MembersRequest
-	(*Member)(nil),                // 1: trawl.shard.v1.Member
-	(*MembersResponse)(nil),       // 2: trawl.shard.v1.MembersResponse
-	(*ChangeMembersRequest)(nil),  // 3: trawl.shard.v1.ChangeMembersRequest
-	(*ReplaceMember)(nil),         // 4: trawl.shard.v1.ReplaceMember
-	(*ChangeMembersResponse)(nil), // 5: trawl.shard.v1.ChangeMembersResponse
-	(*CollectionRef)(nil),         // 6: trawl.shard.v1.CollectionRef
-	(*CollectionSettings)(nil),    // 7: trawl.shard.v1.CollectionSettings
-	(*CollectionEntry)(nil),       // 8: trawl.shard.v1.CollectionEntry
-	(*SlotMap)(nil),               // 9: trawl.shard.v1.SlotMap
-	(*SlotMove)(nil),              // 10: trawl.shard.v1.SlotMove
-	(*SetSlots)(nil),              // 11: trawl.shard.v1.SetSlots
-	(*PayloadIndex)(nil),          // 12: trawl.shard.v1.PayloadIndex
-	(*AliasEntry)(nil),            // 13: trawl.shard.v1.AliasEntry
-	(*CatalogRequest)(nil),        // 14: trawl.shard.v1.CatalogRequest
-	(*CatalogResponse)(nil),       // 15: trawl.shard.v1.CatalogResponse
-	(*ChangeCatalogRequest)(nil),  // 16: trawl.shard.v1.ChangeCatalogRequest
-	(*ChangeCatalogResponse)(nil), // 17: trawl.shard.v1.ChangeCatalogResponse
-	(*SlotSelection)(nil),         // 18: trawl.shard.v1.SlotSelection
-	(*Query)(nil),                 // 19: trawl.shard.v1.Query
-	(*PayloadSelector)(nil),       // 20: trawl.shard.v1.PayloadSelector
-	(*Hit)(nil),                   // 21: trawl.shard.v1.Hit
-	(*SearchRequest)(nil),         // 22: trawl.shard.v1.SearchRequest
-	(*HitList)(nil),               // 23: trawl.shard.v1.HitList
-	(*SearchResponse)(nil),        // 24: trawl.shard.v1.SearchResponse
-	(*Placement)(nil),             // 25: trawl.shard.v1.Placement
-	(*Vector)(nil),                // 26: trawl.shard.v1.Vector
-	(*UpsertRequest)(nil),         // 27: trawl.shard.v1.UpsertRequest
-	(*UpsertResponse)(nil),        // 28: trawl.shard.v1.UpsertResponse
-	(*GetRequest)(nil),            // 29: trawl.shard.v1.GetRequest
-	(*GetResponse)(nil),           // 30: trawl.shard.v1.GetResponse
-	(*DeleteRequest)(nil),         // 31: trawl.shard.v1.DeleteRequest
-	(*DeleteResponse)(nil),        // 32: trawl.shard.v1.DeleteResponse
-	(*ScrollRequest)(nil),         // 33: trawl.shard.v1.ScrollRequest
-	(*ScrollResponse)(nil),        // 34: trawl.shard.v1.ScrollResponse
-	(*StatsRequest)(nil),          // 35: trawl.shard.v1.StatsRequest
-	(*StatsResponse)(nil),         // 36: trawl.shard.v1.StatsResponse
-	(*CollectionStats)(nil),       // 37: trawl.shard.v1.CollectionStats
-	(*IndexStats)(nil),            // 38: trawl.shard.v1.IndexStats
-	(*FacetRequest)(nil),          // 39: trawl.shard.v1.FacetRequest
-	(*FacetValue)(nil),            // 40: trawl.shard.v1.FacetValue
-	(*FacetCount)(nil),            // 41: trawl.shard.v1.FacetCount
-	(*FacetResponse)(nil),         // 42: trawl.shard.v1.FacetResponse
-	(*OrderedScrollRequest)(nil),  // 43: trawl.shard.v1.OrderedScrollRequest
-	(*OrderedPoint)(nil),          // 44: trawl.shard.v1.OrderedPoint
-	(*OrderedScrollResponse)(nil), // 45: trawl.shard.v1.OrderedScrollResponse
-	nil,                           // 46: trawl.shard.v1.CollectionEntry.PayloadSchemaEntry
-	nil,                           // 47: trawl.shard.v1.CatalogResponse.DroppedEntry
+	(EditKind)(0),                 // 0: trawl.shard.v1.EditKind
+	(*MembersRequest)(nil),        // 1: trawl.shard.v1.MembersRequest
+	(*Member)(nil),                // 2: trawl.shard.v1.Member
+	(*MembersResponse)(nil),       // 3: trawl.shard.v1.MembersResponse
+	(*ChangeMembersRequest)(nil),  // 4: trawl.shard.v1.ChangeMembersRequest
+	(*ReplaceMember)(nil),         // 5: trawl.shard.v1.ReplaceMember
+	(*ChangeMembersResponse)(nil), // 6: trawl.shard.v1.ChangeMembersResponse
+	(*CollectionRef)(nil),         // 7: trawl.shard.v1.CollectionRef
+	(*CollectionSettings)(nil),    // 8: trawl.shard.v1.CollectionSettings
+	(*CollectionEntry)(nil),       // 9: trawl.shard.v1.CollectionEntry
+	(*SlotMap)(nil),               // 10: trawl.shard.v1.SlotMap
+	(*SlotMove)(nil),              // 11: trawl.shard.v1.SlotMove
+	(*SetSlots)(nil),              // 12: trawl.shard.v1.SetSlots
+	(*PayloadIndex)(nil),          // 13: trawl.shard.v1.PayloadIndex
+	(*AliasEntry)(nil),            // 14: trawl.shard.v1.AliasEntry
+	(*CatalogRequest)(nil),        // 15: trawl.shard.v1.CatalogRequest
+	(*CatalogResponse)(nil),       // 16: trawl.shard.v1.CatalogResponse
+	(*ChangeCatalogRequest)(nil),  // 17: trawl.shard.v1.ChangeCatalogRequest
+	(*ChangeCatalogResponse)(nil), // 18: trawl.shard.v1.ChangeCatalogResponse
+	(*SlotSelection)(nil),         // 19: trawl.shard.v1.SlotSelection
+	(*Query)(nil),                 // 20: trawl.shard.v1.Query
+	(*PayloadSelector)(nil),       // 21: trawl.shard.v1.PayloadSelector
+	(*Hit)(nil),                   // 22: trawl.shard.v1.Hit
+	(*SearchRequest)(nil),         // 23: trawl.shard.v1.SearchRequest
+	(*HitList)(nil),               // 24: trawl.shard.v1.HitList
+	(*SearchResponse)(nil),        // 25: trawl.shard.v1.SearchResponse
+	(*Placement)(nil),             // 26: trawl.shard.v1.Placement
+	(*Vector)(nil),                // 27: trawl.shard.v1.Vector
+	(*UpsertRequest)(nil),         // 28: trawl.shard.v1.UpsertRequest
+	(*UpsertResponse)(nil),        // 29: trawl.shard.v1.UpsertResponse
+	(*GetRequest)(nil),            // 30: trawl.shard.v1.GetRequest
+	(*GetResponse)(nil),           // 31: trawl.shard.v1.GetResponse
+	(*DeleteRequest)(nil),         // 32: trawl.shard.v1.DeleteRequest
+	(*DeleteResponse)(nil),        // 33: trawl.shard.v1.DeleteResponse
+	(*ScrollRequest)(nil),         // 34: trawl.shard.v1.ScrollRequest
+	(*ScrollResponse)(nil),        // 35: trawl.shard.v1.ScrollResponse
+	(*StatsRequest)(nil),          // 36: trawl.shard.v1.StatsRequest
+	(*StatsResponse)(nil),         // 37: trawl.shard.v1.StatsResponse
+	(*CollectionStats)(nil),       // 38: trawl.shard.v1.CollectionStats
+	(*IndexStats)(nil),            // 39: trawl.shard.v1.IndexStats
+	(*FacetRequest)(nil),          // 40: trawl.shard.v1.FacetRequest
+	(*FacetValue)(nil),            // 41: trawl.shard.v1.FacetValue
+	(*FacetCount)(nil),            // 42: trawl.shard.v1.FacetCount
+	(*FacetResponse)(nil),         // 43: trawl.shard.v1.FacetResponse
+	(*OrderedScrollRequest)(nil),  // 44: trawl.shard.v1.OrderedScrollRequest
+	(*OrderedPoint)(nil),          // 45: trawl.shard.v1.OrderedPoint
+	(*OrderedScrollResponse)(nil), // 46: trawl.shard.v1.OrderedScrollResponse
+	(*EditRequest)(nil),           // 47: trawl.shard.v1.EditRequest
+	(*Edit)(nil),                  // 48: trawl.shard.v1.Edit
+	(*EditResponse)(nil),          // 49: trawl.shard.v1.EditResponse
+	nil,                           // 50: trawl.shard.v1.CollectionEntry.PayloadSchemaEntry
+	nil,                           // 51: trawl.shard.v1.CatalogResponse.DroppedEntry
 }
 var file_shard_proto_depIdxs = []int32{
-	1,  // 0: trawl.shard.v1.MembersResponse.members:type_name -> trawl.shard.v1.Member
-	4,  // 1: trawl.shard.v1.ChangeMembersRequest.replace:type_name -> trawl.shard.v1.ReplaceMember
-	1,  // 2: trawl.shard.v1.ChangeMembersResponse.members:type_name -> trawl.shard.v1.Member
-	7,  // 3: trawl.shard.v1.CollectionEntry.settings:type_name -> trawl.shard.v1.CollectionSettings
-	46, // 4: trawl.shard.v1.CollectionEntry.payload_schema:type_name -> trawl.shard.v1.CollectionEntry.PayloadSchemaEntry
-	9,  // 5: trawl.shard.v1.CollectionEntry.slot_map:type_name -> trawl.shard.v1.SlotMap
-	10, // 6: trawl.shard.v1.SlotMap.moves:type_name -> trawl.shard.v1.SlotMove
-	9,  // 7: trawl.shard.v1.SetSlots.slot_map:type_name -> trawl.shard.v1.SlotMap
-	8,  // 8: trawl.shard.v1.CatalogResponse.collections:type_name -> trawl.shard.v1.CollectionEntry
-	13, // 9: trawl.shard.v1.CatalogResponse.aliases:type_name -> trawl.shard.v1.AliasEntry
-	47, // 10: trawl.shard.v1.CatalogResponse.dropped:type_name -> trawl.shard.v1.CatalogResponse.DroppedEntry
-	8,  // 11: trawl.shard.v1.ChangeCatalogRequest.create:type_name -> trawl.shard.v1.CollectionEntry
-	6,  // 12: trawl.shard.v1.ChangeCatalogRequest.drop:type_name -> trawl.shard.v1.CollectionRef
-	13, // 13: trawl.shard.v1.ChangeCatalogRequest.alias:type_name -> trawl.shard.v1.AliasEntry
-	12, // 14: trawl.shard.v1.ChangeCatalogRequest.payload_index:type_name -> trawl.shard.v1.PayloadIndex
-	11, // 15: trawl.shard.v1.ChangeCatalogRequest.set_slots:type_name -> trawl.shard.v1.SetSlots
-	25, // 16: trawl.shard.v1.ChangeCatalogRequest.placement:type_name -> trawl.shard.v1.Placement
-	8,  // 17: trawl.shard.v1.ChangeCatalogResponse.entry:type_name -> trawl.shard.v1.CollectionEntry
-	13, // 18: trawl.shard.v1.ChangeCatalogResponse.alias:type_name -> trawl.shard.v1.AliasEntry
-	20, // 19: trawl.shard.v1.Query.with_payload:type_name -> trawl.shard.v1.PayloadSelector
-	19, // 20: trawl.shard.v1.SearchRequest.queries:type_name -> trawl.shard.v1.Query
-	6,  // 21: trawl.shard.v1.SearchRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	18, // 22: trawl.shard.v1.SearchRequest.slots:type_name -> trawl.shard.v1.SlotSelection
-	21, // 23: trawl.shard.v1.HitList.hits:type_name -> trawl.shard.v1.Hit
-	23, // 24: trawl.shard.v1.SearchResponse.results:type_name -> trawl.shard.v1.HitList
-	25, // 25: trawl.shard.v1.UpsertRequest.placement:type_name -> trawl.shard.v1.Placement
-	26, // 26: trawl.shard.v1.UpsertRequest.vectors:type_name -> trawl.shard.v1.Vector
-	6,  // 27: trawl.shard.v1.UpsertRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	18, // 28: trawl.shard.v1.GetRequest.slots:type_name -> trawl.shard.v1.SlotSelection
-	6,  // 29: trawl.shard.v1.GetRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	26, // 30: trawl.shard.v1.GetResponse.vector:type_name -> trawl.shard.v1.Vector
-	25, // 31: trawl.shard.v1.DeleteRequest.placement:type_name -> trawl.shard.v1.Placement
-	6,  // 32: trawl.shard.v1.DeleteRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	20, // 33: trawl.shard.v1.ScrollRequest.with_payload:type_name -> trawl.shard.v1.PayloadSelector
-	6,  // 34: trawl.shard.v1.ScrollRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	18, // 35: trawl.shard.v1.ScrollRequest.slots:type_name -> trawl.shard.v1.SlotSelection
-	26, // 36: trawl.shard.v1.ScrollResponse.points:type_name -> trawl.shard.v1.Vector
-	6,  // 37: trawl.shard.v1.StatsRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	25, // 38: trawl.shard.v1.StatsResponse.placement:type_name -> trawl.shard.v1.Placement
-	38, // 39: trawl.shard.v1.StatsResponse.index:type_name -> trawl.shard.v1.IndexStats
-	37, // 40: trawl.shard.v1.StatsResponse.collections:type_name -> trawl.shard.v1.CollectionStats
-	8,  // 41: trawl.shard.v1.CollectionStats.entry:type_name -> trawl.shard.v1.CollectionEntry
-	38, // 42: trawl.shard.v1.CollectionStats.index:type_name -> trawl.shard.v1.IndexStats
-	18, // 43: trawl.shard.v1.FacetRequest.slots:type_name -> trawl.shard.v1.SlotSelection
-	6,  // 44: trawl.shard.v1.FacetRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	40, // 45: trawl.shard.v1.FacetCount.value:type_name -> trawl.shard.v1.FacetValue
-	41, // 46: trawl.shard.v1.FacetResponse.counts:type_name -> trawl.shard.v1.FacetCount
-	20, // 47: trawl.shard.v1.OrderedScrollRequest.with_payload:type_name -> trawl.shard.v1.PayloadSelector
-	18, // 48: trawl.shard.v1.OrderedScrollRequest.slots:type_name -> trawl.shard.v1.SlotSelection
-	6,  // 49: trawl.shard.v1.OrderedScrollRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	26, // 50: trawl.shard.v1.OrderedPoint.point:type_name -> trawl.shard.v1.Vector
-	44, // 51: trawl.shard.v1.OrderedScrollResponse.points:type_name -> trawl.shard.v1.OrderedPoint
-	22, // 52: trawl.shard.v1.Shard.Search:input_type -> trawl.shard.v1.SearchRequest
-	27, // 53: trawl.shard.v1.Shard.Upsert:input_type -> trawl.shard.v1.UpsertRequest
-	29, // 54: trawl.shard.v1.Shard.Get:input_type -> trawl.shard.v1.GetRequest
-	31, // 55: trawl.shard.v1.Shard.Delete:input_type -> trawl.shard.v1.DeleteRequest
-	35, // 56: trawl.shard.v1.Shard.Stats:input_type -> trawl.shard.v1.StatsRequest
-	33, // 57: trawl.shard.v1.Shard.Scroll:input_type -> trawl.shard.v1.ScrollRequest
-	14, // 58: trawl.shard.v1.Shard.Catalog:input_type -> trawl.shard.v1.CatalogRequest
-	16, // 59: trawl.shard.v1.Shard.ChangeCatalog:input_type -> trawl.shard.v1.ChangeCatalogRequest
-	0,  // 60: trawl.shard.v1.Shard.Members:input_type -> trawl.shard.v1.MembersRequest
-	3,  // 61: trawl.shard.v1.Shard.ChangeMembers:input_type -> trawl.shard.v1.ChangeMembersRequest
-	39, // 62: trawl.shard.v1.Shard.Facet:input_type -> trawl.shard.v1.FacetRequest
-	43, // 63: trawl.shard.v1.Shard.OrderedScroll:input_type -> trawl.shard.v1.OrderedScrollRequest
-	24, // 64: trawl.shard.v1.Shard.Search:output_type -> trawl.shard.v1.SearchResponse
-	28, // 65: trawl.shard.v1.Shard.Upsert:output_type -> trawl.shard.v1.UpsertResponse
-	30, // 66: trawl.shard.v1.Shard.Get:output_type -> trawl.shard.v1.GetResponse
-	32, // 67: trawl.shard.v1.Shard.Delete:output_type -> trawl.shard.v1.DeleteResponse
-	36, // 68: trawl.shard.v1.Shard.Stats:output_type -> trawl.shard.v1.StatsResponse
-	34, // 69: trawl.shard.v1.Shard.Scroll:output_type -> trawl.shard.v1.ScrollResponse
-	15, // 70: trawl.shard.v1.Shard.Catalog:output_type -> trawl.shard.v1.CatalogResponse
-	17, // 71: trawl.shard.v1.Shard.ChangeCatalog:output_type -> trawl.shard.v1.ChangeCatalogResponse
-	2,  // 72: trawl.shard.v1.Shard.Members:output_type -> trawl.shard.v1.MembersResponse
-	5,  // 73: trawl.shard.v1.Shard.ChangeMembers:output_type -> trawl.shard.v1.ChangeMembersResponse
-	42, // 74: trawl.shard.v1.Shard.Facet:output_type -> trawl.shard.v1.FacetResponse
-	45, // 75: trawl.shard.v1.Shard.OrderedScroll:output_type -> trawl.shard.v1.OrderedScrollResponse
-	64, // [64:76] is the sub-list for method output_type
-	52, // [52:64] is the sub-list for method input_type
-	52, // [52:52] is the sub-list for extension type_name
-	52, // [52:52] is the sub-list for extension extendee
-	0,  // [0:52] is the sub-list for field type_name
+	2,  // 0: trawl.shard.v1.MembersResponse.members:type_name -> trawl.shard.v1.Member
+	5,  // 1: trawl.shard.v1.ChangeMembersRequest.replace:type_name -> trawl.shard.v1.ReplaceMember
+	2,  // 2: trawl.shard.v1.ChangeMembersResponse.members:type_name -> trawl.shard.v1.Member
+	8,  // 3: trawl.shard.v1.CollectionEntry.settings:type_name -> trawl.shard.v1.CollectionSettings
+	50, // 4: trawl.shard.v1.CollectionEntry.payload_schema:type_name -> trawl.shard.v1.CollectionEntry.PayloadSchemaEntry
+	10, // 5: trawl.shard.v1.CollectionEntry.slot_map:type_name -> trawl.shard.v1.SlotMap
+	11, // 6: trawl.shard.v1.SlotMap.moves:type_name -> trawl.shard.v1.SlotMove
+	10, // 7: trawl.shard.v1.SetSlots.slot_map:type_name -> trawl.shard.v1.SlotMap
+	9,  // 8: trawl.shard.v1.CatalogResponse.collections:type_name -> trawl.shard.v1.CollectionEntry
+	14, // 9: trawl.shard.v1.CatalogResponse.aliases:type_name -> trawl.shard.v1.AliasEntry
+	51, // 10: trawl.shard.v1.CatalogResponse.dropped:type_name -> trawl.shard.v1.CatalogResponse.DroppedEntry
+	9,  // 11: trawl.shard.v1.ChangeCatalogRequest.create:type_name -> trawl.shard.v1.CollectionEntry
+	7,  // 12: trawl.shard.v1.ChangeCatalogRequest.drop:type_name -> trawl.shard.v1.CollectionRef
+	14, // 13: trawl.shard.v1.ChangeCatalogRequest.alias:type_name -> trawl.shard.v1.AliasEntry
+	13, // 14: trawl.shard.v1.ChangeCatalogRequest.payload_index:type_name -> trawl.shard.v1.PayloadIndex
+	12, // 15: trawl.shard.v1.ChangeCatalogRequest.set_slots:type_name -> trawl.shard.v1.SetSlots
+	26, // 16: trawl.shard.v1.ChangeCatalogRequest.placement:type_name -> trawl.shard.v1.Placement
+	9,  // 17: trawl.shard.v1.ChangeCatalogResponse.entry:type_name -> trawl.shard.v1.CollectionEntry
+	14, // 18: trawl.shard.v1.ChangeCatalogResponse.alias:type_name -> trawl.shard.v1.AliasEntry
+	21, // 19: trawl.shard.v1.Query.with_payload:type_name -> trawl.shard.v1.PayloadSelector
+	20, // 20: trawl.shard.v1.SearchRequest.queries:type_name -> trawl.shard.v1.Query
+	7,  // 21: trawl.shard.v1.SearchRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	19, // 22: trawl.shard.v1.SearchRequest.slots:type_name -> trawl.shard.v1.SlotSelection
+	22, // 23: trawl.shard.v1.HitList.hits:type_name -> trawl.shard.v1.Hit
+	24, // 24: trawl.shard.v1.SearchResponse.results:type_name -> trawl.shard.v1.HitList
+	26, // 25: trawl.shard.v1.UpsertRequest.placement:type_name -> trawl.shard.v1.Placement
+	27, // 26: trawl.shard.v1.UpsertRequest.vectors:type_name -> trawl.shard.v1.Vector
+	7,  // 27: trawl.shard.v1.UpsertRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	19, // 28: trawl.shard.v1.GetRequest.slots:type_name -> trawl.shard.v1.SlotSelection
+	7,  // 29: trawl.shard.v1.GetRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	27, // 30: trawl.shard.v1.GetResponse.vector:type_name -> trawl.shard.v1.Vector
+	26, // 31: trawl.shard.v1.DeleteRequest.placement:type_name -> trawl.shard.v1.Placement
+	7,  // 32: trawl.shard.v1.DeleteRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	21, // 33: trawl.shard.v1.ScrollRequest.with_payload:type_name -> trawl.shard.v1.PayloadSelector
+	7,  // 34: trawl.shard.v1.ScrollRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	19, // 35: trawl.shard.v1.ScrollRequest.slots:type_name -> trawl.shard.v1.SlotSelection
+	27, // 36: trawl.shard.v1.ScrollResponse.points:type_name -> trawl.shard.v1.Vector
+	7,  // 37: trawl.shard.v1.StatsRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	26, // 38: trawl.shard.v1.StatsResponse.placement:type_name -> trawl.shard.v1.Placement
+	39, // 39: trawl.shard.v1.StatsResponse.index:type_name -> trawl.shard.v1.IndexStats
+	38, // 40: trawl.shard.v1.StatsResponse.collections:type_name -> trawl.shard.v1.CollectionStats
+	9,  // 41: trawl.shard.v1.CollectionStats.entry:type_name -> trawl.shard.v1.CollectionEntry
+	39, // 42: trawl.shard.v1.CollectionStats.index:type_name -> trawl.shard.v1.IndexStats
+	19, // 43: trawl.shard.v1.FacetRequest.slots:type_name -> trawl.shard.v1.SlotSelection
+	7,  // 44: trawl.shard.v1.FacetRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	41, // 45: trawl.shard.v1.FacetCount.value:type_name -> trawl.shard.v1.FacetValue
+	42, // 46: trawl.shard.v1.FacetResponse.counts:type_name -> trawl.shard.v1.FacetCount
+	21, // 47: trawl.shard.v1.OrderedScrollRequest.with_payload:type_name -> trawl.shard.v1.PayloadSelector
+	19, // 48: trawl.shard.v1.OrderedScrollRequest.slots:type_name -> trawl.shard.v1.SlotSelection
+	7,  // 49: trawl.shard.v1.OrderedScrollRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	27, // 50: trawl.shard.v1.OrderedPoint.point:type_name -> trawl.shard.v1.Vector
+	45, // 51: trawl.shard.v1.OrderedScrollResponse.points:type_name -> trawl.shard.v1.OrderedPoint
+	26, // 52: trawl.shard.v1.EditRequest.placement:type_name -> trawl.shard.v1.Placement
+	48, // 53: trawl.shard.v1.EditRequest.edits:type_name -> trawl.shard.v1.Edit
+	7,  // 54: trawl.shard.v1.EditRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	0,  // 55: trawl.shard.v1.Edit.kind:type_name -> trawl.shard.v1.EditKind
+	27, // 56: trawl.shard.v1.Edit.vectors:type_name -> trawl.shard.v1.Vector
+	23, // 57: trawl.shard.v1.Shard.Search:input_type -> trawl.shard.v1.SearchRequest
+	28, // 58: trawl.shard.v1.Shard.Upsert:input_type -> trawl.shard.v1.UpsertRequest
+	30, // 59: trawl.shard.v1.Shard.Get:input_type -> trawl.shard.v1.GetRequest
+	32, // 60: trawl.shard.v1.Shard.Delete:input_type -> trawl.shard.v1.DeleteRequest
+	36, // 61: trawl.shard.v1.Shard.Stats:input_type -> trawl.shard.v1.StatsRequest
+	34, // 62: trawl.shard.v1.Shard.Scroll:input_type -> trawl.shard.v1.ScrollRequest
+	15, // 63: trawl.shard.v1.Shard.Catalog:input_type -> trawl.shard.v1.CatalogRequest
+	17, // 64: trawl.shard.v1.Shard.ChangeCatalog:input_type -> trawl.shard.v1.ChangeCatalogRequest
+	1,  // 65: trawl.shard.v1.Shard.Members:input_type -> trawl.shard.v1.MembersRequest
+	4,  // 66: trawl.shard.v1.Shard.ChangeMembers:input_type -> trawl.shard.v1.ChangeMembersRequest
+	40, // 67: trawl.shard.v1.Shard.Facet:input_type -> trawl.shard.v1.FacetRequest
+	44, // 68: trawl.shard.v1.Shard.OrderedScroll:input_type -> trawl.shard.v1.OrderedScrollRequest
+	47, // 69: trawl.shard.v1.Shard.Edit:input_type -> trawl.shard.v1.EditRequest
+	25, // 70: trawl.shard.v1.Shard.Search:output_type -> trawl.shard.v1.SearchResponse
+	29, // 71: trawl.shard.v1.Shard.Upsert:output_type -> trawl.shard.v1.UpsertResponse
+	31, // 72: trawl.shard.v1.Shard.Get:output_type -> trawl.shard.v1.GetResponse
+	33, // 73: trawl.shard.v1.Shard.Delete:output_type -> trawl.shard.v1.DeleteResponse
+	37, // 74: trawl.shard.v1.Shard.Stats:output_type -> trawl.shard.v1.StatsResponse
+	35, // 75: trawl.shard.v1.Shard.Scroll:output_type -> trawl.shard.v1.ScrollResponse
+	16, // 76: trawl.shard.v1.Shard.Catalog:output_type -> trawl.shard.v1.CatalogResponse
+	18, // 77: trawl.shard.v1.Shard.ChangeCatalog:output_type -> trawl.shard.v1.ChangeCatalogResponse
+	3,  // 78: trawl.shard.v1.Shard.Members:output_type -> trawl.shard.v1.MembersResponse
+	6,  // 79: trawl.shard.v1.Shard.ChangeMembers:output_type -> trawl.shard.v1.ChangeMembersResponse
+	43, // 80: trawl.shard.v1.Shard.Facet:output_type -> trawl.shard.v1.FacetResponse
+	46, // 81: trawl.shard.v1.Shard.OrderedScroll:output_type -> trawl.shard.v1.OrderedScrollResponse
+	49, // 82: trawl.shard.v1.Shard.Edit:output_type -> trawl.shard.v1.EditResponse
+	70, // [70:83] is the sub-list for method output_type
+	57, // [57:70] is the sub-list for method input_type
+	57, // [57:57] is the sub-list for extension type_name
+	57, // [57:57] is the sub-list for extension extendee
+	0,  // [0:57] is the sub-list for field type_name
 }
 
 func init() { file_shard_proto_init() }
@@ -4019,13 +4356,14 @@ func file_shard_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_shard_proto_rawDesc), len(file_shard_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   48,
+			NumEnums:      1,
+			NumMessages:   51,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_shard_proto_goTypes,
 		DependencyIndexes: file_shard_proto_depIdxs,
+		EnumInfos:         file_shard_proto_enumTypes,
 		MessageInfos:      file_shard_proto_msgTypes,
 	}.Build()
 	File_shard_proto = out.File

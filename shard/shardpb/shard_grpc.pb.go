@@ -36,6 +36,7 @@ const (
 	Shard_ChangeMembers_FullMethodName = "/trawl.shard.v1.Shard/ChangeMembers"
 	Shard_Facet_FullMethodName         = "/trawl.shard.v1.Shard/Facet"
 	Shard_OrderedScroll_FullMethodName = "/trawl.shard.v1.Shard/OrderedScroll"
+	Shard_Edit_FullMethodName          = "/trawl.shard.v1.Shard/Edit"
 )
 
 // ShardClient is the client API for Shard service.
@@ -82,6 +83,10 @@ type ShardClient interface {
 	// payload key's numeric value (Qdrant's scroll with order_by), a page
 	// at a time; the router merges every shard's page by that value.
 	OrderedScroll(ctx context.Context, in *OrderedScrollRequest, opts ...grpc.CallOption) (*OrderedScrollResponse, error)
+	// Edit commits an ordered list of edits of a collection's documents
+	// (upserts, deletes, payload and vector edits, by ids or by filter) in
+	// one log entry, applied all or nothing: a write, as Upsert.
+	Edit(ctx context.Context, in *EditRequest, opts ...grpc.CallOption) (*EditResponse, error)
 }
 
 type shardClient struct {
@@ -212,6 +217,16 @@ func (c *shardClient) OrderedScroll(ctx context.Context, in *OrderedScrollReques
 	return out, nil
 }
 
+func (c *shardClient) Edit(ctx context.Context, in *EditRequest, opts ...grpc.CallOption) (*EditResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(EditResponse)
+	err := c.cc.Invoke(ctx, Shard_Edit_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ShardServer is the server API for Shard service.
 // All implementations must embed UnimplementedShardServer
 // for forward compatibility.
@@ -256,6 +271,10 @@ type ShardServer interface {
 	// payload key's numeric value (Qdrant's scroll with order_by), a page
 	// at a time; the router merges every shard's page by that value.
 	OrderedScroll(context.Context, *OrderedScrollRequest) (*OrderedScrollResponse, error)
+	// Edit commits an ordered list of edits of a collection's documents
+	// (upserts, deletes, payload and vector edits, by ids or by filter) in
+	// one log entry, applied all or nothing: a write, as Upsert.
+	Edit(context.Context, *EditRequest) (*EditResponse, error)
 	mustEmbedUnimplementedShardServer()
 }
 
@@ -301,6 +320,9 @@ func (UnimplementedShardServer) Facet(context.Context, *FacetRequest) (*FacetRes
 }
 func (UnimplementedShardServer) OrderedScroll(context.Context, *OrderedScrollRequest) (*OrderedScrollResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method OrderedScroll not implemented")
+}
+func (UnimplementedShardServer) Edit(context.Context, *EditRequest) (*EditResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Edit not implemented")
 }
 func (UnimplementedShardServer) mustEmbedUnimplementedShardServer() {}
 func (UnimplementedShardServer) testEmbeddedByValue()               {}
@@ -539,6 +561,24 @@ func _Shard_OrderedScroll_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Shard_Edit_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(EditRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ShardServer).Edit(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Shard_Edit_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ShardServer).Edit(ctx, req.(*EditRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Shard_ServiceDesc is the grpc.ServiceDesc for Shard service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -593,6 +633,10 @@ var Shard_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "OrderedScroll",
 			Handler:    _Shard_OrderedScroll_Handler,
+		},
+		{
+			MethodName: "Edit",
+			Handler:    _Shard_Edit_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

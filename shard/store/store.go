@@ -172,40 +172,11 @@ func (m *Memory) Upsert(_ context.Context, p Placement, recs []Record) error {
 	defer m.payloadIndex.Flush()
 	for _, r := range recs {
 		if i, ok := m.index[r.ID]; ok {
-			// Codes first: segment files that keep codes take them with
-			// the row.
-			if m.codes != nil {
-				m.codes.Set(i, r.Vector)
-			}
-			m.writeRow(i, r.Vector)
-			m.payloadIndex.Remove(uint32(i), decodePayload(m.payloads[i]))
-			m.recBytes += len(r.Payload) - len(m.payloads[i])
-			m.payloads[i] = r.Payload
-			m.payloadIndex.Add(uint32(i), decodePayload(r.Payload))
-			m.ivfSet(i, r.Vector)
+			m.setVectorLocked(i, r.Vector)
+			m.setPayloadLocked(i, r.Payload)
 			continue
 		}
-		i := len(m.ids)
-		if m.codes != nil {
-			m.codes.Append(r.Vector)
-		}
-		switch {
-		case m.diskCodes():
-			diskFailed(m.disk.AppendCoded(r.Vector, m.codes.Row(i), m.codes.Norm(i)))
-		case m.disk != nil:
-			diskFailed(m.disk.Append(r.Vector))
-		default:
-			m.rows.Append()
-		}
-		m.index[r.ID] = i
-		m.ids = append(m.ids, r.ID)
-		m.payloads = append(m.payloads, r.Payload)
-		m.recBytes += len(r.ID) + len(r.Payload)
-		m.payloadIndex.Add(uint32(i), decodePayload(r.Payload))
-		if m.disk == nil {
-			m.writeRow(i, r.Vector)
-		}
-		m.ivfAppend(r.Vector)
+		m.appendLocked(r)
 	}
 	return nil
 }
@@ -222,6 +193,51 @@ func (m *Memory) selectRows(f *filter.Filter) *roaring.Bitmap {
 			return uint32(i), ok
 		},
 	})
+}
+
+// setVectorLocked replaces row i's vector. m.mu must be held for writing.
+func (m *Memory) setVectorLocked(i int, v []float32) {
+	// Codes first: segment files that keep codes take them with the row.
+	if m.codes != nil {
+		m.codes.Set(i, v)
+	}
+	m.writeRow(i, v)
+	m.ivfSet(i, v)
+}
+
+// setPayloadLocked replaces row i's payload. m.mu must be held for
+// writing; the caller flushes the payload index.
+func (m *Memory) setPayloadLocked(i int, payload []byte) {
+	m.payloadIndex.Remove(uint32(i), decodePayload(m.payloads[i]))
+	m.recBytes += len(payload) - len(m.payloads[i])
+	m.payloads[i] = payload
+	m.payloadIndex.Add(uint32(i), decodePayload(payload))
+}
+
+// appendLocked adds r, whose id the store does not hold, as a new row.
+// m.mu must be held for writing; the caller flushes the payload index.
+func (m *Memory) appendLocked(r Record) {
+	i := len(m.ids)
+	if m.codes != nil {
+		m.codes.Append(r.Vector)
+	}
+	switch {
+	case m.diskCodes():
+		diskFailed(m.disk.AppendCoded(r.Vector, m.codes.Row(i), m.codes.Norm(i)))
+	case m.disk != nil:
+		diskFailed(m.disk.Append(r.Vector))
+	default:
+		m.rows.Append()
+	}
+	m.index[r.ID] = i
+	m.ids = append(m.ids, r.ID)
+	m.payloads = append(m.payloads, r.Payload)
+	m.recBytes += len(r.ID) + len(r.Payload)
+	m.payloadIndex.Add(uint32(i), decodePayload(r.Payload))
+	if m.disk == nil {
+		m.writeRow(i, r.Vector)
+	}
+	m.ivfAppend(r.Vector)
 }
 
 // decodePayload decodes a stored payload for the index and for filters. A

@@ -276,6 +276,83 @@ const delIDs = await call("delete", { points: [left[0].id, left[1].id] }, () => 
 assert.equal(delIDs.status, "completed");
 assert.equal((await call("count", { filter: compat }, () => client.count(collection, { filter: compat }))).count, left.length - 2);
 
+// Point edits, each mirrored on a local copy of the points: the payloads
+// and vectors read back, counts and searches must match the mirror.
+{
+  const live = new Map(left.slice(2).map((p) => [p.id, structuredClone(p)]));
+  const mirror = () => [...live.values()];
+  const inCompat = (p) => p.payload.group === "compat";
+  const checkMirror = async (what) => {
+    const ids = [...live.keys()];
+    const got = await call("retrieve", { ids: `${ids.length} edited points`, with_vector: true }, () =>
+      client.retrieve(collection, { ids, with_payload: true, with_vector: true }),
+    );
+    assert.equal(got.length, ids.length, `${what}: every point read back`);
+    for (const p of got) {
+      const m = live.get(p.id);
+      assert.deepEqual(p.payload, m.payload, `${what}: payload of ${p.id}`);
+      assert.ok(dot(p.vector, unit(m.vector)) > 0.9999, `${what}: vector of ${p.id}`);
+    }
+    const n = await call("count", { filter: red }, () => client.count(collection, { filter: red }));
+    assert.equal(n.count, mirror().filter((p) => inCompat(p) && isRed(p)).length, `${what}: count of red`);
+    const hits = await call("search", { vector: "q", limit: 6, filter: compat }, () => client.search(collection, { vector: q, limit: 6, filter: compat }));
+    sameHits(hits, bruteForce(mirror().filter(inCompat), q, 6), `${what}: search`);
+  };
+  const green = { must: [compat.must, { key: "color", match: { value: "green" } }] };
+  let r = await call("setPayload", { payload: { hot: true }, filter: green }, () => client.setPayload(collection, { wait: true, payload: { hot: true }, filter: green }));
+  assert.equal(r.status, "completed");
+  mirror().filter((p) => p.payload.color === "green").forEach((p) => (p.payload.hot = true));
+  const [e0, e1, e2, e3] = mirror();
+  r = await call("setPayload", { payload: { by: "compat" }, points: [e0.id], key: "meta.src" }, () =>
+    client.setPayload(collection, { wait: true, payload: { by: "compat" }, points: [e0.id], key: "meta.src" }),
+  );
+  assert.equal(r.status, "completed");
+  e0.payload.meta = { src: { by: "compat" } };
+  r = await call("overwritePayload", { points: [e1.id] }, () =>
+    client.overwritePayload(collection, { wait: true, payload: { group: "compat", color: "red", n: -1 }, points: [e1.id] }),
+  );
+  e1.payload = { group: "compat", color: "red", n: -1 };
+  r = await call("deletePayload", { keys: ["tags"], filter: red }, () => client.deletePayload(collection, { wait: true, keys: ["tags"], filter: red }));
+  mirror().filter((p) => inCompat(p) && isRed(p)).forEach((p) => delete p.payload.tags);
+  r = await call("clearPayload", { points: [e2.id] }, () => client.clearPayload(collection, { wait: true, points: [e2.id] }));
+  e2.payload = {};
+  await checkMirror("payload edits");
+
+  r = await call("updateVectors", { points: [e3.id, e0.id] }, () =>
+    client.updateVectors(collection, { wait: true, points: [{ id: e3.id, vector: q }, { id: e0.id, vector: embed("moved 0") }] }),
+  );
+  assert.equal(r.status, "completed");
+  e3.vector = q;
+  e0.vector = embed("moved 0");
+  await checkMirror("vector update");
+  await refused("updateVectors (an absent point)", { points: [e1.id, 999999] }, 404, () =>
+    client.updateVectors(collection, { wait: true, points: [{ id: e1.id, vector: embed("never") }, { id: 999999, vector: embed("never") }] }),
+  );
+  await refused("deleteVectors", { points: [e1.id], vector: [""] }, 400, () => client.deleteVectors(collection, { wait: true, points: [e1.id], vector: [""] }));
+  await refused("setPayload (an empty filter)", { filter: {} }, 400, () => client.setPayload(collection, { wait: true, payload: { x: 1 }, filter: {} }));
+  await checkMirror("refused edits");
+
+  const b = { id: 5000, vector: embed("batch"), payload: { group: "compat", color: "green", n: 5000 } };
+  const ops = [
+    { upsert: { points: [b] } },
+    { set_payload: { payload: { batch: true }, filter: green } },
+    { update_vectors: { points: [{ id: e1.id, vector: embed("batch 1") }] } },
+    { delete_payload: { keys: ["hot"], points: [e0.id] } },
+    { overwrite_payload: { payload: { group: "compat", color: "red", n: -2 }, points: [e3.id] } },
+    { delete: { points: [e2.id] } },
+  ];
+  const res = await call("batchUpdate", { operations: ops.map((o) => Object.keys(o)[0]) }, () => client.batchUpdate(collection, { wait: true, operations: ops }));
+  assert.equal(res.length, ops.length);
+  res.forEach((u) => assert.equal(u.status, "completed"));
+  live.set(b.id, structuredClone(b));
+  mirror().filter((p) => inCompat(p) && p.payload.color === "green").forEach((p) => (p.payload.batch = true));
+  e1.vector = embed("batch 1");
+  delete e0.payload.hot;
+  e3.payload = { group: "compat", color: "red", n: -2 };
+  live.delete(e2.id);
+  await checkMirror("batchUpdate");
+}
+
 // LangChain's store, unchanged, on the same collection.
 const embeddings = new FakeEmbeddings();
 const store = await call("QdrantVectorStore.fromExistingCollection", { url, collectionName: collection }, () =>

@@ -224,6 +224,46 @@ func TestBadInput(t *testing.T) {
 				Positive: []*pb.VectorInput{{Variant: &pb.VectorInput_Id{Id: num(1)}}}, Strategy: pb.RecommendStrategy_SumScores.Enum()}}}})
 			return err
 		}, codes.InvalidArgument, "Bad request: query.recommend.strategy sum_scores is not supported: trawl recommends with average_vector (one search with 2·avg(positive) − avg(negative))"},
+		{"set payload without a selector", func() error {
+			_, err := cl.p.SetPayload(call(t), &pb.SetPayloadPoints{CollectionName: "trawl", Payload: map[string]*pb.Value{"a": integer(1)}})
+			return err
+		}, codes.InvalidArgument, "Bad request: points_selector is missing: give ids or a filter"},
+		{"set payload under an array index", func() error {
+			_, err := cl.p.SetPayload(call(t), &pb.SetPayloadPoints{CollectionName: "trawl", Payload: map[string]*pb.Value{"a": integer(1)},
+				PointsSelector: ids(num(1)), Key: new("a[0]")})
+			return err
+		}, codes.InvalidArgument, `Bad request: key "a[0]": trawl sets payload under a dotted path of object members; array indexes and quoted segments are not supported`},
+		{"overwrite with a key", func() error {
+			_, err := cl.p.OverwritePayload(call(t), &pb.SetPayloadPoints{CollectionName: "trawl", Payload: map[string]*pb.Value{"a": integer(1)},
+				PointsSelector: ids(num(1)), Key: new("a")})
+			return err
+		}, codes.InvalidArgument, "Bad request: key is not supported on an overwrite: trawl overwrites the whole payload (use set_payload with key to set under a path)"},
+		{"delete a nested payload key", func() error {
+			_, err := cl.p.DeletePayload(call(t), &pb.DeletePayloadPoints{CollectionName: "trawl", Keys: []string{"meta.a"}, PointsSelector: ids(num(1))})
+			return err
+		}, codes.InvalidArgument, `Bad request: keys[0] ("meta.a"): want a top-level payload key (trawl deletes whole top-level keys, not nested paths)`},
+		{"clear payload by an empty filter", func() error {
+			_, err := cl.p.ClearPayload(call(t), &pb.ClearPayloadPoints{CollectionName: "trawl", Points: byFilter(&pb.Filter{})})
+			return err
+		}, codes.InvalidArgument, "Bad request: filter has no conditions, which would edit every point; trawl refuses that (edit by ids, or give the filter a condition)"},
+		{"update a vector of the wrong size", func() error {
+			_, err := cl.p.UpdateVectors(call(t), &pb.UpdatePointVectors{CollectionName: "trawl", Points: []*pb.PointVectors{{Id: num(1), Vectors: dense([]float32{1, 2})}}})
+			return err
+		}, codes.InvalidArgument, "Bad request: points[0].vectors: vector has 2 dimensions, want 8"},
+		{"delete vectors", func() error {
+			_, err := cl.p.DeleteVectors(call(t), &pb.DeletePointVectors{CollectionName: "trawl", PointsSelector: ids(num(1))})
+			return err
+		}, codes.InvalidArgument, "Bad request: deleting vectors is not supported: a trawl point has exactly one unnamed vector, which it cannot be without (delete the point instead)"},
+		{"batch with a bad operation", func() error {
+			_, err := cl.p.UpdateBatch(call(t), &pb.UpdateBatchPoints{CollectionName: "trawl", Operations: []*pb.PointsUpdateOperation{
+				{Operation: &pb.PointsUpdateOperation_ClearPayload_{ClearPayload: &pb.PointsUpdateOperation_ClearPayload{Points: ids(num(1))}}},
+				{Operation: &pb.PointsUpdateOperation_DeletePayload_{DeletePayload: &pb.PointsUpdateOperation_DeletePayload{PointsSelector: ids(num(1))}}}}})
+			return err
+		}, codes.InvalidArgument, "Bad request: operations[1]: keys is empty: give the payload keys to delete"},
+		{"empty batch", func() error {
+			_, err := cl.p.UpdateBatch(call(t), &pb.UpdateBatchPoints{CollectionName: "trawl"})
+			return err
+		}, codes.InvalidArgument, "Bad request: operations has 0 entries, want 1..256"},
 		{"bad allow-partial", func() error {
 			_, err := cl.p.Count(call(t, "x-trawl-allow-partial", "maybe"), &pb.CountPoints{CollectionName: "trawl"})
 			return err

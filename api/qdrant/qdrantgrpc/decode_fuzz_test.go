@@ -45,6 +45,16 @@ func FuzzDecode(f *testing.F) {
 			Payload: map[string]*pb.Value{"a": {Kind: &pb.Value_ListValue{ListValue: &pb.ListValue{Values: []*pb.Value{{Kind: &pb.Value_DoubleValue{DoubleValue: 2}}}}}}}}}},
 		&pb.ScrollPoints{CollectionName: "c", Offset: &pb.PointId{PointIdOptions: &pb.PointId_Uuid{Uuid: "8a1e0c4a7b4f4c1e9d2a0123456789ab"}}},
 		&pb.DeletePoints{CollectionName: "c", Points: &pb.PointsSelector{PointsSelectorOneOf: &pb.PointsSelector_Filter{Filter: &pb.Filter{}}}},
+		&pb.SetPayloadPoints{CollectionName: "c", Payload: map[string]*pb.Value{"a": {Kind: &pb.Value_StringValue{StringValue: "x"}}},
+			PointsSelector: &pb.PointsSelector{PointsSelectorOneOf: &pb.PointsSelector_Points{Points: &pb.PointsIdsList{Ids: []*pb.PointId{{PointIdOptions: &pb.PointId_Num{Num: 7}}}}}},
+			Key:            new("m.n")},
+		&pb.UpdatePointVectors{CollectionName: "c", Points: []*pb.PointVectors{{Id: &pb.PointId{PointIdOptions: &pb.PointId_Num{Num: 7}},
+			Vectors: &pb.Vectors{VectorsOptions: &pb.Vectors_Vector{Vector: &pb.Vector{Data: []float32{1, 2, 3, 4}}}}}}},
+		&pb.UpdateBatchPoints{CollectionName: "c", Operations: []*pb.PointsUpdateOperation{
+			{Operation: &pb.PointsUpdateOperation_DeletePayload_{DeletePayload: &pb.PointsUpdateOperation_DeletePayload{Keys: []string{"a"},
+				PointsSelector: &pb.PointsSelector{PointsSelectorOneOf: &pb.PointsSelector_Filter{Filter: &pb.Filter{}}}}}},
+			{Operation: &pb.PointsUpdateOperation_ClearPayload_{ClearPayload: &pb.PointsUpdateOperation_ClearPayload{
+				Points: &pb.PointsSelector{PointsSelectorOneOf: &pb.PointsSelector_Points{Points: &pb.PointsIdsList{}}}}}}}},
 		&pb.CreateCollection{CollectionName: "c", VectorsConfig: &pb.VectorsConfig{Config: &pb.VectorsConfig_Params{Params: &pb.VectorParams{Size: 4, Distance: pb.Distance_Dot}}}},
 	} {
 		b, err := proto.Marshal(m)
@@ -105,6 +115,49 @@ func FuzzDecode(f *testing.F) {
 		if proto.Unmarshal(b, &g) == nil {
 			_, err := decodeGet(&g)
 			check("get", err)
+		}
+		edited := func(what string, es []coordinator.Edit, err error) {
+			check(what, err)
+			if err != nil {
+				return
+			}
+			for _, e := range es {
+				if len(e.IDs) == 0 && e.Filter.Empty() && len(e.Points) == 0 {
+					t.Fatalf("%s: an edit of nothing, or of everything, was decoded", what)
+				}
+				for _, r := range e.Points {
+					if len(r.Vector) != sch.Dim {
+						t.Fatalf("%s decoded a vector of %d, want %d", what, len(r.Vector), sch.Dim)
+					}
+				}
+			}
+		}
+		var sp pb.SetPayloadPoints
+		if proto.Unmarshal(b, &sp) == nil {
+			e, err := decodeSetPayload(sp.GetPayload(), sp.GetPointsSelector(), sp.Key, sp.ShardKeySelector, false)
+			edited("set_payload", []coordinator.Edit{e}, err)
+			e, err = decodeSetPayload(sp.GetPayload(), sp.GetPointsSelector(), sp.Key, sp.ShardKeySelector, true)
+			edited("overwrite_payload", []coordinator.Edit{e}, err)
+		}
+		var dp pb.DeletePayloadPoints
+		if proto.Unmarshal(b, &dp) == nil {
+			e, err := decodeDeletePayload(dp.GetKeys(), dp.GetPointsSelector(), dp.ShardKeySelector)
+			edited("delete_payload", []coordinator.Edit{e}, err)
+		}
+		var cp pb.ClearPayloadPoints
+		if proto.Unmarshal(b, &cp) == nil {
+			e, err := decodeSelected(coordinator.EditClearPayload, cp.GetPoints(), cp.ShardKeySelector, "points")
+			edited("clear_payload", []coordinator.Edit{e}, err)
+		}
+		var uv pb.UpdatePointVectors
+		if proto.Unmarshal(b, &uv) == nil {
+			e, err := decodeUpdateVectors(uv.GetPoints(), uv.ShardKeySelector, uv.UpdateFilter, sch)
+			edited("update_vectors", []coordinator.Edit{e}, err)
+		}
+		var ub pb.UpdateBatchPoints
+		if proto.Unmarshal(b, &ub) == nil {
+			es, err := decodeUpdateBatch(ub.GetOperations(), sch)
+			edited("update_batch", es, err)
 		}
 	})
 }

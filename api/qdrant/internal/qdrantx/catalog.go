@@ -190,6 +190,17 @@ func HasValue(field string) (*filter.Filter, error) {
 // their messages, and the shards it was applied on anyway. It is nil when
 // every shard applied the delete.
 func RemoveFailure(results []coordinator.ShardWrite) *wire.Error {
+	return writeFailure(results, "delete")
+}
+
+// EditFailure is RemoveFailure for an edit (Coordinator.Edit): each
+// shard applies its share all or nothing, and the message names those
+// that applied theirs.
+func EditFailure(results []coordinator.ShardWrite) *wire.Error {
+	return writeFailure(results, "edit")
+}
+
+func writeFailure(results []coordinator.ShardWrite, what string) *wire.Error {
 	var errs []*coordinator.Error
 	var failed, applied []string
 	for _, res := range results {
@@ -205,7 +216,7 @@ func RemoveFailure(results []coordinator.ShardWrite) *wire.Error {
 	}
 	msg := strings.Join(failed, " ")
 	if len(applied) > 0 {
-		msg += fmt.Sprintf(" The delete was applied on %s.", strings.Join(applied, ", "))
+		msg += fmt.Sprintf(" The %s was applied on %s.", what, strings.Join(applied, ", "))
 	}
 	return &wire.Error{Status: wire.WriteStatus(errs), Msg: msg}
 }
