@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"time"
 )
 
 // WriteNpy writes rows random Gaussian vectors of dim float32 as a NumPy
@@ -106,9 +107,21 @@ func (n *NpyWriter) Close() error {
 // Load imports file through the router with `router load` and returns its
 // output (the summary line has the rate).
 func (c *Cluster) Load(ctx context.Context, r *Router, file string) (string, error) {
-	out, err := exec.CommandContext(ctx, c.cfg.Bin, "load", "--router", r.Base, file).CombinedOutput()
-	if err != nil {
-		return string(out), fmt.Errorf("router load: %w\n%s", err, out)
+	out, _, err := c.LoadCPU(ctx, r, file)
+	return out, err
+}
+
+// LoadCPU is Load that also returns the CPU time (user and system) the
+// `router load` process used.
+func (c *Cluster) LoadCPU(ctx context.Context, r *Router, file string) (string, time.Duration, error) {
+	cmd := exec.CommandContext(ctx, c.cfg.Bin, "load", "--router", r.Base, file)
+	out, err := cmd.CombinedOutput()
+	var cpu time.Duration
+	if cmd.ProcessState != nil {
+		cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 	}
-	return string(out), nil
+	if err != nil {
+		return string(out), cpu, fmt.Errorf("router load: %w\n%s", err, out)
+	}
+	return string(out), cpu, nil
 }
