@@ -9,7 +9,10 @@ import (
 	"log"
 	"net/http"
 	"os"
+	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -49,6 +52,7 @@ func runBulkLoad(ctx context.Context, args []string) error {
 	root := fs.String("repo", "..", "the trawl repository (cmd/router is built from it)")
 	keep := fs.Bool("keep", false, "keep the work directory (logs, data) after the run")
 	pprofDir := fs.String("pprof", "", "run the shards and router A with --pprof and write their CPU, block and mutex profiles, taken during the load, into this directory")
+	raw := fs.Bool("raw", false, "first measure the raw commit rate of one raft group of three (a 1 × 3 cluster alone, the same rows sent straight to its leader, 4 batches of 256 in flight) and report the load's rate over it")
 	pprofFor := fs.Duration("pprof-for", 10*time.Second, "how long the CPU profiles run, from 1 s into the load")
 	_ = fs.Parse(args)
 	p := bulkPlan{rows: 100_000, clients: *clients, deadlineMS: *deadline, window: 5 * time.Second, idle: 20 * time.Second,
@@ -65,6 +69,15 @@ func runBulkLoad(ctx context.Context, args []string) error {
 	}
 	defer closeRig()
 	work, bin, npy, q := rg.work, rg.bin, rg.npy, rg.queries
+	var rawRate float64
+	if *raw {
+		var took time.Duration
+		rawRate, took, err = rawCommitRate(ctx, bin, filepath.Join(work, "raw"), p.rows)
+		if err != nil {
+			return err
+		}
+		log.Printf("raw commit rate of one group of three: %d vectors in %s, %.1f vectors/s (load average %s)", p.rows, took.Round(time.Millisecond), rawRate, machine.LoadAvg())
+	}
 	var prof []string
 	if p.pprofDir != "" {
 		if err := os.MkdirAll(p.pprofDir, 0o750); err != nil {
@@ -90,6 +103,9 @@ func runBulkLoad(ctx context.Context, args []string) error {
 		return err
 	}
 	fmt.Print(r.markdown(p, "trawlbench bulkload "+strings.Join(args, " ")))
+	if rawRate > 0 {
+		fmt.Printf("\nraw commit rate of one group of three, measured first: %.1f vectors/s; the load's rate is %.2f× it\n", rawRate, loadRate(r.loadOut)/rawRate)
+	}
 	return nil
 }
 
@@ -397,6 +413,16 @@ func (r *bulkResult) cpuLine() string {
 	}
 	b.WriteString("\n\n")
 	return b.String()
+}
+
+// loadRate is the vectors/s of router load's summary, 0 if it has none.
+func loadRate(out string) float64 {
+	m := regexp.MustCompile(`\(([0-9.]+) vectors/s\)`).FindStringSubmatch(out)
+	if m == nil {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(m[1], 64)
+	return v
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }
