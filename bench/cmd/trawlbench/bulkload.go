@@ -134,10 +134,10 @@ func bulkLoad(ctx context.Context, p bulkPlan, c *cluster.Cluster, bin, npy stri
 	for i, r := range routers {
 		targets[i] = loadgen.Target{Base: r.Base, DeadlineMS: p.deadlineMS, Timeout: 10 * time.Second}
 	}
-	// Warm both routers' connections (the collection is empty).
 	if p.clients == 0 {
-		targets = nil
+		targets = nil // the load alone: no searches
 	}
+	// Warm both routers' connections (the collection is empty).
 	if err := each(targets, func(t loadgen.Target) error {
 		_, err := loadgen.Closed(ctx, t, q, 1, 500*time.Millisecond)
 		return err
