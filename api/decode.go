@@ -231,8 +231,9 @@ type vectorJSON struct {
 
 type record = coordinator.Record
 
-// decodeWrite decodes and validates a /v1/vectors body, all or nothing.
-func decodeWrite(b []byte, s schema) ([]record, error) {
+// decodeWriteJSON is decodeWrite by encoding/json, for every body: each
+// entry is decoded on its own so that an error names its index.
+func decodeWriteJSON(b []byte, s schema) ([]record, error) {
 	var req writeJSONReq
 	if err := wire.DecodeStrict(b, &req); err != nil {
 		return nil, err

@@ -104,7 +104,7 @@ func runDev(ctx context.Context, args []string) error {
 	if *qdrantGRPC != "" {
 		fmt.Printf("Qdrant gRPC clients (Go, Rust, Java, .NET): %s\n\n", *qdrantGRPC)
 	}
-	return serveHTTP(ctx, log, ln, "", "", r)
+	return serveHTTP(ctx, log, ln, "", "", r, r.API)
 }
 
 // banner is what router dev prints once it is ready: the cluster's shape,

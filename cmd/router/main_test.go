@@ -74,7 +74,7 @@ func TestShutdownDrainsInflightQueries(t *testing.T) {
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
-	go func() { served <- serveHTTP(ctx, slog.New(slog.DiscardHandler), ln, "", "", r) }()
+	go func() { served <- serveHTTP(ctx, slog.New(slog.DiscardHandler), ln, "", "", r, r.API) }()
 	base := "http://" + ln.Addr().String()
 	waitReady(t, r)
 

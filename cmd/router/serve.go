@@ -58,6 +58,7 @@ func runServe(ctx context.Context, args []string) error {
 	colls := addCollectionFlags(fs)
 	maxInflight := fs.Int("max-inflight", admission.DefaultMaxInflight, "hard cap on /v1/* requests in flight; beyond it 429 whatever admission learned")
 	bodyTimeout := fs.Duration("body-timeout", api.DefaultBodyTimeout, "time a request's body may take to arrive after its headers; then 408 and the connection closes")
+	prof := fs.Bool("pprof", false, pprofHelp)
 	admit := fs.Bool("admission", true, "adaptive admission: refuse queries past capacity with 429 (false: only --max-inflight; for baselines)")
 	hedge := fs.Bool("hedge", true, "hedge reads to a second replica when the first is slow (false for baselines)")
 	failover := fs.Bool("failover", true, "fail reads over to another replica within the call (false for baselines)")
@@ -142,7 +143,11 @@ func runServe(ctx context.Context, args []string) error {
 		return err
 	}
 	defer stop()
-	return serveHTTP(ctx, log, ln, *httpCert, *httpKey, r)
+	var h http.Handler = r.API
+	if *prof {
+		h = withPprof(h)
+	}
+	return serveHTTP(ctx, log, ln, *httpCert, *httpKey, r, h)
 }
 
 // serveQdrantGRPC serves the router's Qdrant gRPC API on addr (nothing when
@@ -181,11 +186,13 @@ func serveQdrantGRPC(log *slog.Logger, addr string, r *app.Router) (stop func(),
 
 // serveHTTP serves the router until ctx ends (SIGTERM), then drains: not
 // ready first, in-flight requests finished, then return.
-func serveHTTP(ctx context.Context, log *slog.Logger, ln net.Listener, certFile, keyFile string, r *app.Router) error {
+//
+// h is what answers the requests: r.API, wrapped with --pprof.
+func serveHTTP(ctx context.Context, log *slog.Logger, ln net.Listener, certFile, keyFile string, r *app.Router, h http.Handler) error {
 	// Header and idle timeouts, with --body-timeout on each body, keep slow
 	// or idle clients from holding connections (and so the router) for
 	// long; no write timeout, since an answer is bounded by its deadline.
-	srv := &http.Server{Handler: r.API, ReadHeaderTimeout: headerTimeout, IdleTimeout: idleTimeout}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: headerTimeout, IdleTimeout: idleTimeout}
 	if certFile != "" {
 		tc, err := shard.ServerTLS(certFile, keyFile, "")
 		if err != nil {

@@ -34,6 +34,7 @@ func runShard(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("shard", flag.ContinueOnError)
 	grpcAddr := fs.String("grpc-addr", ":7070", "gRPC listen address (search/write service and grpc.health.v1)")
 	httpAddr := fs.String("http-addr", ":9090", "HTTP listen address for /metrics, /healthz and /readyz")
+	prof := fs.Bool("pprof", false, pprofHelp)
 	dataDir := fs.String("data-dir", "", "data directory (created if missing): the raft log (raft.db) and snapshots")
 	peers := fs.String("peers", "", "every replica of this shard, this one included, as HOST:PORT,HOST:PORT,... (the addresses they reach each other at); empty: a group of one")
 	advertise := fs.String("advertise-addr", "", "this replica's address as its peers reach it: its entry in --peers, or what --join adds (default: --grpc-addr)")
@@ -182,7 +183,11 @@ func runShard(ctx context.Context, args []string) error {
 		}
 		fmt.Fprintln(w, `{"status":"ready"}`)
 	})
-	hs := &http.Server{Addr: *httpAddr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	var h http.Handler = mux
+	if *prof {
+		h = withPprof(mux)
+	}
+	hs := &http.Server{Addr: *httpAddr, Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	errc := make(chan error, 3)
 	go func() { errc <- g.Serve(ln) }()
 	go func() { errc <- hs.ListenAndServe() }()

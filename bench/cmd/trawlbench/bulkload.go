@@ -2,12 +2,17 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
 	"log"
 	"net/http"
 	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -27,6 +32,9 @@ type bulkPlan struct {
 	window, idle time.Duration
 	// sample is how often every replica's raft leader gauge is read.
 	sample time.Duration
+	// pprofDir, if set, receives profiles of the load (pprofFor long).
+	pprofDir string
+	pprofFor time.Duration
 }
 
 // runBulkLoad is `trawlbench bulkload`: a healthy 3 × 3 cluster loads a
@@ -39,13 +47,16 @@ func runBulkLoad(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("bulkload", flag.ExitOnError)
 	quick := fs.Bool("quick", false, "5 000 vectors and short runs instead of 100 000")
 	rows := fs.Int("rows", 0, "vectors to load (0: 100 000, or 5 000 with -quick)")
-	clients := fs.Int("clients", 4, "closed-loop search clients on each router")
+	clients := fs.Int("clients", 4, "closed-loop search clients on each router (0: the load alone, no searches)")
 	deadline := fs.Int("deadline-ms", 1000, "?deadline_ms of every search")
 	root := fs.String("repo", "..", "the trawl repository (cmd/router is built from it)")
 	keep := fs.Bool("keep", false, "keep the work directory (logs, data) after the run")
+	pprofDir := fs.String("pprof", "", "run the shards and router A with --pprof and write their CPU, block and mutex profiles, taken during the load, into this directory")
+	raw := fs.Bool("raw", false, "first measure the raw commit rate of one raft group of three (a 1 × 3 cluster alone, the same rows sent straight to its leader, 4 batches of 256 in flight) and report the load's rate over it")
+	pprofFor := fs.Duration("pprof-for", 10*time.Second, "how long the CPU profiles run, from 1 s into the load")
 	_ = fs.Parse(args)
 	p := bulkPlan{rows: 100_000, clients: *clients, deadlineMS: *deadline, window: 5 * time.Second, idle: 20 * time.Second,
-		sample: 200 * time.Millisecond}
+		sample: 200 * time.Millisecond, pprofDir: *pprofDir, pprofFor: *pprofFor}
 	if *quick {
 		p.rows, p.window, p.idle = 5_000, time.Second, 3*time.Second
 	}
@@ -58,12 +69,28 @@ func runBulkLoad(ctx context.Context, args []string) error {
 	}
 	defer closeRig()
 	work, bin, npy, q := rg.work, rg.bin, rg.npy, rg.queries
-	c, err := cluster.Start(ctx, cluster.Config{Bin: bin, Dir: work, Shards: 3, Replicas: 3, Dim: 1536})
+	var rawRate float64
+	if *raw {
+		var took time.Duration
+		rawRate, took, err = rawCommitRate(ctx, bin, filepath.Join(work, "raw"), p.rows)
+		if err != nil {
+			return err
+		}
+		log.Printf("raw commit rate of one group of three: %d vectors in %s, %.1f vectors/s (load average %s)", p.rows, took.Round(time.Millisecond), rawRate, machine.LoadAvg())
+	}
+	var prof []string
+	if p.pprofDir != "" {
+		if err := os.MkdirAll(p.pprofDir, 0o750); err != nil {
+			return err
+		}
+		prof = []string{"--pprof"}
+	}
+	c, err := cluster.Start(ctx, cluster.Config{Bin: bin, Dir: work, Shards: 3, Replicas: 3, Dim: 1536, ShardArgs: prof})
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	loading, err := c.StartRouter(ctx, "loading")
+	loading, err := c.StartRouter(ctx, "loading", prof...)
 	if err != nil {
 		return err
 	}
@@ -76,18 +103,25 @@ func runBulkLoad(ctx context.Context, args []string) error {
 		return err
 	}
 	fmt.Print(r.markdown(p, "trawlbench bulkload "+strings.Join(args, " ")))
+	if rawRate > 0 {
+		fmt.Printf("\nraw commit rate of one group of three, measured first: %.1f vectors/s; the load's rate is %.2f× it\n", rawRate, loadRate(r.loadOut)/rawRate)
+	}
 	return nil
 }
 
 // bulkResult is what one bulk-load run measured.
 type bulkResult struct {
-	loadOut           string // router load's summary
-	loadTook          time.Duration
-	during, idle      [2]loadgen.Summary // per router: loading, second
-	lateDuring        [2]loadgen.Summary // the windows of the load's second half
-	leaderChanges     int
-	elections         int
-	unknown           float64 // 502 answers of the loading router's writes
+	loadOut       string // router load's summary
+	loadTook      time.Duration
+	during, idle  [2]loadgen.Summary // per router: loading, second
+	lateDuring    [2]loadgen.Summary // the windows of the load's second half
+	leaderChanges int
+	elections     int
+	unknown       float64 // 502 answers of the loading router's writes
+	// cpu is the CPU time each process used during the load; loaderCPU
+	// the `router load` process's.
+	cpu               map[string]time.Duration
+	loaderCPU         time.Duration
 	loadAvgBefore     string
 	loadAvgAfter      string
 	windows, lateFrom int
@@ -99,6 +133,9 @@ func bulkLoad(ctx context.Context, p bulkPlan, c *cluster.Cluster, bin, npy stri
 	targets := make([]loadgen.Target, len(routers))
 	for i, r := range routers {
 		targets[i] = loadgen.Target{Base: r.Base, DeadlineMS: p.deadlineMS, Timeout: 10 * time.Second}
+	}
+	if p.clients == 0 {
+		targets = nil // the load alone: no searches
 	}
 	// Warm both routers' connections (the collection is empty).
 	if err := each(targets, func(t loadgen.Target) error {
@@ -120,15 +157,40 @@ func bulkLoad(ctx context.Context, p bulkPlan, c *cluster.Cluster, bin, npy stri
 	go func() { changes <- sampleLeaders(sctx, hc, c, p.sample) }()
 
 	loadDone := make(chan error, 1)
+	meter := newCPUMeter(c, routers...)
+	cpu0 := meter.read()
 	t0 := time.Now()
 	go func() {
-		out, err := c.Load(ctx, routers[0], npy)
-		res.loadOut, res.loadTook = out, time.Since(t0)
+		out, cpu, err := c.LoadCPU(ctx, routers[0], "", npy)
+		res.loadOut, res.loadTook, res.loaderCPU = out, time.Since(t0), cpu
+		res.cpu = meter.read()
+		for name, d := range cpu0 {
+			res.cpu[name] -= d
+		}
 		loadDone <- err
 	}()
+	profiled := make(chan struct{})
+	if p.pprofDir != "" {
+		go func() {
+			defer close(profiled)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
+			for _, err := range captureProfiles(ctx, p.pprofDir, p.pprofFor, profileTargets(c, routers[0])) {
+				log.Printf("pprof: %v", err)
+			}
+		}()
+	} else {
+		close(profiled)
+	}
 	var windows [][2]loadgen.Summary
 	var loadErr error
-	for running := true; running; {
+	if p.clients == 0 {
+		loadErr = <-loadDone
+	}
+	for running := p.clients > 0; running; {
 		var w [2]loadgen.Summary
 		err := eachIndexed(targets, func(i int, t loadgen.Target) (err error) {
 			w[i], err = loadgen.Closed(ctx, t, q, p.clients, p.window)
@@ -145,6 +207,7 @@ func bulkLoad(ctx context.Context, p bulkPlan, c *cluster.Cluster, bin, npy stri
 		default:
 		}
 	}
+	<-profiled
 	if loadErr != nil {
 		stopSampling()
 		return nil, loadErr
@@ -160,7 +223,9 @@ func bulkLoad(ctx context.Context, p bulkPlan, c *cluster.Cluster, bin, npy stri
 		}
 		res.during[i], res.lateDuring[i] = loadgen.Pool(all), loadgen.Pool(late)
 	}
-	log.Printf("loaded %d vectors in %s; searching the idle cluster for %s", p.rows, res.loadTook.Round(time.Millisecond), p.idle)
+	if p.clients > 0 {
+		log.Printf("loaded %d vectors in %s; searching the idle cluster for %s", p.rows, res.loadTook.Round(time.Millisecond), p.idle)
+	}
 	if err := eachIndexed(targets, func(i int, t loadgen.Target) (err error) {
 		res.idle[i], err = loadgen.Closed(ctx, t, q, p.clients, p.idle)
 		return err
@@ -294,6 +359,12 @@ func (r *bulkResult) markdown(p bulkPlan, command string) string {
 	fmt.Fprintf(&b, "`%s`: 3 shards × 3 replicas, %d × 1536 loaded through `router load` on router A in %s, while %d clients searched through A and %d through router B at deadline_ms=%d; load average %s before, %s after.\n\n",
 		command, p.rows, r.loadTook.Round(100*time.Millisecond), p.clients, p.clients, p.deadlineMS, r.loadAvgBefore, r.loadAvgAfter)
 	fmt.Fprintf(&b, "router load: %s\n\n", strings.TrimSpace(lastLines(r.loadOut, 2)))
+	b.WriteString(r.cpuLine())
+	if p.clients == 0 {
+		fmt.Fprintf(&b, "no searches (-clients 0); leadership changes seen: %d; elections the shards logged: %d; outcome_unknown (502) answers to the load's writes: %.0f\n",
+			r.leaderChanges, r.elections, r.unknown)
+		return b.String()
+	}
 	b.WriteString("| | answers | degraded | failed | p50 | p99 | p99 ÷ idle p99 |\n|---|---:|---:|---:|---:|---:|---:|\n")
 	row := func(name string, s, idle loadgen.Summary, isIdle bool) {
 		ratio := "–"
@@ -315,6 +386,43 @@ func (r *bulkResult) markdown(p bulkPlan, command string) string {
 	fmt.Fprintf(&b, "\nleadership changes seen (every replica's trawl_shard_raft_leader every %s, load and idle): %d; elections the shards logged: %d; outcome_unknown (502) answers to the load's writes: %.0f\n",
 		p.sample, r.leaderChanges, r.elections, r.unknown)
 	return b.String()
+}
+
+// cpuLine says how much CPU each process used during the load, the most
+// first, as seconds and as a share of the load's wall time.
+func (r *bulkResult) cpuLine() string {
+	type use struct {
+		name string
+		d    time.Duration
+	}
+	us := []use{{"router load", r.loaderCPU}}
+	total := r.loaderCPU
+	for name, d := range r.cpu {
+		us = append(us, use{name, d})
+		total += d
+	}
+	slices.SortFunc(us, func(a, b use) int { return cmp.Compare(b.d, a.d) })
+	var b strings.Builder
+	fmt.Fprintf(&b, "CPU during the load: %.1f s in all (%.2f cores over %s):", total.Seconds(), total.Seconds()/r.loadTook.Seconds(), r.loadTook.Round(100*time.Millisecond))
+	for i, u := range us {
+		sep := ","
+		if i == 0 {
+			sep = ""
+		}
+		fmt.Fprintf(&b, "%s %s %.1f s", sep, u.name, u.d.Seconds())
+	}
+	b.WriteString("\n\n")
+	return b.String()
+}
+
+// loadRate is the vectors/s of router load's summary, 0 if it has none.
+func loadRate(out string) float64 {
+	m := regexp.MustCompile(`\(([0-9.]+) vectors/s\)`).FindStringSubmatch(out)
+	if m == nil {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(m[1], 64)
+	return v
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }

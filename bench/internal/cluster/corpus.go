@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"time"
 )
 
 // WriteNpy writes rows random Gaussian vectors of dim float32 as a NumPy
@@ -111,13 +112,25 @@ func (c *Cluster) Load(ctx context.Context, r *Router, file string) (string, err
 
 // LoadInto is Load into a named collection ("": the router's default).
 func (c *Cluster) LoadInto(ctx context.Context, r *Router, collection, file string) (string, error) {
+	out, _, err := c.LoadCPU(ctx, r, collection, file)
+	return out, err
+}
+
+// LoadCPU is LoadInto that also returns the CPU time (user and system)
+// the `router load` process used.
+func (c *Cluster) LoadCPU(ctx context.Context, r *Router, collection, file string) (string, time.Duration, error) {
 	args := []string{"load", "--router", r.Base}
 	if collection != "" {
 		args = append(args, "--collection", collection)
 	}
-	out, err := exec.CommandContext(ctx, c.cfg.Bin, append(args, file)...).CombinedOutput()
-	if err != nil {
-		return string(out), fmt.Errorf("router load: %w\n%s", err, out)
+	cmd := exec.CommandContext(ctx, c.cfg.Bin, append(args, file)...)
+	out, err := cmd.CombinedOutput()
+	var cpu time.Duration
+	if cmd.ProcessState != nil {
+		cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 	}
-	return string(out), nil
+	if err != nil {
+		return string(out), cpu, fmt.Errorf("router load: %w\n%s", err, out)
+	}
+	return string(out), cpu, nil
 }
