@@ -78,7 +78,7 @@ func (r *rows) selectRows(f *filter.Filter) []uint32 {
 			return uint32(i), i >= 0
 		}
 	}
-	b := r.ix.SelectFrom(f, len(r.docs), src)
+	b := r.ix.Select(f, len(r.docs), src)
 	out := b.ToArray()
 	if len(out) == 0 {
 		return nil
@@ -136,7 +136,7 @@ func TestSelectLeavesCostlyConditionsToRows(t *testing.T) {
 	require.False(t, exact, "the range is left to per-row evaluation")
 	require.Equal(t, []uint32{4242}, b.ToArray())
 	evaluated := 0
-	got := r.ix.Select(f, len(r.docs), func(row uint32) map[string]any { evaluated++; return r.docs[row] })
+	got := r.ix.Select(f, len(r.docs), Source{Doc: func(row uint32) map[string]any { evaluated++; return r.docs[row] }})
 	require.Equal(t, []uint32{4242}, got.ToArray())
 	require.Equal(t, 1, evaluated)
 

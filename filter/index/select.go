@@ -16,16 +16,8 @@ import (
 // nanoseconds in a union.
 const residualFactor = 64
 
-// Select returns the rows in [0, n) whose payloads match f. doc returns a
-// row's decoded payload, for conditions the indexes do not answer. The
-// bitmap may be one of the index's own: it is read-only, and valid only
-// until the next write. Rows' ids are not known: has_id holds for none
-// (SelectFrom knows them).
-func (ix *Index) Select(f *filter.Filter, n int, doc func(row uint32) map[string]any) *roaring.Bitmap {
-	return ix.SelectFrom(f, n, Source{Doc: doc})
-}
-
-// Source is what Select reads of a store's rows besides the index.
+// Source is what Select reads of a store's rows besides the index. A
+// store gives all three: without ID and Row, has_id would hold for no row.
 type Source struct {
 	// Doc returns a row's decoded payload.
 	Doc func(row uint32) map[string]any
@@ -37,8 +29,11 @@ type Source struct {
 	Row func(id string) (uint32, bool)
 }
 
-// SelectFrom is Select with the rows' ids, for has_id.
-func (ix *Index) SelectFrom(f *filter.Filter, n int, src Source) *roaring.Bitmap {
+// Select returns the rows in [0, n) whose ids and payloads match f,
+// reading src for conditions the indexes do not answer. The bitmap may be
+// one of the index's own: it is read-only, and valid only until the next
+// write.
+func (ix *Index) Select(f *filter.Filter, n int, src Source) *roaring.Bitmap {
 	if n <= 0 {
 		return roaring.New()
 	}

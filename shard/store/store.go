@@ -185,7 +185,7 @@ func (m *Memory) Upsert(_ context.Context, p Placement, recs []Record) error {
 // payload index where it answers (has_id by looking its ids up). m.mu must
 // be held.
 func (m *Memory) selectRows(f *filter.Filter) *roaring.Bitmap {
-	return m.payloadIndex.SelectFrom(f, len(m.ids), index.Source{
+	return m.payloadIndex.Select(f, len(m.ids), index.Source{
 		Doc: func(row uint32) map[string]any { return decodePayload(m.payloads[row]) },
 		ID:  func(row uint32) string { return m.ids[row] },
 		Row: func(id string) (uint32, bool) {
