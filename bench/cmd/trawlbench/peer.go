@@ -34,18 +34,20 @@ import (
 
 // peerPlan is the shape of a `trawlbench peer` run.
 type peerPlan struct {
-	recipe   peer.Recipe
-	shards   int
-	k        int
-	warmup   int           // single-client queries before the timed ones
-	single   int           // timed single-client queries (each round)
-	clients  int           // closed-loop clients of the throughput run
-	window   time.Duration // one throughput run
-	rounds   int
-	flat     bool  // also a Weaviate class with a flat index
-	nprobes  []int // trawl systems besides the default nprobe, on the same shards
-	batch    int   // Weaviate import: objects a request
-	importCC int   // Weaviate import: requests in flight
+	recipe  peer.Recipe
+	shards  int
+	k       int
+	warmup  int           // single-client queries before the timed ones
+	single  int           // timed single-client queries (each round)
+	clients int           // closed-loop clients of the throughput run
+	window  time.Duration // one throughput run
+	rounds  int
+	// deadlineMS is every trawl query's deadline_ms.
+	deadlineMS int
+	flat       bool  // also a Weaviate class with a flat index
+	nprobes    []int // trawl systems besides the default nprobe, on the same shards
+	batch      int   // Weaviate import: objects a request
+	importCC   int   // Weaviate import: requests in flight
 	// exact: also trawl's exact float32 scan ("exact": true) on the same
 	// shards, exactSingle timed single-client queries a round (its scan
 	// grows with the corpus).
@@ -112,6 +114,7 @@ func runPeer(ctx context.Context, args []string) error {
 	fs.IntVar(&p.recipe.Clusters, "clusters", 1_000, "Gaussian clusters of the corpus")
 	fs.Float64Var(&p.recipe.Noise, "noise", 1, "noise norm relative to a cluster centre's")
 	fs.IntVar(&p.shards, "shards", 3, "shards on both systems")
+	fs.IntVar(&p.deadlineMS, "deadline-ms", 5000, "deadline_ms of every trawl query (a degraded answer counts as an error); 50 is what users get by default")
 	fs.IntVar(&p.warmup, "warmup", 64, "single-client queries before the timed ones, every run")
 	fs.IntVar(&p.single, "single", 0, "timed single-client queries per run (0: -queries)")
 	fs.IntVar(&p.clients, "clients", 4, "closed-loop clients of the throughput run")
@@ -429,9 +432,9 @@ func loadCollection(ctx context.Context, c *cluster.Cluster, rt *cluster.Router,
 	}
 	loaded := time.Since(t0)
 	logf("trawl %s: loaded %d vectors in %s", kind, corpus.Rows, loaded.Round(time.Millisecond))
-	// A generous deadline: the comparison is of answers, and Weaviate has
-	// none; a trawl answer missing a shard counts as an error.
-	url := rt.Base + "/v1/collections/" + kind + "/search?deadline_ms=5000"
+	// 5 s by default: the comparison is of answers, and Weaviate has no
+	// deadline; a trawl answer missing a shard counts as an error.
+	url := fmt.Sprintf("%s/v1/collections/%s/search?deadline_ms=%d", rt.Base, kind, p.deadlineMS)
 	system := func(nprobe int, exact bool) (*peerSystem, error) {
 		body := func(i, k int) ([]byte, error) {
 			m := map[string]any{"vector_b64": base64.StdEncoding.EncodeToString(vector.EncodeLE(corpus.Queries[i%len(corpus.Queries)])), "k": k}

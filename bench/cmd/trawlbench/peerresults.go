@@ -132,8 +132,8 @@ func (r *peerResults) write(path string) error {
 	w("- **trawl**: %d `router shard` processes (groups of one replica each, no raft peers) behind one `router serve` at its "+
 		"defaults; collections (quantization, index) %s, metric %s, each spanning every shard, created by `--ensure-collection` "+
 		"and loaded in turn with `router load --collection` from one .npy file; for ivf, %s. Queries: `POST "+
-		"/v1/collections/{c}/search?deadline_ms=5000` with `vector_b64` and `k` = %d, default `nprobe` and oversample; a degraded "+
-		"answer counts as an error.\n", p.shards, strings.Join(colls, ", "), p.metric, wait, p.k)
+		"/v1/collections/{c}/search?deadline_ms=%d` with `vector_b64` and `k` = %d, default `nprobe` and oversample; a degraded "+
+		"answer counts as an error.\n", p.shards, strings.Join(colls, ", "), p.metric, wait, p.deadlineMS, p.k)
 	if p.memLimit != "" {
 		w("  Every shard runs with `GOMEMLIMIT=%s`, as the Helm chart sets it (90 %% of the pod's memory limit).\n", p.memLimit)
 	}
