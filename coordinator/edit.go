@@ -133,13 +133,23 @@ func (c *Coordinator) splitEdits(coll Collection, edits []Edit, filtered []strin
 }
 
 // mustExist refuses edits naming ids that are not stored (when stored
-// first by an upsert before them in the list, they need not be). A read
-// that fails leaves the check to the shards.
+// first by an upsert before them in the list, they need not be; when
+// deleted by id before them, they are refused here, before any shard
+// applies its share). A read that fails, or more than MaxRetrieve ids,
+// leaves the check to the shards; so does a delete by filter before the
+// edit, which only the shard can evaluate.
 func (c *Coordinator) mustExist(ctx context.Context, coll Collection, edits []Edit) error {
-	created, seen := map[string]bool{}, map[string]bool{}
+	created, gone, seen := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	var ids []string
+	var missing string
 	need := func(id string) {
-		if !created[id] && !seen[id] {
+		switch {
+		case created[id]:
+		case gone[id]:
+			if missing == "" {
+				missing = id
+			}
+		case !seen[id]:
 			seen[id] = true
 			ids = append(ids, id)
 		}
@@ -148,9 +158,12 @@ func (c *Coordinator) mustExist(ctx context.Context, coll Collection, edits []Ed
 		switch e.Kind {
 		case EditUpsert:
 			for _, r := range e.Points {
-				created[r.ID] = true
+				created[r.ID], gone[r.ID] = true, false
 			}
 		case EditDelete:
+			for _, id := range e.IDs {
+				created[id], gone[id] = false, true
+			}
 		case EditUpdateVectors:
 			for _, r := range e.Points {
 				need(r.ID)
@@ -160,6 +173,9 @@ func (c *Coordinator) mustExist(ctx context.Context, coll Collection, edits []Ed
 				need(id)
 			}
 		}
+	}
+	if missing != "" {
+		return errorf(CodeNotFound, nil, "No point with id %s found", missing)
 	}
 	if len(ids) == 0 || len(ids) > MaxRetrieve {
 		return nil

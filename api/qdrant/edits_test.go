@@ -210,6 +210,16 @@ func TestQdrantBatchUpdate(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, res.Status, "%s", res.Body)
 	require.Equal(t, `{"status":{"error":"Not found: No point with id 2 found"},"time":0}`, normalised(t, res.Body))
 	require.Equal(t, before, payloads(t, e))
+
+	// So does one naming a point an earlier operation deleted, though
+	// the point is stored when the batch arrives: no shard applies its
+	// share (the points live on more than one shard).
+	res = e.Do(http.MethodPost, "/collections/trawl/points/batch", `{"operations": [
+		{"delete": {"points": [1]}},
+		{"set_payload": {"payload": {"x": 1}, "points": [10, "`+uuidA+`", 1]}}]}`, nil)
+	require.Equal(t, http.StatusNotFound, res.Status, "%s", res.Body)
+	require.Equal(t, `{"status":{"error":"Not found: No point with id 1 found"},"time":0}`, normalised(t, res.Body))
+	require.Equal(t, before, payloads(t, e), "nothing deleted, nothing set")
 }
 
 // TestQdrantBadEditInput: each edit route's malformed bodies are
