@@ -68,6 +68,7 @@ func (c *Coordinator) resolveRecommend(ctx context.Context, coll Collection, req
 	vecs := make(map[string][]float32, len(ids))
 	got := make([][]float32, len(ids))
 	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(retrieveConcurrency) // up to 256 examples: as Retrieve bounds its lookups
 	for i, id := range ids {
 		g.Go(func() error {
 			d, err := c.lookup(gctx, coll, req, id)

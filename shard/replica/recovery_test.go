@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -200,7 +201,7 @@ func searchServing(t *testing.T, m *member, qs []client.Query, minIndex uint64) 
 	require.Eventually(t, func() bool {
 		var err error
 		res, err = m.conn.Search(ctx(t), qs, minIndex)
-		if status.Code(err) == codes.Unavailable {
+		if status.Code(err) == codes.Unavailable && !strings.Contains(err.Error(), "has applied index") {
 			return false
 		}
 		require.NoError(t, err)
