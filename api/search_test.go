@@ -595,3 +595,23 @@ func TestClusterStatusShowsIndex(t *testing.T) {
 		}
 	}
 }
+
+// TestBuiltinDefaultDeadline: a router without --default-deadline-ms gives
+// a query that names no deadline 50 ms and its shards 45 ms, and says so
+// in /cluster/status. The answer is complete or honestly marked: a loaded
+// machine may miss 50 ms, and then every missing shard says why.
+func TestBuiltinDefaultDeadline(t *testing.T) {
+	e := newEnv(t, envConfig{BuiltinDeadline: true})
+	res := e.post("/v1/search", map[string]any{"vector": []float32{1, 0, 0, 0, 0, 0, 0, 0}, "k": 3})
+	var a searchAnswer
+	require.NoError(t, json.Unmarshal(res.body, &a), "%s", res.body)
+	require.EqualValues(t, 50, a.ScatterGather.DeadlineMS)
+	require.EqualValues(t, 45, a.ScatterGather.ShardDeadlineMS)
+	require.Equal(t, a.ScatterGather.Degraded, res.header.Get("X-Trawl-Degraded") == "true")
+	for s, why := range a.ScatterGather.ShardErrors {
+		require.Equal(t, "deadline_exceeded", why, "%s: %s", s, res.body)
+	}
+	st := e.do(http.MethodGet, "/cluster/status", "", nil)
+	require.Equal(t, http.StatusOK, st.status)
+	require.JSONEq(t, "45", string(members(t, st.body)["shard_budget_ms"]))
+}
