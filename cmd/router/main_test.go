@@ -308,3 +308,11 @@ func TestDefaultDeadlineFlagBounds(t *testing.T) {
 		require.ErrorContains(t, err, "(--max-deadline-ms)", args)
 	}
 }
+
+// --pprof answers without a key, so a keyed router refuses it.
+func TestPprofRefusedWithAPIKeys(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "keys")
+	require.NoError(t, os.WriteFile(path, []byte("admin\n"), 0o600))
+	err := runServe(context.Background(), []string{"--shard", "s=127.0.0.1:1", "--api-key-file", path, "--pprof"})
+	require.ErrorContains(t, err, "--pprof serves profiles without an API key: it cannot be combined with --api-key-file")
+}

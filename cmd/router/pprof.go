@@ -8,7 +8,7 @@ import (
 )
 
 // pprofHelp is the --pprof flag's help, the same for serve and shard.
-const pprofHelp = "serve Go's profiles (net/http/pprof: CPU, heap, goroutine, block, mutex) under /debug/pprof/ on --http-addr, with block and mutex profiling on; off by default: whoever reaches that port may read them, and profiling costs a little CPU"
+const pprofHelp = "serve Go's profiles (net/http/pprof: CPU, heap, goroutine, block, mutex) under /debug/pprof/ on --http-addr, with block and mutex profiling on; off by default: whoever reaches that port may read them (so router serve refuses it with --api-key-file), and profiling costs a little CPU"
 
 // Block and mutex sampling with --pprof: a blocking event of 100 µs or
 // more is recorded with certainty, and one mutex contention in 10.

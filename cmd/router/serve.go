@@ -94,6 +94,11 @@ func runServe(ctx context.Context, args []string) error {
 		dial.Creds = creds
 	}
 	var keys *apikey.Keyring
+	if *prof && *apiKeyFile != "" {
+		// The profiles are served beside the API, before its key check:
+		// a keyed router would hand its stacks and heap to anyone.
+		return errors.New("--pprof serves profiles without an API key: it cannot be combined with --api-key-file")
+	}
 	if *apiKeyFile != "" {
 		k, err := apikey.ReadFile(*apiKeyFile)
 		if err != nil {
