@@ -12,7 +12,7 @@ import (
 )
 
 // collectionTimeout bounds the create of the dev collection: the groups
-// elect their leaders first (about a second each, at once).
+// elect their leaders first (a new group's first replica stands at once).
 const collectionTimeout = time.Minute
 
 // settings are the dev collection's: the cluster's dimension, metric,

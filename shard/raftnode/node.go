@@ -460,6 +460,66 @@ func (n *Node) standIfAlone() {
 	n.log.Info("the group's only voter: standing for election at once")
 }
 
+// standFirst makes the lowest-sorted replica of a group it has just
+// bootstrapped stand for election as soon as every peer has bootstrapped
+// too, by the same TimeoutNow as standIfAlone. A new group has no leader
+// to depose, yet raft would make every replica wait a random 1-2x the
+// heartbeat timeout before the first election: that wait was most of the
+// time a new collection or a test cluster took to serve. It waits for the
+// peers because a replica votes only once it has bootstrapped (mayVote),
+// and a candidate refused waits out its election timeout. One replica
+// standing early cannot split the vote (the others still wait out their
+// timeouts), and the timings stay the configured ones; past the heartbeat
+// timeout raft's own timer has taken over and this gives up.
+func (n *Node) standFirst() {
+	give := time.NewTimer(n.cfg.HeartbeatTimeout)
+	defer give.Stop()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if n.raft.State() != raft.Follower {
+			return
+		}
+		if addr, _ := n.raft.LeaderWithID(); addr != "" {
+			return
+		}
+		if n.peersBootstrapped() {
+			break
+		}
+		select {
+		case <-n.stop:
+			return
+		case <-give.C:
+			return
+		case <-tick.C:
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), standTimeout)
+	defer cancel()
+	if err := n.trans.TimeoutNowSelf(ctx); err != nil {
+		n.log.Warn("could not stand for the new group's first election at once", "err", err)
+		return
+	}
+	n.log.Info("the new group's first replica: standing for election at once")
+}
+
+// peersBootstrapped reports whether every other peer answers that it
+// holds raft state (its bootstrap configuration at least).
+func (n *Node) peersBootstrapped() bool {
+	for _, p := range n.peers {
+		if p == n.cfg.Advertise {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		st, err := n.trans.GroupState(ctx, p)
+		cancel()
+		if err != nil || !st.GetHasState() {
+			return false
+		}
+	}
+	return true
+}
+
 // onlyVoter reports whether self is the one voter of ms.
 func onlyVoter(ms []Member, self string) bool {
 	voters, selfVotes := 0, false
@@ -490,7 +550,7 @@ func (n *Node) groupState() *shardpb.GroupStateResponse {
 // means "ask again": a new group forms only once all its replicas are up.
 func (n *Node) bootstrap() {
 	defer n.wg.Done()
-	t := time.NewTicker(500 * time.Millisecond)
+	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
 	for first := true; ; first = false {
 		if !first {
@@ -522,7 +582,11 @@ func (n *Node) bootstrap() {
 		}
 		n.mayVote.Store(true)
 		n.log.Info("bootstrapped a new group", "peers", n.peers)
-		n.standIfAlone()
+		if n.peers[0] == n.cfg.Advertise && len(n.peers) > 1 {
+			n.standFirst()
+		} else {
+			n.standIfAlone()
+		}
 		return
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -539,4 +540,17 @@ func TestRaftStoredMembershipWinsOverPeers(t *testing.T) {
 	require.Eventually(t, func() bool { return complete(t, m, []string{"a"}, 0) }, 30*time.Second, 20*time.Millisecond)
 	require.Equal(t, map[string]bool{m.addr(): true}, members(t, m), "the stored membership, not --peers")
 	write(t, ms, "b")
+}
+
+// A new group elects its first leader without waiting out raft's
+// heartbeat timeout: its lowest-sorted replica stands as soon as it has
+// bootstrapped. At one-minute timings raft alone would take one to two
+// minutes; waitLeader gives it 30 s.
+func TestNewGroupElectsAtOnce(t *testing.T) {
+	ms := group(t, 3, func(c *Config) {
+		c.HeartbeatTimeout, c.ElectionTimeout, c.MaxLeaderSilence = raftnode.MaxRaftTimeout, raftnode.MaxRaftTimeout, 3*raftnode.MaxRaftTimeout
+	})
+	leader := waitLeader(t, ms)
+	first := slices.Min(ms[0].peers)
+	require.Equal(t, first, leader.addr(), "the lowest-sorted replica stood first")
 }
