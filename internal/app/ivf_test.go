@@ -224,7 +224,7 @@ func requireIndexStatus(t *testing.T, h *harness) {
 			}
 		}
 		return true
-	}, 2*time.Minute, 10*time.Millisecond, "every replica has its leader's measured nprobe")
+	}, 4*time.Minute, 10*time.Millisecond, "every replica has its leader's measured nprobe")
 	var st struct {
 		Collections []struct {
 			Name         string `json:"name"`

@@ -373,7 +373,7 @@ func TestIVFReplicas(t *testing.T) {
 		require.NoError(t, m.start())
 		m.cfg = base
 		require.Eventually(t, func() bool { return m.node.Serving() && m.node.AppliedIndex() >= last && m.mem.IVFIndexed() },
-			30*time.Second, 10*time.Millisecond, "%s: serving from the recorded lists, no row assigned", what)
+			2*time.Minute, 10*time.Millisecond, "%s: serving from the recorded lists, no row assigned", what)
 		g.open()
 	}
 	var follower *member
