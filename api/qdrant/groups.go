@@ -83,7 +83,7 @@ func decodeGroups(b []byte, sch coordinator.Schema, search bool, decode func([]b
 		return groupsRequest{}, err
 	}
 	if q.tree != nil {
-		return groupsRequest{}, wire.Invalid("prefetch is not supported in query/groups: trawl groups the hits of a single-stage query; use points/query for prefetch and fusion")
+		return groupsRequest{}, wire.Invalid(qdrantx.ErrPrefetch)
 	}
 	out.g.Query, out.exclude = q.q, q.exclude
 	return out, nil
