@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/trawl-search/trawl/api/internal/wire"
 	"github.com/trawl-search/trawl/coordinator"
@@ -98,7 +99,7 @@ func decodeQueryTree(b []byte, sch coordinator.Schema) (query, error) {
 	if err := json.Unmarshal(b, &members); err != nil {
 		return query{}, wire.Invalid("bad JSON: " + err.Error())
 	}
-	delete(members, "prefetch")
+	dropMember(members, "prefetch")
 	f, isFusion, err := fusionQuery("query", req.Query.raw)
 	if err != nil {
 		return query{}, err
@@ -121,6 +122,17 @@ func decodeQueryTree(b []byte, sch coordinator.Schema) (query, error) {
 	}
 	out.tree = &root
 	return out, nil
+}
+
+// dropMember deletes name from members as encoding/json matches it:
+// regardless of case, so no spelling of it is left for a second decode
+// to find.
+func dropMember(members map[string]json.RawMessage, name string) {
+	for k := range members {
+		if strings.EqualFold(k, name) {
+			delete(members, k)
+		}
+	}
 }
 
 // decodeQueryStage decodes one stage's members (no prefetch) as
@@ -175,7 +187,7 @@ func decodePrefetch(at string, raw json.RawMessage, sch coordinator.Schema, dept
 	if err := json.Unmarshal(raw, &members); err != nil {
 		return coordinator.Stage{}, wire.Invalid(fmt.Sprintf("%s: bad JSON: %v", at, err))
 	}
-	delete(members, "prefetch")
+	dropMember(members, "prefetch")
 	st := coordinator.Stage{Name: at}
 	var err error
 	if st.Prefetch, err = decodePrefetches(at+".prefetch", p.Prefetch, sch, depth+1); err != nil {
