@@ -105,18 +105,31 @@ func dot64(a, b []float32) float64 {
 	return s
 }
 
-func sortHits(hs []bHit) {
+func dist64(a, b []float32) float64 {
+	var s float64
+	for i := range a {
+		d := float64(a[i]) - float64(b[i])
+		s += d * d
+	}
+	return math.Sqrt(s)
+}
+
+func sortHits(hs []bHit, ascending bool) {
 	slices.SortFunc(hs, func(a, b bHit) int {
-		if c := cmp.Compare(b.score, a.score); c != 0 {
+		c := cmp.Compare(b.score, a.score)
+		if ascending {
+			c = -c
+		}
+		if c != 0 {
 			return c
 		}
 		return cmp.Compare(fmt.Sprint(a.id), fmt.Sprint(b.id))
 	})
 }
 
-// brute evaluates n over pts (a Dot collection) as Qdrant documents it,
-// keep being the filters of the stages above.
-func brute(n *tNode, pts []rdPoint, keep []func(rdPoint) bool, limit int) []bHit {
+// brute evaluates n over pts (a Dot collection, or Euclid with l2) as
+// Qdrant documents it, keep being the filters of the stages above.
+func brute(n *tNode, pts []rdPoint, keep []func(rdPoint) bool, limit int, l2 bool) []bHit {
 	if n.filter >= 0 {
 		keep = append(slices.Clip(keep), tFilters[n.filter].keep)
 	}
@@ -136,23 +149,35 @@ func brute(n *tNode, pts []rdPoint, keep []func(rdPoint) bool, limit int) []bHit
 	case len(n.kids) == 0 || n.vec != nil:
 		cand := map[int]bool{}
 		for _, k := range n.kids {
-			for _, h := range brute(k, pts, keep, k.limit) {
+			for _, h := range brute(k, pts, keep, k.limit, l2) {
 				cand[h.id] = true
 			}
 		}
 		for _, p := range pts {
 			if (len(n.kids) == 0 || cand[p.id]) && kept(p) {
 				s := dot64(n.vec, p.vector)
-				if n.threshold == nil || s >= *n.threshold {
+				if l2 {
+					s = dist64(n.vec, p.vector)
+				}
+				if n.threshold == nil || (!l2 && s >= *n.threshold) || (l2 && s <= *n.threshold) {
 					out = append(out, bHit{p.id, s})
 				}
 			}
 		}
-		sortHits(out)
+		sortHits(out, l2)
 	default:
 		var lists [][]bHit
 		for _, k := range n.kids {
-			lists = append(lists, brute(k, pts, keep, k.limit))
+			l := brute(k, pts, keep, k.limit, l2)
+			if l2 && k.vec != nil {
+				// a distance list: nearer is better, so DBSF reads
+				// its negation (order, all RRF reads, is kept)
+				l = slices.Clone(l)
+				for i := range l {
+					l[i].score = -l[i].score
+				}
+			}
+			lists = append(lists, l)
 		}
 		out = bruteFuse(n.fusion, lists)
 		if n.threshold != nil {
@@ -221,7 +246,7 @@ func bruteFuse(method string, lists [][]bHit) []bHit {
 			out = append(out, bHit{id, sum[id]})
 		}
 	}
-	sortHits(out)
+	sortHits(out, false)
 	return out
 }
 
@@ -245,7 +270,7 @@ func requireFused(t *testing.T, want []bHit, got []lcHit, what string) {
 	}
 }
 
-func randTree(rng *rand.Rand, depth int, root bool) *tNode {
+func randTree(rng *rand.Rand, depth int, root, l2 bool) *tNode {
 	n := &tNode{filter: -1}
 	if rng.IntN(3) == 0 {
 		n.filter = rng.IntN(len(tFilters))
@@ -256,13 +281,16 @@ func randTree(rng *rand.Rand, depth int, root bool) *tNode {
 	leaf := depth == 0 || (!root && rng.IntN(3) == 0)
 	if !leaf {
 		for range 1 + rng.IntN(3) {
-			n.kids = append(n.kids, randTree(rng, depth-1, false))
+			n.kids = append(n.kids, randTree(rng, depth-1, false, l2))
 		}
 	}
 	if leaf || rng.IntN(3) == 0 {
 		n.vec = randomVector(rng, 8)
 		if rng.IntN(4) == 0 {
 			t := []float64{-1, 0, 0.5, 1}[rng.IntN(4)]
+			if l2 {
+				t = []float64{3, 3.5, 4, 5}[rng.IntN(4)] // distances: at most
+			}
 			n.threshold = &t
 		}
 		return n
@@ -288,17 +316,29 @@ func queryHits(t *testing.T, body []byte) []lcHit {
 
 func TestQdrantQueryPrefetchBruteForce(t *testing.T) {
 	e := apitest.New(t, apitest.Config{})
-	res := e.Do(http.MethodPut, "/collections/hq", `{"vectors": {"size": 8, "distance": "Dot"}}`, nil)
-	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
 	pts := rdCorpus(300)
-	res = e.Do(http.MethodPut, "/collections/hq/points?wait=true", rdUpsert(t, pts), nil)
+	for _, coll := range []struct {
+		name, distance string
+		l2             bool
+		trees          int
+	}{{"hq", "Dot", false, 120}, {"hl", "Euclid", true, 60}} {
+		t.Run(coll.distance, func(t *testing.T) {
+			queryBruteForce(t, e, pts, coll.name, coll.distance, coll.l2, coll.trees)
+		})
+	}
+}
+
+func queryBruteForce(t *testing.T, e *apitest.Env, pts []rdPoint, coll, distance string, l2 bool, trees int) {
+	res := e.Do(http.MethodPut, "/collections/"+coll, `{"vectors": {"size": 8, "distance": "`+distance+`"}}`, nil)
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	res = e.Do(http.MethodPut, "/collections/"+coll+"/points?wait=true", rdUpsert(t, pts), nil)
 	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
 
 	rng := rand.New(rand.NewPCG(37, 2))
 	var batch []map[string]any
 	var batchWant [][]bHit
-	for i := range 120 {
-		tree := randTree(rng, 1+rng.IntN(3), true)
+	for i := range trees {
+		tree := randTree(rng, 1+rng.IntN(3), true, l2)
 		offset := 0
 		if rng.IntN(4) == 0 {
 			offset = rng.IntN(4)
@@ -308,10 +348,10 @@ func TestQdrantQueryPrefetchBruteForce(t *testing.T) {
 		if lim == 0 {
 			lim = 10
 		}
-		want := brute(tree, pts, nil, lim+offset)
+		want := brute(tree, pts, nil, lim+offset, l2)
 		want = want[min(offset, len(want)):]
 		raw := mustJSON(t, body)
-		res := e.Do(http.MethodPost, "/collections/hq/points/query?deadline_ms=5000", string(raw), map[string]string{"Content-Type": "application/json"})
+		res := e.Do(http.MethodPost, "/collections/"+coll+"/points/query?deadline_ms=5000", string(raw), map[string]string{"Content-Type": "application/json"})
 		require.Equal(t, http.StatusOK, res.Status, "%s: %s", raw, res.Body)
 		require.Equal(t, "false", res.Header.Get("X-Trawl-Degraded"))
 		requireFused(t, want, queryHits(t, res.Body), fmt.Sprintf("tree %d: %s", i, raw))
@@ -320,7 +360,7 @@ func TestQdrantQueryPrefetchBruteForce(t *testing.T) {
 		}
 	}
 	// The same trees as one query/batch: each answered as alone.
-	res = e.Do(http.MethodPost, "/collections/hq/points/query/batch?deadline_ms=5000", string(mustJSON(t, map[string]any{"searches": batch})), nil)
+	res = e.Do(http.MethodPost, "/collections/"+coll+"/points/query/batch?deadline_ms=5000", string(mustJSON(t, map[string]any{"searches": batch})), nil)
 	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
 	var a struct {
 		Result []struct {
@@ -335,7 +375,7 @@ func TestQdrantQueryPrefetchBruteForce(t *testing.T) {
 
 	// with_payload and with_vector on the final answer of a fusion.
 	q := randomVector(rng, 8)
-	res = e.Do(http.MethodPost, "/collections/hq/points/query", string(mustJSON(t, map[string]any{
+	res = e.Do(http.MethodPost, "/collections/"+coll+"/points/query", string(mustJSON(t, map[string]any{
 		"prefetch": []any{map[string]any{"query": q, "limit": 5}, map[string]any{"query": randomVector(rng, 8), "limit": 5}},
 		"query":    map[string]any{"fusion": "rrf"}, "limit": 3, "with_payload": []string{"city"}, "with_vector": true,
 	})), nil)
@@ -399,12 +439,12 @@ func TestQdrantQueryFusionIsGlobal(t *testing.T) {
 				{vec: randomVector(rng, 8), filter: -1, limit: 4},
 				{vec: randomVector(rng, 8), filter: -1, limit: 4},
 			}}
-			global := brute(tree, pts, nil, 5)
+			global := brute(tree, pts, nil, 5, false)
 			var perShard []bHit
 			for _, sp := range byShard {
-				perShard = append(perShard, brute(tree, sp, nil, 5)...)
+				perShard = append(perShard, brute(tree, sp, nil, 5, false)...)
 			}
-			sortHits(perShard)
+			sortHits(perShard, false)
 			perShard = perShard[:5]
 			if fmt.Sprint(perShard) != fmt.Sprint(global) {
 				differed++
