@@ -3,9 +3,11 @@ package coordinator
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/trawl-search/trawl/budget"
@@ -186,6 +188,17 @@ func planQuery(trees []Stage) ([]*node, [][]*node, error) {
 		}
 		if err := n.checkFilter(); err != nil {
 			return nil, err
+		}
+		if st.Query.Recommend != nil && st.Fusion == nil {
+			// Checked here, not by the round that runs it: a later
+			// round's refusal would come after shards were asked.
+			if err := checkRecommend(0, st.Query); err != nil {
+				var e *Error
+				if errors.As(err, &e) {
+					return nil, errorf(CodeInvalid, err, "%s: %s", n.label(), strings.TrimPrefix(e.Msg, "query 0: "))
+				}
+				return nil, err
+			}
 		}
 		for i := range st.Prefetch {
 			child, err := build(&st.Prefetch[i], root, n.filters, carry && st.Fusion != nil, depth+1)
