@@ -367,7 +367,11 @@ type queryRun struct {
 }
 
 // search runs one round's queries as one uncounted batch fan-out, with
-// what is left of the request's deadline.
+// what is left of the request's deadline. It is the tree's only contact
+// with the shards: a leaf is a Query whose globally merged top list the
+// round answers, whatever kind of query it is (a vector, an id, a
+// recommendation; a named or sparse vector once Query can say so), so
+// new kinds of leaf need no change to the tree code.
 func (r *queryRun) search(ctx context.Context, round int, qs []Query) (Answer, error) {
 	b := r.s.Budget
 	if round > 0 {
