@@ -71,6 +71,9 @@ type Search struct {
 	Budget     budget.Budget
 	// AllowPartial false refuses a degraded answer.
 	AllowPartial bool
+	// uncounted leaves the fan-out out of the metrics: it is one stage of
+	// a request (a query tree) that counts its answer once.
+	uncounted bool
 }
 
 // Hit is one merged search hit.
@@ -115,7 +118,8 @@ type Answer struct {
 // CodeUnavailable error together with the Answer, whose Summary is still
 // the answer's scatter_gather block.
 func (c *Coordinator) Search(ctx context.Context, s Search) (Answer, error) {
-	req := fanout.Request{Path: s.Path, Collection: s.Collection.Name, Start: time.Now(), Budget: s.Budget, Prefer: c.prefer}
+	req := fanout.Request{Path: s.Path, Collection: s.Collection.Name, Start: time.Now(), Budget: s.Budget, Prefer: c.prefer,
+		DeferReport: s.uncounted}
 	// The client leaving does not cut the fan-out short: it is bounded by
 	// the deadline anyway, and a cancelled fan-out would count as degraded.
 	ctx = context.WithoutCancel(ctx)

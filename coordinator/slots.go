@@ -245,6 +245,7 @@ func (c *Coordinator) unlisted(coll Collection) string {
 // answer given counts as a fan-out, once, as Gather counts its own.
 func gatherFresh[T fanout.Answer](ctx context.Context, c *Coordinator, coll Collection, req fanout.Request,
 	read func(Collection) fanout.Call[*client.Conn, T]) ([]fanout.Result[T], fanout.Summary) {
+	counted := !req.DeferReport // a caller that defers the report counts the answer itself
 	req.DeferReport = true
 	results, sum := fanout.Gather(ctx, c.cluster, req, read(coll))
 	for range maxRemaps {
@@ -258,7 +259,7 @@ func gatherFresh[T fanout.Answer](ctx context.Context, c *Coordinator, coll Coll
 		coll = now
 		results, sum = fanout.Gather(ctx, c.cluster, req, read(coll))
 	}
-	if _, gone := goneFrom(results); !gone {
+	if _, gone := goneFrom(results); !gone && counted {
 		c.cluster.Report(req, sum)
 	}
 	return results, sum

@@ -18,7 +18,7 @@ import (
 // shard. Members Qdrant defines that change nothing here (HNSW and
 // quantization tuning, consistency) are accepted and ignored; members
 // that would change an answer in a way trawl cannot honour (named or
-// sparse vectors, shard keys, prefetch, ...) are refused by
+// sparse vectors, shard keys, MMR, ...) are refused by
 // name; unknown members are refused, as /v1 refuses them.
 
 // Limits of the Qdrant routes beyond /v1's (qdrantx's, for both

@@ -173,7 +173,7 @@ func TestDecodeQueryBatch(t *testing.T) {
 	for _, tc := range []struct{ body, msg string }{
 		{`{"searches": []}`, "searches has 0 entries, want 1..256"},
 		{`{"searches": [{"query": [1, 0]}, {"query": [1, 0, 0]}]}`, "searches[1]: query: vector has 3 dimensions, want 2"},
-		{`{"searches": [{"query": [1, 0], "prefetch": [{"query": [1, 0]}]}]}`, "searches[0]: prefetch is not supported: trawl serves single-stage nearest-vector queries"},
+		{`{"searches": [{"query": [1, 0], "prefetch": [{"query": [1, 0], "offset": 1}]}]}`, `searches[0]: prefetch[0]: bad JSON: json: unknown field "offset"`},
 		{`{"searches": [{"query": [1, 0]}], "consistency": "all"}`, `bad JSON: json: unknown field "consistency"`},
 	} {
 		t.Run(tc.body, func(t *testing.T) {

@@ -41,6 +41,9 @@ type query struct {
 	q       coordinator.Query
 	offset  int
 	exclude []string
+	// tree, when set, is the query with its prefetches (its root's Query
+	// is q): points/query with prefetch or fusion.
+	tree *coordinator.Stage
 }
 
 // common fills what search and query share: limit, offset, filter,
@@ -154,12 +157,14 @@ func decodeQuery(b []byte, sch coordinator.Schema) (query, error) {
 	if err := wire.DecodeStrict(b, &req); err != nil {
 		return query{}, err
 	}
+	if _, isFusion, _ := fusionQuery("query", req.Query.raw); wire.IsSet(req.Prefetch) || isFusion {
+		return decodeQueryTree(b, sch) // decode_query.go
+	}
 	for _, c := range []struct {
 		raw json.RawMessage
 		msg string
 	}{
 		{req.ShardKey, errShardKey},
-		{req.Prefetch, "prefetch is not supported: trawl serves single-stage nearest-vector queries"},
 		{req.LookupFrom, "lookup_from is not supported: a query by id looks the point up in the collection it searches"},
 	} {
 		if err := refuseSet(c.raw, c.msg); err != nil {

@@ -82,6 +82,9 @@ func decodeGroups(b []byte, sch coordinator.Schema, search bool, decode func([]b
 	if err != nil {
 		return groupsRequest{}, err
 	}
+	if q.tree != nil {
+		return groupsRequest{}, wire.Invalid(qdrantx.ErrPrefetch)
+	}
 	out.g.Query, out.exclude = q.q, q.exclude
 	return out, nil
 }

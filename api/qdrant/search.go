@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/trawl-search/trawl/api/internal/wire"
@@ -88,7 +89,7 @@ func (h *Handler) runSearch(w http.ResponseWriter, r *http.Request, path fanout.
 	for i, q := range qqs {
 		qs[i] = q.q
 	}
-	ans, err := h.cfg.Coordinator.Search(r.Context(), coordinator.Search{Collection: coll(r), Path: path, Queries: qs, Budget: p.budget, AllowPartial: p.allowPartial})
+	ans, err := h.search(r.Context(), coordinator.Search{Collection: coll(r), Path: path, Queries: qs, Budget: p.budget, AllowPartial: p.allowPartial}, qqs)
 	permit.Done(time.Since(arrived), wire.Late(ans.Summary))
 	if err != nil && ans.Summary.ShardsTotal == 0 {
 		if coordinator.CodeOf(err) == coordinator.CodeNotFound {
@@ -116,6 +117,22 @@ func (h *Handler) runSearch(w http.ResponseWriter, r *http.Request, path fanout.
 		}
 	}
 	answer(w, r, shape(lists), &sg)
+}
+
+// search runs s, or, when a query has prefetches, the whole batch as
+// query trees (a plain query a tree of one stage).
+func (h *Handler) search(ctx context.Context, s coordinator.Search, qqs []query) (coordinator.Answer, error) {
+	if !slices.ContainsFunc(qqs, func(q query) bool { return q.tree != nil }) {
+		return h.cfg.Coordinator.Search(ctx, s)
+	}
+	trees := make([]coordinator.Stage, len(qqs))
+	for i, q := range qqs {
+		trees[i] = coordinator.Stage{Query: q.q}
+		if q.tree != nil {
+			trees[i] = *q.tree
+		}
+	}
+	return h.cfg.Coordinator.Query(ctx, coordinator.QuerySearch{Collection: s.Collection, Path: s.Path, Trees: trees, Budget: s.Budget, AllowPartial: s.AllowPartial})
 }
 
 // gather is the fan-out step every Qdrant read of one unit of work

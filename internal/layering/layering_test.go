@@ -81,7 +81,7 @@ var rules = []rule{
 		why:   "the protocol and the router's client are the replica's outside",
 	},
 	{
-		from:  []string{"budget", "catalog", "placement", "filter", "filter/...", "vector", "vector/...", "admission"},
+		from:  []string{"budget", "catalog", "placement", "filter", "filter/...", "fusion", "vector", "vector/...", "admission"},
 		never: []string{"api", "api/...", "coordinator", "fanout", "shard", "shard/...", "internal/app", "internal/devcluster", "cmd/..."},
 		why:   "pure rules and leaves import none of the layers that use them",
 	},

@@ -220,8 +220,38 @@ const byID = await call("query", { query: points[0].id, limit: 3 }, () =>
   client.query(collection, { query: points[0].id, limit: 3, filter: { must: { key: "group", match: { value: "compat" } } } }),
 );
 sameHits(byID.points, bruteForce(points, points[0].vector, 4, (p) => p.id !== points[0].id).slice(0, 3), "query by a point id");
-await refused("query (fusion)", { prefetch: "[...]", query: { fusion: "rrf" } }, 400, () =>
-  client.query(collection, { prefetch: [{ query: q, limit: 5 }], query: { fusion: "rrf" } }),
+// Hybrid-style queries: two prefetches fused by RRF (Qdrant's k = 2,
+// positions from 0) and by DBSF (mean ± 3 sample standard deviations),
+// against the same fusion of the brute-force lists.
+const q2 = embed("another");
+const branches = [
+  { query: q, limit: 10, filter: red },
+  { query: q2, limit: 12, filter: { must: { key: "group", match: { value: "compat" } } } },
+];
+const branchLists = [bruteForce(points, q, 10, isRed), bruteForce(points, q2, 12)];
+function fuse(lists, score) {
+  const sum = new Map();
+  lists.forEach((l) => score(l).forEach((s, i) => sum.set(l[i].id, (sum.get(l[i].id) ?? 0) + s)));
+  return rank([...sum].map(([id, score]) => ({ id, score })), Infinity);
+}
+const rrf = (l) => l.map((_, pos) => 1 / (pos + 2));
+function dbsf(l) {
+  if (l.length === 1) return [0.5];
+  const mean = l.reduce((a, h) => a + h.score, 0) / l.length;
+  const sd = Math.sqrt(l.reduce((a, h) => a + (h.score - mean) ** 2, 0) / (l.length - 1));
+  return l.map((h) => (sd === 0 ? 0.5 : (h.score - (mean - 3 * sd)) / (6 * sd)));
+}
+const fr = await call("query", { prefetch: "[red q, compat another]", query: { fusion: "rrf" }, limit: 6 }, () =>
+  client.query(collection, { prefetch: branches, query: { fusion: "rrf" }, limit: 6, with_payload: ["n"] }),
+);
+sameHits(fr.points, fuse(branchLists, rrf).slice(0, 6), "query prefetch + fusion rrf");
+fr.points.forEach((p) => assert.deepEqual(Object.keys(p.payload), ["n"]));
+const fd = await call("query", { prefetch: "[red q, compat another]", query: { fusion: "dbsf" }, limit: 6, offset: 1 }, () =>
+  client.query(collection, { prefetch: branches, query: { fusion: "dbsf" }, limit: 6, offset: 1 }),
+);
+sameHits(fd.points, fuse(branchLists, dbsf).slice(1, 7), "query prefetch + fusion dbsf");
+await refused("query (fusion without prefetch)", { query: { fusion: "rrf" } }, 400, () =>
+  client.query(collection, { query: { fusion: "rrf" } }),
 );
 
 // Scroll through every compat point, 7 at a time.

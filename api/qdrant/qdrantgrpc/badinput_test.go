@@ -89,11 +89,11 @@ func TestBadInput(t *testing.T) {
 		{"prefetch", func() error {
 			_, err := cl.p.Query(call(t), &pb.QueryPoints{CollectionName: "trawl", Query: nearest(v), Prefetch: []*pb.PrefetchQuery{{}}})
 			return err
-		}, codes.InvalidArgument, "Bad request: prefetch is not supported: trawl serves single-stage nearest-vector queries"},
+		}, codes.InvalidArgument, "Bad request: prefetch[0]: query is missing: trawl serves nearest-vector queries (a vector or a point id); list points with Scroll"},
 		{"fusion", func() error {
 			_, err := cl.p.Query(call(t), &pb.QueryPoints{CollectionName: "trawl", Query: &pb.Query{Variant: &pb.Query_Fusion{Fusion: pb.Fusion_RRF}}})
 			return err
-		}, codes.InvalidArgument, "Bad request: query fusion is not supported: trawl serves nearest-vector queries (a vector or a point id) and recommend"},
+		}, codes.InvalidArgument, "Bad request: query.fusion needs prefetch: a fusion fuses the results of prefetches"},
 		{"sparse", func() error {
 			_, err := cl.p.Upsert(call(t), &pb.UpsertPoints{CollectionName: "trawl", Points: []*pb.PointStruct{{Id: num(1),
 				Vectors: &pb.Vectors{VectorsOptions: &pb.Vectors_Vector{Vector: &pb.Vector{Vector: &pb.Vector_Sparse{Sparse: &pb.SparseVector{}}}}}}}})

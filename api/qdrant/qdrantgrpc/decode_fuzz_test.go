@@ -28,6 +28,12 @@ func FuzzDecode(f *testing.F) {
 		&pb.QueryPoints{CollectionName: "c", Query: &pb.Query{Variant: &pb.Query_Nearest{Nearest: &pb.VectorInput{Variant: &pb.VectorInput_Dense{Dense: &pb.DenseVector{Data: []float32{1, 2, 3, 4}}}}}},
 			Filter: &pb.Filter{Must: []*pb.Condition{{ConditionOneOf: &pb.Condition_Field{Field: &pb.FieldCondition{Key: "a.b", Range: &pb.Range{Gte: &x}}}}},
 				Should: []*pb.Condition{{ConditionOneOf: &pb.Condition_Filter{Filter: &pb.Filter{MustNot: []*pb.Condition{{ConditionOneOf: &pb.Condition_IsNull{IsNull: &pb.IsNullCondition{Key: "k"}}}}}}}}}},
+		// A prefetch tree: a fusion of a leaf and a re-scored fusion.
+		&pb.QueryPoints{CollectionName: "c", Query: &pb.Query{Variant: &pb.Query_Fusion{Fusion: pb.Fusion_DBSF}}, Prefetch: []*pb.PrefetchQuery{
+			{Query: &pb.Query{Variant: &pb.Query_Nearest{Nearest: &pb.VectorInput{Variant: &pb.VectorInput_Dense{Dense: &pb.DenseVector{Data: []float32{1, 2, 3, 4}}}}}}},
+			{Query: &pb.Query{Variant: &pb.Query_Nearest{Nearest: &pb.VectorInput{Variant: &pb.VectorInput_Id{Id: &pb.PointId{PointIdOptions: &pb.PointId_Num{Num: 3}}}}}},
+				Prefetch: []*pb.PrefetchQuery{{Query: &pb.Query{Variant: &pb.Query_Rrf{Rrf: &pb.Rrf{K: new(uint32(60))}}}, Prefetch: []*pb.PrefetchQuery{
+					{Query: &pb.Query{Variant: &pb.Query_Nearest{Nearest: &pb.VectorInput{Variant: &pb.VectorInput_Dense{Dense: &pb.DenseVector{Data: []float32{0, 1, 0, 0}}}}}}}}}}}}},
 		// The conditions written to their REST JSON: has_id, nested,
 		// min_should, datetime, text and geo.
 		&pb.SearchPoints{CollectionName: "c", Vector: []float32{1, 0, 0, 0}, Limit: 3, Filter: &pb.Filter{
@@ -74,7 +80,9 @@ func FuzzDecode(f *testing.F) {
 		if proto.Unmarshal(b, &q) == nil {
 			out, err := decodeQuery(&q, sch)
 			check("query", err)
-			if err == nil && out.q.LikeID == "" && len(out.q.Vector) != sch.Dim {
+			if err == nil && out.tree != nil {
+				requireRunnable(t, sch, out.tree, 0)
+			} else if err == nil && out.q.LikeID == "" && out.q.Recommend == nil && len(out.q.Vector) != sch.Dim {
 				t.Fatalf("query decoded a vector of %d, want %d", len(out.q.Vector), sch.Dim)
 			}
 		}
@@ -172,5 +180,27 @@ func TestStatusOfWrappedShardError(t *testing.T) {
 	st, _ := status.FromError(err)
 	if st.Code() != codes.Unavailable || st.Message() != "Service unavailable: shard-1 is unavailable" {
 		t.Fatalf("got %v %q", st.Code(), st.Message())
+	}
+}
+
+// requireRunnable checks a decoded tree is one the coordinator can run:
+// limits in range, a vector of the collection's dimension (or an id, or
+// a recommendation) on every stage but a fusion, prefetches under every
+// fusion, nesting within Qdrant's limit.
+func requireRunnable(t *testing.T, sch coordinator.Schema, st *coordinator.Stage, depth int) {
+	t.Helper()
+	q := st.Query
+	switch {
+	case depth > coordinator.MaxPrefetchDepth:
+		t.Fatalf("%s: nested %d deep", st.Name, depth)
+	case q.K < 1 || q.K > vector.MaxK:
+		t.Fatalf("%s: limit %d accepted", st.Name, q.K)
+	case st.Fusion != nil && len(st.Prefetch) == 0:
+		t.Fatalf("%s: a fusion without prefetch accepted", st.Name)
+	case st.Fusion == nil && len(q.Vector) != sch.Dim && q.LikeID == "" && q.Recommend == nil:
+		t.Fatalf("%s: a query without a vector of %d dimensions accepted", st.Name, sch.Dim)
+	}
+	for i := range st.Prefetch {
+		requireRunnable(t, sch, &st.Prefetch[i], depth+1)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -119,7 +120,19 @@ func (p *pointsService) search(ctx context.Context, name string, timeout *uint64
 	for i, q := range qqs {
 		qs[i] = q.q
 	}
-	ans, err := p.s.cfg.Coordinator.Search(ctx, coordinator.Search{Collection: coll, Path: path, Queries: qs, Budget: b, AllowPartial: partial})
+	var ans coordinator.Answer
+	if slices.ContainsFunc(qqs, func(q query) bool { return q.tree != nil }) {
+		trees := make([]coordinator.Stage, len(qqs))
+		for i, q := range qqs {
+			trees[i] = coordinator.Stage{Query: q.q}
+			if q.tree != nil {
+				trees[i] = *q.tree
+			}
+		}
+		ans, err = p.s.cfg.Coordinator.Query(ctx, coordinator.QuerySearch{Collection: coll, Path: path, Trees: trees, Budget: b, AllowPartial: partial})
+	} else {
+		ans, err = p.s.cfg.Coordinator.Search(ctx, coordinator.Search{Collection: coll, Path: path, Queries: qs, Budget: b, AllowPartial: partial})
+	}
 	permit.Done(time.Since(arrived), wire.Late(ans.Summary))
 	if ans.Summary.ShardsTotal > 0 {
 		setVerdict(ctx, ans.Summary)

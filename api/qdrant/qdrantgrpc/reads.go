@@ -305,6 +305,9 @@ func (p *pointsService) QueryGroups(ctx context.Context, r *pb.QueryPointGroups)
 		if err != nil {
 			return groupRequest{}, err
 		}
+		if q.tree != nil {
+			return groupRequest{}, wire.Invalid(qdrantx.ErrPrefetch)
+		}
 		size, limit := uint64(3), uint64(qdrantx.DefaultLimit)
 		if r.GroupSize != nil {
 			size = *r.GroupSize

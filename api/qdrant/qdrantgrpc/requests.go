@@ -17,6 +17,9 @@ type query struct {
 	q       coordinator.Query
 	offset  int
 	exclude []string
+	// tree, when set, is the query with its prefetches (its root's Query
+	// is q).
+	tree *coordinator.Stage
 }
 
 // decodeCommon fills what search and query share: limit, offset, filter,
@@ -78,11 +81,12 @@ func decodeSearch(r *pb.SearchPoints, sch coordinator.Schema) (query, error) {
 // decodeQuery decodes a QueryPoints: nearest-vector queries, by a vector
 // or by a stored point's id, are served.
 func decodeQuery(r *pb.QueryPoints, sch coordinator.Schema) (query, error) {
+	if _, isFusion, _ := queryFusion(r.Query, "query"); len(r.Prefetch) > 0 || isFusion {
+		return decodeQueryTree(r, sch) // query.go
+	}
 	switch {
 	case r.ShardKeySelector != nil:
 		return query{}, wire.Invalid(qdrantx.ErrShardKey)
-	case len(r.Prefetch) > 0:
-		return query{}, wire.Invalid(qdrantx.ErrPrefetch)
 	case r.LookupFrom != nil:
 		return query{}, wire.Invalid(qdrantx.ErrLookupFrom)
 	case r.Using != nil && *r.Using != "":

@@ -389,6 +389,36 @@ func (r *run) queries(c *coll, rng *rand.Rand) {
 	for i, b := range br {
 		sameHits(fmt.Sprintf("%s query batch %d", c.name, i), b.GetResult(), bruteForce(c, qs[i], ps[i%len(ps)], 5))
 	}
+	// Hybrid-style: a dense prefetch and a filtered one fused by RRF
+	// (Qdrant's k = 2, positions from 0), against the fusion of the
+	// brute-force lists.
+	{
+		q1, q2 := qs[0], qs[1]
+		lists := [][]hit{bruteForce(c, q1, ps[0], 10), bruteForce(c, q2, ps[1], 10)}
+		sum := map[string]float64{}
+		for _, l := range lists {
+			for pos, h := range l {
+				sum[h.key] += float64(float32(1) / float32(pos+2))
+			}
+		}
+		var want []hit
+		for k, s := range sum {
+			want = append(want, hit{k, s})
+		}
+		sort.Slice(want, func(i, j int) bool {
+			if want[i].score != want[j].score {
+				return want[i].score > want[j].score
+			}
+			return want[i].key < want[j].key // the router breaks ties by id as text
+		})
+		res, err := r.c.Query(ctx(), &qdrant.QueryPoints{CollectionName: c.name, Query: qdrant.NewQueryFusion(qdrant.Fusion_RRF),
+			Prefetch: []*qdrant.PrefetchQuery{{Query: qdrant.NewQuery(q1...), Limit: qdrant.PtrOf(uint64(10))},
+				{Query: qdrant.NewQuery(q2...), Filter: ps[1].filter, Limit: qdrant.PtrOf(uint64(10))}},
+			Limit: qdrant.PtrOf(uint64(8))})
+		check(err)
+		r.show("Query", fmt.Sprintf("%s, prefetch [dense, %s], fusion RRF, limit 8", c.name, ps[1].name), hitsText(res))
+		sameHits(c.name+" query fusion rrf", res, want[:min(8, len(want))])
+	}
 	// Scroll to the end, 64 a page: every point once.
 	seen := map[string]bool{}
 	var offset *qdrant.PointId
