@@ -131,6 +131,8 @@ type Collections struct {
 	onDrop func()
 	// stopping counts trainers of dropped collections still stopping.
 	stopping sync.WaitGroup
+	// cuts hands backup views from the state machine to Backup calls.
+	cuts backupCuts
 }
 
 // NewCollections returns a replica's collections, empty until its log or a
