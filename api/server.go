@@ -68,7 +68,13 @@ type Config struct {
 	// Propagator reads the client's trace context; W3C tracecontext and
 	// baggage if nil.
 	Propagator propagation.TextMapPropagator
+	// Backups is where backups are kept (--backup-dir) and their series;
+	// nil: the backup routes answer that none is configured.
+	Backups *Backups
 }
+
+// Backups is the router's backup storage and metrics (httpx.Backups).
+type Backups = httpx.Backups
 
 // Server is the router's HTTP API.
 type Server struct {
@@ -94,7 +100,7 @@ func New(cfg Config) *Server {
 	}
 	s := &Server{cfg: cfg, http: httpx.Dialect{
 		Envelope: envelope, Keys: cfg.Keys, DefaultCollection: cfg.Collection, Limiter: cfg.Limiter,
-		Metrics: cfg.Metrics, Logger: cfg.Logger, BodyTimeout: cfg.BodyTimeout,
+		Metrics: cfg.Metrics, Logger: cfg.Logger, BodyTimeout: cfg.BodyTimeout, Backups: cfg.Backups,
 	}}
 
 	r := chi.NewRouter()
@@ -123,6 +129,10 @@ func New(cfg Config) *Server {
 			r.With(read).Get("/", s.getCollection)
 			r.With(write).Put("/", s.createCollection)
 			r.With(write).Delete("/", s.dropCollection)
+			r.With(read).Post("/backups", s.createBackup)
+			r.With(read).Get("/backups", s.listBackups)
+			r.With(write).Delete("/backups/{id}", s.deleteBackup)
+			r.With(write).Post("/restore", s.restore)
 			s.dataRoutes(r, read, write)
 		})
 	})

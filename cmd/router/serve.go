@@ -17,6 +17,7 @@ import (
 	"github.com/trawl-search/trawl/admission"
 	"github.com/trawl-search/trawl/api"
 	"github.com/trawl-search/trawl/api/apikey"
+	"github.com/trawl-search/trawl/backup"
 	"github.com/trawl-search/trawl/budget"
 	"github.com/trawl-search/trawl/internal/app"
 	"github.com/trawl-search/trawl/internal/tracing"
@@ -66,6 +67,7 @@ func runServe(ctx context.Context, args []string) error {
 	qdrantGRPC := fs.String("qdrant-grpc-addr", ":6334", "listen address of Qdrant's gRPC API (the Go, Rust, Java and .NET clients), with the HTTP port's API keys and --http-tls-*; empty: off")
 	discover := fs.Bool("discover", true, "learn each shard's replicas from its raft group every 2 s (--shard seeds them), so replicas added or removed with router admin take or leave reads without a restart; the group's addresses (--advertise-addr) must then be reachable from the router")
 	readyTimeout := fs.Duration("ready-timeout", app.DefaultReadyTimeout, "how long /readyz waits for every shard to have a replica that serves; past it the router turns ready and answers say what is missing")
+	backupDir := fs.String("backup-dir", "", "directory (a local path or a mounted volume) where the backup routes keep backups; empty: backups are off")
 	logLevel := logLevelFlag(fs, slog.LevelInfo)
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -133,6 +135,7 @@ func runServe(ctx context.Context, args []string) error {
 		Budget: budget.Config{TLS: dial.Creds != nil, Max: time.Duration(*maxDeadline) * time.Millisecond,
 			Fallback: time.Duration(*defaultDeadline) * time.Millisecond},
 		TracerProvider: tel.TracerProvider, Propagator: tel.Propagator,
+		Backups: backupStore(*backupDir),
 	})
 	if err != nil {
 		return err
@@ -225,4 +228,12 @@ func serveHTTP(ctx context.Context, log *slog.Logger, ln net.Listener, certFile,
 	sctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
 	defer cancel()
 	return srv.Shutdown(sctx)
+}
+
+// backupStore is --backup-dir's store, nil when it is empty.
+func backupStore(dir string) backup.Store {
+	if dir == "" {
+		return nil
+	}
+	return backup.Dir(dir)
 }

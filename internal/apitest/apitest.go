@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/trawl-search/trawl/api/apikey"
+	"github.com/trawl-search/trawl/backup"
 	"github.com/trawl-search/trawl/budget"
 	"github.com/trawl-search/trawl/internal/app"
 	"github.com/trawl-search/trawl/internal/devcluster"
@@ -49,6 +50,8 @@ type Config struct {
 	// 50 ms instead of Deadline: for tests of that default, which must
 	// then assert only what a deadline guarantees on a loaded machine.
 	BuiltinDeadline bool
+	// BackupDir, when set, is the router's --backup-dir.
+	BackupDir string
 }
 
 // Deadline is the routers' default deadline (--default-deadline-ms) in an
@@ -70,6 +73,13 @@ func (c Config) keys() *apikey.Keyring {
 		return apikey.Single(c.APIKey)
 	}
 	return c.Keys
+}
+
+func (c Config) backups() backup.Store {
+	if c.BackupDir == "" {
+		return nil
+	}
+	return backup.Dir(c.BackupDir)
 }
 
 // Env is a dev cluster (3 shards × 2 replicas behind fault proxies), a
@@ -95,7 +105,7 @@ func New(t testing.TB, cfg Config) *Env {
 	require.NoError(t, err)
 	t.Cleanup(dc.Close)
 	r, err := app.New(app.Config{Shards: dc.Specs(), CatalogRefresh: time.Hour, Keys: cfg.keys(), MaxInflight: cfg.MaxInflight,
-		WarmupTimeout: 5 * time.Second, DisableProber: !cfg.Prober, Budget: budgetFor(cfg.BuiltinDeadline)})
+		WarmupTimeout: 5 * time.Second, DisableProber: !cfg.Prober, Budget: budgetFor(cfg.BuiltinDeadline), Backups: cfg.backups()})
 	require.NoError(t, err)
 	t.Cleanup(r.Close)
 	e := serve(t, r)
