@@ -61,7 +61,12 @@ type dirFile struct {
 func (w *dirFile) Write(b []byte) (int, error) { return w.f.Write(b) }
 
 func (w *dirFile) Close() error {
-	err := w.f.Sync()
+	// CreateTemp makes the file 0600; a backup is read by other tools
+	// (and other users' pods on a shared volume) like any data file.
+	err := w.f.Chmod(0o644)
+	if err == nil {
+		err = w.f.Sync()
+	}
 	if cerr := w.f.Close(); err == nil {
 		err = cerr
 	}

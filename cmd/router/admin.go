@@ -51,6 +51,15 @@ leader makes the change, a follower forwards it):
                     group (add-replica), then rebalance; a no-op on a
                     cluster already so (the Helm chart runs it after an
                     upgrade); it never removes a replica or drains
+  backup            --collection NAME --backup-dir DIR: back the collection
+                    up at a cut of every shard group into DIR/NAME/ID
+                    (docs/backup.md), with a progress bar on a terminal
+  backups           --collection NAME --backup-dir DIR: list its complete
+                    backups (needs no --shard)
+  restore           --collection NAME --backup ID --backup-dir DIR
+                    [--to TARGET]: check every file, then create TARGET
+                    (default NAME; it must not exist) from the backup,
+                    with the cluster's own shard count
   (move-slot, rebalance, drain and converge: --rate rows/s caps each copy, --grace
   is how long an old owner keeps a moved slot's rows for routers still on
   the old map; give every --shard, the authority's included)
@@ -88,6 +97,7 @@ func runAdmin(ctx context.Context, args []string, out io.Writer) error {
 	var mv moveFlags
 	var rate *int
 	var grace *time.Duration
+	var bk backupFlags
 	switch cmd {
 	case "status":
 	case "slots":
@@ -105,8 +115,15 @@ func runAdmin(ctx context.Context, args []string, out io.Writer) error {
 	case "replace-replica":
 		oldAddr = fs.String("old", "", "the replica to replace, HOST:PORT")
 		newAddr = fs.String("new", "", "its replacement, HOST:PORT, started with router shard --join")
+	case "backup", "backups", "restore":
+		fs.StringVar(&bk.dir, "backup-dir", "", "the directory backups are kept in (a local path or a mounted volume)")
+		fs.StringVar(&bk.collection, "collection", "", "the collection backed up")
+		if cmd == "restore" {
+			fs.StringVar(&bk.id, "backup", "", "the id of the backup to restore (router admin backups lists them)")
+			fs.StringVar(&bk.to, "to", "", "the collection to restore into (default: --collection); it must not exist")
+		}
 	default:
-		return fmt.Errorf("admin: unknown command %q (status, slots, move-slot, rebalance, drain, converge, add-replica, remove-replica, replace-replica)", cmd)
+		return fmt.Errorf("admin: unknown command %q (status, slots, move-slot, rebalance, drain, converge, add-replica, remove-replica, replace-replica, backup, backups, restore)", cmd)
 	}
 	target := ""
 	if cmd == "drain" {
@@ -120,6 +137,18 @@ func runAdmin(ctx context.Context, args []string, out io.Writer) error {
 	}
 	if cmd == "move-slot" && (*collection == "" || mv.slot < 0 || mv.to == "") {
 		return errors.New("admin move-slot: --collection NAME, --slot N and --to SHARD are required")
+	}
+	if bk.dir == "" && (cmd == "backup" || cmd == "backups" || cmd == "restore") {
+		return fmt.Errorf("admin %s: --backup-dir DIR is required", cmd)
+	}
+	if bk.collection == "" && (cmd == "backup" || cmd == "backups" || cmd == "restore") {
+		return fmt.Errorf("admin %s: --collection NAME is required", cmd)
+	}
+	if cmd == "restore" && bk.id == "" {
+		return errors.New("admin restore: --backup ID is required (router admin backups lists them)")
+	}
+	if cmd == "backups" {
+		return adminBackups(ctx, out, bk)
 	}
 	if len(shards) == 0 {
 		return errors.New("admin: no shards: give --shard NAME=HOST:PORT at least once (or TRAWL_SHARDS)")
@@ -147,6 +176,8 @@ func runAdmin(ctx context.Context, args []string, out io.Writer) error {
 		return adminStatus(ctx, out, shards, dial, *asJSON)
 	case "slots":
 		return adminSlots(ctx, out, shards, dial, *collection, *asJSON)
+	case "backup", "restore":
+		return adminBackup(ctx, out, cmd, shards, dial, bk)
 	case "move-slot", "rebalance", "drain", "converge":
 		mv.collection = *collection
 		mv.cfg = coordinator.MoveConfig{RowsPerSecond: *rate, Grace: *grace}
