@@ -17,6 +17,7 @@ import (
 	"github.com/trawl-search/trawl/api/internal/httpx"
 	"github.com/trawl-search/trawl/api/internal/wire"
 	"github.com/trawl-search/trawl/api/qdrant"
+	"github.com/trawl-search/trawl/backup"
 	"github.com/trawl-search/trawl/budget"
 	"github.com/trawl-search/trawl/coordinator"
 	"github.com/trawl-search/trawl/metrics"
@@ -75,6 +76,15 @@ type Config struct {
 
 // Backups is the router's backup storage and metrics (httpx.Backups).
 type Backups = httpx.Backups
+
+// NewBackups keeps backups in dir (none when empty) and records them in m.
+func NewBackups(dir string, m *metrics.Backups) *Backups {
+	b := &Backups{Metrics: m, Dir: dir}
+	if dir != "" {
+		b.Store = backup.Dir(dir)
+	}
+	return b
+}
 
 // Server is the router's HTTP API.
 type Server struct {

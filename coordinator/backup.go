@@ -245,13 +245,20 @@ func (c *Coordinator) Restore(ctx context.Context, source, id, target string, cf
 	if err != nil {
 		return RestoreResult{}, err
 	}
+	return c.RestoreFrom(ctx, prefix, target, cfg)
+}
+
+// RestoreFrom is Restore of the backup at prefix of cfg.Store (a backup
+// unpacked from an archive, or found at a path an operator named).
+func (c *Coordinator) RestoreFrom(ctx context.Context, prefix, target string, cfg BackupConfig) (RestoreResult, error) {
 	if err := catalog.ValidName(target); err != nil {
 		return RestoreResult{}, errorf(CodeInvalid, err, "%v", err)
 	}
+	id := prefix
 	r, err := backup.Open(ctx, cfg.Store, prefix)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return RestoreResult{}, errorf(CodeNotFound, err, "collection `%s` has no backup `%s`", source, id)
+		return RestoreResult{}, errorf(CodeNotFound, err, "there is no backup `%s`", id)
 	case backup.IsCorrupt(err):
 		return RestoreResult{}, errorf(CodeInvalid, err, "backup `%s` is refused: %v; nothing was restored", id, err)
 	case err != nil:

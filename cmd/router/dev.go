@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/trawl-search/trawl/api"
-	"github.com/trawl-search/trawl/backup"
 	"github.com/trawl-search/trawl/budget"
 	"github.com/trawl-search/trawl/catalog"
 	"github.com/trawl-search/trawl/internal/app"
@@ -90,7 +89,7 @@ func runDev(ctx context.Context, args []string) error {
 		defer os.RemoveAll(bdir)
 	}
 	r, err := app.New(app.Config{Shards: specs, Collection: *collection, Logger: log, Kernel: kernel, Budget: budget.Config{}, Extra: dc.Routes,
-		TracerProvider: tel.TracerProvider, Propagator: tel.Propagator, Backups: backup.Dir(bdir)})
+		TracerProvider: tel.TracerProvider, Propagator: tel.Propagator, BackupDir: bdir})
 	if err != nil {
 		ln.Close()
 		return err

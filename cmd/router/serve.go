@@ -17,7 +17,6 @@ import (
 	"github.com/trawl-search/trawl/admission"
 	"github.com/trawl-search/trawl/api"
 	"github.com/trawl-search/trawl/api/apikey"
-	"github.com/trawl-search/trawl/backup"
 	"github.com/trawl-search/trawl/budget"
 	"github.com/trawl-search/trawl/internal/app"
 	"github.com/trawl-search/trawl/internal/tracing"
@@ -135,7 +134,7 @@ func runServe(ctx context.Context, args []string) error {
 		Budget: budget.Config{TLS: dial.Creds != nil, Max: time.Duration(*maxDeadline) * time.Millisecond,
 			Fallback: time.Duration(*defaultDeadline) * time.Millisecond},
 		TracerProvider: tel.TracerProvider, Propagator: tel.Propagator,
-		Backups: backupStore(*backupDir),
+		BackupDir: *backupDir,
 	})
 	if err != nil {
 		return err
@@ -230,10 +229,3 @@ func serveHTTP(ctx context.Context, log *slog.Logger, ln net.Listener, certFile,
 	return srv.Shutdown(sctx)
 }
 
-// backupStore is --backup-dir's store, nil when it is empty.
-func backupStore(dir string) backup.Store {
-	if dir == "" {
-		return nil
-	}
-	return backup.Dir(dir)
-}

@@ -20,7 +20,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/trawl-search/trawl/api/apikey"
-	"github.com/trawl-search/trawl/backup"
 	"github.com/trawl-search/trawl/budget"
 	"github.com/trawl-search/trawl/internal/app"
 	"github.com/trawl-search/trawl/internal/devcluster"
@@ -75,13 +74,6 @@ func (c Config) keys() *apikey.Keyring {
 	return c.Keys
 }
 
-func (c Config) backups() backup.Store {
-	if c.BackupDir == "" {
-		return nil
-	}
-	return backup.Dir(c.BackupDir)
-}
-
 // Env is a dev cluster (3 shards × 2 replicas behind fault proxies), a
 // router over it, and an HTTP server for the router's API.
 type Env struct {
@@ -105,7 +97,7 @@ func New(t testing.TB, cfg Config) *Env {
 	require.NoError(t, err)
 	t.Cleanup(dc.Close)
 	r, err := app.New(app.Config{Shards: dc.Specs(), CatalogRefresh: time.Hour, Keys: cfg.keys(), MaxInflight: cfg.MaxInflight,
-		WarmupTimeout: 5 * time.Second, DisableProber: !cfg.Prober, Budget: budgetFor(cfg.BuiltinDeadline), Backups: cfg.backups()})
+		WarmupTimeout: 5 * time.Second, DisableProber: !cfg.Prober, Budget: budgetFor(cfg.BuiltinDeadline), BackupDir: cfg.BackupDir})
 	require.NoError(t, err)
 	t.Cleanup(r.Close)
 	e := serve(t, r)

@@ -28,7 +28,6 @@ import (
 	"github.com/trawl-search/trawl/api"
 	"github.com/trawl-search/trawl/api/apikey"
 	"github.com/trawl-search/trawl/api/qdrant/qdrantgrpc"
-	"github.com/trawl-search/trawl/backup"
 	"github.com/trawl-search/trawl/budget"
 	"github.com/trawl-search/trawl/catalog"
 	"github.com/trawl-search/trawl/coordinator"
@@ -105,9 +104,9 @@ type Config struct {
 	// QdrantGRPCOptions add to the Qdrant gRPC server's options (its TLS
 	// credentials, from --http-tls-cert/--http-tls-key).
 	QdrantGRPCOptions []grpc.ServerOption
-	// Backups is where backups are kept (--backup-dir): nil, the backup
-	// routes answer that none is configured.
-	Backups backup.Store
+	// BackupDir is where backups are kept (--backup-dir): empty, the
+	// backup routes answer that none is configured.
+	BackupDir string
 }
 
 // Router is a running router minus its HTTP listener.
@@ -206,7 +205,7 @@ func New(cfg Config) (*Router, error) {
 		Coordinator: r.Coordinator, Budget: cfg.Budget, Metrics: m, Gatherer: reg,
 		Keys: cfg.Keys, Collection: cfg.Collection, Limiter: limiter, BodyTimeout: cfg.BodyTimeout, Logger: cfg.Logger, Extra: cfg.Extra,
 		TracerProvider: cfg.TracerProvider, Propagator: cfg.Propagator,
-		Backups: &api.Backups{Store: cfg.Backups, Metrics: metrics.NewBackups(reg)},
+		Backups: api.NewBackups(cfg.BackupDir, metrics.NewBackups(reg)),
 	})
 	r.QdrantGRPC = qdrantgrpc.New(qdrantgrpc.Config{Coordinator: r.Coordinator, Budget: cfg.Budget, Keys: cfg.Keys,
 		Limiter: limiter, Metrics: m, Logger: cfg.Logger}, cfg.QdrantGRPCOptions...)

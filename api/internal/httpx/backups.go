@@ -2,7 +2,16 @@ package httpx
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
 	"net/http"
+	"net/url"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/trawl-search/trawl/api/internal/wire"
@@ -16,7 +25,10 @@ import (
 type Backups struct {
 	// Store is nil when the router was started without a backup
 	// location: every backup route then answers 400 saying so.
-	Store   backup.Store
+	Store backup.Store
+	// Dir is Store's directory (--backup-dir): file:// locations a
+	// recover names must lie under it.
+	Dir     string
 	Metrics *metrics.Backups
 	// Now is the clock of the last-success series (time.Now if nil).
 	Now func() time.Time
@@ -91,4 +103,99 @@ func Size(m backup.Manifest) int64 {
 		n += f.Bytes
 	}
 	return n
+}
+
+// Download writes backup id of collection name as one tar archive
+// (backup.WriteTar).
+func (b *Backups) Download(ctx context.Context, name, id string, w io.Writer) error {
+	st, err := b.store()
+	if err != nil {
+		return err
+	}
+	return backup.WriteTar(ctx, st, path.Join(name, id), w)
+}
+
+// Exists reports whether collection name has a complete backup id.
+func (b *Backups) Exists(ctx context.Context, name, id string) (bool, error) {
+	st, err := b.store()
+	if err != nil {
+		return false, err
+	}
+	_, err = backup.Open(ctx, st, path.Join(name, id))
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// Recover restores target from location: a file:// path under Dir (a
+// backup's directory, or an archive Download wrote) or an http(s) URL of
+// such an archive. mayRead checks the caller may read a backup of the
+// collection a file:// location lies under (the first directory below
+// Dir), so a scoped key cannot restore another tenant's backup by path.
+// An archive is unpacked under Dir's ".recover/" first and removed after.
+func (b *Backups) Recover(ctx context.Context, c *coordinator.Coordinator, location, target string, mayRead func(string) error) (coordinator.RestoreResult, error) {
+	st, err := b.store()
+	if err != nil {
+		return coordinator.RestoreResult{}, err
+	}
+	u, err := url.Parse(location)
+	if err != nil {
+		return coordinator.RestoreResult{}, wire.Invalid(fmt.Sprintf("location: %v", err))
+	}
+	var archive io.ReadCloser
+	prefix := ""
+	switch u.Scheme {
+	case "file":
+		rel, err := filepath.Rel(b.Dir, filepath.Clean(u.Path))
+		if err != nil || rel == "." || strings.HasPrefix(rel, "..") || !filepath.IsAbs(u.Path) {
+			return coordinator.RestoreResult{}, wire.Invalid(fmt.Sprintf("location: %s is not under the router's --backup-dir %s", u.Path, b.Dir))
+		}
+		rel = filepath.ToSlash(rel)
+		first, _, _ := strings.Cut(rel, "/")
+		if err := mayRead(first); err != nil {
+			return coordinator.RestoreResult{}, err
+		}
+		fi, err := os.Stat(u.Path)
+		if err != nil {
+			return coordinator.RestoreResult{}, &wire.Error{Status: http.StatusNotFound, Code: wire.CodeNotFound, Msg: fmt.Sprintf("location: %v", err)}
+		}
+		if fi.IsDir() {
+			prefix = rel
+		} else if archive, err = os.Open(u.Path); err != nil {
+			return coordinator.RestoreResult{}, err
+		}
+	case "http", "https":
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, location, nil)
+		if err != nil {
+			return coordinator.RestoreResult{}, wire.Invalid(fmt.Sprintf("location: %v", err))
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return coordinator.RestoreResult{}, &wire.Error{Status: http.StatusBadGateway, Code: wire.CodeUnavailable, Msg: fmt.Sprintf("location: %v", err)}
+		}
+		if resp.StatusCode != http.StatusOK {
+			resp.Body.Close()
+			return coordinator.RestoreResult{}, &wire.Error{Status: http.StatusBadGateway, Code: wire.CodeUnavailable,
+				Msg: fmt.Sprintf("location: %s answered %s", location, resp.Status)}
+		}
+		archive = resp.Body
+	default:
+		return coordinator.RestoreResult{}, wire.Invalid(fmt.Sprintf("location: scheme %q is not supported (file:// under --backup-dir, http://, https://)", u.Scheme))
+	}
+	if archive != nil {
+		defer archive.Close()
+		prefix = ".recover/" + coordinator.NewBackupID(b.now())
+		defer func() { _ = st.RemoveAll(context.WithoutCancel(ctx), prefix) }()
+		if err := backup.ReadTar(ctx, archive, st, prefix); err != nil {
+			if backup.IsCorrupt(err) {
+				return coordinator.RestoreResult{}, wire.Invalid(fmt.Sprintf("the snapshot is refused: %v; nothing was restored", err))
+			}
+			return coordinator.RestoreResult{}, err
+		}
+	}
+	start := b.now()
+	res, err := c.RestoreFrom(ctx, prefix, target, coordinator.BackupConfig{Store: st})
+	b.Metrics.Observe(metrics.RestoreOp, target, b.now().Sub(start), Size(res.Manifest), err, b.now())
+	return res, err
 }
