@@ -228,4 +228,3 @@ func serveHTTP(ctx context.Context, log *slog.Logger, ln net.Listener, certFile,
 	defer cancel()
 	return srv.Shutdown(sctx)
 }
-
