@@ -72,9 +72,10 @@ bench-overload:
 test-memlimit:
 	TRAWL_MEMLIMIT_TEST=1 $(GO) test -count=1 -timeout 10m -v ./test/memlimit
 
-## test-crash: the crash tests of shard/replica, under -race: a shard process SIGKILLed 25 times under acknowledged writes (float32 rows in memory and on disk) and 24 times during segment seals and compactions (float32 and int8); every acknowledged write comes back byte for byte (about 3 min)
+## test-crash: the crash tests of shard/replica, under -race: a shard process SIGKILLed 25 times under acknowledged writes (float32 rows in memory and on disk) and 24 times during segment seals and compactions (float32 and int8); every acknowledged write comes back byte for byte; then a backup of 3 groups of 3 shard processes under a bulk load and SIGKILLs, restored into 2 shards (about 4 min)
 test-crash:
 	TRAWL_CRASH_TEST=1 $(GO) test -race -count=1 -timeout 15m -run 'TestCrash' -v ./shard/replica
+	TRAWL_BACKUP_CRASH_TEST=1 $(GO) test -race -count=1 -timeout 10m -run 'TestCrashDuringBackup' -v ./internal/app
 
 ## test-replication: real `router shard` processes in raft groups of three behind `router serve`: SIGKILLed, wiped and SIGSTOPped replicas, two routers writing the same ids, the 90 s chaos run (TRAWL_CHAOS_SECONDS), and a live grow from 3 groups to 4 and back under load, with replicas SIGKILLed while the slots move (1.5-3.5 min)
 test-replication:

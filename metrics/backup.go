@@ -4,7 +4,16 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
+
+func gaugeValue(g prometheus.Gauge) float64 {
+	var m dto.Metric
+	if g.Write(&m) != nil {
+		return 0
+	}
+	return m.GetGauge().GetValue()
+}
 
 // Backup operations (the operation label).
 const (
@@ -47,6 +56,33 @@ func NewBackups(reg prometheus.Registerer) *Backups {
 		}
 	}
 	return m
+}
+
+// Seen sets collection's last success from a backup found on storage
+// (at start: the newest complete one), unless a later one is recorded.
+func (m *Backups) Seen(collection string, at time.Time) {
+	if m == nil {
+		return
+	}
+	g := m.lastSuccess.WithLabelValues(collection)
+	if v := float64(at.Unix()); v > gaugeValue(g) {
+		g.Set(v)
+	}
+}
+
+// MaxAge exports the age a collection's last successful backup may reach
+// before the chart's TrawlBackupTooOld alert fires (--backup-max-age),
+// as trawl_backup_max_age_seconds; zero exports nothing.
+func MaxAge(reg prometheus.Registerer, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "trawl_backup_max_age_seconds",
+		Help: "How old the last successful backup of a collection may be before it is overdue (--backup-max-age).",
+	})
+	g.Set(d.Seconds())
+	reg.MustRegister(g)
 }
 
 // Observe records one operation on collection that took d and moved

@@ -53,7 +53,10 @@ leader makes the change, a follower forwards it):
                     upgrade); it never removes a replica or drains
   backup            --collection NAME --backup-dir DIR: back the collection
                     up at a cut of every shard group into DIR/NAME/ID
-                    (docs/backup.md), with a progress bar on a terminal
+                    (docs/backup.md), with a progress bar on a terminal;
+                    or --router URL --collection A,B [--keep N]: have a
+                    router back them up into its --backup-dir, keeping the
+                    newest N (needs no --shard)
   backups           --collection NAME --backup-dir DIR: list its complete
                     backups (needs no --shard)
   restore           --collection NAME --backup ID --backup-dir DIR
@@ -118,6 +121,11 @@ func runAdmin(ctx context.Context, args []string, out io.Writer) error {
 	case "backup", "backups", "restore":
 		fs.StringVar(&bk.dir, "backup-dir", "", "the directory backups are kept in (a local path or a mounted volume)")
 		fs.StringVar(&bk.collection, "collection", "", "the collection backed up")
+		if cmd == "backup" {
+			fs.StringVar(&bk.router, "router", "", "back up through this router's API (http://HOST:PORT; it writes to its own --backup-dir and records the backup metrics) instead of from this process; --collection may then list several, comma-separated")
+			fs.StringVar(&bk.keyFile, "api-key-file", "", "with --router: file holding the API key, sent as Authorization: Bearer")
+			fs.IntVar(&bk.keep, "keep", 0, "with --router: after each backup, delete all but the newest N of the collection (0: keep all)")
+		}
 		if cmd == "restore" {
 			fs.StringVar(&bk.id, "backup", "", "the id of the backup to restore (router admin backups lists them)")
 			fs.StringVar(&bk.to, "to", "", "the collection to restore into (default: --collection); it must not exist")
@@ -137,6 +145,12 @@ func runAdmin(ctx context.Context, args []string, out io.Writer) error {
 	}
 	if cmd == "move-slot" && (*collection == "" || mv.slot < 0 || mv.to == "") {
 		return errors.New("admin move-slot: --collection NAME, --slot N and --to SHARD are required")
+	}
+	if cmd == "backup" && bk.router != "" {
+		if bk.collection == "" {
+			return errors.New("admin backup: --collection NAME[,NAME...] is required")
+		}
+		return adminBackupViaRouter(ctx, out, bk.router, bk.keyFile, strings.Split(bk.collection, ","), bk.keep)
 	}
 	if bk.dir == "" && (cmd == "backup" || cmd == "backups" || cmd == "restore") {
 		return fmt.Errorf("admin %s: --backup-dir DIR is required", cmd)

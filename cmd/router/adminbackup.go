@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
@@ -17,6 +20,7 @@ import (
 	"github.com/trawl-search/trawl/coordinator"
 	"github.com/trawl-search/trawl/fanout"
 	"github.com/trawl-search/trawl/internal/app"
+	"github.com/trawl-search/trawl/internal/loader"
 	"github.com/trawl-search/trawl/shard/client"
 )
 
@@ -26,6 +30,9 @@ type backupFlags struct {
 	collection string // --collection: the collection backed up
 	id         string // restore: --backup
 	to         string // restore: --to, the collection restored into
+	router     string // backup: --router, back up through a router's API
+	keyFile    string // with --router: --api-key-file
+	keep       int    // backup: --keep, the newest backups kept (0: all)
 }
 
 // adminBackups lists a collection's backups in --backup-dir; it needs no
@@ -145,4 +152,82 @@ func (p *backupProgress) finish() {
 		_ = p.bar.Finish()
 		fmt.Fprintln(p.w)
 	}
+}
+
+// adminBackupViaRouter asks a router (started with --backup-dir) to back
+// each collection up through its API, so the router's own metrics record
+// it (what the chart's CronJob does: the router image has no shell), then
+// keeps only the newest keep backups of each (0: all).
+func adminBackupViaRouter(ctx context.Context, out io.Writer, router, keyFile string, collections []string, keep int) error {
+	key := ""
+	if keyFile != "" {
+		var err error
+		if key, err = loader.ReadAPIKey(keyFile); err != nil {
+			return err
+		}
+	}
+	call := func(method, path string, into any) error {
+		req, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(router, "/")+path, nil)
+		if err != nil {
+			return err
+		}
+		if key != "" {
+			req.Header.Set("Authorization", "Bearer "+key)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return err
+		}
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, strings.TrimSpace(string(body)))
+		}
+		return json.Unmarshal(body, into)
+	}
+	var failed []string
+	for _, c := range collections {
+		var made struct {
+			Backup struct {
+				ID    string `json:"id"`
+				Bytes int64  `json:"bytes"`
+			} `json:"backup"`
+		}
+		t0 := time.Now()
+		if err := call(http.MethodPost, "/v1/collections/"+c+"/backups", &made); err != nil {
+			fmt.Fprintf(out, "%s: backup failed: %v\n", c, err)
+			failed = append(failed, c)
+			continue
+		}
+		fmt.Fprintf(out, "%s: backup %s, %d bytes in %s\n", c, made.Backup.ID, made.Backup.Bytes, time.Since(t0).Round(time.Millisecond))
+		if keep <= 0 {
+			continue
+		}
+		var list struct {
+			Backups []struct {
+				ID string `json:"id"`
+			} `json:"backups"`
+		}
+		if err := call(http.MethodGet, "/v1/collections/"+c+"/backups", &list); err != nil {
+			fmt.Fprintf(out, "%s: retention skipped: %v\n", c, err)
+			failed = append(failed, c)
+			continue
+		}
+		// Oldest first: all but the newest keep go.
+		for i := 0; i < len(list.Backups)-keep; i++ {
+			var del map[string]any
+			if err := call(http.MethodDelete, "/v1/collections/"+c+"/backups/"+list.Backups[i].ID, &del); err != nil {
+				fmt.Fprintf(out, "%s: deleting %s: %v\n", c, list.Backups[i].ID, err)
+				continue
+			}
+			fmt.Fprintf(out, "%s: deleted backup %s (keeping %d)\n", c, list.Backups[i].ID, keep)
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("admin backup: failed for %s", strings.Join(failed, ", "))
+	}
+	return nil
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/trawl-search/trawl/api"
 	"github.com/trawl-search/trawl/api/apikey"
 	"github.com/trawl-search/trawl/api/qdrant/qdrantgrpc"
+	"github.com/trawl-search/trawl/backup"
 	"github.com/trawl-search/trawl/budget"
 	"github.com/trawl-search/trawl/catalog"
 	"github.com/trawl-search/trawl/coordinator"
@@ -107,6 +108,9 @@ type Config struct {
 	// BackupDir is where backups are kept (--backup-dir): empty, the
 	// backup routes answer that none is configured.
 	BackupDir string
+	// BackupMaxAge is --backup-max-age: exported for the alert on an
+	// overdue backup (0: not exported).
+	BackupMaxAge time.Duration
 }
 
 // Router is a running router minus its HTTP listener.
@@ -201,11 +205,16 @@ func New(cfg Config) (*Router, error) {
 	r.Coordinator = coordinator.New(coordinator.Config{Cluster: r.Cluster, Logger: cfg.Logger, MaxCollections: cfg.MaxCollections,
 		CatalogRefresh: cfg.CatalogRefresh,
 		Collections:    m})
+	bm := metrics.NewBackups(reg)
+	metrics.MaxAge(reg, cfg.BackupMaxAge)
+	if cfg.BackupDir != "" {
+		seenBackups(backup.Dir(cfg.BackupDir), bm, cfg.Logger)
+	}
 	r.API = api.New(api.Config{
 		Coordinator: r.Coordinator, Budget: cfg.Budget, Metrics: m, Gatherer: reg,
 		Keys: cfg.Keys, Collection: cfg.Collection, Limiter: limiter, BodyTimeout: cfg.BodyTimeout, Logger: cfg.Logger, Extra: cfg.Extra,
 		TracerProvider: cfg.TracerProvider, Propagator: cfg.Propagator,
-		Backups: api.NewBackups(cfg.BackupDir, metrics.NewBackups(reg)),
+		Backups: api.NewBackups(cfg.BackupDir, bm),
 	})
 	r.QdrantGRPC = qdrantgrpc.New(qdrantgrpc.Config{Coordinator: r.Coordinator, Budget: cfg.Budget, Keys: cfg.Keys,
 		Limiter: limiter, Metrics: m, Logger: cfg.Logger}, cfg.QdrantGRPCOptions...)
@@ -380,5 +389,28 @@ func (r *Router) closeConns() {
 	defer r.connsMu.Unlock()
 	for _, c := range r.conns {
 		c.Close()
+	}
+}
+
+// seenBackups starts each collection's last-success series at its newest
+// complete backup in store, so a restarted router does not report a
+// collection as never backed up (and the overdue alert stays quiet).
+func seenBackups(store backup.Store, m *metrics.Backups, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	names, err := store.List(ctx, "")
+	if err != nil {
+		log.Warn("backups not listed", "err", err)
+		return
+	}
+	for _, name := range names {
+		ms, err := backup.List(ctx, store, name)
+		if err != nil {
+			log.Warn("backups not listed", "collection", name, "err", err)
+			continue
+		}
+		for _, b := range ms {
+			m.Seen(name, b.Created)
+		}
 	}
 }
