@@ -273,3 +273,8 @@ defaults for those left out; ivf keeps int8 codes, so it implies int8.
 {{- if eq $index "ivf" }}{{ $quant = "int8" }}{{ end -}}
 {{ .name }}={{ .dimension }}:{{ default "cosine" .metric }}:{{ $quant }}:{{ $index }}
 {{- end -}}
+
+{{/* The PVC backups are kept in: backups.persistence.existingClaim or the chart's. */}}
+{{- define "trawl.backupClaim" -}}
+{{- .Values.backups.persistence.existingClaim | default (printf "%s-backups" (include "trawl.fullname" .)) -}}
+{{- end }}
