@@ -17,6 +17,7 @@ import (
 	"github.com/trawl-search/trawl/backup"
 	"github.com/trawl-search/trawl/catalog"
 	"github.com/trawl-search/trawl/fanout"
+	"github.com/trawl-search/trawl/shard"
 	"github.com/trawl-search/trawl/shard/client"
 	"github.com/trawl-search/trawl/shard/shardpb"
 	"github.com/trawl-search/trawl/vector"
@@ -56,12 +57,80 @@ func (c *Coordinator) Backup(ctx context.Context, name, id string, cfg BackupCon
 	if err != nil {
 		return backup.Manifest{}, err
 	}
+	for attempt := 1; ; attempt++ {
+		m, err := c.backupOnce(ctx, coll, id, fmt.Sprintf("%s/%d", id, attempt), cfg)
+		if !errors.Is(err, errLateCut) || attempt == backupRounds {
+			return m, err
+		}
+		c.log.Warn("backup cuts not all under one fence; taking them again", "collection", coll.Name, "backup", id, "err", err)
+	}
+}
+
+// backupRounds bounds how often a backup takes its cuts again because
+// one was taken outside the fence (errLateCut).
+const backupRounds = 3
+
+// errLateCut marks a backup one of whose cuts was not taken while every
+// group was fenced (a stream broke after the fences were lifted, or a
+// fence's lease ended first): it is taken again.
+var errLateCut = errors.New("a shard's cut was taken outside the backup's fence")
+
+// backupOnce is one try of Backup: every group's cut raises the fence
+// named fence, and once every group's cut is in, the fences are lifted;
+// the streams go on meanwhile.
+func (c *Coordinator) backupOnce(ctx context.Context, coll Collection, id, fence string, cfg BackupConfig) (backup.Manifest, error) {
 	prefix := path.Join(coll.Name, id)
 	w := backup.NewWriter(cfg.Store, prefix)
 	shards := make([]backup.Shard, len(c.shards))
 	var entry atomic.Pointer[shardpb.CollectionEntry]
 	var done, total atomic.Int64
 	g, gctx := errgroup.WithContext(ctx)
+	// The barrier: each group's first cut counts; when all are in, the
+	// fences are lifted. A cut whose header arrives after that was not
+	// under the fence everywhere (errLateCut).
+	var (
+		cutMu   sync.Mutex
+		cutSeen = make([]bool, len(c.shards))
+		cuts    int
+		lifting bool
+		allCut  = make(chan struct{})
+	)
+	cutTaken := func(i int) error {
+		cutMu.Lock()
+		defer cutMu.Unlock()
+		if lifting {
+			return errorf(CodeUnavailable, errLateCut, "backup of collection `%s`: shard %s: %v", coll.Name, c.shards[i].Name, errLateCut)
+		}
+		if !cutSeen[i] {
+			cutSeen[i] = true
+			if cuts++; cuts == len(c.shards) {
+				lifting = true
+				close(allCut)
+			}
+		}
+		return nil
+	}
+	defer func() {
+		// Whatever happened, no fence outlives the backup: writes wait
+		// only while the cuts are taken (or the fence's lease).
+		cutMu.Lock()
+		lifted := lifting
+		lifting = true
+		cutMu.Unlock()
+		if !lifted {
+			lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shard.WriteTimeout)
+			_ = c.liftFences(lctx, coll, fence)
+			cancel()
+		}
+	}()
+	g.Go(func() error {
+		select {
+		case <-allCut:
+		case <-gctx.Done():
+			return nil
+		}
+		return c.liftFences(gctx, coll, fence)
+	})
 	for i, s := range c.shards {
 		g.Go(func() error {
 			var (
@@ -76,10 +145,13 @@ func (c *Coordinator) Backup(ctx context.Context, name, id string, cfg BackupCon
 					total.Add(-counted)
 					counted = 0
 				}
-				return r.In(coll.ref()).Slots(c.readSlots(coll, r)).Backup(ctx, cut,
+				return r.In(coll.ref()).Slots(c.readSlots(coll, r)).Backup(ctx, cut, fence,
 					func(h *shardpb.BackupHeader) error {
 						if e := h.GetEntry(); e.GetUid() != coll.UID {
 							return errorf(CodeConflict, nil, "collection `%s` was dropped and created again during the backup", coll.Name)
+						}
+						if err := cutTaken(i); err != nil {
+							return err
 						}
 						entry.CompareAndSwap(nil, h.GetEntry())
 						index, counted = h.GetIndex(), int64(h.GetCount())
@@ -131,12 +203,37 @@ func (c *Coordinator) Backup(ctx context.Context, name, id string, cfg BackupCon
 	if !at.Slots.IsZero() {
 		m.SlotMap = &backup.SlotMap{Epoch: at.Slots.Epoch, Owners: at.Slots.Owners}
 	}
-	m, err = w.Finish(ctx, m)
+	m, err := w.Finish(ctx, m)
 	if err != nil {
 		_ = cfg.Store.RemoveAll(context.WithoutCancel(ctx), prefix)
 		return backup.Manifest{}, errorf(CodeInternal, err, "backup of collection `%s`: %v", coll.Name, err)
 	}
 	return m, nil
+}
+
+// liftFences lifts fence on every group, all at once. A group whose fence
+// was no longer in place (its lease ended before every cut was in) makes
+// the backup's cuts unreliable across shards: errLateCut.
+func (c *Coordinator) liftFences(ctx context.Context, coll Collection, fence string) error {
+	errs := make([]error, len(c.shards))
+	var wg sync.WaitGroup
+	for i, s := range c.shards {
+		wg.Go(func() {
+			var lifted bool
+			wr := fanout.Write(ctx, c.cluster, s.Name, func(ctx context.Context, r *client.Conn) (err error) {
+				lifted, err = r.In(coll.ref()).LiftFence(ctx, fence)
+				return err
+			})
+			switch {
+			case wr.Outcome != fanout.WriteOK:
+				errs[i] = errorf(CodeUnavailable, wr.Err, "backup of collection `%s`: lifting the write fence on shard %s: %v (it ends with its lease)", coll.Name, s.Name, wr.Err)
+			case !lifted:
+				errs[i] = errorf(CodeUnavailable, errLateCut, "backup of collection `%s`: shard %s: the write fence's lease ended before every cut was taken: %v", coll.Name, s.Name, errLateCut)
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // backupAttempts bounds how many rounds over a shard's replicas a backup

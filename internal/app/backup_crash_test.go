@@ -89,11 +89,12 @@ func TestCrashDuringBackup(t *testing.T) {
 	// The bulk load: one writer, batches of 64 new ids, each id written
 	// once, so an acknowledged id has exactly one version.
 	var (
-		mu    sync.Mutex
-		sent  = map[string]coordinator.Record{}
-		acked []string // in acknowledgement order
-		stop  atomic.Bool
-		wg    sync.WaitGroup
+		mu      sync.Mutex
+		sent    = map[string]coordinator.Record{}
+		acked   []string   // in acknowledgement order
+		batches [][]string // the acknowledged ids of each batch, in order
+		stop    atomic.Bool
+		wg      sync.WaitGroup
 	)
 	wg.Go(func() {
 		rng := rand.New(rand.NewPCG(1, 2))
@@ -110,11 +111,14 @@ func TestCrashDuringBackup(t *testing.T) {
 			mu.Unlock()
 			res := ra.Coordinator.Upsert(ctx, coll, recs)
 			mu.Lock()
+			var ok []string
 			for i, r := range res {
 				if r.Outcome == "ok" {
-					acked = append(acked, recs[i].ID)
+					ok = append(ok, recs[i].ID)
 				}
 			}
+			acked = append(acked, ok...)
+			batches = append(batches, ok)
 			mu.Unlock()
 		}
 	})
@@ -197,14 +201,22 @@ func TestCrashDuringBackup(t *testing.T) {
 		require.True(t, ok, "%q was never written", id)
 		requireSameRecord(t, rec, row) // not torn
 	}
-	gap := map[string]string{}
-	for _, id := range acked {
-		home := coll.Slots.Home(id)
-		_, in := got[id]
-		if first, ok := gap[home]; ok {
-			require.False(t, in, "shard %s: %q is in the backup but %q, acknowledged before it was sent, is not", home, id, first)
-		} else if !in {
-			gap[home] = id
+	// Across shards too: batches are acknowledged one after another
+	// (one batch's ids together), and once an acknowledged id of one batch
+	// is missing, no id of a later batch is there.
+	missing := ""
+	for _, batch := range batches {
+		if missing != "" {
+			for _, id := range batch {
+				_, in := got[id]
+				require.False(t, in, "%q is in the backup but %q, acknowledged before it was sent, is not", id, missing)
+			}
+			continue
+		}
+		for _, id := range batch {
+			if _, in := got[id]; !in && missing == "" {
+				missing = id
+			}
 		}
 	}
 

@@ -2,11 +2,14 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/trawl-search/trawl/shard"
 	"github.com/trawl-search/trawl/shard/shardpb"
 	"github.com/trawl-search/trawl/shard/store"
 	"github.com/trawl-search/trawl/vector"
@@ -78,11 +81,29 @@ func (b *backupCuts) deliver(id string, index uint64, take func() cut) {
 	c <- got // buffered, and delivered at most once
 }
 
-// applyBackupCut applies a cut entry: the exporting replica's view of col.
-func (f *stateMachine) applyBackupCut(col *collection, op *shardpb.BackupCutCommand, index uint64) applyResult {
+// fenceLease bounds how long a backup fence pauses a collection's writes
+// when the router that raised it never lifts it (it died between the
+// cuts and the lift): measured on the leader's clock, in the entries.
+const fenceLease = 30 * time.Second
+
+// applyBackupCut applies a cut entry: the exporting replica's view of col,
+// and the fence it raises or lifts. A lift answers found when its fence
+// was still in place.
+func (f *stateMachine) applyBackupCut(col *collection, op *shardpb.BackupCutCommand, index uint64, proposedMs int64) applyResult {
 	if op.GetVersion() != backupCutVersion {
 		// A newer router's cut: every replica ignores it alike.
 		return applyResult{err: status.Errorf(codes.FailedPrecondition, "backup cut version %d is not known to this replica", op.GetVersion())}
+	}
+	if name := op.GetLift(); name != "" {
+		end, ok := col.fences[name]
+		delete(col.fences, name)
+		return applyResult{found: ok && end > proposedMs}
+	}
+	if name := op.GetFence(); name != "" {
+		if col.fences == nil {
+			col.fences = map[string]int64{}
+		}
+		col.fences[name] = op.GetFenceExpiresMs()
 	}
 	f.cols.cuts.deliver(op.GetBackupId(), index, func() cut {
 		v, err := col.mem.OpenView()
@@ -91,44 +112,68 @@ func (f *stateMachine) applyBackupCut(col *collection, op *shardpb.BackupCutComm
 	return applyResult{}
 }
 
+// fenced refuses a write to col proposed at proposedMs (the leader's
+// clock) while a backup fence is in place: SLOT_MOVED with retry, which
+// routers answer by sending the write again after a short pause. Fences
+// whose lease ended by then are dropped. Everything it reads is in the
+// log, so every replica refuses the same writes.
+func fenced(col *collection, proposedMs int64) error {
+	if len(col.fences) == 0 || proposedMs == 0 {
+		return nil
+	}
+	for name, end := range col.fences {
+		if end <= proposedMs {
+			delete(col.fences, name)
+		}
+	}
+	if len(col.fences) == 0 {
+		return nil
+	}
+	epoch := uint64(0)
+	if m := col.slotMap(); m != nil {
+		epoch = m.Epoch
+	}
+	return shard.SlotMovedStatus(fmt.Sprintf("collection %q: writes wait while a backup takes its cut on every shard; it was not applied, retry", col.name), epoch, true)
+}
+
 // ProposeBackupCut implements shardpb.ShardServer: the cut entry is
 // committed like a write, on the leader; a follower forwards it.
 func (s *Server) ProposeBackupCut(ctx context.Context, req *shardpb.BackupCutRequest) (*shardpb.BackupCutResponse, error) {
-	idx, leader, err := s.proposeCut(ctx, req)
-	if err != nil {
-		return nil, err
-	}
-	return &shardpb.BackupCutResponse{Index: idx, ForwardedTo: leader}, nil
+	return s.proposeCut(ctx, req)
 }
 
-func (s *Server) proposeCut(ctx context.Context, req *shardpb.BackupCutRequest) (uint64, string, error) {
-	fwd := func(err error) (uint64, string, error) {
+func (s *Server) proposeCut(ctx context.Context, req *shardpb.BackupCutRequest) (*shardpb.BackupCutResponse, error) {
+	fwd := func(err error) (*shardpb.BackupCutResponse, error) {
 		var resp *shardpb.BackupCutResponse
 		leader, err := s.forward(ctx, err, func(ctx context.Context, c shardpb.ShardClient) (err error) {
 			resp, err = c.ProposeBackupCut(ctx, req)
 			return err
 		})
 		if err != nil {
-			return 0, "", err
+			return nil, err
 		}
-		return resp.GetIndex(), leader, nil
+		resp.ForwardedTo = leader
+		return resp, nil
 	}
-	if req.GetBackupId() == "" {
-		return 0, "", status.Error(codes.InvalidArgument, "backup cut without an id")
+	if req.GetBackupId() == "" && req.GetLift() == "" {
+		return nil, status.Error(codes.InvalidArgument, "backup cut without an id")
 	}
 	col, err := s.cfg.Collections.resolve(req.GetCollection())
 	if err != nil {
 		if !s.cfg.Node.IsLeader() {
 			return fwd(s.notLeader())
 		}
-		return 0, "", err
+		return nil, err
 	}
-	_, idx, err := s.propose(ctx, col, &shardpb.Command{Op: &shardpb.Command_BackupCut{BackupCut: &shardpb.BackupCutCommand{
-		Version: backupCutVersion, BackupId: req.GetBackupId()}}})
+	op := &shardpb.BackupCutCommand{Version: backupCutVersion, BackupId: req.GetBackupId(), Lift: req.GetLift()}
+	if req.GetLift() == "" && req.GetFence() != "" {
+		op.Fence, op.FenceExpiresMs = req.GetFence(), time.Now().Add(fenceLease).UnixMilli()
+	}
+	res, idx, err := s.propose(ctx, col, &shardpb.Command{Op: &shardpb.Command_BackupCut{BackupCut: op}})
 	if err != nil {
 		return fwd(err)
 	}
-	return idx, "", nil
+	return &shardpb.BackupCutResponse{Index: idx, Lifted: res.found}, nil
 }
 
 // Backup implements shardpb.ShardServer. The replica answering must be
@@ -152,7 +197,7 @@ func (s *Server) Backup(req *shardpb.BackupRequest, stream shardpb.Shard_BackupS
 	}
 	ch, cancel := s.cfg.Collections.cuts.expect(req.GetBackupId())
 	defer cancel()
-	if _, _, err := s.proposeCut(ctx, &shardpb.BackupCutRequest{BackupId: req.GetBackupId(), Collection: req.GetCollection()}); err != nil {
+	if _, err := s.proposeCut(ctx, &shardpb.BackupCutRequest{BackupId: req.GetBackupId(), Fence: req.GetFence(), Collection: req.GetCollection()}); err != nil {
 		return err
 	}
 	var got cut

@@ -87,7 +87,13 @@ func (f *stateMachine) applyEntry(e raftnode.Entry) any {
 		return applyResult{err: err}
 	}
 	if isCut {
-		return f.applyBackupCut(col, bc.BackupCut, e.Index)
+		return f.applyBackupCut(col, bc.BackupCut, e.Index, cmd.GetProposedMs())
+	}
+	switch cmd.GetOp().(type) {
+	case *shardpb.Command_Upsert, *shardpb.Command_Delete, *shardpb.Command_Edit:
+		if err := fenced(col, cmd.GetProposedMs()); err != nil {
+			return applyResult{err: err}
+		}
 	}
 	res := f.apply(col, &cmd, e.Serving)
 	res.docs = col.mem.Len()

@@ -3839,7 +3839,10 @@ type BackupRequest struct {
 	MaxChunkBytes uint32 `protobuf:"varint,2,opt,name=max_chunk_bytes,json=maxChunkBytes,proto3" json:"max_chunk_bytes,omitempty"`
 	// slots, as in ScrollRequest: only the rows of the slots the router's
 	// slot map gives this shard.
-	Slots         *SlotSelection `protobuf:"bytes,3,opt,name=slots,proto3" json:"slots,omitempty"`
+	Slots *SlotSelection `protobuf:"bytes,3,opt,name=slots,proto3" json:"slots,omitempty"`
+	// fence, when set, is the fence the cut raises (BackupCutCommand):
+	// the collection's writes wait from the cut until it is lifted.
+	Fence         string         `protobuf:"bytes,4,opt,name=fence,proto3" json:"fence,omitempty"`
 	Collection    *CollectionRef `protobuf:"bytes,15,opt,name=collection,proto3" json:"collection,omitempty"` // the collection exported (required)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3896,6 +3899,13 @@ func (x *BackupRequest) GetSlots() *SlotSelection {
 	return nil
 }
 
+func (x *BackupRequest) GetFence() string {
+	if x != nil {
+		return x.Fence
+	}
+	return ""
+}
+
 func (x *BackupRequest) GetCollection() *CollectionRef {
 	if x != nil {
 		return x.Collection
@@ -3904,9 +3914,12 @@ func (x *BackupRequest) GetCollection() *CollectionRef {
 }
 
 type BackupCutRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	BackupId      string                 `protobuf:"bytes,1,opt,name=backup_id,json=backupId,proto3" json:"backup_id,omitempty"`
-	Collection    *CollectionRef         `protobuf:"bytes,15,opt,name=collection,proto3" json:"collection,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	BackupId string                 `protobuf:"bytes,1,opt,name=backup_id,json=backupId,proto3" json:"backup_id,omitempty"`
+	Fence    string                 `protobuf:"bytes,2,opt,name=fence,proto3" json:"fence,omitempty"` // as in BackupRequest
+	// lift, when set, ends the fence of that name instead (no cut).
+	Lift          string         `protobuf:"bytes,3,opt,name=lift,proto3" json:"lift,omitempty"`
+	Collection    *CollectionRef `protobuf:"bytes,15,opt,name=collection,proto3" json:"collection,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3948,6 +3961,20 @@ func (x *BackupCutRequest) GetBackupId() string {
 	return ""
 }
 
+func (x *BackupCutRequest) GetFence() string {
+	if x != nil {
+		return x.Fence
+	}
+	return ""
+}
+
+func (x *BackupCutRequest) GetLift() string {
+	if x != nil {
+		return x.Lift
+	}
+	return ""
+}
+
 func (x *BackupCutRequest) GetCollection() *CollectionRef {
 	if x != nil {
 		return x.Collection
@@ -3956,9 +3983,12 @@ func (x *BackupCutRequest) GetCollection() *CollectionRef {
 }
 
 type BackupCutResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Index         uint64                 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`                               // the log index of the cut entry
-	ForwardedTo   string                 `protobuf:"bytes,2,opt,name=forwarded_to,json=forwardedTo,proto3" json:"forwarded_to,omitempty"` // as in UpsertResponse
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Index       uint64                 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`                               // the log index of the cut entry
+	ForwardedTo string                 `protobuf:"bytes,2,opt,name=forwarded_to,json=forwardedTo,proto3" json:"forwarded_to,omitempty"` // as in UpsertResponse
+	// lifted: a lift found its fence still in place (false: the fence's
+	// lease ended first, so writes may have applied between cuts).
+	Lifted        bool `protobuf:"varint,3,opt,name=lifted,proto3" json:"lifted,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4005,6 +4035,13 @@ func (x *BackupCutResponse) GetForwardedTo() string {
 		return x.ForwardedTo
 	}
 	return ""
+}
+
+func (x *BackupCutResponse) GetLifted() bool {
+	if x != nil {
+		return x.Lifted
+	}
+	return false
 }
 
 // BackupChunk is one message of a Backup stream: the first carries the
@@ -4443,22 +4480,26 @@ const file_shard_proto_rawDesc = "" +
 	"\fEditResponse\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12!\n" +
 	"\fforwarded_to\x18\x02 \x01(\tR\vforwardedTo\x12\x1b\n" +
-	"\tdoc_count\x18\x03 \x01(\x04R\bdocCount\"\xc8\x01\n" +
+	"\tdoc_count\x18\x03 \x01(\x04R\bdocCount\"\xde\x01\n" +
 	"\rBackupRequest\x12\x1b\n" +
 	"\tbackup_id\x18\x01 \x01(\tR\bbackupId\x12&\n" +
 	"\x0fmax_chunk_bytes\x18\x02 \x01(\rR\rmaxChunkBytes\x123\n" +
-	"\x05slots\x18\x03 \x01(\v2\x1d.trawl.shard.v1.SlotSelectionR\x05slots\x12=\n" +
+	"\x05slots\x18\x03 \x01(\v2\x1d.trawl.shard.v1.SlotSelectionR\x05slots\x12\x14\n" +
+	"\x05fence\x18\x04 \x01(\tR\x05fence\x12=\n" +
 	"\n" +
 	"collection\x18\x0f \x01(\v2\x1d.trawl.shard.v1.CollectionRefR\n" +
-	"collection\"n\n" +
+	"collection\"\x98\x01\n" +
 	"\x10BackupCutRequest\x12\x1b\n" +
-	"\tbackup_id\x18\x01 \x01(\tR\bbackupId\x12=\n" +
+	"\tbackup_id\x18\x01 \x01(\tR\bbackupId\x12\x14\n" +
+	"\x05fence\x18\x02 \x01(\tR\x05fence\x12\x12\n" +
+	"\x04lift\x18\x03 \x01(\tR\x04lift\x12=\n" +
 	"\n" +
 	"collection\x18\x0f \x01(\v2\x1d.trawl.shard.v1.CollectionRefR\n" +
-	"collection\"L\n" +
+	"collection\"d\n" +
 	"\x11BackupCutResponse\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12!\n" +
-	"\fforwarded_to\x18\x02 \x01(\tR\vforwardedTo\"u\n" +
+	"\fforwarded_to\x18\x02 \x01(\tR\vforwardedTo\x12\x16\n" +
+	"\x06lifted\x18\x03 \x01(\bR\x06lifted\"u\n" +
 	"\vBackupChunk\x124\n" +
 	"\x06header\x18\x01 \x01(\v2\x1c.trawl.shard.v1.BackupHeaderR\x06header\x120\n" +
 	"\avectors\x18\x02 \x03(\v2\x16.trawl.shard.v1.VectorR\avectors\"\xaa\x01\n" +
