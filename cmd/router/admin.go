@@ -56,7 +56,8 @@ leader makes the change, a follower forwards it):
                     (docs/backup.md), with a progress bar on a terminal;
                     or --router URL --collection A,B [--keep N]: have a
                     router back them up into its --backup-dir, keeping the
-                    newest N (needs no --shard)
+                    newest N (needs no --shard); --all instead of
+                    --collection: every collection, one after another
   backups           --collection NAME --backup-dir DIR: list its complete
                     backups (needs no --shard)
   restore           --collection NAME --backup ID --backup-dir DIR
@@ -122,6 +123,7 @@ func runAdmin(ctx context.Context, args []string, out io.Writer) error {
 		fs.StringVar(&bk.dir, "backup-dir", "", "the directory backups are kept in (a local path or a mounted volume)")
 		fs.StringVar(&bk.collection, "collection", "", "the collection backed up")
 		if cmd == "backup" {
+			fs.BoolVar(&bk.all, "all", false, "back up every collection of the catalog (each at its own cuts) instead of --collection")
 			fs.StringVar(&bk.router, "router", "", "back up through this router's API (http://HOST:PORT; it writes to its own --backup-dir and records the backup metrics) instead of from this process; --collection may then list several, comma-separated")
 			fs.StringVar(&bk.keyFile, "api-key-file", "", "with --router: file holding the API key, sent as Authorization: Bearer")
 			fs.IntVar(&bk.keep, "keep", 0, "with --router: after each backup, delete all but the newest N of the collection (0: keep all)")
@@ -146,16 +148,20 @@ func runAdmin(ctx context.Context, args []string, out io.Writer) error {
 	if cmd == "move-slot" && (*collection == "" || mv.slot < 0 || mv.to == "") {
 		return errors.New("admin move-slot: --collection NAME, --slot N and --to SHARD are required")
 	}
+	if cmd == "backup" && bk.all == (bk.collection != "") {
+		return errors.New("admin backup: give --collection NAME[,NAME...] or --all")
+	}
 	if cmd == "backup" && bk.router != "" {
-		if bk.collection == "" {
-			return errors.New("admin backup: --collection NAME[,NAME...] is required")
+		var names []string
+		if !bk.all {
+			names = strings.Split(bk.collection, ",")
 		}
-		return adminBackupViaRouter(ctx, out, bk.router, bk.keyFile, strings.Split(bk.collection, ","), bk.keep)
+		return adminBackupViaRouter(ctx, out, bk.router, bk.keyFile, names, bk.keep)
 	}
 	if bk.dir == "" && (cmd == "backup" || cmd == "backups" || cmd == "restore") {
 		return fmt.Errorf("admin %s: --backup-dir DIR is required", cmd)
 	}
-	if bk.collection == "" && (cmd == "backup" || cmd == "backups" || cmd == "restore") {
+	if bk.collection == "" && (cmd == "backups" || cmd == "restore") {
 		return fmt.Errorf("admin %s: --collection NAME is required", cmd)
 	}
 	if cmd == "restore" && bk.id == "" {

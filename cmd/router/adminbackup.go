@@ -33,6 +33,7 @@ type backupFlags struct {
 	router     string // backup: --router, back up through a router's API
 	keyFile    string // with --router: --api-key-file
 	keep       int    // backup: --keep, the newest backups kept (0: all)
+	all        bool   // backup: --all, every collection of the catalog
 }
 
 // adminBackups lists a collection's backups in --backup-dir; it needs no
@@ -86,17 +87,32 @@ func adminBackup(ctx context.Context, out io.Writer, cmd string, shards []app.Sh
 	t0 := time.Now()
 	switch cmd {
 	case "backup":
-		m, err := co.Backup(ctx, f.collection, coordinator.NewBackupID(t0), cfg)
-		p.finish()
-		if err != nil {
-			return fmt.Errorf("admin backup: %w", err)
+		names := strings.Split(f.collection, ",")
+		if f.all {
+			colls, err := co.Collections(ctx)
+			if err != nil {
+				return fmt.Errorf("admin backup: reading the catalog: %w", err)
+			}
+			names = names[:0]
+			for _, c := range colls {
+				names = append(names, c.Name)
+			}
 		}
-		var rows int64
-		for _, s := range m.Shards {
-			rows += s.Rows
+		// One collection after another, each at its own cuts.
+		for _, name := range names {
+			t0 := time.Now()
+			m, err := co.Backup(ctx, name, coordinator.NewBackupID(t0), cfg)
+			p.finish()
+			if err != nil {
+				return fmt.Errorf("admin backup of %s: %w", name, err)
+			}
+			var rows int64
+			for _, s := range m.Shards {
+				rows += s.Rows
+			}
+			fmt.Fprintf(out, "backup %s of %s: %d rows from %d shards in %s (%s/%s)\n",
+				m.ID, m.Collection, rows, len(m.Shards), time.Since(t0).Round(time.Millisecond), f.dir, m.Collection+"/"+m.ID)
 		}
-		fmt.Fprintf(out, "backup %s of %s: %d rows from %d shards in %s (%s/%s)\n",
-			m.ID, m.Collection, rows, len(m.Shards), time.Since(t0).Round(time.Millisecond), f.dir, m.Collection+"/"+m.ID)
 	case "restore":
 		to := f.to
 		if to == "" {
@@ -151,6 +167,7 @@ func (p *backupProgress) finish() {
 	if p.bar != nil {
 		_ = p.bar.Finish()
 		fmt.Fprintln(p.w)
+		p.bar = nil // the next collection draws its own
 	}
 }
 
@@ -187,6 +204,19 @@ func adminBackupViaRouter(ctx context.Context, out io.Writer, router, keyFile st
 			return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, strings.TrimSpace(string(body)))
 		}
 		return json.Unmarshal(body, into)
+	}
+	if len(collections) == 0 { // --all
+		var list struct {
+			Collections []struct {
+				Name string `json:"name"`
+			} `json:"collections"`
+		}
+		if err := call(http.MethodGet, "/v1/collections", &list); err != nil {
+			return fmt.Errorf("admin backup: listing the collections: %w", err)
+		}
+		for _, c := range list.Collections {
+			collections = append(collections, c.Name)
+		}
 	}
 	var failed []string
 	for _, c := range collections {
