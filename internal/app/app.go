@@ -210,14 +210,15 @@ func New(cfg Config) (*Router, error) {
 	if cfg.BackupDir != "" {
 		seenBackups(backup.Dir(cfg.BackupDir), bm, cfg.Logger)
 	}
+	backups := api.NewBackups(cfg.BackupDir, bm)
 	r.API = api.New(api.Config{
 		Coordinator: r.Coordinator, Budget: cfg.Budget, Metrics: m, Gatherer: reg,
 		Keys: cfg.Keys, Collection: cfg.Collection, Limiter: limiter, BodyTimeout: cfg.BodyTimeout, Logger: cfg.Logger, Extra: cfg.Extra,
 		TracerProvider: cfg.TracerProvider, Propagator: cfg.Propagator,
-		Backups: api.NewBackups(cfg.BackupDir, bm),
+		Backups: backups,
 	})
 	r.QdrantGRPC = qdrantgrpc.New(qdrantgrpc.Config{Coordinator: r.Coordinator, Budget: cfg.Budget, Keys: cfg.Keys,
-		Limiter: limiter, Metrics: m, Logger: cfg.Logger}, cfg.QdrantGRPCOptions...)
+		Limiter: limiter, Metrics: m, Logger: cfg.Logger, Backups: backups}, cfg.QdrantGRPCOptions...)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
