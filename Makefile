@@ -66,7 +66,7 @@ bench-quick:
 bench-overload:
 	bash hack/overload-bench.sh
 
-.PHONY: test-chart test-cluster test-alerts test-overload test-crash test-replication test-compat test-memlimit image bench-overload
+.PHONY: test-chart test-cluster test-alerts test-overload test-crash test-replication test-compat test-memlimit test-s3 image bench-overload
 
 ## test-memlimit: a real `router shard` in a cgroup v1 memory limit (160 MiB) below its float32 rows (100 000 x 512, 195 MiB, on disk): it loads, and exact and int8 queries answer in full, exactly, within their deadline (root and /sys/fs/cgroup/memory; skipped with the reason otherwise; about 1 min)
 test-memlimit:
@@ -104,3 +104,8 @@ test-compat:
 ## image: the container image without a Docker daemon, into .bin/trawl-image.tar (checked: non-root, no shell, --help runs)
 image:
 	bash hack/image.sh
+
+## test-s3: the backup store against a real S3-compatible server on loopback (gofakes3, pinned in tools/s3/go.mod and built here): a backup written to the bucket reads back and verifies; a multipart upload interrupted after one part resumes from the parts the store holds
+test-s3:
+	cd tools/s3 && $(GO) build -o $(BIN)/gofakes3 github.com/johannesboyne/gofakes3/cmd/gofakes3
+	TRAWL_GOFAKES3=$(BIN)/gofakes3 $(GO) test -count=1 -race -run 'TestS3' -v ./backup

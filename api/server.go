@@ -77,13 +77,21 @@ type Config struct {
 // Backups is the router's backup storage and metrics (httpx.Backups).
 type Backups = httpx.Backups
 
-// NewBackups keeps backups in dir (none when empty) and records them in m.
-func NewBackups(dir string, m *metrics.Backups) *Backups {
+// NewBackups keeps backups in dir, or in the bucket s3 names (none when
+// neither is set), and records them in m.
+func NewBackups(dir string, s3 *backup.S3Config, m *metrics.Backups) (*Backups, error) {
 	b := &Backups{Metrics: m, Dir: dir}
-	if dir != "" {
+	switch {
+	case s3 != nil:
+		st, err := backup.NewS3(*s3)
+		if err != nil {
+			return nil, err
+		}
+		b.Store, b.Dir = st, ""
+	case dir != "":
 		b.Store = backup.Dir(dir)
 	}
-	return b
+	return b, nil
 }
 
 // Server is the router's HTTP API.

@@ -60,6 +60,12 @@ leader makes the change, a follower forwards it):
                     --collection: every collection, one after another
   backups           --collection NAME --backup-dir DIR: list its complete
                     backups (needs no --shard)
+  upload            --collection NAME --backup ID --backup-dir DIR
+                    --backup-s3-endpoint HOST:PORT --backup-s3-bucket B:
+                    copy a backup to an S3-compatible bucket, resuming an
+                    interrupted copy (parts already sent are kept)
+  (backup, backups and restore take --backup-s3-* instead of --backup-dir
+  to use a bucket directly; keys: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY)
   restore           --collection NAME --backup ID --backup-dir DIR
                     [--to TARGET]: check every file, then create TARGET
                     (default NAME; it must not exist) from the backup,
@@ -119,8 +125,8 @@ func runAdmin(ctx context.Context, args []string, out io.Writer) error {
 	case "replace-replica":
 		oldAddr = fs.String("old", "", "the replica to replace, HOST:PORT")
 		newAddr = fs.String("new", "", "its replacement, HOST:PORT, started with router shard --join")
-	case "backup", "backups", "restore":
-		fs.StringVar(&bk.dir, "backup-dir", "", "the directory backups are kept in (a local path or a mounted volume)")
+	case "backup", "backups", "restore", "upload":
+		addStoreFlags(fs, &bk.store, "the directory backups are kept in (a local path or a mounted volume)")
 		fs.StringVar(&bk.collection, "collection", "", "the collection backed up")
 		if cmd == "backup" {
 			fs.BoolVar(&bk.all, "all", false, "back up every collection of the catalog (each at its own cuts) instead of --collection")
@@ -128,12 +134,12 @@ func runAdmin(ctx context.Context, args []string, out io.Writer) error {
 			fs.StringVar(&bk.keyFile, "api-key-file", "", "with --router: file holding the API key, sent as Authorization: Bearer")
 			fs.IntVar(&bk.keep, "keep", 0, "with --router: after each backup, delete all but the newest N of the collection (0: keep all)")
 		}
-		if cmd == "restore" {
-			fs.StringVar(&bk.id, "backup", "", "the id of the backup to restore (router admin backups lists them)")
+		if cmd == "restore" || cmd == "upload" {
+			fs.StringVar(&bk.id, "backup", "", "the id of the backup (router admin backups lists them)")
 			fs.StringVar(&bk.to, "to", "", "the collection to restore into (default: --collection); it must not exist")
 		}
 	default:
-		return fmt.Errorf("admin: unknown command %q (status, slots, move-slot, rebalance, drain, converge, add-replica, remove-replica, replace-replica, backup, backups, restore)", cmd)
+		return fmt.Errorf("admin: unknown command %q (status, slots, move-slot, rebalance, drain, converge, add-replica, remove-replica, replace-replica, backup, backups, restore, upload)", cmd)
 	}
 	target := ""
 	if cmd == "drain" {
@@ -158,8 +164,14 @@ func runAdmin(ctx context.Context, args []string, out io.Writer) error {
 		}
 		return adminBackupViaRouter(ctx, out, bk.router, bk.keyFile, names, bk.keep)
 	}
-	if bk.dir == "" && (cmd == "backup" || cmd == "backups" || cmd == "restore") {
-		return fmt.Errorf("admin %s: --backup-dir DIR is required", cmd)
+	if !bk.store.configured() && (cmd == "backup" || cmd == "backups" || cmd == "restore") {
+		return fmt.Errorf("admin %s: --backup-dir DIR (or --backup-s3-endpoint and --backup-s3-bucket) is required", cmd)
+	}
+	if cmd == "upload" {
+		if bk.collection == "" || bk.id == "" || bk.store.dir == "" || bk.store.s3.Endpoint == "" {
+			return errors.New("admin upload: --collection NAME, --backup ID, --backup-dir DIR and --backup-s3-endpoint/--backup-s3-bucket are required")
+		}
+		return adminUpload(ctx, out, bk)
 	}
 	if bk.collection == "" && (cmd == "backups" || cmd == "restore") {
 		return fmt.Errorf("admin %s: --collection NAME is required", cmd)

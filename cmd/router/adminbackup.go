@@ -26,21 +26,25 @@ import (
 
 // backupFlags are the backup commands' own flags.
 type backupFlags struct {
-	dir        string // --backup-dir
-	collection string // --collection: the collection backed up
-	id         string // restore: --backup
-	to         string // restore: --to, the collection restored into
-	router     string // backup: --router, back up through a router's API
-	keyFile    string // with --router: --api-key-file
-	keep       int    // backup: --keep, the newest backups kept (0: all)
-	all        bool   // backup: --all, every collection of the catalog
+	store      storeFlags // --backup-dir or --backup-s3-*
+	collection string     // --collection: the collection backed up
+	id         string     // restore: --backup
+	to         string     // restore: --to, the collection restored into
+	router     string     // backup: --router, back up through a router's API
+	keyFile    string     // with --router: --api-key-file
+	keep       int        // backup: --keep, the newest backups kept (0: all)
+	all        bool       // backup: --all, every collection of the catalog
 }
 
 // adminBackups lists a collection's backups in --backup-dir; it needs no
 // shard.
 func adminBackups(ctx context.Context, out io.Writer, f backupFlags) error {
 	co := coordinator.New(coordinator.Config{Cluster: fanout.New[*client.Conn](nil, fanout.Options{})})
-	ms, err := co.Backups(ctx, f.collection, backup.Dir(f.dir))
+	st, err := f.store.store()
+	if err != nil {
+		return err
+	}
+	ms, err := co.Backups(ctx, f.collection, st)
 	if err != nil {
 		return fmt.Errorf("admin backups: %w", err)
 	}
@@ -83,7 +87,11 @@ func adminBackup(ctx context.Context, out io.Writer, cmd string, shards []app.Sh
 	}
 	co := coordinator.New(coordinator.Config{Cluster: fanout.New(fs, fanout.Options{Logger: slog.New(slog.DiscardHandler)})})
 	p := newBackupProgress(out, cmd)
-	cfg := coordinator.BackupConfig{Store: backup.Dir(f.dir), Progress: p.update}
+	st, err := f.store.store()
+	if err != nil {
+		return err
+	}
+	cfg := coordinator.BackupConfig{Store: st, Progress: p.update}
 	t0 := time.Now()
 	switch cmd {
 	case "backup":
@@ -110,8 +118,8 @@ func adminBackup(ctx context.Context, out io.Writer, cmd string, shards []app.Sh
 			for _, s := range m.Shards {
 				rows += s.Rows
 			}
-			fmt.Fprintf(out, "backup %s of %s: %d rows from %d shards in %s (%s/%s)\n",
-				m.ID, m.Collection, rows, len(m.Shards), time.Since(t0).Round(time.Millisecond), f.dir, m.Collection+"/"+m.ID)
+			fmt.Fprintf(out, "backup %s of %s: %d rows from %d shards in %s\n",
+				m.ID, m.Collection, rows, len(m.Shards), time.Since(t0).Round(time.Millisecond))
 		}
 	case "restore":
 		to := f.to
@@ -259,5 +267,41 @@ func adminBackupViaRouter(ctx context.Context, out io.Writer, router, keyFile st
 	if len(failed) > 0 {
 		return fmt.Errorf("admin backup: failed for %s", strings.Join(failed, ", "))
 	}
+	return nil
+}
+
+// adminUpload copies a backup from --backup-dir to the bucket, resuming
+// an interrupted copy (backup.Upload), with a progress line per part on a
+// terminal.
+func adminUpload(ctx context.Context, out io.Writer, f backupFlags) error {
+	only := f.store
+	only.dir = ""
+	c, err := only.s3Config()
+	if err != nil {
+		return err
+	}
+	dst, err := backup.NewS3(*c)
+	if err != nil {
+		return err
+	}
+	prefix := f.collection + "/" + f.id
+	src := backup.Dir(f.store.dir)
+	r, err := backup.Open(ctx, src, prefix)
+	if err != nil {
+		return fmt.Errorf("admin upload: %w", err)
+	}
+	var total int64
+	for _, fl := range r.Manifest.Files {
+		total += fl.Bytes
+	}
+	p := newBackupProgress(out, "upload")
+	t0 := time.Now()
+	st, err := backup.Upload(ctx, src, prefix, dst, func(s backup.UploadStats) { p.update(s.Bytes, total) })
+	p.finish()
+	if err != nil {
+		return fmt.Errorf("admin upload (run it again to resume): %w", err)
+	}
+	fmt.Fprintf(out, "uploaded %s of %s: %d files (%d already there), %d parts sent, %d reused from an interrupted upload, %d bytes in %s\n",
+		f.id, f.collection, st.Files, st.Skipped, st.Parts, st.Reused, st.Bytes, time.Since(t0).Round(time.Millisecond))
 	return nil
 }

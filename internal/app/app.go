@@ -108,6 +108,9 @@ type Config struct {
 	// BackupDir is where backups are kept (--backup-dir): empty, the
 	// backup routes answer that none is configured.
 	BackupDir string
+	// BackupS3, when set, keeps backups in an S3-compatible bucket
+	// instead (--backup-s3-*).
+	BackupS3 *backup.S3Config
 	// BackupMaxAge is --backup-max-age: exported for the alert on an
 	// overdue backup (0: not exported).
 	BackupMaxAge time.Duration
@@ -147,6 +150,10 @@ func New(cfg Config) (*Router, error) {
 	}
 	if len(cfg.Shards) == 0 {
 		return nil, fmt.Errorf("no shards configured")
+	}
+	backups, err := api.NewBackups(cfg.BackupDir, cfg.BackupS3, nil)
+	if err != nil {
+		return nil, err
 	}
 	if cfg.Dial.TracerProvider == nil {
 		cfg.Dial.TracerProvider = cfg.TracerProvider
@@ -207,10 +214,10 @@ func New(cfg Config) (*Router, error) {
 		Collections:    m})
 	bm := metrics.NewBackups(reg)
 	metrics.MaxAge(reg, cfg.BackupMaxAge)
-	if cfg.BackupDir != "" {
-		seenBackups(backup.Dir(cfg.BackupDir), bm, cfg.Logger)
+	backups.Metrics = bm
+	if backups.Store != nil {
+		seenBackups(backups.Store, bm, cfg.Logger)
 	}
-	backups := api.NewBackups(cfg.BackupDir, bm)
 	r.API = api.New(api.Config{
 		Coordinator: r.Coordinator, Budget: cfg.Budget, Metrics: m, Gatherer: reg,
 		Keys: cfg.Keys, Collection: cfg.Collection, Limiter: limiter, BodyTimeout: cfg.BodyTimeout, Logger: cfg.Logger, Extra: cfg.Extra,
