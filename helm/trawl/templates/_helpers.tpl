@@ -278,3 +278,8 @@ defaults for those left out; ivf keeps int8 codes, so it implies int8.
 {{- define "trawl.backupClaim" -}}
 {{- .Values.backups.persistence.existingClaim | default (printf "%s-backups" (include "trawl.fullname" .)) -}}
 {{- end }}
+
+{{/* "true" when backups are kept on a volume (enabled, no S3 bucket), else empty. */}}
+{{- define "trawl.backupVolume" -}}
+{{- if and .Values.backups.enabled (not .Values.backups.s3.endpoint) -}}true{{- end -}}
+{{- end }}
