@@ -66,6 +66,10 @@ func (c *Coordinator) Backup(ctx context.Context, name, id string, cfg BackupCon
 	}
 }
 
+// backupCutTimeout bounds the wait for a replica's cut: committed through
+// its group's log and applied by that replica (a write's timeout, twice).
+const backupCutTimeout = 2 * shard.WriteTimeout
+
 // backupRounds bounds how often a backup takes its cuts again because
 // one was taken outside the fence (errLateCut).
 const backupRounds = 3
@@ -145,8 +149,17 @@ func (c *Coordinator) backupOnce(ctx context.Context, coll Collection, id, fence
 					total.Add(-counted)
 					counted = 0
 				}
-				return r.In(coll.ref()).Slots(c.readSlots(coll, r)).Backup(ctx, cut, fence,
+				// A replica that cannot apply the cut (cut off from its
+				// group) would hold the backup, and the other groups'
+				// fences, until the caller gives up: past backupCutTimeout
+				// without a header the next replica is asked.
+				actx, cancel := context.WithCancel(ctx)
+				defer cancel()
+				timer := time.AfterFunc(backupCutTimeout, cancel)
+				defer timer.Stop()
+				return r.In(coll.ref()).Slots(c.readSlots(coll, r)).Backup(actx, cut, fence,
 					func(h *shardpb.BackupHeader) error {
+						timer.Stop()
 						if e := h.GetEntry(); e.GetUid() != coll.UID {
 							return errorf(CodeConflict, nil, "collection `%s` was dropped and created again during the backup", coll.Name)
 						}

@@ -1,8 +1,13 @@
 package app_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -43,12 +48,49 @@ func BenchmarkBackupRestore(b *testing.B) {
 	require.NoError(b, r.WaitReady(ctx))
 	dir := b.TempDir()
 	store := backup.Dir(dir)
+	srv := httptest.NewServer(r.API)
+	b.Cleanup(srv.Close)
+	q, err := json.Marshal(map[string]any{"vector": dc.Corpus[0].Vector, "k": 10})
+	require.NoError(b, err)
+	search := func() time.Duration {
+		t0 := time.Now()
+		resp, err := http.Post(srv.URL+"/v1/collections/bench/search?deadline_ms=5000", "application/json", bytes.NewReader(q))
+		require.NoError(b, err)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		require.Equal(b, http.StatusOK, resp.StatusCode)
+		return time.Since(t0)
+	}
+	var idle []time.Duration
+	for range 200 {
+		idle = append(idle, search())
+	}
 	b.ResetTimer()
 	for i := range b.N {
+		var (
+			during []time.Duration
+			stop   = make(chan struct{})
+			done   = make(chan struct{})
+		)
+		go func() {
+			defer close(done)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+					during = append(during, search())
+				}
+			}
+		}()
 		t0 := time.Now()
 		m, err := r.Coordinator.Backup(ctx, "bench", fmt.Sprintf("b%d", i), coordinator.BackupConfig{Store: store})
 		require.NoError(b, err)
 		backupTook := time.Since(t0)
+		close(stop)
+		<-done
+		b.ReportMetric(float64(p99(during))/float64(p99(idle)), "p99-during/idle")
+		b.Logf("search p99 idle %s (%d queries), during the backup %s (%d queries)", p99(idle), len(idle), p99(during), len(during))
 		var bytes int64
 		for _, f := range m.Files {
 			bytes += f.Bytes
