@@ -66,15 +66,16 @@ bench-quick:
 bench-overload:
 	bash hack/overload-bench.sh
 
-.PHONY: test-chart test-cluster test-alerts test-overload test-crash test-replication test-compat test-memlimit image bench-overload
+.PHONY: test-chart test-cluster test-alerts test-overload test-crash test-replication test-compat test-memlimit test-s3 image bench-overload
 
 ## test-memlimit: a real `router shard` in a cgroup v1 memory limit (160 MiB) below its float32 rows (100 000 x 512, 195 MiB, on disk): it loads, and exact and int8 queries answer in full, exactly, within their deadline (root and /sys/fs/cgroup/memory; skipped with the reason otherwise; about 1 min)
 test-memlimit:
 	TRAWL_MEMLIMIT_TEST=1 $(GO) test -count=1 -timeout 10m -v ./test/memlimit
 
-## test-crash: the crash tests of shard/replica, under -race: a shard process SIGKILLed 25 times under acknowledged writes (float32 rows in memory and on disk) and 24 times during segment seals and compactions (float32 and int8); every acknowledged write comes back byte for byte (about 3 min)
+## test-crash: the crash tests of shard/replica, under -race: a shard process SIGKILLed 25 times under acknowledged writes (float32 rows in memory and on disk) and 24 times during segment seals and compactions (float32 and int8); every acknowledged write comes back byte for byte; then a backup of 3 groups of 3 shard processes under a bulk load and SIGKILLs, restored into 2 shards (about 4 min)
 test-crash:
 	TRAWL_CRASH_TEST=1 $(GO) test -race -count=1 -timeout 15m -run 'TestCrash' -v ./shard/replica
+	TRAWL_BACKUP_CRASH_TEST=1 $(GO) test -race -count=1 -timeout 10m -run 'TestCrashDuringBackup' -v ./internal/app
 
 ## test-replication: real `router shard` processes in raft groups of three behind `router serve`: SIGKILLed, wiped and SIGSTOPped replicas, two routers writing the same ids, the 90 s chaos run (TRAWL_CHAOS_SECONDS), and a live grow from 3 groups to 4 and back under load, with replicas SIGKILLed while the slots move (1.5-3.5 min)
 test-replication:
@@ -103,3 +104,8 @@ test-compat:
 ## image: the container image without a Docker daemon, into .bin/trawl-image.tar (checked: non-root, no shell, --help runs)
 image:
 	bash hack/image.sh
+
+## test-s3: the backup store against a real S3-compatible server on loopback (gofakes3, pinned in tools/s3/go.mod and built here): a backup written to the bucket reads back and verifies; a multipart upload interrupted after one part resumes from the parts the store holds
+test-s3:
+	cd tools/s3 && $(GO) build -o $(BIN)/gofakes3 github.com/johannesboyne/gofakes3/cmd/gofakes3
+	TRAWL_GOFAKES3=$(BIN)/gofakes3 $(GO) test -count=1 -race -run 'TestS3' -v ./backup

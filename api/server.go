@@ -17,6 +17,7 @@ import (
 	"github.com/trawl-search/trawl/api/internal/httpx"
 	"github.com/trawl-search/trawl/api/internal/wire"
 	"github.com/trawl-search/trawl/api/qdrant"
+	"github.com/trawl-search/trawl/backup"
 	"github.com/trawl-search/trawl/budget"
 	"github.com/trawl-search/trawl/coordinator"
 	"github.com/trawl-search/trawl/metrics"
@@ -68,6 +69,29 @@ type Config struct {
 	// Propagator reads the client's trace context; W3C tracecontext and
 	// baggage if nil.
 	Propagator propagation.TextMapPropagator
+	// Backups is where backups are kept (--backup-dir) and their series;
+	// nil: the backup routes answer that none is configured.
+	Backups *Backups
+}
+
+// Backups is the router's backup storage and metrics (httpx.Backups).
+type Backups = httpx.Backups
+
+// NewBackups keeps backups in dir, or in the bucket s3 names (none when
+// neither is set), and records them in m.
+func NewBackups(dir string, s3 *backup.S3Config, m *metrics.Backups) (*Backups, error) {
+	b := &Backups{Metrics: m, Dir: dir}
+	switch {
+	case s3 != nil:
+		st, err := backup.NewS3(*s3)
+		if err != nil {
+			return nil, err
+		}
+		b.Store, b.Dir = st, ""
+	case dir != "":
+		b.Store = backup.Dir(dir)
+	}
+	return b, nil
 }
 
 // Server is the router's HTTP API.
@@ -94,7 +118,7 @@ func New(cfg Config) *Server {
 	}
 	s := &Server{cfg: cfg, http: httpx.Dialect{
 		Envelope: envelope, Keys: cfg.Keys, DefaultCollection: cfg.Collection, Limiter: cfg.Limiter,
-		Metrics: cfg.Metrics, Logger: cfg.Logger, BodyTimeout: cfg.BodyTimeout,
+		Metrics: cfg.Metrics, Logger: cfg.Logger, BodyTimeout: cfg.BodyTimeout, Backups: cfg.Backups,
 	}}
 
 	r := chi.NewRouter()
@@ -123,6 +147,10 @@ func New(cfg Config) *Server {
 			r.With(read).Get("/", s.getCollection)
 			r.With(write).Put("/", s.createCollection)
 			r.With(write).Delete("/", s.dropCollection)
+			r.With(read).Post("/backups", s.createBackup)
+			r.With(read).Get("/backups", s.listBackups)
+			r.With(write).Delete("/backups/{id}", s.deleteBackup)
+			r.With(write).Post("/restore", s.restore)
 			s.dataRoutes(r, read, write)
 		})
 	})

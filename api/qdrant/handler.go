@@ -86,6 +86,11 @@ func (h *Handler) Mount(r chi.Router) {
 			r.With(write).Delete("/", h.deleteCollection)
 			r.With(read).Get("/exists", h.collectionExists)
 			r.With(read).Get("/aliases", h.listAliases)
+			r.With(read).Post("/snapshots", h.createSnapshot)
+			r.With(read).Get("/snapshots", h.listSnapshots)
+			r.With(write).Put("/snapshots/recover", h.recoverSnapshot)
+			r.With(read).Get("/snapshots/{snapshot}", h.downloadSnapshot)
+			r.With(write).Delete("/snapshots/{snapshot}", h.deleteSnapshot)
 			r.Group(func(r chi.Router) {
 				r.Use(write, h.knownCollection)
 				r.Put("/index", h.createIndex)

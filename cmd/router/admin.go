@@ -51,6 +51,25 @@ leader makes the change, a follower forwards it):
                     group (add-replica), then rebalance; a no-op on a
                     cluster already so (the Helm chart runs it after an
                     upgrade); it never removes a replica or drains
+  backup            --collection NAME --backup-dir DIR: back the collection
+                    up at a cut of every shard group into DIR/NAME/ID
+                    (docs/backup.md), with a progress bar on a terminal;
+                    or --router URL --collection A,B [--keep N]: have a
+                    router back them up into its --backup-dir, keeping the
+                    newest N (needs no --shard); --all instead of
+                    --collection: every collection, one after another
+  backups           --collection NAME --backup-dir DIR: list its complete
+                    backups (needs no --shard)
+  upload            --collection NAME --backup ID --backup-dir DIR
+                    --backup-s3-endpoint HOST:PORT --backup-s3-bucket B:
+                    copy a backup to an S3-compatible bucket, resuming an
+                    interrupted copy (parts already sent are kept)
+  (backup, backups and restore take --backup-s3-* instead of --backup-dir
+  to use a bucket directly; keys: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY)
+  restore           --collection NAME --backup ID --backup-dir DIR
+                    [--to TARGET]: check every file, then create TARGET
+                    (default NAME; it must not exist) from the backup,
+                    with the cluster's own shard count
   (move-slot, rebalance, drain and converge: --rate rows/s caps each copy, --grace
   is how long an old owner keeps a moved slot's rows for routers still on
   the old map; give every --shard, the authority's included)
@@ -88,6 +107,7 @@ func runAdmin(ctx context.Context, args []string, out io.Writer) error {
 	var mv moveFlags
 	var rate *int
 	var grace *time.Duration
+	var bk backupFlags
 	switch cmd {
 	case "status":
 	case "slots":
@@ -105,8 +125,21 @@ func runAdmin(ctx context.Context, args []string, out io.Writer) error {
 	case "replace-replica":
 		oldAddr = fs.String("old", "", "the replica to replace, HOST:PORT")
 		newAddr = fs.String("new", "", "its replacement, HOST:PORT, started with router shard --join")
+	case "backup", "backups", "restore", "upload":
+		addStoreFlags(fs, &bk.store, "the directory backups are kept in (a local path or a mounted volume)")
+		fs.StringVar(&bk.collection, "collection", "", "the collection backed up")
+		if cmd == "backup" {
+			fs.BoolVar(&bk.all, "all", false, "back up every collection of the catalog (each at its own cuts) instead of --collection")
+			fs.StringVar(&bk.router, "router", "", "back up through this router's API (http://HOST:PORT; it writes to its own --backup-dir and records the backup metrics) instead of from this process; --collection may then list several, comma-separated")
+			fs.StringVar(&bk.keyFile, "api-key-file", "", "with --router: file holding the API key, sent as Authorization: Bearer")
+			fs.IntVar(&bk.keep, "keep", 0, "with --router: after each backup, delete all but the newest N of the collection (0: keep all)")
+		}
+		if cmd == "restore" || cmd == "upload" {
+			fs.StringVar(&bk.id, "backup", "", "the id of the backup (router admin backups lists them)")
+			fs.StringVar(&bk.to, "to", "", "the collection to restore into (default: --collection); it must not exist")
+		}
 	default:
-		return fmt.Errorf("admin: unknown command %q (status, slots, move-slot, rebalance, drain, converge, add-replica, remove-replica, replace-replica)", cmd)
+		return fmt.Errorf("admin: unknown command %q (status, slots, move-slot, rebalance, drain, converge, add-replica, remove-replica, replace-replica, backup, backups, restore, upload)", cmd)
 	}
 	target := ""
 	if cmd == "drain" {
@@ -120,6 +153,34 @@ func runAdmin(ctx context.Context, args []string, out io.Writer) error {
 	}
 	if cmd == "move-slot" && (*collection == "" || mv.slot < 0 || mv.to == "") {
 		return errors.New("admin move-slot: --collection NAME, --slot N and --to SHARD are required")
+	}
+	if cmd == "backup" && bk.all == (bk.collection != "") {
+		return errors.New("admin backup: give --collection NAME[,NAME...] or --all")
+	}
+	if cmd == "backup" && bk.router != "" {
+		var names []string
+		if !bk.all {
+			names = strings.Split(bk.collection, ",")
+		}
+		return adminBackupViaRouter(ctx, out, bk.router, bk.keyFile, names, bk.keep)
+	}
+	if !bk.store.configured() && (cmd == "backup" || cmd == "backups" || cmd == "restore") {
+		return fmt.Errorf("admin %s: --backup-dir DIR (or --backup-s3-endpoint and --backup-s3-bucket) is required", cmd)
+	}
+	if cmd == "upload" {
+		if bk.collection == "" || bk.id == "" || bk.store.dir == "" || bk.store.s3.Endpoint == "" {
+			return errors.New("admin upload: --collection NAME, --backup ID, --backup-dir DIR and --backup-s3-endpoint/--backup-s3-bucket are required")
+		}
+		return adminUpload(ctx, out, bk)
+	}
+	if bk.collection == "" && (cmd == "backups" || cmd == "restore") {
+		return fmt.Errorf("admin %s: --collection NAME is required", cmd)
+	}
+	if cmd == "restore" && bk.id == "" {
+		return errors.New("admin restore: --backup ID is required (router admin backups lists them)")
+	}
+	if cmd == "backups" {
+		return adminBackups(ctx, out, bk)
 	}
 	if len(shards) == 0 {
 		return errors.New("admin: no shards: give --shard NAME=HOST:PORT at least once (or TRAWL_SHARDS)")
@@ -147,6 +208,8 @@ func runAdmin(ctx context.Context, args []string, out io.Writer) error {
 		return adminStatus(ctx, out, shards, dial, *asJSON)
 	case "slots":
 		return adminSlots(ctx, out, shards, dial, *collection, *asJSON)
+	case "backup", "restore":
+		return adminBackup(ctx, out, cmd, shards, dial, bk)
 	case "move-slot", "rebalance", "drain", "converge":
 		mv.collection = *collection
 		mv.cfg = coordinator.MoveConfig{RowsPerSecond: *rate, Grace: *grace}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -29,6 +31,7 @@ func runDev(ctx context.Context, args []string) error {
 	collection := fs.String("collection", api.DefaultCollection, "the collection created (--dim, cosine, --quantization, --index) and seeded, and the router's default collection (the collection-less paths')")
 	indexName := fs.String("index", "flat", "the collection's index: flat or ivf (implies --quantization int8; a shard trains its index once it holds 16384 documents, so give --docs 50000 or more to see it)")
 	dataDir := fs.String("data-dir", "", "where the replicas keep their raft logs and snapshots (default: a temporary directory, removed on exit); a directory holding a dev cluster is loaded, not seeded again")
+	backupDir := fs.String("backup-dir", "", "where the backup and snapshot routes keep backups (default: backups/ under --data-dir, or a temporary directory removed on exit)")
 	qdrantGRPC := fs.String("qdrant-grpc-addr", "", "listen address of Qdrant's gRPC API for the Go, Rust, Java and .NET clients (e.g. :6334); empty: off")
 	// A newcomer's console shows the banner, warnings and errors.
 	logLevel := logLevelFlag(fs, slog.LevelWarn)
@@ -74,8 +77,19 @@ func runDev(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	bdir := *backupDir
+	switch {
+	case bdir == "" && *dataDir != "":
+		bdir = filepath.Join(*dataDir, "backups")
+	case bdir == "":
+		if bdir, err = os.MkdirTemp("", "trawl-dev-backups-"); err != nil {
+			ln.Close()
+			return err
+		}
+		defer os.RemoveAll(bdir)
+	}
 	r, err := app.New(app.Config{Shards: specs, Collection: *collection, Logger: log, Kernel: kernel, Budget: budget.Config{}, Extra: dc.Routes,
-		TracerProvider: tel.TracerProvider, Propagator: tel.Propagator})
+		TracerProvider: tel.TracerProvider, Propagator: tel.Propagator, BackupDir: bdir})
 	if err != nil {
 		ln.Close()
 		return err

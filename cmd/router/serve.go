@@ -66,12 +66,19 @@ func runServe(ctx context.Context, args []string) error {
 	qdrantGRPC := fs.String("qdrant-grpc-addr", ":6334", "listen address of Qdrant's gRPC API (the Go, Rust, Java and .NET clients), with the HTTP port's API keys and --http-tls-*; empty: off")
 	discover := fs.Bool("discover", true, "learn each shard's replicas from its raft group every 2 s (--shard seeds them), so replicas added or removed with router admin take or leave reads without a restart; the group's addresses (--advertise-addr) must then be reachable from the router")
 	readyTimeout := fs.Duration("ready-timeout", app.DefaultReadyTimeout, "how long /readyz waits for every shard to have a replica that serves; past it the router turns ready and answers say what is missing")
+	var stores storeFlags
+	addStoreFlags(fs, &stores, "directory (a local path or a mounted volume) where the backup routes keep backups; empty (and no --backup-s3-endpoint): backups are off")
+	backupMaxAge := fs.Duration("backup-max-age", 0, "how old a collection's last successful backup may be before it is overdue: exported as trawl_backup_max_age_seconds for the chart's alert (0: not exported)")
 	logLevel := logLevelFlag(fs, slog.LevelInfo)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if len(shards) == 0 {
 		return errors.New("no shards: give --shard NAME=HOST:PORT at least once (or TRAWL_SHARDS)")
+	}
+	s3cfg, err := stores.s3Config()
+	if err != nil {
+		return err
 	}
 	if *bodyTimeout <= 0 {
 		return errors.New("--body-timeout must be positive")
@@ -133,6 +140,7 @@ func runServe(ctx context.Context, args []string) error {
 		Budget: budget.Config{TLS: dial.Creds != nil, Max: time.Duration(*maxDeadline) * time.Millisecond,
 			Fallback: time.Duration(*defaultDeadline) * time.Millisecond},
 		TracerProvider: tel.TracerProvider, Propagator: tel.Propagator,
+		BackupDir: stores.dir, BackupS3: s3cfg, BackupMaxAge: *backupMaxAge,
 	})
 	if err != nil {
 		return err

@@ -49,6 +49,8 @@ type Config struct {
 	// 50 ms instead of Deadline: for tests of that default, which must
 	// then assert only what a deadline guarantees on a loaded machine.
 	BuiltinDeadline bool
+	// BackupDir, when set, is the router's --backup-dir.
+	BackupDir string
 }
 
 // Deadline is the routers' default deadline (--default-deadline-ms) in an
@@ -95,7 +97,7 @@ func New(t testing.TB, cfg Config) *Env {
 	require.NoError(t, err)
 	t.Cleanup(dc.Close)
 	r, err := app.New(app.Config{Shards: dc.Specs(), CatalogRefresh: time.Hour, Keys: cfg.keys(), MaxInflight: cfg.MaxInflight,
-		WarmupTimeout: 5 * time.Second, DisableProber: !cfg.Prober, Budget: budgetFor(cfg.BuiltinDeadline)})
+		WarmupTimeout: 5 * time.Second, DisableProber: !cfg.Prober, Budget: budgetFor(cfg.BuiltinDeadline), BackupDir: cfg.BackupDir})
 	require.NoError(t, err)
 	t.Cleanup(r.Close)
 	e := serve(t, r)

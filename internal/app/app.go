@@ -28,6 +28,7 @@ import (
 	"github.com/trawl-search/trawl/api"
 	"github.com/trawl-search/trawl/api/apikey"
 	"github.com/trawl-search/trawl/api/qdrant/qdrantgrpc"
+	"github.com/trawl-search/trawl/backup"
 	"github.com/trawl-search/trawl/budget"
 	"github.com/trawl-search/trawl/catalog"
 	"github.com/trawl-search/trawl/coordinator"
@@ -104,6 +105,15 @@ type Config struct {
 	// QdrantGRPCOptions add to the Qdrant gRPC server's options (its TLS
 	// credentials, from --http-tls-cert/--http-tls-key).
 	QdrantGRPCOptions []grpc.ServerOption
+	// BackupDir is where backups are kept (--backup-dir): empty, the
+	// backup routes answer that none is configured.
+	BackupDir string
+	// BackupS3, when set, keeps backups in an S3-compatible bucket
+	// instead (--backup-s3-*).
+	BackupS3 *backup.S3Config
+	// BackupMaxAge is --backup-max-age: exported for the alert on an
+	// overdue backup (0: not exported).
+	BackupMaxAge time.Duration
 }
 
 // Router is a running router minus its HTTP listener.
@@ -140,6 +150,10 @@ func New(cfg Config) (*Router, error) {
 	}
 	if len(cfg.Shards) == 0 {
 		return nil, fmt.Errorf("no shards configured")
+	}
+	backups, err := api.NewBackups(cfg.BackupDir, cfg.BackupS3, nil)
+	if err != nil {
+		return nil, err
 	}
 	if cfg.Dial.TracerProvider == nil {
 		cfg.Dial.TracerProvider = cfg.TracerProvider
@@ -198,13 +212,20 @@ func New(cfg Config) (*Router, error) {
 	r.Coordinator = coordinator.New(coordinator.Config{Cluster: r.Cluster, Logger: cfg.Logger, MaxCollections: cfg.MaxCollections,
 		CatalogRefresh: cfg.CatalogRefresh,
 		Collections:    m})
+	bm := metrics.NewBackups(reg)
+	metrics.MaxAge(reg, cfg.BackupMaxAge)
+	backups.Metrics = bm
+	if backups.Store != nil {
+		seenBackups(backups.Store, bm, cfg.Logger)
+	}
 	r.API = api.New(api.Config{
 		Coordinator: r.Coordinator, Budget: cfg.Budget, Metrics: m, Gatherer: reg,
 		Keys: cfg.Keys, Collection: cfg.Collection, Limiter: limiter, BodyTimeout: cfg.BodyTimeout, Logger: cfg.Logger, Extra: cfg.Extra,
 		TracerProvider: cfg.TracerProvider, Propagator: cfg.Propagator,
+		Backups: backups,
 	})
 	r.QdrantGRPC = qdrantgrpc.New(qdrantgrpc.Config{Coordinator: r.Coordinator, Budget: cfg.Budget, Keys: cfg.Keys,
-		Limiter: limiter, Metrics: m, Logger: cfg.Logger}, cfg.QdrantGRPCOptions...)
+		Limiter: limiter, Metrics: m, Logger: cfg.Logger, Backups: backups}, cfg.QdrantGRPCOptions...)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
@@ -376,5 +397,28 @@ func (r *Router) closeConns() {
 	defer r.connsMu.Unlock()
 	for _, c := range r.conns {
 		c.Close()
+	}
+}
+
+// seenBackups starts each collection's last-success series at its newest
+// complete backup in store, so a restarted router does not report a
+// collection as never backed up (and the overdue alert stays quiet).
+func seenBackups(store backup.Store, m *metrics.Backups, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	names, err := store.List(ctx, "")
+	if err != nil {
+		log.Warn("backups not listed", "err", err)
+		return
+	}
+	for _, name := range names {
+		ms, err := backup.List(ctx, store, name)
+		if err != nil {
+			log.Warn("backups not listed", "collection", name, "err", err)
+			continue
+		}
+		for _, b := range ms {
+			m.Seen(name, b.Created)
+		}
 	}
 }

@@ -49,6 +49,10 @@ type collection struct {
 	// computed from slots and dropping once per change of either
 	// (slotBitsFor), not by every read.
 	readBits atomic.Pointer[slotBits]
+	// fences are the backup fences in place (name → lease end, the
+	// leader's Unix ms): replicated state, read and written only by the
+	// state machine (applies, and the snapshots it takes between them).
+	fences map[string]int64
 }
 
 // remap replaces the collection's slot map with next and returns the old
@@ -131,6 +135,8 @@ type Collections struct {
 	onDrop func()
 	// stopping counts trainers of dropped collections still stopping.
 	stopping sync.WaitGroup
+	// cuts hands backup views from the state machine to Backup calls.
+	cuts backupCuts
 }
 
 // NewCollections returns a replica's collections, empty until its log or a

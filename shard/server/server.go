@@ -387,6 +387,9 @@ func (s *Server) propose(ctx context.Context, col *collection, cmd *shardpb.Comm
 // proposeCommand commits cmd through the node's log and returns what its
 // apply returned and its index.
 func (s *Server) proposeCommand(ctx context.Context, cmd *shardpb.Command) (applyResult, uint64, error) {
+	// The leader's clock, in the entry: backup fences' leases are
+	// measured against it on every replica alike.
+	cmd.ProposedMs = time.Now().UnixMilli()
 	b, err := proto.Marshal(cmd)
 	if err != nil {
 		return applyResult{}, 0, status.Errorf(codes.Internal, "encode log entry: %v", err)

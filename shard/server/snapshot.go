@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math"
 	"os"
 	"slices"
@@ -70,7 +71,7 @@ func (f *stateMachine) Snapshot(applied uint64) (raftnode.Snapshot, error) {
 			s.Release()
 			return nil, fmt.Errorf("snapshot of collection %q: %w", c.name, err)
 		}
-		s.sections = append(s.sections, snapshotSection{col: c, v: v})
+		s.sections = append(s.sections, snapshotSection{col: c, v: v, fences: maps.Clone(c.fences)})
 	}
 	return s, nil
 }
@@ -88,6 +89,8 @@ type snapshot struct {
 type snapshotSection struct {
 	col *collection
 	v   *store.View
+	// fences are the collection's backup fences at the snapshot's index.
+	fences map[string]int64
 }
 
 // Persist implements raftnode.Snapshot. A collection whose rows are in
@@ -194,6 +197,7 @@ func (sec snapshotSection) persistSegments(bw *bufio.Writer, w raftnode.Snapshot
 		Trained:   v.Trained(),
 		Segments:  pm,
 		IvfLists:  encodeLists(v.IVFLists()),
+		Fences:    sec.fences,
 	}
 	if err := writeHeader(bw, hdr); err != nil {
 		return err
@@ -236,6 +240,7 @@ func (sec snapshotSection) persist(bw *bufio.Writer) error {
 		Count:     uint64(n),
 		Trained:   v.Trained(),
 		IvfLists:  encodeLists(v.IVFLists()),
+		Fences:    sec.fences,
 	}
 	if err := writeHeader(bw, hdr); err != nil {
 		return err
@@ -374,6 +379,7 @@ func (f *stateMachine) restoreCollections(br *bufio.Reader, cat *shardpb.Catalog
 			return 0, fmt.Errorf("snapshot section of collection %q uid %d where the catalog lists %q uid %d",
 				sec.GetName(), sec.GetUid(), col.name, col.uid)
 		}
+		col.fences = maps.Clone(sec.GetFences())
 		if sec.GetSegments() == nil {
 			n, err := f.restoreRows(br, col, sec)
 			if err != nil {

@@ -81,9 +81,19 @@ func (f *stateMachine) applyEntry(e raftnode.Entry) any {
 		return applyResult{err: err, catalog: ch}
 	}
 	_, trained := cmd.GetOp().(*shardpb.Command_SetTrained)
-	col, err := f.cols.forEntry(cmd.GetCollection(), trained)
+	bc, isCut := cmd.GetOp().(*shardpb.Command_BackupCut)
+	col, err := f.cols.forEntry(cmd.GetCollection(), trained || isCut)
 	if err != nil {
 		return applyResult{err: err}
+	}
+	if isCut {
+		return f.applyBackupCut(col, bc.BackupCut, e.Index, cmd.GetProposedMs())
+	}
+	switch cmd.GetOp().(type) {
+	case *shardpb.Command_Upsert, *shardpb.Command_Delete, *shardpb.Command_Edit:
+		if err := fenced(col, cmd.GetProposedMs()); err != nil {
+			return applyResult{err: err}
+		}
 	}
 	res := f.apply(col, &cmd, e.Serving)
 	res.docs = col.mem.Len()

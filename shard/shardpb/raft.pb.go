@@ -234,11 +234,17 @@ type Command struct {
 	//	*Command_SetTrained
 	//	*Command_Catalog
 	//	*Command_Edit
+	//	*Command_BackupCut
 	Op isCommand_Op `protobuf_oneof:"op"`
 	// collection is the collection upsert, delete and set_trained act on.
 	// Empty in entries written before collections: they act on the legacy
 	// collection (shard.LegacyCollection).
-	Collection    *CollectionRef `protobuf:"bytes,15,opt,name=collection,proto3" json:"collection,omitempty"`
+	Collection *CollectionRef `protobuf:"bytes,15,opt,name=collection,proto3" json:"collection,omitempty"`
+	// proposed_ms is the leader's wall clock when it proposed the entry
+	// (Unix ms; 0 in entries written before it existed). It is part of
+	// the entry, so every replica measures a backup fence's lease against
+	// the same time.
+	ProposedMs    int64 `protobuf:"varint,16,opt,name=proposed_ms,json=proposedMs,proto3" json:"proposed_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -325,11 +331,27 @@ func (x *Command) GetEdit() *EditCommand {
 	return nil
 }
 
+func (x *Command) GetBackupCut() *BackupCutCommand {
+	if x != nil {
+		if x, ok := x.Op.(*Command_BackupCut); ok {
+			return x.BackupCut
+		}
+	}
+	return nil
+}
+
 func (x *Command) GetCollection() *CollectionRef {
 	if x != nil {
 		return x.Collection
 	}
 	return nil
+}
+
+func (x *Command) GetProposedMs() int64 {
+	if x != nil {
+		return x.ProposedMs
+	}
+	return 0
 }
 
 type isCommand_Op interface {
@@ -356,6 +378,10 @@ type Command_Edit struct {
 	Edit *EditCommand `protobuf:"bytes,5,opt,name=edit,proto3,oneof"`
 }
 
+type Command_BackupCut struct {
+	BackupCut *BackupCutCommand `protobuf:"bytes,6,opt,name=backup_cut,json=backupCut,proto3,oneof"`
+}
+
 func (*Command_Upsert) isCommand_Op() {}
 
 func (*Command_Delete) isCommand_Op() {}
@@ -365,6 +391,8 @@ func (*Command_SetTrained) isCommand_Op() {}
 func (*Command_Catalog) isCommand_Op() {}
 
 func (*Command_Edit) isCommand_Op() {}
+
+func (*Command_BackupCut) isCommand_Op() {}
 
 type UpsertCommand struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -553,6 +581,93 @@ func (x *EditCommand) GetEdits() []*Edit {
 	return nil
 }
 
+// BackupCutCommand marks the point in a group's log a backup is taken
+// at: the replica exporting the backup takes its view of the collection
+// exactly when it applies this entry. It changes no state, so a replica
+// that replays it (a restart) does nothing.
+type BackupCutCommand struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// version is 1; a replica ignores a cut of a version it does not know.
+	Version  uint32 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	BackupId string `protobuf:"bytes,2,opt,name=backup_id,json=backupId,proto3" json:"backup_id,omitempty"`
+	// fence, when set, pauses the collection's writes from this entry on:
+	// upserts, deletes and edits proposed before fence_expires_ms (the
+	// leader's clock, Unix ms) are refused as SLOT_MOVED with retry (the
+	// router retries them after a pause, as for a slot being moved), until
+	// an entry lifts the fence or its lease ends.
+	Fence          string `protobuf:"bytes,3,opt,name=fence,proto3" json:"fence,omitempty"`
+	FenceExpiresMs int64  `protobuf:"varint,4,opt,name=fence_expires_ms,json=fenceExpiresMs,proto3" json:"fence_expires_ms,omitempty"`
+	// lift, when set, ends the fence of that name (no view is taken).
+	Lift          string `protobuf:"bytes,5,opt,name=lift,proto3" json:"lift,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackupCutCommand) Reset() {
+	*x = BackupCutCommand{}
+	mi := &file_raft_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackupCutCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackupCutCommand) ProtoMessage() {}
+
+func (x *BackupCutCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_raft_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackupCutCommand.ProtoReflect.Descriptor instead.
+func (*BackupCutCommand) Descriptor() ([]byte, []int) {
+	return file_raft_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *BackupCutCommand) GetVersion() uint32 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *BackupCutCommand) GetBackupId() string {
+	if x != nil {
+		return x.BackupId
+	}
+	return ""
+}
+
+func (x *BackupCutCommand) GetFence() string {
+	if x != nil {
+		return x.Fence
+	}
+	return ""
+}
+
+func (x *BackupCutCommand) GetFenceExpiresMs() int64 {
+	if x != nil {
+		return x.FenceExpiresMs
+	}
+	return 0
+}
+
+func (x *BackupCutCommand) GetLift() string {
+	if x != nil {
+		return x.Lift
+	}
+	return ""
+}
+
 // SetTrainedCommand commits a trained value every replica must encode rows
 // with identically (an int8 scale, IVF centroids): chosen by the leader,
 // stored in snapshots, opaque to the log.
@@ -566,7 +681,7 @@ type SetTrainedCommand struct {
 
 func (x *SetTrainedCommand) Reset() {
 	*x = SetTrainedCommand{}
-	mi := &file_raft_proto_msgTypes[8]
+	mi := &file_raft_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -578,7 +693,7 @@ func (x *SetTrainedCommand) String() string {
 func (*SetTrainedCommand) ProtoMessage() {}
 
 func (x *SetTrainedCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_raft_proto_msgTypes[8]
+	mi := &file_raft_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -591,7 +706,7 @@ func (x *SetTrainedCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetTrainedCommand.ProtoReflect.Descriptor instead.
 func (*SetTrainedCommand) Descriptor() ([]byte, []int) {
-	return file_raft_proto_rawDescGZIP(), []int{8}
+	return file_raft_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SetTrainedCommand) GetName() string {
@@ -637,7 +752,7 @@ type SnapshotHeader struct {
 
 func (x *SnapshotHeader) Reset() {
 	*x = SnapshotHeader{}
-	mi := &file_raft_proto_msgTypes[9]
+	mi := &file_raft_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -649,7 +764,7 @@ func (x *SnapshotHeader) String() string {
 func (*SnapshotHeader) ProtoMessage() {}
 
 func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_raft_proto_msgTypes[9]
+	mi := &file_raft_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -662,7 +777,7 @@ func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotHeader.ProtoReflect.Descriptor instead.
 func (*SnapshotHeader) Descriptor() ([]byte, []int) {
-	return file_raft_proto_rawDescGZIP(), []int{9}
+	return file_raft_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SnapshotHeader) GetDim() uint32 {
@@ -728,14 +843,18 @@ type CollectionHeader struct {
 	// row, in row order) in the index of the trained centroids, when that
 	// index was current: a restore builds the index from it without
 	// assigning any row again. Empty: the index is built from the rows.
-	IvfLists      []byte `protobuf:"bytes,7,opt,name=ivf_lists,json=ivfLists,proto3" json:"ivf_lists,omitempty"`
+	IvfLists []byte `protobuf:"bytes,7,opt,name=ivf_lists,json=ivfLists,proto3" json:"ivf_lists,omitempty"`
+	// fences are the collection's backup fences in place (name → lease
+	// end, Unix ms): replicated state, so a replica restored from this
+	// snapshot refuses the same writes as the others.
+	Fences        map[string]int64 `protobuf:"bytes,8,rep,name=fences,proto3" json:"fences,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CollectionHeader) Reset() {
 	*x = CollectionHeader{}
-	mi := &file_raft_proto_msgTypes[10]
+	mi := &file_raft_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -747,7 +866,7 @@ func (x *CollectionHeader) String() string {
 func (*CollectionHeader) ProtoMessage() {}
 
 func (x *CollectionHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_raft_proto_msgTypes[10]
+	mi := &file_raft_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -760,7 +879,7 @@ func (x *CollectionHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CollectionHeader.ProtoReflect.Descriptor instead.
 func (*CollectionHeader) Descriptor() ([]byte, []int) {
-	return file_raft_proto_rawDescGZIP(), []int{10}
+	return file_raft_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CollectionHeader) GetName() string {
@@ -812,6 +931,13 @@ func (x *CollectionHeader) GetIvfLists() []byte {
 	return nil
 }
 
+func (x *CollectionHeader) GetFences() map[string]int64 {
+	if x != nil {
+		return x.Fences
+	}
+	return nil
+}
+
 // SegmentManifest names the segment files (NumPy .npy) that hold a
 // collection's float32 rows: the first rows of each file, and the slot
 // table from row numbers to slots (vector/segment.Manifest).
@@ -832,7 +958,7 @@ type SegmentManifest struct {
 
 func (x *SegmentManifest) Reset() {
 	*x = SegmentManifest{}
-	mi := &file_raft_proto_msgTypes[11]
+	mi := &file_raft_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -844,7 +970,7 @@ func (x *SegmentManifest) String() string {
 func (*SegmentManifest) ProtoMessage() {}
 
 func (x *SegmentManifest) ProtoReflect() protoreflect.Message {
-	mi := &file_raft_proto_msgTypes[11]
+	mi := &file_raft_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -857,7 +983,7 @@ func (x *SegmentManifest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SegmentManifest.ProtoReflect.Descriptor instead.
 func (*SegmentManifest) Descriptor() ([]byte, []int) {
-	return file_raft_proto_rawDescGZIP(), []int{11}
+	return file_raft_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SegmentManifest) GetDim() uint32 {
@@ -929,7 +1055,7 @@ type SegmentFile struct {
 
 func (x *SegmentFile) Reset() {
 	*x = SegmentFile{}
-	mi := &file_raft_proto_msgTypes[12]
+	mi := &file_raft_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -941,7 +1067,7 @@ func (x *SegmentFile) String() string {
 func (*SegmentFile) ProtoMessage() {}
 
 func (x *SegmentFile) ProtoReflect() protoreflect.Message {
-	mi := &file_raft_proto_msgTypes[12]
+	mi := &file_raft_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -954,7 +1080,7 @@ func (x *SegmentFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SegmentFile.ProtoReflect.Descriptor instead.
 func (*SegmentFile) Descriptor() ([]byte, []int) {
-	return file_raft_proto_rawDescGZIP(), []int{12}
+	return file_raft_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SegmentFile) GetNumber() uint32 {
@@ -1016,7 +1142,7 @@ type SnapshotFiles struct {
 
 func (x *SnapshotFiles) Reset() {
 	*x = SnapshotFiles{}
-	mi := &file_raft_proto_msgTypes[13]
+	mi := &file_raft_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1028,7 +1154,7 @@ func (x *SnapshotFiles) String() string {
 func (*SnapshotFiles) ProtoMessage() {}
 
 func (x *SnapshotFiles) ProtoReflect() protoreflect.Message {
-	mi := &file_raft_proto_msgTypes[13]
+	mi := &file_raft_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1041,7 +1167,7 @@ func (x *SnapshotFiles) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotFiles.ProtoReflect.Descriptor instead.
 func (*SnapshotFiles) Descriptor() ([]byte, []int) {
-	return file_raft_proto_rawDescGZIP(), []int{13}
+	return file_raft_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SnapshotFiles) GetToken() []byte {
@@ -1076,7 +1202,7 @@ type SnapshotFile struct {
 
 func (x *SnapshotFile) Reset() {
 	*x = SnapshotFile{}
-	mi := &file_raft_proto_msgTypes[14]
+	mi := &file_raft_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1088,7 +1214,7 @@ func (x *SnapshotFile) String() string {
 func (*SnapshotFile) ProtoMessage() {}
 
 func (x *SnapshotFile) ProtoReflect() protoreflect.Message {
-	mi := &file_raft_proto_msgTypes[14]
+	mi := &file_raft_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1101,7 +1227,7 @@ func (x *SnapshotFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotFile.ProtoReflect.Descriptor instead.
 func (*SnapshotFile) Descriptor() ([]byte, []int) {
-	return file_raft_proto_rawDescGZIP(), []int{14}
+	return file_raft_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SnapshotFile) GetName() string {
@@ -1134,17 +1260,21 @@ const file_raft_proto_rawDesc = "" +
 	"\thas_state\x18\x01 \x01(\bR\bhasState\x12\x1d\n" +
 	"\n" +
 	"last_index\x18\x02 \x01(\x04R\tlastIndex\x12!\n" +
-	"\fhas_snapshot\x18\x03 \x01(\bR\vhasSnapshot\"\xfb\x02\n" +
+	"\fhas_snapshot\x18\x03 \x01(\bR\vhasSnapshot\"\xdf\x03\n" +
 	"\aCommand\x127\n" +
 	"\x06upsert\x18\x01 \x01(\v2\x1d.trawl.shard.v1.UpsertCommandH\x00R\x06upsert\x127\n" +
 	"\x06delete\x18\x02 \x01(\v2\x1d.trawl.shard.v1.DeleteCommandH\x00R\x06delete\x12D\n" +
 	"\vset_trained\x18\x03 \x01(\v2!.trawl.shard.v1.SetTrainedCommandH\x00R\n" +
 	"setTrained\x12@\n" +
 	"\acatalog\x18\x04 \x01(\v2$.trawl.shard.v1.ChangeCatalogRequestH\x00R\acatalog\x121\n" +
-	"\x04edit\x18\x05 \x01(\v2\x1b.trawl.shard.v1.EditCommandH\x00R\x04edit\x12=\n" +
+	"\x04edit\x18\x05 \x01(\v2\x1b.trawl.shard.v1.EditCommandH\x00R\x04edit\x12A\n" +
+	"\n" +
+	"backup_cut\x18\x06 \x01(\v2 .trawl.shard.v1.BackupCutCommandH\x00R\tbackupCut\x12=\n" +
 	"\n" +
 	"collection\x18\x0f \x01(\v2\x1d.trawl.shard.v1.CollectionRefR\n" +
-	"collectionB\x04\n" +
+	"collection\x12\x1f\n" +
+	"\vproposed_ms\x18\x10 \x01(\x03R\n" +
+	"proposedMsB\x04\n" +
 	"\x02op\"z\n" +
 	"\rUpsertCommand\x127\n" +
 	"\tplacement\x18\x01 \x01(\v2\x19.trawl.shard.v1.PlacementR\tplacement\x120\n" +
@@ -1157,7 +1287,13 @@ const file_raft_proto_rawDesc = "" +
 	"\vEditCommand\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x127\n" +
 	"\tplacement\x18\x02 \x01(\v2\x19.trawl.shard.v1.PlacementR\tplacement\x12*\n" +
-	"\x05edits\x18\x03 \x03(\v2\x14.trawl.shard.v1.EditR\x05edits\"=\n" +
+	"\x05edits\x18\x03 \x03(\v2\x14.trawl.shard.v1.EditR\x05edits\"\x9d\x01\n" +
+	"\x10BackupCutCommand\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\rR\aversion\x12\x1b\n" +
+	"\tbackup_id\x18\x02 \x01(\tR\bbackupId\x12\x14\n" +
+	"\x05fence\x18\x03 \x01(\tR\x05fence\x12(\n" +
+	"\x10fence_expires_ms\x18\x04 \x01(\x03R\x0efenceExpiresMs\x12\x12\n" +
+	"\x04lift\x18\x05 \x01(\tR\x04lift\"=\n" +
 	"\x11SetTrainedCommand\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\"\xec\x02\n" +
@@ -1171,7 +1307,7 @@ const file_raft_proto_rawDesc = "" +
 	"\acatalog\x18\a \x01(\v2\x1f.trawl.shard.v1.CatalogResponseR\acatalog\x1a:\n" +
 	"\fTrainedEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"\xe6\x02\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"\xe7\x03\n" +
 	"\x10CollectionHeader\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
 	"\x03uid\x18\x02 \x01(\x04R\x03uid\x127\n" +
@@ -1179,10 +1315,14 @@ const file_raft_proto_rawDesc = "" +
 	"\x05count\x18\x04 \x01(\x04R\x05count\x12G\n" +
 	"\atrained\x18\x05 \x03(\v2-.trawl.shard.v1.CollectionHeader.TrainedEntryR\atrained\x12;\n" +
 	"\bsegments\x18\x06 \x01(\v2\x1f.trawl.shard.v1.SegmentManifestR\bsegments\x12\x1b\n" +
-	"\tivf_lists\x18\a \x01(\fR\bivfLists\x1a:\n" +
+	"\tivf_lists\x18\a \x01(\fR\bivfLists\x12D\n" +
+	"\x06fences\x18\b \x03(\v2,.trawl.shard.v1.CollectionHeader.FencesEntryR\x06fences\x1a:\n" +
 	"\fTrainedEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"\xce\x01\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\x1a9\n" +
+	"\vFencesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\xce\x01\n" +
 	"\x0fSegmentManifest\x12\x10\n" +
 	"\x03dim\x18\x01 \x01(\rR\x03dim\x12\x19\n" +
 	"\bseg_rows\x18\x02 \x01(\rR\asegRows\x12\x10\n" +
@@ -1231,7 +1371,7 @@ func file_raft_proto_rawDescGZIP() []byte {
 	return file_raft_proto_rawDescData
 }
 
-var file_raft_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_raft_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_raft_proto_goTypes = []any{
 	(*RaftMessage)(nil),          // 0: trawl.shard.v1.RaftMessage
 	(*SnapshotChunk)(nil),        // 1: trawl.shard.v1.SnapshotChunk
@@ -1241,61 +1381,65 @@ var file_raft_proto_goTypes = []any{
 	(*UpsertCommand)(nil),        // 5: trawl.shard.v1.UpsertCommand
 	(*DeleteCommand)(nil),        // 6: trawl.shard.v1.DeleteCommand
 	(*EditCommand)(nil),          // 7: trawl.shard.v1.EditCommand
-	(*SetTrainedCommand)(nil),    // 8: trawl.shard.v1.SetTrainedCommand
-	(*SnapshotHeader)(nil),       // 9: trawl.shard.v1.SnapshotHeader
-	(*CollectionHeader)(nil),     // 10: trawl.shard.v1.CollectionHeader
-	(*SegmentManifest)(nil),      // 11: trawl.shard.v1.SegmentManifest
-	(*SegmentFile)(nil),          // 12: trawl.shard.v1.SegmentFile
-	(*SnapshotFiles)(nil),        // 13: trawl.shard.v1.SnapshotFiles
-	(*SnapshotFile)(nil),         // 14: trawl.shard.v1.SnapshotFile
-	nil,                          // 15: trawl.shard.v1.SnapshotHeader.TrainedEntry
-	nil,                          // 16: trawl.shard.v1.CollectionHeader.TrainedEntry
-	(*ChangeCatalogRequest)(nil), // 17: trawl.shard.v1.ChangeCatalogRequest
-	(*CollectionRef)(nil),        // 18: trawl.shard.v1.CollectionRef
-	(*Placement)(nil),            // 19: trawl.shard.v1.Placement
-	(*Vector)(nil),               // 20: trawl.shard.v1.Vector
-	(*Edit)(nil),                 // 21: trawl.shard.v1.Edit
-	(*CatalogResponse)(nil),      // 22: trawl.shard.v1.CatalogResponse
+	(*BackupCutCommand)(nil),     // 8: trawl.shard.v1.BackupCutCommand
+	(*SetTrainedCommand)(nil),    // 9: trawl.shard.v1.SetTrainedCommand
+	(*SnapshotHeader)(nil),       // 10: trawl.shard.v1.SnapshotHeader
+	(*CollectionHeader)(nil),     // 11: trawl.shard.v1.CollectionHeader
+	(*SegmentManifest)(nil),      // 12: trawl.shard.v1.SegmentManifest
+	(*SegmentFile)(nil),          // 13: trawl.shard.v1.SegmentFile
+	(*SnapshotFiles)(nil),        // 14: trawl.shard.v1.SnapshotFiles
+	(*SnapshotFile)(nil),         // 15: trawl.shard.v1.SnapshotFile
+	nil,                          // 16: trawl.shard.v1.SnapshotHeader.TrainedEntry
+	nil,                          // 17: trawl.shard.v1.CollectionHeader.TrainedEntry
+	nil,                          // 18: trawl.shard.v1.CollectionHeader.FencesEntry
+	(*ChangeCatalogRequest)(nil), // 19: trawl.shard.v1.ChangeCatalogRequest
+	(*CollectionRef)(nil),        // 20: trawl.shard.v1.CollectionRef
+	(*Placement)(nil),            // 21: trawl.shard.v1.Placement
+	(*Vector)(nil),               // 22: trawl.shard.v1.Vector
+	(*Edit)(nil),                 // 23: trawl.shard.v1.Edit
+	(*CatalogResponse)(nil),      // 24: trawl.shard.v1.CatalogResponse
 }
 var file_raft_proto_depIdxs = []int32{
 	5,  // 0: trawl.shard.v1.Command.upsert:type_name -> trawl.shard.v1.UpsertCommand
 	6,  // 1: trawl.shard.v1.Command.delete:type_name -> trawl.shard.v1.DeleteCommand
-	8,  // 2: trawl.shard.v1.Command.set_trained:type_name -> trawl.shard.v1.SetTrainedCommand
-	17, // 3: trawl.shard.v1.Command.catalog:type_name -> trawl.shard.v1.ChangeCatalogRequest
+	9,  // 2: trawl.shard.v1.Command.set_trained:type_name -> trawl.shard.v1.SetTrainedCommand
+	19, // 3: trawl.shard.v1.Command.catalog:type_name -> trawl.shard.v1.ChangeCatalogRequest
 	7,  // 4: trawl.shard.v1.Command.edit:type_name -> trawl.shard.v1.EditCommand
-	18, // 5: trawl.shard.v1.Command.collection:type_name -> trawl.shard.v1.CollectionRef
-	19, // 6: trawl.shard.v1.UpsertCommand.placement:type_name -> trawl.shard.v1.Placement
-	20, // 7: trawl.shard.v1.UpsertCommand.vectors:type_name -> trawl.shard.v1.Vector
-	19, // 8: trawl.shard.v1.DeleteCommand.placement:type_name -> trawl.shard.v1.Placement
-	19, // 9: trawl.shard.v1.EditCommand.placement:type_name -> trawl.shard.v1.Placement
-	21, // 10: trawl.shard.v1.EditCommand.edits:type_name -> trawl.shard.v1.Edit
-	19, // 11: trawl.shard.v1.SnapshotHeader.placement:type_name -> trawl.shard.v1.Placement
-	15, // 12: trawl.shard.v1.SnapshotHeader.trained:type_name -> trawl.shard.v1.SnapshotHeader.TrainedEntry
-	22, // 13: trawl.shard.v1.SnapshotHeader.catalog:type_name -> trawl.shard.v1.CatalogResponse
-	19, // 14: trawl.shard.v1.CollectionHeader.placement:type_name -> trawl.shard.v1.Placement
-	16, // 15: trawl.shard.v1.CollectionHeader.trained:type_name -> trawl.shard.v1.CollectionHeader.TrainedEntry
-	11, // 16: trawl.shard.v1.CollectionHeader.segments:type_name -> trawl.shard.v1.SegmentManifest
-	12, // 17: trawl.shard.v1.SegmentManifest.files:type_name -> trawl.shard.v1.SegmentFile
-	14, // 18: trawl.shard.v1.SnapshotFiles.files:type_name -> trawl.shard.v1.SnapshotFile
-	0,  // 19: trawl.shard.v1.Raft.AppendEntries:input_type -> trawl.shard.v1.RaftMessage
-	0,  // 20: trawl.shard.v1.Raft.AppendEntriesPipeline:input_type -> trawl.shard.v1.RaftMessage
-	0,  // 21: trawl.shard.v1.Raft.RequestVote:input_type -> trawl.shard.v1.RaftMessage
-	0,  // 22: trawl.shard.v1.Raft.RequestPreVote:input_type -> trawl.shard.v1.RaftMessage
-	0,  // 23: trawl.shard.v1.Raft.TimeoutNow:input_type -> trawl.shard.v1.RaftMessage
-	1,  // 24: trawl.shard.v1.Raft.InstallSnapshot:input_type -> trawl.shard.v1.SnapshotChunk
-	2,  // 25: trawl.shard.v1.Raft.GroupState:input_type -> trawl.shard.v1.GroupStateRequest
-	0,  // 26: trawl.shard.v1.Raft.AppendEntries:output_type -> trawl.shard.v1.RaftMessage
-	0,  // 27: trawl.shard.v1.Raft.AppendEntriesPipeline:output_type -> trawl.shard.v1.RaftMessage
-	0,  // 28: trawl.shard.v1.Raft.RequestVote:output_type -> trawl.shard.v1.RaftMessage
-	0,  // 29: trawl.shard.v1.Raft.RequestPreVote:output_type -> trawl.shard.v1.RaftMessage
-	0,  // 30: trawl.shard.v1.Raft.TimeoutNow:output_type -> trawl.shard.v1.RaftMessage
-	0,  // 31: trawl.shard.v1.Raft.InstallSnapshot:output_type -> trawl.shard.v1.RaftMessage
-	3,  // 32: trawl.shard.v1.Raft.GroupState:output_type -> trawl.shard.v1.GroupStateResponse
-	26, // [26:33] is the sub-list for method output_type
-	19, // [19:26] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	8,  // 5: trawl.shard.v1.Command.backup_cut:type_name -> trawl.shard.v1.BackupCutCommand
+	20, // 6: trawl.shard.v1.Command.collection:type_name -> trawl.shard.v1.CollectionRef
+	21, // 7: trawl.shard.v1.UpsertCommand.placement:type_name -> trawl.shard.v1.Placement
+	22, // 8: trawl.shard.v1.UpsertCommand.vectors:type_name -> trawl.shard.v1.Vector
+	21, // 9: trawl.shard.v1.DeleteCommand.placement:type_name -> trawl.shard.v1.Placement
+	21, // 10: trawl.shard.v1.EditCommand.placement:type_name -> trawl.shard.v1.Placement
+	23, // 11: trawl.shard.v1.EditCommand.edits:type_name -> trawl.shard.v1.Edit
+	21, // 12: trawl.shard.v1.SnapshotHeader.placement:type_name -> trawl.shard.v1.Placement
+	16, // 13: trawl.shard.v1.SnapshotHeader.trained:type_name -> trawl.shard.v1.SnapshotHeader.TrainedEntry
+	24, // 14: trawl.shard.v1.SnapshotHeader.catalog:type_name -> trawl.shard.v1.CatalogResponse
+	21, // 15: trawl.shard.v1.CollectionHeader.placement:type_name -> trawl.shard.v1.Placement
+	17, // 16: trawl.shard.v1.CollectionHeader.trained:type_name -> trawl.shard.v1.CollectionHeader.TrainedEntry
+	12, // 17: trawl.shard.v1.CollectionHeader.segments:type_name -> trawl.shard.v1.SegmentManifest
+	18, // 18: trawl.shard.v1.CollectionHeader.fences:type_name -> trawl.shard.v1.CollectionHeader.FencesEntry
+	13, // 19: trawl.shard.v1.SegmentManifest.files:type_name -> trawl.shard.v1.SegmentFile
+	15, // 20: trawl.shard.v1.SnapshotFiles.files:type_name -> trawl.shard.v1.SnapshotFile
+	0,  // 21: trawl.shard.v1.Raft.AppendEntries:input_type -> trawl.shard.v1.RaftMessage
+	0,  // 22: trawl.shard.v1.Raft.AppendEntriesPipeline:input_type -> trawl.shard.v1.RaftMessage
+	0,  // 23: trawl.shard.v1.Raft.RequestVote:input_type -> trawl.shard.v1.RaftMessage
+	0,  // 24: trawl.shard.v1.Raft.RequestPreVote:input_type -> trawl.shard.v1.RaftMessage
+	0,  // 25: trawl.shard.v1.Raft.TimeoutNow:input_type -> trawl.shard.v1.RaftMessage
+	1,  // 26: trawl.shard.v1.Raft.InstallSnapshot:input_type -> trawl.shard.v1.SnapshotChunk
+	2,  // 27: trawl.shard.v1.Raft.GroupState:input_type -> trawl.shard.v1.GroupStateRequest
+	0,  // 28: trawl.shard.v1.Raft.AppendEntries:output_type -> trawl.shard.v1.RaftMessage
+	0,  // 29: trawl.shard.v1.Raft.AppendEntriesPipeline:output_type -> trawl.shard.v1.RaftMessage
+	0,  // 30: trawl.shard.v1.Raft.RequestVote:output_type -> trawl.shard.v1.RaftMessage
+	0,  // 31: trawl.shard.v1.Raft.RequestPreVote:output_type -> trawl.shard.v1.RaftMessage
+	0,  // 32: trawl.shard.v1.Raft.TimeoutNow:output_type -> trawl.shard.v1.RaftMessage
+	0,  // 33: trawl.shard.v1.Raft.InstallSnapshot:output_type -> trawl.shard.v1.RaftMessage
+	3,  // 34: trawl.shard.v1.Raft.GroupState:output_type -> trawl.shard.v1.GroupStateResponse
+	28, // [28:35] is the sub-list for method output_type
+	21, // [21:28] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_raft_proto_init() }
@@ -1310,6 +1454,7 @@ func file_raft_proto_init() {
 		(*Command_SetTrained)(nil),
 		(*Command_Catalog)(nil),
 		(*Command_Edit)(nil),
+		(*Command_BackupCut)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1317,7 +1462,7 @@ func file_raft_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_raft_proto_rawDesc), len(file_raft_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   17,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

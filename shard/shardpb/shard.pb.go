@@ -3830,6 +3830,342 @@ func (x *EditResponse) GetDocCount() uint64 {
 	return 0
 }
 
+type BackupRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// backup_id names the backup (unique per backup); the cut entry
+	// carries it so the answering replica knows its own cut.
+	BackupId string `protobuf:"bytes,1,opt,name=backup_id,json=backupId,proto3" json:"backup_id,omitempty"`
+	// max_chunk_bytes bounds each chunk's vectors (0: 2 MiB).
+	MaxChunkBytes uint32 `protobuf:"varint,2,opt,name=max_chunk_bytes,json=maxChunkBytes,proto3" json:"max_chunk_bytes,omitempty"`
+	// slots, as in ScrollRequest: only the rows of the slots the router's
+	// slot map gives this shard.
+	Slots *SlotSelection `protobuf:"bytes,3,opt,name=slots,proto3" json:"slots,omitempty"`
+	// fence, when set, is the fence the cut raises (BackupCutCommand):
+	// the collection's writes wait from the cut until it is lifted.
+	Fence         string         `protobuf:"bytes,4,opt,name=fence,proto3" json:"fence,omitempty"`
+	Collection    *CollectionRef `protobuf:"bytes,15,opt,name=collection,proto3" json:"collection,omitempty"` // the collection exported (required)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackupRequest) Reset() {
+	*x = BackupRequest{}
+	mi := &file_shard_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackupRequest) ProtoMessage() {}
+
+func (x *BackupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_shard_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
+func (*BackupRequest) Descriptor() ([]byte, []int) {
+	return file_shard_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *BackupRequest) GetBackupId() string {
+	if x != nil {
+		return x.BackupId
+	}
+	return ""
+}
+
+func (x *BackupRequest) GetMaxChunkBytes() uint32 {
+	if x != nil {
+		return x.MaxChunkBytes
+	}
+	return 0
+}
+
+func (x *BackupRequest) GetSlots() *SlotSelection {
+	if x != nil {
+		return x.Slots
+	}
+	return nil
+}
+
+func (x *BackupRequest) GetFence() string {
+	if x != nil {
+		return x.Fence
+	}
+	return ""
+}
+
+func (x *BackupRequest) GetCollection() *CollectionRef {
+	if x != nil {
+		return x.Collection
+	}
+	return nil
+}
+
+type BackupCutRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	BackupId string                 `protobuf:"bytes,1,opt,name=backup_id,json=backupId,proto3" json:"backup_id,omitempty"`
+	Fence    string                 `protobuf:"bytes,2,opt,name=fence,proto3" json:"fence,omitempty"` // as in BackupRequest
+	// lift, when set, ends the fence of that name instead (no cut).
+	Lift          string         `protobuf:"bytes,3,opt,name=lift,proto3" json:"lift,omitempty"`
+	Collection    *CollectionRef `protobuf:"bytes,15,opt,name=collection,proto3" json:"collection,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackupCutRequest) Reset() {
+	*x = BackupCutRequest{}
+	mi := &file_shard_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackupCutRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackupCutRequest) ProtoMessage() {}
+
+func (x *BackupCutRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_shard_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackupCutRequest.ProtoReflect.Descriptor instead.
+func (*BackupCutRequest) Descriptor() ([]byte, []int) {
+	return file_shard_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *BackupCutRequest) GetBackupId() string {
+	if x != nil {
+		return x.BackupId
+	}
+	return ""
+}
+
+func (x *BackupCutRequest) GetFence() string {
+	if x != nil {
+		return x.Fence
+	}
+	return ""
+}
+
+func (x *BackupCutRequest) GetLift() string {
+	if x != nil {
+		return x.Lift
+	}
+	return ""
+}
+
+func (x *BackupCutRequest) GetCollection() *CollectionRef {
+	if x != nil {
+		return x.Collection
+	}
+	return nil
+}
+
+type BackupCutResponse struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Index       uint64                 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`                               // the log index of the cut entry
+	ForwardedTo string                 `protobuf:"bytes,2,opt,name=forwarded_to,json=forwardedTo,proto3" json:"forwarded_to,omitempty"` // as in UpsertResponse
+	// lifted: a lift found its fence still in place (false: the fence's
+	// lease ended first, so writes may have applied between cuts).
+	Lifted        bool `protobuf:"varint,3,opt,name=lifted,proto3" json:"lifted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackupCutResponse) Reset() {
+	*x = BackupCutResponse{}
+	mi := &file_shard_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackupCutResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackupCutResponse) ProtoMessage() {}
+
+func (x *BackupCutResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_shard_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackupCutResponse.ProtoReflect.Descriptor instead.
+func (*BackupCutResponse) Descriptor() ([]byte, []int) {
+	return file_shard_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *BackupCutResponse) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *BackupCutResponse) GetForwardedTo() string {
+	if x != nil {
+		return x.ForwardedTo
+	}
+	return ""
+}
+
+func (x *BackupCutResponse) GetLifted() bool {
+	if x != nil {
+		return x.Lifted
+	}
+	return false
+}
+
+// BackupChunk is one message of a Backup stream: the first carries the
+// header, every later one rows.
+type BackupChunk struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Header        *BackupHeader          `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	Vectors       []*Vector              `protobuf:"bytes,2,rep,name=vectors,proto3" json:"vectors,omitempty"` // rows in the view's row order
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackupChunk) Reset() {
+	*x = BackupChunk{}
+	mi := &file_shard_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackupChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackupChunk) ProtoMessage() {}
+
+func (x *BackupChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_shard_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackupChunk.ProtoReflect.Descriptor instead.
+func (*BackupChunk) Descriptor() ([]byte, []int) {
+	return file_shard_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *BackupChunk) GetHeader() *BackupHeader {
+	if x != nil {
+		return x.Header
+	}
+	return nil
+}
+
+func (x *BackupChunk) GetVectors() []*Vector {
+	if x != nil {
+		return x.Vectors
+	}
+	return nil
+}
+
+type BackupHeader struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Index         uint64                 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`        // the cut entry's log index in this group
+	Count         uint64                 `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`        // rows that follow
+	Entry         *CollectionEntry       `protobuf:"bytes,3,opt,name=entry,proto3" json:"entry,omitempty"`         // the collection's catalog entry at the cut
+	Placement     *Placement             `protobuf:"bytes,4,opt,name=placement,proto3" json:"placement,omitempty"` // what the rows were written under
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackupHeader) Reset() {
+	*x = BackupHeader{}
+	mi := &file_shard_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackupHeader) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackupHeader) ProtoMessage() {}
+
+func (x *BackupHeader) ProtoReflect() protoreflect.Message {
+	mi := &file_shard_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackupHeader.ProtoReflect.Descriptor instead.
+func (*BackupHeader) Descriptor() ([]byte, []int) {
+	return file_shard_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *BackupHeader) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *BackupHeader) GetCount() uint64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *BackupHeader) GetEntry() *CollectionEntry {
+	if x != nil {
+		return x.Entry
+	}
+	return nil
+}
+
+func (x *BackupHeader) GetPlacement() *Placement {
+	if x != nil {
+		return x.Placement
+	}
+	return nil
+}
+
 var File_shard_proto protoreflect.FileDescriptor
 
 const file_shard_proto_rawDesc = "" +
@@ -4144,7 +4480,34 @@ const file_shard_proto_rawDesc = "" +
 	"\fEditResponse\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12!\n" +
 	"\fforwarded_to\x18\x02 \x01(\tR\vforwardedTo\x12\x1b\n" +
-	"\tdoc_count\x18\x03 \x01(\x04R\bdocCount*\xe6\x01\n" +
+	"\tdoc_count\x18\x03 \x01(\x04R\bdocCount\"\xde\x01\n" +
+	"\rBackupRequest\x12\x1b\n" +
+	"\tbackup_id\x18\x01 \x01(\tR\bbackupId\x12&\n" +
+	"\x0fmax_chunk_bytes\x18\x02 \x01(\rR\rmaxChunkBytes\x123\n" +
+	"\x05slots\x18\x03 \x01(\v2\x1d.trawl.shard.v1.SlotSelectionR\x05slots\x12\x14\n" +
+	"\x05fence\x18\x04 \x01(\tR\x05fence\x12=\n" +
+	"\n" +
+	"collection\x18\x0f \x01(\v2\x1d.trawl.shard.v1.CollectionRefR\n" +
+	"collection\"\x98\x01\n" +
+	"\x10BackupCutRequest\x12\x1b\n" +
+	"\tbackup_id\x18\x01 \x01(\tR\bbackupId\x12\x14\n" +
+	"\x05fence\x18\x02 \x01(\tR\x05fence\x12\x12\n" +
+	"\x04lift\x18\x03 \x01(\tR\x04lift\x12=\n" +
+	"\n" +
+	"collection\x18\x0f \x01(\v2\x1d.trawl.shard.v1.CollectionRefR\n" +
+	"collection\"d\n" +
+	"\x11BackupCutResponse\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x04R\x05index\x12!\n" +
+	"\fforwarded_to\x18\x02 \x01(\tR\vforwardedTo\x12\x16\n" +
+	"\x06lifted\x18\x03 \x01(\bR\x06lifted\"u\n" +
+	"\vBackupChunk\x124\n" +
+	"\x06header\x18\x01 \x01(\v2\x1c.trawl.shard.v1.BackupHeaderR\x06header\x120\n" +
+	"\avectors\x18\x02 \x03(\v2\x16.trawl.shard.v1.VectorR\avectors\"\xaa\x01\n" +
+	"\fBackupHeader\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x04R\x05index\x12\x14\n" +
+	"\x05count\x18\x02 \x01(\x04R\x05count\x125\n" +
+	"\x05entry\x18\x03 \x01(\v2\x1f.trawl.shard.v1.CollectionEntryR\x05entry\x127\n" +
+	"\tplacement\x18\x04 \x01(\v2\x19.trawl.shard.v1.PlacementR\tplacement*\xe6\x01\n" +
 	"\bEditKind\x12\x19\n" +
 	"\x15EDIT_KIND_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10EDIT_KIND_UPSERT\x10\x01\x12\x14\n" +
@@ -4153,7 +4516,7 @@ const file_shard_proto_rawDesc = "" +
 	"\x1bEDIT_KIND_OVERWRITE_PAYLOAD\x10\x04\x12\x1c\n" +
 	"\x18EDIT_KIND_DELETE_PAYLOAD\x10\x05\x12\x1b\n" +
 	"\x17EDIT_KIND_CLEAR_PAYLOAD\x10\x06\x12\x1c\n" +
-	"\x18EDIT_KIND_UPDATE_VECTORS\x10\a2\xec\a\n" +
+	"\x18EDIT_KIND_UPDATE_VECTORS\x10\a2\x8d\t\n" +
 	"\x05Shard\x12G\n" +
 	"\x06Search\x12\x1d.trawl.shard.v1.SearchRequest\x1a\x1e.trawl.shard.v1.SearchResponse\x12G\n" +
 	"\x06Upsert\x12\x1d.trawl.shard.v1.UpsertRequest\x1a\x1e.trawl.shard.v1.UpsertResponse\x12>\n" +
@@ -4167,7 +4530,9 @@ const file_shard_proto_rawDesc = "" +
 	"\rChangeMembers\x12$.trawl.shard.v1.ChangeMembersRequest\x1a%.trawl.shard.v1.ChangeMembersResponse\x12D\n" +
 	"\x05Facet\x12\x1c.trawl.shard.v1.FacetRequest\x1a\x1d.trawl.shard.v1.FacetResponse\x12\\\n" +
 	"\rOrderedScroll\x12$.trawl.shard.v1.OrderedScrollRequest\x1a%.trawl.shard.v1.OrderedScrollResponse\x12A\n" +
-	"\x04Edit\x12\x1b.trawl.shard.v1.EditRequest\x1a\x1c.trawl.shard.v1.EditResponseB-Z+github.com/trawl-search/trawl/shard/shardpbb\x06proto3"
+	"\x04Edit\x12\x1b.trawl.shard.v1.EditRequest\x1a\x1c.trawl.shard.v1.EditResponse\x12F\n" +
+	"\x06Backup\x12\x1d.trawl.shard.v1.BackupRequest\x1a\x1b.trawl.shard.v1.BackupChunk0\x01\x12W\n" +
+	"\x10ProposeBackupCut\x12 .trawl.shard.v1.BackupCutRequest\x1a!.trawl.shard.v1.BackupCutResponseB-Z+github.com/trawl-search/trawl/shard/shardpbb\x06proto3"
 
 var (
 	file_shard_proto_rawDescOnce sync.Once
@@ -4182,7 +4547,7 @@ func file_shard_proto_rawDescGZIP() []byte {
 }
 
 var file_shard_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_shard_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
+var file_shard_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
 var file_shard_proto_goTypes = []any{
 	(EditKind)(0),                 // 0: trawl.shard.v1.EditKind
 	(*MembersRequest)(nil),        // 1: trawl.shard.v1.MembersRequest
@@ -4234,21 +4599,26 @@ var file_shard_proto_goTypes = []any{
 	(*EditRequest)(nil),           // 47: trawl.shard.v1.EditRequest
 	(*Edit)(nil),                  // 48: trawl.shard.v1.Edit
 	(*EditResponse)(nil),          // 49: trawl.shard.v1.EditResponse
-	nil,                           // 50: trawl.shard.v1.CollectionEntry.PayloadSchemaEntry
-	nil,                           // 51: trawl.shard.v1.CatalogResponse.DroppedEntry
+	(*BackupRequest)(nil),         // 50: trawl.shard.v1.BackupRequest
+	(*BackupCutRequest)(nil),      // 51: trawl.shard.v1.BackupCutRequest
+	(*BackupCutResponse)(nil),     // 52: trawl.shard.v1.BackupCutResponse
+	(*BackupChunk)(nil),           // 53: trawl.shard.v1.BackupChunk
+	(*BackupHeader)(nil),          // 54: trawl.shard.v1.BackupHeader
+	nil,                           // 55: trawl.shard.v1.CollectionEntry.PayloadSchemaEntry
+	nil,                           // 56: trawl.shard.v1.CatalogResponse.DroppedEntry
 }
 var file_shard_proto_depIdxs = []int32{
 	2,  // 0: trawl.shard.v1.MembersResponse.members:type_name -> trawl.shard.v1.Member
 	5,  // 1: trawl.shard.v1.ChangeMembersRequest.replace:type_name -> trawl.shard.v1.ReplaceMember
 	2,  // 2: trawl.shard.v1.ChangeMembersResponse.members:type_name -> trawl.shard.v1.Member
 	8,  // 3: trawl.shard.v1.CollectionEntry.settings:type_name -> trawl.shard.v1.CollectionSettings
-	50, // 4: trawl.shard.v1.CollectionEntry.payload_schema:type_name -> trawl.shard.v1.CollectionEntry.PayloadSchemaEntry
+	55, // 4: trawl.shard.v1.CollectionEntry.payload_schema:type_name -> trawl.shard.v1.CollectionEntry.PayloadSchemaEntry
 	10, // 5: trawl.shard.v1.CollectionEntry.slot_map:type_name -> trawl.shard.v1.SlotMap
 	11, // 6: trawl.shard.v1.SlotMap.moves:type_name -> trawl.shard.v1.SlotMove
 	10, // 7: trawl.shard.v1.SetSlots.slot_map:type_name -> trawl.shard.v1.SlotMap
 	9,  // 8: trawl.shard.v1.CatalogResponse.collections:type_name -> trawl.shard.v1.CollectionEntry
 	14, // 9: trawl.shard.v1.CatalogResponse.aliases:type_name -> trawl.shard.v1.AliasEntry
-	51, // 10: trawl.shard.v1.CatalogResponse.dropped:type_name -> trawl.shard.v1.CatalogResponse.DroppedEntry
+	56, // 10: trawl.shard.v1.CatalogResponse.dropped:type_name -> trawl.shard.v1.CatalogResponse.DroppedEntry
 	9,  // 11: trawl.shard.v1.ChangeCatalogRequest.create:type_name -> trawl.shard.v1.CollectionEntry
 	7,  // 12: trawl.shard.v1.ChangeCatalogRequest.drop:type_name -> trawl.shard.v1.CollectionRef
 	14, // 13: trawl.shard.v1.ChangeCatalogRequest.alias:type_name -> trawl.shard.v1.AliasEntry
@@ -4295,37 +4665,48 @@ var file_shard_proto_depIdxs = []int32{
 	7,  // 54: trawl.shard.v1.EditRequest.collection:type_name -> trawl.shard.v1.CollectionRef
 	0,  // 55: trawl.shard.v1.Edit.kind:type_name -> trawl.shard.v1.EditKind
 	27, // 56: trawl.shard.v1.Edit.vectors:type_name -> trawl.shard.v1.Vector
-	23, // 57: trawl.shard.v1.Shard.Search:input_type -> trawl.shard.v1.SearchRequest
-	28, // 58: trawl.shard.v1.Shard.Upsert:input_type -> trawl.shard.v1.UpsertRequest
-	30, // 59: trawl.shard.v1.Shard.Get:input_type -> trawl.shard.v1.GetRequest
-	32, // 60: trawl.shard.v1.Shard.Delete:input_type -> trawl.shard.v1.DeleteRequest
-	36, // 61: trawl.shard.v1.Shard.Stats:input_type -> trawl.shard.v1.StatsRequest
-	34, // 62: trawl.shard.v1.Shard.Scroll:input_type -> trawl.shard.v1.ScrollRequest
-	15, // 63: trawl.shard.v1.Shard.Catalog:input_type -> trawl.shard.v1.CatalogRequest
-	17, // 64: trawl.shard.v1.Shard.ChangeCatalog:input_type -> trawl.shard.v1.ChangeCatalogRequest
-	1,  // 65: trawl.shard.v1.Shard.Members:input_type -> trawl.shard.v1.MembersRequest
-	4,  // 66: trawl.shard.v1.Shard.ChangeMembers:input_type -> trawl.shard.v1.ChangeMembersRequest
-	40, // 67: trawl.shard.v1.Shard.Facet:input_type -> trawl.shard.v1.FacetRequest
-	44, // 68: trawl.shard.v1.Shard.OrderedScroll:input_type -> trawl.shard.v1.OrderedScrollRequest
-	47, // 69: trawl.shard.v1.Shard.Edit:input_type -> trawl.shard.v1.EditRequest
-	25, // 70: trawl.shard.v1.Shard.Search:output_type -> trawl.shard.v1.SearchResponse
-	29, // 71: trawl.shard.v1.Shard.Upsert:output_type -> trawl.shard.v1.UpsertResponse
-	31, // 72: trawl.shard.v1.Shard.Get:output_type -> trawl.shard.v1.GetResponse
-	33, // 73: trawl.shard.v1.Shard.Delete:output_type -> trawl.shard.v1.DeleteResponse
-	37, // 74: trawl.shard.v1.Shard.Stats:output_type -> trawl.shard.v1.StatsResponse
-	35, // 75: trawl.shard.v1.Shard.Scroll:output_type -> trawl.shard.v1.ScrollResponse
-	16, // 76: trawl.shard.v1.Shard.Catalog:output_type -> trawl.shard.v1.CatalogResponse
-	18, // 77: trawl.shard.v1.Shard.ChangeCatalog:output_type -> trawl.shard.v1.ChangeCatalogResponse
-	3,  // 78: trawl.shard.v1.Shard.Members:output_type -> trawl.shard.v1.MembersResponse
-	6,  // 79: trawl.shard.v1.Shard.ChangeMembers:output_type -> trawl.shard.v1.ChangeMembersResponse
-	43, // 80: trawl.shard.v1.Shard.Facet:output_type -> trawl.shard.v1.FacetResponse
-	46, // 81: trawl.shard.v1.Shard.OrderedScroll:output_type -> trawl.shard.v1.OrderedScrollResponse
-	49, // 82: trawl.shard.v1.Shard.Edit:output_type -> trawl.shard.v1.EditResponse
-	70, // [70:83] is the sub-list for method output_type
-	57, // [57:70] is the sub-list for method input_type
-	57, // [57:57] is the sub-list for extension type_name
-	57, // [57:57] is the sub-list for extension extendee
-	0,  // [0:57] is the sub-list for field type_name
+	19, // 57: trawl.shard.v1.BackupRequest.slots:type_name -> trawl.shard.v1.SlotSelection
+	7,  // 58: trawl.shard.v1.BackupRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	7,  // 59: trawl.shard.v1.BackupCutRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	54, // 60: trawl.shard.v1.BackupChunk.header:type_name -> trawl.shard.v1.BackupHeader
+	27, // 61: trawl.shard.v1.BackupChunk.vectors:type_name -> trawl.shard.v1.Vector
+	9,  // 62: trawl.shard.v1.BackupHeader.entry:type_name -> trawl.shard.v1.CollectionEntry
+	26, // 63: trawl.shard.v1.BackupHeader.placement:type_name -> trawl.shard.v1.Placement
+	23, // 64: trawl.shard.v1.Shard.Search:input_type -> trawl.shard.v1.SearchRequest
+	28, // 65: trawl.shard.v1.Shard.Upsert:input_type -> trawl.shard.v1.UpsertRequest
+	30, // 66: trawl.shard.v1.Shard.Get:input_type -> trawl.shard.v1.GetRequest
+	32, // 67: trawl.shard.v1.Shard.Delete:input_type -> trawl.shard.v1.DeleteRequest
+	36, // 68: trawl.shard.v1.Shard.Stats:input_type -> trawl.shard.v1.StatsRequest
+	34, // 69: trawl.shard.v1.Shard.Scroll:input_type -> trawl.shard.v1.ScrollRequest
+	15, // 70: trawl.shard.v1.Shard.Catalog:input_type -> trawl.shard.v1.CatalogRequest
+	17, // 71: trawl.shard.v1.Shard.ChangeCatalog:input_type -> trawl.shard.v1.ChangeCatalogRequest
+	1,  // 72: trawl.shard.v1.Shard.Members:input_type -> trawl.shard.v1.MembersRequest
+	4,  // 73: trawl.shard.v1.Shard.ChangeMembers:input_type -> trawl.shard.v1.ChangeMembersRequest
+	40, // 74: trawl.shard.v1.Shard.Facet:input_type -> trawl.shard.v1.FacetRequest
+	44, // 75: trawl.shard.v1.Shard.OrderedScroll:input_type -> trawl.shard.v1.OrderedScrollRequest
+	47, // 76: trawl.shard.v1.Shard.Edit:input_type -> trawl.shard.v1.EditRequest
+	50, // 77: trawl.shard.v1.Shard.Backup:input_type -> trawl.shard.v1.BackupRequest
+	51, // 78: trawl.shard.v1.Shard.ProposeBackupCut:input_type -> trawl.shard.v1.BackupCutRequest
+	25, // 79: trawl.shard.v1.Shard.Search:output_type -> trawl.shard.v1.SearchResponse
+	29, // 80: trawl.shard.v1.Shard.Upsert:output_type -> trawl.shard.v1.UpsertResponse
+	31, // 81: trawl.shard.v1.Shard.Get:output_type -> trawl.shard.v1.GetResponse
+	33, // 82: trawl.shard.v1.Shard.Delete:output_type -> trawl.shard.v1.DeleteResponse
+	37, // 83: trawl.shard.v1.Shard.Stats:output_type -> trawl.shard.v1.StatsResponse
+	35, // 84: trawl.shard.v1.Shard.Scroll:output_type -> trawl.shard.v1.ScrollResponse
+	16, // 85: trawl.shard.v1.Shard.Catalog:output_type -> trawl.shard.v1.CatalogResponse
+	18, // 86: trawl.shard.v1.Shard.ChangeCatalog:output_type -> trawl.shard.v1.ChangeCatalogResponse
+	3,  // 87: trawl.shard.v1.Shard.Members:output_type -> trawl.shard.v1.MembersResponse
+	6,  // 88: trawl.shard.v1.Shard.ChangeMembers:output_type -> trawl.shard.v1.ChangeMembersResponse
+	43, // 89: trawl.shard.v1.Shard.Facet:output_type -> trawl.shard.v1.FacetResponse
+	46, // 90: trawl.shard.v1.Shard.OrderedScroll:output_type -> trawl.shard.v1.OrderedScrollResponse
+	49, // 91: trawl.shard.v1.Shard.Edit:output_type -> trawl.shard.v1.EditResponse
+	53, // 92: trawl.shard.v1.Shard.Backup:output_type -> trawl.shard.v1.BackupChunk
+	52, // 93: trawl.shard.v1.Shard.ProposeBackupCut:output_type -> trawl.shard.v1.BackupCutResponse
+	79, // [79:94] is the sub-list for method output_type
+	64, // [64:79] is the sub-list for method input_type
+	64, // [64:64] is the sub-list for extension type_name
+	64, // [64:64] is the sub-list for extension extendee
+	0,  // [0:64] is the sub-list for field type_name
 }
 
 func init() { file_shard_proto_init() }
@@ -4357,7 +4738,7 @@ func file_shard_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_shard_proto_rawDesc), len(file_shard_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   51,
+			NumMessages:   56,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -24,19 +24,21 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Shard_Search_FullMethodName        = "/trawl.shard.v1.Shard/Search"
-	Shard_Upsert_FullMethodName        = "/trawl.shard.v1.Shard/Upsert"
-	Shard_Get_FullMethodName           = "/trawl.shard.v1.Shard/Get"
-	Shard_Delete_FullMethodName        = "/trawl.shard.v1.Shard/Delete"
-	Shard_Stats_FullMethodName         = "/trawl.shard.v1.Shard/Stats"
-	Shard_Scroll_FullMethodName        = "/trawl.shard.v1.Shard/Scroll"
-	Shard_Catalog_FullMethodName       = "/trawl.shard.v1.Shard/Catalog"
-	Shard_ChangeCatalog_FullMethodName = "/trawl.shard.v1.Shard/ChangeCatalog"
-	Shard_Members_FullMethodName       = "/trawl.shard.v1.Shard/Members"
-	Shard_ChangeMembers_FullMethodName = "/trawl.shard.v1.Shard/ChangeMembers"
-	Shard_Facet_FullMethodName         = "/trawl.shard.v1.Shard/Facet"
-	Shard_OrderedScroll_FullMethodName = "/trawl.shard.v1.Shard/OrderedScroll"
-	Shard_Edit_FullMethodName          = "/trawl.shard.v1.Shard/Edit"
+	Shard_Search_FullMethodName           = "/trawl.shard.v1.Shard/Search"
+	Shard_Upsert_FullMethodName           = "/trawl.shard.v1.Shard/Upsert"
+	Shard_Get_FullMethodName              = "/trawl.shard.v1.Shard/Get"
+	Shard_Delete_FullMethodName           = "/trawl.shard.v1.Shard/Delete"
+	Shard_Stats_FullMethodName            = "/trawl.shard.v1.Shard/Stats"
+	Shard_Scroll_FullMethodName           = "/trawl.shard.v1.Shard/Scroll"
+	Shard_Catalog_FullMethodName          = "/trawl.shard.v1.Shard/Catalog"
+	Shard_ChangeCatalog_FullMethodName    = "/trawl.shard.v1.Shard/ChangeCatalog"
+	Shard_Members_FullMethodName          = "/trawl.shard.v1.Shard/Members"
+	Shard_ChangeMembers_FullMethodName    = "/trawl.shard.v1.Shard/ChangeMembers"
+	Shard_Facet_FullMethodName            = "/trawl.shard.v1.Shard/Facet"
+	Shard_OrderedScroll_FullMethodName    = "/trawl.shard.v1.Shard/OrderedScroll"
+	Shard_Edit_FullMethodName             = "/trawl.shard.v1.Shard/Edit"
+	Shard_Backup_FullMethodName           = "/trawl.shard.v1.Shard/Backup"
+	Shard_ProposeBackupCut_FullMethodName = "/trawl.shard.v1.Shard/ProposeBackupCut"
 )
 
 // ShardClient is the client API for Shard service.
@@ -87,6 +89,16 @@ type ShardClient interface {
 	// (upserts, deletes, payload and vector edits, by ids or by filter) in
 	// one log entry, applied all or nothing: a write, as Upsert.
 	Edit(ctx context.Context, in *EditRequest, opts ...grpc.CallOption) (*EditResponse, error)
+	// Backup exports one collection as it stands at a cut: the answering
+	// replica has its group commit a backup cut entry (a follower forwards
+	// it to its leader as ProposeBackupCut), takes a copy-on-write view of
+	// the collection exactly when it applies that entry, and streams the
+	// view: a BackupHeader first, then the rows in chunks. Writes go on
+	// meanwhile; none committed after the cut is in the stream.
+	Backup(ctx context.Context, in *BackupRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[BackupChunk], error)
+	// ProposeBackupCut commits a backup cut entry (a write: on the leader,
+	// or forwarded to it by a follower) and answers its index.
+	ProposeBackupCut(ctx context.Context, in *BackupCutRequest, opts ...grpc.CallOption) (*BackupCutResponse, error)
 }
 
 type shardClient struct {
@@ -227,6 +239,35 @@ func (c *shardClient) Edit(ctx context.Context, in *EditRequest, opts ...grpc.Ca
 	return out, nil
 }
 
+func (c *shardClient) Backup(ctx context.Context, in *BackupRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[BackupChunk], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Shard_ServiceDesc.Streams[0], Shard_Backup_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[BackupRequest, BackupChunk]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Shard_BackupClient = grpc.ServerStreamingClient[BackupChunk]
+
+func (c *shardClient) ProposeBackupCut(ctx context.Context, in *BackupCutRequest, opts ...grpc.CallOption) (*BackupCutResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(BackupCutResponse)
+	err := c.cc.Invoke(ctx, Shard_ProposeBackupCut_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ShardServer is the server API for Shard service.
 // All implementations must embed UnimplementedShardServer
 // for forward compatibility.
@@ -275,6 +316,16 @@ type ShardServer interface {
 	// (upserts, deletes, payload and vector edits, by ids or by filter) in
 	// one log entry, applied all or nothing: a write, as Upsert.
 	Edit(context.Context, *EditRequest) (*EditResponse, error)
+	// Backup exports one collection as it stands at a cut: the answering
+	// replica has its group commit a backup cut entry (a follower forwards
+	// it to its leader as ProposeBackupCut), takes a copy-on-write view of
+	// the collection exactly when it applies that entry, and streams the
+	// view: a BackupHeader first, then the rows in chunks. Writes go on
+	// meanwhile; none committed after the cut is in the stream.
+	Backup(*BackupRequest, grpc.ServerStreamingServer[BackupChunk]) error
+	// ProposeBackupCut commits a backup cut entry (a write: on the leader,
+	// or forwarded to it by a follower) and answers its index.
+	ProposeBackupCut(context.Context, *BackupCutRequest) (*BackupCutResponse, error)
 	mustEmbedUnimplementedShardServer()
 }
 
@@ -323,6 +374,12 @@ func (UnimplementedShardServer) OrderedScroll(context.Context, *OrderedScrollReq
 }
 func (UnimplementedShardServer) Edit(context.Context, *EditRequest) (*EditResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Edit not implemented")
+}
+func (UnimplementedShardServer) Backup(*BackupRequest, grpc.ServerStreamingServer[BackupChunk]) error {
+	return status.Error(codes.Unimplemented, "method Backup not implemented")
+}
+func (UnimplementedShardServer) ProposeBackupCut(context.Context, *BackupCutRequest) (*BackupCutResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ProposeBackupCut not implemented")
 }
 func (UnimplementedShardServer) mustEmbedUnimplementedShardServer() {}
 func (UnimplementedShardServer) testEmbeddedByValue()               {}
@@ -579,6 +636,35 @@ func _Shard_Edit_Handler(srv interface{}, ctx context.Context, dec func(interfac
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Shard_Backup_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(BackupRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ShardServer).Backup(m, &grpc.GenericServerStream[BackupRequest, BackupChunk]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Shard_BackupServer = grpc.ServerStreamingServer[BackupChunk]
+
+func _Shard_ProposeBackupCut_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(BackupCutRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ShardServer).ProposeBackupCut(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Shard_ProposeBackupCut_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ShardServer).ProposeBackupCut(ctx, req.(*BackupCutRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Shard_ServiceDesc is the grpc.ServiceDesc for Shard service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -638,7 +724,17 @@ var Shard_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "Edit",
 			Handler:    _Shard_Edit_Handler,
 		},
+		{
+			MethodName: "ProposeBackupCut",
+			Handler:    _Shard_ProposeBackupCut_Handler,
+		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "Backup",
+			Handler:       _Shard_Backup_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "shard.proto",
 }

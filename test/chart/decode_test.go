@@ -42,6 +42,10 @@ func newTyped(apiVersion, kind string) (any, error) {
 		return &appsv1.StatefulSet{}, nil
 	case "batch/v1/Job":
 		return &batchv1.Job{}, nil
+	case "batch/v1/CronJob":
+		return &batchv1.CronJob{}, nil
+	case "v1/PersistentVolumeClaim":
+		return &corev1.PersistentVolumeClaim{}, nil
 	case "policy/v1/PodDisruptionBudget":
 		return &policyv1.PodDisruptionBudget{}, nil
 	case "networking.k8s.io/v1/NetworkPolicy":

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -55,6 +56,9 @@ func exported(t *testing.T) map[string]bool {
 	m.HTTPRequest("/v1/search", 200)
 	m.Rejected(admission.ReasonLimit)
 	metrics.AdmissionLimit(router, func() int { return 8 })
+	b := metrics.NewBackups(router)
+	b.Seen("trawl", time.Unix(1, 0))
+	metrics.MaxAge(router, time.Hour)
 	add(router)
 	shard := prometheus.NewRegistry()
 	s := metrics.NewShardServer(shard, "generic")

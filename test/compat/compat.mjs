@@ -525,7 +525,24 @@ await call("upsert", { points: `${again.length} points` }, () => client.upsert(i
 const againHits = await call("query", { query: "iq", limit: 6 }, () => client.query(images, { query: iq, limit: 6 }));
 sameHits(againHits.points, bruteForceDot(again, iq, 6), "query on the re-created collection");
 
-for (const name of [images, "notes"]) {
+// Snapshots (trawl's backups): take one, list it, recover it by the
+// download URL into a new collection holding the same points (searches
+// equal to the brute force), refuse a recover over an existing one, delete.
+const snap = await call("createSnapshot", images, () => client.createSnapshot(images, { wait: true }));
+assert.match(snap.name, /\.snapshot$/);
+const snaps = await call("listSnapshots", images, () => client.listSnapshots(images));
+assert.deepEqual(snaps.map((x) => x.name), [snap.name]);
+const copy = `${images}-restored`;
+const location = `${url}/collections/${images}/snapshots/${snap.name}`;
+assert.equal(await call("recoverSnapshot", [copy, { location }], () => client.recoverSnapshot(copy, { location, priority: "snapshot" })), true);
+assert.equal((await call("count", copy, () => client.count(copy, { exact: true }))).count, again.length);
+const copyHits = await call("query", { collection: copy, query: "iq", limit: 6 }, () => client.query(copy, { query: iq, limit: 6 }));
+sameHits(copyHits.points, bruteForceDot(again, iq, 6), "query on the recovered collection");
+await refused("recoverSnapshot (over an existing collection)", [copy, { location }], 409, () => client.recoverSnapshot(copy, { location }));
+assert.equal(await call("deleteSnapshot", [images, snap.name], () => client.deleteSnapshot(images, snap.name)), true);
+assert.deepEqual(await call("listSnapshots", images, () => client.listSnapshots(images)), []);
+
+for (const name of [images, "notes", copy]) {
   assert.equal(await call("deleteCollection", name, () => client.deleteCollection(name)), true);
 }
 const finalCols = await call("getCollections", {}, () => client.getCollections());

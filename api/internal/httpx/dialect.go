@@ -44,6 +44,8 @@ type Dialect struct {
 	// BodyTimeout bounds the time from the end of a request's headers to
 	// the end of its body (ReadBody).
 	BodyTimeout time.Duration
+	// Backups is the router's backup storage (nil: none configured).
+	Backups *Backups
 }
 
 // Error writes e through the envelope.

@@ -19,6 +19,7 @@ import (
 
 	"github.com/trawl-search/trawl/admission"
 	"github.com/trawl-search/trawl/api/apikey"
+	"github.com/trawl-search/trawl/api/internal/httpx"
 	"github.com/trawl-search/trawl/api/internal/wire"
 	"github.com/trawl-search/trawl/api/qdrant/internal/qdrantx"
 	pb "github.com/trawl-search/trawl/api/qdrant/qdrantpb"
@@ -70,6 +71,9 @@ type Config struct {
 	Metrics *metrics.Router
 	// Logger logs internal errors; nil logs nothing.
 	Logger *slog.Logger
+	// Backups is where snapshots are kept, shared with the REST routes
+	// (nil: the Snapshots calls answer that none is configured).
+	Backups *httpx.Backups
 }
 
 // server holds what the three services share.
@@ -100,6 +104,7 @@ func New(cfg Config, opts ...grpc.ServerOption) *grpc.Server {
 	pb.RegisterQdrantServer(g, &qdrantService{})
 	pb.RegisterCollectionsServer(g, &collectionsService{s: s})
 	pb.RegisterPointsServer(g, &pointsService{s: s})
+	pb.RegisterSnapshotsServer(g, &snapshotsService{s: s})
 	return g
 }
 

@@ -273,3 +273,13 @@ defaults for those left out; ivf keeps int8 codes, so it implies int8.
 {{- if eq $index "ivf" }}{{ $quant = "int8" }}{{ end -}}
 {{ .name }}={{ .dimension }}:{{ default "cosine" .metric }}:{{ $quant }}:{{ $index }}
 {{- end -}}
+
+{{/* The PVC backups are kept in: backups.persistence.existingClaim or the chart's. */}}
+{{- define "trawl.backupClaim" -}}
+{{- .Values.backups.persistence.existingClaim | default (printf "%s-backups" (include "trawl.fullname" .)) -}}
+{{- end }}
+
+{{/* "true" when backups are kept on a volume (enabled, no S3 bucket), else empty. */}}
+{{- define "trawl.backupVolume" -}}
+{{- if and .Values.backups.enabled (not .Values.backups.s3.endpoint) -}}true{{- end -}}
+{{- end }}
