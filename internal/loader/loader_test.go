@@ -19,8 +19,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/trawl-search/trawl/api"
 )
 
 func TestLoadSendsEveryRecordExactly(t *testing.T) {
@@ -121,7 +119,7 @@ func TestBatchesAreCut(t *testing.T) {
 			[][]string{{"a", "b"}, {"c"}}, ""},
 		{"record too big", 10, bodySize(1, entrySize), []Record{rec("a", 100), rec("b", 101), rec("c", 0)},
 			[][]string{{"a"}}, `record 1 (id "b")`},
-		{"id too long", 10, 1 << 20, []Record{rec("a", 0), rec(strings.Repeat("i", api.MaxIDBytes+1), 0)},
+		{"id too long", 10, 1 << 20, []Record{rec("a", 0), rec(strings.Repeat("i", maxIDBytes+1), 0)},
 			[][]string{{"a"}}, "record 1: id is 257 bytes"},
 		{"empty id", 10, 1 << 20, []Record{rec("", 0)}, nil, "record 0: id is 0 bytes"},
 	} {
@@ -627,12 +625,6 @@ func TestAPIKeyAndTLSCA(t *testing.T) {
 	require.Len(t, f.requests(), 3, "nothing reached the router")
 }
 
-func TestLimitsAreTheRouters(t *testing.T) {
-	require.Equal(t, api.MaxWriteBatch, MaxBatch)
-	require.Equal(t, api.MaxBodyBytes, maxBodyBytes)
-	require.Equal(t, api.MaxIDBytes, maxIDBytes)
-}
-
 func TestConfigFilesAndBounds(t *testing.T) {
 	dir := t.TempDir()
 	_, err := NewClient(filepath.Join(dir, "missing.pem"), 1)
@@ -652,7 +644,7 @@ func TestConfigFilesAndBounds(t *testing.T) {
 	}{
 		{Config{Router: "localhost:8080"}, "want http://HOST:PORT"},
 		{Config{Router: "ftp://x"}, "want http://HOST:PORT"},
-		{Config{Router: "http://x", Batch: api.MaxWriteBatch + 1}, fmt.Sprintf("--batch 257: want 1..%d", api.MaxWriteBatch)},
+		{Config{Router: "http://x", Batch: MaxBatch + 1}, fmt.Sprintf("--batch 257: want 1..%d", MaxBatch)},
 		{Config{Router: "http://x", Batch: -1}, "--batch -1"},
 		{Config{Router: "http://x", Concurrency: MaxConcurrency + 1}, "--concurrency 65: want 1..64"},
 		{Config{Router: "http://x", ResumeFrom: -1}, "--resume-from -1"},
