@@ -91,7 +91,7 @@ func FuzzDecodeCreate(f *testing.F) {
 		if err := s.Validate(); err != nil {
 			t.Fatalf("accepted settings that do not validate: %v", err)
 		}
-		if s != s.Normalize() {
+		if !s.Equal(s.Normalize()) {
 			t.Fatalf("accepted settings not normalized: %+v", s)
 		}
 	})

@@ -728,7 +728,11 @@ type CollectionHeader struct {
 	// row, in row order) in the index of the trained centroids, when that
 	// index was current: a restore builds the index from it without
 	// assigning any row again. Empty: the index is built from the rows.
-	IvfLists      []byte `protobuf:"bytes,7,opt,name=ivf_lists,json=ivfLists,proto3" json:"ivf_lists,omitempty"`
+	IvfLists []byte `protobuf:"bytes,7,opt,name=ivf_lists,json=ivfLists,proto3" json:"ivf_lists,omitempty"`
+	// sparse are the collection's sparse indexes (format 5), names
+	// ascending: a restore installs their postings as they are, rebuilding
+	// nothing.
+	Sparse        []*SparsePostings `protobuf:"bytes,8,rep,name=sparse,proto3" json:"sparse,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -812,6 +816,68 @@ func (x *CollectionHeader) GetIvfLists() []byte {
 	return nil
 }
 
+func (x *CollectionHeader) GetSparse() []*SparsePostings {
+	if x != nil {
+		return x.Sparse
+	}
+	return nil
+}
+
+// SparsePostings is one sparse vector's inverted index in the form of
+// shard/store/sparse (Index.AppendBinary): per term ascending, its rows
+// and values, rows numbered as the section's rows are.
+type SparsePostings struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Postings      []byte                 `protobuf:"bytes,2,opt,name=postings,proto3" json:"postings,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SparsePostings) Reset() {
+	*x = SparsePostings{}
+	mi := &file_raft_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SparsePostings) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SparsePostings) ProtoMessage() {}
+
+func (x *SparsePostings) ProtoReflect() protoreflect.Message {
+	mi := &file_raft_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SparsePostings.ProtoReflect.Descriptor instead.
+func (*SparsePostings) Descriptor() ([]byte, []int) {
+	return file_raft_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *SparsePostings) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SparsePostings) GetPostings() []byte {
+	if x != nil {
+		return x.Postings
+	}
+	return nil
+}
+
 // SegmentManifest names the segment files (NumPy .npy) that hold a
 // collection's float32 rows: the first rows of each file, and the slot
 // table from row numbers to slots (vector/segment.Manifest).
@@ -832,7 +898,7 @@ type SegmentManifest struct {
 
 func (x *SegmentManifest) Reset() {
 	*x = SegmentManifest{}
-	mi := &file_raft_proto_msgTypes[11]
+	mi := &file_raft_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -844,7 +910,7 @@ func (x *SegmentManifest) String() string {
 func (*SegmentManifest) ProtoMessage() {}
 
 func (x *SegmentManifest) ProtoReflect() protoreflect.Message {
-	mi := &file_raft_proto_msgTypes[11]
+	mi := &file_raft_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -857,7 +923,7 @@ func (x *SegmentManifest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SegmentManifest.ProtoReflect.Descriptor instead.
 func (*SegmentManifest) Descriptor() ([]byte, []int) {
-	return file_raft_proto_rawDescGZIP(), []int{11}
+	return file_raft_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SegmentManifest) GetDim() uint32 {
@@ -929,7 +995,7 @@ type SegmentFile struct {
 
 func (x *SegmentFile) Reset() {
 	*x = SegmentFile{}
-	mi := &file_raft_proto_msgTypes[12]
+	mi := &file_raft_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -941,7 +1007,7 @@ func (x *SegmentFile) String() string {
 func (*SegmentFile) ProtoMessage() {}
 
 func (x *SegmentFile) ProtoReflect() protoreflect.Message {
-	mi := &file_raft_proto_msgTypes[12]
+	mi := &file_raft_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -954,7 +1020,7 @@ func (x *SegmentFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SegmentFile.ProtoReflect.Descriptor instead.
 func (*SegmentFile) Descriptor() ([]byte, []int) {
-	return file_raft_proto_rawDescGZIP(), []int{12}
+	return file_raft_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SegmentFile) GetNumber() uint32 {
@@ -1016,7 +1082,7 @@ type SnapshotFiles struct {
 
 func (x *SnapshotFiles) Reset() {
 	*x = SnapshotFiles{}
-	mi := &file_raft_proto_msgTypes[13]
+	mi := &file_raft_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1028,7 +1094,7 @@ func (x *SnapshotFiles) String() string {
 func (*SnapshotFiles) ProtoMessage() {}
 
 func (x *SnapshotFiles) ProtoReflect() protoreflect.Message {
-	mi := &file_raft_proto_msgTypes[13]
+	mi := &file_raft_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1041,7 +1107,7 @@ func (x *SnapshotFiles) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotFiles.ProtoReflect.Descriptor instead.
 func (*SnapshotFiles) Descriptor() ([]byte, []int) {
-	return file_raft_proto_rawDescGZIP(), []int{13}
+	return file_raft_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SnapshotFiles) GetToken() []byte {
@@ -1076,7 +1142,7 @@ type SnapshotFile struct {
 
 func (x *SnapshotFile) Reset() {
 	*x = SnapshotFile{}
-	mi := &file_raft_proto_msgTypes[14]
+	mi := &file_raft_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1088,7 +1154,7 @@ func (x *SnapshotFile) String() string {
 func (*SnapshotFile) ProtoMessage() {}
 
 func (x *SnapshotFile) ProtoReflect() protoreflect.Message {
-	mi := &file_raft_proto_msgTypes[14]
+	mi := &file_raft_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1101,7 +1167,7 @@ func (x *SnapshotFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotFile.ProtoReflect.Descriptor instead.
 func (*SnapshotFile) Descriptor() ([]byte, []int) {
-	return file_raft_proto_rawDescGZIP(), []int{14}
+	return file_raft_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SnapshotFile) GetName() string {
@@ -1171,7 +1237,7 @@ const file_raft_proto_rawDesc = "" +
 	"\acatalog\x18\a \x01(\v2\x1f.trawl.shard.v1.CatalogResponseR\acatalog\x1a:\n" +
 	"\fTrainedEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"\xe6\x02\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"\x9e\x03\n" +
 	"\x10CollectionHeader\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
 	"\x03uid\x18\x02 \x01(\x04R\x03uid\x127\n" +
@@ -1179,10 +1245,14 @@ const file_raft_proto_rawDesc = "" +
 	"\x05count\x18\x04 \x01(\x04R\x05count\x12G\n" +
 	"\atrained\x18\x05 \x03(\v2-.trawl.shard.v1.CollectionHeader.TrainedEntryR\atrained\x12;\n" +
 	"\bsegments\x18\x06 \x01(\v2\x1f.trawl.shard.v1.SegmentManifestR\bsegments\x12\x1b\n" +
-	"\tivf_lists\x18\a \x01(\fR\bivfLists\x1a:\n" +
+	"\tivf_lists\x18\a \x01(\fR\bivfLists\x126\n" +
+	"\x06sparse\x18\b \x03(\v2\x1e.trawl.shard.v1.SparsePostingsR\x06sparse\x1a:\n" +
 	"\fTrainedEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"\xce\x01\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"@\n" +
+	"\x0eSparsePostings\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
+	"\bpostings\x18\x02 \x01(\fR\bpostings\"\xce\x01\n" +
 	"\x0fSegmentManifest\x12\x10\n" +
 	"\x03dim\x18\x01 \x01(\rR\x03dim\x12\x19\n" +
 	"\bseg_rows\x18\x02 \x01(\rR\asegRows\x12\x10\n" +
@@ -1231,7 +1301,7 @@ func file_raft_proto_rawDescGZIP() []byte {
 	return file_raft_proto_rawDescData
 }
 
-var file_raft_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_raft_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_raft_proto_goTypes = []any{
 	(*RaftMessage)(nil),          // 0: trawl.shard.v1.RaftMessage
 	(*SnapshotChunk)(nil),        // 1: trawl.shard.v1.SnapshotChunk
@@ -1244,58 +1314,60 @@ var file_raft_proto_goTypes = []any{
 	(*SetTrainedCommand)(nil),    // 8: trawl.shard.v1.SetTrainedCommand
 	(*SnapshotHeader)(nil),       // 9: trawl.shard.v1.SnapshotHeader
 	(*CollectionHeader)(nil),     // 10: trawl.shard.v1.CollectionHeader
-	(*SegmentManifest)(nil),      // 11: trawl.shard.v1.SegmentManifest
-	(*SegmentFile)(nil),          // 12: trawl.shard.v1.SegmentFile
-	(*SnapshotFiles)(nil),        // 13: trawl.shard.v1.SnapshotFiles
-	(*SnapshotFile)(nil),         // 14: trawl.shard.v1.SnapshotFile
-	nil,                          // 15: trawl.shard.v1.SnapshotHeader.TrainedEntry
-	nil,                          // 16: trawl.shard.v1.CollectionHeader.TrainedEntry
-	(*ChangeCatalogRequest)(nil), // 17: trawl.shard.v1.ChangeCatalogRequest
-	(*CollectionRef)(nil),        // 18: trawl.shard.v1.CollectionRef
-	(*Placement)(nil),            // 19: trawl.shard.v1.Placement
-	(*Vector)(nil),               // 20: trawl.shard.v1.Vector
-	(*Edit)(nil),                 // 21: trawl.shard.v1.Edit
-	(*CatalogResponse)(nil),      // 22: trawl.shard.v1.CatalogResponse
+	(*SparsePostings)(nil),       // 11: trawl.shard.v1.SparsePostings
+	(*SegmentManifest)(nil),      // 12: trawl.shard.v1.SegmentManifest
+	(*SegmentFile)(nil),          // 13: trawl.shard.v1.SegmentFile
+	(*SnapshotFiles)(nil),        // 14: trawl.shard.v1.SnapshotFiles
+	(*SnapshotFile)(nil),         // 15: trawl.shard.v1.SnapshotFile
+	nil,                          // 16: trawl.shard.v1.SnapshotHeader.TrainedEntry
+	nil,                          // 17: trawl.shard.v1.CollectionHeader.TrainedEntry
+	(*ChangeCatalogRequest)(nil), // 18: trawl.shard.v1.ChangeCatalogRequest
+	(*CollectionRef)(nil),        // 19: trawl.shard.v1.CollectionRef
+	(*Placement)(nil),            // 20: trawl.shard.v1.Placement
+	(*Vector)(nil),               // 21: trawl.shard.v1.Vector
+	(*Edit)(nil),                 // 22: trawl.shard.v1.Edit
+	(*CatalogResponse)(nil),      // 23: trawl.shard.v1.CatalogResponse
 }
 var file_raft_proto_depIdxs = []int32{
 	5,  // 0: trawl.shard.v1.Command.upsert:type_name -> trawl.shard.v1.UpsertCommand
 	6,  // 1: trawl.shard.v1.Command.delete:type_name -> trawl.shard.v1.DeleteCommand
 	8,  // 2: trawl.shard.v1.Command.set_trained:type_name -> trawl.shard.v1.SetTrainedCommand
-	17, // 3: trawl.shard.v1.Command.catalog:type_name -> trawl.shard.v1.ChangeCatalogRequest
+	18, // 3: trawl.shard.v1.Command.catalog:type_name -> trawl.shard.v1.ChangeCatalogRequest
 	7,  // 4: trawl.shard.v1.Command.edit:type_name -> trawl.shard.v1.EditCommand
-	18, // 5: trawl.shard.v1.Command.collection:type_name -> trawl.shard.v1.CollectionRef
-	19, // 6: trawl.shard.v1.UpsertCommand.placement:type_name -> trawl.shard.v1.Placement
-	20, // 7: trawl.shard.v1.UpsertCommand.vectors:type_name -> trawl.shard.v1.Vector
-	19, // 8: trawl.shard.v1.DeleteCommand.placement:type_name -> trawl.shard.v1.Placement
-	19, // 9: trawl.shard.v1.EditCommand.placement:type_name -> trawl.shard.v1.Placement
-	21, // 10: trawl.shard.v1.EditCommand.edits:type_name -> trawl.shard.v1.Edit
-	19, // 11: trawl.shard.v1.SnapshotHeader.placement:type_name -> trawl.shard.v1.Placement
-	15, // 12: trawl.shard.v1.SnapshotHeader.trained:type_name -> trawl.shard.v1.SnapshotHeader.TrainedEntry
-	22, // 13: trawl.shard.v1.SnapshotHeader.catalog:type_name -> trawl.shard.v1.CatalogResponse
-	19, // 14: trawl.shard.v1.CollectionHeader.placement:type_name -> trawl.shard.v1.Placement
-	16, // 15: trawl.shard.v1.CollectionHeader.trained:type_name -> trawl.shard.v1.CollectionHeader.TrainedEntry
-	11, // 16: trawl.shard.v1.CollectionHeader.segments:type_name -> trawl.shard.v1.SegmentManifest
-	12, // 17: trawl.shard.v1.SegmentManifest.files:type_name -> trawl.shard.v1.SegmentFile
-	14, // 18: trawl.shard.v1.SnapshotFiles.files:type_name -> trawl.shard.v1.SnapshotFile
-	0,  // 19: trawl.shard.v1.Raft.AppendEntries:input_type -> trawl.shard.v1.RaftMessage
-	0,  // 20: trawl.shard.v1.Raft.AppendEntriesPipeline:input_type -> trawl.shard.v1.RaftMessage
-	0,  // 21: trawl.shard.v1.Raft.RequestVote:input_type -> trawl.shard.v1.RaftMessage
-	0,  // 22: trawl.shard.v1.Raft.RequestPreVote:input_type -> trawl.shard.v1.RaftMessage
-	0,  // 23: trawl.shard.v1.Raft.TimeoutNow:input_type -> trawl.shard.v1.RaftMessage
-	1,  // 24: trawl.shard.v1.Raft.InstallSnapshot:input_type -> trawl.shard.v1.SnapshotChunk
-	2,  // 25: trawl.shard.v1.Raft.GroupState:input_type -> trawl.shard.v1.GroupStateRequest
-	0,  // 26: trawl.shard.v1.Raft.AppendEntries:output_type -> trawl.shard.v1.RaftMessage
-	0,  // 27: trawl.shard.v1.Raft.AppendEntriesPipeline:output_type -> trawl.shard.v1.RaftMessage
-	0,  // 28: trawl.shard.v1.Raft.RequestVote:output_type -> trawl.shard.v1.RaftMessage
-	0,  // 29: trawl.shard.v1.Raft.RequestPreVote:output_type -> trawl.shard.v1.RaftMessage
-	0,  // 30: trawl.shard.v1.Raft.TimeoutNow:output_type -> trawl.shard.v1.RaftMessage
-	0,  // 31: trawl.shard.v1.Raft.InstallSnapshot:output_type -> trawl.shard.v1.RaftMessage
-	3,  // 32: trawl.shard.v1.Raft.GroupState:output_type -> trawl.shard.v1.GroupStateResponse
-	26, // [26:33] is the sub-list for method output_type
-	19, // [19:26] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	19, // 5: trawl.shard.v1.Command.collection:type_name -> trawl.shard.v1.CollectionRef
+	20, // 6: trawl.shard.v1.UpsertCommand.placement:type_name -> trawl.shard.v1.Placement
+	21, // 7: trawl.shard.v1.UpsertCommand.vectors:type_name -> trawl.shard.v1.Vector
+	20, // 8: trawl.shard.v1.DeleteCommand.placement:type_name -> trawl.shard.v1.Placement
+	20, // 9: trawl.shard.v1.EditCommand.placement:type_name -> trawl.shard.v1.Placement
+	22, // 10: trawl.shard.v1.EditCommand.edits:type_name -> trawl.shard.v1.Edit
+	20, // 11: trawl.shard.v1.SnapshotHeader.placement:type_name -> trawl.shard.v1.Placement
+	16, // 12: trawl.shard.v1.SnapshotHeader.trained:type_name -> trawl.shard.v1.SnapshotHeader.TrainedEntry
+	23, // 13: trawl.shard.v1.SnapshotHeader.catalog:type_name -> trawl.shard.v1.CatalogResponse
+	20, // 14: trawl.shard.v1.CollectionHeader.placement:type_name -> trawl.shard.v1.Placement
+	17, // 15: trawl.shard.v1.CollectionHeader.trained:type_name -> trawl.shard.v1.CollectionHeader.TrainedEntry
+	12, // 16: trawl.shard.v1.CollectionHeader.segments:type_name -> trawl.shard.v1.SegmentManifest
+	11, // 17: trawl.shard.v1.CollectionHeader.sparse:type_name -> trawl.shard.v1.SparsePostings
+	13, // 18: trawl.shard.v1.SegmentManifest.files:type_name -> trawl.shard.v1.SegmentFile
+	15, // 19: trawl.shard.v1.SnapshotFiles.files:type_name -> trawl.shard.v1.SnapshotFile
+	0,  // 20: trawl.shard.v1.Raft.AppendEntries:input_type -> trawl.shard.v1.RaftMessage
+	0,  // 21: trawl.shard.v1.Raft.AppendEntriesPipeline:input_type -> trawl.shard.v1.RaftMessage
+	0,  // 22: trawl.shard.v1.Raft.RequestVote:input_type -> trawl.shard.v1.RaftMessage
+	0,  // 23: trawl.shard.v1.Raft.RequestPreVote:input_type -> trawl.shard.v1.RaftMessage
+	0,  // 24: trawl.shard.v1.Raft.TimeoutNow:input_type -> trawl.shard.v1.RaftMessage
+	1,  // 25: trawl.shard.v1.Raft.InstallSnapshot:input_type -> trawl.shard.v1.SnapshotChunk
+	2,  // 26: trawl.shard.v1.Raft.GroupState:input_type -> trawl.shard.v1.GroupStateRequest
+	0,  // 27: trawl.shard.v1.Raft.AppendEntries:output_type -> trawl.shard.v1.RaftMessage
+	0,  // 28: trawl.shard.v1.Raft.AppendEntriesPipeline:output_type -> trawl.shard.v1.RaftMessage
+	0,  // 29: trawl.shard.v1.Raft.RequestVote:output_type -> trawl.shard.v1.RaftMessage
+	0,  // 30: trawl.shard.v1.Raft.RequestPreVote:output_type -> trawl.shard.v1.RaftMessage
+	0,  // 31: trawl.shard.v1.Raft.TimeoutNow:output_type -> trawl.shard.v1.RaftMessage
+	0,  // 32: trawl.shard.v1.Raft.InstallSnapshot:output_type -> trawl.shard.v1.RaftMessage
+	3,  // 33: trawl.shard.v1.Raft.GroupState:output_type -> trawl.shard.v1.GroupStateResponse
+	27, // [27:34] is the sub-list for method output_type
+	20, // [20:27] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_raft_proto_init() }
@@ -1317,7 +1389,7 @@ func file_raft_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_raft_proto_rawDesc), len(file_raft_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   17,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
