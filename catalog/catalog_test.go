@@ -65,7 +65,9 @@ func TestNormalizeMakesEqualCreatesEqual(t *testing.T) {
 }
 
 func TestSparseSettings(t *testing.T) {
-	base := func(sp map[string]Sparse) Settings { return Settings{Dim: 4, Metric: vector.Cosine, Sparse: sp}.Normalize() }
+	base := func(sp map[string]Sparse) Settings {
+		return Settings{Dim: 4, Metric: vector.Cosine, Sparse: sp}.Normalize()
+	}
 	for _, tc := range []struct {
 		name string
 		sp   map[string]Sparse

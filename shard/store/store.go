@@ -12,6 +12,7 @@ import (
 
 	"github.com/trawl-search/trawl/filter"
 	"github.com/trawl-search/trawl/filter/index"
+	"github.com/trawl-search/trawl/shard/store/sparse"
 	"github.com/trawl-search/trawl/vector"
 	"github.com/trawl-search/trawl/vector/quant"
 	"github.com/trawl-search/trawl/vector/segment"
@@ -25,6 +26,9 @@ type Record struct {
 	// Payload is the document's JSON object, nil when it has none. A
 	// stored payload is never written to in place, so views may share it.
 	Payload []byte
+	// Sparse are the document's named sparse vectors (valid, of names
+	// the store indexes), nil when it has none.
+	Sparse map[string]sparse.Vector
 }
 
 // Placement is the shard list a replica's data was written under.
@@ -87,6 +91,9 @@ type Memory struct {
 	kernel    vector.Kernel
 	metric    vector.Metric
 	ivf       ivfState
+	// sparse is an inverted index per named sparse vector (WithSparse),
+	// by row, written under mu with the rows.
+	sparse map[string]*sparse.Index
 	// buildHook, when set, runs twice a chunk of a background index
 	// build, with no lock held: after the chunk is copied and after it is
 	// added (tests write, or hold the build, there).
@@ -130,6 +137,7 @@ func (m *Memory) Close() error {
 	}
 	m.ids, m.payloads, m.index, m.codes, m.recBytes = nil, nil, map[string]int{}, nil, 0
 	m.payloadIndex.Reset()
+	m.resetSparseLocked()
 	m.ivf = ivfState{gen: m.ivf.gen + 1}
 	return m.disk.Close()
 }
@@ -174,6 +182,7 @@ func (m *Memory) Upsert(_ context.Context, p Placement, recs []Record) error {
 		if i, ok := m.index[r.ID]; ok {
 			m.setVectorLocked(i, r.Vector)
 			m.setPayloadLocked(i, r.Payload)
+			m.setSparseLocked(i, r.Sparse)
 			continue
 		}
 		m.appendLocked(r)
@@ -238,6 +247,7 @@ func (m *Memory) appendLocked(r Record) {
 		m.writeRow(i, r.Vector)
 	}
 	m.ivfAppend(r.Vector)
+	m.setSparseLocked(i, r.Sparse)
 }
 
 // decodePayload decodes a stored payload for the index and for filters. A
@@ -338,6 +348,7 @@ func (m *Memory) deleteLocked(id string) bool {
 		m.codes.Delete(i)
 	}
 	m.ivfDelete(i, last)
+	m.deleteSparseLocked(i, last)
 	delete(m.index, id)
 	return true
 }
@@ -358,7 +369,7 @@ func (m *Memory) Record(id string) (Record, bool) {
 	}
 	out := make([]float32, m.dim)
 	copy(out, m.row(i))
-	return Record{ID: id, Vector: out, Payload: m.payloads[i]}, true
+	return Record{ID: id, Vector: out, Payload: m.payloads[i], Sparse: m.sparseOf(i)}, true
 }
 
 // View runs fn with a consistent read-only view of every row; writes
@@ -384,9 +395,9 @@ func (m *Memory) Bytes() int {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	if m.disk != nil {
-		return m.disk.HeapBytes() + m.recBytes + idx
+		return m.disk.HeapBytes() + m.recBytes + idx + m.sparseBytes()
 	}
-	return m.rows.Bytes() + m.recBytes + idx
+	return m.rows.Bytes() + m.recBytes + idx + m.sparseBytes()
 }
 
 // Placement is the placement of the last write, zero before any.
@@ -456,6 +467,7 @@ func (m *Memory) Reset(p Placement, trained map[string][]byte, rows int) {
 	}
 	m.codes = nil // FinishRestore encodes the restored rows
 	m.payloadIndex.Reset()
+	m.resetSparseLocked()
 	// No index until the restored rows are built into one, no build until
 	// they are all in (FinishRestore), and any build under way is stale.
 	m.ivf = ivfState{gen: m.ivf.gen + 1, restoring: true}
@@ -482,6 +494,10 @@ func (m *Memory) OpenView() (*View, error) {
 		placement: m.placement,
 		trained:   maps.Clone(m.trained),
 		saved:     map[int][]float32{},
+		// The postings are encoded now, under the write lock (a copy of
+		// the sparse indexes for the snapshot's life, 8 bytes a posting):
+		// the lists change in place, so a lazy read would see later writes.
+		sparse: m.encodeSparseLocked(),
 	}
 	if m.disk != nil {
 		v.frozen = m.disk.Freeze()
@@ -515,6 +531,8 @@ type View struct {
 	// ivfLists is each row's IVF list when the view opened, nil when the
 	// store had no current index.
 	ivfLists []int32
+	// sparse is the sparse indexes' postings when the view opened.
+	sparse []NamedPostings
 }
 
 // IVFLists is each row's list in the store's IVF index when the view

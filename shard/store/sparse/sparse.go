@@ -386,3 +386,14 @@ func Decode(b []byte, rows int) (*Index, error) {
 	}
 	return x, nil
 }
+
+// CountRows is the number of rows holding term that keep is true for.
+func (x *Index) CountRows(term uint32, keep func(row uint32) bool) int {
+	n := 0
+	for _, p := range x.postings[term] {
+		if keep(p.Row) {
+			n++
+		}
+	}
+	return n
+}
