@@ -210,6 +210,7 @@ func (c *Collections) newStore(name string, uid uint64, s catalog.Settings) *sto
 	if s.Index == catalog.IndexIVF {
 		opts = append(opts, store.WithIVF(c.cfg.Kernel, s.Metric))
 	}
+	opts = append(opts, store.WithSparse(sparseNames(s)...))
 	return store.NewMemory(s.Dim, opts...)
 }
 

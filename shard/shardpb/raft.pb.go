@@ -367,9 +367,13 @@ func (*Command_Catalog) isCommand_Op() {}
 func (*Command_Edit) isCommand_Op() {}
 
 type UpsertCommand struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Placement     *Placement             `protobuf:"bytes,1,opt,name=placement,proto3" json:"placement,omitempty"`
-	Vectors       []*Vector              `protobuf:"bytes,2,rep,name=vectors,proto3" json:"vectors,omitempty"` // validated, normalised under cosine
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Placement *Placement             `protobuf:"bytes,1,opt,name=placement,proto3" json:"placement,omitempty"`
+	Vectors   []*Vector              `protobuf:"bytes,2,rep,name=vectors,proto3" json:"vectors,omitempty"` // validated, normalised under cosine
+	// version is 1 when the vectors may carry sparse vectors (Vector.sparse),
+	// 0 in entries written before them; a replica refuses to apply a
+	// version it does not know rather than drop what it cannot read.
+	Version       uint32 `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -416,6 +420,13 @@ func (x *UpsertCommand) GetVectors() []*Vector {
 		return x.Vectors
 	}
 	return nil
+}
+
+func (x *UpsertCommand) GetVersion() uint32 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
 }
 
 type DeleteCommand struct {
@@ -1211,10 +1222,11 @@ const file_raft_proto_rawDesc = "" +
 	"\n" +
 	"collection\x18\x0f \x01(\v2\x1d.trawl.shard.v1.CollectionRefR\n" +
 	"collectionB\x04\n" +
-	"\x02op\"z\n" +
+	"\x02op\"\x94\x01\n" +
 	"\rUpsertCommand\x127\n" +
 	"\tplacement\x18\x01 \x01(\v2\x19.trawl.shard.v1.PlacementR\tplacement\x120\n" +
-	"\avectors\x18\x02 \x03(\v2\x16.trawl.shard.v1.VectorR\avectors\"\x82\x01\n" +
+	"\avectors\x18\x02 \x03(\v2\x16.trawl.shard.v1.VectorR\avectors\x12\x18\n" +
+	"\aversion\x18\x03 \x01(\rR\aversion\"\x82\x01\n" +
 	"\rDeleteCommand\x127\n" +
 	"\tplacement\x18\x01 \x01(\v2\x19.trawl.shard.v1.PlacementR\tplacement\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x10\n" +
