@@ -245,6 +245,17 @@ func (c *Coordinator) unlisted(coll Collection) string {
 // answer given counts as a fan-out, once, as Gather counts its own.
 func gatherFresh[T fanout.Answer](ctx context.Context, c *Coordinator, coll Collection, req fanout.Request,
 	read func(Collection) fanout.Call[*client.Conn, T]) ([]fanout.Result[T], fanout.Summary) {
+	results, sum := gatherFreshUnreported(ctx, c, coll, req, read)
+	if _, gone := goneFrom(results); !gone {
+		c.cluster.Report(req, sum)
+	}
+	return results, sum
+}
+
+// gatherFreshUnreported is gatherFresh without reporting the fan-out: the
+// caller reports it, once, after adding what it knows of other rounds.
+func gatherFreshUnreported[T fanout.Answer](ctx context.Context, c *Coordinator, coll Collection, req fanout.Request,
+	read func(Collection) fanout.Call[*client.Conn, T]) ([]fanout.Result[T], fanout.Summary) {
 	req.DeferReport = true
 	results, sum := fanout.Gather(ctx, c.cluster, req, read(coll))
 	for range maxRemaps {
@@ -257,9 +268,6 @@ func gatherFresh[T fanout.Answer](ctx context.Context, c *Coordinator, coll Coll
 		}
 		coll = now
 		results, sum = fanout.Gather(ctx, c.cluster, req, read(coll))
-	}
-	if _, gone := goneFrom(results); !gone {
-		c.cluster.Report(req, sum)
 	}
 	return results, sum
 }
