@@ -779,10 +779,14 @@ func (c *Coordinator) CollectionStatus(ctx context.Context, name string) (Collec
 type Schema struct {
 	Dim    int
 	Metric vector.Metric
+	// Sparse are the collection's named sparse vectors, nil for none.
+	Sparse map[string]catalog.Sparse
 }
 
-// Schema is the collection's dimension and metric.
-func (c Collection) Schema() Schema { return Schema{Dim: c.Settings.Dim, Metric: c.Settings.Metric} }
+// Schema is the collection's dimension, metric and sparse vectors.
+func (c Collection) Schema() Schema {
+	return Schema{Dim: c.Settings.Dim, Metric: c.Settings.Metric, Sparse: c.Settings.Sparse}
+}
 
 // SetPayloadIndex declares a payload index of coll: field holds values of
 // schema (Qdrant's keyword, integer, float, bool, ...). Every payload key
