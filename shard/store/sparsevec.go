@@ -31,6 +31,7 @@ func (m *Memory) SparseNames() []string { return slices.Sorted(maps.Keys(m.spars
 // indexes, a name absent from vs leaving the row without one (an upsert
 // replaces a point's vectors). m.mu must be held for writing.
 func (m *Memory) setSparseLocked(i int, vs map[string]sparse.Vector) {
+	m.sparseGen++
 	for name, x := range m.sparse {
 		x.Set(i, vs[name])
 	}
@@ -39,6 +40,7 @@ func (m *Memory) setSparseLocked(i int, vs map[string]sparse.Vector) {
 // updateSparseLocked sets only the named vectors of row i (an update of
 // some of a point's vectors). m.mu must be held for writing.
 func (m *Memory) updateSparseLocked(i int, vs map[string]sparse.Vector) {
+	m.sparseGen++
 	for name, v := range vs {
 		if x, ok := m.sparse[name]; ok {
 			x.Set(i, v)
@@ -50,6 +52,7 @@ func (m *Memory) updateSparseLocked(i int, vs map[string]sparse.Vector) {
 // row's move into slot i, and the slots shrink to last. m.mu must be held
 // for writing.
 func (m *Memory) deleteSparseLocked(i, last int) {
+	m.sparseGen++
 	for _, x := range m.sparse {
 		x.Remove(i)
 		if i != last {
@@ -62,6 +65,7 @@ func (m *Memory) deleteSparseLocked(i, last int) {
 // resetSparseLocked empties every sparse index. m.mu must be held for
 // writing.
 func (m *Memory) resetSparseLocked() {
+	m.sparseGen++
 	for name := range m.sparse {
 		m.sparse[name] = sparse.New()
 	}
@@ -247,5 +251,6 @@ func (m *Memory) RestoreSparse(ps []NamedPostings) error {
 		}
 	}
 	m.sparse = got
+	m.sparseGen++
 	return nil
 }

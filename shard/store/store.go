@@ -94,6 +94,10 @@ type Memory struct {
 	// sparse is an inverted index per named sparse vector (WithSparse),
 	// by row, written under mu with the rows.
 	sparse map[string]*sparse.Index
+	// sparseGen counts changes of the sparse indexes (under mu), so
+	// OpenView can encode them under the read lock and know whether a
+	// write changed them before it took the write lock.
+	sparseGen uint64
 	// buildHook, when set, runs twice a chunk of a background index
 	// build, with no lock held: after the chunk is copied and after it is
 	// added (tests write, or hold the build, there).
@@ -481,10 +485,20 @@ var errViewOpen = errors.New("a snapshot view is already open")
 // copying the rows (see Memory). Close it when done; until then writes to
 // rows it has not read cost a row copy each.
 func (m *Memory) OpenView() (*View, error) {
+	// The sparse postings are encoded first under the read lock (about
+	// 20 ms a million postings), so scans go on meanwhile; raft opens
+	// views between applies, so no write lands before the write lock
+	// below, and if one did the postings are encoded again there.
+	m.mu.RLock()
+	postings, gen := m.encodeSparseLocked(), m.sparseGen
+	m.mu.RUnlock()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.view != nil {
 		return nil, errViewOpen
+	}
+	if gen != m.sparseGen {
+		postings = m.encodeSparseLocked()
 	}
 	v := &View{
 		m:         m,
@@ -494,10 +508,10 @@ func (m *Memory) OpenView() (*View, error) {
 		placement: m.placement,
 		trained:   maps.Clone(m.trained),
 		saved:     map[int][]float32{},
-		// The postings are encoded now, under the write lock (a copy of
-		// the sparse indexes for the snapshot's life, 8 bytes a posting):
-		// the lists change in place, so a lazy read would see later writes.
-		sparse: m.encodeSparseLocked(),
+		// The postings as the view opened (8 bytes a posting for the
+		// snapshot's life): the lists change in place, so a lazy read
+		// would see later writes.
+		sparse: postings,
 	}
 	if m.disk != nil {
 		v.frozen = m.disk.Freeze()

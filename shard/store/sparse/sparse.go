@@ -259,14 +259,18 @@ func (x *Index) AppendBinary(b []byte) []byte {
 		terms = append(terms, t)
 	}
 	slices.Sort(terms)
+	// Sized once: a term's two varints take at most 10 bytes, a posting 8.
+	b = slices.Grow(b, binary.MaxVarintLen64+len(terms)*2*binary.MaxVarintLen32+8*x.total)
 	b = binary.AppendUvarint(b, uint64(len(terms)))
 	for _, t := range terms {
 		l := x.postings[t]
 		b = binary.AppendUvarint(b, uint64(t))
 		b = binary.AppendUvarint(b, uint64(len(l)))
-		for _, p := range l {
-			b = binary.LittleEndian.AppendUint32(b, p.Row)
-			b = binary.LittleEndian.AppendUint32(b, math.Float32bits(p.Value))
+		at := len(b)
+		b = b[:at+8*len(l)]
+		for i, p := range l {
+			binary.LittleEndian.PutUint32(b[at+8*i:], p.Row)
+			binary.LittleEndian.PutUint32(b[at+8*i+4:], math.Float32bits(p.Value))
 		}
 	}
 	return b
