@@ -44,11 +44,12 @@ type sparseStats struct {
 }
 
 // sparseWeights runs the statistics round for the queries whose sparse
-// vector has the idf modifier: every shard answers its document count and
-// the query terms' document frequencies, which are summed here, so idf is
-// collection-wide: idf(t) = ln((N − df(t) + 0.5)/(df(t) + 0.5) + 1) with
-// N every document of the collection and df(t) the documents whose
-// vector holds t (Qdrant's formula). It returns nil when no query needs
+// vector has the idf modifier: every shard answers how many of its
+// documents hold a vector of the name and the query terms' document
+// frequencies, which are summed here, so idf is collection-wide: idf(t) =
+// ln((N − df(t) + 0.5)/(df(t) + 0.5) + 1) with N the collection's
+// documents holding a vector of the name and df(t) those whose vector
+// holds t (Qdrant's formula and N, its indexed vectors of the name). It returns nil when no query needs
 // it. It spends the search's budget.
 func (c *Coordinator) sparseWeights(ctx context.Context, coll Collection, req fanout.Request, qs []Query) *sparseStats {
 	var idf []int
@@ -85,7 +86,7 @@ func (c *Coordinator) sparseWeights(ctx context.Context, coll Collection, req fa
 				continue
 			}
 			st := res.Value.stats[i]
-			n += st.Docs
+			n += st.Vectors
 			for j := range df {
 				if j < len(st.DF) {
 					df[j] += st.DF[j]

@@ -49,10 +49,17 @@ func sparseJSON(v sparsevec.Vector) map[string]any {
 // points the filter matches whose vector `name` shares a term with q,
 // scored Σ q·idf·d over the shared terms (ascending term order, float32),
 // idf (when asked) collection-wide: ln((N − df + 0.5)/(df + 0.5) + 1),
-// N every point, df the points whose vector holds the term.
+// N the points holding a vector of the name (Qdrant's indexed vectors),
+// df those whose vector holds the term.
 func sparseRef(docs map[string]sparseDoc, name string, q sparsevec.Vector, idf bool, f map[string]any) map[string]float32 {
 	s := q.Sorted()
 	w := make([]float32, s.Len())
+	holding := 0
+	for _, d := range docs {
+		if _, ok := d.sparse[name]; ok {
+			holding++
+		}
+	}
 	for i, t := range s.Indices {
 		w[i] = 1
 		if idf {
@@ -62,7 +69,7 @@ func sparseRef(docs map[string]sparseDoc, name string, q sparsevec.Vector, idf b
 					df++
 				}
 			}
-			w[i] = sparsevec.IDF(uint64(len(docs)), uint64(df))
+			w[i] = sparsevec.IDF(uint64(holding), uint64(df))
 		}
 	}
 	out := map[string]float32{}

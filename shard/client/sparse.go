@@ -49,8 +49,11 @@ func SparseFromPB(in []*shardpb.SparseVector) map[string]sparsevec.Vector {
 // SparseStats is a replica's answer to a statistics round: its document
 // count and the asked terms' document frequencies.
 type SparseStats struct {
-	Docs uint64
-	DF   []uint64
+	// Docs is every document (coverage); Vectors those holding a vector
+	// of the name (idf's N).
+	Docs    uint64
+	Vectors uint64
+	DF      []uint64
 }
 
 // GetDocCount is Docs: what fanout reads a shard's coverage from.
@@ -64,5 +67,5 @@ func (c Scoped) SparseStats(ctx context.Context, name string, terms []uint32, mi
 	if err != nil {
 		return SparseStats{}, shard.AsRead(shard.FromStatus(err))
 	}
-	return SparseStats{Docs: resp.GetDocCount(), DF: resp.GetDf()}, nil
+	return SparseStats{Docs: resp.GetDocCount(), Vectors: resp.GetVectors(), DF: resp.GetDf()}, nil
 }

@@ -145,7 +145,7 @@ func (s *Server) SparseStats(ctx context.Context, req *shardpb.SparseStatsReques
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "sparse stats: %v", err)
 	}
-	out := &shardpb.SparseStatsResponse{DocCount: uint64(st.Docs), Df: make([]uint64, len(st.DF))}
+	out := &shardpb.SparseStatsResponse{DocCount: uint64(st.Docs), Vectors: uint64(st.Vectors), Df: make([]uint64, len(st.DF))}
 	for i, n := range st.DF {
 		out.Df[i] = uint64(n)
 	}

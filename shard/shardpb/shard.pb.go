@@ -4128,10 +4128,11 @@ func (x *SparseStatsRequest) GetSlots() *SlotSelection {
 }
 
 type SparseStatsResponse struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// doc_count is every document the shard holds (Qdrant's N counts every
-	// point, whatever vectors it carries).
-	DocCount      uint64   `protobuf:"varint,1,opt,name=doc_count,json=docCount,proto3" json:"doc_count,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	DocCount uint64                 `protobuf:"varint,1,opt,name=doc_count,json=docCount,proto3" json:"doc_count,omitempty"` // every document the shard holds (for coverage)
+	// vectors are the documents holding a vector of that name: Qdrant's N,
+	// its indexed vectors of the name.
+	Vectors       uint64   `protobuf:"varint,3,opt,name=vectors,proto3" json:"vectors,omitempty"`
 	Df            []uint64 `protobuf:"varint,2,rep,packed,name=df,proto3" json:"df,omitempty"` // per term: documents whose vector holds it
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -4170,6 +4171,13 @@ func (*SparseStatsResponse) Descriptor() ([]byte, []int) {
 func (x *SparseStatsResponse) GetDocCount() uint64 {
 	if x != nil {
 		return x.DocCount
+	}
+	return 0
+}
+
+func (x *SparseStatsResponse) GetVectors() uint64 {
+	if x != nil {
+		return x.Vectors
 	}
 	return 0
 }
@@ -4521,9 +4529,10 @@ const file_shard_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05terms\x18\x02 \x03(\rR\x05terms\x12\x1b\n" +
 	"\tmin_index\x18\x03 \x01(\x04R\bminIndex\x123\n" +
-	"\x05slots\x18\x04 \x01(\v2\x1d.trawl.shard.v1.SlotSelectionR\x05slots\"B\n" +
+	"\x05slots\x18\x04 \x01(\v2\x1d.trawl.shard.v1.SlotSelectionR\x05slots\"\\\n" +
 	"\x13SparseStatsResponse\x12\x1b\n" +
-	"\tdoc_count\x18\x01 \x01(\x04R\bdocCount\x12\x0e\n" +
+	"\tdoc_count\x18\x01 \x01(\x04R\bdocCount\x12\x18\n" +
+	"\avectors\x18\x03 \x01(\x04R\avectors\x12\x0e\n" +
 	"\x02df\x18\x02 \x03(\x04R\x02df*\xe6\x01\n" +
 	"\bEditKind\x12\x19\n" +
 	"\x15EDIT_KIND_UNSPECIFIED\x10\x00\x12\x14\n" +

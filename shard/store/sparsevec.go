@@ -97,8 +97,10 @@ func (m *Memory) sparseBytes() int {
 
 // SparseStats is one sparse vector's statistics for collection-wide idf.
 type SparseStats struct {
-	// Docs is every document counted (Qdrant's N counts every point).
-	Docs int
+	// Docs is every document counted; Vectors those holding a vector of
+	// the name (Qdrant's N).
+	Docs    int
+	Vectors int
 	// DF is, per asked term, the documents whose vector holds it.
 	DF []int
 }
@@ -113,14 +115,20 @@ func (m *Memory) SparseStats(name string, terms []uint32, keep func(id string) b
 	if !ok {
 		return SparseStats{}, fmt.Errorf("no sparse vector %q", name)
 	}
-	out := SparseStats{Docs: len(m.ids), DF: make([]int, len(terms))}
+	out := SparseStats{Docs: len(m.ids), Vectors: x.Docs(), DF: make([]int, len(terms))}
 	if keep == nil {
 		for i, t := range terms {
 			out.DF[i] = x.DF(t)
 		}
 		return out, nil
 	}
-	out.Docs = len(keepRows(m.ids, nil, keep))
+	kept := keepRows(m.ids, nil, keep)
+	out.Docs, out.Vectors = len(kept), 0
+	for _, r := range kept {
+		if x.Has(int(r)) {
+			out.Vectors++
+		}
+	}
 	for i, t := range terms {
 		out.DF[i] = x.CountRows(t, func(row uint32) bool { return keep(m.ids[row]) })
 	}

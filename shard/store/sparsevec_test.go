@@ -147,9 +147,17 @@ func TestSparseSearchAgainstBruteForce(t *testing.T) {
 				if rng.IntN(2) == 0 {
 					st, err := m.SparseStats(name, q.Indices, nil)
 					require.NoError(t, err)
+					holding := 0
+					for _, r := range docs {
+						if v, ok := r.Sparse[name]; ok && v.Len() > 0 {
+							holding++
+						}
+					}
+					require.Equal(t, len(docs), st.Docs)
+					require.Equal(t, holding, st.Vectors)
 					w = make([]float32, q.Len())
 					for i := range w {
-						w[i] = sparse.IDF(uint64(st.Docs), uint64(st.DF[i]))
+						w[i] = sparse.IDF(uint64(st.Vectors), uint64(st.DF[i]))
 					}
 				}
 				var f *filter.Filter

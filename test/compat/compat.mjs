@@ -498,7 +498,8 @@ sameHits(againHits.points, bruteForceDot(again, iq, 6), "query on the re-created
 // Sparse vectors beside the dense one, as hybrid stores create them: an
 // idf sparse vector, points carrying both, a sparse query scored with the
 // collection's idf (every point counts in N), and points read back with
-// their named vectors.
+// their named vectors. N is the points holding the sparse vector, as
+// Qdrant counts its indexed vectors of the name.
 const hybrid = "compat-hybrid";
 const hyCreate = { vectors: { size: 4, distance: "Dot" }, sparse_vectors: { "text-sparse": { modifier: "idf" } } };
 assert.equal(await call("createCollection", [hybrid, hyCreate], () => client.createCollection(hybrid, hyCreate)), true);
@@ -512,9 +513,10 @@ for (let i = 1; i <= 40; i++) {
 }
 assert.equal((await call("upsert", { points: `${hyPoints.length} points, dense and sparse` }, () => client.upsert(hybrid, { wait: true, points: hyPoints }))).status, "completed");
 function sparseBrute(points, q, k, keep = () => true) {
-  const n = points.length;
+  const n = points.filter((p) => p.vector["text-sparse"]).length;
   const df = (t) => points.filter((p) => p.vector["text-sparse"]?.indices.includes(t)).length;
-  const idf = (t) => Math.fround(Math.log((n - df(t) + 0.5) / (df(t) + 0.5) + 1));
+  const f = Math.fround;
+  const idf = (t) => f(Math.log(f(f(f(f(n - df(t)) + 0.5) / f(df(t) + 0.5)) + 1)));
   const order = q.indices.map((t, i) => [t, q.values[i]]).sort((a, b) => a[0] - b[0]);
   const hits = [];
   for (const p of points) {

@@ -68,9 +68,12 @@ func cmpU32(a, b uint32) int {
 	return 0
 }
 
-// IDF is Qdrant's inverse document frequency of a term held by df of n
-// points: ln((n − df + 0.5) / (df + 0.5) + 1).
+// IDF is Qdrant's inverse document frequency of a term held by df of
+// the n points holding a vector of its name: ln((n − df + 0.5) / (df +
+// 0.5) + 1), computed in float32 as Qdrant computes it (the logarithm of
+// the float32 quotient, rounded to float32).
 func IDF(n, df uint64) float32 {
-	fn, fd := float64(n), float64(df)
-	return float32(math.Log((fn-fd+0.5)/(fd+0.5) + 1))
+	fn, fd := float32(n), float32(df)
+	x := (fn-fd+0.5)/(fd+0.5) + 1
+	return float32(math.Log(float64(x)))
 }

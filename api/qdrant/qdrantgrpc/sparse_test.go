@@ -44,8 +44,9 @@ func TestSparseVectors(t *testing.T) {
 	}})
 	require.NoError(t, err)
 
-	// N = 3 points; term 1 is in one, term 2 in two.
-	idfOf := func(df float64) float32 { return float32(math.Log((3-df+0.5)/(df+0.5) + 1)) }
+	// N = 2 points hold a bm vector (Qdrant counts the vectors of the
+	// name); term 1 is in one, term 2 in two.
+	idfOf := func(df float64) float32 { return float32(math.Log((2-df+0.5)/(df+0.5) + 1)) }
 	using := "bm"
 	res, err := cl.p.Query(call(t), &pb.QueryPoints{CollectionName: "hy", Using: &using,
 		Query: &pb.Query{Variant: &pb.Query_Nearest{Nearest: &pb.VectorInput{Variant: &pb.VectorInput_Sparse{

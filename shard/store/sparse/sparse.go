@@ -152,6 +152,9 @@ func (x *Index) Truncate(n int) {
 	}
 }
 
+// Has reports whether row holds a vector.
+func (x *Index) Has(row int) bool { return row < len(x.rows) && x.rows[row] != nil }
+
 // Vector returns a copy of row's vector, terms ascending; ok false when
 // it holds none.
 func (x *Index) Vector(row int) (Vector, bool) {

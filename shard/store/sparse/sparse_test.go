@@ -99,7 +99,7 @@ func check(t *testing.T, x *Index, m model, r *rand.Rand) {
 		if r.IntN(2) == 0 {
 			w = make([]float32, q.Len())
 			for i := range w {
-				w[i] = IDF(uint64(len(m)), uint64(df[q.Indices[i]]))
+				w[i] = IDF(uint64(docs), uint64(df[q.Indices[i]]))
 			}
 		}
 		mod := uint32(r.IntN(3) + 1)

@@ -665,7 +665,8 @@ func (r *run) sparse() {
 	res, err := r.c.Query(ctx(), &qdrant.QueryPoints{CollectionName: name, Using: qdrant.PtrOf("bm"), Query: qdrant.NewQuerySparse(qi, qv), Limit: qdrant.PtrOf(uint64(5))})
 	check(err)
 	r.show("Query", "using bm, sparse {2: 1, 11: 2}, limit 5", hitsText(res))
-	// The brute force: N counts every point, df the points holding the term.
+	// The brute force: N counts the points holding a bm vector (Qdrant's
+	// indexed vectors of the name), df those holding the term.
 	idf := func(t uint32) float32 {
 		df := 0
 		for _, d := range docs {
@@ -673,7 +674,8 @@ func (r *run) sparse() {
 				df++
 			}
 		}
-		return float32(math.Log((30-float64(df)+0.5)/(float64(df)+0.5) + 1))
+		n := float32(len(docs))
+		return float32(math.Log(float64((n-float32(df)+0.5)/(float32(df)+0.5) + 1)))
 	}
 	type sh struct {
 		id    uint64
