@@ -210,16 +210,47 @@ func (x *Index) Score(q Query) []Scored {
 		qv, w = s, sw
 	}
 	// Scores accumulate in a dense array over the rows (4 bytes a row,
-	// plus a byte to mark the rows touched): common terms' lists cover
-	// much of the shard, where a map would cost far more per posting.
+	// plus a byte to mark the rows touched) when the query's lists are
+	// long: common terms' lists cover much of the shard, where a map would
+	// cost far more per posting. Rare terms' few postings use a map, so a
+	// query costs in proportion to its postings, not the shard.
+	reach := 0
+	for _, t := range qv.Indices {
+		reach += len(x.postings[t])
+	}
+	weight := func(i int) float32 {
+		if w != nil {
+			return qv.Values[i] * w[i]
+		}
+		return qv.Values[i]
+	}
+	if reach*16 < len(x.rows) {
+		acc := make(map[uint32]float32, reach)
+		var order []uint32 // first touch, so float32 sums run in term order
+		for i, t := range qv.Indices {
+			qw := weight(i)
+			for _, p := range x.postings[t] {
+				s, seen := acc[p.Row]
+				if !seen {
+					if q.Allow != nil && !q.Allow(p.Row) {
+						continue
+					}
+					order = append(order, p.Row)
+				}
+				acc[p.Row] = s + qw*p.Value
+			}
+		}
+		out := make([]Scored, len(order))
+		for i, r := range order {
+			out[i] = Scored{Row: r, Score: acc[r]}
+		}
+		return out
+	}
 	acc := make([]float32, len(x.rows))
 	seen := make([]bool, len(x.rows))
 	var touched []uint32
 	for i, t := range qv.Indices {
-		qw := qv.Values[i]
-		if w != nil {
-			qw *= w[i]
-		}
+		qw := weight(i)
 		for _, p := range x.postings[t] {
 			if !seen[p.Row] {
 				if q.Allow != nil && !q.Allow(p.Row) {

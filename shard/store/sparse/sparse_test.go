@@ -221,3 +221,37 @@ func FuzzDecode(f *testing.F) {
 		require.Equal(t, y.AppendBinary(nil), z.AppendBinary(nil))
 	})
 }
+
+// TestScoreMapAndDensePaths: a query whose lists are short beside the
+// shard accumulates in a map, one whose lists are long in a dense array;
+// both give the brute-force scores, filtered.
+func TestScoreMapAndDensePaths(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 5))
+	x := New()
+	m := make(model, 4000)
+	for row := range m {
+		v := Vector{Indices: []uint32{0}, Values: []float32{float32(r.IntN(5))}} // term 0: every row
+		if row%500 == 0 {
+			v = Vector{Indices: []uint32{0, 1, 2}, Values: []float32{1, float32(row), -0.5}} // rare terms 1, 2
+		}
+		x.Set(row, v)
+		m[row] = toMap(v)
+	}
+	for _, q := range []Vector{
+		{Indices: []uint32{2, 1}, Values: []float32{2, 0.25}}, // 16 postings: the map
+		{Indices: []uint32{1, 0}, Values: []float32{1, 3}},    // 4008 postings: the array
+	} {
+		allow := func(row uint32) bool { return row%1000 != 0 }
+		got := x.Score(Query{Vector: q, Allow: allow})
+		want := []Scored{}
+		for row, vec := range m {
+			if s, ok := bruteScore(q, nil, vec); ok && allow(uint32(row)) {
+				want = append(want, Scored{Row: uint32(row), Score: s})
+			}
+		}
+		byRow := func(a, b Scored) int { return int(a.Row) - int(b.Row) }
+		slices.SortFunc(got, byRow)
+		slices.SortFunc(want, byRow)
+		require.Equal(t, want, got)
+	}
+}
