@@ -221,10 +221,11 @@ type sparseJSON struct {
 }
 
 // vectorsOut is a point's vectors as Qdrant answers them: the plain
-// dense vector for a collection without sparse vectors, else the map of
-// vectors by name, the dense one under "".
-func vectorsOut(sch coordinator.Schema, dense []float32, sp map[string]sparsevec.Vector) any {
-	if len(sch.Sparse) == 0 {
+// dense vector when that is all the point holds (as Qdrant answers a
+// point holding only its default vector), else the map of vectors by
+// name, the dense one under "".
+func vectorsOut(_ coordinator.Schema, dense []float32, sp map[string]sparsevec.Vector) any {
+	if len(sp) == 0 {
 		return dense
 	}
 	out := map[string]any{"": dense}

@@ -134,14 +134,15 @@ func sparseQueryOf(name string, indices []uint32, values []float32, where string
 }
 
 // vectorsOutput is a point's vectors as Qdrant answers them: the dense
-// vector alone for a collection without sparse vectors, else the named
-// map (dense under ""); nil when not asked.
-func vectorsOutput(sch coordinator.Schema, v []float32, sp map[string]sparsevec.Vector) *pb.VectorsOutput {
+// vector alone when that is all the point holds (as Qdrant answers a
+// point holding only its default vector), else the named map (dense
+// under ""); nil when not asked.
+func vectorsOutput(_ coordinator.Schema, v []float32, sp map[string]sparsevec.Vector) *pb.VectorsOutput {
 	if v == nil {
 		return nil
 	}
 	dense := &pb.VectorOutput{Vector: &pb.VectorOutput_Dense{Dense: &pb.DenseVector{Data: v}}}
-	if len(sch.Sparse) == 0 {
+	if len(sp) == 0 {
 		return &pb.VectorsOutput{VectorsOptions: &pb.VectorsOutput_Vector{Vector: dense}}
 	}
 	named := map[string]*pb.VectorOutput{"": dense}
