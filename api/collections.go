@@ -210,6 +210,9 @@ type createJSON struct {
 	// Slots is how many hash slots the collection is split into (fixed
 	// at creation; placement.DefaultSlots when absent).
 	Slots json.RawMessage `json:"slots"`
+	// SparseVectors are named sparse vectors: {"name": {"modifier":
+	// "none"|"idf"}}.
+	SparseVectors json.RawMessage `json:"sparse_vectors"`
 }
 
 // decodeCreate decodes and validates a create's body into normalized
@@ -268,6 +271,9 @@ func decodeSettings(req createJSON) (catalog.Settings, error) {
 		return catalog.Settings{}, err
 	}
 	if s.Float32, err = oneOf("float32", req.Float32, catalog.Float32OnDisk, catalog.Float32InMemory); err != nil {
+		return catalog.Settings{}, err
+	}
+	if s.Sparse, err = decodeSparseSettings(req.SparseVectors); err != nil {
 		return catalog.Settings{}, err
 	}
 	s = s.Normalize()

@@ -58,6 +58,9 @@ type queryJSON struct {
 	ScoreThreshold *float64        `json:"score_threshold"`
 	// WithPayload is true, false or a list of top-level keys.
 	WithPayload json.RawMessage `json:"with_payload"`
+	// Sparse is a query by a named sparse vector: {"name", "indices",
+	// "values"}, instead of a vector.
+	Sparse json.RawMessage `json:"sparse"`
 }
 
 // MaxOversample is the largest "oversample" a query may ask for.
@@ -92,8 +95,11 @@ func (q queryJSON) validate(s schema) (query, error) {
 	if q.LikeID != nil {
 		n++
 	}
+	if wire.IsSet(q.Sparse) {
+		n++
+	}
 	if n != 1 {
-		return query{}, wire.Invalid(`give exactly one of "vector", "vector_b64" or "like_id"`)
+		return query{}, wire.Invalid(`give exactly one of "vector", "vector_b64", "like_id" or "sparse"`)
 	}
 	out := query{K: DefaultK}
 	if q.K != nil {
@@ -131,6 +137,9 @@ func (q queryJSON) validate(s schema) (query, error) {
 	}
 	out.WithPayload = sel
 	switch {
+	case wire.IsSet(q.Sparse):
+		out.Sparse, err = decodeSparseQuery(q.Sparse, s)
+		return out, err
 	case q.LikeID != nil:
 		if err := wire.CheckID(*q.LikeID); err != nil {
 			return query{}, wire.Invalid("like_id: " + err.Error())
@@ -227,6 +236,9 @@ type vectorJSON struct {
 	Vector    []float64       `json:"vector"`
 	VectorB64 *string         `json:"vector_b64"`
 	Payload   json.RawMessage `json:"payload"`
+	// Sparse are the document's named sparse vectors: {"name":
+	// {"indices", "values"}}.
+	Sparse json.RawMessage `json:"sparse"`
 }
 
 type record = coordinator.Record
@@ -280,7 +292,11 @@ func decodeWriteJSON(b []byte, s schema) ([]record, error) {
 		if err != nil {
 			return nil, wire.Invalid(fmt.Sprintf("vectors[%d]: %v", i, err))
 		}
-		out[i] = record{ID: *vj.ID, Vector: v, Payload: p}
+		sp, err := decodeSparseVectors(vj.Sparse, s, fmt.Sprintf("vectors[%d].sparse", i))
+		if err != nil {
+			return nil, err
+		}
+		out[i] = record{ID: *vj.ID, Vector: v, Payload: p, Sparse: sp}
 	}
 	return out, nil
 }

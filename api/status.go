@@ -53,6 +53,12 @@ type collectionSettings struct {
 	Quantization string `json:"quantization"`
 	Index        string `json:"index"`
 	Float32      string `json:"float32"`
+	// SparseVectors are the named sparse vectors, left out when none.
+	SparseVectors map[string]sparseSettingsJSON `json:"sparse_vectors,omitempty"`
+}
+
+type sparseSettingsJSON struct {
+	Modifier string `json:"modifier"`
 }
 
 type indexStatus struct {
@@ -133,6 +139,13 @@ func indexStatusOf(ix *coordinator.IndexStatus) *indexStatus {
 }
 
 func settingsOf(c coordinator.Collection) collectionSettings {
-	return collectionSettings{Name: c.Name, Dimension: c.Settings.Dim, Metric: c.Settings.Metric.String(),
+	out := collectionSettings{Name: c.Name, Dimension: c.Settings.Dim, Metric: c.Settings.Metric.String(),
 		Quantization: c.Settings.Quantization, Index: c.Settings.Index, Float32: c.Settings.Float32}
+	for name, sp := range c.Settings.Sparse {
+		if out.SparseVectors == nil {
+			out.SparseVectors = map[string]sparseSettingsJSON{}
+		}
+		out.SparseVectors[name] = sparseSettingsJSON{Modifier: sp.Modifier}
+	}
+	return out
 }

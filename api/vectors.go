@@ -69,6 +69,15 @@ type getResponse struct {
 	Vector  []float32       `json:"vector"`
 	Payload json.RawMessage `json:"payload"`
 	Shard   string          `json:"shard"`
+	// Sparse are the document's sparse vectors by name, left out when it
+	// has none.
+	Sparse map[string]sparseVectorJSON `json:"sparse,omitempty"`
+}
+
+// sparseVectorJSON is a sparse vector in an answer.
+type sparseVectorJSON struct {
+	Indices []uint32  `json:"indices"`
+	Values  []float32 `json:"values"`
 }
 
 // pathID is the {id} of /v1/vectors/{id}, unescaped. chi matches on the
@@ -120,7 +129,14 @@ func (s *Server) getVector(w http.ResponseWriter, r *http.Request) {
 	if len(payload) == 0 {
 		payload = json.RawMessage("{}") // Qdrant's answer for a point without payload
 	}
-	wire.WriteJSON(w, http.StatusOK, getResponse{ID: doc.ID, Vector: doc.Vector, Payload: payload, Shard: doc.Shard})
+	out := getResponse{ID: doc.ID, Vector: doc.Vector, Payload: payload, Shard: doc.Shard}
+	for name, v := range doc.Sparse {
+		if out.Sparse == nil {
+			out.Sparse = map[string]sparseVectorJSON{}
+		}
+		out.Sparse[name] = sparseVectorJSON{Indices: v.Indices, Values: v.Values}
+	}
+	wire.WriteJSON(w, http.StatusOK, out)
 }
 
 type deleteResponse struct {

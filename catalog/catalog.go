@@ -3,6 +3,8 @@ package catalog
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -48,7 +50,37 @@ type Settings struct {
 	Index        string
 	// Float32 is Float32OnDisk or Float32InMemory.
 	Float32 string
+	// Sparse are the named sparse vectors (Qdrant's sparse_vectors), nil
+	// when there are none. Settings hold a map, so compare them with
+	// Equal.
+	Sparse map[string]Sparse
 }
+
+// Sparse are one named sparse vector's settings.
+type Sparse struct {
+	// Modifier is ModifierNone or ModifierIDF: whether a query's values
+	// are weighed by each term's inverse document frequency over the
+	// whole collection.
+	Modifier string
+}
+
+// Sparse vector modifiers (Qdrant's).
+const (
+	ModifierNone = "none"
+	ModifierIDF  = "idf"
+)
+
+// MaxSparseVectors bounds a collection's named sparse vectors.
+const MaxSparseVectors = 16
+
+// Equal reports whether s and o are the same settings.
+func (s Settings) Equal(o Settings) bool {
+	return s.Dim == o.Dim && s.Metric == o.Metric && s.Quantization == o.Quantization && s.Index == o.Index &&
+		s.Float32 == o.Float32 && maps.Equal(s.Sparse, o.Sparse)
+}
+
+// IsZero reports whether s is the zero Settings.
+func (s Settings) IsZero() bool { return s.Equal(Settings{}) }
 
 // Defaults is a create's settings where it names none: 1536-D cosine,
 // float32 only (in memory), flat.
@@ -74,6 +106,18 @@ func (s Settings) Normalize() Settings {
 	}
 	if s.Float32 == "" {
 		s.Float32 = DefaultFloat32(s.Quantization)
+	}
+	if len(s.Sparse) == 0 {
+		s.Sparse = nil
+	} else {
+		sp := make(map[string]Sparse, len(s.Sparse))
+		for name, v := range s.Sparse {
+			if v.Modifier == "" {
+				v.Modifier = ModifierNone
+			}
+			sp[name] = v
+		}
+		s.Sparse = sp
 	}
 	return s
 }
@@ -108,13 +152,34 @@ func (s Settings) Validate() error {
 	if s.Float32 != Float32OnDisk && s.Float32 != Float32InMemory {
 		return fmt.Errorf("%w: float32 %q: want %s or %s", ErrInvalid, s.Float32, Float32OnDisk, Float32InMemory)
 	}
+	if len(s.Sparse) > MaxSparseVectors {
+		return fmt.Errorf("%w: sparse_vectors: %d vectors, at most %d", ErrInvalid, len(s.Sparse), MaxSparseVectors)
+	}
+	for _, name := range slices.Sorted(maps.Keys(s.Sparse)) {
+		if err := ValidName(name); err != nil {
+			return fmt.Errorf("%w: sparse_vectors: vector name %q: want 1..%d characters of [A-Za-z0-9_.-]", ErrInvalid, name, MaxNameLen)
+		}
+		if m := s.Sparse[name].Modifier; m != ModifierNone && m != ModifierIDF {
+			return fmt.Errorf("%w: sparse_vectors.%s.modifier %q: want %s or %s", ErrInvalid, name, m, ModifierNone, ModifierIDF)
+		}
+	}
 	return nil
 }
 
 // String is the --ensure-collection form without the name:
 // DIM:METRIC:QUANTIZATION:INDEX:FLOAT32.
+// Sparse vectors, which that form cannot name, follow as
+// " sparse=NAME:MODIFIER,...".
 func (s Settings) String() string {
-	return fmt.Sprintf("%d:%s:%s:%s:%s", s.Dim, s.Metric, s.Quantization, s.Index, s.Float32)
+	out := fmt.Sprintf("%d:%s:%s:%s:%s", s.Dim, s.Metric, s.Quantization, s.Index, s.Float32)
+	if len(s.Sparse) > 0 {
+		parts := make([]string, 0, len(s.Sparse))
+		for _, name := range slices.Sorted(maps.Keys(s.Sparse)) {
+			parts = append(parts, name+":"+s.Sparse[name].Modifier)
+		}
+		out += " sparse=" + strings.Join(parts, ",")
+	}
+	return out
 }
 
 // ValidName reports whether name may name a collection or an alias:

@@ -63,3 +63,37 @@ func TestNormalizeMakesEqualCreatesEqual(t *testing.T) {
 	require.Equal(t, Settings{Dim: 8, Quantization: QuantInt8, Float32: Float32OnDisk}.Normalize(), Settings{Dim: 8, Quantization: QuantInt8}.Normalize())
 	require.Equal(t, Float32InMemory, Settings{Dim: 8}.Normalize().Float32)
 }
+
+func TestSparseSettings(t *testing.T) {
+	base := func(sp map[string]Sparse) Settings {
+		return Settings{Dim: 4, Metric: vector.Cosine, Sparse: sp}.Normalize()
+	}
+	for _, tc := range []struct {
+		name string
+		sp   map[string]Sparse
+		err  string
+	}{
+		{"none", nil, ""},
+		{"default modifier", map[string]Sparse{"text": {}}, ""},
+		{"idf", map[string]Sparse{"langchain-sparse": {Modifier: ModifierIDF}}, ""},
+		{"bad modifier", map[string]Sparse{"text": {Modifier: "bm25"}}, `sparse_vectors.text.modifier "bm25"`},
+		{"bad name", map[string]Sparse{"a b": {}}, `vector name "a b"`},
+		{"empty name", map[string]Sparse{"": {}}, `vector name ""`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := base(tc.sp).Validate()
+			if tc.err == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorIs(t, err, ErrInvalid)
+			require.ErrorContains(t, err, tc.err)
+		})
+	}
+	// Normalize makes the default modifier explicit and no vectors nil, so
+	// creates that mean the same compare Equal.
+	require.True(t, base(map[string]Sparse{"text": {}}).Equal(base(map[string]Sparse{"text": {Modifier: ModifierNone}})))
+	require.True(t, base(map[string]Sparse{}).Equal(base(nil)))
+	require.False(t, base(map[string]Sparse{"text": {}}).Equal(base(map[string]Sparse{"text": {Modifier: ModifierIDF}})))
+	require.False(t, base(nil).Equal(base(map[string]Sparse{"text": {}})))
+}

@@ -663,7 +663,8 @@ func collectionOf(e *shardpb.CollectionEntry) Collection {
 	st := e.GetSettings()
 	m, _ := vector.ParseMetric(st.GetMetric())
 	out := Collection{Name: e.GetName(), UID: e.GetUid(), PayloadSchema: e.GetPayloadSchema(), Settings: catalog.Settings{
-		Dim: int(st.GetDim()), Metric: m, Quantization: st.GetQuantization(), Index: st.GetIndex(), Float32: st.GetFloat32Placement()}.Normalize()}
+		Dim: int(st.GetDim()), Metric: m, Quantization: st.GetQuantization(), Index: st.GetIndex(), Float32: st.GetFloat32Placement(),
+		Sparse: shard.SparseFromPB(st.GetSparseVectors())}.Normalize()}
 	if sm := e.GetSlotMap(); len(sm.GetOwners()) > 0 {
 		out.Slots = placement.SlotMap{Epoch: sm.GetEpoch(), Owners: sm.GetOwners(), Since: sm.GetSince(), Version: sm.GetVersion()}
 		for _, mv := range sm.GetMoves() {
@@ -677,7 +678,7 @@ func collectionOf(e *shardpb.CollectionEntry) Collection {
 }
 
 func settingsPB(s catalog.Settings) *shardpb.CollectionSettings {
-	return &shardpb.CollectionSettings{Dim: uint32(s.Dim), Metric: s.Metric.String(), Quantization: s.Quantization, Index: s.Index, Float32Placement: s.Float32}
+	return shard.SettingsToPB(s)
 }
 
 // collectionGone is the error a use case answers when a shard refused a
@@ -778,10 +779,14 @@ func (c *Coordinator) CollectionStatus(ctx context.Context, name string) (Collec
 type Schema struct {
 	Dim    int
 	Metric vector.Metric
+	// Sparse are the collection's named sparse vectors, nil for none.
+	Sparse map[string]catalog.Sparse
 }
 
-// Schema is the collection's dimension and metric.
-func (c Collection) Schema() Schema { return Schema{Dim: c.Settings.Dim, Metric: c.Settings.Metric} }
+// Schema is the collection's dimension, metric and sparse vectors.
+func (c Collection) Schema() Schema {
+	return Schema{Dim: c.Settings.Dim, Metric: c.Settings.Metric, Sparse: c.Settings.Sparse}
+}
 
 // SetPayloadIndex declares a payload index of coll: field holds values of
 // schema (Qdrant's keyword, integer, float, bool, ...). Every payload key

@@ -291,7 +291,7 @@ func (c *Coordinator) copySlot(ctx context.Context, coll Collection, s int, from
 			if len(pts) > 0 {
 				vs := make([]*shardpb.Vector, len(pts))
 				for i, pt := range pts {
-					vs[i] = &shardpb.Vector{Id: pt.GetId(), Vector: pt.GetVector(), Payload: payloadOf(pt.GetPayload())}
+					vs[i] = &shardpb.Vector{Id: pt.GetId(), Vector: pt.GetVector(), Payload: payloadOf(pt.GetPayload()), Sparse: pt.GetSparse()}
 				}
 				select {
 				case pages <- vs:

@@ -17,6 +17,7 @@ import (
 	"github.com/trawl-search/trawl/shard/client"
 	"github.com/trawl-search/trawl/shard/shardpb"
 	"github.com/trawl-search/trawl/vector"
+	"github.com/trawl-search/trawl/vector/sparsevec"
 )
 
 // MaxScrollLimit is the largest page a Scroll returns (the shard's page
@@ -66,6 +67,8 @@ type Point struct {
 	// (WithPayload), "{}" for a document without one.
 	Vector  []float32
 	Payload []byte
+	// Sparse are its sparse vectors, when asked (WithVector).
+	Sparse map[string]sparsevec.Vector
 	// OrderValue is the number it was listed by (Scroll.OrderBy);
 	// OrderInt says the payload held it as an integer.
 	OrderValue float64
@@ -213,6 +216,7 @@ func listedPoint(shardName string, pv *shardpb.Vector, withVector, withPayload b
 		if p.Vector, err = vector.DecodeLE(pv.GetVector()); err != nil {
 			return Point{}, errorf(CodeInternal, err, "shard %s returned a malformed vector for %q: %v", shardName, p.ID, err)
 		}
+		p.Sparse = client.SparseFromPB(pv.GetSparse())
 	}
 	if withPayload {
 		p.Payload = pv.GetPayload()

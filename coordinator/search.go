@@ -18,6 +18,7 @@ import (
 	"github.com/trawl-search/trawl/shard/client"
 	"github.com/trawl-search/trawl/shard/shardpb"
 	"github.com/trawl-search/trawl/vector"
+	"github.com/trawl-search/trawl/vector/sparsevec"
 )
 
 // Query is one validated search query: a vector, or the id of a stored
@@ -46,6 +47,10 @@ type Query struct {
 	WithPayload *PayloadSelection
 	// WithVector returns each hit's stored vector.
 	WithVector bool
+	// Sparse, when set, makes this a query by a named sparse vector
+	// (Vector and LikeID unset): exact sparse dot product, higher better,
+	// weighed by collection-wide idf when the vector's modifier is idf.
+	Sparse *SparseQuery
 	// Recommend, when set, makes this a recommendation: the vector is
 	// computed from its examples (Vector and LikeID are unset).
 	Recommend *Recommend
@@ -86,6 +91,9 @@ type Hit struct {
 	Payload []byte
 	// Vector is the hit's stored vector when the query asked; else nil.
 	Vector []float32
+	// Sparse are the hit's sparse vectors when the query asked
+	// (WithVector); else nil.
+	Sparse map[string]sparsevec.Vector
 }
 
 // ShardReport says how one shard served a fan-out (?shard_detail=true).
@@ -137,10 +145,24 @@ func (c *Coordinator) Search(ctx context.Context, s Search) (Answer, error) {
 	if err != nil {
 		return Answer{}, err
 	}
+	for i, q := range qs {
+		if q.Sparse != nil {
+			if err := CheckSparseQuery(s.Collection, *q.Sparse); err != nil {
+				return Answer{}, errorf(CodeInvalid, err, "query %d: %v", i, err)
+			}
+		}
+	}
+	stats := c.sparseWeights(ctx, s.Collection, req, qs)
 	cqs := make([]client.Query, len(qs))
 	for i, q := range qs {
 		cqs[i] = client.Query{Vector: q.Vector, K: q.K, ExcludeID: q.LikeID, Exact: q.Exact, Oversample: q.Oversample,
 			NProbe: q.NProbe, ScoreThreshold: q.ScoreThreshold, WithVector: q.WithVector}
+		if sq := q.Sparse; sq != nil {
+			cqs[i].Sparse = &client.SparseQuery{Name: sq.Name, Vector: sq.Vector}
+			if stats != nil {
+				cqs[i].Sparse.Weights = stats.weights[i]
+			}
+		}
 		if !q.Filter.Empty() {
 			// The canonical form: every shard parses the same bytes, and
 			// a shard groups a batch's queries by them.
@@ -153,7 +175,7 @@ func (c *Coordinator) Search(ctx context.Context, s Search) (Answer, error) {
 		}
 	}
 	batch := client.NewBatchIn(s.Collection.ref(), cqs) // encoded once for every replica asked
-	results, sum := gatherFresh(ctx, c, s.Collection, req, func(coll Collection) fanout.Call[*client.Conn, client.SearchResult] {
+	results, sum := gatherFreshUnreported(ctx, c, s.Collection, req, func(coll Collection) fanout.Call[*client.Conn, client.SearchResult] {
 		return func(ctx context.Context, r *client.Conn) (client.SearchResult, error) {
 			m := c.minIndex(r)
 			res, err := r.SearchSlots(ctx, batch, m, c.readSlots(coll, r))
@@ -167,6 +189,10 @@ func (c *Coordinator) Search(ctx context.Context, s Search) (Answer, error) {
 	if name, gone := goneFrom(results); gone {
 		return Answer{}, c.collectionGone(ctx, s.Collection, name)
 	}
+	if stats != nil {
+		sum = withMissing(sum, results, stats.summary)
+	}
+	c.cluster.Report(req, sum)
 	ans := Answer{Summary: sum, Shards: reports(results), Exact: true}
 	for _, res := range results {
 		if res.Reason == "" && !res.Value.Exact {
@@ -190,11 +216,15 @@ func (c *Coordinator) Search(ctx context.Context, s Search) (Answer, error) {
 				}
 			}
 		}
-		refs := metric.Merge(q.K, scored)
+		qm := metric
+		if q.Sparse != nil {
+			qm = vector.DotProduct // a sparse score: higher is better
+		}
+		refs := qm.Merge(q.K, scored)
 		hits := make([]Hit, len(refs))
 		for j, ref := range refs {
 			h := per[ref.List][ref.Pos]
-			hits[j] = Hit{ID: h.ID, Score: h.Score, Shard: c.shards[ref.List].Name, Payload: h.Payload, Vector: h.Vector}
+			hits[j] = Hit{ID: h.ID, Score: h.Score, Shard: c.shards[ref.List].Name, Payload: h.Payload, Vector: h.Vector, Sparse: h.Sparse}
 		}
 		ans.Hits[qi] = dropExamples(q, hits)
 	}
@@ -303,7 +333,7 @@ func (c *Coordinator) lookup(ctx context.Context, coll Collection, req fanout.Re
 		if err != nil {
 			return Document{}, errorf(CodeInternal, err, "shard %s returned a malformed vector for %q: %v", home, id, err)
 		}
-		return Document{ID: id, Vector: v, Payload: pv.GetPayload(), Shard: home}, nil
+		return Document{ID: id, Vector: v, Payload: pv.GetPayload(), Shard: home, Sparse: client.SparseFromPB(pv.GetSparse())}, nil
 	case codes.NotFound:
 		return Document{}, errorf(CodeNotFound, err, "no vector with id %q", id)
 	case codes.Unavailable, codes.DeadlineExceeded:
@@ -334,6 +364,8 @@ type Document struct {
 	// Payload is its payload JSON, nil when it has none.
 	Payload []byte
 	Shard   string
+	// Sparse are its sparse vectors, nil when it has none.
+	Sparse map[string]sparsevec.Vector
 }
 
 // Get reads one stored document from its home shard within b's shard

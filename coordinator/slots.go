@@ -246,6 +246,17 @@ func (c *Coordinator) unlisted(coll Collection) string {
 func gatherFresh[T fanout.Answer](ctx context.Context, c *Coordinator, coll Collection, req fanout.Request,
 	read func(Collection) fanout.Call[*client.Conn, T]) ([]fanout.Result[T], fanout.Summary) {
 	counted := !req.DeferReport // a caller that defers the report counts the answer itself
+	results, sum := gatherFreshUnreported(ctx, c, coll, req, read)
+	if _, gone := goneFrom(results); !gone && counted {
+		c.cluster.Report(req, sum)
+	}
+	return results, sum
+}
+
+// gatherFreshUnreported is gatherFresh without reporting the fan-out: the
+// caller reports it, once, after adding what it knows of other rounds.
+func gatherFreshUnreported[T fanout.Answer](ctx context.Context, c *Coordinator, coll Collection, req fanout.Request,
+	read func(Collection) fanout.Call[*client.Conn, T]) ([]fanout.Result[T], fanout.Summary) {
 	req.DeferReport = true
 	results, sum := fanout.Gather(ctx, c.cluster, req, read(coll))
 	for range maxRemaps {
@@ -258,9 +269,6 @@ func gatherFresh[T fanout.Answer](ctx context.Context, c *Coordinator, coll Coll
 		}
 		coll = now
 		results, sum = fanout.Gather(ctx, c.cluster, req, read(coll))
-	}
-	if _, gone := goneFrom(results); !gone && counted {
-		c.cluster.Report(req, sum)
 	}
 	return results, sum
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/trawl-search/trawl/shard/client"
 	"github.com/trawl-search/trawl/shard/shardpb"
 	"github.com/trawl-search/trawl/vector"
+	"github.com/trawl-search/trawl/vector/sparsevec"
 )
 
 // Record is one validated document to store.
@@ -23,6 +24,8 @@ type Record struct {
 	Vector []float32
 	// Payload is the document's validated payload JSON, nil for none.
 	Payload []byte
+	// Sparse are its validated named sparse vectors, nil for none.
+	Sparse map[string]sparsevec.Vector
 }
 
 // WriteResult is one id's part of a write.
@@ -107,7 +110,8 @@ func (c *Coordinator) Upsert(ctx context.Context, coll Collection, recs []Record
 			wg.Go(func() {
 				vs := make([]*shardpb.Vector, len(idx))
 				for j, i := range idx {
-					vs[j] = &shardpb.Vector{Id: recs[i].ID, Vector: vector.EncodeLE(recs[i].Vector), Payload: recs[i].Payload}
+					vs[j] = &shardpb.Vector{Id: recs[i].ID, Vector: vector.EncodeLE(recs[i].Vector), Payload: recs[i].Payload,
+						Sparse: client.SparseToPB(recs[i].Sparse)}
 				}
 				p := c.writePlacement(coll, name)
 				wr := fanout.Write(ctx, c.cluster, name, func(ctx context.Context, r *client.Conn) error {

@@ -76,10 +76,13 @@ type collectionConfig struct {
 			// OnDisk is whether the float32 rows are on disk.
 			OnDisk bool `json:"on_disk"`
 		} `json:"vectors"`
-		ShardNumber            int  `json:"shard_number"`
-		ReplicationFactor      int  `json:"replication_factor"`
-		WriteConsistencyFactor int  `json:"write_consistency_factor"`
-		OnDiskPayload          bool `json:"on_disk_payload"`
+		// SparseVectors are the sparse vectors by name, left out when
+		// there are none.
+		SparseVectors          map[string]sparseParamsOut `json:"sparse_vectors,omitempty"`
+		ShardNumber            int                        `json:"shard_number"`
+		ReplicationFactor      int                        `json:"replication_factor"`
+		WriteConsistencyFactor int                        `json:"write_consistency_factor"`
+		OnDiskPayload          bool                       `json:"on_disk_payload"`
 	} `json:"params"`
 	HNSWConfig struct {
 		M                 int `json:"m"`
@@ -175,6 +178,16 @@ func (h *Handler) describe(c coordinator.Collection) collectionInfo {
 	info.Config.Params.Vectors.OnDisk = c.Settings.Float32 == catalog.Float32OnDisk
 	info.Config.Params.ShardNumber, info.Config.Params.ReplicationFactor = shards, replicas
 	info.Config.Params.WriteConsistencyFactor = 1
+	for name, sp := range c.Settings.Sparse {
+		if info.Config.Params.SparseVectors == nil {
+			info.Config.Params.SparseVectors = map[string]sparseParamsOut{}
+		}
+		out := sparseParamsOut{}
+		if sp.Modifier == catalog.ModifierIDF {
+			out.Modifier = "idf"
+		}
+		info.Config.Params.SparseVectors[name] = out
+	}
 	if c.Settings.Quantization == catalog.QuantInt8 {
 		info.Config.QuantizationConfig = &quantizationConfig{}
 		info.Config.QuantizationConfig.Scalar.Type = "int8"

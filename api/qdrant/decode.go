@@ -61,7 +61,8 @@ func decodeVector(jv jsonVector, where string, sch coordinator.Schema) ([]float3
 		if err := json.Unmarshal(raw, &probe); err != nil {
 			return nil, wire.Invalid(where + ": " + err.Error())
 		}
-		errSparse := wire.Invalid(where + ": sparse vectors are not supported: trawl stores one dense vector per point")
+		errSparse := wire.Invalid(where + `: a sparse vector is given by the name of one of the collection's sparse vectors: ` +
+			`"using": "NAME" in points/query, {"name", "vector"} in a search, {"NAME": {"indices", "values"}} in a point`)
 		if _, sparse := probe["indices"]; sparse {
 			return nil, errSparse
 		}

@@ -61,8 +61,9 @@ func decodeCreate(b []byte) (catalog.Settings, error) {
 	if err := wire.DecodeStrict(b, &req); err != nil {
 		return catalog.Settings{}, err
 	}
-	if wire.IsSet(req.SparseVectors) && !bytes.Equal(bytes.TrimSpace(req.SparseVectors), []byte("{}")) {
-		return catalog.Settings{}, wire.Invalid("sparse_vectors are not supported: trawl stores one dense vector per point")
+	sparse, err := decodeSparseParams(req.SparseVectors)
+	if err != nil {
+		return catalog.Settings{}, err
 	}
 	if req.ShardingMethod != nil && *req.ShardingMethod != "auto" {
 		return catalog.Settings{}, wire.Invalid(fmt.Sprintf("sharding_method %q is not supported: trawl places points by a hash of their id", *req.ShardingMethod))
@@ -105,6 +106,7 @@ func decodeCreate(b []byte) (catalog.Settings, error) {
 		}
 	}
 	s.Float32 = qdrantx.Float32(params.OnDisk)
+	s.Sparse = sparse
 	return s, nil
 }
 

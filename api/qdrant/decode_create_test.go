@@ -21,6 +21,11 @@ func withFloat32(s catalog.Settings, f string) catalog.Settings {
 	return s
 }
 
+func withSparse(s catalog.Settings, sp map[string]catalog.Sparse) catalog.Settings {
+	s.Sparse = sp
+	return s
+}
+
 func TestDecodeCreate(t *testing.T) {
 	flat := func(dim int, m vector.Metric, q string) catalog.Settings {
 		return catalog.Settings{Dim: dim, Metric: m, Quantization: q, Index: catalog.IndexFlat}
@@ -41,6 +46,10 @@ func TestDecodeCreate(t *testing.T) {
 			"hnsw_config": {"m": 16, "ef_construct": 100}, "wal_config": {"wal_capacity_mb": 32}, "optimizers_config": {"indexing_threshold": 0},
 			"sparse_vectors": {}, "strict_mode_config": {"enabled": false}, "metadata": {}, "quantization_config": null}`,
 			withFloat32(flat(8, vector.Cosine, catalog.QuantNone), catalog.Float32OnDisk)},
+		{"sparse vectors", `{"vectors": {"size": 8, "distance": "Dot"}, "sparse_vectors": {"text-sparse": {"modifier": "idf",
+			"index": {"on_disk": true, "full_scan_threshold": 5000, "datatype": "float32"}}, "splade": {}, "bm": null}}`,
+			withSparse(flat(8, vector.DotProduct, catalog.QuantNone), map[string]catalog.Sparse{
+				"text-sparse": {Modifier: catalog.ModifierIDF}, "splade": {Modifier: catalog.ModifierNone}, "bm": {Modifier: catalog.ModifierNone}})},
 		{"in memory", `{"vectors": {"size": 8, "distance": "Dot", "on_disk": false}, "quantization_config": {"scalar": {"type": "int8"}}}`,
 			withFloat32(flat(8, vector.DotProduct, catalog.QuantInt8), catalog.Float32InMemory)},
 	} {
@@ -70,7 +79,16 @@ func TestDecodeCreateRefuses(t *testing.T) {
 			"vectors.multivector_config: multivectors are not supported: trawl stores one vector per point"},
 		{"float16", `{"vectors": {"size": 8, "distance": "Dot", "datatype": "float16"}}`,
 			`vectors.datatype "float16" is not supported: trawl stores float32 vectors (int8 codes beside them with quantization_config {"scalar": {"type": "int8"}})`},
-		{"sparse", `{"vectors": {"size": 8, "distance": "Dot"}, "sparse_vectors": {"s": {}}}`, "sparse_vectors are not supported: trawl stores one dense vector per point"},
+		{"sparse modifier", `{"vectors": {"size": 8, "distance": "Dot"}, "sparse_vectors": {"s": {"modifier": "bm25"}}}`,
+			`sparse_vectors.s.modifier is "bm25", want "none" or "idf"`},
+		{"sparse datatype", `{"vectors": {"size": 8, "distance": "Dot"}, "sparse_vectors": {"s": {"index": {"datatype": "uint8"}}}}`,
+			`sparse_vectors.s.index.datatype "uint8" is not supported: trawl keeps sparse values as float32, and a narrower type would change scores`},
+		{"sparse unknown member", `{"vectors": {"size": 8, "distance": "Dot"}, "sparse_vectors": {"s": {"weights": 1}}}`,
+			`sparse_vectors.s: json: unknown field "weights"`},
+		{"sparse name", `{"vectors": {"size": 8, "distance": "Dot"}, "sparse_vectors": {"a b": {}}}`,
+			`sparse_vectors: the name "a b": want 1..64 characters of [A-Za-z0-9_.-]`},
+		{"sparse not an object", `{"vectors": {"size": 8, "distance": "Dot"}, "sparse_vectors": [1]}`,
+			`sparse_vectors is an array, want {"name": {"modifier": "idf"}, ...}`},
 		{"custom sharding", `{"vectors": {"size": 8, "distance": "Dot"}, "sharding_method": "custom"}`,
 			`sharding_method "custom" is not supported: trawl places points by a hash of their id`},
 		{"init_from", `{"vectors": {"size": 8, "distance": "Dot"}, "init_from": {"collection": "a"}}`,

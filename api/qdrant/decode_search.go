@@ -88,6 +88,10 @@ func (q searchJSON) validate(sch coordinator.Schema) (query, error) {
 	if err != nil {
 		return query{}, err
 	}
+	if sq, ok, err := namedSparseSearch(q.Vector, sch); ok {
+		out.q.Sparse = sq
+		return out, err
+	}
 	if out.q.Vector, err = decodeVector(q.Vector, "vector", sch); err != nil {
 		return query{}, err
 	}
@@ -171,12 +175,23 @@ func decodeQuery(b []byte, sch coordinator.Schema) (query, error) {
 			return query{}, err
 		}
 	}
-	if req.Using != nil && *req.Using != "" {
-		return query{}, wire.Invalid(fmt.Sprintf("using: %s (got %q)", errNamedVectors, *req.Using))
+	sparseUsing := req.Using != nil && isSparseName(sch, *req.Using)
+	if req.Using != nil && *req.Using != "" && !sparseUsing {
+		if len(sch.Sparse) == 0 {
+			return query{}, wire.Invalid(fmt.Sprintf("using: %s (got %q)", errNamedVectors, *req.Using))
+		}
+		return query{}, wire.Invalid(fmt.Sprintf("using: %s (got %q; the collection's sparse vectors are %s)", errNamedVectors, *req.Using, sparseList(sch)))
 	}
 	out, err := decodeCommon(req.Limit, req.Offset, DefaultLimit, req.Filter, req.WithPayload, req.WithVector, req.Params, req.ScoreThreshold)
 	if err != nil {
 		return query{}, err
+	}
+	if sparseUsing {
+		if !req.Query.set() || req.Query.isFloats {
+			return query{}, wire.Invalid(fmt.Sprintf(`query: using names the sparse vector %q, so the query is {"indices": [...], "values": [...]}`, *req.Using))
+		}
+		out.q.Sparse, err = decodeSparseQuery(req.Query.raw, *req.Using, "query", sch)
+		return out, err
 	}
 	if req.Query.isFloats {
 		if out.q.Vector, err = decodeVector(req.Query, "query", sch); err != nil {

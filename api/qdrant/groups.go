@@ -149,7 +149,7 @@ func (h *Handler) runGroups(w http.ResponseWriter, r *http.Request, decode func(
 				h.http.Fail(w, r, err, &sg)
 				return
 			}
-			groups[i].Hits[j] = scoredPoint{ID: pointID(hit.ID), Score: wire.Score(hit.Score), Payload: pl, Vector: hit.Vector}
+			groups[i].Hits[j] = scoredPoint{ID: pointID(hit.ID), Score: wire.Score(hit.Score), Payload: pl, Vector: hitVectors(schema(r), hit)}
 		}
 	}
 	answer(w, r, map[string][]pointGroup{"groups": groups}, &sg)

@@ -20,7 +20,9 @@ import (
 type record struct {
 	ID      pointID         `json:"id"`
 	Payload json.RawMessage `json:"payload"`
-	Vector  []float32       `json:"vector"`
+	// Vector is the dense vector, or the map of vectors by name for a
+	// collection with sparse vectors (vectorsOut); nil when not asked.
+	Vector any `json:"vector"`
 	// OrderValue is the value an order_by scroll listed it by, an
 	// integer or a float as the payload held it; absent otherwise.
 	OrderValue any `json:"order_value,omitempty"`
@@ -35,7 +37,7 @@ type updateResult struct {
 
 // toRecord builds a Record: payload (minus excluded keys) when asked, the
 // vector when there is one.
-func toRecord(id string, payload []byte, vec []float32, withPayload bool, exclude []string) (record, error) {
+func toRecord(id string, payload []byte, vec any, withPayload bool, exclude []string) (record, error) {
 	rec := record{ID: pointID(id), Vector: vec}
 	if withPayload {
 		pl, err := qdrantx.StripKeys(payload, exclude)
@@ -105,9 +107,9 @@ func (h *Handler) readPoints(w http.ResponseWriter, r *http.Request, p routePara
 				return
 			}
 		}
-		var vec []float32
+		var vec any
 		if req.withVector {
-			vec = d.Vector
+			vec = vectorsOut(schema(r), d.Vector, d.Sparse)
 		}
 		rec, err := toRecord(d.ID, pl, vec, req.payload != nil, req.exclude)
 		if err != nil {

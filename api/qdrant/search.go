@@ -21,7 +21,8 @@ type scoredPoint struct {
 	Version uint64          `json:"version"`
 	Score   wire.Score      `json:"score"`
 	Payload json.RawMessage `json:"payload,omitempty"`
-	Vector  []float32       `json:"vector,omitempty"`
+	// Vector is as record's, left out when not asked.
+	Vector any `json:"vector,omitempty"`
 }
 
 func (h *Handler) searchPoints(w http.ResponseWriter, r *http.Request) {
@@ -113,7 +114,7 @@ func (h *Handler) runSearch(w http.ResponseWriter, r *http.Request, path fanout.
 				h.http.Fail(w, r, err, &sg)
 				return
 			}
-			lists[i][j] = scoredPoint{ID: pointID(hit.ID), Score: wire.Score(hit.Score), Payload: pl, Vector: hit.Vector}
+			lists[i][j] = scoredPoint{ID: pointID(hit.ID), Score: wire.Score(hit.Score), Payload: pl, Vector: hitVectors(schema(r), hit)}
 		}
 	}
 	answer(w, r, shape(lists), &sg)
@@ -202,7 +203,11 @@ func (h *Handler) scroll(w http.ResponseWriter, r *http.Request) {
 	}
 	out := scrollResult{Points: make([]record, len(ans.Points))}
 	for i, pt := range ans.Points {
-		rec, err := toRecord(pt.ID, pt.Payload, pt.Vector, qs.s.WithPayload != nil, qs.exclude)
+		var vec any
+		if pt.Vector != nil {
+			vec = vectorsOut(schema(r), pt.Vector, pt.Sparse)
+		}
+		rec, err := toRecord(pt.ID, pt.Payload, vec, qs.s.WithPayload != nil, qs.exclude)
 		if err != nil {
 			h.http.Fail(w, r, err, &sg)
 			return

@@ -116,7 +116,7 @@ func (e *ensureFlag) Set(v string) error {
 			return err
 		}
 		if i := slices.IndexFunc(*e, func(x catalog.Spec) bool { return x.Name == sp.Name }); i >= 0 {
-			if (*e)[i] != sp {
+			if !(*e)[i].Settings.Equal(sp.Settings) {
 				return fmt.Errorf("collection %q given twice with different settings: %s and %s", sp.Name, (*e)[i].Settings, sp.Settings)
 			}
 			continue

@@ -8,6 +8,7 @@ import (
 
 	"github.com/trawl-search/trawl/shard"
 	"github.com/trawl-search/trawl/shard/shardpb"
+	"github.com/trawl-search/trawl/vector/sparsevec"
 )
 
 // Query is one search query as a replica takes it.
@@ -32,6 +33,8 @@ type Query struct {
 	Payload *PayloadSelection
 	// WithVector returns each hit's stored vector.
 	WithVector bool
+	// Sparse, when set, makes this a sparse query (Vector unset).
+	Sparse *SparseQuery
 }
 
 // PayloadSelection is a query's with_payload.
@@ -49,6 +52,8 @@ type Hit struct {
 	Payload []byte
 	// Vector is the hit's stored vector when asked; else nil.
 	Vector []float32
+	// Sparse are the hit's stored sparse vectors when asked; else nil.
+	Sparse map[string]sparsevec.Vector
 }
 
 // SearchResult is a replica's answer to a batch.
@@ -83,6 +88,10 @@ func NewBatchIn(coll Collection, qs []Query) *Batch {
 			ScoreThreshold: q.ScoreThreshold, WithVector: q.WithVector}
 		if p := q.Payload; p != nil {
 			pq.WithPayload = &shardpb.PayloadSelector{All: p.All, Keys: p.Keys}
+		}
+		if sq := q.Sparse; sq != nil {
+			pq.Vector = nil
+			pq.Sparse = &shardpb.SparseQuery{Name: sq.Name, Indices: sq.Vector.Indices, Values: sq.Vector.Values, Weights: sq.Weights}
 		}
 		b.pb[i] = pq
 	}
@@ -135,6 +144,7 @@ func (c *Conn) SearchSlots(ctx context.Context, b *Batch, minIndex uint64, sel *
 					return SearchResult{}, status.Errorf(codes.Internal, "replica returned a malformed vector for %q: %v", h.GetId(), err)
 				}
 				hs[j].Vector = v
+				hs[j].Sparse = SparseFromPB(h.GetSparse())
 			}
 		}
 		out.Hits[i] = hs

@@ -167,7 +167,7 @@ func (st *catalogState) create(e *shardpb.CollectionEntry, authority bool, index
 	uid := e.GetUid()
 	if authority {
 		if held != nil {
-			if held.settings == s {
+			if held.settings.Equal(s) {
 				if asked := int(e.GetSlotsAsked()); asked != 0 && asked != held.slotMap().Slots() {
 					return catalogChange{}, status.Errorf(codes.AlreadyExists,
 						"collection %q exists with %d slots (0: created before slots); the create asks for %d", name, held.slotMap().Slots(), asked)
@@ -181,9 +181,9 @@ func (st *catalogState) create(e *shardpb.CollectionEntry, authority bool, index
 	} else {
 		if held != nil {
 			switch {
-			case held.uid == uid && held.settings == s && maps.Equal(held.payloadSchema, e.GetPayloadSchema()) && !newerSlots(held.slotMap(), slots):
+			case held.uid == uid && held.settings.Equal(s) && maps.Equal(held.payloadSchema, e.GetPayloadSchema()) && !newerSlots(held.slotMap(), slots):
 				return catalogChange{entry: held.entry()}, nil
-			case held.uid == uid && held.settings == s:
+			case held.uid == uid && held.settings.Equal(s):
 				// The authority's payload index declarations or slot map
 				// changed (a map only ever moves forward: a push of an
 				// older one, overtaken, changes nothing).
@@ -194,7 +194,7 @@ func (st *catalogState) create(e *shardpb.CollectionEntry, authority bool, index
 				}
 				ch.entry = held.entry()
 				return ch, nil
-			case held.uid == 0 && uid > 0 && held.settings == s:
+			case held.uid == 0 && uid > 0 && held.settings.Equal(s):
 				// The legacy collection of a data directory written
 				// before collections, created by name with its own
 				// settings: it is adopted, rows and all, not replaced.
@@ -349,7 +349,8 @@ func (st *catalogState) payloadIndex(pi *shardpb.PayloadIndex, authority bool) (
 // settingsFromPB reads a collection's settings off the wire, normalised
 // (catalog.Settings.Normalize) and validated.
 func settingsFromPB(p *shardpb.CollectionSettings) (catalog.Settings, error) {
-	s := catalog.Settings{Dim: int(p.GetDim()), Quantization: p.GetQuantization(), Index: p.GetIndex(), Float32: p.GetFloat32Placement()}
+	s := catalog.Settings{Dim: int(p.GetDim()), Quantization: p.GetQuantization(), Index: p.GetIndex(), Float32: p.GetFloat32Placement(),
+		Sparse: shard.SparseFromPB(p.GetSparseVectors())}
 	if m := p.GetMetric(); m != "" {
 		var err error
 		if s.Metric, err = vector.ParseMetric(m); err != nil {
@@ -362,7 +363,7 @@ func settingsFromPB(p *shardpb.CollectionSettings) (catalog.Settings, error) {
 
 // settingsToPB is s on the wire.
 func settingsToPB(s catalog.Settings) *shardpb.CollectionSettings {
-	return &shardpb.CollectionSettings{Dim: uint32(s.Dim), Metric: s.Metric.String(), Quantization: s.Quantization, Index: s.Index, Float32Placement: s.Float32}
+	return shard.SettingsToPB(s)
 }
 
 // setSlots replaces a collection's slot map on the authority, when the

@@ -142,7 +142,7 @@ type Collections struct {
 // NewCollections returns a replica's collections, empty until its log or a
 // snapshot fills them.
 func NewCollections(cfg CollectionsConfig) *Collections {
-	if cfg.Legacy == (catalog.Settings{}) {
+	if cfg.Legacy.IsZero() {
 		cfg.Legacy = catalog.Defaults()
 	}
 	cfg.Legacy = cfg.Legacy.Normalize()
@@ -216,6 +216,7 @@ func (c *Collections) newStore(name string, uid uint64, s catalog.Settings) *sto
 	if s.Index == catalog.IndexIVF {
 		opts = append(opts, store.WithIVF(c.cfg.Kernel, s.Metric))
 	}
+	opts = append(opts, store.WithSparse(sparseNames(s)...))
 	return store.NewMemory(s.Dim, opts...)
 }
 
@@ -224,7 +225,7 @@ func (c *Collections) newStore(name string, uid uint64, s catalog.Settings) *sto
 // emptied.
 func (c *Collections) newCollection(name string, uid uint64, s catalog.Settings, p store.Placement) *collection {
 	col := &collection{name: name, uid: uid, settings: s}
-	if name == shard.LegacyCollection && uid == 0 && s == c.cfg.Legacy {
+	if name == shard.LegacyCollection && uid == 0 && s.Equal(c.cfg.Legacy) {
 		col.mem = c.legacy
 		col.mem.Reset(p, nil, 0)
 		_ = col.mem.FinishRestore(context.Background(), nil, nil)

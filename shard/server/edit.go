@@ -84,11 +84,18 @@ func (s *Server) checkEdit(set catalog.Settings, e *shardpb.Edit) (*shardpb.Edit
 			if pv.GetId() == "" {
 				return nil, status.Errorf(codes.InvalidArgument, "vector %d: empty id", i)
 			}
-			v, err := s.logVector(set, pv.GetVector(), i)
-			if err != nil {
-				return nil, err
+			// An update of sparse vectors alone leaves the dense one as it is.
+			var v []byte
+			if sparseOnly := e.GetKind() == shardpb.EditKind_EDIT_KIND_UPDATE_VECTORS && len(pv.GetVector()) == 0 && len(pv.GetSparse()) > 0; !sparseOnly {
+				var err error
+				if v, err = s.logVector(set, pv.GetVector(), i); err != nil {
+					return nil, err
+				}
 			}
-			var payload []byte
+			var (
+				payload []byte
+				err     error
+			)
 			if b := pv.GetPayload(); len(b) > 0 {
 				if e.GetKind() == shardpb.EditKind_EDIT_KIND_UPDATE_VECTORS {
 					return nil, status.Errorf(codes.InvalidArgument, "vector %d: a vector update carries no payload", i)
@@ -97,7 +104,11 @@ func (s *Server) checkEdit(set catalog.Settings, e *shardpb.Edit) (*shardpb.Edit
 					return nil, status.Errorf(codes.InvalidArgument, "vector %d: %v", i, err)
 				}
 			}
-			out.Vectors[i] = &shardpb.Vector{Id: pv.GetId(), Vector: v, Payload: payload}
+			sp, err := checkSparse(set, pv, i)
+			if err != nil {
+				return nil, err
+			}
+			out.Vectors[i] = &shardpb.Vector{Id: pv.GetId(), Vector: v, Payload: payload, Sparse: sp}
 		}
 		return out, nil
 	case shardpb.EditKind_EDIT_KIND_DELETE, shardpb.EditKind_EDIT_KIND_CLEAR_PAYLOAD:
@@ -182,11 +193,15 @@ func (f *stateMachine) applyEdit(ctx context.Context, col *collection, cmd *shar
 			return applyResult{err: status.Errorf(codes.Internal, "log entry edit %d: %v", i, err)}
 		}
 		for j, v := range e.GetVectors() {
+			if len(v.GetVector()) == 0 && len(v.GetSparse()) > 0 && se.Kind == store.EditUpdateVectors {
+				se.Records = append(se.Records, store.Record{ID: v.GetId(), Sparse: sparseOfPB(v.GetSparse())})
+				continue
+			}
 			vec, err := shard.DecodeVector(v.GetVector())
 			if err != nil || len(vec) != mem.Dim() {
 				return applyResult{err: status.Errorf(codes.Internal, "log entry edit %d vector %d does not fit collection %q", i, j, col.name)}
 			}
-			se.Records = append(se.Records, store.Record{ID: v.GetId(), Vector: vec, Payload: v.GetPayload()})
+			se.Records = append(se.Records, store.Record{ID: v.GetId(), Vector: vec, Payload: v.GetPayload(), Sparse: sparseOfPB(v.GetSparse())})
 		}
 		edits[i] = se
 	}

@@ -39,6 +39,9 @@ type scanQuery struct {
 	Payload   *shardpb.PayloadSelector
 	// WithVector returns each hit's stored vector.
 	WithVector bool
+	// Sparse, when set, makes this a sparse query (Query then holds no
+	// vector): scored by the store's inverted index, never by a scan.
+	Sparse *store.SparseQuery
 }
 
 // scanResult is what a scan found for one query, and how: ScanExact,
@@ -62,7 +65,16 @@ func (qs scanQueries) vectors() []vector.Query {
 
 // decodeQuery checks one query of a batch the way the router does.
 func (s *Server) decodeQuery(set catalog.Settings, i int, pq *shardpb.Query) (scanQuery, error) {
-	v, err := s.decodeVector(set, pq.GetVector(), "query", i)
+	var (
+		v   []float32
+		sq  *store.SparseQuery
+		err error
+	)
+	if pq.GetSparse() != nil {
+		sq, err = decodeSparseQuery(set, i, pq)
+	} else {
+		v, err = s.decodeVector(set, pq.GetVector(), "query", i)
+	}
 	if err != nil {
 		return scanQuery{}, err
 	}
@@ -78,6 +90,7 @@ func (s *Server) decodeQuery(set catalog.Settings, i int, pq *shardpb.Query) (sc
 		NProbe:     int(min(pq.GetNprobe(), ivf.MaxLists)),
 		Payload:    pq.GetWithPayload(),
 		WithVector: pq.GetWithVector(),
+		Sparse:     sq,
 	}
 	if pq.ScoreThreshold != nil {
 		t := pq.GetScoreThreshold()
@@ -157,15 +170,30 @@ func (s *Server) search(ctx context.Context, col *collection, pqs []*shardpb.Que
 			if keep != nil {
 				sel = v.Keep(sel, keep)
 			}
-			gq := make(scanQueries, len(group))
-			for j, qi := range group {
-				gq[j] = &qs[qi]
+			// Sparse queries read the inverted index, exactly; the dense
+			// ones of the group share one scan.
+			gq := make(scanQueries, 0, len(group))
+			dense := make([]int, 0, len(group))
+			for _, qi := range group {
+				if sq := qs[qi].Sparse; sq != nil {
+					hits, err := v.SparseSearch(*sq, sel)
+					if err != nil {
+						return err
+					}
+					results[qi] = scanResult{Hits: hits, Kind: ScanExact}
+					continue
+				}
+				gq = append(gq, &qs[qi])
+				dense = append(dense, qi)
+			}
+			if len(gq) == 0 {
+				continue
 			}
 			rs, err := s.scanRows(ctx, m, v, gq, sel, wantExact)
 			if err != nil {
 				return err
 			}
-			for j, qi := range group {
+			for j, qi := range dense {
 				results[qi] = rs[j]
 			}
 		}
@@ -335,9 +363,13 @@ func (s *Server) answer(m vector.Metric, v *store.ScanView, qs []scanQuery, resu
 	out := make([]*shardpb.HitList, len(results))
 	for i, r := range results {
 		q := qs[i]
+		qm := m
+		if q.Sparse != nil {
+			qm = vector.DotProduct // a sparse score is a dot product: higher is better
+		}
 		l := &shardpb.HitList{Hits: make([]*shardpb.Hit, 0, len(r.Hits))}
 		for _, h := range r.Hits {
-			if q.Threshold != nil && !within(m, h.Score, *q.Threshold) {
+			if q.Threshold != nil && !within(qm, h.Score, *q.Threshold) {
 				break // hits are best first
 			}
 			ph := &shardpb.Hit{Id: h.ID, Score: h.Score}
@@ -361,6 +393,7 @@ func (s *Server) answer(m vector.Metric, v *store.ScanView, qs []scanQuery, resu
 					return nil, err
 				}
 				ph.Vector = shard.EncodeVector(vec)
+				ph.Sparse = sparseToPB(v.SparseVectors(h.ID))
 			}
 			l.Hits = append(l.Hits, ph)
 		}

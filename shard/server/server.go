@@ -323,6 +323,7 @@ func (s *Server) Upsert(ctx context.Context, req *shardpb.UpsertRequest) (*shard
 		return nil, err
 	}
 	vs := make([]*shardpb.Vector, len(req.GetVectors()))
+	version := uint32(0)
 	for i, pv := range req.GetVectors() {
 		if pv.GetId() == "" {
 			return nil, status.Errorf(codes.InvalidArgument, "vector %d: empty id", i)
@@ -339,9 +340,17 @@ func (s *Server) Upsert(ctx context.Context, req *shardpb.UpsertRequest) (*shard
 				return nil, status.Errorf(codes.InvalidArgument, "vector %d: %v", i, err)
 			}
 		}
-		vs[i] = &shardpb.Vector{Id: pv.GetId(), Vector: v, Payload: payload}
+		sp, err := checkSparse(col.settings, pv, i)
+		if err != nil {
+			return nil, err
+		}
+		if sp != nil {
+			version = upsertVersion
+		}
+		vs[i] = &shardpb.Vector{Id: pv.GetId(), Vector: v, Payload: payload, Sparse: sp}
 	}
-	res, idx, err := s.propose(ctx, col, &shardpb.Command{Op: &shardpb.Command_Upsert{Upsert: &shardpb.UpsertCommand{Placement: req.GetPlacement(), Vectors: vs}}})
+	res, idx, err := s.propose(ctx, col, &shardpb.Command{Op: &shardpb.Command_Upsert{Upsert: &shardpb.UpsertCommand{Placement: req.GetPlacement(), Vectors: vs,
+		Version: version}}})
 	if err != nil {
 		return fwd(err)
 	}
@@ -448,7 +457,8 @@ func (s *Server) Get(ctx context.Context, req *shardpb.GetRequest) (*shardpb.Get
 	if !ok || keep != nil && !keep(req.GetId()) {
 		return nil, status.Errorf(codes.NotFound, "no vector with id %q", req.GetId())
 	}
-	return &shardpb.GetResponse{Vector: &shardpb.Vector{Id: req.GetId(), Vector: shard.EncodeVector(r.Vector), Payload: r.Payload}}, nil
+	return &shardpb.GetResponse{Vector: &shardpb.Vector{Id: req.GetId(), Vector: shard.EncodeVector(r.Vector), Payload: r.Payload,
+		Sparse: sparseToPB(r.Sparse)}}, nil
 }
 
 // Delete implements shardpb.ShardServer. A request with ids or a filter
@@ -523,7 +533,7 @@ func (s *Server) Scroll(ctx context.Context, req *shardpb.ScrollRequest) (*shard
 	}
 	out := &shardpb.ScrollResponse{Count: uint64(page.Count), DocCount: uint64(page.Docs), Points: make([]*shardpb.Vector, len(page.Records))}
 	for i, r := range page.Records {
-		v := &shardpb.Vector{Id: r.ID, Payload: r.Payload}
+		v := &shardpb.Vector{Id: r.ID, Payload: r.Payload, Sparse: sparseToPB(r.Sparse)}
 		if r.Vector != nil {
 			v.Vector = shard.EncodeVector(r.Vector)
 		}

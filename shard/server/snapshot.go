@@ -44,6 +44,12 @@ const (
 	// format 3 only would place the files out of order, so it is told a
 	// newer version wrote the snapshot instead.
 	formatCodes = 4
+	// formatSparse is formatCodes where a collection's header may carry
+	// its sparse indexes' postings (CollectionHeader.sparse), installed
+	// after its rows as they are. A replica that reads format 4 only
+	// would restore the rows without the postings, so it is told a newer
+	// version wrote the snapshot instead.
+	formatSparse = 5
 )
 
 // writeHeader writes a snapshot header with its maps (dropped, trained)
@@ -111,18 +117,26 @@ func (s *snapshot) Persist(w raftnode.SnapshotSink) error {
 			}
 		}
 	}
+	// Whether segment files are linked is decided above; postings only
+	// raise the format number.
+	linked := format >= formatSegments
+	for _, sec := range s.sections {
+		if len(sec.v.Sparse()) > 0 {
+			format = formatSparse
+		}
+	}
 	hdr := &shardpb.SnapshotHeader{Format: format, Catalog: s.catalog, AppliedIndex: s.applied}
 	if err := writeHeader(bw, hdr); err != nil {
 		return fmt.Errorf("snapshot: %w", err)
 	}
-	rows, linked := 0, 0
+	rows, files := 0, 0
 	for _, sec := range s.sections {
 		var err error
-		if man, ok := sec.v.Segments(); ok && format >= formatSegments {
+		if man, ok := sec.v.Segments(); ok && linked {
 			err = sec.persistSegments(bw, w, man)
-			linked += len(man.Files)
+			files += len(man.Files)
 			if man.CodesTag != nil {
-				linked += len(man.Files)
+				files += len(man.Files)
 			}
 		} else {
 			err = sec.persist(bw)
@@ -135,7 +149,7 @@ func (s *snapshot) Persist(w raftnode.SnapshotSink) error {
 	if err := bw.Flush(); err != nil {
 		return fmt.Errorf("snapshot: %w", err)
 	}
-	s.log.Info("snapshot written", "collections", len(s.sections), "rows", rows, "files_linked", linked,
+	s.log.Info("snapshot written", "collections", len(s.sections), "rows", rows, "files_linked", files,
 		"took", time.Since(t0).Round(time.Millisecond))
 	return nil
 }
@@ -198,6 +212,7 @@ func (sec snapshotSection) persistSegments(bw *bufio.Writer, w raftnode.Snapshot
 		Segments:  pm,
 		IvfLists:  encodeLists(v.IVFLists()),
 		Fences:    sec.fences,
+		Sparse:    postingsPB(v.Sparse()),
 	}
 	if err := writeHeader(bw, hdr); err != nil {
 		return err
@@ -241,6 +256,7 @@ func (sec snapshotSection) persist(bw *bufio.Writer) error {
 		Trained:   v.Trained(),
 		IvfLists:  encodeLists(v.IVFLists()),
 		Fences:    sec.fences,
+		Sparse:    postingsPB(v.Sparse()),
 	}
 	if err := writeHeader(bw, hdr); err != nil {
 		return err
@@ -296,11 +312,11 @@ func (f *stateMachine) Restore(rc io.Reader, files raftnode.SnapshotFiles) (uint
 	switch hdr.GetFormat() {
 	case formatLegacy:
 		rows, err = f.restoreLegacy(br, &hdr)
-	case formatCollections, formatSegments, formatCodes:
+	case formatCollections, formatSegments, formatCodes, formatSparse:
 		rows, err = f.restoreCollections(br, hdr.GetCatalog(), files)
 	default:
-		return 0, fmt.Errorf("snapshot format %d is not one this replica reads (0, %d, %d or %d): a newer version wrote it",
-			hdr.GetFormat(), formatCollections, formatSegments, formatCodes)
+		return 0, fmt.Errorf("snapshot format %d is not one this replica reads (0, %d, %d, %d or %d): a newer version wrote it",
+			hdr.GetFormat(), formatCollections, formatSegments, formatCodes, formatSparse)
 	}
 	if err != nil {
 		return 0, err
@@ -468,6 +484,9 @@ func (f *stateMachine) restoreSegments(col *collection, sec *shardpb.CollectionH
 	if err != nil {
 		return err
 	}
+	if err := mem.RestoreSparse(postingsOf(sec)); err != nil {
+		return err
+	}
 	t1 := time.Now()
 	lists := decodeLists(sec.GetIvfLists(), len(recs))
 	if err := mem.FinishRestore(context.Background(), f.pace, lists); err != nil {
@@ -567,8 +586,30 @@ func (f *stateMachine) restoreRows(br *bufio.Reader, col *collection, sec *shard
 			f.log.Info("restoring snapshot", "collection", col.name, "rows", i, "of", total)
 		}
 	}
+	if err := mem.RestoreSparse(postingsOf(sec)); err != nil {
+		return 0, fmt.Errorf("snapshot of collection %q: %w", col.name, err)
+	}
 	if err := mem.FinishRestore(context.Background(), f.pace, decodeLists(sec.GetIvfLists(), int(total))); err != nil {
 		f.log.Error("restored int8 scale not usable; scanning exactly", "collection", col.name, "err", err)
 	}
 	return int(total), nil
+}
+
+// postingsPB is a view's sparse indexes as a snapshot header carries them.
+func postingsPB(ps []store.NamedPostings) []*shardpb.SparsePostings {
+	out := make([]*shardpb.SparsePostings, len(ps))
+	for i, p := range ps {
+		out[i] = &shardpb.SparsePostings{Name: p.Name, Postings: p.Postings}
+	}
+	return out
+}
+
+// postingsOf is a snapshot section's sparse indexes for the store, which
+// installs them as they are (store.Memory.RestoreSparse).
+func postingsOf(sec *shardpb.CollectionHeader) []store.NamedPostings {
+	out := make([]store.NamedPostings, len(sec.GetSparse()))
+	for i, p := range sec.GetSparse() {
+		out[i] = store.NamedPostings{Name: p.GetName(), Postings: p.GetPostings()}
+	}
+	return out
 }

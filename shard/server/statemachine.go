@@ -114,13 +114,16 @@ func (f *stateMachine) apply(col *collection, cmd *shardpb.Command, serving bool
 		if err != nil {
 			return applyResult{err: err}
 		}
+		if v := op.Upsert.GetVersion(); v > upsertVersion {
+			return applyResult{err: status.Errorf(codes.Internal, "log entry upsert version %d, this replica applies up to version %d", v, upsertVersion)}
+		}
 		recs := make([]store.Record, len(op.Upsert.GetVectors()))
 		for i, v := range op.Upsert.GetVectors() {
 			vec, err := shard.DecodeVector(v.GetVector())
 			if err != nil || len(vec) != mem.Dim() {
 				return applyResult{err: status.Errorf(codes.Internal, "log entry vector %d does not fit collection %q", i, col.name)}
 			}
-			recs[i] = store.Record{ID: v.GetId(), Vector: vec, Payload: v.GetPayload()}
+			recs[i] = store.Record{ID: v.GetId(), Vector: vec, Payload: v.GetPayload(), Sparse: sparseOfPB(v.GetSparse())}
 		}
 		return applyResult{err: mem.Upsert(ctx, p, recs)}
 	case *shardpb.Command_Delete:

@@ -395,9 +395,13 @@ func (*Command_Edit) isCommand_Op() {}
 func (*Command_BackupCut) isCommand_Op() {}
 
 type UpsertCommand struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Placement     *Placement             `protobuf:"bytes,1,opt,name=placement,proto3" json:"placement,omitempty"`
-	Vectors       []*Vector              `protobuf:"bytes,2,rep,name=vectors,proto3" json:"vectors,omitempty"` // validated, normalised under cosine
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Placement *Placement             `protobuf:"bytes,1,opt,name=placement,proto3" json:"placement,omitempty"`
+	Vectors   []*Vector              `protobuf:"bytes,2,rep,name=vectors,proto3" json:"vectors,omitempty"` // validated, normalised under cosine
+	// version is 1 when the vectors may carry sparse vectors (Vector.sparse),
+	// 0 in entries written before them; a replica refuses to apply a
+	// version it does not know rather than drop what it cannot read.
+	Version       uint32 `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -444,6 +448,13 @@ func (x *UpsertCommand) GetVectors() []*Vector {
 		return x.Vectors
 	}
 	return nil
+}
+
+func (x *UpsertCommand) GetVersion() uint32 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
 }
 
 type DeleteCommand struct {
@@ -847,7 +858,11 @@ type CollectionHeader struct {
 	// fences are the collection's backup fences in place (name → lease
 	// end, Unix ms): replicated state, so a replica restored from this
 	// snapshot refuses the same writes as the others.
-	Fences        map[string]int64 `protobuf:"bytes,8,rep,name=fences,proto3" json:"fences,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	Fences map[string]int64 `protobuf:"bytes,8,rep,name=fences,proto3" json:"fences,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	// sparse are the collection's sparse indexes (format 5), names
+	// ascending: a restore installs their postings as they are, rebuilding
+	// nothing.
+	Sparse        []*SparsePostings `protobuf:"bytes,9,rep,name=sparse,proto3" json:"sparse,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -938,6 +953,68 @@ func (x *CollectionHeader) GetFences() map[string]int64 {
 	return nil
 }
 
+func (x *CollectionHeader) GetSparse() []*SparsePostings {
+	if x != nil {
+		return x.Sparse
+	}
+	return nil
+}
+
+// SparsePostings is one sparse vector's inverted index in the form of
+// shard/store/sparse (Index.AppendBinary): per term ascending, its rows
+// and values, rows numbered as the section's rows are.
+type SparsePostings struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Postings      []byte                 `protobuf:"bytes,2,opt,name=postings,proto3" json:"postings,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SparsePostings) Reset() {
+	*x = SparsePostings{}
+	mi := &file_raft_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SparsePostings) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SparsePostings) ProtoMessage() {}
+
+func (x *SparsePostings) ProtoReflect() protoreflect.Message {
+	mi := &file_raft_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SparsePostings.ProtoReflect.Descriptor instead.
+func (*SparsePostings) Descriptor() ([]byte, []int) {
+	return file_raft_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *SparsePostings) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SparsePostings) GetPostings() []byte {
+	if x != nil {
+		return x.Postings
+	}
+	return nil
+}
+
 // SegmentManifest names the segment files (NumPy .npy) that hold a
 // collection's float32 rows: the first rows of each file, and the slot
 // table from row numbers to slots (vector/segment.Manifest).
@@ -958,7 +1035,7 @@ type SegmentManifest struct {
 
 func (x *SegmentManifest) Reset() {
 	*x = SegmentManifest{}
-	mi := &file_raft_proto_msgTypes[12]
+	mi := &file_raft_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -970,7 +1047,7 @@ func (x *SegmentManifest) String() string {
 func (*SegmentManifest) ProtoMessage() {}
 
 func (x *SegmentManifest) ProtoReflect() protoreflect.Message {
-	mi := &file_raft_proto_msgTypes[12]
+	mi := &file_raft_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -983,7 +1060,7 @@ func (x *SegmentManifest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SegmentManifest.ProtoReflect.Descriptor instead.
 func (*SegmentManifest) Descriptor() ([]byte, []int) {
-	return file_raft_proto_rawDescGZIP(), []int{12}
+	return file_raft_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SegmentManifest) GetDim() uint32 {
@@ -1055,7 +1132,7 @@ type SegmentFile struct {
 
 func (x *SegmentFile) Reset() {
 	*x = SegmentFile{}
-	mi := &file_raft_proto_msgTypes[13]
+	mi := &file_raft_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1067,7 +1144,7 @@ func (x *SegmentFile) String() string {
 func (*SegmentFile) ProtoMessage() {}
 
 func (x *SegmentFile) ProtoReflect() protoreflect.Message {
-	mi := &file_raft_proto_msgTypes[13]
+	mi := &file_raft_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1080,7 +1157,7 @@ func (x *SegmentFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SegmentFile.ProtoReflect.Descriptor instead.
 func (*SegmentFile) Descriptor() ([]byte, []int) {
-	return file_raft_proto_rawDescGZIP(), []int{13}
+	return file_raft_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SegmentFile) GetNumber() uint32 {
@@ -1142,7 +1219,7 @@ type SnapshotFiles struct {
 
 func (x *SnapshotFiles) Reset() {
 	*x = SnapshotFiles{}
-	mi := &file_raft_proto_msgTypes[14]
+	mi := &file_raft_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1154,7 +1231,7 @@ func (x *SnapshotFiles) String() string {
 func (*SnapshotFiles) ProtoMessage() {}
 
 func (x *SnapshotFiles) ProtoReflect() protoreflect.Message {
-	mi := &file_raft_proto_msgTypes[14]
+	mi := &file_raft_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1167,7 +1244,7 @@ func (x *SnapshotFiles) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotFiles.ProtoReflect.Descriptor instead.
 func (*SnapshotFiles) Descriptor() ([]byte, []int) {
-	return file_raft_proto_rawDescGZIP(), []int{14}
+	return file_raft_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SnapshotFiles) GetToken() []byte {
@@ -1202,7 +1279,7 @@ type SnapshotFile struct {
 
 func (x *SnapshotFile) Reset() {
 	*x = SnapshotFile{}
-	mi := &file_raft_proto_msgTypes[15]
+	mi := &file_raft_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1214,7 +1291,7 @@ func (x *SnapshotFile) String() string {
 func (*SnapshotFile) ProtoMessage() {}
 
 func (x *SnapshotFile) ProtoReflect() protoreflect.Message {
-	mi := &file_raft_proto_msgTypes[15]
+	mi := &file_raft_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1227,7 +1304,7 @@ func (x *SnapshotFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotFile.ProtoReflect.Descriptor instead.
 func (*SnapshotFile) Descriptor() ([]byte, []int) {
-	return file_raft_proto_rawDescGZIP(), []int{15}
+	return file_raft_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SnapshotFile) GetName() string {
@@ -1275,10 +1352,11 @@ const file_raft_proto_rawDesc = "" +
 	"collection\x12\x1f\n" +
 	"\vproposed_ms\x18\x10 \x01(\x03R\n" +
 	"proposedMsB\x04\n" +
-	"\x02op\"z\n" +
+	"\x02op\"\x94\x01\n" +
 	"\rUpsertCommand\x127\n" +
 	"\tplacement\x18\x01 \x01(\v2\x19.trawl.shard.v1.PlacementR\tplacement\x120\n" +
-	"\avectors\x18\x02 \x03(\v2\x16.trawl.shard.v1.VectorR\avectors\"\x82\x01\n" +
+	"\avectors\x18\x02 \x03(\v2\x16.trawl.shard.v1.VectorR\avectors\x12\x18\n" +
+	"\aversion\x18\x03 \x01(\rR\aversion\"\x82\x01\n" +
 	"\rDeleteCommand\x127\n" +
 	"\tplacement\x18\x01 \x01(\v2\x19.trawl.shard.v1.PlacementR\tplacement\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x10\n" +
@@ -1307,7 +1385,7 @@ const file_raft_proto_rawDesc = "" +
 	"\acatalog\x18\a \x01(\v2\x1f.trawl.shard.v1.CatalogResponseR\acatalog\x1a:\n" +
 	"\fTrainedEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"\xe7\x03\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"\x9f\x04\n" +
 	"\x10CollectionHeader\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
 	"\x03uid\x18\x02 \x01(\x04R\x03uid\x127\n" +
@@ -1316,13 +1394,17 @@ const file_raft_proto_rawDesc = "" +
 	"\atrained\x18\x05 \x03(\v2-.trawl.shard.v1.CollectionHeader.TrainedEntryR\atrained\x12;\n" +
 	"\bsegments\x18\x06 \x01(\v2\x1f.trawl.shard.v1.SegmentManifestR\bsegments\x12\x1b\n" +
 	"\tivf_lists\x18\a \x01(\fR\bivfLists\x12D\n" +
-	"\x06fences\x18\b \x03(\v2,.trawl.shard.v1.CollectionHeader.FencesEntryR\x06fences\x1a:\n" +
+	"\x06fences\x18\b \x03(\v2,.trawl.shard.v1.CollectionHeader.FencesEntryR\x06fences\x126\n" +
+	"\x06sparse\x18\t \x03(\v2\x1e.trawl.shard.v1.SparsePostingsR\x06sparse\x1a:\n" +
 	"\fTrainedEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\x1a9\n" +
 	"\vFencesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\xce\x01\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"@\n" +
+	"\x0eSparsePostings\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
+	"\bpostings\x18\x02 \x01(\fR\bpostings\"\xce\x01\n" +
 	"\x0fSegmentManifest\x12\x10\n" +
 	"\x03dim\x18\x01 \x01(\rR\x03dim\x12\x19\n" +
 	"\bseg_rows\x18\x02 \x01(\rR\asegRows\x12\x10\n" +
@@ -1371,7 +1453,7 @@ func file_raft_proto_rawDescGZIP() []byte {
 	return file_raft_proto_rawDescData
 }
 
-var file_raft_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_raft_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_raft_proto_goTypes = []any{
 	(*RaftMessage)(nil),          // 0: trawl.shard.v1.RaftMessage
 	(*SnapshotChunk)(nil),        // 1: trawl.shard.v1.SnapshotChunk
@@ -1385,61 +1467,63 @@ var file_raft_proto_goTypes = []any{
 	(*SetTrainedCommand)(nil),    // 9: trawl.shard.v1.SetTrainedCommand
 	(*SnapshotHeader)(nil),       // 10: trawl.shard.v1.SnapshotHeader
 	(*CollectionHeader)(nil),     // 11: trawl.shard.v1.CollectionHeader
-	(*SegmentManifest)(nil),      // 12: trawl.shard.v1.SegmentManifest
-	(*SegmentFile)(nil),          // 13: trawl.shard.v1.SegmentFile
-	(*SnapshotFiles)(nil),        // 14: trawl.shard.v1.SnapshotFiles
-	(*SnapshotFile)(nil),         // 15: trawl.shard.v1.SnapshotFile
-	nil,                          // 16: trawl.shard.v1.SnapshotHeader.TrainedEntry
-	nil,                          // 17: trawl.shard.v1.CollectionHeader.TrainedEntry
-	nil,                          // 18: trawl.shard.v1.CollectionHeader.FencesEntry
-	(*ChangeCatalogRequest)(nil), // 19: trawl.shard.v1.ChangeCatalogRequest
-	(*CollectionRef)(nil),        // 20: trawl.shard.v1.CollectionRef
-	(*Placement)(nil),            // 21: trawl.shard.v1.Placement
-	(*Vector)(nil),               // 22: trawl.shard.v1.Vector
-	(*Edit)(nil),                 // 23: trawl.shard.v1.Edit
-	(*CatalogResponse)(nil),      // 24: trawl.shard.v1.CatalogResponse
+	(*SparsePostings)(nil),       // 12: trawl.shard.v1.SparsePostings
+	(*SegmentManifest)(nil),      // 13: trawl.shard.v1.SegmentManifest
+	(*SegmentFile)(nil),          // 14: trawl.shard.v1.SegmentFile
+	(*SnapshotFiles)(nil),        // 15: trawl.shard.v1.SnapshotFiles
+	(*SnapshotFile)(nil),         // 16: trawl.shard.v1.SnapshotFile
+	nil,                          // 17: trawl.shard.v1.SnapshotHeader.TrainedEntry
+	nil,                          // 18: trawl.shard.v1.CollectionHeader.TrainedEntry
+	nil,                          // 19: trawl.shard.v1.CollectionHeader.FencesEntry
+	(*ChangeCatalogRequest)(nil), // 20: trawl.shard.v1.ChangeCatalogRequest
+	(*CollectionRef)(nil),        // 21: trawl.shard.v1.CollectionRef
+	(*Placement)(nil),            // 22: trawl.shard.v1.Placement
+	(*Vector)(nil),               // 23: trawl.shard.v1.Vector
+	(*Edit)(nil),                 // 24: trawl.shard.v1.Edit
+	(*CatalogResponse)(nil),      // 25: trawl.shard.v1.CatalogResponse
 }
 var file_raft_proto_depIdxs = []int32{
 	5,  // 0: trawl.shard.v1.Command.upsert:type_name -> trawl.shard.v1.UpsertCommand
 	6,  // 1: trawl.shard.v1.Command.delete:type_name -> trawl.shard.v1.DeleteCommand
 	9,  // 2: trawl.shard.v1.Command.set_trained:type_name -> trawl.shard.v1.SetTrainedCommand
-	19, // 3: trawl.shard.v1.Command.catalog:type_name -> trawl.shard.v1.ChangeCatalogRequest
+	20, // 3: trawl.shard.v1.Command.catalog:type_name -> trawl.shard.v1.ChangeCatalogRequest
 	7,  // 4: trawl.shard.v1.Command.edit:type_name -> trawl.shard.v1.EditCommand
 	8,  // 5: trawl.shard.v1.Command.backup_cut:type_name -> trawl.shard.v1.BackupCutCommand
-	20, // 6: trawl.shard.v1.Command.collection:type_name -> trawl.shard.v1.CollectionRef
-	21, // 7: trawl.shard.v1.UpsertCommand.placement:type_name -> trawl.shard.v1.Placement
-	22, // 8: trawl.shard.v1.UpsertCommand.vectors:type_name -> trawl.shard.v1.Vector
-	21, // 9: trawl.shard.v1.DeleteCommand.placement:type_name -> trawl.shard.v1.Placement
-	21, // 10: trawl.shard.v1.EditCommand.placement:type_name -> trawl.shard.v1.Placement
-	23, // 11: trawl.shard.v1.EditCommand.edits:type_name -> trawl.shard.v1.Edit
-	21, // 12: trawl.shard.v1.SnapshotHeader.placement:type_name -> trawl.shard.v1.Placement
-	16, // 13: trawl.shard.v1.SnapshotHeader.trained:type_name -> trawl.shard.v1.SnapshotHeader.TrainedEntry
-	24, // 14: trawl.shard.v1.SnapshotHeader.catalog:type_name -> trawl.shard.v1.CatalogResponse
-	21, // 15: trawl.shard.v1.CollectionHeader.placement:type_name -> trawl.shard.v1.Placement
-	17, // 16: trawl.shard.v1.CollectionHeader.trained:type_name -> trawl.shard.v1.CollectionHeader.TrainedEntry
-	12, // 17: trawl.shard.v1.CollectionHeader.segments:type_name -> trawl.shard.v1.SegmentManifest
-	18, // 18: trawl.shard.v1.CollectionHeader.fences:type_name -> trawl.shard.v1.CollectionHeader.FencesEntry
-	13, // 19: trawl.shard.v1.SegmentManifest.files:type_name -> trawl.shard.v1.SegmentFile
-	15, // 20: trawl.shard.v1.SnapshotFiles.files:type_name -> trawl.shard.v1.SnapshotFile
-	0,  // 21: trawl.shard.v1.Raft.AppendEntries:input_type -> trawl.shard.v1.RaftMessage
-	0,  // 22: trawl.shard.v1.Raft.AppendEntriesPipeline:input_type -> trawl.shard.v1.RaftMessage
-	0,  // 23: trawl.shard.v1.Raft.RequestVote:input_type -> trawl.shard.v1.RaftMessage
-	0,  // 24: trawl.shard.v1.Raft.RequestPreVote:input_type -> trawl.shard.v1.RaftMessage
-	0,  // 25: trawl.shard.v1.Raft.TimeoutNow:input_type -> trawl.shard.v1.RaftMessage
-	1,  // 26: trawl.shard.v1.Raft.InstallSnapshot:input_type -> trawl.shard.v1.SnapshotChunk
-	2,  // 27: trawl.shard.v1.Raft.GroupState:input_type -> trawl.shard.v1.GroupStateRequest
-	0,  // 28: trawl.shard.v1.Raft.AppendEntries:output_type -> trawl.shard.v1.RaftMessage
-	0,  // 29: trawl.shard.v1.Raft.AppendEntriesPipeline:output_type -> trawl.shard.v1.RaftMessage
-	0,  // 30: trawl.shard.v1.Raft.RequestVote:output_type -> trawl.shard.v1.RaftMessage
-	0,  // 31: trawl.shard.v1.Raft.RequestPreVote:output_type -> trawl.shard.v1.RaftMessage
-	0,  // 32: trawl.shard.v1.Raft.TimeoutNow:output_type -> trawl.shard.v1.RaftMessage
-	0,  // 33: trawl.shard.v1.Raft.InstallSnapshot:output_type -> trawl.shard.v1.RaftMessage
-	3,  // 34: trawl.shard.v1.Raft.GroupState:output_type -> trawl.shard.v1.GroupStateResponse
-	28, // [28:35] is the sub-list for method output_type
-	21, // [21:28] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	21, // 6: trawl.shard.v1.Command.collection:type_name -> trawl.shard.v1.CollectionRef
+	22, // 7: trawl.shard.v1.UpsertCommand.placement:type_name -> trawl.shard.v1.Placement
+	23, // 8: trawl.shard.v1.UpsertCommand.vectors:type_name -> trawl.shard.v1.Vector
+	22, // 9: trawl.shard.v1.DeleteCommand.placement:type_name -> trawl.shard.v1.Placement
+	22, // 10: trawl.shard.v1.EditCommand.placement:type_name -> trawl.shard.v1.Placement
+	24, // 11: trawl.shard.v1.EditCommand.edits:type_name -> trawl.shard.v1.Edit
+	22, // 12: trawl.shard.v1.SnapshotHeader.placement:type_name -> trawl.shard.v1.Placement
+	17, // 13: trawl.shard.v1.SnapshotHeader.trained:type_name -> trawl.shard.v1.SnapshotHeader.TrainedEntry
+	25, // 14: trawl.shard.v1.SnapshotHeader.catalog:type_name -> trawl.shard.v1.CatalogResponse
+	22, // 15: trawl.shard.v1.CollectionHeader.placement:type_name -> trawl.shard.v1.Placement
+	18, // 16: trawl.shard.v1.CollectionHeader.trained:type_name -> trawl.shard.v1.CollectionHeader.TrainedEntry
+	13, // 17: trawl.shard.v1.CollectionHeader.segments:type_name -> trawl.shard.v1.SegmentManifest
+	19, // 18: trawl.shard.v1.CollectionHeader.fences:type_name -> trawl.shard.v1.CollectionHeader.FencesEntry
+	12, // 19: trawl.shard.v1.CollectionHeader.sparse:type_name -> trawl.shard.v1.SparsePostings
+	14, // 20: trawl.shard.v1.SegmentManifest.files:type_name -> trawl.shard.v1.SegmentFile
+	16, // 21: trawl.shard.v1.SnapshotFiles.files:type_name -> trawl.shard.v1.SnapshotFile
+	0,  // 22: trawl.shard.v1.Raft.AppendEntries:input_type -> trawl.shard.v1.RaftMessage
+	0,  // 23: trawl.shard.v1.Raft.AppendEntriesPipeline:input_type -> trawl.shard.v1.RaftMessage
+	0,  // 24: trawl.shard.v1.Raft.RequestVote:input_type -> trawl.shard.v1.RaftMessage
+	0,  // 25: trawl.shard.v1.Raft.RequestPreVote:input_type -> trawl.shard.v1.RaftMessage
+	0,  // 26: trawl.shard.v1.Raft.TimeoutNow:input_type -> trawl.shard.v1.RaftMessage
+	1,  // 27: trawl.shard.v1.Raft.InstallSnapshot:input_type -> trawl.shard.v1.SnapshotChunk
+	2,  // 28: trawl.shard.v1.Raft.GroupState:input_type -> trawl.shard.v1.GroupStateRequest
+	0,  // 29: trawl.shard.v1.Raft.AppendEntries:output_type -> trawl.shard.v1.RaftMessage
+	0,  // 30: trawl.shard.v1.Raft.AppendEntriesPipeline:output_type -> trawl.shard.v1.RaftMessage
+	0,  // 31: trawl.shard.v1.Raft.RequestVote:output_type -> trawl.shard.v1.RaftMessage
+	0,  // 32: trawl.shard.v1.Raft.RequestPreVote:output_type -> trawl.shard.v1.RaftMessage
+	0,  // 33: trawl.shard.v1.Raft.TimeoutNow:output_type -> trawl.shard.v1.RaftMessage
+	0,  // 34: trawl.shard.v1.Raft.InstallSnapshot:output_type -> trawl.shard.v1.RaftMessage
+	3,  // 35: trawl.shard.v1.Raft.GroupState:output_type -> trawl.shard.v1.GroupStateResponse
+	29, // [29:36] is the sub-list for method output_type
+	22, // [22:29] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_raft_proto_init() }
@@ -1462,7 +1546,7 @@ func file_raft_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_raft_proto_rawDesc), len(file_raft_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   19,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -614,8 +614,11 @@ type CollectionSettings struct {
 	// in_memory; empty is the default for the quantization (on_disk for
 	// int8 and ivf, in_memory for none).
 	Float32Placement string `protobuf:"bytes,5,opt,name=float32_placement,json=float32Placement,proto3" json:"float32_placement,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// sparse_vectors are the collection's named sparse vectors (Qdrant's
+	// sparse_vectors), by name. Absent in a catalog written before them.
+	SparseVectors map[string]*SparseVectorSettings `protobuf:"bytes,6,rep,name=sparse_vectors,json=sparseVectors,proto3" json:"sparse_vectors,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CollectionSettings) Reset() {
@@ -683,6 +686,58 @@ func (x *CollectionSettings) GetFloat32Placement() string {
 	return ""
 }
 
+func (x *CollectionSettings) GetSparseVectors() map[string]*SparseVectorSettings {
+	if x != nil {
+		return x.SparseVectors
+	}
+	return nil
+}
+
+// SparseVectorSettings are one named sparse vector's.
+type SparseVectorSettings struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Modifier      string                 `protobuf:"bytes,1,opt,name=modifier,proto3" json:"modifier,omitempty"` // none (empty) or idf
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SparseVectorSettings) Reset() {
+	*x = SparseVectorSettings{}
+	mi := &file_shard_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SparseVectorSettings) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SparseVectorSettings) ProtoMessage() {}
+
+func (x *SparseVectorSettings) ProtoReflect() protoreflect.Message {
+	mi := &file_shard_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SparseVectorSettings.ProtoReflect.Descriptor instead.
+func (*SparseVectorSettings) Descriptor() ([]byte, []int) {
+	return file_shard_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *SparseVectorSettings) GetModifier() string {
+	if x != nil {
+		return x.Modifier
+	}
+	return ""
+}
+
 // CollectionEntry is one collection of a catalog.
 type CollectionEntry struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -709,7 +764,7 @@ type CollectionEntry struct {
 
 func (x *CollectionEntry) Reset() {
 	*x = CollectionEntry{}
-	mi := &file_shard_proto_msgTypes[8]
+	mi := &file_shard_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -721,7 +776,7 @@ func (x *CollectionEntry) String() string {
 func (*CollectionEntry) ProtoMessage() {}
 
 func (x *CollectionEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[8]
+	mi := &file_shard_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -734,7 +789,7 @@ func (x *CollectionEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CollectionEntry.ProtoReflect.Descriptor instead.
 func (*CollectionEntry) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{8}
+	return file_shard_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CollectionEntry) GetName() string {
@@ -797,7 +852,7 @@ type SlotMap struct {
 
 func (x *SlotMap) Reset() {
 	*x = SlotMap{}
-	mi := &file_shard_proto_msgTypes[9]
+	mi := &file_shard_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -809,7 +864,7 @@ func (x *SlotMap) String() string {
 func (*SlotMap) ProtoMessage() {}
 
 func (x *SlotMap) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[9]
+	mi := &file_shard_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -822,7 +877,7 @@ func (x *SlotMap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SlotMap.ProtoReflect.Descriptor instead.
 func (*SlotMap) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{9}
+	return file_shard_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SlotMap) GetEpoch() uint64 {
@@ -874,7 +929,7 @@ type SlotMove struct {
 
 func (x *SlotMove) Reset() {
 	*x = SlotMove{}
-	mi := &file_shard_proto_msgTypes[10]
+	mi := &file_shard_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -886,7 +941,7 @@ func (x *SlotMove) String() string {
 func (*SlotMove) ProtoMessage() {}
 
 func (x *SlotMove) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[10]
+	mi := &file_shard_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -899,7 +954,7 @@ func (x *SlotMove) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SlotMove.ProtoReflect.Descriptor instead.
 func (*SlotMove) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{10}
+	return file_shard_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SlotMove) GetSlot() uint32 {
@@ -935,7 +990,7 @@ type SetSlots struct {
 
 func (x *SetSlots) Reset() {
 	*x = SetSlots{}
-	mi := &file_shard_proto_msgTypes[11]
+	mi := &file_shard_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -947,7 +1002,7 @@ func (x *SetSlots) String() string {
 func (*SetSlots) ProtoMessage() {}
 
 func (x *SetSlots) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[11]
+	mi := &file_shard_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -960,7 +1015,7 @@ func (x *SetSlots) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSlots.ProtoReflect.Descriptor instead.
 func (*SetSlots) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{11}
+	return file_shard_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SetSlots) GetCollection() string {
@@ -1004,7 +1059,7 @@ type PayloadIndex struct {
 
 func (x *PayloadIndex) Reset() {
 	*x = PayloadIndex{}
-	mi := &file_shard_proto_msgTypes[12]
+	mi := &file_shard_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1016,7 +1071,7 @@ func (x *PayloadIndex) String() string {
 func (*PayloadIndex) ProtoMessage() {}
 
 func (x *PayloadIndex) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[12]
+	mi := &file_shard_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1029,7 +1084,7 @@ func (x *PayloadIndex) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PayloadIndex.ProtoReflect.Descriptor instead.
 func (*PayloadIndex) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{12}
+	return file_shard_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *PayloadIndex) GetCollection() string {
@@ -1065,7 +1120,7 @@ type AliasEntry struct {
 
 func (x *AliasEntry) Reset() {
 	*x = AliasEntry{}
-	mi := &file_shard_proto_msgTypes[13]
+	mi := &file_shard_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1077,7 +1132,7 @@ func (x *AliasEntry) String() string {
 func (*AliasEntry) ProtoMessage() {}
 
 func (x *AliasEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[13]
+	mi := &file_shard_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1090,7 +1145,7 @@ func (x *AliasEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AliasEntry.ProtoReflect.Descriptor instead.
 func (*AliasEntry) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{13}
+	return file_shard_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *AliasEntry) GetAlias() string {
@@ -1123,7 +1178,7 @@ type CatalogRequest struct {
 
 func (x *CatalogRequest) Reset() {
 	*x = CatalogRequest{}
-	mi := &file_shard_proto_msgTypes[14]
+	mi := &file_shard_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1135,7 +1190,7 @@ func (x *CatalogRequest) String() string {
 func (*CatalogRequest) ProtoMessage() {}
 
 func (x *CatalogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[14]
+	mi := &file_shard_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1148,7 +1203,7 @@ func (x *CatalogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogRequest.ProtoReflect.Descriptor instead.
 func (*CatalogRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{14}
+	return file_shard_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CatalogRequest) GetMinIndex() uint64 {
@@ -1174,7 +1229,7 @@ type CatalogResponse struct {
 
 func (x *CatalogResponse) Reset() {
 	*x = CatalogResponse{}
-	mi := &file_shard_proto_msgTypes[15]
+	mi := &file_shard_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1186,7 +1241,7 @@ func (x *CatalogResponse) String() string {
 func (*CatalogResponse) ProtoMessage() {}
 
 func (x *CatalogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[15]
+	mi := &file_shard_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1199,7 +1254,7 @@ func (x *CatalogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogResponse.ProtoReflect.Descriptor instead.
 func (*CatalogResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{15}
+	return file_shard_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CatalogResponse) GetCollections() []*CollectionEntry {
@@ -1249,7 +1304,7 @@ type ChangeCatalogRequest struct {
 
 func (x *ChangeCatalogRequest) Reset() {
 	*x = ChangeCatalogRequest{}
-	mi := &file_shard_proto_msgTypes[16]
+	mi := &file_shard_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1261,7 +1316,7 @@ func (x *ChangeCatalogRequest) String() string {
 func (*ChangeCatalogRequest) ProtoMessage() {}
 
 func (x *ChangeCatalogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[16]
+	mi := &file_shard_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1274,7 +1329,7 @@ func (x *ChangeCatalogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeCatalogRequest.ProtoReflect.Descriptor instead.
 func (*ChangeCatalogRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{16}
+	return file_shard_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ChangeCatalogRequest) GetAuthority() bool {
@@ -1409,7 +1464,7 @@ type ChangeCatalogResponse struct {
 
 func (x *ChangeCatalogResponse) Reset() {
 	*x = ChangeCatalogResponse{}
-	mi := &file_shard_proto_msgTypes[17]
+	mi := &file_shard_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1421,7 +1476,7 @@ func (x *ChangeCatalogResponse) String() string {
 func (*ChangeCatalogResponse) ProtoMessage() {}
 
 func (x *ChangeCatalogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[17]
+	mi := &file_shard_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1434,7 +1489,7 @@ func (x *ChangeCatalogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeCatalogResponse.ProtoReflect.Descriptor instead.
 func (*ChangeCatalogResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{17}
+	return file_shard_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ChangeCatalogResponse) GetEntry() *CollectionEntry {
@@ -1487,7 +1542,7 @@ type SlotSelection struct {
 
 func (x *SlotSelection) Reset() {
 	*x = SlotSelection{}
-	mi := &file_shard_proto_msgTypes[18]
+	mi := &file_shard_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1499,7 +1554,7 @@ func (x *SlotSelection) String() string {
 func (*SlotSelection) ProtoMessage() {}
 
 func (x *SlotSelection) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[18]
+	mi := &file_shard_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1512,7 +1567,7 @@ func (x *SlotSelection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SlotSelection.ProtoReflect.Descriptor instead.
 func (*SlotSelection) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{18}
+	return file_shard_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SlotSelection) GetEpoch() uint64 {
@@ -1562,14 +1617,18 @@ type Query struct {
 	// nprobe is how many inverted lists an IVF shard (--index ivf) probes;
 	// 0 means the shard's default (one list in twenty, at least 8). Ignored
 	// by flat shards.
-	Nprobe        uint32 `protobuf:"varint,10,opt,name=nprobe,proto3" json:"nprobe,omitempty"`
+	Nprobe uint32 `protobuf:"varint,10,opt,name=nprobe,proto3" json:"nprobe,omitempty"`
+	// sparse, when set, makes this a sparse query: vector is empty, and
+	// the hits are the rows whose sparse vector of that name shares a term
+	// with it, by exact sparse dot product (higher is better).
+	Sparse        *SparseQuery `protobuf:"bytes,11,opt,name=sparse,proto3" json:"sparse,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Query) Reset() {
 	*x = Query{}
-	mi := &file_shard_proto_msgTypes[19]
+	mi := &file_shard_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1581,7 +1640,7 @@ func (x *Query) String() string {
 func (*Query) ProtoMessage() {}
 
 func (x *Query) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[19]
+	mi := &file_shard_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1594,7 +1653,7 @@ func (x *Query) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Query.ProtoReflect.Descriptor instead.
 func (*Query) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{19}
+	return file_shard_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Query) GetVector() []byte {
@@ -1667,6 +1726,84 @@ func (x *Query) GetNprobe() uint32 {
 	return 0
 }
 
+func (x *Query) GetSparse() *SparseQuery {
+	if x != nil {
+		return x.Sparse
+	}
+	return nil
+}
+
+// SparseQuery is a query by one named sparse vector. weights, when
+// present (one per index), multiply the query's values: the router's
+// collection-wide idf of each term for a vector with the idf modifier.
+type SparseQuery struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Indices       []uint32               `protobuf:"varint,2,rep,packed,name=indices,proto3" json:"indices,omitempty"`
+	Values        []float32              `protobuf:"fixed32,3,rep,packed,name=values,proto3" json:"values,omitempty"`
+	Weights       []float32              `protobuf:"fixed32,4,rep,packed,name=weights,proto3" json:"weights,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SparseQuery) Reset() {
+	*x = SparseQuery{}
+	mi := &file_shard_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SparseQuery) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SparseQuery) ProtoMessage() {}
+
+func (x *SparseQuery) ProtoReflect() protoreflect.Message {
+	mi := &file_shard_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SparseQuery.ProtoReflect.Descriptor instead.
+func (*SparseQuery) Descriptor() ([]byte, []int) {
+	return file_shard_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *SparseQuery) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SparseQuery) GetIndices() []uint32 {
+	if x != nil {
+		return x.Indices
+	}
+	return nil
+}
+
+func (x *SparseQuery) GetValues() []float32 {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
+func (x *SparseQuery) GetWeights() []float32 {
+	if x != nil {
+		return x.Weights
+	}
+	return nil
+}
+
 // PayloadSelector says which part of a payload to return: all of it, or
 // the listed top-level keys (those a document has).
 type PayloadSelector struct {
@@ -1679,7 +1816,7 @@ type PayloadSelector struct {
 
 func (x *PayloadSelector) Reset() {
 	*x = PayloadSelector{}
-	mi := &file_shard_proto_msgTypes[20]
+	mi := &file_shard_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1691,7 +1828,7 @@ func (x *PayloadSelector) String() string {
 func (*PayloadSelector) ProtoMessage() {}
 
 func (x *PayloadSelector) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[20]
+	mi := &file_shard_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1704,7 +1841,7 @@ func (x *PayloadSelector) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PayloadSelector.ProtoReflect.Descriptor instead.
 func (*PayloadSelector) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{20}
+	return file_shard_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *PayloadSelector) GetAll() bool {
@@ -1730,14 +1867,17 @@ type Hit struct {
 	Payload []byte `protobuf:"bytes,3,opt,name=payload,proto3" json:"payload,omitempty"`
 	// vector is the hit's stored vector (little-endian float32) when the
 	// query asked with_vector; else empty.
-	Vector        []byte `protobuf:"bytes,4,opt,name=vector,proto3" json:"vector,omitempty"`
+	Vector []byte `protobuf:"bytes,4,opt,name=vector,proto3" json:"vector,omitempty"`
+	// sparse are the hit's stored sparse vectors when the query asked
+	// with_vector.
+	Sparse        []*SparseVector `protobuf:"bytes,5,rep,name=sparse,proto3" json:"sparse,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Hit) Reset() {
 	*x = Hit{}
-	mi := &file_shard_proto_msgTypes[21]
+	mi := &file_shard_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1749,7 +1889,7 @@ func (x *Hit) String() string {
 func (*Hit) ProtoMessage() {}
 
 func (x *Hit) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[21]
+	mi := &file_shard_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1762,7 +1902,7 @@ func (x *Hit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Hit.ProtoReflect.Descriptor instead.
 func (*Hit) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{21}
+	return file_shard_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Hit) GetId() string {
@@ -1793,6 +1933,13 @@ func (x *Hit) GetVector() []byte {
 	return nil
 }
 
+func (x *Hit) GetSparse() []*SparseVector {
+	if x != nil {
+		return x.Sparse
+	}
+	return nil
+}
+
 type SearchRequest struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Queries []*Query               `protobuf:"bytes,3,rep,name=queries,proto3" json:"queries,omitempty"`
@@ -1809,7 +1956,7 @@ type SearchRequest struct {
 
 func (x *SearchRequest) Reset() {
 	*x = SearchRequest{}
-	mi := &file_shard_proto_msgTypes[22]
+	mi := &file_shard_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1821,7 +1968,7 @@ func (x *SearchRequest) String() string {
 func (*SearchRequest) ProtoMessage() {}
 
 func (x *SearchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[22]
+	mi := &file_shard_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1834,7 +1981,7 @@ func (x *SearchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchRequest.ProtoReflect.Descriptor instead.
 func (*SearchRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{22}
+	return file_shard_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *SearchRequest) GetQueries() []*Query {
@@ -1874,7 +2021,7 @@ type HitList struct {
 
 func (x *HitList) Reset() {
 	*x = HitList{}
-	mi := &file_shard_proto_msgTypes[23]
+	mi := &file_shard_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1886,7 +2033,7 @@ func (x *HitList) String() string {
 func (*HitList) ProtoMessage() {}
 
 func (x *HitList) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[23]
+	mi := &file_shard_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1899,7 +2046,7 @@ func (x *HitList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HitList.ProtoReflect.Descriptor instead.
 func (*HitList) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{23}
+	return file_shard_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *HitList) GetHits() []*Hit {
@@ -1920,7 +2067,7 @@ type SearchResponse struct {
 
 func (x *SearchResponse) Reset() {
 	*x = SearchResponse{}
-	mi := &file_shard_proto_msgTypes[24]
+	mi := &file_shard_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1932,7 +2079,7 @@ func (x *SearchResponse) String() string {
 func (*SearchResponse) ProtoMessage() {}
 
 func (x *SearchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[24]
+	mi := &file_shard_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1945,7 +2092,7 @@ func (x *SearchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchResponse.ProtoReflect.Descriptor instead.
 func (*SearchResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{24}
+	return file_shard_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *SearchResponse) GetResults() []*HitList {
@@ -1990,7 +2137,7 @@ type Placement struct {
 
 func (x *Placement) Reset() {
 	*x = Placement{}
-	mi := &file_shard_proto_msgTypes[25]
+	mi := &file_shard_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2002,7 +2149,7 @@ func (x *Placement) String() string {
 func (*Placement) ProtoMessage() {}
 
 func (x *Placement) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[25]
+	mi := &file_shard_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2015,7 +2162,7 @@ func (x *Placement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Placement.ProtoReflect.Descriptor instead.
 func (*Placement) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{25}
+	return file_shard_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Placement) GetFingerprint() string {
@@ -2047,17 +2194,22 @@ func (x *Placement) GetMigrate() bool {
 }
 
 type Vector struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	Vector        []byte                 `protobuf:"bytes,2,opt,name=vector,proto3" json:"vector,omitempty"`   // little-endian float32
-	Payload       []byte                 `protobuf:"bytes,3,opt,name=payload,proto3" json:"payload,omitempty"` // a JSON object, empty when the document has none
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Id      string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Vector  []byte                 `protobuf:"bytes,2,opt,name=vector,proto3" json:"vector,omitempty"`   // little-endian float32
+	Payload []byte                 `protobuf:"bytes,3,opt,name=payload,proto3" json:"payload,omitempty"` // a JSON object, empty when the document has none
+	// sparse are the document's named sparse vectors, names ascending. In a
+	// write command (UpsertRequest, replicated through the log) a point's
+	// upsert replaces all of them; an entry written before sparse vectors
+	// has none, and decodes as a point without any.
+	Sparse        []*SparseVector `protobuf:"bytes,4,rep,name=sparse,proto3" json:"sparse,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Vector) Reset() {
 	*x = Vector{}
-	mi := &file_shard_proto_msgTypes[26]
+	mi := &file_shard_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2069,7 +2221,7 @@ func (x *Vector) String() string {
 func (*Vector) ProtoMessage() {}
 
 func (x *Vector) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[26]
+	mi := &file_shard_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2082,7 +2234,7 @@ func (x *Vector) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Vector.ProtoReflect.Descriptor instead.
 func (*Vector) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{26}
+	return file_shard_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Vector) GetId() string {
@@ -2106,6 +2258,75 @@ func (x *Vector) GetPayload() []byte {
 	return nil
 }
 
+func (x *Vector) GetSparse() []*SparseVector {
+	if x != nil {
+		return x.Sparse
+	}
+	return nil
+}
+
+// SparseVector is one named sparse vector: values[i] is the weight of
+// dimension indices[i]; indices are unique.
+type SparseVector struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Indices       []uint32               `protobuf:"varint,2,rep,packed,name=indices,proto3" json:"indices,omitempty"`
+	Values        []float32              `protobuf:"fixed32,3,rep,packed,name=values,proto3" json:"values,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SparseVector) Reset() {
+	*x = SparseVector{}
+	mi := &file_shard_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SparseVector) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SparseVector) ProtoMessage() {}
+
+func (x *SparseVector) ProtoReflect() protoreflect.Message {
+	mi := &file_shard_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SparseVector.ProtoReflect.Descriptor instead.
+func (*SparseVector) Descriptor() ([]byte, []int) {
+	return file_shard_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *SparseVector) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SparseVector) GetIndices() []uint32 {
+	if x != nil {
+		return x.Indices
+	}
+	return nil
+}
+
+func (x *SparseVector) GetValues() []float32 {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
 type UpsertRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Placement     *Placement             `protobuf:"bytes,1,opt,name=placement,proto3" json:"placement,omitempty"`
@@ -2117,7 +2338,7 @@ type UpsertRequest struct {
 
 func (x *UpsertRequest) Reset() {
 	*x = UpsertRequest{}
-	mi := &file_shard_proto_msgTypes[27]
+	mi := &file_shard_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2129,7 +2350,7 @@ func (x *UpsertRequest) String() string {
 func (*UpsertRequest) ProtoMessage() {}
 
 func (x *UpsertRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[27]
+	mi := &file_shard_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2142,7 +2363,7 @@ func (x *UpsertRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertRequest.ProtoReflect.Descriptor instead.
 func (*UpsertRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{27}
+	return file_shard_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *UpsertRequest) GetPlacement() *Placement {
@@ -2180,7 +2401,7 @@ type UpsertResponse struct {
 
 func (x *UpsertResponse) Reset() {
 	*x = UpsertResponse{}
-	mi := &file_shard_proto_msgTypes[28]
+	mi := &file_shard_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2192,7 +2413,7 @@ func (x *UpsertResponse) String() string {
 func (*UpsertResponse) ProtoMessage() {}
 
 func (x *UpsertResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[28]
+	mi := &file_shard_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2205,7 +2426,7 @@ func (x *UpsertResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertResponse.ProtoReflect.Descriptor instead.
 func (*UpsertResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{28}
+	return file_shard_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *UpsertResponse) GetDocCount() uint64 {
@@ -2241,7 +2462,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_shard_proto_msgTypes[29]
+	mi := &file_shard_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2253,7 +2474,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[29]
+	mi := &file_shard_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2266,7 +2487,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{29}
+	return file_shard_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *GetRequest) GetId() string {
@@ -2306,7 +2527,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_shard_proto_msgTypes[30]
+	mi := &file_shard_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2318,7 +2539,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[30]
+	mi := &file_shard_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2331,7 +2552,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{30}
+	return file_shard_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *GetResponse) GetVector() *Vector {
@@ -2357,7 +2578,7 @@ type DeleteRequest struct {
 
 func (x *DeleteRequest) Reset() {
 	*x = DeleteRequest{}
-	mi := &file_shard_proto_msgTypes[31]
+	mi := &file_shard_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2369,7 +2590,7 @@ func (x *DeleteRequest) String() string {
 func (*DeleteRequest) ProtoMessage() {}
 
 func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[31]
+	mi := &file_shard_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2382,7 +2603,7 @@ func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{31}
+	return file_shard_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *DeleteRequest) GetPlacement() *Placement {
@@ -2435,7 +2656,7 @@ type DeleteResponse struct {
 
 func (x *DeleteResponse) Reset() {
 	*x = DeleteResponse{}
-	mi := &file_shard_proto_msgTypes[32]
+	mi := &file_shard_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2447,7 +2668,7 @@ func (x *DeleteResponse) String() string {
 func (*DeleteResponse) ProtoMessage() {}
 
 func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[32]
+	mi := &file_shard_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2460,7 +2681,7 @@ func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteResponse.ProtoReflect.Descriptor instead.
 func (*DeleteResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{32}
+	return file_shard_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *DeleteResponse) GetFound() bool {
@@ -2514,7 +2735,7 @@ type ScrollRequest struct {
 
 func (x *ScrollRequest) Reset() {
 	*x = ScrollRequest{}
-	mi := &file_shard_proto_msgTypes[33]
+	mi := &file_shard_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2526,7 +2747,7 @@ func (x *ScrollRequest) String() string {
 func (*ScrollRequest) ProtoMessage() {}
 
 func (x *ScrollRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[33]
+	mi := &file_shard_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2539,7 +2760,7 @@ func (x *ScrollRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScrollRequest.ProtoReflect.Descriptor instead.
 func (*ScrollRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{33}
+	return file_shard_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ScrollRequest) GetFilter() []byte {
@@ -2618,7 +2839,7 @@ type ScrollResponse struct {
 
 func (x *ScrollResponse) Reset() {
 	*x = ScrollResponse{}
-	mi := &file_shard_proto_msgTypes[34]
+	mi := &file_shard_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2630,7 +2851,7 @@ func (x *ScrollResponse) String() string {
 func (*ScrollResponse) ProtoMessage() {}
 
 func (x *ScrollResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[34]
+	mi := &file_shard_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2643,7 +2864,7 @@ func (x *ScrollResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScrollResponse.ProtoReflect.Descriptor instead.
 func (*ScrollResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{34}
+	return file_shard_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ScrollResponse) GetPoints() []*Vector {
@@ -2678,7 +2899,7 @@ type StatsRequest struct {
 
 func (x *StatsRequest) Reset() {
 	*x = StatsRequest{}
-	mi := &file_shard_proto_msgTypes[35]
+	mi := &file_shard_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2690,7 +2911,7 @@ func (x *StatsRequest) String() string {
 func (*StatsRequest) ProtoMessage() {}
 
 func (x *StatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[35]
+	mi := &file_shard_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2703,7 +2924,7 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{35}
+	return file_shard_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *StatsRequest) GetCollection() *CollectionRef {
@@ -2745,7 +2966,7 @@ type StatsResponse struct {
 
 func (x *StatsResponse) Reset() {
 	*x = StatsResponse{}
-	mi := &file_shard_proto_msgTypes[36]
+	mi := &file_shard_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2757,7 +2978,7 @@ func (x *StatsResponse) String() string {
 func (*StatsResponse) ProtoMessage() {}
 
 func (x *StatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[36]
+	mi := &file_shard_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2770,7 +2991,7 @@ func (x *StatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsResponse.ProtoReflect.Descriptor instead.
 func (*StatsResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{36}
+	return file_shard_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *StatsResponse) GetDocCount() uint64 {
@@ -2898,7 +3119,7 @@ type CollectionStats struct {
 
 func (x *CollectionStats) Reset() {
 	*x = CollectionStats{}
-	mi := &file_shard_proto_msgTypes[37]
+	mi := &file_shard_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2910,7 +3131,7 @@ func (x *CollectionStats) String() string {
 func (*CollectionStats) ProtoMessage() {}
 
 func (x *CollectionStats) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[37]
+	mi := &file_shard_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2923,7 +3144,7 @@ func (x *CollectionStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CollectionStats.ProtoReflect.Descriptor instead.
 func (*CollectionStats) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{37}
+	return file_shard_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *CollectionStats) GetEntry() *CollectionEntry {
@@ -2986,7 +3207,7 @@ type IndexStats struct {
 
 func (x *IndexStats) Reset() {
 	*x = IndexStats{}
-	mi := &file_shard_proto_msgTypes[38]
+	mi := &file_shard_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2998,7 +3219,7 @@ func (x *IndexStats) String() string {
 func (*IndexStats) ProtoMessage() {}
 
 func (x *IndexStats) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[38]
+	mi := &file_shard_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3011,7 +3232,7 @@ func (x *IndexStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IndexStats.ProtoReflect.Descriptor instead.
 func (*IndexStats) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{38}
+	return file_shard_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *IndexStats) GetKind() string {
@@ -3093,7 +3314,7 @@ type FacetRequest struct {
 
 func (x *FacetRequest) Reset() {
 	*x = FacetRequest{}
-	mi := &file_shard_proto_msgTypes[39]
+	mi := &file_shard_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3105,7 +3326,7 @@ func (x *FacetRequest) String() string {
 func (*FacetRequest) ProtoMessage() {}
 
 func (x *FacetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[39]
+	mi := &file_shard_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3118,7 +3339,7 @@ func (x *FacetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FacetRequest.ProtoReflect.Descriptor instead.
 func (*FacetRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{39}
+	return file_shard_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *FacetRequest) GetFilter() []byte {
@@ -3172,7 +3393,7 @@ type FacetValue struct {
 
 func (x *FacetValue) Reset() {
 	*x = FacetValue{}
-	mi := &file_shard_proto_msgTypes[40]
+	mi := &file_shard_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3184,7 +3405,7 @@ func (x *FacetValue) String() string {
 func (*FacetValue) ProtoMessage() {}
 
 func (x *FacetValue) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[40]
+	mi := &file_shard_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3197,7 +3418,7 @@ func (x *FacetValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FacetValue.ProtoReflect.Descriptor instead.
 func (*FacetValue) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{40}
+	return file_shard_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *FacetValue) GetValue() isFacetValue_Value {
@@ -3268,7 +3489,7 @@ type FacetCount struct {
 
 func (x *FacetCount) Reset() {
 	*x = FacetCount{}
-	mi := &file_shard_proto_msgTypes[41]
+	mi := &file_shard_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3280,7 +3501,7 @@ func (x *FacetCount) String() string {
 func (*FacetCount) ProtoMessage() {}
 
 func (x *FacetCount) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[41]
+	mi := &file_shard_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3293,7 +3514,7 @@ func (x *FacetCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FacetCount.ProtoReflect.Descriptor instead.
 func (*FacetCount) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{41}
+	return file_shard_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *FacetCount) GetValue() *FacetValue {
@@ -3322,7 +3543,7 @@ type FacetResponse struct {
 
 func (x *FacetResponse) Reset() {
 	*x = FacetResponse{}
-	mi := &file_shard_proto_msgTypes[42]
+	mi := &file_shard_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3334,7 +3555,7 @@ func (x *FacetResponse) String() string {
 func (*FacetResponse) ProtoMessage() {}
 
 func (x *FacetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[42]
+	mi := &file_shard_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3347,7 +3568,7 @@ func (x *FacetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FacetResponse.ProtoReflect.Descriptor instead.
 func (*FacetResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{42}
+	return file_shard_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *FacetResponse) GetCounts() []*FacetCount {
@@ -3388,7 +3609,7 @@ type OrderedScrollRequest struct {
 
 func (x *OrderedScrollRequest) Reset() {
 	*x = OrderedScrollRequest{}
-	mi := &file_shard_proto_msgTypes[43]
+	mi := &file_shard_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3400,7 +3621,7 @@ func (x *OrderedScrollRequest) String() string {
 func (*OrderedScrollRequest) ProtoMessage() {}
 
 func (x *OrderedScrollRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[43]
+	mi := &file_shard_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3413,7 +3634,7 @@ func (x *OrderedScrollRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OrderedScrollRequest.ProtoReflect.Descriptor instead.
 func (*OrderedScrollRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{43}
+	return file_shard_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *OrderedScrollRequest) GetFilter() []byte {
@@ -3505,7 +3726,7 @@ type OrderedPoint struct {
 
 func (x *OrderedPoint) Reset() {
 	*x = OrderedPoint{}
-	mi := &file_shard_proto_msgTypes[44]
+	mi := &file_shard_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3517,7 +3738,7 @@ func (x *OrderedPoint) String() string {
 func (*OrderedPoint) ProtoMessage() {}
 
 func (x *OrderedPoint) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[44]
+	mi := &file_shard_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3530,7 +3751,7 @@ func (x *OrderedPoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OrderedPoint.ProtoReflect.Descriptor instead.
 func (*OrderedPoint) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{44}
+	return file_shard_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *OrderedPoint) GetPoint() *Vector {
@@ -3566,7 +3787,7 @@ type OrderedScrollResponse struct {
 
 func (x *OrderedScrollResponse) Reset() {
 	*x = OrderedScrollResponse{}
-	mi := &file_shard_proto_msgTypes[45]
+	mi := &file_shard_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3578,7 +3799,7 @@ func (x *OrderedScrollResponse) String() string {
 func (*OrderedScrollResponse) ProtoMessage() {}
 
 func (x *OrderedScrollResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[45]
+	mi := &file_shard_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3591,7 +3812,7 @@ func (x *OrderedScrollResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OrderedScrollResponse.ProtoReflect.Descriptor instead.
 func (*OrderedScrollResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{45}
+	return file_shard_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *OrderedScrollResponse) GetPoints() []*OrderedPoint {
@@ -3625,7 +3846,7 @@ type EditRequest struct {
 
 func (x *EditRequest) Reset() {
 	*x = EditRequest{}
-	mi := &file_shard_proto_msgTypes[46]
+	mi := &file_shard_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3637,7 +3858,7 @@ func (x *EditRequest) String() string {
 func (*EditRequest) ProtoMessage() {}
 
 func (x *EditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[46]
+	mi := &file_shard_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3650,7 +3871,7 @@ func (x *EditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EditRequest.ProtoReflect.Descriptor instead.
 func (*EditRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{46}
+	return file_shard_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *EditRequest) GetPlacement() *Placement {
@@ -3692,7 +3913,7 @@ type Edit struct {
 
 func (x *Edit) Reset() {
 	*x = Edit{}
-	mi := &file_shard_proto_msgTypes[47]
+	mi := &file_shard_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3704,7 +3925,7 @@ func (x *Edit) String() string {
 func (*Edit) ProtoMessage() {}
 
 func (x *Edit) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[47]
+	mi := &file_shard_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3717,7 +3938,7 @@ func (x *Edit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Edit.ProtoReflect.Descriptor instead.
 func (*Edit) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{47}
+	return file_shard_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *Edit) GetKind() EditKind {
@@ -3781,7 +4002,7 @@ type EditResponse struct {
 
 func (x *EditResponse) Reset() {
 	*x = EditResponse{}
-	mi := &file_shard_proto_msgTypes[48]
+	mi := &file_shard_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3793,7 +4014,7 @@ func (x *EditResponse) String() string {
 func (*EditResponse) ProtoMessage() {}
 
 func (x *EditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[48]
+	mi := &file_shard_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3806,7 +4027,7 @@ func (x *EditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EditResponse.ProtoReflect.Descriptor instead.
 func (*EditResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{48}
+	return file_shard_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *EditResponse) GetIndex() uint64 {
@@ -3850,7 +4071,7 @@ type BackupRequest struct {
 
 func (x *BackupRequest) Reset() {
 	*x = BackupRequest{}
-	mi := &file_shard_proto_msgTypes[49]
+	mi := &file_shard_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3862,7 +4083,7 @@ func (x *BackupRequest) String() string {
 func (*BackupRequest) ProtoMessage() {}
 
 func (x *BackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[49]
+	mi := &file_shard_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3875,7 +4096,7 @@ func (x *BackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
 func (*BackupRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{49}
+	return file_shard_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *BackupRequest) GetBackupId() string {
@@ -3926,7 +4147,7 @@ type BackupCutRequest struct {
 
 func (x *BackupCutRequest) Reset() {
 	*x = BackupCutRequest{}
-	mi := &file_shard_proto_msgTypes[50]
+	mi := &file_shard_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3938,7 +4159,7 @@ func (x *BackupCutRequest) String() string {
 func (*BackupCutRequest) ProtoMessage() {}
 
 func (x *BackupCutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[50]
+	mi := &file_shard_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3951,7 +4172,7 @@ func (x *BackupCutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupCutRequest.ProtoReflect.Descriptor instead.
 func (*BackupCutRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{50}
+	return file_shard_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *BackupCutRequest) GetBackupId() string {
@@ -3995,7 +4216,7 @@ type BackupCutResponse struct {
 
 func (x *BackupCutResponse) Reset() {
 	*x = BackupCutResponse{}
-	mi := &file_shard_proto_msgTypes[51]
+	mi := &file_shard_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4007,7 +4228,7 @@ func (x *BackupCutResponse) String() string {
 func (*BackupCutResponse) ProtoMessage() {}
 
 func (x *BackupCutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[51]
+	mi := &file_shard_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4020,7 +4241,7 @@ func (x *BackupCutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupCutResponse.ProtoReflect.Descriptor instead.
 func (*BackupCutResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{51}
+	return file_shard_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *BackupCutResponse) GetIndex() uint64 {
@@ -4056,7 +4277,7 @@ type BackupChunk struct {
 
 func (x *BackupChunk) Reset() {
 	*x = BackupChunk{}
-	mi := &file_shard_proto_msgTypes[52]
+	mi := &file_shard_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4068,7 +4289,7 @@ func (x *BackupChunk) String() string {
 func (*BackupChunk) ProtoMessage() {}
 
 func (x *BackupChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[52]
+	mi := &file_shard_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4081,7 +4302,7 @@ func (x *BackupChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupChunk.ProtoReflect.Descriptor instead.
 func (*BackupChunk) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{52}
+	return file_shard_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *BackupChunk) GetHeader() *BackupHeader {
@@ -4110,7 +4331,7 @@ type BackupHeader struct {
 
 func (x *BackupHeader) Reset() {
 	*x = BackupHeader{}
-	mi := &file_shard_proto_msgTypes[53]
+	mi := &file_shard_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4122,7 +4343,7 @@ func (x *BackupHeader) String() string {
 func (*BackupHeader) ProtoMessage() {}
 
 func (x *BackupHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[53]
+	mi := &file_shard_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4135,7 +4356,7 @@ func (x *BackupHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupHeader.ProtoReflect.Descriptor instead.
 func (*BackupHeader) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{53}
+	return file_shard_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *BackupHeader) GetIndex() uint64 {
@@ -4162,6 +4383,144 @@ func (x *BackupHeader) GetEntry() *CollectionEntry {
 func (x *BackupHeader) GetPlacement() *Placement {
 	if x != nil {
 		return x.Placement
+	}
+	return nil
+}
+
+type SparseStatsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Collection    *CollectionRef         `protobuf:"bytes,15,opt,name=collection,proto3" json:"collection,omitempty"` // the collection acted on (required)
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`              // the sparse vector
+	Terms         []uint32               `protobuf:"varint,2,rep,packed,name=terms,proto3" json:"terms,omitempty"`
+	MinIndex      uint64                 `protobuf:"varint,3,opt,name=min_index,json=minIndex,proto3" json:"min_index,omitempty"` // as in SearchRequest
+	Slots         *SlotSelection         `protobuf:"bytes,4,opt,name=slots,proto3" json:"slots,omitempty"`                        // as in SearchRequest
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SparseStatsRequest) Reset() {
+	*x = SparseStatsRequest{}
+	mi := &file_shard_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SparseStatsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SparseStatsRequest) ProtoMessage() {}
+
+func (x *SparseStatsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_shard_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SparseStatsRequest.ProtoReflect.Descriptor instead.
+func (*SparseStatsRequest) Descriptor() ([]byte, []int) {
+	return file_shard_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *SparseStatsRequest) GetCollection() *CollectionRef {
+	if x != nil {
+		return x.Collection
+	}
+	return nil
+}
+
+func (x *SparseStatsRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SparseStatsRequest) GetTerms() []uint32 {
+	if x != nil {
+		return x.Terms
+	}
+	return nil
+}
+
+func (x *SparseStatsRequest) GetMinIndex() uint64 {
+	if x != nil {
+		return x.MinIndex
+	}
+	return 0
+}
+
+func (x *SparseStatsRequest) GetSlots() *SlotSelection {
+	if x != nil {
+		return x.Slots
+	}
+	return nil
+}
+
+type SparseStatsResponse struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	DocCount uint64                 `protobuf:"varint,1,opt,name=doc_count,json=docCount,proto3" json:"doc_count,omitempty"` // every document the shard holds (for coverage)
+	// vectors are the documents holding a vector of that name: Qdrant's N,
+	// its indexed vectors of the name.
+	Vectors       uint64   `protobuf:"varint,3,opt,name=vectors,proto3" json:"vectors,omitempty"`
+	Df            []uint64 `protobuf:"varint,2,rep,packed,name=df,proto3" json:"df,omitempty"` // per term: documents whose vector holds it
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SparseStatsResponse) Reset() {
+	*x = SparseStatsResponse{}
+	mi := &file_shard_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SparseStatsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SparseStatsResponse) ProtoMessage() {}
+
+func (x *SparseStatsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_shard_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SparseStatsResponse.ProtoReflect.Descriptor instead.
+func (*SparseStatsResponse) Descriptor() ([]byte, []int) {
+	return file_shard_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *SparseStatsResponse) GetDocCount() uint64 {
+	if x != nil {
+		return x.DocCount
+	}
+	return 0
+}
+
+func (x *SparseStatsResponse) GetVectors() uint64 {
+	if x != nil {
+		return x.Vectors
+	}
+	return 0
+}
+
+func (x *SparseStatsResponse) GetDf() []uint64 {
+	if x != nil {
+		return x.Df
 	}
 	return nil
 }
@@ -4203,13 +4562,19 @@ const file_shard_proto_rawDesc = "" +
 	"\fforwarded_to\x18\x03 \x01(\tR\vforwardedTo\"5\n" +
 	"\rCollectionRef\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
-	"\x03uid\x18\x02 \x01(\x04R\x03uid\"\xa5\x01\n" +
+	"\x03uid\x18\x02 \x01(\x04R\x03uid\"\xeb\x02\n" +
 	"\x12CollectionSettings\x12\x10\n" +
 	"\x03dim\x18\x01 \x01(\rR\x03dim\x12\x16\n" +
 	"\x06metric\x18\x02 \x01(\tR\x06metric\x12\"\n" +
 	"\fquantization\x18\x03 \x01(\tR\fquantization\x12\x14\n" +
 	"\x05index\x18\x04 \x01(\tR\x05index\x12+\n" +
-	"\x11float32_placement\x18\x05 \x01(\tR\x10float32Placement\"\xe9\x02\n" +
+	"\x11float32_placement\x18\x05 \x01(\tR\x10float32Placement\x12\\\n" +
+	"\x0esparse_vectors\x18\x06 \x03(\v25.trawl.shard.v1.CollectionSettings.SparseVectorsEntryR\rsparseVectors\x1af\n" +
+	"\x12SparseVectorsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12:\n" +
+	"\x05value\x18\x02 \x01(\v2$.trawl.shard.v1.SparseVectorSettingsR\x05value:\x028\x01\"2\n" +
+	"\x14SparseVectorSettings\x12\x1a\n" +
+	"\bmodifier\x18\x01 \x01(\tR\bmodifier\"\xe9\x02\n" +
 	"\x0fCollectionEntry\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
 	"\x03uid\x18\x02 \x01(\x04R\x03uid\x12>\n" +
@@ -4279,7 +4644,7 @@ const file_shard_proto_rawDesc = "" +
 	"\rSlotSelection\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\x12\x14\n" +
 	"\x05shard\x18\x02 \x01(\tR\x05shard\x12\x12\n" +
-	"\x04held\x18\x03 \x01(\fR\x04held\"\xd9\x02\n" +
+	"\x04held\x18\x03 \x01(\fR\x04held\"\x8e\x03\n" +
 	"\x05Query\x12\x16\n" +
 	"\x06vector\x18\x01 \x01(\fR\x06vector\x12\f\n" +
 	"\x01k\x18\x02 \x01(\rR\x01k\x12\x1d\n" +
@@ -4295,16 +4660,23 @@ const file_shard_proto_rawDesc = "" +
 	"\vwith_vector\x18\t \x01(\bR\n" +
 	"withVector\x12\x16\n" +
 	"\x06nprobe\x18\n" +
-	" \x01(\rR\x06nprobeB\x12\n" +
-	"\x10_score_threshold\"7\n" +
+	" \x01(\rR\x06nprobe\x123\n" +
+	"\x06sparse\x18\v \x01(\v2\x1b.trawl.shard.v1.SparseQueryR\x06sparseB\x12\n" +
+	"\x10_score_threshold\"m\n" +
+	"\vSparseQuery\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
+	"\aindices\x18\x02 \x03(\rR\aindices\x12\x16\n" +
+	"\x06values\x18\x03 \x03(\x02R\x06values\x12\x18\n" +
+	"\aweights\x18\x04 \x03(\x02R\aweights\"7\n" +
 	"\x0fPayloadSelector\x12\x10\n" +
 	"\x03all\x18\x01 \x01(\bR\x03all\x12\x12\n" +
-	"\x04keys\x18\x02 \x03(\tR\x04keys\"]\n" +
+	"\x04keys\x18\x02 \x03(\tR\x04keys\"\x93\x01\n" +
 	"\x03Hit\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05score\x18\x02 \x01(\x02R\x05score\x12\x18\n" +
 	"\apayload\x18\x03 \x01(\fR\apayload\x12\x16\n" +
-	"\x06vector\x18\x04 \x01(\fR\x06vector\"\xd7\x01\n" +
+	"\x06vector\x18\x04 \x01(\fR\x06vector\x124\n" +
+	"\x06sparse\x18\x05 \x03(\v2\x1c.trawl.shard.v1.SparseVectorR\x06sparse\"\xd7\x01\n" +
 	"\rSearchRequest\x12/\n" +
 	"\aqueries\x18\x03 \x03(\v2\x15.trawl.shard.v1.QueryR\aqueries\x12\x1b\n" +
 	"\tmin_index\x18\x02 \x01(\x04R\bminIndex\x12=\n" +
@@ -4323,11 +4695,16 @@ const file_shard_proto_rawDesc = "" +
 	"\x05shard\x18\x02 \x01(\tR\x05shard\x12\x1d\n" +
 	"\n" +
 	"slot_epoch\x18\x03 \x01(\x04R\tslotEpoch\x12\x18\n" +
-	"\amigrate\x18\x04 \x01(\bR\amigrate\"J\n" +
+	"\amigrate\x18\x04 \x01(\bR\amigrate\"\x80\x01\n" +
 	"\x06Vector\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06vector\x18\x02 \x01(\fR\x06vector\x12\x18\n" +
-	"\apayload\x18\x03 \x01(\fR\apayload\"\xb9\x01\n" +
+	"\apayload\x18\x03 \x01(\fR\apayload\x124\n" +
+	"\x06sparse\x18\x04 \x03(\v2\x1c.trawl.shard.v1.SparseVectorR\x06sparse\"T\n" +
+	"\fSparseVector\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
+	"\aindices\x18\x02 \x03(\rR\aindices\x12\x16\n" +
+	"\x06values\x18\x03 \x03(\x02R\x06values\"\xb9\x01\n" +
 	"\rUpsertRequest\x127\n" +
 	"\tplacement\x18\x01 \x01(\v2\x19.trawl.shard.v1.PlacementR\tplacement\x120\n" +
 	"\avectors\x18\x02 \x03(\v2\x16.trawl.shard.v1.VectorR\avectors\x12=\n" +
@@ -4507,7 +4884,19 @@ const file_shard_proto_rawDesc = "" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12\x14\n" +
 	"\x05count\x18\x02 \x01(\x04R\x05count\x125\n" +
 	"\x05entry\x18\x03 \x01(\v2\x1f.trawl.shard.v1.CollectionEntryR\x05entry\x127\n" +
-	"\tplacement\x18\x04 \x01(\v2\x19.trawl.shard.v1.PlacementR\tplacement*\xe6\x01\n" +
+	"\tplacement\x18\x04 \x01(\v2\x19.trawl.shard.v1.PlacementR\tplacement\"\xcf\x01\n" +
+	"\x12SparseStatsRequest\x12=\n" +
+	"\n" +
+	"collection\x18\x0f \x01(\v2\x1d.trawl.shard.v1.CollectionRefR\n" +
+	"collection\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05terms\x18\x02 \x03(\rR\x05terms\x12\x1b\n" +
+	"\tmin_index\x18\x03 \x01(\x04R\bminIndex\x123\n" +
+	"\x05slots\x18\x04 \x01(\v2\x1d.trawl.shard.v1.SlotSelectionR\x05slots\"\\\n" +
+	"\x13SparseStatsResponse\x12\x1b\n" +
+	"\tdoc_count\x18\x01 \x01(\x04R\bdocCount\x12\x18\n" +
+	"\avectors\x18\x03 \x01(\x04R\avectors\x12\x0e\n" +
+	"\x02df\x18\x02 \x03(\x04R\x02df*\xe6\x01\n" +
 	"\bEditKind\x12\x19\n" +
 	"\x15EDIT_KIND_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10EDIT_KIND_UPSERT\x10\x01\x12\x14\n" +
@@ -4516,9 +4905,10 @@ const file_shard_proto_rawDesc = "" +
 	"\x1bEDIT_KIND_OVERWRITE_PAYLOAD\x10\x04\x12\x1c\n" +
 	"\x18EDIT_KIND_DELETE_PAYLOAD\x10\x05\x12\x1b\n" +
 	"\x17EDIT_KIND_CLEAR_PAYLOAD\x10\x06\x12\x1c\n" +
-	"\x18EDIT_KIND_UPDATE_VECTORS\x10\a2\x8d\t\n" +
+	"\x18EDIT_KIND_UPDATE_VECTORS\x10\a2\xe5\t\n" +
 	"\x05Shard\x12G\n" +
-	"\x06Search\x12\x1d.trawl.shard.v1.SearchRequest\x1a\x1e.trawl.shard.v1.SearchResponse\x12G\n" +
+	"\x06Search\x12\x1d.trawl.shard.v1.SearchRequest\x1a\x1e.trawl.shard.v1.SearchResponse\x12V\n" +
+	"\vSparseStats\x12\".trawl.shard.v1.SparseStatsRequest\x1a#.trawl.shard.v1.SparseStatsResponse\x12G\n" +
 	"\x06Upsert\x12\x1d.trawl.shard.v1.UpsertRequest\x1a\x1e.trawl.shard.v1.UpsertResponse\x12>\n" +
 	"\x03Get\x12\x1a.trawl.shard.v1.GetRequest\x1a\x1b.trawl.shard.v1.GetResponse\x12G\n" +
 	"\x06Delete\x12\x1d.trawl.shard.v1.DeleteRequest\x1a\x1e.trawl.shard.v1.DeleteResponse\x12D\n" +
@@ -4547,7 +4937,7 @@ func file_shard_proto_rawDescGZIP() []byte {
 }
 
 var file_shard_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_shard_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
+var file_shard_proto_msgTypes = make([]protoimpl.MessageInfo, 62)
 var file_shard_proto_goTypes = []any{
 	(EditKind)(0),                 // 0: trawl.shard.v1.EditKind
 	(*MembersRequest)(nil),        // 1: trawl.shard.v1.MembersRequest
@@ -4558,155 +4948,170 @@ var file_shard_proto_goTypes = []any{
 	(*ChangeMembersResponse)(nil), // 6: trawl.shard.v1.ChangeMembersResponse
 	(*CollectionRef)(nil),         // 7: trawl.shard.v1.CollectionRef
 	(*CollectionSettings)(nil),    // 8: trawl.shard.v1.CollectionSettings
-	(*CollectionEntry)(nil),       // 9: trawl.shard.v1.CollectionEntry
-	(*SlotMap)(nil),               // 10: trawl.shard.v1.SlotMap
-	(*SlotMove)(nil),              // 11: trawl.shard.v1.SlotMove
-	(*SetSlots)(nil),              // 12: trawl.shard.v1.SetSlots
-	(*PayloadIndex)(nil),          // 13: trawl.shard.v1.PayloadIndex
-	(*AliasEntry)(nil),            // 14: trawl.shard.v1.AliasEntry
-	(*CatalogRequest)(nil),        // 15: trawl.shard.v1.CatalogRequest
-	(*CatalogResponse)(nil),       // 16: trawl.shard.v1.CatalogResponse
-	(*ChangeCatalogRequest)(nil),  // 17: trawl.shard.v1.ChangeCatalogRequest
-	(*ChangeCatalogResponse)(nil), // 18: trawl.shard.v1.ChangeCatalogResponse
-	(*SlotSelection)(nil),         // 19: trawl.shard.v1.SlotSelection
-	(*Query)(nil),                 // 20: trawl.shard.v1.Query
-	(*PayloadSelector)(nil),       // 21: trawl.shard.v1.PayloadSelector
-	(*Hit)(nil),                   // 22: trawl.shard.v1.Hit
-	(*SearchRequest)(nil),         // 23: trawl.shard.v1.SearchRequest
-	(*HitList)(nil),               // 24: trawl.shard.v1.HitList
-	(*SearchResponse)(nil),        // 25: trawl.shard.v1.SearchResponse
-	(*Placement)(nil),             // 26: trawl.shard.v1.Placement
-	(*Vector)(nil),                // 27: trawl.shard.v1.Vector
-	(*UpsertRequest)(nil),         // 28: trawl.shard.v1.UpsertRequest
-	(*UpsertResponse)(nil),        // 29: trawl.shard.v1.UpsertResponse
-	(*GetRequest)(nil),            // 30: trawl.shard.v1.GetRequest
-	(*GetResponse)(nil),           // 31: trawl.shard.v1.GetResponse
-	(*DeleteRequest)(nil),         // 32: trawl.shard.v1.DeleteRequest
-	(*DeleteResponse)(nil),        // 33: trawl.shard.v1.DeleteResponse
-	(*ScrollRequest)(nil),         // 34: trawl.shard.v1.ScrollRequest
-	(*ScrollResponse)(nil),        // 35: trawl.shard.v1.ScrollResponse
-	(*StatsRequest)(nil),          // 36: trawl.shard.v1.StatsRequest
-	(*StatsResponse)(nil),         // 37: trawl.shard.v1.StatsResponse
-	(*CollectionStats)(nil),       // 38: trawl.shard.v1.CollectionStats
-	(*IndexStats)(nil),            // 39: trawl.shard.v1.IndexStats
-	(*FacetRequest)(nil),          // 40: trawl.shard.v1.FacetRequest
-	(*FacetValue)(nil),            // 41: trawl.shard.v1.FacetValue
-	(*FacetCount)(nil),            // 42: trawl.shard.v1.FacetCount
-	(*FacetResponse)(nil),         // 43: trawl.shard.v1.FacetResponse
-	(*OrderedScrollRequest)(nil),  // 44: trawl.shard.v1.OrderedScrollRequest
-	(*OrderedPoint)(nil),          // 45: trawl.shard.v1.OrderedPoint
-	(*OrderedScrollResponse)(nil), // 46: trawl.shard.v1.OrderedScrollResponse
-	(*EditRequest)(nil),           // 47: trawl.shard.v1.EditRequest
-	(*Edit)(nil),                  // 48: trawl.shard.v1.Edit
-	(*EditResponse)(nil),          // 49: trawl.shard.v1.EditResponse
-	(*BackupRequest)(nil),         // 50: trawl.shard.v1.BackupRequest
-	(*BackupCutRequest)(nil),      // 51: trawl.shard.v1.BackupCutRequest
-	(*BackupCutResponse)(nil),     // 52: trawl.shard.v1.BackupCutResponse
-	(*BackupChunk)(nil),           // 53: trawl.shard.v1.BackupChunk
-	(*BackupHeader)(nil),          // 54: trawl.shard.v1.BackupHeader
-	nil,                           // 55: trawl.shard.v1.CollectionEntry.PayloadSchemaEntry
-	nil,                           // 56: trawl.shard.v1.CatalogResponse.DroppedEntry
+	(*SparseVectorSettings)(nil),  // 9: trawl.shard.v1.SparseVectorSettings
+	(*CollectionEntry)(nil),       // 10: trawl.shard.v1.CollectionEntry
+	(*SlotMap)(nil),               // 11: trawl.shard.v1.SlotMap
+	(*SlotMove)(nil),              // 12: trawl.shard.v1.SlotMove
+	(*SetSlots)(nil),              // 13: trawl.shard.v1.SetSlots
+	(*PayloadIndex)(nil),          // 14: trawl.shard.v1.PayloadIndex
+	(*AliasEntry)(nil),            // 15: trawl.shard.v1.AliasEntry
+	(*CatalogRequest)(nil),        // 16: trawl.shard.v1.CatalogRequest
+	(*CatalogResponse)(nil),       // 17: trawl.shard.v1.CatalogResponse
+	(*ChangeCatalogRequest)(nil),  // 18: trawl.shard.v1.ChangeCatalogRequest
+	(*ChangeCatalogResponse)(nil), // 19: trawl.shard.v1.ChangeCatalogResponse
+	(*SlotSelection)(nil),         // 20: trawl.shard.v1.SlotSelection
+	(*Query)(nil),                 // 21: trawl.shard.v1.Query
+	(*SparseQuery)(nil),           // 22: trawl.shard.v1.SparseQuery
+	(*PayloadSelector)(nil),       // 23: trawl.shard.v1.PayloadSelector
+	(*Hit)(nil),                   // 24: trawl.shard.v1.Hit
+	(*SearchRequest)(nil),         // 25: trawl.shard.v1.SearchRequest
+	(*HitList)(nil),               // 26: trawl.shard.v1.HitList
+	(*SearchResponse)(nil),        // 27: trawl.shard.v1.SearchResponse
+	(*Placement)(nil),             // 28: trawl.shard.v1.Placement
+	(*Vector)(nil),                // 29: trawl.shard.v1.Vector
+	(*SparseVector)(nil),          // 30: trawl.shard.v1.SparseVector
+	(*UpsertRequest)(nil),         // 31: trawl.shard.v1.UpsertRequest
+	(*UpsertResponse)(nil),        // 32: trawl.shard.v1.UpsertResponse
+	(*GetRequest)(nil),            // 33: trawl.shard.v1.GetRequest
+	(*GetResponse)(nil),           // 34: trawl.shard.v1.GetResponse
+	(*DeleteRequest)(nil),         // 35: trawl.shard.v1.DeleteRequest
+	(*DeleteResponse)(nil),        // 36: trawl.shard.v1.DeleteResponse
+	(*ScrollRequest)(nil),         // 37: trawl.shard.v1.ScrollRequest
+	(*ScrollResponse)(nil),        // 38: trawl.shard.v1.ScrollResponse
+	(*StatsRequest)(nil),          // 39: trawl.shard.v1.StatsRequest
+	(*StatsResponse)(nil),         // 40: trawl.shard.v1.StatsResponse
+	(*CollectionStats)(nil),       // 41: trawl.shard.v1.CollectionStats
+	(*IndexStats)(nil),            // 42: trawl.shard.v1.IndexStats
+	(*FacetRequest)(nil),          // 43: trawl.shard.v1.FacetRequest
+	(*FacetValue)(nil),            // 44: trawl.shard.v1.FacetValue
+	(*FacetCount)(nil),            // 45: trawl.shard.v1.FacetCount
+	(*FacetResponse)(nil),         // 46: trawl.shard.v1.FacetResponse
+	(*OrderedScrollRequest)(nil),  // 47: trawl.shard.v1.OrderedScrollRequest
+	(*OrderedPoint)(nil),          // 48: trawl.shard.v1.OrderedPoint
+	(*OrderedScrollResponse)(nil), // 49: trawl.shard.v1.OrderedScrollResponse
+	(*EditRequest)(nil),           // 50: trawl.shard.v1.EditRequest
+	(*Edit)(nil),                  // 51: trawl.shard.v1.Edit
+	(*EditResponse)(nil),          // 52: trawl.shard.v1.EditResponse
+	(*BackupRequest)(nil),         // 53: trawl.shard.v1.BackupRequest
+	(*BackupCutRequest)(nil),      // 54: trawl.shard.v1.BackupCutRequest
+	(*BackupCutResponse)(nil),     // 55: trawl.shard.v1.BackupCutResponse
+	(*BackupChunk)(nil),           // 56: trawl.shard.v1.BackupChunk
+	(*BackupHeader)(nil),          // 57: trawl.shard.v1.BackupHeader
+	(*SparseStatsRequest)(nil),    // 58: trawl.shard.v1.SparseStatsRequest
+	(*SparseStatsResponse)(nil),   // 59: trawl.shard.v1.SparseStatsResponse
+	nil,                           // 60: trawl.shard.v1.CollectionSettings.SparseVectorsEntry
+	nil,                           // 61: trawl.shard.v1.CollectionEntry.PayloadSchemaEntry
+	nil,                           // 62: trawl.shard.v1.CatalogResponse.DroppedEntry
 }
 var file_shard_proto_depIdxs = []int32{
 	2,  // 0: trawl.shard.v1.MembersResponse.members:type_name -> trawl.shard.v1.Member
 	5,  // 1: trawl.shard.v1.ChangeMembersRequest.replace:type_name -> trawl.shard.v1.ReplaceMember
 	2,  // 2: trawl.shard.v1.ChangeMembersResponse.members:type_name -> trawl.shard.v1.Member
-	8,  // 3: trawl.shard.v1.CollectionEntry.settings:type_name -> trawl.shard.v1.CollectionSettings
-	55, // 4: trawl.shard.v1.CollectionEntry.payload_schema:type_name -> trawl.shard.v1.CollectionEntry.PayloadSchemaEntry
-	10, // 5: trawl.shard.v1.CollectionEntry.slot_map:type_name -> trawl.shard.v1.SlotMap
-	11, // 6: trawl.shard.v1.SlotMap.moves:type_name -> trawl.shard.v1.SlotMove
-	10, // 7: trawl.shard.v1.SetSlots.slot_map:type_name -> trawl.shard.v1.SlotMap
-	9,  // 8: trawl.shard.v1.CatalogResponse.collections:type_name -> trawl.shard.v1.CollectionEntry
-	14, // 9: trawl.shard.v1.CatalogResponse.aliases:type_name -> trawl.shard.v1.AliasEntry
-	56, // 10: trawl.shard.v1.CatalogResponse.dropped:type_name -> trawl.shard.v1.CatalogResponse.DroppedEntry
-	9,  // 11: trawl.shard.v1.ChangeCatalogRequest.create:type_name -> trawl.shard.v1.CollectionEntry
-	7,  // 12: trawl.shard.v1.ChangeCatalogRequest.drop:type_name -> trawl.shard.v1.CollectionRef
-	14, // 13: trawl.shard.v1.ChangeCatalogRequest.alias:type_name -> trawl.shard.v1.AliasEntry
-	13, // 14: trawl.shard.v1.ChangeCatalogRequest.payload_index:type_name -> trawl.shard.v1.PayloadIndex
-	12, // 15: trawl.shard.v1.ChangeCatalogRequest.set_slots:type_name -> trawl.shard.v1.SetSlots
-	26, // 16: trawl.shard.v1.ChangeCatalogRequest.placement:type_name -> trawl.shard.v1.Placement
-	9,  // 17: trawl.shard.v1.ChangeCatalogResponse.entry:type_name -> trawl.shard.v1.CollectionEntry
-	14, // 18: trawl.shard.v1.ChangeCatalogResponse.alias:type_name -> trawl.shard.v1.AliasEntry
-	21, // 19: trawl.shard.v1.Query.with_payload:type_name -> trawl.shard.v1.PayloadSelector
-	20, // 20: trawl.shard.v1.SearchRequest.queries:type_name -> trawl.shard.v1.Query
-	7,  // 21: trawl.shard.v1.SearchRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	19, // 22: trawl.shard.v1.SearchRequest.slots:type_name -> trawl.shard.v1.SlotSelection
-	22, // 23: trawl.shard.v1.HitList.hits:type_name -> trawl.shard.v1.Hit
-	24, // 24: trawl.shard.v1.SearchResponse.results:type_name -> trawl.shard.v1.HitList
-	26, // 25: trawl.shard.v1.UpsertRequest.placement:type_name -> trawl.shard.v1.Placement
-	27, // 26: trawl.shard.v1.UpsertRequest.vectors:type_name -> trawl.shard.v1.Vector
-	7,  // 27: trawl.shard.v1.UpsertRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	19, // 28: trawl.shard.v1.GetRequest.slots:type_name -> trawl.shard.v1.SlotSelection
-	7,  // 29: trawl.shard.v1.GetRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	27, // 30: trawl.shard.v1.GetResponse.vector:type_name -> trawl.shard.v1.Vector
-	26, // 31: trawl.shard.v1.DeleteRequest.placement:type_name -> trawl.shard.v1.Placement
-	7,  // 32: trawl.shard.v1.DeleteRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	21, // 33: trawl.shard.v1.ScrollRequest.with_payload:type_name -> trawl.shard.v1.PayloadSelector
-	7,  // 34: trawl.shard.v1.ScrollRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	19, // 35: trawl.shard.v1.ScrollRequest.slots:type_name -> trawl.shard.v1.SlotSelection
-	27, // 36: trawl.shard.v1.ScrollResponse.points:type_name -> trawl.shard.v1.Vector
-	7,  // 37: trawl.shard.v1.StatsRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	26, // 38: trawl.shard.v1.StatsResponse.placement:type_name -> trawl.shard.v1.Placement
-	39, // 39: trawl.shard.v1.StatsResponse.index:type_name -> trawl.shard.v1.IndexStats
-	38, // 40: trawl.shard.v1.StatsResponse.collections:type_name -> trawl.shard.v1.CollectionStats
-	9,  // 41: trawl.shard.v1.CollectionStats.entry:type_name -> trawl.shard.v1.CollectionEntry
-	39, // 42: trawl.shard.v1.CollectionStats.index:type_name -> trawl.shard.v1.IndexStats
-	19, // 43: trawl.shard.v1.FacetRequest.slots:type_name -> trawl.shard.v1.SlotSelection
-	7,  // 44: trawl.shard.v1.FacetRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	41, // 45: trawl.shard.v1.FacetCount.value:type_name -> trawl.shard.v1.FacetValue
-	42, // 46: trawl.shard.v1.FacetResponse.counts:type_name -> trawl.shard.v1.FacetCount
-	21, // 47: trawl.shard.v1.OrderedScrollRequest.with_payload:type_name -> trawl.shard.v1.PayloadSelector
-	19, // 48: trawl.shard.v1.OrderedScrollRequest.slots:type_name -> trawl.shard.v1.SlotSelection
-	7,  // 49: trawl.shard.v1.OrderedScrollRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	27, // 50: trawl.shard.v1.OrderedPoint.point:type_name -> trawl.shard.v1.Vector
-	45, // 51: trawl.shard.v1.OrderedScrollResponse.points:type_name -> trawl.shard.v1.OrderedPoint
-	26, // 52: trawl.shard.v1.EditRequest.placement:type_name -> trawl.shard.v1.Placement
-	48, // 53: trawl.shard.v1.EditRequest.edits:type_name -> trawl.shard.v1.Edit
-	7,  // 54: trawl.shard.v1.EditRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	0,  // 55: trawl.shard.v1.Edit.kind:type_name -> trawl.shard.v1.EditKind
-	27, // 56: trawl.shard.v1.Edit.vectors:type_name -> trawl.shard.v1.Vector
-	19, // 57: trawl.shard.v1.BackupRequest.slots:type_name -> trawl.shard.v1.SlotSelection
-	7,  // 58: trawl.shard.v1.BackupRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	7,  // 59: trawl.shard.v1.BackupCutRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	54, // 60: trawl.shard.v1.BackupChunk.header:type_name -> trawl.shard.v1.BackupHeader
-	27, // 61: trawl.shard.v1.BackupChunk.vectors:type_name -> trawl.shard.v1.Vector
-	9,  // 62: trawl.shard.v1.BackupHeader.entry:type_name -> trawl.shard.v1.CollectionEntry
-	26, // 63: trawl.shard.v1.BackupHeader.placement:type_name -> trawl.shard.v1.Placement
-	23, // 64: trawl.shard.v1.Shard.Search:input_type -> trawl.shard.v1.SearchRequest
-	28, // 65: trawl.shard.v1.Shard.Upsert:input_type -> trawl.shard.v1.UpsertRequest
-	30, // 66: trawl.shard.v1.Shard.Get:input_type -> trawl.shard.v1.GetRequest
-	32, // 67: trawl.shard.v1.Shard.Delete:input_type -> trawl.shard.v1.DeleteRequest
-	36, // 68: trawl.shard.v1.Shard.Stats:input_type -> trawl.shard.v1.StatsRequest
-	34, // 69: trawl.shard.v1.Shard.Scroll:input_type -> trawl.shard.v1.ScrollRequest
-	15, // 70: trawl.shard.v1.Shard.Catalog:input_type -> trawl.shard.v1.CatalogRequest
-	17, // 71: trawl.shard.v1.Shard.ChangeCatalog:input_type -> trawl.shard.v1.ChangeCatalogRequest
-	1,  // 72: trawl.shard.v1.Shard.Members:input_type -> trawl.shard.v1.MembersRequest
-	4,  // 73: trawl.shard.v1.Shard.ChangeMembers:input_type -> trawl.shard.v1.ChangeMembersRequest
-	40, // 74: trawl.shard.v1.Shard.Facet:input_type -> trawl.shard.v1.FacetRequest
-	44, // 75: trawl.shard.v1.Shard.OrderedScroll:input_type -> trawl.shard.v1.OrderedScrollRequest
-	47, // 76: trawl.shard.v1.Shard.Edit:input_type -> trawl.shard.v1.EditRequest
-	50, // 77: trawl.shard.v1.Shard.Backup:input_type -> trawl.shard.v1.BackupRequest
-	51, // 78: trawl.shard.v1.Shard.ProposeBackupCut:input_type -> trawl.shard.v1.BackupCutRequest
-	25, // 79: trawl.shard.v1.Shard.Search:output_type -> trawl.shard.v1.SearchResponse
-	29, // 80: trawl.shard.v1.Shard.Upsert:output_type -> trawl.shard.v1.UpsertResponse
-	31, // 81: trawl.shard.v1.Shard.Get:output_type -> trawl.shard.v1.GetResponse
-	33, // 82: trawl.shard.v1.Shard.Delete:output_type -> trawl.shard.v1.DeleteResponse
-	37, // 83: trawl.shard.v1.Shard.Stats:output_type -> trawl.shard.v1.StatsResponse
-	35, // 84: trawl.shard.v1.Shard.Scroll:output_type -> trawl.shard.v1.ScrollResponse
-	16, // 85: trawl.shard.v1.Shard.Catalog:output_type -> trawl.shard.v1.CatalogResponse
-	18, // 86: trawl.shard.v1.Shard.ChangeCatalog:output_type -> trawl.shard.v1.ChangeCatalogResponse
-	3,  // 87: trawl.shard.v1.Shard.Members:output_type -> trawl.shard.v1.MembersResponse
-	6,  // 88: trawl.shard.v1.Shard.ChangeMembers:output_type -> trawl.shard.v1.ChangeMembersResponse
-	43, // 89: trawl.shard.v1.Shard.Facet:output_type -> trawl.shard.v1.FacetResponse
-	46, // 90: trawl.shard.v1.Shard.OrderedScroll:output_type -> trawl.shard.v1.OrderedScrollResponse
-	49, // 91: trawl.shard.v1.Shard.Edit:output_type -> trawl.shard.v1.EditResponse
-	53, // 92: trawl.shard.v1.Shard.Backup:output_type -> trawl.shard.v1.BackupChunk
-	52, // 93: trawl.shard.v1.Shard.ProposeBackupCut:output_type -> trawl.shard.v1.BackupCutResponse
-	79, // [79:94] is the sub-list for method output_type
-	64, // [64:79] is the sub-list for method input_type
-	64, // [64:64] is the sub-list for extension type_name
-	64, // [64:64] is the sub-list for extension extendee
-	0,  // [0:64] is the sub-list for field type_name
+	60, // 3: trawl.shard.v1.CollectionSettings.sparse_vectors:type_name -> trawl.shard.v1.CollectionSettings.SparseVectorsEntry
+	8,  // 4: trawl.shard.v1.CollectionEntry.settings:type_name -> trawl.shard.v1.CollectionSettings
+	61, // 5: trawl.shard.v1.CollectionEntry.payload_schema:type_name -> trawl.shard.v1.CollectionEntry.PayloadSchemaEntry
+	11, // 6: trawl.shard.v1.CollectionEntry.slot_map:type_name -> trawl.shard.v1.SlotMap
+	12, // 7: trawl.shard.v1.SlotMap.moves:type_name -> trawl.shard.v1.SlotMove
+	11, // 8: trawl.shard.v1.SetSlots.slot_map:type_name -> trawl.shard.v1.SlotMap
+	10, // 9: trawl.shard.v1.CatalogResponse.collections:type_name -> trawl.shard.v1.CollectionEntry
+	15, // 10: trawl.shard.v1.CatalogResponse.aliases:type_name -> trawl.shard.v1.AliasEntry
+	62, // 11: trawl.shard.v1.CatalogResponse.dropped:type_name -> trawl.shard.v1.CatalogResponse.DroppedEntry
+	10, // 12: trawl.shard.v1.ChangeCatalogRequest.create:type_name -> trawl.shard.v1.CollectionEntry
+	7,  // 13: trawl.shard.v1.ChangeCatalogRequest.drop:type_name -> trawl.shard.v1.CollectionRef
+	15, // 14: trawl.shard.v1.ChangeCatalogRequest.alias:type_name -> trawl.shard.v1.AliasEntry
+	14, // 15: trawl.shard.v1.ChangeCatalogRequest.payload_index:type_name -> trawl.shard.v1.PayloadIndex
+	13, // 16: trawl.shard.v1.ChangeCatalogRequest.set_slots:type_name -> trawl.shard.v1.SetSlots
+	28, // 17: trawl.shard.v1.ChangeCatalogRequest.placement:type_name -> trawl.shard.v1.Placement
+	10, // 18: trawl.shard.v1.ChangeCatalogResponse.entry:type_name -> trawl.shard.v1.CollectionEntry
+	15, // 19: trawl.shard.v1.ChangeCatalogResponse.alias:type_name -> trawl.shard.v1.AliasEntry
+	23, // 20: trawl.shard.v1.Query.with_payload:type_name -> trawl.shard.v1.PayloadSelector
+	22, // 21: trawl.shard.v1.Query.sparse:type_name -> trawl.shard.v1.SparseQuery
+	30, // 22: trawl.shard.v1.Hit.sparse:type_name -> trawl.shard.v1.SparseVector
+	21, // 23: trawl.shard.v1.SearchRequest.queries:type_name -> trawl.shard.v1.Query
+	7,  // 24: trawl.shard.v1.SearchRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	20, // 25: trawl.shard.v1.SearchRequest.slots:type_name -> trawl.shard.v1.SlotSelection
+	24, // 26: trawl.shard.v1.HitList.hits:type_name -> trawl.shard.v1.Hit
+	26, // 27: trawl.shard.v1.SearchResponse.results:type_name -> trawl.shard.v1.HitList
+	30, // 28: trawl.shard.v1.Vector.sparse:type_name -> trawl.shard.v1.SparseVector
+	28, // 29: trawl.shard.v1.UpsertRequest.placement:type_name -> trawl.shard.v1.Placement
+	29, // 30: trawl.shard.v1.UpsertRequest.vectors:type_name -> trawl.shard.v1.Vector
+	7,  // 31: trawl.shard.v1.UpsertRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	20, // 32: trawl.shard.v1.GetRequest.slots:type_name -> trawl.shard.v1.SlotSelection
+	7,  // 33: trawl.shard.v1.GetRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	29, // 34: trawl.shard.v1.GetResponse.vector:type_name -> trawl.shard.v1.Vector
+	28, // 35: trawl.shard.v1.DeleteRequest.placement:type_name -> trawl.shard.v1.Placement
+	7,  // 36: trawl.shard.v1.DeleteRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	23, // 37: trawl.shard.v1.ScrollRequest.with_payload:type_name -> trawl.shard.v1.PayloadSelector
+	7,  // 38: trawl.shard.v1.ScrollRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	20, // 39: trawl.shard.v1.ScrollRequest.slots:type_name -> trawl.shard.v1.SlotSelection
+	29, // 40: trawl.shard.v1.ScrollResponse.points:type_name -> trawl.shard.v1.Vector
+	7,  // 41: trawl.shard.v1.StatsRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	28, // 42: trawl.shard.v1.StatsResponse.placement:type_name -> trawl.shard.v1.Placement
+	42, // 43: trawl.shard.v1.StatsResponse.index:type_name -> trawl.shard.v1.IndexStats
+	41, // 44: trawl.shard.v1.StatsResponse.collections:type_name -> trawl.shard.v1.CollectionStats
+	10, // 45: trawl.shard.v1.CollectionStats.entry:type_name -> trawl.shard.v1.CollectionEntry
+	42, // 46: trawl.shard.v1.CollectionStats.index:type_name -> trawl.shard.v1.IndexStats
+	20, // 47: trawl.shard.v1.FacetRequest.slots:type_name -> trawl.shard.v1.SlotSelection
+	7,  // 48: trawl.shard.v1.FacetRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	44, // 49: trawl.shard.v1.FacetCount.value:type_name -> trawl.shard.v1.FacetValue
+	45, // 50: trawl.shard.v1.FacetResponse.counts:type_name -> trawl.shard.v1.FacetCount
+	23, // 51: trawl.shard.v1.OrderedScrollRequest.with_payload:type_name -> trawl.shard.v1.PayloadSelector
+	20, // 52: trawl.shard.v1.OrderedScrollRequest.slots:type_name -> trawl.shard.v1.SlotSelection
+	7,  // 53: trawl.shard.v1.OrderedScrollRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	29, // 54: trawl.shard.v1.OrderedPoint.point:type_name -> trawl.shard.v1.Vector
+	48, // 55: trawl.shard.v1.OrderedScrollResponse.points:type_name -> trawl.shard.v1.OrderedPoint
+	28, // 56: trawl.shard.v1.EditRequest.placement:type_name -> trawl.shard.v1.Placement
+	51, // 57: trawl.shard.v1.EditRequest.edits:type_name -> trawl.shard.v1.Edit
+	7,  // 58: trawl.shard.v1.EditRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	0,  // 59: trawl.shard.v1.Edit.kind:type_name -> trawl.shard.v1.EditKind
+	29, // 60: trawl.shard.v1.Edit.vectors:type_name -> trawl.shard.v1.Vector
+	20, // 61: trawl.shard.v1.BackupRequest.slots:type_name -> trawl.shard.v1.SlotSelection
+	7,  // 62: trawl.shard.v1.BackupRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	7,  // 63: trawl.shard.v1.BackupCutRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	57, // 64: trawl.shard.v1.BackupChunk.header:type_name -> trawl.shard.v1.BackupHeader
+	29, // 65: trawl.shard.v1.BackupChunk.vectors:type_name -> trawl.shard.v1.Vector
+	10, // 66: trawl.shard.v1.BackupHeader.entry:type_name -> trawl.shard.v1.CollectionEntry
+	28, // 67: trawl.shard.v1.BackupHeader.placement:type_name -> trawl.shard.v1.Placement
+	7,  // 68: trawl.shard.v1.SparseStatsRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	20, // 69: trawl.shard.v1.SparseStatsRequest.slots:type_name -> trawl.shard.v1.SlotSelection
+	9,  // 70: trawl.shard.v1.CollectionSettings.SparseVectorsEntry.value:type_name -> trawl.shard.v1.SparseVectorSettings
+	25, // 71: trawl.shard.v1.Shard.Search:input_type -> trawl.shard.v1.SearchRequest
+	58, // 72: trawl.shard.v1.Shard.SparseStats:input_type -> trawl.shard.v1.SparseStatsRequest
+	31, // 73: trawl.shard.v1.Shard.Upsert:input_type -> trawl.shard.v1.UpsertRequest
+	33, // 74: trawl.shard.v1.Shard.Get:input_type -> trawl.shard.v1.GetRequest
+	35, // 75: trawl.shard.v1.Shard.Delete:input_type -> trawl.shard.v1.DeleteRequest
+	39, // 76: trawl.shard.v1.Shard.Stats:input_type -> trawl.shard.v1.StatsRequest
+	37, // 77: trawl.shard.v1.Shard.Scroll:input_type -> trawl.shard.v1.ScrollRequest
+	16, // 78: trawl.shard.v1.Shard.Catalog:input_type -> trawl.shard.v1.CatalogRequest
+	18, // 79: trawl.shard.v1.Shard.ChangeCatalog:input_type -> trawl.shard.v1.ChangeCatalogRequest
+	1,  // 80: trawl.shard.v1.Shard.Members:input_type -> trawl.shard.v1.MembersRequest
+	4,  // 81: trawl.shard.v1.Shard.ChangeMembers:input_type -> trawl.shard.v1.ChangeMembersRequest
+	43, // 82: trawl.shard.v1.Shard.Facet:input_type -> trawl.shard.v1.FacetRequest
+	47, // 83: trawl.shard.v1.Shard.OrderedScroll:input_type -> trawl.shard.v1.OrderedScrollRequest
+	50, // 84: trawl.shard.v1.Shard.Edit:input_type -> trawl.shard.v1.EditRequest
+	53, // 85: trawl.shard.v1.Shard.Backup:input_type -> trawl.shard.v1.BackupRequest
+	54, // 86: trawl.shard.v1.Shard.ProposeBackupCut:input_type -> trawl.shard.v1.BackupCutRequest
+	27, // 87: trawl.shard.v1.Shard.Search:output_type -> trawl.shard.v1.SearchResponse
+	59, // 88: trawl.shard.v1.Shard.SparseStats:output_type -> trawl.shard.v1.SparseStatsResponse
+	32, // 89: trawl.shard.v1.Shard.Upsert:output_type -> trawl.shard.v1.UpsertResponse
+	34, // 90: trawl.shard.v1.Shard.Get:output_type -> trawl.shard.v1.GetResponse
+	36, // 91: trawl.shard.v1.Shard.Delete:output_type -> trawl.shard.v1.DeleteResponse
+	40, // 92: trawl.shard.v1.Shard.Stats:output_type -> trawl.shard.v1.StatsResponse
+	38, // 93: trawl.shard.v1.Shard.Scroll:output_type -> trawl.shard.v1.ScrollResponse
+	17, // 94: trawl.shard.v1.Shard.Catalog:output_type -> trawl.shard.v1.CatalogResponse
+	19, // 95: trawl.shard.v1.Shard.ChangeCatalog:output_type -> trawl.shard.v1.ChangeCatalogResponse
+	3,  // 96: trawl.shard.v1.Shard.Members:output_type -> trawl.shard.v1.MembersResponse
+	6,  // 97: trawl.shard.v1.Shard.ChangeMembers:output_type -> trawl.shard.v1.ChangeMembersResponse
+	46, // 98: trawl.shard.v1.Shard.Facet:output_type -> trawl.shard.v1.FacetResponse
+	49, // 99: trawl.shard.v1.Shard.OrderedScroll:output_type -> trawl.shard.v1.OrderedScrollResponse
+	52, // 100: trawl.shard.v1.Shard.Edit:output_type -> trawl.shard.v1.EditResponse
+	56, // 101: trawl.shard.v1.Shard.Backup:output_type -> trawl.shard.v1.BackupChunk
+	55, // 102: trawl.shard.v1.Shard.ProposeBackupCut:output_type -> trawl.shard.v1.BackupCutResponse
+	87, // [87:103] is the sub-list for method output_type
+	71, // [71:87] is the sub-list for method input_type
+	71, // [71:71] is the sub-list for extension type_name
+	71, // [71:71] is the sub-list for extension extendee
+	0,  // [0:71] is the sub-list for field type_name
 }
 
 func init() { file_shard_proto_init() }
@@ -4719,15 +5124,15 @@ func file_shard_proto_init() {
 		(*ChangeMembersRequest_Remove)(nil),
 		(*ChangeMembersRequest_Replace)(nil),
 	}
-	file_shard_proto_msgTypes[16].OneofWrappers = []any{
+	file_shard_proto_msgTypes[17].OneofWrappers = []any{
 		(*ChangeCatalogRequest_Create)(nil),
 		(*ChangeCatalogRequest_Drop)(nil),
 		(*ChangeCatalogRequest_Alias)(nil),
 		(*ChangeCatalogRequest_PayloadIndex)(nil),
 		(*ChangeCatalogRequest_SetSlots)(nil),
 	}
-	file_shard_proto_msgTypes[19].OneofWrappers = []any{}
-	file_shard_proto_msgTypes[40].OneofWrappers = []any{
+	file_shard_proto_msgTypes[20].OneofWrappers = []any{}
+	file_shard_proto_msgTypes[43].OneofWrappers = []any{
 		(*FacetValue_Keyword)(nil),
 		(*FacetValue_Integer)(nil),
 		(*FacetValue_Boolean)(nil),
@@ -4738,7 +5143,7 @@ func file_shard_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_shard_proto_rawDesc), len(file_shard_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   56,
+			NumMessages:   62,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

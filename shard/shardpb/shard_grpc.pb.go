@@ -25,6 +25,7 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	Shard_Search_FullMethodName           = "/trawl.shard.v1.Shard/Search"
+	Shard_SparseStats_FullMethodName      = "/trawl.shard.v1.Shard/SparseStats"
 	Shard_Upsert_FullMethodName           = "/trawl.shard.v1.Shard/Upsert"
 	Shard_Get_FullMethodName              = "/trawl.shard.v1.Shard/Get"
 	Shard_Delete_FullMethodName           = "/trawl.shard.v1.Shard/Delete"
@@ -48,6 +49,10 @@ type ShardClient interface {
 	// Search returns the exact top-k of each query of a batch (one or
 	// more), with one pass over the shard's rows.
 	Search(ctx context.Context, in *SearchRequest, opts ...grpc.CallOption) (*SearchResponse, error)
+	// SparseStats answers the document count and the document frequency of
+	// terms of one sparse vector: the router sums them over the shards to
+	// weigh a query by collection-wide idf.
+	SparseStats(ctx context.Context, in *SparseStatsRequest, opts ...grpc.CallOption) (*SparseStatsResponse, error)
 	// Upsert stores vectors by id, replacing any with the same id.
 	Upsert(ctx context.Context, in *UpsertRequest, opts ...grpc.CallOption) (*UpsertResponse, error)
 	// Get returns one stored vector (NotFound if absent).
@@ -113,6 +118,16 @@ func (c *shardClient) Search(ctx context.Context, in *SearchRequest, opts ...grp
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(SearchResponse)
 	err := c.cc.Invoke(ctx, Shard_Search_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *shardClient) SparseStats(ctx context.Context, in *SparseStatsRequest, opts ...grpc.CallOption) (*SparseStatsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SparseStatsResponse)
+	err := c.cc.Invoke(ctx, Shard_SparseStats_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -275,6 +290,10 @@ type ShardServer interface {
 	// Search returns the exact top-k of each query of a batch (one or
 	// more), with one pass over the shard's rows.
 	Search(context.Context, *SearchRequest) (*SearchResponse, error)
+	// SparseStats answers the document count and the document frequency of
+	// terms of one sparse vector: the router sums them over the shards to
+	// weigh a query by collection-wide idf.
+	SparseStats(context.Context, *SparseStatsRequest) (*SparseStatsResponse, error)
 	// Upsert stores vectors by id, replacing any with the same id.
 	Upsert(context.Context, *UpsertRequest) (*UpsertResponse, error)
 	// Get returns one stored vector (NotFound if absent).
@@ -338,6 +357,9 @@ type UnimplementedShardServer struct{}
 
 func (UnimplementedShardServer) Search(context.Context, *SearchRequest) (*SearchResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Search not implemented")
+}
+func (UnimplementedShardServer) SparseStats(context.Context, *SparseStatsRequest) (*SparseStatsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SparseStats not implemented")
 }
 func (UnimplementedShardServer) Upsert(context.Context, *UpsertRequest) (*UpsertResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Upsert not implemented")
@@ -416,6 +438,24 @@ func _Shard_Search_Handler(srv interface{}, ctx context.Context, dec func(interf
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(ShardServer).Search(ctx, req.(*SearchRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Shard_SparseStats_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SparseStatsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ShardServer).SparseStats(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Shard_SparseStats_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ShardServer).SparseStats(ctx, req.(*SparseStatsRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -675,6 +715,10 @@ var Shard_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Search",
 			Handler:    _Shard_Search_Handler,
+		},
+		{
+			MethodName: "SparseStats",
+			Handler:    _Shard_SparseStats_Handler,
 		},
 		{
 			MethodName: "Upsert",

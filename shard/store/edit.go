@@ -3,9 +3,11 @@ package store
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/trawl-search/trawl/filter"
+	"github.com/trawl-search/trawl/shard/store/sparse"
 )
 
 // EditKind is what an Edit does.
@@ -75,6 +77,11 @@ type pendingDoc struct {
 	payload []byte
 	// payloadSet: payload replaces the stored one.
 	payloadSet bool
+	// sparse are sparse vectors to set: all of them (sparseAll, an
+	// upsert: names absent go) or only those named (an update of some
+	// vectors).
+	sparse    map[string]sparse.Vector
+	sparseAll bool
 }
 
 // editPlan is the state the edits of a list leave, computed before any of
@@ -147,7 +154,7 @@ func (p *editPlan) add(i int, e Edit) error {
 	switch e.Kind {
 	case EditUpsert:
 		for _, r := range e.Records {
-			*p.doc(r.ID) = pendingDoc{exists: true, vec: r.Vector, payload: r.Payload, payloadSet: true}
+			*p.doc(r.ID) = pendingDoc{exists: true, vec: r.Vector, payload: r.Payload, payloadSet: true, sparse: maps.Clone(r.Sparse), sparseAll: true}
 		}
 		return nil
 	case EditUpdateVectors:
@@ -156,7 +163,15 @@ func (p *editPlan) add(i int, e Edit) error {
 			if !d.exists {
 				return &MissingError{ID: r.ID, Edit: i}
 			}
-			d.vec = r.Vector
+			if r.Vector != nil {
+				d.vec = r.Vector
+			}
+			for name, v := range r.Sparse {
+				if d.sparse == nil {
+					d.sparse = map[string]sparse.Vector{}
+				}
+				d.sparse[name] = v
+			}
 		}
 		return nil
 	}
@@ -210,13 +225,18 @@ func (p *editPlan) apply() {
 			m.deleteLocked(id)
 		case !d.exists:
 		case !stored:
-			m.appendLocked(Record{ID: id, Vector: d.vec, Payload: d.payload})
+			m.appendLocked(Record{ID: id, Vector: d.vec, Payload: d.payload, Sparse: d.sparse})
 		default:
 			if d.vec != nil {
 				m.setVectorLocked(i, d.vec)
 			}
 			if d.payloadSet {
 				m.setPayloadLocked(i, d.payload)
+			}
+			if d.sparseAll {
+				m.setSparseLocked(i, d.sparse)
+			} else {
+				m.updateSparseLocked(i, d.sparse)
 			}
 		}
 	}

@@ -89,6 +89,7 @@ func (m *Memory) Page(req PageRequest) (Page, error) {
 		rec := Record{ID: m.ids[r]}
 		if req.WithVector {
 			rec.Vector = slices.Clone(m.row(r))
+			rec.Sparse = m.sparseOf(r)
 		}
 		if req.Payload != nil {
 			p, err := projectPayload(m.payloads[r], req.Payload.Keys)

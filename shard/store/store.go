@@ -12,6 +12,7 @@ import (
 
 	"github.com/trawl-search/trawl/filter"
 	"github.com/trawl-search/trawl/filter/index"
+	"github.com/trawl-search/trawl/shard/store/sparse"
 	"github.com/trawl-search/trawl/vector"
 	"github.com/trawl-search/trawl/vector/quant"
 	"github.com/trawl-search/trawl/vector/segment"
@@ -25,6 +26,9 @@ type Record struct {
 	// Payload is the document's JSON object, nil when it has none. A
 	// stored payload is never written to in place, so views may share it.
 	Payload []byte
+	// Sparse are the document's named sparse vectors (valid, of names
+	// the store indexes), nil when it has none.
+	Sparse map[string]sparse.Vector
 }
 
 // Placement is the shard list a replica's data was written under.
@@ -87,6 +91,13 @@ type Memory struct {
 	kernel    vector.Kernel
 	metric    vector.Metric
 	ivf       ivfState
+	// sparse is an inverted index per named sparse vector (WithSparse),
+	// by row, written under mu with the rows.
+	sparse map[string]*sparse.Index
+	// sparseGen counts changes of the sparse indexes (under mu), so
+	// OpenView can encode them under the read lock and know whether a
+	// write changed them before it took the write lock.
+	sparseGen uint64
 	// buildHook, when set, runs twice a chunk of a background index
 	// build, with no lock held: after the chunk is copied and after it is
 	// added (tests write, or hold the build, there).
@@ -130,6 +141,7 @@ func (m *Memory) Close() error {
 	}
 	m.ids, m.payloads, m.index, m.codes, m.recBytes = nil, nil, map[string]int{}, nil, 0
 	m.payloadIndex.Reset()
+	m.resetSparseLocked()
 	m.ivf = ivfState{gen: m.ivf.gen + 1}
 	return m.disk.Close()
 }
@@ -174,6 +186,7 @@ func (m *Memory) Upsert(_ context.Context, p Placement, recs []Record) error {
 		if i, ok := m.index[r.ID]; ok {
 			m.setVectorLocked(i, r.Vector)
 			m.setPayloadLocked(i, r.Payload)
+			m.setSparseLocked(i, r.Sparse)
 			continue
 		}
 		m.appendLocked(r)
@@ -238,6 +251,7 @@ func (m *Memory) appendLocked(r Record) {
 		m.writeRow(i, r.Vector)
 	}
 	m.ivfAppend(r.Vector)
+	m.setSparseLocked(i, r.Sparse)
 }
 
 // decodePayload decodes a stored payload for the index and for filters. A
@@ -338,6 +352,7 @@ func (m *Memory) deleteLocked(id string) bool {
 		m.codes.Delete(i)
 	}
 	m.ivfDelete(i, last)
+	m.deleteSparseLocked(i, last)
 	delete(m.index, id)
 	return true
 }
@@ -358,7 +373,7 @@ func (m *Memory) Record(id string) (Record, bool) {
 	}
 	out := make([]float32, m.dim)
 	copy(out, m.row(i))
-	return Record{ID: id, Vector: out, Payload: m.payloads[i]}, true
+	return Record{ID: id, Vector: out, Payload: m.payloads[i], Sparse: m.sparseOf(i)}, true
 }
 
 // View runs fn with a consistent read-only view of every row; writes
@@ -384,9 +399,9 @@ func (m *Memory) Bytes() int {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	if m.disk != nil {
-		return m.disk.HeapBytes() + m.recBytes + idx
+		return m.disk.HeapBytes() + m.recBytes + idx + m.sparseBytes()
 	}
-	return m.rows.Bytes() + m.recBytes + idx
+	return m.rows.Bytes() + m.recBytes + idx + m.sparseBytes()
 }
 
 // Placement is the placement of the last write, zero before any.
@@ -456,6 +471,7 @@ func (m *Memory) Reset(p Placement, trained map[string][]byte, rows int) {
 	}
 	m.codes = nil // FinishRestore encodes the restored rows
 	m.payloadIndex.Reset()
+	m.resetSparseLocked()
 	// No index until the restored rows are built into one, no build until
 	// they are all in (FinishRestore), and any build under way is stale.
 	m.ivf = ivfState{gen: m.ivf.gen + 1, restoring: true}
@@ -469,10 +485,20 @@ var errViewOpen = errors.New("a snapshot view is already open")
 // copying the rows (see Memory). Close it when done; until then writes to
 // rows it has not read cost a row copy each.
 func (m *Memory) OpenView() (*View, error) {
+	// The sparse postings are encoded first under the read lock (about
+	// 20 ms a million postings), so scans go on meanwhile; raft opens
+	// views between applies, so no write lands before the write lock
+	// below, and if one did the postings are encoded again there.
+	m.mu.RLock()
+	postings, gen := m.encodeSparseLocked(), m.sparseGen
+	m.mu.RUnlock()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.view != nil {
 		return nil, errViewOpen
+	}
+	if gen != m.sparseGen {
+		postings = m.encodeSparseLocked()
 	}
 	v := &View{
 		m:         m,
@@ -482,6 +508,10 @@ func (m *Memory) OpenView() (*View, error) {
 		placement: m.placement,
 		trained:   maps.Clone(m.trained),
 		saved:     map[int][]float32{},
+		// The postings as the view opened (8 bytes a posting for the
+		// snapshot's life): the lists change in place, so a lazy read
+		// would see later writes.
+		sparse: postings,
 	}
 	if m.disk != nil {
 		v.frozen = m.disk.Freeze()
@@ -515,6 +545,8 @@ type View struct {
 	// ivfLists is each row's IVF list when the view opened, nil when the
 	// store had no current index.
 	ivfLists []int32
+	// sparse is the sparse indexes' postings when the view opened.
+	sparse []NamedPostings
 }
 
 // IVFLists is each row's list in the store's IVF index when the view

@@ -542,7 +542,64 @@ await refused("recoverSnapshot (over an existing collection)", [copy, { location
 assert.equal(await call("deleteSnapshot", [images, snap.name], () => client.deleteSnapshot(images, snap.name)), true);
 assert.deepEqual(await call("listSnapshots", images, () => client.listSnapshots(images)), []);
 
-for (const name of [images, "notes", copy]) {
+
+// Sparse vectors beside the dense one, as hybrid stores create them: an
+// idf sparse vector, points carrying both, a sparse query scored with the
+// collection's idf (every point counts in N), and points read back with
+// their named vectors. N is the points holding the sparse vector, as
+// Qdrant counts its indexed vectors of the name.
+const hybrid = "compat-hybrid";
+const hyCreate = { vectors: { size: 4, distance: "Dot" }, sparse_vectors: { "text-sparse": { modifier: "idf" } } };
+assert.equal(await call("createCollection", [hybrid, hyCreate], () => client.createCollection(hybrid, hyCreate)), true);
+const hyInfo = await call("getCollection", hybrid, () => client.getCollection(hybrid));
+assert.deepEqual(hyInfo.config.params.sparse_vectors, { "text-sparse": { modifier: "idf" } });
+const hyPoints = [];
+for (let i = 1; i <= 40; i++) {
+  const terms = [...new Set([i % 7, (i * 3) % 11, 20 + (i % 5)])];
+  const sparse = { indices: terms, values: terms.map((t) => ((t + i) % 4) + 1) };
+  hyPoints.push({ id: i, vector: { "": [1, 0, 0, i / 40], ...(i % 9 === 0 ? {} : { "text-sparse": sparse }) }, payload: { even: i % 2 === 0 } });
+}
+assert.equal((await call("upsert", { points: `${hyPoints.length} points, dense and sparse` }, () => client.upsert(hybrid, { wait: true, points: hyPoints }))).status, "completed");
+function sparseBrute(points, q, k, keep = () => true) {
+  const n = points.filter((p) => p.vector["text-sparse"]).length;
+  const df = (t) => points.filter((p) => p.vector["text-sparse"]?.indices.includes(t)).length;
+  const f = Math.fround;
+  const idf = (t) => f(Math.log(f(f(f(f(n - df(t)) + 0.5) / f(df(t) + 0.5)) + 1)));
+  const order = q.indices.map((t, i) => [t, q.values[i]]).sort((a, b) => a[0] - b[0]);
+  const hits = [];
+  for (const p of points) {
+    const sv = p.vector["text-sparse"];
+    if (!sv || !keep(p)) continue;
+    let score = 0, shared = false;
+    for (const [t, v] of order) {
+      const j = sv.indices.indexOf(t);
+      if (j >= 0) {
+        score = Math.fround(score + Math.fround(Math.fround(v * idf(t)) * sv.values[j]));
+        shared = true;
+      }
+    }
+    if (shared) hits.push({ id: p.id, score });
+  }
+  hits.sort((a, b) => b.score - a.score || String(a.id).localeCompare(String(b.id)));
+  return hits.slice(0, k);
+}
+const sq = { indices: [3, 21, 6], values: [1, 0.5, 2] };
+const sres = await call("query", { using: "text-sparse", query: sq, limit: 5 }, () => client.query(hybrid, { using: "text-sparse", query: sq, limit: 5 }));
+const sbrute = sparseBrute(hyPoints, sq, 5);
+assert.deepEqual(sres.points.map((p) => Math.fround(p.score)), sbrute.map((h) => h.score), "sparse query scores");
+assert.equal(sres.points[0].id, sbrute[0].id);
+const evenOnly = { must: [{ key: "even", match: { value: true } }] };
+const sfres = await call("query", { using: "text-sparse", query: sq, limit: 4, filter: evenOnly }, () =>
+  client.query(hybrid, { using: "text-sparse", query: sq, limit: 4, filter: evenOnly }));
+assert.deepEqual(sfres.points.map((p) => Math.fround(p.score)), sparseBrute(hyPoints, sq, 4, (p) => p.payload.even).map((h) => h.score), "filtered sparse query");
+const hyGot = await call("retrieve", { ids: [2], with_vector: true }, () => client.retrieve(hybrid, { ids: [2], with_vector: true }));
+assert.deepEqual(hyGot[0].vector[""], hyPoints[1].vector[""]);
+assert.deepEqual([...hyGot[0].vector["text-sparse"].indices].sort((a, b) => a - b), [...hyPoints[1].vector["text-sparse"].indices].sort((a, b) => a - b));
+await refused("upsert (repeated sparse index)", { points: [{ id: 1, vector: { "": "[4 floats]", "text-sparse": { indices: [1, 1], values: [1, 2] } } }] }, 400, () =>
+  client.upsert(hybrid, { wait: true, points: [{ id: 1, vector: { "": [1, 0, 0, 0], "text-sparse": { indices: [1, 1], values: [1, 2] } } }] }),
+);
+
+for (const name of [images, "notes", copy, hybrid]) {
   assert.equal(await call("deleteCollection", name, () => client.deleteCollection(name)), true);
 }
 const finalCols = await call("getCollections", {}, () => client.getCollections());

@@ -217,11 +217,14 @@ func decodeUpdateVectors(points []*pb.PointVectors, sk *pb.ShardKeySelector, upd
 			return coordinator.Edit{}, invalidf("%s: id %s repeats points[%d]", where, id, j)
 		}
 		seen[id] = i
-		v, err := decodeVectors(p.GetVectors(), where+".vectors", sch)
+		v, sp, err := decodePointVectors(p.GetVectors(), where+".vectors", sch, false)
 		if err != nil {
 			return coordinator.Edit{}, err
 		}
-		e.Points[i] = coordinator.Record{ID: id, Vector: v}
+		if v == nil && sp == nil {
+			return coordinator.Edit{}, invalidf("%s.vectors names no vector to update", where)
+		}
+		e.Points[i] = coordinator.Record{ID: id, Vector: v, Sparse: sp}
 	}
 	return e, nil
 }

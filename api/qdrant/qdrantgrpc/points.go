@@ -149,7 +149,7 @@ func (p *pointsService) search(ctx context.Context, name string, timeout *uint64
 		hs = hs[min(qqs[i].offset, len(hs)):]
 		lists[i] = make([]*pb.ScoredPoint, len(hs))
 		for j, h := range hs {
-			sp := &pb.ScoredPoint{Id: encodeID(h.ID), Score: h.Score, Vectors: vectorsOutput(h.Vector)}
+			sp := &pb.ScoredPoint{Id: encodeID(h.ID), Score: h.Score, Vectors: vectorsOutput(coll.Schema(), h.Vector, h.Sparse)}
 			if h.Payload != nil {
 				if sp.Payload, err = projectedValues(h.Payload, qqs[i].exclude); err != nil {
 					return nil, err
@@ -169,15 +169,6 @@ func projectedValues(payload []byte, exclude []string) (map[string]*pb.Value, er
 		return nil, err
 	}
 	return payloadValues(pl)
-}
-
-// vectorsOutput is a stored vector as Qdrant answers it (its dense form);
-// nil when not asked.
-func vectorsOutput(v []float32) *pb.VectorsOutput {
-	if v == nil {
-		return nil
-	}
-	return &pb.VectorsOutput{VectorsOptions: &pb.VectorsOutput_Vector{Vector: &pb.VectorOutput{Vector: &pb.VectorOutput_Dense{Dense: &pb.DenseVector{Data: v}}}}}
 }
 
 // Count counts the points a filter matches (all without one); always
@@ -225,7 +216,7 @@ func (p *pointsService) Scroll(ctx context.Context, r *pb.ScrollPoints) (*pb.Scr
 	}
 	out := &pb.ScrollResponse{Result: make([]*pb.RetrievedPoint, len(ans.Points))}
 	for i, pt := range ans.Points {
-		rp := &pb.RetrievedPoint{Id: encodeID(pt.ID), Vectors: vectorsOutput(pt.Vector)}
+		rp := &pb.RetrievedPoint{Id: encodeID(pt.ID), Vectors: vectorsOutput(coll.Schema(), pt.Vector, pt.Sparse)}
 		if sr.s.OrderBy != nil {
 			rp.OrderValue = orderValue(pt)
 		}
@@ -303,7 +294,7 @@ func (p *pointsService) Get(ctx context.Context, r *pb.GetPoints) (*pb.GetRespon
 	for _, d := range ans.Docs {
 		rp := &pb.RetrievedPoint{Id: encodeID(d.ID)}
 		if req.withVector {
-			rp.Vectors = vectorsOutput(d.Vector)
+			rp.Vectors = vectorsOutput(coll.Schema(), d.Vector, d.Sparse)
 		}
 		if req.payload != nil {
 			pl, err := req.payload.Project(d.Payload)

@@ -62,15 +62,25 @@ func decodeSearch(r *pb.SearchPoints, sch coordinator.Schema) (query, error) {
 	if err := refuseShardKey(r.ShardKeySelector); err != nil {
 		return query{}, err
 	}
-	if r.VectorName != nil && *r.VectorName != "" {
+	sparseName := r.VectorName != nil && len(sch.Sparse) > 0 && *r.VectorName != ""
+	if r.VectorName != nil && *r.VectorName != "" && !sparseName {
 		return query{}, invalidf("vector_name: %s (got %q)", qdrantx.ErrNamedVectors, *r.VectorName)
 	}
-	if r.SparseIndices != nil {
+	if r.SparseIndices != nil && !sparseName {
 		return query{}, wire.Invalid("sparse_indices: " + qdrantx.ErrSparse)
 	}
 	out, err := decodeCommon(r.GetLimit(), r.GetOffset(), r.Filter, r.WithPayload, r.WithVectors, r.Params, r.ScoreThreshold)
 	if err != nil {
 		return query{}, err
+	}
+	if sparseName {
+		// A NamedSparseVector search: vector holds the values,
+		// sparse_indices the indices.
+		if r.SparseIndices == nil {
+			return query{}, invalidf("sparse_indices is missing: vector_name %q names a sparse vector", *r.VectorName)
+		}
+		out.q.Sparse, err = sparseQueryOf(*r.VectorName, r.SparseIndices.GetData(), r.GetVector(), "vector", sch)
+		return out, err
 	}
 	if out.q.Vector, err = checkVector(r.GetVector(), "vector", sch); err != nil {
 		return query{}, err
@@ -89,8 +99,12 @@ func decodeQuery(r *pb.QueryPoints, sch coordinator.Schema) (query, error) {
 		return query{}, wire.Invalid(qdrantx.ErrShardKey)
 	case r.LookupFrom != nil:
 		return query{}, wire.Invalid(qdrantx.ErrLookupFrom)
-	case r.Using != nil && *r.Using != "":
+	case r.Using != nil && *r.Using != "" && len(sch.Sparse) == 0:
 		return query{}, invalidf("using: %s (got %q)", qdrantx.ErrNamedVectors, *r.Using)
+	case r.Using != nil && *r.Using != "":
+		if _, ok := sch.Sparse[*r.Using]; !ok {
+			return query{}, invalidf("using: %s (got %q; the collection's sparse vectors are %s)", qdrantx.ErrNamedVectors, *r.Using, sparseList(sch))
+		}
 	}
 	limit := uint64(qdrantx.DefaultLimit)
 	if r.Limit != nil {
@@ -120,7 +134,11 @@ func decodeQuery(r *pb.QueryPoints, sch coordinator.Schema) (query, error) {
 	case *pb.VectorInput_Id:
 		out.q.LikeID, err = decodeID(x.Id, "query.nearest.id")
 	case *pb.VectorInput_Sparse:
-		err = wire.Invalid("query: " + qdrantx.ErrSparse)
+		if r.Using == nil || *r.Using == "" {
+			err = wire.Invalid("query: a sparse query names its sparse vector in using")
+			break
+		}
+		out.q.Sparse, err = sparseQueryOf(*r.Using, x.Sparse.GetIndices(), x.Sparse.GetValues(), "query.nearest.sparse", sch)
 	case *pb.VectorInput_MultiDense:
 		err = wire.Invalid("query: " + qdrantx.ErrMulti)
 	case nil:
@@ -284,7 +302,7 @@ func decodeUpsert(r *pb.UpsertPoints, sch coordinator.Schema) ([]coordinator.Rec
 			return nil, invalidf("%s: id %s repeats points[%d]", where, id, j)
 		}
 		seen[id] = i
-		v, err := decodeVectors(p.GetVectors(), where+".vectors", sch)
+		v, sp, err := decodePointVectors(p.GetVectors(), where+".vectors", sch, true)
 		if err != nil {
 			return nil, err
 		}
@@ -292,7 +310,7 @@ func decodeUpsert(r *pb.UpsertPoints, sch coordinator.Schema) ([]coordinator.Rec
 		if err != nil {
 			return nil, err
 		}
-		out[i] = coordinator.Record{ID: id, Vector: v, Payload: pl}
+		out[i] = coordinator.Record{ID: id, Vector: v, Payload: pl, Sparse: sp}
 	}
 	return out, nil
 }
@@ -333,8 +351,6 @@ func decodeDelete(r *pb.DeletePoints) (coordinator.Removal, error) {
 // is refused by name.
 func decodeCreate(r *pb.CreateCollection) (catalog.Settings, error) {
 	switch {
-	case len(r.GetSparseVectorsConfig().GetMap()) > 0:
-		return catalog.Settings{}, wire.Invalid("sparse_vectors_config: " + qdrantx.ErrSparse)
 	case r.ShardingMethod != nil && *r.ShardingMethod != pb.ShardingMethod_Auto:
 		return catalog.Settings{}, invalidf("sharding_method %s is not supported: trawl places points by a hash of their id", r.ShardingMethod.String())
 	case r.GetStrictModeConfig().GetEnabled():
@@ -395,6 +411,11 @@ func decodeCreate(r *pb.CreateCollection) (catalog.Settings, error) {
 		}
 	}
 	s.Float32 = qdrantx.Float32(p.OnDisk)
+	sparse, err := decodeSparseConfig(r.GetSparseVectorsConfig())
+	if err != nil {
+		return catalog.Settings{}, err
+	}
+	s.Sparse = sparse
 	return s, nil
 }
 

@@ -307,6 +307,7 @@ func (r *run) compat() {
 	for _, c := range colls {
 		r.deleteByFilter(c)
 	}
+	r.sparse()
 	for _, c := range colls {
 		check(r.c.DeleteCollection(ctx(), c.name))
 		r.show("DeleteCollection", c.name, "ok")
@@ -656,4 +657,91 @@ func (r *run) bench(collection string, n int) {
 	fmt.Printf("  gRPC (go-client Query): p50 %v  p90 %v\n", pct(g, 0.5), pct(g, 0.9))
 	fmt.Printf("  REST (points/query):    p50 %v  p90 %v\n", pct(h, 0.5), pct(h, 0.9))
 	fmt.Printf("  gRPC/REST p50 ratio: %.2f\n", float64(pct(g, 0.5))/float64(pct(h, 0.5)))
+}
+
+// sparse drives a collection with an idf sparse vector beside the dense
+// one over gRPC: points with named vectors, a query using the sparse
+// vector checked against a brute force with the collection's idf, and a
+// point read back with its named vectors.
+func (r *run) sparse() {
+	const name = "go_compat_sparse"
+	if ok, err := r.c.CollectionExists(ctx(), name); err == nil && ok {
+		check(r.c.DeleteCollection(ctx(), name))
+	}
+	check(r.c.CreateCollection(ctx(), &qdrant.CreateCollection{CollectionName: name,
+		VectorsConfig:       qdrant.NewVectorsConfig(&qdrant.VectorParams{Size: 2, Distance: qdrant.Distance_Dot}),
+		SparseVectorsConfig: qdrant.NewSparseVectorsConfig(map[string]*qdrant.SparseVectorParams{"bm": {Modifier: qdrant.Modifier_Idf.Enum()}})}))
+	r.show("CreateCollection", name+", size 2, Dot, sparse bm (idf)", "ok")
+	type sdoc struct {
+		indices []uint32
+		values  []float32
+	}
+	docs := map[uint64]sdoc{}
+	var pts []*qdrant.PointStruct
+	for i := uint64(1); i <= 30; i++ {
+		d := sdoc{indices: []uint32{uint32(i % 5), uint32(10 + i%3)}, values: []float32{float32(i%4 + 1), 0.5}}
+		vs := map[string]*qdrant.Vector{"": qdrant.NewVectorDense([]float32{1, float32(i)})}
+		if i%7 != 0 {
+			vs["bm"] = qdrant.NewVectorSparse(d.indices, d.values)
+			docs[i] = d
+		}
+		pts = append(pts, &qdrant.PointStruct{Id: qdrant.NewIDNum(i), Vectors: qdrant.NewVectorsMap(vs)})
+	}
+	_, err := r.c.Upsert(ctx(), &qdrant.UpsertPoints{CollectionName: name, Wait: qdrant.PtrOf(true), Points: pts})
+	check(err)
+	r.show("Upsert", name+", 30 points with named vectors", "ok")
+
+	qi, qv := []uint32{2, 11}, []float32{1, 2}
+	res, err := r.c.Query(ctx(), &qdrant.QueryPoints{CollectionName: name, Using: qdrant.PtrOf("bm"), Query: qdrant.NewQuerySparse(qi, qv), Limit: qdrant.PtrOf(uint64(5))})
+	check(err)
+	r.show("Query", "using bm, sparse {2: 1, 11: 2}, limit 5", hitsText(res))
+	// The brute force: N counts the points holding a bm vector (Qdrant's
+	// indexed vectors of the name), df those holding the term.
+	idf := func(t uint32) float32 {
+		df := 0
+		for _, d := range docs {
+			if slices.Contains(d.indices, t) {
+				df++
+			}
+		}
+		n := float32(len(docs))
+		return float32(math.Log(float64((n-float32(df)+0.5)/(float32(df)+0.5) + 1)))
+	}
+	type sh struct {
+		id    uint64
+		score float32
+	}
+	var want []sh
+	for id, d := range docs {
+		var s float32
+		shared := false
+		for j, t := range qi {
+			if k := slices.Index(d.indices, t); k >= 0 {
+				s += qv[j] * idf(t) * d.values[k]
+				shared = true
+			}
+		}
+		if shared {
+			want = append(want, sh{id, s})
+		}
+	}
+	sort.Slice(want, func(a, b int) bool {
+		if want[a].score != want[b].score {
+			return want[a].score > want[b].score
+		}
+		return strconv.FormatUint(want[a].id, 10) < strconv.FormatUint(want[b].id, 10)
+	})
+	want = want[:min(5, len(want))]
+	expect(len(res) == len(want), "sparse query: %d hits, want %d", len(res), len(want))
+	for i, h := range res {
+		expect(math.Abs(float64(h.GetScore()-want[i].score)) <= 1e-5*math.Abs(float64(want[i].score)),
+			"sparse query hit %d: score %v, want %v", i, h.GetScore(), want[i].score)
+	}
+	got, err := r.c.Get(ctx(), &qdrant.GetPoints{CollectionName: name, Ids: []*qdrant.PointId{qdrant.NewIDNum(1)}, WithVectors: qdrant.NewWithVectors(true)})
+	check(err)
+	named := got[0].GetVectors().GetVectors().GetVectors()
+	r.show("Get", "1 with vectors", fmt.Sprintf("dense %v, bm %v", named[""].GetDense().GetData(), named["bm"].GetSparse().GetIndices()))
+	expect(slices.Equal(named["bm"].GetSparse().GetIndices(), docs[1].indices), "point 1's sparse vector read back")
+	check(r.c.DeleteCollection(ctx(), name))
+	r.show("DeleteCollection", name, "ok")
 }

@@ -74,7 +74,15 @@ func SettingsText(s catalog.Settings) string {
 	if s.Float32 == catalog.Float32OnDisk {
 		place = "on disk"
 	}
-	return fmt.Sprintf("vectors of size %d and distance %s, %s, %s index, float32 %s", s.Dim, DistanceName(s.Metric), q, s.Index, place)
+	out := fmt.Sprintf("vectors of size %d and distance %s, %s, %s index, float32 %s", s.Dim, DistanceName(s.Metric), q, s.Index, place)
+	if len(s.Sparse) > 0 {
+		parts := make([]string, 0, len(s.Sparse))
+		for _, name := range slices.Sorted(maps.Keys(s.Sparse)) {
+			parts = append(parts, fmt.Sprintf("%s (modifier %s)", name, s.Sparse[name].Modifier))
+		}
+		out += ", sparse vectors " + strings.Join(parts, ", ")
+	}
+	return out
 }
 
 // Create creates a collection, or finds it created with these settings
