@@ -192,7 +192,9 @@ func (c *Coordinator) Search(ctx context.Context, s Search) (Answer, error) {
 	if stats != nil {
 		sum = withMissing(sum, results, stats.summary)
 	}
-	c.cluster.Report(req, sum)
+	if !s.uncounted {
+		c.cluster.Report(req, sum)
+	}
 	ans := Answer{Summary: sum, Shards: reports(results), Exact: true}
 	for _, res := range results {
 		if res.Reason == "" && !res.Value.Exact {
