@@ -122,6 +122,7 @@ func New(cfg Config) *Server {
 		r.Route("/collections/{collection}", func(r chi.Router) {
 			r.With(read).Get("/", s.getCollection)
 			r.With(write).Put("/", s.createCollection)
+			r.With(write).Patch("/", s.updateCollection)
 			r.With(write).Delete("/", s.dropCollection)
 			s.dataRoutes(r, read, write)
 		})

@@ -275,8 +275,10 @@ func TestQdrantBadInput(t *testing.T) {
 			"Bad request: Can't auto-detect field type, please specify `field_schema` in the request"},
 		{"alias action empty", http.MethodPost, "/collections/aliases", `{"actions": [{"delete_alias": {"alias_name": "a"}}, {}]}`, 400,
 			"Bad request: actions[1]: want exactly one of create_alias, delete_alias or rename_alias"},
-		{"method", http.MethodPatch, "/collections/trawl", `{}`, 405,
-			"PATCH is not allowed on /collections/trawl (trawl serves a subset of Qdrant's API)"},
+		{"method", http.MethodPost, "/collections/trawl", `{}`, 405,
+			"POST is not allowed on /collections/trawl (trawl serves a subset of Qdrant's API)"},
+		{"update on_disk", http.MethodPatch, "/collections/trawl", `{"vectors": {"": {"on_disk": true}}}`, 400,
+			"Bad request: vectors.on_disk cannot change: the float32 vectors stay in memory, where the collection was created to keep them"},
 		{"aliases method", http.MethodPost, "/aliases", `{}`, 405,
 			"POST is not allowed on /aliases (trawl serves a subset of Qdrant's API)"},
 	} {

@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/trawl-search/trawl/catalog"
 	"github.com/trawl-search/trawl/placement"
@@ -91,6 +92,9 @@ type catalogChange struct {
 	// remapped are the collections whose slot map the change replaced,
 	// with the map before, so rows of slots no longer held are dropped.
 	remapped []remap
+	// requantized are the collections whose quantization the change
+	// switched, for their stores and trainers.
+	requantized []*collection
 }
 
 // remap is one collection's slot map change.
@@ -141,6 +145,8 @@ func (st *catalogState) change(req *shardpb.ChangeCatalogRequest, index uint64, 
 		ch, err = st.payloadIndex(op.PayloadIndex, req.GetAuthority())
 	case *shardpb.ChangeCatalogRequest_SetSlots:
 		ch, err = st.setSlots(op.SetSlots, req.GetAuthority())
+	case *shardpb.ChangeCatalogRequest_UpdateSettings:
+		ch, err = st.updateSettings(op.UpdateSettings, req.GetAuthority(), index)
 	default:
 		return catalogChange{}, status.Error(codes.InvalidArgument, "catalog change with no operation")
 	}
@@ -181,6 +187,27 @@ func (st *catalogState) create(e *shardpb.CollectionEntry, authority bool, index
 	} else {
 		if held != nil {
 			switch {
+			case held.uid == uid && e.GetSettingsVersion() < held.settingsVersion:
+				// Pushed before the settings held were decided: the
+				// authority's entry had older settings, schema and map
+				// then, so nothing of it is news.
+				return catalogChange{entry: held.entry()}, nil
+			case held.uid == uid && (held.settings != s || e.GetSettingsVersion() > held.settingsVersion):
+				if err := catalog.Changeable(held.settings, s); err != nil {
+					return catalogChange{}, status.Errorf(codes.AlreadyExists,
+						"collection %q uid %d is held with settings %s; the create asks for %s: %v", name, uid, held.settings, s, err)
+				}
+				ch := catalogChange{changed: true}
+				if held.settings.Quantization != s.Quantization {
+					ch.requantized = []*collection{held}
+				}
+				held.settings, held.settingsVersion = s, e.GetSettingsVersion()
+				held.payloadSchema = maps.Clone(e.GetPayloadSchema())
+				if newerSlots(held.slotMap(), slots) {
+					ch.remapped = []remap{{col: held, old: held.remap(slots)}}
+				}
+				ch.entry = held.entry()
+				return ch, nil
 			case held.uid == uid && held.settings == s && maps.Equal(held.payloadSchema, e.GetPayloadSchema()) && !newerSlots(held.slotMap(), slots):
 				return catalogChange{entry: held.entry()}, nil
 			case held.uid == uid && held.settings == s:
@@ -224,6 +251,7 @@ func (st *catalogState) create(e *shardpb.CollectionEntry, authority bool, index
 	c.slots.Store(slots)
 	if !authority {
 		c.payloadSchema = maps.Clone(e.GetPayloadSchema())
+		c.settingsVersion = e.GetSettingsVersion()
 	}
 	st.collections[name] = c
 	ch.added = append(ch.added, c)
@@ -344,6 +372,49 @@ func (st *catalogState) payloadIndex(pi *shardpb.PayloadIndex, authority bool) (
 		held.payloadSchema[pi.GetField()] = pi.GetSchema()
 	}
 	return catalogChange{entry: held.entry(), changed: true}, nil
+}
+
+// updateSettings changes the settings of a collection that can change
+// online (catalog.Changeable), on the authority only, stamping them with
+// index: the other groups receive the changed entry as a create of the
+// same uid and that settings version.
+func (st *catalogState) updateSettings(u *shardpb.UpdateSettings, authority bool, index uint64) (catalogChange, error) {
+	if !authority {
+		return catalogChange{}, status.Error(codes.InvalidArgument, "a settings change is decided by the authority group only")
+	}
+	held := st.collections[u.GetCollection()]
+	if held == nil || held.virtual || u.GetUid() != 0 && held.uid != u.GetUid() {
+		return catalogChange{}, shard.CollectionNotFoundStatus(u.GetCollection(), 0)
+	}
+	// What the change leaves unset is what is held, not the default of
+	// the quantization asked (where float32 rows live).
+	asked := proto.Clone(u.GetSettings()).(*shardpb.CollectionSettings)
+	if asked == nil {
+		asked = &shardpb.CollectionSettings{}
+	}
+	if asked.GetFloat32Placement() == "" {
+		asked.Float32Placement = held.settings.Float32
+	}
+	if asked.GetIndex() == "" {
+		asked.Index = held.settings.Index
+	}
+	s, err := settingsFromPB(asked)
+	if err != nil {
+		return catalogChange{}, status.Error(codes.InvalidArgument, err.Error())
+	}
+	if err := catalog.Changeable(held.settings, s); err != nil {
+		return catalogChange{}, status.Error(codes.InvalidArgument, err.Error())
+	}
+	if s == held.settings {
+		return catalogChange{entry: held.entry()}, nil
+	}
+	ch := catalogChange{changed: true}
+	if held.settings.Quantization != s.Quantization {
+		ch.requantized = []*collection{held}
+	}
+	held.settings, held.settingsVersion = s, index
+	ch.entry = held.entry()
+	return ch, nil
 }
 
 // settingsFromPB reads a collection's settings off the wire, normalised

@@ -24,9 +24,15 @@ import (
 // changes of the same incarnation); a collection created again under its
 // name is another collection.
 type collection struct {
-	name     string
-	uid      uint64
+	name string
+	uid  uint64
+	// settings change online only in their quantization (catalog.Changeable),
+	// under Collections.mu; Dim and Metric, which requests read without
+	// it, never change.
 	settings catalog.Settings
+	// settingsVersion is the authority's log index of the last settings
+	// change (0: as created), ordering pushes of the entry.
+	settingsVersion uint64
 	// payloadSchema is the payload index declarations (key → type), kept
 	// to be shown: every key is indexed whatever they say.
 	payloadSchema map[string]string
@@ -64,7 +70,7 @@ func (c *collection) remap(next *placement.SlotMap) *placement.SlotMap {
 
 func (c *collection) entry() *shardpb.CollectionEntry {
 	return &shardpb.CollectionEntry{Name: c.name, Uid: c.uid, Settings: settingsToPB(c.settings), PayloadSchema: maps.Clone(c.payloadSchema),
-		SlotMap: slotMapPB(c.slotMap())}
+		SlotMap: slotMapPB(c.slotMap()), SettingsVersion: c.settingsVersion}
 }
 
 // ref names exactly this incarnation, for log entries.
@@ -316,8 +322,25 @@ func (c *Collections) changeCatalog(req *shardpb.ChangeCatalogRequest, index uin
 	for _, col := range ch.added {
 		c.added(col)
 	}
+	for _, col := range ch.requantized {
+		if _, ok := c.trainers[col]; !ok && c.start != nil && col.needsTrainer() {
+			c.trainers[col] = c.start(col)
+		}
+	}
 	onDrop := c.onDrop
 	c.mu.Unlock()
+	for _, col := range ch.requantized {
+		// Still in log order: the next entry applies after this returns.
+		q := store.QuantNone
+		if col.settings.Quantization == catalog.QuantInt8 {
+			q = store.QuantInt8
+		}
+		if err := col.mem.SetQuantization(q); err != nil {
+			c.log.Error("quantization not switched; the collection scans exactly", "collection", col.name, "err", err)
+		} else {
+			c.log.Info("quantization switched", "collection", col.name, "quantization", q, "index", index)
+		}
+	}
 	for _, rm := range ch.remapped {
 		n := c.dropUnheld(rm.col, rm.old)
 		rm.col.dropping.Store(nil)

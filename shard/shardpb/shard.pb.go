@@ -702,9 +702,14 @@ type CollectionEntry struct {
 	SlotMap *SlotMap `protobuf:"bytes,5,opt,name=slot_map,json=slotMap,proto3" json:"slot_map,omitempty"`
 	// slots_asked is a create's explicit slot count (0: the create names
 	// none, and takes whatever an existing collection of that name has).
-	SlotsAsked    uint32 `protobuf:"varint,6,opt,name=slots_asked,json=slotsAsked,proto3" json:"slots_asked,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	SlotsAsked uint32 `protobuf:"varint,6,opt,name=slots_asked,json=slotsAsked,proto3" json:"slots_asked,omitempty"`
+	// settings_version is the authority's log index of the last change of
+	// settings (UpdateSettings; 0: as created). A pushed entry of the same
+	// uid replaces the settings held when its version is higher, and one
+	// of a lower version is stale and changes nothing.
+	SettingsVersion uint64 `protobuf:"varint,7,opt,name=settings_version,json=settingsVersion,proto3" json:"settings_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *CollectionEntry) Reset() {
@@ -779,6 +784,76 @@ func (x *CollectionEntry) GetSlotsAsked() uint32 {
 	return 0
 }
 
+func (x *CollectionEntry) GetSettingsVersion() uint64 {
+	if x != nil {
+		return x.SettingsVersion
+	}
+	return 0
+}
+
+// UpdateSettings changes the settings of a collection that can change
+// online (quantization none <-> int8 of a flat collection); the rest
+// must equal those held.
+type UpdateSettings struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Collection    string                 `protobuf:"bytes,1,opt,name=collection,proto3" json:"collection,omitempty"`
+	Uid           uint64                 `protobuf:"varint,2,opt,name=uid,proto3" json:"uid,omitempty"` // 0: whatever incarnation the authority holds
+	Settings      *CollectionSettings    `protobuf:"bytes,3,opt,name=settings,proto3" json:"settings,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateSettings) Reset() {
+	*x = UpdateSettings{}
+	mi := &file_shard_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateSettings) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateSettings) ProtoMessage() {}
+
+func (x *UpdateSettings) ProtoReflect() protoreflect.Message {
+	mi := &file_shard_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateSettings.ProtoReflect.Descriptor instead.
+func (*UpdateSettings) Descriptor() ([]byte, []int) {
+	return file_shard_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *UpdateSettings) GetCollection() string {
+	if x != nil {
+		return x.Collection
+	}
+	return ""
+}
+
+func (x *UpdateSettings) GetUid() uint64 {
+	if x != nil {
+		return x.Uid
+	}
+	return 0
+}
+
+func (x *UpdateSettings) GetSettings() *CollectionSettings {
+	if x != nil {
+		return x.Settings
+	}
+	return nil
+}
+
 // SlotMap is a collection's slot → shard map at one epoch.
 type SlotMap struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
@@ -797,7 +872,7 @@ type SlotMap struct {
 
 func (x *SlotMap) Reset() {
 	*x = SlotMap{}
-	mi := &file_shard_proto_msgTypes[9]
+	mi := &file_shard_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -809,7 +884,7 @@ func (x *SlotMap) String() string {
 func (*SlotMap) ProtoMessage() {}
 
 func (x *SlotMap) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[9]
+	mi := &file_shard_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -822,7 +897,7 @@ func (x *SlotMap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SlotMap.ProtoReflect.Descriptor instead.
 func (*SlotMap) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{9}
+	return file_shard_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SlotMap) GetEpoch() uint64 {
@@ -874,7 +949,7 @@ type SlotMove struct {
 
 func (x *SlotMove) Reset() {
 	*x = SlotMove{}
-	mi := &file_shard_proto_msgTypes[10]
+	mi := &file_shard_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -886,7 +961,7 @@ func (x *SlotMove) String() string {
 func (*SlotMove) ProtoMessage() {}
 
 func (x *SlotMove) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[10]
+	mi := &file_shard_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -899,7 +974,7 @@ func (x *SlotMove) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SlotMove.ProtoReflect.Descriptor instead.
 func (*SlotMove) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{10}
+	return file_shard_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SlotMove) GetSlot() uint32 {
@@ -935,7 +1010,7 @@ type SetSlots struct {
 
 func (x *SetSlots) Reset() {
 	*x = SetSlots{}
-	mi := &file_shard_proto_msgTypes[11]
+	mi := &file_shard_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -947,7 +1022,7 @@ func (x *SetSlots) String() string {
 func (*SetSlots) ProtoMessage() {}
 
 func (x *SetSlots) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[11]
+	mi := &file_shard_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -960,7 +1035,7 @@ func (x *SetSlots) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSlots.ProtoReflect.Descriptor instead.
 func (*SetSlots) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{11}
+	return file_shard_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SetSlots) GetCollection() string {
@@ -1004,7 +1079,7 @@ type PayloadIndex struct {
 
 func (x *PayloadIndex) Reset() {
 	*x = PayloadIndex{}
-	mi := &file_shard_proto_msgTypes[12]
+	mi := &file_shard_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1016,7 +1091,7 @@ func (x *PayloadIndex) String() string {
 func (*PayloadIndex) ProtoMessage() {}
 
 func (x *PayloadIndex) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[12]
+	mi := &file_shard_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1029,7 +1104,7 @@ func (x *PayloadIndex) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PayloadIndex.ProtoReflect.Descriptor instead.
 func (*PayloadIndex) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{12}
+	return file_shard_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *PayloadIndex) GetCollection() string {
@@ -1065,7 +1140,7 @@ type AliasEntry struct {
 
 func (x *AliasEntry) Reset() {
 	*x = AliasEntry{}
-	mi := &file_shard_proto_msgTypes[13]
+	mi := &file_shard_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1077,7 +1152,7 @@ func (x *AliasEntry) String() string {
 func (*AliasEntry) ProtoMessage() {}
 
 func (x *AliasEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[13]
+	mi := &file_shard_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1090,7 +1165,7 @@ func (x *AliasEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AliasEntry.ProtoReflect.Descriptor instead.
 func (*AliasEntry) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{13}
+	return file_shard_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *AliasEntry) GetAlias() string {
@@ -1123,7 +1198,7 @@ type CatalogRequest struct {
 
 func (x *CatalogRequest) Reset() {
 	*x = CatalogRequest{}
-	mi := &file_shard_proto_msgTypes[14]
+	mi := &file_shard_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1135,7 +1210,7 @@ func (x *CatalogRequest) String() string {
 func (*CatalogRequest) ProtoMessage() {}
 
 func (x *CatalogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[14]
+	mi := &file_shard_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1148,7 +1223,7 @@ func (x *CatalogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogRequest.ProtoReflect.Descriptor instead.
 func (*CatalogRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{14}
+	return file_shard_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CatalogRequest) GetMinIndex() uint64 {
@@ -1174,7 +1249,7 @@ type CatalogResponse struct {
 
 func (x *CatalogResponse) Reset() {
 	*x = CatalogResponse{}
-	mi := &file_shard_proto_msgTypes[15]
+	mi := &file_shard_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1186,7 +1261,7 @@ func (x *CatalogResponse) String() string {
 func (*CatalogResponse) ProtoMessage() {}
 
 func (x *CatalogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[15]
+	mi := &file_shard_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1199,7 +1274,7 @@ func (x *CatalogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogResponse.ProtoReflect.Descriptor instead.
 func (*CatalogResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{15}
+	return file_shard_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CatalogResponse) GetCollections() []*CollectionEntry {
@@ -1241,6 +1316,7 @@ type ChangeCatalogRequest struct {
 	//	*ChangeCatalogRequest_Alias
 	//	*ChangeCatalogRequest_PayloadIndex
 	//	*ChangeCatalogRequest_SetSlots
+	//	*ChangeCatalogRequest_UpdateSettings
 	Op            isChangeCatalogRequest_Op `protobuf_oneof:"op"`
 	Placement     *Placement                `protobuf:"bytes,5,opt,name=placement,proto3" json:"placement,omitempty"` // as in UpsertRequest
 	unknownFields protoimpl.UnknownFields
@@ -1249,7 +1325,7 @@ type ChangeCatalogRequest struct {
 
 func (x *ChangeCatalogRequest) Reset() {
 	*x = ChangeCatalogRequest{}
-	mi := &file_shard_proto_msgTypes[16]
+	mi := &file_shard_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1261,7 +1337,7 @@ func (x *ChangeCatalogRequest) String() string {
 func (*ChangeCatalogRequest) ProtoMessage() {}
 
 func (x *ChangeCatalogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[16]
+	mi := &file_shard_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1274,7 +1350,7 @@ func (x *ChangeCatalogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeCatalogRequest.ProtoReflect.Descriptor instead.
 func (*ChangeCatalogRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{16}
+	return file_shard_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ChangeCatalogRequest) GetAuthority() bool {
@@ -1336,6 +1412,15 @@ func (x *ChangeCatalogRequest) GetSetSlots() *SetSlots {
 	return nil
 }
 
+func (x *ChangeCatalogRequest) GetUpdateSettings() *UpdateSettings {
+	if x != nil {
+		if x, ok := x.Op.(*ChangeCatalogRequest_UpdateSettings); ok {
+			return x.UpdateSettings
+		}
+	}
+	return nil
+}
+
 func (x *ChangeCatalogRequest) GetPlacement() *Placement {
 	if x != nil {
 		return x.Placement
@@ -1380,6 +1465,12 @@ type ChangeCatalogRequest_SetSlots struct {
 	SetSlots *SetSlots `protobuf:"bytes,7,opt,name=set_slots,json=setSlots,proto3,oneof"`
 }
 
+type ChangeCatalogRequest_UpdateSettings struct {
+	// update_settings: authority only; the other groups get the changed
+	// entry as a create of the same uid and a higher settings_version.
+	UpdateSettings *UpdateSettings `protobuf:"bytes,8,opt,name=update_settings,json=updateSettings,proto3,oneof"`
+}
+
 func (*ChangeCatalogRequest_Create) isChangeCatalogRequest_Op() {}
 
 func (*ChangeCatalogRequest_Drop) isChangeCatalogRequest_Op() {}
@@ -1389,6 +1480,8 @@ func (*ChangeCatalogRequest_Alias) isChangeCatalogRequest_Op() {}
 func (*ChangeCatalogRequest_PayloadIndex) isChangeCatalogRequest_Op() {}
 
 func (*ChangeCatalogRequest_SetSlots) isChangeCatalogRequest_Op() {}
+
+func (*ChangeCatalogRequest_UpdateSettings) isChangeCatalogRequest_Op() {}
 
 type ChangeCatalogResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1409,7 +1502,7 @@ type ChangeCatalogResponse struct {
 
 func (x *ChangeCatalogResponse) Reset() {
 	*x = ChangeCatalogResponse{}
-	mi := &file_shard_proto_msgTypes[17]
+	mi := &file_shard_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1421,7 +1514,7 @@ func (x *ChangeCatalogResponse) String() string {
 func (*ChangeCatalogResponse) ProtoMessage() {}
 
 func (x *ChangeCatalogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[17]
+	mi := &file_shard_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1434,7 +1527,7 @@ func (x *ChangeCatalogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeCatalogResponse.ProtoReflect.Descriptor instead.
 func (*ChangeCatalogResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{17}
+	return file_shard_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ChangeCatalogResponse) GetEntry() *CollectionEntry {
@@ -1487,7 +1580,7 @@ type SlotSelection struct {
 
 func (x *SlotSelection) Reset() {
 	*x = SlotSelection{}
-	mi := &file_shard_proto_msgTypes[18]
+	mi := &file_shard_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1499,7 +1592,7 @@ func (x *SlotSelection) String() string {
 func (*SlotSelection) ProtoMessage() {}
 
 func (x *SlotSelection) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[18]
+	mi := &file_shard_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1512,7 +1605,7 @@ func (x *SlotSelection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SlotSelection.ProtoReflect.Descriptor instead.
 func (*SlotSelection) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{18}
+	return file_shard_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SlotSelection) GetEpoch() uint64 {
@@ -1569,7 +1662,7 @@ type Query struct {
 
 func (x *Query) Reset() {
 	*x = Query{}
-	mi := &file_shard_proto_msgTypes[19]
+	mi := &file_shard_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1581,7 +1674,7 @@ func (x *Query) String() string {
 func (*Query) ProtoMessage() {}
 
 func (x *Query) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[19]
+	mi := &file_shard_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1594,7 +1687,7 @@ func (x *Query) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Query.ProtoReflect.Descriptor instead.
 func (*Query) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{19}
+	return file_shard_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Query) GetVector() []byte {
@@ -1679,7 +1772,7 @@ type PayloadSelector struct {
 
 func (x *PayloadSelector) Reset() {
 	*x = PayloadSelector{}
-	mi := &file_shard_proto_msgTypes[20]
+	mi := &file_shard_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1691,7 +1784,7 @@ func (x *PayloadSelector) String() string {
 func (*PayloadSelector) ProtoMessage() {}
 
 func (x *PayloadSelector) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[20]
+	mi := &file_shard_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1704,7 +1797,7 @@ func (x *PayloadSelector) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PayloadSelector.ProtoReflect.Descriptor instead.
 func (*PayloadSelector) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{20}
+	return file_shard_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PayloadSelector) GetAll() bool {
@@ -1737,7 +1830,7 @@ type Hit struct {
 
 func (x *Hit) Reset() {
 	*x = Hit{}
-	mi := &file_shard_proto_msgTypes[21]
+	mi := &file_shard_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1749,7 +1842,7 @@ func (x *Hit) String() string {
 func (*Hit) ProtoMessage() {}
 
 func (x *Hit) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[21]
+	mi := &file_shard_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1762,7 +1855,7 @@ func (x *Hit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Hit.ProtoReflect.Descriptor instead.
 func (*Hit) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{21}
+	return file_shard_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Hit) GetId() string {
@@ -1809,7 +1902,7 @@ type SearchRequest struct {
 
 func (x *SearchRequest) Reset() {
 	*x = SearchRequest{}
-	mi := &file_shard_proto_msgTypes[22]
+	mi := &file_shard_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1821,7 +1914,7 @@ func (x *SearchRequest) String() string {
 func (*SearchRequest) ProtoMessage() {}
 
 func (x *SearchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[22]
+	mi := &file_shard_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1834,7 +1927,7 @@ func (x *SearchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchRequest.ProtoReflect.Descriptor instead.
 func (*SearchRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{22}
+	return file_shard_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SearchRequest) GetQueries() []*Query {
@@ -1874,7 +1967,7 @@ type HitList struct {
 
 func (x *HitList) Reset() {
 	*x = HitList{}
-	mi := &file_shard_proto_msgTypes[23]
+	mi := &file_shard_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1886,7 +1979,7 @@ func (x *HitList) String() string {
 func (*HitList) ProtoMessage() {}
 
 func (x *HitList) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[23]
+	mi := &file_shard_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1899,7 +1992,7 @@ func (x *HitList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HitList.ProtoReflect.Descriptor instead.
 func (*HitList) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{23}
+	return file_shard_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *HitList) GetHits() []*Hit {
@@ -1920,7 +2013,7 @@ type SearchResponse struct {
 
 func (x *SearchResponse) Reset() {
 	*x = SearchResponse{}
-	mi := &file_shard_proto_msgTypes[24]
+	mi := &file_shard_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1932,7 +2025,7 @@ func (x *SearchResponse) String() string {
 func (*SearchResponse) ProtoMessage() {}
 
 func (x *SearchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[24]
+	mi := &file_shard_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1945,7 +2038,7 @@ func (x *SearchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchResponse.ProtoReflect.Descriptor instead.
 func (*SearchResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{24}
+	return file_shard_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *SearchResponse) GetResults() []*HitList {
@@ -1990,7 +2083,7 @@ type Placement struct {
 
 func (x *Placement) Reset() {
 	*x = Placement{}
-	mi := &file_shard_proto_msgTypes[25]
+	mi := &file_shard_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2002,7 +2095,7 @@ func (x *Placement) String() string {
 func (*Placement) ProtoMessage() {}
 
 func (x *Placement) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[25]
+	mi := &file_shard_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2015,7 +2108,7 @@ func (x *Placement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Placement.ProtoReflect.Descriptor instead.
 func (*Placement) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{25}
+	return file_shard_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Placement) GetFingerprint() string {
@@ -2057,7 +2150,7 @@ type Vector struct {
 
 func (x *Vector) Reset() {
 	*x = Vector{}
-	mi := &file_shard_proto_msgTypes[26]
+	mi := &file_shard_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2069,7 +2162,7 @@ func (x *Vector) String() string {
 func (*Vector) ProtoMessage() {}
 
 func (x *Vector) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[26]
+	mi := &file_shard_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2082,7 +2175,7 @@ func (x *Vector) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Vector.ProtoReflect.Descriptor instead.
 func (*Vector) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{26}
+	return file_shard_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Vector) GetId() string {
@@ -2117,7 +2210,7 @@ type UpsertRequest struct {
 
 func (x *UpsertRequest) Reset() {
 	*x = UpsertRequest{}
-	mi := &file_shard_proto_msgTypes[27]
+	mi := &file_shard_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2129,7 +2222,7 @@ func (x *UpsertRequest) String() string {
 func (*UpsertRequest) ProtoMessage() {}
 
 func (x *UpsertRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[27]
+	mi := &file_shard_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2142,7 +2235,7 @@ func (x *UpsertRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertRequest.ProtoReflect.Descriptor instead.
 func (*UpsertRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{27}
+	return file_shard_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *UpsertRequest) GetPlacement() *Placement {
@@ -2180,7 +2273,7 @@ type UpsertResponse struct {
 
 func (x *UpsertResponse) Reset() {
 	*x = UpsertResponse{}
-	mi := &file_shard_proto_msgTypes[28]
+	mi := &file_shard_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2192,7 +2285,7 @@ func (x *UpsertResponse) String() string {
 func (*UpsertResponse) ProtoMessage() {}
 
 func (x *UpsertResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[28]
+	mi := &file_shard_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2205,7 +2298,7 @@ func (x *UpsertResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertResponse.ProtoReflect.Descriptor instead.
 func (*UpsertResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{28}
+	return file_shard_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *UpsertResponse) GetDocCount() uint64 {
@@ -2241,7 +2334,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_shard_proto_msgTypes[29]
+	mi := &file_shard_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2253,7 +2346,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[29]
+	mi := &file_shard_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2266,7 +2359,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{29}
+	return file_shard_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *GetRequest) GetId() string {
@@ -2306,7 +2399,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_shard_proto_msgTypes[30]
+	mi := &file_shard_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2318,7 +2411,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[30]
+	mi := &file_shard_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2331,7 +2424,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{30}
+	return file_shard_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *GetResponse) GetVector() *Vector {
@@ -2357,7 +2450,7 @@ type DeleteRequest struct {
 
 func (x *DeleteRequest) Reset() {
 	*x = DeleteRequest{}
-	mi := &file_shard_proto_msgTypes[31]
+	mi := &file_shard_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2369,7 +2462,7 @@ func (x *DeleteRequest) String() string {
 func (*DeleteRequest) ProtoMessage() {}
 
 func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[31]
+	mi := &file_shard_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2382,7 +2475,7 @@ func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{31}
+	return file_shard_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *DeleteRequest) GetPlacement() *Placement {
@@ -2435,7 +2528,7 @@ type DeleteResponse struct {
 
 func (x *DeleteResponse) Reset() {
 	*x = DeleteResponse{}
-	mi := &file_shard_proto_msgTypes[32]
+	mi := &file_shard_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2447,7 +2540,7 @@ func (x *DeleteResponse) String() string {
 func (*DeleteResponse) ProtoMessage() {}
 
 func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[32]
+	mi := &file_shard_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2460,7 +2553,7 @@ func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteResponse.ProtoReflect.Descriptor instead.
 func (*DeleteResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{32}
+	return file_shard_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *DeleteResponse) GetFound() bool {
@@ -2514,7 +2607,7 @@ type ScrollRequest struct {
 
 func (x *ScrollRequest) Reset() {
 	*x = ScrollRequest{}
-	mi := &file_shard_proto_msgTypes[33]
+	mi := &file_shard_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2526,7 +2619,7 @@ func (x *ScrollRequest) String() string {
 func (*ScrollRequest) ProtoMessage() {}
 
 func (x *ScrollRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[33]
+	mi := &file_shard_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2539,7 +2632,7 @@ func (x *ScrollRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScrollRequest.ProtoReflect.Descriptor instead.
 func (*ScrollRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{33}
+	return file_shard_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ScrollRequest) GetFilter() []byte {
@@ -2618,7 +2711,7 @@ type ScrollResponse struct {
 
 func (x *ScrollResponse) Reset() {
 	*x = ScrollResponse{}
-	mi := &file_shard_proto_msgTypes[34]
+	mi := &file_shard_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2630,7 +2723,7 @@ func (x *ScrollResponse) String() string {
 func (*ScrollResponse) ProtoMessage() {}
 
 func (x *ScrollResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[34]
+	mi := &file_shard_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2643,7 +2736,7 @@ func (x *ScrollResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScrollResponse.ProtoReflect.Descriptor instead.
 func (*ScrollResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{34}
+	return file_shard_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ScrollResponse) GetPoints() []*Vector {
@@ -2678,7 +2771,7 @@ type StatsRequest struct {
 
 func (x *StatsRequest) Reset() {
 	*x = StatsRequest{}
-	mi := &file_shard_proto_msgTypes[35]
+	mi := &file_shard_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2690,7 +2783,7 @@ func (x *StatsRequest) String() string {
 func (*StatsRequest) ProtoMessage() {}
 
 func (x *StatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[35]
+	mi := &file_shard_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2703,7 +2796,7 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{35}
+	return file_shard_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *StatsRequest) GetCollection() *CollectionRef {
@@ -2745,7 +2838,7 @@ type StatsResponse struct {
 
 func (x *StatsResponse) Reset() {
 	*x = StatsResponse{}
-	mi := &file_shard_proto_msgTypes[36]
+	mi := &file_shard_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2757,7 +2850,7 @@ func (x *StatsResponse) String() string {
 func (*StatsResponse) ProtoMessage() {}
 
 func (x *StatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[36]
+	mi := &file_shard_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2770,7 +2863,7 @@ func (x *StatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsResponse.ProtoReflect.Descriptor instead.
 func (*StatsResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{36}
+	return file_shard_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *StatsResponse) GetDocCount() uint64 {
@@ -2898,7 +2991,7 @@ type CollectionStats struct {
 
 func (x *CollectionStats) Reset() {
 	*x = CollectionStats{}
-	mi := &file_shard_proto_msgTypes[37]
+	mi := &file_shard_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2910,7 +3003,7 @@ func (x *CollectionStats) String() string {
 func (*CollectionStats) ProtoMessage() {}
 
 func (x *CollectionStats) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[37]
+	mi := &file_shard_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2923,7 +3016,7 @@ func (x *CollectionStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CollectionStats.ProtoReflect.Descriptor instead.
 func (*CollectionStats) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{37}
+	return file_shard_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *CollectionStats) GetEntry() *CollectionEntry {
@@ -2986,7 +3079,7 @@ type IndexStats struct {
 
 func (x *IndexStats) Reset() {
 	*x = IndexStats{}
-	mi := &file_shard_proto_msgTypes[38]
+	mi := &file_shard_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2998,7 +3091,7 @@ func (x *IndexStats) String() string {
 func (*IndexStats) ProtoMessage() {}
 
 func (x *IndexStats) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[38]
+	mi := &file_shard_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3011,7 +3104,7 @@ func (x *IndexStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IndexStats.ProtoReflect.Descriptor instead.
 func (*IndexStats) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{38}
+	return file_shard_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *IndexStats) GetKind() string {
@@ -3093,7 +3186,7 @@ type FacetRequest struct {
 
 func (x *FacetRequest) Reset() {
 	*x = FacetRequest{}
-	mi := &file_shard_proto_msgTypes[39]
+	mi := &file_shard_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3105,7 +3198,7 @@ func (x *FacetRequest) String() string {
 func (*FacetRequest) ProtoMessage() {}
 
 func (x *FacetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[39]
+	mi := &file_shard_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3118,7 +3211,7 @@ func (x *FacetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FacetRequest.ProtoReflect.Descriptor instead.
 func (*FacetRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{39}
+	return file_shard_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *FacetRequest) GetFilter() []byte {
@@ -3172,7 +3265,7 @@ type FacetValue struct {
 
 func (x *FacetValue) Reset() {
 	*x = FacetValue{}
-	mi := &file_shard_proto_msgTypes[40]
+	mi := &file_shard_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3184,7 +3277,7 @@ func (x *FacetValue) String() string {
 func (*FacetValue) ProtoMessage() {}
 
 func (x *FacetValue) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[40]
+	mi := &file_shard_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3197,7 +3290,7 @@ func (x *FacetValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FacetValue.ProtoReflect.Descriptor instead.
 func (*FacetValue) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{40}
+	return file_shard_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *FacetValue) GetValue() isFacetValue_Value {
@@ -3268,7 +3361,7 @@ type FacetCount struct {
 
 func (x *FacetCount) Reset() {
 	*x = FacetCount{}
-	mi := &file_shard_proto_msgTypes[41]
+	mi := &file_shard_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3280,7 +3373,7 @@ func (x *FacetCount) String() string {
 func (*FacetCount) ProtoMessage() {}
 
 func (x *FacetCount) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[41]
+	mi := &file_shard_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3293,7 +3386,7 @@ func (x *FacetCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FacetCount.ProtoReflect.Descriptor instead.
 func (*FacetCount) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{41}
+	return file_shard_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *FacetCount) GetValue() *FacetValue {
@@ -3322,7 +3415,7 @@ type FacetResponse struct {
 
 func (x *FacetResponse) Reset() {
 	*x = FacetResponse{}
-	mi := &file_shard_proto_msgTypes[42]
+	mi := &file_shard_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3334,7 +3427,7 @@ func (x *FacetResponse) String() string {
 func (*FacetResponse) ProtoMessage() {}
 
 func (x *FacetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[42]
+	mi := &file_shard_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3347,7 +3440,7 @@ func (x *FacetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FacetResponse.ProtoReflect.Descriptor instead.
 func (*FacetResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{42}
+	return file_shard_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *FacetResponse) GetCounts() []*FacetCount {
@@ -3388,7 +3481,7 @@ type OrderedScrollRequest struct {
 
 func (x *OrderedScrollRequest) Reset() {
 	*x = OrderedScrollRequest{}
-	mi := &file_shard_proto_msgTypes[43]
+	mi := &file_shard_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3400,7 +3493,7 @@ func (x *OrderedScrollRequest) String() string {
 func (*OrderedScrollRequest) ProtoMessage() {}
 
 func (x *OrderedScrollRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[43]
+	mi := &file_shard_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3413,7 +3506,7 @@ func (x *OrderedScrollRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OrderedScrollRequest.ProtoReflect.Descriptor instead.
 func (*OrderedScrollRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{43}
+	return file_shard_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *OrderedScrollRequest) GetFilter() []byte {
@@ -3505,7 +3598,7 @@ type OrderedPoint struct {
 
 func (x *OrderedPoint) Reset() {
 	*x = OrderedPoint{}
-	mi := &file_shard_proto_msgTypes[44]
+	mi := &file_shard_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3517,7 +3610,7 @@ func (x *OrderedPoint) String() string {
 func (*OrderedPoint) ProtoMessage() {}
 
 func (x *OrderedPoint) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[44]
+	mi := &file_shard_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3530,7 +3623,7 @@ func (x *OrderedPoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OrderedPoint.ProtoReflect.Descriptor instead.
 func (*OrderedPoint) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{44}
+	return file_shard_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *OrderedPoint) GetPoint() *Vector {
@@ -3566,7 +3659,7 @@ type OrderedScrollResponse struct {
 
 func (x *OrderedScrollResponse) Reset() {
 	*x = OrderedScrollResponse{}
-	mi := &file_shard_proto_msgTypes[45]
+	mi := &file_shard_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3578,7 +3671,7 @@ func (x *OrderedScrollResponse) String() string {
 func (*OrderedScrollResponse) ProtoMessage() {}
 
 func (x *OrderedScrollResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[45]
+	mi := &file_shard_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3591,7 +3684,7 @@ func (x *OrderedScrollResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OrderedScrollResponse.ProtoReflect.Descriptor instead.
 func (*OrderedScrollResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{45}
+	return file_shard_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *OrderedScrollResponse) GetPoints() []*OrderedPoint {
@@ -3625,7 +3718,7 @@ type EditRequest struct {
 
 func (x *EditRequest) Reset() {
 	*x = EditRequest{}
-	mi := &file_shard_proto_msgTypes[46]
+	mi := &file_shard_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3637,7 +3730,7 @@ func (x *EditRequest) String() string {
 func (*EditRequest) ProtoMessage() {}
 
 func (x *EditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[46]
+	mi := &file_shard_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3650,7 +3743,7 @@ func (x *EditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EditRequest.ProtoReflect.Descriptor instead.
 func (*EditRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{46}
+	return file_shard_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *EditRequest) GetPlacement() *Placement {
@@ -3692,7 +3785,7 @@ type Edit struct {
 
 func (x *Edit) Reset() {
 	*x = Edit{}
-	mi := &file_shard_proto_msgTypes[47]
+	mi := &file_shard_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3704,7 +3797,7 @@ func (x *Edit) String() string {
 func (*Edit) ProtoMessage() {}
 
 func (x *Edit) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[47]
+	mi := &file_shard_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3717,7 +3810,7 @@ func (x *Edit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Edit.ProtoReflect.Descriptor instead.
 func (*Edit) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{47}
+	return file_shard_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *Edit) GetKind() EditKind {
@@ -3781,7 +3874,7 @@ type EditResponse struct {
 
 func (x *EditResponse) Reset() {
 	*x = EditResponse{}
-	mi := &file_shard_proto_msgTypes[48]
+	mi := &file_shard_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3793,7 +3886,7 @@ func (x *EditResponse) String() string {
 func (*EditResponse) ProtoMessage() {}
 
 func (x *EditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[48]
+	mi := &file_shard_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3806,7 +3899,7 @@ func (x *EditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EditResponse.ProtoReflect.Descriptor instead.
 func (*EditResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{48}
+	return file_shard_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *EditResponse) GetIndex() uint64 {
@@ -3873,7 +3966,7 @@ const file_shard_proto_rawDesc = "" +
 	"\x06metric\x18\x02 \x01(\tR\x06metric\x12\"\n" +
 	"\fquantization\x18\x03 \x01(\tR\fquantization\x12\x14\n" +
 	"\x05index\x18\x04 \x01(\tR\x05index\x12+\n" +
-	"\x11float32_placement\x18\x05 \x01(\tR\x10float32Placement\"\xe9\x02\n" +
+	"\x11float32_placement\x18\x05 \x01(\tR\x10float32Placement\"\x94\x03\n" +
 	"\x0fCollectionEntry\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
 	"\x03uid\x18\x02 \x01(\x04R\x03uid\x12>\n" +
@@ -3881,10 +3974,17 @@ const file_shard_proto_rawDesc = "" +
 	"\x0epayload_schema\x18\x04 \x03(\v22.trawl.shard.v1.CollectionEntry.PayloadSchemaEntryR\rpayloadSchema\x122\n" +
 	"\bslot_map\x18\x05 \x01(\v2\x17.trawl.shard.v1.SlotMapR\aslotMap\x12\x1f\n" +
 	"\vslots_asked\x18\x06 \x01(\rR\n" +
-	"slotsAsked\x1a@\n" +
+	"slotsAsked\x12)\n" +
+	"\x10settings_version\x18\a \x01(\x04R\x0fsettingsVersion\x1a@\n" +
 	"\x12PayloadSchemaEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x97\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x82\x01\n" +
+	"\x0eUpdateSettings\x12\x1e\n" +
+	"\n" +
+	"collection\x18\x01 \x01(\tR\n" +
+	"collection\x12\x10\n" +
+	"\x03uid\x18\x02 \x01(\x04R\x03uid\x12>\n" +
+	"\bsettings\x18\x03 \x01(\v2\".trawl.shard.v1.CollectionSettingsR\bsettings\"\x97\x01\n" +
 	"\aSlotMap\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\x12\x16\n" +
 	"\x06owners\x18\x02 \x03(\tR\x06owners\x12\x14\n" +
@@ -3924,14 +4024,15 @@ const file_shard_proto_rawDesc = "" +
 	"\adropped\x18\x04 \x03(\v2,.trawl.shard.v1.CatalogResponse.DroppedEntryR\adropped\x1a:\n" +
 	"\fDroppedEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"\x95\x03\n" +
+	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"\xe0\x03\n" +
 	"\x14ChangeCatalogRequest\x12\x1c\n" +
 	"\tauthority\x18\x01 \x01(\bR\tauthority\x129\n" +
 	"\x06create\x18\x02 \x01(\v2\x1f.trawl.shard.v1.CollectionEntryH\x00R\x06create\x123\n" +
 	"\x04drop\x18\x03 \x01(\v2\x1d.trawl.shard.v1.CollectionRefH\x00R\x04drop\x122\n" +
 	"\x05alias\x18\x04 \x01(\v2\x1a.trawl.shard.v1.AliasEntryH\x00R\x05alias\x12C\n" +
 	"\rpayload_index\x18\x06 \x01(\v2\x1c.trawl.shard.v1.PayloadIndexH\x00R\fpayloadIndex\x127\n" +
-	"\tset_slots\x18\a \x01(\v2\x18.trawl.shard.v1.SetSlotsH\x00R\bsetSlots\x127\n" +
+	"\tset_slots\x18\a \x01(\v2\x18.trawl.shard.v1.SetSlotsH\x00R\bsetSlots\x12I\n" +
+	"\x0fupdate_settings\x18\b \x01(\v2\x1e.trawl.shard.v1.UpdateSettingsH\x00R\x0eupdateSettings\x127\n" +
 	"\tplacement\x18\x05 \x01(\v2\x19.trawl.shard.v1.PlacementR\tplacementB\x04\n" +
 	"\x02op\"\xd3\x01\n" +
 	"\x15ChangeCatalogResponse\x125\n" +
@@ -4182,7 +4283,7 @@ func file_shard_proto_rawDescGZIP() []byte {
 }
 
 var file_shard_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_shard_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
+var file_shard_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
 var file_shard_proto_goTypes = []any{
 	(EditKind)(0),                 // 0: trawl.shard.v1.EditKind
 	(*MembersRequest)(nil),        // 1: trawl.shard.v1.MembersRequest
@@ -4194,138 +4295,141 @@ var file_shard_proto_goTypes = []any{
 	(*CollectionRef)(nil),         // 7: trawl.shard.v1.CollectionRef
 	(*CollectionSettings)(nil),    // 8: trawl.shard.v1.CollectionSettings
 	(*CollectionEntry)(nil),       // 9: trawl.shard.v1.CollectionEntry
-	(*SlotMap)(nil),               // 10: trawl.shard.v1.SlotMap
-	(*SlotMove)(nil),              // 11: trawl.shard.v1.SlotMove
-	(*SetSlots)(nil),              // 12: trawl.shard.v1.SetSlots
-	(*PayloadIndex)(nil),          // 13: trawl.shard.v1.PayloadIndex
-	(*AliasEntry)(nil),            // 14: trawl.shard.v1.AliasEntry
-	(*CatalogRequest)(nil),        // 15: trawl.shard.v1.CatalogRequest
-	(*CatalogResponse)(nil),       // 16: trawl.shard.v1.CatalogResponse
-	(*ChangeCatalogRequest)(nil),  // 17: trawl.shard.v1.ChangeCatalogRequest
-	(*ChangeCatalogResponse)(nil), // 18: trawl.shard.v1.ChangeCatalogResponse
-	(*SlotSelection)(nil),         // 19: trawl.shard.v1.SlotSelection
-	(*Query)(nil),                 // 20: trawl.shard.v1.Query
-	(*PayloadSelector)(nil),       // 21: trawl.shard.v1.PayloadSelector
-	(*Hit)(nil),                   // 22: trawl.shard.v1.Hit
-	(*SearchRequest)(nil),         // 23: trawl.shard.v1.SearchRequest
-	(*HitList)(nil),               // 24: trawl.shard.v1.HitList
-	(*SearchResponse)(nil),        // 25: trawl.shard.v1.SearchResponse
-	(*Placement)(nil),             // 26: trawl.shard.v1.Placement
-	(*Vector)(nil),                // 27: trawl.shard.v1.Vector
-	(*UpsertRequest)(nil),         // 28: trawl.shard.v1.UpsertRequest
-	(*UpsertResponse)(nil),        // 29: trawl.shard.v1.UpsertResponse
-	(*GetRequest)(nil),            // 30: trawl.shard.v1.GetRequest
-	(*GetResponse)(nil),           // 31: trawl.shard.v1.GetResponse
-	(*DeleteRequest)(nil),         // 32: trawl.shard.v1.DeleteRequest
-	(*DeleteResponse)(nil),        // 33: trawl.shard.v1.DeleteResponse
-	(*ScrollRequest)(nil),         // 34: trawl.shard.v1.ScrollRequest
-	(*ScrollResponse)(nil),        // 35: trawl.shard.v1.ScrollResponse
-	(*StatsRequest)(nil),          // 36: trawl.shard.v1.StatsRequest
-	(*StatsResponse)(nil),         // 37: trawl.shard.v1.StatsResponse
-	(*CollectionStats)(nil),       // 38: trawl.shard.v1.CollectionStats
-	(*IndexStats)(nil),            // 39: trawl.shard.v1.IndexStats
-	(*FacetRequest)(nil),          // 40: trawl.shard.v1.FacetRequest
-	(*FacetValue)(nil),            // 41: trawl.shard.v1.FacetValue
-	(*FacetCount)(nil),            // 42: trawl.shard.v1.FacetCount
-	(*FacetResponse)(nil),         // 43: trawl.shard.v1.FacetResponse
-	(*OrderedScrollRequest)(nil),  // 44: trawl.shard.v1.OrderedScrollRequest
-	(*OrderedPoint)(nil),          // 45: trawl.shard.v1.OrderedPoint
-	(*OrderedScrollResponse)(nil), // 46: trawl.shard.v1.OrderedScrollResponse
-	(*EditRequest)(nil),           // 47: trawl.shard.v1.EditRequest
-	(*Edit)(nil),                  // 48: trawl.shard.v1.Edit
-	(*EditResponse)(nil),          // 49: trawl.shard.v1.EditResponse
-	nil,                           // 50: trawl.shard.v1.CollectionEntry.PayloadSchemaEntry
-	nil,                           // 51: trawl.shard.v1.CatalogResponse.DroppedEntry
+	(*UpdateSettings)(nil),        // 10: trawl.shard.v1.UpdateSettings
+	(*SlotMap)(nil),               // 11: trawl.shard.v1.SlotMap
+	(*SlotMove)(nil),              // 12: trawl.shard.v1.SlotMove
+	(*SetSlots)(nil),              // 13: trawl.shard.v1.SetSlots
+	(*PayloadIndex)(nil),          // 14: trawl.shard.v1.PayloadIndex
+	(*AliasEntry)(nil),            // 15: trawl.shard.v1.AliasEntry
+	(*CatalogRequest)(nil),        // 16: trawl.shard.v1.CatalogRequest
+	(*CatalogResponse)(nil),       // 17: trawl.shard.v1.CatalogResponse
+	(*ChangeCatalogRequest)(nil),  // 18: trawl.shard.v1.ChangeCatalogRequest
+	(*ChangeCatalogResponse)(nil), // 19: trawl.shard.v1.ChangeCatalogResponse
+	(*SlotSelection)(nil),         // 20: trawl.shard.v1.SlotSelection
+	(*Query)(nil),                 // 21: trawl.shard.v1.Query
+	(*PayloadSelector)(nil),       // 22: trawl.shard.v1.PayloadSelector
+	(*Hit)(nil),                   // 23: trawl.shard.v1.Hit
+	(*SearchRequest)(nil),         // 24: trawl.shard.v1.SearchRequest
+	(*HitList)(nil),               // 25: trawl.shard.v1.HitList
+	(*SearchResponse)(nil),        // 26: trawl.shard.v1.SearchResponse
+	(*Placement)(nil),             // 27: trawl.shard.v1.Placement
+	(*Vector)(nil),                // 28: trawl.shard.v1.Vector
+	(*UpsertRequest)(nil),         // 29: trawl.shard.v1.UpsertRequest
+	(*UpsertResponse)(nil),        // 30: trawl.shard.v1.UpsertResponse
+	(*GetRequest)(nil),            // 31: trawl.shard.v1.GetRequest
+	(*GetResponse)(nil),           // 32: trawl.shard.v1.GetResponse
+	(*DeleteRequest)(nil),         // 33: trawl.shard.v1.DeleteRequest
+	(*DeleteResponse)(nil),        // 34: trawl.shard.v1.DeleteResponse
+	(*ScrollRequest)(nil),         // 35: trawl.shard.v1.ScrollRequest
+	(*ScrollResponse)(nil),        // 36: trawl.shard.v1.ScrollResponse
+	(*StatsRequest)(nil),          // 37: trawl.shard.v1.StatsRequest
+	(*StatsResponse)(nil),         // 38: trawl.shard.v1.StatsResponse
+	(*CollectionStats)(nil),       // 39: trawl.shard.v1.CollectionStats
+	(*IndexStats)(nil),            // 40: trawl.shard.v1.IndexStats
+	(*FacetRequest)(nil),          // 41: trawl.shard.v1.FacetRequest
+	(*FacetValue)(nil),            // 42: trawl.shard.v1.FacetValue
+	(*FacetCount)(nil),            // 43: trawl.shard.v1.FacetCount
+	(*FacetResponse)(nil),         // 44: trawl.shard.v1.FacetResponse
+	(*OrderedScrollRequest)(nil),  // 45: trawl.shard.v1.OrderedScrollRequest
+	(*OrderedPoint)(nil),          // 46: trawl.shard.v1.OrderedPoint
+	(*OrderedScrollResponse)(nil), // 47: trawl.shard.v1.OrderedScrollResponse
+	(*EditRequest)(nil),           // 48: trawl.shard.v1.EditRequest
+	(*Edit)(nil),                  // 49: trawl.shard.v1.Edit
+	(*EditResponse)(nil),          // 50: trawl.shard.v1.EditResponse
+	nil,                           // 51: trawl.shard.v1.CollectionEntry.PayloadSchemaEntry
+	nil,                           // 52: trawl.shard.v1.CatalogResponse.DroppedEntry
 }
 var file_shard_proto_depIdxs = []int32{
 	2,  // 0: trawl.shard.v1.MembersResponse.members:type_name -> trawl.shard.v1.Member
 	5,  // 1: trawl.shard.v1.ChangeMembersRequest.replace:type_name -> trawl.shard.v1.ReplaceMember
 	2,  // 2: trawl.shard.v1.ChangeMembersResponse.members:type_name -> trawl.shard.v1.Member
 	8,  // 3: trawl.shard.v1.CollectionEntry.settings:type_name -> trawl.shard.v1.CollectionSettings
-	50, // 4: trawl.shard.v1.CollectionEntry.payload_schema:type_name -> trawl.shard.v1.CollectionEntry.PayloadSchemaEntry
-	10, // 5: trawl.shard.v1.CollectionEntry.slot_map:type_name -> trawl.shard.v1.SlotMap
-	11, // 6: trawl.shard.v1.SlotMap.moves:type_name -> trawl.shard.v1.SlotMove
-	10, // 7: trawl.shard.v1.SetSlots.slot_map:type_name -> trawl.shard.v1.SlotMap
-	9,  // 8: trawl.shard.v1.CatalogResponse.collections:type_name -> trawl.shard.v1.CollectionEntry
-	14, // 9: trawl.shard.v1.CatalogResponse.aliases:type_name -> trawl.shard.v1.AliasEntry
-	51, // 10: trawl.shard.v1.CatalogResponse.dropped:type_name -> trawl.shard.v1.CatalogResponse.DroppedEntry
-	9,  // 11: trawl.shard.v1.ChangeCatalogRequest.create:type_name -> trawl.shard.v1.CollectionEntry
-	7,  // 12: trawl.shard.v1.ChangeCatalogRequest.drop:type_name -> trawl.shard.v1.CollectionRef
-	14, // 13: trawl.shard.v1.ChangeCatalogRequest.alias:type_name -> trawl.shard.v1.AliasEntry
-	13, // 14: trawl.shard.v1.ChangeCatalogRequest.payload_index:type_name -> trawl.shard.v1.PayloadIndex
-	12, // 15: trawl.shard.v1.ChangeCatalogRequest.set_slots:type_name -> trawl.shard.v1.SetSlots
-	26, // 16: trawl.shard.v1.ChangeCatalogRequest.placement:type_name -> trawl.shard.v1.Placement
-	9,  // 17: trawl.shard.v1.ChangeCatalogResponse.entry:type_name -> trawl.shard.v1.CollectionEntry
-	14, // 18: trawl.shard.v1.ChangeCatalogResponse.alias:type_name -> trawl.shard.v1.AliasEntry
-	21, // 19: trawl.shard.v1.Query.with_payload:type_name -> trawl.shard.v1.PayloadSelector
-	20, // 20: trawl.shard.v1.SearchRequest.queries:type_name -> trawl.shard.v1.Query
-	7,  // 21: trawl.shard.v1.SearchRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	19, // 22: trawl.shard.v1.SearchRequest.slots:type_name -> trawl.shard.v1.SlotSelection
-	22, // 23: trawl.shard.v1.HitList.hits:type_name -> trawl.shard.v1.Hit
-	24, // 24: trawl.shard.v1.SearchResponse.results:type_name -> trawl.shard.v1.HitList
-	26, // 25: trawl.shard.v1.UpsertRequest.placement:type_name -> trawl.shard.v1.Placement
-	27, // 26: trawl.shard.v1.UpsertRequest.vectors:type_name -> trawl.shard.v1.Vector
-	7,  // 27: trawl.shard.v1.UpsertRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	19, // 28: trawl.shard.v1.GetRequest.slots:type_name -> trawl.shard.v1.SlotSelection
-	7,  // 29: trawl.shard.v1.GetRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	27, // 30: trawl.shard.v1.GetResponse.vector:type_name -> trawl.shard.v1.Vector
-	26, // 31: trawl.shard.v1.DeleteRequest.placement:type_name -> trawl.shard.v1.Placement
-	7,  // 32: trawl.shard.v1.DeleteRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	21, // 33: trawl.shard.v1.ScrollRequest.with_payload:type_name -> trawl.shard.v1.PayloadSelector
-	7,  // 34: trawl.shard.v1.ScrollRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	19, // 35: trawl.shard.v1.ScrollRequest.slots:type_name -> trawl.shard.v1.SlotSelection
-	27, // 36: trawl.shard.v1.ScrollResponse.points:type_name -> trawl.shard.v1.Vector
-	7,  // 37: trawl.shard.v1.StatsRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	26, // 38: trawl.shard.v1.StatsResponse.placement:type_name -> trawl.shard.v1.Placement
-	39, // 39: trawl.shard.v1.StatsResponse.index:type_name -> trawl.shard.v1.IndexStats
-	38, // 40: trawl.shard.v1.StatsResponse.collections:type_name -> trawl.shard.v1.CollectionStats
-	9,  // 41: trawl.shard.v1.CollectionStats.entry:type_name -> trawl.shard.v1.CollectionEntry
-	39, // 42: trawl.shard.v1.CollectionStats.index:type_name -> trawl.shard.v1.IndexStats
-	19, // 43: trawl.shard.v1.FacetRequest.slots:type_name -> trawl.shard.v1.SlotSelection
-	7,  // 44: trawl.shard.v1.FacetRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	41, // 45: trawl.shard.v1.FacetCount.value:type_name -> trawl.shard.v1.FacetValue
-	42, // 46: trawl.shard.v1.FacetResponse.counts:type_name -> trawl.shard.v1.FacetCount
-	21, // 47: trawl.shard.v1.OrderedScrollRequest.with_payload:type_name -> trawl.shard.v1.PayloadSelector
-	19, // 48: trawl.shard.v1.OrderedScrollRequest.slots:type_name -> trawl.shard.v1.SlotSelection
-	7,  // 49: trawl.shard.v1.OrderedScrollRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	27, // 50: trawl.shard.v1.OrderedPoint.point:type_name -> trawl.shard.v1.Vector
-	45, // 51: trawl.shard.v1.OrderedScrollResponse.points:type_name -> trawl.shard.v1.OrderedPoint
-	26, // 52: trawl.shard.v1.EditRequest.placement:type_name -> trawl.shard.v1.Placement
-	48, // 53: trawl.shard.v1.EditRequest.edits:type_name -> trawl.shard.v1.Edit
-	7,  // 54: trawl.shard.v1.EditRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	0,  // 55: trawl.shard.v1.Edit.kind:type_name -> trawl.shard.v1.EditKind
-	27, // 56: trawl.shard.v1.Edit.vectors:type_name -> trawl.shard.v1.Vector
-	23, // 57: trawl.shard.v1.Shard.Search:input_type -> trawl.shard.v1.SearchRequest
-	28, // 58: trawl.shard.v1.Shard.Upsert:input_type -> trawl.shard.v1.UpsertRequest
-	30, // 59: trawl.shard.v1.Shard.Get:input_type -> trawl.shard.v1.GetRequest
-	32, // 60: trawl.shard.v1.Shard.Delete:input_type -> trawl.shard.v1.DeleteRequest
-	36, // 61: trawl.shard.v1.Shard.Stats:input_type -> trawl.shard.v1.StatsRequest
-	34, // 62: trawl.shard.v1.Shard.Scroll:input_type -> trawl.shard.v1.ScrollRequest
-	15, // 63: trawl.shard.v1.Shard.Catalog:input_type -> trawl.shard.v1.CatalogRequest
-	17, // 64: trawl.shard.v1.Shard.ChangeCatalog:input_type -> trawl.shard.v1.ChangeCatalogRequest
-	1,  // 65: trawl.shard.v1.Shard.Members:input_type -> trawl.shard.v1.MembersRequest
-	4,  // 66: trawl.shard.v1.Shard.ChangeMembers:input_type -> trawl.shard.v1.ChangeMembersRequest
-	40, // 67: trawl.shard.v1.Shard.Facet:input_type -> trawl.shard.v1.FacetRequest
-	44, // 68: trawl.shard.v1.Shard.OrderedScroll:input_type -> trawl.shard.v1.OrderedScrollRequest
-	47, // 69: trawl.shard.v1.Shard.Edit:input_type -> trawl.shard.v1.EditRequest
-	25, // 70: trawl.shard.v1.Shard.Search:output_type -> trawl.shard.v1.SearchResponse
-	29, // 71: trawl.shard.v1.Shard.Upsert:output_type -> trawl.shard.v1.UpsertResponse
-	31, // 72: trawl.shard.v1.Shard.Get:output_type -> trawl.shard.v1.GetResponse
-	33, // 73: trawl.shard.v1.Shard.Delete:output_type -> trawl.shard.v1.DeleteResponse
-	37, // 74: trawl.shard.v1.Shard.Stats:output_type -> trawl.shard.v1.StatsResponse
-	35, // 75: trawl.shard.v1.Shard.Scroll:output_type -> trawl.shard.v1.ScrollResponse
-	16, // 76: trawl.shard.v1.Shard.Catalog:output_type -> trawl.shard.v1.CatalogResponse
-	18, // 77: trawl.shard.v1.Shard.ChangeCatalog:output_type -> trawl.shard.v1.ChangeCatalogResponse
-	3,  // 78: trawl.shard.v1.Shard.Members:output_type -> trawl.shard.v1.MembersResponse
-	6,  // 79: trawl.shard.v1.Shard.ChangeMembers:output_type -> trawl.shard.v1.ChangeMembersResponse
-	43, // 80: trawl.shard.v1.Shard.Facet:output_type -> trawl.shard.v1.FacetResponse
-	46, // 81: trawl.shard.v1.Shard.OrderedScroll:output_type -> trawl.shard.v1.OrderedScrollResponse
-	49, // 82: trawl.shard.v1.Shard.Edit:output_type -> trawl.shard.v1.EditResponse
-	70, // [70:83] is the sub-list for method output_type
-	57, // [57:70] is the sub-list for method input_type
-	57, // [57:57] is the sub-list for extension type_name
-	57, // [57:57] is the sub-list for extension extendee
-	0,  // [0:57] is the sub-list for field type_name
+	51, // 4: trawl.shard.v1.CollectionEntry.payload_schema:type_name -> trawl.shard.v1.CollectionEntry.PayloadSchemaEntry
+	11, // 5: trawl.shard.v1.CollectionEntry.slot_map:type_name -> trawl.shard.v1.SlotMap
+	8,  // 6: trawl.shard.v1.UpdateSettings.settings:type_name -> trawl.shard.v1.CollectionSettings
+	12, // 7: trawl.shard.v1.SlotMap.moves:type_name -> trawl.shard.v1.SlotMove
+	11, // 8: trawl.shard.v1.SetSlots.slot_map:type_name -> trawl.shard.v1.SlotMap
+	9,  // 9: trawl.shard.v1.CatalogResponse.collections:type_name -> trawl.shard.v1.CollectionEntry
+	15, // 10: trawl.shard.v1.CatalogResponse.aliases:type_name -> trawl.shard.v1.AliasEntry
+	52, // 11: trawl.shard.v1.CatalogResponse.dropped:type_name -> trawl.shard.v1.CatalogResponse.DroppedEntry
+	9,  // 12: trawl.shard.v1.ChangeCatalogRequest.create:type_name -> trawl.shard.v1.CollectionEntry
+	7,  // 13: trawl.shard.v1.ChangeCatalogRequest.drop:type_name -> trawl.shard.v1.CollectionRef
+	15, // 14: trawl.shard.v1.ChangeCatalogRequest.alias:type_name -> trawl.shard.v1.AliasEntry
+	14, // 15: trawl.shard.v1.ChangeCatalogRequest.payload_index:type_name -> trawl.shard.v1.PayloadIndex
+	13, // 16: trawl.shard.v1.ChangeCatalogRequest.set_slots:type_name -> trawl.shard.v1.SetSlots
+	10, // 17: trawl.shard.v1.ChangeCatalogRequest.update_settings:type_name -> trawl.shard.v1.UpdateSettings
+	27, // 18: trawl.shard.v1.ChangeCatalogRequest.placement:type_name -> trawl.shard.v1.Placement
+	9,  // 19: trawl.shard.v1.ChangeCatalogResponse.entry:type_name -> trawl.shard.v1.CollectionEntry
+	15, // 20: trawl.shard.v1.ChangeCatalogResponse.alias:type_name -> trawl.shard.v1.AliasEntry
+	22, // 21: trawl.shard.v1.Query.with_payload:type_name -> trawl.shard.v1.PayloadSelector
+	21, // 22: trawl.shard.v1.SearchRequest.queries:type_name -> trawl.shard.v1.Query
+	7,  // 23: trawl.shard.v1.SearchRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	20, // 24: trawl.shard.v1.SearchRequest.slots:type_name -> trawl.shard.v1.SlotSelection
+	23, // 25: trawl.shard.v1.HitList.hits:type_name -> trawl.shard.v1.Hit
+	25, // 26: trawl.shard.v1.SearchResponse.results:type_name -> trawl.shard.v1.HitList
+	27, // 27: trawl.shard.v1.UpsertRequest.placement:type_name -> trawl.shard.v1.Placement
+	28, // 28: trawl.shard.v1.UpsertRequest.vectors:type_name -> trawl.shard.v1.Vector
+	7,  // 29: trawl.shard.v1.UpsertRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	20, // 30: trawl.shard.v1.GetRequest.slots:type_name -> trawl.shard.v1.SlotSelection
+	7,  // 31: trawl.shard.v1.GetRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	28, // 32: trawl.shard.v1.GetResponse.vector:type_name -> trawl.shard.v1.Vector
+	27, // 33: trawl.shard.v1.DeleteRequest.placement:type_name -> trawl.shard.v1.Placement
+	7,  // 34: trawl.shard.v1.DeleteRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	22, // 35: trawl.shard.v1.ScrollRequest.with_payload:type_name -> trawl.shard.v1.PayloadSelector
+	7,  // 36: trawl.shard.v1.ScrollRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	20, // 37: trawl.shard.v1.ScrollRequest.slots:type_name -> trawl.shard.v1.SlotSelection
+	28, // 38: trawl.shard.v1.ScrollResponse.points:type_name -> trawl.shard.v1.Vector
+	7,  // 39: trawl.shard.v1.StatsRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	27, // 40: trawl.shard.v1.StatsResponse.placement:type_name -> trawl.shard.v1.Placement
+	40, // 41: trawl.shard.v1.StatsResponse.index:type_name -> trawl.shard.v1.IndexStats
+	39, // 42: trawl.shard.v1.StatsResponse.collections:type_name -> trawl.shard.v1.CollectionStats
+	9,  // 43: trawl.shard.v1.CollectionStats.entry:type_name -> trawl.shard.v1.CollectionEntry
+	40, // 44: trawl.shard.v1.CollectionStats.index:type_name -> trawl.shard.v1.IndexStats
+	20, // 45: trawl.shard.v1.FacetRequest.slots:type_name -> trawl.shard.v1.SlotSelection
+	7,  // 46: trawl.shard.v1.FacetRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	42, // 47: trawl.shard.v1.FacetCount.value:type_name -> trawl.shard.v1.FacetValue
+	43, // 48: trawl.shard.v1.FacetResponse.counts:type_name -> trawl.shard.v1.FacetCount
+	22, // 49: trawl.shard.v1.OrderedScrollRequest.with_payload:type_name -> trawl.shard.v1.PayloadSelector
+	20, // 50: trawl.shard.v1.OrderedScrollRequest.slots:type_name -> trawl.shard.v1.SlotSelection
+	7,  // 51: trawl.shard.v1.OrderedScrollRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	28, // 52: trawl.shard.v1.OrderedPoint.point:type_name -> trawl.shard.v1.Vector
+	46, // 53: trawl.shard.v1.OrderedScrollResponse.points:type_name -> trawl.shard.v1.OrderedPoint
+	27, // 54: trawl.shard.v1.EditRequest.placement:type_name -> trawl.shard.v1.Placement
+	49, // 55: trawl.shard.v1.EditRequest.edits:type_name -> trawl.shard.v1.Edit
+	7,  // 56: trawl.shard.v1.EditRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	0,  // 57: trawl.shard.v1.Edit.kind:type_name -> trawl.shard.v1.EditKind
+	28, // 58: trawl.shard.v1.Edit.vectors:type_name -> trawl.shard.v1.Vector
+	24, // 59: trawl.shard.v1.Shard.Search:input_type -> trawl.shard.v1.SearchRequest
+	29, // 60: trawl.shard.v1.Shard.Upsert:input_type -> trawl.shard.v1.UpsertRequest
+	31, // 61: trawl.shard.v1.Shard.Get:input_type -> trawl.shard.v1.GetRequest
+	33, // 62: trawl.shard.v1.Shard.Delete:input_type -> trawl.shard.v1.DeleteRequest
+	37, // 63: trawl.shard.v1.Shard.Stats:input_type -> trawl.shard.v1.StatsRequest
+	35, // 64: trawl.shard.v1.Shard.Scroll:input_type -> trawl.shard.v1.ScrollRequest
+	16, // 65: trawl.shard.v1.Shard.Catalog:input_type -> trawl.shard.v1.CatalogRequest
+	18, // 66: trawl.shard.v1.Shard.ChangeCatalog:input_type -> trawl.shard.v1.ChangeCatalogRequest
+	1,  // 67: trawl.shard.v1.Shard.Members:input_type -> trawl.shard.v1.MembersRequest
+	4,  // 68: trawl.shard.v1.Shard.ChangeMembers:input_type -> trawl.shard.v1.ChangeMembersRequest
+	41, // 69: trawl.shard.v1.Shard.Facet:input_type -> trawl.shard.v1.FacetRequest
+	45, // 70: trawl.shard.v1.Shard.OrderedScroll:input_type -> trawl.shard.v1.OrderedScrollRequest
+	48, // 71: trawl.shard.v1.Shard.Edit:input_type -> trawl.shard.v1.EditRequest
+	26, // 72: trawl.shard.v1.Shard.Search:output_type -> trawl.shard.v1.SearchResponse
+	30, // 73: trawl.shard.v1.Shard.Upsert:output_type -> trawl.shard.v1.UpsertResponse
+	32, // 74: trawl.shard.v1.Shard.Get:output_type -> trawl.shard.v1.GetResponse
+	34, // 75: trawl.shard.v1.Shard.Delete:output_type -> trawl.shard.v1.DeleteResponse
+	38, // 76: trawl.shard.v1.Shard.Stats:output_type -> trawl.shard.v1.StatsResponse
+	36, // 77: trawl.shard.v1.Shard.Scroll:output_type -> trawl.shard.v1.ScrollResponse
+	17, // 78: trawl.shard.v1.Shard.Catalog:output_type -> trawl.shard.v1.CatalogResponse
+	19, // 79: trawl.shard.v1.Shard.ChangeCatalog:output_type -> trawl.shard.v1.ChangeCatalogResponse
+	3,  // 80: trawl.shard.v1.Shard.Members:output_type -> trawl.shard.v1.MembersResponse
+	6,  // 81: trawl.shard.v1.Shard.ChangeMembers:output_type -> trawl.shard.v1.ChangeMembersResponse
+	44, // 82: trawl.shard.v1.Shard.Facet:output_type -> trawl.shard.v1.FacetResponse
+	47, // 83: trawl.shard.v1.Shard.OrderedScroll:output_type -> trawl.shard.v1.OrderedScrollResponse
+	50, // 84: trawl.shard.v1.Shard.Edit:output_type -> trawl.shard.v1.EditResponse
+	72, // [72:85] is the sub-list for method output_type
+	59, // [59:72] is the sub-list for method input_type
+	59, // [59:59] is the sub-list for extension type_name
+	59, // [59:59] is the sub-list for extension extendee
+	0,  // [0:59] is the sub-list for field type_name
 }
 
 func init() { file_shard_proto_init() }
@@ -4338,15 +4442,16 @@ func file_shard_proto_init() {
 		(*ChangeMembersRequest_Remove)(nil),
 		(*ChangeMembersRequest_Replace)(nil),
 	}
-	file_shard_proto_msgTypes[16].OneofWrappers = []any{
+	file_shard_proto_msgTypes[17].OneofWrappers = []any{
 		(*ChangeCatalogRequest_Create)(nil),
 		(*ChangeCatalogRequest_Drop)(nil),
 		(*ChangeCatalogRequest_Alias)(nil),
 		(*ChangeCatalogRequest_PayloadIndex)(nil),
 		(*ChangeCatalogRequest_SetSlots)(nil),
+		(*ChangeCatalogRequest_UpdateSettings)(nil),
 	}
-	file_shard_proto_msgTypes[19].OneofWrappers = []any{}
-	file_shard_proto_msgTypes[40].OneofWrappers = []any{
+	file_shard_proto_msgTypes[20].OneofWrappers = []any{}
+	file_shard_proto_msgTypes[41].OneofWrappers = []any{
 		(*FacetValue_Keyword)(nil),
 		(*FacetValue_Integer)(nil),
 		(*FacetValue_Boolean)(nil),
@@ -4357,7 +4462,7 @@ func file_shard_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_shard_proto_rawDesc), len(file_shard_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   51,
+			NumMessages:   52,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
