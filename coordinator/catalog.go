@@ -49,6 +49,22 @@ type Collection struct {
 	Slots placement.SlotMap
 }
 
+// UUIDKeys are the payload keys c declares a uuid index on: a filter's
+// match on them compares UUIDs, whatever way each is written, as
+// Qdrant's uuid index does (filter.Filter.WithUUIDKeys). Nil when none.
+func (c Collection) UUIDKeys() map[string]bool {
+	var out map[string]bool
+	for k, t := range c.PayloadSchema {
+		if t == "uuid" {
+			if out == nil {
+				out = map[string]bool{}
+			}
+			out[k] = true
+		}
+	}
+	return out
+}
+
 func (c Collection) ref() client.Collection { return client.Collection{Name: c.Name, UID: c.UID} }
 
 // Alias points a name at a collection (Qdrant's aliases).

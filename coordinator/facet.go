@@ -60,7 +60,13 @@ func (c *Coordinator) Facet(ctx context.Context, f Facet) (FacetAnswer, error) {
 	if f.Key == "" || slices.Contains(strings.Split(f.Key, "."), "") {
 		return FacetAnswer{}, errorf(CodeInvalid, nil, "facet key %q is not a dotted payload path", f.Key)
 	}
-	fb, err := filterBytes(f.Filter)
+	if f.Collection.UUIDKeys()[f.Key] {
+		// Qdrant's facet over a uuid index counts each UUID once however
+		// it is written; the shards count values as written.
+		return FacetAnswer{}, errorf(CodeInvalid, nil,
+			"facet on `%s` is not supported: it has a uuid index, whose facet counts UUIDs written differently as one value, where trawl counts values as written; declare it \"keyword\"", f.Key)
+	}
+	fb, err := filterBytes(f.Collection, f.Filter)
 	if err != nil {
 		return FacetAnswer{}, err
 	}

@@ -269,8 +269,6 @@ func TestQdrantBadInput(t *testing.T) {
 			"Bad request: searches[1]: query: vector has 1 dimensions, want 8"},
 		{"query batch empty", http.MethodPost, "/collections/trawl/points/query/batch", `{"searches": []}`, 400,
 			"Bad request: searches has 0 entries, want 1..256"},
-		{"index uuid", http.MethodPut, "/collections/trawl/index", `{"field_name": "u", "field_schema": "uuid"}`, 400,
-			`Bad request: field_schema uuid is not supported: a uuid index matches UUIDs written differently (case, braces) as equal, trawl matches strings exactly; declare "keyword"`},
 		{"index no schema", http.MethodPut, "/collections/trawl/index", `{"field_name": "color"}`, 400,
 			"Bad request: Can't auto-detect field type, please specify `field_schema` in the request"},
 		{"alias action empty", http.MethodPost, "/collections/aliases", `{"actions": [{"delete_alias": {"alias_name": "a"}}, {}]}`, 400,
