@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/trawl-search/trawl/budget"
@@ -91,6 +93,13 @@ func (c *Coordinator) Facet(ctx context.Context, f Facet) (FacetAnswer, error) {
 		return FacetAnswer{}, c.collectionGone(ctx, f.Collection, name)
 	}
 	ans := FacetAnswer{Summary: sum, Shards: reports(results)}
+	for _, res := range results {
+		// A shard refuses a key of too many values
+		// (shard.MaxFacetValues): the request's fault, not the shard's.
+		if status.Code(res.Err) == codes.InvalidArgument {
+			return ans, errorf(CodeInvalid, res.Err, "%s", status.Convert(res.Err).Message())
+		}
+	}
 	if err := refuse(sum, f.AllowPartial); err != nil {
 		return ans, err
 	}
