@@ -133,6 +133,31 @@ func TestQuantizationSwitchesOnlineOnEveryReplica(t *testing.T) {
 		require.Equal(t, scale, mem.Trained(store.TrainedInt8Scale))
 	}
 
+	// Searches and writes go on while the quantization switches (a race
+	// between the catalog and requests is -race's to find).
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			m := ms[i%len(ms)]
+			_, _ = pbClient(t, m.listen).Search(ctx(t), &shardpb.SearchRequest{Collection: coll.ref(),
+				Queries: []*shardpb.Query{{Vector: shard.EncodeVector(queries[i%len(queries)]), K: 3}}})
+			_, _ = c.Upsert(ctx(t), &shardpb.UpsertRequest{Placement: pbPlace, Collection: coll.ref(),
+				Vectors: []*shardpb.Vector{{Id: "doc-0", Vector: shard.EncodeVector(coll.rows["doc-0"])}}})
+		}
+	}()
+	update(catalog.QuantNone)
+	version = update(catalog.QuantInt8)
+	close(stop)
+	<-done
+	t.Run("int8 on again under load", func(t *testing.T) { check(t, true) })
+
 	t.Run("settings that cannot change are refused", func(t *testing.T) {
 		before, err := c.Catalog(ctx(t), &shardpb.CatalogRequest{})
 		require.NoError(t, err)

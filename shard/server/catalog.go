@@ -173,7 +173,7 @@ func (st *catalogState) create(e *shardpb.CollectionEntry, authority bool, index
 	uid := e.GetUid()
 	if authority {
 		if held != nil {
-			if held.settings == s {
+			if held.current() == s {
 				if asked := int(e.GetSlotsAsked()); asked != 0 && asked != held.slotMap().Slots() {
 					return catalogChange{}, status.Errorf(codes.AlreadyExists,
 						"collection %q exists with %d slots (0: created before slots); the create asks for %d", name, held.slotMap().Slots(), asked)
@@ -181,7 +181,7 @@ func (st *catalogState) create(e *shardpb.CollectionEntry, authority bool, index
 				return catalogChange{entry: held.entry()}, nil
 			}
 			return catalogChange{}, status.Errorf(codes.AlreadyExists,
-				"collection %q exists with settings %s; the create asks for %s", name, held.settings, s)
+				"collection %q exists with settings %s; the create asks for %s", name, held.current(), s)
 		}
 		uid = index
 	} else {
@@ -192,25 +192,25 @@ func (st *catalogState) create(e *shardpb.CollectionEntry, authority bool, index
 				// authority's entry had older settings, schema and map
 				// then, so nothing of it is news.
 				return catalogChange{entry: held.entry()}, nil
-			case held.uid == uid && (held.settings != s || e.GetSettingsVersion() > held.settingsVersion):
-				if err := catalog.Changeable(held.settings, s); err != nil {
+			case held.uid == uid && (held.current() != s || e.GetSettingsVersion() > held.settingsVersion):
+				if err := catalog.Changeable(held.current(), s); err != nil {
 					return catalogChange{}, status.Errorf(codes.AlreadyExists,
-						"collection %q uid %d is held with settings %s; the create asks for %s: %v", name, uid, held.settings, s, err)
+						"collection %q uid %d is held with settings %s; the create asks for %s: %v", name, uid, held.current(), s, err)
 				}
 				ch := catalogChange{changed: true}
-				if held.settings.Quantization != s.Quantization {
+				if held.current().Quantization != s.Quantization {
 					ch.requantized = []*collection{held}
 				}
-				held.settings, held.settingsVersion = s, e.GetSettingsVersion()
+				held.quant, held.settingsVersion = s.Quantization, e.GetSettingsVersion()
 				held.payloadSchema = maps.Clone(e.GetPayloadSchema())
 				if newerSlots(held.slotMap(), slots) {
 					ch.remapped = []remap{{col: held, old: held.remap(slots)}}
 				}
 				ch.entry = held.entry()
 				return ch, nil
-			case held.uid == uid && held.settings == s && maps.Equal(held.payloadSchema, e.GetPayloadSchema()) && !newerSlots(held.slotMap(), slots):
+			case held.uid == uid && held.current() == s && maps.Equal(held.payloadSchema, e.GetPayloadSchema()) && !newerSlots(held.slotMap(), slots):
 				return catalogChange{entry: held.entry()}, nil
-			case held.uid == uid && held.settings == s:
+			case held.uid == uid && held.current() == s:
 				// The authority's payload index declarations or slot map
 				// changed (a map only ever moves forward: a push of an
 				// older one, overtaken, changes nothing).
@@ -221,7 +221,7 @@ func (st *catalogState) create(e *shardpb.CollectionEntry, authority bool, index
 				}
 				ch.entry = held.entry()
 				return ch, nil
-			case held.uid == 0 && uid > 0 && held.settings == s:
+			case held.uid == 0 && uid > 0 && held.current() == s:
 				// The legacy collection of a data directory written
 				// before collections, created by name with its own
 				// settings: it is adopted, rows and all, not replaced.
@@ -230,7 +230,7 @@ func (st *catalogState) create(e *shardpb.CollectionEntry, authority bool, index
 				return catalogChange{entry: held.entry(), changed: true}, nil
 			case held.uid == uid:
 				return catalogChange{}, status.Errorf(codes.AlreadyExists,
-					"collection %q uid %d is held with settings %s; the create asks for %s", name, uid, held.settings, s)
+					"collection %q uid %d is held with settings %s; the create asks for %s", name, uid, held.current(), s)
 			case held.uid > uid:
 				return catalogChange{}, status.Errorf(codes.FailedPrecondition,
 					"collection %q: this group holds uid %d, newer than the create's %d (the pusher is stale)", name, held.uid, uid)
@@ -393,26 +393,26 @@ func (st *catalogState) updateSettings(u *shardpb.UpdateSettings, authority bool
 		asked = &shardpb.CollectionSettings{}
 	}
 	if asked.GetFloat32Placement() == "" {
-		asked.Float32Placement = held.settings.Float32
+		asked.Float32Placement = held.current().Float32
 	}
 	if asked.GetIndex() == "" {
-		asked.Index = held.settings.Index
+		asked.Index = held.current().Index
 	}
 	s, err := settingsFromPB(asked)
 	if err != nil {
 		return catalogChange{}, status.Error(codes.InvalidArgument, err.Error())
 	}
-	if err := catalog.Changeable(held.settings, s); err != nil {
+	if err := catalog.Changeable(held.current(), s); err != nil {
 		return catalogChange{}, status.Error(codes.InvalidArgument, err.Error())
 	}
-	if s == held.settings {
+	if s == held.current() {
 		return catalogChange{entry: held.entry()}, nil
 	}
 	ch := catalogChange{changed: true}
-	if held.settings.Quantization != s.Quantization {
+	if held.current().Quantization != s.Quantization {
 		ch.requantized = []*collection{held}
 	}
-	held.settings, held.settingsVersion = s, index
+	held.quant, held.settingsVersion = s.Quantization, index
 	ch.entry = held.entry()
 	return ch, nil
 }

@@ -56,7 +56,7 @@ func (c *Collections) beginRestore(cat *shardpb.CatalogResponse) ([]*collection,
 	out := make([]*collection, len(wants))
 	for i, w := range wants {
 		col, ok := c.cat.collections[w.name]
-		if ok && col.uid == w.uid && col.settings == w.settings {
+		if ok && col.uid == w.uid && col.current() == w.settings {
 			col.mem.Reset(store.Placement{}, nil, 0)
 		} else {
 			col = c.newCollection(w.name, w.uid, w.settings, store.Placement{})
