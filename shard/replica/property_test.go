@@ -408,7 +408,7 @@ func (r *propRun) checkReads(mc shardpb.ShardClient, c *propColl, idx uint64, wh
 			}
 		}
 		q := r.vec(c.dim)
-		res, err := mc.Search(ctx(t), &shardpb.SearchRequest{Collection: &shardpb.CollectionRef{Name: c.name, Uid: c.uid}, MinIndex: idx,
+		res, err := searchUntilServed(t, mc, &shardpb.SearchRequest{Collection: &shardpb.CollectionRef{Name: c.name, Uid: c.uid}, MinIndex: idx,
 			Queries: []*shardpb.Query{{Vector: shard.EncodeVector(q), K: 5, Exact: true, Filter: []byte(f)}}})
 		require.NoError(t, err, where)
 		type hit struct {
@@ -440,8 +440,12 @@ func (r *propRun) checkReads(mc shardpb.ShardClient, c *propColl, idx uint64, wh
 			require.Equal(t, h.id, got[i].GetId(), "%s: search under %s, hit %d", where, f, i)
 		}
 
-		page, err := mc.Scroll(ctx(t), &shardpb.ScrollRequest{Collection: &shardpb.CollectionRef{Name: c.name, Uid: c.uid}, MinIndex: idx,
-			Filter: []byte(f), Limit: 1000})
+		var page *shardpb.ScrollResponse
+		err = untilServed(func() (err error) {
+			page, err = mc.Scroll(ctx(t), &shardpb.ScrollRequest{Collection: &shardpb.CollectionRef{Name: c.name, Uid: c.uid}, MinIndex: idx,
+				Filter: []byte(f), Limit: 1000})
+			return err
+		})
 		require.NoError(t, err, where)
 		var ids []string
 		for _, p := range page.GetPoints() {
@@ -451,8 +455,12 @@ func (r *propRun) checkReads(mc shardpb.ShardClient, c *propColl, idx uint64, wh
 		require.Equal(t, keep, ids, "%s: scroll under %s", where, f)
 		require.EqualValues(t, len(keep), page.GetCount(), "%s: count under %s", where, f)
 
-		fr, err := mc.Facet(ctx(t), &shardpb.FacetRequest{Collection: &shardpb.CollectionRef{Name: c.name, Uid: c.uid}, MinIndex: idx,
-			Filter: []byte(f), Key: "color"})
+		var fr *shardpb.FacetResponse
+		err = untilServed(func() (err error) {
+			fr, err = mc.Facet(ctx(t), &shardpb.FacetRequest{Collection: &shardpb.CollectionRef{Name: c.name, Uid: c.uid}, MinIndex: idx,
+				Filter: []byte(f), Key: "color"})
+			return err
+		})
 		require.NoError(t, err, where)
 		wantFacet := map[string]uint64{}
 		for _, id := range keep {
@@ -465,6 +473,20 @@ func (r *propRun) checkReads(mc shardpb.ShardClient, c *propColl, idx uint64, wh
 			gotFacet[fc.GetValue().GetKeyword()] = fc.GetCount()
 		}
 		require.Equal(t, wantFacet, gotFacet, "%s: facet of color under %s", where, f)
+	}
+}
+
+// untilServed runs read again while it answers Unavailable (a replica
+// briefly not hearing from its leader on a loaded machine), for up to
+// 20 s, and returns its last error.
+func untilServed(read func() error) error {
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		err := read()
+		if status.Code(err) != codes.Unavailable || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

@@ -25,6 +25,21 @@ func updateReq(name string, uid uint64, dim int, metric, quant string) *shardpb.
 		Collection: name, Uid: uid, Settings: &shardpb.CollectionSettings{Dim: uint32(dim), Metric: metric, Quantization: quant}}}}
 }
 
+// searchUntilServed searches through c, again while the replica answers
+// it is not serving: a loaded machine can starve a follower of its
+// leader's heartbeats, and it then rightly refuses reads for a moment.
+func searchUntilServed(t *testing.T, c shardpb.ShardClient, req *shardpb.SearchRequest) (*shardpb.SearchResponse, error) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		res, err := c.Search(ctx(t), req)
+		if status.Code(err) != codes.Unavailable || time.Now().After(deadline) {
+			return res, err
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // TestQuantizationSwitchesOnlineOnEveryReplica: a loaded flat collection
 // switched from float32 only to int8 codes, off and on again, through the
 // catalog: every replica switches at the entry (codes from the scale the
@@ -35,7 +50,12 @@ func updateReq(name string, uid uint64, dim int, metric, quant string) *shardpb.
 // of a setting that cannot change is refused and changes nothing.
 func TestQuantizationSwitchesOnlineOnEveryReplica(t *testing.T) {
 	const dim, rows = 16, 500
-	ms := groupOf(t, 3, testDim, func(c *Config) { c.Int8MinRows = 200 })
+	// The production raft timings: under -race on two shared cores the
+	// test timings' short lease makes followers refuse reads now and then.
+	ms := groupOf(t, 3, testDim, func(c *Config) {
+		c.Int8MinRows = 200
+		c.HeartbeatTimeout, c.ElectionTimeout, c.MaxLeaderSilence = 0, 0, 0
+	})
 	leader := waitLeader(t, ms)
 	c := pbClient(t, leader.listen)
 	resp, err := c.ChangeCatalog(ctx(t), createReq(true, "q", 0, dim, "l2", "none", ""))
@@ -66,7 +86,7 @@ func TestQuantizationSwitchesOnlineOnEveryReplica(t *testing.T) {
 		t.Helper()
 		idx := leader.node.AppliedIndex()
 		for _, m := range ms {
-			require.Eventually(t, func() bool { return m.node.AppliedIndex() >= idx }, 20*time.Second, 10*time.Millisecond)
+			require.Eventually(t, func() bool { return m.node.AppliedIndex() >= idx && m.node.Serving() }, 20*time.Second, 10*time.Millisecond)
 			mem, ok := m.rep.Collections.Store("q")
 			require.True(t, ok)
 			want := store.QuantNone
@@ -82,7 +102,7 @@ func TestQuantizationSwitchesOnlineOnEveryReplica(t *testing.T) {
 			mc := pbClient(t, m.listen)
 			for qi, q := range queries {
 				for _, exact := range []bool{true, false} {
-					res, err := mc.Search(ctx(t), &shardpb.SearchRequest{Collection: coll.ref(), MinIndex: idx,
+					res, err := searchUntilServed(t, mc, &shardpb.SearchRequest{Collection: coll.ref(), MinIndex: idx,
 						Queries: []*shardpb.Query{{Vector: shard.EncodeVector(q), K: 10, Exact: exact}}})
 					require.NoError(t, err)
 					hits := res.GetResults()[0].GetHits()
