@@ -97,7 +97,7 @@ test-cluster:
 test-alerts:
 	bash hack/test-alerts.sh
 
-## test-compat: Qdrant's official JS client and LangChain's Qdrant store (pinned in test/compat/package-lock.json, npm ci into a scratch folder) drive a real router dev through the Qdrant-compatible REST routes; every call printed and checked against a brute force
+## test-compat: Qdrant's official JS client and LangChain's Qdrant store (pinned in test/compat/package-lock.json, npm ci into a scratch folder) drive a real router dev through the Qdrant-compatible REST routes; every call printed and checked against a brute force; and api/qdrant/testdata's list of the client's REST operations (docs drift test) is checked current
 test-compat:
 	bash hack/test-compat.sh
 

@@ -244,6 +244,20 @@ func decodeCreate(b []byte) (catalog.Settings, int, error) {
 
 // decodeSettings validates a create's settings members.
 func decodeSettings(req createJSON) (catalog.Settings, error) {
+	s, err := decodeMembers(req)
+	if err != nil {
+		return catalog.Settings{}, err
+	}
+	s = s.Normalize()
+	if err := s.Validate(); err != nil {
+		return catalog.Settings{}, wire.Invalid(err.Error())
+	}
+	return s, nil
+}
+
+// decodeMembers reads the settings members a request names, each
+// checked; the zero value of a member it leaves out.
+func decodeMembers(req createJSON) (catalog.Settings, error) {
 	var s catalog.Settings
 	if wire.IsSet(req.Dimension) {
 		raw := string(bytes.TrimSpace(req.Dimension))
@@ -275,10 +289,6 @@ func decodeSettings(req createJSON) (catalog.Settings, error) {
 	}
 	if s.Sparse, err = decodeSparseSettings(req.SparseVectors); err != nil {
 		return catalog.Settings{}, err
-	}
-	s = s.Normalize()
-	if err := s.Validate(); err != nil {
-		return catalog.Settings{}, wire.Invalid(err.Error())
 	}
 	return s, nil
 }

@@ -217,7 +217,7 @@ func TestBadCollectionRequests(t *testing.T) {
 	}
 	requireJSON(t, e.do(http.MethodGet, "/v1/collections", "", nil), 200, `{"collections": []}`)
 	requireError(t, e.do(http.MethodPost, "/v1/collections", "", nil), 405, "method_not_allowed", false)
-	requireError(t, e.do(http.MethodPatch, "/v1/collections/ok", "", nil), 405, "method_not_allowed", false)
+	requireError(t, e.do(http.MethodPost, "/v1/collections/ok", "", nil), 405, "method_not_allowed", false)
 }
 
 // TestCollectionStillCreating: while a shard has not taken a create, the
@@ -256,4 +256,32 @@ func TestCollectionStillCreating(t *testing.T) {
 		{"name": "slow", "dimension": 4, "metric": "cosine", "quantization": "none", "index": "flat", "float32": "in_memory", "state": "ready"}]}`)
 	requireJSON(t, e.do(http.MethodPost, "/v1/collections/slow/vectors", `{"vectors": [{"id": "x", "vector": [1, 0, 0, 0]}]}`, nil), 200,
 		`{"results": [{"id": "x", "status": "ok"}]}`)
+}
+
+// TestCollectionUpdate: PATCH /v1/collections/{collection} switches the
+// quantization of a flat collection, restating a setting changes
+// nothing, and each setting that cannot change is a 400 naming it.
+func TestCollectionUpdate(t *testing.T) {
+	e := fake(t, apitest.FakeConfig{})
+	requireJSON(t, e.do(http.MethodPut, "/v1/collections/flat", `{"dimension": 4, "metric": "dot"}`, nil), 200,
+		`{"name": "flat", "dimension": 4, "metric": "dot", "quantization": "none", "index": "flat", "float32": "in_memory", "created": true, "slots": 256}`)
+	const int8JSON = `"name": "flat", "dimension": 4, "metric": "dot", "quantization": "int8", "index": "flat", "float32": "in_memory"`
+	requireJSON(t, e.do(http.MethodPatch, "/v1/collections/flat", `{"quantization": "int8"}`, nil), 200, `{`+int8JSON+`, "updated": true}`)
+	requireJSON(t, e.do(http.MethodPatch, "/v1/collections/flat", `{"quantization": "int8", "dimension": 4, "float32": "in_memory"}`, nil), 200,
+		`{`+int8JSON+`, "updated": false}`)
+	requireJSON(t, e.do(http.MethodGet, "/v1/collections", "", nil), 200, `{"collections": [{`+int8JSON+`, "state": "ready"}]}`)
+	for _, tc := range []struct{ body, msg string }{
+		{`{"dimension": 8}`, "cannot change online: dimension (4, asked 8)"},
+		{`{"metric": "l2", "float32": "on_disk"}`, "cannot change online: metric (dot, asked l2), float32 placement (in_memory, asked on_disk)"},
+		{`{"index": "ivf"}`, "cannot change online: index (flat, asked ivf)"},
+		{`{"slots": 16}`, "slots cannot change online"},
+		{`{"quantization": "pq"}`, `quantization is "pq"`},
+		{`{"colour": 1}`, "colour"},
+	} {
+		msg := requireError(t, e.do(http.MethodPatch, "/v1/collections/flat", tc.body, nil), 400, "invalid_argument", false)
+		require.Contains(t, msg, tc.msg, tc.body)
+	}
+	requireError(t, e.do(http.MethodPatch, "/v1/collections/nope", `{"quantization": "int8"}`, nil), 404, "not_found", false)
+	requireJSON(t, e.do(http.MethodPatch, "/v1/collections/flat", `{"quantization": "none"}`, nil), 200,
+		`{"name": "flat", "dimension": 4, "metric": "dot", "quantization": "none", "index": "flat", "float32": "in_memory", "updated": true}`)
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/trawl-search/trawl/shard"
@@ -468,26 +469,23 @@ func TestClusterStatusShowsConsensus(t *testing.T) {
 			Replicas []replica `json:"replicas"`
 		} `json:"shards"`
 	}
-	require.Eventually(t, func() bool {
+	// EventuallyWithT: the condition runs on another goroutine, where
+	// require's FailNow would not stop the test.
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		res := e.do(http.MethodGet, "/cluster/status", "", nil)
-		require.Equal(t, http.StatusOK, res.status)
-		require.NoError(t, json.Unmarshal(res.body, &st))
+		require.Equal(c, http.StatusOK, res.status)
+		require.NoError(c, json.Unmarshal(res.body, &st))
 		for _, s := range st.Shards {
 			leaders := 0
 			for _, r := range s.Replicas {
 				if r.Role == "leader" {
 					leaders++
 				}
-				if !r.Serving || r.Lag != 0 || r.AppliedIndex == 0 {
-					return false
-				}
+				assert.True(c, r.Serving && r.Lag == 0 && r.AppliedIndex != 0, "shard %s replica %+v", s.Name, r)
 			}
-			if leaders != 1 {
-				return false
-			}
+			assert.Equal(c, 1, leaders, "shard %s leaders", s.Name)
 		}
-		return true
-	}, 5*time.Second, 20*time.Millisecond, "%+v", st)
+	}, 5*time.Second, 20*time.Millisecond)
 }
 
 // TestClusterStatusShape pins /cluster/status's members, in order, and the

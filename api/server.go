@@ -146,6 +146,7 @@ func New(cfg Config) *Server {
 		r.Route("/collections/{collection}", func(r chi.Router) {
 			r.With(read).Get("/", s.getCollection)
 			r.With(write).Put("/", s.createCollection)
+			r.With(write).Patch("/", s.updateCollection)
 			r.With(write).Delete("/", s.dropCollection)
 			r.With(read).Post("/backups", s.createBackup)
 			r.With(read).Get("/backups", s.listBackups)

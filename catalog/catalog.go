@@ -40,7 +40,8 @@ const (
 // ErrInvalid wraps every validation failure of this package.
 var ErrInvalid = errors.New("invalid collection")
 
-// Settings are a collection's, fixed at creation.
+// Settings are a collection's, fixed at creation but for what Changeable
+// allows to change online (the quantization of a flat collection).
 type Settings struct {
 	Dim    int
 	Metric vector.Metric
@@ -242,4 +243,38 @@ func ParseSpec(v string) (Spec, error) {
 		return Spec{}, err
 	}
 	return Spec{Name: name, Settings: s}, nil
+}
+
+// Changeable reports, naming each, the settings of to that differ from
+// from and cannot change online: only the quantization of a flat
+// collection can (its int8 codes are made from the float32 rows it keeps,
+// or dropped). Dimension and metric would change every stored row's
+// meaning, an IVF index is made of int8 codes, and where the float32 rows
+// live is fixed while the replica's store holds them.
+func Changeable(from, to Settings) error {
+	// An ivf index implies int8 (Normalize), so ask before normalizing.
+	ivfOff := to.Quantization == QuantNone && (from.Index == IndexIVF || to.Index == IndexIVF)
+	from, to = from.Normalize(), to.Normalize()
+	var fixed []string
+	if from.Dim != to.Dim {
+		fixed = append(fixed, fmt.Sprintf("dimension (%d, asked %d)", from.Dim, to.Dim))
+	}
+	if from.Metric != to.Metric {
+		fixed = append(fixed, fmt.Sprintf("metric (%s, asked %s)", from.Metric, to.Metric))
+	}
+	if from.Index != to.Index {
+		fixed = append(fixed, fmt.Sprintf("index (%s, asked %s)", from.Index, to.Index))
+	} else if ivfOff {
+		fixed = append(fixed, "quantization (an ivf index keeps int8 codes)")
+	}
+	if from.Float32 != to.Float32 {
+		fixed = append(fixed, fmt.Sprintf("float32 placement (%s, asked %s)", from.Float32, to.Float32))
+	}
+	if !maps.Equal(from.Sparse, to.Sparse) {
+		fixed = append(fixed, "sparse_vectors")
+	}
+	if len(fixed) > 0 {
+		return fmt.Errorf("%w: cannot change online: %s", ErrInvalid, strings.Join(fixed, ", "))
+	}
+	return nil
 }

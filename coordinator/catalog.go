@@ -49,6 +49,22 @@ type Collection struct {
 	Slots placement.SlotMap
 }
 
+// UUIDKeys are the payload keys c declares a uuid index on: a filter's
+// match on them compares UUIDs, whatever way each is written, as
+// Qdrant's uuid index does (filter.Filter.WithUUIDKeys). Nil when none.
+func (c Collection) UUIDKeys() map[string]bool {
+	var out map[string]bool
+	for k, t := range c.PayloadSchema {
+		if t == "uuid" {
+			if out == nil {
+				out = map[string]bool{}
+			}
+			out[k] = true
+		}
+	}
+	return out
+}
+
 func (c Collection) ref() client.Collection { return client.Collection{Name: c.Name, UID: c.UID} }
 
 // Alias points a name at a collection (Qdrant's aliases).
@@ -436,6 +452,8 @@ func cloneChange(req *shardpb.ChangeCatalogRequest) *shardpb.ChangeCatalogReques
 		out.Op = &shardpb.ChangeCatalogRequest_Alias{Alias: op.Alias}
 	case *shardpb.ChangeCatalogRequest_PayloadIndex:
 		out.Op = &shardpb.ChangeCatalogRequest_PayloadIndex{PayloadIndex: op.PayloadIndex}
+	case *shardpb.ChangeCatalogRequest_UpdateSettings:
+		out.Op = &shardpb.ChangeCatalogRequest_UpdateSettings{UpdateSettings: op.UpdateSettings}
 	}
 	return out
 }
@@ -619,7 +637,8 @@ func (c *Coordinator) reconcile(ctx context.Context, auth *shardpb.CatalogRespon
 		for name, e := range want {
 			held, ok := g.colls[name]
 			stale := !ok || held < e.GetUid() || held == e.GetUid() && (!maps.Equal(g.schemas[name], e.GetPayloadSchema()) ||
-				slotVersion(g.entries[name].GetSlotMap()) < slotVersion(e.GetSlotMap()))
+				slotVersion(g.entries[name].GetSlotMap()) < slotVersion(e.GetSlotMap()) ||
+				g.entries[name].GetSettingsVersion() < e.GetSettingsVersion())
 			if stale && g.dropped[name] < e.GetUid() {
 				todo = append(todo, &shardpb.ChangeCatalogRequest{Op: &shardpb.ChangeCatalogRequest_Create{Create: e}})
 			}
@@ -823,6 +842,41 @@ func (c *Coordinator) changePayloadIndex(ctx context.Context, coll Collection, f
 	}
 	_, _ = c.refreshCatalog(ctx)
 	return nil
+}
+
+// UpdateCollection changes the settings of coll that can change online
+// to s (catalog.Changeable: the quantization of a flat collection),
+// committed through the catalog like a create: the authority group
+// decides and stamps the change, then every other group receives the
+// changed entry, and each replica switches its store as it applies it.
+// Settings that cannot change are CodeInvalid, naming each. Settings
+// equal to those held change nothing.
+func (c *Coordinator) UpdateCollection(ctx context.Context, coll Collection, s catalog.Settings) (changed bool, err error) {
+	if err := catalog.Changeable(coll.Settings, s); err != nil {
+		return false, errorf(CodeInvalid, err, "collection `%s`: %v", coll.Name, err)
+	}
+	s = s.Normalize()
+	if err := s.Validate(); err != nil {
+		return false, errorf(CodeInvalid, err, "%v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shard.WriteTimeout)
+	defer cancel()
+	resp, err := c.changeCatalog(ctx, c.cat.authority, &shardpb.ChangeCatalogRequest{Authority: true,
+		Op: &shardpb.ChangeCatalogRequest_UpdateSettings{UpdateSettings: &shardpb.UpdateSettings{Collection: coll.Name, Uid: coll.UID, Settings: settingsPB(s)}}})
+	if err != nil {
+		if status.Code(err) == codes.FailedPrecondition || status.Code(err) == codes.NotFound {
+			return false, errorf(CodeCollectionNotFound, err, "collection `%s` does not exist", coll.Name)
+		}
+		return false, c.catalogWriteError("changing the settings of", coll.Name, err)
+	}
+	if e := resp.GetEntry(); e.GetName() != "" {
+		if perr := c.pushEverywhere(ctx, &shardpb.ChangeCatalogRequest{Op: &shardpb.ChangeCatalogRequest_Create{Create: e}}); perr != nil {
+			// The authority decided: RunCatalog completes the others.
+			c.log.Warn("collection settings changed; some shards learn them later", "collection", coll.Name, "err", perr)
+		}
+	}
+	_, _ = c.refreshCatalog(ctx)
+	return resp.GetChanged(), nil
 }
 
 // slotVersion is a wire slot map's version (its epoch for a map written

@@ -202,7 +202,7 @@ func (c *Coordinator) mustExist(ctx context.Context, coll Collection, edits []Ed
 func (c *Coordinator) editAt(ctx context.Context, coll Collection, name string, edits []Edit) ShardWrite {
 	var pause time.Duration
 	for {
-		pb, err := editsPB(edits)
+		pb, err := editsPB(coll, edits)
 		if err != nil {
 			return ShardWrite{Shard: name, Outcome: fanout.WriteFailed, Err: errorf(CodeInternal, err, "%v", err)}
 		}
@@ -254,10 +254,10 @@ func editResult(name string, wr fanout.WriteResult) WriteResult {
 }
 
 // editsPB is the wire form of a shard's share.
-func editsPB(edits []Edit) ([]*shardpb.Edit, error) {
+func editsPB(coll Collection, edits []Edit) ([]*shardpb.Edit, error) {
 	out := make([]*shardpb.Edit, len(edits))
 	for i, e := range edits {
-		fb, err := filterBytes(e.Filter)
+		fb, err := filterBytes(coll, e.Filter)
 		if err != nil {
 			return nil, err
 		}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/trawl-search/trawl/budget"
@@ -60,7 +62,13 @@ func (c *Coordinator) Facet(ctx context.Context, f Facet) (FacetAnswer, error) {
 	if f.Key == "" || slices.Contains(strings.Split(f.Key, "."), "") {
 		return FacetAnswer{}, errorf(CodeInvalid, nil, "facet key %q is not a dotted payload path", f.Key)
 	}
-	fb, err := filterBytes(f.Filter)
+	if f.Collection.UUIDKeys()[f.Key] {
+		// Qdrant's facet over a uuid index counts each UUID once however
+		// it is written; the shards count values as written.
+		return FacetAnswer{}, errorf(CodeInvalid, nil,
+			"facet on `%s` is not supported: it has a uuid index, whose facet counts UUIDs written differently as one value, where trawl counts values as written; declare it \"keyword\"", f.Key)
+	}
+	fb, err := filterBytes(f.Collection, f.Filter)
 	if err != nil {
 		return FacetAnswer{}, err
 	}
@@ -85,6 +93,13 @@ func (c *Coordinator) Facet(ctx context.Context, f Facet) (FacetAnswer, error) {
 		return FacetAnswer{}, c.collectionGone(ctx, f.Collection, name)
 	}
 	ans := FacetAnswer{Summary: sum, Shards: reports(results)}
+	for _, res := range results {
+		// A shard refuses a key of too many values
+		// (shard.MaxFacetValues): the request's fault, not the shard's.
+		if status.Code(res.Err) == codes.InvalidArgument {
+			return ans, errorf(CodeInvalid, res.Err, "%s", status.Convert(res.Err).Message())
+		}
+	}
 	if err := refuse(sum, f.AllowPartial); err != nil {
 		return ans, err
 	}

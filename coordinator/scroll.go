@@ -94,7 +94,7 @@ func (c *Coordinator) Scroll(ctx context.Context, s Scroll) (ScrollAnswer, error
 	if s.Limit < 1 || s.Limit > MaxScrollLimit {
 		return ScrollAnswer{}, fmt.Errorf("scroll limit %d outside 1..%d", s.Limit, MaxScrollLimit)
 	}
-	fb, err := filterBytes(s.Filter)
+	fb, err := filterBytes(s.Collection, s.Filter)
 	if err != nil {
 		return ScrollAnswer{}, err
 	}
@@ -153,7 +153,7 @@ type CountAnswer struct {
 // Count counts the documents f matches (nil: every document) on every
 // shard. Errors as Search's.
 func (c *Coordinator) Count(ctx context.Context, coll Collection, f *filter.Filter, b budget.Budget, allowPartial bool) (CountAnswer, error) {
-	fb, err := filterBytes(f)
+	fb, err := filterBytes(coll, f)
 	if err != nil {
 		return CountAnswer{}, err
 	}
@@ -194,9 +194,11 @@ func (c *Coordinator) scroll(ctx context.Context, coll Collection, path fanout.P
 	})
 }
 
-// filterBytes is a filter's canonical JSON, nil for none: what shards
-// parse.
-func filterBytes(f *filter.Filter) ([]byte, error) {
+// filterBytes is a filter's canonical JSON as coll's shards evaluate it
+// (its match conditions on keys declared uuid compare UUIDs:
+// Collection.UUIDKeys), nil for none: what shards parse.
+func filterBytes(coll Collection, f *filter.Filter) ([]byte, error) {
+	f = f.WithUUIDKeys(coll.UUIDKeys())
 	if f.Empty() {
 		return nil, nil
 	}

@@ -229,7 +229,7 @@ type ShardWrite struct {
 // applies, so every replica of a shard removes the same documents. Results
 // are in cluster order, one per shard written.
 func (c *Coordinator) Remove(ctx context.Context, rm Removal) ([]ShardWrite, error) {
-	fb, err := filterBytes(rm.Filter)
+	fb, err := filterBytes(rm.Collection, rm.Filter)
 	if err != nil {
 		return nil, err
 	}

@@ -287,3 +287,56 @@ func TestNewConditionsRefusedNamingTheMember(t *testing.T) {
 		require.Equal(t, tc.want, err.Error(), tc.in)
 	}
 }
+
+// TestUUIDMatchAsQdrant: on a key with a uuid payload index Qdrant parses
+// both the stored strings and the match operands as UUIDs (its map index
+// of u128 keys), so every way of writing one UUID matches; values that
+// are no UUID strings are not in the index, so except never selects them.
+// An operand that is no UUID leaves the condition to Qdrant's payload
+// check: plain string equality.
+func TestUUIDMatchAsQdrant(t *testing.T) {
+	pts := []point{
+		{"1", `{"u": "6f9619ff-8b86-d011-b42d-00cf4fc964ff"}`},
+		{"2", `{"u": "6F9619FF-8B86-D011-B42D-00CF4FC964FF"}`},
+		{"3", `{"u": "{6f9619ff-8b86-d011-b42d-00cf4fc964ff}"}`},
+		{"4", `{"u": "urn:uuid:6f9619ff-8b86-d011-b42d-00cf4fc964ff"}`},
+		{"5", `{"u": "123e4567e89b12d3a456426614174000"}`},
+		{"6", `{"u": ["not-a-uuid", "123E4567-E89B-12D3-A456-426614174000"]}`},
+		{"7", `{"u": "not-a-uuid"}`},
+		{"8", `{"u": 7}`},
+		{"9", `{"v": "6f9619ff-8b86-d011-b42d-00cf4fc964ff"}`},
+		{"10", `{"u": null}`},
+	}
+	uuidKeys := map[string]bool{"u": true}
+	for _, tc := range []struct {
+		name, filter string
+		want         []string
+	}{
+		{"value: every form", `{"must": [{"key": "u", "match": {"value": "6F9619FF8B86D011B42D00CF4FC964FF"}}]}`, ids(1, 2, 3, 4)},
+		{"value in an array", `{"must": [{"key": "u", "match": {"value": "123e4567-e89b-12d3-a456-426614174000"}}]}`, ids(5, 6)},
+		{"any", `{"must": [{"key": "u", "match": {"any": ["{123e4567-e89b-12d3-a456-426614174000}", "00000000-0000-0000-0000-000000000000"]}}]}`, ids(5, 6)},
+		{"except: uuids only", `{"must": [{"key": "u", "match": {"except": ["6f9619ff-8b86-d011-b42d-00cf4fc964ff"]}}]}`, ids(5, 6)},
+		{"except nothing: every uuid", `{"must": [{"key": "u", "match": {"except": []}}]}`, ids(1, 2, 3, 4, 5, 6)},
+		{"must_not", `{"must_not": [{"key": "u", "match": {"value": "6f9619ff-8b86-d011-b42d-00cf4fc964ff"}}]}`, ids(5, 6, 7, 8, 9, 10)},
+		{"an operand that is no uuid: strings as written", `{"must": [{"key": "u", "match": {"value": "not-a-uuid"}}]}`, ids(6, 7)},
+		{"one operand no uuid: the list as written", `{"must": [{"key": "u", "match": {"any": ["not-a-uuid", "6f9619ff-8b86-d011-b42d-00cf4fc964ff"]}}]}`, ids(1, 6, 7)},
+		{"an integer: as written", `{"must": [{"key": "u", "match": {"value": 7}}]}`, ids(8)},
+		{"another key: as written", `{"must": [{"key": "v", "match": {"value": "6F9619FF-8B86-D011-B42D-00CF4FC964FF"}}]}`, ids()},
+		{"nested filter", `{"should": [{"must": [{"key": "u", "match": {"value": "6f9619ff8b86d011b42d00cf4fc964ff"}}]}]}`, ids(1, 2, 3, 4)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, err := Parse([]byte(tc.filter))
+			require.NoError(t, err)
+			before, _ := json.Marshal(f)
+			g := f.WithUUIDKeys(uuidKeys)
+			after, _ := json.Marshal(f)
+			require.Equal(t, string(before), string(after), "WithUUIDKeys changes a copy")
+			canon, _ := json.Marshal(g)
+			require.Equal(t, tc.want, matching(t, string(canon), pts), "%s", canon)
+		})
+	}
+	_, err := Parse([]byte(`{"must": [{"key": "u", "match": {"uuid": "nope"}}]}`))
+	require.ErrorContains(t, err, `must[0].match.uuid: "nope" is not a UUID`)
+	_, err = Parse([]byte(`{"must": [{"key": "u", "match": {"uuid_any": [1]}}]}`))
+	require.ErrorContains(t, err, "must[0].match.uuid_any[0]: is an integer, want a UUID string")
+}

@@ -302,6 +302,16 @@ func parseHasID(p path, v any) (Condition, error) {
 // forms Qdrant accepts (hyphenated, 32 hex digits, braced, urn:uuid:; any
 // case) lowercase and hyphenated, any other string itself.
 func CanonicalID(s string) string {
+	if u, ok := ParseUUID(s); ok {
+		return u
+	}
+	return s
+}
+
+// ParseUUID reads a UUID in any of the forms Qdrant's uuid parsing
+// accepts (hyphenated, 32 hex digits, braced, urn:uuid:; any case) and
+// returns it lowercase and hyphenated.
+func ParseUUID(s string) (string, bool) {
 	u := s
 	switch {
 	case len(u) == 45 && strings.EqualFold(u[:9], "urn:uuid:"):
@@ -313,18 +323,18 @@ func CanonicalID(s string) string {
 	case 32:
 	case 36:
 		if u[8] != '-' || u[13] != '-' || u[18] != '-' || u[23] != '-' {
-			return s
+			return "", false
 		}
 		u = u[:8] + u[9:13] + u[14:18] + u[19:23] + u[24:]
 	default:
-		return s
+		return "", false
 	}
 	var b [16]byte
 	if _, err := hex.Decode(b[:], []byte(u)); err != nil {
-		return s
+		return "", false
 	}
 	h := hex.EncodeToString(b[:])
-	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:], true
 }
 
 // nested reads {"key": K, "filter": {...}}; the inner filter is a level
@@ -536,6 +546,8 @@ func parseMatch(p path, v any) (Condition, error) {
 		case "value":
 			w, err := parseValue(op, x, true)
 			return Condition{Op: OpMatch, Value: w}, err
+		case "uuid", "uuid_any", "uuid_except":
+			return parseUUIDMatch(op, k, x)
 		case "any", "except":
 			a, ok := x.([]any)
 			if !ok {
@@ -564,6 +576,44 @@ func parseMatch(p path, v any) (Condition, error) {
 		return Condition{}, op.errorf("unknown operator; match takes value, any, except, text, text_any or phrase")
 	}
 	panic("unreachable")
+}
+
+// parseUUIDMatch reads trawl's uuid match operators, what a match on a
+// key with a uuid payload index means (Condition.UUID): "uuid" one UUID,
+// "uuid_any" and "uuid_except" a list of them, each in any form
+// ParseUUID reads.
+func parseUUIDMatch(op path, k string, x any) (Condition, error) {
+	one := func(p path, v any) (Value, error) {
+		s, ok := v.(string)
+		if !ok {
+			return Value{}, p.errorf("is %s, want a UUID string", kindOf(v))
+		}
+		u, ok := ParseUUID(s)
+		if !ok {
+			return Value{}, p.errorf("%q is not a UUID", s)
+		}
+		return Value{Type: String, Str: u}, nil
+	}
+	if k == "uuid" {
+		w, err := one(op, x)
+		return Condition{Op: OpMatch, UUID: true, Value: w}, err
+	}
+	a, ok := x.([]any)
+	if !ok {
+		return Condition{}, op.errorf("is %s, want a list of UUID strings", kindOf(x))
+	}
+	c := Condition{Op: OpAny, UUID: true, Values: make([]Value, len(a))}
+	if k == "uuid_except" {
+		c.Op = OpExcept
+	}
+	for i, e := range a {
+		w, err := one(op.index(i), e)
+		if err != nil {
+			return Condition{}, err
+		}
+		c.Values[i] = w
+	}
+	return c, nil
 }
 
 func typeName(t Type) string {

@@ -104,6 +104,13 @@ type Condition struct {
 	Geo   *Geo      // OpGeoRadius, OpGeoBox, OpGeoPolygon
 	// Text names the match operator of OpText: "text" or "phrase".
 	Text string
+	// UUID makes OpMatch, OpAny and OpExcept compare as UUIDs, as Qdrant
+	// matches a key with a uuid payload index (the match operators uuid,
+	// uuid_any, uuid_except; WithUUIDKeys): Value and Values are
+	// canonical UUIDs (ParseUUID), a payload string counts by the UUID it
+	// parses as, whatever its form, and a value that is no UUID string
+	// never counts, not even for except (the index holds UUIDs only).
+	UUID bool
 }
 
 // HasID reports whether id is one of an OpHasID condition's ids.
@@ -291,6 +298,20 @@ func valuesCount(v any, found bool) int {
 // matchScalar tests one scalar value (an array element or the value
 // itself) for a match or range condition.
 func (c *Condition) matchScalar(v any) bool {
+	if c.UUID {
+		s, ok := v.(string)
+		if !ok {
+			return false
+		}
+		u, ok := ParseUUID(s)
+		if !ok {
+			return false
+		}
+		v = u
+		if c.Op == OpExcept {
+			return !slices.ContainsFunc(c.Values, func(w Value) bool { return w.Str == u })
+		}
+	}
 	switch c.Op {
 	case OpMatch:
 		return c.Value.Equal(v)
@@ -459,12 +480,21 @@ func (c *Condition) appendJSON(b []byte) []byte {
 		b = keyed(b)
 		return append(b, "}}"...)
 	case OpMatch:
-		b = append(keyed(b), `,"match":{"value":`...)
+		op := `,"match":{"value":`
+		if c.UUID {
+			op = `,"match":{"uuid":`
+		}
+		b = append(keyed(b), op...)
 		b = c.Value.appendJSON(b)
 		return append(b, "}}"...)
 	case OpAny, OpExcept:
 		name := `,"match":{"any":[`
-		if c.Op == OpExcept {
+		switch {
+		case c.UUID && c.Op == OpExcept:
+			name = `,"match":{"uuid_except":[`
+		case c.UUID:
+			name = `,"match":{"uuid_any":[`
+		case c.Op == OpExcept:
 			name = `,"match":{"except":[`
 		}
 		b = append(keyed(b), name...)
@@ -563,3 +593,92 @@ func splitKey(k string) ([]string, bool) {
 
 func appendInt(b []byte, i int64) []byte     { return strconv.AppendInt(b, i, 10) }
 func appendFloat(b []byte, f float64) []byte { return strconv.AppendFloat(b, f, 'g', -1, 64) }
+
+// WithUUIDKeys is f with its match conditions on the keys uuid holds
+// (payload indexes declared uuid) comparing as UUIDs (Condition.UUID),
+// as Qdrant's uuid index answers them: match.value, match.any and
+// match.except of strings that all parse as UUIDs. A condition with an
+// operand that is no UUID (or not a string) keeps its plain meaning, as
+// Qdrant falls back to checking the payload when its index cannot read
+// the operand. Conditions inside nested (keys relative to an array's
+// elements) are left as they are. f itself is not changed: a copy is
+// returned when a condition changes.
+func (f *Filter) WithUUIDKeys(uuid map[string]bool) *Filter {
+	if f == nil || len(uuid) == 0 {
+		return f
+	}
+	out, changed := *f, false
+	for _, cl := range []*[]Condition{&out.Must, &out.Should, &out.MustNot} {
+		if cs, ok := uuidConds(*cl, uuid); ok {
+			*cl, changed = cs, true
+		}
+	}
+	if ms := f.MinShould; ms != nil {
+		if cs, ok := uuidConds(ms.Conds, uuid); ok {
+			out.MinShould, changed = &MinShould{Conds: cs, Count: ms.Count}, true
+		}
+	}
+	if !changed {
+		return f
+	}
+	return &out
+}
+
+// uuidConds is conds with WithUUIDKeys applied, and whether any changed.
+func uuidConds(conds []Condition, uuid map[string]bool) ([]Condition, bool) {
+	var out []Condition
+	for i, c := range conds {
+		nc, ok := c.withUUID(uuid)
+		if !ok {
+			continue
+		}
+		if out == nil {
+			out = slices.Clone(conds)
+		}
+		out[i] = nc
+	}
+	return out, out != nil
+}
+
+func (c Condition) withUUID(uuid map[string]bool) (Condition, bool) {
+	if c.Op == OpFilter {
+		n := c.Nested.WithUUIDKeys(uuid)
+		if n == c.Nested {
+			return c, false
+		}
+		c.Nested = n
+		return c, true
+	}
+	if c.UUID || !uuid[c.Key] {
+		return c, false
+	}
+	switch c.Op {
+	case OpMatch:
+		u, ok := uuidOf(c.Value)
+		if !ok {
+			return c, false
+		}
+		c.Value, c.UUID = u, true
+		return c, true
+	case OpAny, OpExcept:
+		vs := make([]Value, len(c.Values))
+		for i, v := range c.Values {
+			u, ok := uuidOf(v)
+			if !ok {
+				return c, false
+			}
+			vs[i] = u
+		}
+		c.Values, c.UUID = vs, true
+		return c, true
+	}
+	return c, false
+}
+
+func uuidOf(v Value) (Value, bool) {
+	if v.Type != String {
+		return Value{}, false
+	}
+	u, ok := ParseUUID(v.Str)
+	return Value{Type: String, Str: u}, ok
+}

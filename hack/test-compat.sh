@@ -38,6 +38,14 @@ trap 'exit 130' INT TERM
 
 cp test/compat/package.json test/compat/package-lock.json test/compat/compat.mjs "$work/"
 (cd "$work" && npm ci --no-audit --no-fund --loglevel=error)
+# The docs drift test (api/qdrant/docs_test.go) reads the client's REST
+# operations from testdata, so `make test` needs no npm: it must be the
+# pinned client's.
+if ! node hack/qdrant-rest-ops.mjs "$work/node_modules" | diff -u api/qdrant/testdata/qdrant-rest-operations.txt -; then
+	echo "test-compat: api/qdrant/testdata/qdrant-rest-operations.txt is not the pinned client's; regenerate it:"
+	echo "  node hack/qdrant-rest-ops.mjs NODE_MODULES > api/qdrant/testdata/qdrant-rest-operations.txt (then list the changes in docs/qdrant.md)"
+	exit 1
+fi
 go build -o "$work/router" ./cmd/router
 (cd test/compat/go && go build -o "$work/compat-go" .)
 echo "test-compat: clients installed and router built in $((SECONDS - start)) s"

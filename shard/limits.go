@@ -20,3 +20,16 @@ func MaxRowsWithin(rate float64, dim int, budget time.Duration) uint64 {
 	}
 	return uint64(rate * RefDim / float64(dim) * float64(budget) / float64(time.Second))
 }
+
+// A shard answers a facet with every value the key holds under the
+// filter and its count: the router needs them all for exact sums (the
+// top values of each shard do not make the top values of the whole). A
+// key of more distinct values than MaxFacetValues, or whose values take
+// more than MaxFacetBytes, is refused (InvalidArgument) rather than
+// answered with a message near the transport's 64 MiB limit that the
+// router would have to sum in memory: Qdrant's facet is for keys of
+// modest cardinality too.
+const (
+	MaxFacetValues = 100_000
+	MaxFacetBytes  = 16 << 20
+)

@@ -212,6 +212,23 @@ func (h *Handler) createCollection(w http.ResponseWriter, r *http.Request) {
 	answer(w, r, true, nil)
 }
 
+// updateCollection is PATCH /collections/{name} (a name or an alias):
+// switches int8 codes on or off online, on every replica at one catalog
+// entry; members that restate the collection's settings or tune what
+// trawl does not have change nothing; each change trawl cannot make is a
+// 400 naming its member (decodeUpdate, qdrantx.ApplyUpdate).
+func (h *Handler) updateCollection(w http.ResponseWriter, r *http.Request) {
+	u, _, ok := decodeRequest(h, w, r, decodeUpdate)
+	if !ok {
+		return
+	}
+	if err := qdrantx.ApplyUpdate(r.Context(), h.cfg.Coordinator, chi.URLParam(r, "collection"), u); err != nil {
+		h.http.Fail(w, r, err, nil)
+		return
+	}
+	answer(w, r, true, nil)
+}
+
 // deleteCollection is DELETE /collections/{name}: drops the collection
 // (true), or finds none (false). As in Qdrant, the aliases that point at
 // it go first, so a collection created again under the name does not

@@ -83,6 +83,7 @@ func (h *Handler) Mount(r chi.Router) {
 			read, write := h.http.Scope(apikey.Read), h.http.Scope(apikey.Write)
 			r.With(read).Get("/", h.getCollection)
 			r.With(write).Put("/", h.createCollection)
+			r.With(write).Patch("/", h.updateCollection)
 			r.With(write).Delete("/", h.deleteCollection)
 			r.With(read).Get("/exists", h.collectionExists)
 			r.With(read).Get("/aliases", h.listAliases)

@@ -14,8 +14,13 @@ import (
 )
 
 var (
-	strs = []string{"en", "de", "fr", "go", "rust", "x", ""}
-	ints = []int64{-1, 0, 1, 2, 3, 2020, 2021, 2024}
+	strs = []string{"en", "de", "fr", "go", "rust", "x", "",
+		// One UUID written three ways, and another: the uuid match
+		// operators compare them as UUIDs, the others as strings.
+		"6f9619ff-8b86-d011-b42d-00cf4fc964ff", "{6F9619FF-8B86-D011-B42D-00CF4FC964FF}", "6f9619ff8b86d011b42d00cf4fc964ff",
+		"123e4567-e89b-12d3-a456-426614174000"}
+	uuids = []string{"6F9619FF-8B86-D011-B42D-00CF4FC964FF", "urn:uuid:123e4567-e89b-12d3-a456-426614174000", "0e1d7f5c2b4a4c6e9d3f8a1b2c3d4e5f"}
+	ints  = []int64{-1, 0, 1, 2, 3, 2020, 2021, 2024}
 	// Keys filters ask about: some never in payloads, some nested, some
 	// through a scalar ("lang.x").
 	Keys = []string{"lang", "year", "score", "tags", "flag", "title", "meta", "meta.draft", "meta.rank",
@@ -226,7 +231,7 @@ func filterKeys(b *strings.Builder, rng *rand.Rand, depth int, keys []string, id
 
 func condition(b *strings.Builder, rng *rand.Rand, depth int, keys []string, ids bool) {
 	key := strconv.Quote(keys[rng.IntN(len(keys))])
-	op := rng.IntN(17)
+	op := rng.IntN(18)
 	if depth > 1 && rng.IntN(4) == 0 {
 		op = -1
 	}
@@ -273,6 +278,20 @@ func condition(b *strings.Builder, rng *rand.Rand, depth int, keys []string, ids
 			b.WriteString(`"` + bd + `":` + strconv.Quote(dates[rng.IntN(len(dates)-1)]))
 		}
 		b.WriteString("}}")
+	case 17:
+		switch rng.IntN(3) {
+		case 0:
+			b.WriteString(`{"key":` + key + `,"match":{"uuid":` + strconv.Quote(uuids[rng.IntN(len(uuids))]) + `}}`)
+		default:
+			b.WriteString(`{"key":` + key + `,"match":{"` + []string{"uuid_any", "uuid_except"}[rng.IntN(2)] + `":[`)
+			for i := range rng.IntN(3) {
+				if i > 0 {
+					b.WriteByte(',')
+				}
+				b.WriteString(strconv.Quote(uuids[rng.IntN(len(uuids))]))
+			}
+			b.WriteString("]}}")
+		}
 	case 13:
 		op := []string{"text", "phrase", "text_any"}[rng.IntN(3)]
 		words := []string{"e", "en", "o", "r", "go rust", " ", "", "x ru"}

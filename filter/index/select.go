@@ -208,6 +208,14 @@ func (s *selector) cond(c *filter.Condition) (*roaring.Bitmap, bool) {
 		}
 		return roaring.New(), true
 	}
+	if c.UUID {
+		// The postings are by string as written; a UUID matches every
+		// way of writing it, so the rows holding the key are checked.
+		if f.present == nil {
+			return roaring.New(), true
+		}
+		return f.present, false
+	}
 	switch c.Op {
 	case filter.OpIsNull:
 		return orEmpty(f.null), true
@@ -334,6 +342,9 @@ func (s *selector) cost(c *filter.Condition) uint64 {
 			return 0
 		}
 		return b.GetCardinality()
+	}
+	if c.UUID {
+		return card(f.present)
 	}
 	switch c.Op {
 	case filter.OpIsNull:

@@ -181,6 +181,11 @@ func (f *FakeShard) ChangeCatalog(_ context.Context, req *shardpb.ChangeCatalogR
 			return resp, nil
 		case req.GetAuthority():
 			want = &shardpb.CollectionEntry{Name: want.GetName(), Uid: f.index, Settings: want.GetSettings(), SlotMap: want.GetSlotMap()}
+		case ok && held.entry.GetUid() == want.GetUid() && want.GetSettingsVersion() > held.entry.GetSettingsVersion():
+			held.entry = want // a settings change the authority decided
+			resp.Entry, resp.Changed = want, true
+			f.version = f.index
+			return resp, nil
 		case ok && held.entry.GetUid() == want.GetUid():
 			resp.Entry = held.entry
 			return resp, nil
@@ -196,6 +201,21 @@ func (f *FakeShard) ChangeCatalog(_ context.Context, req *shardpb.ChangeCatalogR
 			f.dropped[op.Drop.GetName()] = held.entry.GetUid()
 			resp.Entry, resp.Changed = held.entry, true
 		}
+	case *shardpb.ChangeCatalogRequest_UpdateSettings:
+		// The settings are taken as asked: the real shard's checks are
+		// its own tests'.
+		held, ok := f.colls[op.UpdateSettings.GetCollection()]
+		if !ok {
+			return nil, status.Error(codes.NotFound, "no such collection")
+		}
+		e := proto.Clone(held.entry).(*shardpb.CollectionEntry)
+		if proto.Equal(e.GetSettings(), op.UpdateSettings.GetSettings()) {
+			resp.Entry = held.entry
+			return resp, nil
+		}
+		e.Settings, e.SettingsVersion = op.UpdateSettings.GetSettings(), f.index
+		held.entry = e
+		resp.Entry, resp.Changed = e, true
 	case *shardpb.ChangeCatalogRequest_Alias:
 		a := proto.Clone(op.Alias).(*shardpb.AliasEntry)
 		if req.GetAuthority() {

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 
@@ -117,18 +118,17 @@ func (h *harness) q(t testing.TB, c *http.Client, params string, i int) (faultAn
 // choice is latency-aware from then on (untried replicas sort first).
 func (h *harness) warm(t testing.TB, c *http.Client) {
 	t.Helper()
-	require.Eventually(t, func() bool {
+	// EventuallyWithT: the condition runs on another goroutine, where
+	// require's FailNow would not stop the test.
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
 		a, code, _ := h.q(t, c, "?deadline_ms=2000", 0)
-		require.Equal(t, http.StatusOK, code)
-		require.False(t, a.ScatterGather.Degraded, "warm-up: %v", a.ScatterGather.ShardErrors)
+		require.Equal(ct, http.StatusOK, code)
+		require.False(ct, a.ScatterGather.Degraded, "warm-up: %v", a.ScatterGather.ShardErrors)
 		for _, s := range h.r.Cluster.Status() {
 			for _, r := range s.Replicas {
-				if r.Latency == 0 {
-					return false
-				}
+				assert.NotZero(ct, r.Latency, "replica %s of %s has no latency yet", r.Addr, s.Name)
 			}
 		}
-		return true
 	}, 10*time.Second, time.Millisecond)
 }
 

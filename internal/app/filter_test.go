@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/trawl-search/trawl/filter/filtertest"
@@ -214,6 +215,26 @@ func refCond(c map[string]any, id string, doc map[string]any) bool {
 		case m["any"] != nil:
 			test = func(e any) bool {
 				return slices.ContainsFunc(m["any"].([]any), func(w any) bool { return refEqual(w, e) })
+			}
+		case m["uuid"] != nil || m["uuid_any"] != nil || m["uuid_except"] != nil:
+			// UUIDs as google/uuid reads them: a value that is none never holds.
+			list, except := m["uuid_any"], m["uuid_except"] != nil
+			if m["uuid"] != nil {
+				list = []any{m["uuid"]}
+			} else if except {
+				list = m["uuid_except"]
+			}
+			test = func(e any) bool {
+				s, ok := e.(string)
+				if !ok {
+					return false
+				}
+				u, err := uuid.Parse(s)
+				if err != nil {
+					return false
+				}
+				in := slices.ContainsFunc(list.([]any), func(w any) bool { return uuid.MustParse(w.(string)) == u })
+				return in != except
 			}
 		case m["text"] != nil || m["phrase"] != nil:
 			sub, _ := m["text"].(string)

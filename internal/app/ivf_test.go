@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/trawl-search/trawl/internal/devcluster"
@@ -244,26 +245,24 @@ func requireIndexStatus(t *testing.T, h *harness) {
 	// /cluster/status gives each replica a budget of its own (1 s): on a
 	// loaded machine a replica, or the catalog, may be missing from one
 	// answer, as it should be. Ask until every part is there.
-	require.Eventually(t, func() bool {
+	// EventuallyWithT: the condition runs on another goroutine, where
+	// require's FailNow would not stop the test.
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		resp, err := http.Get(h.srv.URL + "/cluster/status")
-		require.NoError(t, err)
+		require.NoError(c, err)
 		defer resp.Body.Close()
 		raw, err := io.ReadAll(resp.Body)
-		require.NoError(t, err)
-		require.Equal(t, http.StatusOK, resp.StatusCode, "%s", raw)
+		require.NoError(c, err)
+		require.Equal(c, http.StatusOK, resp.StatusCode, "%s", raw)
 		st.Collections, st.Shards = nil, nil
-		require.NoError(t, json.Unmarshal(raw, &st), "%s", raw)
-		if len(st.Collections) == 0 || len(st.Shards) != len(h.dc.Replicas) {
-			return false
-		}
+		require.NoError(c, json.Unmarshal(raw, &st), "%s", raw)
+		require.NotEmpty(c, st.Collections)
+		require.Len(c, st.Shards, len(h.dc.Replicas))
 		for _, s := range st.Shards {
 			for _, r := range s.Replicas {
-				if len(r.Collections) == 0 {
-					return false
-				}
+				assert.NotEmpty(c, r.Collections, "replica %+v", r)
 			}
 		}
-		return true
 	}, 30*time.Second, 50*time.Millisecond, "a /cluster/status with every replica's collections")
 	require.Len(t, st.Collections, 1)
 	require.Equal(t, "int8", st.Collections[0].Quantization)

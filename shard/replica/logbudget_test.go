@@ -78,16 +78,23 @@ func TestRaftSnapshotsByBytesKeepEveryWrite(t *testing.T) {
 					// A loaded machine can starve the group's heartbeats
 					// past the test timings' leader silence: the replica
 					// then refuses reads, rightly, until it hears again.
-					var got *shardpb.Vector
+					// The condition runs on another goroutine, where
+					// require's FailNow would not stop the test: the
+					// error is checked after.
+					var (
+						got    *shardpb.Vector
+						getErr error
+					)
 					require.Eventually(t, func() bool {
 						var err error
 						got, err = m.conn.Get(ctx(t), id, last)
 						if status.Code(err) == codes.Unavailable && !strings.Contains(err.Error(), "has applied index") {
 							return false
 						}
-						require.NoError(t, err, id)
+						getErr = err
 						return true
 					}, 30*time.Second, 10*time.Millisecond, "%s serves %s", m.listen, id)
+					require.NoError(t, getErr, id)
 					require.Equal(t, shard.EncodeVector(v), got.GetVector(), "%s: %s is its last write", m.listen, id)
 				}
 			}

@@ -165,7 +165,12 @@ func TestMembersAddAReplicaThenRemoveIt(t *testing.T) {
 	require.True(t, groupState(t, rc).GetHasSnapshot(), "the newcomer caught up from the leader's snapshot")
 	// On a loaded machine the group may be electing now: a change the
 	// member asked did not accept is sent again to whoever leads.
-	var again *shardpb.ChangeMembersResponse
+	// The condition runs on another goroutine, where require's FailNow
+	// would not stop the test: the error is checked after.
+	var (
+		again     *shardpb.ChangeMembersResponse
+		changeErr error
+	)
 	require.Eventually(t, func() bool {
 		var err error
 		again, err = changeMembers(waitLeader(t, append(ms, j)), addReq(j.addr(), false), 10*time.Second)
@@ -173,9 +178,10 @@ func TestMembersAddAReplicaThenRemoveIt(t *testing.T) {
 		if errors.As(err, &nl) || (status.Code(err) == codes.Unavailable && strings.Contains(err.Error(), "not accepted")) {
 			return false
 		}
-		require.NoError(t, err)
+		changeErr = err
 		return true
 	}, 30*time.Second, 50*time.Millisecond, "no leader took the change")
+	require.NoError(t, changeErr)
 	require.False(t, again.GetChanged(), "adding a member is a no-op")
 
 	// A voter now: writes commit with it, and it answers exactly.

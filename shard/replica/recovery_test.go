@@ -197,15 +197,21 @@ func testWipedReplicaRebuilds(t *testing.T, share float64, alone bool) {
 // from a leader again.
 func searchServing(t *testing.T, m *member, qs []client.Query, minIndex uint64) client.SearchResult {
 	t.Helper()
-	var res client.SearchResult
+	// The condition runs on another goroutine, where require's FailNow
+	// would not stop the test: the error is checked after.
+	var (
+		res       client.SearchResult
+		searchErr error
+	)
 	require.Eventually(t, func() bool {
 		var err error
 		res, err = m.conn.Search(ctx(t), qs, minIndex)
 		if status.Code(err) == codes.Unavailable && !strings.Contains(err.Error(), "has applied index") {
 			return false
 		}
-		require.NoError(t, err)
+		searchErr = err
 		return true
 	}, 30*time.Second, 10*time.Millisecond, "%s serves the search", m.addr())
+	require.NoError(t, searchErr)
 	return res
 }

@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/trawl-search/trawl/catalog"
 	"github.com/trawl-search/trawl/placement"
@@ -91,6 +92,9 @@ type catalogChange struct {
 	// remapped are the collections whose slot map the change replaced,
 	// with the map before, so rows of slots no longer held are dropped.
 	remapped []remap
+	// requantized are the collections whose quantization the change
+	// switched, for their stores and trainers.
+	requantized []*collection
 }
 
 // remap is one collection's slot map change.
@@ -141,6 +145,8 @@ func (st *catalogState) change(req *shardpb.ChangeCatalogRequest, index uint64, 
 		ch, err = st.payloadIndex(op.PayloadIndex, req.GetAuthority())
 	case *shardpb.ChangeCatalogRequest_SetSlots:
 		ch, err = st.setSlots(op.SetSlots, req.GetAuthority())
+	case *shardpb.ChangeCatalogRequest_UpdateSettings:
+		ch, err = st.updateSettings(op.UpdateSettings, req.GetAuthority(), index)
 	default:
 		return catalogChange{}, status.Error(codes.InvalidArgument, "catalog change with no operation")
 	}
@@ -167,7 +173,7 @@ func (st *catalogState) create(e *shardpb.CollectionEntry, authority bool, index
 	uid := e.GetUid()
 	if authority {
 		if held != nil {
-			if held.settings.Equal(s) {
+			if held.current().Equal(s) {
 				if asked := int(e.GetSlotsAsked()); asked != 0 && asked != held.slotMap().Slots() {
 					return catalogChange{}, status.Errorf(codes.AlreadyExists,
 						"collection %q exists with %d slots (0: created before slots); the create asks for %d", name, held.slotMap().Slots(), asked)
@@ -175,15 +181,36 @@ func (st *catalogState) create(e *shardpb.CollectionEntry, authority bool, index
 				return catalogChange{entry: held.entry()}, nil
 			}
 			return catalogChange{}, status.Errorf(codes.AlreadyExists,
-				"collection %q exists with settings %s; the create asks for %s", name, held.settings, s)
+				"collection %q exists with settings %s; the create asks for %s", name, held.current(), s)
 		}
 		uid = index
 	} else {
 		if held != nil {
 			switch {
-			case held.uid == uid && held.settings.Equal(s) && maps.Equal(held.payloadSchema, e.GetPayloadSchema()) && !newerSlots(held.slotMap(), slots):
+			case held.uid == uid && e.GetSettingsVersion() < held.settingsVersion:
+				// Pushed before the settings held were decided: the
+				// authority's entry had older settings, schema and map
+				// then, so nothing of it is news.
 				return catalogChange{entry: held.entry()}, nil
-			case held.uid == uid && held.settings.Equal(s):
+			case held.uid == uid && (!held.current().Equal(s) || e.GetSettingsVersion() > held.settingsVersion):
+				if err := catalog.Changeable(held.current(), s); err != nil {
+					return catalogChange{}, status.Errorf(codes.AlreadyExists,
+						"collection %q uid %d is held with settings %s; the create asks for %s: %v", name, uid, held.current(), s, err)
+				}
+				ch := catalogChange{changed: true}
+				if held.current().Quantization != s.Quantization {
+					ch.requantized = []*collection{held}
+				}
+				held.quant, held.settingsVersion = s.Quantization, e.GetSettingsVersion()
+				held.payloadSchema = maps.Clone(e.GetPayloadSchema())
+				if newerSlots(held.slotMap(), slots) {
+					ch.remapped = []remap{{col: held, old: held.remap(slots)}}
+				}
+				ch.entry = held.entry()
+				return ch, nil
+			case held.uid == uid && held.current().Equal(s) && maps.Equal(held.payloadSchema, e.GetPayloadSchema()) && !newerSlots(held.slotMap(), slots):
+				return catalogChange{entry: held.entry()}, nil
+			case held.uid == uid && held.current().Equal(s):
 				// The authority's payload index declarations or slot map
 				// changed (a map only ever moves forward: a push of an
 				// older one, overtaken, changes nothing).
@@ -194,7 +221,7 @@ func (st *catalogState) create(e *shardpb.CollectionEntry, authority bool, index
 				}
 				ch.entry = held.entry()
 				return ch, nil
-			case held.uid == 0 && uid > 0 && held.settings.Equal(s):
+			case held.uid == 0 && uid > 0 && held.current().Equal(s):
 				// The legacy collection of a data directory written
 				// before collections, created by name with its own
 				// settings: it is adopted, rows and all, not replaced.
@@ -203,7 +230,7 @@ func (st *catalogState) create(e *shardpb.CollectionEntry, authority bool, index
 				return catalogChange{entry: held.entry(), changed: true}, nil
 			case held.uid == uid:
 				return catalogChange{}, status.Errorf(codes.AlreadyExists,
-					"collection %q uid %d is held with settings %s; the create asks for %s", name, uid, held.settings, s)
+					"collection %q uid %d is held with settings %s; the create asks for %s", name, uid, held.current(), s)
 			case held.uid > uid:
 				return catalogChange{}, status.Errorf(codes.FailedPrecondition,
 					"collection %q: this group holds uid %d, newer than the create's %d (the pusher is stale)", name, held.uid, uid)
@@ -224,6 +251,7 @@ func (st *catalogState) create(e *shardpb.CollectionEntry, authority bool, index
 	c.slots.Store(slots)
 	if !authority {
 		c.payloadSchema = maps.Clone(e.GetPayloadSchema())
+		c.settingsVersion = e.GetSettingsVersion()
 	}
 	st.collections[name] = c
 	ch.added = append(ch.added, c)
@@ -344,6 +372,49 @@ func (st *catalogState) payloadIndex(pi *shardpb.PayloadIndex, authority bool) (
 		held.payloadSchema[pi.GetField()] = pi.GetSchema()
 	}
 	return catalogChange{entry: held.entry(), changed: true}, nil
+}
+
+// updateSettings changes the settings of a collection that can change
+// online (catalog.Changeable), on the authority only, stamping them with
+// index: the other groups receive the changed entry as a create of the
+// same uid and that settings version.
+func (st *catalogState) updateSettings(u *shardpb.UpdateSettings, authority bool, index uint64) (catalogChange, error) {
+	if !authority {
+		return catalogChange{}, status.Error(codes.InvalidArgument, "a settings change is decided by the authority group only")
+	}
+	held := st.collections[u.GetCollection()]
+	if held == nil || held.virtual || u.GetUid() != 0 && held.uid != u.GetUid() {
+		return catalogChange{}, shard.CollectionNotFoundStatus(u.GetCollection(), 0)
+	}
+	// What the change leaves unset is what is held, not the default of
+	// the quantization asked (where float32 rows live).
+	asked := proto.Clone(u.GetSettings()).(*shardpb.CollectionSettings)
+	if asked == nil {
+		asked = &shardpb.CollectionSettings{}
+	}
+	if asked.GetFloat32Placement() == "" {
+		asked.Float32Placement = held.current().Float32
+	}
+	if asked.GetIndex() == "" {
+		asked.Index = held.current().Index
+	}
+	s, err := settingsFromPB(asked)
+	if err != nil {
+		return catalogChange{}, status.Error(codes.InvalidArgument, err.Error())
+	}
+	if err := catalog.Changeable(held.current(), s); err != nil {
+		return catalogChange{}, status.Error(codes.InvalidArgument, err.Error())
+	}
+	if s.Equal(held.current()) {
+		return catalogChange{entry: held.entry()}, nil
+	}
+	ch := catalogChange{changed: true}
+	if held.current().Quantization != s.Quantization {
+		ch.requantized = []*collection{held}
+	}
+	held.quant, held.settingsVersion = s.Quantization, index
+	ch.entry = held.entry()
+	return ch, nil
 }
 
 // settingsFromPB reads a collection's settings off the wire, normalised

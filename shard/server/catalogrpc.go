@@ -76,7 +76,7 @@ func checkCatalogChange(req *shardpb.ChangeCatalogRequest) (*shardpb.ChangeCatal
 		}
 		out.Op = &shardpb.ChangeCatalogRequest_Create{Create: &shardpb.CollectionEntry{
 			Name: op.Create.GetName(), Uid: op.Create.GetUid(), Settings: settingsToPB(set), PayloadSchema: op.Create.GetPayloadSchema(),
-			SlotMap: op.Create.GetSlotMap(), SlotsAsked: op.Create.GetSlotsAsked()}}
+			SlotMap: op.Create.GetSlotMap(), SlotsAsked: op.Create.GetSlotsAsked(), SettingsVersion: op.Create.GetSettingsVersion()}}
 	case *shardpb.ChangeCatalogRequest_Drop:
 		if err := catalog.ValidName(op.Drop.GetName()); err != nil {
 			return nil, invalid(err)
@@ -108,8 +108,16 @@ func checkCatalogChange(req *shardpb.ChangeCatalogRequest) (*shardpb.ChangeCatal
 			return nil, status.Errorf(codes.InvalidArgument, "set_slots needs a whole slot map: %v", err)
 		}
 		out.Op = op
+	case *shardpb.ChangeCatalogRequest_UpdateSettings:
+		if err := catalog.ValidName(op.UpdateSettings.GetCollection()); err != nil {
+			return nil, invalid(err)
+		}
+		if op.UpdateSettings.GetSettings() == nil {
+			return nil, status.Error(codes.InvalidArgument, "update_settings needs the settings")
+		}
+		out.Op = op
 	default:
-		return nil, status.Error(codes.InvalidArgument, "catalog change with no operation: want create, drop, alias, payload_index or set_slots")
+		return nil, status.Error(codes.InvalidArgument, "catalog change with no operation: want create, drop, alias, payload_index, set_slots or update_settings")
 	}
 	if p := req.GetPlacement(); p != nil && (p.GetFingerprint() == "") != (p.GetShard() == "") {
 		return nil, status.Error(codes.InvalidArgument, "catalog change placement needs both fingerprint and shard")

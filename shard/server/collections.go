@@ -24,9 +24,17 @@ import (
 // changes of the same incarnation); a collection created again under its
 // name is another collection.
 type collection struct {
-	name     string
-	uid      uint64
+	name string
+	uid  uint64
+	// settings are as created: requests copy them without a lock, so
+	// they are never written after. The quantization, which changes online
+	// (catalog.Changeable), is quant's when set, read and written under
+	// Collections.mu (current).
 	settings catalog.Settings
+	quant    string
+	// settingsVersion is the authority's log index of the last settings
+	// change (0: as created), ordering pushes of the entry.
+	settingsVersion uint64
 	// payloadSchema is the payload index declarations (key → type), kept
 	// to be shown: every key is indexed whatever they say.
 	payloadSchema map[string]string
@@ -66,9 +74,19 @@ func (c *collection) remap(next *placement.SlotMap) *placement.SlotMap {
 	return old
 }
 
+// current is the collection's settings now, its quantization changed
+// online included; Collections.mu is held.
+func (c *collection) current() catalog.Settings {
+	s := c.settings
+	if c.quant != "" {
+		s.Quantization = c.quant
+	}
+	return s
+}
+
 func (c *collection) entry() *shardpb.CollectionEntry {
-	return &shardpb.CollectionEntry{Name: c.name, Uid: c.uid, Settings: settingsToPB(c.settings), PayloadSchema: maps.Clone(c.payloadSchema),
-		SlotMap: slotMapPB(c.slotMap())}
+	return &shardpb.CollectionEntry{Name: c.name, Uid: c.uid, Settings: settingsToPB(c.current()), PayloadSchema: maps.Clone(c.payloadSchema),
+		SlotMap: slotMapPB(c.slotMap()), SettingsVersion: c.settingsVersion}
 }
 
 // ref names exactly this incarnation, for log entries.
@@ -79,7 +97,7 @@ func (c *collection) ref() *shardpb.CollectionRef {
 // needsTrainer: only int8 and IVF collections have values to train or an
 // index to build; a flat float32 collection costs no goroutine.
 func (c *collection) needsTrainer() bool {
-	return c.settings.Quantization == catalog.QuantInt8 || c.settings.Index == catalog.IndexIVF
+	return c.current().Quantization == catalog.QuantInt8 || c.settings.Index == catalog.IndexIVF
 }
 
 // DocumentObserver is told each collection's document count as it changes,
@@ -323,8 +341,26 @@ func (c *Collections) changeCatalog(req *shardpb.ChangeCatalogRequest, index uin
 	for _, col := range ch.added {
 		c.added(col)
 	}
+	quants := make([]store.Quantization, len(ch.requantized))
+	for i, col := range ch.requantized {
+		if _, ok := c.trainers[col]; !ok && c.start != nil && col.needsTrainer() {
+			c.trainers[col] = c.start(col)
+		}
+		if col.current().Quantization == catalog.QuantInt8 {
+			quants[i] = store.QuantInt8
+		}
+	}
 	onDrop := c.onDrop
 	c.mu.Unlock()
+	for i, col := range ch.requantized {
+		// Still in log order: the next entry applies after this returns.
+		q := quants[i]
+		if err := col.mem.SetQuantization(q); err != nil {
+			c.log.Error("quantization not switched; the collection scans exactly", "collection", col.name, "err", err)
+		} else {
+			c.log.Info("quantization switched", "collection", col.name, "quantization", q, "index", index)
+		}
+	}
 	for _, rm := range ch.remapped {
 		n := c.dropUnheld(rm.col, rm.old)
 		rm.col.dropping.Store(nil)

@@ -61,6 +61,9 @@ func (s *Server) Facet(ctx context.Context, req *shardpb.FacetRequest) (*shardpb
 		return nil, err
 	}
 	fs := col.mem.Facet(store.FacetRequest{Filter: f, Path: path, Keep: keep})
+	if err := facetTooLarge(req.GetKey(), fs.Counts, shard.MaxFacetValues, shard.MaxFacetBytes); err != nil {
+		return nil, err
+	}
 	out := &shardpb.FacetResponse{DocCount: uint64(fs.Docs), Counts: make([]*shardpb.FacetCount, 0, len(fs.Counts))}
 	for v, n := range fs.Counts {
 		fv := &shardpb.FacetValue{}
@@ -75,6 +78,30 @@ func (s *Server) Facet(ctx context.Context, req *shardpb.FacetRequest) (*shardpb
 		out.Counts = append(out.Counts, &shardpb.FacetCount{Value: fv, Count: uint64(n)})
 	}
 	return out, nil
+}
+
+// facetTooLarge refuses a facet answer of more than maxValues values, or
+// whose values (a string its bytes, any value 16 bytes of framing) take
+// more than maxBytes (shard.MaxFacetValues, shard.MaxFacetBytes).
+func facetTooLarge(key string, counts map[store.FacetValue]int, maxValues, maxBytes int) error {
+	if len(counts) > maxValues {
+		return status.Errorf(codes.InvalidArgument,
+			"facet of %q: %d distinct values under the filter on one shard, more than the %d a facet counts exactly; narrow the filter or facet a key of fewer values",
+			key, len(counts), maxValues)
+	}
+	n := 0
+	for v := range counts {
+		n += 16
+		if s, ok := v.(string); ok {
+			n += len(s)
+		}
+	}
+	if n > maxBytes {
+		return status.Errorf(codes.InvalidArgument,
+			"facet of %q: its values under the filter take %d bytes on one shard, more than the %d a facet answer may; narrow the filter or facet a key of shorter values",
+			key, n, maxBytes)
+	}
+	return nil
 }
 
 // OrderedScroll implements shardpb.ShardServer.

@@ -23,6 +23,7 @@ func (c *Collections) beginRestore(cat *shardpb.CatalogResponse) ([]*collection,
 		settings catalog.Settings
 		schema   map[string]string
 		slots    *placement.SlotMap
+		version  uint64
 	}
 	wants := make([]want, 0, len(cat.GetCollections()))
 	seen := map[string]bool{}
@@ -42,7 +43,7 @@ func (c *Collections) beginRestore(cat *shardpb.CatalogResponse) ([]*collection,
 			return nil, fmt.Errorf("snapshot catalog: collection %q: %w", e.GetName(), err)
 		}
 		seen[e.GetName()] = true
-		wants = append(wants, want{name: e.GetName(), uid: e.GetUid(), settings: s, schema: e.GetPayloadSchema(), slots: slots})
+		wants = append(wants, want{name: e.GetName(), uid: e.GetUid(), settings: s, schema: e.GetPayloadSchema(), slots: slots, version: e.GetSettingsVersion()})
 	}
 	next := newCatalogState()
 	next.version = cat.GetVersion()
@@ -55,12 +56,13 @@ func (c *Collections) beginRestore(cat *shardpb.CatalogResponse) ([]*collection,
 	out := make([]*collection, len(wants))
 	for i, w := range wants {
 		col, ok := c.cat.collections[w.name]
-		if ok && col.uid == w.uid && col.settings.Equal(w.settings) {
+		if ok && col.uid == w.uid && col.current().Equal(w.settings) {
 			col.mem.Reset(store.Placement{}, nil, 0)
 		} else {
 			col = c.newCollection(w.name, w.uid, w.settings, store.Placement{})
 		}
 		col.payloadSchema = maps.Clone(w.schema)
+		col.settingsVersion = w.version
 		col.slots.Store(w.slots)
 		next.collections[w.name] = col
 		out[i] = col

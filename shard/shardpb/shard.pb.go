@@ -757,9 +757,14 @@ type CollectionEntry struct {
 	SlotMap *SlotMap `protobuf:"bytes,5,opt,name=slot_map,json=slotMap,proto3" json:"slot_map,omitempty"`
 	// slots_asked is a create's explicit slot count (0: the create names
 	// none, and takes whatever an existing collection of that name has).
-	SlotsAsked    uint32 `protobuf:"varint,6,opt,name=slots_asked,json=slotsAsked,proto3" json:"slots_asked,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	SlotsAsked uint32 `protobuf:"varint,6,opt,name=slots_asked,json=slotsAsked,proto3" json:"slots_asked,omitempty"`
+	// settings_version is the authority's log index of the last change of
+	// settings (UpdateSettings; 0: as created). A pushed entry of the same
+	// uid replaces the settings held when its version is higher, and one
+	// of a lower version is stale and changes nothing.
+	SettingsVersion uint64 `protobuf:"varint,7,opt,name=settings_version,json=settingsVersion,proto3" json:"settings_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *CollectionEntry) Reset() {
@@ -834,6 +839,76 @@ func (x *CollectionEntry) GetSlotsAsked() uint32 {
 	return 0
 }
 
+func (x *CollectionEntry) GetSettingsVersion() uint64 {
+	if x != nil {
+		return x.SettingsVersion
+	}
+	return 0
+}
+
+// UpdateSettings changes the settings of a collection that can change
+// online (quantization none <-> int8 of a flat collection); the rest
+// must equal those held.
+type UpdateSettings struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Collection    string                 `protobuf:"bytes,1,opt,name=collection,proto3" json:"collection,omitempty"`
+	Uid           uint64                 `protobuf:"varint,2,opt,name=uid,proto3" json:"uid,omitempty"` // 0: whatever incarnation the authority holds
+	Settings      *CollectionSettings    `protobuf:"bytes,3,opt,name=settings,proto3" json:"settings,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateSettings) Reset() {
+	*x = UpdateSettings{}
+	mi := &file_shard_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateSettings) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateSettings) ProtoMessage() {}
+
+func (x *UpdateSettings) ProtoReflect() protoreflect.Message {
+	mi := &file_shard_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateSettings.ProtoReflect.Descriptor instead.
+func (*UpdateSettings) Descriptor() ([]byte, []int) {
+	return file_shard_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *UpdateSettings) GetCollection() string {
+	if x != nil {
+		return x.Collection
+	}
+	return ""
+}
+
+func (x *UpdateSettings) GetUid() uint64 {
+	if x != nil {
+		return x.Uid
+	}
+	return 0
+}
+
+func (x *UpdateSettings) GetSettings() *CollectionSettings {
+	if x != nil {
+		return x.Settings
+	}
+	return nil
+}
+
 // SlotMap is a collection's slot → shard map at one epoch.
 type SlotMap struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
@@ -852,7 +927,7 @@ type SlotMap struct {
 
 func (x *SlotMap) Reset() {
 	*x = SlotMap{}
-	mi := &file_shard_proto_msgTypes[10]
+	mi := &file_shard_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -864,7 +939,7 @@ func (x *SlotMap) String() string {
 func (*SlotMap) ProtoMessage() {}
 
 func (x *SlotMap) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[10]
+	mi := &file_shard_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -877,7 +952,7 @@ func (x *SlotMap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SlotMap.ProtoReflect.Descriptor instead.
 func (*SlotMap) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{10}
+	return file_shard_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SlotMap) GetEpoch() uint64 {
@@ -929,7 +1004,7 @@ type SlotMove struct {
 
 func (x *SlotMove) Reset() {
 	*x = SlotMove{}
-	mi := &file_shard_proto_msgTypes[11]
+	mi := &file_shard_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -941,7 +1016,7 @@ func (x *SlotMove) String() string {
 func (*SlotMove) ProtoMessage() {}
 
 func (x *SlotMove) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[11]
+	mi := &file_shard_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -954,7 +1029,7 @@ func (x *SlotMove) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SlotMove.ProtoReflect.Descriptor instead.
 func (*SlotMove) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{11}
+	return file_shard_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SlotMove) GetSlot() uint32 {
@@ -990,7 +1065,7 @@ type SetSlots struct {
 
 func (x *SetSlots) Reset() {
 	*x = SetSlots{}
-	mi := &file_shard_proto_msgTypes[12]
+	mi := &file_shard_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1002,7 +1077,7 @@ func (x *SetSlots) String() string {
 func (*SetSlots) ProtoMessage() {}
 
 func (x *SetSlots) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[12]
+	mi := &file_shard_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1015,7 +1090,7 @@ func (x *SetSlots) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSlots.ProtoReflect.Descriptor instead.
 func (*SetSlots) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{12}
+	return file_shard_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SetSlots) GetCollection() string {
@@ -1059,7 +1134,7 @@ type PayloadIndex struct {
 
 func (x *PayloadIndex) Reset() {
 	*x = PayloadIndex{}
-	mi := &file_shard_proto_msgTypes[13]
+	mi := &file_shard_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1071,7 +1146,7 @@ func (x *PayloadIndex) String() string {
 func (*PayloadIndex) ProtoMessage() {}
 
 func (x *PayloadIndex) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[13]
+	mi := &file_shard_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1084,7 +1159,7 @@ func (x *PayloadIndex) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PayloadIndex.ProtoReflect.Descriptor instead.
 func (*PayloadIndex) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{13}
+	return file_shard_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *PayloadIndex) GetCollection() string {
@@ -1120,7 +1195,7 @@ type AliasEntry struct {
 
 func (x *AliasEntry) Reset() {
 	*x = AliasEntry{}
-	mi := &file_shard_proto_msgTypes[14]
+	mi := &file_shard_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1132,7 +1207,7 @@ func (x *AliasEntry) String() string {
 func (*AliasEntry) ProtoMessage() {}
 
 func (x *AliasEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[14]
+	mi := &file_shard_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1145,7 +1220,7 @@ func (x *AliasEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AliasEntry.ProtoReflect.Descriptor instead.
 func (*AliasEntry) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{14}
+	return file_shard_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *AliasEntry) GetAlias() string {
@@ -1178,7 +1253,7 @@ type CatalogRequest struct {
 
 func (x *CatalogRequest) Reset() {
 	*x = CatalogRequest{}
-	mi := &file_shard_proto_msgTypes[15]
+	mi := &file_shard_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1190,7 +1265,7 @@ func (x *CatalogRequest) String() string {
 func (*CatalogRequest) ProtoMessage() {}
 
 func (x *CatalogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[15]
+	mi := &file_shard_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1203,7 +1278,7 @@ func (x *CatalogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogRequest.ProtoReflect.Descriptor instead.
 func (*CatalogRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{15}
+	return file_shard_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CatalogRequest) GetMinIndex() uint64 {
@@ -1229,7 +1304,7 @@ type CatalogResponse struct {
 
 func (x *CatalogResponse) Reset() {
 	*x = CatalogResponse{}
-	mi := &file_shard_proto_msgTypes[16]
+	mi := &file_shard_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1241,7 +1316,7 @@ func (x *CatalogResponse) String() string {
 func (*CatalogResponse) ProtoMessage() {}
 
 func (x *CatalogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[16]
+	mi := &file_shard_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1254,7 +1329,7 @@ func (x *CatalogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogResponse.ProtoReflect.Descriptor instead.
 func (*CatalogResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{16}
+	return file_shard_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CatalogResponse) GetCollections() []*CollectionEntry {
@@ -1296,6 +1371,7 @@ type ChangeCatalogRequest struct {
 	//	*ChangeCatalogRequest_Alias
 	//	*ChangeCatalogRequest_PayloadIndex
 	//	*ChangeCatalogRequest_SetSlots
+	//	*ChangeCatalogRequest_UpdateSettings
 	Op            isChangeCatalogRequest_Op `protobuf_oneof:"op"`
 	Placement     *Placement                `protobuf:"bytes,5,opt,name=placement,proto3" json:"placement,omitempty"` // as in UpsertRequest
 	unknownFields protoimpl.UnknownFields
@@ -1304,7 +1380,7 @@ type ChangeCatalogRequest struct {
 
 func (x *ChangeCatalogRequest) Reset() {
 	*x = ChangeCatalogRequest{}
-	mi := &file_shard_proto_msgTypes[17]
+	mi := &file_shard_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1316,7 +1392,7 @@ func (x *ChangeCatalogRequest) String() string {
 func (*ChangeCatalogRequest) ProtoMessage() {}
 
 func (x *ChangeCatalogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[17]
+	mi := &file_shard_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1329,7 +1405,7 @@ func (x *ChangeCatalogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeCatalogRequest.ProtoReflect.Descriptor instead.
 func (*ChangeCatalogRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{17}
+	return file_shard_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ChangeCatalogRequest) GetAuthority() bool {
@@ -1391,6 +1467,15 @@ func (x *ChangeCatalogRequest) GetSetSlots() *SetSlots {
 	return nil
 }
 
+func (x *ChangeCatalogRequest) GetUpdateSettings() *UpdateSettings {
+	if x != nil {
+		if x, ok := x.Op.(*ChangeCatalogRequest_UpdateSettings); ok {
+			return x.UpdateSettings
+		}
+	}
+	return nil
+}
+
 func (x *ChangeCatalogRequest) GetPlacement() *Placement {
 	if x != nil {
 		return x.Placement
@@ -1435,6 +1520,12 @@ type ChangeCatalogRequest_SetSlots struct {
 	SetSlots *SetSlots `protobuf:"bytes,7,opt,name=set_slots,json=setSlots,proto3,oneof"`
 }
 
+type ChangeCatalogRequest_UpdateSettings struct {
+	// update_settings: authority only; the other groups get the changed
+	// entry as a create of the same uid and a higher settings_version.
+	UpdateSettings *UpdateSettings `protobuf:"bytes,8,opt,name=update_settings,json=updateSettings,proto3,oneof"`
+}
+
 func (*ChangeCatalogRequest_Create) isChangeCatalogRequest_Op() {}
 
 func (*ChangeCatalogRequest_Drop) isChangeCatalogRequest_Op() {}
@@ -1444,6 +1535,8 @@ func (*ChangeCatalogRequest_Alias) isChangeCatalogRequest_Op() {}
 func (*ChangeCatalogRequest_PayloadIndex) isChangeCatalogRequest_Op() {}
 
 func (*ChangeCatalogRequest_SetSlots) isChangeCatalogRequest_Op() {}
+
+func (*ChangeCatalogRequest_UpdateSettings) isChangeCatalogRequest_Op() {}
 
 type ChangeCatalogResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1464,7 +1557,7 @@ type ChangeCatalogResponse struct {
 
 func (x *ChangeCatalogResponse) Reset() {
 	*x = ChangeCatalogResponse{}
-	mi := &file_shard_proto_msgTypes[18]
+	mi := &file_shard_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1476,7 +1569,7 @@ func (x *ChangeCatalogResponse) String() string {
 func (*ChangeCatalogResponse) ProtoMessage() {}
 
 func (x *ChangeCatalogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[18]
+	mi := &file_shard_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1489,7 +1582,7 @@ func (x *ChangeCatalogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeCatalogResponse.ProtoReflect.Descriptor instead.
 func (*ChangeCatalogResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{18}
+	return file_shard_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ChangeCatalogResponse) GetEntry() *CollectionEntry {
@@ -1542,7 +1635,7 @@ type SlotSelection struct {
 
 func (x *SlotSelection) Reset() {
 	*x = SlotSelection{}
-	mi := &file_shard_proto_msgTypes[19]
+	mi := &file_shard_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1554,7 +1647,7 @@ func (x *SlotSelection) String() string {
 func (*SlotSelection) ProtoMessage() {}
 
 func (x *SlotSelection) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[19]
+	mi := &file_shard_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1567,7 +1660,7 @@ func (x *SlotSelection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SlotSelection.ProtoReflect.Descriptor instead.
 func (*SlotSelection) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{19}
+	return file_shard_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SlotSelection) GetEpoch() uint64 {
@@ -1628,7 +1721,7 @@ type Query struct {
 
 func (x *Query) Reset() {
 	*x = Query{}
-	mi := &file_shard_proto_msgTypes[20]
+	mi := &file_shard_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1640,7 +1733,7 @@ func (x *Query) String() string {
 func (*Query) ProtoMessage() {}
 
 func (x *Query) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[20]
+	mi := &file_shard_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1653,7 +1746,7 @@ func (x *Query) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Query.ProtoReflect.Descriptor instead.
 func (*Query) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{20}
+	return file_shard_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Query) GetVector() []byte {
@@ -1748,7 +1841,7 @@ type SparseQuery struct {
 
 func (x *SparseQuery) Reset() {
 	*x = SparseQuery{}
-	mi := &file_shard_proto_msgTypes[21]
+	mi := &file_shard_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1760,7 +1853,7 @@ func (x *SparseQuery) String() string {
 func (*SparseQuery) ProtoMessage() {}
 
 func (x *SparseQuery) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[21]
+	mi := &file_shard_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1773,7 +1866,7 @@ func (x *SparseQuery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SparseQuery.ProtoReflect.Descriptor instead.
 func (*SparseQuery) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{21}
+	return file_shard_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SparseQuery) GetName() string {
@@ -1816,7 +1909,7 @@ type PayloadSelector struct {
 
 func (x *PayloadSelector) Reset() {
 	*x = PayloadSelector{}
-	mi := &file_shard_proto_msgTypes[22]
+	mi := &file_shard_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1828,7 +1921,7 @@ func (x *PayloadSelector) String() string {
 func (*PayloadSelector) ProtoMessage() {}
 
 func (x *PayloadSelector) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[22]
+	mi := &file_shard_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1841,7 +1934,7 @@ func (x *PayloadSelector) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PayloadSelector.ProtoReflect.Descriptor instead.
 func (*PayloadSelector) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{22}
+	return file_shard_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PayloadSelector) GetAll() bool {
@@ -1877,7 +1970,7 @@ type Hit struct {
 
 func (x *Hit) Reset() {
 	*x = Hit{}
-	mi := &file_shard_proto_msgTypes[23]
+	mi := &file_shard_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1889,7 +1982,7 @@ func (x *Hit) String() string {
 func (*Hit) ProtoMessage() {}
 
 func (x *Hit) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[23]
+	mi := &file_shard_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1902,7 +1995,7 @@ func (x *Hit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Hit.ProtoReflect.Descriptor instead.
 func (*Hit) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{23}
+	return file_shard_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Hit) GetId() string {
@@ -1956,7 +2049,7 @@ type SearchRequest struct {
 
 func (x *SearchRequest) Reset() {
 	*x = SearchRequest{}
-	mi := &file_shard_proto_msgTypes[24]
+	mi := &file_shard_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1968,7 +2061,7 @@ func (x *SearchRequest) String() string {
 func (*SearchRequest) ProtoMessage() {}
 
 func (x *SearchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[24]
+	mi := &file_shard_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1981,7 +2074,7 @@ func (x *SearchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchRequest.ProtoReflect.Descriptor instead.
 func (*SearchRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{24}
+	return file_shard_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *SearchRequest) GetQueries() []*Query {
@@ -2021,7 +2114,7 @@ type HitList struct {
 
 func (x *HitList) Reset() {
 	*x = HitList{}
-	mi := &file_shard_proto_msgTypes[25]
+	mi := &file_shard_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2033,7 +2126,7 @@ func (x *HitList) String() string {
 func (*HitList) ProtoMessage() {}
 
 func (x *HitList) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[25]
+	mi := &file_shard_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2046,7 +2139,7 @@ func (x *HitList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HitList.ProtoReflect.Descriptor instead.
 func (*HitList) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{25}
+	return file_shard_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *HitList) GetHits() []*Hit {
@@ -2067,7 +2160,7 @@ type SearchResponse struct {
 
 func (x *SearchResponse) Reset() {
 	*x = SearchResponse{}
-	mi := &file_shard_proto_msgTypes[26]
+	mi := &file_shard_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2079,7 +2172,7 @@ func (x *SearchResponse) String() string {
 func (*SearchResponse) ProtoMessage() {}
 
 func (x *SearchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[26]
+	mi := &file_shard_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2092,7 +2185,7 @@ func (x *SearchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchResponse.ProtoReflect.Descriptor instead.
 func (*SearchResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{26}
+	return file_shard_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SearchResponse) GetResults() []*HitList {
@@ -2137,7 +2230,7 @@ type Placement struct {
 
 func (x *Placement) Reset() {
 	*x = Placement{}
-	mi := &file_shard_proto_msgTypes[27]
+	mi := &file_shard_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2149,7 +2242,7 @@ func (x *Placement) String() string {
 func (*Placement) ProtoMessage() {}
 
 func (x *Placement) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[27]
+	mi := &file_shard_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2162,7 +2255,7 @@ func (x *Placement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Placement.ProtoReflect.Descriptor instead.
 func (*Placement) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{27}
+	return file_shard_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Placement) GetFingerprint() string {
@@ -2209,7 +2302,7 @@ type Vector struct {
 
 func (x *Vector) Reset() {
 	*x = Vector{}
-	mi := &file_shard_proto_msgTypes[28]
+	mi := &file_shard_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2221,7 +2314,7 @@ func (x *Vector) String() string {
 func (*Vector) ProtoMessage() {}
 
 func (x *Vector) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[28]
+	mi := &file_shard_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2234,7 +2327,7 @@ func (x *Vector) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Vector.ProtoReflect.Descriptor instead.
 func (*Vector) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{28}
+	return file_shard_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Vector) GetId() string {
@@ -2278,7 +2371,7 @@ type SparseVector struct {
 
 func (x *SparseVector) Reset() {
 	*x = SparseVector{}
-	mi := &file_shard_proto_msgTypes[29]
+	mi := &file_shard_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2290,7 +2383,7 @@ func (x *SparseVector) String() string {
 func (*SparseVector) ProtoMessage() {}
 
 func (x *SparseVector) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[29]
+	mi := &file_shard_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2303,7 +2396,7 @@ func (x *SparseVector) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SparseVector.ProtoReflect.Descriptor instead.
 func (*SparseVector) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{29}
+	return file_shard_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *SparseVector) GetName() string {
@@ -2338,7 +2431,7 @@ type UpsertRequest struct {
 
 func (x *UpsertRequest) Reset() {
 	*x = UpsertRequest{}
-	mi := &file_shard_proto_msgTypes[30]
+	mi := &file_shard_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2350,7 +2443,7 @@ func (x *UpsertRequest) String() string {
 func (*UpsertRequest) ProtoMessage() {}
 
 func (x *UpsertRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[30]
+	mi := &file_shard_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2363,7 +2456,7 @@ func (x *UpsertRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertRequest.ProtoReflect.Descriptor instead.
 func (*UpsertRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{30}
+	return file_shard_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *UpsertRequest) GetPlacement() *Placement {
@@ -2401,7 +2494,7 @@ type UpsertResponse struct {
 
 func (x *UpsertResponse) Reset() {
 	*x = UpsertResponse{}
-	mi := &file_shard_proto_msgTypes[31]
+	mi := &file_shard_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2413,7 +2506,7 @@ func (x *UpsertResponse) String() string {
 func (*UpsertResponse) ProtoMessage() {}
 
 func (x *UpsertResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[31]
+	mi := &file_shard_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2426,7 +2519,7 @@ func (x *UpsertResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertResponse.ProtoReflect.Descriptor instead.
 func (*UpsertResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{31}
+	return file_shard_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *UpsertResponse) GetDocCount() uint64 {
@@ -2462,7 +2555,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_shard_proto_msgTypes[32]
+	mi := &file_shard_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2474,7 +2567,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[32]
+	mi := &file_shard_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2487,7 +2580,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{32}
+	return file_shard_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *GetRequest) GetId() string {
@@ -2527,7 +2620,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_shard_proto_msgTypes[33]
+	mi := &file_shard_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2539,7 +2632,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[33]
+	mi := &file_shard_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2552,7 +2645,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{33}
+	return file_shard_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *GetResponse) GetVector() *Vector {
@@ -2578,7 +2671,7 @@ type DeleteRequest struct {
 
 func (x *DeleteRequest) Reset() {
 	*x = DeleteRequest{}
-	mi := &file_shard_proto_msgTypes[34]
+	mi := &file_shard_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2590,7 +2683,7 @@ func (x *DeleteRequest) String() string {
 func (*DeleteRequest) ProtoMessage() {}
 
 func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[34]
+	mi := &file_shard_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2603,7 +2696,7 @@ func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{34}
+	return file_shard_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *DeleteRequest) GetPlacement() *Placement {
@@ -2656,7 +2749,7 @@ type DeleteResponse struct {
 
 func (x *DeleteResponse) Reset() {
 	*x = DeleteResponse{}
-	mi := &file_shard_proto_msgTypes[35]
+	mi := &file_shard_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2668,7 +2761,7 @@ func (x *DeleteResponse) String() string {
 func (*DeleteResponse) ProtoMessage() {}
 
 func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[35]
+	mi := &file_shard_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2681,7 +2774,7 @@ func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteResponse.ProtoReflect.Descriptor instead.
 func (*DeleteResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{35}
+	return file_shard_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *DeleteResponse) GetFound() bool {
@@ -2735,7 +2828,7 @@ type ScrollRequest struct {
 
 func (x *ScrollRequest) Reset() {
 	*x = ScrollRequest{}
-	mi := &file_shard_proto_msgTypes[36]
+	mi := &file_shard_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2747,7 +2840,7 @@ func (x *ScrollRequest) String() string {
 func (*ScrollRequest) ProtoMessage() {}
 
 func (x *ScrollRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[36]
+	mi := &file_shard_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2760,7 +2853,7 @@ func (x *ScrollRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScrollRequest.ProtoReflect.Descriptor instead.
 func (*ScrollRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{36}
+	return file_shard_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ScrollRequest) GetFilter() []byte {
@@ -2839,7 +2932,7 @@ type ScrollResponse struct {
 
 func (x *ScrollResponse) Reset() {
 	*x = ScrollResponse{}
-	mi := &file_shard_proto_msgTypes[37]
+	mi := &file_shard_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2851,7 +2944,7 @@ func (x *ScrollResponse) String() string {
 func (*ScrollResponse) ProtoMessage() {}
 
 func (x *ScrollResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[37]
+	mi := &file_shard_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2864,7 +2957,7 @@ func (x *ScrollResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScrollResponse.ProtoReflect.Descriptor instead.
 func (*ScrollResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{37}
+	return file_shard_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ScrollResponse) GetPoints() []*Vector {
@@ -2899,7 +2992,7 @@ type StatsRequest struct {
 
 func (x *StatsRequest) Reset() {
 	*x = StatsRequest{}
-	mi := &file_shard_proto_msgTypes[38]
+	mi := &file_shard_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2911,7 +3004,7 @@ func (x *StatsRequest) String() string {
 func (*StatsRequest) ProtoMessage() {}
 
 func (x *StatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[38]
+	mi := &file_shard_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2924,7 +3017,7 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{38}
+	return file_shard_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *StatsRequest) GetCollection() *CollectionRef {
@@ -2966,7 +3059,7 @@ type StatsResponse struct {
 
 func (x *StatsResponse) Reset() {
 	*x = StatsResponse{}
-	mi := &file_shard_proto_msgTypes[39]
+	mi := &file_shard_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2978,7 +3071,7 @@ func (x *StatsResponse) String() string {
 func (*StatsResponse) ProtoMessage() {}
 
 func (x *StatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[39]
+	mi := &file_shard_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2991,7 +3084,7 @@ func (x *StatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsResponse.ProtoReflect.Descriptor instead.
 func (*StatsResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{39}
+	return file_shard_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *StatsResponse) GetDocCount() uint64 {
@@ -3119,7 +3212,7 @@ type CollectionStats struct {
 
 func (x *CollectionStats) Reset() {
 	*x = CollectionStats{}
-	mi := &file_shard_proto_msgTypes[40]
+	mi := &file_shard_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3131,7 +3224,7 @@ func (x *CollectionStats) String() string {
 func (*CollectionStats) ProtoMessage() {}
 
 func (x *CollectionStats) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[40]
+	mi := &file_shard_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3144,7 +3237,7 @@ func (x *CollectionStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CollectionStats.ProtoReflect.Descriptor instead.
 func (*CollectionStats) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{40}
+	return file_shard_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *CollectionStats) GetEntry() *CollectionEntry {
@@ -3207,7 +3300,7 @@ type IndexStats struct {
 
 func (x *IndexStats) Reset() {
 	*x = IndexStats{}
-	mi := &file_shard_proto_msgTypes[41]
+	mi := &file_shard_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3219,7 +3312,7 @@ func (x *IndexStats) String() string {
 func (*IndexStats) ProtoMessage() {}
 
 func (x *IndexStats) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[41]
+	mi := &file_shard_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3232,7 +3325,7 @@ func (x *IndexStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IndexStats.ProtoReflect.Descriptor instead.
 func (*IndexStats) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{41}
+	return file_shard_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *IndexStats) GetKind() string {
@@ -3314,7 +3407,7 @@ type FacetRequest struct {
 
 func (x *FacetRequest) Reset() {
 	*x = FacetRequest{}
-	mi := &file_shard_proto_msgTypes[42]
+	mi := &file_shard_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3326,7 +3419,7 @@ func (x *FacetRequest) String() string {
 func (*FacetRequest) ProtoMessage() {}
 
 func (x *FacetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[42]
+	mi := &file_shard_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3339,7 +3432,7 @@ func (x *FacetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FacetRequest.ProtoReflect.Descriptor instead.
 func (*FacetRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{42}
+	return file_shard_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *FacetRequest) GetFilter() []byte {
@@ -3393,7 +3486,7 @@ type FacetValue struct {
 
 func (x *FacetValue) Reset() {
 	*x = FacetValue{}
-	mi := &file_shard_proto_msgTypes[43]
+	mi := &file_shard_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3405,7 +3498,7 @@ func (x *FacetValue) String() string {
 func (*FacetValue) ProtoMessage() {}
 
 func (x *FacetValue) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[43]
+	mi := &file_shard_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3418,7 +3511,7 @@ func (x *FacetValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FacetValue.ProtoReflect.Descriptor instead.
 func (*FacetValue) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{43}
+	return file_shard_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *FacetValue) GetValue() isFacetValue_Value {
@@ -3489,7 +3582,7 @@ type FacetCount struct {
 
 func (x *FacetCount) Reset() {
 	*x = FacetCount{}
-	mi := &file_shard_proto_msgTypes[44]
+	mi := &file_shard_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3501,7 +3594,7 @@ func (x *FacetCount) String() string {
 func (*FacetCount) ProtoMessage() {}
 
 func (x *FacetCount) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[44]
+	mi := &file_shard_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3514,7 +3607,7 @@ func (x *FacetCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FacetCount.ProtoReflect.Descriptor instead.
 func (*FacetCount) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{44}
+	return file_shard_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *FacetCount) GetValue() *FacetValue {
@@ -3543,7 +3636,7 @@ type FacetResponse struct {
 
 func (x *FacetResponse) Reset() {
 	*x = FacetResponse{}
-	mi := &file_shard_proto_msgTypes[45]
+	mi := &file_shard_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3555,7 +3648,7 @@ func (x *FacetResponse) String() string {
 func (*FacetResponse) ProtoMessage() {}
 
 func (x *FacetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[45]
+	mi := &file_shard_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3568,7 +3661,7 @@ func (x *FacetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FacetResponse.ProtoReflect.Descriptor instead.
 func (*FacetResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{45}
+	return file_shard_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *FacetResponse) GetCounts() []*FacetCount {
@@ -3609,7 +3702,7 @@ type OrderedScrollRequest struct {
 
 func (x *OrderedScrollRequest) Reset() {
 	*x = OrderedScrollRequest{}
-	mi := &file_shard_proto_msgTypes[46]
+	mi := &file_shard_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3621,7 +3714,7 @@ func (x *OrderedScrollRequest) String() string {
 func (*OrderedScrollRequest) ProtoMessage() {}
 
 func (x *OrderedScrollRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[46]
+	mi := &file_shard_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3634,7 +3727,7 @@ func (x *OrderedScrollRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OrderedScrollRequest.ProtoReflect.Descriptor instead.
 func (*OrderedScrollRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{46}
+	return file_shard_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *OrderedScrollRequest) GetFilter() []byte {
@@ -3726,7 +3819,7 @@ type OrderedPoint struct {
 
 func (x *OrderedPoint) Reset() {
 	*x = OrderedPoint{}
-	mi := &file_shard_proto_msgTypes[47]
+	mi := &file_shard_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3738,7 +3831,7 @@ func (x *OrderedPoint) String() string {
 func (*OrderedPoint) ProtoMessage() {}
 
 func (x *OrderedPoint) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[47]
+	mi := &file_shard_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3751,7 +3844,7 @@ func (x *OrderedPoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OrderedPoint.ProtoReflect.Descriptor instead.
 func (*OrderedPoint) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{47}
+	return file_shard_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *OrderedPoint) GetPoint() *Vector {
@@ -3787,7 +3880,7 @@ type OrderedScrollResponse struct {
 
 func (x *OrderedScrollResponse) Reset() {
 	*x = OrderedScrollResponse{}
-	mi := &file_shard_proto_msgTypes[48]
+	mi := &file_shard_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3799,7 +3892,7 @@ func (x *OrderedScrollResponse) String() string {
 func (*OrderedScrollResponse) ProtoMessage() {}
 
 func (x *OrderedScrollResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[48]
+	mi := &file_shard_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3812,7 +3905,7 @@ func (x *OrderedScrollResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OrderedScrollResponse.ProtoReflect.Descriptor instead.
 func (*OrderedScrollResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{48}
+	return file_shard_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *OrderedScrollResponse) GetPoints() []*OrderedPoint {
@@ -3846,7 +3939,7 @@ type EditRequest struct {
 
 func (x *EditRequest) Reset() {
 	*x = EditRequest{}
-	mi := &file_shard_proto_msgTypes[49]
+	mi := &file_shard_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3858,7 +3951,7 @@ func (x *EditRequest) String() string {
 func (*EditRequest) ProtoMessage() {}
 
 func (x *EditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[49]
+	mi := &file_shard_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3871,7 +3964,7 @@ func (x *EditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EditRequest.ProtoReflect.Descriptor instead.
 func (*EditRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{49}
+	return file_shard_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *EditRequest) GetPlacement() *Placement {
@@ -3913,7 +4006,7 @@ type Edit struct {
 
 func (x *Edit) Reset() {
 	*x = Edit{}
-	mi := &file_shard_proto_msgTypes[50]
+	mi := &file_shard_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3925,7 +4018,7 @@ func (x *Edit) String() string {
 func (*Edit) ProtoMessage() {}
 
 func (x *Edit) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[50]
+	mi := &file_shard_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3938,7 +4031,7 @@ func (x *Edit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Edit.ProtoReflect.Descriptor instead.
 func (*Edit) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{50}
+	return file_shard_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *Edit) GetKind() EditKind {
@@ -4002,7 +4095,7 @@ type EditResponse struct {
 
 func (x *EditResponse) Reset() {
 	*x = EditResponse{}
-	mi := &file_shard_proto_msgTypes[51]
+	mi := &file_shard_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4014,7 +4107,7 @@ func (x *EditResponse) String() string {
 func (*EditResponse) ProtoMessage() {}
 
 func (x *EditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[51]
+	mi := &file_shard_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4027,7 +4120,7 @@ func (x *EditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EditResponse.ProtoReflect.Descriptor instead.
 func (*EditResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{51}
+	return file_shard_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *EditResponse) GetIndex() uint64 {
@@ -4071,7 +4164,7 @@ type BackupRequest struct {
 
 func (x *BackupRequest) Reset() {
 	*x = BackupRequest{}
-	mi := &file_shard_proto_msgTypes[52]
+	mi := &file_shard_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4083,7 +4176,7 @@ func (x *BackupRequest) String() string {
 func (*BackupRequest) ProtoMessage() {}
 
 func (x *BackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[52]
+	mi := &file_shard_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4096,7 +4189,7 @@ func (x *BackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
 func (*BackupRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{52}
+	return file_shard_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *BackupRequest) GetBackupId() string {
@@ -4147,7 +4240,7 @@ type BackupCutRequest struct {
 
 func (x *BackupCutRequest) Reset() {
 	*x = BackupCutRequest{}
-	mi := &file_shard_proto_msgTypes[53]
+	mi := &file_shard_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4159,7 +4252,7 @@ func (x *BackupCutRequest) String() string {
 func (*BackupCutRequest) ProtoMessage() {}
 
 func (x *BackupCutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[53]
+	mi := &file_shard_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4172,7 +4265,7 @@ func (x *BackupCutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupCutRequest.ProtoReflect.Descriptor instead.
 func (*BackupCutRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{53}
+	return file_shard_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *BackupCutRequest) GetBackupId() string {
@@ -4216,7 +4309,7 @@ type BackupCutResponse struct {
 
 func (x *BackupCutResponse) Reset() {
 	*x = BackupCutResponse{}
-	mi := &file_shard_proto_msgTypes[54]
+	mi := &file_shard_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4228,7 +4321,7 @@ func (x *BackupCutResponse) String() string {
 func (*BackupCutResponse) ProtoMessage() {}
 
 func (x *BackupCutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[54]
+	mi := &file_shard_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4241,7 +4334,7 @@ func (x *BackupCutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupCutResponse.ProtoReflect.Descriptor instead.
 func (*BackupCutResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{54}
+	return file_shard_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *BackupCutResponse) GetIndex() uint64 {
@@ -4277,7 +4370,7 @@ type BackupChunk struct {
 
 func (x *BackupChunk) Reset() {
 	*x = BackupChunk{}
-	mi := &file_shard_proto_msgTypes[55]
+	mi := &file_shard_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4289,7 +4382,7 @@ func (x *BackupChunk) String() string {
 func (*BackupChunk) ProtoMessage() {}
 
 func (x *BackupChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[55]
+	mi := &file_shard_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4302,7 +4395,7 @@ func (x *BackupChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupChunk.ProtoReflect.Descriptor instead.
 func (*BackupChunk) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{55}
+	return file_shard_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *BackupChunk) GetHeader() *BackupHeader {
@@ -4331,7 +4424,7 @@ type BackupHeader struct {
 
 func (x *BackupHeader) Reset() {
 	*x = BackupHeader{}
-	mi := &file_shard_proto_msgTypes[56]
+	mi := &file_shard_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4343,7 +4436,7 @@ func (x *BackupHeader) String() string {
 func (*BackupHeader) ProtoMessage() {}
 
 func (x *BackupHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[56]
+	mi := &file_shard_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4356,7 +4449,7 @@ func (x *BackupHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupHeader.ProtoReflect.Descriptor instead.
 func (*BackupHeader) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{56}
+	return file_shard_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *BackupHeader) GetIndex() uint64 {
@@ -4400,7 +4493,7 @@ type SparseStatsRequest struct {
 
 func (x *SparseStatsRequest) Reset() {
 	*x = SparseStatsRequest{}
-	mi := &file_shard_proto_msgTypes[57]
+	mi := &file_shard_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4412,7 +4505,7 @@ func (x *SparseStatsRequest) String() string {
 func (*SparseStatsRequest) ProtoMessage() {}
 
 func (x *SparseStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[57]
+	mi := &file_shard_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4425,7 +4518,7 @@ func (x *SparseStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SparseStatsRequest.ProtoReflect.Descriptor instead.
 func (*SparseStatsRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{57}
+	return file_shard_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *SparseStatsRequest) GetCollection() *CollectionRef {
@@ -4476,7 +4569,7 @@ type SparseStatsResponse struct {
 
 func (x *SparseStatsResponse) Reset() {
 	*x = SparseStatsResponse{}
-	mi := &file_shard_proto_msgTypes[58]
+	mi := &file_shard_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4488,7 +4581,7 @@ func (x *SparseStatsResponse) String() string {
 func (*SparseStatsResponse) ProtoMessage() {}
 
 func (x *SparseStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[58]
+	mi := &file_shard_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4501,7 +4594,7 @@ func (x *SparseStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SparseStatsResponse.ProtoReflect.Descriptor instead.
 func (*SparseStatsResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{58}
+	return file_shard_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *SparseStatsResponse) GetDocCount() uint64 {
@@ -4574,7 +4667,7 @@ const file_shard_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12:\n" +
 	"\x05value\x18\x02 \x01(\v2$.trawl.shard.v1.SparseVectorSettingsR\x05value:\x028\x01\"2\n" +
 	"\x14SparseVectorSettings\x12\x1a\n" +
-	"\bmodifier\x18\x01 \x01(\tR\bmodifier\"\xe9\x02\n" +
+	"\bmodifier\x18\x01 \x01(\tR\bmodifier\"\x94\x03\n" +
 	"\x0fCollectionEntry\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
 	"\x03uid\x18\x02 \x01(\x04R\x03uid\x12>\n" +
@@ -4582,10 +4675,17 @@ const file_shard_proto_rawDesc = "" +
 	"\x0epayload_schema\x18\x04 \x03(\v22.trawl.shard.v1.CollectionEntry.PayloadSchemaEntryR\rpayloadSchema\x122\n" +
 	"\bslot_map\x18\x05 \x01(\v2\x17.trawl.shard.v1.SlotMapR\aslotMap\x12\x1f\n" +
 	"\vslots_asked\x18\x06 \x01(\rR\n" +
-	"slotsAsked\x1a@\n" +
+	"slotsAsked\x12)\n" +
+	"\x10settings_version\x18\a \x01(\x04R\x0fsettingsVersion\x1a@\n" +
 	"\x12PayloadSchemaEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x97\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x82\x01\n" +
+	"\x0eUpdateSettings\x12\x1e\n" +
+	"\n" +
+	"collection\x18\x01 \x01(\tR\n" +
+	"collection\x12\x10\n" +
+	"\x03uid\x18\x02 \x01(\x04R\x03uid\x12>\n" +
+	"\bsettings\x18\x03 \x01(\v2\".trawl.shard.v1.CollectionSettingsR\bsettings\"\x97\x01\n" +
 	"\aSlotMap\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\x12\x16\n" +
 	"\x06owners\x18\x02 \x03(\tR\x06owners\x12\x14\n" +
@@ -4625,14 +4725,15 @@ const file_shard_proto_rawDesc = "" +
 	"\adropped\x18\x04 \x03(\v2,.trawl.shard.v1.CatalogResponse.DroppedEntryR\adropped\x1a:\n" +
 	"\fDroppedEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"\x95\x03\n" +
+	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"\xe0\x03\n" +
 	"\x14ChangeCatalogRequest\x12\x1c\n" +
 	"\tauthority\x18\x01 \x01(\bR\tauthority\x129\n" +
 	"\x06create\x18\x02 \x01(\v2\x1f.trawl.shard.v1.CollectionEntryH\x00R\x06create\x123\n" +
 	"\x04drop\x18\x03 \x01(\v2\x1d.trawl.shard.v1.CollectionRefH\x00R\x04drop\x122\n" +
 	"\x05alias\x18\x04 \x01(\v2\x1a.trawl.shard.v1.AliasEntryH\x00R\x05alias\x12C\n" +
 	"\rpayload_index\x18\x06 \x01(\v2\x1c.trawl.shard.v1.PayloadIndexH\x00R\fpayloadIndex\x127\n" +
-	"\tset_slots\x18\a \x01(\v2\x18.trawl.shard.v1.SetSlotsH\x00R\bsetSlots\x127\n" +
+	"\tset_slots\x18\a \x01(\v2\x18.trawl.shard.v1.SetSlotsH\x00R\bsetSlots\x12I\n" +
+	"\x0fupdate_settings\x18\b \x01(\v2\x1e.trawl.shard.v1.UpdateSettingsH\x00R\x0eupdateSettings\x127\n" +
 	"\tplacement\x18\x05 \x01(\v2\x19.trawl.shard.v1.PlacementR\tplacementB\x04\n" +
 	"\x02op\"\xd3\x01\n" +
 	"\x15ChangeCatalogResponse\x125\n" +
@@ -4937,7 +5038,7 @@ func file_shard_proto_rawDescGZIP() []byte {
 }
 
 var file_shard_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_shard_proto_msgTypes = make([]protoimpl.MessageInfo, 62)
+var file_shard_proto_msgTypes = make([]protoimpl.MessageInfo, 63)
 var file_shard_proto_goTypes = []any{
 	(EditKind)(0),                 // 0: trawl.shard.v1.EditKind
 	(*MembersRequest)(nil),        // 1: trawl.shard.v1.MembersRequest
@@ -4950,168 +5051,171 @@ var file_shard_proto_goTypes = []any{
 	(*CollectionSettings)(nil),    // 8: trawl.shard.v1.CollectionSettings
 	(*SparseVectorSettings)(nil),  // 9: trawl.shard.v1.SparseVectorSettings
 	(*CollectionEntry)(nil),       // 10: trawl.shard.v1.CollectionEntry
-	(*SlotMap)(nil),               // 11: trawl.shard.v1.SlotMap
-	(*SlotMove)(nil),              // 12: trawl.shard.v1.SlotMove
-	(*SetSlots)(nil),              // 13: trawl.shard.v1.SetSlots
-	(*PayloadIndex)(nil),          // 14: trawl.shard.v1.PayloadIndex
-	(*AliasEntry)(nil),            // 15: trawl.shard.v1.AliasEntry
-	(*CatalogRequest)(nil),        // 16: trawl.shard.v1.CatalogRequest
-	(*CatalogResponse)(nil),       // 17: trawl.shard.v1.CatalogResponse
-	(*ChangeCatalogRequest)(nil),  // 18: trawl.shard.v1.ChangeCatalogRequest
-	(*ChangeCatalogResponse)(nil), // 19: trawl.shard.v1.ChangeCatalogResponse
-	(*SlotSelection)(nil),         // 20: trawl.shard.v1.SlotSelection
-	(*Query)(nil),                 // 21: trawl.shard.v1.Query
-	(*SparseQuery)(nil),           // 22: trawl.shard.v1.SparseQuery
-	(*PayloadSelector)(nil),       // 23: trawl.shard.v1.PayloadSelector
-	(*Hit)(nil),                   // 24: trawl.shard.v1.Hit
-	(*SearchRequest)(nil),         // 25: trawl.shard.v1.SearchRequest
-	(*HitList)(nil),               // 26: trawl.shard.v1.HitList
-	(*SearchResponse)(nil),        // 27: trawl.shard.v1.SearchResponse
-	(*Placement)(nil),             // 28: trawl.shard.v1.Placement
-	(*Vector)(nil),                // 29: trawl.shard.v1.Vector
-	(*SparseVector)(nil),          // 30: trawl.shard.v1.SparseVector
-	(*UpsertRequest)(nil),         // 31: trawl.shard.v1.UpsertRequest
-	(*UpsertResponse)(nil),        // 32: trawl.shard.v1.UpsertResponse
-	(*GetRequest)(nil),            // 33: trawl.shard.v1.GetRequest
-	(*GetResponse)(nil),           // 34: trawl.shard.v1.GetResponse
-	(*DeleteRequest)(nil),         // 35: trawl.shard.v1.DeleteRequest
-	(*DeleteResponse)(nil),        // 36: trawl.shard.v1.DeleteResponse
-	(*ScrollRequest)(nil),         // 37: trawl.shard.v1.ScrollRequest
-	(*ScrollResponse)(nil),        // 38: trawl.shard.v1.ScrollResponse
-	(*StatsRequest)(nil),          // 39: trawl.shard.v1.StatsRequest
-	(*StatsResponse)(nil),         // 40: trawl.shard.v1.StatsResponse
-	(*CollectionStats)(nil),       // 41: trawl.shard.v1.CollectionStats
-	(*IndexStats)(nil),            // 42: trawl.shard.v1.IndexStats
-	(*FacetRequest)(nil),          // 43: trawl.shard.v1.FacetRequest
-	(*FacetValue)(nil),            // 44: trawl.shard.v1.FacetValue
-	(*FacetCount)(nil),            // 45: trawl.shard.v1.FacetCount
-	(*FacetResponse)(nil),         // 46: trawl.shard.v1.FacetResponse
-	(*OrderedScrollRequest)(nil),  // 47: trawl.shard.v1.OrderedScrollRequest
-	(*OrderedPoint)(nil),          // 48: trawl.shard.v1.OrderedPoint
-	(*OrderedScrollResponse)(nil), // 49: trawl.shard.v1.OrderedScrollResponse
-	(*EditRequest)(nil),           // 50: trawl.shard.v1.EditRequest
-	(*Edit)(nil),                  // 51: trawl.shard.v1.Edit
-	(*EditResponse)(nil),          // 52: trawl.shard.v1.EditResponse
-	(*BackupRequest)(nil),         // 53: trawl.shard.v1.BackupRequest
-	(*BackupCutRequest)(nil),      // 54: trawl.shard.v1.BackupCutRequest
-	(*BackupCutResponse)(nil),     // 55: trawl.shard.v1.BackupCutResponse
-	(*BackupChunk)(nil),           // 56: trawl.shard.v1.BackupChunk
-	(*BackupHeader)(nil),          // 57: trawl.shard.v1.BackupHeader
-	(*SparseStatsRequest)(nil),    // 58: trawl.shard.v1.SparseStatsRequest
-	(*SparseStatsResponse)(nil),   // 59: trawl.shard.v1.SparseStatsResponse
-	nil,                           // 60: trawl.shard.v1.CollectionSettings.SparseVectorsEntry
-	nil,                           // 61: trawl.shard.v1.CollectionEntry.PayloadSchemaEntry
-	nil,                           // 62: trawl.shard.v1.CatalogResponse.DroppedEntry
+	(*UpdateSettings)(nil),        // 11: trawl.shard.v1.UpdateSettings
+	(*SlotMap)(nil),               // 12: trawl.shard.v1.SlotMap
+	(*SlotMove)(nil),              // 13: trawl.shard.v1.SlotMove
+	(*SetSlots)(nil),              // 14: trawl.shard.v1.SetSlots
+	(*PayloadIndex)(nil),          // 15: trawl.shard.v1.PayloadIndex
+	(*AliasEntry)(nil),            // 16: trawl.shard.v1.AliasEntry
+	(*CatalogRequest)(nil),        // 17: trawl.shard.v1.CatalogRequest
+	(*CatalogResponse)(nil),       // 18: trawl.shard.v1.CatalogResponse
+	(*ChangeCatalogRequest)(nil),  // 19: trawl.shard.v1.ChangeCatalogRequest
+	(*ChangeCatalogResponse)(nil), // 20: trawl.shard.v1.ChangeCatalogResponse
+	(*SlotSelection)(nil),         // 21: trawl.shard.v1.SlotSelection
+	(*Query)(nil),                 // 22: trawl.shard.v1.Query
+	(*SparseQuery)(nil),           // 23: trawl.shard.v1.SparseQuery
+	(*PayloadSelector)(nil),       // 24: trawl.shard.v1.PayloadSelector
+	(*Hit)(nil),                   // 25: trawl.shard.v1.Hit
+	(*SearchRequest)(nil),         // 26: trawl.shard.v1.SearchRequest
+	(*HitList)(nil),               // 27: trawl.shard.v1.HitList
+	(*SearchResponse)(nil),        // 28: trawl.shard.v1.SearchResponse
+	(*Placement)(nil),             // 29: trawl.shard.v1.Placement
+	(*Vector)(nil),                // 30: trawl.shard.v1.Vector
+	(*SparseVector)(nil),          // 31: trawl.shard.v1.SparseVector
+	(*UpsertRequest)(nil),         // 32: trawl.shard.v1.UpsertRequest
+	(*UpsertResponse)(nil),        // 33: trawl.shard.v1.UpsertResponse
+	(*GetRequest)(nil),            // 34: trawl.shard.v1.GetRequest
+	(*GetResponse)(nil),           // 35: trawl.shard.v1.GetResponse
+	(*DeleteRequest)(nil),         // 36: trawl.shard.v1.DeleteRequest
+	(*DeleteResponse)(nil),        // 37: trawl.shard.v1.DeleteResponse
+	(*ScrollRequest)(nil),         // 38: trawl.shard.v1.ScrollRequest
+	(*ScrollResponse)(nil),        // 39: trawl.shard.v1.ScrollResponse
+	(*StatsRequest)(nil),          // 40: trawl.shard.v1.StatsRequest
+	(*StatsResponse)(nil),         // 41: trawl.shard.v1.StatsResponse
+	(*CollectionStats)(nil),       // 42: trawl.shard.v1.CollectionStats
+	(*IndexStats)(nil),            // 43: trawl.shard.v1.IndexStats
+	(*FacetRequest)(nil),          // 44: trawl.shard.v1.FacetRequest
+	(*FacetValue)(nil),            // 45: trawl.shard.v1.FacetValue
+	(*FacetCount)(nil),            // 46: trawl.shard.v1.FacetCount
+	(*FacetResponse)(nil),         // 47: trawl.shard.v1.FacetResponse
+	(*OrderedScrollRequest)(nil),  // 48: trawl.shard.v1.OrderedScrollRequest
+	(*OrderedPoint)(nil),          // 49: trawl.shard.v1.OrderedPoint
+	(*OrderedScrollResponse)(nil), // 50: trawl.shard.v1.OrderedScrollResponse
+	(*EditRequest)(nil),           // 51: trawl.shard.v1.EditRequest
+	(*Edit)(nil),                  // 52: trawl.shard.v1.Edit
+	(*EditResponse)(nil),          // 53: trawl.shard.v1.EditResponse
+	(*BackupRequest)(nil),         // 54: trawl.shard.v1.BackupRequest
+	(*BackupCutRequest)(nil),      // 55: trawl.shard.v1.BackupCutRequest
+	(*BackupCutResponse)(nil),     // 56: trawl.shard.v1.BackupCutResponse
+	(*BackupChunk)(nil),           // 57: trawl.shard.v1.BackupChunk
+	(*BackupHeader)(nil),          // 58: trawl.shard.v1.BackupHeader
+	(*SparseStatsRequest)(nil),    // 59: trawl.shard.v1.SparseStatsRequest
+	(*SparseStatsResponse)(nil),   // 60: trawl.shard.v1.SparseStatsResponse
+	nil,                           // 61: trawl.shard.v1.CollectionSettings.SparseVectorsEntry
+	nil,                           // 62: trawl.shard.v1.CollectionEntry.PayloadSchemaEntry
+	nil,                           // 63: trawl.shard.v1.CatalogResponse.DroppedEntry
 }
 var file_shard_proto_depIdxs = []int32{
 	2,  // 0: trawl.shard.v1.MembersResponse.members:type_name -> trawl.shard.v1.Member
 	5,  // 1: trawl.shard.v1.ChangeMembersRequest.replace:type_name -> trawl.shard.v1.ReplaceMember
 	2,  // 2: trawl.shard.v1.ChangeMembersResponse.members:type_name -> trawl.shard.v1.Member
-	60, // 3: trawl.shard.v1.CollectionSettings.sparse_vectors:type_name -> trawl.shard.v1.CollectionSettings.SparseVectorsEntry
+	61, // 3: trawl.shard.v1.CollectionSettings.sparse_vectors:type_name -> trawl.shard.v1.CollectionSettings.SparseVectorsEntry
 	8,  // 4: trawl.shard.v1.CollectionEntry.settings:type_name -> trawl.shard.v1.CollectionSettings
-	61, // 5: trawl.shard.v1.CollectionEntry.payload_schema:type_name -> trawl.shard.v1.CollectionEntry.PayloadSchemaEntry
-	11, // 6: trawl.shard.v1.CollectionEntry.slot_map:type_name -> trawl.shard.v1.SlotMap
-	12, // 7: trawl.shard.v1.SlotMap.moves:type_name -> trawl.shard.v1.SlotMove
-	11, // 8: trawl.shard.v1.SetSlots.slot_map:type_name -> trawl.shard.v1.SlotMap
-	10, // 9: trawl.shard.v1.CatalogResponse.collections:type_name -> trawl.shard.v1.CollectionEntry
-	15, // 10: trawl.shard.v1.CatalogResponse.aliases:type_name -> trawl.shard.v1.AliasEntry
-	62, // 11: trawl.shard.v1.CatalogResponse.dropped:type_name -> trawl.shard.v1.CatalogResponse.DroppedEntry
-	10, // 12: trawl.shard.v1.ChangeCatalogRequest.create:type_name -> trawl.shard.v1.CollectionEntry
-	7,  // 13: trawl.shard.v1.ChangeCatalogRequest.drop:type_name -> trawl.shard.v1.CollectionRef
-	15, // 14: trawl.shard.v1.ChangeCatalogRequest.alias:type_name -> trawl.shard.v1.AliasEntry
-	14, // 15: trawl.shard.v1.ChangeCatalogRequest.payload_index:type_name -> trawl.shard.v1.PayloadIndex
-	13, // 16: trawl.shard.v1.ChangeCatalogRequest.set_slots:type_name -> trawl.shard.v1.SetSlots
-	28, // 17: trawl.shard.v1.ChangeCatalogRequest.placement:type_name -> trawl.shard.v1.Placement
-	10, // 18: trawl.shard.v1.ChangeCatalogResponse.entry:type_name -> trawl.shard.v1.CollectionEntry
-	15, // 19: trawl.shard.v1.ChangeCatalogResponse.alias:type_name -> trawl.shard.v1.AliasEntry
-	23, // 20: trawl.shard.v1.Query.with_payload:type_name -> trawl.shard.v1.PayloadSelector
-	22, // 21: trawl.shard.v1.Query.sparse:type_name -> trawl.shard.v1.SparseQuery
-	30, // 22: trawl.shard.v1.Hit.sparse:type_name -> trawl.shard.v1.SparseVector
-	21, // 23: trawl.shard.v1.SearchRequest.queries:type_name -> trawl.shard.v1.Query
-	7,  // 24: trawl.shard.v1.SearchRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	20, // 25: trawl.shard.v1.SearchRequest.slots:type_name -> trawl.shard.v1.SlotSelection
-	24, // 26: trawl.shard.v1.HitList.hits:type_name -> trawl.shard.v1.Hit
-	26, // 27: trawl.shard.v1.SearchResponse.results:type_name -> trawl.shard.v1.HitList
-	30, // 28: trawl.shard.v1.Vector.sparse:type_name -> trawl.shard.v1.SparseVector
-	28, // 29: trawl.shard.v1.UpsertRequest.placement:type_name -> trawl.shard.v1.Placement
-	29, // 30: trawl.shard.v1.UpsertRequest.vectors:type_name -> trawl.shard.v1.Vector
-	7,  // 31: trawl.shard.v1.UpsertRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	20, // 32: trawl.shard.v1.GetRequest.slots:type_name -> trawl.shard.v1.SlotSelection
-	7,  // 33: trawl.shard.v1.GetRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	29, // 34: trawl.shard.v1.GetResponse.vector:type_name -> trawl.shard.v1.Vector
-	28, // 35: trawl.shard.v1.DeleteRequest.placement:type_name -> trawl.shard.v1.Placement
-	7,  // 36: trawl.shard.v1.DeleteRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	23, // 37: trawl.shard.v1.ScrollRequest.with_payload:type_name -> trawl.shard.v1.PayloadSelector
-	7,  // 38: trawl.shard.v1.ScrollRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	20, // 39: trawl.shard.v1.ScrollRequest.slots:type_name -> trawl.shard.v1.SlotSelection
-	29, // 40: trawl.shard.v1.ScrollResponse.points:type_name -> trawl.shard.v1.Vector
-	7,  // 41: trawl.shard.v1.StatsRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	28, // 42: trawl.shard.v1.StatsResponse.placement:type_name -> trawl.shard.v1.Placement
-	42, // 43: trawl.shard.v1.StatsResponse.index:type_name -> trawl.shard.v1.IndexStats
-	41, // 44: trawl.shard.v1.StatsResponse.collections:type_name -> trawl.shard.v1.CollectionStats
-	10, // 45: trawl.shard.v1.CollectionStats.entry:type_name -> trawl.shard.v1.CollectionEntry
-	42, // 46: trawl.shard.v1.CollectionStats.index:type_name -> trawl.shard.v1.IndexStats
-	20, // 47: trawl.shard.v1.FacetRequest.slots:type_name -> trawl.shard.v1.SlotSelection
-	7,  // 48: trawl.shard.v1.FacetRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	44, // 49: trawl.shard.v1.FacetCount.value:type_name -> trawl.shard.v1.FacetValue
-	45, // 50: trawl.shard.v1.FacetResponse.counts:type_name -> trawl.shard.v1.FacetCount
-	23, // 51: trawl.shard.v1.OrderedScrollRequest.with_payload:type_name -> trawl.shard.v1.PayloadSelector
-	20, // 52: trawl.shard.v1.OrderedScrollRequest.slots:type_name -> trawl.shard.v1.SlotSelection
-	7,  // 53: trawl.shard.v1.OrderedScrollRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	29, // 54: trawl.shard.v1.OrderedPoint.point:type_name -> trawl.shard.v1.Vector
-	48, // 55: trawl.shard.v1.OrderedScrollResponse.points:type_name -> trawl.shard.v1.OrderedPoint
-	28, // 56: trawl.shard.v1.EditRequest.placement:type_name -> trawl.shard.v1.Placement
-	51, // 57: trawl.shard.v1.EditRequest.edits:type_name -> trawl.shard.v1.Edit
-	7,  // 58: trawl.shard.v1.EditRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	0,  // 59: trawl.shard.v1.Edit.kind:type_name -> trawl.shard.v1.EditKind
-	29, // 60: trawl.shard.v1.Edit.vectors:type_name -> trawl.shard.v1.Vector
-	20, // 61: trawl.shard.v1.BackupRequest.slots:type_name -> trawl.shard.v1.SlotSelection
-	7,  // 62: trawl.shard.v1.BackupRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	7,  // 63: trawl.shard.v1.BackupCutRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	57, // 64: trawl.shard.v1.BackupChunk.header:type_name -> trawl.shard.v1.BackupHeader
-	29, // 65: trawl.shard.v1.BackupChunk.vectors:type_name -> trawl.shard.v1.Vector
-	10, // 66: trawl.shard.v1.BackupHeader.entry:type_name -> trawl.shard.v1.CollectionEntry
-	28, // 67: trawl.shard.v1.BackupHeader.placement:type_name -> trawl.shard.v1.Placement
-	7,  // 68: trawl.shard.v1.SparseStatsRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	20, // 69: trawl.shard.v1.SparseStatsRequest.slots:type_name -> trawl.shard.v1.SlotSelection
-	9,  // 70: trawl.shard.v1.CollectionSettings.SparseVectorsEntry.value:type_name -> trawl.shard.v1.SparseVectorSettings
-	25, // 71: trawl.shard.v1.Shard.Search:input_type -> trawl.shard.v1.SearchRequest
-	58, // 72: trawl.shard.v1.Shard.SparseStats:input_type -> trawl.shard.v1.SparseStatsRequest
-	31, // 73: trawl.shard.v1.Shard.Upsert:input_type -> trawl.shard.v1.UpsertRequest
-	33, // 74: trawl.shard.v1.Shard.Get:input_type -> trawl.shard.v1.GetRequest
-	35, // 75: trawl.shard.v1.Shard.Delete:input_type -> trawl.shard.v1.DeleteRequest
-	39, // 76: trawl.shard.v1.Shard.Stats:input_type -> trawl.shard.v1.StatsRequest
-	37, // 77: trawl.shard.v1.Shard.Scroll:input_type -> trawl.shard.v1.ScrollRequest
-	16, // 78: trawl.shard.v1.Shard.Catalog:input_type -> trawl.shard.v1.CatalogRequest
-	18, // 79: trawl.shard.v1.Shard.ChangeCatalog:input_type -> trawl.shard.v1.ChangeCatalogRequest
-	1,  // 80: trawl.shard.v1.Shard.Members:input_type -> trawl.shard.v1.MembersRequest
-	4,  // 81: trawl.shard.v1.Shard.ChangeMembers:input_type -> trawl.shard.v1.ChangeMembersRequest
-	43, // 82: trawl.shard.v1.Shard.Facet:input_type -> trawl.shard.v1.FacetRequest
-	47, // 83: trawl.shard.v1.Shard.OrderedScroll:input_type -> trawl.shard.v1.OrderedScrollRequest
-	50, // 84: trawl.shard.v1.Shard.Edit:input_type -> trawl.shard.v1.EditRequest
-	53, // 85: trawl.shard.v1.Shard.Backup:input_type -> trawl.shard.v1.BackupRequest
-	54, // 86: trawl.shard.v1.Shard.ProposeBackupCut:input_type -> trawl.shard.v1.BackupCutRequest
-	27, // 87: trawl.shard.v1.Shard.Search:output_type -> trawl.shard.v1.SearchResponse
-	59, // 88: trawl.shard.v1.Shard.SparseStats:output_type -> trawl.shard.v1.SparseStatsResponse
-	32, // 89: trawl.shard.v1.Shard.Upsert:output_type -> trawl.shard.v1.UpsertResponse
-	34, // 90: trawl.shard.v1.Shard.Get:output_type -> trawl.shard.v1.GetResponse
-	36, // 91: trawl.shard.v1.Shard.Delete:output_type -> trawl.shard.v1.DeleteResponse
-	40, // 92: trawl.shard.v1.Shard.Stats:output_type -> trawl.shard.v1.StatsResponse
-	38, // 93: trawl.shard.v1.Shard.Scroll:output_type -> trawl.shard.v1.ScrollResponse
-	17, // 94: trawl.shard.v1.Shard.Catalog:output_type -> trawl.shard.v1.CatalogResponse
-	19, // 95: trawl.shard.v1.Shard.ChangeCatalog:output_type -> trawl.shard.v1.ChangeCatalogResponse
-	3,  // 96: trawl.shard.v1.Shard.Members:output_type -> trawl.shard.v1.MembersResponse
-	6,  // 97: trawl.shard.v1.Shard.ChangeMembers:output_type -> trawl.shard.v1.ChangeMembersResponse
-	46, // 98: trawl.shard.v1.Shard.Facet:output_type -> trawl.shard.v1.FacetResponse
-	49, // 99: trawl.shard.v1.Shard.OrderedScroll:output_type -> trawl.shard.v1.OrderedScrollResponse
-	52, // 100: trawl.shard.v1.Shard.Edit:output_type -> trawl.shard.v1.EditResponse
-	56, // 101: trawl.shard.v1.Shard.Backup:output_type -> trawl.shard.v1.BackupChunk
-	55, // 102: trawl.shard.v1.Shard.ProposeBackupCut:output_type -> trawl.shard.v1.BackupCutResponse
-	87, // [87:103] is the sub-list for method output_type
-	71, // [71:87] is the sub-list for method input_type
-	71, // [71:71] is the sub-list for extension type_name
-	71, // [71:71] is the sub-list for extension extendee
-	0,  // [0:71] is the sub-list for field type_name
+	62, // 5: trawl.shard.v1.CollectionEntry.payload_schema:type_name -> trawl.shard.v1.CollectionEntry.PayloadSchemaEntry
+	12, // 6: trawl.shard.v1.CollectionEntry.slot_map:type_name -> trawl.shard.v1.SlotMap
+	8,  // 7: trawl.shard.v1.UpdateSettings.settings:type_name -> trawl.shard.v1.CollectionSettings
+	13, // 8: trawl.shard.v1.SlotMap.moves:type_name -> trawl.shard.v1.SlotMove
+	12, // 9: trawl.shard.v1.SetSlots.slot_map:type_name -> trawl.shard.v1.SlotMap
+	10, // 10: trawl.shard.v1.CatalogResponse.collections:type_name -> trawl.shard.v1.CollectionEntry
+	16, // 11: trawl.shard.v1.CatalogResponse.aliases:type_name -> trawl.shard.v1.AliasEntry
+	63, // 12: trawl.shard.v1.CatalogResponse.dropped:type_name -> trawl.shard.v1.CatalogResponse.DroppedEntry
+	10, // 13: trawl.shard.v1.ChangeCatalogRequest.create:type_name -> trawl.shard.v1.CollectionEntry
+	7,  // 14: trawl.shard.v1.ChangeCatalogRequest.drop:type_name -> trawl.shard.v1.CollectionRef
+	16, // 15: trawl.shard.v1.ChangeCatalogRequest.alias:type_name -> trawl.shard.v1.AliasEntry
+	15, // 16: trawl.shard.v1.ChangeCatalogRequest.payload_index:type_name -> trawl.shard.v1.PayloadIndex
+	14, // 17: trawl.shard.v1.ChangeCatalogRequest.set_slots:type_name -> trawl.shard.v1.SetSlots
+	11, // 18: trawl.shard.v1.ChangeCatalogRequest.update_settings:type_name -> trawl.shard.v1.UpdateSettings
+	29, // 19: trawl.shard.v1.ChangeCatalogRequest.placement:type_name -> trawl.shard.v1.Placement
+	10, // 20: trawl.shard.v1.ChangeCatalogResponse.entry:type_name -> trawl.shard.v1.CollectionEntry
+	16, // 21: trawl.shard.v1.ChangeCatalogResponse.alias:type_name -> trawl.shard.v1.AliasEntry
+	24, // 22: trawl.shard.v1.Query.with_payload:type_name -> trawl.shard.v1.PayloadSelector
+	23, // 23: trawl.shard.v1.Query.sparse:type_name -> trawl.shard.v1.SparseQuery
+	31, // 24: trawl.shard.v1.Hit.sparse:type_name -> trawl.shard.v1.SparseVector
+	22, // 25: trawl.shard.v1.SearchRequest.queries:type_name -> trawl.shard.v1.Query
+	7,  // 26: trawl.shard.v1.SearchRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	21, // 27: trawl.shard.v1.SearchRequest.slots:type_name -> trawl.shard.v1.SlotSelection
+	25, // 28: trawl.shard.v1.HitList.hits:type_name -> trawl.shard.v1.Hit
+	27, // 29: trawl.shard.v1.SearchResponse.results:type_name -> trawl.shard.v1.HitList
+	31, // 30: trawl.shard.v1.Vector.sparse:type_name -> trawl.shard.v1.SparseVector
+	29, // 31: trawl.shard.v1.UpsertRequest.placement:type_name -> trawl.shard.v1.Placement
+	30, // 32: trawl.shard.v1.UpsertRequest.vectors:type_name -> trawl.shard.v1.Vector
+	7,  // 33: trawl.shard.v1.UpsertRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	21, // 34: trawl.shard.v1.GetRequest.slots:type_name -> trawl.shard.v1.SlotSelection
+	7,  // 35: trawl.shard.v1.GetRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	30, // 36: trawl.shard.v1.GetResponse.vector:type_name -> trawl.shard.v1.Vector
+	29, // 37: trawl.shard.v1.DeleteRequest.placement:type_name -> trawl.shard.v1.Placement
+	7,  // 38: trawl.shard.v1.DeleteRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	24, // 39: trawl.shard.v1.ScrollRequest.with_payload:type_name -> trawl.shard.v1.PayloadSelector
+	7,  // 40: trawl.shard.v1.ScrollRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	21, // 41: trawl.shard.v1.ScrollRequest.slots:type_name -> trawl.shard.v1.SlotSelection
+	30, // 42: trawl.shard.v1.ScrollResponse.points:type_name -> trawl.shard.v1.Vector
+	7,  // 43: trawl.shard.v1.StatsRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	29, // 44: trawl.shard.v1.StatsResponse.placement:type_name -> trawl.shard.v1.Placement
+	43, // 45: trawl.shard.v1.StatsResponse.index:type_name -> trawl.shard.v1.IndexStats
+	42, // 46: trawl.shard.v1.StatsResponse.collections:type_name -> trawl.shard.v1.CollectionStats
+	10, // 47: trawl.shard.v1.CollectionStats.entry:type_name -> trawl.shard.v1.CollectionEntry
+	43, // 48: trawl.shard.v1.CollectionStats.index:type_name -> trawl.shard.v1.IndexStats
+	21, // 49: trawl.shard.v1.FacetRequest.slots:type_name -> trawl.shard.v1.SlotSelection
+	7,  // 50: trawl.shard.v1.FacetRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	45, // 51: trawl.shard.v1.FacetCount.value:type_name -> trawl.shard.v1.FacetValue
+	46, // 52: trawl.shard.v1.FacetResponse.counts:type_name -> trawl.shard.v1.FacetCount
+	24, // 53: trawl.shard.v1.OrderedScrollRequest.with_payload:type_name -> trawl.shard.v1.PayloadSelector
+	21, // 54: trawl.shard.v1.OrderedScrollRequest.slots:type_name -> trawl.shard.v1.SlotSelection
+	7,  // 55: trawl.shard.v1.OrderedScrollRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	30, // 56: trawl.shard.v1.OrderedPoint.point:type_name -> trawl.shard.v1.Vector
+	49, // 57: trawl.shard.v1.OrderedScrollResponse.points:type_name -> trawl.shard.v1.OrderedPoint
+	29, // 58: trawl.shard.v1.EditRequest.placement:type_name -> trawl.shard.v1.Placement
+	52, // 59: trawl.shard.v1.EditRequest.edits:type_name -> trawl.shard.v1.Edit
+	7,  // 60: trawl.shard.v1.EditRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	0,  // 61: trawl.shard.v1.Edit.kind:type_name -> trawl.shard.v1.EditKind
+	30, // 62: trawl.shard.v1.Edit.vectors:type_name -> trawl.shard.v1.Vector
+	21, // 63: trawl.shard.v1.BackupRequest.slots:type_name -> trawl.shard.v1.SlotSelection
+	7,  // 64: trawl.shard.v1.BackupRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	7,  // 65: trawl.shard.v1.BackupCutRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	58, // 66: trawl.shard.v1.BackupChunk.header:type_name -> trawl.shard.v1.BackupHeader
+	30, // 67: trawl.shard.v1.BackupChunk.vectors:type_name -> trawl.shard.v1.Vector
+	10, // 68: trawl.shard.v1.BackupHeader.entry:type_name -> trawl.shard.v1.CollectionEntry
+	29, // 69: trawl.shard.v1.BackupHeader.placement:type_name -> trawl.shard.v1.Placement
+	7,  // 70: trawl.shard.v1.SparseStatsRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	21, // 71: trawl.shard.v1.SparseStatsRequest.slots:type_name -> trawl.shard.v1.SlotSelection
+	9,  // 72: trawl.shard.v1.CollectionSettings.SparseVectorsEntry.value:type_name -> trawl.shard.v1.SparseVectorSettings
+	26, // 73: trawl.shard.v1.Shard.Search:input_type -> trawl.shard.v1.SearchRequest
+	59, // 74: trawl.shard.v1.Shard.SparseStats:input_type -> trawl.shard.v1.SparseStatsRequest
+	32, // 75: trawl.shard.v1.Shard.Upsert:input_type -> trawl.shard.v1.UpsertRequest
+	34, // 76: trawl.shard.v1.Shard.Get:input_type -> trawl.shard.v1.GetRequest
+	36, // 77: trawl.shard.v1.Shard.Delete:input_type -> trawl.shard.v1.DeleteRequest
+	40, // 78: trawl.shard.v1.Shard.Stats:input_type -> trawl.shard.v1.StatsRequest
+	38, // 79: trawl.shard.v1.Shard.Scroll:input_type -> trawl.shard.v1.ScrollRequest
+	17, // 80: trawl.shard.v1.Shard.Catalog:input_type -> trawl.shard.v1.CatalogRequest
+	19, // 81: trawl.shard.v1.Shard.ChangeCatalog:input_type -> trawl.shard.v1.ChangeCatalogRequest
+	1,  // 82: trawl.shard.v1.Shard.Members:input_type -> trawl.shard.v1.MembersRequest
+	4,  // 83: trawl.shard.v1.Shard.ChangeMembers:input_type -> trawl.shard.v1.ChangeMembersRequest
+	44, // 84: trawl.shard.v1.Shard.Facet:input_type -> trawl.shard.v1.FacetRequest
+	48, // 85: trawl.shard.v1.Shard.OrderedScroll:input_type -> trawl.shard.v1.OrderedScrollRequest
+	51, // 86: trawl.shard.v1.Shard.Edit:input_type -> trawl.shard.v1.EditRequest
+	54, // 87: trawl.shard.v1.Shard.Backup:input_type -> trawl.shard.v1.BackupRequest
+	55, // 88: trawl.shard.v1.Shard.ProposeBackupCut:input_type -> trawl.shard.v1.BackupCutRequest
+	28, // 89: trawl.shard.v1.Shard.Search:output_type -> trawl.shard.v1.SearchResponse
+	60, // 90: trawl.shard.v1.Shard.SparseStats:output_type -> trawl.shard.v1.SparseStatsResponse
+	33, // 91: trawl.shard.v1.Shard.Upsert:output_type -> trawl.shard.v1.UpsertResponse
+	35, // 92: trawl.shard.v1.Shard.Get:output_type -> trawl.shard.v1.GetResponse
+	37, // 93: trawl.shard.v1.Shard.Delete:output_type -> trawl.shard.v1.DeleteResponse
+	41, // 94: trawl.shard.v1.Shard.Stats:output_type -> trawl.shard.v1.StatsResponse
+	39, // 95: trawl.shard.v1.Shard.Scroll:output_type -> trawl.shard.v1.ScrollResponse
+	18, // 96: trawl.shard.v1.Shard.Catalog:output_type -> trawl.shard.v1.CatalogResponse
+	20, // 97: trawl.shard.v1.Shard.ChangeCatalog:output_type -> trawl.shard.v1.ChangeCatalogResponse
+	3,  // 98: trawl.shard.v1.Shard.Members:output_type -> trawl.shard.v1.MembersResponse
+	6,  // 99: trawl.shard.v1.Shard.ChangeMembers:output_type -> trawl.shard.v1.ChangeMembersResponse
+	47, // 100: trawl.shard.v1.Shard.Facet:output_type -> trawl.shard.v1.FacetResponse
+	50, // 101: trawl.shard.v1.Shard.OrderedScroll:output_type -> trawl.shard.v1.OrderedScrollResponse
+	53, // 102: trawl.shard.v1.Shard.Edit:output_type -> trawl.shard.v1.EditResponse
+	57, // 103: trawl.shard.v1.Shard.Backup:output_type -> trawl.shard.v1.BackupChunk
+	56, // 104: trawl.shard.v1.Shard.ProposeBackupCut:output_type -> trawl.shard.v1.BackupCutResponse
+	89, // [89:105] is the sub-list for method output_type
+	73, // [73:89] is the sub-list for method input_type
+	73, // [73:73] is the sub-list for extension type_name
+	73, // [73:73] is the sub-list for extension extendee
+	0,  // [0:73] is the sub-list for field type_name
 }
 
 func init() { file_shard_proto_init() }
@@ -5124,15 +5228,16 @@ func file_shard_proto_init() {
 		(*ChangeMembersRequest_Remove)(nil),
 		(*ChangeMembersRequest_Replace)(nil),
 	}
-	file_shard_proto_msgTypes[17].OneofWrappers = []any{
+	file_shard_proto_msgTypes[18].OneofWrappers = []any{
 		(*ChangeCatalogRequest_Create)(nil),
 		(*ChangeCatalogRequest_Drop)(nil),
 		(*ChangeCatalogRequest_Alias)(nil),
 		(*ChangeCatalogRequest_PayloadIndex)(nil),
 		(*ChangeCatalogRequest_SetSlots)(nil),
+		(*ChangeCatalogRequest_UpdateSettings)(nil),
 	}
-	file_shard_proto_msgTypes[20].OneofWrappers = []any{}
-	file_shard_proto_msgTypes[43].OneofWrappers = []any{
+	file_shard_proto_msgTypes[21].OneofWrappers = []any{}
+	file_shard_proto_msgTypes[44].OneofWrappers = []any{
 		(*FacetValue_Keyword)(nil),
 		(*FacetValue_Integer)(nil),
 		(*FacetValue_Boolean)(nil),
@@ -5143,7 +5248,7 @@ func file_shard_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_shard_proto_rawDesc), len(file_shard_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   62,
+			NumMessages:   63,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

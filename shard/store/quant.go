@@ -75,7 +75,37 @@ func WithQuantization(q Quantization) MemoryOption {
 }
 
 // Quantization is the store's --quantization.
-func (m *Memory) Quantization() Quantization { return m.quantization }
+func (m *Memory) Quantization() Quantization {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.quantization
+}
+
+// SetQuantization switches a flat store's int8 codes on or off online (a
+// collection's settings changed through the log, so every replica
+// switches at the same entry). Off drops the codes: every scan is exact.
+// On encodes every row with the committed scale when one is held (a
+// store switched off and on again), else codes come once the trainer
+// commits one, as for a store created int8. The committed scale is kept
+// either way: it is part of the store's state every replica agrees on.
+// An IVF store's lists are int8 codes, so it cannot switch.
+func (m *Memory) SetQuantization(q Quantization) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.quantization == q {
+		return nil
+	}
+	if m.indexKind == IndexIVF {
+		return fmt.Errorf("an IVF store keeps int8 codes: its quantization cannot change")
+	}
+	m.quantization = q
+	if q != QuantInt8 {
+		m.codes = nil
+		m.keepDiskCodes(nil)
+		return nil
+	}
+	return m.applyInt8Scale(m.trained[TrainedInt8Scale])
+}
 
 // Int8Ready reports whether the store holds int8 codes of every row (a
 // scale has been applied): flat ones, or an IVF index's lists.
@@ -96,11 +126,11 @@ func (m *Memory) ViewCodes(fn func(vector.Rows, *quant.Codes) error) error {
 // needsInt8Scale reports whether the leader should train a scale: the
 // store is int8, no scale is committed, and it holds at least minRows.
 func (m *Memory) needsInt8Scale(minRows int) bool {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
 	if m.quantization != QuantInt8 {
 		return false
 	}
-	m.mu.RLock()
-	defer m.mu.RUnlock()
 	return m.trained[TrainedInt8Scale] == nil && len(m.ids) >= minRows
 }
 

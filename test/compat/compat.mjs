@@ -3,7 +3,9 @@
 // checks every answer against a brute force computed here: the points
 // routes on the dev collection, LangChain creating its own 384-D collection
 // (fromTexts), and a 768-D Dot collection's lifecycle through the client
-// (payload index, query and queryBatch, aliases, delete, re-create). It
+// (payload indexes, keyword and uuid, query and queryBatch, facet, search,
+// query and recommend groups, recommend, scroll order_by, updateCollection
+// switching int8 on and off, aliases, delete, re-create). It
 // prints every client call and its result; it exits non-zero on the first
 // mismatch, and removes the collections it created when it passes.
 //
@@ -458,20 +460,25 @@ const idx = await call("createPayloadIndex", { field_name: "kind", field_schema:
   client.createPayloadIndex(images, { field_name: "kind", field_schema: "keyword", wait: true }),
 );
 assert.equal(idx.status, "completed");
-await refused("createPayloadIndex (uuid)", { field_name: "ref", field_schema: "uuid" }, 400, () =>
-  client.createPayloadIndex(images, { field_name: "ref", field_schema: "uuid", wait: true }),
-);
+// A uuid index: match compares UUIDs however each is written.
+const ref = "6f9619ff-8b86-d011-b42d-00cf4fc964ff";
+assert.equal((await call("createPayloadIndex", { field_name: "ref", field_schema: "uuid" }, () =>
+  client.createPayloadIndex(images, { field_name: "ref", field_schema: "uuid", wait: true }))).status, "completed");
 // Vectors of different lengths, so Dot ranks unlike Cosine.
 const imgPoints = Array.from({ length: 50 }, (_, i) => ({
   id: i + 1,
   vector: embed(`image ${i}`, imgDim).map((x) => x * (1 + (i % 5))),
-  payload: { kind: i % 3 === 0 ? "cat" : "dog", n: i },
+  payload: { kind: i % 3 === 0 ? "cat" : "dog", n: i, shade: `s${i % 4}`, ...(i < 10 ? { ref: i % 2 ? ref.toUpperCase() : `{${ref}}` } : {}) },
 }));
 assert.equal((await call("upsert", { points: `${imgPoints.length} points of ${imgDim} dims` }, () => client.upsert(images, { wait: true, points: imgPoints }))).status, "completed");
 const imgInfo = await call("getCollection", images, () => client.getCollection(images));
 assert.equal(imgInfo.points_count, imgPoints.length);
 assert.equal(imgInfo.config.params.vectors.distance, "Dot");
-assert.deepEqual(imgInfo.payload_schema, { kind: { data_type: "keyword", points: imgPoints.length } });
+assert.deepEqual(imgInfo.payload_schema, { kind: { data_type: "keyword", points: imgPoints.length }, ref: { data_type: "uuid", points: 10 } });
+const byRef = await call("count", { filter: { must: [{ key: "ref", match: { value: ref.replaceAll("-", "") } }] } }, () =>
+  client.count(images, { filter: { must: [{ key: "ref", match: { value: ref.replaceAll("-", "") } }] }, exact: true }),
+);
+assert.equal(byRef.count, 10, "a uuid index matches every way of writing the UUID");
 
 const iq = embed("a query image", imgDim);
 const cats = { must: [{ key: "kind", match: { value: "cat" } }] };
@@ -497,6 +504,101 @@ await refused("query (wrong vector size)", { query: `[${imgDim - 1} floats]` }, 
 await refused("queryBatch (wrong vector size)", { searches: ["ok", `[${imgDim + 1} floats]`] }, 400, () =>
   client.queryBatch(images, { searches: [{ query: iq, limit: 1 }, { query: [...iq, 0], limit: 1 }] }),
 );
+
+// Facet, groups, recommend and scroll order_by, each against the brute
+// force over imgPoints.
+{
+  const facet = await call("facet", { key: "shade", filter: cats, limit: 3 }, () => client.facet(images, { key: "shade", filter: cats, limit: 3 }));
+  const counts = new Map();
+  imgPoints.filter(isCat).forEach((p) => counts.set(p.payload.shade, (counts.get(p.payload.shade) ?? 0) + 1));
+  const wantFacet = [...counts].map(([value, count]) => ({ value, count })).sort((a, b) => b.count - a.count || (a.value < b.value ? -1 : 1)).slice(0, 3);
+  assert.deepEqual(facet.hits, wantFacet, "facet: the brute force's counts");
+
+  // Groups: the groups whose best hit is best, each with its best hits.
+  const bruteGroups = (scored, groupSize, limit) => {
+    const groups = [];
+    for (const h of scored) {
+      const v = imgPoints.find((p) => p.id === h.id).payload.shade;
+      let g = groups.find((x) => x.id === v);
+      if (!g) {
+        if (groups.length === limit) continue;
+        g = { id: v, hits: [] };
+        groups.push(g);
+      }
+      if (g.hits.length < groupSize) g.hits.push(h);
+    }
+    return groups;
+  };
+  const sameGroups = (got, want, what) => {
+    assert.deepEqual(got.map((g) => g.id), want.map((g) => g.id), `${what}: group ids`);
+    got.forEach((g, i) => sameHits(g.hits, want[i].hits, `${what}: group ${g.id}`));
+  };
+  const all = bruteForceDot(imgPoints, iq, imgPoints.length);
+  const sg = await call("searchPointGroups", { vector: "iq", group_by: "shade", group_size: 2, limit: 3 }, () =>
+    client.searchPointGroups(images, { vector: iq, group_by: "shade", group_size: 2, limit: 3 }),
+  );
+  sameGroups(sg.groups, bruteGroups(all, 2, 3), "searchPointGroups");
+  const qg = await call("queryGroups", { query: "iq", group_by: "shade", group_size: 3, limit: 2, filter: cats }, () =>
+    client.queryGroups(images, { query: iq, group_by: "shade", group_size: 3, limit: 2, filter: cats }),
+  );
+  sameGroups(qg.groups, bruteGroups(bruteForceDot(imgPoints, iq, imgPoints.length, isCat), 3, 2), "queryGroups");
+
+  // Recommend (average_vector): 2·avg(positive) − avg(negative), the
+  // examples left out.
+  const vec = (id) => imgPoints.find((p) => p.id === id).vector;
+  const avg = (vs) => vs[0].map((_, j) => vs.reduce((s, v) => s + v[j], 0) / vs.length);
+  const recVector = (pos, neg) => {
+    const p = avg(pos);
+    if (neg.length === 0) return p;
+    const n = avg(neg);
+    return p.map((x, j) => 2 * x - n[j]);
+  };
+  const rv = recVector([vec(2), vec(3)], [vec(7)]);
+  const notExample = (ids) => (p) => !ids.includes(p.id);
+  const rec = await call("recommend", { positive: [2, 3], negative: [7], limit: 5 }, () =>
+    client.recommend(images, { positive: [2, 3], negative: [7], limit: 5, strategy: "average_vector" }),
+  );
+  sameHits(rec, bruteForceDot(imgPoints, rv, 5, notExample([2, 3, 7])), "recommend");
+  const qrec = await call("query", { query: { recommend: { positive: [2, "iq2"] } }, limit: 4, filter: cats }, () =>
+    client.query(images, { query: { recommend: { positive: [2, iq2], strategy: "average_vector" } }, limit: 4, filter: cats }),
+  );
+  sameHits(qrec.points, bruteForceDot(imgPoints, recVector([vec(2), iq2], []), 4, (p) => isCat(p) && p.id !== 2), "query recommend");
+  const rg = await call("recommendPointGroups", { positive: [3], negative: [7], group_by: "shade", group_size: 2, limit: 2 }, () =>
+    client.recommendPointGroups(images, { positive: [3], negative: [7], group_by: "shade", group_size: 2, limit: 2 }),
+  );
+  sameGroups(rg.groups, bruteGroups(bruteForceDot(imgPoints, recVector([vec(3)], [vec(7)]), imgPoints.length, notExample([3, 7])), 2, 2), "recommendPointGroups");
+  await refused("recommend (best_score)", { strategy: "best_score" }, 400, () => client.recommend(images, { positive: [2], limit: 3, strategy: "best_score" }));
+
+  // Scroll in the order of n, descending, among the cats; then from n 20 down.
+  const byN = (p) => p.payload.n;
+  const ob = await call("scroll", { order_by: { key: "n", direction: "desc" }, filter: cats, limit: 5 }, () =>
+    client.scroll(images, { order_by: { key: "n", direction: "desc" }, filter: cats, limit: 5, with_payload: ["n"] }),
+  );
+  const catsDesc = imgPoints.filter(isCat).sort((a, b) => byN(b) - byN(a));
+  assert.deepEqual(ob.points.map((p) => p.id), catsDesc.slice(0, 5).map((p) => p.id), "scroll order_by desc");
+  ob.points.forEach((p) => assert.equal(p.order_value, p.payload.n));
+  const from = await call("scroll", { order_by: { key: "n", direction: "desc", start_from: 20 }, filter: cats, limit: 3 }, () =>
+    client.scroll(images, { order_by: { key: "n", direction: "desc", start_from: 20 }, filter: cats, limit: 3 }),
+  );
+  assert.deepEqual(from.points.map((p) => p.id), catsDesc.filter((p) => byN(p) <= 20).slice(0, 3).map((p) => p.id), "scroll order_by start_from");
+
+  // PATCH: int8 codes on and off online; the answers stay the brute force's.
+  assert.equal(await call("updateCollection", { quantization_config: { scalar: { type: "int8" } } }, () =>
+    client.updateCollection(images, { quantization_config: { scalar: { type: "int8", always_ram: true } } })), true);
+  const int8Info = await call("getCollection", images, () => client.getCollection(images));
+  assert.deepEqual(int8Info.config.quantization_config, { scalar: { type: "int8" } });
+  const afterOn = await call("query", { query: "iq", limit: 5, filter: cats }, () => client.query(images, { query: iq, limit: 5, filter: cats }));
+  sameHits(afterOn.points, bruteForceDot(imgPoints, iq, 5, isCat), "query after int8 on");
+  assert.equal(await call("updateCollection", { optimizers_config: { indexing_threshold: 0 } }, () =>
+    client.updateCollection(images, { optimizers_config: { indexing_threshold: 0 } })), true);
+  await refused("updateCollection (vectors on_disk)", { vectors: { "": { on_disk: true } } }, 400, () =>
+    client.updateCollection(images, { vectors: { "": { on_disk: true } } }),
+  );
+  assert.equal(await call("updateCollection", { quantization_config: "Disabled" }, () => client.updateCollection(images, { quantization_config: "Disabled" })), true);
+  assert.equal((await call("getCollection", images, () => client.getCollection(images))).config.quantization_config ?? null, null);
+  const afterOff = await call("query", { query: "iq", limit: 5 }, () => client.query(images, { query: iq, limit: 5 }));
+  sameHits(afterOff.points, bruteForceDot(imgPoints, iq, 5), "query after int8 off");
+}
 
 // Aliases: the application queries through one.
 assert.equal(await call("updateCollectionAliases", { create_alias: { collection_name: images, alias_name: "pictures" } }, () =>

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/trawl-search/trawl/shard"
@@ -141,7 +142,9 @@ func TestMeasureBulkLoad(t *testing.T) {
 		require.Eventually(t, func() bool {
 			for _, r := range c.shards[0] {
 				cn, err := client.Dial(r.GRPC, client.DialConfig{})
-				require.NoError(t, err)
+				if !assert.NoError(t, err) { // not require: this runs on Eventually's goroutine
+					return false
+				}
 				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 				st, err := cn.Stats(ctx)
 				cancel()
@@ -239,7 +242,9 @@ func TestMeasureRestart(t *testing.T) {
 	require.Eventually(t, func() bool {
 		for _, x := range c.shards[0] {
 			cn, err := client.Dial(x.GRPC, client.DialConfig{})
-			require.NoError(t, err)
+			if !assert.NoError(t, err) { // not require: this runs on Eventually's goroutine
+				return false
+			}
 			st, err := cn.Stats(context.Background())
 			cn.Close()
 			if err == nil && st.GetRole() == "follower" && st.GetDocCount() == rows {

@@ -184,10 +184,6 @@ func TestBadInput(t *testing.T) {
 				Config: &pb.VectorsConfig_Params{Params: &pb.VectorParams{Size: 4, Distance: pb.Distance_Dot}}}})
 			return err
 		}, codes.AlreadyExists, "Wrong input: Collection `trawl` already exists! It holds vectors of size 8 and distance Cosine, no quantization, flat index, float32 in memory; this create asks for vectors of size 4 and distance Dot, no quantization, flat index, float32 in memory. Delete it first to change its settings"},
-		{"uuid index", func() error {
-			_, err := cl.p.CreateFieldIndex(call(t), &pb.CreateFieldIndexCollection{CollectionName: "trawl", FieldName: "u", FieldType: pb.FieldType_FieldTypeUuid.Enum()})
-			return err
-		}, codes.InvalidArgument, `Bad request: field_schema uuid is not supported: a uuid index matches UUIDs written differently (case, braces) as equal, trawl matches strings exactly; declare "keyword"`},
 		{"unserved RPC", func() error {
 			_, err := cl.p.Discover(call(t), &pb.DiscoverPoints{CollectionName: "trawl"})
 			return err

@@ -157,6 +157,8 @@ func schemaType(t string) pb.PayloadSchemaType {
 		return pb.PayloadSchemaType_Bool
 	case "datetime":
 		return pb.PayloadSchemaType_Datetime
+	case "uuid":
+		return pb.PayloadSchemaType_Uuid
 	}
 	return pb.PayloadSchemaType_UnknownType
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	pb "github.com/trawl-search/trawl/api/qdrant/qdrantpb"
 	"github.com/trawl-search/trawl/internal/apitest"
@@ -97,4 +98,57 @@ func TestCollections(t *testing.T) {
 	_, err = cl.p.Count(call(t), &pb.CountPoints{CollectionName: "current"})
 	code, _ = codeOf(err)
 	require.Equal(t, codes.NotFound, code)
+}
+
+// TestCollectionsUpdate: Collections/Update switches int8 codes on and
+// off as REST's PATCH does, and refuses what cannot change naming it.
+func TestCollectionsUpdate(t *testing.T) {
+	e := apitest.New(t, apitest.Config{})
+	cl := dial(e)
+	_, err := cl.c.Create(call(t), &pb.CreateCollection{CollectionName: "u", VectorsConfig: &pb.VectorsConfig{
+		Config: &pb.VectorsConfig_Params{Params: &pb.VectorParams{Size: 4, Distance: pb.Distance_Dot}}}})
+	require.NoError(t, err)
+	quant := func() pb.QuantizationType {
+		info, err := cl.c.Get(call(t), &pb.GetCollectionInfoRequest{CollectionName: "u"})
+		require.NoError(t, err)
+		return info.GetResult().GetConfig().GetQuantizationConfig().GetScalar().GetType()
+	}
+	scalar := &pb.QuantizationConfigDiff{Quantization: &pb.QuantizationConfigDiff_Scalar{Scalar: &pb.ScalarQuantization{Type: pb.QuantizationType_Int8}}}
+	disabled := &pb.QuantizationConfigDiff{Quantization: &pb.QuantizationConfigDiff_Disabled{Disabled: &pb.Disabled{}}}
+	res, err := cl.c.Update(call(t), &pb.UpdateCollection{CollectionName: "u", QuantizationConfig: scalar,
+		OptimizersConfig: &pb.OptimizersConfigDiff{IndexingThreshold: new(uint64(0))}})
+	require.NoError(t, err)
+	require.True(t, res.GetResult())
+	require.Equal(t, pb.QuantizationType_Int8, quant())
+
+	for _, tc := range []struct {
+		name string
+		req  *pb.UpdateCollection
+		msg  string
+	}{
+		{"on_disk", &pb.UpdateCollection{CollectionName: "u", VectorsConfig: &pb.VectorsConfigDiff{
+			Config: &pb.VectorsConfigDiff_Params{Params: &pb.VectorParamsDiff{OnDisk: new(true)}}}}, "vectors.on_disk cannot change"},
+		{"named vector", &pb.UpdateCollection{CollectionName: "u", VectorsConfig: &pb.VectorsConfigDiff{
+			Config: &pb.VectorsConfigDiff_ParamsMap{ParamsMap: &pb.VectorParamsDiffMap{Map: map[string]*pb.VectorParamsDiff{"text": {}}}}}}, "vectors_config.params_map.text"},
+		{"binary", &pb.UpdateCollection{CollectionName: "u", QuantizationConfig: &pb.QuantizationConfigDiff{
+			Quantization: &pb.QuantizationConfigDiff_Binary{Binary: &pb.BinaryQuantization{}}}}, "quantization_config.binary is not supported"},
+		{"two quantizations", &pb.UpdateCollection{CollectionName: "u", QuantizationConfig: disabled, VectorsConfig: &pb.VectorsConfigDiff{
+			Config: &pb.VectorsConfigDiff_Params{Params: &pb.VectorParamsDiff{QuantizationConfig: scalar}}}}, "ask for different quantizations"},
+		{"replication factor", &pb.UpdateCollection{CollectionName: "u", Params: &pb.CollectionParamsDiff{ReplicationFactor: new(uint32(7))}},
+			"params.replication_factor cannot change"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := cl.c.Update(call(t), tc.req)
+			require.Equal(t, codes.InvalidArgument, status.Code(err), "%v", err)
+			require.ErrorContains(t, err, tc.msg)
+			require.Equal(t, pb.QuantizationType_Int8, quant(), "nothing changed")
+		})
+	}
+	_, err = cl.c.Update(call(t), &pb.UpdateCollection{CollectionName: "nope", QuantizationConfig: disabled})
+	require.Equal(t, codes.NotFound, status.Code(err), "%v", err)
+
+	_, err = cl.c.Update(call(t), &pb.UpdateCollection{CollectionName: "u", VectorsConfig: &pb.VectorsConfigDiff{
+		Config: &pb.VectorsConfigDiff_ParamsMap{ParamsMap: &pb.VectorParamsDiffMap{Map: map[string]*pb.VectorParamsDiff{"": {QuantizationConfig: disabled}}}}}})
+	require.NoError(t, err)
+	require.Equal(t, pb.QuantizationType_UnknownQuantization, quant())
 }

@@ -3,7 +3,8 @@
 // unchanged, and checks every answer against a brute force computed here:
 // two collections of different sizes created through the client, upserts
 // with payloads, filtered queries and a query batch, scroll to the end,
-// count, get, delete by filter, bad input, a replica of every shard
+// count, get, facet, search/query/recommend groups, recommend, scroll
+// order_by, collection update (int8 on and off), delete by filter, bad input, a replica of every shard
 // blackholed (answers stay complete) and a whole shard stopped (answers
 // are marked degraded in the trailer), then both collections deleted. It
 // prints every client call and its result and exits non-zero on the
@@ -302,6 +303,7 @@ func (r *run) compat() {
 	for _, c := range colls {
 		r.queries(c, rng)
 	}
+	r.twins(colls[0], rng)
 	r.badInput(colls[0])
 	r.faults(colls[1], rng)
 	for _, c := range colls {
@@ -466,6 +468,176 @@ func (r *run) queries(c *coll, rng *rand.Rand) {
 		}
 		expect(p.GetPayload()["lang"].GetStringValue() == d.lang, "get %s: payload %v", d.key, p.GetPayload())
 	}
+}
+
+// twins drives the gRPC twins of REST's facet, groups, recommend, scroll
+// order_by and collection update, each against the brute force.
+func (r *run) twins(c *coll, rng *rand.Rand) {
+	newQ := func() []float32 {
+		q := make([]float32, c.dim)
+		for j := range q {
+			q[j] = float32(rng.NormFloat64())
+		}
+		return q
+	}
+	recent := pred{"year >= 2010", &qdrant.Filter{Must: []*qdrant.Condition{qdrant.NewRange("year", &qdrant.Range{Gte: qdrant.PtrOf(2010.0)})}},
+		func(d doc) bool { return d.year >= 2010 }}
+
+	// Facet: the counts of lang and of tags (each array value once a point).
+	for _, key := range []string{"lang", "tags"} {
+		hits, err := r.c.Facet(ctx(), &qdrant.FacetCounts{CollectionName: c.name, Key: key, Filter: recent.filter, Limit: qdrant.PtrOf(uint64(3))})
+		check(err)
+		counts := map[string]uint64{}
+		for _, d := range c.docs {
+			if !recent.match(d) {
+				continue
+			}
+			if key == "lang" {
+				counts[d.lang]++
+			}
+			for _, t := range d.tags {
+				if key == "tags" {
+					counts[t]++
+				}
+			}
+		}
+		var want []string
+		for v := range counts {
+			want = append(want, v)
+		}
+		sort.Slice(want, func(i, j int) bool {
+			if counts[want[i]] != counts[want[j]] {
+				return counts[want[i]] > counts[want[j]]
+			}
+			return want[i] < want[j]
+		})
+		want = want[:min(3, len(want))]
+		var got []string
+		for _, h := range hits {
+			got = append(got, fmt.Sprintf("%s=%d", h.GetValue().GetStringValue(), h.GetCount()))
+		}
+		r.show("Facet", fmt.Sprintf("%s, key %s, filter %s, limit 3", c.name, key, recent.name), got)
+		expect(len(hits) == len(want), "facet %s: %d hits, want %d", key, len(hits), len(want))
+		for i, h := range hits {
+			expect(h.GetValue().GetStringValue() == want[i] && h.GetCount() == counts[want[i]], "facet %s: hit %d is %s, want %s=%d", key, i, got[i], want[i], counts[want[i]])
+		}
+	}
+
+	// Groups by lang: the groups whose best hit is best, each its best hits.
+	groups := func(ranked []hit, size, limit int) [][]hit {
+		var out [][]hit
+		var names []string
+		for _, h := range ranked {
+			l := c.find(h.key).lang
+			i := slices.Index(names, l)
+			if i < 0 {
+				if len(out) == limit {
+					continue
+				}
+				names, out, i = append(names, l), append(out, nil), len(out)
+			}
+			if len(out[i]) < size {
+				out[i] = append(out[i], h)
+			}
+		}
+		return out
+	}
+	sameGroups := func(what string, got []*qdrant.PointGroup, want [][]hit) {
+		expect(len(got) == len(want), "%s: %d groups, want %d", what, len(got), len(want))
+		for i, g := range got {
+			expect(g.GetId().GetStringValue() == c.find(want[i][0].key).lang, "%s: group %d is %s, want %s", what, i, g.GetId().GetStringValue(), c.find(want[i][0].key).lang)
+			sameHits(fmt.Sprintf("%s group %s", what, g.GetId().GetStringValue()), g.GetHits(), want[i])
+		}
+	}
+	q := newQ()
+	all := bruteForce(c, q, preds()[0], len(c.docs))
+	sg, err := r.c.GetPointsClient().SearchGroups(ctx(), &qdrant.SearchPointGroups{CollectionName: c.name, Vector: q, GroupBy: "lang", GroupSize: 2, Limit: 3})
+	check(err)
+	r.show("SearchGroups", c.name+", group_by lang, group_size 2, limit 3", len(sg.GetResult().GetGroups()))
+	sameGroups("SearchGroups", sg.GetResult().GetGroups(), groups(all, 2, 3))
+	qg, err := r.c.QueryGroups(ctx(), &qdrant.QueryPointGroups{CollectionName: c.name, Query: qdrant.NewQuery(q...), GroupBy: "lang",
+		GroupSize: qdrant.PtrOf(uint64(3)), Limit: qdrant.PtrOf(uint64(2)), Filter: recent.filter})
+	check(err)
+	r.show("QueryGroups", c.name+", group_by lang, group_size 3, limit 2, filter "+recent.name, len(qg))
+	sameGroups("QueryGroups", qg, groups(bruteForce(c, q, recent, len(c.docs)), 3, 2))
+
+	// Recommend (average_vector): 2·avg(positive) − avg(negative), the
+	// examples left out.
+	pos, neg := []doc{c.docs[0], c.docs[1]}, []doc{c.docs[2]}
+	rv := make([]float32, c.dim)
+	for j := range rv {
+		p := (float64(pos[0].vec[j]) + float64(pos[1].vec[j])) / 2
+		rv[j] = float32(2*p - float64(neg[0].vec[j]))
+	}
+	examples := pred{"not an example", nil, func(d doc) bool { return d.key != pos[0].key && d.key != pos[1].key && d.key != neg[0].key }}
+	rec, err := r.c.GetPointsClient().Recommend(ctx(), &qdrant.RecommendPoints{CollectionName: c.name, Positive: []*qdrant.PointId{pos[0].id, pos[1].id},
+		Negative: []*qdrant.PointId{neg[0].id}, Limit: 6, Strategy: qdrant.RecommendStrategy_AverageVector.Enum()})
+	check(err)
+	r.show("Recommend", c.name+", 2 positive, 1 negative, limit 6", hitsText(rec.GetResult()))
+	sameHits("Recommend", rec.GetResult(), bruteForce(c, rv, examples, 6))
+	qr, err := r.c.Query(ctx(), &qdrant.QueryPoints{CollectionName: c.name, Limit: qdrant.PtrOf(uint64(6)),
+		Query: qdrant.NewQueryRecommend(&qdrant.RecommendInput{Positive: []*qdrant.VectorInput{qdrant.NewVectorInputID(pos[0].id), qdrant.NewVectorInputID(pos[1].id)},
+			Negative: []*qdrant.VectorInput{qdrant.NewVectorInput(neg[0].vec...)}})})
+	check(err)
+	r.show("Query (recommend)", c.name+", 2 positive ids, 1 negative vector, limit 6", hitsText(qr))
+	// The negative came as a vector: only the positive ids are left out.
+	sameHits("Query recommend", qr, bruteForce(c, rv, pred{"", nil, func(d doc) bool { return d.key != pos[0].key && d.key != pos[1].key }}, 6))
+	rg, err := r.c.GetPointsClient().RecommendGroups(ctx(), &qdrant.RecommendPointGroups{CollectionName: c.name, Positive: []*qdrant.PointId{pos[0].id, pos[1].id},
+		Negative: []*qdrant.PointId{neg[0].id}, GroupBy: "lang", GroupSize: 2, Limit: 2})
+	check(err)
+	r.show("RecommendGroups", c.name+", group_by lang, group_size 2, limit 2", len(rg.GetResult().GetGroups()))
+	sameGroups("RecommendGroups", rg.GetResult().GetGroups(), groups(bruteForce(c, rv, examples, len(c.docs)), 2, 2))
+
+	// Scroll in year order, descending, lang en: equal years by id, descending.
+	en := preds()[1]
+	var want []doc
+	for _, d := range c.docs {
+		if en.match(d) {
+			want = append(want, d)
+		}
+	}
+	sort.SliceStable(want, func(i, j int) bool {
+		if want[i].year != want[j].year {
+			return want[i].year > want[j].year
+		}
+		return idLess(want[j].key, want[i].key)
+	})
+	want = want[:min(12, len(want))]
+	pts, err := r.c.Scroll(ctx(), &qdrant.ScrollPoints{CollectionName: c.name, Filter: en.filter, Limit: qdrant.PtrOf(uint32(12)),
+		OrderBy: &qdrant.OrderBy{Key: "year", Direction: qdrant.Direction_Desc.Enum()}})
+	check(err)
+	var got []string
+	for _, p := range pts {
+		got = append(got, idText(p.GetId()))
+	}
+	r.show("Scroll (order_by year desc)", c.name+", filter "+en.name+", limit 12", got)
+	expect(len(pts) == len(want), "order_by: %d points, want %d", len(pts), len(want))
+	for i, p := range pts {
+		expect(idText(p.GetId()) == want[i].key, "order_by: point %d is %s, want %s (year %d)", i, idText(p.GetId()), want[i].key, want[i].year)
+		expect(p.GetOrderValue().GetInt() == want[i].year, "order_by: order_value of %s", want[i].key)
+	}
+
+	// Update: int8 codes on and off online; answers stay the brute force's.
+	for _, on := range []bool{true, false} {
+		diff := qdrant.NewQuantizationDiffDisabled()
+		if on {
+			diff = qdrant.NewQuantizationDiffScalar(&qdrant.ScalarQuantization{Type: qdrant.QuantizationType_Int8})
+		}
+		check(r.c.UpdateCollection(ctx(), &qdrant.UpdateCollection{CollectionName: c.name, QuantizationConfig: diff,
+			OptimizersConfig: &qdrant.OptimizersConfigDiff{IndexingThreshold: qdrant.PtrOf(uint64(0))}}))
+		info, err := r.c.GetCollectionInfo(ctx(), c.name)
+		check(err)
+		isInt8 := info.GetConfig().GetQuantizationConfig().GetScalar().GetType() == qdrant.QuantizationType_Int8
+		r.show("UpdateCollection", fmt.Sprintf("%s, int8 %v", c.name, on), fmt.Sprintf("int8 %v", isInt8))
+		expect(isInt8 == on, "after UpdateCollection int8 %v the collection says int8 %v", on, isInt8)
+		q := newQ()
+		res, err := r.c.Query(ctx(), &qdrant.QueryPoints{CollectionName: c.name, Query: qdrant.NewQuery(q...), Limit: qdrant.PtrOf(uint64(10))})
+		check(err)
+		sameHits(fmt.Sprintf("query after int8 %v", on), res, bruteForce(c, q, preds()[0], 10))
+	}
+	err = r.c.UpdateCollection(ctx(), &qdrant.UpdateCollection{CollectionName: c.name, VectorsConfig: &qdrant.VectorsConfigDiff{
+		Config: &qdrant.VectorsConfigDiff_Params{Params: &qdrant.VectorParamsDiff{OnDisk: qdrant.PtrOf(true)}}}})
+	r.refused("UpdateCollection (on_disk)", codes.InvalidArgument, err)
 }
 
 func (c *coll) find(key string) doc {
