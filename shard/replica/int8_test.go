@@ -197,8 +197,7 @@ func TestInt8ScaleTrainedCommittedAndAppliedOnEveryReplica(t *testing.T) {
 	var first *client.SearchResult
 	found, total := 0, 0
 	for _, m := range ms {
-		got, err := m.conn.Search(ctx(t), pqs, last)
-		require.NoError(t, err)
+		got := searchServing(t, m, pqs, last)
 		require.False(t, got.Exact, "codes present, no query asked exact")
 		if first == nil {
 			first = &got
@@ -208,8 +207,7 @@ func TestInt8ScaleTrainedCommittedAndAppliedOnEveryReplica(t *testing.T) {
 					"query %d: every replica gives the same int8 answer", qi)
 			}
 		}
-		ex, err := m.conn.Search(ctx(t), exactQs, last)
-		require.NoError(t, err)
+		ex := searchServing(t, m, exactQs, last)
 		require.True(t, ex.Exact)
 		for qi := range exactQs {
 			want := make([]string, len(brute[qi]))

@@ -95,8 +95,7 @@ func exactTopK(t *testing.T, m *member, all []string, minIndex uint64) {
 	t.Helper()
 	for i := range 5 {
 		q := testVec(fmt.Sprint("query-", i), 7)
-		resp, err := m.conn.Search(ctx(t), []client.Query{{Vector: q, K: 10}}, minIndex)
-		require.NoError(t, err)
+		resp := searchServing(t, m, []client.Query{{Vector: q, K: 10}}, minIndex)
 		got := make([]string, 0, 10)
 		for _, h := range resp.Hits[0] {
 			got = append(got, h.ID)

@@ -81,7 +81,7 @@ func (x *snapshotsService) Delete(ctx context.Context, r *pb.DeleteSnapshotReque
 }
 
 // fullSnapshots refuses the full-cluster snapshot calls.
-var fullSnapshots = status.Error(codes.Unimplemented, "full snapshots are not served: trawl backs up one collection at a time (Snapshots/Create, or router admin backup --all)")
+var fullSnapshots = status.Error(codes.Unimplemented, "a full snapshot is not served: trawl backs up one collection at a time (Snapshots/Create, or router admin backup --all)")
 
 func (x *snapshotsService) CreateFull(context.Context, *pb.CreateFullSnapshotRequest) (*pb.CreateSnapshotResponse, error) {
 	return nil, fullSnapshots
