@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -93,7 +94,8 @@ func TestReplaceAKilledReplicaUnderWrites(t *testing.T) {
 	// complete and exact against what was acknowledged before it started.
 	ctx, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	writes, reads := 0, 0
+	var writes atomic.Int64 // read while the writer runs
+	reads := 0
 	var wrong []string
 	qrng := rand.New(rand.NewPCG(27, 2))
 	wg.Go(func() {
@@ -125,7 +127,7 @@ func TestReplaceAKilledReplicaUnderWrites(t *testing.T) {
 			acked, _, _ := r.upsert(wctx, ds)
 			cancel()
 			l.ack(acked)
-			writes += len(acked)
+			writes.Add(int64(len(acked)))
 		}
 	})
 	// The group's majority, polled from the surviving replicas' view.
@@ -189,13 +191,13 @@ func TestReplaceAKilledReplicaUnderWrites(t *testing.T) {
 	took := time.Since(t0)
 	require.NoError(t, err, out)
 	require.Contains(t, out, "replace-replica: done")
-	t.Logf("replaced a killed replica by a fresh one holding %d rows in %s (start to voter, old removed):\n%s", len(initial)+writes, took.Round(time.Millisecond), out)
+	t.Logf("replaced a killed replica by a fresh one holding %d rows in %s (start to voter, old removed):\n%s", int64(len(initial))+writes.Load(), took.Round(time.Millisecond), out)
 	time.Sleep(time.Second) // writes go on with the new group
 	stop()
 	wg.Wait()
 	require.Positive(t, polls)
 	require.Empty(t, short, "the group lost its live majority")
-	require.Positive(t, writes, "writes went on during the replace")
+	require.Positive(t, writes.Load(), "writes went on during the replace")
 	require.Positive(t, reads)
 	require.Empty(t, wrong, "every answer during the replace is complete and exact (%d reads)", reads)
 
