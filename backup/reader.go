@@ -15,6 +15,7 @@ import (
 	"path"
 
 	"github.com/trawl-search/trawl/internal/loader"
+	"github.com/trawl-search/trawl/vector/segment"
 )
 
 // CorruptError is a backup file that fails its manifest's size or
@@ -90,7 +91,7 @@ func (r *Reader) Verify(ctx context.Context) error {
 	}
 	dim := r.Manifest.Settings.Dimension
 	for _, s := range r.Manifest.Shards {
-		want := int64(len(npyHeader(s.Rows, dim))) + s.Rows*int64(4*dim)
+		want := int64(len(segment.Float32NpyHeader(s.Rows, dim))) + s.Rows*int64(4*dim)
 		if got := r.size(s.Vectors); got != want {
 			return &CorruptError{File: s.Vectors, Reason: fmt.Sprintf("%d bytes, want %d for %d rows of dimension %d", got, want, s.Rows, dim)}
 		}

@@ -14,6 +14,8 @@ import (
 	"math"
 	"path"
 	"sync"
+
+	"github.com/trawl-search/trawl/vector/segment"
 )
 
 // Writer writes one backup under a prefix of a Store.
@@ -61,7 +63,7 @@ func (w *Writer) Shard(ctx context.Context, name string, dim int, rows int64) (*
 		vec.abort()
 		return nil, err
 	}
-	if _, err := vec.Write(npyHeader(rows, dim)); err != nil {
+	if _, err := vec.Write(segment.Float32NpyHeader(rows, dim)); err != nil {
 		vec.abort()
 		pts.abort()
 		return nil, err
@@ -195,22 +197,6 @@ func (w *Writer) finish(h *hashed) error {
 	w.files = append(w.files, File{Name: h.name, Bytes: h.n, SHA256: hex.EncodeToString(h.h.Sum(nil))})
 	w.bytes += h.n
 	return nil
-}
-
-// npyHeader is the .npy (format 1.0) header of a C-order little-endian
-// float32 array of shape (rows, dim), padded to 64 bytes.
-func npyHeader(rows int64, dim int) []byte {
-	dict := fmt.Sprintf("{'descr': '<f4', 'fortran_order': False, 'shape': (%d, %d), }", rows, dim)
-	total := (10 + len(dict) + 1 + 63) / 64 * 64
-	h := make([]byte, total)
-	copy(h, "\x93NUMPY\x01\x00")
-	binary.LittleEndian.PutUint16(h[8:], uint16(total-10))
-	n := copy(h[10:], dict)
-	for i := 10 + n; i < total-1; i++ {
-		h[i] = ' '
-	}
-	h[total-1] = '\n'
-	return h
 }
 
 // errCorrupt marks a backup refused by its checksums or shapes.

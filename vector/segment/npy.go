@@ -18,6 +18,14 @@ func npyHeader(rows, dim, size int) []byte {
 	return npyHeaderDescr("'"+float32Descr()+"'", fmt.Sprintf("(%d, %d)", rows, dim), size)
 }
 
+// Float32NpyHeader is the .npy (format 1.0) header of a C-order
+// little-endian float32 array of shape (rows, dim), padded to 64 bytes:
+// the header of .npy rows written for other readers (backups), whatever
+// the machine's order.
+func Float32NpyHeader(rows int64, dim int) []byte {
+	return npyHeaderDescr("'<f4'", fmt.Sprintf("(%d, %d)", rows, dim), 0)
+}
+
 // float32Descr is the .npy type of a float32 in the machine's order.
 func float32Descr() string {
 	if binary.NativeEndian.Uint16([]byte{1, 0}) != 1 {
