@@ -116,8 +116,13 @@ func checkCatalogChange(req *shardpb.ChangeCatalogRequest) (*shardpb.ChangeCatal
 			return nil, status.Error(codes.InvalidArgument, "update_settings needs the settings")
 		}
 		out.Op = op
+	case *shardpb.ChangeCatalogRequest_Restored:
+		if err := catalog.ValidName(op.Restored.GetName()); err != nil {
+			return nil, invalid(err)
+		}
+		out.Op = op
 	default:
-		return nil, status.Error(codes.InvalidArgument, "catalog change with no operation: want create, drop, alias, payload_index, set_slots or update_settings")
+		return nil, status.Error(codes.InvalidArgument, "catalog change with no operation: want create, drop, alias, payload_index, set_slots, update_settings or restored")
 	}
 	if p := req.GetPlacement(); p != nil && (p.GetFingerprint() == "") != (p.GetShard() == "") {
 		return nil, status.Error(codes.InvalidArgument, "catalog change placement needs both fingerprint and shard")
