@@ -76,7 +76,8 @@ func checkCatalogChange(req *shardpb.ChangeCatalogRequest) (*shardpb.ChangeCatal
 		}
 		out.Op = &shardpb.ChangeCatalogRequest_Create{Create: &shardpb.CollectionEntry{
 			Name: op.Create.GetName(), Uid: op.Create.GetUid(), Settings: settingsToPB(set), PayloadSchema: op.Create.GetPayloadSchema(),
-			SlotMap: op.Create.GetSlotMap(), SlotsAsked: op.Create.GetSlotsAsked(), SettingsVersion: op.Create.GetSettingsVersion()}}
+			SlotMap: op.Create.GetSlotMap(), SlotsAsked: op.Create.GetSlotsAsked(), SettingsVersion: op.Create.GetSettingsVersion(),
+			Restoring: op.Create.GetRestoring()}}
 	case *shardpb.ChangeCatalogRequest_Drop:
 		if err := catalog.ValidName(op.Drop.GetName()); err != nil {
 			return nil, invalid(err)
