@@ -25,6 +25,8 @@ import (
 const (
 	stateReady    = "ready"
 	stateCreating = "creating"
+	// stateRestoring: a restore is filling it; it answers 503 until done.
+	stateRestoring = "restoring"
 )
 
 type listedCollection struct {
@@ -97,6 +99,9 @@ func (s *Server) listCollections(w http.ResponseWriter, r *http.Request) {
 			continue // dropped since the listing
 		case coordinator.CodeUnavailable:
 			state = stateCreating
+		}
+		if c.Restoring {
+			state = stateRestoring
 		}
 		out.Collections = append(out.Collections, listedCollection{collectionSettings: settingsOf(c), State: state})
 	}
@@ -180,6 +185,9 @@ func (s *Server) getCollection(w http.ResponseWriter, r *http.Request) {
 	if !st.Ready {
 		out.State = stateCreating
 		out.LackingShards = append(out.LackingShards, st.Lacking...)
+	}
+	if st.Restoring {
+		out.State = stateRestoring
 	}
 	for i, sh := range st.Shards {
 		out.Shards[i] = collectionShard{Name: sh.Shard, Slots: counts[sh.Shard], Answered: sh.Answered, DocCount: sh.DocCount, Bytes: sh.Bytes,

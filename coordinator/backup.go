@@ -347,9 +347,12 @@ type RestoreResult struct {
 // shards by its own placement (any shard count). Every file is checked
 // against the manifest before anything is written: a corrupt backup is
 // refused (CodeInvalid naming the file) and the cluster is unchanged. The
-// target must not exist. A restore that fails after creating it deletes
-// it again, so it is never left half restored; while it runs, the target
-// is visible with part of its rows (the catalog has no hidden state yet).
+// target must not exist. It is created restoring (Collection.Restoring):
+// until every row is in and one catalog change clears the flag, it answers
+// clients CodeUnavailable, so none sees part of its rows. A restore that
+// fails after creating it deletes it again; one whose router died leaves
+// it restoring (never serving) until it is deleted, and a restore into it
+// is refused CodeConflict until then.
 func (c *Coordinator) Restore(ctx context.Context, source, id, target string, cfg BackupConfig) (RestoreResult, error) {
 	prefix, err := backupPrefix(source, id)
 	if err != nil {
@@ -384,13 +387,26 @@ func (c *Coordinator) RestoreFrom(ctx context.Context, prefix, target string, cf
 	if err != nil {
 		return RestoreResult{}, errorf(CodeInvalid, err, "backup `%s`: %v", id, err)
 	}
-	if _, err := c.Collection(ctx, target); err == nil {
+	if coll, err := c.Collection(ctx, target); err == nil || coll.Name != "" {
+		if coll.Restoring {
+			return RestoreResult{}, errorf(CodeConflict, nil,
+				"collection `%s` is being restored, or was left half restored by a restore that did not finish: delete it first, then restore again", target)
+		}
 		return RestoreResult{}, errorf(CodeConflict, nil, "collection `%s` exists: delete it first, or restore under another name", target)
 	}
-	if _, err := c.CreateCollection(ctx, target, set); err != nil {
+	created, won, err := c.createCollection(ctx, target, set, 0, true)
+	if err != nil {
 		return RestoreResult{}, err
 	}
-	res, err := c.restoreRows(ctx, r, target, cfg)
+	if !created {
+		// Created by someone else between the check and the create.
+		return RestoreResult{}, errorf(CodeConflict, nil, "collection `%s` exists: delete it first, or restore under another name", target)
+	}
+	coll := collectionOf(won)
+	res, err := c.restoreRows(ctx, r, coll, cfg)
+	if err == nil {
+		err = c.markRestored(ctx, coll)
+	}
 	if err != nil {
 		if _, derr := c.DropCollection(context.WithoutCancel(ctx), target); derr != nil {
 			c.log.Error("a failed restore's collection could not be deleted", "collection", target, "err", derr)
@@ -400,11 +416,11 @@ func (c *Coordinator) RestoreFrom(ctx context.Context, prefix, target string, cf
 	return res, nil
 }
 
-func (c *Coordinator) restoreRows(ctx context.Context, r *backup.Reader, target string, cfg BackupConfig) (RestoreResult, error) {
-	coll, err := c.Collection(ctx, target)
-	if err != nil {
-		return RestoreResult{}, err
-	}
+// restoreRows writes the backup's rows into coll, which is restoring:
+// its writes go through c.Upsert, past the catalog lookup that refuses
+// clients.
+func (c *Coordinator) restoreRows(ctx context.Context, r *backup.Reader, coll Collection, cfg BackupConfig) (RestoreResult, error) {
+	target := coll.Name
 	var total int64
 	for _, s := range r.Manifest.Shards {
 		total += s.Rows

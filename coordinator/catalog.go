@@ -47,6 +47,11 @@ type Collection struct {
 	// hash slots. The zero map: a collection created before slots, placed
 	// by jump hash over the sorted shard names (placement.Table).
 	Slots placement.SlotMap
+	// Restoring is set while a restore fills the collection: it answers
+	// clients CodeUnavailable until the restore has written every row
+	// (RestoreFrom clears it); a restore that died leaves it set, and
+	// the collection is deleted to be restored again.
+	Restoring bool
 }
 
 // UUIDKeys are the payload keys c declares a uuid index on: a filter's
@@ -155,7 +160,8 @@ func (cs *catalogState) current() *catalogView { return cs.view.Load() }
 // Collection resolves name (a collection or an alias) to the collection a
 // request acts on. It answers CodeCollectionNotFound when the catalog has
 // no such name, and CodeUnavailable while a create has not yet reached
-// every group (a repeated create, or RunCatalog, completes it). A name the
+// every group (a repeated create, or RunCatalog, completes it) or while a
+// restore fills the collection (Collection.Restoring). A name the
 // cached catalog lacks is looked up again first, so a collection created
 // through another router is found.
 func (c *Coordinator) Collection(ctx context.Context, name string) (Collection, error) {
@@ -187,6 +193,10 @@ func (v *catalogView) resolve(name string) (Collection, error) {
 	if lack := v.lacking[target]; len(lack) > 0 {
 		return coll, errorf(CodeUnavailable, nil,
 			"collection `%s` is still being created: shards %v do not hold it yet; retry shortly (repeating the create completes it)", target, lack)
+	}
+	if coll.Restoring {
+		return coll, errorf(CodeUnavailable, nil,
+			"collection `%s` is being restored from a backup: it serves once every row is in; retry later (a restore that died leaves it so: delete it and restore again)", target)
 	}
 	return coll, nil
 }
@@ -251,11 +261,12 @@ func (c *Coordinator) CreateCollectionSlots(ctx context.Context, name string, s 
 			return false, 0, errorf(CodeInvalid, err, "%v", err)
 		}
 	}
-	created, entry, err := c.createCollection(ctx, name, s, slots)
+	created, entry, err := c.createCollection(ctx, name, s, slots, false)
 	return created, len(entry.GetSlotMap().GetOwners()), err
 }
 
-func (c *Coordinator) createCollection(ctx context.Context, name string, s catalog.Settings, slots int) (created bool, won *shardpb.CollectionEntry, err error) {
+// restoring creates it with its restoring flag set (RestoreFrom).
+func (c *Coordinator) createCollection(ctx context.Context, name string, s catalog.Settings, slots int, restoring bool) (created bool, won *shardpb.CollectionEntry, err error) {
 	s = s.Normalize()
 	if err := catalog.ValidName(name); err != nil {
 		return false, nil, errorf(CodeInvalid, err, "%v", err)
@@ -277,7 +288,7 @@ func (c *Coordinator) createCollection(ctx context.Context, name string, s catal
 		names[i] = sh.Name
 	}
 	m := placement.Even(names, cmp.Or(slots, placement.DefaultSlots))
-	entry := &shardpb.CollectionEntry{Name: name, Settings: settingsPB(s), SlotsAsked: uint32(slots),
+	entry := &shardpb.CollectionEntry{Name: name, Settings: settingsPB(s), SlotsAsked: uint32(slots), Restoring: restoring,
 		SlotMap: &shardpb.SlotMap{Epoch: m.Epoch, Owners: m.Owners, Since: m.Since}}
 	resp, err := c.changeCatalog(ctx, c.cat.authority, &shardpb.ChangeCatalogRequest{Authority: true, Op: &shardpb.ChangeCatalogRequest_Create{Create: entry}})
 	if err != nil {
@@ -454,6 +465,8 @@ func cloneChange(req *shardpb.ChangeCatalogRequest) *shardpb.ChangeCatalogReques
 		out.Op = &shardpb.ChangeCatalogRequest_PayloadIndex{PayloadIndex: op.PayloadIndex}
 	case *shardpb.ChangeCatalogRequest_UpdateSettings:
 		out.Op = &shardpb.ChangeCatalogRequest_UpdateSettings{UpdateSettings: op.UpdateSettings}
+	case *shardpb.ChangeCatalogRequest_Restored:
+		out.Op = &shardpb.ChangeCatalogRequest_Restored{Restored: op.Restored}
 	}
 	return out
 }
@@ -681,7 +694,7 @@ func (c *Coordinator) reconcile(ctx context.Context, auth *shardpb.CatalogRespon
 func collectionOf(e *shardpb.CollectionEntry) Collection {
 	st := e.GetSettings()
 	m, _ := vector.ParseMetric(st.GetMetric())
-	out := Collection{Name: e.GetName(), UID: e.GetUid(), PayloadSchema: e.GetPayloadSchema(), Settings: catalog.Settings{
+	out := Collection{Name: e.GetName(), UID: e.GetUid(), PayloadSchema: e.GetPayloadSchema(), Restoring: e.GetRestoring(), Settings: catalog.Settings{
 		Dim: int(st.GetDim()), Metric: m, Quantization: st.GetQuantization(), Index: st.GetIndex(), Float32: st.GetFloat32Placement(),
 		Sparse: shard.SparseFromPB(st.GetSparseVectors())}.Normalize()}
 	if sm := e.GetSlotMap(); len(sm.GetOwners()) > 0 {
@@ -766,7 +779,9 @@ func (c *Coordinator) CollectionStatus(ctx context.Context, name string) (Collec
 		if CodeOf(err) != CodeUnavailable {
 			return CollectionStatus{}, err
 		}
-		out.Lacking = c.cat.current().lacking[coll.Name]
+		if !coll.Restoring {
+			out.Lacking = c.cat.current().lacking[coll.Name]
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), StatusTimeout)
 	defer cancel()
@@ -877,6 +892,27 @@ func (c *Coordinator) UpdateCollection(ctx context.Context, coll Collection, s c
 	}
 	_, _ = c.refreshCatalog(ctx)
 	return resp.GetChanged(), nil
+}
+
+// markRestored clears the restoring flag of coll (RestoreFrom, once every
+// row is in), committed through the catalog like a settings change: the
+// authority group decides, then every other group receives the changed
+// entry. The collection serves as soon as the authority committed it.
+func (c *Coordinator) markRestored(ctx context.Context, coll Collection) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shard.WriteTimeout)
+	defer cancel()
+	resp, err := c.changeCatalog(ctx, c.cat.authority, &shardpb.ChangeCatalogRequest{Authority: true,
+		Op: &shardpb.ChangeCatalogRequest_Restored{Restored: &shardpb.CollectionRef{Name: coll.Name, Uid: coll.UID}}})
+	if err != nil {
+		return c.catalogWriteError("finishing the restore of", coll.Name, err)
+	}
+	if e := resp.GetEntry(); e.GetName() != "" {
+		if perr := c.pushEverywhere(ctx, &shardpb.ChangeCatalogRequest{Op: &shardpb.ChangeCatalogRequest_Create{Create: e}}); perr != nil {
+			c.log.Warn("collection restored; some shards learn it later", "collection", coll.Name, "err", perr)
+		}
+	}
+	_, _ = c.refreshCatalog(ctx)
+	return nil
 }
 
 // slotVersion is a wire slot map's version (its epoch for a map written

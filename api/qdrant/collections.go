@@ -136,6 +136,11 @@ func (h *Handler) getCollection(w http.ResponseWriter, r *http.Request) {
 		}
 		info := h.describe(c)
 		info.Status = "yellow"
+		if c.Restoring {
+			// Not Qdrant's (it has no restoring state): grey, not ready
+			// to serve and not optimizing either.
+			info.Status = "grey"
+		}
 		for f, t := range c.PayloadSchema {
 			info.PayloadSchema[f] = payloadIndexInfo{DataType: t}
 		}

@@ -147,6 +147,8 @@ func (st *catalogState) change(req *shardpb.ChangeCatalogRequest, index uint64, 
 		ch, err = st.setSlots(op.SetSlots, req.GetAuthority())
 	case *shardpb.ChangeCatalogRequest_UpdateSettings:
 		ch, err = st.updateSettings(op.UpdateSettings, req.GetAuthority(), index)
+	case *shardpb.ChangeCatalogRequest_Restored:
+		ch, err = st.restored(op.Restored, req.GetAuthority(), index)
 	default:
 		return catalogChange{}, status.Error(codes.InvalidArgument, "catalog change with no operation")
 	}
@@ -201,7 +203,7 @@ func (st *catalogState) create(e *shardpb.CollectionEntry, authority bool, index
 				if held.current().Quantization != s.Quantization {
 					ch.requantized = []*collection{held}
 				}
-				held.quant, held.settingsVersion = s.Quantization, e.GetSettingsVersion()
+				held.quant, held.settingsVersion, held.restoring = s.Quantization, e.GetSettingsVersion(), e.GetRestoring()
 				held.payloadSchema = maps.Clone(e.GetPayloadSchema())
 				if newerSlots(held.slotMap(), slots) {
 					ch.remapped = []remap{{col: held, old: held.remap(slots)}}
@@ -249,6 +251,7 @@ func (st *catalogState) create(e *shardpb.CollectionEntry, authority bool, index
 	}
 	c := mk(name, uid, s, p)
 	c.slots.Store(slots)
+	c.restoring = e.GetRestoring()
 	if !authority {
 		c.payloadSchema = maps.Clone(e.GetPayloadSchema())
 		c.settingsVersion = e.GetSettingsVersion()
@@ -415,6 +418,25 @@ func (st *catalogState) updateSettings(u *shardpb.UpdateSettings, authority bool
 	held.quant, held.settingsVersion = s.Quantization, index
 	ch.entry = held.entry()
 	return ch, nil
+}
+
+// restored clears the restoring flag of a collection once its restore has
+// written every row, on the authority only, stamping the change with index
+// as a settings change: the other groups receive the changed entry as a
+// create of the same uid and that settings version.
+func (st *catalogState) restored(ref *shardpb.CollectionRef, authority bool, index uint64) (catalogChange, error) {
+	if !authority {
+		return catalogChange{}, status.Error(codes.InvalidArgument, "the end of a restore is decided by the authority group only")
+	}
+	held := st.collections[ref.GetName()]
+	if held == nil || held.virtual || ref.GetUid() != 0 && held.uid != ref.GetUid() {
+		return catalogChange{}, shard.CollectionNotFoundStatus(ref.GetName(), 0)
+	}
+	if !held.restoring {
+		return catalogChange{entry: held.entry()}, nil
+	}
+	held.restoring, held.settingsVersion = false, index
+	return catalogChange{entry: held.entry(), changed: true}, nil
 }
 
 // settingsFromPB reads a collection's settings off the wire, normalised

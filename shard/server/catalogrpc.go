@@ -76,7 +76,8 @@ func checkCatalogChange(req *shardpb.ChangeCatalogRequest) (*shardpb.ChangeCatal
 		}
 		out.Op = &shardpb.ChangeCatalogRequest_Create{Create: &shardpb.CollectionEntry{
 			Name: op.Create.GetName(), Uid: op.Create.GetUid(), Settings: settingsToPB(set), PayloadSchema: op.Create.GetPayloadSchema(),
-			SlotMap: op.Create.GetSlotMap(), SlotsAsked: op.Create.GetSlotsAsked(), SettingsVersion: op.Create.GetSettingsVersion()}}
+			SlotMap: op.Create.GetSlotMap(), SlotsAsked: op.Create.GetSlotsAsked(), SettingsVersion: op.Create.GetSettingsVersion(),
+			Restoring: op.Create.GetRestoring()}}
 	case *shardpb.ChangeCatalogRequest_Drop:
 		if err := catalog.ValidName(op.Drop.GetName()); err != nil {
 			return nil, invalid(err)
@@ -116,8 +117,13 @@ func checkCatalogChange(req *shardpb.ChangeCatalogRequest) (*shardpb.ChangeCatal
 			return nil, status.Error(codes.InvalidArgument, "update_settings needs the settings")
 		}
 		out.Op = op
+	case *shardpb.ChangeCatalogRequest_Restored:
+		if err := catalog.ValidName(op.Restored.GetName()); err != nil {
+			return nil, invalid(err)
+		}
+		out.Op = op
 	default:
-		return nil, status.Error(codes.InvalidArgument, "catalog change with no operation: want create, drop, alias, payload_index, set_slots or update_settings")
+		return nil, status.Error(codes.InvalidArgument, "catalog change with no operation: want create, drop, alias, payload_index, set_slots, update_settings or restored")
 	}
 	if p := req.GetPlacement(); p != nil && (p.GetFingerprint() == "") != (p.GetShard() == "") {
 		return nil, status.Error(codes.InvalidArgument, "catalog change placement needs both fingerprint and shard")

@@ -35,6 +35,9 @@ type collection struct {
 	// settingsVersion is the authority's log index of the last settings
 	// change (0: as created), ordering pushes of the entry.
 	settingsVersion uint64
+	// restoring marks a collection a restore is still filling (the
+	// catalog entry's flag; routers answer clients 503 while it is set).
+	restoring bool
 	// payloadSchema is the payload index declarations (key → type), kept
 	// to be shown: every key is indexed whatever they say.
 	payloadSchema map[string]string
@@ -86,7 +89,7 @@ func (c *collection) current() catalog.Settings {
 
 func (c *collection) entry() *shardpb.CollectionEntry {
 	return &shardpb.CollectionEntry{Name: c.name, Uid: c.uid, Settings: settingsToPB(c.current()), PayloadSchema: maps.Clone(c.payloadSchema),
-		SlotMap: slotMapPB(c.slotMap()), SettingsVersion: c.settingsVersion}
+		SlotMap: slotMapPB(c.slotMap()), SettingsVersion: c.settingsVersion, Restoring: c.restoring}
 }
 
 // ref names exactly this incarnation, for log entries.

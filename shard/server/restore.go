@@ -18,12 +18,13 @@ import (
 // new. It returns the snapshot's collections in its order.
 func (c *Collections) beginRestore(cat *shardpb.CatalogResponse) ([]*collection, error) {
 	type want struct {
-		name     string
-		uid      uint64
-		settings catalog.Settings
-		schema   map[string]string
-		slots    *placement.SlotMap
-		version  uint64
+		name      string
+		uid       uint64
+		settings  catalog.Settings
+		schema    map[string]string
+		slots     *placement.SlotMap
+		version   uint64
+		restoring bool
 	}
 	wants := make([]want, 0, len(cat.GetCollections()))
 	seen := map[string]bool{}
@@ -43,7 +44,7 @@ func (c *Collections) beginRestore(cat *shardpb.CatalogResponse) ([]*collection,
 			return nil, fmt.Errorf("snapshot catalog: collection %q: %w", e.GetName(), err)
 		}
 		seen[e.GetName()] = true
-		wants = append(wants, want{name: e.GetName(), uid: e.GetUid(), settings: s, schema: e.GetPayloadSchema(), slots: slots, version: e.GetSettingsVersion()})
+		wants = append(wants, want{name: e.GetName(), uid: e.GetUid(), settings: s, schema: e.GetPayloadSchema(), slots: slots, version: e.GetSettingsVersion(), restoring: e.GetRestoring()})
 	}
 	next := newCatalogState()
 	next.version = cat.GetVersion()
@@ -62,7 +63,7 @@ func (c *Collections) beginRestore(cat *shardpb.CatalogResponse) ([]*collection,
 			col = c.newCollection(w.name, w.uid, w.settings, store.Placement{})
 		}
 		col.payloadSchema = maps.Clone(w.schema)
-		col.settingsVersion = w.version
+		col.settingsVersion, col.restoring = w.version, w.restoring
 		col.slots.Store(w.slots)
 		next.collections[w.name] = col
 		out[i] = col

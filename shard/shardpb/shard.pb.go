@@ -763,8 +763,13 @@ type CollectionEntry struct {
 	// uid replaces the settings held when its version is higher, and one
 	// of a lower version is stale and changes nothing.
 	SettingsVersion uint64 `protobuf:"varint,7,opt,name=settings_version,json=settingsVersion,proto3" json:"settings_version,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// restoring marks a collection a restore is still filling: it answers
+	// clients 503 until the restore clears it (a restored change, which
+	// raises settings_version so the pushed entry replaces the one held).
+	// Entries written before it read as not restoring.
+	Restoring     bool `protobuf:"varint,8,opt,name=restoring,proto3" json:"restoring,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CollectionEntry) Reset() {
@@ -844,6 +849,13 @@ func (x *CollectionEntry) GetSettingsVersion() uint64 {
 		return x.SettingsVersion
 	}
 	return 0
+}
+
+func (x *CollectionEntry) GetRestoring() bool {
+	if x != nil {
+		return x.Restoring
+	}
+	return false
 }
 
 // UpdateSettings changes the settings of a collection that can change
@@ -1372,6 +1384,7 @@ type ChangeCatalogRequest struct {
 	//	*ChangeCatalogRequest_PayloadIndex
 	//	*ChangeCatalogRequest_SetSlots
 	//	*ChangeCatalogRequest_UpdateSettings
+	//	*ChangeCatalogRequest_Restored
 	Op            isChangeCatalogRequest_Op `protobuf_oneof:"op"`
 	Placement     *Placement                `protobuf:"bytes,5,opt,name=placement,proto3" json:"placement,omitempty"` // as in UpsertRequest
 	unknownFields protoimpl.UnknownFields
@@ -1476,6 +1489,15 @@ func (x *ChangeCatalogRequest) GetUpdateSettings() *UpdateSettings {
 	return nil
 }
 
+func (x *ChangeCatalogRequest) GetRestored() *CollectionRef {
+	if x != nil {
+		if x, ok := x.Op.(*ChangeCatalogRequest_Restored); ok {
+			return x.Restored
+		}
+	}
+	return nil
+}
+
 func (x *ChangeCatalogRequest) GetPlacement() *Placement {
 	if x != nil {
 		return x.Placement
@@ -1526,6 +1548,14 @@ type ChangeCatalogRequest_UpdateSettings struct {
 	UpdateSettings *UpdateSettings `protobuf:"bytes,8,opt,name=update_settings,json=updateSettings,proto3,oneof"`
 }
 
+type ChangeCatalogRequest_Restored struct {
+	// restored: authority only, clears a collection's restoring flag
+	// once every row of its restore is in; the other groups get the
+	// changed entry as a create of the same uid and a higher
+	// settings_version.
+	Restored *CollectionRef `protobuf:"bytes,9,opt,name=restored,proto3,oneof"`
+}
+
 func (*ChangeCatalogRequest_Create) isChangeCatalogRequest_Op() {}
 
 func (*ChangeCatalogRequest_Drop) isChangeCatalogRequest_Op() {}
@@ -1537,6 +1567,8 @@ func (*ChangeCatalogRequest_PayloadIndex) isChangeCatalogRequest_Op() {}
 func (*ChangeCatalogRequest_SetSlots) isChangeCatalogRequest_Op() {}
 
 func (*ChangeCatalogRequest_UpdateSettings) isChangeCatalogRequest_Op() {}
+
+func (*ChangeCatalogRequest_Restored) isChangeCatalogRequest_Op() {}
 
 type ChangeCatalogResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -4667,7 +4699,7 @@ const file_shard_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12:\n" +
 	"\x05value\x18\x02 \x01(\v2$.trawl.shard.v1.SparseVectorSettingsR\x05value:\x028\x01\"2\n" +
 	"\x14SparseVectorSettings\x12\x1a\n" +
-	"\bmodifier\x18\x01 \x01(\tR\bmodifier\"\x94\x03\n" +
+	"\bmodifier\x18\x01 \x01(\tR\bmodifier\"\xb2\x03\n" +
 	"\x0fCollectionEntry\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
 	"\x03uid\x18\x02 \x01(\x04R\x03uid\x12>\n" +
@@ -4676,7 +4708,8 @@ const file_shard_proto_rawDesc = "" +
 	"\bslot_map\x18\x05 \x01(\v2\x17.trawl.shard.v1.SlotMapR\aslotMap\x12\x1f\n" +
 	"\vslots_asked\x18\x06 \x01(\rR\n" +
 	"slotsAsked\x12)\n" +
-	"\x10settings_version\x18\a \x01(\x04R\x0fsettingsVersion\x1a@\n" +
+	"\x10settings_version\x18\a \x01(\x04R\x0fsettingsVersion\x12\x1c\n" +
+	"\trestoring\x18\b \x01(\bR\trestoring\x1a@\n" +
 	"\x12PayloadSchemaEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x82\x01\n" +
@@ -4725,7 +4758,7 @@ const file_shard_proto_rawDesc = "" +
 	"\adropped\x18\x04 \x03(\v2,.trawl.shard.v1.CatalogResponse.DroppedEntryR\adropped\x1a:\n" +
 	"\fDroppedEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"\xe0\x03\n" +
+	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"\x9d\x04\n" +
 	"\x14ChangeCatalogRequest\x12\x1c\n" +
 	"\tauthority\x18\x01 \x01(\bR\tauthority\x129\n" +
 	"\x06create\x18\x02 \x01(\v2\x1f.trawl.shard.v1.CollectionEntryH\x00R\x06create\x123\n" +
@@ -4733,7 +4766,8 @@ const file_shard_proto_rawDesc = "" +
 	"\x05alias\x18\x04 \x01(\v2\x1a.trawl.shard.v1.AliasEntryH\x00R\x05alias\x12C\n" +
 	"\rpayload_index\x18\x06 \x01(\v2\x1c.trawl.shard.v1.PayloadIndexH\x00R\fpayloadIndex\x127\n" +
 	"\tset_slots\x18\a \x01(\v2\x18.trawl.shard.v1.SetSlotsH\x00R\bsetSlots\x12I\n" +
-	"\x0fupdate_settings\x18\b \x01(\v2\x1e.trawl.shard.v1.UpdateSettingsH\x00R\x0eupdateSettings\x127\n" +
+	"\x0fupdate_settings\x18\b \x01(\v2\x1e.trawl.shard.v1.UpdateSettingsH\x00R\x0eupdateSettings\x12;\n" +
+	"\brestored\x18\t \x01(\v2\x1d.trawl.shard.v1.CollectionRefH\x00R\brestored\x127\n" +
 	"\tplacement\x18\x05 \x01(\v2\x19.trawl.shard.v1.PlacementR\tplacementB\x04\n" +
 	"\x02op\"\xd3\x01\n" +
 	"\x15ChangeCatalogResponse\x125\n" +
@@ -5125,97 +5159,98 @@ var file_shard_proto_depIdxs = []int32{
 	15, // 16: trawl.shard.v1.ChangeCatalogRequest.payload_index:type_name -> trawl.shard.v1.PayloadIndex
 	14, // 17: trawl.shard.v1.ChangeCatalogRequest.set_slots:type_name -> trawl.shard.v1.SetSlots
 	11, // 18: trawl.shard.v1.ChangeCatalogRequest.update_settings:type_name -> trawl.shard.v1.UpdateSettings
-	29, // 19: trawl.shard.v1.ChangeCatalogRequest.placement:type_name -> trawl.shard.v1.Placement
-	10, // 20: trawl.shard.v1.ChangeCatalogResponse.entry:type_name -> trawl.shard.v1.CollectionEntry
-	16, // 21: trawl.shard.v1.ChangeCatalogResponse.alias:type_name -> trawl.shard.v1.AliasEntry
-	24, // 22: trawl.shard.v1.Query.with_payload:type_name -> trawl.shard.v1.PayloadSelector
-	23, // 23: trawl.shard.v1.Query.sparse:type_name -> trawl.shard.v1.SparseQuery
-	31, // 24: trawl.shard.v1.Hit.sparse:type_name -> trawl.shard.v1.SparseVector
-	22, // 25: trawl.shard.v1.SearchRequest.queries:type_name -> trawl.shard.v1.Query
-	7,  // 26: trawl.shard.v1.SearchRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	21, // 27: trawl.shard.v1.SearchRequest.slots:type_name -> trawl.shard.v1.SlotSelection
-	25, // 28: trawl.shard.v1.HitList.hits:type_name -> trawl.shard.v1.Hit
-	27, // 29: trawl.shard.v1.SearchResponse.results:type_name -> trawl.shard.v1.HitList
-	31, // 30: trawl.shard.v1.Vector.sparse:type_name -> trawl.shard.v1.SparseVector
-	29, // 31: trawl.shard.v1.UpsertRequest.placement:type_name -> trawl.shard.v1.Placement
-	30, // 32: trawl.shard.v1.UpsertRequest.vectors:type_name -> trawl.shard.v1.Vector
-	7,  // 33: trawl.shard.v1.UpsertRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	21, // 34: trawl.shard.v1.GetRequest.slots:type_name -> trawl.shard.v1.SlotSelection
-	7,  // 35: trawl.shard.v1.GetRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	30, // 36: trawl.shard.v1.GetResponse.vector:type_name -> trawl.shard.v1.Vector
-	29, // 37: trawl.shard.v1.DeleteRequest.placement:type_name -> trawl.shard.v1.Placement
-	7,  // 38: trawl.shard.v1.DeleteRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	24, // 39: trawl.shard.v1.ScrollRequest.with_payload:type_name -> trawl.shard.v1.PayloadSelector
-	7,  // 40: trawl.shard.v1.ScrollRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	21, // 41: trawl.shard.v1.ScrollRequest.slots:type_name -> trawl.shard.v1.SlotSelection
-	30, // 42: trawl.shard.v1.ScrollResponse.points:type_name -> trawl.shard.v1.Vector
-	7,  // 43: trawl.shard.v1.StatsRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	29, // 44: trawl.shard.v1.StatsResponse.placement:type_name -> trawl.shard.v1.Placement
-	43, // 45: trawl.shard.v1.StatsResponse.index:type_name -> trawl.shard.v1.IndexStats
-	42, // 46: trawl.shard.v1.StatsResponse.collections:type_name -> trawl.shard.v1.CollectionStats
-	10, // 47: trawl.shard.v1.CollectionStats.entry:type_name -> trawl.shard.v1.CollectionEntry
-	43, // 48: trawl.shard.v1.CollectionStats.index:type_name -> trawl.shard.v1.IndexStats
-	21, // 49: trawl.shard.v1.FacetRequest.slots:type_name -> trawl.shard.v1.SlotSelection
-	7,  // 50: trawl.shard.v1.FacetRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	45, // 51: trawl.shard.v1.FacetCount.value:type_name -> trawl.shard.v1.FacetValue
-	46, // 52: trawl.shard.v1.FacetResponse.counts:type_name -> trawl.shard.v1.FacetCount
-	24, // 53: trawl.shard.v1.OrderedScrollRequest.with_payload:type_name -> trawl.shard.v1.PayloadSelector
-	21, // 54: trawl.shard.v1.OrderedScrollRequest.slots:type_name -> trawl.shard.v1.SlotSelection
-	7,  // 55: trawl.shard.v1.OrderedScrollRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	30, // 56: trawl.shard.v1.OrderedPoint.point:type_name -> trawl.shard.v1.Vector
-	49, // 57: trawl.shard.v1.OrderedScrollResponse.points:type_name -> trawl.shard.v1.OrderedPoint
-	29, // 58: trawl.shard.v1.EditRequest.placement:type_name -> trawl.shard.v1.Placement
-	52, // 59: trawl.shard.v1.EditRequest.edits:type_name -> trawl.shard.v1.Edit
-	7,  // 60: trawl.shard.v1.EditRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	0,  // 61: trawl.shard.v1.Edit.kind:type_name -> trawl.shard.v1.EditKind
-	30, // 62: trawl.shard.v1.Edit.vectors:type_name -> trawl.shard.v1.Vector
-	21, // 63: trawl.shard.v1.BackupRequest.slots:type_name -> trawl.shard.v1.SlotSelection
-	7,  // 64: trawl.shard.v1.BackupRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	7,  // 65: trawl.shard.v1.BackupCutRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	58, // 66: trawl.shard.v1.BackupChunk.header:type_name -> trawl.shard.v1.BackupHeader
-	30, // 67: trawl.shard.v1.BackupChunk.vectors:type_name -> trawl.shard.v1.Vector
-	10, // 68: trawl.shard.v1.BackupHeader.entry:type_name -> trawl.shard.v1.CollectionEntry
-	29, // 69: trawl.shard.v1.BackupHeader.placement:type_name -> trawl.shard.v1.Placement
-	7,  // 70: trawl.shard.v1.SparseStatsRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	21, // 71: trawl.shard.v1.SparseStatsRequest.slots:type_name -> trawl.shard.v1.SlotSelection
-	9,  // 72: trawl.shard.v1.CollectionSettings.SparseVectorsEntry.value:type_name -> trawl.shard.v1.SparseVectorSettings
-	26, // 73: trawl.shard.v1.Shard.Search:input_type -> trawl.shard.v1.SearchRequest
-	59, // 74: trawl.shard.v1.Shard.SparseStats:input_type -> trawl.shard.v1.SparseStatsRequest
-	32, // 75: trawl.shard.v1.Shard.Upsert:input_type -> trawl.shard.v1.UpsertRequest
-	34, // 76: trawl.shard.v1.Shard.Get:input_type -> trawl.shard.v1.GetRequest
-	36, // 77: trawl.shard.v1.Shard.Delete:input_type -> trawl.shard.v1.DeleteRequest
-	40, // 78: trawl.shard.v1.Shard.Stats:input_type -> trawl.shard.v1.StatsRequest
-	38, // 79: trawl.shard.v1.Shard.Scroll:input_type -> trawl.shard.v1.ScrollRequest
-	17, // 80: trawl.shard.v1.Shard.Catalog:input_type -> trawl.shard.v1.CatalogRequest
-	19, // 81: trawl.shard.v1.Shard.ChangeCatalog:input_type -> trawl.shard.v1.ChangeCatalogRequest
-	1,  // 82: trawl.shard.v1.Shard.Members:input_type -> trawl.shard.v1.MembersRequest
-	4,  // 83: trawl.shard.v1.Shard.ChangeMembers:input_type -> trawl.shard.v1.ChangeMembersRequest
-	44, // 84: trawl.shard.v1.Shard.Facet:input_type -> trawl.shard.v1.FacetRequest
-	48, // 85: trawl.shard.v1.Shard.OrderedScroll:input_type -> trawl.shard.v1.OrderedScrollRequest
-	51, // 86: trawl.shard.v1.Shard.Edit:input_type -> trawl.shard.v1.EditRequest
-	54, // 87: trawl.shard.v1.Shard.Backup:input_type -> trawl.shard.v1.BackupRequest
-	55, // 88: trawl.shard.v1.Shard.ProposeBackupCut:input_type -> trawl.shard.v1.BackupCutRequest
-	28, // 89: trawl.shard.v1.Shard.Search:output_type -> trawl.shard.v1.SearchResponse
-	60, // 90: trawl.shard.v1.Shard.SparseStats:output_type -> trawl.shard.v1.SparseStatsResponse
-	33, // 91: trawl.shard.v1.Shard.Upsert:output_type -> trawl.shard.v1.UpsertResponse
-	35, // 92: trawl.shard.v1.Shard.Get:output_type -> trawl.shard.v1.GetResponse
-	37, // 93: trawl.shard.v1.Shard.Delete:output_type -> trawl.shard.v1.DeleteResponse
-	41, // 94: trawl.shard.v1.Shard.Stats:output_type -> trawl.shard.v1.StatsResponse
-	39, // 95: trawl.shard.v1.Shard.Scroll:output_type -> trawl.shard.v1.ScrollResponse
-	18, // 96: trawl.shard.v1.Shard.Catalog:output_type -> trawl.shard.v1.CatalogResponse
-	20, // 97: trawl.shard.v1.Shard.ChangeCatalog:output_type -> trawl.shard.v1.ChangeCatalogResponse
-	3,  // 98: trawl.shard.v1.Shard.Members:output_type -> trawl.shard.v1.MembersResponse
-	6,  // 99: trawl.shard.v1.Shard.ChangeMembers:output_type -> trawl.shard.v1.ChangeMembersResponse
-	47, // 100: trawl.shard.v1.Shard.Facet:output_type -> trawl.shard.v1.FacetResponse
-	50, // 101: trawl.shard.v1.Shard.OrderedScroll:output_type -> trawl.shard.v1.OrderedScrollResponse
-	53, // 102: trawl.shard.v1.Shard.Edit:output_type -> trawl.shard.v1.EditResponse
-	57, // 103: trawl.shard.v1.Shard.Backup:output_type -> trawl.shard.v1.BackupChunk
-	56, // 104: trawl.shard.v1.Shard.ProposeBackupCut:output_type -> trawl.shard.v1.BackupCutResponse
-	89, // [89:105] is the sub-list for method output_type
-	73, // [73:89] is the sub-list for method input_type
-	73, // [73:73] is the sub-list for extension type_name
-	73, // [73:73] is the sub-list for extension extendee
-	0,  // [0:73] is the sub-list for field type_name
+	7,  // 19: trawl.shard.v1.ChangeCatalogRequest.restored:type_name -> trawl.shard.v1.CollectionRef
+	29, // 20: trawl.shard.v1.ChangeCatalogRequest.placement:type_name -> trawl.shard.v1.Placement
+	10, // 21: trawl.shard.v1.ChangeCatalogResponse.entry:type_name -> trawl.shard.v1.CollectionEntry
+	16, // 22: trawl.shard.v1.ChangeCatalogResponse.alias:type_name -> trawl.shard.v1.AliasEntry
+	24, // 23: trawl.shard.v1.Query.with_payload:type_name -> trawl.shard.v1.PayloadSelector
+	23, // 24: trawl.shard.v1.Query.sparse:type_name -> trawl.shard.v1.SparseQuery
+	31, // 25: trawl.shard.v1.Hit.sparse:type_name -> trawl.shard.v1.SparseVector
+	22, // 26: trawl.shard.v1.SearchRequest.queries:type_name -> trawl.shard.v1.Query
+	7,  // 27: trawl.shard.v1.SearchRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	21, // 28: trawl.shard.v1.SearchRequest.slots:type_name -> trawl.shard.v1.SlotSelection
+	25, // 29: trawl.shard.v1.HitList.hits:type_name -> trawl.shard.v1.Hit
+	27, // 30: trawl.shard.v1.SearchResponse.results:type_name -> trawl.shard.v1.HitList
+	31, // 31: trawl.shard.v1.Vector.sparse:type_name -> trawl.shard.v1.SparseVector
+	29, // 32: trawl.shard.v1.UpsertRequest.placement:type_name -> trawl.shard.v1.Placement
+	30, // 33: trawl.shard.v1.UpsertRequest.vectors:type_name -> trawl.shard.v1.Vector
+	7,  // 34: trawl.shard.v1.UpsertRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	21, // 35: trawl.shard.v1.GetRequest.slots:type_name -> trawl.shard.v1.SlotSelection
+	7,  // 36: trawl.shard.v1.GetRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	30, // 37: trawl.shard.v1.GetResponse.vector:type_name -> trawl.shard.v1.Vector
+	29, // 38: trawl.shard.v1.DeleteRequest.placement:type_name -> trawl.shard.v1.Placement
+	7,  // 39: trawl.shard.v1.DeleteRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	24, // 40: trawl.shard.v1.ScrollRequest.with_payload:type_name -> trawl.shard.v1.PayloadSelector
+	7,  // 41: trawl.shard.v1.ScrollRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	21, // 42: trawl.shard.v1.ScrollRequest.slots:type_name -> trawl.shard.v1.SlotSelection
+	30, // 43: trawl.shard.v1.ScrollResponse.points:type_name -> trawl.shard.v1.Vector
+	7,  // 44: trawl.shard.v1.StatsRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	29, // 45: trawl.shard.v1.StatsResponse.placement:type_name -> trawl.shard.v1.Placement
+	43, // 46: trawl.shard.v1.StatsResponse.index:type_name -> trawl.shard.v1.IndexStats
+	42, // 47: trawl.shard.v1.StatsResponse.collections:type_name -> trawl.shard.v1.CollectionStats
+	10, // 48: trawl.shard.v1.CollectionStats.entry:type_name -> trawl.shard.v1.CollectionEntry
+	43, // 49: trawl.shard.v1.CollectionStats.index:type_name -> trawl.shard.v1.IndexStats
+	21, // 50: trawl.shard.v1.FacetRequest.slots:type_name -> trawl.shard.v1.SlotSelection
+	7,  // 51: trawl.shard.v1.FacetRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	45, // 52: trawl.shard.v1.FacetCount.value:type_name -> trawl.shard.v1.FacetValue
+	46, // 53: trawl.shard.v1.FacetResponse.counts:type_name -> trawl.shard.v1.FacetCount
+	24, // 54: trawl.shard.v1.OrderedScrollRequest.with_payload:type_name -> trawl.shard.v1.PayloadSelector
+	21, // 55: trawl.shard.v1.OrderedScrollRequest.slots:type_name -> trawl.shard.v1.SlotSelection
+	7,  // 56: trawl.shard.v1.OrderedScrollRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	30, // 57: trawl.shard.v1.OrderedPoint.point:type_name -> trawl.shard.v1.Vector
+	49, // 58: trawl.shard.v1.OrderedScrollResponse.points:type_name -> trawl.shard.v1.OrderedPoint
+	29, // 59: trawl.shard.v1.EditRequest.placement:type_name -> trawl.shard.v1.Placement
+	52, // 60: trawl.shard.v1.EditRequest.edits:type_name -> trawl.shard.v1.Edit
+	7,  // 61: trawl.shard.v1.EditRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	0,  // 62: trawl.shard.v1.Edit.kind:type_name -> trawl.shard.v1.EditKind
+	30, // 63: trawl.shard.v1.Edit.vectors:type_name -> trawl.shard.v1.Vector
+	21, // 64: trawl.shard.v1.BackupRequest.slots:type_name -> trawl.shard.v1.SlotSelection
+	7,  // 65: trawl.shard.v1.BackupRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	7,  // 66: trawl.shard.v1.BackupCutRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	58, // 67: trawl.shard.v1.BackupChunk.header:type_name -> trawl.shard.v1.BackupHeader
+	30, // 68: trawl.shard.v1.BackupChunk.vectors:type_name -> trawl.shard.v1.Vector
+	10, // 69: trawl.shard.v1.BackupHeader.entry:type_name -> trawl.shard.v1.CollectionEntry
+	29, // 70: trawl.shard.v1.BackupHeader.placement:type_name -> trawl.shard.v1.Placement
+	7,  // 71: trawl.shard.v1.SparseStatsRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	21, // 72: trawl.shard.v1.SparseStatsRequest.slots:type_name -> trawl.shard.v1.SlotSelection
+	9,  // 73: trawl.shard.v1.CollectionSettings.SparseVectorsEntry.value:type_name -> trawl.shard.v1.SparseVectorSettings
+	26, // 74: trawl.shard.v1.Shard.Search:input_type -> trawl.shard.v1.SearchRequest
+	59, // 75: trawl.shard.v1.Shard.SparseStats:input_type -> trawl.shard.v1.SparseStatsRequest
+	32, // 76: trawl.shard.v1.Shard.Upsert:input_type -> trawl.shard.v1.UpsertRequest
+	34, // 77: trawl.shard.v1.Shard.Get:input_type -> trawl.shard.v1.GetRequest
+	36, // 78: trawl.shard.v1.Shard.Delete:input_type -> trawl.shard.v1.DeleteRequest
+	40, // 79: trawl.shard.v1.Shard.Stats:input_type -> trawl.shard.v1.StatsRequest
+	38, // 80: trawl.shard.v1.Shard.Scroll:input_type -> trawl.shard.v1.ScrollRequest
+	17, // 81: trawl.shard.v1.Shard.Catalog:input_type -> trawl.shard.v1.CatalogRequest
+	19, // 82: trawl.shard.v1.Shard.ChangeCatalog:input_type -> trawl.shard.v1.ChangeCatalogRequest
+	1,  // 83: trawl.shard.v1.Shard.Members:input_type -> trawl.shard.v1.MembersRequest
+	4,  // 84: trawl.shard.v1.Shard.ChangeMembers:input_type -> trawl.shard.v1.ChangeMembersRequest
+	44, // 85: trawl.shard.v1.Shard.Facet:input_type -> trawl.shard.v1.FacetRequest
+	48, // 86: trawl.shard.v1.Shard.OrderedScroll:input_type -> trawl.shard.v1.OrderedScrollRequest
+	51, // 87: trawl.shard.v1.Shard.Edit:input_type -> trawl.shard.v1.EditRequest
+	54, // 88: trawl.shard.v1.Shard.Backup:input_type -> trawl.shard.v1.BackupRequest
+	55, // 89: trawl.shard.v1.Shard.ProposeBackupCut:input_type -> trawl.shard.v1.BackupCutRequest
+	28, // 90: trawl.shard.v1.Shard.Search:output_type -> trawl.shard.v1.SearchResponse
+	60, // 91: trawl.shard.v1.Shard.SparseStats:output_type -> trawl.shard.v1.SparseStatsResponse
+	33, // 92: trawl.shard.v1.Shard.Upsert:output_type -> trawl.shard.v1.UpsertResponse
+	35, // 93: trawl.shard.v1.Shard.Get:output_type -> trawl.shard.v1.GetResponse
+	37, // 94: trawl.shard.v1.Shard.Delete:output_type -> trawl.shard.v1.DeleteResponse
+	41, // 95: trawl.shard.v1.Shard.Stats:output_type -> trawl.shard.v1.StatsResponse
+	39, // 96: trawl.shard.v1.Shard.Scroll:output_type -> trawl.shard.v1.ScrollResponse
+	18, // 97: trawl.shard.v1.Shard.Catalog:output_type -> trawl.shard.v1.CatalogResponse
+	20, // 98: trawl.shard.v1.Shard.ChangeCatalog:output_type -> trawl.shard.v1.ChangeCatalogResponse
+	3,  // 99: trawl.shard.v1.Shard.Members:output_type -> trawl.shard.v1.MembersResponse
+	6,  // 100: trawl.shard.v1.Shard.ChangeMembers:output_type -> trawl.shard.v1.ChangeMembersResponse
+	47, // 101: trawl.shard.v1.Shard.Facet:output_type -> trawl.shard.v1.FacetResponse
+	50, // 102: trawl.shard.v1.Shard.OrderedScroll:output_type -> trawl.shard.v1.OrderedScrollResponse
+	53, // 103: trawl.shard.v1.Shard.Edit:output_type -> trawl.shard.v1.EditResponse
+	57, // 104: trawl.shard.v1.Shard.Backup:output_type -> trawl.shard.v1.BackupChunk
+	56, // 105: trawl.shard.v1.Shard.ProposeBackupCut:output_type -> trawl.shard.v1.BackupCutResponse
+	90, // [90:106] is the sub-list for method output_type
+	74, // [74:90] is the sub-list for method input_type
+	74, // [74:74] is the sub-list for extension type_name
+	74, // [74:74] is the sub-list for extension extendee
+	0,  // [0:74] is the sub-list for field type_name
 }
 
 func init() { file_shard_proto_init() }
@@ -5235,6 +5270,7 @@ func file_shard_proto_init() {
 		(*ChangeCatalogRequest_PayloadIndex)(nil),
 		(*ChangeCatalogRequest_SetSlots)(nil),
 		(*ChangeCatalogRequest_UpdateSettings)(nil),
+		(*ChangeCatalogRequest_Restored)(nil),
 	}
 	file_shard_proto_msgTypes[21].OneofWrappers = []any{}
 	file_shard_proto_msgTypes[44].OneofWrappers = []any{

@@ -77,6 +77,9 @@ func (c *collectionsService) Get(ctx context.Context, r *pb.GetCollectionInfoReq
 		}
 		info := c.describe(coll)
 		info.Status = pb.CollectionStatus_Yellow
+		if coll.Restoring {
+			info.Status = pb.CollectionStatus_Grey // as REST's: being restored
+		}
 		for f, t := range coll.PayloadSchema {
 			info.PayloadSchema[f] = &pb.PayloadSchemaInfo{DataType: schemaType(t), Points: new(uint64)}
 		}
