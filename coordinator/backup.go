@@ -232,11 +232,26 @@ func (c *Coordinator) liftFences(ctx context.Context, coll Collection, fence str
 	var wg sync.WaitGroup
 	for i, s := range c.shards {
 		wg.Go(func() {
-			var lifted bool
-			wr := fanout.Write(ctx, c.cluster, s.Name, func(ctx context.Context, r *client.Conn) (err error) {
-				lifted, err = r.In(coll.ref()).LiftFence(ctx, fence)
-				return err
-			})
+			var (
+				lifted bool
+				wr     fanout.WriteResult
+			)
+			// A lift is safe to send again: one that did apply before
+			// its answer was lost makes the next say not lifted, which
+			// retakes the cuts (errLateCut), never a torn backup. A
+			// replica killed under the lift must not fail the backup.
+			for attempt := range liftAttempts {
+				if attempt > 0 && sleepCtx(ctx, time.Duration(attempt)*100*time.Millisecond) != nil {
+					break
+				}
+				wr = fanout.Write(ctx, c.cluster, s.Name, func(ctx context.Context, r *client.Conn) (err error) {
+					lifted, err = r.In(coll.ref()).LiftFence(ctx, fence)
+					return err
+				})
+				if wr.Outcome == fanout.WriteOK {
+					break
+				}
+			}
 			switch {
 			case wr.Outcome != fanout.WriteOK:
 				errs[i] = errorf(CodeUnavailable, wr.Err, "backup of collection `%s`: lifting the write fence on shard %s: %v (it ends with its lease)", coll.Name, s.Name, wr.Err)
@@ -248,6 +263,9 @@ func (c *Coordinator) liftFences(ctx context.Context, coll Collection, fence str
 	wg.Wait()
 	return errors.Join(errs...)
 }
+
+// liftAttempts bounds how often a group's fence lift is sent.
+const liftAttempts = 5
 
 // backupAttempts bounds how many rounds over a shard's replicas a backup
 // makes: a replica killed mid-stream costs one attempt, and the next
