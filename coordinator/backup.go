@@ -267,10 +267,12 @@ func (c *Coordinator) liftFences(ctx context.Context, coll Collection, fence str
 // liftAttempts bounds how often a group's fence lift is sent.
 const liftAttempts = 5
 
-// backupAttempts bounds how many rounds over a shard's replicas a backup
-// makes: a replica killed mid-stream costs one attempt, and the next
-// takes a fresh cut.
-const backupAttempts = 5
+// backupRetryFor bounds how long a backup keeps going round a shard's
+// replicas: a replica killed mid-stream costs one attempt, and the next
+// takes a fresh cut; a killed leader leaves its group refusing the cut
+// ("not the leader", naming the dead one) until it elects another, a few
+// heartbeat timeouts. Five rounds in two seconds were too few for that.
+const backupRetryFor = 30 * time.Second
 
 // backupShard runs export (one replica's Backup stream) on shard i's
 // replicas in turn until one completes. Each attempt commits its own cut
@@ -280,9 +282,10 @@ const backupAttempts = 5
 func (c *Coordinator) backupShard(ctx context.Context, i int, export func(context.Context, *client.Conn, string) error, id string) error {
 	var last error
 	n := 0
-	for round := range backupAttempts {
+	start := time.Now()
+	for round := 0; round == 0 || time.Since(start) < backupRetryFor; round++ {
 		if round > 0 {
-			t := time.NewTimer(time.Duration(round) * 200 * time.Millisecond)
+			t := time.NewTimer(min(time.Duration(round)*200*time.Millisecond, time.Second))
 			select {
 			case <-ctx.Done():
 				t.Stop()
