@@ -88,19 +88,9 @@ type restoreJSON struct {
 // collection from a backup. It needs write access to the collection
 // restored into and read access to the one backed up.
 func (s *Server) restore(w http.ResponseWriter, r *http.Request) {
-	target := chi.URLParam(r, "collection")
-	if err := catalog.ValidName(target); err != nil {
-		s.http.Fail(w, r, wire.Invalid(err.Error()), nil)
-		return
-	}
-	body, err := s.http.ReadBody(w, r)
-	if err != nil {
-		s.http.Fail(w, r, err, nil)
-		return
-	}
 	var req restoreJSON
-	if err := wire.DecodeStrict(body, &req); err != nil {
-		s.http.Fail(w, r, err, nil)
+	target, ok := s.collectionBody(w, r, &req)
+	if !ok {
 		return
 	}
 	if req.Backup == "" {

@@ -24,19 +24,9 @@ type updateResponse struct {
 // changes nothing, and one that would change a setting that cannot change
 // (dimension, metric, index, float32, slots) is a 400 naming it.
 func (s *Server) updateCollection(w http.ResponseWriter, r *http.Request) {
-	name := chi.URLParam(r, "collection")
-	if err := catalog.ValidName(name); err != nil {
-		s.http.Fail(w, r, wire.Invalid(err.Error()), nil)
-		return
-	}
-	body, err := s.http.ReadBody(w, r)
-	if err != nil {
-		s.http.Fail(w, r, err, nil)
-		return
-	}
 	var req createJSON
-	if err := wire.DecodeStrict(body, &req); err != nil {
-		s.http.Fail(w, r, err, nil)
+	name, ok := s.collectionBody(w, r, &req)
+	if !ok {
 		return
 	}
 	if wire.IsSet(req.Slots) {
@@ -82,4 +72,25 @@ func (s *Server) updateCollection(w http.ResponseWriter, r *http.Request) {
 	}
 	coll.Settings = next.Normalize()
 	wire.WriteJSON(w, http.StatusOK, updateResponse{collectionSettings: settingsOf(coll), Updated: changed})
+}
+
+// collectionBody reads what a write to /v1/collections/{collection} names:
+// the collection (a valid name) and its body decoded strictly into req.
+// On bad input it answers the 400 (or 413, 408) itself and reports false.
+func (s *Server) collectionBody(w http.ResponseWriter, r *http.Request, req any) (string, bool) {
+	name := chi.URLParam(r, "collection")
+	if err := catalog.ValidName(name); err != nil {
+		s.http.Fail(w, r, wire.Invalid(err.Error()), nil)
+		return "", false
+	}
+	body, err := s.http.ReadBody(w, r)
+	if err != nil {
+		s.http.Fail(w, r, err, nil)
+		return "", false
+	}
+	if err := wire.DecodeStrict(body, req); err != nil {
+		s.http.Fail(w, r, err, nil)
+		return "", false
+	}
+	return name, true
 }
