@@ -49,6 +49,7 @@ func runShard(ctx context.Context, args []string) error {
 	clientCA := fs.String("tls-client-ca", "", "CA that client certificates must chain to; enables mTLS")
 	recoveryCPU := fs.Float64("recovery-cpu", recovery.DefaultShare,
 		"share of this replica's cores (GOMAXPROCS) its recovery work may use: restoring a snapshot, applying the log while catching up, and, as a leader, streaming a snapshot or catch-up entries to a follower; queries and writes are never throttled. More than 0, at most 1 (1: not throttled)")
+	bgNice := fs.Int("background-nice", replica.DefaultBackgroundNice, "how many nice levels below this process the threads that store the raft log and encode writes' int8 codes run (0..19; 0: at the process's priority): on a machine short of cores searches run first and writes take the cores left; nothing is slower on an idle machine. Applying writes stays at the process's priority: it holds the lock searches read under")
 	peerCA := fs.String("tls-peer-ca", "", "CA to verify peers' certificates with for raft traffic (default: --tls-client-ca); with --tls-cert, peers are dialled over TLS presenting --tls-cert as the client certificate")
 	logLevel := logLevelFlag(fs, slog.LevelInfo)
 	if err := parseFlags(fs, args); err != nil {
@@ -56,6 +57,9 @@ func runShard(ctx context.Context, args []string) error {
 	}
 	if *dataDir == "" {
 		return errors.New("--data-dir is required")
+	}
+	if *bgNice < 0 || *bgNice > 19 {
+		return fmt.Errorf("--background-nice %d: want 0..19", *bgNice)
 	}
 	if err := timings.check(); err != nil {
 		return err
@@ -151,6 +155,7 @@ func runShard(ctx context.Context, args []string) error {
 		MaxLeaderSilence: *timings.maxSilence, HeartbeatTimeout: *timings.heartbeat, ElectionTimeout: *timings.election,
 		Recovery: throttle, RecoveryAlone: true,
 		PeerCreds: peerCreds, Observer: obs, TracerProvider: tel.TracerProvider, Logger: log, RaftLogLevel: raftLevel,
+		BackgroundNice: *bgNice,
 	})
 	if err != nil {
 		ln.Close()

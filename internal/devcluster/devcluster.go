@@ -95,6 +95,10 @@ type Config struct {
 	// RaftLogLevel is the least level of the raft library's own lines
 	// that reach Logger (slog.LevelWarn if zero).
 	RaftLogLevel slog.Level
+	// BackgroundNice lowers the priority of the threads that store the
+	// log and encode writes (replica.Config.BackgroundNice):
+	// replica.DefaultBackgroundNice if zero, none if negative.
+	BackgroundNice int
 	Logger       *slog.Logger
 	// TracerProvider and Propagator, when set, trace every replica's RPCs
 	// and scans (shard.ServerTracing, shard.Config.TracerProvider). Nil:
@@ -556,7 +560,7 @@ func (c *Cluster) startReplica(name string, idx int, peers []string, ln net.List
 		MaxLeaderSilence: max(raftnode.DefaultMaxLeaderSilence, 3*cfg.HeartbeatTimeout),
 		Int8MinRows:      cfg.Int8MinRows, IVFMinRows: cfg.IVFMinRows,
 		TracerProvider: cfg.TracerProvider, Logger: log, RaftLogLevel: cfg.RaftLogLevel,
-		PeerDialer: c.peerDialer(),
+		PeerDialer: c.peerDialer(), BackgroundNice: backgroundNice(cfg.BackgroundNice),
 	})
 	if err != nil {
 		ln.Close()
@@ -754,4 +758,15 @@ func (c *Cluster) Home(id string) string {
 		return m.Home(id)
 	}
 	return c.table.Home(id)
+}
+
+// backgroundNice is Config.BackgroundNice as replica.Config takes it.
+func backgroundNice(n int) int {
+	switch {
+	case n == 0:
+		return replica.DefaultBackgroundNice
+	case n < 0:
+		return 0
+	}
+	return n
 }

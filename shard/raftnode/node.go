@@ -17,6 +17,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+
+	"github.com/trawl-search/trawl/internal/cpuprio"
 	"go.etcd.io/bbolt"
 	"google.golang.org/grpc"
 
@@ -119,6 +121,13 @@ type Config struct {
 	// chatter on a console).
 	RaftLogLevel slog.Level
 	Logger       *slog.Logger
+	// BackgroundNice is how far below the process's CPU priority the
+	// thread that stores log entries runs (cpuprio): on a machine short of
+	// cores searches run first and a bulk load's bolt writes take what is
+	// left. Entries are applied at the process's priority: applying takes
+	// the store's write lock, which a search may be waiting for. 0: the
+	// process's priority.
+	BackgroundNice int
 }
 
 // Node is one replica's membership of its shard's raft group: the
@@ -250,6 +259,15 @@ func Open(cfg Config) (n *Node, err error) {
 		closers = append(closers, bolt.Close)
 		n.logs, stable, n.snaps = bolt, bolt, snaps
 	}
+	logs := n.logs
+	if cfg.BackgroundNice > 0 {
+		w, err := cpuprio.Start(cfg.BackgroundNice)
+		if err != nil {
+			return nil, err
+		}
+		closers = append(closers, func() error { w.Close(); return nil })
+		logs = backgroundLogs{LogStore: n.logs, w: w}
+	}
 	n.closer = func() error {
 		for i := len(closers) - 1; i >= 0; i-- {
 			if err := closers[i](); err != nil {
@@ -333,7 +351,7 @@ func Open(cfg Config) (n *Node, err error) {
 	// The cache keeps recent entries in memory for replication; writes
 	// still go through to the store (and its fsync) before raft counts
 	// them.
-	cache, err := raft.NewLogCache(256, n.logs)
+	cache, err := raft.NewLogCache(256, logs)
 	if err != nil {
 		return nil, err
 	}

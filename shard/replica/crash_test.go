@@ -94,6 +94,7 @@ func runChild() {
 			Quantization: os.Getenv(childQuantEnv)}, Kernel: vector.Generic(),
 		DataDir: os.Getenv(childDirEnv), Advertise: addr, Logger: quiet,
 		HeartbeatTimeout: 200 * time.Millisecond, ElectionTimeout: 200 * time.Millisecond,
+		BackgroundNice: DefaultBackgroundNice, // as `router shard` runs
 	})
 	if err != nil {
 		fail(err)

@@ -26,6 +26,7 @@ import (
 
 	"github.com/trawl-search/trawl/admission"
 	"github.com/trawl-search/trawl/catalog"
+	"github.com/trawl-search/trawl/internal/cpuprio"
 	"github.com/trawl-search/trawl/shard"
 	"github.com/trawl-search/trawl/shard/raftgrpc"
 	"github.com/trawl-search/trawl/shard/raftnode"
@@ -105,6 +106,10 @@ type Config struct {
 	// RaftLogLevel is the least level of the raft library's own lines
 	// that reach Logger (slog.LevelWarn if zero).
 	RaftLogLevel slog.Level
+	// BackgroundNice lowers the CPU priority of the threads that store
+	// and apply the log by this much (raftnode.Config.BackgroundNice); 0
+	// leaves them at the process's.
+	BackgroundNice int
 }
 
 // Replica is one running replica. Register it on the gRPC servers that
@@ -116,7 +121,14 @@ type Replica struct {
 	Collections *server.Collections
 	Node        *raftnode.Node
 	Server      *server.Server
+	encoder     *cpuprio.Worker // the stores' background work; nil without BackgroundNice
 }
+
+// DefaultBackgroundNice is `router shard --background-nice`'s default:
+// at nice 10 a thread gets about a tenth of the share of one at 0 when
+// both want a core, so searches run first, and a bulk load still gets a
+// core's tenth while searches keep every core busy.
+const DefaultBackgroundNice = 10
 
 // SegmentDir is the directory under DataDir where collections placed on
 // disk keep their float32 segment files.
@@ -140,8 +152,19 @@ func Open(cfg Config) (*Replica, error) {
 	if !cfg.InMemory && cfg.DataDir != "" {
 		segDir = filepath.Join(cfg.DataDir, SegmentDir)
 	}
+	// Encoding a write's int8 codes runs on a thread of lower priority
+	// (the raft log's bolt writes do too, in raftnode), so a bulk load
+	// takes the cores searches leave.
+	enc, err := cpuprio.Start(cfg.BackgroundNice)
+	if err != nil {
+		return nil, err
+	}
+	var background func(func())
+	if enc != nil {
+		background = enc.Do
+	}
 	cols := server.NewCollections(server.CollectionsConfig{Legacy: cfg.Legacy, Kernel: cfg.Kernel, Observer: docs, Logger: cfg.Logger,
-		SegmentDir: segDir, SegmentRows: cfg.SegmentRows})
+		SegmentDir: segDir, SegmentRows: cfg.SegmentRows, Background: background})
 	peerOpts := shard.DialOptions(cfg.PeerCreds, cfg.PeerDialer)
 	// A nil *Throttle in an interface would not be nil: pass none at all.
 	var (
@@ -176,8 +199,10 @@ func Open(cfg Config) (*Replica, error) {
 		StateMachine:      server.NewStateMachine(cols, cfg.Logger, smPace),
 		RaftLogLevel:      cfg.RaftLogLevel,
 		Logger:            cfg.Logger,
+		BackgroundNice:    cfg.BackgroundNice,
 	})
 	if err != nil {
+		enc.Close()
 		return nil, err
 	}
 	srv := server.New(server.Config{
@@ -188,7 +213,7 @@ func Open(cfg Config) (*Replica, error) {
 		Observer: cfg.Observer, Logger: cfg.Logger, Scans: cfg.Scans, TracerProvider: cfg.TracerProvider,
 		PeerDialOptions: peerOpts,
 	})
-	return &Replica{Store: cols.Legacy(), Collections: cols, Node: node, Server: srv}, nil
+	return &Replica{Store: cols.Legacy(), Collections: cols, Node: node, Server: srv, encoder: enc}, nil
 }
 
 // Register adds the replica's services (shard, health, raft) to g.
@@ -201,5 +226,6 @@ func (r *Replica) Close() error {
 	r.Collections.Close()
 	err := r.Node.Close()
 	r.Server.Close()
+	r.encoder.Close()
 	return err
 }

@@ -130,6 +130,9 @@ type CollectionsConfig struct {
 	// (segment.SegmentRows of the collection's dimension if zero): tests
 	// use small segments to seal and compact often.
 	SegmentRows int
+	// Background runs the stores' lock-free CPU work of applying writes
+	// (store.WithBackground); nil: on the applying goroutine.
+	Background func(func())
 }
 
 // Collections is a replica's catalog and one store per collection: the
@@ -238,6 +241,9 @@ func (c *Collections) newStore(name string, uid uint64, s catalog.Settings) *sto
 		opts = append(opts, store.WithIVF(c.cfg.Kernel, s.Metric))
 	}
 	opts = append(opts, store.WithSparse(sparseNames(s)...))
+	if c.cfg.Background != nil {
+		opts = append(opts, store.WithBackground(c.cfg.Background))
+	}
 	return store.NewMemory(s.Dim, opts...)
 }
 

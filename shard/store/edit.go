@@ -132,7 +132,7 @@ func (p *editPlan) matching(f *filter.Filter) []string {
 // every replica applying the same log entry changes the same documents
 // the same way.
 func (m *Memory) Edit(_ context.Context, p Placement, edits []Edit) error {
-	m.mu.Lock()
+	m.lockWrite()
 	defer m.mu.Unlock()
 	plan := &editPlan{m: m, docs: map[string]*pendingDoc{}}
 	for i, e := range edits {
@@ -140,7 +140,7 @@ func (m *Memory) Edit(_ context.Context, p Placement, edits []Edit) error {
 			return err
 		}
 	}
-	m.placement = p
+	m.setPlacement(p)
 	defer m.payloadIndex.Flush()
 	plan.apply()
 	return nil
@@ -225,10 +225,10 @@ func (p *editPlan) apply() {
 			m.deleteLocked(id)
 		case !d.exists:
 		case !stored:
-			m.appendLocked(Record{ID: id, Vector: d.vec, Payload: d.payload, Sparse: d.sparse})
+			m.appendLocked(Record{ID: id, Vector: d.vec, Payload: d.payload, Sparse: d.sparse}, nil)
 		default:
 			if d.vec != nil {
-				m.setVectorLocked(i, d.vec)
+				m.setVectorLocked(i, d.vec, nil)
 			}
 			if d.payloadSet {
 				m.setPayloadLocked(i, d.payload)

@@ -7,6 +7,8 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/RoaringBitmap/roaring/v2"
 
@@ -68,10 +70,15 @@ type Memory struct {
 	index    map[string]int
 	// recBytes is the length of every stored id and payload, kept as rows
 	// change so Bytes need not walk them.
-	recBytes  int
-	placement Placement
-	trained   map[string][]byte
-	view      *View // the open snapshot view, if any
+	recBytes int
+	// placement is written under mu but read without it: a search asks
+	// for it before its scan, and must not queue behind a write for it.
+	placement atomic.Pointer[Placement]
+	// runBackground runs lock-free CPU work (WithBackground); nil: in
+	// place.
+	runBackground func(func())
+	trained       map[string][]byte
+	view          *View // the open snapshot view, if any
 
 	quantization Quantization
 	// codes mirror the rows row for row once an int8 scale is applied
@@ -177,22 +184,104 @@ func diskFailed(err error) {
 
 // Upsert stores recs, replacing any with the same id, atomically with
 // recording the placement they were written under.
+//
+// The rows' int8 codes are encoded before the write lock is taken, and
+// the lock is taken only at a moment no scan holds it (lockWrite), so a
+// search waits for a write's copies, not for its arithmetic or behind it.
 func (m *Memory) Upsert(_ context.Context, p Placement, recs []Record) error {
-	m.mu.Lock()
+	codes, pre := m.preEncode(recs)
+	m.lockWrite()
 	defer m.mu.Unlock()
-	m.placement = p
+	if m.codes != codes {
+		pre = nil // the scale changed meanwhile: encode under the lock
+	}
+	m.setPlacement(p)
 	defer m.payloadIndex.Flush()
-	for _, r := range recs {
+	for n, r := range recs {
+		var e *quant.Encoded
+		if pre != nil {
+			e = &pre[n]
+		}
 		if i, ok := m.index[r.ID]; ok {
-			m.setVectorLocked(i, r.Vector)
+			m.setVectorLocked(i, r.Vector, e)
 			m.setPayloadLocked(i, r.Payload)
 			m.setSparseLocked(i, r.Sparse)
 			continue
 		}
-		m.appendLocked(r)
+		m.appendLocked(r, e)
 	}
 	return nil
 }
+
+// preEncode encodes recs' vectors with the store's int8 scale, under the
+// read lock only to read which codes (and so which scale) it holds. It
+// returns those codes, nil with no codes: Upsert uses the encodings only
+// if they are still the store's codes once it holds the write lock.
+func (m *Memory) preEncode(recs []Record) (*quant.Codes, []quant.Encoded) {
+	m.mu.RLock()
+	c := m.codes
+	m.mu.RUnlock()
+	if c == nil {
+		return nil, nil
+	}
+	s, dim := c.Scale(), c.Dim()
+	for _, r := range recs {
+		if len(r.Vector) != dim {
+			return nil, nil // not this store's size: encoded (and refused) as before, under the lock
+		}
+	}
+	buf := make([]int8, len(recs)*dim)
+	out := make([]quant.Encoded, len(recs))
+	m.background(func() {
+		for i, r := range recs {
+			out[i] = quant.EncodeRow(s, buf[i*dim:(i+1)*dim:(i+1)*dim], r.Vector)
+		}
+	})
+	return c, out
+}
+
+// WithBackground runs the store's CPU work that holds no lock — encoding
+// a write's int8 codes before taking the write lock — through run (a
+// thread of lower CPU priority, cpuprio), instead of on the caller's
+// goroutine. Work that holds the lock stays on the caller's: at a lower
+// priority it would keep searches waiting for the lock.
+func WithBackground(run func(func())) MemoryOption {
+	return func(m *Memory) { m.runBackground = run }
+}
+
+// background runs f through WithBackground's run, else in place.
+func (m *Memory) background(f func()) {
+	if m.runBackground == nil {
+		f()
+		return
+	}
+	m.runBackground(f)
+}
+
+// lockWrite takes m.mu for writing once no scan holds it, waiting up to
+// politeWrite before queueing for it. sync.RWMutex makes every reader
+// that arrives after a blocked Lock wait for that writer, and the writer
+// for every scan in progress: on a loaded machine that convoy, not the
+// write, is what searches during a bulk load wait for. Only the goroutine
+// applying the log writes, so a write delayed here delays only writes.
+func (m *Memory) lockWrite() {
+	if m.mu.TryLock() {
+		return
+	}
+	deadline := time.Now().Add(politeWrite)
+	for time.Now().Before(deadline) {
+		time.Sleep(100 * time.Microsecond)
+		if m.mu.TryLock() {
+			return
+		}
+	}
+	m.mu.Lock()
+}
+
+// politeWrite bounds how long a write waits for a moment without scans
+// before it queues for the lock (and so stops new scans): searches come
+// first, but a stream of overlapping scans cannot stall the log.
+const politeWrite = 20 * time.Millisecond
 
 // selectRows returns the rows whose ids and payloads match f, from the
 // payload index where it answers (has_id by looking its ids up). m.mu must
@@ -209,9 +298,12 @@ func (m *Memory) selectRows(f *filter.Filter) *roaring.Bitmap {
 }
 
 // setVectorLocked replaces row i's vector. m.mu must be held for writing.
-func (m *Memory) setVectorLocked(i int, v []float32) {
+func (m *Memory) setVectorLocked(i int, v []float32, e *quant.Encoded) {
 	// Codes first: segment files that keep codes take them with the row.
-	if m.codes != nil {
+	switch {
+	case m.codes != nil && e != nil:
+		m.codes.SetEncoded(i, *e)
+	case m.codes != nil:
 		m.codes.Set(i, v)
 	}
 	m.writeRow(i, v)
@@ -229,9 +321,12 @@ func (m *Memory) setPayloadLocked(i int, payload []byte) {
 
 // appendLocked adds r, whose id the store does not hold, as a new row.
 // m.mu must be held for writing; the caller flushes the payload index.
-func (m *Memory) appendLocked(r Record) {
+func (m *Memory) appendLocked(r Record, e *quant.Encoded) {
 	i := len(m.ids)
-	if m.codes != nil {
+	switch {
+	case m.codes != nil && e != nil:
+		m.codes.AppendEncoded(*e)
+	case m.codes != nil:
 		m.codes.Append(r.Vector)
 	}
 	switch {
@@ -284,9 +379,9 @@ func (m *Memory) writeRow(i int, v []float32) {
 
 // Delete removes id and reports whether it was there.
 func (m *Memory) Delete(_ context.Context, p Placement, id string) (bool, error) {
-	m.mu.Lock()
+	m.lockWrite()
 	defer m.mu.Unlock()
-	m.placement = p
+	m.setPlacement(p)
 	defer m.payloadIndex.Flush()
 	return m.deleteLocked(id), nil
 }
@@ -296,9 +391,9 @@ func (m *Memory) Delete(_ context.Context, p Placement, id string) (bool, error)
 // The filter is evaluated under the write lock, so on a replica applying
 // a log entry it sees exactly the state every other replica sees there.
 func (m *Memory) DeleteMatching(_ context.Context, p Placement, ids []string, f *filter.Filter) (int, error) {
-	m.mu.Lock()
+	m.lockWrite()
 	defer m.mu.Unlock()
-	m.placement = p
+	m.setPlacement(p)
 	defer m.payloadIndex.Flush()
 	doomed := ids
 	if !f.Empty() {
@@ -406,9 +501,18 @@ func (m *Memory) Bytes() int {
 
 // Placement is the placement of the last write, zero before any.
 func (m *Memory) Placement() Placement {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	return m.placement
+	if p := m.placement.Load(); p != nil {
+		return *p
+	}
+	return Placement{}
+}
+
+// setPlacement records p, the placement the write being applied was made
+// under. m.mu must be held for writing.
+func (m *Memory) setPlacement(p Placement) {
+	if cur := m.placement.Load(); cur == nil || *cur != p {
+		m.placement.Store(&p)
+	}
 }
 
 // SetTrained records a trained value the replicas agree on (committed
@@ -464,7 +568,7 @@ func (m *Memory) Reset(p Placement, trained map[string][]byte, rows int) {
 	m.payloads = make([][]byte, 0, rows)
 	m.index = make(map[string]int, rows)
 	m.recBytes = 0
-	m.placement = p
+	m.setPlacement(p)
 	m.trained = maps.Clone(trained)
 	if m.trained == nil {
 		m.trained = map[string][]byte{}
@@ -505,7 +609,7 @@ func (m *Memory) OpenView() (*View, error) {
 		dim:       m.dim,
 		ids:       slices.Clone(m.ids),
 		payloads:  slices.Clone(m.payloads),
-		placement: m.placement,
+		placement: m.Placement(),
 		trained:   maps.Clone(m.trained),
 		saved:     map[int][]float32{},
 		// The postings as the view opened (8 bytes a posting for the

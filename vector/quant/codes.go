@@ -138,6 +138,36 @@ func (c *Codes) Norm(i int) float32 { return c.norms[i] }
 // Bytes is the memory the codes use (arena chunks, norms and sums).
 func (c *Codes) Bytes() int { return c.codes.Bytes() + 4*cap(c.norms) + 4*cap(c.sums) }
 
+// Encoded is one row's codes encoded ahead of storing them (EncodeRow),
+// so a store can encode a batch before it takes its write lock and hold
+// the lock only to copy them in.
+type Encoded struct {
+	Codes []int8
+	Norm  float32
+	Sum   int32
+}
+
+// EncodeRow encodes row under s into dst (len s.Dim()) as Append would.
+func EncodeRow(s Scale, dst []int8, row []float32) Encoded {
+	s.Encode(dst, row)
+	return Encoded{Codes: dst, Norm: norm(row), Sum: codeSum(dst)}
+}
+
+// AppendEncoded adds e, encoded with c's scale (EncodeRow with Scale()),
+// as a new last row.
+func (c *Codes) AppendEncoded(e Encoded) {
+	copy(c.codes.Append(), e.Codes)
+	c.norms = append(c.norms, e.Norm)
+	c.sums = append(c.sums, e.Sum)
+}
+
+// SetEncoded replaces row i with e, encoded with c's scale.
+func (c *Codes) SetEncoded(i int, e Encoded) {
+	copy(c.Row(i), e.Codes)
+	c.norms[i] = e.Norm
+	c.sums[i] = e.Sum
+}
+
 // Append encodes row as a new last row.
 func (c *Codes) Append(row []float32) {
 	dst := c.codes.Append()
