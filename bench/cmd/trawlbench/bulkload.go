@@ -26,6 +26,11 @@ import (
 // bulkPlan sizes the bulk-load family.
 type bulkPlan struct {
 	rows, clients, deadlineMS int
+	// qps, when set, replaces the closed-loop clients with an open loop
+	// of qps searches a second on each router: searches a cluster has
+	// room for, whose latency a load may only stretch by sharing CPU,
+	// where closed-loop clients take every core they can get.
+	qps float64
 	// window is one stretch of the searches during the load (they run in
 	// back-to-back windows until the load ends); idle the searches'
 	// length once it has.
@@ -49,13 +54,17 @@ func runBulkLoad(ctx context.Context, args []string) error {
 	rows := fs.Int("rows", 0, "vectors to load (0: 100 000, or 5 000 with -quick)")
 	clients := fs.Int("clients", 4, "closed-loop search clients on each router (0: the load alone, no searches)")
 	deadline := fs.Int("deadline-ms", 1000, "?deadline_ms of every search")
+	qps := fs.Float64("qps", 0, "searches a second on each router, open loop, instead of -clients closed-loop clients (0: closed loop)")
+	quant := fs.String("quantization", "", "the collection's quantization (int8; empty: float32 rows)")
+	proxied := fs.Bool("proxy", false, "routers reach the replicas through the harness's fault proxies, as the fault families do (default: directly, as in production)")
+	shardFlags := fs.String("shard-flags", "", "more `router shard` flags for every replica, space separated (--background-nice 0, say)")
 	root := fs.String("repo", "..", "the trawl repository (cmd/router is built from it)")
 	keep := fs.Bool("keep", false, "keep the work directory (logs, data) after the run")
 	pprofDir := fs.String("pprof", "", "run the shards and router A with --pprof and write their CPU, block and mutex profiles, taken during the load, into this directory")
 	raw := fs.Bool("raw", false, "first measure the raw commit rate of one raft group of three (a 1 × 3 cluster alone, the same rows sent straight to its leader, 4 batches of 256 in flight) and report the load's rate over it")
 	pprofFor := fs.Duration("pprof-for", 10*time.Second, "how long the CPU profiles run, from 1 s into the load")
 	_ = fs.Parse(args)
-	p := bulkPlan{rows: 100_000, clients: *clients, deadlineMS: *deadline, window: 5 * time.Second, idle: 20 * time.Second,
+	p := bulkPlan{rows: 100_000, clients: *clients, qps: *qps, deadlineMS: *deadline, window: 5 * time.Second, idle: 20 * time.Second,
 		sample: 200 * time.Millisecond, pprofDir: *pprofDir, pprofFor: *pprofFor}
 	if *quick {
 		p.rows, p.window, p.idle = 5_000, time.Second, 3*time.Second
@@ -78,14 +87,18 @@ func runBulkLoad(ctx context.Context, args []string) error {
 		}
 		log.Printf("raw commit rate of one group of three: %d vectors in %s, %.1f vectors/s (load average %s)", p.rows, took.Round(time.Millisecond), rawRate, machine.LoadAvg())
 	}
-	var prof []string
+	var prof, shardArgs []string
+	if *quant != "" {
+		shardArgs = append(shardArgs, "--quantization", *quant)
+	}
+	shardArgs = append(shardArgs, strings.Fields(*shardFlags)...)
 	if p.pprofDir != "" {
 		if err := os.MkdirAll(p.pprofDir, 0o750); err != nil {
 			return err
 		}
 		prof = []string{"--pprof"}
 	}
-	c, err := cluster.Start(ctx, cluster.Config{Bin: bin, Dir: work, Shards: 3, Replicas: 3, Dim: 1536, ShardArgs: prof})
+	c, err := cluster.Start(ctx, cluster.Config{Bin: bin, Dir: work, Shards: 3, Replicas: 3, Dim: 1536, ShardArgs: append(shardArgs, prof...), Direct: !*proxied})
 	if err != nil {
 		return err
 	}
@@ -185,6 +198,12 @@ func bulkLoad(ctx context.Context, p bulkPlan, c *cluster.Cluster, bin, npy stri
 	} else {
 		close(profiled)
 	}
+	search := func(ctx context.Context, t loadgen.Target, d time.Duration) (loadgen.Summary, error) {
+		if p.qps > 0 {
+			return loadgen.Open(ctx, t, q, p.qps, d)
+		}
+		return loadgen.Closed(ctx, t, q, p.clients, d)
+	}
 	var windows [][2]loadgen.Summary
 	var loadErr error
 	if p.clients == 0 {
@@ -193,7 +212,7 @@ func bulkLoad(ctx context.Context, p bulkPlan, c *cluster.Cluster, bin, npy stri
 	for running := p.clients > 0; running; {
 		var w [2]loadgen.Summary
 		err := eachIndexed(targets, func(i int, t loadgen.Target) (err error) {
-			w[i], err = loadgen.Closed(ctx, t, q, p.clients, p.window)
+			w[i], err = search(ctx, t, p.window)
 			return err
 		})
 		if err != nil {
@@ -227,7 +246,7 @@ func bulkLoad(ctx context.Context, p bulkPlan, c *cluster.Cluster, bin, npy stri
 		log.Printf("loaded %d vectors in %s; searching the idle cluster for %s", p.rows, res.loadTook.Round(time.Millisecond), p.idle)
 	}
 	if err := eachIndexed(targets, func(i int, t loadgen.Target) (err error) {
-		res.idle[i], err = loadgen.Closed(ctx, t, q, p.clients, p.idle)
+		res.idle[i], err = search(ctx, t, p.idle)
 		return err
 	}); err != nil {
 		stopSampling()
@@ -356,8 +375,12 @@ func eachIndexed(ts []loadgen.Target, f func(int, loadgen.Target) error) error {
 
 func (r *bulkResult) markdown(p bulkPlan, command string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "`%s`: 3 shards × 3 replicas, %d × 1536 loaded through `router load` on router A in %s, while %d clients searched through A and %d through router B at deadline_ms=%d; load average %s before, %s after.\n\n",
-		command, p.rows, r.loadTook.Round(100*time.Millisecond), p.clients, p.clients, p.deadlineMS, r.loadAvgBefore, r.loadAvgAfter)
+	searchers := fmt.Sprintf("%d closed-loop clients searched through A and %d through router B", p.clients, p.clients)
+	if p.qps > 0 {
+		searchers = fmt.Sprintf("%.0f searches a second (open loop) went to A and %.0f to router B", p.qps, p.qps)
+	}
+	fmt.Fprintf(&b, "`%s`: 3 shards × 3 replicas, %d × 1536 loaded through `router load` on router A in %s, while %s at deadline_ms=%d; load average %s before, %s after.\n\n",
+		command, p.rows, r.loadTook.Round(100*time.Millisecond), searchers, p.deadlineMS, r.loadAvgBefore, r.loadAvgAfter)
 	fmt.Fprintf(&b, "router load: %s\n\n", strings.TrimSpace(lastLines(r.loadOut, 2)))
 	b.WriteString(r.cpuLine())
 	if p.clients == 0 {

@@ -186,9 +186,6 @@ func runPeer(ctx context.Context, args []string) error {
 		return err
 	}
 	wbin := ""
-	if *bin != "none" && p.dataset != "synthetic" {
-		return fmt.Errorf("-dataset %s: the Weaviate classes are cosine; use -weaviate none", p.dataset)
-	}
 	if *bin != "none" {
 		if wbin, err = filepath.Abs(*bin); err != nil {
 			return err
@@ -819,7 +816,12 @@ func trawlSearch(ctx context.Context, hc *http.Client, url string, body []byte) 
 // startWeaviateClass creates a class, imports the corpus into it and waits
 // for its index.
 func startWeaviateClass(ctx context.Context, ws *weaviate.Server, class, index string, corpus *peer.Corpus, p peerPlan, logf func(string, ...any)) (*peerSystem, error) {
-	if err := ws.CreateClass(ctx, class, index, p.shards); err != nil {
+	// l2-squared ranks as l2 does: the same neighbours, squared distances.
+	distance := "cosine"
+	if p.metric == vector.Euclidean {
+		distance = "l2-squared"
+	}
+	if err := ws.CreateClass(ctx, class, index, distance, p.shards); err != nil {
 		return nil, err
 	}
 	t0 := time.Now()

@@ -25,6 +25,11 @@ type Config struct {
 	// ShardEnv is added to every replica's environment (GOMEMLIMIT, say,
 	// as the Helm chart sets it).
 	ShardEnv []string
+	// Direct starts no fault proxies: routers reach the replicas at their
+	// own ports, as in production. For families that inject no fault: a
+	// proxy relays every byte through the harness's process, whose CPU
+	// the measured processes' figures leave out.
+	Direct bool
 	// Ports gives every process of the cluster and its routers their
 	// ports. Clusters started at the same time must share one; nil: the
 	// cluster's own.
@@ -95,6 +100,9 @@ func (c *Cluster) start(ctx context.Context) error {
 			if err := r.Start(); err != nil {
 				return err
 			}
+			if c.cfg.Direct {
+				continue
+			}
 			// The proxy listens again on the same port after a stop:
 			// keep it out of the ephemeral range too (see FreePort).
 			pa, err := c.cfg.Ports.Free()
@@ -119,13 +127,16 @@ func (c *Cluster) start(ctx context.Context) error {
 }
 
 // ShardFlags are `router serve` --shard flags naming every replica by its
-// proxy.
+// proxy (by its own port when Direct).
 func (c *Cluster) ShardFlags() []string {
 	var out []string
 	for s, reps := range c.Shards {
 		addrs := make([]string, len(reps))
 		for i, r := range reps {
-			addrs[i] = r.Proxy.Addr()
+			addrs[i] = r.GRPC
+			if r.Proxy != nil {
+				addrs[i] = r.Proxy.Addr()
+			}
 		}
 		out = append(out, "--shard", ShardName(s)+"="+strings.Join(addrs, ","))
 	}
@@ -137,7 +148,9 @@ func (c *Cluster) Restore() error {
 	var es []error
 	for _, reps := range c.Shards {
 		for _, r := range reps {
-			es = append(es, r.Proxy.Restore())
+			if r.Proxy != nil {
+				es = append(es, r.Proxy.Restore())
+			}
 		}
 	}
 	return errs(es)

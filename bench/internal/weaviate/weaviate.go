@@ -108,14 +108,15 @@ func (s *Server) do(ctx context.Context, method, path string, body []byte, out a
 }
 
 // CreateClass makes a class without a vectorizer (vectors come with the
-// objects), cosine distance, the given index type ("hnsw" or "flat") at
-// Weaviate's defaults otherwise, over shards shards.
-func (s *Server) CreateClass(ctx context.Context, name, indexType string, shards int) error {
+// objects), of distance ("cosine" or "l2-squared", Weaviate's names), the
+// given index type ("hnsw" or "flat") at Weaviate's defaults otherwise,
+// over shards shards.
+func (s *Server) CreateClass(ctx context.Context, name, indexType, distance string, shards int) error {
 	b, err := json.Marshal(map[string]any{
 		"class":             name,
 		"vectorizer":        "none",
 		"vectorIndexType":   indexType,
-		"vectorIndexConfig": map[string]any{"distance": "cosine"},
+		"vectorIndexConfig": map[string]any{"distance": distance},
 		"shardingConfig":    map[string]any{"desiredCount": shards},
 		"properties":        []any{},
 	})
