@@ -56,10 +56,11 @@ bench-realdata:
 weaviate:
 	cd tools/weaviate && $(GO) build -buildvcs=false -o $(BIN)/weaviate-server github.com/weaviate/weaviate/cmd/weaviate-server
 
-## bench-peer: trawl --index ivf (default nprobe and 16, 32, 64) and its exact scan against Weaviate HNSW and flat on the same clustered 1536-D corpus over 3 shards, same run, at 20 000 rows (below ivf.MinRows a shard: trawl's shards answer by their flat int8 scan) and at 100 000 (bench/RESULTS-peer-20k.md, bench/RESULTS-peer.md and their PNGs; ~25 minutes after the build, ~5 GB RAM)
+## bench-peer: trawl --index ivf (default nprobe and 16, 32, 64) and its exact scan against Weaviate HNSW and flat on the same clustered 1536-D corpus over 3 shards, same run, at 20 000 rows (below ivf.MinRows a shard: trawl's shards answer by their flat int8 scan) and at 100 000, then ivf and int8 against Weaviate HNSW on the real MNIST-784 set of bench-realdata, l2 (bench/RESULTS-peer-20k.md, bench/RESULTS-peer.md, bench/RESULTS-peer-mnist.md and their PNGs; ~30 minutes after the build, ~5 GB RAM)
 bench-peer: weaviate
 	cd bench && $(GO) run ./cmd/trawlbench peer -weaviate $(BIN)/weaviate-server -exact -rows 20000 -out RESULTS-peer-20k.md $(PEERFLAGS)
 	cd bench && $(GO) run ./cmd/trawlbench peer -weaviate $(BIN)/weaviate-server -exact -nprobe-extra 16,32,64 $(PEERFLAGS)
+	cd bench && $(GO) run ./cmd/trawlbench peer -weaviate $(BIN)/weaviate-server -dataset mnist -rows 60000 -queries 1000 -collections ivf,int8 -flat=false -rounds 2 -window 5s -out RESULTS-peer-mnist.md
 
 ## bench-quick: every router-harness family at reduced size, under 3 minutes from an empty build cache (2 m 48 s measured on 2 cores: ~1 m 50 s compiling, ~1 min of runs), into bench/out/RESULTS-quick.md and its PNGs (bench/out/ is git-ignored; nothing committed is rewritten)
 bench-quick:

@@ -813,15 +813,19 @@ func trawlSearch(ctx context.Context, hc *http.Client, url string, body []byte) 
 	return ids, nil
 }
 
+// weaviateDistance is Weaviate's name for m: l2-squared ranks as l2 does
+// (the same neighbours, squared distances).
+func weaviateDistance(m vector.Metric) string {
+	if m == vector.Euclidean {
+		return "l2-squared"
+	}
+	return "cosine"
+}
+
 // startWeaviateClass creates a class, imports the corpus into it and waits
 // for its index.
 func startWeaviateClass(ctx context.Context, ws *weaviate.Server, class, index string, corpus *peer.Corpus, p peerPlan, logf func(string, ...any)) (*peerSystem, error) {
-	// l2-squared ranks as l2 does: the same neighbours, squared distances.
-	distance := "cosine"
-	if p.metric == vector.Euclidean {
-		distance = "l2-squared"
-	}
-	if err := ws.CreateClass(ctx, class, index, distance, p.shards); err != nil {
+	if err := ws.CreateClass(ctx, class, index, weaviateDistance(p.metric), p.shards); err != nil {
 		return nil, err
 	}
 	t0 := time.Now()

@@ -97,13 +97,19 @@ func (r *peerResults) write(path string) error {
 	if len(peers) == 0 {
 		peers = []string{"itself at other nprobe"}
 	}
-	if len(p.collections) > 1 {
+	switch {
+	case len(p.collections) > 1 && r.hasWeaviate():
+		w("# trawl's %s collections against %s on %s, same machine, same run\n\n", strings.Join(p.collections, ", "), strings.Join(peers, " and "), r.datasetName())
+	case len(p.collections) > 1:
 		w("# trawl's %s collections on %s, against a brute force, same machine, same run\n\n", strings.Join(p.collections, ", "), r.datasetName())
-	} else {
+	default:
 		w("# trawl IVF against %s, same machine, same run\n\n", strings.Join(peers, " and "))
 	}
 	target := "`make bench-peer`, `make bench-ivf`"
-	if p.dataset == "mnist" {
+	switch {
+	case p.dataset == "mnist" && r.hasWeaviate():
+		target = "`make bench-peer`"
+	case p.dataset == "mnist":
 		target = "`make bench-realdata`"
 	}
 	w("Written by `%s` (from `bench/`; %s at the top) on %s; it took %s. ", r.command, target,
@@ -154,8 +160,8 @@ func (r *peerResults) write(path string) error {
 			"after each collection's import: the router and its %d shards together, every collection loaded until then.\n\n", p.shards)
 	} else {
 		w("- **Weaviate 1.35.2**: one `weaviate-server` (built by `make weaviate` from `tools/weaviate/go.mod`) on loopback, "+
-			"`vectorizer: none`, cosine, `shardingConfig.desiredCount: %d`; class `PeerHnsw` with `vectorIndexType: hnsw` at "+
-			"Weaviate's defaults (efConstruction, maxConnections, dynamic ef)", p.shards)
+			"`vectorizer: none`, `distance: %s`, `shardingConfig.desiredCount: %d`; class `PeerHnsw` with `vectorIndexType: hnsw` at "+
+			"Weaviate's defaults (efConstruction, maxConnections, dynamic ef)", weaviateDistance(p.metric), p.shards)
 		if p.flat {
 			w(" and class `PeerFlat` with `vectorIndexType: flat` (its exact baseline) in the same process")
 		}
