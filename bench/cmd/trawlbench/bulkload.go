@@ -57,6 +57,7 @@ func runBulkLoad(ctx context.Context, args []string) error {
 	qps := fs.Float64("qps", 0, "searches a second on each router, open loop, instead of -clients closed-loop clients (0: closed loop)")
 	quant := fs.String("quantization", "", "the collection's quantization (int8; empty: float32 rows)")
 	proxied := fs.Bool("proxy", false, "routers reach the replicas through the harness's fault proxies, as the fault families do (default: directly, as in production)")
+	shardEnv := fs.String("shard-env", "", "environment variables for every replica, space separated (GOMAXPROCS=4, say)")
 	shardFlags := fs.String("shard-flags", "", "more `router shard` flags for every replica, space separated (--background-nice 0, say)")
 	root := fs.String("repo", "..", "the trawl repository (cmd/router is built from it)")
 	keep := fs.Bool("keep", false, "keep the work directory (logs, data) after the run")
@@ -98,7 +99,7 @@ func runBulkLoad(ctx context.Context, args []string) error {
 		}
 		prof = []string{"--pprof"}
 	}
-	c, err := cluster.Start(ctx, cluster.Config{Bin: bin, Dir: work, Shards: 3, Replicas: 3, Dim: 1536, ShardArgs: append(shardArgs, prof...), Direct: !*proxied})
+	c, err := cluster.Start(ctx, cluster.Config{Bin: bin, Dir: work, Shards: 3, Replicas: 3, Dim: 1536, ShardArgs: append(shardArgs, prof...), ShardEnv: strings.Fields(*shardEnv), Direct: !*proxied})
 	if err != nil {
 		return err
 	}
