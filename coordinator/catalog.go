@@ -696,7 +696,7 @@ func collectionOf(e *shardpb.CollectionEntry) Collection {
 	m, _ := vector.ParseMetric(st.GetMetric())
 	out := Collection{Name: e.GetName(), UID: e.GetUid(), PayloadSchema: e.GetPayloadSchema(), Restoring: e.GetRestoring(), Settings: catalog.Settings{
 		Dim: int(st.GetDim()), Metric: m, Quantization: st.GetQuantization(), Index: st.GetIndex(), Float32: st.GetFloat32Placement(),
-		Sparse: shard.SparseFromPB(st.GetSparseVectors())}.Normalize()}
+		Sparse: shard.SparseFromPB(st.GetSparseVectors()), Named: shard.NamedFromPB(st.GetNamedVectors())}.Normalize()}
 	if sm := e.GetSlotMap(); len(sm.GetOwners()) > 0 {
 		out.Slots = placement.SlotMap{Epoch: sm.GetEpoch(), Owners: sm.GetOwners(), Since: sm.GetSince(), Version: sm.GetVersion()}
 		for _, mv := range sm.GetMoves() {
