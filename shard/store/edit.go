@@ -82,6 +82,9 @@ type pendingDoc struct {
 	// vectors).
 	sparse    map[string]sparse.Vector
 	sparseAll bool
+	// named are named dense vectors to set, as sparse (sparseAll says
+	// all of them for both).
+	named map[string][]float32
 }
 
 // editPlan is the state the edits of a list leave, computed before any of
@@ -154,7 +157,8 @@ func (p *editPlan) add(i int, e Edit) error {
 	switch e.Kind {
 	case EditUpsert:
 		for _, r := range e.Records {
-			*p.doc(r.ID) = pendingDoc{exists: true, vec: r.Vector, payload: r.Payload, payloadSet: true, sparse: maps.Clone(r.Sparse), sparseAll: true}
+			*p.doc(r.ID) = pendingDoc{exists: true, vec: r.Vector, payload: r.Payload, payloadSet: true, sparse: maps.Clone(r.Sparse), sparseAll: true,
+				named: maps.Clone(r.Named)}
 		}
 		return nil
 	case EditUpdateVectors:
@@ -171,6 +175,12 @@ func (p *editPlan) add(i int, e Edit) error {
 					d.sparse = map[string]sparse.Vector{}
 				}
 				d.sparse[name] = v
+			}
+			for name, v := range r.Named {
+				if d.named == nil {
+					d.named = map[string][]float32{}
+				}
+				d.named[name] = v
 			}
 		}
 		return nil
@@ -225,7 +235,7 @@ func (p *editPlan) apply() {
 			m.deleteLocked(id)
 		case !d.exists:
 		case !stored:
-			m.appendLocked(Record{ID: id, Vector: d.vec, Payload: d.payload, Sparse: d.sparse})
+			m.appendLocked(Record{ID: id, Vector: d.vec, Payload: d.payload, Sparse: d.sparse, Named: d.named})
 		default:
 			if d.vec != nil {
 				m.setVectorLocked(i, d.vec)
@@ -238,6 +248,7 @@ func (p *editPlan) apply() {
 			} else {
 				m.updateSparseLocked(i, d.sparse)
 			}
+			m.setNamedLocked(i, d.named, d.sparseAll)
 		}
 	}
 }
