@@ -237,7 +237,7 @@ func (c *Collections) newStore(name string, uid uint64, s catalog.Settings) *sto
 	if s.Index == catalog.IndexIVF {
 		opts = append(opts, store.WithIVF(c.cfg.Kernel, s.Metric))
 	}
-	opts = append(opts, store.WithSparse(sparseNames(s)...))
+	opts = append(opts, store.WithSparse(sparseNames(s)...), store.WithNamed(namedDims(s)))
 	return store.NewMemory(s.Dim, opts...)
 }
 

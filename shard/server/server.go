@@ -328,6 +328,9 @@ func (s *Server) Upsert(ctx context.Context, req *shardpb.UpsertRequest) (*shard
 		if pv.GetId() == "" {
 			return nil, status.Errorf(codes.InvalidArgument, "vector %d: empty id", i)
 		}
+		if err := checkUnnamed(col.settings, pv, i); err != nil {
+			return nil, err
+		}
 		v, err := s.logVector(col.settings, pv.GetVector(), i)
 		if err != nil {
 			return nil, err
@@ -345,9 +348,16 @@ func (s *Server) Upsert(ctx context.Context, req *shardpb.UpsertRequest) (*shard
 			return nil, err
 		}
 		if sp != nil {
-			version = upsertVersion
+			version = max(version, upsertVersion)
 		}
-		vs[i] = &shardpb.Vector{Id: pv.GetId(), Vector: v, Payload: payload, Sparse: sp}
+		named, err := s.checkNamed(col.settings, pv, i)
+		if err != nil {
+			return nil, err
+		}
+		if named != nil {
+			version = upsertVersionNamed
+		}
+		vs[i] = &shardpb.Vector{Id: pv.GetId(), Vector: v, Payload: payload, Sparse: sp, Named: named}
 	}
 	res, idx, err := s.propose(ctx, col, &shardpb.Command{Op: &shardpb.Command_Upsert{Upsert: &shardpb.UpsertCommand{Placement: req.GetPlacement(), Vectors: vs,
 		Version: version}}})
