@@ -264,7 +264,7 @@ func editsPB(coll Collection, edits []Edit) ([]*shardpb.Edit, error) {
 		pe := &shardpb.Edit{Kind: editKindPB(e.Kind), Ids: e.IDs, Filter: fb, Payload: e.Payload, Key: e.Key, Keys: e.Keys}
 		for _, r := range e.Points {
 			pe.Vectors = append(pe.Vectors, &shardpb.Vector{Id: r.ID, Vector: vector.EncodeLE(r.Vector), Payload: r.Payload,
-				Sparse: client.SparseToPB(r.Sparse)})
+				Sparse: client.SparseToPB(r.Sparse), Named: client.NamedToPB(r.Named)})
 		}
 		out[i] = pe
 	}

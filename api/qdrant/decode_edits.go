@@ -194,14 +194,14 @@ func decodeUpdateVectors(b []byte, sch coordinator.Schema) (coordinator.Edit, er
 			return coordinator.Edit{}, wire.Invalid(fmt.Sprintf("points[%d]: id %s repeats points[%d]", i, bytes.TrimSpace(p.ID), j))
 		}
 		seen[id] = i
-		v, sp, err := decodePointVectors(p.Vector, "vector", sch, false)
+		v, sp, named, err := decodePointVectorsAll(p.Vector, "vector", sch, false)
 		if err != nil {
 			return coordinator.Edit{}, wire.Invalid(fmt.Sprintf("points[%d]: %v", i, err))
 		}
-		if v == nil && sp == nil {
+		if v == nil && sp == nil && named == nil {
 			return coordinator.Edit{}, wire.Invalid(fmt.Sprintf("points[%d]: vector names no vector to update", i))
 		}
-		e.Points[i] = coordinator.Record{ID: id, Vector: v, Sparse: sp}
+		e.Points[i] = coordinator.Record{ID: id, Vector: v, Sparse: sp, Named: named}
 	}
 	return e, nil
 }

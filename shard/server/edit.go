@@ -99,7 +99,8 @@ func (s *Server) checkEdit(set catalog.Settings, e *shardpb.Edit) (*shardpb.Edit
 			}
 			var v []byte
 			namedOnly := len(pv.GetSparse()) > 0 || len(pv.GetNamed()) > 0 || !set.HasUnnamed()
-			if sparseOnly := e.GetKind() == shardpb.EditKind_EDIT_KIND_UPDATE_VECTORS && len(pv.GetVector()) == 0 && namedOnly; !sparseOnly {
+			sparseOnly := e.GetKind() == shardpb.EditKind_EDIT_KIND_UPDATE_VECTORS && len(pv.GetVector()) == 0 && namedOnly
+			if !sparseOnly && set.HasUnnamed() {
 				var err error
 				if v, err = s.logVector(set, pv.GetVector(), i); err != nil {
 					return nil, err

@@ -75,6 +75,14 @@ func SettingsText(s catalog.Settings) string {
 		place = "on disk"
 	}
 	out := fmt.Sprintf("vectors of size %d and distance %s, %s, %s index, float32 %s", s.Dim, DistanceName(s.Metric), q, s.Index, place)
+	if !s.HasUnnamed() {
+		parts := make([]string, 0, len(s.Named))
+		for _, name := range slices.Sorted(maps.Keys(s.Named)) {
+			d := s.Named[name]
+			parts = append(parts, fmt.Sprintf("%s (size %d, distance %s, quantization %s)", name, d.Dim, DistanceName(d.Metric), d.Quantization))
+		}
+		out = "named vectors " + strings.Join(parts, ", ")
+	}
 	if len(s.Sparse) > 0 {
 		parts := make([]string, 0, len(s.Sparse))
 		for _, name := range slices.Sorted(maps.Keys(s.Sparse)) {

@@ -18,7 +18,7 @@ const (
 
 // Refusals several calls give, worded once.
 const (
-	ErrNamedVectors = "named vectors are not supported: trawl stores one unnamed vector per point"
+	ErrNamedVectors = "the collection has no named vectors: it holds one unnamed vector per point"
 	ErrShardKey     = "shard_key is not supported: trawl places points by a hash of their id over every shard"
 	ErrSparse       = "sparse vectors are not supported: trawl stores one dense vector per point"
 	ErrMulti        = "multivectors are not supported: trawl stores one vector per point"
