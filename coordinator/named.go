@@ -60,3 +60,14 @@ func QueryMetric(set catalog.Settings, q Query) vector.Metric {
 	}
 	return set.Metric
 }
+
+// checkBackupNamed refuses a backup of a collection of named vectors:
+// the backup format holds one .npy of unnamed rows per shard, so a
+// backup would silently drop every named vector.
+func checkBackupNamed(coll Collection) error {
+	if len(coll.Settings.Named) == 0 {
+		return nil
+	}
+	return errorf(CodeInvalid, nil, "collection `%s` holds named vectors (%s), which backups do not hold yet: a backup would drop them, so none is taken",
+		coll.Name, namedList(coll))
+}

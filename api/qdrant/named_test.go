@@ -63,3 +63,17 @@ func TestQdrantNamedVectorsBadInput(t *testing.T) {
 		})
 	}
 }
+
+// TestQdrantNamedVectorsBackupRefused: a snapshot (backup) of a
+// collection of named vectors is refused rather than taken without them.
+func TestQdrantNamedVectorsBackupRefused(t *testing.T) {
+	e := apitest.New(t, apitest.Config{BackupDir: t.TempDir()})
+	res := e.Do(http.MethodPut, "/collections/nv", `{"vectors": {"text": {"size": 4, "distance": "Dot"}}}`, nil)
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	res = e.Do(http.MethodPost, "/collections/nv/snapshots", "", nil)
+	require.Equal(t, http.StatusBadRequest, res.Status, "%s", res.Body)
+	require.Contains(t, string(res.Body), "collection `nv` holds named vectors (text), which backups do not hold yet: a backup would drop them, so none is taken")
+	res = e.Do(http.MethodGet, "/collections/nv/snapshots", "", nil)
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	require.Contains(t, string(res.Body), `"result":[]`)
+}
