@@ -217,14 +217,14 @@ func decodeUpdateVectors(points []*pb.PointVectors, sk *pb.ShardKeySelector, upd
 			return coordinator.Edit{}, invalidf("%s: id %s repeats points[%d]", where, id, j)
 		}
 		seen[id] = i
-		v, sp, err := decodePointVectors(p.GetVectors(), where+".vectors", sch, false)
+		v, sp, named, err := decodePointVectors(p.GetVectors(), where+".vectors", sch, false)
 		if err != nil {
 			return coordinator.Edit{}, err
 		}
-		if v == nil && sp == nil {
+		if v == nil && sp == nil && named == nil {
 			return coordinator.Edit{}, invalidf("%s.vectors names no vector to update", where)
 		}
-		e.Points[i] = coordinator.Record{ID: id, Vector: v, Sparse: sp}
+		e.Points[i] = coordinator.Record{ID: id, Vector: v, Sparse: sp, Named: named}
 	}
 	return e, nil
 }
