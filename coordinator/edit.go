@@ -29,6 +29,9 @@ const (
 	EditDeletePayload
 	EditClearPayload
 	EditUpdateVectors
+	// EditDeleteVectors removes the named and sparse vectors Keys names
+	// from the selected points.
+	EditDeleteVectors
 )
 
 // MaxEdits is how many edits one Edit may list (Qdrant's points/batch).
@@ -287,6 +290,8 @@ func editKindPB(k EditKind) shardpb.EditKind {
 		return shardpb.EditKind_EDIT_KIND_CLEAR_PAYLOAD
 	case EditUpdateVectors:
 		return shardpb.EditKind_EDIT_KIND_UPDATE_VECTORS
+	case EditDeleteVectors:
+		return shardpb.EditKind_EDIT_KIND_DELETE_VECTORS
 	}
 	return shardpb.EditKind_EDIT_KIND_UNSPECIFIED
 }

@@ -248,8 +248,8 @@ type namedAnswer struct {
 // dense vectors over three shards of two replicas through the Qdrant
 // API: a collection of two named dense vectors (4-D cosine; 3-D Euclid
 // with int8) and one sparse vector (idf), random points (some lacking a
-// vector, some holding none), overwrites, deletes and updates of one
-// named vector; random queries by one vector and random prefetch trees
+// vector, some holding none), overwrites, deletes, updates of one
+// named vector and removals of one vector from a point; random queries by one vector and random prefetch trees
 // fusing two or three of them (rrf, rrf with k, dbsf) under random
 // filters at both levels, and legacy searches by a named vector. Every
 // answer equals Qdrant's semantics evaluated over the whole collection,
@@ -429,6 +429,20 @@ func TestNamedVectorQueriesAreExact(t *testing.T) {
 					"points": []map[string]any{{"id": json.Number(id), "vector": map[string]any{name: v}}}})
 				require.Equal(t, http.StatusOK, code, "%s", raw)
 				d.dense[name] = v
+				break
+			}
+		case op < 7: // remove one vector (named or sparse) from a stored point
+			for id, d := range docs {
+				name := []string{"text", "image", "bm"}[rng.IntN(3)]
+				code, raw := a.do(http.MethodPost, "/collections/nv/points/vectors/delete?wait=true", map[string]any{
+					"points": []json.Number{json.Number(id)}, "vector": []string{name}})
+				require.Equal(t, http.StatusOK, code, "%s", raw)
+				if name == "bm" {
+					d.bm = nil
+					docs[id] = d
+				} else {
+					delete(d.dense, name)
+				}
 				break
 			}
 		default:

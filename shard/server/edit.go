@@ -59,6 +59,9 @@ func (s *Server) Edit(ctx context.Context, req *shardpb.EditRequest) (*shardpb.E
 				version = editVersionNamed
 			}
 		}
+		if e.GetKind() == shardpb.EditKind_EDIT_KIND_DELETE_VECTORS {
+			version = editVersionNamed
+		}
 	}
 	res, idx, err := s.propose(ctx, col, &shardpb.Command{Op: &shardpb.Command_Edit{Edit: &shardpb.EditCommand{
 		Version: version, Placement: req.GetPlacement(), Edits: edits}}})
@@ -147,6 +150,10 @@ func (s *Server) checkEdit(set catalog.Settings, e *shardpb.Edit) (*shardpb.Edit
 			if k == "" {
 				return nil, status.Error(codes.InvalidArgument, "delete_payload: empty key")
 			}
+		}
+	case shardpb.EditKind_EDIT_KIND_DELETE_VECTORS:
+		if err := checkDeleteVectors(set, e.GetKeys()); err != nil {
+			return nil, err
 		}
 	default:
 		return nil, status.Errorf(codes.InvalidArgument, "unknown edit kind %v", e.GetKind())
@@ -261,6 +268,8 @@ func storeEditKind(k shardpb.EditKind) store.EditKind {
 		return store.EditClearPayload
 	case shardpb.EditKind_EDIT_KIND_UPDATE_VECTORS:
 		return store.EditUpdateVectors
+	case shardpb.EditKind_EDIT_KIND_DELETE_VECTORS:
+		return store.EditDeleteVectors
 	}
 	return 0
 }

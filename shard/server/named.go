@@ -158,3 +158,20 @@ func (s *Server) scanNamed(ctx context.Context, v *store.ScanView, qs []scanQuer
 	}
 	return nil
 }
+
+// checkDeleteVectors checks delete_vectors' names: at least one, each a
+// named dense or sparse vector of the collection (the unnamed vector
+// cannot be removed from a point).
+func checkDeleteVectors(set catalog.Settings, names []string) error {
+	if len(names) == 0 {
+		return status.Error(codes.InvalidArgument, "delete_vectors names no vector")
+	}
+	for _, name := range names {
+		_, named := set.Named[name]
+		_, sparse := set.Sparse[name]
+		if !named && !sparse {
+			return status.Errorf(codes.InvalidArgument, "delete_vectors: the collection has no named or sparse vector %q", name)
+		}
+	}
+	return nil
+}

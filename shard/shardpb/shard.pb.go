@@ -48,6 +48,10 @@ const (
 	// update_vectors replaces the vector of each of vectors' ids (no
 	// payload), keeping its payload.
 	EditKind_EDIT_KIND_UPDATE_VECTORS EditKind = 7
+	// delete_vectors removes the named and sparse vectors keys names from
+	// the points ids and filter select, keeping the points (an entry of
+	// EditCommand version 2).
+	EditKind_EDIT_KIND_DELETE_VECTORS EditKind = 8
 )
 
 // Enum value maps for EditKind.
@@ -61,6 +65,7 @@ var (
 		5: "EDIT_KIND_DELETE_PAYLOAD",
 		6: "EDIT_KIND_CLEAR_PAYLOAD",
 		7: "EDIT_KIND_UPDATE_VECTORS",
+		8: "EDIT_KIND_DELETE_VECTORS",
 	}
 	EditKind_value = map[string]int32{
 		"EDIT_KIND_UNSPECIFIED":       0,
@@ -71,6 +76,7 @@ var (
 		"EDIT_KIND_DELETE_PAYLOAD":    5,
 		"EDIT_KIND_CLEAR_PAYLOAD":     6,
 		"EDIT_KIND_UPDATE_VECTORS":    7,
+		"EDIT_KIND_DELETE_VECTORS":    8,
 	}
 )
 
@@ -5203,7 +5209,7 @@ const file_shard_proto_rawDesc = "" +
 	"\x13SparseStatsResponse\x12\x1b\n" +
 	"\tdoc_count\x18\x01 \x01(\x04R\bdocCount\x12\x18\n" +
 	"\avectors\x18\x03 \x01(\x04R\avectors\x12\x0e\n" +
-	"\x02df\x18\x02 \x03(\x04R\x02df*\xe6\x01\n" +
+	"\x02df\x18\x02 \x03(\x04R\x02df*\x84\x02\n" +
 	"\bEditKind\x12\x19\n" +
 	"\x15EDIT_KIND_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10EDIT_KIND_UPSERT\x10\x01\x12\x14\n" +
@@ -5212,7 +5218,8 @@ const file_shard_proto_rawDesc = "" +
 	"\x1bEDIT_KIND_OVERWRITE_PAYLOAD\x10\x04\x12\x1c\n" +
 	"\x18EDIT_KIND_DELETE_PAYLOAD\x10\x05\x12\x1b\n" +
 	"\x17EDIT_KIND_CLEAR_PAYLOAD\x10\x06\x12\x1c\n" +
-	"\x18EDIT_KIND_UPDATE_VECTORS\x10\a2\xe5\t\n" +
+	"\x18EDIT_KIND_UPDATE_VECTORS\x10\a\x12\x1c\n" +
+	"\x18EDIT_KIND_DELETE_VECTORS\x10\b2\xe5\t\n" +
 	"\x05Shard\x12G\n" +
 	"\x06Search\x12\x1d.trawl.shard.v1.SearchRequest\x1a\x1e.trawl.shard.v1.SearchResponse\x12V\n" +
 	"\vSparseStats\x12\".trawl.shard.v1.SparseStatsRequest\x1a#.trawl.shard.v1.SparseStatsResponse\x12G\n" +

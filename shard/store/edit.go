@@ -22,6 +22,9 @@ const (
 	EditDeletePayload
 	EditClearPayload
 	EditUpdateVectors
+	// EditDeleteVectors removes the named dense and sparse vectors Keys
+	// names from the documents IDs and Filter select.
+	EditDeleteVectors
 )
 
 // Edit is one edit of an ordered list Memory.Edit applies.
@@ -40,7 +43,8 @@ type Edit struct {
 	// Path is set_payload's dotted path (filter.PayloadPath), nil for the
 	// top level.
 	Path []string
-	// Keys are delete_payload's top-level keys.
+	// Keys are delete_payload's top-level keys, and delete_vectors'
+	// vector names.
 	Keys []string
 }
 
@@ -85,6 +89,8 @@ type pendingDoc struct {
 	// named are named dense vectors to set, as sparse (sparseAll says
 	// all of them for both).
 	named map[string][]float32
+	// dropNamed are named vectors to remove (delete_vectors).
+	dropNamed map[string]bool
 }
 
 // editPlan is the state the edits of a list leave, computed before any of
@@ -151,7 +157,7 @@ func (m *Memory) Edit(_ context.Context, p Placement, edits []Edit) error {
 
 // add plans edit i.
 func (p *editPlan) add(i int, e Edit) error {
-	if e.Kind < EditUpsert || e.Kind > EditUpdateVectors {
+	if e.Kind < EditUpsert || e.Kind > EditDeleteVectors {
 		return &EditError{Edit: i, Err: fmt.Errorf("unknown edit kind %d", e.Kind)}
 	}
 	switch e.Kind {
@@ -181,6 +187,7 @@ func (p *editPlan) add(i int, e Edit) error {
 					d.named = map[string][]float32{}
 				}
 				d.named[name] = v
+				delete(d.dropNamed, name)
 			}
 		}
 		return nil
@@ -214,6 +221,9 @@ func (p *editPlan) add(i int, e Edit) error {
 		case EditDeletePayload:
 			pl, err = deletePayloadKeys(d.payload, e.Keys)
 		case EditClearPayload:
+		case EditDeleteVectors:
+			d.dropVectors(p.m, e.Keys)
+			continue
 		}
 		if err != nil {
 			return &EditError{Edit: i, ID: id, Err: err}
@@ -249,6 +259,7 @@ func (p *editPlan) apply() {
 				m.updateSparseLocked(i, d.sparse)
 			}
 			m.setNamedLocked(i, d.named, d.sparseAll)
+			m.dropNamedLocked(i, d.dropNamed)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/RoaringBitmap/roaring/v2"
 
+	"github.com/trawl-search/trawl/shard/store/sparse"
 	"github.com/trawl-search/trawl/vector"
 )
 
@@ -234,4 +235,35 @@ func (v *View) namedRow(i int) map[string][]float32 {
 		out[name] = row
 	}
 	return out
+}
+
+// dropVectors plans the removal of the named dense and sparse vectors
+// names from d (delete_vectors): a vector set earlier in the list is
+// forgotten, a stored one removed when the list applies.
+func (d *pendingDoc) dropVectors(m *Memory, names []string) {
+	for _, name := range names {
+		if _, ok := m.named[name]; ok {
+			delete(d.named, name)
+			if d.dropNamed == nil {
+				d.dropNamed = map[string]bool{}
+			}
+			d.dropNamed[name] = true
+		}
+		if _, ok := m.sparse[name]; ok {
+			if d.sparse == nil {
+				d.sparse = map[string]sparse.Vector{}
+			}
+			d.sparse[name] = sparse.Vector{} // an empty vector is none
+		}
+	}
+}
+
+// dropNamedLocked removes row i's named vectors names. m.mu must be held
+// for writing.
+func (m *Memory) dropNamedLocked(i int, names map[string]bool) {
+	for name := range names {
+		if s, ok := m.named[name]; ok {
+			s.has.Remove(uint32(i))
+		}
+	}
 }

@@ -91,6 +91,21 @@ func TestNamedVectorsFollowTheRows(t *testing.T) {
 						r.Named = named
 						docs[id] = r
 					}
+					// Removing one named vector of a stored point keeps the
+					// point and its other vector.
+					for id, r := range docs {
+						require.NoError(t, m.Edit(bg, place, []Edit{{Kind: EditDeleteVectors, IDs: []string{id}, Keys: []string{"b"}}}))
+						named := map[string][]float32{}
+						if x, ok := r.Named["a"]; ok {
+							named["a"] = x
+						}
+						if len(named) == 0 {
+							named = nil
+						}
+						r.Named = named
+						docs[id] = r
+						break
+					}
 					if b == 4 {
 						var err error
 						view, err = m.OpenView()

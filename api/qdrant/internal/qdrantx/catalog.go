@@ -250,3 +250,26 @@ func Float32(onDisk *bool) string {
 	}
 	return catalog.Float32InMemory
 }
+
+// CheckDeleteVectors checks delete_vectors' names against a collection:
+// at least one, each a named dense or sparse vector of it. The unnamed
+// vector is refused (ErrDeleteVectors): a point cannot be without it.
+func CheckDeleteVectors(sch coordinator.Schema, names []string, where string) error {
+	if len(sch.Named) == 0 && len(sch.Sparse) == 0 {
+		return wire.Invalid(ErrDeleteVectors)
+	}
+	if len(names) == 0 {
+		return wire.Invalid(where + " names no vector to delete")
+	}
+	for i, name := range names {
+		_, named := sch.Named[name]
+		_, sparse := sch.Sparse[name]
+		switch {
+		case name == "" && sch.Dim > 0:
+			return wire.Invalid(fmt.Sprintf("%s[%d]: %s", where, i, ErrDeleteVectors))
+		case !named && !sparse:
+			return wire.Invalid(fmt.Sprintf("%s[%d]: the collection has no named or sparse vector %q", where, i, name))
+		}
+	}
+	return nil
+}
