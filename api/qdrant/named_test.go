@@ -77,3 +77,34 @@ func TestQdrantNamedVectorsBackupRefused(t *testing.T) {
 	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
 	require.Contains(t, string(res.Body), `"result":[]`)
 }
+
+// TestQdrantNamedVectorsReads: groups, scroll, retrieve and recommend's
+// refusal on a collection of named vectors, in Qdrant's shapes.
+func TestQdrantNamedVectorsReads(t *testing.T) {
+	e := apitest.New(t, apitest.Config{})
+	res := e.Do(http.MethodPut, "/collections/nv", `{"vectors": {"text": {"size": 2, "distance": "Dot"}, "image": {"size": 2, "distance": "Euclid"}}}`, nil)
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	res = e.Do(http.MethodPut, "/collections/nv/points?wait=true", `{"points": [
+		{"id": 1, "vector": {"text": [1, 0]}, "payload": {"g": "a"}},
+		{"id": 2, "vector": {"text": [2, 0], "image": [0, 0]}, "payload": {"g": "a"}},
+		{"id": 3, "vector": {"image": [1, 1]}, "payload": {"g": "b"}},
+		{"id": 4, "vector": {"text": [0.5, 0]}, "payload": {"g": "b"}}]}`, nil)
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+
+	res = e.Do(http.MethodPost, "/collections/nv/points/query/groups", `{"query": [1, 0], "using": "text", "group_by": "g", "group_size": 1, "limit": 5}`, nil)
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	require.Contains(t, string(res.Body), `"groups":[{"id":"a","hits":[{"id":2,"version":0,"score":2}]},{"id":"b","hits":[{"id":4,"version":0,"score":0.5}]}]`)
+
+	res = e.Do(http.MethodPost, "/collections/nv/points/scroll", `{"limit": 10, "with_vector": true}`, nil)
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	require.Contains(t, string(res.Body), `{"id":2,"payload":{"g":"a"},"vector":{"image":[0,0],"text":[2,0]}}`)
+	require.Contains(t, string(res.Body), `{"id":3,"payload":{"g":"b"},"vector":{"image":[1,1]}}`)
+
+	res = e.Do(http.MethodPost, "/collections/nv/points", `{"ids": [1], "with_vector": true}`, nil)
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	require.Contains(t, string(res.Body), `"vector":{"text":[1,0]}`)
+
+	res = e.Do(http.MethodPost, "/collections/nv/points/query", `{"query": {"recommend": {"positive": [1]}}, "using": "text"}`, nil)
+	require.Equal(t, http.StatusBadRequest, res.Status, "%s", res.Body)
+	require.Contains(t, string(res.Body), "not supported with a named vector")
+}
