@@ -176,3 +176,39 @@ func TestNamedVectorsFollowTheRows(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkNamedVectorBytes reports what a 768-D named vector costs a
+// point in the store (Memory.Bytes), for points all holding it and half
+// holding it, beside a store of no named vector.
+func BenchmarkNamedVectorBytes(b *testing.B) {
+	const rows, dim = 100_000, 768
+	bg := context.Background()
+	fill := func(m *Memory, every int) {
+		v := make([]float32, dim)
+		v[0] = 1
+		recs := make([]Record, 0, 1000)
+		for i := range rows {
+			r := Record{ID: fmt.Sprintf("p%d", i)}
+			if i%every == 0 {
+				r.Named = map[string][]float32{"text": v}
+			}
+			recs = append(recs, r)
+			if len(recs) == cap(recs) {
+				if err := m.Upsert(bg, place, recs); err != nil {
+					b.Fatal(err)
+				}
+				recs = recs[:0]
+			}
+		}
+	}
+	for range b.N {
+		base := NewMemory(0)
+		fill(base, rows+1)
+		all := NewMemory(0, WithNamed(map[string]int{"text": dim}))
+		fill(all, 1)
+		half := NewMemory(0, WithNamed(map[string]int{"text": dim}))
+		fill(half, 2)
+		b.ReportMetric(float64(all.Bytes()-base.Bytes())/rows, "B/point_all_hold")
+		b.ReportMetric(float64(half.Bytes()-base.Bytes())/rows, "B/point_half_hold")
+	}
+}
