@@ -221,6 +221,9 @@ type createJSON struct {
 	// SparseVectors are named sparse vectors: {"name": {"modifier":
 	// "none"|"idf"}}.
 	SparseVectors json.RawMessage `json:"sparse_vectors"`
+	// Vectors are named dense vectors, in place of the unnamed one:
+	// {"name": {"dimension": N, "metric": ..., "quantization": ...}}.
+	Vectors json.RawMessage `json:"vectors"`
 }
 
 // decodeCreate decodes and validates a create's body into normalized
@@ -296,6 +299,12 @@ func decodeMembers(req createJSON) (catalog.Settings, error) {
 		return catalog.Settings{}, err
 	}
 	if s.Sparse, err = decodeSparseSettings(req.SparseVectors); err != nil {
+		return catalog.Settings{}, err
+	}
+	if err := checkNamedCreate(req); err != nil {
+		return catalog.Settings{}, err
+	}
+	if s.Named, err = decodeNamedSettings(req.Vectors); err != nil {
 		return catalog.Settings{}, err
 	}
 	return s, nil

@@ -45,7 +45,7 @@ func TestDecodeCreate(t *testing.T) {
 		{name: "sparse name", body: `{"sparse_vectors": {"a/b": {}}}`, err: `sparse_vectors: vector name "a/b"`},
 		{name: "sparse array", body: `{"sparse_vectors": ["s"]}`, err: `sparse_vectors is an array, want {"name": {"modifier": "none"|"idf"}, ...}`},
 		{name: "unknown member", body: `{"dim": 8}`, err: `bad JSON: json: unknown field "dim"`},
-		{name: "qdrant's shape", body: `{"vectors": {"size": 8, "distance": "Dot"}}`, err: `unknown field "vectors"`},
+		{name: "qdrant's shape", body: `{"vectors": {"size": 8, "distance": "Dot"}}`, err: `vectors: {"size", "distance"} is Qdrant's shape`},
 		{name: "trailing data", body: `{"dimension": 8} {}`, err: "bad JSON: trailing data after the request object"},
 		{name: "not an object", body: `[8]`, err: "bad JSON"},
 		{name: "not JSON", body: `{dimension: 8}`, err: "bad JSON"},

@@ -61,6 +61,9 @@ type queryJSON struct {
 	// Sparse is a query by a named sparse vector: {"name", "indices",
 	// "values"}, instead of a vector.
 	Sparse json.RawMessage `json:"sparse"`
+	// Using names the named vector "vector" (or "vector_b64") is a query
+	// by; absent or "" for the unnamed one.
+	Using *string `json:"using"`
 }
 
 // MaxOversample is the largest "oversample" a query may ask for.
@@ -136,10 +139,17 @@ func (q queryJSON) validate(s schema) (query, error) {
 		return query{}, err
 	}
 	out.WithPayload = sel
-	switch {
-	case wire.IsSet(q.Sparse):
+	if wire.IsSet(q.Sparse) {
+		if q.Using != nil {
+			return query{}, wire.Invalid(`using: a sparse query names its vector in sparse.name`)
+		}
 		out.Sparse, err = decodeSparseQuery(q.Sparse, s)
 		return out, err
+	}
+	if s, out.Using, err = usingSchema(q.Using, s); err != nil {
+		return query{}, err
+	}
+	switch {
 	case q.LikeID != nil:
 		if err := wire.CheckID(*q.LikeID); err != nil {
 			return query{}, wire.Invalid("like_id: " + err.Error())
@@ -239,6 +249,8 @@ type vectorJSON struct {
 	// Sparse are the document's named sparse vectors: {"name":
 	// {"indices", "values"}}.
 	Sparse json.RawMessage `json:"sparse"`
+	// Vectors are the document's named dense vectors: {"name": [...]}.
+	Vectors json.RawMessage `json:"vectors"`
 }
 
 type record = coordinator.Record
@@ -275,6 +287,9 @@ func decodeWriteJSON(b []byte, s schema) ([]record, error) {
 			err error
 		)
 		switch {
+		case s.Dim == 0 && (vj.Vector != nil || vj.VectorB64 != nil):
+			err = wire.Invalid(`the collection has no unnamed vector: give the document's named vectors in "vectors"`)
+		case s.Dim == 0:
 		case (vj.Vector != nil) == (vj.VectorB64 != nil):
 			err = wire.Invalid(`give exactly one of "vector" or "vector_b64"`)
 		case vj.VectorB64 != nil:
@@ -282,7 +297,7 @@ func decodeWriteJSON(b []byte, s schema) ([]record, error) {
 		default:
 			v, err = wire.FromJSONNumbers(vj.Vector)
 		}
-		if err == nil {
+		if err == nil && s.Dim > 0 {
 			err = wire.CheckVector(s, v)
 		}
 		if err != nil {
@@ -296,7 +311,11 @@ func decodeWriteJSON(b []byte, s schema) ([]record, error) {
 		if err != nil {
 			return nil, err
 		}
-		out[i] = record{ID: *vj.ID, Vector: v, Payload: p, Sparse: sp}
+		named, err := decodeNamedVectors(vj.Vectors, s, fmt.Sprintf("vectors[%d].vectors", i))
+		if err != nil {
+			return nil, err
+		}
+		out[i] = record{ID: *vj.ID, Vector: v, Payload: p, Sparse: sp, Named: named}
 	}
 	return out, nil
 }

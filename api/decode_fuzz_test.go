@@ -99,6 +99,8 @@ func addSearchSeeds(f *testing.F) {
 		`{"vector_b64": "` + fuzzB64(float32(math.Inf(-1)), 1, 1, 1) + `"}`,
 		`{"vector_b64": "AAAA"}`,
 		`{"like_id": "doc-1", "k": 5}`,
+		`{"vector": [1, 2, 3, 4], "using": "text"}`,
+		`{"vector": [1, 2, 3, 4], "using": ""}`,
 		`{"like_id": ""}`,
 		`{"vector": [1, 2, 3, 4], "like_id": "x"}`,
 		`{"vector": [1, 2, 3, 4], "k": 1.5}`,
@@ -176,6 +178,8 @@ func FuzzDecodeWrite(f *testing.F) {
 		`{"vectors": [{"id": "a", "vector": [1, 2, 3, 4], "k": 1}]}`,
 		`{"vectors": []}`,
 		`{"vectors": [{"id": "a", "vector": [1, 2, 3, 4]}]} {}`,
+		`{"vectors": [{"id": "a", "vector": [1, 2, 3, 4], "vectors": {"text": [1, 2]}}]}`,
+		`{"vectors": [{"id": "a", "vectors": {"text": [1, 2]}}]}`,
 		``, `{}`, `{"vectors": [null]}`,
 	} {
 		f.Add([]byte(s))

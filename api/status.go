@@ -55,6 +55,9 @@ type collectionSettings struct {
 	Float32      string `json:"float32"`
 	// SparseVectors are the named sparse vectors, left out when none.
 	SparseVectors map[string]sparseSettingsJSON `json:"sparse_vectors,omitempty"`
+	// Vectors are the named dense vectors, left out when none (the
+	// collection then has the unnamed one: dimension is 0 otherwise).
+	Vectors map[string]namedSettingsOut `json:"vectors,omitempty"`
 }
 
 type sparseSettingsJSON struct {
@@ -140,7 +143,7 @@ func indexStatusOf(ix *coordinator.IndexStatus) *indexStatus {
 
 func settingsOf(c coordinator.Collection) collectionSettings {
 	out := collectionSettings{Name: c.Name, Dimension: c.Settings.Dim, Metric: c.Settings.Metric.String(),
-		Quantization: c.Settings.Quantization, Index: c.Settings.Index, Float32: c.Settings.Float32}
+		Quantization: c.Settings.Quantization, Index: c.Settings.Index, Float32: c.Settings.Float32, Vectors: namedSettingsOf(c.Settings.Named)}
 	for name, sp := range c.Settings.Sparse {
 		if out.SparseVectors == nil {
 			out.SparseVectors = map[string]sparseSettingsJSON{}

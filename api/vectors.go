@@ -72,6 +72,9 @@ type getResponse struct {
 	// Sparse are the document's sparse vectors by name, left out when it
 	// has none.
 	Sparse map[string]sparseVectorJSON `json:"sparse,omitempty"`
+	// Vectors are the document's named dense vectors, left out when it
+	// has none.
+	Vectors map[string][]float32 `json:"vectors,omitempty"`
 }
 
 // sparseVectorJSON is a sparse vector in an answer.
@@ -129,7 +132,7 @@ func (s *Server) getVector(w http.ResponseWriter, r *http.Request) {
 	if len(payload) == 0 {
 		payload = json.RawMessage("{}") // Qdrant's answer for a point without payload
 	}
-	out := getResponse{ID: doc.ID, Vector: doc.Vector, Payload: payload, Shard: doc.Shard}
+	out := getResponse{ID: doc.ID, Vector: doc.Vector, Payload: payload, Shard: doc.Shard, Vectors: doc.Named}
 	for name, v := range doc.Sparse {
 		if out.Sparse == nil {
 			out.Sparse = map[string]sparseVectorJSON{}

@@ -55,7 +55,29 @@ type Settings struct {
 	// when there are none. Settings hold a map, so compare them with
 	// Equal.
 	Sparse map[string]Sparse
+	// Named are the named dense vectors (Qdrant's vectors as a map), nil
+	// when there are none. A collection has either the unnamed vector
+	// (Dim > 0) or named ones (Dim 0, Named non-empty), never both, as
+	// Qdrant's vectors config is one or the other.
+	Named map[string]Dense
 }
+
+// Dense are one named dense vector's settings.
+type Dense struct {
+	Dim    int
+	Metric vector.Metric
+	// Quantization is QuantNone or QuantInt8. A named vector's rows are
+	// float32 in memory and always scanned exactly: int8 is recorded (a
+	// create states it, a get shows it) but keeps no codes.
+	Quantization string
+}
+
+// MaxNamedVectors bounds a collection's named dense vectors.
+const MaxNamedVectors = 16
+
+// HasUnnamed reports whether the collection holds the unnamed vector;
+// one with only named vectors has Dim 0.
+func (s Settings) HasUnnamed() bool { return s.Dim > 0 }
 
 // Sparse are one named sparse vector's settings.
 type Sparse struct {
@@ -77,7 +99,7 @@ const MaxSparseVectors = 16
 // Equal reports whether s and o are the same settings.
 func (s Settings) Equal(o Settings) bool {
 	return s.Dim == o.Dim && s.Metric == o.Metric && s.Quantization == o.Quantization && s.Index == o.Index &&
-		s.Float32 == o.Float32 && maps.Equal(s.Sparse, o.Sparse)
+		s.Float32 == o.Float32 && maps.Equal(s.Sparse, o.Sparse) && maps.Equal(s.Named, o.Named)
 }
 
 // IsZero reports whether s is the zero Settings.
@@ -93,8 +115,25 @@ func Defaults() Settings {
 // implication (ivf keeps int8 codes), so two creates that mean the same
 // compare equal.
 func (s Settings) Normalize() Settings {
-	if s.Dim == 0 {
-		s.Dim = DefaultDim
+	if len(s.Named) == 0 {
+		s.Named = nil
+		if s.Dim == 0 {
+			s.Dim = DefaultDim
+		}
+	} else {
+		named := make(map[string]Dense, len(s.Named))
+		for name, d := range s.Named {
+			if d.Quantization == "" {
+				d.Quantization = QuantNone
+			}
+			named[name] = d
+		}
+		s.Named = named
+		if s.Dim == 0 {
+			// No unnamed vector: nothing of its settings applies, so
+			// they take the one value that means nothing is kept.
+			s.Metric, s.Quantization, s.Index, s.Float32 = vector.Cosine, QuantNone, IndexFlat, Float32InMemory
+		}
 	}
 	if s.Quantization == "" {
 		s.Quantization = QuantNone
@@ -136,6 +175,12 @@ func DefaultFloat32(quantization string) string {
 
 // Validate reports the first setting out of range, naming it.
 func (s Settings) Validate() error {
+	if err := s.validateNamed(); err != nil {
+		return err
+	}
+	if s.Dim == 0 && len(s.Named) > 0 {
+		return s.validateSparse()
+	}
 	if s.Dim < MinDim || s.Dim > MaxDim {
 		return fmt.Errorf("%w: dimension %d: want %d..%d", ErrInvalid, s.Dim, MinDim, MaxDim)
 	}
@@ -153,6 +198,11 @@ func (s Settings) Validate() error {
 	if s.Float32 != Float32OnDisk && s.Float32 != Float32InMemory {
 		return fmt.Errorf("%w: float32 %q: want %s or %s", ErrInvalid, s.Float32, Float32OnDisk, Float32InMemory)
 	}
+	return s.validateSparse()
+}
+
+// validateSparse checks the sparse vectors' settings.
+func (s Settings) validateSparse() error {
 	if len(s.Sparse) > MaxSparseVectors {
 		return fmt.Errorf("%w: sparse_vectors: %d vectors, at most %d", ErrInvalid, len(s.Sparse), MaxSparseVectors)
 	}
@@ -162,6 +212,41 @@ func (s Settings) Validate() error {
 		}
 		if m := s.Sparse[name].Modifier; m != ModifierNone && m != ModifierIDF {
 			return fmt.Errorf("%w: sparse_vectors.%s.modifier %q: want %s or %s", ErrInvalid, name, m, ModifierNone, ModifierIDF)
+		}
+	}
+	return nil
+}
+
+// validateNamed checks the named dense vectors' settings: a collection
+// has them or the unnamed vector, and no name is also a sparse vector's.
+func (s Settings) validateNamed() error {
+	if len(s.Named) == 0 {
+		return nil
+	}
+	if s.Dim != 0 {
+		return fmt.Errorf("%w: vectors: a collection has either one unnamed vector or named ones, not both", ErrInvalid)
+	}
+	if len(s.Named) > MaxNamedVectors {
+		return fmt.Errorf("%w: vectors: %d named vectors, at most %d", ErrInvalid, len(s.Named), MaxNamedVectors)
+	}
+	for _, name := range slices.Sorted(maps.Keys(s.Named)) {
+		if err := ValidName(name); err != nil {
+			return fmt.Errorf("%w: vectors: vector name %q: want 1..%d characters of [A-Za-z0-9_.-]", ErrInvalid, name, MaxNameLen)
+		}
+		if _, ok := s.Sparse[name]; ok {
+			return fmt.Errorf("%w: vectors.%s: the name is also a sparse vector's", ErrInvalid, name)
+		}
+		d := s.Named[name]
+		if d.Dim < MinDim || d.Dim > MaxDim {
+			return fmt.Errorf("%w: vectors.%s.size %d: want %d..%d", ErrInvalid, name, d.Dim, MinDim, MaxDim)
+		}
+		switch d.Metric {
+		case vector.Cosine, vector.DotProduct, vector.Euclidean:
+		default:
+			return fmt.Errorf("%w: vectors.%s: unknown metric %v", ErrInvalid, name, d.Metric)
+		}
+		if d.Quantization != QuantNone && d.Quantization != QuantInt8 {
+			return fmt.Errorf("%w: vectors.%s.quantization %q: want %s or %s", ErrInvalid, name, d.Quantization, QuantNone, QuantInt8)
 		}
 	}
 	return nil
@@ -179,6 +264,14 @@ func (s Settings) String() string {
 			parts = append(parts, name+":"+s.Sparse[name].Modifier)
 		}
 		out += " sparse=" + strings.Join(parts, ",")
+	}
+	if len(s.Named) > 0 {
+		parts := make([]string, 0, len(s.Named))
+		for _, name := range slices.Sorted(maps.Keys(s.Named)) {
+			d := s.Named[name]
+			parts = append(parts, fmt.Sprintf("%s:%d:%s:%s", name, d.Dim, d.Metric, d.Quantization))
+		}
+		out += " named=" + strings.Join(parts, ",")
 	}
 	return out
 }
@@ -272,6 +365,9 @@ func Changeable(from, to Settings) error {
 	}
 	if !maps.Equal(from.Sparse, to.Sparse) {
 		fixed = append(fixed, "sparse_vectors")
+	}
+	if !maps.Equal(from.Named, to.Named) {
+		fixed = append(fixed, "named vectors")
 	}
 	if len(fixed) > 0 {
 		return fmt.Errorf("%w: cannot change online: %s", ErrInvalid, strings.Join(fixed, ", "))

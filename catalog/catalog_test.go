@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -96,4 +97,46 @@ func TestSparseSettings(t *testing.T) {
 	require.True(t, base(map[string]Sparse{}).Equal(base(nil)))
 	require.False(t, base(map[string]Sparse{"text": {}}).Equal(base(map[string]Sparse{"text": {Modifier: ModifierIDF}})))
 	require.False(t, base(nil).Equal(base(map[string]Sparse{"text": {}})))
+}
+
+func TestNamedSettings(t *testing.T) {
+	dense := func(dim int, m vector.Metric) Dense { return Dense{Dim: dim, Metric: m} }
+	for _, tc := range []struct {
+		name string
+		s    Settings
+		err  string
+	}{
+		{"named only", Settings{Named: map[string]Dense{"text": dense(4, vector.Cosine), "image": {Dim: 8, Metric: vector.Euclidean, Quantization: QuantInt8}}}, ""},
+		{"named and sparse", Settings{Named: map[string]Dense{"text-dense": dense(4, vector.DotProduct)}, Sparse: map[string]Sparse{"text-sparse": {}}}, ""},
+		{"named and unnamed", Settings{Dim: 4, Named: map[string]Dense{"text": dense(4, vector.Cosine)}}, "either one unnamed vector or named ones"},
+		{"size zero", Settings{Named: map[string]Dense{"text": dense(0, vector.Cosine)}}, "vectors.text.size 0"},
+		{"size too large", Settings{Named: map[string]Dense{"text": dense(MaxDim+1, vector.Cosine)}}, "vectors.text.size 8193"},
+		{"bad metric", Settings{Named: map[string]Dense{"text": dense(4, vector.Metric(99))}}, "vectors.text: unknown metric"},
+		{"bad quantization", Settings{Named: map[string]Dense{"text": {Dim: 4, Metric: vector.Cosine, Quantization: "pq"}}}, `vectors.text.quantization "pq"`},
+		{"bad name", Settings{Named: map[string]Dense{"a b": dense(4, vector.Cosine)}}, `vector name "a b"`},
+		{"name clash", Settings{Named: map[string]Dense{"t": dense(4, vector.Cosine)}, Sparse: map[string]Sparse{"t": {}}}, "vectors.t: the name is also a sparse vector's"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.s.Normalize().Validate()
+			if tc.err == "" {
+				require.NoError(t, err)
+				require.False(t, tc.s.Normalize().HasUnnamed())
+				return
+			}
+			require.ErrorIs(t, err, ErrInvalid)
+			require.ErrorContains(t, err, tc.err)
+		})
+	}
+	many := map[string]Dense{}
+	for i := range MaxNamedVectors + 1 {
+		many[fmt.Sprintf("v%d", i)] = dense(2, vector.Cosine)
+	}
+	require.ErrorContains(t, Settings{Named: many}.Normalize().Validate(), "at most 16")
+	// A named-only collection keeps Dim 0, and creates that mean the same
+	// compare Equal.
+	a := Settings{Named: map[string]Dense{"text": dense(4, vector.Cosine)}}.Normalize()
+	require.Zero(t, a.Dim)
+	require.True(t, a.Equal(Settings{Named: map[string]Dense{"text": {Dim: 4, Metric: vector.Cosine, Quantization: QuantNone}}}.Normalize()))
+	require.False(t, a.Equal(Settings{Named: map[string]Dense{"text": dense(5, vector.Cosine)}}.Normalize()))
+	require.ErrorContains(t, Changeable(a, Settings{Named: map[string]Dense{"text": dense(5, vector.Cosine)}}), "named vectors")
 }

@@ -57,6 +57,9 @@ func (c *Coordinator) Backup(ctx context.Context, name, id string, cfg BackupCon
 	if err != nil {
 		return backup.Manifest{}, err
 	}
+	if err := checkBackupNamed(coll); err != nil {
+		return backup.Manifest{}, err
+	}
 	for attempt := 1; ; attempt++ {
 		m, err := c.backupOnce(ctx, coll, id, fmt.Sprintf("%s/%d", id, attempt), cfg)
 		if !errors.Is(err, errLateCut) || attempt == backupRounds {

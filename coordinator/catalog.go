@@ -696,7 +696,7 @@ func collectionOf(e *shardpb.CollectionEntry) Collection {
 	m, _ := vector.ParseMetric(st.GetMetric())
 	out := Collection{Name: e.GetName(), UID: e.GetUid(), PayloadSchema: e.GetPayloadSchema(), Restoring: e.GetRestoring(), Settings: catalog.Settings{
 		Dim: int(st.GetDim()), Metric: m, Quantization: st.GetQuantization(), Index: st.GetIndex(), Float32: st.GetFloat32Placement(),
-		Sparse: shard.SparseFromPB(st.GetSparseVectors())}.Normalize()}
+		Sparse: shard.SparseFromPB(st.GetSparseVectors()), Named: shard.NamedFromPB(st.GetNamedVectors())}.Normalize()}
 	if sm := e.GetSlotMap(); len(sm.GetOwners()) > 0 {
 		out.Slots = placement.SlotMap{Epoch: sm.GetEpoch(), Owners: sm.GetOwners(), Since: sm.GetSince(), Version: sm.GetVersion()}
 		for _, mv := range sm.GetMoves() {
@@ -815,11 +815,28 @@ type Schema struct {
 	Metric vector.Metric
 	// Sparse are the collection's named sparse vectors, nil for none.
 	Sparse map[string]catalog.Sparse
+	// Named are the collection's named dense vectors, nil for none; Dim
+	// is 0 when it has only these.
+	Named map[string]catalog.Dense
 }
 
-// Schema is the collection's dimension, metric and sparse vectors.
+// Schema is the collection's dimension, metric, sparse and named vectors.
 func (c Collection) Schema() Schema {
-	return Schema{Dim: c.Settings.Dim, Metric: c.Settings.Metric, Sparse: c.Settings.Sparse}
+	return Schema{Dim: c.Settings.Dim, Metric: c.Settings.Metric, Sparse: c.Settings.Sparse, Named: c.Settings.Named}
+}
+
+// ForVector is the schema a vector named name is checked against: the
+// collection's own (name "") or its named vector's; ok is false when the
+// collection has no vector of that name.
+func (s Schema) ForVector(name string) (Schema, bool) {
+	if name == "" {
+		return s, s.Dim > 0
+	}
+	d, ok := s.Named[name]
+	if !ok {
+		return Schema{}, false
+	}
+	return Schema{Dim: d.Dim, Metric: d.Metric}, true
 }
 
 // SetPayloadIndex declares a payload index of coll: field holds values of

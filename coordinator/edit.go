@@ -29,6 +29,9 @@ const (
 	EditDeletePayload
 	EditClearPayload
 	EditUpdateVectors
+	// EditDeleteVectors removes the named and sparse vectors Keys names
+	// from the selected points.
+	EditDeleteVectors
 )
 
 // MaxEdits is how many edits one Edit may list (Qdrant's points/batch).
@@ -264,7 +267,7 @@ func editsPB(coll Collection, edits []Edit) ([]*shardpb.Edit, error) {
 		pe := &shardpb.Edit{Kind: editKindPB(e.Kind), Ids: e.IDs, Filter: fb, Payload: e.Payload, Key: e.Key, Keys: e.Keys}
 		for _, r := range e.Points {
 			pe.Vectors = append(pe.Vectors, &shardpb.Vector{Id: r.ID, Vector: vector.EncodeLE(r.Vector), Payload: r.Payload,
-				Sparse: client.SparseToPB(r.Sparse)})
+				Sparse: client.SparseToPB(r.Sparse), Named: client.NamedToPB(r.Named)})
 		}
 		out[i] = pe
 	}
@@ -287,6 +290,8 @@ func editKindPB(k EditKind) shardpb.EditKind {
 		return shardpb.EditKind_EDIT_KIND_CLEAR_PAYLOAD
 	case EditUpdateVectors:
 		return shardpb.EditKind_EDIT_KIND_UPDATE_VECTORS
+	case EditDeleteVectors:
+		return shardpb.EditKind_EDIT_KIND_DELETE_VECTORS
 	}
 	return shardpb.EditKind_EDIT_KIND_UNSPECIFIED
 }

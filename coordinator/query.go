@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/trawl-search/trawl/budget"
+	"github.com/trawl-search/trawl/catalog"
 	"github.com/trawl-search/trawl/fanout"
 	"github.com/trawl-search/trawl/filter"
 	"github.com/trawl-search/trawl/fusion"
@@ -120,7 +121,6 @@ func (c *Coordinator) Query(ctx context.Context, s QuerySearch) (Answer, error) 
 		return Answer{}, err
 	}
 	run := queryRun{c: c, s: s, start: start, exact: true}
-	metric := s.Collection.Settings.Metric
 	for h, stages := range byHeight {
 		var qs []Query
 		var asked []*node
@@ -129,7 +129,7 @@ func (c *Coordinator) Query(ctx context.Context, s QuerySearch) (Answer, error) 
 			case len(n.children) == 0:
 				qs, asked = append(qs, n.leafQuery()), append(asked, n)
 			case n.st.Fusion != nil:
-				if n.hits, err = n.fuse(metric); err != nil {
+				if n.hits, err = n.fuse(s.Collection.Settings); err != nil {
 					return run.done(), errorf(CodeInvalid, err, "%s: %v", n.label(), err)
 				}
 			default:
@@ -181,7 +181,7 @@ func planQuery(trees []Stage) ([]*node, [][]*node, error) {
 			return nil, errorf(CodeInvalid, nil, "%s: limit is %d, want 1..%d", n.label(), st.Query.K, vector.MaxK)
 		case st.Fusion != nil && len(st.Prefetch) == 0:
 			return nil, errorf(CodeInvalid, nil, "%s: fusion needs prefetches: it fuses their results", n.label())
-		case st.Fusion == nil && len(st.Query.Vector) == 0 && st.Query.LikeID == "" && st.Query.Recommend == nil:
+		case st.Fusion == nil && len(st.Query.Vector) == 0 && st.Query.LikeID == "" && st.Query.Recommend == nil && st.Query.Sparse == nil:
 			return nil, errorf(CodeInvalid, nil, "%s: a query is required", n.label())
 		case st.Fusion != nil && st.Fusion.Weights != nil && len(st.Fusion.Weights) != len(st.Prefetch):
 			return nil, errorf(CodeInvalid, nil, "%s: rrf has %d weights for %d prefetches: want one per prefetch", n.label(), len(st.Fusion.Weights), len(st.Prefetch))
@@ -308,14 +308,14 @@ func (n *node) rescoreQuery() (Query, bool) {
 // fuse is a fusion stage's list: its prefetches' lists fused, kept while
 // at least the threshold, cut at its limit. Each point keeps what the
 // first list holding it carried (payload, vector, shard).
-func (n *node) fuse(metric vector.Metric) ([]Hit, error) {
+func (n *node) fuse(set catalog.Settings) ([]Hit, error) {
 	lists := make([][]fusion.Point, len(n.children))
 	first := map[string]Hit{}
 	for i, ch := range n.children {
 		lists[i] = make([]fusion.Point, len(ch.hits))
 		for j, h := range ch.hits {
 			s := h.Score
-			if ch.metric && metric == vector.Euclidean {
+			if ch.metric && QueryMetric(set, ch.st.Query) == vector.Euclidean {
 				s = -s // a distance: DBSF wants larger better
 			}
 			lists[i][j] = fusion.Point{ID: h.ID, Score: s}

@@ -69,6 +69,8 @@ type Point struct {
 	Payload []byte
 	// Sparse are its sparse vectors, when asked (WithVector).
 	Sparse map[string]sparsevec.Vector
+	// Named are its named dense vectors, when asked (WithVector).
+	Named map[string][]float32
 	// OrderValue is the number it was listed by (Scroll.OrderBy);
 	// OrderInt says the payload held it as an integer.
 	OrderValue float64
@@ -219,6 +221,9 @@ func listedPoint(shardName string, pv *shardpb.Vector, withVector, withPayload b
 			return Point{}, errorf(CodeInternal, err, "shard %s returned a malformed vector for %q: %v", shardName, p.ID, err)
 		}
 		p.Sparse = client.SparseFromPB(pv.GetSparse())
+		if p.Named, err = client.NamedFromPB(pv.GetNamed()); err != nil {
+			return Point{}, errorf(CodeInternal, err, "shard %s returned a malformed named vector for %q: %v", shardName, p.ID, err)
+		}
 	}
 	if withPayload {
 		p.Payload = pv.GetPayload()

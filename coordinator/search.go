@@ -51,6 +51,9 @@ type Query struct {
 	// (Vector and LikeID unset): exact sparse dot product, higher better,
 	// weighed by collection-wide idf when the vector's modifier is idf.
 	Sparse *SparseQuery
+	// Using names the named dense vector Vector is a query by, "" for the
+	// unnamed one (CheckNamedQuery).
+	Using string
 	// Recommend, when set, makes this a recommendation: the vector is
 	// computed from its examples (Vector and LikeID are unset).
 	Recommend *Recommend
@@ -94,6 +97,9 @@ type Hit struct {
 	// Sparse are the hit's sparse vectors when the query asked
 	// (WithVector); else nil.
 	Sparse map[string]sparsevec.Vector
+	// Named are the hit's named dense vectors when the query asked
+	// (WithVector); else nil.
+	Named map[string][]float32
 }
 
 // ShardReport says how one shard served a fan-out (?shard_detail=true).
@@ -135,6 +141,11 @@ func (c *Coordinator) Search(ctx context.Context, s Search) (Answer, error) {
 		return Answer{}, err
 	}
 	for i, q := range s.Queries {
+		if q.Sparse == nil {
+			if err := CheckNamedQuery(s.Collection, q); err != nil {
+				return Answer{}, errorf(CodeInvalid, err, "query %d: %v", i, err)
+			}
+		}
 		if q.Recommend != nil {
 			if err := checkRecommend(i, q); err != nil {
 				return Answer{}, err
@@ -150,13 +161,14 @@ func (c *Coordinator) Search(ctx context.Context, s Search) (Answer, error) {
 			if err := CheckSparseQuery(s.Collection, *q.Sparse); err != nil {
 				return Answer{}, errorf(CodeInvalid, err, "query %d: %v", i, err)
 			}
+			continue
 		}
 	}
 	stats := c.sparseWeights(ctx, s.Collection, req, qs)
 	cqs := make([]client.Query, len(qs))
 	for i, q := range qs {
 		cqs[i] = client.Query{Vector: q.Vector, K: q.K, ExcludeID: q.LikeID, Exact: q.Exact, Oversample: q.Oversample,
-			NProbe: q.NProbe, ScoreThreshold: q.ScoreThreshold, WithVector: q.WithVector}
+			NProbe: q.NProbe, ScoreThreshold: q.ScoreThreshold, WithVector: q.WithVector, Using: q.Using}
 		if sq := q.Sparse; sq != nil {
 			cqs[i].Sparse = &client.SparseQuery{Name: sq.Name, Vector: sq.Vector}
 			if stats != nil {
@@ -204,7 +216,6 @@ func (c *Coordinator) Search(ctx context.Context, s Search) (Answer, error) {
 	if err := refuse(sum, s.AllowPartial); err != nil {
 		return ans, err
 	}
-	metric := s.Collection.Settings.Metric
 	ans.Hits = make([][]Hit, len(qs))
 	for qi, q := range qs {
 		per := make([][]client.Hit, len(results))
@@ -218,15 +229,12 @@ func (c *Coordinator) Search(ctx context.Context, s Search) (Answer, error) {
 				}
 			}
 		}
-		qm := metric
-		if q.Sparse != nil {
-			qm = vector.DotProduct // a sparse score: higher is better
-		}
-		refs := qm.Merge(q.K, scored)
+		refs := QueryMetric(s.Collection.Settings, q).Merge(q.K, scored)
 		hits := make([]Hit, len(refs))
 		for j, ref := range refs {
 			h := per[ref.List][ref.Pos]
-			hits[j] = Hit{ID: h.ID, Score: h.Score, Shard: c.shards[ref.List].Name, Payload: h.Payload, Vector: h.Vector, Sparse: h.Sparse}
+			hits[j] = Hit{ID: h.ID, Score: h.Score, Shard: c.shards[ref.List].Name, Payload: h.Payload, Vector: h.Vector, Sparse: h.Sparse,
+				Named: h.Named}
 		}
 		ans.Hits[qi] = dropExamples(q, hits)
 	}
@@ -335,7 +343,11 @@ func (c *Coordinator) lookup(ctx context.Context, coll Collection, req fanout.Re
 		if err != nil {
 			return Document{}, errorf(CodeInternal, err, "shard %s returned a malformed vector for %q: %v", home, id, err)
 		}
-		return Document{ID: id, Vector: v, Payload: pv.GetPayload(), Shard: home, Sparse: client.SparseFromPB(pv.GetSparse())}, nil
+		named, err := client.NamedFromPB(pv.GetNamed())
+		if err != nil {
+			return Document{}, errorf(CodeInternal, err, "shard %s returned a malformed named vector for %q: %v", home, id, err)
+		}
+		return Document{ID: id, Vector: v, Payload: pv.GetPayload(), Shard: home, Sparse: client.SparseFromPB(pv.GetSparse()), Named: named}, nil
 	case codes.NotFound:
 		return Document{}, errorf(CodeNotFound, err, "no vector with id %q", id)
 	case codes.Unavailable, codes.DeadlineExceeded:
@@ -368,6 +380,8 @@ type Document struct {
 	Shard   string
 	// Sparse are its sparse vectors, nil when it has none.
 	Sparse map[string]sparsevec.Vector
+	// Named are its named dense vectors, nil when it has none.
+	Named map[string][]float32
 }
 
 // Get reads one stored document from its home shard within b's shard

@@ -26,6 +26,8 @@ type Record struct {
 	Payload []byte
 	// Sparse are its validated named sparse vectors, nil for none.
 	Sparse map[string]sparsevec.Vector
+	// Named are its validated named dense vectors, nil for none.
+	Named map[string][]float32
 }
 
 // WriteResult is one id's part of a write.
@@ -111,7 +113,7 @@ func (c *Coordinator) Upsert(ctx context.Context, coll Collection, recs []Record
 				vs := make([]*shardpb.Vector, len(idx))
 				for j, i := range idx {
 					vs[j] = &shardpb.Vector{Id: recs[i].ID, Vector: vector.EncodeLE(recs[i].Vector), Payload: recs[i].Payload,
-						Sparse: client.SparseToPB(recs[i].Sparse)}
+						Sparse: client.SparseToPB(recs[i].Sparse), Named: client.NamedToPB(recs[i].Named)}
 				}
 				p := c.writePlacement(coll, name)
 				wr := fanout.Write(ctx, c.cluster, name, func(ctx context.Context, r *client.Conn) error {

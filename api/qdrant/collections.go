@@ -70,12 +70,9 @@ type collectionInfo struct {
 
 type collectionConfig struct {
 	Params struct {
-		Vectors struct {
-			Size     int    `json:"size"`
-			Distance string `json:"distance"`
-			// OnDisk is whether the float32 rows are on disk.
-			OnDisk bool `json:"on_disk"`
-		} `json:"vectors"`
+		// Vectors is a vectorParamsOut for the unnamed vector, or a map
+		// of them by name for a collection of named vectors.
+		Vectors any `json:"vectors"`
 		// SparseVectors are the sparse vectors by name, left out when
 		// there are none.
 		SparseVectors          map[string]sparseParamsOut `json:"sparse_vectors,omitempty"`
@@ -94,6 +91,16 @@ type collectionConfig struct {
 		FlushIntervalSec     int `json:"flush_interval_sec"`
 	} `json:"optimizer_config"`
 	QuantizationConfig *quantizationConfig `json:"quantization_config"`
+}
+
+// vectorParamsOut is Qdrant's VectorParams in collection info.
+type vectorParamsOut struct {
+	Size     int    `json:"size"`
+	Distance string `json:"distance"`
+	// OnDisk is whether the float32 rows are on disk.
+	OnDisk bool `json:"on_disk"`
+	// QuantizationConfig is a named vector's int8, left out otherwise.
+	QuantizationConfig *quantizationConfig `json:"quantization_config,omitempty"`
 }
 
 // quantizationConfig is Qdrant's ScalarQuantization, the one kind trawl
@@ -179,8 +186,21 @@ func (h *Handler) getCollection(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) describe(c coordinator.Collection) collectionInfo {
 	shards, replicas := h.cfg.Coordinator.Shape()
 	info := collectionInfo{Status: "green", OptimizerStatus: "ok", SegmentsCount: shards, PayloadSchema: map[string]payloadIndexInfo{}}
-	info.Config.Params.Vectors.Size, info.Config.Params.Vectors.Distance = c.Settings.Dim, qdrantx.DistanceName(c.Settings.Metric)
-	info.Config.Params.Vectors.OnDisk = c.Settings.Float32 == catalog.Float32OnDisk
+	if len(c.Settings.Named) > 0 {
+		named := make(map[string]vectorParamsOut, len(c.Settings.Named))
+		for name, d := range c.Settings.Named {
+			p := vectorParamsOut{Size: d.Dim, Distance: qdrantx.DistanceName(d.Metric)}
+			if d.Quantization == catalog.QuantInt8 {
+				p.QuantizationConfig = &quantizationConfig{}
+				p.QuantizationConfig.Scalar.Type = "int8"
+			}
+			named[name] = p
+		}
+		info.Config.Params.Vectors = named
+	} else {
+		info.Config.Params.Vectors = vectorParamsOut{Size: c.Settings.Dim, Distance: qdrantx.DistanceName(c.Settings.Metric),
+			OnDisk: c.Settings.Float32 == catalog.Float32OnDisk}
+	}
 	info.Config.Params.ShardNumber, info.Config.Params.ReplicationFactor = shards, replicas
 	info.Config.Params.WriteConsistencyFactor = 1
 	for name, sp := range c.Settings.Sparse {

@@ -88,6 +88,13 @@ func decodeCreate(b []byte) (catalog.Settings, error) {
 	if !wire.IsSet(req.Vectors) {
 		return catalog.Settings{}, wire.Invalid(`vectors is missing: a trawl collection holds one dense vector per point; give {"size": N, "distance": "Cosine"|"Dot"|"Euclid"}`)
 	}
+	if isNamedParams(req.Vectors) {
+		named, err := decodeNamedParams(req.Vectors, req.QuantizationConfig)
+		if err != nil {
+			return catalog.Settings{}, err
+		}
+		return catalog.Settings{Named: named, Sparse: sparse}, nil
+	}
 	params, err := decodeVectorParams(req.Vectors)
 	if err != nil {
 		return catalog.Settings{}, err
@@ -114,38 +121,44 @@ func decodeCreate(b []byte) (catalog.Settings, error) {
 // object of them, are refused) with a size trawl allows and a distance
 // it scores.
 func decodeVectorParams(raw json.RawMessage) (vectorParamsJSON, error) {
+	return decodeVectorParamsAt(raw, "vectors")
+}
+
+// decodeVectorParamsAt is decodeVectorParams of the VectorParams at where
+// (vectors, or vectors.NAME for a named vector).
+func decodeVectorParamsAt(raw json.RawMessage, where string) (vectorParamsJSON, error) {
 	var probe map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &probe); err != nil {
-		return vectorParamsJSON{}, wire.Invalid(`vectors is ` + wire.JSONKind(raw) + `, want {"size": N, "distance": "Cosine"|"Dot"|"Euclid"}`)
+		return vectorParamsJSON{}, wire.Invalid(where + ` is ` + wire.JSONKind(raw) + `, want {"size": N, "distance": "Cosine"|"Dot"|"Euclid"}`)
 	}
 	_, hasSize := probe["size"]
 	_, hasDistance := probe["distance"]
 	if !hasSize && !hasDistance {
-		return vectorParamsJSON{}, wire.Invalid(`vectors: ` + errNamedVectors + `; give {"size": N, "distance": "Cosine"|"Dot"|"Euclid"}`)
+		return vectorParamsJSON{}, wire.Invalid(where + `: ` + errNamedVectors + `; give {"size": N, "distance": "Cosine"|"Dot"|"Euclid"}`)
 	}
 	var p vectorParamsJSON
 	if err := wire.DecodeStrict(raw, &p); err != nil {
-		return vectorParamsJSON{}, wire.Invalid("vectors: " + strings.TrimPrefix(err.Error(), "bad JSON: "))
+		return vectorParamsJSON{}, wire.Invalid(where + ": " + strings.TrimPrefix(err.Error(), "bad JSON: "))
 	}
 	switch {
 	case p.Size == nil:
-		return vectorParamsJSON{}, wire.Invalid("vectors.size is missing")
+		return vectorParamsJSON{}, wire.Invalid(where + ".size is missing")
 	case *p.Size < catalog.MinDim || *p.Size > catalog.MaxDim:
-		return vectorParamsJSON{}, wire.Invalid(fmt.Sprintf("vectors.size is %d, want %d..%d", *p.Size, catalog.MinDim, catalog.MaxDim))
+		return vectorParamsJSON{}, wire.Invalid(fmt.Sprintf("%s.size is %d, want %d..%d", where, *p.Size, catalog.MinDim, catalog.MaxDim))
 	case p.Distance == nil:
-		return vectorParamsJSON{}, wire.Invalid(`vectors.distance is missing: want "Cosine", "Dot" or "Euclid"`)
+		return vectorParamsJSON{}, wire.Invalid(where + `.distance is missing: want "Cosine", "Dot" or "Euclid"`)
 	case *p.Distance == "Manhattan":
-		return vectorParamsJSON{}, wire.Invalid("vectors.distance Manhattan is not supported: trawl scores Cosine, Dot and Euclid")
+		return vectorParamsJSON{}, wire.Invalid(where + ".distance Manhattan is not supported: trawl scores Cosine, Dot and Euclid")
 	}
 	if _, ok := qdrantx.Distances[*p.Distance]; !ok {
-		return vectorParamsJSON{}, wire.Invalid(fmt.Sprintf(`vectors.distance %q is not a distance: want "Cosine", "Dot" or "Euclid"`, *p.Distance))
+		return vectorParamsJSON{}, wire.Invalid(fmt.Sprintf(`%s.distance %q is not a distance: want "Cosine", "Dot" or "Euclid"`, where, *p.Distance))
 	}
-	if err := refuseSet(p.MultivectorConfig, "vectors.multivector_config: multivectors are not supported: trawl stores one vector per point"); err != nil {
+	if err := refuseSet(p.MultivectorConfig, where+".multivector_config: multivectors are not supported: trawl stores one vector per point"); err != nil {
 		return vectorParamsJSON{}, err
 	}
 	if p.Datatype != nil && *p.Datatype != "float32" {
 		return vectorParamsJSON{}, wire.Invalid(fmt.Sprintf(
-			`vectors.datatype %q is not supported: trawl stores float32 vectors (int8 codes beside them with quantization_config {"scalar": {"type": "int8"}})`, *p.Datatype))
+			`%s.datatype %q is not supported: trawl stores float32 vectors (int8 codes beside them with quantization_config {"scalar": {"type": "int8"}})`, where, *p.Datatype))
 	}
 	return p, nil
 }

@@ -52,6 +52,15 @@ func TestDecodeCreate(t *testing.T) {
 				"text-sparse": {Modifier: catalog.ModifierIDF}, "splade": {Modifier: catalog.ModifierNone}, "bm": {Modifier: catalog.ModifierNone}})},
 		{"in memory", `{"vectors": {"size": 8, "distance": "Dot", "on_disk": false}, "quantization_config": {"scalar": {"type": "int8"}}}`,
 			withFloat32(flat(8, vector.DotProduct, catalog.QuantInt8), catalog.Float32InMemory)},
+		{"named, LlamaIndex's hybrid create", `{"vectors": {"text-dense": {"size": 384, "distance": "Cosine"}}, "sparse_vectors": {"text-sparse": {"modifier": "idf"}}}`,
+			catalog.Settings{Named: map[string]catalog.Dense{"text-dense": {Dim: 384, Metric: vector.Cosine, Quantization: catalog.QuantNone}},
+				Sparse: map[string]catalog.Sparse{"text-sparse": {Modifier: catalog.ModifierIDF}}}},
+		{"named, int8 per vector and for all", `{"vectors": {"a": {"size": 4, "distance": "Euclid", "on_disk": false},
+			"b": {"size": 2, "distance": "Dot", "quantization_config": {"scalar": {"type": "int8"}}}}}`,
+			catalog.Settings{Named: map[string]catalog.Dense{"a": {Dim: 4, Metric: vector.Euclidean, Quantization: catalog.QuantNone},
+				"b": {Dim: 2, Metric: vector.DotProduct, Quantization: catalog.QuantInt8}}}},
+		{"named, int8 for all", `{"vectors": {"a": {"size": 4, "distance": "Dot"}}, "quantization_config": {"scalar": {"type": "int8"}}}`,
+			catalog.Settings{Named: map[string]catalog.Dense{"a": {Dim: 4, Metric: vector.DotProduct, Quantization: catalog.QuantInt8}}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := decodeCreate([]byte(tc.body))
@@ -65,8 +74,12 @@ func TestDecodeCreateRefuses(t *testing.T) {
 	for _, tc := range []struct{ name, body, msg string }{
 		{"empty", ``, "request body is empty, want a JSON object"},
 		{"no vectors", `{"shard_number": 2}`, `vectors is missing: a trawl collection holds one dense vector per point; give {"size": N, "distance": "Cosine"|"Dot"|"Euclid"}`},
-		{"named vectors", `{"vectors": {"text": {"size": 8, "distance": "Cosine"}}}`,
-			`vectors: named vectors are not supported: trawl stores one unnamed vector per point; give {"size": N, "distance": "Cosine"|"Dot"|"Euclid"}`},
+		{"named vector on disk", `{"vectors": {"text": {"size": 8, "distance": "Cosine", "on_disk": true}}}`,
+			`vectors.text.on_disk true is not supported: a named vector's rows are kept in memory`},
+		{"named vector size", `{"vectors": {"text": {"size": 0, "distance": "Cosine"}}}`, `vectors.text.size is 0, want 1..8192`},
+		{"named vector distance", `{"vectors": {"a": {"size": 4, "distance": "Manhattan"}}}`, `vectors.a.distance Manhattan is not supported: trawl scores Cosine, Dot and Euclid`},
+		{"no vectors", `{"vectors": {}}`,
+			`vectors is {}: a trawl collection holds a dense vector; give {"size": N, "distance": ...} or {"name": {"size": N, "distance": ...}}`},
 		{"vectors not an object", `{"vectors": 8}`, `vectors is a number, want {"size": N, "distance": "Cosine"|"Dot"|"Euclid"}`},
 		{"size missing", `{"vectors": {"distance": "Cosine"}}`, "vectors.size is missing"},
 		{"size 0", `{"vectors": {"size": 0, "distance": "Cosine"}}`, "vectors.size is 0, want 1..8192"},

@@ -194,22 +194,22 @@ func decodeUpdateVectors(b []byte, sch coordinator.Schema) (coordinator.Edit, er
 			return coordinator.Edit{}, wire.Invalid(fmt.Sprintf("points[%d]: id %s repeats points[%d]", i, bytes.TrimSpace(p.ID), j))
 		}
 		seen[id] = i
-		v, sp, err := decodePointVectors(p.Vector, "vector", sch, false)
+		v, sp, named, err := decodePointVectorsAll(p.Vector, "vector", sch, false)
 		if err != nil {
 			return coordinator.Edit{}, wire.Invalid(fmt.Sprintf("points[%d]: %v", i, err))
 		}
-		if v == nil && sp == nil {
+		if v == nil && sp == nil && named == nil {
 			return coordinator.Edit{}, wire.Invalid(fmt.Sprintf("points[%d]: vector names no vector to update", i))
 		}
-		e.Points[i] = coordinator.Record{ID: id, Vector: v, Sparse: sp}
+		e.Points[i] = coordinator.Record{ID: id, Vector: v, Sparse: sp, Named: named}
 	}
 	return e, nil
 }
 
-// decodeDeleteVectors decodes Qdrant's DeleteVectors to refuse it with a
-// reason: its body is checked first, so a malformed one says what is
-// wrong with it.
-func decodeDeleteVectors(b []byte) (coordinator.Edit, error) {
+// decodeDeleteVectors decodes Qdrant's DeleteVectors: the named and
+// sparse vectors of vector are removed from the selected points (the
+// unnamed vector cannot be: a point cannot be without it).
+func decodeDeleteVectors(b []byte, sch coordinator.Schema) (coordinator.Edit, error) {
 	var req struct {
 		Points   []json.RawMessage `json:"points"`
 		Filter   json.RawMessage   `json:"filter"`
@@ -219,11 +219,18 @@ func decodeDeleteVectors(b []byte) (coordinator.Edit, error) {
 	if err := wire.DecodeStrict(b, &req); err != nil {
 		return coordinator.Edit{}, err
 	}
-	var e coordinator.Edit
+	if err := refuseSet(req.ShardKey, errShardKey); err != nil {
+		return coordinator.Edit{}, err
+	}
+	e := coordinator.Edit{Kind: coordinator.EditDeleteVectors}
 	if err := decodeSelection(req.Points, req.Filter, &e); err != nil {
 		return coordinator.Edit{}, err
 	}
-	return coordinator.Edit{}, wire.Invalid(qdrantx.ErrDeleteVectors)
+	if err := qdrantx.CheckDeleteVectors(sch, req.Vector, "vector"); err != nil {
+		return coordinator.Edit{}, err
+	}
+	e.Keys = req.Vector
+	return e, nil
 }
 
 // decodeUpdateBatch decodes Qdrant's UpdateOperations: an ordered list of
@@ -286,7 +293,7 @@ func decodeOperation(name string, body json.RawMessage, sch coordinator.Schema) 
 	case "update_vectors":
 		return one(decodeUpdateVectors(body, sch))
 	case "delete_vectors":
-		return one(decodeDeleteVectors(body))
+		return one(decodeDeleteVectors(body, sch))
 	}
 	return nil, wire.Invalid(fmt.Sprintf("unknown operation %q (want one of upsert, delete, set_payload, overwrite_payload, delete_payload, clear_payload, update_vectors, delete_vectors)", name))
 }

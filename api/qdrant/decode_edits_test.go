@@ -40,7 +40,7 @@ func FuzzDecodeEdits(f *testing.F) {
 		func(b []byte) ([]coordinator.Edit, error) { return single(decodeDeletePayload(b)) },
 		func(b []byte) ([]coordinator.Edit, error) { return single(decodeClearPayload(b)) },
 		func(b []byte) ([]coordinator.Edit, error) { return single(decodeUpdateVectors(b, sch)) },
-		func(b []byte) ([]coordinator.Edit, error) { return single(decodeDeleteVectors(b)) },
+		func(b []byte) ([]coordinator.Edit, error) { return single(decodeDeleteVectors(b, sch)) },
 		func(b []byte) ([]coordinator.Edit, error) { return decodeUpdateBatch(b, sch) },
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {

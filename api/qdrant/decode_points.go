@@ -262,7 +262,7 @@ func decodeUpsert(b []byte, sch coordinator.Schema) ([]coordinator.Record, error
 			return nil, wire.Invalid(fmt.Sprintf("points[%d]: id %s repeats points[%d]", i, bytes.TrimSpace(p.ID), j))
 		}
 		seen[id] = i
-		v, sp, err := decodePointVectors(p.Vector, "vector", sch, true)
+		v, sp, named, err := decodePointVectorsAll(p.Vector, "vector", sch, true)
 		if err != nil {
 			return nil, wire.Invalid(fmt.Sprintf("points[%d]: %v", i, err))
 		}
@@ -270,7 +270,7 @@ func decodeUpsert(b []byte, sch coordinator.Schema) ([]coordinator.Record, error
 		if err != nil {
 			return nil, wire.Invalid(fmt.Sprintf("points[%d]: %v", i, err))
 		}
-		out[i] = coordinator.Record{ID: id, Vector: v, Payload: pl, Sparse: sp}
+		out[i] = coordinator.Record{ID: id, Vector: v, Payload: pl, Sparse: sp, Named: named}
 	}
 	return out, nil
 }

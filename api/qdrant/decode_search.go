@@ -92,6 +92,10 @@ func (q searchJSON) validate(sch coordinator.Schema) (query, error) {
 		out.q.Sparse = sq
 		return out, err
 	}
+	if using, v, ok, err := namedDenseSearch(q.Vector, sch); ok {
+		out.q.Using, out.q.Vector = using, v
+		return out, err
+	}
 	if out.q.Vector, err = decodeVector(q.Vector, "vector", sch); err != nil {
 		return query{}, err
 	}
@@ -176,7 +180,11 @@ func decodeQuery(b []byte, sch coordinator.Schema) (query, error) {
 		}
 	}
 	sparseUsing := req.Using != nil && isSparseName(sch, *req.Using)
-	if req.Using != nil && *req.Using != "" && !sparseUsing {
+	vsch, using, err := denseUsing(req.Using, sch)
+	if err != nil {
+		return query{}, err
+	}
+	if req.Using != nil && *req.Using != "" && !sparseUsing && using == "" {
 		if len(sch.Sparse) == 0 {
 			return query{}, wire.Invalid(fmt.Sprintf("using: %s (got %q)", errNamedVectors, *req.Using))
 		}
@@ -186,6 +194,10 @@ func decodeQuery(b []byte, sch coordinator.Schema) (query, error) {
 	if err != nil {
 		return query{}, err
 	}
+	out.q.Using = using
+	if !sparseUsing && using == "" && sch.Dim == 0 && len(sch.Named) > 0 {
+		return query{}, wire.Invalid(fmt.Sprintf("using is missing: the collection's vectors are named (%s); name the one the query searches", namedVectorList(sch)))
+	}
 	if sparseUsing {
 		if !req.Query.set() || req.Query.isFloats {
 			return query{}, wire.Invalid(fmt.Sprintf(`query: using names the sparse vector %q, so the query is {"indices": [...], "values": [...]}`, *req.Using))
@@ -194,7 +206,7 @@ func decodeQuery(b []byte, sch coordinator.Schema) (query, error) {
 		return out, err
 	}
 	if req.Query.isFloats {
-		if out.q.Vector, err = decodeVector(req.Query, "query", sch); err != nil {
+		if out.q.Vector, err = decodeVector(req.Query, "query", vsch); err != nil {
 			return query{}, err
 		}
 		return out, nil
@@ -239,7 +251,7 @@ func decodeQuery(b []byte, sch coordinator.Schema) (query, error) {
 		out.q.LikeID = id
 		return out, nil
 	}
-	if out.q.Vector, err = decodeVector(jsonVector{raw: q}, "query", sch); err != nil {
+	if out.q.Vector, err = decodeVector(jsonVector{raw: q}, "query", vsch); err != nil {
 		return query{}, err
 	}
 	return out, nil

@@ -91,56 +91,77 @@ func decodeSparseParams(raw json.RawMessage) (map[string]catalog.Sparse, error) 
 // whether the dense vector is required (an upsert), or may be left out
 // (an update of some vectors).
 func decodePointVectors(jv jsonVector, where string, sch coordinator.Schema, dense bool) ([]float32, map[string]sparsevec.Vector, error) {
+	v, sp, _, err := decodePointVectorsAll(jv, where, sch, dense)
+	return v, sp, err
+}
+
+// decodePointVectorsAll is decodePointVectors of a point that may also
+// hold named dense vectors (a collection of named vectors).
+func decodePointVectorsAll(jv jsonVector, where string, sch coordinator.Schema, dense bool) ([]float32, map[string]sparsevec.Vector, map[string][]float32, error) {
 	raw := bytes.TrimSpace(jv.raw)
-	if jv.isFloats || len(raw) == 0 || raw[0] != '{' || len(sch.Sparse) == 0 {
+	if len(sch.Named) > 0 && (jv.isFloats || len(raw) > 0 && raw[0] == '[') {
+		return nil, nil, nil, wire.Invalid(fmt.Sprintf(`%s: the collection's vectors are named (%s): give {"name": [...], ...}`, where, namedVectorList(sch)))
+	}
+	if jv.isFloats || len(raw) == 0 || raw[0] != '{' || len(sch.Sparse) == 0 && len(sch.Named) == 0 {
 		v, err := decodeVector(jv, where, sch)
-		return v, nil, err
+		return v, nil, nil, err
 	}
 	if wire.IsSparseObject(raw) {
-		return nil, nil, wire.Invalid(fmt.Sprintf(`%s: a sparse vector must be named: {"%s": {"indices": [...], "values": [...]}}`, where, firstSparse(sch)))
+		return nil, nil, nil, wire.Invalid(fmt.Sprintf(`%s: a sparse vector must be named: {"%s": {"indices": [...], "values": [...]}}`, where, firstSparse(sch)))
 	}
 	var byName map[string]jsonVector
 	if err := json.Unmarshal(raw, &byName); err != nil {
-		return nil, nil, wire.Invalid(where + ": " + err.Error())
+		return nil, nil, nil, wire.Invalid(where + ": " + err.Error())
 	}
-	if _, ok := byName["name"]; ok && len(byName) == 2 {
+	if _, ok := byName["name"]; ok && len(byName) == 2 && len(sch.Named) == 0 {
 		if _, ok := byName["vector"]; ok {
 			// {"name", "vector"}: one named vector, as a search names it.
 			v, err := decodeVector(jv, where, sch)
-			return v, nil, err
+			return v, nil, nil, err
 		}
 	}
 	var (
-		vec []float32
-		sp  map[string]sparsevec.Vector
+		vec   []float32
+		sp    map[string]sparsevec.Vector
+		named map[string][]float32
 	)
 	for _, name := range slices.Sorted(maps.Keys(byName)) {
 		at := where + "." + name
-		if name == "" {
+		if name == "" && sch.Dim > 0 {
 			at = where + `[""]`
 			v, err := decodeVector(byName[name], at, sch)
 			if err != nil {
-				return nil, nil, err
+				return nil, nil, nil, err
 			}
 			vec = v
 			continue
 		}
+		if v, ok, err := decodeNamedDense(byName[name], name, at, sch); ok {
+			if err != nil {
+				return nil, nil, nil, err
+			}
+			if named == nil {
+				named = map[string][]float32{}
+			}
+			named[name] = v
+			continue
+		}
 		if _, ok := sch.Sparse[name]; !ok {
-			return nil, nil, wire.Invalid(fmt.Sprintf("%s: the collection has no vector named %q (its sparse vectors: %s; its dense vector is unnamed, \"\")", where, name, sparseList(sch)))
+			return nil, nil, nil, wire.Invalid(fmt.Sprintf("%s: the collection has no vector named %q (its vectors: %s)", where, name, vectorNames(sch)))
 		}
 		v, err := wire.DecodeSparse(byName[name].raw, at)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		if sp == nil {
 			sp = map[string]sparsevec.Vector{}
 		}
 		sp[name] = v
 	}
-	if vec == nil && dense {
-		return nil, nil, wire.Invalid(fmt.Sprintf(`%s: the dense vector is missing: a trawl point holds one dense vector, named "" in a map of vectors`, where))
+	if vec == nil && dense && sch.Dim > 0 {
+		return nil, nil, nil, wire.Invalid(fmt.Sprintf(`%s: the dense vector is missing: a trawl point holds one dense vector, named "" in a map of vectors`, where))
 	}
-	return vec, sp, nil
+	return vec, sp, named, nil
 }
 
 // firstSparse is a sparse vector name of the schema, for examples.
@@ -224,11 +245,17 @@ type sparseJSON struct {
 // dense vector when that is all the point holds (as Qdrant answers a
 // point holding only its default vector), else the map of vectors by
 // name, the dense one under "".
-func vectorsOut(_ coordinator.Schema, dense []float32, sp map[string]sparsevec.Vector) any {
-	if len(sp) == 0 {
+// A collection of named vectors answers the map of those the point holds
+// (no "" entry: it has no unnamed vector).
+func vectorsOut(sch coordinator.Schema, dense []float32, sp map[string]sparsevec.Vector, named map[string][]float32) any {
+	if len(sp) == 0 && sch.Dim > 0 {
 		return dense
 	}
-	out := map[string]any{"": dense}
+	out := map[string]any{}
+	if sch.Dim > 0 {
+		out[""] = dense
+	}
+	namedOut(out, named)
 	for name, v := range sp {
 		out[name] = sparseJSON{Indices: nonNil(v.Indices), Values: nonNil(v.Values)}
 	}
@@ -248,7 +275,7 @@ func hitVectors(sch coordinator.Schema, hit coordinator.Hit) any {
 	if hit.Vector == nil {
 		return nil
 	}
-	return vectorsOut(sch, hit.Vector, hit.Sparse)
+	return vectorsOut(sch, hit.Vector, hit.Sparse, hit.Named)
 }
 
 // sparseParamsOut is a sparse vector's SparseVectorParams in collection

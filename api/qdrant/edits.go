@@ -34,7 +34,7 @@ func (h *Handler) updateVectors(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) deleteVectors(w http.ResponseWriter, r *http.Request) {
-	h.edit(w, r, false, func(b []byte) ([]coordinator.Edit, error) { return single(decodeDeleteVectors(b)) })
+	h.edit(w, r, false, func(b []byte) ([]coordinator.Edit, error) { return single(decodeDeleteVectors(b, schema(r))) })
 }
 
 // batchUpdate answers, as Qdrant does, one result per operation.

@@ -109,7 +109,7 @@ func (h *Handler) readPoints(w http.ResponseWriter, r *http.Request, p routePara
 		}
 		var vec any
 		if req.withVector {
-			vec = vectorsOut(schema(r), d.Vector, d.Sparse)
+			vec = vectorsOut(schema(r), d.Vector, d.Sparse, d.Named)
 		}
 		rec, err := toRecord(d.ID, pl, vec, req.payload != nil, req.exclude)
 		if err != nil {

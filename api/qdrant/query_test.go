@@ -537,7 +537,7 @@ func TestQdrantQueryPrefetchBadInput(t *testing.T) {
 		{"rrf k 0", "points/query", `{"prefetch": {"query": ` + v + `}, "query": {"rrf": {"k": 0}}}`, "query.rrf.k is 0, want at least 1"},
 		{"rrf weights", "points/query", `{"prefetch": {"query": ` + v + `}, "query": {"rrf": {"weights": [1, 2]}}}`, "rrf has 2 weights for 1 prefetches"},
 		{"root limit 0", "points/query", `{"prefetch": {"query": ` + v + `}, "query": {"fusion": "rrf"}, "limit": 0}`, "limit 0 and offset 0: want limit at least 1"},
-		{"using in a prefetch", "points/query", `{"prefetch": [{"query": ` + v + `, "using": "text"}], "query": {"fusion": "rrf"}}`, `prefetch[0]: using: named vectors are not supported`},
+		{"using in a prefetch", "points/query", `{"prefetch": [{"query": ` + v + `, "using": "text"}], "query": {"fusion": "rrf"}}`, `prefetch[0]: using: the collection has no named vectors`},
 		{"lookup_from on a fusion", "points/query", `{"prefetch": [{"query": {"fusion": "rrf"}, "lookup_from": {"collection": "x"}, "prefetch": {"query": ` + v + `}}], "query": {"fusion": "rrf"}}`, `prefetch[0]: lookup_from is not supported`},
 		{"too deep", "points/query", deep, "nest deeper than 64"},
 		{"too many", "points/query", `{"prefetch": [` + strings.Join(many, ",") + `], "query": {"fusion": "rrf"}}`, "more than 256 query stages"},

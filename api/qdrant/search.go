@@ -205,7 +205,7 @@ func (h *Handler) scroll(w http.ResponseWriter, r *http.Request) {
 	for i, pt := range ans.Points {
 		var vec any
 		if pt.Vector != nil {
-			vec = vectorsOut(schema(r), pt.Vector, pt.Sparse)
+			vec = vectorsOut(schema(r), pt.Vector, pt.Sparse, pt.Named)
 		}
 		rec, err := toRecord(pt.ID, pt.Payload, vec, qs.s.WithPayload != nil, qs.exclude)
 		if err != nil {

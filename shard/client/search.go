@@ -35,6 +35,9 @@ type Query struct {
 	WithVector bool
 	// Sparse, when set, makes this a sparse query (Vector unset).
 	Sparse *SparseQuery
+	// Using names the named dense vector Vector is a query by ("" for
+	// the unnamed one).
+	Using string
 }
 
 // PayloadSelection is a query's with_payload.
@@ -54,6 +57,9 @@ type Hit struct {
 	Vector []float32
 	// Sparse are the hit's stored sparse vectors when asked; else nil.
 	Sparse map[string]sparsevec.Vector
+	// Named are the hit's stored named dense vectors when asked; else
+	// nil.
+	Named map[string][]float32
 }
 
 // SearchResult is a replica's answer to a batch.
@@ -85,7 +91,7 @@ func NewBatchIn(coll Collection, qs []Query) *Batch {
 	for i, q := range qs {
 		pq := &shardpb.Query{Vector: shard.EncodeVector(q.Vector), K: uint32(q.K), ExcludeId: q.ExcludeID,
 			Exact: q.Exact, Oversample: uint32(q.Oversample), Nprobe: uint32(q.NProbe), Filter: q.Filter,
-			ScoreThreshold: q.ScoreThreshold, WithVector: q.WithVector}
+			ScoreThreshold: q.ScoreThreshold, WithVector: q.WithVector, Using: q.Using}
 		if p := q.Payload; p != nil {
 			pq.WithPayload = &shardpb.PayloadSelector{All: p.All, Keys: p.Keys}
 		}
@@ -145,6 +151,9 @@ func (c *Conn) SearchSlots(ctx context.Context, b *Batch, minIndex uint64, sel *
 				}
 				hs[j].Vector = v
 				hs[j].Sparse = SparseFromPB(h.GetSparse())
+				if hs[j].Named, err = NamedFromPB(h.GetNamed()); err != nil {
+					return SearchResult{}, status.Errorf(codes.Internal, "replica returned a malformed named vector for %q: %v", h.GetId(), err)
+				}
 			}
 		}
 		out.Hits[i] = hs

@@ -443,7 +443,7 @@ func (st *catalogState) restored(ref *shardpb.CollectionRef, authority bool, ind
 // (catalog.Settings.Normalize) and validated.
 func settingsFromPB(p *shardpb.CollectionSettings) (catalog.Settings, error) {
 	s := catalog.Settings{Dim: int(p.GetDim()), Quantization: p.GetQuantization(), Index: p.GetIndex(), Float32: p.GetFloat32Placement(),
-		Sparse: shard.SparseFromPB(p.GetSparseVectors())}
+		Sparse: shard.SparseFromPB(p.GetSparseVectors()), Named: shard.NamedFromPB(p.GetNamedVectors())}
 	if m := p.GetMetric(); m != "" {
 		var err error
 		if s.Metric, err = vector.ParseMetric(m); err != nil {

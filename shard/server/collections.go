@@ -240,7 +240,7 @@ func (c *Collections) newStore(name string, uid uint64, s catalog.Settings) *sto
 	if s.Index == catalog.IndexIVF {
 		opts = append(opts, store.WithIVF(c.cfg.Kernel, s.Metric))
 	}
-	opts = append(opts, store.WithSparse(sparseNames(s)...))
+	opts = append(opts, store.WithSparse(sparseNames(s)...), store.WithNamed(namedDims(s)))
 	if c.cfg.Background != nil {
 		opts = append(opts, store.WithBackground(c.cfg.Background))
 	}

@@ -52,8 +52,19 @@ func (s *Server) Edit(ctx context.Context, req *shardpb.EditRequest) (*shardpb.E
 			return nil, status.Errorf(codes.InvalidArgument, "edit %d: %s", i, status.Convert(err).Message())
 		}
 	}
+	version := uint32(editVersion)
+	for _, e := range edits {
+		for _, v := range e.GetVectors() {
+			if len(v.GetNamed()) > 0 {
+				version = editVersionNamed
+			}
+		}
+		if e.GetKind() == shardpb.EditKind_EDIT_KIND_DELETE_VECTORS {
+			version = editVersionNamed
+		}
+	}
 	res, idx, err := s.propose(ctx, col, &shardpb.Command{Op: &shardpb.Command_Edit{Edit: &shardpb.EditCommand{
-		Version: editVersion, Placement: req.GetPlacement(), Edits: edits}}})
+		Version: version, Placement: req.GetPlacement(), Edits: edits}}})
 	if err != nil {
 		return fwd(err)
 	}
@@ -84,9 +95,15 @@ func (s *Server) checkEdit(set catalog.Settings, e *shardpb.Edit) (*shardpb.Edit
 			if pv.GetId() == "" {
 				return nil, status.Errorf(codes.InvalidArgument, "vector %d: empty id", i)
 			}
-			// An update of sparse vectors alone leaves the dense one as it is.
+			// An update of sparse or named vectors alone leaves the
+			// unnamed one as it is.
+			if err := checkUnnamed(set, pv, i); err != nil {
+				return nil, err
+			}
 			var v []byte
-			if sparseOnly := e.GetKind() == shardpb.EditKind_EDIT_KIND_UPDATE_VECTORS && len(pv.GetVector()) == 0 && len(pv.GetSparse()) > 0; !sparseOnly {
+			namedOnly := len(pv.GetSparse()) > 0 || len(pv.GetNamed()) > 0 || !set.HasUnnamed()
+			sparseOnly := e.GetKind() == shardpb.EditKind_EDIT_KIND_UPDATE_VECTORS && len(pv.GetVector()) == 0 && namedOnly
+			if !sparseOnly && set.HasUnnamed() {
 				var err error
 				if v, err = s.logVector(set, pv.GetVector(), i); err != nil {
 					return nil, err
@@ -108,7 +125,11 @@ func (s *Server) checkEdit(set catalog.Settings, e *shardpb.Edit) (*shardpb.Edit
 			if err != nil {
 				return nil, err
 			}
-			out.Vectors[i] = &shardpb.Vector{Id: pv.GetId(), Vector: v, Payload: payload, Sparse: sp}
+			named, err := s.checkNamed(set, pv, i)
+			if err != nil {
+				return nil, err
+			}
+			out.Vectors[i] = &shardpb.Vector{Id: pv.GetId(), Vector: v, Payload: payload, Sparse: sp, Named: named}
 		}
 		return out, nil
 	case shardpb.EditKind_EDIT_KIND_DELETE, shardpb.EditKind_EDIT_KIND_CLEAR_PAYLOAD:
@@ -129,6 +150,10 @@ func (s *Server) checkEdit(set catalog.Settings, e *shardpb.Edit) (*shardpb.Edit
 			if k == "" {
 				return nil, status.Error(codes.InvalidArgument, "delete_payload: empty key")
 			}
+		}
+	case shardpb.EditKind_EDIT_KIND_DELETE_VECTORS:
+		if err := checkDeleteVectors(set, e.GetKeys()); err != nil {
+			return nil, err
 		}
 	default:
 		return nil, status.Errorf(codes.InvalidArgument, "unknown edit kind %v", e.GetKind())
@@ -171,8 +196,8 @@ func (c *Collections) editPlacementCheck(col *collection, cmd *shardpb.EditComma
 // applyEdit applies a committed EditCommand to col's store: decoded as
 // the leader checked it, all or nothing.
 func (f *stateMachine) applyEdit(ctx context.Context, col *collection, cmd *shardpb.EditCommand) applyResult {
-	if v := cmd.GetVersion(); v != editVersion {
-		return applyResult{err: status.Errorf(codes.Internal, "log entry edit version %d, this replica applies version %d", v, editVersion)}
+	if v := cmd.GetVersion(); v != editVersion && v != editVersionNamed {
+		return applyResult{err: status.Errorf(codes.Internal, "log entry edit version %d, this replica applies versions %d and %d", v, editVersion, editVersionNamed)}
 	}
 	p, err := f.cols.editPlacementCheck(col, cmd)
 	if err != nil {
@@ -193,15 +218,20 @@ func (f *stateMachine) applyEdit(ctx context.Context, col *collection, cmd *shar
 			return applyResult{err: status.Errorf(codes.Internal, "log entry edit %d: %v", i, err)}
 		}
 		for j, v := range e.GetVectors() {
-			if len(v.GetVector()) == 0 && len(v.GetSparse()) > 0 && se.Kind == store.EditUpdateVectors {
-				se.Records = append(se.Records, store.Record{ID: v.GetId(), Sparse: sparseOfPB(v.GetSparse())})
+			named, ok := namedOfPB(col.settings, v.GetNamed())
+			if !ok {
+				return applyResult{err: status.Errorf(codes.Internal, "log entry edit %d vector %d: a named vector does not fit collection %q", i, j, col.name)}
+			}
+			if len(v.GetVector()) == 0 && se.Kind == store.EditUpdateVectors {
+				// The unnamed vector stays as it is (nil Vector).
+				se.Records = append(se.Records, store.Record{ID: v.GetId(), Sparse: sparseOfPB(v.GetSparse()), Named: named})
 				continue
 			}
 			vec, err := shard.DecodeVector(v.GetVector())
 			if err != nil || len(vec) != mem.Dim() {
 				return applyResult{err: status.Errorf(codes.Internal, "log entry edit %d vector %d does not fit collection %q", i, j, col.name)}
 			}
-			se.Records = append(se.Records, store.Record{ID: v.GetId(), Vector: vec, Payload: v.GetPayload(), Sparse: sparseOfPB(v.GetSparse())})
+			se.Records = append(se.Records, store.Record{ID: v.GetId(), Vector: vec, Payload: v.GetPayload(), Sparse: sparseOfPB(v.GetSparse()), Named: named})
 		}
 		edits[i] = se
 	}
@@ -238,6 +268,8 @@ func storeEditKind(k shardpb.EditKind) store.EditKind {
 		return store.EditClearPayload
 	case shardpb.EditKind_EDIT_KIND_UPDATE_VECTORS:
 		return store.EditUpdateVectors
+	case shardpb.EditKind_EDIT_KIND_DELETE_VECTORS:
+		return store.EditDeleteVectors
 	}
 	return 0
 }

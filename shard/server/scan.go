@@ -42,6 +42,10 @@ type scanQuery struct {
 	// Sparse, when set, makes this a sparse query (Query then holds no
 	// vector): scored by the store's inverted index, never by a scan.
 	Sparse *store.SparseQuery
+	// Using names the named dense vector the query scans ("" for the
+	// unnamed one); Metric is the metric it scores by.
+	Using  string
+	Metric vector.Metric
 }
 
 // scanResult is what a scan found for one query, and how: ScanExact,
@@ -70,9 +74,21 @@ func (s *Server) decodeQuery(set catalog.Settings, i int, pq *shardpb.Query) (sc
 		sq  *store.SparseQuery
 		err error
 	)
-	if pq.GetSparse() != nil {
+	using := pq.GetUsing()
+	switch {
+	case pq.GetSparse() != nil && using != "":
+		err = status.Errorf(codes.InvalidArgument, "query %d: a sparse query names its vector in sparse, not using", i)
+	case pq.GetSparse() != nil:
 		sq, err = decodeSparseQuery(set, i, pq)
-	} else {
+	case using != "":
+		ns, ok := namedSettings(set, using)
+		if !ok {
+			return scanQuery{}, status.Errorf(codes.InvalidArgument, "query %d: the collection has no named vector %q", i, using)
+		}
+		v, err = s.decodeVector(ns, pq.GetVector(), "query", i)
+	case !set.HasUnnamed():
+		err = status.Errorf(codes.InvalidArgument, "query %d: the collection has no unnamed vector: name one of its vectors with using", i)
+	default:
 		v, err = s.decodeVector(set, pq.GetVector(), "query", i)
 	}
 	if err != nil {
@@ -91,6 +107,8 @@ func (s *Server) decodeQuery(set catalog.Settings, i int, pq *shardpb.Query) (sc
 		Payload:    pq.GetWithPayload(),
 		WithVector: pq.GetWithVector(),
 		Sparse:     sq,
+		Using:      using,
+		Metric:     namedQueryMetric(set, using),
 	}
 	if pq.ScoreThreshold != nil {
 		t := pq.GetScoreThreshold()
@@ -174,7 +192,12 @@ func (s *Server) search(ctx context.Context, col *collection, pqs []*shardpb.Que
 			// ones of the group share one scan.
 			gq := make(scanQueries, 0, len(group))
 			dense := make([]int, 0, len(group))
+			var named []int
 			for _, qi := range group {
+				if qs[qi].Using != "" {
+					named = append(named, qi)
+					continue
+				}
 				if sq := qs[qi].Sparse; sq != nil {
 					hits, err := v.SparseSearch(*sq, sel)
 					if err != nil {
@@ -185,6 +208,9 @@ func (s *Server) search(ctx context.Context, col *collection, pqs []*shardpb.Que
 				}
 				gq = append(gq, &qs[qi])
 				dense = append(dense, qi)
+			}
+			if err := s.scanNamed(ctx, v, qs, named, sel, results); err != nil {
+				return err
 			}
 			if len(gq) == 0 {
 				continue
@@ -363,7 +389,7 @@ func (s *Server) answer(m vector.Metric, v *store.ScanView, qs []scanQuery, resu
 	out := make([]*shardpb.HitList, len(results))
 	for i, r := range results {
 		q := qs[i]
-		qm := m
+		qm := q.Metric
 		if q.Sparse != nil {
 			qm = vector.DotProduct // a sparse score is a dot product: higher is better
 		}
@@ -394,6 +420,7 @@ func (s *Server) answer(m vector.Metric, v *store.ScanView, qs []scanQuery, resu
 				}
 				ph.Vector = shard.EncodeVector(vec)
 				ph.Sparse = sparseToPB(v.SparseVectors(h.ID))
+				ph.Named = namedToPB(v.NamedVectors(h.ID))
 			}
 			l.Hits = append(l.Hits, ph)
 		}

@@ -328,9 +328,14 @@ func (s *Server) Upsert(ctx context.Context, req *shardpb.UpsertRequest) (*shard
 		if pv.GetId() == "" {
 			return nil, status.Errorf(codes.InvalidArgument, "vector %d: empty id", i)
 		}
-		v, err := s.logVector(col.settings, pv.GetVector(), i)
-		if err != nil {
+		if err := checkUnnamed(col.settings, pv, i); err != nil {
 			return nil, err
+		}
+		var v []byte
+		if col.settings.HasUnnamed() {
+			if v, err = s.logVector(col.settings, pv.GetVector(), i); err != nil {
+				return nil, err
+			}
 		}
 		var payload []byte
 		if b := pv.GetPayload(); len(b) > 0 {
@@ -345,9 +350,16 @@ func (s *Server) Upsert(ctx context.Context, req *shardpb.UpsertRequest) (*shard
 			return nil, err
 		}
 		if sp != nil {
-			version = upsertVersion
+			version = max(version, upsertVersion)
 		}
-		vs[i] = &shardpb.Vector{Id: pv.GetId(), Vector: v, Payload: payload, Sparse: sp}
+		named, err := s.checkNamed(col.settings, pv, i)
+		if err != nil {
+			return nil, err
+		}
+		if named != nil {
+			version = upsertVersionNamed
+		}
+		vs[i] = &shardpb.Vector{Id: pv.GetId(), Vector: v, Payload: payload, Sparse: sp, Named: named}
 	}
 	res, idx, err := s.propose(ctx, col, &shardpb.Command{Op: &shardpb.Command_Upsert{Upsert: &shardpb.UpsertCommand{Placement: req.GetPlacement(), Vectors: vs,
 		Version: version}}})
@@ -458,7 +470,7 @@ func (s *Server) Get(ctx context.Context, req *shardpb.GetRequest) (*shardpb.Get
 		return nil, status.Errorf(codes.NotFound, "no vector with id %q", req.GetId())
 	}
 	return &shardpb.GetResponse{Vector: &shardpb.Vector{Id: req.GetId(), Vector: shard.EncodeVector(r.Vector), Payload: r.Payload,
-		Sparse: sparseToPB(r.Sparse)}}, nil
+		Sparse: sparseToPB(r.Sparse), Named: namedToPB(r.Named)}}, nil
 }
 
 // Delete implements shardpb.ShardServer. A request with ids or a filter
@@ -533,7 +545,7 @@ func (s *Server) Scroll(ctx context.Context, req *shardpb.ScrollRequest) (*shard
 	}
 	out := &shardpb.ScrollResponse{Count: uint64(page.Count), DocCount: uint64(page.Docs), Points: make([]*shardpb.Vector, len(page.Records))}
 	for i, r := range page.Records {
-		v := &shardpb.Vector{Id: r.ID, Payload: r.Payload, Sparse: sparseToPB(r.Sparse)}
+		v := &shardpb.Vector{Id: r.ID, Payload: r.Payload, Sparse: sparseToPB(r.Sparse), Named: namedToPB(r.Named)}
 		if r.Vector != nil {
 			v.Vector = shard.EncodeVector(r.Vector)
 		}

@@ -50,6 +50,11 @@ const (
 	// would restore the rows without the postings, so it is told a newer
 	// version wrote the snapshot instead.
 	formatSparse = 5
+	// formatNamed is formatSparse where a row's Vector record may carry
+	// its named dense vectors (Vector.named). A replica that reads format
+	// 5 only would restore the points without them, so it is told a
+	// newer version wrote the snapshot instead.
+	formatNamed = 6
 )
 
 // writeHeader writes a snapshot header with its maps (dropped, trained)
@@ -122,7 +127,10 @@ func (s *snapshot) Persist(w raftnode.SnapshotSink) error {
 	linked := format >= formatSegments
 	for _, sec := range s.sections {
 		if len(sec.v.Sparse()) > 0 {
-			format = formatSparse
+			format = max(format, formatSparse)
+		}
+		if len(sec.col.settings.Named) > 0 {
+			format = formatNamed
 		}
 	}
 	hdr := &shardpb.SnapshotHeader{Format: format, Catalog: s.catalog, AppliedIndex: s.applied}
@@ -264,9 +272,9 @@ func (sec snapshotSection) persist(bw *bufio.Writer) error {
 	pv := &shardpb.Vector{}
 	buf := make([]byte, 0, 4*v.Dim())
 	for from := 0; from < n; from += snapshotChunk {
-		err := v.Read(from, min(from+snapshotChunk, n), func(id string, vec []float32, payload []byte) error {
-			buf = vector.AppendLE(buf[:0], vec)
-			pv.Id, pv.Vector, pv.Payload = id, buf, payload
+		err := v.ReadRecords(from, min(from+snapshotChunk, n), func(r store.Record) error {
+			buf = vector.AppendLE(buf[:0], r.Vector)
+			pv.Id, pv.Vector, pv.Payload, pv.Named = r.ID, buf, r.Payload, namedToPB(r.Named)
 			_, err := protodelim.MarshalTo(bw, pv)
 			return err
 		})
@@ -312,11 +320,11 @@ func (f *stateMachine) Restore(rc io.Reader, files raftnode.SnapshotFiles) (uint
 	switch hdr.GetFormat() {
 	case formatLegacy:
 		rows, err = f.restoreLegacy(br, &hdr)
-	case formatCollections, formatSegments, formatCodes, formatSparse:
+	case formatCollections, formatSegments, formatCodes, formatSparse, formatNamed:
 		rows, err = f.restoreCollections(br, hdr.GetCatalog(), files)
 	default:
-		return 0, fmt.Errorf("snapshot format %d is not one this replica reads (0, %d, %d, %d or %d): a newer version wrote it",
-			hdr.GetFormat(), formatCollections, formatSegments, formatCodes, formatSparse)
+		return 0, fmt.Errorf("snapshot format %d is not one this replica reads (0, %d, %d, %d, %d or %d): a newer version wrote it",
+			hdr.GetFormat(), formatCollections, formatSegments, formatCodes, formatSparse, formatNamed)
 	}
 	if err != nil {
 		return 0, err
@@ -566,7 +574,11 @@ func (f *stateMachine) restoreRows(br *bufio.Reader, col *collection, sec *shard
 			for j := range vec {
 				vec[j] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*j:]))
 			}
-			batch = append(batch, store.Record{ID: pv.GetId(), Vector: vec, Payload: pv.GetPayload()})
+			named, ok := namedOfPB(col.settings, pv.GetNamed())
+			if !ok {
+				return i, fmt.Errorf("snapshot of collection %q, row %d: a named vector does not fit the collection", col.name, i)
+			}
+			batch = append(batch, store.Record{ID: pv.GetId(), Vector: vec, Payload: pv.GetPayload(), Named: named})
 		}
 		return i, mem.Upsert(context.Background(), p, batch)
 	}

@@ -85,9 +85,9 @@ func TestSparseVectorsReplicateAndRestore(t *testing.T) {
 				Placement: testPlace, Ids: []string{"d1", "d2", fmt.Sprint("d", rng.IntN(120))}}}, Collection: ref}).err)
 		}
 	}
-	res := src.apply(&shardpb.Command{Op: &shardpb.Command_Upsert{Upsert: &shardpb.UpsertCommand{Placement: testPlace, Version: upsertVersion + 1}},
+	res := src.apply(&shardpb.Command{Op: &shardpb.Command_Upsert{Upsert: &shardpb.UpsertCommand{Placement: testPlace, Version: upsertVersionNamed + 1}},
 		Collection: mem})
-	require.ErrorContains(t, res.err, "upsert version 2")
+	require.ErrorContains(t, res.err, "upsert version 3")
 
 	snap := src.snapshot()
 	dst := newMachine(t, catalog.Settings{Dim: 8})

@@ -114,8 +114,8 @@ func (f *stateMachine) apply(col *collection, cmd *shardpb.Command, serving bool
 		if err != nil {
 			return applyResult{err: err}
 		}
-		if v := op.Upsert.GetVersion(); v > upsertVersion {
-			return applyResult{err: status.Errorf(codes.Internal, "log entry upsert version %d, this replica applies up to version %d", v, upsertVersion)}
+		if v := op.Upsert.GetVersion(); v > upsertVersionNamed {
+			return applyResult{err: status.Errorf(codes.Internal, "log entry upsert version %d, this replica applies up to version %d", v, upsertVersionNamed)}
 		}
 		recs := make([]store.Record, len(op.Upsert.GetVectors()))
 		for i, v := range op.Upsert.GetVectors() {
@@ -123,7 +123,11 @@ func (f *stateMachine) apply(col *collection, cmd *shardpb.Command, serving bool
 			if err != nil || len(vec) != mem.Dim() {
 				return applyResult{err: status.Errorf(codes.Internal, "log entry vector %d does not fit collection %q", i, col.name)}
 			}
-			recs[i] = store.Record{ID: v.GetId(), Vector: vec, Payload: v.GetPayload(), Sparse: sparseOfPB(v.GetSparse())}
+			named, ok := namedOfPB(col.settings, v.GetNamed())
+			if !ok {
+				return applyResult{err: status.Errorf(codes.Internal, "log entry vector %d: a named vector does not fit collection %q", i, col.name)}
+			}
+			recs[i] = store.Record{ID: v.GetId(), Vector: vec, Payload: v.GetPayload(), Sparse: sparseOfPB(v.GetSparse()), Named: named}
 		}
 		return applyResult{err: mem.Upsert(ctx, p, recs)}
 	case *shardpb.Command_Delete:

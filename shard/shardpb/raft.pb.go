@@ -398,7 +398,8 @@ type UpsertCommand struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Placement *Placement             `protobuf:"bytes,1,opt,name=placement,proto3" json:"placement,omitempty"`
 	Vectors   []*Vector              `protobuf:"bytes,2,rep,name=vectors,proto3" json:"vectors,omitempty"` // validated, normalised under cosine
-	// version is 1 when the vectors may carry sparse vectors (Vector.sparse),
+	// version is 2 when the vectors may carry named dense vectors
+	// (Vector.named), 1 when they may carry sparse vectors (Vector.sparse),
 	// 0 in entries written before them; a replica refuses to apply a
 	// version it does not know rather than drop what it cannot read.
 	Version       uint32 `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
@@ -753,6 +754,8 @@ type SnapshotHeader struct {
 	// Format 4 is format 3 where segment files may keep int8 codes beside
 	// the rows (SegmentManifest.codes_tag), each codes file following its
 	// rows' file among the snapshot's files.
+	// Format 6 is format 5 where a row's Vector record may carry its named
+	// dense vectors (Vector.named).
 	// Format 0 is a snapshot written before collections: its rows are the
 	// legacy collection's.
 	Format        uint32           `protobuf:"varint,6,opt,name=format,proto3" json:"format,omitempty"`

@@ -48,6 +48,10 @@ const (
 	// update_vectors replaces the vector of each of vectors' ids (no
 	// payload), keeping its payload.
 	EditKind_EDIT_KIND_UPDATE_VECTORS EditKind = 7
+	// delete_vectors removes the named and sparse vectors keys names from
+	// the points ids and filter select, keeping the points (an entry of
+	// EditCommand version 2).
+	EditKind_EDIT_KIND_DELETE_VECTORS EditKind = 8
 )
 
 // Enum value maps for EditKind.
@@ -61,6 +65,7 @@ var (
 		5: "EDIT_KIND_DELETE_PAYLOAD",
 		6: "EDIT_KIND_CLEAR_PAYLOAD",
 		7: "EDIT_KIND_UPDATE_VECTORS",
+		8: "EDIT_KIND_DELETE_VECTORS",
 	}
 	EditKind_value = map[string]int32{
 		"EDIT_KIND_UNSPECIFIED":       0,
@@ -71,6 +76,7 @@ var (
 		"EDIT_KIND_DELETE_PAYLOAD":    5,
 		"EDIT_KIND_CLEAR_PAYLOAD":     6,
 		"EDIT_KIND_UPDATE_VECTORS":    7,
+		"EDIT_KIND_DELETE_VECTORS":    8,
 	}
 )
 
@@ -617,6 +623,10 @@ type CollectionSettings struct {
 	// sparse_vectors are the collection's named sparse vectors (Qdrant's
 	// sparse_vectors), by name. Absent in a catalog written before them.
 	SparseVectors map[string]*SparseVectorSettings `protobuf:"bytes,6,rep,name=sparse_vectors,json=sparseVectors,proto3" json:"sparse_vectors,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// named_vectors are the collection's named dense vectors (Qdrant's
+	// vectors as a map), by name; dim is 0 when the collection has only
+	// these (no unnamed vector). Absent in a catalog written before them.
+	NamedVectors  map[string]*DenseVectorSettings `protobuf:"bytes,7,rep,name=named_vectors,json=namedVectors,proto3" json:"named_vectors,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -693,6 +703,74 @@ func (x *CollectionSettings) GetSparseVectors() map[string]*SparseVectorSettings
 	return nil
 }
 
+func (x *CollectionSettings) GetNamedVectors() map[string]*DenseVectorSettings {
+	if x != nil {
+		return x.NamedVectors
+	}
+	return nil
+}
+
+// DenseVectorSettings are one named dense vector's.
+type DenseVectorSettings struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Dim           uint32                 `protobuf:"varint,1,opt,name=dim,proto3" json:"dim,omitempty"`                  // 1..8192
+	Metric        string                 `protobuf:"bytes,2,opt,name=metric,proto3" json:"metric,omitempty"`             // cosine, dot or l2
+	Quantization  string                 `protobuf:"bytes,3,opt,name=quantization,proto3" json:"quantization,omitempty"` // none (empty) or int8
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DenseVectorSettings) Reset() {
+	*x = DenseVectorSettings{}
+	mi := &file_shard_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DenseVectorSettings) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DenseVectorSettings) ProtoMessage() {}
+
+func (x *DenseVectorSettings) ProtoReflect() protoreflect.Message {
+	mi := &file_shard_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DenseVectorSettings.ProtoReflect.Descriptor instead.
+func (*DenseVectorSettings) Descriptor() ([]byte, []int) {
+	return file_shard_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *DenseVectorSettings) GetDim() uint32 {
+	if x != nil {
+		return x.Dim
+	}
+	return 0
+}
+
+func (x *DenseVectorSettings) GetMetric() string {
+	if x != nil {
+		return x.Metric
+	}
+	return ""
+}
+
+func (x *DenseVectorSettings) GetQuantization() string {
+	if x != nil {
+		return x.Quantization
+	}
+	return ""
+}
+
 // SparseVectorSettings are one named sparse vector's.
 type SparseVectorSettings struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -703,7 +781,7 @@ type SparseVectorSettings struct {
 
 func (x *SparseVectorSettings) Reset() {
 	*x = SparseVectorSettings{}
-	mi := &file_shard_proto_msgTypes[8]
+	mi := &file_shard_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -715,7 +793,7 @@ func (x *SparseVectorSettings) String() string {
 func (*SparseVectorSettings) ProtoMessage() {}
 
 func (x *SparseVectorSettings) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[8]
+	mi := &file_shard_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -728,7 +806,7 @@ func (x *SparseVectorSettings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SparseVectorSettings.ProtoReflect.Descriptor instead.
 func (*SparseVectorSettings) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{8}
+	return file_shard_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SparseVectorSettings) GetModifier() string {
@@ -774,7 +852,7 @@ type CollectionEntry struct {
 
 func (x *CollectionEntry) Reset() {
 	*x = CollectionEntry{}
-	mi := &file_shard_proto_msgTypes[9]
+	mi := &file_shard_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -786,7 +864,7 @@ func (x *CollectionEntry) String() string {
 func (*CollectionEntry) ProtoMessage() {}
 
 func (x *CollectionEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[9]
+	mi := &file_shard_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -799,7 +877,7 @@ func (x *CollectionEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CollectionEntry.ProtoReflect.Descriptor instead.
 func (*CollectionEntry) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{9}
+	return file_shard_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CollectionEntry) GetName() string {
@@ -872,7 +950,7 @@ type UpdateSettings struct {
 
 func (x *UpdateSettings) Reset() {
 	*x = UpdateSettings{}
-	mi := &file_shard_proto_msgTypes[10]
+	mi := &file_shard_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -884,7 +962,7 @@ func (x *UpdateSettings) String() string {
 func (*UpdateSettings) ProtoMessage() {}
 
 func (x *UpdateSettings) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[10]
+	mi := &file_shard_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -897,7 +975,7 @@ func (x *UpdateSettings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateSettings.ProtoReflect.Descriptor instead.
 func (*UpdateSettings) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{10}
+	return file_shard_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *UpdateSettings) GetCollection() string {
@@ -939,7 +1017,7 @@ type SlotMap struct {
 
 func (x *SlotMap) Reset() {
 	*x = SlotMap{}
-	mi := &file_shard_proto_msgTypes[11]
+	mi := &file_shard_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -951,7 +1029,7 @@ func (x *SlotMap) String() string {
 func (*SlotMap) ProtoMessage() {}
 
 func (x *SlotMap) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[11]
+	mi := &file_shard_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -964,7 +1042,7 @@ func (x *SlotMap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SlotMap.ProtoReflect.Descriptor instead.
 func (*SlotMap) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{11}
+	return file_shard_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SlotMap) GetEpoch() uint64 {
@@ -1016,7 +1094,7 @@ type SlotMove struct {
 
 func (x *SlotMove) Reset() {
 	*x = SlotMove{}
-	mi := &file_shard_proto_msgTypes[12]
+	mi := &file_shard_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1028,7 +1106,7 @@ func (x *SlotMove) String() string {
 func (*SlotMove) ProtoMessage() {}
 
 func (x *SlotMove) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[12]
+	mi := &file_shard_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1041,7 +1119,7 @@ func (x *SlotMove) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SlotMove.ProtoReflect.Descriptor instead.
 func (*SlotMove) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{12}
+	return file_shard_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SlotMove) GetSlot() uint32 {
@@ -1077,7 +1155,7 @@ type SetSlots struct {
 
 func (x *SetSlots) Reset() {
 	*x = SetSlots{}
-	mi := &file_shard_proto_msgTypes[13]
+	mi := &file_shard_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1089,7 +1167,7 @@ func (x *SetSlots) String() string {
 func (*SetSlots) ProtoMessage() {}
 
 func (x *SetSlots) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[13]
+	mi := &file_shard_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1102,7 +1180,7 @@ func (x *SetSlots) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSlots.ProtoReflect.Descriptor instead.
 func (*SetSlots) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{13}
+	return file_shard_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SetSlots) GetCollection() string {
@@ -1146,7 +1224,7 @@ type PayloadIndex struct {
 
 func (x *PayloadIndex) Reset() {
 	*x = PayloadIndex{}
-	mi := &file_shard_proto_msgTypes[14]
+	mi := &file_shard_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1158,7 +1236,7 @@ func (x *PayloadIndex) String() string {
 func (*PayloadIndex) ProtoMessage() {}
 
 func (x *PayloadIndex) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[14]
+	mi := &file_shard_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1171,7 +1249,7 @@ func (x *PayloadIndex) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PayloadIndex.ProtoReflect.Descriptor instead.
 func (*PayloadIndex) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{14}
+	return file_shard_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *PayloadIndex) GetCollection() string {
@@ -1207,7 +1285,7 @@ type AliasEntry struct {
 
 func (x *AliasEntry) Reset() {
 	*x = AliasEntry{}
-	mi := &file_shard_proto_msgTypes[15]
+	mi := &file_shard_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1219,7 +1297,7 @@ func (x *AliasEntry) String() string {
 func (*AliasEntry) ProtoMessage() {}
 
 func (x *AliasEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[15]
+	mi := &file_shard_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1232,7 +1310,7 @@ func (x *AliasEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AliasEntry.ProtoReflect.Descriptor instead.
 func (*AliasEntry) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{15}
+	return file_shard_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *AliasEntry) GetAlias() string {
@@ -1265,7 +1343,7 @@ type CatalogRequest struct {
 
 func (x *CatalogRequest) Reset() {
 	*x = CatalogRequest{}
-	mi := &file_shard_proto_msgTypes[16]
+	mi := &file_shard_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1277,7 +1355,7 @@ func (x *CatalogRequest) String() string {
 func (*CatalogRequest) ProtoMessage() {}
 
 func (x *CatalogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[16]
+	mi := &file_shard_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1290,7 +1368,7 @@ func (x *CatalogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogRequest.ProtoReflect.Descriptor instead.
 func (*CatalogRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{16}
+	return file_shard_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CatalogRequest) GetMinIndex() uint64 {
@@ -1316,7 +1394,7 @@ type CatalogResponse struct {
 
 func (x *CatalogResponse) Reset() {
 	*x = CatalogResponse{}
-	mi := &file_shard_proto_msgTypes[17]
+	mi := &file_shard_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1328,7 +1406,7 @@ func (x *CatalogResponse) String() string {
 func (*CatalogResponse) ProtoMessage() {}
 
 func (x *CatalogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[17]
+	mi := &file_shard_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1341,7 +1419,7 @@ func (x *CatalogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CatalogResponse.ProtoReflect.Descriptor instead.
 func (*CatalogResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{17}
+	return file_shard_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CatalogResponse) GetCollections() []*CollectionEntry {
@@ -1393,7 +1471,7 @@ type ChangeCatalogRequest struct {
 
 func (x *ChangeCatalogRequest) Reset() {
 	*x = ChangeCatalogRequest{}
-	mi := &file_shard_proto_msgTypes[18]
+	mi := &file_shard_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1405,7 +1483,7 @@ func (x *ChangeCatalogRequest) String() string {
 func (*ChangeCatalogRequest) ProtoMessage() {}
 
 func (x *ChangeCatalogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[18]
+	mi := &file_shard_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1418,7 +1496,7 @@ func (x *ChangeCatalogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeCatalogRequest.ProtoReflect.Descriptor instead.
 func (*ChangeCatalogRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{18}
+	return file_shard_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ChangeCatalogRequest) GetAuthority() bool {
@@ -1589,7 +1667,7 @@ type ChangeCatalogResponse struct {
 
 func (x *ChangeCatalogResponse) Reset() {
 	*x = ChangeCatalogResponse{}
-	mi := &file_shard_proto_msgTypes[19]
+	mi := &file_shard_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1601,7 +1679,7 @@ func (x *ChangeCatalogResponse) String() string {
 func (*ChangeCatalogResponse) ProtoMessage() {}
 
 func (x *ChangeCatalogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[19]
+	mi := &file_shard_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1614,7 +1692,7 @@ func (x *ChangeCatalogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeCatalogResponse.ProtoReflect.Descriptor instead.
 func (*ChangeCatalogResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{19}
+	return file_shard_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ChangeCatalogResponse) GetEntry() *CollectionEntry {
@@ -1667,7 +1745,7 @@ type SlotSelection struct {
 
 func (x *SlotSelection) Reset() {
 	*x = SlotSelection{}
-	mi := &file_shard_proto_msgTypes[20]
+	mi := &file_shard_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1679,7 +1757,7 @@ func (x *SlotSelection) String() string {
 func (*SlotSelection) ProtoMessage() {}
 
 func (x *SlotSelection) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[20]
+	mi := &file_shard_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1692,7 +1770,7 @@ func (x *SlotSelection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SlotSelection.ProtoReflect.Descriptor instead.
 func (*SlotSelection) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{20}
+	return file_shard_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SlotSelection) GetEpoch() uint64 {
@@ -1746,14 +1824,18 @@ type Query struct {
 	// sparse, when set, makes this a sparse query: vector is empty, and
 	// the hits are the rows whose sparse vector of that name shares a term
 	// with it, by exact sparse dot product (higher is better).
-	Sparse        *SparseQuery `protobuf:"bytes,11,opt,name=sparse,proto3" json:"sparse,omitempty"`
+	Sparse *SparseQuery `protobuf:"bytes,11,opt,name=sparse,proto3" json:"sparse,omitempty"`
+	// using, when set, makes this a query by the named dense vector of that
+	// name: vector is its size, and only rows holding that vector are
+	// scored, exactly, by its metric.
+	Using         string `protobuf:"bytes,12,opt,name=using,proto3" json:"using,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Query) Reset() {
 	*x = Query{}
-	mi := &file_shard_proto_msgTypes[21]
+	mi := &file_shard_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1765,7 +1847,7 @@ func (x *Query) String() string {
 func (*Query) ProtoMessage() {}
 
 func (x *Query) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[21]
+	mi := &file_shard_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1778,7 +1860,7 @@ func (x *Query) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Query.ProtoReflect.Descriptor instead.
 func (*Query) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{21}
+	return file_shard_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Query) GetVector() []byte {
@@ -1858,6 +1940,13 @@ func (x *Query) GetSparse() *SparseQuery {
 	return nil
 }
 
+func (x *Query) GetUsing() string {
+	if x != nil {
+		return x.Using
+	}
+	return ""
+}
+
 // SparseQuery is a query by one named sparse vector. weights, when
 // present (one per index), multiply the query's values: the router's
 // collection-wide idf of each term for a vector with the idf modifier.
@@ -1873,7 +1962,7 @@ type SparseQuery struct {
 
 func (x *SparseQuery) Reset() {
 	*x = SparseQuery{}
-	mi := &file_shard_proto_msgTypes[22]
+	mi := &file_shard_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1885,7 +1974,7 @@ func (x *SparseQuery) String() string {
 func (*SparseQuery) ProtoMessage() {}
 
 func (x *SparseQuery) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[22]
+	mi := &file_shard_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1898,7 +1987,7 @@ func (x *SparseQuery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SparseQuery.ProtoReflect.Descriptor instead.
 func (*SparseQuery) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{22}
+	return file_shard_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SparseQuery) GetName() string {
@@ -1941,7 +2030,7 @@ type PayloadSelector struct {
 
 func (x *PayloadSelector) Reset() {
 	*x = PayloadSelector{}
-	mi := &file_shard_proto_msgTypes[23]
+	mi := &file_shard_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1953,7 +2042,7 @@ func (x *PayloadSelector) String() string {
 func (*PayloadSelector) ProtoMessage() {}
 
 func (x *PayloadSelector) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[23]
+	mi := &file_shard_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1966,7 +2055,7 @@ func (x *PayloadSelector) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PayloadSelector.ProtoReflect.Descriptor instead.
 func (*PayloadSelector) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{23}
+	return file_shard_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PayloadSelector) GetAll() bool {
@@ -1995,14 +2084,17 @@ type Hit struct {
 	Vector []byte `protobuf:"bytes,4,opt,name=vector,proto3" json:"vector,omitempty"`
 	// sparse are the hit's stored sparse vectors when the query asked
 	// with_vector.
-	Sparse        []*SparseVector `protobuf:"bytes,5,rep,name=sparse,proto3" json:"sparse,omitempty"`
+	Sparse []*SparseVector `protobuf:"bytes,5,rep,name=sparse,proto3" json:"sparse,omitempty"`
+	// named are the hit's stored named dense vectors when the query asked
+	// with_vector, names ascending.
+	Named         []*NamedVector `protobuf:"bytes,6,rep,name=named,proto3" json:"named,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Hit) Reset() {
 	*x = Hit{}
-	mi := &file_shard_proto_msgTypes[24]
+	mi := &file_shard_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2014,7 +2106,7 @@ func (x *Hit) String() string {
 func (*Hit) ProtoMessage() {}
 
 func (x *Hit) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[24]
+	mi := &file_shard_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2027,7 +2119,7 @@ func (x *Hit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Hit.ProtoReflect.Descriptor instead.
 func (*Hit) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{24}
+	return file_shard_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Hit) GetId() string {
@@ -2065,6 +2157,13 @@ func (x *Hit) GetSparse() []*SparseVector {
 	return nil
 }
 
+func (x *Hit) GetNamed() []*NamedVector {
+	if x != nil {
+		return x.Named
+	}
+	return nil
+}
+
 type SearchRequest struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Queries []*Query               `protobuf:"bytes,3,rep,name=queries,proto3" json:"queries,omitempty"`
@@ -2081,7 +2180,7 @@ type SearchRequest struct {
 
 func (x *SearchRequest) Reset() {
 	*x = SearchRequest{}
-	mi := &file_shard_proto_msgTypes[25]
+	mi := &file_shard_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2093,7 +2192,7 @@ func (x *SearchRequest) String() string {
 func (*SearchRequest) ProtoMessage() {}
 
 func (x *SearchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[25]
+	mi := &file_shard_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2106,7 +2205,7 @@ func (x *SearchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchRequest.ProtoReflect.Descriptor instead.
 func (*SearchRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{25}
+	return file_shard_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *SearchRequest) GetQueries() []*Query {
@@ -2146,7 +2245,7 @@ type HitList struct {
 
 func (x *HitList) Reset() {
 	*x = HitList{}
-	mi := &file_shard_proto_msgTypes[26]
+	mi := &file_shard_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2158,7 +2257,7 @@ func (x *HitList) String() string {
 func (*HitList) ProtoMessage() {}
 
 func (x *HitList) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[26]
+	mi := &file_shard_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2171,7 +2270,7 @@ func (x *HitList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HitList.ProtoReflect.Descriptor instead.
 func (*HitList) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{26}
+	return file_shard_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *HitList) GetHits() []*Hit {
@@ -2192,7 +2291,7 @@ type SearchResponse struct {
 
 func (x *SearchResponse) Reset() {
 	*x = SearchResponse{}
-	mi := &file_shard_proto_msgTypes[27]
+	mi := &file_shard_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2204,7 +2303,7 @@ func (x *SearchResponse) String() string {
 func (*SearchResponse) ProtoMessage() {}
 
 func (x *SearchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[27]
+	mi := &file_shard_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2217,7 +2316,7 @@ func (x *SearchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchResponse.ProtoReflect.Descriptor instead.
 func (*SearchResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{27}
+	return file_shard_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *SearchResponse) GetResults() []*HitList {
@@ -2262,7 +2361,7 @@ type Placement struct {
 
 func (x *Placement) Reset() {
 	*x = Placement{}
-	mi := &file_shard_proto_msgTypes[28]
+	mi := &file_shard_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2274,7 +2373,7 @@ func (x *Placement) String() string {
 func (*Placement) ProtoMessage() {}
 
 func (x *Placement) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[28]
+	mi := &file_shard_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2287,7 +2386,7 @@ func (x *Placement) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Placement.ProtoReflect.Descriptor instead.
 func (*Placement) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{28}
+	return file_shard_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Placement) GetFingerprint() string {
@@ -2327,14 +2426,18 @@ type Vector struct {
 	// write command (UpsertRequest, replicated through the log) a point's
 	// upsert replaces all of them; an entry written before sparse vectors
 	// has none, and decodes as a point without any.
-	Sparse        []*SparseVector `protobuf:"bytes,4,rep,name=sparse,proto3" json:"sparse,omitempty"`
+	Sparse []*SparseVector `protobuf:"bytes,4,rep,name=sparse,proto3" json:"sparse,omitempty"`
+	// named are the document's named dense vectors, names ascending, as
+	// sparse: an upsert replaces all of them (a name absent leaves the
+	// point without that vector); an entry written before them has none.
+	Named         []*NamedVector `protobuf:"bytes,5,rep,name=named,proto3" json:"named,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Vector) Reset() {
 	*x = Vector{}
-	mi := &file_shard_proto_msgTypes[29]
+	mi := &file_shard_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2346,7 +2449,7 @@ func (x *Vector) String() string {
 func (*Vector) ProtoMessage() {}
 
 func (x *Vector) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[29]
+	mi := &file_shard_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2359,7 +2462,7 @@ func (x *Vector) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Vector.ProtoReflect.Descriptor instead.
 func (*Vector) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{29}
+	return file_shard_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Vector) GetId() string {
@@ -2390,6 +2493,67 @@ func (x *Vector) GetSparse() []*SparseVector {
 	return nil
 }
 
+func (x *Vector) GetNamed() []*NamedVector {
+	if x != nil {
+		return x.Named
+	}
+	return nil
+}
+
+// NamedVector is one named dense vector: little-endian float32 of the
+// vector's size.
+type NamedVector struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Vector        []byte                 `protobuf:"bytes,2,opt,name=vector,proto3" json:"vector,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NamedVector) Reset() {
+	*x = NamedVector{}
+	mi := &file_shard_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NamedVector) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NamedVector) ProtoMessage() {}
+
+func (x *NamedVector) ProtoReflect() protoreflect.Message {
+	mi := &file_shard_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NamedVector.ProtoReflect.Descriptor instead.
+func (*NamedVector) Descriptor() ([]byte, []int) {
+	return file_shard_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *NamedVector) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *NamedVector) GetVector() []byte {
+	if x != nil {
+		return x.Vector
+	}
+	return nil
+}
+
 // SparseVector is one named sparse vector: values[i] is the weight of
 // dimension indices[i]; indices are unique.
 type SparseVector struct {
@@ -2403,7 +2567,7 @@ type SparseVector struct {
 
 func (x *SparseVector) Reset() {
 	*x = SparseVector{}
-	mi := &file_shard_proto_msgTypes[30]
+	mi := &file_shard_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2415,7 +2579,7 @@ func (x *SparseVector) String() string {
 func (*SparseVector) ProtoMessage() {}
 
 func (x *SparseVector) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[30]
+	mi := &file_shard_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2428,7 +2592,7 @@ func (x *SparseVector) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SparseVector.ProtoReflect.Descriptor instead.
 func (*SparseVector) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{30}
+	return file_shard_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SparseVector) GetName() string {
@@ -2463,7 +2627,7 @@ type UpsertRequest struct {
 
 func (x *UpsertRequest) Reset() {
 	*x = UpsertRequest{}
-	mi := &file_shard_proto_msgTypes[31]
+	mi := &file_shard_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2475,7 +2639,7 @@ func (x *UpsertRequest) String() string {
 func (*UpsertRequest) ProtoMessage() {}
 
 func (x *UpsertRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[31]
+	mi := &file_shard_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2488,7 +2652,7 @@ func (x *UpsertRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertRequest.ProtoReflect.Descriptor instead.
 func (*UpsertRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{31}
+	return file_shard_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *UpsertRequest) GetPlacement() *Placement {
@@ -2526,7 +2690,7 @@ type UpsertResponse struct {
 
 func (x *UpsertResponse) Reset() {
 	*x = UpsertResponse{}
-	mi := &file_shard_proto_msgTypes[32]
+	mi := &file_shard_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2538,7 +2702,7 @@ func (x *UpsertResponse) String() string {
 func (*UpsertResponse) ProtoMessage() {}
 
 func (x *UpsertResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[32]
+	mi := &file_shard_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2551,7 +2715,7 @@ func (x *UpsertResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpsertResponse.ProtoReflect.Descriptor instead.
 func (*UpsertResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{32}
+	return file_shard_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *UpsertResponse) GetDocCount() uint64 {
@@ -2587,7 +2751,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_shard_proto_msgTypes[33]
+	mi := &file_shard_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2599,7 +2763,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[33]
+	mi := &file_shard_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2612,7 +2776,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{33}
+	return file_shard_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *GetRequest) GetId() string {
@@ -2652,7 +2816,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_shard_proto_msgTypes[34]
+	mi := &file_shard_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2664,7 +2828,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[34]
+	mi := &file_shard_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2677,7 +2841,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{34}
+	return file_shard_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *GetResponse) GetVector() *Vector {
@@ -2703,7 +2867,7 @@ type DeleteRequest struct {
 
 func (x *DeleteRequest) Reset() {
 	*x = DeleteRequest{}
-	mi := &file_shard_proto_msgTypes[35]
+	mi := &file_shard_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2715,7 +2879,7 @@ func (x *DeleteRequest) String() string {
 func (*DeleteRequest) ProtoMessage() {}
 
 func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[35]
+	mi := &file_shard_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2728,7 +2892,7 @@ func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{35}
+	return file_shard_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *DeleteRequest) GetPlacement() *Placement {
@@ -2781,7 +2945,7 @@ type DeleteResponse struct {
 
 func (x *DeleteResponse) Reset() {
 	*x = DeleteResponse{}
-	mi := &file_shard_proto_msgTypes[36]
+	mi := &file_shard_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2793,7 +2957,7 @@ func (x *DeleteResponse) String() string {
 func (*DeleteResponse) ProtoMessage() {}
 
 func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[36]
+	mi := &file_shard_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2806,7 +2970,7 @@ func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteResponse.ProtoReflect.Descriptor instead.
 func (*DeleteResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{36}
+	return file_shard_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *DeleteResponse) GetFound() bool {
@@ -2860,7 +3024,7 @@ type ScrollRequest struct {
 
 func (x *ScrollRequest) Reset() {
 	*x = ScrollRequest{}
-	mi := &file_shard_proto_msgTypes[37]
+	mi := &file_shard_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2872,7 +3036,7 @@ func (x *ScrollRequest) String() string {
 func (*ScrollRequest) ProtoMessage() {}
 
 func (x *ScrollRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[37]
+	mi := &file_shard_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2885,7 +3049,7 @@ func (x *ScrollRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScrollRequest.ProtoReflect.Descriptor instead.
 func (*ScrollRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{37}
+	return file_shard_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ScrollRequest) GetFilter() []byte {
@@ -2964,7 +3128,7 @@ type ScrollResponse struct {
 
 func (x *ScrollResponse) Reset() {
 	*x = ScrollResponse{}
-	mi := &file_shard_proto_msgTypes[38]
+	mi := &file_shard_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2976,7 +3140,7 @@ func (x *ScrollResponse) String() string {
 func (*ScrollResponse) ProtoMessage() {}
 
 func (x *ScrollResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[38]
+	mi := &file_shard_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2989,7 +3153,7 @@ func (x *ScrollResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScrollResponse.ProtoReflect.Descriptor instead.
 func (*ScrollResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{38}
+	return file_shard_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ScrollResponse) GetPoints() []*Vector {
@@ -3024,7 +3188,7 @@ type StatsRequest struct {
 
 func (x *StatsRequest) Reset() {
 	*x = StatsRequest{}
-	mi := &file_shard_proto_msgTypes[39]
+	mi := &file_shard_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3036,7 +3200,7 @@ func (x *StatsRequest) String() string {
 func (*StatsRequest) ProtoMessage() {}
 
 func (x *StatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[39]
+	mi := &file_shard_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3049,7 +3213,7 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{39}
+	return file_shard_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *StatsRequest) GetCollection() *CollectionRef {
@@ -3091,7 +3255,7 @@ type StatsResponse struct {
 
 func (x *StatsResponse) Reset() {
 	*x = StatsResponse{}
-	mi := &file_shard_proto_msgTypes[40]
+	mi := &file_shard_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3103,7 +3267,7 @@ func (x *StatsResponse) String() string {
 func (*StatsResponse) ProtoMessage() {}
 
 func (x *StatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[40]
+	mi := &file_shard_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3116,7 +3280,7 @@ func (x *StatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsResponse.ProtoReflect.Descriptor instead.
 func (*StatsResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{40}
+	return file_shard_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *StatsResponse) GetDocCount() uint64 {
@@ -3244,7 +3408,7 @@ type CollectionStats struct {
 
 func (x *CollectionStats) Reset() {
 	*x = CollectionStats{}
-	mi := &file_shard_proto_msgTypes[41]
+	mi := &file_shard_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3256,7 +3420,7 @@ func (x *CollectionStats) String() string {
 func (*CollectionStats) ProtoMessage() {}
 
 func (x *CollectionStats) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[41]
+	mi := &file_shard_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3269,7 +3433,7 @@ func (x *CollectionStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CollectionStats.ProtoReflect.Descriptor instead.
 func (*CollectionStats) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{41}
+	return file_shard_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *CollectionStats) GetEntry() *CollectionEntry {
@@ -3332,7 +3496,7 @@ type IndexStats struct {
 
 func (x *IndexStats) Reset() {
 	*x = IndexStats{}
-	mi := &file_shard_proto_msgTypes[42]
+	mi := &file_shard_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3344,7 +3508,7 @@ func (x *IndexStats) String() string {
 func (*IndexStats) ProtoMessage() {}
 
 func (x *IndexStats) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[42]
+	mi := &file_shard_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3357,7 +3521,7 @@ func (x *IndexStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IndexStats.ProtoReflect.Descriptor instead.
 func (*IndexStats) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{42}
+	return file_shard_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *IndexStats) GetKind() string {
@@ -3439,7 +3603,7 @@ type FacetRequest struct {
 
 func (x *FacetRequest) Reset() {
 	*x = FacetRequest{}
-	mi := &file_shard_proto_msgTypes[43]
+	mi := &file_shard_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3451,7 +3615,7 @@ func (x *FacetRequest) String() string {
 func (*FacetRequest) ProtoMessage() {}
 
 func (x *FacetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[43]
+	mi := &file_shard_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3464,7 +3628,7 @@ func (x *FacetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FacetRequest.ProtoReflect.Descriptor instead.
 func (*FacetRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{43}
+	return file_shard_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *FacetRequest) GetFilter() []byte {
@@ -3518,7 +3682,7 @@ type FacetValue struct {
 
 func (x *FacetValue) Reset() {
 	*x = FacetValue{}
-	mi := &file_shard_proto_msgTypes[44]
+	mi := &file_shard_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3530,7 +3694,7 @@ func (x *FacetValue) String() string {
 func (*FacetValue) ProtoMessage() {}
 
 func (x *FacetValue) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[44]
+	mi := &file_shard_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3543,7 +3707,7 @@ func (x *FacetValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FacetValue.ProtoReflect.Descriptor instead.
 func (*FacetValue) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{44}
+	return file_shard_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *FacetValue) GetValue() isFacetValue_Value {
@@ -3614,7 +3778,7 @@ type FacetCount struct {
 
 func (x *FacetCount) Reset() {
 	*x = FacetCount{}
-	mi := &file_shard_proto_msgTypes[45]
+	mi := &file_shard_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3626,7 +3790,7 @@ func (x *FacetCount) String() string {
 func (*FacetCount) ProtoMessage() {}
 
 func (x *FacetCount) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[45]
+	mi := &file_shard_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3639,7 +3803,7 @@ func (x *FacetCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FacetCount.ProtoReflect.Descriptor instead.
 func (*FacetCount) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{45}
+	return file_shard_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *FacetCount) GetValue() *FacetValue {
@@ -3668,7 +3832,7 @@ type FacetResponse struct {
 
 func (x *FacetResponse) Reset() {
 	*x = FacetResponse{}
-	mi := &file_shard_proto_msgTypes[46]
+	mi := &file_shard_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3680,7 +3844,7 @@ func (x *FacetResponse) String() string {
 func (*FacetResponse) ProtoMessage() {}
 
 func (x *FacetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[46]
+	mi := &file_shard_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3693,7 +3857,7 @@ func (x *FacetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FacetResponse.ProtoReflect.Descriptor instead.
 func (*FacetResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{46}
+	return file_shard_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *FacetResponse) GetCounts() []*FacetCount {
@@ -3734,7 +3898,7 @@ type OrderedScrollRequest struct {
 
 func (x *OrderedScrollRequest) Reset() {
 	*x = OrderedScrollRequest{}
-	mi := &file_shard_proto_msgTypes[47]
+	mi := &file_shard_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3746,7 +3910,7 @@ func (x *OrderedScrollRequest) String() string {
 func (*OrderedScrollRequest) ProtoMessage() {}
 
 func (x *OrderedScrollRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[47]
+	mi := &file_shard_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3759,7 +3923,7 @@ func (x *OrderedScrollRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OrderedScrollRequest.ProtoReflect.Descriptor instead.
 func (*OrderedScrollRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{47}
+	return file_shard_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *OrderedScrollRequest) GetFilter() []byte {
@@ -3851,7 +4015,7 @@ type OrderedPoint struct {
 
 func (x *OrderedPoint) Reset() {
 	*x = OrderedPoint{}
-	mi := &file_shard_proto_msgTypes[48]
+	mi := &file_shard_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3863,7 +4027,7 @@ func (x *OrderedPoint) String() string {
 func (*OrderedPoint) ProtoMessage() {}
 
 func (x *OrderedPoint) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[48]
+	mi := &file_shard_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3876,7 +4040,7 @@ func (x *OrderedPoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OrderedPoint.ProtoReflect.Descriptor instead.
 func (*OrderedPoint) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{48}
+	return file_shard_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *OrderedPoint) GetPoint() *Vector {
@@ -3912,7 +4076,7 @@ type OrderedScrollResponse struct {
 
 func (x *OrderedScrollResponse) Reset() {
 	*x = OrderedScrollResponse{}
-	mi := &file_shard_proto_msgTypes[49]
+	mi := &file_shard_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3924,7 +4088,7 @@ func (x *OrderedScrollResponse) String() string {
 func (*OrderedScrollResponse) ProtoMessage() {}
 
 func (x *OrderedScrollResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[49]
+	mi := &file_shard_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3937,7 +4101,7 @@ func (x *OrderedScrollResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OrderedScrollResponse.ProtoReflect.Descriptor instead.
 func (*OrderedScrollResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{49}
+	return file_shard_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *OrderedScrollResponse) GetPoints() []*OrderedPoint {
@@ -3971,7 +4135,7 @@ type EditRequest struct {
 
 func (x *EditRequest) Reset() {
 	*x = EditRequest{}
-	mi := &file_shard_proto_msgTypes[50]
+	mi := &file_shard_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3983,7 +4147,7 @@ func (x *EditRequest) String() string {
 func (*EditRequest) ProtoMessage() {}
 
 func (x *EditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[50]
+	mi := &file_shard_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3996,7 +4160,7 @@ func (x *EditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EditRequest.ProtoReflect.Descriptor instead.
 func (*EditRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{50}
+	return file_shard_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *EditRequest) GetPlacement() *Placement {
@@ -4038,7 +4202,7 @@ type Edit struct {
 
 func (x *Edit) Reset() {
 	*x = Edit{}
-	mi := &file_shard_proto_msgTypes[51]
+	mi := &file_shard_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4050,7 +4214,7 @@ func (x *Edit) String() string {
 func (*Edit) ProtoMessage() {}
 
 func (x *Edit) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[51]
+	mi := &file_shard_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4063,7 +4227,7 @@ func (x *Edit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Edit.ProtoReflect.Descriptor instead.
 func (*Edit) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{51}
+	return file_shard_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *Edit) GetKind() EditKind {
@@ -4127,7 +4291,7 @@ type EditResponse struct {
 
 func (x *EditResponse) Reset() {
 	*x = EditResponse{}
-	mi := &file_shard_proto_msgTypes[52]
+	mi := &file_shard_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4139,7 +4303,7 @@ func (x *EditResponse) String() string {
 func (*EditResponse) ProtoMessage() {}
 
 func (x *EditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[52]
+	mi := &file_shard_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4152,7 +4316,7 @@ func (x *EditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EditResponse.ProtoReflect.Descriptor instead.
 func (*EditResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{52}
+	return file_shard_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *EditResponse) GetIndex() uint64 {
@@ -4196,7 +4360,7 @@ type BackupRequest struct {
 
 func (x *BackupRequest) Reset() {
 	*x = BackupRequest{}
-	mi := &file_shard_proto_msgTypes[53]
+	mi := &file_shard_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4208,7 +4372,7 @@ func (x *BackupRequest) String() string {
 func (*BackupRequest) ProtoMessage() {}
 
 func (x *BackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[53]
+	mi := &file_shard_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4221,7 +4385,7 @@ func (x *BackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
 func (*BackupRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{53}
+	return file_shard_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *BackupRequest) GetBackupId() string {
@@ -4272,7 +4436,7 @@ type BackupCutRequest struct {
 
 func (x *BackupCutRequest) Reset() {
 	*x = BackupCutRequest{}
-	mi := &file_shard_proto_msgTypes[54]
+	mi := &file_shard_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4284,7 +4448,7 @@ func (x *BackupCutRequest) String() string {
 func (*BackupCutRequest) ProtoMessage() {}
 
 func (x *BackupCutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[54]
+	mi := &file_shard_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4297,7 +4461,7 @@ func (x *BackupCutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupCutRequest.ProtoReflect.Descriptor instead.
 func (*BackupCutRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{54}
+	return file_shard_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *BackupCutRequest) GetBackupId() string {
@@ -4341,7 +4505,7 @@ type BackupCutResponse struct {
 
 func (x *BackupCutResponse) Reset() {
 	*x = BackupCutResponse{}
-	mi := &file_shard_proto_msgTypes[55]
+	mi := &file_shard_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4353,7 +4517,7 @@ func (x *BackupCutResponse) String() string {
 func (*BackupCutResponse) ProtoMessage() {}
 
 func (x *BackupCutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[55]
+	mi := &file_shard_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4366,7 +4530,7 @@ func (x *BackupCutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupCutResponse.ProtoReflect.Descriptor instead.
 func (*BackupCutResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{55}
+	return file_shard_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *BackupCutResponse) GetIndex() uint64 {
@@ -4402,7 +4566,7 @@ type BackupChunk struct {
 
 func (x *BackupChunk) Reset() {
 	*x = BackupChunk{}
-	mi := &file_shard_proto_msgTypes[56]
+	mi := &file_shard_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4414,7 +4578,7 @@ func (x *BackupChunk) String() string {
 func (*BackupChunk) ProtoMessage() {}
 
 func (x *BackupChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[56]
+	mi := &file_shard_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4427,7 +4591,7 @@ func (x *BackupChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupChunk.ProtoReflect.Descriptor instead.
 func (*BackupChunk) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{56}
+	return file_shard_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *BackupChunk) GetHeader() *BackupHeader {
@@ -4456,7 +4620,7 @@ type BackupHeader struct {
 
 func (x *BackupHeader) Reset() {
 	*x = BackupHeader{}
-	mi := &file_shard_proto_msgTypes[57]
+	mi := &file_shard_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4468,7 +4632,7 @@ func (x *BackupHeader) String() string {
 func (*BackupHeader) ProtoMessage() {}
 
 func (x *BackupHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[57]
+	mi := &file_shard_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4481,7 +4645,7 @@ func (x *BackupHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupHeader.ProtoReflect.Descriptor instead.
 func (*BackupHeader) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{57}
+	return file_shard_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *BackupHeader) GetIndex() uint64 {
@@ -4525,7 +4689,7 @@ type SparseStatsRequest struct {
 
 func (x *SparseStatsRequest) Reset() {
 	*x = SparseStatsRequest{}
-	mi := &file_shard_proto_msgTypes[58]
+	mi := &file_shard_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4537,7 +4701,7 @@ func (x *SparseStatsRequest) String() string {
 func (*SparseStatsRequest) ProtoMessage() {}
 
 func (x *SparseStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[58]
+	mi := &file_shard_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4550,7 +4714,7 @@ func (x *SparseStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SparseStatsRequest.ProtoReflect.Descriptor instead.
 func (*SparseStatsRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{58}
+	return file_shard_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *SparseStatsRequest) GetCollection() *CollectionRef {
@@ -4601,7 +4765,7 @@ type SparseStatsResponse struct {
 
 func (x *SparseStatsResponse) Reset() {
 	*x = SparseStatsResponse{}
-	mi := &file_shard_proto_msgTypes[59]
+	mi := &file_shard_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4613,7 +4777,7 @@ func (x *SparseStatsResponse) String() string {
 func (*SparseStatsResponse) ProtoMessage() {}
 
 func (x *SparseStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[59]
+	mi := &file_shard_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4626,7 +4790,7 @@ func (x *SparseStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SparseStatsResponse.ProtoReflect.Descriptor instead.
 func (*SparseStatsResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{59}
+	return file_shard_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *SparseStatsResponse) GetDocCount() uint64 {
@@ -4687,17 +4851,25 @@ const file_shard_proto_rawDesc = "" +
 	"\fforwarded_to\x18\x03 \x01(\tR\vforwardedTo\"5\n" +
 	"\rCollectionRef\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
-	"\x03uid\x18\x02 \x01(\x04R\x03uid\"\xeb\x02\n" +
+	"\x03uid\x18\x02 \x01(\x04R\x03uid\"\xac\x04\n" +
 	"\x12CollectionSettings\x12\x10\n" +
 	"\x03dim\x18\x01 \x01(\rR\x03dim\x12\x16\n" +
 	"\x06metric\x18\x02 \x01(\tR\x06metric\x12\"\n" +
 	"\fquantization\x18\x03 \x01(\tR\fquantization\x12\x14\n" +
 	"\x05index\x18\x04 \x01(\tR\x05index\x12+\n" +
 	"\x11float32_placement\x18\x05 \x01(\tR\x10float32Placement\x12\\\n" +
-	"\x0esparse_vectors\x18\x06 \x03(\v25.trawl.shard.v1.CollectionSettings.SparseVectorsEntryR\rsparseVectors\x1af\n" +
+	"\x0esparse_vectors\x18\x06 \x03(\v25.trawl.shard.v1.CollectionSettings.SparseVectorsEntryR\rsparseVectors\x12Y\n" +
+	"\rnamed_vectors\x18\a \x03(\v24.trawl.shard.v1.CollectionSettings.NamedVectorsEntryR\fnamedVectors\x1af\n" +
 	"\x12SparseVectorsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12:\n" +
-	"\x05value\x18\x02 \x01(\v2$.trawl.shard.v1.SparseVectorSettingsR\x05value:\x028\x01\"2\n" +
+	"\x05value\x18\x02 \x01(\v2$.trawl.shard.v1.SparseVectorSettingsR\x05value:\x028\x01\x1ad\n" +
+	"\x11NamedVectorsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x129\n" +
+	"\x05value\x18\x02 \x01(\v2#.trawl.shard.v1.DenseVectorSettingsR\x05value:\x028\x01\"c\n" +
+	"\x13DenseVectorSettings\x12\x10\n" +
+	"\x03dim\x18\x01 \x01(\rR\x03dim\x12\x16\n" +
+	"\x06metric\x18\x02 \x01(\tR\x06metric\x12\"\n" +
+	"\fquantization\x18\x03 \x01(\tR\fquantization\"2\n" +
 	"\x14SparseVectorSettings\x12\x1a\n" +
 	"\bmodifier\x18\x01 \x01(\tR\bmodifier\"\xb2\x03\n" +
 	"\x0fCollectionEntry\x12\x12\n" +
@@ -4779,7 +4951,7 @@ const file_shard_proto_rawDesc = "" +
 	"\rSlotSelection\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\x12\x14\n" +
 	"\x05shard\x18\x02 \x01(\tR\x05shard\x12\x12\n" +
-	"\x04held\x18\x03 \x01(\fR\x04held\"\x8e\x03\n" +
+	"\x04held\x18\x03 \x01(\fR\x04held\"\xa4\x03\n" +
 	"\x05Query\x12\x16\n" +
 	"\x06vector\x18\x01 \x01(\fR\x06vector\x12\f\n" +
 	"\x01k\x18\x02 \x01(\rR\x01k\x12\x1d\n" +
@@ -4796,7 +4968,8 @@ const file_shard_proto_rawDesc = "" +
 	"withVector\x12\x16\n" +
 	"\x06nprobe\x18\n" +
 	" \x01(\rR\x06nprobe\x123\n" +
-	"\x06sparse\x18\v \x01(\v2\x1b.trawl.shard.v1.SparseQueryR\x06sparseB\x12\n" +
+	"\x06sparse\x18\v \x01(\v2\x1b.trawl.shard.v1.SparseQueryR\x06sparse\x12\x14\n" +
+	"\x05using\x18\f \x01(\tR\x05usingB\x12\n" +
 	"\x10_score_threshold\"m\n" +
 	"\vSparseQuery\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
@@ -4805,13 +4978,14 @@ const file_shard_proto_rawDesc = "" +
 	"\aweights\x18\x04 \x03(\x02R\aweights\"7\n" +
 	"\x0fPayloadSelector\x12\x10\n" +
 	"\x03all\x18\x01 \x01(\bR\x03all\x12\x12\n" +
-	"\x04keys\x18\x02 \x03(\tR\x04keys\"\x93\x01\n" +
+	"\x04keys\x18\x02 \x03(\tR\x04keys\"\xc6\x01\n" +
 	"\x03Hit\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05score\x18\x02 \x01(\x02R\x05score\x12\x18\n" +
 	"\apayload\x18\x03 \x01(\fR\apayload\x12\x16\n" +
 	"\x06vector\x18\x04 \x01(\fR\x06vector\x124\n" +
-	"\x06sparse\x18\x05 \x03(\v2\x1c.trawl.shard.v1.SparseVectorR\x06sparse\"\xd7\x01\n" +
+	"\x06sparse\x18\x05 \x03(\v2\x1c.trawl.shard.v1.SparseVectorR\x06sparse\x121\n" +
+	"\x05named\x18\x06 \x03(\v2\x1b.trawl.shard.v1.NamedVectorR\x05named\"\xd7\x01\n" +
 	"\rSearchRequest\x12/\n" +
 	"\aqueries\x18\x03 \x03(\v2\x15.trawl.shard.v1.QueryR\aqueries\x12\x1b\n" +
 	"\tmin_index\x18\x02 \x01(\x04R\bminIndex\x12=\n" +
@@ -4830,12 +5004,16 @@ const file_shard_proto_rawDesc = "" +
 	"\x05shard\x18\x02 \x01(\tR\x05shard\x12\x1d\n" +
 	"\n" +
 	"slot_epoch\x18\x03 \x01(\x04R\tslotEpoch\x12\x18\n" +
-	"\amigrate\x18\x04 \x01(\bR\amigrate\"\x80\x01\n" +
+	"\amigrate\x18\x04 \x01(\bR\amigrate\"\xb3\x01\n" +
 	"\x06Vector\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06vector\x18\x02 \x01(\fR\x06vector\x12\x18\n" +
 	"\apayload\x18\x03 \x01(\fR\apayload\x124\n" +
-	"\x06sparse\x18\x04 \x03(\v2\x1c.trawl.shard.v1.SparseVectorR\x06sparse\"T\n" +
+	"\x06sparse\x18\x04 \x03(\v2\x1c.trawl.shard.v1.SparseVectorR\x06sparse\x121\n" +
+	"\x05named\x18\x05 \x03(\v2\x1b.trawl.shard.v1.NamedVectorR\x05named\"9\n" +
+	"\vNamedVector\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06vector\x18\x02 \x01(\fR\x06vector\"T\n" +
 	"\fSparseVector\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aindices\x18\x02 \x03(\rR\aindices\x12\x16\n" +
@@ -5031,7 +5209,7 @@ const file_shard_proto_rawDesc = "" +
 	"\x13SparseStatsResponse\x12\x1b\n" +
 	"\tdoc_count\x18\x01 \x01(\x04R\bdocCount\x12\x18\n" +
 	"\avectors\x18\x03 \x01(\x04R\avectors\x12\x0e\n" +
-	"\x02df\x18\x02 \x03(\x04R\x02df*\xe6\x01\n" +
+	"\x02df\x18\x02 \x03(\x04R\x02df*\x84\x02\n" +
 	"\bEditKind\x12\x19\n" +
 	"\x15EDIT_KIND_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10EDIT_KIND_UPSERT\x10\x01\x12\x14\n" +
@@ -5040,7 +5218,8 @@ const file_shard_proto_rawDesc = "" +
 	"\x1bEDIT_KIND_OVERWRITE_PAYLOAD\x10\x04\x12\x1c\n" +
 	"\x18EDIT_KIND_DELETE_PAYLOAD\x10\x05\x12\x1b\n" +
 	"\x17EDIT_KIND_CLEAR_PAYLOAD\x10\x06\x12\x1c\n" +
-	"\x18EDIT_KIND_UPDATE_VECTORS\x10\a2\xe5\t\n" +
+	"\x18EDIT_KIND_UPDATE_VECTORS\x10\a\x12\x1c\n" +
+	"\x18EDIT_KIND_DELETE_VECTORS\x10\b2\xe5\t\n" +
 	"\x05Shard\x12G\n" +
 	"\x06Search\x12\x1d.trawl.shard.v1.SearchRequest\x1a\x1e.trawl.shard.v1.SearchResponse\x12V\n" +
 	"\vSparseStats\x12\".trawl.shard.v1.SparseStatsRequest\x1a#.trawl.shard.v1.SparseStatsResponse\x12G\n" +
@@ -5072,7 +5251,7 @@ func file_shard_proto_rawDescGZIP() []byte {
 }
 
 var file_shard_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_shard_proto_msgTypes = make([]protoimpl.MessageInfo, 63)
+var file_shard_proto_msgTypes = make([]protoimpl.MessageInfo, 66)
 var file_shard_proto_goTypes = []any{
 	(EditKind)(0),                 // 0: trawl.shard.v1.EditKind
 	(*MembersRequest)(nil),        // 1: trawl.shard.v1.MembersRequest
@@ -5083,174 +5262,181 @@ var file_shard_proto_goTypes = []any{
 	(*ChangeMembersResponse)(nil), // 6: trawl.shard.v1.ChangeMembersResponse
 	(*CollectionRef)(nil),         // 7: trawl.shard.v1.CollectionRef
 	(*CollectionSettings)(nil),    // 8: trawl.shard.v1.CollectionSettings
-	(*SparseVectorSettings)(nil),  // 9: trawl.shard.v1.SparseVectorSettings
-	(*CollectionEntry)(nil),       // 10: trawl.shard.v1.CollectionEntry
-	(*UpdateSettings)(nil),        // 11: trawl.shard.v1.UpdateSettings
-	(*SlotMap)(nil),               // 12: trawl.shard.v1.SlotMap
-	(*SlotMove)(nil),              // 13: trawl.shard.v1.SlotMove
-	(*SetSlots)(nil),              // 14: trawl.shard.v1.SetSlots
-	(*PayloadIndex)(nil),          // 15: trawl.shard.v1.PayloadIndex
-	(*AliasEntry)(nil),            // 16: trawl.shard.v1.AliasEntry
-	(*CatalogRequest)(nil),        // 17: trawl.shard.v1.CatalogRequest
-	(*CatalogResponse)(nil),       // 18: trawl.shard.v1.CatalogResponse
-	(*ChangeCatalogRequest)(nil),  // 19: trawl.shard.v1.ChangeCatalogRequest
-	(*ChangeCatalogResponse)(nil), // 20: trawl.shard.v1.ChangeCatalogResponse
-	(*SlotSelection)(nil),         // 21: trawl.shard.v1.SlotSelection
-	(*Query)(nil),                 // 22: trawl.shard.v1.Query
-	(*SparseQuery)(nil),           // 23: trawl.shard.v1.SparseQuery
-	(*PayloadSelector)(nil),       // 24: trawl.shard.v1.PayloadSelector
-	(*Hit)(nil),                   // 25: trawl.shard.v1.Hit
-	(*SearchRequest)(nil),         // 26: trawl.shard.v1.SearchRequest
-	(*HitList)(nil),               // 27: trawl.shard.v1.HitList
-	(*SearchResponse)(nil),        // 28: trawl.shard.v1.SearchResponse
-	(*Placement)(nil),             // 29: trawl.shard.v1.Placement
-	(*Vector)(nil),                // 30: trawl.shard.v1.Vector
-	(*SparseVector)(nil),          // 31: trawl.shard.v1.SparseVector
-	(*UpsertRequest)(nil),         // 32: trawl.shard.v1.UpsertRequest
-	(*UpsertResponse)(nil),        // 33: trawl.shard.v1.UpsertResponse
-	(*GetRequest)(nil),            // 34: trawl.shard.v1.GetRequest
-	(*GetResponse)(nil),           // 35: trawl.shard.v1.GetResponse
-	(*DeleteRequest)(nil),         // 36: trawl.shard.v1.DeleteRequest
-	(*DeleteResponse)(nil),        // 37: trawl.shard.v1.DeleteResponse
-	(*ScrollRequest)(nil),         // 38: trawl.shard.v1.ScrollRequest
-	(*ScrollResponse)(nil),        // 39: trawl.shard.v1.ScrollResponse
-	(*StatsRequest)(nil),          // 40: trawl.shard.v1.StatsRequest
-	(*StatsResponse)(nil),         // 41: trawl.shard.v1.StatsResponse
-	(*CollectionStats)(nil),       // 42: trawl.shard.v1.CollectionStats
-	(*IndexStats)(nil),            // 43: trawl.shard.v1.IndexStats
-	(*FacetRequest)(nil),          // 44: trawl.shard.v1.FacetRequest
-	(*FacetValue)(nil),            // 45: trawl.shard.v1.FacetValue
-	(*FacetCount)(nil),            // 46: trawl.shard.v1.FacetCount
-	(*FacetResponse)(nil),         // 47: trawl.shard.v1.FacetResponse
-	(*OrderedScrollRequest)(nil),  // 48: trawl.shard.v1.OrderedScrollRequest
-	(*OrderedPoint)(nil),          // 49: trawl.shard.v1.OrderedPoint
-	(*OrderedScrollResponse)(nil), // 50: trawl.shard.v1.OrderedScrollResponse
-	(*EditRequest)(nil),           // 51: trawl.shard.v1.EditRequest
-	(*Edit)(nil),                  // 52: trawl.shard.v1.Edit
-	(*EditResponse)(nil),          // 53: trawl.shard.v1.EditResponse
-	(*BackupRequest)(nil),         // 54: trawl.shard.v1.BackupRequest
-	(*BackupCutRequest)(nil),      // 55: trawl.shard.v1.BackupCutRequest
-	(*BackupCutResponse)(nil),     // 56: trawl.shard.v1.BackupCutResponse
-	(*BackupChunk)(nil),           // 57: trawl.shard.v1.BackupChunk
-	(*BackupHeader)(nil),          // 58: trawl.shard.v1.BackupHeader
-	(*SparseStatsRequest)(nil),    // 59: trawl.shard.v1.SparseStatsRequest
-	(*SparseStatsResponse)(nil),   // 60: trawl.shard.v1.SparseStatsResponse
-	nil,                           // 61: trawl.shard.v1.CollectionSettings.SparseVectorsEntry
-	nil,                           // 62: trawl.shard.v1.CollectionEntry.PayloadSchemaEntry
-	nil,                           // 63: trawl.shard.v1.CatalogResponse.DroppedEntry
+	(*DenseVectorSettings)(nil),   // 9: trawl.shard.v1.DenseVectorSettings
+	(*SparseVectorSettings)(nil),  // 10: trawl.shard.v1.SparseVectorSettings
+	(*CollectionEntry)(nil),       // 11: trawl.shard.v1.CollectionEntry
+	(*UpdateSettings)(nil),        // 12: trawl.shard.v1.UpdateSettings
+	(*SlotMap)(nil),               // 13: trawl.shard.v1.SlotMap
+	(*SlotMove)(nil),              // 14: trawl.shard.v1.SlotMove
+	(*SetSlots)(nil),              // 15: trawl.shard.v1.SetSlots
+	(*PayloadIndex)(nil),          // 16: trawl.shard.v1.PayloadIndex
+	(*AliasEntry)(nil),            // 17: trawl.shard.v1.AliasEntry
+	(*CatalogRequest)(nil),        // 18: trawl.shard.v1.CatalogRequest
+	(*CatalogResponse)(nil),       // 19: trawl.shard.v1.CatalogResponse
+	(*ChangeCatalogRequest)(nil),  // 20: trawl.shard.v1.ChangeCatalogRequest
+	(*ChangeCatalogResponse)(nil), // 21: trawl.shard.v1.ChangeCatalogResponse
+	(*SlotSelection)(nil),         // 22: trawl.shard.v1.SlotSelection
+	(*Query)(nil),                 // 23: trawl.shard.v1.Query
+	(*SparseQuery)(nil),           // 24: trawl.shard.v1.SparseQuery
+	(*PayloadSelector)(nil),       // 25: trawl.shard.v1.PayloadSelector
+	(*Hit)(nil),                   // 26: trawl.shard.v1.Hit
+	(*SearchRequest)(nil),         // 27: trawl.shard.v1.SearchRequest
+	(*HitList)(nil),               // 28: trawl.shard.v1.HitList
+	(*SearchResponse)(nil),        // 29: trawl.shard.v1.SearchResponse
+	(*Placement)(nil),             // 30: trawl.shard.v1.Placement
+	(*Vector)(nil),                // 31: trawl.shard.v1.Vector
+	(*NamedVector)(nil),           // 32: trawl.shard.v1.NamedVector
+	(*SparseVector)(nil),          // 33: trawl.shard.v1.SparseVector
+	(*UpsertRequest)(nil),         // 34: trawl.shard.v1.UpsertRequest
+	(*UpsertResponse)(nil),        // 35: trawl.shard.v1.UpsertResponse
+	(*GetRequest)(nil),            // 36: trawl.shard.v1.GetRequest
+	(*GetResponse)(nil),           // 37: trawl.shard.v1.GetResponse
+	(*DeleteRequest)(nil),         // 38: trawl.shard.v1.DeleteRequest
+	(*DeleteResponse)(nil),        // 39: trawl.shard.v1.DeleteResponse
+	(*ScrollRequest)(nil),         // 40: trawl.shard.v1.ScrollRequest
+	(*ScrollResponse)(nil),        // 41: trawl.shard.v1.ScrollResponse
+	(*StatsRequest)(nil),          // 42: trawl.shard.v1.StatsRequest
+	(*StatsResponse)(nil),         // 43: trawl.shard.v1.StatsResponse
+	(*CollectionStats)(nil),       // 44: trawl.shard.v1.CollectionStats
+	(*IndexStats)(nil),            // 45: trawl.shard.v1.IndexStats
+	(*FacetRequest)(nil),          // 46: trawl.shard.v1.FacetRequest
+	(*FacetValue)(nil),            // 47: trawl.shard.v1.FacetValue
+	(*FacetCount)(nil),            // 48: trawl.shard.v1.FacetCount
+	(*FacetResponse)(nil),         // 49: trawl.shard.v1.FacetResponse
+	(*OrderedScrollRequest)(nil),  // 50: trawl.shard.v1.OrderedScrollRequest
+	(*OrderedPoint)(nil),          // 51: trawl.shard.v1.OrderedPoint
+	(*OrderedScrollResponse)(nil), // 52: trawl.shard.v1.OrderedScrollResponse
+	(*EditRequest)(nil),           // 53: trawl.shard.v1.EditRequest
+	(*Edit)(nil),                  // 54: trawl.shard.v1.Edit
+	(*EditResponse)(nil),          // 55: trawl.shard.v1.EditResponse
+	(*BackupRequest)(nil),         // 56: trawl.shard.v1.BackupRequest
+	(*BackupCutRequest)(nil),      // 57: trawl.shard.v1.BackupCutRequest
+	(*BackupCutResponse)(nil),     // 58: trawl.shard.v1.BackupCutResponse
+	(*BackupChunk)(nil),           // 59: trawl.shard.v1.BackupChunk
+	(*BackupHeader)(nil),          // 60: trawl.shard.v1.BackupHeader
+	(*SparseStatsRequest)(nil),    // 61: trawl.shard.v1.SparseStatsRequest
+	(*SparseStatsResponse)(nil),   // 62: trawl.shard.v1.SparseStatsResponse
+	nil,                           // 63: trawl.shard.v1.CollectionSettings.SparseVectorsEntry
+	nil,                           // 64: trawl.shard.v1.CollectionSettings.NamedVectorsEntry
+	nil,                           // 65: trawl.shard.v1.CollectionEntry.PayloadSchemaEntry
+	nil,                           // 66: trawl.shard.v1.CatalogResponse.DroppedEntry
 }
 var file_shard_proto_depIdxs = []int32{
 	2,  // 0: trawl.shard.v1.MembersResponse.members:type_name -> trawl.shard.v1.Member
 	5,  // 1: trawl.shard.v1.ChangeMembersRequest.replace:type_name -> trawl.shard.v1.ReplaceMember
 	2,  // 2: trawl.shard.v1.ChangeMembersResponse.members:type_name -> trawl.shard.v1.Member
-	61, // 3: trawl.shard.v1.CollectionSettings.sparse_vectors:type_name -> trawl.shard.v1.CollectionSettings.SparseVectorsEntry
-	8,  // 4: trawl.shard.v1.CollectionEntry.settings:type_name -> trawl.shard.v1.CollectionSettings
-	62, // 5: trawl.shard.v1.CollectionEntry.payload_schema:type_name -> trawl.shard.v1.CollectionEntry.PayloadSchemaEntry
-	12, // 6: trawl.shard.v1.CollectionEntry.slot_map:type_name -> trawl.shard.v1.SlotMap
-	8,  // 7: trawl.shard.v1.UpdateSettings.settings:type_name -> trawl.shard.v1.CollectionSettings
-	13, // 8: trawl.shard.v1.SlotMap.moves:type_name -> trawl.shard.v1.SlotMove
-	12, // 9: trawl.shard.v1.SetSlots.slot_map:type_name -> trawl.shard.v1.SlotMap
-	10, // 10: trawl.shard.v1.CatalogResponse.collections:type_name -> trawl.shard.v1.CollectionEntry
-	16, // 11: trawl.shard.v1.CatalogResponse.aliases:type_name -> trawl.shard.v1.AliasEntry
-	63, // 12: trawl.shard.v1.CatalogResponse.dropped:type_name -> trawl.shard.v1.CatalogResponse.DroppedEntry
-	10, // 13: trawl.shard.v1.ChangeCatalogRequest.create:type_name -> trawl.shard.v1.CollectionEntry
-	7,  // 14: trawl.shard.v1.ChangeCatalogRequest.drop:type_name -> trawl.shard.v1.CollectionRef
-	16, // 15: trawl.shard.v1.ChangeCatalogRequest.alias:type_name -> trawl.shard.v1.AliasEntry
-	15, // 16: trawl.shard.v1.ChangeCatalogRequest.payload_index:type_name -> trawl.shard.v1.PayloadIndex
-	14, // 17: trawl.shard.v1.ChangeCatalogRequest.set_slots:type_name -> trawl.shard.v1.SetSlots
-	11, // 18: trawl.shard.v1.ChangeCatalogRequest.update_settings:type_name -> trawl.shard.v1.UpdateSettings
-	7,  // 19: trawl.shard.v1.ChangeCatalogRequest.restored:type_name -> trawl.shard.v1.CollectionRef
-	29, // 20: trawl.shard.v1.ChangeCatalogRequest.placement:type_name -> trawl.shard.v1.Placement
-	10, // 21: trawl.shard.v1.ChangeCatalogResponse.entry:type_name -> trawl.shard.v1.CollectionEntry
-	16, // 22: trawl.shard.v1.ChangeCatalogResponse.alias:type_name -> trawl.shard.v1.AliasEntry
-	24, // 23: trawl.shard.v1.Query.with_payload:type_name -> trawl.shard.v1.PayloadSelector
-	23, // 24: trawl.shard.v1.Query.sparse:type_name -> trawl.shard.v1.SparseQuery
-	31, // 25: trawl.shard.v1.Hit.sparse:type_name -> trawl.shard.v1.SparseVector
-	22, // 26: trawl.shard.v1.SearchRequest.queries:type_name -> trawl.shard.v1.Query
-	7,  // 27: trawl.shard.v1.SearchRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	21, // 28: trawl.shard.v1.SearchRequest.slots:type_name -> trawl.shard.v1.SlotSelection
-	25, // 29: trawl.shard.v1.HitList.hits:type_name -> trawl.shard.v1.Hit
-	27, // 30: trawl.shard.v1.SearchResponse.results:type_name -> trawl.shard.v1.HitList
-	31, // 31: trawl.shard.v1.Vector.sparse:type_name -> trawl.shard.v1.SparseVector
-	29, // 32: trawl.shard.v1.UpsertRequest.placement:type_name -> trawl.shard.v1.Placement
-	30, // 33: trawl.shard.v1.UpsertRequest.vectors:type_name -> trawl.shard.v1.Vector
-	7,  // 34: trawl.shard.v1.UpsertRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	21, // 35: trawl.shard.v1.GetRequest.slots:type_name -> trawl.shard.v1.SlotSelection
-	7,  // 36: trawl.shard.v1.GetRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	30, // 37: trawl.shard.v1.GetResponse.vector:type_name -> trawl.shard.v1.Vector
-	29, // 38: trawl.shard.v1.DeleteRequest.placement:type_name -> trawl.shard.v1.Placement
-	7,  // 39: trawl.shard.v1.DeleteRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	24, // 40: trawl.shard.v1.ScrollRequest.with_payload:type_name -> trawl.shard.v1.PayloadSelector
-	7,  // 41: trawl.shard.v1.ScrollRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	21, // 42: trawl.shard.v1.ScrollRequest.slots:type_name -> trawl.shard.v1.SlotSelection
-	30, // 43: trawl.shard.v1.ScrollResponse.points:type_name -> trawl.shard.v1.Vector
-	7,  // 44: trawl.shard.v1.StatsRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	29, // 45: trawl.shard.v1.StatsResponse.placement:type_name -> trawl.shard.v1.Placement
-	43, // 46: trawl.shard.v1.StatsResponse.index:type_name -> trawl.shard.v1.IndexStats
-	42, // 47: trawl.shard.v1.StatsResponse.collections:type_name -> trawl.shard.v1.CollectionStats
-	10, // 48: trawl.shard.v1.CollectionStats.entry:type_name -> trawl.shard.v1.CollectionEntry
-	43, // 49: trawl.shard.v1.CollectionStats.index:type_name -> trawl.shard.v1.IndexStats
-	21, // 50: trawl.shard.v1.FacetRequest.slots:type_name -> trawl.shard.v1.SlotSelection
-	7,  // 51: trawl.shard.v1.FacetRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	45, // 52: trawl.shard.v1.FacetCount.value:type_name -> trawl.shard.v1.FacetValue
-	46, // 53: trawl.shard.v1.FacetResponse.counts:type_name -> trawl.shard.v1.FacetCount
-	24, // 54: trawl.shard.v1.OrderedScrollRequest.with_payload:type_name -> trawl.shard.v1.PayloadSelector
-	21, // 55: trawl.shard.v1.OrderedScrollRequest.slots:type_name -> trawl.shard.v1.SlotSelection
-	7,  // 56: trawl.shard.v1.OrderedScrollRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	30, // 57: trawl.shard.v1.OrderedPoint.point:type_name -> trawl.shard.v1.Vector
-	49, // 58: trawl.shard.v1.OrderedScrollResponse.points:type_name -> trawl.shard.v1.OrderedPoint
-	29, // 59: trawl.shard.v1.EditRequest.placement:type_name -> trawl.shard.v1.Placement
-	52, // 60: trawl.shard.v1.EditRequest.edits:type_name -> trawl.shard.v1.Edit
-	7,  // 61: trawl.shard.v1.EditRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	0,  // 62: trawl.shard.v1.Edit.kind:type_name -> trawl.shard.v1.EditKind
-	30, // 63: trawl.shard.v1.Edit.vectors:type_name -> trawl.shard.v1.Vector
-	21, // 64: trawl.shard.v1.BackupRequest.slots:type_name -> trawl.shard.v1.SlotSelection
-	7,  // 65: trawl.shard.v1.BackupRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	7,  // 66: trawl.shard.v1.BackupCutRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	58, // 67: trawl.shard.v1.BackupChunk.header:type_name -> trawl.shard.v1.BackupHeader
-	30, // 68: trawl.shard.v1.BackupChunk.vectors:type_name -> trawl.shard.v1.Vector
-	10, // 69: trawl.shard.v1.BackupHeader.entry:type_name -> trawl.shard.v1.CollectionEntry
-	29, // 70: trawl.shard.v1.BackupHeader.placement:type_name -> trawl.shard.v1.Placement
-	7,  // 71: trawl.shard.v1.SparseStatsRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	21, // 72: trawl.shard.v1.SparseStatsRequest.slots:type_name -> trawl.shard.v1.SlotSelection
-	9,  // 73: trawl.shard.v1.CollectionSettings.SparseVectorsEntry.value:type_name -> trawl.shard.v1.SparseVectorSettings
-	26, // 74: trawl.shard.v1.Shard.Search:input_type -> trawl.shard.v1.SearchRequest
-	59, // 75: trawl.shard.v1.Shard.SparseStats:input_type -> trawl.shard.v1.SparseStatsRequest
-	32, // 76: trawl.shard.v1.Shard.Upsert:input_type -> trawl.shard.v1.UpsertRequest
-	34, // 77: trawl.shard.v1.Shard.Get:input_type -> trawl.shard.v1.GetRequest
-	36, // 78: trawl.shard.v1.Shard.Delete:input_type -> trawl.shard.v1.DeleteRequest
-	40, // 79: trawl.shard.v1.Shard.Stats:input_type -> trawl.shard.v1.StatsRequest
-	38, // 80: trawl.shard.v1.Shard.Scroll:input_type -> trawl.shard.v1.ScrollRequest
-	17, // 81: trawl.shard.v1.Shard.Catalog:input_type -> trawl.shard.v1.CatalogRequest
-	19, // 82: trawl.shard.v1.Shard.ChangeCatalog:input_type -> trawl.shard.v1.ChangeCatalogRequest
-	1,  // 83: trawl.shard.v1.Shard.Members:input_type -> trawl.shard.v1.MembersRequest
-	4,  // 84: trawl.shard.v1.Shard.ChangeMembers:input_type -> trawl.shard.v1.ChangeMembersRequest
-	44, // 85: trawl.shard.v1.Shard.Facet:input_type -> trawl.shard.v1.FacetRequest
-	48, // 86: trawl.shard.v1.Shard.OrderedScroll:input_type -> trawl.shard.v1.OrderedScrollRequest
-	51, // 87: trawl.shard.v1.Shard.Edit:input_type -> trawl.shard.v1.EditRequest
-	54, // 88: trawl.shard.v1.Shard.Backup:input_type -> trawl.shard.v1.BackupRequest
-	55, // 89: trawl.shard.v1.Shard.ProposeBackupCut:input_type -> trawl.shard.v1.BackupCutRequest
-	28, // 90: trawl.shard.v1.Shard.Search:output_type -> trawl.shard.v1.SearchResponse
-	60, // 91: trawl.shard.v1.Shard.SparseStats:output_type -> trawl.shard.v1.SparseStatsResponse
-	33, // 92: trawl.shard.v1.Shard.Upsert:output_type -> trawl.shard.v1.UpsertResponse
-	35, // 93: trawl.shard.v1.Shard.Get:output_type -> trawl.shard.v1.GetResponse
-	37, // 94: trawl.shard.v1.Shard.Delete:output_type -> trawl.shard.v1.DeleteResponse
-	41, // 95: trawl.shard.v1.Shard.Stats:output_type -> trawl.shard.v1.StatsResponse
-	39, // 96: trawl.shard.v1.Shard.Scroll:output_type -> trawl.shard.v1.ScrollResponse
-	18, // 97: trawl.shard.v1.Shard.Catalog:output_type -> trawl.shard.v1.CatalogResponse
-	20, // 98: trawl.shard.v1.Shard.ChangeCatalog:output_type -> trawl.shard.v1.ChangeCatalogResponse
-	3,  // 99: trawl.shard.v1.Shard.Members:output_type -> trawl.shard.v1.MembersResponse
-	6,  // 100: trawl.shard.v1.Shard.ChangeMembers:output_type -> trawl.shard.v1.ChangeMembersResponse
-	47, // 101: trawl.shard.v1.Shard.Facet:output_type -> trawl.shard.v1.FacetResponse
-	50, // 102: trawl.shard.v1.Shard.OrderedScroll:output_type -> trawl.shard.v1.OrderedScrollResponse
-	53, // 103: trawl.shard.v1.Shard.Edit:output_type -> trawl.shard.v1.EditResponse
-	57, // 104: trawl.shard.v1.Shard.Backup:output_type -> trawl.shard.v1.BackupChunk
-	56, // 105: trawl.shard.v1.Shard.ProposeBackupCut:output_type -> trawl.shard.v1.BackupCutResponse
-	90, // [90:106] is the sub-list for method output_type
-	74, // [74:90] is the sub-list for method input_type
-	74, // [74:74] is the sub-list for extension type_name
-	74, // [74:74] is the sub-list for extension extendee
-	0,  // [0:74] is the sub-list for field type_name
+	63, // 3: trawl.shard.v1.CollectionSettings.sparse_vectors:type_name -> trawl.shard.v1.CollectionSettings.SparseVectorsEntry
+	64, // 4: trawl.shard.v1.CollectionSettings.named_vectors:type_name -> trawl.shard.v1.CollectionSettings.NamedVectorsEntry
+	8,  // 5: trawl.shard.v1.CollectionEntry.settings:type_name -> trawl.shard.v1.CollectionSettings
+	65, // 6: trawl.shard.v1.CollectionEntry.payload_schema:type_name -> trawl.shard.v1.CollectionEntry.PayloadSchemaEntry
+	13, // 7: trawl.shard.v1.CollectionEntry.slot_map:type_name -> trawl.shard.v1.SlotMap
+	8,  // 8: trawl.shard.v1.UpdateSettings.settings:type_name -> trawl.shard.v1.CollectionSettings
+	14, // 9: trawl.shard.v1.SlotMap.moves:type_name -> trawl.shard.v1.SlotMove
+	13, // 10: trawl.shard.v1.SetSlots.slot_map:type_name -> trawl.shard.v1.SlotMap
+	11, // 11: trawl.shard.v1.CatalogResponse.collections:type_name -> trawl.shard.v1.CollectionEntry
+	17, // 12: trawl.shard.v1.CatalogResponse.aliases:type_name -> trawl.shard.v1.AliasEntry
+	66, // 13: trawl.shard.v1.CatalogResponse.dropped:type_name -> trawl.shard.v1.CatalogResponse.DroppedEntry
+	11, // 14: trawl.shard.v1.ChangeCatalogRequest.create:type_name -> trawl.shard.v1.CollectionEntry
+	7,  // 15: trawl.shard.v1.ChangeCatalogRequest.drop:type_name -> trawl.shard.v1.CollectionRef
+	17, // 16: trawl.shard.v1.ChangeCatalogRequest.alias:type_name -> trawl.shard.v1.AliasEntry
+	16, // 17: trawl.shard.v1.ChangeCatalogRequest.payload_index:type_name -> trawl.shard.v1.PayloadIndex
+	15, // 18: trawl.shard.v1.ChangeCatalogRequest.set_slots:type_name -> trawl.shard.v1.SetSlots
+	12, // 19: trawl.shard.v1.ChangeCatalogRequest.update_settings:type_name -> trawl.shard.v1.UpdateSettings
+	7,  // 20: trawl.shard.v1.ChangeCatalogRequest.restored:type_name -> trawl.shard.v1.CollectionRef
+	30, // 21: trawl.shard.v1.ChangeCatalogRequest.placement:type_name -> trawl.shard.v1.Placement
+	11, // 22: trawl.shard.v1.ChangeCatalogResponse.entry:type_name -> trawl.shard.v1.CollectionEntry
+	17, // 23: trawl.shard.v1.ChangeCatalogResponse.alias:type_name -> trawl.shard.v1.AliasEntry
+	25, // 24: trawl.shard.v1.Query.with_payload:type_name -> trawl.shard.v1.PayloadSelector
+	24, // 25: trawl.shard.v1.Query.sparse:type_name -> trawl.shard.v1.SparseQuery
+	33, // 26: trawl.shard.v1.Hit.sparse:type_name -> trawl.shard.v1.SparseVector
+	32, // 27: trawl.shard.v1.Hit.named:type_name -> trawl.shard.v1.NamedVector
+	23, // 28: trawl.shard.v1.SearchRequest.queries:type_name -> trawl.shard.v1.Query
+	7,  // 29: trawl.shard.v1.SearchRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	22, // 30: trawl.shard.v1.SearchRequest.slots:type_name -> trawl.shard.v1.SlotSelection
+	26, // 31: trawl.shard.v1.HitList.hits:type_name -> trawl.shard.v1.Hit
+	28, // 32: trawl.shard.v1.SearchResponse.results:type_name -> trawl.shard.v1.HitList
+	33, // 33: trawl.shard.v1.Vector.sparse:type_name -> trawl.shard.v1.SparseVector
+	32, // 34: trawl.shard.v1.Vector.named:type_name -> trawl.shard.v1.NamedVector
+	30, // 35: trawl.shard.v1.UpsertRequest.placement:type_name -> trawl.shard.v1.Placement
+	31, // 36: trawl.shard.v1.UpsertRequest.vectors:type_name -> trawl.shard.v1.Vector
+	7,  // 37: trawl.shard.v1.UpsertRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	22, // 38: trawl.shard.v1.GetRequest.slots:type_name -> trawl.shard.v1.SlotSelection
+	7,  // 39: trawl.shard.v1.GetRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	31, // 40: trawl.shard.v1.GetResponse.vector:type_name -> trawl.shard.v1.Vector
+	30, // 41: trawl.shard.v1.DeleteRequest.placement:type_name -> trawl.shard.v1.Placement
+	7,  // 42: trawl.shard.v1.DeleteRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	25, // 43: trawl.shard.v1.ScrollRequest.with_payload:type_name -> trawl.shard.v1.PayloadSelector
+	7,  // 44: trawl.shard.v1.ScrollRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	22, // 45: trawl.shard.v1.ScrollRequest.slots:type_name -> trawl.shard.v1.SlotSelection
+	31, // 46: trawl.shard.v1.ScrollResponse.points:type_name -> trawl.shard.v1.Vector
+	7,  // 47: trawl.shard.v1.StatsRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	30, // 48: trawl.shard.v1.StatsResponse.placement:type_name -> trawl.shard.v1.Placement
+	45, // 49: trawl.shard.v1.StatsResponse.index:type_name -> trawl.shard.v1.IndexStats
+	44, // 50: trawl.shard.v1.StatsResponse.collections:type_name -> trawl.shard.v1.CollectionStats
+	11, // 51: trawl.shard.v1.CollectionStats.entry:type_name -> trawl.shard.v1.CollectionEntry
+	45, // 52: trawl.shard.v1.CollectionStats.index:type_name -> trawl.shard.v1.IndexStats
+	22, // 53: trawl.shard.v1.FacetRequest.slots:type_name -> trawl.shard.v1.SlotSelection
+	7,  // 54: trawl.shard.v1.FacetRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	47, // 55: trawl.shard.v1.FacetCount.value:type_name -> trawl.shard.v1.FacetValue
+	48, // 56: trawl.shard.v1.FacetResponse.counts:type_name -> trawl.shard.v1.FacetCount
+	25, // 57: trawl.shard.v1.OrderedScrollRequest.with_payload:type_name -> trawl.shard.v1.PayloadSelector
+	22, // 58: trawl.shard.v1.OrderedScrollRequest.slots:type_name -> trawl.shard.v1.SlotSelection
+	7,  // 59: trawl.shard.v1.OrderedScrollRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	31, // 60: trawl.shard.v1.OrderedPoint.point:type_name -> trawl.shard.v1.Vector
+	51, // 61: trawl.shard.v1.OrderedScrollResponse.points:type_name -> trawl.shard.v1.OrderedPoint
+	30, // 62: trawl.shard.v1.EditRequest.placement:type_name -> trawl.shard.v1.Placement
+	54, // 63: trawl.shard.v1.EditRequest.edits:type_name -> trawl.shard.v1.Edit
+	7,  // 64: trawl.shard.v1.EditRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	0,  // 65: trawl.shard.v1.Edit.kind:type_name -> trawl.shard.v1.EditKind
+	31, // 66: trawl.shard.v1.Edit.vectors:type_name -> trawl.shard.v1.Vector
+	22, // 67: trawl.shard.v1.BackupRequest.slots:type_name -> trawl.shard.v1.SlotSelection
+	7,  // 68: trawl.shard.v1.BackupRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	7,  // 69: trawl.shard.v1.BackupCutRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	60, // 70: trawl.shard.v1.BackupChunk.header:type_name -> trawl.shard.v1.BackupHeader
+	31, // 71: trawl.shard.v1.BackupChunk.vectors:type_name -> trawl.shard.v1.Vector
+	11, // 72: trawl.shard.v1.BackupHeader.entry:type_name -> trawl.shard.v1.CollectionEntry
+	30, // 73: trawl.shard.v1.BackupHeader.placement:type_name -> trawl.shard.v1.Placement
+	7,  // 74: trawl.shard.v1.SparseStatsRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	22, // 75: trawl.shard.v1.SparseStatsRequest.slots:type_name -> trawl.shard.v1.SlotSelection
+	10, // 76: trawl.shard.v1.CollectionSettings.SparseVectorsEntry.value:type_name -> trawl.shard.v1.SparseVectorSettings
+	9,  // 77: trawl.shard.v1.CollectionSettings.NamedVectorsEntry.value:type_name -> trawl.shard.v1.DenseVectorSettings
+	27, // 78: trawl.shard.v1.Shard.Search:input_type -> trawl.shard.v1.SearchRequest
+	61, // 79: trawl.shard.v1.Shard.SparseStats:input_type -> trawl.shard.v1.SparseStatsRequest
+	34, // 80: trawl.shard.v1.Shard.Upsert:input_type -> trawl.shard.v1.UpsertRequest
+	36, // 81: trawl.shard.v1.Shard.Get:input_type -> trawl.shard.v1.GetRequest
+	38, // 82: trawl.shard.v1.Shard.Delete:input_type -> trawl.shard.v1.DeleteRequest
+	42, // 83: trawl.shard.v1.Shard.Stats:input_type -> trawl.shard.v1.StatsRequest
+	40, // 84: trawl.shard.v1.Shard.Scroll:input_type -> trawl.shard.v1.ScrollRequest
+	18, // 85: trawl.shard.v1.Shard.Catalog:input_type -> trawl.shard.v1.CatalogRequest
+	20, // 86: trawl.shard.v1.Shard.ChangeCatalog:input_type -> trawl.shard.v1.ChangeCatalogRequest
+	1,  // 87: trawl.shard.v1.Shard.Members:input_type -> trawl.shard.v1.MembersRequest
+	4,  // 88: trawl.shard.v1.Shard.ChangeMembers:input_type -> trawl.shard.v1.ChangeMembersRequest
+	46, // 89: trawl.shard.v1.Shard.Facet:input_type -> trawl.shard.v1.FacetRequest
+	50, // 90: trawl.shard.v1.Shard.OrderedScroll:input_type -> trawl.shard.v1.OrderedScrollRequest
+	53, // 91: trawl.shard.v1.Shard.Edit:input_type -> trawl.shard.v1.EditRequest
+	56, // 92: trawl.shard.v1.Shard.Backup:input_type -> trawl.shard.v1.BackupRequest
+	57, // 93: trawl.shard.v1.Shard.ProposeBackupCut:input_type -> trawl.shard.v1.BackupCutRequest
+	29, // 94: trawl.shard.v1.Shard.Search:output_type -> trawl.shard.v1.SearchResponse
+	62, // 95: trawl.shard.v1.Shard.SparseStats:output_type -> trawl.shard.v1.SparseStatsResponse
+	35, // 96: trawl.shard.v1.Shard.Upsert:output_type -> trawl.shard.v1.UpsertResponse
+	37, // 97: trawl.shard.v1.Shard.Get:output_type -> trawl.shard.v1.GetResponse
+	39, // 98: trawl.shard.v1.Shard.Delete:output_type -> trawl.shard.v1.DeleteResponse
+	43, // 99: trawl.shard.v1.Shard.Stats:output_type -> trawl.shard.v1.StatsResponse
+	41, // 100: trawl.shard.v1.Shard.Scroll:output_type -> trawl.shard.v1.ScrollResponse
+	19, // 101: trawl.shard.v1.Shard.Catalog:output_type -> trawl.shard.v1.CatalogResponse
+	21, // 102: trawl.shard.v1.Shard.ChangeCatalog:output_type -> trawl.shard.v1.ChangeCatalogResponse
+	3,  // 103: trawl.shard.v1.Shard.Members:output_type -> trawl.shard.v1.MembersResponse
+	6,  // 104: trawl.shard.v1.Shard.ChangeMembers:output_type -> trawl.shard.v1.ChangeMembersResponse
+	49, // 105: trawl.shard.v1.Shard.Facet:output_type -> trawl.shard.v1.FacetResponse
+	52, // 106: trawl.shard.v1.Shard.OrderedScroll:output_type -> trawl.shard.v1.OrderedScrollResponse
+	55, // 107: trawl.shard.v1.Shard.Edit:output_type -> trawl.shard.v1.EditResponse
+	59, // 108: trawl.shard.v1.Shard.Backup:output_type -> trawl.shard.v1.BackupChunk
+	58, // 109: trawl.shard.v1.Shard.ProposeBackupCut:output_type -> trawl.shard.v1.BackupCutResponse
+	94, // [94:110] is the sub-list for method output_type
+	78, // [78:94] is the sub-list for method input_type
+	78, // [78:78] is the sub-list for extension type_name
+	78, // [78:78] is the sub-list for extension extendee
+	0,  // [0:78] is the sub-list for field type_name
 }
 
 func init() { file_shard_proto_init() }
@@ -5263,7 +5449,7 @@ func file_shard_proto_init() {
 		(*ChangeMembersRequest_Remove)(nil),
 		(*ChangeMembersRequest_Replace)(nil),
 	}
-	file_shard_proto_msgTypes[18].OneofWrappers = []any{
+	file_shard_proto_msgTypes[19].OneofWrappers = []any{
 		(*ChangeCatalogRequest_Create)(nil),
 		(*ChangeCatalogRequest_Drop)(nil),
 		(*ChangeCatalogRequest_Alias)(nil),
@@ -5272,8 +5458,8 @@ func file_shard_proto_init() {
 		(*ChangeCatalogRequest_UpdateSettings)(nil),
 		(*ChangeCatalogRequest_Restored)(nil),
 	}
-	file_shard_proto_msgTypes[21].OneofWrappers = []any{}
-	file_shard_proto_msgTypes[44].OneofWrappers = []any{
+	file_shard_proto_msgTypes[22].OneofWrappers = []any{}
+	file_shard_proto_msgTypes[46].OneofWrappers = []any{
 		(*FacetValue_Keyword)(nil),
 		(*FacetValue_Integer)(nil),
 		(*FacetValue_Boolean)(nil),
@@ -5284,7 +5470,7 @@ func file_shard_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_shard_proto_rawDesc), len(file_shard_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   63,
+			NumMessages:   66,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -22,6 +22,9 @@ const (
 	EditDeletePayload
 	EditClearPayload
 	EditUpdateVectors
+	// EditDeleteVectors removes the named dense and sparse vectors Keys
+	// names from the documents IDs and Filter select.
+	EditDeleteVectors
 )
 
 // Edit is one edit of an ordered list Memory.Edit applies.
@@ -40,7 +43,8 @@ type Edit struct {
 	// Path is set_payload's dotted path (filter.PayloadPath), nil for the
 	// top level.
 	Path []string
-	// Keys are delete_payload's top-level keys.
+	// Keys are delete_payload's top-level keys, and delete_vectors'
+	// vector names.
 	Keys []string
 }
 
@@ -82,6 +86,11 @@ type pendingDoc struct {
 	// vectors).
 	sparse    map[string]sparse.Vector
 	sparseAll bool
+	// named are named dense vectors to set, as sparse (sparseAll says
+	// all of them for both).
+	named map[string][]float32
+	// dropNamed are named vectors to remove (delete_vectors).
+	dropNamed map[string]bool
 }
 
 // editPlan is the state the edits of a list leave, computed before any of
@@ -148,13 +157,14 @@ func (m *Memory) Edit(_ context.Context, p Placement, edits []Edit) error {
 
 // add plans edit i.
 func (p *editPlan) add(i int, e Edit) error {
-	if e.Kind < EditUpsert || e.Kind > EditUpdateVectors {
+	if e.Kind < EditUpsert || e.Kind > EditDeleteVectors {
 		return &EditError{Edit: i, Err: fmt.Errorf("unknown edit kind %d", e.Kind)}
 	}
 	switch e.Kind {
 	case EditUpsert:
 		for _, r := range e.Records {
-			*p.doc(r.ID) = pendingDoc{exists: true, vec: r.Vector, payload: r.Payload, payloadSet: true, sparse: maps.Clone(r.Sparse), sparseAll: true}
+			*p.doc(r.ID) = pendingDoc{exists: true, vec: r.Vector, payload: r.Payload, payloadSet: true, sparse: maps.Clone(r.Sparse), sparseAll: true,
+				named: maps.Clone(r.Named)}
 		}
 		return nil
 	case EditUpdateVectors:
@@ -171,6 +181,13 @@ func (p *editPlan) add(i int, e Edit) error {
 					d.sparse = map[string]sparse.Vector{}
 				}
 				d.sparse[name] = v
+			}
+			for name, v := range r.Named {
+				if d.named == nil {
+					d.named = map[string][]float32{}
+				}
+				d.named[name] = v
+				delete(d.dropNamed, name)
 			}
 		}
 		return nil
@@ -204,6 +221,9 @@ func (p *editPlan) add(i int, e Edit) error {
 		case EditDeletePayload:
 			pl, err = deletePayloadKeys(d.payload, e.Keys)
 		case EditClearPayload:
+		case EditDeleteVectors:
+			d.dropVectors(p.m, e.Keys)
+			continue
 		}
 		if err != nil {
 			return &EditError{Edit: i, ID: id, Err: err}
@@ -225,7 +245,7 @@ func (p *editPlan) apply() {
 			m.deleteLocked(id)
 		case !d.exists:
 		case !stored:
-			m.appendLocked(Record{ID: id, Vector: d.vec, Payload: d.payload, Sparse: d.sparse}, nil)
+			m.appendLocked(Record{ID: id, Vector: d.vec, Payload: d.payload, Sparse: d.sparse, Named: d.named}, nil)
 		default:
 			if d.vec != nil {
 				m.setVectorLocked(i, d.vec, nil)
@@ -238,6 +258,8 @@ func (p *editPlan) apply() {
 			} else {
 				m.updateSparseLocked(i, d.sparse)
 			}
+			m.setNamedLocked(i, d.named, d.sparseAll)
+			m.dropNamedLocked(i, d.dropNamed)
 		}
 	}
 }

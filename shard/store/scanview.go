@@ -66,7 +66,7 @@ func (v *ScanView) Vector(id string) ([]float32, error) {
 	if !ok {
 		return nil, errors.New("hit " + id + " is not in the store")
 	}
-	return v.Rows.Row(i), nil
+	return v.Rows.Row(i)[:v.m.dim], nil
 }
 
 // projectPayload keeps the listed top-level keys of a payload (all when

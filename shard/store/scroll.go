@@ -88,8 +88,9 @@ func (m *Memory) Page(req PageRequest) (Page, error) {
 	for i, r := range h.rows {
 		rec := Record{ID: m.ids[r]}
 		if req.WithVector {
-			rec.Vector = slices.Clone(m.row(r))
+			rec.Vector = slices.Clone(m.row(r)[:m.dim])
 			rec.Sparse = m.sparseOf(r)
+			rec.Named = m.namedOf(r)
 		}
 		if req.Payload != nil {
 			p, err := projectPayload(m.payloads[r], req.Payload.Keys)

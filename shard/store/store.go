@@ -31,6 +31,9 @@ type Record struct {
 	// Sparse are the document's named sparse vectors (valid, of names
 	// the store indexes), nil when it has none.
 	Sparse map[string]sparse.Vector
+	// Named are the document's named dense vectors (of names the store
+	// keeps, each of its size), nil when it has none.
+	Named map[string][]float32
 }
 
 // Placement is the shard list a replica's data was written under.
@@ -105,15 +108,21 @@ type Memory struct {
 	// OpenView can encode them under the read lock and know whether a
 	// write changed them before it took the write lock.
 	sparseGen uint64
+	// named is a row space per named dense vector (WithNamed), written
+	// under mu with the rows.
+	named map[string]*namedSpace
 	// buildHook, when set, runs twice a chunk of a background index
 	// build, with no lock held: after the chunk is copied and after it is
 	// added (tests write, or hold the build, there).
 	buildHook func()
 }
 
-// NewMemory returns an empty store of dim-dimensional vectors.
+// NewMemory returns an empty store of dim-dimensional vectors. dim 0 is
+// a store without the unnamed vector (only named ones, WithNamed): its
+// rows are then one float each, never written or read, so the ids keep
+// one code path (4 bytes a point).
 func NewMemory(dim int, opts ...MemoryOption) *Memory {
-	m := &Memory{dim: dim, rows: vector.NewArena[float32](dim, 0), index: map[string]int{}, trained: map[string][]byte{},
+	m := &Memory{dim: dim, rows: vector.NewArena[float32](max(dim, 1), 0), index: map[string]int{}, trained: map[string][]byte{},
 		payloadIndex: index.New(index.Config{})}
 	for _, o := range opts {
 		o(m)
@@ -206,6 +215,7 @@ func (m *Memory) Upsert(_ context.Context, p Placement, recs []Record) error {
 			m.setVectorLocked(i, r.Vector, e)
 			m.setPayloadLocked(i, r.Payload)
 			m.setSparseLocked(i, r.Sparse)
+			m.setNamedLocked(i, r.Named, true)
 			continue
 		}
 		m.appendLocked(r, e)
@@ -347,6 +357,7 @@ func (m *Memory) appendLocked(r Record, e *quant.Encoded) {
 	}
 	m.ivfAppend(r.Vector)
 	m.setSparseLocked(i, r.Sparse)
+	m.appendNamedLocked(i, r.Named)
 }
 
 // decodePayload decodes a stored payload for the index and for filters. A
@@ -448,6 +459,7 @@ func (m *Memory) deleteLocked(id string) bool {
 	}
 	m.ivfDelete(i, last)
 	m.deleteSparseLocked(i, last)
+	m.deleteNamedLocked(i, last)
 	delete(m.index, id)
 	return true
 }
@@ -468,7 +480,7 @@ func (m *Memory) Record(id string) (Record, bool) {
 	}
 	out := make([]float32, m.dim)
 	copy(out, m.row(i))
-	return Record{ID: id, Vector: out, Payload: m.payloads[i], Sparse: m.sparseOf(i)}, true
+	return Record{ID: id, Vector: out, Payload: m.payloads[i], Sparse: m.sparseOf(i), Named: m.namedOf(i)}, true
 }
 
 // View runs fn with a consistent read-only view of every row; writes
@@ -494,9 +506,9 @@ func (m *Memory) Bytes() int {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	if m.disk != nil {
-		return m.disk.HeapBytes() + m.recBytes + idx + m.sparseBytes()
+		return m.disk.HeapBytes() + m.recBytes + idx + m.sparseBytes() + m.namedBytes()
 	}
-	return m.rows.Bytes() + m.recBytes + idx + m.sparseBytes()
+	return m.rows.Bytes() + m.recBytes + idx + m.sparseBytes() + m.namedBytes()
 }
 
 // Placement is the placement of the last write, zero before any.
@@ -561,7 +573,7 @@ func (m *Memory) Reset(p Placement, trained map[string][]byte, rows int) {
 	if m.disk != nil {
 		diskFailed(m.disk.Reset())
 	} else {
-		m.rows = vector.NewArena[float32](m.dim, 0)
+		m.rows = vector.NewArena[float32](max(m.dim, 1), 0)
 		m.rows.Reserve(rows)
 	}
 	m.ids = make([]string, 0, rows)
@@ -576,6 +588,7 @@ func (m *Memory) Reset(p Placement, trained map[string][]byte, rows int) {
 	m.codes = nil // FinishRestore encodes the restored rows
 	m.payloadIndex.Reset()
 	m.resetSparseLocked()
+	m.resetNamedLocked(rows)
 	// No index until the restored rows are built into one, no build until
 	// they are all in (FinishRestore), and any build under way is stale.
 	m.ivf = ivfState{gen: m.ivf.gen + 1, restoring: true}
@@ -616,6 +629,7 @@ func (m *Memory) OpenView() (*View, error) {
 		// snapshot's life): the lists change in place, so a lazy read
 		// would see later writes.
 		sparse: postings,
+		named:  m.openNamedViews(),
 	}
 	if m.disk != nil {
 		v.frozen = m.disk.Freeze()
@@ -651,6 +665,9 @@ type View struct {
 	ivfLists []int32
 	// sparse is the sparse indexes' postings when the view opened.
 	sparse []NamedPostings
+	// named are the named vector spaces as the view opened, nil when the
+	// store has none.
+	named map[string]*namedView
 }
 
 // IVFLists is each row's list in the store's IVF index when the view
@@ -690,6 +707,13 @@ func (v *View) preserve(rows *vector.Arena[float32], i int) {
 // holding the store's read lock only for this chunk. Chunks must be read
 // in order. fn must not retain vec.
 func (v *View) Read(from, to int, fn func(id string, vec []float32, payload []byte) error) error {
+	return v.ReadRecords(from, to, func(r Record) error { return fn(r.ID, r.Vector, r.Payload) })
+}
+
+// ReadRecords is Read of whole records: a row's id, vector, payload and
+// named dense vectors (not its sparse vectors: the view's postings carry
+// those). fn must not retain the record's vectors.
+func (v *View) ReadRecords(from, to int, fn func(Record) error) error {
 	v.m.mu.RLock()
 	defer v.m.mu.RUnlock()
 	for i := from; i < to; i++ {
@@ -700,7 +724,7 @@ func (v *View) Read(from, to int, fn func(id string, vec []float32, payload []by
 		case !ok:
 			row = v.rows.Row(i)
 		}
-		if err := fn(v.ids[i], row, v.payloads[i]); err != nil {
+		if err := fn(Record{ID: v.ids[i], Vector: row[:v.dim], Payload: v.payloads[i], Named: v.namedRow(i)}); err != nil {
 			return err
 		}
 	}
@@ -708,6 +732,9 @@ func (v *View) Read(from, to int, fn func(id string, vec []float32, payload []by
 	// the read lock is safe because only writers (excluded) touch saved.
 	for i := from; i < to; i++ {
 		delete(v.saved, i)
+		for _, nv := range v.named {
+			delete(nv.saved, i)
+		}
 	}
 	v.read = to
 	return nil
@@ -721,6 +748,7 @@ func (v *View) Close() {
 		v.m.view = nil
 	}
 	v.saved = nil
+	v.named = nil
 	if v.frozen != nil {
 		// Releasing only unmaps and removes files the store no longer
 		// uses; an error here loses nothing the store holds.

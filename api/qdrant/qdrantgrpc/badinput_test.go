@@ -85,7 +85,7 @@ func TestBadInput(t *testing.T) {
 		{"named vector", func() error {
 			_, err := cl.p.Query(call(t), &pb.QueryPoints{CollectionName: "trawl", Query: nearest(v), Using: new("image")})
 			return err
-		}, codes.InvalidArgument, `Bad request: using: named vectors are not supported: trawl stores one unnamed vector per point (got "image")`},
+		}, codes.InvalidArgument, `Bad request: using: the collection has no named vectors: it holds one unnamed vector per point (got "image")`},
 		{"prefetch", func() error {
 			_, err := cl.p.Query(call(t), &pb.QueryPoints{CollectionName: "trawl", Query: nearest(v), Prefetch: []*pb.PrefetchQuery{{}}})
 			return err

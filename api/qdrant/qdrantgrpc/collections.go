@@ -113,19 +113,41 @@ func (c *collectionsService) Get(ctx context.Context, r *pb.GetCollectionInfoReq
 	return &pb.GetCollectionInfoResponse{Result: info, Time: elapsed(ctx)}, nil
 }
 
+// distanceOf is a trawl metric as Qdrant's Distance.
+func distanceOf(m vector.Metric) pb.Distance {
+	switch m {
+	case vector.DotProduct:
+		return pb.Distance_Dot
+	case vector.Euclidean:
+		return pb.Distance_Euclid
+	}
+	return pb.Distance_Cosine
+}
+
 // describe is what Get says of a collection without reading the shards.
 // trawl has no HNSW graph, segments or optimizer: m 0 is Qdrant's "no
 // graph" (every search a scan, re-scored in float32), segments are the
 // shards.
 func (c *collectionsService) describe(coll coordinator.Collection) *pb.CollectionInfo {
 	shards, replicas := c.s.cfg.Coordinator.Shape()
-	dist := map[vector.Metric]pb.Distance{vector.Cosine: pb.Distance_Cosine, vector.DotProduct: pb.Distance_Dot, vector.Euclidean: pb.Distance_Euclid}[coll.Settings.Metric]
+	dist := distanceOf(coll.Settings.Metric)
 	params := &pb.CollectionParams{
 		ShardNumber: uint32(shards),
 		VectorsConfig: &pb.VectorsConfig{Config: &pb.VectorsConfig_Params{Params: &pb.VectorParams{Size: uint64(coll.Settings.Dim), Distance: dist,
 			OnDisk: ptr(coll.Settings.Float32 == catalog.Float32OnDisk)}}},
 		ReplicationFactor:      ptr(uint32(replicas)),
 		WriteConsistencyFactor: ptr(uint32(1)),
+	}
+	if len(coll.Settings.Named) > 0 {
+		m := make(map[string]*pb.VectorParams, len(coll.Settings.Named))
+		for name, d := range coll.Settings.Named {
+			vp := &pb.VectorParams{Size: uint64(d.Dim), Distance: distanceOf(d.Metric), OnDisk: ptr(false)}
+			if d.Quantization == catalog.QuantInt8 {
+				vp.QuantizationConfig = &pb.QuantizationConfig{Quantization: &pb.QuantizationConfig_Scalar{Scalar: &pb.ScalarQuantization{Type: pb.QuantizationType_Int8}}}
+			}
+			m[name] = vp
+		}
+		params.VectorsConfig = &pb.VectorsConfig{Config: &pb.VectorsConfig_ParamsMap{ParamsMap: &pb.VectorParamsMap{Map: m}}}
 	}
 	info := &pb.CollectionInfo{
 		Status: pb.CollectionStatus_Green, OptimizerStatus: &pb.OptimizerStatus{Ok: true}, SegmentsCount: uint64(shards),

@@ -54,10 +54,11 @@ func (p *pointsService) UpdateVectors(ctx context.Context, r *pb.UpdatePointVect
 	})
 }
 
-// DeleteVectors is refused: a point has one unnamed vector.
+// DeleteVectors removes named and sparse vectors from points (a point
+// cannot be without its unnamed vector).
 func (p *pointsService) DeleteVectors(ctx context.Context, r *pb.DeletePointVectors) (*pb.PointsOperationResponse, error) {
-	return p.editOne(ctx, r.GetCollectionName(), func(coordinator.Schema) (coordinator.Edit, error) {
-		return decodeDeleteVectors(r.GetPointsSelector())
+	return p.editOne(ctx, r.GetCollectionName(), func(sch coordinator.Schema) (coordinator.Edit, error) {
+		return decodeDeleteVectors(r.GetPointsSelector(), r.GetVectors(), sch)
 	})
 }
 
@@ -217,24 +218,28 @@ func decodeUpdateVectors(points []*pb.PointVectors, sk *pb.ShardKeySelector, upd
 			return coordinator.Edit{}, invalidf("%s: id %s repeats points[%d]", where, id, j)
 		}
 		seen[id] = i
-		v, sp, err := decodePointVectors(p.GetVectors(), where+".vectors", sch, false)
+		v, sp, named, err := decodePointVectors(p.GetVectors(), where+".vectors", sch, false)
 		if err != nil {
 			return coordinator.Edit{}, err
 		}
-		if v == nil && sp == nil {
+		if v == nil && sp == nil && named == nil {
 			return coordinator.Edit{}, invalidf("%s.vectors names no vector to update", where)
 		}
-		e.Points[i] = coordinator.Record{ID: id, Vector: v, Sparse: sp}
+		e.Points[i] = coordinator.Record{ID: id, Vector: v, Sparse: sp, Named: named}
 	}
 	return e, nil
 }
 
-func decodeDeleteVectors(sel *pb.PointsSelector) (coordinator.Edit, error) {
-	var e coordinator.Edit
+func decodeDeleteVectors(sel *pb.PointsSelector, vs *pb.VectorsSelector, sch coordinator.Schema) (coordinator.Edit, error) {
+	e := coordinator.Edit{Kind: coordinator.EditDeleteVectors}
 	if err := decodeSelection(sel, "points_selector", &e); err != nil {
 		return coordinator.Edit{}, err
 	}
-	return coordinator.Edit{}, wire.Invalid(qdrantx.ErrDeleteVectors)
+	if err := qdrantx.CheckDeleteVectors(sch, vs.GetNames(), "vectors.names"); err != nil {
+		return coordinator.Edit{}, err
+	}
+	e.Keys = vs.GetNames()
+	return e, nil
 }
 
 // decodeUpdateBatch decodes UpdateBatch's operations, all or nothing.
@@ -280,7 +285,7 @@ func decodeOperation(op *pb.PointsUpdateOperation, sch coordinator.Schema) (coor
 		u := x.UpdateVectors
 		return decodeUpdateVectors(u.GetPoints(), u.ShardKeySelector, u.UpdateFilter, sch)
 	case *pb.PointsUpdateOperation_DeleteVectors_:
-		return decodeDeleteVectors(x.DeleteVectors.GetPointsSelector())
+		return decodeDeleteVectors(x.DeleteVectors.GetPointsSelector(), x.DeleteVectors.GetVectors(), sch)
 	}
 	return coordinator.Edit{}, wire.Invalid("operation is missing")
 }

@@ -149,7 +149,7 @@ func (p *pointsService) search(ctx context.Context, name string, timeout *uint64
 		hs = hs[min(qqs[i].offset, len(hs)):]
 		lists[i] = make([]*pb.ScoredPoint, len(hs))
 		for j, h := range hs {
-			sp := &pb.ScoredPoint{Id: encodeID(h.ID), Score: h.Score, Vectors: vectorsOutput(coll.Schema(), h.Vector, h.Sparse)}
+			sp := &pb.ScoredPoint{Id: encodeID(h.ID), Score: h.Score, Vectors: vectorsOutput(coll.Schema(), h.Vector, h.Sparse, h.Named)}
 			if h.Payload != nil {
 				if sp.Payload, err = projectedValues(h.Payload, qqs[i].exclude); err != nil {
 					return nil, err
@@ -216,7 +216,7 @@ func (p *pointsService) Scroll(ctx context.Context, r *pb.ScrollPoints) (*pb.Scr
 	}
 	out := &pb.ScrollResponse{Result: make([]*pb.RetrievedPoint, len(ans.Points))}
 	for i, pt := range ans.Points {
-		rp := &pb.RetrievedPoint{Id: encodeID(pt.ID), Vectors: vectorsOutput(coll.Schema(), pt.Vector, pt.Sparse)}
+		rp := &pb.RetrievedPoint{Id: encodeID(pt.ID), Vectors: vectorsOutput(coll.Schema(), pt.Vector, pt.Sparse, pt.Named)}
 		if sr.s.OrderBy != nil {
 			rp.OrderValue = orderValue(pt)
 		}
@@ -294,7 +294,7 @@ func (p *pointsService) Get(ctx context.Context, r *pb.GetPoints) (*pb.GetRespon
 	for _, d := range ans.Docs {
 		rp := &pb.RetrievedPoint{Id: encodeID(d.ID)}
 		if req.withVector {
-			rp.Vectors = vectorsOutput(coll.Schema(), d.Vector, d.Sparse)
+			rp.Vectors = vectorsOutput(coll.Schema(), d.Vector, d.Sparse, d.Named)
 		}
 		if req.payload != nil {
 			pl, err := req.payload.Project(d.Payload)

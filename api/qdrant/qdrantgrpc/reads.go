@@ -394,7 +394,7 @@ func (p *pointsService) groups(ctx context.Context, name string, timeout *uint64
 			}
 		}
 		for j, h := range g.Hits {
-			sp := &pb.ScoredPoint{Id: encodeID(h.ID), Score: h.Score, Vectors: vectorsOutput(coll.Schema(), h.Vector, h.Sparse)}
+			sp := &pb.ScoredPoint{Id: encodeID(h.ID), Score: h.Score, Vectors: vectorsOutput(coll.Schema(), h.Vector, h.Sparse, h.Named)}
 			if h.Payload != nil {
 				if sp.Payload, err = projectedValues(h.Payload, gr.exclude); err != nil {
 					return nil, err

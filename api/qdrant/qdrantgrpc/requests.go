@@ -2,6 +2,7 @@ package qdrantgrpc
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/trawl-search/trawl/api/internal/wire"
 	"github.com/trawl-search/trawl/api/qdrant/internal/qdrantx"
@@ -62,8 +63,12 @@ func decodeSearch(r *pb.SearchPoints, sch coordinator.Schema) (query, error) {
 	if err := refuseShardKey(r.ShardKeySelector); err != nil {
 		return query{}, err
 	}
-	sparseName := r.VectorName != nil && len(sch.Sparse) > 0 && *r.VectorName != ""
-	if r.VectorName != nil && *r.VectorName != "" && !sparseName {
+	vsch, using, isDense, err := denseUsing(r.VectorName, sch)
+	if err != nil {
+		return query{}, wire.Invalid("vector_name: " + strings.TrimPrefix(err.Error(), "using: "))
+	}
+	sparseName := !isDense && r.VectorName != nil && len(sch.Sparse) > 0 && *r.VectorName != ""
+	if r.VectorName != nil && *r.VectorName != "" && !sparseName && !isDense {
 		return query{}, invalidf("vector_name: %s (got %q)", qdrantx.ErrNamedVectors, *r.VectorName)
 	}
 	if r.SparseIndices != nil && !sparseName {
@@ -82,7 +87,8 @@ func decodeSearch(r *pb.SearchPoints, sch coordinator.Schema) (query, error) {
 		out.q.Sparse, err = sparseQueryOf(*r.VectorName, r.SparseIndices.GetData(), r.GetVector(), "vector", sch)
 		return out, err
 	}
-	if out.q.Vector, err = checkVector(r.GetVector(), "vector", sch); err != nil {
+	out.q.Using = using
+	if out.q.Vector, err = checkVector(r.GetVector(), "vector", vsch); err != nil {
 		return query{}, err
 	}
 	return out, nil
@@ -99,6 +105,13 @@ func decodeQuery(r *pb.QueryPoints, sch coordinator.Schema) (query, error) {
 		return query{}, wire.Invalid(qdrantx.ErrShardKey)
 	case r.LookupFrom != nil:
 		return query{}, wire.Invalid(qdrantx.ErrLookupFrom)
+	}
+	vsch, using, isDense, err := denseUsing(r.Using, sch)
+	if err != nil && !isSparseQuery(r) {
+		return query{}, err
+	}
+	switch {
+	case isDense:
 	case r.Using != nil && *r.Using != "" && len(sch.Sparse) == 0:
 		return query{}, invalidf("using: %s (got %q)", qdrantx.ErrNamedVectors, *r.Using)
 	case r.Using != nil && *r.Using != "":
@@ -130,7 +143,8 @@ func decodeQuery(r *pb.QueryPoints, sch coordinator.Schema) (query, error) {
 	}
 	switch x := in.GetVariant().(type) {
 	case *pb.VectorInput_Dense:
-		out.q.Vector, err = checkVector(x.Dense.GetData(), "query", sch)
+		out.q.Using = using
+		out.q.Vector, err = checkVector(x.Dense.GetData(), "query", vsch)
 	case *pb.VectorInput_Id:
 		out.q.LikeID, err = decodeID(x.Id, "query.nearest.id")
 	case *pb.VectorInput_Sparse:
@@ -302,7 +316,7 @@ func decodeUpsert(r *pb.UpsertPoints, sch coordinator.Schema) ([]coordinator.Rec
 			return nil, invalidf("%s: id %s repeats points[%d]", where, id, j)
 		}
 		seen[id] = i
-		v, sp, err := decodePointVectors(p.GetVectors(), where+".vectors", sch, true)
+		v, sp, named, err := decodePointVectors(p.GetVectors(), where+".vectors", sch, true)
 		if err != nil {
 			return nil, err
 		}
@@ -310,7 +324,7 @@ func decodeUpsert(r *pb.UpsertPoints, sch coordinator.Schema) ([]coordinator.Rec
 		if err != nil {
 			return nil, err
 		}
-		out[i] = coordinator.Record{ID: id, Vector: v, Payload: pl, Sparse: sp}
+		out[i] = coordinator.Record{ID: id, Vector: v, Payload: pl, Sparse: sp, Named: named}
 	}
 	return out, nil
 }
@@ -376,7 +390,18 @@ func decodeCreate(r *pb.CreateCollection) (catalog.Settings, error) {
 			p = only
 			break
 		}
-		return catalog.Settings{}, invalidf("vectors_config: %s; give params {size, distance}", qdrantx.ErrNamedVectors)
+		if len(m) == 0 {
+			return catalog.Settings{}, wire.Invalid("vectors_config.params_map is empty: a trawl collection holds a dense vector; give params {size, distance} or name one")
+		}
+		named, err := decodeNamedParams(m, r.QuantizationConfig)
+		if err != nil {
+			return catalog.Settings{}, err
+		}
+		sparse, err := decodeSparseConfig(r.GetSparseVectorsConfig())
+		if err != nil {
+			return catalog.Settings{}, err
+		}
+		return catalog.Settings{Named: named, Sparse: sparse}, nil
 	default:
 		return catalog.Settings{}, wire.Invalid("vectors_config is missing: a trawl collection holds one dense vector per point; give params {size, distance: Cosine, Dot or Euclid}")
 	}

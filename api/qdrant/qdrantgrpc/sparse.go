@@ -71,47 +71,65 @@ func sparseOf(v *pb.Vector, where string) (sparsevec.Vector, error) {
 // decodeNamedVectors reads a point's named vectors when the collection
 // has sparse vectors: "" is the dense vector (required when dense), the
 // others sparse vectors of the collection.
-func decodeNamedVectors(named map[string]*pb.Vector, where string, sch coordinator.Schema, dense bool) ([]float32, map[string]sparsevec.Vector, error) {
+func decodeNamedVectors(named map[string]*pb.Vector, where string, sch coordinator.Schema, dense bool) ([]float32, map[string]sparsevec.Vector, map[string][]float32, error) {
 	var (
-		vec []float32
-		sp  map[string]sparsevec.Vector
+		vec    []float32
+		sp     map[string]sparsevec.Vector
+		nameds map[string][]float32
 	)
 	for _, name := range slices.Sorted(maps.Keys(named)) {
 		at := where + "." + name
-		if name == "" {
+		if name == "" && sch.Dim > 0 {
 			v, err := decodeVector(named[name], where+`[""]`, sch)
 			if err != nil {
-				return nil, nil, err
+				return nil, nil, nil, err
 			}
 			vec = v
 			continue
 		}
+		if vs, ok := sch.ForVector(name); ok && name != "" {
+			v, err := decodeVector(named[name], at, vs)
+			if err != nil {
+				return nil, nil, nil, err
+			}
+			if nameds == nil {
+				nameds = map[string][]float32{}
+			}
+			nameds[name] = v
+			continue
+		}
 		if _, ok := sch.Sparse[name]; !ok {
-			return nil, nil, invalidf("%s: the collection has no vector named %q (its sparse vectors: %s; its dense vector is unnamed, \"\")", where, name, sparseList(sch))
+			return nil, nil, nil, invalidf("%s: the collection has no vector named %q (its vectors: %s)", where, name, vectorNames(sch))
 		}
 		v, err := sparseOf(named[name], at)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		if sp == nil {
 			sp = map[string]sparsevec.Vector{}
 		}
 		sp[name] = v
 	}
-	if vec == nil && dense {
-		return nil, nil, invalidf(`%s: the dense vector is missing: a trawl point holds one dense vector, named "" in a map of vectors`, where)
+	if vec == nil && dense && sch.Dim > 0 {
+		return nil, nil, nil, invalidf(`%s: the dense vector is missing: a trawl point holds one dense vector, named "" in a map of vectors`, where)
 	}
-	return vec, sp, nil
+	return vec, sp, nameds, nil
 }
 
 // decodePointVectors reads a point's Vectors: the unnamed vector, or a
 // map of named vectors (the dense one under "", sparse ones by name).
-func decodePointVectors(v *pb.Vectors, where string, sch coordinator.Schema, dense bool) ([]float32, map[string]sparsevec.Vector, error) {
-	if x, ok := v.GetVectorsOptions().(*pb.Vectors_Vectors); ok && len(sch.Sparse) > 0 {
+func decodePointVectors(v *pb.Vectors, where string, sch coordinator.Schema, dense bool) ([]float32, map[string]sparsevec.Vector, map[string][]float32, error) {
+	if x, ok := v.GetVectorsOptions().(*pb.Vectors_Vectors); ok && (len(sch.Sparse) > 0 || len(sch.Named) > 0) {
 		return decodeNamedVectors(x.Vectors.GetVectors(), where, sch, dense)
 	}
+	if len(sch.Named) > 0 {
+		if v == nil {
+			return nil, nil, nil, nil // a point without vectors: it holds none
+		}
+		return nil, nil, nil, invalidf("%s: the collection's vectors are named (%s): give a map of them by name", where, namedList(sch))
+	}
 	vec, err := decodeVectors(v, where, sch)
-	return vec, nil, err
+	return vec, nil, nil, err
 }
 
 func sparseList(sch coordinator.Schema) string {
@@ -137,15 +155,21 @@ func sparseQueryOf(name string, indices []uint32, values []float32, where string
 // vector alone when that is all the point holds (as Qdrant answers a
 // point holding only its default vector), else the named map (dense
 // under ""); nil when not asked.
-func vectorsOutput(_ coordinator.Schema, v []float32, sp map[string]sparsevec.Vector) *pb.VectorsOutput {
+func vectorsOutput(sch coordinator.Schema, v []float32, sp map[string]sparsevec.Vector, nameds map[string][]float32) *pb.VectorsOutput {
 	if v == nil {
 		return nil
 	}
 	dense := &pb.VectorOutput{Vector: &pb.VectorOutput_Dense{Dense: &pb.DenseVector{Data: v}}}
-	if len(sp) == 0 {
+	if len(sp) == 0 && sch.Dim > 0 {
 		return &pb.VectorsOutput{VectorsOptions: &pb.VectorsOutput_Vector{Vector: dense}}
 	}
-	named := map[string]*pb.VectorOutput{"": dense}
+	named := map[string]*pb.VectorOutput{}
+	if sch.Dim > 0 {
+		named[""] = dense
+	}
+	for name, x := range nameds {
+		named[name] = &pb.VectorOutput{Vector: &pb.VectorOutput_Dense{Dense: &pb.DenseVector{Data: x}}}
+	}
 	for name, s := range sp {
 		named[name] = &pb.VectorOutput{Vector: &pb.VectorOutput_Sparse{Sparse: &pb.SparseVector{Indices: s.Indices, Values: s.Values}}}
 	}

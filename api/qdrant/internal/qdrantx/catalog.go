@@ -75,6 +75,14 @@ func SettingsText(s catalog.Settings) string {
 		place = "on disk"
 	}
 	out := fmt.Sprintf("vectors of size %d and distance %s, %s, %s index, float32 %s", s.Dim, DistanceName(s.Metric), q, s.Index, place)
+	if !s.HasUnnamed() {
+		parts := make([]string, 0, len(s.Named))
+		for _, name := range slices.Sorted(maps.Keys(s.Named)) {
+			d := s.Named[name]
+			parts = append(parts, fmt.Sprintf("%s (size %d, distance %s, quantization %s)", name, d.Dim, DistanceName(d.Metric), d.Quantization))
+		}
+		out = "named vectors " + strings.Join(parts, ", ")
+	}
 	if len(s.Sparse) > 0 {
 		parts := make([]string, 0, len(s.Sparse))
 		for _, name := range slices.Sorted(maps.Keys(s.Sparse)) {
@@ -241,4 +249,27 @@ func Float32(onDisk *bool) string {
 		return catalog.Float32OnDisk
 	}
 	return catalog.Float32InMemory
+}
+
+// CheckDeleteVectors checks delete_vectors' names against a collection:
+// at least one, each a named dense or sparse vector of it. The unnamed
+// vector is refused (ErrDeleteVectors): a point cannot be without it.
+func CheckDeleteVectors(sch coordinator.Schema, names []string, where string) error {
+	if len(sch.Named) == 0 && len(sch.Sparse) == 0 {
+		return wire.Invalid(ErrDeleteVectors)
+	}
+	if len(names) == 0 {
+		return wire.Invalid(where + " names no vector to delete")
+	}
+	for i, name := range names {
+		_, named := sch.Named[name]
+		_, sparse := sch.Sparse[name]
+		switch {
+		case name == "" && sch.Dim > 0:
+			return wire.Invalid(fmt.Sprintf("%s[%d]: %s", where, i, ErrDeleteVectors))
+		case !named && !sparse:
+			return wire.Invalid(fmt.Sprintf("%s[%d]: the collection has no named or sparse vector %q", where, i, name))
+		}
+	}
+	return nil
 }

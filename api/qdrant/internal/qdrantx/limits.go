@@ -18,7 +18,7 @@ const (
 
 // Refusals several calls give, worded once.
 const (
-	ErrNamedVectors = "named vectors are not supported: trawl stores one unnamed vector per point"
+	ErrNamedVectors = "the collection has no named vectors: it holds one unnamed vector per point"
 	ErrShardKey     = "shard_key is not supported: trawl places points by a hash of their id over every shard"
 	ErrSparse       = "sparse vectors are not supported: trawl stores one dense vector per point"
 	ErrMulti        = "multivectors are not supported: trawl stores one vector per point"
@@ -29,7 +29,7 @@ const (
 	ErrOrderByDatetime = "trawl orders by numbers only, not datetimes"
 	ErrEmptyDelete     = "filter has no conditions, which would delete every point; trawl refuses that (delete by ids, or give the filter a condition)"
 	ErrEmptyEdit       = "filter has no conditions, which would edit every point; trawl refuses that (edit by ids, or give the filter a condition)"
-	// ErrDeleteVectors refuses delete_vectors.
+	// ErrDeleteVectors refuses delete_vectors of the unnamed vector.
 	ErrDeleteVectors = "deleting vectors is not supported: a trawl point has exactly one unnamed vector, which it cannot be without (delete the point instead)"
 	// ErrOverwriteKey refuses overwrite_payload's key.
 	ErrOverwriteKey = "key is not supported on an overwrite: trawl overwrites the whole payload (use set_payload with key to set under a path)"
