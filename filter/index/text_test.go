@@ -1,0 +1,113 @@
+package index
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/trawl-search/trawl/filter"
+)
+
+// textVocab is small, so random queries often match: mixed case and
+// punctuation exercise the tokenizers and lowercasing.
+var textVocab = []string{"Go", "go", "rust", "Vector", "search", "fast,", "fox", "über", "x-ray", "a", "b.c", "42"}
+
+func randomText(rng *rand.Rand, n int) string {
+	w := make([]string, n)
+	for i := range w {
+		w[i] = textVocab[rng.IntN(len(textVocab))]
+	}
+	return strings.Join(w, " ")
+}
+
+func randomTextDoc(t testing.TB, rng *rand.Rand) map[string]any {
+	var v any
+	switch rng.IntN(6) {
+	case 0:
+		v = []string{randomText(rng, 1+rng.IntN(3)), randomText(rng, 1+rng.IntN(3))}
+	case 1:
+		v = rng.IntN(5) // not a string: never matches
+	case 2:
+		return decode(t, `{"other": "go"}`)
+	default:
+		v = randomText(rng, 1+rng.IntN(6))
+	}
+	b, err := json.Marshal(map[string]any{"t": v, "n": rng.IntN(3)})
+	require.NoError(t, err)
+	return decode(t, string(b))
+}
+
+// TestTextSelectEqualsMatch: with text indexes of several tokenizers,
+// through random inserts, overwrites, deletes and a rebuild (Reset, then
+// every row added again, as a store reloads), Select of random
+// match.text and match.text_any filters equals evaluating every row.
+func TestTextSelectEqualsMatch(t *testing.T) {
+	indexes := []filter.TextIndex{
+		filter.DefaultTextIndex(),
+		{Tokenizer: filter.TokenizerWhitespace, Lowercase: true},
+		{Tokenizer: filter.TokenizerWord, MinTokenLen: 2, MaxTokenLen: 4},
+	}
+	for seed := uint64(1); seed <= 4; seed++ {
+		t.Run(fmt.Sprintf("seed%d", seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 37))
+			r := &rows{ix: New(Config{})}
+			for round := range 20 {
+				for range 10 + rng.IntN(30) {
+					switch n := len(r.docs); {
+					case n > 0 && rng.IntN(4) == 0:
+						r.delete(rng.IntN(n))
+					case n > 0 && rng.IntN(4) == 0:
+						r.set(rng.IntN(n), randomTextDoc(t, rng))
+					default:
+						r.add(randomTextDoc(t, rng))
+					}
+				}
+				if round == 10 {
+					r.ix.Reset()
+					for i, d := range r.docs {
+						r.ix.Add(uint32(i), d)
+					}
+				}
+				r.ix.Flush()
+				for range 20 {
+					op := "text"
+					if rng.IntN(3) == 0 {
+						op = "text_any"
+					}
+					q, _ := json.Marshal(randomText(rng, rng.IntN(3)))
+					src := fmt.Sprintf(`{"must":[{"key":"t","match":{%q:%s}}]}`, op, q)
+					if rng.IntN(3) == 0 {
+						src = fmt.Sprintf(`{"must":[{"key":"n","match":{"value":%d}}],"must_not":[{"key":"t","match":{%q:%s}}]}`, rng.IntN(3), op, q)
+					}
+					f, err := filter.Parse([]byte(src))
+					require.NoError(t, err, src)
+					f = f.WithTextIndexes(map[string]filter.TextIndex{"t": indexes[rng.IntN(len(indexes))]})
+					require.Equal(t, r.brute(f), r.selectRows(f), "round %d filter %s", round, src)
+				}
+				require.Equal(t, len(indexes), r.ix.TextIndexes(), "built once per tokenizer, kept up to date")
+			}
+		})
+	}
+}
+
+// TestTextIndexesBounded: past MaxTextIndexes, conditions are evaluated
+// per row, with the same answers.
+func TestTextIndexesBounded(t *testing.T) {
+	r := &rows{ix: New(Config{})}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 50 {
+		r.add(randomTextDoc(t, rng))
+	}
+	r.ix.Flush()
+	f, err := filter.Parse([]byte(`{"must":{"key":"t","match":{"text":"go rust"}}}`))
+	require.NoError(t, err)
+	for n := 1; n <= MaxTextIndexes+2; n++ {
+		g := f.WithTextIndexes(map[string]filter.TextIndex{"t": {Tokenizer: filter.TokenizerWord, MaxTokenLen: n + 10}})
+		require.Equal(t, r.brute(g), r.selectRows(g))
+	}
+	require.Equal(t, MaxTextIndexes, r.ix.TextIndexes())
+}
