@@ -149,7 +149,9 @@ func (c *Coordinator) Query(ctx context.Context, s QuerySearch) (Answer, error) 
 			return run.done(), err
 		}
 		for i, n := range asked {
-			n.hits, n.metric = a.Hits[i], true
+			// A sparse query's scores are dot products, not the
+			// collection metric's (which fuse reads for l2).
+			n.hits, n.metric = a.Hits[i], n.st.Query.Sparse == nil
 		}
 	}
 	ans := run.done()
@@ -181,7 +183,7 @@ func planQuery(trees []Stage) ([]*node, [][]*node, error) {
 			return nil, errorf(CodeInvalid, nil, "%s: limit is %d, want 1..%d", n.label(), st.Query.K, vector.MaxK)
 		case st.Fusion != nil && len(st.Prefetch) == 0:
 			return nil, errorf(CodeInvalid, nil, "%s: fusion needs prefetches: it fuses their results", n.label())
-		case st.Fusion == nil && len(st.Query.Vector) == 0 && st.Query.LikeID == "" && st.Query.Recommend == nil:
+		case st.Fusion == nil && len(st.Query.Vector) == 0 && st.Query.Sparse == nil && st.Query.LikeID == "" && st.Query.Recommend == nil:
 			return nil, errorf(CodeInvalid, nil, "%s: a query is required", n.label())
 		case st.Fusion != nil && st.Fusion.Weights != nil && len(st.Fusion.Weights) != len(st.Prefetch):
 			return nil, errorf(CodeInvalid, nil, "%s: rrf has %d weights for %d prefetches: want one per prefetch", n.label(), len(st.Fusion.Weights), len(st.Prefetch))
