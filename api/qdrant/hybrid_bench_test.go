@@ -217,6 +217,13 @@ func BenchmarkHybrid(b *testing.B) {
 					case res.Status != http.StatusOK:
 						b.Fatalf("%d %s", res.Status, res.Body)
 					case res.Header.Get("X-Trawl-Degraded") != "false":
+						if degraded == 0 {
+							var a struct {
+								SG json.RawMessage `json:"scatter_gather"`
+							}
+							_ = json.Unmarshal(res.Body, &a)
+							b.Logf("first degraded answer: %s", a.SG)
+						}
 						degraded++
 					}
 					i++

@@ -7,6 +7,12 @@
 // only where the indexes do not answer a condition, or where answering it
 // would cost more than checking the few rows the rest of the filter left.
 //
+// match.text and match.text_any conditions that carry a text index
+// (filter.Condition.TextIndex) are answered from token postings: for each
+// key and tokenizer, a roaring bitmap of rows per token, built from the
+// payloads by the first Select that needs it and kept up to date by Add
+// and Remove from then on (text.go).
+//
 // Keys are indexed as they first appear, up to a cap on the number of
 // keys; a key met after that is not indexed, and conditions on it are
 // evaluated per row. The result is the same either way: filter.Match is
