@@ -94,7 +94,8 @@ func textOf(rng *rand.Rand, n int) string {
 // with a word index, a case-sensitive whitespace index and none; random
 // upserts, payload sets, overwrites and key deletes, point deletes and
 // deletes by a match.text filter; random match.text and match.text_any
-// filters on count, scroll, query, a prefetch and facet, each equal to
+// filters on count, scroll, query, a prefetch, facet and the native /v1
+// search, each equal to
 // the model evaluated over every point, before and after every replica
 // restarts from its snapshot and the log written since.
 func TestTextIndexMatchIsExact(t *testing.T) {
@@ -233,10 +234,10 @@ func TestTextIndexMatchIsExact(t *testing.T) {
 			exp = []int{}
 		}
 
-		code, raw := a.do(http.MethodPost, "/collections/tx/points/count", map[string]any{"filter": f, "exact": true})
+		code, raw := a.do(http.MethodPost, "/collections/tx/points/count?deadline_ms=3000", map[string]any{"filter": f, "exact": true})
 		require.Equal(t, http.StatusOK, code, "%s", raw)
 		require.Contains(t, string(raw), `"count":`+strconv.Itoa(len(exp))+`}`, msg)
-		code, raw = a.do(http.MethodPost, "/collections/tx/points/scroll", map[string]any{"filter": f, "limit": 1000})
+		code, raw = a.do(http.MethodPost, "/collections/tx/points/scroll?deadline_ms=3000", map[string]any{"filter": f, "limit": 1000})
 		require.Equal(t, http.StatusOK, code, "%s", raw)
 		require.Equal(t, exp, ids(raw, "points"), msg)
 		code, raw = a.do(http.MethodPost, "/collections/tx/points/query?deadline_ms=3000", map[string]any{"query": []float32{1, 0, 0, 0}, "filter": f, "limit": 1000})
@@ -247,7 +248,24 @@ func TestTextIndexMatchIsExact(t *testing.T) {
 			"query":    map[string]any{"fusion": "rrf"}, "limit": 1000})
 		require.Equal(t, http.StatusOK, code, "%s", raw)
 		require.Equal(t, exp, ids(raw, "points"), "prefetch "+msg)
-		code, raw = a.do(http.MethodPost, "/collections/tx/facet", map[string]any{"key": "n", "filter": f, "exact": true})
+		// The native API follows the same declarations.
+		code, raw = a.do(http.MethodPost, "/v1/collections/tx/search?deadline_ms=3000", map[string]any{"vector": []float32{1, 0, 0, 0}, "k": 1000, "filter": f})
+		require.Equal(t, http.StatusOK, code, "%s", raw)
+		var native struct {
+			Items []struct {
+				ID string `json:"id"`
+			} `json:"items"`
+		}
+		require.NoError(t, json.Unmarshal(raw, &native), "%s", raw)
+		nativeIDs := []int{}
+		for _, it := range native.Items {
+			id, err := strconv.Atoi(it.ID)
+			require.NoError(t, err)
+			nativeIDs = append(nativeIDs, id)
+		}
+		slices.Sort(nativeIDs)
+		require.Equal(t, exp, nativeIDs, "/v1 search "+msg)
+		code, raw = a.do(http.MethodPost, "/collections/tx/facet?deadline_ms=3000", map[string]any{"key": "n", "filter": f, "exact": true})
 		require.Equal(t, http.StatusOK, code, "%s", raw)
 		var facet struct {
 			Result struct {
