@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -110,4 +111,59 @@ func TestTextIndexesBounded(t *testing.T) {
 		require.Equal(t, r.brute(g), r.selectRows(g))
 	}
 	require.Equal(t, MaxTextIndexes, r.ix.TextIndexes())
+}
+
+// BenchmarkTextIndexBuild: building the text index of 100 000 rows of
+// 30 words each (a Zipf vocabulary of 30 000, s = 1.1) from their
+// payloads, as the first match.text query after a load does, and what
+// the postings hold: heap bytes per (token, row) posting and per row.
+//
+//	go test -run '^$' -bench BenchmarkTextIndexBuild -benchtime 3x ./filter/index
+func BenchmarkTextIndexBuild(b *testing.B) {
+	const rows, words = 100000, 30
+	rng := rand.New(rand.NewPCG(1, 1))
+	zipf := rand.NewZipf(rng, 1.1, 1, 29999)
+	docs := make([]map[string]any, rows)
+	postings := 0
+	for i := range docs {
+		w := make([]string, words)
+		seen := map[string]bool{}
+		for j := range w {
+			w[j] = fmt.Sprintf("w%d", zipf.Uint64())
+			seen[w[j]] = true
+		}
+		postings += len(seen)
+		docs[i] = map[string]any{"body": strings.Join(w, " ")}
+	}
+	q, err := filter.Parse([]byte(`{"must":{"key":"body","match":{"text":"w1 w2"}}}`))
+	if err != nil {
+		b.Fatal(err)
+	}
+	q = q.WithTextIndexes(map[string]filter.TextIndex{"body": filter.DefaultTextIndex()})
+	src := Source{Doc: func(r uint32) map[string]any { return docs[r] }}
+	var heap uint64
+	for b.Loop() {
+		b.StopTimer()
+		ix := New(Config{MaxStringBytes: 1}) // strings over a byte unindexed: the text index alone
+		for i, d := range docs {
+			ix.Add(uint32(i), d)
+		}
+		ix.Flush()
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		b.StartTimer()
+		ix.Select(q, rows, src)
+		b.StopTimer()
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		heap = after.HeapAlloc - before.HeapAlloc
+		if ix.TextIndexes() != 1 {
+			b.Fatal("the text index was not built")
+		}
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(heap)/float64(postings), "B/posting")
+	b.ReportMetric(float64(heap)/rows, "B/row")
+	b.ReportMetric(float64(postings)/rows, "postings/row")
 }
