@@ -34,9 +34,9 @@ const MaxTokenLen = 1 << 16
 // point), and match.text_any when one is; a q without tokens matches
 // nothing. Without one, match.text is a substring test (Condition).
 type TextIndex struct {
-	// Tokenizer is TokenizerWord (runs of letters and digits, as
-	// Qdrant's word tokenizer splits at every char that is not
-	// alphanumeric) or TokenizerWhitespace (runs between Unicode
+	// Tokenizer is TokenizerWord (runs of alphabetic and numeric
+	// characters, as Qdrant's word tokenizer splits at every char that
+	// is not alphanumeric) or TokenizerWhitespace (runs between Unicode
 	// spaces).
 	Tokenizer string
 	// Lowercase lowercases every token (Unicode simple case mapping).
@@ -56,7 +56,7 @@ func (t TextIndex) Tokens(s string, fn func(string)) {
 	if t.Tokenizer == TokenizerWhitespace {
 		parts = strings.Fields(s)
 	} else {
-		parts = strings.FieldsFunc(s, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsNumber(r) })
+		parts = strings.FieldsFunc(s, func(r rune) bool { return !alphanumeric(r) })
 	}
 	for _, tok := range parts {
 		if t.Lowercase {
@@ -70,6 +70,14 @@ func (t TextIndex) Tokens(s string, fn func(string)) {
 		}
 		fn(tok)
 	}
+}
+
+// alphanumeric is Rust's char::is_alphanumeric, which Qdrant's word
+// tokenizer keeps: Unicode's Alphabetic property (letters, letter
+// numbers, and the marks in Other_Alphabetic, such as Indic vowel signs)
+// or a number.
+func alphanumeric(r rune) bool {
+	return unicode.IsLetter(r) || unicode.IsNumber(r) || unicode.Is(unicode.Other_Alphabetic, r)
 }
 
 // TokenSet is the distinct tokens of s, sorted.

@@ -17,6 +17,8 @@ func TestTextIndexTokens(t *testing.T) {
 		{"word splits at punctuation", word, "Hello, World! foo-bar_baz", []string{"hello", "world", "foo", "bar", "baz"}},
 		{"word keeps digits", word, "Go 1.22 rocks", []string{"go", "1", "22", "rocks"}},
 		{"word keeps repeats", word, "a a A", []string{"a", "a", "a"}},
+		{"word keeps Indic vowel signs (Other_Alphabetic)", word, "किताब, हिंदी", []string{"किताब", "हिंदी"}},
+		{"word splits at a combining accent (not Alphabetic)", word, "a\u0301b", []string{"a", "b"}},
 		{"word over Unicode letters", word, "Grüße, Ångström! 東京タワー", []string{"grüße", "ångström", "東京タワー"}},
 		{"word: no case folding asked", TextIndex{Tokenizer: TokenizerWord}, "Hello World", []string{"Hello", "World"}},
 		{"whitespace keeps punctuation", ws, "Hello, World!\tfoo-bar\n", []string{"hello,", "world!", "foo-bar"}},
