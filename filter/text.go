@@ -7,6 +7,9 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"golang.org/x/text/cases"
+	"golang.org/x/text/language"
 )
 
 // Tokenizers a text index may use: Qdrant's word and whitespace
@@ -39,7 +42,9 @@ type TextIndex struct {
 	// is not alphanumeric) or TokenizerWhitespace (runs between Unicode
 	// spaces).
 	Tokenizer string
-	// Lowercase lowercases every token (Unicode simple case mapping).
+	// Lowercase lowercases every token with Unicode's full case mapping
+	// (golang.org/x/text/cases), as Rust's str::to_lowercase does for
+	// Qdrant: a final Σ becomes ς, İ becomes i̇.
 	Lowercase bool
 	// MinTokenLen and MaxTokenLen, in characters, drop shorter and
 	// longer tokens from documents and queries alike; 0 is no bound.
@@ -58,9 +63,18 @@ func (t TextIndex) Tokens(s string, fn func(string)) {
 	} else {
 		parts = strings.FieldsFunc(s, func(r rune) bool { return !alphanumeric(r) })
 	}
+	var lower *cases.Caser // not safe to share: one per call, made when needed
 	for _, tok := range parts {
-		if t.Lowercase {
-			tok = strings.ToLower(tok)
+		switch {
+		case !t.Lowercase:
+		case isASCII(tok):
+			tok = strings.ToLower(tok) // the same, and cheaper
+		default:
+			if lower == nil {
+				c := cases.Lower(language.Und)
+				lower = &c
+			}
+			tok = lower.String(tok)
 		}
 		if t.MinTokenLen > 0 || t.MaxTokenLen > 0 {
 			n := utf8.RuneCountInString(tok)
@@ -78,6 +92,15 @@ func (t TextIndex) Tokens(s string, fn func(string)) {
 // or a number.
 func alphanumeric(r rune) bool {
 	return unicode.IsLetter(r) || unicode.IsNumber(r) || unicode.Is(unicode.Other_Alphabetic, r)
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
 
 // TokenSet is the distinct tokens of s, sorted.

@@ -20,6 +20,7 @@ func TestTextIndexTokens(t *testing.T) {
 		{"word keeps Indic vowel signs (Other_Alphabetic)", word, "किताब, हिंदी", []string{"किताब", "हिंदी"}},
 		{"word splits at a combining accent (not Alphabetic)", word, "a\u0301b", []string{"a", "b"}},
 		{"word over Unicode letters", word, "Grüße, Ångström! 東京タワー", []string{"grüße", "ångström", "東京タワー"}},
+		{"lowercase: Unicode's full mapping, final sigma", word, "ΟΔΟΣ ΣΑΣ İstanbul", []string{"οδος", "σας", "i̇stanbul"}},
 		{"word: no case folding asked", TextIndex{Tokenizer: TokenizerWord}, "Hello World", []string{"Hello", "World"}},
 		{"whitespace keeps punctuation", ws, "Hello, World!\tfoo-bar\n", []string{"hello,", "world!", "foo-bar"}},
 		{"whitespace: Unicode spaces", ws, "a\u00a0b\u2003c", []string{"a", "b", "c"}},
