@@ -117,7 +117,8 @@ func TestTextIndexesBounded(t *testing.T) {
 
 // BenchmarkTextIndexBuild: building the text index of 100 000 rows of
 // 30 words each (a Zipf vocabulary of 30 000, s = 1.1) from their
-// payloads, as the first match.text query after a load does, and what
+// payloads, as the first match.text query after a load does: the CPU
+// time of a build (wall time on a shared machine says little), and what
 // the postings hold: heap bytes per (token, row) posting and per row.
 //
 //	go test -run '^$' -bench BenchmarkTextIndexBuild -benchtime 3x ./filter/index
