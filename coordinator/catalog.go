@@ -17,6 +17,7 @@ import (
 	"github.com/trawl-search/trawl/budget"
 	"github.com/trawl-search/trawl/catalog"
 	"github.com/trawl-search/trawl/fanout"
+	"github.com/trawl-search/trawl/filter"
 	"github.com/trawl-search/trawl/placement"
 	"github.com/trawl-search/trawl/shard"
 	"github.com/trawl-search/trawl/shard/client"
@@ -68,6 +69,29 @@ func (c Collection) UUIDKeys() map[string]bool {
 		}
 	}
 	return out
+}
+
+// TextIndexes are the payload keys c declares a text index on, with its
+// tokenizer: a filter's match.text and match.text_any on them match
+// tokens, as Qdrant's full-text index does (filter.Filter.WithTextIndexes).
+// Nil when none.
+func (c Collection) TextIndexes() map[string]filter.TextIndex {
+	var out map[string]filter.TextIndex
+	for k, t := range c.PayloadSchema {
+		if ti, ok := filter.TextIndexOf(t); ok {
+			if out == nil {
+				out = map[string]filter.TextIndex{}
+			}
+			out[k] = ti
+		}
+	}
+	return out
+}
+
+// shardFilter is f as c's shards evaluate it: with c's uuid and text
+// payload indexes' meanings applied.
+func (c Collection) shardFilter(f *filter.Filter) *filter.Filter {
+	return f.WithUUIDKeys(c.UUIDKeys()).WithTextIndexes(c.TextIndexes())
 }
 
 func (c Collection) ref() client.Collection { return client.Collection{Name: c.Name, UID: c.UID} }

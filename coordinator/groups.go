@@ -27,6 +27,11 @@ type GroupSearch struct {
 	// Query is the search (a vector, a stored id, or a recommendation);
 	// its K is ignored.
 	Query Query
+	// Tree, when set, is a query with prefetches (Qdrant's query/groups
+	// with prefetch) grouped instead of Query: its root's Query.K is
+	// ignored, its WithPayload and WithVector are the hits'
+	// (groupsOverTree).
+	Tree *Stage
 	// GroupBy is a dotted payload path; a point whose value there is a
 	// string or an integer (or an array of them: one group each) belongs
 	// to that value's group; other points belong to none.
@@ -79,6 +84,9 @@ func (c *Coordinator) SearchGroups(ctx context.Context, g GroupSearch) (GroupAns
 	ctx = context.WithoutCancel(ctx)
 	if err := c.unlistedError(g.Collection); err != nil {
 		return GroupAnswer{}, err
+	}
+	if g.Tree != nil {
+		return c.groupsOverTree(ctx, g)
 	}
 	q := g.Query
 	if q.Recommend != nil {

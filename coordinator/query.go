@@ -149,7 +149,9 @@ func (c *Coordinator) Query(ctx context.Context, s QuerySearch) (Answer, error) 
 			return run.done(), err
 		}
 		for i, n := range asked {
-			n.hits, n.metric = a.Hits[i], true
+			// A sparse query's scores are dot products, not the
+			// collection metric's (which fuse reads for l2).
+			n.hits, n.metric = a.Hits[i], n.st.Query.Sparse == nil
 		}
 	}
 	ans := run.done()

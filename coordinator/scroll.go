@@ -197,10 +197,11 @@ func (c *Coordinator) scroll(ctx context.Context, coll Collection, path fanout.P
 }
 
 // filterBytes is a filter's canonical JSON as coll's shards evaluate it
-// (its match conditions on keys declared uuid compare UUIDs:
-// Collection.UUIDKeys), nil for none: what shards parse.
+// (its match conditions on keys declared uuid compare UUIDs, its text
+// matches on keys declared text match tokens: Collection.shardFilter),
+// nil for none: what shards parse.
 func filterBytes(coll Collection, f *filter.Filter) ([]byte, error) {
-	f = f.WithUUIDKeys(coll.UUIDKeys())
+	f = coll.shardFilter(f)
 	if f.Empty() {
 		return nil, nil
 	}

@@ -178,7 +178,7 @@ func (c *Coordinator) Search(ctx context.Context, s Search) (Answer, error) {
 		if !q.Filter.Empty() {
 			// The canonical form: every shard parses the same bytes, and
 			// a shard groups a batch's queries by them.
-			if cqs[i].Filter, err = json.Marshal(q.Filter.WithUUIDKeys(s.Collection.UUIDKeys())); err != nil {
+			if cqs[i].Filter, err = json.Marshal(s.Collection.shardFilter(q.Filter)); err != nil {
 				return Answer{}, fmt.Errorf("query %d: encoding its filter: %w", i, err)
 			}
 		}

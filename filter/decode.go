@@ -431,7 +431,7 @@ func (d *decoder) keyed(p path, m map[string]any) (Condition, error) {
 	ops := 0
 	for _, k := range sortedKeys(m) {
 		switch k {
-		case "key":
+		case "key", "text_index":
 		case "match", "range", "values_count", "geo_radius", "geo_bounding_box", "geo_polygon":
 			ops++
 		default:
@@ -444,6 +444,9 @@ func (d *decoder) keyed(p path, m map[string]any) (Condition, error) {
 	match, hasMatch := m["match"]
 	rng, hasRange := m["range"]
 	count, hasCount := m["values_count"]
+	if _, ok := m["text_index"]; ok && !hasMatch {
+		return Condition{}, p.key("text_index").errorf("goes with match.text or match.text_any only")
+	}
 	switch {
 	case ops > 1:
 		return Condition{}, p.errorf("has more than one of match, range, values_count, geo_radius, geo_bounding_box and geo_polygon; give one")
@@ -459,6 +462,9 @@ func (d *decoder) keyed(p path, m map[string]any) (Condition, error) {
 	case hasMatch:
 		c, err := parseMatch(p.key("match"), match)
 		c.Key, c.Path = key, segs
+		if _, ok := m["text_index"]; ok && err == nil {
+			c.TextIndex, err = parseConditionTextIndex(p.key("text_index"), c, m["text_index"])
+		}
 		return c, err
 	case hasRange:
 		if isDatetimeRange(rng) {
@@ -470,6 +476,23 @@ func (d *decoder) keyed(p path, m map[string]any) (Condition, error) {
 	}
 	// The one operator is a geo area given as null.
 	return Condition{}, p.errorf("has a null geo area")
+}
+
+// parseConditionTextIndex reads a condition's text_index: the text index
+// its match.text or match.text_any matches tokens by (Condition.TextIndex).
+func parseConditionTextIndex(p path, c Condition, v any) (*TextIndex, error) {
+	if !(c.Op == OpText && c.Text == "text" || c.Op == OpTextAny) {
+		return nil, p.errorf("goes with match.text or match.text_any only")
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, p.errorf("is %s, want a text index's params object", kindOf(v))
+	}
+	t, err := parseTextIndex(p, m)
+	if err != nil {
+		return nil, err
+	}
+	return &t, nil
 }
 
 // isDatetimeRange reports a range whose bounds are strings: Qdrant reads

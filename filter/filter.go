@@ -104,6 +104,11 @@ type Condition struct {
 	Geo   *Geo      // OpGeoRadius, OpGeoBox, OpGeoPolygon
 	// Text names the match operator of OpText: "text" or "phrase".
 	Text string
+	// TextIndex, set on an OpText ("text") or OpTextAny condition, makes
+	// it match tokens as a text payload index on Key does
+	// (WithTextIndexes): its canonical JSON carries it as the
+	// condition's "text_index".
+	TextIndex *TextIndex
 	// UUID makes OpMatch, OpAny and OpExcept compare as UUIDs, as Qdrant
 	// matches a key with a uuid payload index (the match operators uuid,
 	// uuid_any, uuid_except; WithUUIDKeys): Value and Values are
@@ -272,6 +277,9 @@ func (c *Condition) MatchPoint(id string, doc map[string]any) bool {
 	}
 	if !found || v == nil {
 		return false
+	}
+	if c.TextIndex != nil && (c.Op == OpText || c.Op == OpTextAny) {
+		return c.matchTokens(v)
 	}
 	if a, ok := v.([]any); ok {
 		for _, e := range a {
@@ -452,7 +460,12 @@ func (c *Condition) appendJSON(b []byte) []byte {
 		b = appendString(b, op)
 		b = append(b, ':')
 		b = appendString(b, c.Value.Str)
-		return append(b, "}}"...)
+		b = append(b, '}')
+		if c.TextIndex != nil {
+			b = append(b, `,"text_index":`...)
+			b = c.TextIndex.appendJSON(b)
+		}
+		return append(b, '}')
 	case OpDatetime:
 		b = append(keyed(b), `,"range":{`...)
 		first := true

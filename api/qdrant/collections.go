@@ -11,6 +11,7 @@ import (
 	"github.com/trawl-search/trawl/catalog"
 	"github.com/trawl-search/trawl/coordinator"
 	"github.com/trawl-search/trawl/fanout"
+	"github.com/trawl-search/trawl/filter"
 )
 
 func (h *Handler) root(w http.ResponseWriter, r *http.Request) {
@@ -114,8 +115,9 @@ type quantizationConfig struct {
 // payloadIndexInfo is Qdrant's PayloadIndexInfo: the declared type, and
 // how many points have a value under the key.
 type payloadIndexInfo struct {
-	DataType string `json:"data_type"`
-	Points   uint64 `json:"points"`
+	DataType string         `json:"data_type"`
+	Params   map[string]any `json:"params,omitempty"`
+	Points   uint64         `json:"points"`
 }
 
 // getCollection is GET /collections/{name} (a name or an alias): the
@@ -149,7 +151,7 @@ func (h *Handler) getCollection(w http.ResponseWriter, r *http.Request) {
 			info.Status = "grey"
 		}
 		for f, t := range c.PayloadSchema {
-			info.PayloadSchema[f] = payloadIndexInfo{DataType: t}
+			info.PayloadSchema[f] = payloadIndexInfo{DataType: filter.SchemaType(t), Params: qdrantx.TextParams(t)}
 		}
 		answer(w, r, info, nil)
 		return
@@ -176,7 +178,7 @@ func (h *Handler) getCollection(w http.ResponseWriter, r *http.Request) {
 	}
 	info.PointsCount = counts.Total
 	for f, t := range c.PayloadSchema {
-		info.PayloadSchema[f] = payloadIndexInfo{DataType: t, Points: counts.Fields[f]}
+		info.PayloadSchema[f] = payloadIndexInfo{DataType: filter.SchemaType(t), Params: qdrantx.TextParams(t), Points: counts.Fields[f]}
 	}
 	answer(w, r, info, &sg)
 }

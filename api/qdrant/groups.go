@@ -82,10 +82,7 @@ func decodeGroups(b []byte, sch coordinator.Schema, search bool, decode func([]b
 	if err != nil {
 		return groupsRequest{}, err
 	}
-	if q.tree != nil {
-		return groupsRequest{}, wire.Invalid(qdrantx.ErrPrefetch)
-	}
-	out.g.Query, out.exclude = q.q, q.exclude
+	out.g.Query, out.g.Tree, out.exclude = q.q, q.tree, q.exclude
 	return out, nil
 }
 

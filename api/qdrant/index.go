@@ -9,17 +9,19 @@ import (
 
 	"github.com/trawl-search/trawl/api/internal/wire"
 	"github.com/trawl-search/trawl/api/qdrant/internal/qdrantx"
+	"github.com/trawl-search/trawl/filter"
 )
 
 // Payload indexes (Qdrant's PUT /collections/{c}/index and DELETE
 // /collections/{c}/index/{field}). The shards index every payload key
 // whatever is declared, so a declaration is recorded (GET
-// /collections/{c} shows it in payload_schema) and changes no answer.
+// /collections/{c} shows it in payload_schema) and changes no answer,
+// but for uuid and text (qdrantx.CheckFieldSchema).
 
 // decodeFieldIndex reads a CreateFieldIndex: field_name, and field_schema
 // (or its older name field_type) as a type name or an object of a type
 // and its params (the params tune Qdrant's index structures and are
-// accepted).
+// accepted, but a text index's, which say how match.text tokenizes).
 func decodeFieldIndex(b []byte) (field, schema string, err error) {
 	var req struct {
 		FieldName   *string         `json:"field_name"`
@@ -45,17 +47,25 @@ func decodeFieldIndex(b []byte) (field, schema string, err error) {
 	if !wire.IsSet(raw) {
 		return "", "", wire.Invalid("Can't auto-detect field type, please specify `field_schema` in the request")
 	}
+	var params []byte // a type's params, when given as an object
 	if err := json.Unmarshal(raw, &schema); err != nil {
-		var params struct {
+		var p struct {
 			Type *string `json:"type"`
 		}
-		if err := json.Unmarshal(raw, &params); err != nil || params.Type == nil {
+		if err := json.Unmarshal(raw, &p); err != nil || p.Type == nil {
 			return "", "", wire.Invalid(`field_schema is ` + wire.JSONKind(raw) + `, want a type ("keyword", "integer", ...) or {"type": ..., params}`)
 		}
-		schema = *params.Type
+		schema, params = *p.Type, raw
 	}
 	if err := qdrantx.CheckFieldSchema(schema); err != nil {
 		return "", "", err
+	}
+	if schema == filter.SchemaText {
+		// The text index's params change answers (how match.text
+		// tokenizes), so they are checked and recorded.
+		if schema, err = qdrantx.TextSchema(params); err != nil {
+			return "", "", err
+		}
 	}
 	return *req.FieldName, schema, nil
 }

@@ -543,7 +543,8 @@ func TestQdrantQueryPrefetchBadInput(t *testing.T) {
 		{"too many", "points/query", `{"prefetch": [` + strings.Join(many, ",") + `], "query": {"fusion": "rrf"}}`, "more than 256 query stages"},
 		{"prefetch not an object", "points/query", `{"prefetch": 3, "query": {"fusion": "rrf"}}`, "prefetch: want a prefetch object or a list of them"},
 		{"batch entry", "points/query/batch", `{"searches": [{"query": ` + v + `}, {"prefetch": {"query": ` + v + `}, "query": {"fusion": "x"}}]}`, `searches[1]: query.fusion: unknown variant "x"`},
-		{"groups", "points/query/groups", `{"prefetch": {"query": ` + v + `}, "query": {"fusion": "rrf"}, "group_by": "color"}`, "prefetch is not supported in query/groups"},
+		{"groups", "points/query/groups", `{"prefetch": {"query": ` + v + `}, "query": {"fusion": "x"}, "group_by": "color"}`, `query.fusion: unknown variant "x"`},
+		{"groups without group_by", "points/query/groups", `{"prefetch": {"query": ` + v + `}, "query": {"fusion": "rrf"}}`, `missing "group_by"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rpcs, store := e.ShardRPCs(), e.StoreState()

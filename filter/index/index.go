@@ -7,6 +7,12 @@
 // only where the indexes do not answer a condition, or where answering it
 // would cost more than checking the few rows the rest of the filter left.
 //
+// match.text and match.text_any conditions that carry a text index
+// (filter.Condition.TextIndex) are answered from token postings: for each
+// key and tokenizer, a roaring bitmap of rows per token, built from the
+// payloads by the first Select that needs it and kept up to date by Add
+// and Remove from then on (text.go).
+//
 // Keys are indexed as they first appear, up to a cap on the number of
 // keys; a key met after that is not indexed, and conditions on it are
 // evaluated per row. The result is the same either way: filter.Match is
@@ -21,6 +27,7 @@ package index
 import (
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/RoaringBitmap/roaring/v2"
 )
@@ -51,6 +58,12 @@ type Index struct {
 	// capped is set once a key was refused for the cap: a key absent
 	// from fields may then be held by rows after all.
 	capped bool
+	// texts are the text indexes (token postings) built so far, each on
+	// the first Select whose filter needs it and kept up to date by Add
+	// and Remove from then on. textMu guards the map: Select builds
+	// under the store's shared hold, concurrently with other Selects.
+	textMu sync.Mutex
+	texts  map[textKey]*textPostings
 }
 
 // field is one dotted key's postings.
@@ -90,16 +103,25 @@ func New(cfg Config) *Index {
 func (ix *Index) Reset() {
 	ix.fields = map[string]*field{}
 	ix.capped = false
+	ix.textMu.Lock()
+	ix.texts = nil
+	ix.textMu.Unlock()
 }
 
 // Keys is how many dotted keys are indexed.
 func (ix *Index) Keys() int { return len(ix.fields) }
 
 // Add indexes doc (filter.DecodePayload's tree; nil for none) as row's.
-func (ix *Index) Add(row uint32, doc map[string]any) { ix.walk("", doc, row, true) }
+func (ix *Index) Add(row uint32, doc map[string]any) {
+	ix.walk("", doc, row, true)
+	ix.updateTexts(row, doc, true)
+}
 
 // Remove takes row's entries for doc (what Add was given) out.
-func (ix *Index) Remove(row uint32, doc map[string]any) { ix.walk("", doc, row, false) }
+func (ix *Index) Remove(row uint32, doc map[string]any) {
+	ix.walk("", doc, row, false)
+	ix.updateTexts(row, doc, false)
+}
 
 // walk visits every key path of an object the way filter.Lookup reaches
 // them: through objects only, by keys without dots (a key holding a dot,

@@ -208,6 +208,11 @@ func (s *selector) cond(c *filter.Condition) (*roaring.Bitmap, bool) {
 		}
 		return roaring.New(), true
 	}
+	if c.TextIndex != nil && (c.Op == filter.OpText || c.Op == filter.OpTextAny) {
+		if b, ok := s.textCond(c); ok {
+			return b, true
+		}
+	}
 	if c.UUID {
 		// The postings are by string as written; a UUID matches every
 		// way of writing it, so the rows holding the key are checked.

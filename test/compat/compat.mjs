@@ -468,7 +468,10 @@ assert.equal((await call("createPayloadIndex", { field_name: "ref", field_schema
 const imgPoints = Array.from({ length: 50 }, (_, i) => ({
   id: i + 1,
   vector: embed(`image ${i}`, imgDim).map((x) => x * (1 + (i % 5))),
-  payload: { kind: i % 3 === 0 ? "cat" : "dog", n: i, shade: `s${i % 4}`, ...(i < 10 ? { ref: i % 2 ? ref.toUpperCase() : `{${ref}}` } : {}) },
+  payload: {
+    kind: i % 3 === 0 ? "cat" : "dog", n: i, shade: `s${i % 4}`, caption: `${i % 3 === 0 ? "Cat" : "Dog"} photo #${i}, ${i % 2 ? "indoors" : "outdoors"}`,
+    ...(i < 10 ? { ref: i % 2 ? ref.toUpperCase() : `{${ref}}` } : {}),
+  },
 }));
 assert.equal((await call("upsert", { points: `${imgPoints.length} points of ${imgDim} dims` }, () => client.upsert(images, { wait: true, points: imgPoints }))).status, "completed");
 const imgInfo = await call("getCollection", images, () => client.getCollection(images));
@@ -479,6 +482,31 @@ const byRef = await call("count", { filter: { must: [{ key: "ref", match: { valu
   client.count(images, { filter: { must: [{ key: "ref", match: { value: ref.replaceAll("-", "") } }] }, exact: true }),
 );
 assert.equal(byRef.count, 10, "a uuid index matches every way of writing the UUID");
+
+// A text index: match.text matches tokens (every word of the query, in
+// any case and order); without one it is a substring, as in Qdrant.
+{
+  const words = (s) => s.toLowerCase().match(/[\p{L}\p{N}]+/gu) ?? [];
+  const textFilter = { must: [{ key: "caption", match: { text: "INDOORS cat" } }] };
+  const hasWords = (p) => ["indoors", "cat"].every((w) => words(p.payload.caption).includes(w));
+  const plain = await call("count", { filter: textFilter, note: "no text index yet" }, () => client.count(images, { filter: textFilter, exact: true }));
+  assert.equal(plain.count, imgPoints.filter((p) => p.payload.caption.includes("INDOORS cat")).length, "match.text without a text index: a substring");
+  await refused("createPayloadIndex (prefix tokenizer)", { field_name: "caption", field_schema: { type: "text", tokenizer: "prefix" } }, 400, () =>
+    client.createPayloadIndex(images, { field_name: "caption", field_schema: { type: "text", tokenizer: "prefix" }, wait: true }),
+  );
+  const textSchema = { type: "text", tokenizer: "word", lowercase: true, min_token_len: 2 };
+  assert.equal((await call("createPayloadIndex", { field_name: "caption", field_schema: textSchema }, () =>
+    client.createPayloadIndex(images, { field_name: "caption", field_schema: textSchema, wait: true }))).status, "completed");
+  const tokens = await call("count", { filter: textFilter }, () => client.count(images, { filter: textFilter, exact: true }));
+  assert.equal(tokens.count, imgPoints.filter(hasWords).length, "match.text with a text index: every token");
+  assert.ok(tokens.count > 0);
+  const tv = embed("a captioned image", imgDim);
+  const tq = await call("query", { query: "tv", limit: 4, filter: textFilter }, () => client.query(images, { query: tv, limit: 4, filter: textFilter }));
+  sameHits(tq.points, bruteForceDot(imgPoints, tv, 4, hasWords), "query with match.text");
+  const schema = (await call("getCollection", images, () => client.getCollection(images))).payload_schema;
+  assert.deepEqual(schema.caption, { data_type: "text", params: { type: "text", tokenizer: "word", lowercase: true, min_token_len: 2 }, points: imgPoints.length });
+  assert.equal(await call("deletePayloadIndex", [images, "caption"], async () => (await client.deletePayloadIndex(images, "caption")).status), "completed");
+}
 
 const iq = embed("a query image", imgDim);
 const cats = { must: [{ key: "kind", match: { value: "cat" } }] };
@@ -542,6 +570,13 @@ await refused("queryBatch (wrong vector size)", { searches: ["ok", `[${imgDim + 
     client.queryGroups(images, { query: iq, group_by: "shade", group_size: 3, limit: 2, filter: cats }),
   );
   sameGroups(qg.groups, bruteGroups(bruteForceDot(imgPoints, iq, imgPoints.length, isCat), 3, 2), "queryGroups");
+  // Groups over a fused prefetch: the fused ranking, grouped.
+  const fusedBranches = [{ query: iq, limit: 10, filter: cats }, { query: iq2, limit: 10 }];
+  const pg = await call("queryGroups", { prefetch: "[cats iq, iq2]", query: { fusion: "rrf" }, group_by: "shade", group_size: 2, limit: 3 }, () =>
+    client.queryGroups(images, { prefetch: fusedBranches, query: { fusion: "rrf" }, group_by: "shade", group_size: 2, limit: 3 }),
+  );
+  const fused = fuse([bruteForceDot(imgPoints, iq, 10, isCat), bruteForceDot(imgPoints, iq2, 10)], rrf);
+  sameGroups(pg.groups, bruteGroups(fused, 2, 3), "queryGroups with prefetch");
 
   // Recommend (average_vector): 2·avg(positive) − avg(negative), the
   // examples left out.
@@ -697,6 +732,13 @@ assert.deepEqual(sfres.points.map((p) => Math.fround(p.score)), sparseBrute(hyPo
 const hyGot = await call("retrieve", { ids: [2], with_vector: true }, () => client.retrieve(hybrid, { ids: [2], with_vector: true }));
 assert.deepEqual(hyGot[0].vector[""], hyPoints[1].vector[""]);
 assert.deepEqual([...hyGot[0].vector["text-sparse"].indices].sort((a, b) => a - b), [...hyPoints[1].vector["text-sparse"].indices].sort((a, b) => a - b));
+// Hybrid retrieval: a dense and a sparse prefetch fused by RRF, against
+// the fusion of the two brute-force lists.
+const hq = [0, 0, 0, 1];
+const hyb = await call("query", { prefetch: "[dense hq limit 6, sparse sq limit 6]", query: { fusion: "rrf" }, limit: 5 }, () =>
+  client.query(hybrid, { prefetch: [{ query: hq, limit: 6 }, { query: sq, using: "text-sparse", limit: 6 }], query: { fusion: "rrf" }, limit: 5 }));
+const hyDense = bruteForceDot(hyPoints.map((p) => ({ id: p.id, vector: p.vector[""] })), hq, 6);
+sameHits(hyb.points, fuse([hyDense, sparseBrute(hyPoints, sq, 6)], rrf).slice(0, 5), "hybrid query: dense + sparse prefetch, rrf");
 await refused("upsert (repeated sparse index)", { points: [{ id: 1, vector: { "": "[4 floats]", "text-sparse": { indices: [1, 1], values: [1, 2] } } }] }, 400, () =>
   client.upsert(hybrid, { wait: true, points: [{ id: 1, vector: { "": [1, 0, 0, 0], "text-sparse": { indices: [1, 1], values: [1, 2] } } }] }),
 );

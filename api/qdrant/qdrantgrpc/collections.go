@@ -10,6 +10,7 @@ import (
 	pb "github.com/trawl-search/trawl/api/qdrant/qdrantpb"
 	"github.com/trawl-search/trawl/catalog"
 	"github.com/trawl-search/trawl/coordinator"
+	"github.com/trawl-search/trawl/filter"
 	"github.com/trawl-search/trawl/vector"
 )
 
@@ -81,7 +82,7 @@ func (c *collectionsService) Get(ctx context.Context, r *pb.GetCollectionInfoReq
 			info.Status = pb.CollectionStatus_Grey // as REST's: being restored
 		}
 		for f, t := range coll.PayloadSchema {
-			info.PayloadSchema[f] = &pb.PayloadSchemaInfo{DataType: schemaType(t), Points: new(uint64)}
+			info.PayloadSchema[f] = &pb.PayloadSchemaInfo{DataType: schemaType(t), Params: schemaParams(t), Points: new(uint64)}
 		}
 		return &pb.GetCollectionInfoResponse{Result: info, Time: elapsed(ctx)}, nil
 	}
@@ -108,7 +109,7 @@ func (c *collectionsService) Get(ctx context.Context, r *pb.GetCollectionInfoReq
 	info.PointsCount = &counts.Total
 	for f, t := range coll.PayloadSchema {
 		n := counts.Fields[f]
-		info.PayloadSchema[f] = &pb.PayloadSchemaInfo{DataType: schemaType(t), Points: &n}
+		info.PayloadSchema[f] = &pb.PayloadSchemaInfo{DataType: schemaType(t), Params: schemaParams(t), Points: &n}
 	}
 	return &pb.GetCollectionInfoResponse{Result: info, Time: elapsed(ctx)}, nil
 }
@@ -167,7 +168,7 @@ func (c *collectionsService) describe(coll coordinator.Collection) *pb.Collectio
 
 // schemaType names a declared payload index type as Qdrant's enum.
 func schemaType(t string) pb.PayloadSchemaType {
-	switch t {
+	switch filter.SchemaType(t) {
 	case "keyword":
 		return pb.PayloadSchemaType_Keyword
 	case "integer":
@@ -186,6 +187,26 @@ func schemaType(t string) pb.PayloadSchemaType {
 		return pb.PayloadSchemaType_Uuid
 	}
 	return pb.PayloadSchemaType_UnknownType
+}
+
+// schemaParams is a text index declaration's params as Qdrant's
+// TextIndexParams; nil for other types, whose params trawl does not keep.
+func schemaParams(schema string) *pb.PayloadIndexParams {
+	t, ok := filter.TextIndexOf(schema)
+	if !ok {
+		return nil
+	}
+	p := &pb.TextIndexParams{Tokenizer: pb.TokenizerType_Word, Lowercase: ptr(t.Lowercase)}
+	if t.Tokenizer == filter.TokenizerWhitespace {
+		p.Tokenizer = pb.TokenizerType_Whitespace
+	}
+	if t.MinTokenLen > 0 {
+		p.MinTokenLen = ptr(uint64(t.MinTokenLen))
+	}
+	if t.MaxTokenLen > 0 {
+		p.MaxTokenLen = ptr(uint64(t.MaxTokenLen))
+	}
+	return &pb.PayloadIndexParams{IndexParams: &pb.PayloadIndexParams_TextIndexParams{TextIndexParams: p}}
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -39,7 +39,7 @@ func TestQueryPrefetch(t *testing.T) {
 	}
 	var pts []point
 	for i := 1; i <= 150; i++ {
-		pts = append(pts, point{ID: i, Vector: vec(), Payload: map[string]any{"odd": i%2 == 1}})
+		pts = append(pts, point{ID: i, Vector: vec(), Payload: map[string]any{"odd": i%2 == 1, "g": i % 5}})
 	}
 	body, err := json.Marshal(map[string]any{"points": pts})
 	require.NoError(t, err)
@@ -105,7 +105,7 @@ func TestQueryPrefetch(t *testing.T) {
 		})
 	}
 
-	// Bad trees are InvalidArgument naming the member; groups refuse prefetch.
+	// Bad trees are InvalidArgument naming the member.
 	for _, tc := range []struct {
 		name string
 		q    *pb.QueryPoints
@@ -130,10 +130,38 @@ func TestQueryPrefetch(t *testing.T) {
 			require.Equal(t, rpcs, e.ShardRPCs())
 		})
 	}
-	_, err = cl.p.QueryGroups(call(t), &pb.QueryPointGroups{CollectionName: "gq", GroupBy: "odd", Query: fusionQuery(pb.Fusion_RRF),
-		Prefetch: []*pb.PrefetchQuery{{Query: nearest(a)}}})
-	require.Equal(t, codes.InvalidArgument, status.Code(err), "%v", err)
-	require.Contains(t, status.Convert(err).Message(), "prefetch is not supported in query/groups")
+
+	// Groups over a fused tree answer as REST's query/groups.
+	groups, err := cl.p.QueryGroups(call(t), &pb.QueryPointGroups{CollectionName: "gq", GroupBy: "g", GroupSize: new(uint64(2)), Limit: new(uint64(3)),
+		Query: fusionQuery(pb.Fusion_RRF), Prefetch: []*pb.PrefetchQuery{{Query: nearest(a), Limit: new(uint64(8))}, {Query: nearest(b), Limit: new(uint64(8))}}})
+	require.NoError(t, err)
+	gb, err := json.Marshal(map[string]any{"group_by": "g", "group_size": 2, "limit": 3,
+		"query": map[string]any{"fusion": "rrf"}, "prefetch": []any{map[string]any{"query": a, "limit": 8}, map[string]any{"query": b, "limit": 8}}})
+	require.NoError(t, err)
+	res = e.Do(http.MethodPost, "/collections/gq/points/query/groups", string(gb), nil)
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	var rest struct {
+		Result struct {
+			Groups []struct {
+				ID   int `json:"id"`
+				Hits []struct {
+					ID    uint64  `json:"id"`
+					Score float32 `json:"score"`
+				} `json:"hits"`
+			} `json:"groups"`
+		} `json:"result"`
+	}
+	require.NoError(t, json.Unmarshal(res.Body, &rest))
+	require.Len(t, rest.Result.Groups, 3, "%s", res.Body)
+	require.Len(t, groups.GetResult().GetGroups(), 3)
+	for i, g := range groups.GetResult().GetGroups() {
+		require.Equal(t, uint64(rest.Result.Groups[i].ID), g.GetId().GetUnsignedValue(), "group %d", i)
+		require.Len(t, g.GetHits(), len(rest.Result.Groups[i].Hits))
+		for j, h := range g.GetHits() {
+			require.Equal(t, rest.Result.Groups[i].Hits[j].ID, h.GetId().GetNum())
+			require.Equal(t, rest.Result.Groups[i].Hits[j].Score, h.GetScore())
+		}
+	}
 }
 
 // TestQueryPrefetchDegraded: a fused query missing a shard says so in

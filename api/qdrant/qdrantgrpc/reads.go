@@ -305,9 +305,6 @@ func (p *pointsService) QueryGroups(ctx context.Context, r *pb.QueryPointGroups)
 		if err != nil {
 			return groupRequest{}, err
 		}
-		if q.tree != nil {
-			return groupRequest{}, wire.Invalid(qdrantx.ErrPrefetch)
-		}
 		size, limit := uint64(3), uint64(qdrantx.DefaultLimit)
 		if r.GroupSize != nil {
 			size = *r.GroupSize
@@ -341,7 +338,7 @@ func groupSearch(q query, groupBy string, size, limit uint64) (groupRequest, err
 	if limit < 1 || limit > coordinator.MaxGroups {
 		return groupRequest{}, invalidf("limit is %d, want 1..%d", limit, coordinator.MaxGroups)
 	}
-	return groupRequest{g: coordinator.GroupSearch{Query: q.q, GroupBy: groupBy, GroupSize: int(size), Limit: int(limit)}, exclude: q.exclude}, nil
+	return groupRequest{g: coordinator.GroupSearch{Query: q.q, Tree: q.tree, GroupBy: groupBy, GroupSize: int(size), Limit: int(limit)}, exclude: q.exclude}, nil
 }
 
 // groups runs a grouped search: the same coordinator.SearchGroups as

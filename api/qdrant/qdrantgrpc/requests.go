@@ -475,7 +475,7 @@ var fieldTypes = map[pb.FieldType]string{
 
 // decodeFieldIndex reads a CreateFieldIndexCollection as a field and its
 // declared type (the index params tune Qdrant's structures and are
-// accepted).
+// accepted, but a text index's, which say how match.text tokenizes).
 func decodeFieldIndex(r *pb.CreateFieldIndexCollection) (string, string, error) {
 	if err := qdrantx.CheckField(r.GetFieldName()); err != nil {
 		return "", "", err
@@ -490,7 +490,63 @@ func decodeFieldIndex(r *pb.CreateFieldIndexCollection) (string, string, error) 
 	if err := qdrantx.CheckFieldSchema(schema); err != nil {
 		return "", "", err
 	}
+	if schema == filter.SchemaText {
+		t, err := textIndexParams(r.GetFieldIndexParams().GetTextIndexParams())
+		if err != nil {
+			return "", "", err
+		}
+		schema = t.Schema()
+	}
 	return r.GetFieldName(), schema, nil
+}
+
+// textIndexParams reads a text index's TextIndexParams (nil: Qdrant's
+// defaults) as filter.ParseTextIndex reads its JSON twin, with the same
+// refusals.
+func textIndexParams(p *pb.TextIndexParams) (filter.TextIndex, error) {
+	t := filter.DefaultTextIndex()
+	if p == nil {
+		return t, nil
+	}
+	switch p.GetTokenizer() {
+	case pb.TokenizerType_Unknown, pb.TokenizerType_Word:
+	case pb.TokenizerType_Whitespace:
+		t.Tokenizer = filter.TokenizerWhitespace
+	case pb.TokenizerType_Prefix, pb.TokenizerType_Multilingual:
+		return t, invalidf("field_index_params.text_index_params.tokenizer %s is not supported; trawl's text index tokenizes by word or whitespace", p.GetTokenizer())
+	default:
+		return t, invalidf("field_index_params.text_index_params.tokenizer %d is not a tokenizer; want Word or Whitespace", int32(p.GetTokenizer()))
+	}
+	if p.Lowercase != nil {
+		t.Lowercase = p.GetLowercase()
+	}
+	for _, l := range []struct {
+		name string
+		v    *uint64
+		dst  *int
+	}{{"min_token_len", p.MinTokenLen, &t.MinTokenLen}, {"max_token_len", p.MaxTokenLen, &t.MaxTokenLen}} {
+		if l.v == nil {
+			continue
+		}
+		if *l.v > filter.MaxTokenLen {
+			return t, invalidf("field_index_params.text_index_params.%s %d is over %d", l.name, *l.v, filter.MaxTokenLen)
+		}
+		*l.dst = int(*l.v)
+	}
+	if t.MaxTokenLen > 0 && t.MinTokenLen > t.MaxTokenLen {
+		return t, invalidf("field_index_params.text_index_params: min_token_len %d is over max_token_len %d", t.MinTokenLen, t.MaxTokenLen)
+	}
+	switch {
+	case p.GetPhraseMatching():
+		return t, invalidf("field_index_params.text_index_params.phrase_matching is not supported; trawl's text index matches tokens, without phrase matching")
+	case p.GetAsciiFolding():
+		return t, invalidf("field_index_params.text_index_params.ascii_folding is not supported; trawl's text index matches tokens, without ascii folding")
+	case p.Stopwords != nil:
+		return t, invalidf("field_index_params.text_index_params.stopwords is not supported; trawl's text index keeps every token as written (lowercased if asked)")
+	case p.Stemmer != nil:
+		return t, invalidf("field_index_params.text_index_params.stemmer is not supported; trawl's text index keeps every token as written (lowercased if asked)")
+	}
+	return t, nil
 }
 
 // decodeAliases reads a ChangeAliases, checking every action before any

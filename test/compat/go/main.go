@@ -903,12 +903,40 @@ func (r *run) sparse() {
 		}
 		return strconv.FormatUint(want[a].id, 10) < strconv.FormatUint(want[b].id, 10)
 	})
+	all := want
 	want = want[:min(5, len(want))]
 	expect(len(res) == len(want), "sparse query: %d hits, want %d", len(res), len(want))
 	for i, h := range res {
 		expect(math.Abs(float64(h.GetScore()-want[i].score)) <= 1e-5*math.Abs(float64(want[i].score)),
 			"sparse query hit %d: score %v, want %v", i, h.GetScore(), want[i].score)
 	}
+	// Hybrid: the dense prefetch (dot with [0, 1]: the highest ids first)
+	// and the sparse one, 6 each, fused by RRF (k = 2, positions from 0),
+	// against the fusion of the two brute-force lists.
+	hres, err := r.c.Query(ctx(), &qdrant.QueryPoints{CollectionName: name, Query: qdrant.NewQueryFusion(qdrant.Fusion_RRF),
+		Prefetch: []*qdrant.PrefetchQuery{{Query: qdrant.NewQuery(0, 1), Limit: qdrant.PtrOf(uint64(6))},
+			{Query: qdrant.NewQuerySparse(qi, qv), Using: qdrant.PtrOf("bm"), Limit: qdrant.PtrOf(uint64(6))}},
+		Limit: qdrant.PtrOf(uint64(5))})
+	check(err)
+	r.show("Query", "prefetch [dense [0 1] limit 6, sparse bm limit 6], fusion RRF, limit 5", hitsText(hres))
+	fused := map[string]float64{}
+	for pos := range 6 {
+		fused[strconv.Itoa(30-pos)] += float64(float32(1) / float32(pos+2))
+	}
+	for pos, h := range all[:min(6, len(all))] {
+		fused[strconv.FormatUint(h.id, 10)] += float64(float32(1) / float32(pos+2))
+	}
+	var hwant []hit
+	for k, sc := range fused {
+		hwant = append(hwant, hit{k, sc})
+	}
+	sort.Slice(hwant, func(i, j int) bool {
+		if hwant[i].score != hwant[j].score {
+			return hwant[i].score > hwant[j].score
+		}
+		return hwant[i].key < hwant[j].key // the router breaks ties by id as text
+	})
+	sameHits("hybrid query: dense + sparse prefetch, rrf", hres, hwant[:min(5, len(hwant))])
 	got, err := r.c.Get(ctx(), &qdrant.GetPoints{CollectionName: name, Ids: []*qdrant.PointId{qdrant.NewIDNum(1)}, WithVectors: qdrant.NewWithVectors(true)})
 	check(err)
 	named := got[0].GetVectors().GetVectors().GetVectors()

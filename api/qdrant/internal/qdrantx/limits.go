@@ -22,7 +22,6 @@ const (
 	ErrShardKey     = "shard_key is not supported: trawl places points by a hash of their id over every shard"
 	ErrSparse       = "sparse vectors are not supported: trawl stores one dense vector per point"
 	ErrMulti        = "multivectors are not supported: trawl stores one vector per point"
-	ErrPrefetch     = "prefetch is not supported in query/groups: trawl groups the hits of a single-stage query; use points/query for prefetch and fusion"
 	ErrLookupFrom   = "lookup_from is not supported: a query by id looks the point up in the collection it searches"
 	// ErrOrderByDatetime: trawl's payloads hold datetimes as strings,
 	// which order_by does not read.
