@@ -99,7 +99,7 @@ type Config struct {
 	// log and encode writes (replica.Config.BackgroundNice):
 	// replica.DefaultBackgroundNice if zero, none if negative.
 	BackgroundNice int
-	Logger       *slog.Logger
+	Logger         *slog.Logger
 	// TracerProvider and Propagator, when set, trace every replica's RPCs
 	// and scans (shard.ServerTracing, shard.Config.TracerProvider). Nil:
 	// no tracing.
