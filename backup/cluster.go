@@ -43,14 +43,16 @@ type Cut struct {
 	Index uint64 `json:"raft_index"`
 }
 
-// Part is one collection's part of a cluster backup: its manifest's name
-// (relative to the cluster backup), size and SHA-256.
+// Part is one collection's part of a cluster backup: its rows and the
+// bytes of its files, and its manifest's name (relative to the cluster
+// backup), size and SHA-256.
 type Part struct {
-	Collection string `json:"collection"`
-	Manifest   string `json:"manifest"`
-	Rows       int64  `json:"rows"`
-	Bytes      int64  `json:"bytes"`
-	SHA256     string `json:"sha256"`
+	Collection     string `json:"collection"`
+	Rows           int64  `json:"rows"`
+	Bytes          int64  `json:"bytes"`
+	Manifest       string `json:"manifest"`
+	ManifestBytes  int64  `json:"manifest_bytes"`
+	ManifestSHA256 string `json:"manifest_sha256"`
 }
 
 // ClusterPrefix is where cluster backup id is kept.
@@ -64,7 +66,7 @@ func PartPrefix(id, collection string) string {
 
 // FinishCluster writes cluster backup m.ID's manifest, once every part's
 // manifest is written: each part's manifest is read back for its digest.
-// It fills in the parts' Manifest, Bytes and SHA256.
+// It fills in the parts' Manifest, ManifestBytes and ManifestSHA256.
 func FinishCluster(ctx context.Context, store Store, m ClusterManifest) (ClusterManifest, error) {
 	m.Format, m.Version = ClusterFormat, 1
 	for i, p := range m.Collections {
@@ -73,7 +75,7 @@ func FinishCluster(ctx context.Context, store Store, m ClusterManifest) (Cluster
 		if err != nil {
 			return m, fmt.Errorf("cluster backup %s: part %s: %w", m.ID, p.Collection, err)
 		}
-		m.Collections[i].Manifest, m.Collections[i].Bytes, m.Collections[i].SHA256 = rel, n, sum
+		m.Collections[i].Manifest, m.Collections[i].ManifestBytes, m.Collections[i].ManifestSHA256 = rel, n, sum
 	}
 	b, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
@@ -135,8 +137,8 @@ func OpenPart(ctx context.Context, store Store, m ClusterManifest, collection st
 		if err != nil {
 			return nil, &CorruptError{File: p.Manifest, Reason: fmt.Sprintf("cannot be read: %v", err)}
 		}
-		if n != p.Bytes || sum != p.SHA256 {
-			return nil, &CorruptError{File: p.Manifest, Reason: fmt.Sprintf("%d bytes with SHA-256 %s, the cluster manifest says %d and %s", n, sum, p.Bytes, p.SHA256)}
+		if n != p.ManifestBytes || sum != p.ManifestSHA256 {
+			return nil, &CorruptError{File: p.Manifest, Reason: fmt.Sprintf("%d bytes with SHA-256 %s, the cluster manifest says %d and %s", n, sum, p.ManifestBytes, p.ManifestSHA256)}
 		}
 		return Open(ctx, store, PartPrefix(m.ID, collection))
 	}

@@ -109,11 +109,14 @@ func (c *Coordinator) BackupAll(ctx context.Context, id string, cfg BackupConfig
 			cm.Cuts = append(cm.Cuts, backup.Cut{Shard: s.Name, Index: s.Index})
 		}
 		for _, m := range ms {
-			var rows int64
+			p := backup.Part{Collection: m.Collection}
 			for _, s := range m.Shards {
-				rows += s.Rows
+				p.Rows += s.Rows
 			}
-			cm.Collections = append(cm.Collections, backup.Part{Collection: m.Collection, Rows: rows})
+			for _, f := range m.Files {
+				p.Bytes += f.Bytes
+			}
+			cm.Collections = append(cm.Collections, p)
 		}
 	}
 	cm, err = backup.FinishCluster(ctx, cfg.Store, cm)
