@@ -82,6 +82,9 @@ type restoreJSON struct {
 	// From is the collection the backup was taken of: the target's own
 	// name when absent.
 	From string `json:"from"`
+	// Resume continues a restore into the collection that a restore
+	// whose router died left restoring (coordinator.BackupConfig.Resume).
+	Resume bool `json:"resume"`
 }
 
 // restore is POST /v1/collections/{collection}/restore: creates the
@@ -108,7 +111,7 @@ func (s *Server) restore(w http.ResponseWriter, r *http.Request) {
 		s.http.Fail(w, r, err, nil)
 		return
 	}
-	res, err := s.http.Backups.Restore(r.Context(), s.cfg.Coordinator, req.From, req.Backup, target)
+	res, err := s.http.Backups.Restore(r.Context(), s.cfg.Coordinator, req.From, req.Backup, target, req.Resume)
 	if err != nil {
 		s.failCatalog(w, r, err)
 		return

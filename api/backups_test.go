@@ -69,6 +69,7 @@ func TestBackupRoutes(t *testing.T) {
 		{"bad source name", "/v1/collections/copy/restore", "admin", `{"backup": "x", "from": "a/b"}`, http.StatusBadRequest, "from"},
 		{"no such backup", "/v1/collections/copy/restore", "admin", `{"backup": "nope", "from": "trawl"}`, http.StatusNotFound, "nope"},
 		{"over an existing collection", "/v1/collections/trawl/restore", "admin", body, http.StatusConflict, "exists"},
+		{"resume is a boolean", "/v1/collections/copy/restore", "admin", `{"backup": "x", "resume": "yes"}`, http.StatusBadRequest, "resume"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var h map[string]string

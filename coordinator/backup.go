@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/trawl-search/trawl/backup"
+	"github.com/trawl-search/trawl/budget"
 	"github.com/trawl-search/trawl/catalog"
 	"github.com/trawl-search/trawl/fanout"
 	"github.com/trawl-search/trawl/shard"
@@ -31,6 +32,10 @@ type BackupConfig struct {
 	// Progress, when set, is called with the rows done so far and the
 	// rows in all (0 until known).
 	Progress func(done, total int64)
+	// Resume has a restore into a collection left restoring (by a
+	// restore whose router died) continue it instead of refusing it:
+	// see Restore.
+	Resume bool
 }
 
 // restoreBatch is how many rows a restore writes per upsert: the API's
@@ -671,9 +676,12 @@ func (c *Coordinator) restoreVerified(ctx context.Context, r *backup.Reader, tar
 		return RestoreResult{}, errorf(CodeInvalid, err, "backup `%s`: %v", id, err)
 	}
 	if coll, err := c.Collection(ctx, target); err == nil || coll.Name != "" {
+		if coll.Restoring && cfg.Resume {
+			return c.resumeRestore(ctx, r, coll, set, cfg)
+		}
 		if coll.Restoring {
 			return RestoreResult{}, errorf(CodeConflict, nil,
-				"collection `%s` is being restored, or was left half restored by a restore that did not finish: delete it first, then restore again", target)
+				"collection `%s` is being restored, or was left half restored by a restore that did not finish: resume it (the same backup again, with resume), or delete it first, then restore again", target)
 		}
 		return RestoreResult{}, errorf(CodeConflict, nil, "collection `%s` exists: delete it first, or restore under another name", target)
 	}
@@ -694,6 +702,41 @@ func (c *Coordinator) restoreVerified(ctx context.Context, r *backup.Reader, tar
 		if _, derr := c.DropCollection(context.WithoutCancel(ctx), target); derr != nil {
 			c.log.Error("a failed restore's collection could not be deleted", "collection", target, "err", derr)
 		}
+		return RestoreResult{}, err
+	}
+	return res, nil
+}
+
+// resumeRestore continues a restore into coll, which a restore whose
+// router died left restoring: every row of the backup is written again (an
+// upsert of an id is idempotent, so rows the dead restore wrote change
+// nothing), then the target must hold exactly the backup's row count — a
+// row it holds that the backup lacks was written by a restore of another
+// backup, and the target is left restoring for the operator to delete.
+// Only then is the flag cleared. A resume that fails leaves the target
+// restoring, to be resumed again (not deleted: it holds the work done).
+// Two restores resuming one target at once write the same rows; the
+// caller should not run them (the first to finish serves the target).
+func (c *Coordinator) resumeRestore(ctx context.Context, r *backup.Reader, coll Collection, set catalog.Settings, cfg BackupConfig) (RestoreResult, error) {
+	if settingsOf(coll.Settings) != settingsOf(set) {
+		return RestoreResult{}, errorf(CodeConflict, nil,
+			"collection `%s` was being restored with other settings than backup `%s` has: it was restoring another backup; delete it first, then restore again", coll.Name, r.Manifest.ID)
+	}
+	c.log.Info("resuming a restore", "collection", coll.Name, "backup", r.Manifest.ID)
+	res, err := c.restoreRows(ctx, r, coll, cfg)
+	if err != nil {
+		return RestoreResult{}, err
+	}
+	cnt, err := c.Count(ctx, coll, nil, budget.ForDeadline(shard.WriteTimeout), false)
+	if err != nil {
+		return RestoreResult{}, errorf(CodeUnavailable, err, "resuming the restore of `%s`: counting its rows: %v; resume again", coll.Name, err)
+	}
+	if int64(cnt.Count) != res.Rows {
+		return RestoreResult{}, errorf(CodeConflict, nil,
+			"collection `%s` holds %d rows after resuming, backup `%s` has %d: it was restoring another backup; delete it first, then restore again",
+			coll.Name, cnt.Count, r.Manifest.ID, res.Rows)
+	}
+	if err := c.markRestored(ctx, coll); err != nil {
 		return RestoreResult{}, err
 	}
 	return res, nil

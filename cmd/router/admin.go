@@ -73,7 +73,9 @@ leader makes the change, a follower forwards it):
                     with the cluster's own shard count; ID may be a
                     cluster backup's (its part of NAME is restored);
                     --all --backup ID: every collection of a cluster
-                    backup, under its own name
+                    backup, under its own name; --resume continues a
+                    restore a dead router left unfinished (the same
+                    backup into the same target)
   (move-slot, rebalance, drain and converge: --rate rows/s caps each copy, --grace
   is how long an old owner keeps a moved slot's rows for routers still on
   the old map; give every --shard, the authority's included)
@@ -144,6 +146,9 @@ func runAdmin(ctx context.Context, args []string, out io.Writer) error {
 			fs.StringVar(&bk.id, "backup", "", "the id of the backup (router admin backups lists them)")
 			fs.StringVar(&bk.to, "to", "", "the collection to restore into (default: --collection); it must not exist")
 		}
+		if cmd == "restore" {
+			fs.BoolVar(&bk.resume, "resume", false, "continue a restore into --to that a dead router left restoring (every row is written again, then the row count is checked)")
+		}
 	default:
 		return fmt.Errorf("admin: unknown command %q (status, slots, move-slot, rebalance, drain, converge, add-replica, remove-replica, replace-replica, backup, backups, restore, upload)", cmd)
 	}
@@ -181,6 +186,9 @@ func runAdmin(ctx context.Context, args []string, out io.Writer) error {
 	}
 	if (bk.collection == "") == !bk.all && (cmd == "backups" || cmd == "restore") {
 		return fmt.Errorf("admin %s: give --collection NAME or --all", cmd)
+	}
+	if cmd == "restore" && bk.all && bk.resume {
+		return errors.New("admin restore --all: --resume is for one collection")
 	}
 	if cmd == "restore" && bk.all && bk.to != "" {
 		return errors.New("admin restore --all: every collection is restored under its own name; --to is for one collection")

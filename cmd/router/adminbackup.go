@@ -34,6 +34,7 @@ type backupFlags struct {
 	keyFile    string     // with --router: --api-key-file
 	keep       int        // backup: --keep, the newest backups kept (0: all)
 	all        bool       // --all: a cluster backup (every collection at one cut)
+	resume     bool       // restore: --resume, continue a restore left unfinished
 }
 
 // adminBackups lists a collection's backups in --backup-dir; it needs no
@@ -161,6 +162,7 @@ func adminBackup(ctx context.Context, out io.Writer, cmd string, shards []app.Sh
 		if to == "" {
 			to = f.collection
 		}
+		cfg.Resume = f.resume
 		res, err := co.Restore(ctx, f.collection, f.id, to, cfg)
 		p.finish()
 		if err != nil {

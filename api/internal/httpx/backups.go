@@ -65,15 +65,15 @@ func (b *Backups) Create(ctx context.Context, c *coordinator.Coordinator, name s
 	return m, err
 }
 
-// Restore restores backup id of collection source as target, and records
-// it.
-func (b *Backups) Restore(ctx context.Context, c *coordinator.Coordinator, source, id, target string) (coordinator.RestoreResult, error) {
+// Restore restores backup id of collection source as target (resume:
+// continuing a restore into target left unfinished), and records it.
+func (b *Backups) Restore(ctx context.Context, c *coordinator.Coordinator, source, id, target string, resume bool) (coordinator.RestoreResult, error) {
 	st, err := b.store()
 	if err != nil {
 		return coordinator.RestoreResult{}, err
 	}
 	start := b.now()
-	res, err := c.Restore(ctx, source, id, target, coordinator.BackupConfig{Store: st})
+	res, err := c.Restore(ctx, source, id, target, coordinator.BackupConfig{Store: st, Resume: resume})
 	b.Metrics.Observe(metrics.RestoreOp, target, b.now().Sub(start), Size(res.Manifest), err, b.now())
 	return res, err
 }
