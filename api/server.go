@@ -143,6 +143,12 @@ func New(cfg Config) *Server {
 		read, write := s.http.Scope(apikey.Read), s.http.Scope(apikey.Write)
 		s.dataRoutes(r, read, write)
 		r.Get("/collections", s.listCollections)
+		// Cluster backups hold every collection: a key scoped to all (*).
+		all := s.http.Global("a cluster backup")
+		r.With(all).Post("/backups", s.createClusterBackup)
+		r.With(all).Get("/backups", s.listClusterBackups)
+		r.With(all).Delete("/backups/{id}", s.deleteClusterBackup)
+		r.With(all).Post("/backups/{id}/restore", s.restoreCluster)
 		r.Route("/collections/{collection}", func(r chi.Router) {
 			r.With(read).Get("/", s.getCollection)
 			r.With(write).Put("/", s.createCollection)

@@ -4,11 +4,16 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/trawl-search/trawl/vector/quant"
+	"github.com/trawl-search/trawl/vector/segment"
 )
 
 func TestRoundTrip(t *testing.T) {
@@ -106,4 +111,78 @@ func TestCorruption(t *testing.T) {
 		_, err = os.Stat(filepath.Join(root, "evil"))
 		require.True(t, os.IsNotExist(err))
 	})
+}
+
+// An int8 collection's backup carries each shard's codes and steps as
+// .npy files, checksummed and listed like the rest; Verify checks the
+// codes against the rows they encode. A version 1 manifest (no codes)
+// still reads.
+func TestCodes(t *testing.T) {
+	ctx := context.Background()
+	root := t.TempDir()
+	dir := Dir(root)
+	scale, err := quant.Train([]float32{1, -2, 0.5, 4}, 2, quant.PerShard)
+	require.NoError(t, err)
+	w := NewWriter(dir, "c/b1")
+	sw, err := w.Shard(ctx, "s0", 2, 2)
+	require.NoError(t, err)
+	require.NoError(t, sw.WithCodes(ctx, scale))
+	require.NoError(t, sw.Add("a", []float32{1, -2}, nil))
+	require.NoError(t, sw.Add("b", []float32{0.5, 4}, nil))
+	require.NoError(t, sw.Close(3))
+	m, err := w.Finish(ctx, Manifest{ID: "b1", Collection: "c", Settings: Settings{Dimension: 2, Metric: "dot", Quantization: "int8"}, Shards: []Shard{sw.Info()}})
+	require.NoError(t, err)
+	require.Equal(t, Version, m.Version)
+	require.Len(t, m.Files, 4, "rows, points, codes, steps")
+	s := m.Shards[0]
+	require.Equal(t, "shards/s0/codes.npy", s.Codes)
+	require.Equal(t, "shards/s0/steps.npy", s.Steps)
+	r, err := Open(ctx, dir, "c/b1")
+	require.NoError(t, err)
+	require.NoError(t, r.Verify(ctx))
+
+	// The codes file is what numpy reads: its header, then rows × dim int8.
+	raw, err := os.ReadFile(filepath.Join(root, "c/b1", s.Codes))
+	require.NoError(t, err)
+	hdr := segment.Int8NpyHeader(2, 2)
+	require.Equal(t, hdr, raw[:len(hdr)])
+	want := make([]int8, 2)
+	for i, row := range [][]float32{{1, -2}, {0.5, 4}} {
+		scale.Encode(want, row)
+		for d := range want {
+			require.Equal(t, want[d], int8(raw[len(hdr)+2*i+d]), "row %d code %d", i, d)
+		}
+	}
+
+	// A code that does not encode its row is refused naming the file,
+	// even when the manifest's digest was made to match.
+	raw[len(hdr)] ^= 0x7f
+	require.NoError(t, os.WriteFile(filepath.Join(root, "c/b1", s.Codes), raw, 0o644))
+	sum := sha256.Sum256(raw)
+	for i, f := range r.Manifest.Files {
+		if f.Name == s.Codes {
+			r.Manifest.Files[i].SHA256 = hex.EncodeToString(sum[:])
+		}
+	}
+	err = r.Verify(ctx)
+	require.True(t, IsCorrupt(err), "%v", err)
+	require.ErrorContains(t, err, s.Codes)
+
+	// A version 1 backup (no codes) reads and verifies.
+	w1 := NewWriter(dir, "c/old")
+	sw1, err := w1.Shard(ctx, "s0", 2, 1)
+	require.NoError(t, err)
+	require.NoError(t, sw1.Add("a", []float32{1, 2}, nil))
+	require.NoError(t, sw1.Close(1))
+	_, err = w1.Finish(ctx, Manifest{ID: "old", Collection: "c", Settings: Settings{Dimension: 2, Metric: "dot"}, Shards: []Shard{sw1.Info()}})
+	require.NoError(t, err)
+	mp := filepath.Join(root, "c/old", ManifestFile)
+	b, err := os.ReadFile(mp)
+	require.NoError(t, err)
+	b = bytes.Replace(b, []byte(`"version": 2`), []byte(`"version": 1`), 1)
+	require.NoError(t, os.WriteFile(mp, b, 0o644))
+	r1, err := Open(ctx, dir, "c/old")
+	require.NoError(t, err)
+	require.Equal(t, 1, r1.Manifest.Version)
+	require.NoError(t, r1.Verify(ctx))
 }

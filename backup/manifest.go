@@ -8,9 +8,11 @@ import (
 
 // Format and Version name this package's layout in every manifest. A
 // reader refuses another format or a newer version rather than guess.
+// Version 2 added each shard's int8 codes (Shard.Codes); a version 1
+// backup has none and reads as before.
 const (
 	Format  = "trawl-backup"
-	Version = 1
+	Version = 2
 )
 
 // ManifestFile is the manifest's name inside a backup.
@@ -64,6 +66,13 @@ type Shard struct {
 	// payloads, one line per row in the same order.
 	Vectors string `json:"vectors"`
 	Points  string `json:"points"`
+	// Codes names the .npy file of the rows' int8 codes (int8 [rows,
+	// dim], C order), and Steps the .npy of the int8 scale's step per
+	// dimension (float32 [dim]): element d of a row is about
+	// codes[d]·steps[d]. Present (version 2) when the collection is int8
+	// and its group had committed a scale by the cut.
+	Codes string `json:"codes,omitempty"`
+	Steps string `json:"steps,omitempty"`
 }
 
 // File is one file of a backup.
@@ -95,7 +104,11 @@ func (m *Manifest) check() error {
 		known[f.Name] = true
 	}
 	for _, s := range m.Shards {
-		for _, n := range []string{s.Vectors, s.Points} {
+		names := []string{s.Vectors, s.Points}
+		if s.Codes != "" || s.Steps != "" {
+			names = append(names, s.Codes, s.Steps)
+		}
+		for _, n := range names {
 			if !known[n] {
 				return fmt.Errorf("%s: shard %s names %q, which files does not list", ManifestFile, s.Name, n)
 			}

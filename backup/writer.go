@@ -14,7 +14,9 @@ import (
 	"math"
 	"path"
 	"sync"
+	"unsafe"
 
+	"github.com/trawl-search/trawl/vector/quant"
 	"github.com/trawl-search/trawl/vector/segment"
 )
 
@@ -48,6 +50,10 @@ type ShardWriter struct {
 	vec, pts *hashed
 	n        int64
 	row      []byte
+	// codes, when set (WithCodes), gets each row's int8 codes under scale.
+	codes *hashed
+	scale quant.Scale
+	code  []int8
 }
 
 // Shard starts shard name's files for rows rows of dimension dim; rows
@@ -71,6 +77,31 @@ func (w *Writer) Shard(ctx context.Context, name string, dim int, rows int64) (*
 	return &ShardWriter{w: w, shard: s, dim: dim, vec: vec, pts: pts, row: make([]byte, 4*dim)}, nil
 }
 
+// WithCodes has the shard's files include its rows' int8 codes under
+// scale (the scale its group committed, so the codes are the ones every
+// replica holds): a codes .npy written as rows are added, and a steps
+// .npy written by Close. Call it before the first Add.
+func (s *ShardWriter) WithCodes(ctx context.Context, scale quant.Scale) error {
+	if scale.Dim() != s.dim {
+		return fmt.Errorf("shard %s: a %d-D int8 scale for rows of dimension %d", s.shard.Name, scale.Dim(), s.dim)
+	}
+	if s.n > 0 || s.codes != nil {
+		return fmt.Errorf("shard %s: codes begin with the first row", s.shard.Name)
+	}
+	dir := path.Dir(s.shard.Vectors)
+	codes, err := s.w.create(ctx, dir+"/codes.npy")
+	if err != nil {
+		return err
+	}
+	if _, err := codes.Write(segment.Int8NpyHeader(s.shard.Rows, s.dim)); err != nil {
+		codes.abort()
+		return err
+	}
+	s.codes, s.scale, s.code = codes, scale, make([]int8, s.dim)
+	s.shard.Codes, s.shard.Steps = codes.name, dir+"/steps.npy"
+	return nil
+}
+
 // Add writes one row: its id, vector (dim float32) and payload (a JSON
 // object, nil for none).
 func (s *ShardWriter) Add(id string, vec []float32, payload []byte) error {
@@ -85,6 +116,12 @@ func (s *ShardWriter) Add(id string, vec []float32, payload []byte) error {
 	}
 	if _, err := s.vec.Write(s.row); err != nil {
 		return err
+	}
+	if s.codes != nil {
+		s.scale.Encode(s.code, vec)
+		if _, err := s.codes.Write(int8Bytes(s.code)); err != nil {
+			return err
+		}
 	}
 	line, err := json.Marshal(Point{ID: id, Payload: payload})
 	if err != nil {
@@ -104,7 +141,25 @@ func (s *ShardWriter) Close(index uint64) error {
 		return fmt.Errorf("shard %s: %d rows written, %d announced", s.shard.Name, s.n, s.shard.Rows)
 	}
 	s.shard.Index = index
-	for _, h := range []*hashed{s.vec, s.pts} {
+	files := []*hashed{s.vec, s.pts}
+	if s.codes != nil {
+		steps, err := s.w.create(context.Background(), s.shard.Steps)
+		if err != nil {
+			s.Abort()
+			return err
+		}
+		b := segment.Float32VectorNpyHeader(s.dim)
+		for d := range s.dim {
+			b = binary.LittleEndian.AppendUint32(b, math.Float32bits(s.scale.Step(d)))
+		}
+		if _, err := steps.Write(b); err != nil {
+			steps.abort()
+			s.Abort()
+			return err
+		}
+		files = append(files, s.codes, steps)
+	}
+	for _, h := range files {
 		if err := s.w.finish(h); err != nil {
 			s.Abort()
 			return err
@@ -117,6 +172,14 @@ func (s *ShardWriter) Close(index uint64) error {
 func (s *ShardWriter) Abort() {
 	s.vec.abort()
 	s.pts.abort()
+	if s.codes != nil {
+		s.codes.abort()
+	}
+}
+
+// int8Bytes is codes as the bytes of an int8 .npy (the same bits).
+func int8Bytes(codes []int8) []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(codes))), len(codes))
 }
 
 // Info is the shard's manifest entry (after Close).

@@ -61,13 +61,19 @@ func QueryMetric(set catalog.Settings, q Query) vector.Metric {
 	return set.Metric
 }
 
-// checkBackupNamed refuses a backup of a collection of named vectors:
-// the backup format holds one .npy of unnamed rows per shard, so a
-// backup would silently drop every named vector.
+// checkBackupNamed refuses a backup of a collection of named dense or
+// sparse vectors: the backup format holds one .npy of unnamed rows and
+// the payloads per shard, so a backup would silently drop every named
+// and sparse vector (and a restore would create the collection without
+// them).
 func checkBackupNamed(coll Collection) error {
-	if len(coll.Settings.Named) == 0 {
-		return nil
+	if len(coll.Settings.Named) > 0 {
+		return errorf(CodeInvalid, nil, "collection `%s` holds named vectors (%s), which backups do not hold yet: a backup would drop them, so none is taken",
+			coll.Name, namedList(coll))
 	}
-	return errorf(CodeInvalid, nil, "collection `%s` holds named vectors (%s), which backups do not hold yet: a backup would drop them, so none is taken",
-		coll.Name, namedList(coll))
+	if len(coll.Settings.Sparse) > 0 {
+		return errorf(CodeInvalid, nil, "collection `%s` holds sparse vectors (%s), which backups do not hold yet: a backup would drop them, so none is taken",
+			coll.Name, strings.Join(slices.Sorted(maps.Keys(coll.Settings.Sparse)), ", "))
+	}
+	return nil
 }

@@ -76,6 +76,13 @@ func TestQdrantNamedVectorsBackupRefused(t *testing.T) {
 	res = e.Do(http.MethodGet, "/collections/nv/snapshots", "", nil)
 	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
 	require.Contains(t, string(res.Body), `"result":[]`)
+
+	// Sparse vectors are not in the format either.
+	res = e.Do(http.MethodPut, "/collections/sv", `{"vectors": {"size": 2, "distance": "Dot"}, "sparse_vectors": {"bm": {"modifier": "idf"}}}`, nil)
+	require.Equal(t, http.StatusOK, res.Status, "%s", res.Body)
+	res = e.Do(http.MethodPost, "/collections/sv/snapshots", "", nil)
+	require.Equal(t, http.StatusBadRequest, res.Status, "%s", res.Body)
+	require.Contains(t, string(res.Body), "collection `sv` holds sparse vectors (bm), which backups do not hold yet: a backup would drop them, so none is taken")
 }
 
 // TestQdrantNamedVectorsReads: groups, scroll, retrieve and recommend's

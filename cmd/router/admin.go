@@ -57,9 +57,10 @@ leader makes the change, a follower forwards it):
                     or --router URL --collection A,B [--keep N]: have a
                     router back them up into its --backup-dir, keeping the
                     newest N (needs no --shard); --all instead of
-                    --collection: every collection, one after another
+                    --collection: a cluster backup, every collection at
+                    one cut per shard group, into DIR/@cluster/ID
   backups           --collection NAME --backup-dir DIR: list its complete
-                    backups (needs no --shard)
+                    backups (needs no --shard); --all: the cluster backups
   upload            --collection NAME --backup ID --backup-dir DIR
                     --backup-s3-endpoint HOST:PORT --backup-s3-bucket B:
                     copy a backup to an S3-compatible bucket, resuming an
@@ -69,7 +70,12 @@ leader makes the change, a follower forwards it):
   restore           --collection NAME --backup ID --backup-dir DIR
                     [--to TARGET]: check every file, then create TARGET
                     (default NAME; it must not exist) from the backup,
-                    with the cluster's own shard count
+                    with the cluster's own shard count; ID may be a
+                    cluster backup's (its part of NAME is restored);
+                    --all --backup ID: every collection of a cluster
+                    backup, under its own name; --resume continues a
+                    restore a dead router left unfinished (the same
+                    backup into the same target)
   (move-slot, rebalance, drain and converge: --rate rows/s caps each copy, --grace
   is how long an old owner keeps a moved slot's rows for routers still on
   the old map; give every --shard, the authority's included)
@@ -128,15 +134,20 @@ func runAdmin(ctx context.Context, args []string, out io.Writer) error {
 	case "backup", "backups", "restore", "upload":
 		addStoreFlags(fs, &bk.store, "the directory backups are kept in (a local path or a mounted volume)")
 		fs.StringVar(&bk.collection, "collection", "", "the collection backed up")
+		if cmd != "upload" {
+			fs.BoolVar(&bk.all, "all", false, "a cluster backup (every collection at one cut per shard group) instead of --collection")
+		}
 		if cmd == "backup" {
-			fs.BoolVar(&bk.all, "all", false, "back up every collection of the catalog (each at its own cuts) instead of --collection")
 			fs.StringVar(&bk.router, "router", "", "back up through this router's API (http://HOST:PORT; it writes to its own --backup-dir and records the backup metrics) instead of from this process; --collection may then list several, comma-separated")
 			fs.StringVar(&bk.keyFile, "api-key-file", "", "with --router: file holding the API key, sent as Authorization: Bearer")
-			fs.IntVar(&bk.keep, "keep", 0, "with --router: after each backup, delete all but the newest N of the collection (0: keep all)")
+			fs.IntVar(&bk.keep, "keep", 0, "with --router: after each backup, delete all but the newest N of the collection (with --all: of the cluster backups) (0: keep all)")
 		}
 		if cmd == "restore" || cmd == "upload" {
 			fs.StringVar(&bk.id, "backup", "", "the id of the backup (router admin backups lists them)")
 			fs.StringVar(&bk.to, "to", "", "the collection to restore into (default: --collection); it must not exist")
+		}
+		if cmd == "restore" {
+			fs.BoolVar(&bk.resume, "resume", false, "continue a restore into --to that a dead router left restoring (every row is written again, then the row count is checked)")
 		}
 	default:
 		return fmt.Errorf("admin: unknown command %q (status, slots, move-slot, rebalance, drain, converge, add-replica, remove-replica, replace-replica, backup, backups, restore, upload)", cmd)
@@ -173,8 +184,14 @@ func runAdmin(ctx context.Context, args []string, out io.Writer) error {
 		}
 		return adminUpload(ctx, out, bk)
 	}
-	if bk.collection == "" && (cmd == "backups" || cmd == "restore") {
-		return fmt.Errorf("admin %s: --collection NAME is required", cmd)
+	if (bk.collection == "") == !bk.all && (cmd == "backups" || cmd == "restore") {
+		return fmt.Errorf("admin %s: give --collection NAME or --all", cmd)
+	}
+	if cmd == "restore" && bk.all && bk.resume {
+		return errors.New("admin restore --all: --resume is for one collection")
+	}
+	if cmd == "restore" && bk.all && bk.to != "" {
+		return errors.New("admin restore --all: every collection is restored under its own name; --to is for one collection")
 	}
 	if cmd == "restore" && bk.id == "" {
 		return errors.New("admin restore: --backup ID is required (router admin backups lists them)")

@@ -33,7 +33,8 @@ type backupFlags struct {
 	router     string     // backup: --router, back up through a router's API
 	keyFile    string     // with --router: --api-key-file
 	keep       int        // backup: --keep, the newest backups kept (0: all)
-	all        bool       // backup: --all, every collection of the catalog
+	all        bool       // --all: a cluster backup (every collection at one cut)
+	resume     bool       // restore: --resume, continue a restore left unfinished
 }
 
 // adminBackups lists a collection's backups in --backup-dir; it needs no
@@ -44,11 +45,31 @@ func adminBackups(ctx context.Context, out io.Writer, f backupFlags) error {
 	if err != nil {
 		return err
 	}
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	if f.all {
+		cms, err := co.ClusterBackups(ctx, st)
+		if err != nil {
+			return fmt.Errorf("admin backups: %w", err)
+		}
+		fmt.Fprintln(tw, "ID\tCREATED\tCOLLECTIONS\tROWS\tBYTES\tRAFT INDEXES")
+		for _, m := range cms {
+			var rows, bytes int64
+			for _, p := range m.Collections {
+				rows += p.Rows
+				bytes += p.Bytes
+			}
+			idx := make([]string, len(m.Cuts))
+			for i, c := range m.Cuts {
+				idx[i] = fmt.Sprintf("%s@%d", c.Shard, c.Index)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\n", m.ID, m.Created.Format(time.RFC3339), len(m.Collections), rows, bytes, strings.Join(idx, ","))
+		}
+		return tw.Flush()
+	}
 	ms, err := co.Backups(ctx, f.collection, st)
 	if err != nil {
 		return fmt.Errorf("admin backups: %w", err)
 	}
-	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tCREATED\tROWS\tBYTES\tRAFT INDEXES")
 	for _, m := range ms {
 		var rows, bytes int64
@@ -95,19 +116,22 @@ func adminBackup(ctx context.Context, out io.Writer, cmd string, shards []app.Sh
 	t0 := time.Now()
 	switch cmd {
 	case "backup":
-		names := strings.Split(f.collection, ",")
 		if f.all {
-			colls, err := co.Collections(ctx)
+			m, err := co.BackupAll(ctx, coordinator.NewBackupID(t0), cfg)
+			p.finish()
 			if err != nil {
-				return fmt.Errorf("admin backup: reading the catalog: %w", err)
+				return fmt.Errorf("admin backup --all: %w", err)
 			}
-			names = names[:0]
-			for _, c := range colls {
-				names = append(names, c.Name)
+			var rows int64
+			for _, c := range m.Collections {
+				rows += c.Rows
 			}
+			fmt.Fprintf(out, "cluster backup %s: %d collections, %d rows, at one cut in each of %d shards, in %s\n",
+				m.ID, len(m.Collections), rows, len(m.Cuts), time.Since(t0).Round(time.Millisecond))
+			return nil
 		}
 		// One collection after another, each at its own cuts.
-		for _, name := range names {
+		for _, name := range strings.Split(f.collection, ",") {
 			t0 := time.Now()
 			m, err := co.Backup(ctx, name, coordinator.NewBackupID(t0), cfg)
 			p.finish()
@@ -122,10 +146,23 @@ func adminBackup(ctx context.Context, out io.Writer, cmd string, shards []app.Sh
 				m.ID, m.Collection, rows, len(m.Shards), time.Since(t0).Round(time.Millisecond))
 		}
 	case "restore":
+		if f.all {
+			res, err := co.RestoreAll(ctx, f.id, cfg)
+			p.finish()
+			if err != nil {
+				return fmt.Errorf("admin restore --all: %w", err)
+			}
+			for _, r := range res {
+				fmt.Fprintf(out, "restored %s: %d rows\n", r.Collection, r.Rows)
+			}
+			fmt.Fprintf(out, "restored cluster backup %s: %d collections in %s\n", f.id, len(res), time.Since(t0).Round(time.Millisecond))
+			return nil
+		}
 		to := f.to
 		if to == "" {
 			to = f.collection
 		}
+		cfg.Resume = f.resume
 		res, err := co.Restore(ctx, f.collection, f.id, to, cfg)
 		p.finish()
 		if err != nil {
@@ -182,7 +219,9 @@ func (p *backupProgress) finish() {
 // adminBackupViaRouter asks a router (started with --backup-dir) to back
 // each collection up through its API, so the router's own metrics record
 // it (what the chart's CronJob does: the router image has no shell), then
-// keeps only the newest keep backups of each (0: all).
+// keeps only the newest keep backups of each (0: all). No collections
+// (--all) takes one cluster backup instead, and keeps the newest keep
+// cluster backups.
 func adminBackupViaRouter(ctx context.Context, out io.Writer, router, keyFile string, collections []string, keep int) error {
 	key := ""
 	if keyFile != "" {
@@ -213,18 +252,42 @@ func adminBackupViaRouter(ctx context.Context, out io.Writer, router, keyFile st
 		}
 		return json.Unmarshal(body, into)
 	}
-	if len(collections) == 0 { // --all
+	if len(collections) == 0 { // --all: one cluster backup
+		var made struct {
+			Backup struct {
+				ID          string `json:"id"`
+				Bytes       int64  `json:"bytes"`
+				Collections []any  `json:"collections"`
+			} `json:"backup"`
+		}
+		t0 := time.Now()
+		if err := call(http.MethodPost, "/v1/backups", &made); err != nil {
+			return fmt.Errorf("admin backup --all: %w", err)
+		}
+		fmt.Fprintf(out, "cluster backup %s: %d collections, %d bytes in %s\n", made.Backup.ID, len(made.Backup.Collections),
+			made.Backup.Bytes, time.Since(t0).Round(time.Millisecond))
+		if keep <= 0 {
+			return nil
+		}
 		var list struct {
-			Collections []struct {
-				Name string `json:"name"`
-			} `json:"collections"`
+			Backups []struct {
+				ID string `json:"id"`
+			} `json:"backups"`
 		}
-		if err := call(http.MethodGet, "/v1/collections", &list); err != nil {
-			return fmt.Errorf("admin backup: listing the collections: %w", err)
+		if err := call(http.MethodGet, "/v1/backups", &list); err != nil {
+			return fmt.Errorf("admin backup --all: retention skipped: %w", err)
 		}
-		for _, c := range list.Collections {
-			collections = append(collections, c.Name)
+		var failed error
+		for i := 0; i < len(list.Backups)-keep; i++ {
+			var del map[string]any
+			if err := call(http.MethodDelete, "/v1/backups/"+list.Backups[i].ID, &del); err != nil {
+				fmt.Fprintf(out, "deleting cluster backup %s: %v\n", list.Backups[i].ID, err)
+				failed = err
+				continue
+			}
+			fmt.Fprintf(out, "deleted cluster backup %s (keeping %d)\n", list.Backups[i].ID, keep)
 		}
+		return failed
 	}
 	var failed []string
 	for _, c := range collections {

@@ -402,7 +402,8 @@ func (r *Router) closeConns() {
 
 // seenBackups starts each collection's last-success series at its newest
 // complete backup in store, so a restarted router does not report a
-// collection as never backed up (and the overdue alert stays quiet).
+// collection as never backed up (and the overdue alert stays quiet); the
+// cluster backups' series is "@cluster"'s.
 func seenBackups(store backup.Store, m *metrics.Backups, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -412,6 +413,16 @@ func seenBackups(store backup.Store, m *metrics.Backups, log *slog.Logger) {
 		return
 	}
 	for _, name := range names {
+		if name == backup.ClusterDir {
+			cms, err := backup.ListCluster(ctx, store)
+			if err != nil {
+				log.Warn("cluster backups not listed", "err", err)
+			}
+			for _, b := range cms {
+				m.Seen(name, b.Created)
+			}
+			continue
+		}
 		ms, err := backup.List(ctx, store, name)
 		if err != nil {
 			log.Warn("backups not listed", "collection", name, "err", err)

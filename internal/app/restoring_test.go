@@ -96,8 +96,9 @@ func (a httpAPI) doH(method, p string, body any) (int, http.Header, []byte) {
 // second restore into it is refused. Once done it serves exactly the
 // backup's rows. A restore that fails midway leaves no collection. One
 // whose router died stays restoring, never serving, through a restart
-// of every shard and a new router, until it is deleted; then it can be
-// restored again.
+// of every shard and a new router, until it is deleted (then it can be
+// restored again) or the restore is resumed with the same backup; a
+// resume with a backup that does not match what it holds is refused.
 func TestRestoreHidesTheTargetUntilDone(t *testing.T) {
 	const dim, rows = 4, 600
 	dcfg := devcluster.Config{Shards: 2, Replicas: 1, Dim: dim, Docs: 10, Kernel: vector.Generic(), DataDir: t.TempDir()}
@@ -241,6 +242,30 @@ func TestRestoreHidesTheTargetUntilDone(t *testing.T) {
 	dead.release <- errors.New("the router died")
 	require.Error(t, <-done)
 	requireHidden(a, "dead")
+	// And another, to resume.
+	_, rd, stopD := routerOver(t, dc)
+	dead2 := newHoldStore(dir, last)
+	go func() {
+		_, err := rd.Coordinator.Restore(ctx, "src", "one", "dead2", coordinator.BackupConfig{Store: dead2})
+		done <- err
+	}()
+	<-dead2.reached
+	stopD()
+	dead2.release <- errors.New("the router died")
+	require.Error(t, <-done)
+	requireHidden(a, "dead2")
+	// A backup of another collection, with the same settings and other
+	// rows, and one with other settings.
+	code, raw = a.create("few", set)
+	require.Equal(t, http.StatusOK, code, "%s", raw)
+	code, raw = a.do(http.MethodPost, "/v1/collections/few/vectors", map[string]any{"vectors": []map[string]any{{"id": "x0", "vector": randVec(rng, dim)}}})
+	require.Equal(t, http.StatusOK, code, "%s", raw)
+	_, err = ra.Coordinator.Backup(ctx, "few", "two", coordinator.BackupConfig{Store: dir})
+	require.NoError(t, err)
+	code, raw = a.create("dotty", catalog.Settings{Dim: dim, Metric: vector.DotProduct}.Normalize())
+	require.Equal(t, http.StatusOK, code, "%s", raw)
+	_, err = ra.Coordinator.Backup(ctx, "dotty", "three", coordinator.BackupConfig{Store: dir})
+	require.NoError(t, err)
 
 	// Every shard restarts from its data directory; a new router.
 	stopA()
@@ -254,6 +279,24 @@ func TestRestoreHidesTheTargetUntilDone(t *testing.T) {
 	requireServes(a, "copy")
 	_, err = ra.Coordinator.Restore(ctx, "src", "one", "dead", coordinator.BackupConfig{Store: dir})
 	require.Equal(t, coordinator.CodeConflict, coordinator.CodeOf(err), "%v", err)
+	require.ErrorContains(t, err, "resume it")
+
+	// Resumed with the backup it was restoring: every row is written
+	// again, and it serves exactly the backup's rows.
+	res, err = ra.Coordinator.Restore(ctx, "src", "one", "dead2", coordinator.BackupConfig{Store: dir, Resume: true})
+	require.NoError(t, err)
+	require.EqualValues(t, rows, res.Rows)
+	requireServes(a, "dead2")
+	// Resumed with a backup of other settings: refused, nothing written.
+	_, err = ra.Coordinator.Restore(ctx, "dotty", "three", "dead", coordinator.BackupConfig{Store: dir, Resume: true})
+	require.Equal(t, coordinator.CodeConflict, coordinator.CodeOf(err), "%v", err)
+	require.ErrorContains(t, err, "other settings")
+	// Resumed with another backup of the same settings: the target holds
+	// rows that backup lacks, so it stays restoring, to be deleted.
+	_, err = ra.Coordinator.Restore(ctx, "few", "two", "dead", coordinator.BackupConfig{Store: dir, Resume: true})
+	require.Equal(t, coordinator.CodeConflict, coordinator.CodeOf(err), "%v", err)
+	require.ErrorContains(t, err, "another backup")
+	requireHidden(a, "dead")
 	code, raw = a.do(http.MethodDelete, "/v1/collections/dead", nil)
 	require.Equal(t, http.StatusOK, code, "%s", raw)
 	res, err = ra.Coordinator.Restore(ctx, "src", "one", "dead", coordinator.BackupConfig{Store: dir})

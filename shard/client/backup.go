@@ -21,10 +21,33 @@ import (
 // fence, when set, has the cut pause the collection's writes on this
 // group until LiftFence(fence) (or the fence's lease ends).
 func (c Scoped) Backup(ctx context.Context, id, fence string, header func(*shardpb.BackupHeader) error, rows func([]*shardpb.Vector) error) error {
-	if !c.conn.Ready() {
+	return c.conn.backup(ctx, &shardpb.BackupRequest{BackupId: id, Fence: fence, Collection: c.ref(), Slots: c.slots}, header, rows)
+}
+
+// BackupPart is one collection of a cluster backup: its slots as Slots
+// gives them for a read (nil: every row).
+type BackupPart struct {
+	Collection Collection
+	Slots      *shardpb.SlotSelection
+}
+
+// BackupParts is Backup of several collections at one cut (a cluster
+// backup's): the group commits one cut entry covering them all, raising
+// fence on each, and the replica streams them in the order given, each
+// opened by its header (the header's entry names it).
+func (c *Conn) BackupParts(ctx context.Context, id, fence string, parts []BackupPart, header func(*shardpb.BackupHeader) error, rows func([]*shardpb.Vector) error) error {
+	req := &shardpb.BackupRequest{BackupId: id, Fence: fence}
+	for _, p := range parts {
+		req.Parts = append(req.Parts, &shardpb.BackupPart{Collection: c.In(p.Collection).ref(), Slots: p.Slots})
+	}
+	return c.backup(ctx, req, header, rows)
+}
+
+func (c *Conn) backup(ctx context.Context, req *shardpb.BackupRequest, header func(*shardpb.BackupHeader) error, rows func([]*shardpb.Vector) error) error {
+	if !c.Ready() {
 		return shard.NeverSentError{Err: shard.ErrNoReadyConn}
 	}
-	st, err := c.conn.shard.Backup(ctx, &shardpb.BackupRequest{BackupId: id, Fence: fence, Collection: c.ref(), Slots: c.slots})
+	st, err := c.shard.Backup(ctx, req)
 	if err != nil {
 		return shard.MarkNeverSent(shard.FromStatus(err))
 	}
@@ -33,7 +56,7 @@ func (c Scoped) Backup(ctx context.Context, id, fence string, header func(*shard
 		return shard.MarkNeverSent(shard.FromStatus(err))
 	}
 	if first.GetHeader() == nil {
-		return fmt.Errorf("backup stream from %s began without a header", c.conn.Addr())
+		return fmt.Errorf("backup stream from %s began without a header", c.Addr())
 	}
 	if err := header(first.GetHeader()); err != nil {
 		return err
@@ -45,6 +68,12 @@ func (c Scoped) Backup(ctx context.Context, id, fence string, header func(*shard
 		}
 		if err != nil {
 			return shard.FromStatus(err)
+		}
+		if h := ch.GetHeader(); h != nil {
+			if err := header(h); err != nil {
+				return err
+			}
+			continue
 		}
 		if err := rows(ch.GetVectors()); err != nil {
 			return err
@@ -61,6 +90,24 @@ func (c Scoped) LiftFence(ctx context.Context, fence string) (lifted bool, err e
 		return false, shard.NeverSentError{Err: shard.ErrNoReadyConn}
 	}
 	resp, err := c.conn.shard.ProposeBackupCut(ctx, &shardpb.BackupCutRequest{Lift: fence, Collection: c.ref()})
+	if err != nil {
+		return false, shard.MarkNeverSent(shard.FromStatus(err))
+	}
+	return resp.GetLifted(), nil
+}
+
+// LiftFences is LiftFence of a cluster backup's fence, on every one of
+// colls at one entry: lifted is false when any fence's lease had ended
+// first.
+func (c *Conn) LiftFences(ctx context.Context, fence string, colls []Collection) (lifted bool, err error) {
+	if !c.Ready() {
+		return false, shard.NeverSentError{Err: shard.ErrNoReadyConn}
+	}
+	req := &shardpb.BackupCutRequest{Lift: fence}
+	for _, coll := range colls {
+		req.Collections = append(req.Collections, c.In(coll).ref())
+	}
+	resp, err := c.shard.ProposeBackupCut(ctx, req)
 	if err != nil {
 		return false, shard.MarkNeverSent(shard.FromStatus(err))
 	}

@@ -28,6 +28,9 @@ func TestBackupFencePausesWritesUntilLifted(t *testing.T) {
 		}
 	}
 	in := func(m *member) client.Scoped { return m.conn.In(client.Collection{}) }
+	// A follower serves reads once it has heard from the leader and
+	// applied what it reported: on a loaded machine not at once.
+	require.Eventually(t, follower.node.Serving, 30*time.Second, 10*time.Millisecond)
 
 	var hdr *shardpb.BackupHeader
 	got := map[string]bool{}

@@ -16,19 +16,38 @@ import (
 )
 
 // backupCutVersion is the BackupCutCommand version this code writes and
-// applies.
-const backupCutVersion = 1
+// applies for one collection's cut; clusterCutVersion for a cut of
+// several collections at one entry (BackupCutCommand.collections).
+const (
+	backupCutVersion  = 1
+	clusterCutVersion = 2
+)
 
 // defaultBackupChunk bounds the vector bytes of one Backup chunk: well
 // under the router's 64 MiB receive limit, large enough to stream fast.
 const defaultBackupChunk = 2 << 20
 
-// cut is what a replica captured when it applied a backup cut entry.
+// cut is what a replica captured when it applied a backup cut entry: one
+// part per collection the entry covers, in the entry's order.
 type cut struct {
 	index uint64
+	parts []cutPart
+}
+
+// cutPart is one collection's view at a cut.
+type cutPart struct {
 	entry *shardpb.CollectionEntry
 	view  *store.View
 	err   error
+}
+
+// close releases every view of the cut.
+func (c cut) close() {
+	for _, p := range c.parts {
+		if p.view != nil {
+			p.view.Close()
+		}
+	}
 }
 
 // backupCuts hands the view a replica takes when it applies a backup cut
@@ -57,9 +76,7 @@ func (b *backupCuts) expect(id string) (ch <-chan cut, cancel func()) {
 		b.mu.Unlock()
 		select {
 		case got := <-c:
-			if got.view != nil {
-				got.view.Close()
-			}
+			got.close()
 		default:
 		}
 	}
@@ -86,30 +103,72 @@ func (b *backupCuts) deliver(id string, index uint64, take func() cut) {
 // cuts and the lift): measured on the leader's clock, in the entries.
 const fenceLease = 30 * time.Second
 
-// applyBackupCut applies a cut entry: the exporting replica's view of col,
-// and the fence it raises or lifts. A lift answers found when its fence
-// was still in place.
-func (f *stateMachine) applyBackupCut(col *collection, op *shardpb.BackupCutCommand, index uint64, proposedMs int64) applyResult {
-	if op.GetVersion() != backupCutVersion {
+// cutTarget is a collection a cut entry covers, or why this replica
+// does not hold it (dropped since the entry was proposed: every replica
+// alike, since the catalog is in the log).
+type cutTarget struct {
+	col *collection
+	err error
+}
+
+// applyBackupCut applies a cut entry over its collections (one, or a
+// cluster cut's): the exporting replica's views of them, and the fence it
+// raises or lifts on each. A lift answers found when every collection's
+// fence was still in place.
+func (f *stateMachine) applyBackupCut(targets []cutTarget, op *shardpb.BackupCutCommand, index uint64, proposedMs int64) applyResult {
+	want := uint32(backupCutVersion)
+	if len(op.GetCollections()) > 0 {
+		want = clusterCutVersion
+	}
+	if op.GetVersion() != want {
 		// A newer router's cut: every replica ignores it alike.
 		return applyResult{err: status.Errorf(codes.FailedPrecondition, "backup cut version %d is not known to this replica", op.GetVersion())}
 	}
 	if name := op.GetLift(); name != "" {
-		end, ok := col.fences[name]
-		delete(col.fences, name)
-		return applyResult{found: ok && end > proposedMs}
+		found := true
+		for _, t := range targets {
+			if t.col == nil {
+				continue // dropped: no write to wait for
+			}
+			end, ok := t.col.fences[name]
+			delete(t.col.fences, name)
+			found = found && ok && end > proposedMs
+		}
+		return applyResult{found: found}
 	}
 	if name := op.GetFence(); name != "" {
-		if col.fences == nil {
-			col.fences = map[string]int64{}
+		for _, t := range targets {
+			if t.col == nil {
+				continue
+			}
+			if t.col.fences == nil {
+				t.col.fences = map[string]int64{}
+			}
+			t.col.fences[name] = op.GetFenceExpiresMs()
 		}
-		col.fences[name] = op.GetFenceExpiresMs()
 	}
 	f.cols.cuts.deliver(op.GetBackupId(), index, func() cut {
-		v, err := col.mem.OpenView()
-		return cut{entry: f.cols.entryOf(col), view: v, err: err}
+		parts := make([]cutPart, len(targets))
+		for i, t := range targets {
+			if t.err != nil {
+				parts[i] = cutPart{err: t.err}
+				continue
+			}
+			v, err := t.col.mem.OpenView()
+			parts[i] = cutPart{entry: f.cols.entryOf(t.col), view: v, err: err}
+		}
+		return cut{parts: parts}
 	})
 	return applyResult{}
+}
+
+// applyClusterCut applies a cut entry of several collections (version 2).
+func (f *stateMachine) applyClusterCut(op *shardpb.BackupCutCommand, index uint64, proposedMs int64) applyResult {
+	targets := make([]cutTarget, len(op.GetCollections()))
+	for i, ref := range op.GetCollections() {
+		targets[i].col, targets[i].err = f.cols.forEntry(ref, true)
+	}
+	return f.applyBackupCut(targets, op, index, proposedMs)
 }
 
 // fenced refuses a write to col proposed at proposedMs (the leader's
@@ -158,18 +217,30 @@ func (s *Server) proposeCut(ctx context.Context, req *shardpb.BackupCutRequest) 
 	if req.GetBackupId() == "" && req.GetLift() == "" {
 		return nil, status.Error(codes.InvalidArgument, "backup cut without an id")
 	}
-	col, err := s.cfg.Collections.resolve(req.GetCollection())
-	if err != nil {
-		if !s.cfg.Node.IsLeader() {
-			return fwd(s.notLeader())
-		}
-		return nil, err
-	}
 	op := &shardpb.BackupCutCommand{Version: backupCutVersion, BackupId: req.GetBackupId(), Lift: req.GetLift()}
 	if req.GetLift() == "" && req.GetFence() != "" {
 		op.Fence, op.FenceExpiresMs = req.GetFence(), time.Now().Add(fenceLease).UnixMilli()
 	}
-	res, idx, err := s.propose(ctx, col, &shardpb.Command{Op: &shardpb.Command_BackupCut{BackupCut: op}})
+	var (
+		res applyResult
+		idx uint64
+		err error
+	)
+	if refs := req.GetCollections(); len(refs) > 0 {
+		// A cluster cut: one entry for every collection, proposed
+		// without one of its own; the leader's apply resolves them.
+		op.Version, op.Collections = clusterCutVersion, refs
+		res, idx, err = s.proposeCommand(ctx, &shardpb.Command{Op: &shardpb.Command_BackupCut{BackupCut: op}})
+	} else {
+		col, rerr := s.cfg.Collections.resolve(req.GetCollection())
+		if rerr != nil {
+			if !s.cfg.Node.IsLeader() {
+				return fwd(s.notLeader())
+			}
+			return nil, rerr
+		}
+		res, idx, err = s.propose(ctx, col, &shardpb.Command{Op: &shardpb.Command_BackupCut{BackupCut: op}})
+	}
 	if err != nil {
 		return fwd(err)
 	}
@@ -180,24 +251,42 @@ func (s *Server) proposeCut(ctx context.Context, req *shardpb.BackupCutRequest) 
 // serving (it applies the cut as a follower or leader does any entry);
 // it waits for its own apply of the cut, within the call's deadline.
 // Every write acknowledged before the call began is before the cut in
-// the log, so it is in the stream; rows are read from a copy-on-write
-// view, so writes applied meanwhile wait at most one chunk's read.
+// the log, so it is in the stream; rows are read from copy-on-write
+// views, so writes applied meanwhile wait at most one chunk's read. A
+// request with parts (a cluster backup) cuts every part's collection at
+// one entry and streams them in turn.
 func (s *Server) Backup(req *shardpb.BackupRequest, stream shardpb.Shard_BackupServer) error {
 	ctx := stream.Context()
 	if err := s.readable(ctx, 0); err != nil {
 		return err
 	}
-	col, err := s.cfg.Collections.resolve(req.GetCollection())
-	if err != nil {
-		return err
+	parts := req.GetParts()
+	if len(parts) == 0 {
+		parts = []*shardpb.BackupPart{{Collection: req.GetCollection(), Slots: req.GetSlots()}}
+	} else if req.GetCollection() != nil {
+		return status.Error(codes.InvalidArgument, "a backup names either a collection or parts, not both")
 	}
-	keep, err := s.cfg.Collections.slotReadFilter(col, req.GetSlots())
-	if err != nil {
-		return err
+	keep := make([]func(string) bool, len(parts))
+	refs := make([]*shardpb.CollectionRef, len(parts))
+	for i, p := range parts {
+		col, err := s.cfg.Collections.resolve(p.GetCollection())
+		if err != nil {
+			return err
+		}
+		if keep[i], err = s.cfg.Collections.slotReadFilter(col, p.GetSlots()); err != nil {
+			return err
+		}
+		refs[i] = col.ref()
 	}
 	ch, cancel := s.cfg.Collections.cuts.expect(req.GetBackupId())
 	defer cancel()
-	if _, err := s.proposeCut(ctx, &shardpb.BackupCutRequest{BackupId: req.GetBackupId(), Fence: req.GetFence(), Collection: req.GetCollection()}); err != nil {
+	cr := &shardpb.BackupCutRequest{BackupId: req.GetBackupId(), Fence: req.GetFence()}
+	if len(req.GetParts()) > 0 {
+		cr.Collections = refs
+	} else {
+		cr.Collection = req.GetCollection()
+	}
+	if _, err := s.proposeCut(ctx, cr); err != nil {
 		return err
 	}
 	var got cut
@@ -206,16 +295,24 @@ func (s *Server) Backup(req *shardpb.BackupRequest, stream shardpb.Shard_BackupS
 	case <-ctx.Done():
 		return status.FromContextError(ctx.Err()).Err()
 	}
-	if got.err != nil {
-		return status.Errorf(codes.Internal, "backup view of collection %q: %v", col.name, got.err)
+	defer got.close()
+	for i, p := range got.parts {
+		if p.err != nil {
+			if _, ok := status.FromError(p.err); ok {
+				return p.err // the collection is gone
+			}
+			return status.Errorf(codes.Internal, "backup view of collection %q: %v", refs[i].GetName(), p.err)
+		}
+		if err := streamView(stream, got.index, p, keep[i], int(req.GetMaxChunkBytes())); err != nil {
+			return err
+		}
 	}
-	defer got.view.Close()
-	return streamView(stream, got, keep, int(req.GetMaxChunkBytes()))
+	return nil
 }
 
-// streamView sends a cut's header and rows: every row of the view that
-// keep admits (nil: all), in row order.
-func streamView(stream shardpb.Shard_BackupServer, got cut, keep func(string) bool, maxBytes int) error {
+// streamView sends one collection's header and rows at the cut of index:
+// every row of the view that keep admits (nil: all), in row order.
+func streamView(stream shardpb.Shard_BackupServer, index uint64, got cutPart, keep func(string) bool, maxBytes int) error {
 	v := got.view
 	if maxBytes <= 0 {
 		maxBytes = defaultBackupChunk
@@ -235,8 +332,11 @@ func streamView(stream shardpb.Shard_BackupServer, got cut, keep func(string) bo
 		}
 	}
 	p := v.Placement()
-	hdr := &shardpb.BackupHeader{Index: got.index, Count: uint64(count), Entry: got.entry,
-		Placement: &shardpb.Placement{Fingerprint: p.Fingerprint, Shard: p.Shard}}
+	hdr := &shardpb.BackupHeader{Index: index, Count: uint64(count), Entry: got.entry,
+		Placement: &shardpb.Placement{Fingerprint: p.Fingerprint, Shard: p.Shard},
+		// The scale the view's int8 codes were encoded with: the backup
+		// writes the codes from the rows with it, as every replica does.
+		Int8Scale: v.Trained()[store.TrainedInt8Scale]}
 	if err := stream.Send(&shardpb.BackupChunk{Header: hdr}); err != nil {
 		return err
 	}

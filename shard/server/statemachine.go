@@ -82,12 +82,16 @@ func (f *stateMachine) applyEntry(e raftnode.Entry) any {
 	}
 	_, trained := cmd.GetOp().(*shardpb.Command_SetTrained)
 	bc, isCut := cmd.GetOp().(*shardpb.Command_BackupCut)
+	if isCut && len(bc.BackupCut.GetCollections()) > 0 {
+		// A cluster backup's cut: no collection of its own.
+		return f.applyClusterCut(bc.BackupCut, e.Index, cmd.GetProposedMs())
+	}
 	col, err := f.cols.forEntry(cmd.GetCollection(), trained || isCut)
 	if err != nil {
 		return applyResult{err: err}
 	}
 	if isCut {
-		return f.applyBackupCut(col, bc.BackupCut, e.Index, cmd.GetProposedMs())
+		return f.applyBackupCut([]cutTarget{{col: col}}, bc.BackupCut, e.Index, cmd.GetProposedMs())
 	}
 	switch cmd.GetOp().(type) {
 	case *shardpb.Command_Upsert, *shardpb.Command_Delete, *shardpb.Command_Edit:

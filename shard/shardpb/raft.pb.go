@@ -599,7 +599,9 @@ func (x *EditCommand) GetEdits() []*Edit {
 // that replays it (a restart) does nothing.
 type BackupCutCommand struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// version is 1; a replica ignores a cut of a version it does not know.
+	// version is 1 for a cut of the entry's collection, 2 for a cut of every
+	// collection in collections (the entry's own collection is then empty);
+	// a replica ignores a cut of a version it does not know.
 	Version  uint32 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
 	BackupId string `protobuf:"bytes,2,opt,name=backup_id,json=backupId,proto3" json:"backup_id,omitempty"`
 	// fence, when set, pauses the collection's writes from this entry on:
@@ -610,7 +612,11 @@ type BackupCutCommand struct {
 	Fence          string `protobuf:"bytes,3,opt,name=fence,proto3" json:"fence,omitempty"`
 	FenceExpiresMs int64  `protobuf:"varint,4,opt,name=fence_expires_ms,json=fenceExpiresMs,proto3" json:"fence_expires_ms,omitempty"`
 	// lift, when set, ends the fence of that name (no view is taken).
-	Lift          string `protobuf:"bytes,5,opt,name=lift,proto3" json:"lift,omitempty"`
+	Lift string `protobuf:"bytes,5,opt,name=lift,proto3" json:"lift,omitempty"`
+	// collections (version 2) are the collections one cut covers: a cluster
+	// backup's. The fence, the lift and the view apply to each of them at
+	// this one entry.
+	Collections   []*CollectionRef `protobuf:"bytes,6,rep,name=collections,proto3" json:"collections,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -678,6 +684,13 @@ func (x *BackupCutCommand) GetLift() string {
 		return x.Lift
 	}
 	return ""
+}
+
+func (x *BackupCutCommand) GetCollections() []*CollectionRef {
+	if x != nil {
+		return x.Collections
+	}
+	return nil
 }
 
 // SetTrainedCommand commits a trained value every replica must encode rows
@@ -1368,13 +1381,14 @@ const file_raft_proto_rawDesc = "" +
 	"\vEditCommand\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x127\n" +
 	"\tplacement\x18\x02 \x01(\v2\x19.trawl.shard.v1.PlacementR\tplacement\x12*\n" +
-	"\x05edits\x18\x03 \x03(\v2\x14.trawl.shard.v1.EditR\x05edits\"\x9d\x01\n" +
+	"\x05edits\x18\x03 \x03(\v2\x14.trawl.shard.v1.EditR\x05edits\"\xde\x01\n" +
 	"\x10BackupCutCommand\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x1b\n" +
 	"\tbackup_id\x18\x02 \x01(\tR\bbackupId\x12\x14\n" +
 	"\x05fence\x18\x03 \x01(\tR\x05fence\x12(\n" +
 	"\x10fence_expires_ms\x18\x04 \x01(\x03R\x0efenceExpiresMs\x12\x12\n" +
-	"\x04lift\x18\x05 \x01(\tR\x04lift\"=\n" +
+	"\x04lift\x18\x05 \x01(\tR\x04lift\x12?\n" +
+	"\vcollections\x18\x06 \x03(\v2\x1d.trawl.shard.v1.CollectionRefR\vcollections\"=\n" +
 	"\x11SetTrainedCommand\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\"\xec\x02\n" +
@@ -1498,35 +1512,36 @@ var file_raft_proto_depIdxs = []int32{
 	22, // 9: trawl.shard.v1.DeleteCommand.placement:type_name -> trawl.shard.v1.Placement
 	22, // 10: trawl.shard.v1.EditCommand.placement:type_name -> trawl.shard.v1.Placement
 	24, // 11: trawl.shard.v1.EditCommand.edits:type_name -> trawl.shard.v1.Edit
-	22, // 12: trawl.shard.v1.SnapshotHeader.placement:type_name -> trawl.shard.v1.Placement
-	17, // 13: trawl.shard.v1.SnapshotHeader.trained:type_name -> trawl.shard.v1.SnapshotHeader.TrainedEntry
-	25, // 14: trawl.shard.v1.SnapshotHeader.catalog:type_name -> trawl.shard.v1.CatalogResponse
-	22, // 15: trawl.shard.v1.CollectionHeader.placement:type_name -> trawl.shard.v1.Placement
-	18, // 16: trawl.shard.v1.CollectionHeader.trained:type_name -> trawl.shard.v1.CollectionHeader.TrainedEntry
-	13, // 17: trawl.shard.v1.CollectionHeader.segments:type_name -> trawl.shard.v1.SegmentManifest
-	19, // 18: trawl.shard.v1.CollectionHeader.fences:type_name -> trawl.shard.v1.CollectionHeader.FencesEntry
-	12, // 19: trawl.shard.v1.CollectionHeader.sparse:type_name -> trawl.shard.v1.SparsePostings
-	14, // 20: trawl.shard.v1.SegmentManifest.files:type_name -> trawl.shard.v1.SegmentFile
-	16, // 21: trawl.shard.v1.SnapshotFiles.files:type_name -> trawl.shard.v1.SnapshotFile
-	0,  // 22: trawl.shard.v1.Raft.AppendEntries:input_type -> trawl.shard.v1.RaftMessage
-	0,  // 23: trawl.shard.v1.Raft.AppendEntriesPipeline:input_type -> trawl.shard.v1.RaftMessage
-	0,  // 24: trawl.shard.v1.Raft.RequestVote:input_type -> trawl.shard.v1.RaftMessage
-	0,  // 25: trawl.shard.v1.Raft.RequestPreVote:input_type -> trawl.shard.v1.RaftMessage
-	0,  // 26: trawl.shard.v1.Raft.TimeoutNow:input_type -> trawl.shard.v1.RaftMessage
-	1,  // 27: trawl.shard.v1.Raft.InstallSnapshot:input_type -> trawl.shard.v1.SnapshotChunk
-	2,  // 28: trawl.shard.v1.Raft.GroupState:input_type -> trawl.shard.v1.GroupStateRequest
-	0,  // 29: trawl.shard.v1.Raft.AppendEntries:output_type -> trawl.shard.v1.RaftMessage
-	0,  // 30: trawl.shard.v1.Raft.AppendEntriesPipeline:output_type -> trawl.shard.v1.RaftMessage
-	0,  // 31: trawl.shard.v1.Raft.RequestVote:output_type -> trawl.shard.v1.RaftMessage
-	0,  // 32: trawl.shard.v1.Raft.RequestPreVote:output_type -> trawl.shard.v1.RaftMessage
-	0,  // 33: trawl.shard.v1.Raft.TimeoutNow:output_type -> trawl.shard.v1.RaftMessage
-	0,  // 34: trawl.shard.v1.Raft.InstallSnapshot:output_type -> trawl.shard.v1.RaftMessage
-	3,  // 35: trawl.shard.v1.Raft.GroupState:output_type -> trawl.shard.v1.GroupStateResponse
-	29, // [29:36] is the sub-list for method output_type
-	22, // [22:29] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	21, // 12: trawl.shard.v1.BackupCutCommand.collections:type_name -> trawl.shard.v1.CollectionRef
+	22, // 13: trawl.shard.v1.SnapshotHeader.placement:type_name -> trawl.shard.v1.Placement
+	17, // 14: trawl.shard.v1.SnapshotHeader.trained:type_name -> trawl.shard.v1.SnapshotHeader.TrainedEntry
+	25, // 15: trawl.shard.v1.SnapshotHeader.catalog:type_name -> trawl.shard.v1.CatalogResponse
+	22, // 16: trawl.shard.v1.CollectionHeader.placement:type_name -> trawl.shard.v1.Placement
+	18, // 17: trawl.shard.v1.CollectionHeader.trained:type_name -> trawl.shard.v1.CollectionHeader.TrainedEntry
+	13, // 18: trawl.shard.v1.CollectionHeader.segments:type_name -> trawl.shard.v1.SegmentManifest
+	19, // 19: trawl.shard.v1.CollectionHeader.fences:type_name -> trawl.shard.v1.CollectionHeader.FencesEntry
+	12, // 20: trawl.shard.v1.CollectionHeader.sparse:type_name -> trawl.shard.v1.SparsePostings
+	14, // 21: trawl.shard.v1.SegmentManifest.files:type_name -> trawl.shard.v1.SegmentFile
+	16, // 22: trawl.shard.v1.SnapshotFiles.files:type_name -> trawl.shard.v1.SnapshotFile
+	0,  // 23: trawl.shard.v1.Raft.AppendEntries:input_type -> trawl.shard.v1.RaftMessage
+	0,  // 24: trawl.shard.v1.Raft.AppendEntriesPipeline:input_type -> trawl.shard.v1.RaftMessage
+	0,  // 25: trawl.shard.v1.Raft.RequestVote:input_type -> trawl.shard.v1.RaftMessage
+	0,  // 26: trawl.shard.v1.Raft.RequestPreVote:input_type -> trawl.shard.v1.RaftMessage
+	0,  // 27: trawl.shard.v1.Raft.TimeoutNow:input_type -> trawl.shard.v1.RaftMessage
+	1,  // 28: trawl.shard.v1.Raft.InstallSnapshot:input_type -> trawl.shard.v1.SnapshotChunk
+	2,  // 29: trawl.shard.v1.Raft.GroupState:input_type -> trawl.shard.v1.GroupStateRequest
+	0,  // 30: trawl.shard.v1.Raft.AppendEntries:output_type -> trawl.shard.v1.RaftMessage
+	0,  // 31: trawl.shard.v1.Raft.AppendEntriesPipeline:output_type -> trawl.shard.v1.RaftMessage
+	0,  // 32: trawl.shard.v1.Raft.RequestVote:output_type -> trawl.shard.v1.RaftMessage
+	0,  // 33: trawl.shard.v1.Raft.RequestPreVote:output_type -> trawl.shard.v1.RaftMessage
+	0,  // 34: trawl.shard.v1.Raft.TimeoutNow:output_type -> trawl.shard.v1.RaftMessage
+	0,  // 35: trawl.shard.v1.Raft.InstallSnapshot:output_type -> trawl.shard.v1.RaftMessage
+	3,  // 36: trawl.shard.v1.Raft.GroupState:output_type -> trawl.shard.v1.GroupStateResponse
+	30, // [30:37] is the sub-list for method output_type
+	23, // [23:30] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_raft_proto_init() }

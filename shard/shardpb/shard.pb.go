@@ -4352,8 +4352,12 @@ type BackupRequest struct {
 	Slots *SlotSelection `protobuf:"bytes,3,opt,name=slots,proto3" json:"slots,omitempty"`
 	// fence, when set, is the fence the cut raises (BackupCutCommand):
 	// the collection's writes wait from the cut until it is lifted.
-	Fence         string         `protobuf:"bytes,4,opt,name=fence,proto3" json:"fence,omitempty"`
-	Collection    *CollectionRef `protobuf:"bytes,15,opt,name=collection,proto3" json:"collection,omitempty"` // the collection exported (required)
+	Fence string `protobuf:"bytes,4,opt,name=fence,proto3" json:"fence,omitempty"`
+	// parts, when set, export several collections at one cut (a cluster
+	// backup): collection is then empty, and the stream holds each part in
+	// turn, a BackupHeader then its rows.
+	Parts         []*BackupPart  `protobuf:"bytes,5,rep,name=parts,proto3" json:"parts,omitempty"`
+	Collection    *CollectionRef `protobuf:"bytes,15,opt,name=collection,proto3" json:"collection,omitempty"` // the collection exported (required without parts)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4416,9 +4420,69 @@ func (x *BackupRequest) GetFence() string {
 	return ""
 }
 
+func (x *BackupRequest) GetParts() []*BackupPart {
+	if x != nil {
+		return x.Parts
+	}
+	return nil
+}
+
 func (x *BackupRequest) GetCollection() *CollectionRef {
 	if x != nil {
 		return x.Collection
+	}
+	return nil
+}
+
+// BackupPart is one collection of a cluster backup's cut.
+type BackupPart struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Collection    *CollectionRef         `protobuf:"bytes,1,opt,name=collection,proto3" json:"collection,omitempty"`
+	Slots         *SlotSelection         `protobuf:"bytes,2,opt,name=slots,proto3" json:"slots,omitempty"` // as in BackupRequest
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackupPart) Reset() {
+	*x = BackupPart{}
+	mi := &file_shard_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackupPart) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackupPart) ProtoMessage() {}
+
+func (x *BackupPart) ProtoReflect() protoreflect.Message {
+	mi := &file_shard_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackupPart.ProtoReflect.Descriptor instead.
+func (*BackupPart) Descriptor() ([]byte, []int) {
+	return file_shard_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *BackupPart) GetCollection() *CollectionRef {
+	if x != nil {
+		return x.Collection
+	}
+	return nil
+}
+
+func (x *BackupPart) GetSlots() *SlotSelection {
+	if x != nil {
+		return x.Slots
 	}
 	return nil
 }
@@ -4428,15 +4492,18 @@ type BackupCutRequest struct {
 	BackupId string                 `protobuf:"bytes,1,opt,name=backup_id,json=backupId,proto3" json:"backup_id,omitempty"`
 	Fence    string                 `protobuf:"bytes,2,opt,name=fence,proto3" json:"fence,omitempty"` // as in BackupRequest
 	// lift, when set, ends the fence of that name instead (no cut).
-	Lift          string         `protobuf:"bytes,3,opt,name=lift,proto3" json:"lift,omitempty"`
-	Collection    *CollectionRef `protobuf:"bytes,15,opt,name=collection,proto3" json:"collection,omitempty"`
+	Lift       string         `protobuf:"bytes,3,opt,name=lift,proto3" json:"lift,omitempty"`
+	Collection *CollectionRef `protobuf:"bytes,15,opt,name=collection,proto3" json:"collection,omitempty"`
+	// collections, when set, cut (or lift) all of them at one entry;
+	// collection is then empty.
+	Collections   []*CollectionRef `protobuf:"bytes,4,rep,name=collections,proto3" json:"collections,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *BackupCutRequest) Reset() {
 	*x = BackupCutRequest{}
-	mi := &file_shard_proto_msgTypes[56]
+	mi := &file_shard_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4448,7 +4515,7 @@ func (x *BackupCutRequest) String() string {
 func (*BackupCutRequest) ProtoMessage() {}
 
 func (x *BackupCutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[56]
+	mi := &file_shard_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4461,7 +4528,7 @@ func (x *BackupCutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupCutRequest.ProtoReflect.Descriptor instead.
 func (*BackupCutRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{56}
+	return file_shard_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *BackupCutRequest) GetBackupId() string {
@@ -4492,6 +4559,13 @@ func (x *BackupCutRequest) GetCollection() *CollectionRef {
 	return nil
 }
 
+func (x *BackupCutRequest) GetCollections() []*CollectionRef {
+	if x != nil {
+		return x.Collections
+	}
+	return nil
+}
+
 type BackupCutResponse struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	Index       uint64                 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`                               // the log index of the cut entry
@@ -4505,7 +4579,7 @@ type BackupCutResponse struct {
 
 func (x *BackupCutResponse) Reset() {
 	*x = BackupCutResponse{}
-	mi := &file_shard_proto_msgTypes[57]
+	mi := &file_shard_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4517,7 +4591,7 @@ func (x *BackupCutResponse) String() string {
 func (*BackupCutResponse) ProtoMessage() {}
 
 func (x *BackupCutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[57]
+	mi := &file_shard_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4530,7 +4604,7 @@ func (x *BackupCutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupCutResponse.ProtoReflect.Descriptor instead.
 func (*BackupCutResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{57}
+	return file_shard_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *BackupCutResponse) GetIndex() uint64 {
@@ -4566,7 +4640,7 @@ type BackupChunk struct {
 
 func (x *BackupChunk) Reset() {
 	*x = BackupChunk{}
-	mi := &file_shard_proto_msgTypes[58]
+	mi := &file_shard_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4578,7 +4652,7 @@ func (x *BackupChunk) String() string {
 func (*BackupChunk) ProtoMessage() {}
 
 func (x *BackupChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[58]
+	mi := &file_shard_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4591,7 +4665,7 @@ func (x *BackupChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupChunk.ProtoReflect.Descriptor instead.
 func (*BackupChunk) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{58}
+	return file_shard_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *BackupChunk) GetHeader() *BackupHeader {
@@ -4609,18 +4683,22 @@ func (x *BackupChunk) GetVectors() []*Vector {
 }
 
 type BackupHeader struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Index         uint64                 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`        // the cut entry's log index in this group
-	Count         uint64                 `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`        // rows that follow
-	Entry         *CollectionEntry       `protobuf:"bytes,3,opt,name=entry,proto3" json:"entry,omitempty"`         // the collection's catalog entry at the cut
-	Placement     *Placement             `protobuf:"bytes,4,opt,name=placement,proto3" json:"placement,omitempty"` // what the rows were written under
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Index     uint64                 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`        // the cut entry's log index in this group
+	Count     uint64                 `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`        // rows that follow
+	Entry     *CollectionEntry       `protobuf:"bytes,3,opt,name=entry,proto3" json:"entry,omitempty"`         // the collection's catalog entry at the cut
+	Placement *Placement             `protobuf:"bytes,4,opt,name=placement,proto3" json:"placement,omitempty"` // what the rows were written under
+	// int8_scale is the collection's committed int8 scale at the cut
+	// (quant.Scale.MarshalBinary), which its codes are encoded with; empty
+	// when it has none.
+	Int8Scale     []byte `protobuf:"bytes,5,opt,name=int8_scale,json=int8Scale,proto3" json:"int8_scale,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *BackupHeader) Reset() {
 	*x = BackupHeader{}
-	mi := &file_shard_proto_msgTypes[59]
+	mi := &file_shard_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4632,7 +4710,7 @@ func (x *BackupHeader) String() string {
 func (*BackupHeader) ProtoMessage() {}
 
 func (x *BackupHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[59]
+	mi := &file_shard_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4645,7 +4723,7 @@ func (x *BackupHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupHeader.ProtoReflect.Descriptor instead.
 func (*BackupHeader) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{59}
+	return file_shard_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *BackupHeader) GetIndex() uint64 {
@@ -4676,6 +4754,13 @@ func (x *BackupHeader) GetPlacement() *Placement {
 	return nil
 }
 
+func (x *BackupHeader) GetInt8Scale() []byte {
+	if x != nil {
+		return x.Int8Scale
+	}
+	return nil
+}
+
 type SparseStatsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Collection    *CollectionRef         `protobuf:"bytes,15,opt,name=collection,proto3" json:"collection,omitempty"` // the collection acted on (required)
@@ -4689,7 +4774,7 @@ type SparseStatsRequest struct {
 
 func (x *SparseStatsRequest) Reset() {
 	*x = SparseStatsRequest{}
-	mi := &file_shard_proto_msgTypes[60]
+	mi := &file_shard_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4701,7 +4786,7 @@ func (x *SparseStatsRequest) String() string {
 func (*SparseStatsRequest) ProtoMessage() {}
 
 func (x *SparseStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[60]
+	mi := &file_shard_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4714,7 +4799,7 @@ func (x *SparseStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SparseStatsRequest.ProtoReflect.Descriptor instead.
 func (*SparseStatsRequest) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{60}
+	return file_shard_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *SparseStatsRequest) GetCollection() *CollectionRef {
@@ -4765,7 +4850,7 @@ type SparseStatsResponse struct {
 
 func (x *SparseStatsResponse) Reset() {
 	*x = SparseStatsResponse{}
-	mi := &file_shard_proto_msgTypes[61]
+	mi := &file_shard_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4777,7 +4862,7 @@ func (x *SparseStatsResponse) String() string {
 func (*SparseStatsResponse) ProtoMessage() {}
 
 func (x *SparseStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_shard_proto_msgTypes[61]
+	mi := &file_shard_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4790,7 +4875,7 @@ func (x *SparseStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SparseStatsResponse.ProtoReflect.Descriptor instead.
 func (*SparseStatsResponse) Descriptor() ([]byte, []int) {
-	return file_shard_proto_rawDescGZIP(), []int{61}
+	return file_shard_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *SparseStatsResponse) GetDocCount() uint64 {
@@ -5170,34 +5255,44 @@ const file_shard_proto_rawDesc = "" +
 	"\fEditResponse\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12!\n" +
 	"\fforwarded_to\x18\x02 \x01(\tR\vforwardedTo\x12\x1b\n" +
-	"\tdoc_count\x18\x03 \x01(\x04R\bdocCount\"\xde\x01\n" +
+	"\tdoc_count\x18\x03 \x01(\x04R\bdocCount\"\x90\x02\n" +
 	"\rBackupRequest\x12\x1b\n" +
 	"\tbackup_id\x18\x01 \x01(\tR\bbackupId\x12&\n" +
 	"\x0fmax_chunk_bytes\x18\x02 \x01(\rR\rmaxChunkBytes\x123\n" +
 	"\x05slots\x18\x03 \x01(\v2\x1d.trawl.shard.v1.SlotSelectionR\x05slots\x12\x14\n" +
-	"\x05fence\x18\x04 \x01(\tR\x05fence\x12=\n" +
+	"\x05fence\x18\x04 \x01(\tR\x05fence\x120\n" +
+	"\x05parts\x18\x05 \x03(\v2\x1a.trawl.shard.v1.BackupPartR\x05parts\x12=\n" +
 	"\n" +
 	"collection\x18\x0f \x01(\v2\x1d.trawl.shard.v1.CollectionRefR\n" +
-	"collection\"\x98\x01\n" +
+	"collection\"\x80\x01\n" +
+	"\n" +
+	"BackupPart\x12=\n" +
+	"\n" +
+	"collection\x18\x01 \x01(\v2\x1d.trawl.shard.v1.CollectionRefR\n" +
+	"collection\x123\n" +
+	"\x05slots\x18\x02 \x01(\v2\x1d.trawl.shard.v1.SlotSelectionR\x05slots\"\xd9\x01\n" +
 	"\x10BackupCutRequest\x12\x1b\n" +
 	"\tbackup_id\x18\x01 \x01(\tR\bbackupId\x12\x14\n" +
 	"\x05fence\x18\x02 \x01(\tR\x05fence\x12\x12\n" +
 	"\x04lift\x18\x03 \x01(\tR\x04lift\x12=\n" +
 	"\n" +
 	"collection\x18\x0f \x01(\v2\x1d.trawl.shard.v1.CollectionRefR\n" +
-	"collection\"d\n" +
+	"collection\x12?\n" +
+	"\vcollections\x18\x04 \x03(\v2\x1d.trawl.shard.v1.CollectionRefR\vcollections\"d\n" +
 	"\x11BackupCutResponse\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12!\n" +
 	"\fforwarded_to\x18\x02 \x01(\tR\vforwardedTo\x12\x16\n" +
 	"\x06lifted\x18\x03 \x01(\bR\x06lifted\"u\n" +
 	"\vBackupChunk\x124\n" +
 	"\x06header\x18\x01 \x01(\v2\x1c.trawl.shard.v1.BackupHeaderR\x06header\x120\n" +
-	"\avectors\x18\x02 \x03(\v2\x16.trawl.shard.v1.VectorR\avectors\"\xaa\x01\n" +
+	"\avectors\x18\x02 \x03(\v2\x16.trawl.shard.v1.VectorR\avectors\"\xc9\x01\n" +
 	"\fBackupHeader\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12\x14\n" +
 	"\x05count\x18\x02 \x01(\x04R\x05count\x125\n" +
 	"\x05entry\x18\x03 \x01(\v2\x1f.trawl.shard.v1.CollectionEntryR\x05entry\x127\n" +
-	"\tplacement\x18\x04 \x01(\v2\x19.trawl.shard.v1.PlacementR\tplacement\"\xcf\x01\n" +
+	"\tplacement\x18\x04 \x01(\v2\x19.trawl.shard.v1.PlacementR\tplacement\x12\x1d\n" +
+	"\n" +
+	"int8_scale\x18\x05 \x01(\fR\tint8Scale\"\xcf\x01\n" +
 	"\x12SparseStatsRequest\x12=\n" +
 	"\n" +
 	"collection\x18\x0f \x01(\v2\x1d.trawl.shard.v1.CollectionRefR\n" +
@@ -5251,7 +5346,7 @@ func file_shard_proto_rawDescGZIP() []byte {
 }
 
 var file_shard_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_shard_proto_msgTypes = make([]protoimpl.MessageInfo, 66)
+var file_shard_proto_msgTypes = make([]protoimpl.MessageInfo, 67)
 var file_shard_proto_goTypes = []any{
 	(EditKind)(0),                 // 0: trawl.shard.v1.EditKind
 	(*MembersRequest)(nil),        // 1: trawl.shard.v1.MembersRequest
@@ -5310,32 +5405,33 @@ var file_shard_proto_goTypes = []any{
 	(*Edit)(nil),                  // 54: trawl.shard.v1.Edit
 	(*EditResponse)(nil),          // 55: trawl.shard.v1.EditResponse
 	(*BackupRequest)(nil),         // 56: trawl.shard.v1.BackupRequest
-	(*BackupCutRequest)(nil),      // 57: trawl.shard.v1.BackupCutRequest
-	(*BackupCutResponse)(nil),     // 58: trawl.shard.v1.BackupCutResponse
-	(*BackupChunk)(nil),           // 59: trawl.shard.v1.BackupChunk
-	(*BackupHeader)(nil),          // 60: trawl.shard.v1.BackupHeader
-	(*SparseStatsRequest)(nil),    // 61: trawl.shard.v1.SparseStatsRequest
-	(*SparseStatsResponse)(nil),   // 62: trawl.shard.v1.SparseStatsResponse
-	nil,                           // 63: trawl.shard.v1.CollectionSettings.SparseVectorsEntry
-	nil,                           // 64: trawl.shard.v1.CollectionSettings.NamedVectorsEntry
-	nil,                           // 65: trawl.shard.v1.CollectionEntry.PayloadSchemaEntry
-	nil,                           // 66: trawl.shard.v1.CatalogResponse.DroppedEntry
+	(*BackupPart)(nil),            // 57: trawl.shard.v1.BackupPart
+	(*BackupCutRequest)(nil),      // 58: trawl.shard.v1.BackupCutRequest
+	(*BackupCutResponse)(nil),     // 59: trawl.shard.v1.BackupCutResponse
+	(*BackupChunk)(nil),           // 60: trawl.shard.v1.BackupChunk
+	(*BackupHeader)(nil),          // 61: trawl.shard.v1.BackupHeader
+	(*SparseStatsRequest)(nil),    // 62: trawl.shard.v1.SparseStatsRequest
+	(*SparseStatsResponse)(nil),   // 63: trawl.shard.v1.SparseStatsResponse
+	nil,                           // 64: trawl.shard.v1.CollectionSettings.SparseVectorsEntry
+	nil,                           // 65: trawl.shard.v1.CollectionSettings.NamedVectorsEntry
+	nil,                           // 66: trawl.shard.v1.CollectionEntry.PayloadSchemaEntry
+	nil,                           // 67: trawl.shard.v1.CatalogResponse.DroppedEntry
 }
 var file_shard_proto_depIdxs = []int32{
 	2,  // 0: trawl.shard.v1.MembersResponse.members:type_name -> trawl.shard.v1.Member
 	5,  // 1: trawl.shard.v1.ChangeMembersRequest.replace:type_name -> trawl.shard.v1.ReplaceMember
 	2,  // 2: trawl.shard.v1.ChangeMembersResponse.members:type_name -> trawl.shard.v1.Member
-	63, // 3: trawl.shard.v1.CollectionSettings.sparse_vectors:type_name -> trawl.shard.v1.CollectionSettings.SparseVectorsEntry
-	64, // 4: trawl.shard.v1.CollectionSettings.named_vectors:type_name -> trawl.shard.v1.CollectionSettings.NamedVectorsEntry
+	64, // 3: trawl.shard.v1.CollectionSettings.sparse_vectors:type_name -> trawl.shard.v1.CollectionSettings.SparseVectorsEntry
+	65, // 4: trawl.shard.v1.CollectionSettings.named_vectors:type_name -> trawl.shard.v1.CollectionSettings.NamedVectorsEntry
 	8,  // 5: trawl.shard.v1.CollectionEntry.settings:type_name -> trawl.shard.v1.CollectionSettings
-	65, // 6: trawl.shard.v1.CollectionEntry.payload_schema:type_name -> trawl.shard.v1.CollectionEntry.PayloadSchemaEntry
+	66, // 6: trawl.shard.v1.CollectionEntry.payload_schema:type_name -> trawl.shard.v1.CollectionEntry.PayloadSchemaEntry
 	13, // 7: trawl.shard.v1.CollectionEntry.slot_map:type_name -> trawl.shard.v1.SlotMap
 	8,  // 8: trawl.shard.v1.UpdateSettings.settings:type_name -> trawl.shard.v1.CollectionSettings
 	14, // 9: trawl.shard.v1.SlotMap.moves:type_name -> trawl.shard.v1.SlotMove
 	13, // 10: trawl.shard.v1.SetSlots.slot_map:type_name -> trawl.shard.v1.SlotMap
 	11, // 11: trawl.shard.v1.CatalogResponse.collections:type_name -> trawl.shard.v1.CollectionEntry
 	17, // 12: trawl.shard.v1.CatalogResponse.aliases:type_name -> trawl.shard.v1.AliasEntry
-	66, // 13: trawl.shard.v1.CatalogResponse.dropped:type_name -> trawl.shard.v1.CatalogResponse.DroppedEntry
+	67, // 13: trawl.shard.v1.CatalogResponse.dropped:type_name -> trawl.shard.v1.CatalogResponse.DroppedEntry
 	11, // 14: trawl.shard.v1.ChangeCatalogRequest.create:type_name -> trawl.shard.v1.CollectionEntry
 	7,  // 15: trawl.shard.v1.ChangeCatalogRequest.drop:type_name -> trawl.shard.v1.CollectionRef
 	17, // 16: trawl.shard.v1.ChangeCatalogRequest.alias:type_name -> trawl.shard.v1.AliasEntry
@@ -5390,53 +5486,57 @@ var file_shard_proto_depIdxs = []int32{
 	0,  // 65: trawl.shard.v1.Edit.kind:type_name -> trawl.shard.v1.EditKind
 	31, // 66: trawl.shard.v1.Edit.vectors:type_name -> trawl.shard.v1.Vector
 	22, // 67: trawl.shard.v1.BackupRequest.slots:type_name -> trawl.shard.v1.SlotSelection
-	7,  // 68: trawl.shard.v1.BackupRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	7,  // 69: trawl.shard.v1.BackupCutRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	60, // 70: trawl.shard.v1.BackupChunk.header:type_name -> trawl.shard.v1.BackupHeader
-	31, // 71: trawl.shard.v1.BackupChunk.vectors:type_name -> trawl.shard.v1.Vector
-	11, // 72: trawl.shard.v1.BackupHeader.entry:type_name -> trawl.shard.v1.CollectionEntry
-	30, // 73: trawl.shard.v1.BackupHeader.placement:type_name -> trawl.shard.v1.Placement
-	7,  // 74: trawl.shard.v1.SparseStatsRequest.collection:type_name -> trawl.shard.v1.CollectionRef
-	22, // 75: trawl.shard.v1.SparseStatsRequest.slots:type_name -> trawl.shard.v1.SlotSelection
-	10, // 76: trawl.shard.v1.CollectionSettings.SparseVectorsEntry.value:type_name -> trawl.shard.v1.SparseVectorSettings
-	9,  // 77: trawl.shard.v1.CollectionSettings.NamedVectorsEntry.value:type_name -> trawl.shard.v1.DenseVectorSettings
-	27, // 78: trawl.shard.v1.Shard.Search:input_type -> trawl.shard.v1.SearchRequest
-	61, // 79: trawl.shard.v1.Shard.SparseStats:input_type -> trawl.shard.v1.SparseStatsRequest
-	34, // 80: trawl.shard.v1.Shard.Upsert:input_type -> trawl.shard.v1.UpsertRequest
-	36, // 81: trawl.shard.v1.Shard.Get:input_type -> trawl.shard.v1.GetRequest
-	38, // 82: trawl.shard.v1.Shard.Delete:input_type -> trawl.shard.v1.DeleteRequest
-	42, // 83: trawl.shard.v1.Shard.Stats:input_type -> trawl.shard.v1.StatsRequest
-	40, // 84: trawl.shard.v1.Shard.Scroll:input_type -> trawl.shard.v1.ScrollRequest
-	18, // 85: trawl.shard.v1.Shard.Catalog:input_type -> trawl.shard.v1.CatalogRequest
-	20, // 86: trawl.shard.v1.Shard.ChangeCatalog:input_type -> trawl.shard.v1.ChangeCatalogRequest
-	1,  // 87: trawl.shard.v1.Shard.Members:input_type -> trawl.shard.v1.MembersRequest
-	4,  // 88: trawl.shard.v1.Shard.ChangeMembers:input_type -> trawl.shard.v1.ChangeMembersRequest
-	46, // 89: trawl.shard.v1.Shard.Facet:input_type -> trawl.shard.v1.FacetRequest
-	50, // 90: trawl.shard.v1.Shard.OrderedScroll:input_type -> trawl.shard.v1.OrderedScrollRequest
-	53, // 91: trawl.shard.v1.Shard.Edit:input_type -> trawl.shard.v1.EditRequest
-	56, // 92: trawl.shard.v1.Shard.Backup:input_type -> trawl.shard.v1.BackupRequest
-	57, // 93: trawl.shard.v1.Shard.ProposeBackupCut:input_type -> trawl.shard.v1.BackupCutRequest
-	29, // 94: trawl.shard.v1.Shard.Search:output_type -> trawl.shard.v1.SearchResponse
-	62, // 95: trawl.shard.v1.Shard.SparseStats:output_type -> trawl.shard.v1.SparseStatsResponse
-	35, // 96: trawl.shard.v1.Shard.Upsert:output_type -> trawl.shard.v1.UpsertResponse
-	37, // 97: trawl.shard.v1.Shard.Get:output_type -> trawl.shard.v1.GetResponse
-	39, // 98: trawl.shard.v1.Shard.Delete:output_type -> trawl.shard.v1.DeleteResponse
-	43, // 99: trawl.shard.v1.Shard.Stats:output_type -> trawl.shard.v1.StatsResponse
-	41, // 100: trawl.shard.v1.Shard.Scroll:output_type -> trawl.shard.v1.ScrollResponse
-	19, // 101: trawl.shard.v1.Shard.Catalog:output_type -> trawl.shard.v1.CatalogResponse
-	21, // 102: trawl.shard.v1.Shard.ChangeCatalog:output_type -> trawl.shard.v1.ChangeCatalogResponse
-	3,  // 103: trawl.shard.v1.Shard.Members:output_type -> trawl.shard.v1.MembersResponse
-	6,  // 104: trawl.shard.v1.Shard.ChangeMembers:output_type -> trawl.shard.v1.ChangeMembersResponse
-	49, // 105: trawl.shard.v1.Shard.Facet:output_type -> trawl.shard.v1.FacetResponse
-	52, // 106: trawl.shard.v1.Shard.OrderedScroll:output_type -> trawl.shard.v1.OrderedScrollResponse
-	55, // 107: trawl.shard.v1.Shard.Edit:output_type -> trawl.shard.v1.EditResponse
-	59, // 108: trawl.shard.v1.Shard.Backup:output_type -> trawl.shard.v1.BackupChunk
-	58, // 109: trawl.shard.v1.Shard.ProposeBackupCut:output_type -> trawl.shard.v1.BackupCutResponse
-	94, // [94:110] is the sub-list for method output_type
-	78, // [78:94] is the sub-list for method input_type
-	78, // [78:78] is the sub-list for extension type_name
-	78, // [78:78] is the sub-list for extension extendee
-	0,  // [0:78] is the sub-list for field type_name
+	57, // 68: trawl.shard.v1.BackupRequest.parts:type_name -> trawl.shard.v1.BackupPart
+	7,  // 69: trawl.shard.v1.BackupRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	7,  // 70: trawl.shard.v1.BackupPart.collection:type_name -> trawl.shard.v1.CollectionRef
+	22, // 71: trawl.shard.v1.BackupPart.slots:type_name -> trawl.shard.v1.SlotSelection
+	7,  // 72: trawl.shard.v1.BackupCutRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	7,  // 73: trawl.shard.v1.BackupCutRequest.collections:type_name -> trawl.shard.v1.CollectionRef
+	61, // 74: trawl.shard.v1.BackupChunk.header:type_name -> trawl.shard.v1.BackupHeader
+	31, // 75: trawl.shard.v1.BackupChunk.vectors:type_name -> trawl.shard.v1.Vector
+	11, // 76: trawl.shard.v1.BackupHeader.entry:type_name -> trawl.shard.v1.CollectionEntry
+	30, // 77: trawl.shard.v1.BackupHeader.placement:type_name -> trawl.shard.v1.Placement
+	7,  // 78: trawl.shard.v1.SparseStatsRequest.collection:type_name -> trawl.shard.v1.CollectionRef
+	22, // 79: trawl.shard.v1.SparseStatsRequest.slots:type_name -> trawl.shard.v1.SlotSelection
+	10, // 80: trawl.shard.v1.CollectionSettings.SparseVectorsEntry.value:type_name -> trawl.shard.v1.SparseVectorSettings
+	9,  // 81: trawl.shard.v1.CollectionSettings.NamedVectorsEntry.value:type_name -> trawl.shard.v1.DenseVectorSettings
+	27, // 82: trawl.shard.v1.Shard.Search:input_type -> trawl.shard.v1.SearchRequest
+	62, // 83: trawl.shard.v1.Shard.SparseStats:input_type -> trawl.shard.v1.SparseStatsRequest
+	34, // 84: trawl.shard.v1.Shard.Upsert:input_type -> trawl.shard.v1.UpsertRequest
+	36, // 85: trawl.shard.v1.Shard.Get:input_type -> trawl.shard.v1.GetRequest
+	38, // 86: trawl.shard.v1.Shard.Delete:input_type -> trawl.shard.v1.DeleteRequest
+	42, // 87: trawl.shard.v1.Shard.Stats:input_type -> trawl.shard.v1.StatsRequest
+	40, // 88: trawl.shard.v1.Shard.Scroll:input_type -> trawl.shard.v1.ScrollRequest
+	18, // 89: trawl.shard.v1.Shard.Catalog:input_type -> trawl.shard.v1.CatalogRequest
+	20, // 90: trawl.shard.v1.Shard.ChangeCatalog:input_type -> trawl.shard.v1.ChangeCatalogRequest
+	1,  // 91: trawl.shard.v1.Shard.Members:input_type -> trawl.shard.v1.MembersRequest
+	4,  // 92: trawl.shard.v1.Shard.ChangeMembers:input_type -> trawl.shard.v1.ChangeMembersRequest
+	46, // 93: trawl.shard.v1.Shard.Facet:input_type -> trawl.shard.v1.FacetRequest
+	50, // 94: trawl.shard.v1.Shard.OrderedScroll:input_type -> trawl.shard.v1.OrderedScrollRequest
+	53, // 95: trawl.shard.v1.Shard.Edit:input_type -> trawl.shard.v1.EditRequest
+	56, // 96: trawl.shard.v1.Shard.Backup:input_type -> trawl.shard.v1.BackupRequest
+	58, // 97: trawl.shard.v1.Shard.ProposeBackupCut:input_type -> trawl.shard.v1.BackupCutRequest
+	29, // 98: trawl.shard.v1.Shard.Search:output_type -> trawl.shard.v1.SearchResponse
+	63, // 99: trawl.shard.v1.Shard.SparseStats:output_type -> trawl.shard.v1.SparseStatsResponse
+	35, // 100: trawl.shard.v1.Shard.Upsert:output_type -> trawl.shard.v1.UpsertResponse
+	37, // 101: trawl.shard.v1.Shard.Get:output_type -> trawl.shard.v1.GetResponse
+	39, // 102: trawl.shard.v1.Shard.Delete:output_type -> trawl.shard.v1.DeleteResponse
+	43, // 103: trawl.shard.v1.Shard.Stats:output_type -> trawl.shard.v1.StatsResponse
+	41, // 104: trawl.shard.v1.Shard.Scroll:output_type -> trawl.shard.v1.ScrollResponse
+	19, // 105: trawl.shard.v1.Shard.Catalog:output_type -> trawl.shard.v1.CatalogResponse
+	21, // 106: trawl.shard.v1.Shard.ChangeCatalog:output_type -> trawl.shard.v1.ChangeCatalogResponse
+	3,  // 107: trawl.shard.v1.Shard.Members:output_type -> trawl.shard.v1.MembersResponse
+	6,  // 108: trawl.shard.v1.Shard.ChangeMembers:output_type -> trawl.shard.v1.ChangeMembersResponse
+	49, // 109: trawl.shard.v1.Shard.Facet:output_type -> trawl.shard.v1.FacetResponse
+	52, // 110: trawl.shard.v1.Shard.OrderedScroll:output_type -> trawl.shard.v1.OrderedScrollResponse
+	55, // 111: trawl.shard.v1.Shard.Edit:output_type -> trawl.shard.v1.EditResponse
+	60, // 112: trawl.shard.v1.Shard.Backup:output_type -> trawl.shard.v1.BackupChunk
+	59, // 113: trawl.shard.v1.Shard.ProposeBackupCut:output_type -> trawl.shard.v1.BackupCutResponse
+	98, // [98:114] is the sub-list for method output_type
+	82, // [82:98] is the sub-list for method input_type
+	82, // [82:82] is the sub-list for extension type_name
+	82, // [82:82] is the sub-list for extension extendee
+	0,  // [0:82] is the sub-list for field type_name
 }
 
 func init() { file_shard_proto_init() }
@@ -5470,7 +5570,7 @@ func file_shard_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_shard_proto_rawDesc), len(file_shard_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   66,
+			NumMessages:   67,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -279,6 +279,26 @@ var magic = [4]byte{'T', 'Q', '8', '1'}
 
 const headerLen = 4 + 1 + 4
 
+// FromSteps returns the Scale whose step for dimension d is step[d] (a
+// backup's steps file): of kind PerShard when every step is the same,
+// else PerDimension. Encode depends on the steps alone, so it encodes
+// rows exactly as the Scale the steps were read from did.
+func FromSteps(step []float32) (Scale, error) {
+	if len(step) == 0 || len(step) > MaxDim {
+		return Scale{}, fmt.Errorf("quant: %d steps", len(step))
+	}
+	kind := PerShard
+	for d, v := range step {
+		if !(v > 0 && v <= math.MaxFloat32) {
+			return Scale{}, fmt.Errorf("quant: step %v in dimension %d", v, d)
+		}
+		if v != step[0] {
+			kind = PerDimension
+		}
+	}
+	return Scale{kind: kind, step: append([]float32(nil), step...)}, nil
+}
+
 // MarshalBinary encodes the Scale for the consensus log.
 func (s Scale) MarshalBinary() ([]byte, error) {
 	if len(s.step) == 0 {

@@ -26,6 +26,18 @@ func Float32NpyHeader(rows int64, dim int) []byte {
 	return npyHeaderDescr("'<f4'", fmt.Sprintf("(%d, %d)", rows, dim), 0)
 }
 
+// Int8NpyHeader is the .npy (format 1.0) header of rows × dim int8 codes
+// in C order (what a backup's codes file starts with).
+func Int8NpyHeader(rows int64, dim int) []byte {
+	return npyHeaderDescr("'|i1'", fmt.Sprintf("(%d, %d)", rows, dim), 0)
+}
+
+// Float32VectorNpyHeader is the .npy (format 1.0) header of n
+// little-endian float32 (a backup's int8 steps).
+func Float32VectorNpyHeader(n int) []byte {
+	return npyHeaderDescr("'<f4'", fmt.Sprintf("(%d,)", n), 0)
+}
+
 // float32Descr is the .npy type of a float32 in the machine's order.
 func float32Descr() string {
 	if binary.NativeEndian.Uint16([]byte{1, 0}) != 1 {

@@ -65,17 +65,88 @@ func (b *Backups) Create(ctx context.Context, c *coordinator.Coordinator, name s
 	return m, err
 }
 
-// Restore restores backup id of collection source as target, and records
-// it.
-func (b *Backups) Restore(ctx context.Context, c *coordinator.Coordinator, source, id, target string) (coordinator.RestoreResult, error) {
+// Restore restores backup id of collection source as target (resume:
+// continuing a restore into target left unfinished), and records it.
+func (b *Backups) Restore(ctx context.Context, c *coordinator.Coordinator, source, id, target string, resume bool) (coordinator.RestoreResult, error) {
 	st, err := b.store()
 	if err != nil {
 		return coordinator.RestoreResult{}, err
 	}
 	start := b.now()
-	res, err := c.Restore(ctx, source, id, target, coordinator.BackupConfig{Store: st})
+	res, err := c.Restore(ctx, source, id, target, coordinator.BackupConfig{Store: st, Resume: resume})
 	b.Metrics.Observe(metrics.RestoreOp, target, b.now().Sub(start), Size(res.Manifest), err, b.now())
 	return res, err
+}
+
+// CreateAll takes a cluster backup (every collection at one cut per
+// shard group) under a new id, and records it as collection "@cluster".
+func (b *Backups) CreateAll(ctx context.Context, c *coordinator.Coordinator) (backup.ClusterManifest, error) {
+	st, err := b.store()
+	if err != nil {
+		return backup.ClusterManifest{}, err
+	}
+	start := b.now()
+	m, err := c.BackupAll(ctx, coordinator.NewBackupID(start), coordinator.BackupConfig{Store: st})
+	b.Metrics.Observe(metrics.BackupOp, backup.ClusterDir, b.now().Sub(start), ClusterSize(m), err, b.now())
+	return m, err
+}
+
+// ListAll lists the cluster backups.
+func (b *Backups) ListAll(ctx context.Context, c *coordinator.Coordinator) ([]backup.ClusterManifest, error) {
+	st, err := b.store()
+	if err != nil {
+		return nil, err
+	}
+	return c.ClusterBackups(ctx, st)
+}
+
+// OpenAll reads cluster backup id's manifest (CodeNotFound when there is
+// none), so a route can check the caller's access to its collections.
+func (b *Backups) OpenAll(ctx context.Context, id string) (backup.ClusterManifest, error) {
+	st, err := b.store()
+	if err != nil {
+		return backup.ClusterManifest{}, err
+	}
+	m, err := backup.OpenCluster(ctx, st, id)
+	if errors.Is(err, fs.ErrNotExist) {
+		return m, &wire.Error{Status: http.StatusNotFound, Code: wire.CodeNotFound, Msg: fmt.Sprintf("there is no cluster backup `%s`", id)}
+	}
+	return m, err
+}
+
+// DeleteAll removes cluster backup id.
+func (b *Backups) DeleteAll(ctx context.Context, c *coordinator.Coordinator, id string) error {
+	st, err := b.store()
+	if err != nil {
+		return err
+	}
+	return c.DeleteClusterBackup(ctx, id, st)
+}
+
+// RestoreAll restores every collection of cluster backup id under its own
+// name, and records it.
+func (b *Backups) RestoreAll(ctx context.Context, c *coordinator.Coordinator, id string) ([]coordinator.RestoreResult, error) {
+	st, err := b.store()
+	if err != nil {
+		return nil, err
+	}
+	start := b.now()
+	res, err := c.RestoreAll(ctx, id, coordinator.BackupConfig{Store: st})
+	var n int64
+	for _, r := range res {
+		n += Size(r.Manifest)
+	}
+	b.Metrics.Observe(metrics.RestoreOp, backup.ClusterDir, b.now().Sub(start), n, err, b.now())
+	return res, err
+}
+
+// ClusterSize is the bytes of a cluster backup's parts' files.
+func ClusterSize(m backup.ClusterManifest) int64 {
+	var n int64
+	for _, p := range m.Collections {
+		n += p.Bytes
+	}
+	return n
 }
 
 // List lists collection name's backups.
