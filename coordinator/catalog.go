@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -847,6 +848,34 @@ type Schema struct {
 // Schema is the collection's dimension, metric, sparse and named vectors.
 func (c Collection) Schema() Schema {
 	return Schema{Dim: c.Settings.Dim, Metric: c.Settings.Metric, Sparse: c.Settings.Sparse, Named: c.Settings.Named}
+}
+
+// NamedList names the named dense vectors, ascending, for messages:
+// "none" when there are none.
+func (s Schema) NamedList() string {
+	if len(s.Named) == 0 {
+		return "none"
+	}
+	return strings.Join(slices.Sorted(maps.Keys(s.Named)), ", ")
+}
+
+// VectorNames lists every vector the schema has, for messages: the
+// unnamed one as "", then the named dense and the sparse ones.
+func (s Schema) VectorNames() string {
+	var names []string
+	if s.Dim > 0 {
+		names = append(names, `"" (the unnamed dense vector)`)
+	}
+	for _, n := range slices.Sorted(maps.Keys(s.Named)) {
+		names = append(names, fmt.Sprintf("%q", n))
+	}
+	for _, n := range slices.Sorted(maps.Keys(s.Sparse)) {
+		names = append(names, fmt.Sprintf("%q (sparse)", n))
+	}
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
 }
 
 // ForVector is the schema a vector named name is checked against: the

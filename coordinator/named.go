@@ -20,7 +20,7 @@ import (
 func CheckNamedQuery(coll Collection, q Query) error {
 	if q.Using == "" {
 		if !coll.Settings.HasUnnamed() {
-			return fmt.Errorf("the collection has no unnamed vector: name one of its vectors (%s) with using", namedList(coll))
+			return fmt.Errorf("the collection has no unnamed vector: name one of its vectors (%s) with using", coll.Schema().NamedList())
 		}
 		return nil
 	}
@@ -29,7 +29,7 @@ func CheckNamedQuery(coll Collection, q Query) error {
 		if coll.Settings.HasUnnamed() {
 			return fmt.Errorf("the collection has no named vector %q: its one dense vector is unnamed", q.Using)
 		}
-		return fmt.Errorf("the collection has no named vector %q (its named vectors: %s)", q.Using, namedList(coll))
+		return fmt.Errorf("the collection has no named vector %q (its named vectors: %s)", q.Using, coll.Schema().NamedList())
 	}
 	if q.LikeID != "" || q.Recommend != nil {
 		return errors.New("a query by a stored point's vector (like_id, recommend) is not supported with a named vector")
@@ -38,14 +38,6 @@ func CheckNamedQuery(coll Collection, q Query) error {
 		return fmt.Errorf("vector %q has %d dimensions, want %d", q.Using, len(q.Vector), d.Dim)
 	}
 	return nil
-}
-
-// namedList names the collection's named dense vectors.
-func namedList(coll Collection) string {
-	if len(coll.Settings.Named) == 0 {
-		return "none"
-	}
-	return strings.Join(slices.Sorted(maps.Keys(coll.Settings.Named)), ", ")
 }
 
 // QueryMetric is the metric a query's scores are in: a sparse query's
@@ -69,7 +61,7 @@ func QueryMetric(set catalog.Settings, q Query) vector.Metric {
 func checkBackupNamed(coll Collection) error {
 	if len(coll.Settings.Named) > 0 {
 		return errorf(CodeInvalid, nil, "collection `%s` holds named vectors (%s), which backups do not hold yet: a backup would drop them, so none is taken",
-			coll.Name, namedList(coll))
+			coll.Name, coll.Schema().NamedList())
 	}
 	if len(coll.Settings.Sparse) > 0 {
 		return errorf(CodeInvalid, nil, "collection `%s` holds sparse vectors (%s), which backups do not hold yet: a backup would drop them, so none is taken",

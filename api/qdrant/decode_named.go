@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 
 	"github.com/trawl-search/trawl/api/internal/wire"
 	"github.com/trawl-search/trawl/api/qdrant/internal/qdrantx"
@@ -81,33 +80,6 @@ func decodeNamedParams(raw, topQuant json.RawMessage) (map[string]catalog.Dense,
 	return out, nil
 }
 
-// namedVectorList names the schema's named dense vectors.
-func namedVectorList(sch coordinator.Schema) string {
-	if len(sch.Named) == 0 {
-		return "none"
-	}
-	return strings.Join(slices.Sorted(maps.Keys(sch.Named)), ", ")
-}
-
-// vectorNames lists every vector name of the schema, for messages: the
-// unnamed one as "", then the named dense and the sparse ones.
-func vectorNames(sch coordinator.Schema) string {
-	var names []string
-	if sch.Dim > 0 {
-		names = append(names, `"" (the unnamed dense vector)`)
-	}
-	for _, n := range slices.Sorted(maps.Keys(sch.Named)) {
-		names = append(names, fmt.Sprintf("%q", n))
-	}
-	for _, n := range slices.Sorted(maps.Keys(sch.Sparse)) {
-		names = append(names, fmt.Sprintf("%q (sparse)", n))
-	}
-	if len(names) == 0 {
-		return "none"
-	}
-	return strings.Join(names, ", ")
-}
-
 // decodeNamedDense reads a point's named dense vector name, checked
 // against its size; ok is false when the schema has no such named
 // vector.
@@ -145,7 +117,7 @@ func denseUsing(using *string, sch coordinator.Schema) (coordinator.Schema, stri
 			return vs, *using, nil
 		}
 		if _, sparse := sch.Sparse[*using]; !sparse && len(sch.Named) > 0 {
-			return sch, "", wire.Invalid(fmt.Sprintf("using: the collection has no vector named %q (its vectors: %s)", *using, vectorNames(sch)))
+			return sch, "", wire.Invalid(fmt.Sprintf("using: the collection has no vector named %q (its vectors: %s)", *using, sch.VectorNames()))
 		}
 		return sch, "", nil
 	}
@@ -159,7 +131,7 @@ func namedDenseSearch(jv jsonVector, sch coordinator.Schema) (string, []float32,
 	raw := bytes.TrimSpace(jv.raw)
 	if len(sch.Named) == 0 || jv.isFloats || len(raw) == 0 || raw[0] != '{' {
 		if len(sch.Named) > 0 && sch.Dim == 0 {
-			return "", nil, true, wire.Invalid(fmt.Sprintf(`vector: the collection's vectors are named (%s): give {"name": "...", "vector": [...]}`, namedVectorList(sch)))
+			return "", nil, true, wire.Invalid(fmt.Sprintf(`vector: the collection's vectors are named (%s): give {"name": "...", "vector": [...]}`, sch.NamedList()))
 		}
 		return "", nil, false, nil
 	}
@@ -172,7 +144,7 @@ func namedDenseSearch(jv jsonVector, sch coordinator.Schema) (string, []float32,
 	}
 	vs, ok := sch.ForVector(*nv.Name)
 	if !ok || *nv.Name == "" {
-		return "", nil, true, wire.Invalid(fmt.Sprintf("vector.name: the collection has no vector named %q (its vectors: %s)", *nv.Name, vectorNames(sch)))
+		return "", nil, true, wire.Invalid(fmt.Sprintf("vector.name: the collection has no vector named %q (its vectors: %s)", *nv.Name, sch.VectorNames()))
 	}
 	v, err := decodeVector(nv.Vector, "vector.vector", vs)
 	return *nv.Name, v, true, err

@@ -196,7 +196,7 @@ func decodeQuery(b []byte, sch coordinator.Schema) (query, error) {
 	}
 	out.q.Using = using
 	if !sparseUsing && using == "" && sch.Dim == 0 && len(sch.Named) > 0 {
-		return query{}, wire.Invalid(fmt.Sprintf("using is missing: the collection's vectors are named (%s); name the one the query searches", namedVectorList(sch)))
+		return query{}, wire.Invalid(fmt.Sprintf("using is missing: the collection's vectors are named (%s); name the one the query searches", sch.NamedList()))
 	}
 	if sparseUsing {
 		if !req.Query.set() || req.Query.isFloats {

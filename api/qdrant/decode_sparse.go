@@ -100,7 +100,7 @@ func decodePointVectors(jv jsonVector, where string, sch coordinator.Schema, den
 func decodePointVectorsAll(jv jsonVector, where string, sch coordinator.Schema, dense bool) ([]float32, map[string]sparsevec.Vector, map[string][]float32, error) {
 	raw := bytes.TrimSpace(jv.raw)
 	if len(sch.Named) > 0 && (jv.isFloats || len(raw) > 0 && raw[0] == '[') {
-		return nil, nil, nil, wire.Invalid(fmt.Sprintf(`%s: the collection's vectors are named (%s): give {"name": [...], ...}`, where, namedVectorList(sch)))
+		return nil, nil, nil, wire.Invalid(fmt.Sprintf(`%s: the collection's vectors are named (%s): give {"name": [...], ...}`, where, sch.NamedList()))
 	}
 	if jv.isFloats || len(raw) == 0 || raw[0] != '{' || len(sch.Sparse) == 0 && len(sch.Named) == 0 {
 		v, err := decodeVector(jv, where, sch)
@@ -147,7 +147,7 @@ func decodePointVectorsAll(jv jsonVector, where string, sch coordinator.Schema, 
 			continue
 		}
 		if _, ok := sch.Sparse[name]; !ok {
-			return nil, nil, nil, wire.Invalid(fmt.Sprintf("%s: the collection has no vector named %q (its vectors: %s)", where, name, vectorNames(sch)))
+			return nil, nil, nil, wire.Invalid(fmt.Sprintf("%s: the collection has no vector named %q (its vectors: %s)", where, name, sch.VectorNames()))
 		}
 		v, err := wire.DecodeSparse(byName[name].raw, at)
 		if err != nil {

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"runtime"
 	"strings"
 	"time"
 
@@ -68,16 +67,6 @@ func runShard(ctx context.Context, args []string) error {
 	throttle, err := recovery.New(*recoveryCPU, 0)
 	if err != nil {
 		return fmt.Errorf("--recovery-cpu: %w", err)
-	}
-	if *bgNice > 0 && os.Getenv("GOMAXPROCS") == "" {
-		// A background worker's thread holds a P while it runs, and the
-		// kernel, preferring the process's other threads, may leave it
-		// waiting for a core with the P in hand: searches would lose that
-		// P. One more P per worker (the replica's log store and int8
-		// encoder) keeps the cores' worth for them; the kernel, not Go,
-		// then decides who runs. The recovery throttle keeps the share of
-		// the cores it was given above.
-		runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + replica.BackgroundWorkers)
 	}
 	if err := os.MkdirAll(*dataDir, 0o750); err != nil {
 		return fmt.Errorf("--data-dir: %w", err)

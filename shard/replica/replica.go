@@ -130,10 +130,6 @@ type Replica struct {
 // core's tenth while searches keep every core busy.
 const DefaultBackgroundNice = 10
 
-// BackgroundWorkers is how many threads of lower priority a replica runs
-// with a BackgroundNice: one stores the raft log, one encodes writes.
-const BackgroundWorkers = 2
-
 // SegmentDir is the directory under DataDir where collections placed on
 // disk keep their float32 segment files.
 const SegmentDir = "segments"

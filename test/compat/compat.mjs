@@ -142,9 +142,10 @@ const conflict = await refused("createCollection (other settings)", [collection,
   client.createCollection(collection, { vectors: { size: dim + 1, distance: "Cosine" } }),
 );
 assert.match(conflict, /already exists/, "a conflicting create says so in Qdrant's words");
-await refused("createCollection (named vectors)", [collection, { vectors: { text: create.vectors } }], 400, () =>
+const namedConflict = await refused("createCollection (named vectors over an unnamed one)", [collection, { vectors: { text: create.vectors } }], 409, () =>
   client.createCollection(collection, { vectors: { text: create.vectors } }),
 );
+assert.match(namedConflict, /already exists/, "named vectors are other settings than the collection's");
 await refused("createCollection (Manhattan)", ["other", { vectors: { size: dim, distance: "Manhattan" } }], 400, () =>
   client.createCollection("other", { vectors: { size: dim, distance: "Manhattan" } }),
 );
@@ -743,7 +744,35 @@ await refused("upsert (repeated sparse index)", { points: [{ id: 1, vector: { ""
   client.upsert(hybrid, { wait: true, points: [{ id: 1, vector: { "": [1, 0, 0, 0], "text-sparse": { indices: [1, 1], values: [1, 2] } } }] }),
 );
 
-for (const name of [images, "notes", copy, hybrid]) {
+// Named vectors, as LlamaIndex's Qdrant store creates a hybrid collection:
+// only named vectors, a dense "text-dense" and a sparse "text-sparse", plus
+// a second dense "image" some points lack. Queries name the vector they
+// search; the fused hybrid equals the fusion of the brute-force lists.
+const named = "compat-named";
+const nmCreate = { vectors: { "text-dense": { size: 4, distance: "Dot" }, image: { size: 3, distance: "Dot" } }, sparse_vectors: { "text-sparse": { modifier: "idf" } } };
+assert.equal(await call("createCollection", [named, nmCreate], () => client.createCollection(named, nmCreate)), true);
+const nmInfo = await call("getCollection", named, () => client.getCollection(named));
+assert.deepEqual(Object.keys(nmInfo.config.params.vectors).sort(), ["image", "text-dense"]);
+const nmPoints = hyPoints.map((p, i) => ({
+  id: p.id,
+  vector: { "text-dense": p.vector[""], ...(i % 3 === 0 ? {} : { image: [i % 5, 1, i / 40] }), ...(p.vector["text-sparse"] ? { "text-sparse": p.vector["text-sparse"] } : {}) },
+  payload: p.payload,
+}));
+assert.equal((await call("upsert", { points: `${nmPoints.length} points, named dense and sparse` }, () => client.upsert(named, { wait: true, points: nmPoints }))).status, "completed");
+const withImage = nmPoints.filter((p) => p.vector.image).map((p) => ({ id: p.id, vector: p.vector.image }));
+const imgQ = [1, 0, 1];
+const imgRes = await call("query", { using: "image", query: imgQ, limit: 5 }, () => client.query(named, { using: "image", query: imgQ, limit: 5 }));
+sameHits(imgRes.points, bruteForceDot(withImage, imgQ, 5), "query using a named vector only some points hold");
+const nmHyb = await call("query", { prefetch: "[text-dense hq limit 6, text-sparse sq limit 6]", query: { fusion: "rrf" }, limit: 5 }, () =>
+  client.query(named, { prefetch: [{ query: hq, using: "text-dense", limit: 6 }, { query: sq, using: "text-sparse", limit: 6 }], query: { fusion: "rrf" }, limit: 5 }));
+const nmDense = bruteForceDot(nmPoints.map((p) => ({ id: p.id, vector: p.vector["text-dense"] })), hq, 6);
+sameHits(nmHyb.points, fuse([nmDense, sparseBrute(nmPoints, sq, 6)], rrf).slice(0, 5), "named hybrid query: text-dense + text-sparse prefetch, rrf");
+const nmGot = await call("retrieve", { ids: [3], with_vector: true }, () => client.retrieve(named, { ids: [3], with_vector: true }));
+assert.deepEqual(nmGot[0].vector["text-dense"], nmPoints[2].vector["text-dense"]);
+assert.deepEqual(nmGot[0].vector.image, nmPoints[2].vector.image);
+await refused("query (using a vector the collection lacks)", { using: "audio", query: imgQ }, 400, () => client.query(named, { using: "audio", query: imgQ, limit: 5 }));
+
+for (const name of [images, "notes", copy, hybrid, named]) {
   assert.equal(await call("deleteCollection", name, () => client.deleteCollection(name)), true);
 }
 const finalCols = await call("getCollections", {}, () => client.getCollections());

@@ -1,10 +1,8 @@
 package qdrantgrpc
 
 import (
-	"fmt"
 	"maps"
 	"slices"
-	"strings"
 
 	"github.com/trawl-search/trawl/api/internal/wire"
 	"github.com/trawl-search/trawl/api/qdrant/internal/qdrantx"
@@ -70,32 +68,6 @@ func decodeNamedParams(m map[string]*pb.VectorParams, top *pb.QuantizationConfig
 	return out, nil
 }
 
-// namedList names the schema's named dense vectors.
-func namedList(sch coordinator.Schema) string {
-	if len(sch.Named) == 0 {
-		return "none"
-	}
-	return strings.Join(slices.Sorted(maps.Keys(sch.Named)), ", ")
-}
-
-// vectorNames lists every vector name of the schema, for messages.
-func vectorNames(sch coordinator.Schema) string {
-	var names []string
-	if sch.Dim > 0 {
-		names = append(names, `"" (the unnamed dense vector)`)
-	}
-	for _, n := range slices.Sorted(maps.Keys(sch.Named)) {
-		names = append(names, fmt.Sprintf("%q", n))
-	}
-	for _, n := range slices.Sorted(maps.Keys(sch.Sparse)) {
-		names = append(names, fmt.Sprintf("%q (sparse)", n))
-	}
-	if len(names) == 0 {
-		return "none"
-	}
-	return strings.Join(names, ", ")
-}
-
 // denseUsing is the schema a dense query vector is checked against and
 // the named vector it searches: using when it names one of the
 // collection's named dense vectors ("" for the unnamed one). ok is false
@@ -104,14 +76,14 @@ func vectorNames(sch coordinator.Schema) string {
 func denseUsing(using *string, sch coordinator.Schema) (coordinator.Schema, string, bool, error) {
 	if using == nil || *using == "" {
 		if sch.Dim == 0 && len(sch.Named) > 0 {
-			return sch, "", true, invalidf("using is missing: the collection's vectors are named (%s); name the one the query searches", namedList(sch))
+			return sch, "", true, invalidf("using is missing: the collection's vectors are named (%s); name the one the query searches", sch.NamedList())
 		}
 		return sch, "", true, nil
 	}
 	vs, ok := sch.ForVector(*using)
 	if !ok {
 		if _, sparse := sch.Sparse[*using]; !sparse && len(sch.Named) > 0 {
-			return sch, "", false, invalidf("using: the collection has no vector named %q (its vectors: %s)", *using, vectorNames(sch))
+			return sch, "", false, invalidf("using: the collection has no vector named %q (its vectors: %s)", *using, sch.VectorNames())
 		}
 		return sch, "", false, nil
 	}

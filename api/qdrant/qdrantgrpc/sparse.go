@@ -99,7 +99,7 @@ func decodeNamedVectors(named map[string]*pb.Vector, where string, sch coordinat
 			continue
 		}
 		if _, ok := sch.Sparse[name]; !ok {
-			return nil, nil, nil, invalidf("%s: the collection has no vector named %q (its vectors: %s)", where, name, vectorNames(sch))
+			return nil, nil, nil, invalidf("%s: the collection has no vector named %q (its vectors: %s)", where, name, sch.VectorNames())
 		}
 		v, err := sparseOf(named[name], at)
 		if err != nil {
@@ -126,7 +126,7 @@ func decodePointVectors(v *pb.Vectors, where string, sch coordinator.Schema, den
 		if v == nil {
 			return nil, nil, nil, nil // a point without vectors: it holds none
 		}
-		return nil, nil, nil, invalidf("%s: the collection's vectors are named (%s): give a map of them by name", where, namedList(sch))
+		return nil, nil, nil, invalidf("%s: the collection's vectors are named (%s): give a map of them by name", where, sch.NamedList())
 	}
 	vec, err := decodeVectors(v, where, sch)
 	return vec, nil, nil, err
