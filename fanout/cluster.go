@@ -227,8 +227,9 @@ func (c *Cluster[R]) shard(name string) *shardState[R] {
 // candidates returns the replicas a read may use, best first: READY and not
 // suspect, ordered by expected latency (mean latency, inflated by calls
 // already outstanding on the replica, so a replica that has gone quiet with
-// work piling up on it drops back). Untried replicas sort first so every
-// replica gets measured. Replicas prefer names (Request.Prefer; nil: none)
+// work piling up on it drops back). Untried replicas, and those whose
+// estimate has had no sample for remeasureAfter, sort first so every
+// replica gets measured, and measured again. Replicas prefer names (Request.Prefer; nil: none)
 // go before all others, in the same order among themselves: preference
 // reorders the healthy candidates and never makes a suspect or unready
 // replica one. If none qualifies it reports why: every replica suspect, or
@@ -248,7 +249,7 @@ func (c *Cluster[R]) candidates(s *shardState[R], prefer func(shard int, replica
 		r.mu.Lock()
 		sus := r.suspect(now)
 		cost := r.mean * time.Duration(1+r.outstanding)
-		if r.samples == 0 {
+		if r.stale(now) {
 			cost = -1
 		}
 		r.mu.Unlock()

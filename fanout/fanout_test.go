@@ -930,3 +930,35 @@ func TestPreferenceDoesNotOverrideHealth(t *testing.T) {
 		})
 	}
 }
+
+// TestASlowEstimateIsMeasuredAgain: a replica whose one answer was slow
+// sorts last, but once its estimate has had no sample for
+// remeasureAfter it sorts as untried and gets a read, which measures it
+// again; a fresh estimate keeps its place.
+func TestASlowEstimateIsMeasuredAgain(t *testing.T) {
+	clk := &clock{now: time.Unix(1000, 0)}
+	fast := newFake("a0", okAfter(0, 0))
+	slow := newFake("a1", okAfter(0, 0))
+	c := New([]Shard[*fake]{{Name: "a", Replicas: []*fake{fast, slow}}}, Options{Now: clk.Now})
+	for _, r := range c.shards[0].list() {
+		r.mu.Lock()
+		r.observeLatency(clk.Now(), map[*fake]time.Duration{fast: time.Millisecond, slow: 200 * time.Millisecond}[r.r])
+		r.mu.Unlock()
+	}
+	first := func() *fake {
+		cands, _ := c.candidates(c.shards[0], nil)
+		return cands[0].r
+	}
+	require.Same(t, fast, first())
+	clk.Add(remeasureAfter / 2)
+	require.Same(t, fast, first(), "a fresh estimate keeps its place")
+	for _, r := range c.shards[0].list() {
+		if r.r == fast {
+			r.mu.Lock()
+			r.observeLatency(clk.Now(), time.Millisecond)
+			r.mu.Unlock()
+		}
+	}
+	clk.Add(remeasureAfter/2 + time.Millisecond)
+	require.Same(t, slow, first(), "the slow replica's estimate is stale: it is asked again")
+}

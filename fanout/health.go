@@ -49,6 +49,21 @@ type health struct {
 	// clock): a replica with a read in flight that has answered nothing
 	// since that read began, while a peer has, is stuck, not slow.
 	lastAnswer time.Time
+	// sampled is when the mean last took a sample (the engine's clock).
+	sampled time.Time
+}
+
+// remeasureAfter is how long a replica's latency estimate stands without
+// a sample before reads treat it as untried again: reads go to the
+// cheapest replica, so one slow answer (a replica still catching up, a
+// cold cache) would otherwise keep every read off it for good. One read
+// in this long re-measures it.
+const remeasureAfter = 10 * time.Second
+
+// stale reports whether the latency estimate has had no sample for
+// remeasureAfter: the replica sorts as untried.
+func (h *health) stale(now time.Time) bool {
+	return h.samples == 0 || now.Sub(h.sampled) > remeasureAfter
 }
 
 // ewmaWeight is the weight of a new latency sample (1/8, as TCP's SRTT).
@@ -70,6 +85,7 @@ func (h *health) observeLatency(now time.Time, d time.Duration) {
 		h.mean += (d - h.mean) / ewmaWeight
 	}
 	h.samples++
+	h.sampled = now
 }
 
 // observePeak takes a lower bound of a latency (an attempt cancelled after
