@@ -121,3 +121,35 @@ func TestWriteWaitsOutALongScan(t *testing.T) {
 	require.NoError(t, <-done)
 	require.Equal(t, 1, m.Len())
 }
+
+// TestScansGoOnWhileAWriteWaits: while a write waits for a moment
+// without scans, a scan that starts after it is not held behind it (a
+// plain RWMutex.Lock would hold it until the first scan ended).
+func TestScansGoOnWhileAWriteWaits(t *testing.T) {
+	m := NewMemory(2)
+	m.politeFor = time.Minute // polite for the whole test
+	scanning, release := make(chan struct{}), make(chan struct{})
+	go func() {
+		_ = m.ViewScan(func(*ScanView) error {
+			close(scanning)
+			<-release
+			return nil
+		})
+	}()
+	<-scanning
+	done := make(chan error, 1)
+	go func() { done <- m.Upsert(context.Background(), place, []Record{{ID: "a", Vector: []float32{1, 2}}}) }()
+	time.Sleep(50 * time.Millisecond) // the write is waiting
+	second := make(chan error, 1)
+	go func() { second <- m.ViewScan(func(*ScanView) error { return nil }) }()
+	select {
+	case err := <-second:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		close(release) // let the goroutines end before failing
+		t.Fatal("a scan that began while a write waited was held behind the write")
+	}
+	close(release)
+	require.NoError(t, <-done)
+	require.Equal(t, 1, m.Len())
+}

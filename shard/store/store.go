@@ -80,6 +80,8 @@ type Memory struct {
 	// runBackground runs lock-free CPU work (WithBackground); nil: in
 	// place.
 	runBackground func(func())
+	// politeFor is politeWrite (tests lengthen it).
+	politeFor time.Duration
 	trained       map[string][]byte
 	view          *View // the open snapshot view, if any
 
@@ -123,7 +125,7 @@ type Memory struct {
 // one code path (4 bytes a point).
 func NewMemory(dim int, opts ...MemoryOption) *Memory {
 	m := &Memory{dim: dim, rows: vector.NewArena[float32](max(dim, 1), 0), index: map[string]int{}, trained: map[string][]byte{},
-		payloadIndex: index.New(index.Config{})}
+		payloadIndex: index.New(index.Config{}), politeFor: politeWrite}
 	for _, o := range opts {
 		o(m)
 	}
@@ -278,7 +280,7 @@ func (m *Memory) lockWrite() {
 	if m.mu.TryLock() {
 		return
 	}
-	deadline := time.Now().Add(politeWrite)
+	deadline := time.Now().Add(m.politeFor)
 	for time.Now().Before(deadline) {
 		time.Sleep(100 * time.Microsecond)
 		if m.mu.TryLock() {
