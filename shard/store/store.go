@@ -82,8 +82,8 @@ type Memory struct {
 	runBackground func(func())
 	// politeFor is politeWrite (tests lengthen it).
 	politeFor time.Duration
-	trained       map[string][]byte
-	view          *View // the open snapshot view, if any
+	trained   map[string][]byte
+	view      *View // the open snapshot view, if any
 
 	quantization Quantization
 	// codes mirror the rows row for row once an int8 scale is applied
