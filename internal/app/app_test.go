@@ -93,6 +93,8 @@ type answer struct {
 		ElapsedMS         int               `json:"elapsed_ms"`
 		DeadlineMS        int               `json:"deadline_ms"`
 	} `json:"scatter_gather"`
+	// body is the answer as sent, for a failing test to print.
+	body string
 }
 
 func (h *harness) search(t *testing.T, query string, body any) (answer, *http.Response, time.Duration) {
@@ -108,6 +110,7 @@ func (h *harness) search(t *testing.T, query string, body any) (answer, *http.Re
 	require.NoError(t, err)
 	var a answer
 	require.NoError(t, json.Unmarshal(raw, &a), string(raw))
+	a.body = string(raw)
 	return a, resp, took
 }
 

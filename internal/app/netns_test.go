@@ -158,7 +158,7 @@ func TestPowerOffOfAReplicaHost(t *testing.T) {
 	suspectAfter := time.Duration(0)
 	for i := 0; time.Since(lost) < 4*time.Second; i++ {
 		a, resp, took := h.search(t, "?deadline_ms=300", map[string]any{"vector": corpus[i%len(corpus)].Vector, "k": 5})
-		require.Equal(t, http.StatusOK, resp.StatusCode)
+		require.Equal(t, http.StatusOK, resp.StatusCode, "query %d, %s after the power went: %s", i, time.Since(lost), a.body)
 		require.False(t, a.ScatterGather.Degraded, "query %d: %v", i, a.ScatterGather.ShardErrors)
 		require.Less(t, took, deadline+50*time.Millisecond, "query %d", i)
 		if suspectAfter == 0 && replicaHealth(r, remote.Addr().String()).Suspect {
