@@ -43,6 +43,7 @@ func load(ctx context.Context, args []string, w io.Writer, terminal bool) error 
 		fmt.Sprintf("records per request, 1..%d (the most POST /v1/vectors takes; a request is also cut short of the router's body limit)", loader.MaxBatch))
 	concurrency := fs.Int("concurrency", loader.DefaultConcurrency,
 		fmt.Sprintf("requests in flight at once, 1..%d", loader.MaxConcurrency))
+	rate := fs.Float64("rate", 0, "records sent a second at most (0: as fast as the cluster takes them); a cap leaves searches running meanwhile their CPU")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -58,7 +59,7 @@ func load(ctx context.Context, args []string, w io.Writer, terminal bool) error 
 		return fmt.Errorf("--tls-ca is for an https router; --router is %s", *router)
 	}
 	cfg := loader.Config{
-		Router: *router, Collection: *collection, Batch: *batch, Concurrency: *concurrency, ResumeFrom: *resumeFrom,
+		Router: *router, Collection: *collection, Batch: *batch, Concurrency: *concurrency, Rate: *rate, ResumeFrom: *resumeFrom,
 		Out: stderr, Terminal: terminal,
 		Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	}

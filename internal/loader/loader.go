@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"golang.org/x/time/rate"
 )
 
 // The router's limits on POST /v1/vectors (DESIGN.md, "Writes"). They are
@@ -65,6 +67,11 @@ type Config struct {
 	// Concurrency is how many requests are in flight at once,
 	// 1..MaxConcurrency; 0 is DefaultConcurrency.
 	Concurrency int
+	// Rate caps the records sent a second (0: as fast as the cluster
+	// takes them). A bulk load at full speed takes the CPU searches need;
+	// a rate leaves them room, as Elasticsearch's requests_per_second
+	// does for a reindex.
+	Rate float64
 	// ResumeFrom skips the input's first records (an earlier run's
 	// acknowledged prefix).
 	ResumeFrom int64
@@ -100,6 +107,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Concurrency < 1 || c.Concurrency > MaxConcurrency {
 		return c, fmt.Errorf("--concurrency %d: want 1..%d", c.Concurrency, MaxConcurrency)
+	}
+	if c.Rate < 0 {
+		return c, fmt.Errorf("--rate %g: want records a second, 0 (no cap) or more", c.Rate)
 	}
 	if c.ResumeFrom < 0 {
 		return c, fmt.Errorf("--resume-from %d: want a record count, 0 or more", c.ResumeFrom)
@@ -224,9 +234,21 @@ func (l *loader) produce(ctx context.Context, src Source, out chan<- *batch) (in
 		size int
 		seen map[string]bool
 	)
+	var pace *rate.Limiter
+	if l.cfg.Rate > 0 {
+		// A batch is the burst: a rate below one batch a second sends
+		// whole batches, further apart.
+		pace = rate.NewLimiter(rate.Limit(l.cfg.Rate), l.cfg.Batch)
+	}
 	flush := func() bool {
 		if b == nil {
 			return true
+		}
+		if pace != nil {
+			now := l.cfg.Clock.Now()
+			if l.cfg.Clock.Sleep(ctx, pace.ReserveN(now, len(b.ids)).DelayFrom(now)) != nil {
+				return false
+			}
 		}
 		select {
 		case out <- b:

@@ -648,6 +648,7 @@ func TestConfigFilesAndBounds(t *testing.T) {
 		{Config{Router: "http://x", Batch: -1}, "--batch -1"},
 		{Config{Router: "http://x", Concurrency: MaxConcurrency + 1}, "--concurrency 65: want 1..64"},
 		{Config{Router: "http://x", ResumeFrom: -1}, "--resume-from -1"},
+		{Config{Router: "http://x", Rate: -5}, "--rate -5"},
 	} {
 		_, err := Run(context.Background(), &sliceSource{}, tc.cfg)
 		require.ErrorContains(t, err, tc.want)
@@ -693,4 +694,28 @@ func TestCollectionPicksTheRoute(t *testing.T) {
 		})
 	}
 	require.Equal(t, "http://r:1/v1/collections/a%2Fb/vectors", vectorsURL("http://r:1/", "a/b"))
+}
+
+// A rate spaces the batches so that no second carries more than rate
+// records past the first batch: 95 records in batches of 10 at 20 a
+// second sleep 8 × 0.5 s for the full batches after the first and 0.25 s
+// for the last 5 — on the load's clock, so exactly.
+func TestRateSpacesTheBatches(t *testing.T) {
+	rows := make([][]float32, 95)
+	for i := range rows {
+		rows[i] = []float32{float32(i), 1}
+	}
+	f, srv := startRouter(t, nil)
+	clk := newFakeClock()
+	cfg := testConfig(srv, clk, &bytes.Buffer{})
+	cfg.Rate = 20
+	sum, err := Run(context.Background(), newNpySource(t, rows), cfg)
+	require.NoError(t, err)
+	require.EqualValues(t, 95, sum.Acknowledged)
+	require.Len(t, f.received(), 95)
+	var slept time.Duration
+	for _, d := range clk.Slept() {
+		slept += d
+	}
+	require.Equal(t, 4250*time.Millisecond, slept)
 }

@@ -117,9 +117,9 @@ func (c *Cluster) LoadInto(ctx context.Context, r *Router, collection, file stri
 }
 
 // LoadCPU is LoadInto that also returns the CPU time (user and system)
-// the `router load` process used.
-func (c *Cluster) LoadCPU(ctx context.Context, r *Router, collection, file string) (string, time.Duration, error) {
-	args := []string{"load", "--router", r.Base}
+// the `router load` process used; flags are more `router load` flags.
+func (c *Cluster) LoadCPU(ctx context.Context, r *Router, collection, file string, flags ...string) (string, time.Duration, error) {
+	args := append([]string{"load", "--router", r.Base}, flags...)
 	if collection != "" {
 		args = append(args, "--collection", collection)
 	}
