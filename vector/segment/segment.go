@@ -487,3 +487,25 @@ func (f *Frozen) Release() error {
 	f.segs, f.data, f.slots, f.codes = nil, nil, nil, nil
 	return err
 }
+
+// Prepare faults in the file pages the next n rows written (appended or
+// set) will go to, as far as the active segment's file already has room
+// for them, and those of their codes when the set keeps codes, so the
+// writes that follow do not stop in the kernel. It changes nothing the
+// set's readers see and no row: the owner's read lock is enough, and a
+// writer calls it before taking its write lock. A new segment or a
+// file's growth is left to the writes.
+func (s *Set) Prepare(n int) {
+	if s.closed || s.active < 0 || n <= 0 {
+		return
+	}
+	g := s.segs[s.active]
+	lo, hi := s.fill, min(s.fill+n, g.room)
+	if lo >= hi {
+		return
+	}
+	vector.PopulateWrite(s.data[s.active][lo*s.dim : hi*s.dim])
+	if g.codes != nil {
+		vector.PopulateWrite(g.codes.mem[g.codes.header+lo*g.codes.width : g.codes.header+hi*g.codes.width])
+	}
+}
