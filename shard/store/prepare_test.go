@@ -7,8 +7,10 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/trawl-search/trawl/vector"
@@ -207,5 +209,102 @@ func TestStalePreparationDiscarded(t *testing.T) {
 				requireHolds(t, m, want, scale)
 			})
 		}
+	}
+}
+
+// TestPreparedWritesBesideScansAndViews: prepared writes run beside
+// scans reading the rows and codes, beside deletes from another goroutine
+// (so preparations go stale), and while a snapshot view opened midway is
+// read: under -race nothing races, every scan sees as many codes as rows,
+// the view reads exactly the rows it was opened at, and the store ends
+// holding exactly what was written.
+func TestPreparedWritesBesideScansAndViews(t *testing.T) {
+	const dim = 16
+	bg := context.Background()
+	scaleBytes := benchScale(t, dim)
+	var scale quant.Scale
+	require.NoError(t, scale.UnmarshalBinary(scaleBytes))
+	for _, disk := range []bool{false, true} {
+		t.Run(fmt.Sprint("on_disk=", disk), func(t *testing.T) {
+			m := int8Store(t, dim, disk, scaleBytes)
+			m.politeFor = 0 // scans never pause here: queue for the lock at once
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			for range 2 {
+				wg.Go(func() {
+					for {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						assert.NoError(t, m.ViewScan(func(v *ScanView) error {
+							assert.Equal(t, v.Rows.Len(), v.Codes.Len())
+							var sum float32
+							for i := range v.Rows.Len() {
+								sum += v.Rows.Row(i)[0] + float32(v.Codes.Row(i)[0])
+							}
+							_ = sum
+							return nil
+						}))
+					}
+				})
+			}
+			// Deletes from another goroutine than the writes' take the
+			// write lock between preparations and their writes.
+			var mu sync.Mutex
+			want := map[string][]float32{}
+			deletes := make(chan string, 64)
+			wg.Go(func() {
+				for id := range deletes {
+					mu.Lock()
+					_, err := m.Delete(bg, place, id)
+					delete(want, id)
+					mu.Unlock()
+					assert.NoError(t, err)
+				}
+			})
+			rng := rand.New(rand.NewPCG(9, 10))
+			var view *View
+			var atView map[string][]float32
+			for step := range 120 {
+				var recs []Record
+				for range 1 + rng.IntN(48) {
+					v := make([]float32, dim)
+					for d := range v {
+						v[d] = float32(rng.NormFloat64())
+					}
+					recs = append(recs, Record{ID: fmt.Sprint(rng.IntN(3000)), Vector: v})
+				}
+				mu.Lock()
+				require.NoError(t, m.Upsert(bg, place, recs))
+				for _, r := range recs {
+					want[r.ID] = r.Vector
+				}
+				mu.Unlock()
+				if rng.IntN(2) == 0 {
+					deletes <- fmt.Sprint(rng.IntN(3000))
+				}
+				if step == 40 {
+					mu.Lock()
+					var err error
+					view, err = m.OpenView()
+					require.NoError(t, err)
+					atView = maps.Clone(want)
+					mu.Unlock()
+				}
+			}
+			close(deletes)
+			close(stop)
+			wg.Wait()
+			got := map[string][]float32{}
+			require.NoError(t, view.Read(0, view.Len(), func(id string, vec []float32, _ []byte) error {
+				got[id] = slices.Clone(vec)
+				return nil
+			}))
+			view.Close()
+			require.Equal(t, atView, got, "the view reads the rows it was opened at")
+			requireHolds(t, m, want, scale)
+		})
 	}
 }
