@@ -275,8 +275,8 @@ func (m *Memory) prepareWrite(recs []Record) preparedWrite {
 	m.mu.RLock()
 	w := preparedWrite{locks: m.locks, codes: m.codes}
 	if !m.noPrepare {
-		// An id sent twice in one write counts twice: at worst the room
-		// covers a row more than the write adds.
+		// An id sent twice in one write counts twice: the room may then
+		// cover a few rows more than the write adds, never fewer.
 		fresh := 0
 		for _, r := range recs {
 			if _, ok := m.index[r.ID]; !ok {
