@@ -37,3 +37,25 @@ func TestAlignedInt8(t *testing.T) {
 	}
 	require.Empty(t, AlignedInt8(0))
 }
+
+// TestPopulateWriteKeepsContents: populating the pages under a slice
+// (which starts and ends inside pages it shares with other memory)
+// changes none of its values, nor its neighbours'.
+func TestPopulateWriteKeepsContents(t *testing.T) {
+	buf := make([]float32, 10_000)
+	for i := range buf {
+		buf[i] = float32(i)
+	}
+	PopulateWrite(buf[1001:7003])
+	PopulateWrite(buf[:0])
+	for i := range buf {
+		require.Equal(t, float32(i), buf[i], "element %d", i)
+	}
+	fresh := AlignedInt8(5 << 20)
+	PopulateWrite(fresh[3:])
+	for i, v := range fresh {
+		if v != 0 {
+			t.Fatalf("element %d of a fresh arena is %d after populating it", i, v)
+		}
+	}
+}

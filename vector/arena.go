@@ -225,3 +225,67 @@ func (a *Arena[T]) Bytes() int {
 	}
 	return n * int(unsafe.Sizeof(zero))
 }
+
+// Spare is room for an arena's next rows, made ready by Prepare without
+// the owner's write lock, for Adopt to install under it.
+type Spare[T float32 | int8] struct {
+	a *Arena[T]
+	n int
+	// was is a's chunk table when prepared; chunks is the table with the
+	// room (the first chunk grown, its rows copied, or chunks added).
+	was, chunks [][]T
+}
+
+// Prepare makes ready what Reserve(n) would, without changing the arena,
+// so a writer can do the slow part before taking its write lock: the
+// chunks Reserve would allocate are allocated, a growing first chunk's
+// rows are copied into its replacement, and the memory pages the next n
+// rows will occupy are faulted in (PopulateWrite), so the writes that
+// follow under the lock neither allocate nor stop in the kernel. It only
+// reads the arena, so the owner's read lock is enough. It returns nil
+// when Reserve(n) would allocate nothing (the pages are populated all the
+// same).
+func (a *Arena[T]) Prepare(n int) *Spare[T] {
+	b := a.Clone()
+	b.Reserve(n)
+	for lo, hi := a.n, a.n+n; lo < hi; {
+		run := b.runUnchecked(lo, hi)
+		PopulateWrite(run)
+		lo += len(run) / a.dim
+	}
+	if len(b.chunks) == len(a.chunks) && (len(a.chunks) == 0 || unsafe.SliceData(b.chunks[0]) == unsafe.SliceData(a.chunks[0])) {
+		return nil
+	}
+	return &Spare[T]{a: a, n: a.n, was: slices.Clone(a.chunks), chunks: b.chunks}
+}
+
+// Adopt installs s's room in a and reports whether it did: only when s
+// was prepared for a and a still has the rows and chunks it had then. The
+// arena cannot see rows written in place (through Row), so the caller
+// must know, under its own guard, that none was written since Prepare
+// (a grown first chunk holds the rows as Prepare copied them). A refused
+// Adopt changes nothing: Reserve and Append allocate as before. A nil s
+// is refused.
+func (a *Arena[T]) Adopt(s *Spare[T]) bool {
+	if s == nil || s.a != a || s.n != a.n || len(s.was) != len(a.chunks) {
+		return false
+	}
+	for c := range s.was {
+		if unsafe.SliceData(s.was[c]) != unsafe.SliceData(a.chunks[c]) || len(s.was[c]) != len(a.chunks[c]) {
+			return false
+		}
+	}
+	a.chunks = s.chunks
+	return true
+}
+
+// runUnchecked is Run for rows the chunks hold but Len may not count yet
+// (lo < hi <= capRows).
+func (a *Arena[T]) runUnchecked(lo, hi int) []T {
+	c, j := a.chunks[lo>>a.shift], lo&(1<<a.shift-1)
+	end := hi - lo + j
+	if a.shift != flatShift {
+		end = min(end, 1<<a.shift)
+	}
+	return c[j*a.dim : end*a.dim : end*a.dim]
+}

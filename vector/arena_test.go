@@ -170,3 +170,102 @@ func TestRowsCheck(t *testing.T) {
 	require.ErrorContains(t, rows.Check(), "25 ids but only 24 rows")
 	require.Equal(t, 3, rows.Prefix(3).Len())
 }
+
+// TestArenaPrepareAdopt: room prepared before a batch of appends (the
+// first chunk grown and its rows copied, chunks added) and adopted gives
+// the same rows as appending without it, whatever the batch size and
+// chunk edges, for flat arenas too; the adopted room is what the appends
+// use (they allocate nothing more), and the arena is unchanged until
+// Adopt.
+func TestArenaPrepareAdopt(t *testing.T) {
+	const dim = 3
+	for _, tc := range []struct {
+		name string
+		make func() *Arena[int8]
+	}{
+		{"chunks of 128", func() *Arena[int8] { return NewArena[int8](dim, 128) }},
+		{"chunks of 4", func() *Arena[int8] { return NewArena[int8](dim, 4) }},
+		{"flat", func() *Arena[int8] { return NewFlatArena[int8](dim, 5) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(1, 2))
+			plain, prepared := tc.make(), tc.make()
+			next := int8(0)
+			for range 60 {
+				n := rng.IntN(40)
+				before := prepared.Clone()
+				s := prepared.Prepare(n)
+				require.Equal(t, before.n, prepared.n, "Prepare changes nothing")
+				require.Len(t, prepared.chunks, len(before.chunks), "Prepare changes nothing")
+				for c := range before.chunks {
+					require.True(t, prepared.SameChunk(before, c*prepared.ChunkRows()), "Prepare changes nothing")
+				}
+				if s != nil {
+					require.True(t, prepared.Adopt(s))
+				}
+				room := prepared.capRows()
+				require.GreaterOrEqual(t, room, prepared.Len()+n)
+				for range n {
+					next++
+					for _, a := range []*Arena[int8]{plain, prepared} {
+						row := a.Append()
+						for d := range row {
+							row[d] = next + int8(d)
+						}
+					}
+				}
+				require.Equal(t, room, prepared.capRows(), "the appends used the prepared room")
+				if rng.IntN(4) == 0 {
+					cut := rng.IntN(plain.Len() + 1)
+					plain.Truncate(cut)
+					prepared.Truncate(cut)
+				}
+			}
+			require.Equal(t, plain.Len(), prepared.Len())
+			for i := range plain.Len() {
+				require.Equal(t, plain.Row(i), prepared.Row(i), "row %d", i)
+			}
+		})
+	}
+}
+
+// TestArenaAdoptRefusesStaleRoom: room prepared for an arena is refused
+// once the arena's rows or chunks changed (an append, a truncate that
+// freed a chunk), or by another arena, and a refused Adopt changes
+// nothing.
+func TestArenaAdoptRefusesStaleRoom(t *testing.T) {
+	const dim = 2
+	fill := func(n int) *Arena[float32] {
+		a := NewArena[float32](dim, 4)
+		for i := range n {
+			a.Append()[0] = float32(i)
+		}
+		return a
+	}
+	for _, tc := range []struct {
+		name   string
+		rows   int
+		change func(a *Arena[float32])
+	}{
+		{"appended", 3, func(a *Arena[float32]) { a.Append() }},
+		{"first chunk grown", 2, func(a *Arena[float32]) { a.Append(); a.Append(); a.Append() }},
+		{"truncated", 9, func(a *Arena[float32]) { a.Truncate(1) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := fill(tc.rows)
+			s := a.Prepare(8)
+			require.NotNil(t, s)
+			tc.change(a)
+			was := a.Clone()
+			require.False(t, a.Adopt(s))
+			require.Equal(t, was.chunks, a.chunks)
+			require.Equal(t, was.n, a.n)
+		})
+	}
+	a, b := fill(3), fill(3)
+	s := a.Prepare(8)
+	require.False(t, b.Adopt(s), "room of another arena")
+	require.False(t, a.Adopt(nil))
+	require.True(t, a.Adopt(s))
+	require.False(t, a.Adopt(s), "room already installed")
+}

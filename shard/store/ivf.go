@@ -314,7 +314,7 @@ var errBuildStale = errors.New("ivf build superseded")
 // rows. Replicas calling it hold the same lists (the assignment is a pure
 // function of the centroids and each row).
 func (m *Memory) BuildIndex(ctx context.Context) (bool, error) {
-	m.mu.Lock()
+	m.lock()
 	if !m.needsIVFBuildLocked() {
 		m.mu.Unlock()
 		return false, nil
@@ -335,7 +335,7 @@ func (m *Memory) BuildIndex(ctx context.Context) (bool, error) {
 
 	err = m.build(ctx, b)
 	if err != nil {
-		m.mu.Lock()
+		m.lock()
 		if m.ivf.pending == b {
 			m.ivf.pending = nil
 			if !errors.Is(err, errBuildStale) && ctx.Err() == nil {
@@ -423,7 +423,7 @@ func (m *Memory) build(ctx context.Context, b *ivfBuild) error {
 // in; it reports false (and changes nothing) when more rows arrived than
 // it will add while holding the write lock.
 func (m *Memory) finishBuild(b *ivfBuild) (bool, error) {
-	m.mu.Lock()
+	m.lock()
 	defer m.mu.Unlock()
 	if m.ivf.pending != b {
 		return false, errBuildStale

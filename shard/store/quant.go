@@ -90,7 +90,7 @@ func (m *Memory) Quantization() Quantization {
 // either way: it is part of the store's state every replica agrees on.
 // An IVF store's lists are int8 codes, so it cannot switch.
 func (m *Memory) SetQuantization(q Quantization) error {
-	m.mu.Lock()
+	m.lock()
 	defer m.mu.Unlock()
 	if m.quantization == q {
 		return nil
@@ -216,7 +216,7 @@ const encodeChunk = 256
 // log (the state machine's restore), so no write changes the rows while
 // it runs.
 func (m *Memory) FinishRestore(ctx context.Context, pace Pacer, lists []int32) error {
-	m.mu.Lock()
+	m.lock()
 	m.ivf.restoring = false
 	if m.indexKind == IndexIVF && m.trained[TrainedIVFCentroids] != nil {
 		// The index, built in the background, will hold the codes; until
@@ -271,7 +271,7 @@ func (m *Memory) FinishRestore(ctx context.Context, pace Pacer, lists []int32) e
 			return fmt.Errorf("int8 codes of a restored store: %w", err)
 		}
 	}
-	m.mu.Lock()
+	m.lock()
 	defer m.mu.Unlock()
 	if len(m.ids) != n {
 		// Only the caller writes to the store, so this is a bug; encode

@@ -47,7 +47,7 @@ func (v *View) Records(fn func(id string, payload []byte) error) error {
 func (m *Memory) RestoreSegments(p Placement, trained map[string][]byte, recs []Record, man segment.Manifest,
 	place func(f segment.File, path string) error) error {
 	m.Reset(p, trained, len(recs))
-	m.mu.Lock()
+	m.lock()
 	defer m.mu.Unlock()
 	switch {
 	case m.disk == nil:

@@ -240,7 +240,7 @@ func (v *View) Sparse() []NamedPostings { return v.sparse }
 // does not index is an error, as is one it indexes but ps lacks: the
 // snapshot and the catalog it came with disagree.
 func (m *Memory) RestoreSparse(ps []NamedPostings) error {
-	m.mu.Lock()
+	m.lock()
 	defer m.mu.Unlock()
 	got := map[string]*sparse.Index{}
 	for _, p := range ps {

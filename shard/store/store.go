@@ -117,6 +117,19 @@ type Memory struct {
 	// build, with no lock held: after the chunk is copied and after it is
 	// added (tests write, or hold the build, there).
 	buildHook func()
+	// holdHook, when set, gets how long each Upsert held the write lock
+	// (benchmarks measure what scans wait for with it).
+	holdHook func(time.Duration)
+	// locks counts the times m.mu was taken for writing (lock,
+	// lockWrite), so work prepared under the read lock can tell whether
+	// the store changed before it took the write lock.
+	locks uint64
+	// noPrepare makes Upsert allocate and fault under the write lock, as
+	// it did before prepareWrite (tests and benchmarks compare the two).
+	noPrepare bool
+	// preparedHook, when set, runs in Upsert between prepareWrite and
+	// taking the write lock (tests change the store there).
+	preparedHook func()
 }
 
 // NewMemory returns an empty store of dim-dimensional vectors. dim 0 is
@@ -152,7 +165,7 @@ func (m *Memory) OnDisk() bool { return m.disk != nil }
 //
 // A scan that found the store before it was closed reads it empty.
 func (m *Memory) Close() error {
-	m.mu.Lock()
+	m.lock()
 	defer m.mu.Unlock()
 	if m.disk == nil {
 		return nil
@@ -196,16 +209,23 @@ func diskFailed(err error) {
 // Upsert stores recs, replacing any with the same id, atomically with
 // recording the placement they were written under.
 //
-// The rows' int8 codes are encoded before the write lock is taken, and
-// the lock is taken only at a moment no scan holds it (lockWrite), so a
-// search waits for a write's copies, not for its arithmetic or behind it.
+// What can be done before the write lock is (prepareWrite): the rows'
+// int8 codes are encoded, room for the new rows allocated and the memory
+// they will be written to faulted in. The lock is then taken only at a
+// moment no scan holds it (lockWrite), so a search waits for a write's
+// copies, not for its arithmetic, allocations or page faults, or behind
+// it.
 func (m *Memory) Upsert(_ context.Context, p Placement, recs []Record) error {
-	codes, pre := m.preEncode(recs)
+	w := m.prepareWrite(recs)
+	if m.preparedHook != nil {
+		m.preparedHook()
+	}
 	m.lockWrite()
 	defer m.mu.Unlock()
-	if m.codes != codes {
-		pre = nil // the scale changed meanwhile: encode under the lock
+	if m.holdHook != nil {
+		defer m.timeHold(time.Now())
 	}
+	pre := w.adopt(m)
 	m.setPlacement(p)
 	defer m.payloadIndex.Flush()
 	for n, r := range recs {
@@ -225,21 +245,95 @@ func (m *Memory) Upsert(_ context.Context, p Placement, recs []Record) error {
 	return nil
 }
 
-// preEncode encodes recs' vectors with the store's int8 scale, under the
-// read lock only to read which codes (and so which scale) it holds. It
-// returns those codes, nil with no codes: Upsert uses the encodings only
-// if they are still the store's codes once it holds the write lock.
-func (m *Memory) preEncode(recs []Record) (*quant.Codes, []quant.Encoded) {
+// timeHold reports to holdHook the time since start, the write lock
+// taken.
+func (m *Memory) timeHold(start time.Time) { m.holdHook(time.Since(start)) }
+
+// preparedWrite is what prepareWrite made ready for a write before its
+// write lock, and the state of the store it was made for.
+type preparedWrite struct {
+	// locks is m.locks when prepared: the write is the next to take the
+	// lock exactly when nothing changed the store in between.
+	locks uint64
+	// codes are the store's codes when prepared and pre the records'
+	// encodings with their scale (nil without codes).
+	codes *quant.Codes
+	pre   []quant.Encoded
+	// rows and codeRoom are room for the new rows in the float32 and
+	// int8 arenas (nil: none to allocate).
+	rows     *vector.Spare[float32]
+	codeRoom *vector.Spare[int8]
+}
+
+// prepareWrite does, before Upsert takes the write lock, what it can of
+// writing recs: under the read lock (scans go on) it makes room for the
+// new rows in the arenas and faults in the memory (or segment file pages)
+// they will be written to; then, holding no lock, it encodes recs' int8
+// codes with the store's scale. Upsert uses all of it only if nothing
+// took the write lock in between (adopt), else writes as before.
+func (m *Memory) prepareWrite(recs []Record) preparedWrite {
 	m.mu.RLock()
-	c := m.codes
+	w := preparedWrite{locks: m.locks, codes: m.codes}
+	if !m.noPrepare {
+		// An id sent twice in one write counts twice: the room may then
+		// cover a few rows more than the write adds, never fewer.
+		fresh := 0
+		for _, r := range recs {
+			if _, ok := m.index[r.ID]; !ok {
+				fresh++
+			}
+		}
+		if m.rows != nil {
+			w.rows = m.rows.Prepare(fresh)
+		}
+		if m.codes != nil {
+			w.codeRoom = m.codes.Prepare(fresh)
+		}
+		if m.disk != nil {
+			// On disk an overwrite is written to a new slot too.
+			m.disk.Prepare(len(recs))
+		}
+	}
 	m.mu.RUnlock()
+	w.pre = m.preEncode(w.codes, recs)
+	return w
+}
+
+// adopt, with m.mu held for writing by the write w was prepared for,
+// installs the room w made when nothing took the write lock since (the
+// rows a grown chunk copied may have changed otherwise), and returns w's
+// encodings when the store's codes are still those they were made with
+// (nil: the write encodes under the lock). Room not installed is dropped:
+// the write allocates as it goes, as without preparation.
+func (w preparedWrite) adopt(m *Memory) []quant.Encoded {
+	if m.codes != w.codes {
+		// The scale changed: the encodings and the codes' room are for
+		// codes the store no longer keeps.
+		return nil
+	}
+	if m.locks == w.locks+1 {
+		if w.rows != nil {
+			m.rows.Adopt(w.rows)
+		}
+		if w.codeRoom != nil {
+			m.codes.Adopt(w.codeRoom)
+		}
+	}
+	return w.pre
+}
+
+// preEncode encodes recs' vectors with c's scale, holding no lock (the
+// scale of codes never changes; a store changing scale gets new codes).
+// nil with no codes, or when a vector is not of the store's size (then
+// encoded, and refused, under the lock as before).
+func (m *Memory) preEncode(c *quant.Codes, recs []Record) []quant.Encoded {
 	if c == nil {
-		return nil, nil
+		return nil
 	}
 	s, dim := c.Scale(), c.Dim()
 	for _, r := range recs {
 		if len(r.Vector) != dim {
-			return nil, nil // not this store's size: encoded (and refused) as before, under the lock
+			return nil
 		}
 	}
 	buf := make([]int8, len(recs)*dim)
@@ -249,7 +343,7 @@ func (m *Memory) preEncode(recs []Record) (*quant.Codes, []quant.Encoded) {
 			out[i] = quant.EncodeRow(s, buf[i*dim:(i+1)*dim:(i+1)*dim], r.Vector)
 		}
 	})
-	return c, out
+	return out
 }
 
 // WithBackground runs the store's CPU work that holds no lock — encoding
@@ -278,16 +372,25 @@ func (m *Memory) background(f func()) {
 // applying the log writes, so a write delayed here delays only writes.
 func (m *Memory) lockWrite() {
 	if m.mu.TryLock() {
+		m.locks++
 		return
 	}
 	deadline := time.Now().Add(m.politeFor)
 	for time.Now().Before(deadline) {
 		time.Sleep(100 * time.Microsecond)
 		if m.mu.TryLock() {
+			m.locks++
 			return
 		}
 	}
+	m.lock()
+}
+
+// lock takes m.mu for writing and counts it (locks). Every write lock of
+// the store is taken here or in lockWrite.
+func (m *Memory) lock() {
 	m.mu.Lock()
+	m.locks++
 }
 
 // politeWrite bounds how long a write waits for a moment without scans
@@ -540,7 +643,7 @@ func (m *Memory) setPlacement(p Placement) {
 // one that was not (restarting, catching up) waits for the index
 // (IndexReady).
 func (m *Memory) SetTrained(name string, value []byte, serving bool) error {
-	m.mu.Lock()
+	m.lock()
 	defer m.mu.Unlock()
 	m.trained[name] = value
 	var err error
@@ -570,7 +673,7 @@ func (m *Memory) Trained(name string) []byte {
 // index are sized for rows at once, so a large snapshot streaming in
 // grows nothing.
 func (m *Memory) Reset(p Placement, trained map[string][]byte, rows int) {
-	m.mu.Lock()
+	m.lock()
 	defer m.mu.Unlock()
 	if m.disk != nil {
 		diskFailed(m.disk.Reset())
@@ -611,7 +714,7 @@ func (m *Memory) OpenView() (*View, error) {
 	m.mu.RLock()
 	postings, gen := m.encodeSparseLocked(), m.sparseGen
 	m.mu.RUnlock()
-	m.mu.Lock()
+	m.lock()
 	defer m.mu.Unlock()
 	if m.view != nil {
 		return nil, errViewOpen
@@ -744,7 +847,7 @@ func (v *View) ReadRecords(from, to int, fn func(Record) error) error {
 
 // Close releases the view; the store stops saving rows for it.
 func (v *View) Close() {
-	v.m.mu.Lock()
+	v.m.lock()
 	defer v.m.mu.Unlock()
 	if v.m.view == v {
 		v.m.view = nil

@@ -153,6 +153,16 @@ func EncodeRow(s Scale, dst []int8, row []float32) Encoded {
 	return Encoded{Codes: dst, Norm: norm(row), Sum: codeSum(dst)}
 }
 
+// Prepare makes room for n more rows without changing the codes
+// (vector.Arena.Prepare): a writer calls it under its read lock, then
+// Adopt under its write lock. nil when there is nothing to allocate.
+func (c *Codes) Prepare(n int) *vector.Spare[int8] { return c.codes.Prepare(n) }
+
+// Adopt installs room Prepare made, when the codes are as they were then
+// (vector.Arena.Adopt: the caller must know no row was written since),
+// and reports whether it did.
+func (c *Codes) Adopt(s *vector.Spare[int8]) bool { return c.codes.Adopt(s) }
+
 // AppendEncoded adds e, encoded with c's scale (EncodeRow with Scale()),
 // as a new last row.
 func (c *Codes) AppendEncoded(e Encoded) {

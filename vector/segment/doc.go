@@ -20,6 +20,12 @@
 // a restart copies codes instead of encoding every row. The package does
 // not encode: the caller passes each row's codes with it.
 //
+// A writer may Prepare its next rows under its read lock, before it takes
+// its write lock: the active file is grown to hold them, the next
+// segment's file made, and their pages faulted in, so the writes under
+// the lock only copy. The directory may then hold one file (with its
+// codes file) that is no segment of the set yet.
+//
 // A Frozen view names the rows as they are (Manifest: the files, the
 // rows written in each, the slot table) and makes them durable (Sync):
 // a file's first rows never change once written, so a snapshot holds a

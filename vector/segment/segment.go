@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -101,6 +102,13 @@ type Set struct {
 	// codesTag is the caller's tag of the codes every segment keeps
 	// beside its rows (EnableCodes), nil when they keep none.
 	codesTag []byte
+	// prep serializes Prepare, which runs under the owner's read lock
+	// (beside readers and other Prepares, never beside a write) and alone
+	// changes next, seq and the active file's room there: no reader reads
+	// them.
+	prep sync.Mutex
+	// next is a segment Prepare made, for newSegment to take; nil: none.
+	next *segment
 }
 
 // Open returns an empty set of dim-D rows in dir, created if missing. Any
@@ -202,6 +210,10 @@ func (s *Set) Reset() error {
 			s.segs[n] = nil
 		}
 	}
+	if s.next != nil {
+		err = errors.Join(err, s.next.release())
+		s.next = nil
+	}
 	s.segs, s.data, s.live, s.slots = nil, nil, nil, nil
 	s.active, s.fill, s.sealed = -1, 0, -1
 	s.codesTag = nil
@@ -261,8 +273,9 @@ func (s *Set) writeCoded(v []float32, codes []int8, norm float32) (uint32, error
 // maxSlot bounds slot numbers to what a uint32 holds.
 const maxSlot = 1<<32 - 1
 
-// newSegment creates, sizes and maps a file and makes it the active one,
-// under the lowest free segment number.
+// newSegment makes a segment (the one Prepare made, if it keeps codes
+// as the set now does, else a new file) the active one, under the lowest
+// free segment number.
 func (s *Set) newSegment() error {
 	n := slices.Index(s.segs, nil)
 	if n < 0 {
@@ -271,18 +284,18 @@ func (s *Set) newSegment() error {
 	if uint64(n+1)<<s.shift-1 > maxSlot {
 		return fmt.Errorf("segment: %d segments of %d rows: out of slots", n+1, 1<<s.shift)
 	}
-	rows := 1 << s.shift
-	path := filepath.Join(s.dir, fmt.Sprintf("%06d%s", s.seq, Ext))
-	s.seq++
-	g, err := create(path, rows, s.dim)
-	if err != nil {
-		return err
+	g := s.next
+	s.next = nil
+	if g != nil && (g.codes != nil) != (s.codesTag != nil) {
+		if err := g.release(); err != nil {
+			return err
+		}
+		g = nil
 	}
-	if s.codesTag != nil {
-		g.codes, err = createCodes(filepath.Join(s.dir, fmt.Sprintf("%06d%s", s.seq, CodesExt)), rows, s.dim, g.room)
-		s.seq++
-		if err != nil {
-			return errors.Join(err, g.release())
+	if g == nil {
+		var err error
+		if g, err = s.createSegment(); err != nil {
+			return err
 		}
 	}
 	if n == len(s.segs) {
@@ -293,6 +306,26 @@ func (s *Set) newSegment() error {
 	s.segs[n], s.data[n], s.live[n] = g, g.rows, 0
 	s.active, s.fill = n, 0
 	return nil
+}
+
+// createSegment creates, sizes and maps the next file, with a codes file
+// when the set keeps codes.
+func (s *Set) createSegment() (*segment, error) {
+	rows := 1 << s.shift
+	path := filepath.Join(s.dir, fmt.Sprintf("%06d%s", s.seq, Ext))
+	s.seq++
+	g, err := create(path, rows, s.dim)
+	if err != nil {
+		return nil, err
+	}
+	if s.codesTag != nil {
+		g.codes, err = createCodes(filepath.Join(s.dir, fmt.Sprintf("%06d%s", s.seq, CodesExt)), rows, s.dim, g.room)
+		s.seq++
+		if err != nil {
+			return nil, errors.Join(err, g.release())
+		}
+	}
+	return g, nil
 }
 
 // firstRoom is how many rows a new segment file has room for; it doubles
@@ -486,4 +519,51 @@ func (f *Frozen) Release() error {
 	}
 	f.segs, f.data, f.slots, f.codes = nil, nil, nil, nil
 	return err
+}
+
+// Prepare readies the files the next n rows written (appended or set)
+// will go to, so the writes that follow neither grow nor create files nor
+// stop in the kernel to fault their pages: it grows the active segment's
+// file to hold them, makes the next segment when they spill past it
+// (newSegment takes it), and faults in the pages they and their codes
+// will occupy. It changes no row and nothing the set's readers read, so
+// the owner's read lock is enough: a writer calls it before taking its
+// write lock. Errors are left for the writes to meet and report.
+func (s *Set) Prepare(n int) {
+	s.prep.Lock()
+	defer s.prep.Unlock()
+	if s.closed || n <= 0 {
+		return
+	}
+	segRows := 1 << s.shift
+	if s.active >= 0 && s.fill < segRows {
+		hi := min(s.fill+n, segRows)
+		s.ready(s.segs[s.active], s.fill, hi)
+		n -= hi - s.fill
+	}
+	if n <= 0 {
+		return
+	}
+	if s.next == nil {
+		g, err := s.createSegment()
+		if err != nil {
+			return
+		}
+		s.next = g
+	}
+	s.ready(s.next, 0, min(n, segRows))
+}
+
+// ready grows g's file to hold slots [lo, hi) and faults in their pages,
+// rows and codes.
+func (s *Set) ready(g *segment, lo, hi int) {
+	for g.room < hi {
+		if err := g.grow(1 << s.shift); err != nil {
+			return
+		}
+	}
+	vector.PopulateWrite(g.rows[lo*s.dim : hi*s.dim])
+	if c := g.codes; c != nil {
+		vector.PopulateWrite(c.mem[c.header+lo*c.width : c.header+hi*c.width])
+	}
 }
