@@ -40,9 +40,9 @@ type bulkPlan struct {
 	// pprofDir, if set, receives profiles of the load (pprofFor long).
 	pprofDir string
 	pprofFor time.Duration
-	// loadRate caps the load's vectors a second (router load --rate); 0
-	// sends as fast as the cluster takes them.
-	loadRate float64
+	// loadFlags are more `router load` flags (--rate N caps its
+	// vectors a second).
+	loadFlags []string
 }
 
 // runBulkLoad is `trawlbench bulkload`: a healthy 3 × 3 cluster loads a
@@ -66,11 +66,11 @@ func runBulkLoad(ctx context.Context, args []string) error {
 	keep := fs.Bool("keep", false, "keep the work directory (logs, data) after the run")
 	pprofDir := fs.String("pprof", "", "run the shards and router A with --pprof and write their CPU, block and mutex profiles, taken during the load, into this directory")
 	raw := fs.Bool("raw", false, "first measure the raw commit rate of one raft group of three (a 1 × 3 cluster alone, the same rows sent straight to its leader, 4 batches of 256 in flight) and report the load's rate over it")
-	loadCap := fs.Float64("load-rate", 0, "router load --rate: vectors a second at most (0: as fast as the cluster takes them)")
+	loadFlags := fs.String("load-flags", "", "more `router load` flags, space separated (--rate 2500 caps the load's vectors a second, say)")
 	pprofFor := fs.Duration("pprof-for", 10*time.Second, "how long the CPU profiles run, from 1 s into the load")
 	_ = fs.Parse(args)
 	p := bulkPlan{rows: 100_000, clients: *clients, qps: *qps, deadlineMS: *deadline, window: 5 * time.Second, idle: 20 * time.Second,
-		sample: 200 * time.Millisecond, pprofDir: *pprofDir, pprofFor: *pprofFor, loadRate: *loadCap}
+		sample: 200 * time.Millisecond, pprofDir: *pprofDir, pprofFor: *pprofFor, loadFlags: strings.Fields(*loadFlags)}
 	if *quick {
 		p.rows, p.window, p.idle = 5_000, time.Second, 3*time.Second
 	}
@@ -179,11 +179,7 @@ func bulkLoad(ctx context.Context, p bulkPlan, c *cluster.Cluster, bin, npy stri
 	cpu0 := meter.read()
 	t0 := time.Now()
 	go func() {
-		var flags []string
-		if p.loadRate > 0 {
-			flags = []string{"--rate", strconv.FormatFloat(p.loadRate, 'f', -1, 64)}
-		}
-		out, cpu, err := c.LoadCPU(ctx, routers[0], "", npy, flags...)
+		out, cpu, err := c.LoadCPU(ctx, routers[0], "", npy, p.loadFlags...)
 		res.loadOut, res.loadTook, res.loaderCPU = out, time.Since(t0), cpu
 		res.cpu = meter.read()
 		for name, d := range cpu0 {
