@@ -40,6 +40,10 @@ type bulkPlan struct {
 	// pprofDir, if set, receives profiles of the load (pprofFor long).
 	pprofDir string
 	pprofFor time.Duration
+	// traceFor, when set, adds an execution trace this long, taken after
+	// the CPU profile (go tool trace -pprof=sched reads where searches
+	// waited to run).
+	traceFor time.Duration
 	// loadFlags are more `router load` flags (--rate N caps its
 	// vectors a second).
 	loadFlags []string
@@ -68,9 +72,10 @@ func runBulkLoad(ctx context.Context, args []string) error {
 	raw := fs.Bool("raw", false, "first measure the raw commit rate of one raft group of three (a 1 × 3 cluster alone, the same rows sent straight to its leader, 4 batches of 256 in flight) and report the load's rate over it")
 	loadFlags := fs.String("load-flags", "", "more `router load` flags, space separated (--rate 2500 caps the load's vectors a second, say)")
 	pprofFor := fs.Duration("pprof-for", 10*time.Second, "how long the CPU profiles run, from 1 s into the load")
+	traceFor := fs.Duration("trace-for", 0, "with -pprof: also an execution trace of every profiled process this long, after the CPU profile (0: none)")
 	_ = fs.Parse(args)
 	p := bulkPlan{rows: 100_000, clients: *clients, qps: *qps, deadlineMS: *deadline, window: 5 * time.Second, idle: 20 * time.Second,
-		sample: 200 * time.Millisecond, pprofDir: *pprofDir, pprofFor: *pprofFor, loadFlags: strings.Fields(*loadFlags)}
+		sample: 200 * time.Millisecond, pprofDir: *pprofDir, pprofFor: *pprofFor, traceFor: *traceFor, loadFlags: strings.Fields(*loadFlags)}
 	if *quick {
 		p.rows, p.window, p.idle = 5_000, time.Second, 3*time.Second
 	}
@@ -196,7 +201,7 @@ func bulkLoad(ctx context.Context, p bulkPlan, c *cluster.Cluster, bin, npy stri
 				return
 			case <-time.After(time.Second):
 			}
-			for _, err := range captureProfiles(ctx, p.pprofDir, p.pprofFor, profileTargets(c, routers[0])) {
+			for _, err := range captureProfiles(ctx, p.pprofDir, p.pprofFor, p.traceFor, profileTargets(c, routers[0])) {
 				log.Printf("pprof: %v", err)
 			}
 		}()

@@ -78,9 +78,10 @@ func profileTargets(c *cluster.Cluster, loading *cluster.Router) map[string]stri
 // captureProfiles takes a CPU profile of every target for d, all at
 // once, then their block and mutex profiles (counted since each process
 // started), into dir as NAME.cpu.pprof, NAME.block.pprof and
-// NAME.mutex.pprof. Errors are reported, not fatal: a profile is an aid.
-func captureProfiles(ctx context.Context, dir string, d time.Duration, targets map[string]string) []error {
-	hc := &http.Client{Timeout: d + 30*time.Second}
+// NAME.mutex.pprof, and with traceFor an execution trace that long,
+// NAME.trace. Errors are reported, not fatal: a profile is an aid.
+func captureProfiles(ctx context.Context, dir string, d, traceFor time.Duration, targets map[string]string) []error {
+	hc := &http.Client{Timeout: d + traceFor + 30*time.Second}
 	var (
 		mu   sync.Mutex
 		errs []error
@@ -99,6 +100,9 @@ func captureProfiles(ctx context.Context, dir string, d time.Duration, targets m
 			get(name, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", base, int(d.Seconds())), name+".cpu.pprof")
 			get(name, base+"/debug/pprof/block", name+".block.pprof")
 			get(name, base+"/debug/pprof/mutex", name+".mutex.pprof")
+			if traceFor > 0 {
+				get(name, fmt.Sprintf("%s/debug/pprof/trace?seconds=%g", base, traceFor.Seconds()), name+".trace")
+			}
 		})
 	}
 	wg.Wait()
