@@ -279,6 +279,13 @@ func (s *crashingShard) start(t *testing.T, env ...string) (*exec.Cmd, *client.C
 	cmd.Env = append(cmd.Env, env...)
 	cmd.Stderr = os.Stderr
 	require.NoError(t, cmd.Start())
+	// A test that fails mid-round leaves its shard running: end it, or it
+	// outlives the test binary and takes CPU from whatever runs next.
+	// Rounds that killed or stopped it make both calls no-ops.
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
 	c, err := client.Dial(s.addr, client.DialConfig{})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
