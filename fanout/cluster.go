@@ -227,9 +227,10 @@ func (c *Cluster[R]) shard(name string) *shardState[R] {
 // candidates returns the replicas a read may use, best first: READY and not
 // suspect, ordered by expected latency (mean latency, inflated by calls
 // already outstanding on the replica, so a replica that has gone quiet with
-// work piling up on it drops back). Untried replicas, and those whose
-// estimate has had no sample for remeasureAfter, sort first so every
-// replica gets measured, and measured again. Replicas prefer names (Request.Prefer; nil: none)
+// work piling up on it drops back). Untried replicas sort first so every
+// replica gets measured; one whose estimate has had no sample for
+// remeasureAfter sorts first for one read, which measures it again.
+// Replicas prefer names (Request.Prefer; nil: none)
 // go before all others, in the same order among themselves: preference
 // reorders the healthy candidates and never makes a suspect or unready
 // replica one. If none qualifies it reports why: every replica suspect, or
@@ -251,6 +252,11 @@ func (c *Cluster[R]) candidates(s *shardState[R], prefer func(shard int, replica
 		cost := r.mean * time.Duration(1+r.outstanding)
 		if r.stale(now) {
 			cost = -1
+			// One read re-measures a stale estimate; the reads after it
+			// keep the estimate until that one answers. Otherwise a replica
+			// whose reads all lose to hedges (a cancelled read is no
+			// sample) would stay stale, and first, for every read.
+			r.sampled = now
 		}
 		r.mu.Unlock()
 		if sus {

@@ -933,8 +933,9 @@ func TestPreferenceDoesNotOverrideHealth(t *testing.T) {
 
 // TestASlowEstimateIsMeasuredAgain: a replica whose one answer was slow
 // sorts last, but once its estimate has had no sample for
-// remeasureAfter it sorts as untried and gets a read, which measures it
-// again; a fresh estimate keeps its place.
+// remeasureAfter it sorts as untried for one read, which measures it
+// again (the reads after it keep the estimate); a fresh estimate keeps
+// its place.
 func TestASlowEstimateIsMeasuredAgain(t *testing.T) {
 	clk := &clock{now: time.Unix(1000, 0)}
 	fast := newFake("a0", okAfter(0, 0))
@@ -952,13 +953,20 @@ func TestASlowEstimateIsMeasuredAgain(t *testing.T) {
 	require.Same(t, fast, first())
 	clk.Add(remeasureAfter / 2)
 	require.Same(t, fast, first(), "a fresh estimate keeps its place")
-	for _, r := range c.shards[0].list() {
-		if r.r == fast {
-			r.mu.Lock()
-			r.observeLatency(clk.Now(), time.Millisecond)
-			r.mu.Unlock()
+	observeFast := func() {
+		for _, r := range c.shards[0].list() {
+			if r.r == fast {
+				r.mu.Lock()
+				r.observeLatency(clk.Now(), time.Millisecond)
+				r.mu.Unlock()
+			}
 		}
 	}
+	observeFast()
 	clk.Add(remeasureAfter/2 + time.Millisecond)
 	require.Same(t, slow, first(), "the slow replica's estimate is stale: it is asked again")
+	require.Same(t, fast, first(), "one read re-measures it: the next ones keep its estimate")
+	clk.Add(remeasureAfter + time.Millisecond)
+	observeFast()
+	require.Same(t, slow, first(), "a read that never answered leaves it stale again after remeasureAfter")
 }
