@@ -63,6 +63,25 @@ func requireHolds(t *testing.T, m *Memory, want map[string][]float32, scale quan
 	}))
 }
 
+// testScale is a committed int8 scale of dim-D rows, encoded and
+// decoded.
+func testScale(t *testing.T, dim int) ([]byte, quant.Scale) {
+	t.Helper()
+	b := benchScale(t, dim)
+	var s quant.Scale
+	require.NoError(t, s.UnmarshalBinary(b))
+	return b, s
+}
+
+// normalVec is a dim-D vector of standard normal values.
+func normalVec(rng *rand.Rand, dim int) []float32 {
+	v := make([]float32, dim)
+	for d := range v {
+		v[d] = float32(rng.NormFloat64())
+	}
+	return v
+}
+
 // bruteTop is the ids of the k rows of want with the highest dot product
 // with q, computed in float64, ties by id.
 func bruteTop(want map[string][]float32, q []float32, k int) []string {
@@ -112,9 +131,7 @@ func idsOf(hits []vector.Hit) []string {
 func TestPreparedWritesMatch(t *testing.T) {
 	const dim = 16
 	bg := context.Background()
-	scaleBytes := benchScale(t, dim)
-	var scale quant.Scale
-	require.NoError(t, scale.UnmarshalBinary(scaleBytes))
+	scaleBytes, scale := testScale(t, dim)
 	for _, disk := range []bool{false, true} {
 		t.Run(fmt.Sprint("on_disk=", disk), func(t *testing.T) {
 			prepared, plain := int8Store(t, dim, disk, scaleBytes), int8Store(t, dim, disk, scaleBytes)
@@ -126,10 +143,7 @@ func TestPreparedWritesMatch(t *testing.T) {
 				var recs []Record
 				for range 1 + rng.IntN(64) {
 					id := fmt.Sprint(rng.IntN(4000))
-					v := make([]float32, dim)
-					for d := range v {
-						v[d] = float32(rng.NormFloat64())
-					}
+					v := normalVec(rng, dim)
 					recs = append(recs, Record{ID: id, Vector: v})
 					want[id] = v
 				}
@@ -166,9 +180,7 @@ func TestPreparedWritesMatch(t *testing.T) {
 func TestStalePreparationDiscarded(t *testing.T) {
 	const dim = 16
 	bg := context.Background()
-	scaleBytes := benchScale(t, dim)
-	var scale quant.Scale
-	require.NoError(t, scale.UnmarshalBinary(scaleBytes))
+	scaleBytes, scale := testScale(t, dim)
 	for _, disk := range []bool{false, true} {
 		for _, between := range []string{"overwrite", "delete and append"} {
 			t.Run(fmt.Sprintf("on_disk=%t/%s", disk, between), func(t *testing.T) {
@@ -178,10 +190,7 @@ func TestStalePreparationDiscarded(t *testing.T) {
 				batch := func(n, from int) []Record {
 					var recs []Record
 					for i := range n {
-						v := make([]float32, dim)
-						for d := range v {
-							v[d] = float32(rng.NormFloat64())
-						}
+						v := normalVec(rng, dim)
 						id := fmt.Sprint("doc-", from+i)
 						recs = append(recs, Record{ID: id, Vector: v})
 						want[id] = v
@@ -221,9 +230,7 @@ func TestStalePreparationDiscarded(t *testing.T) {
 func TestPreparedWritesBesideScansAndViews(t *testing.T) {
 	const dim = 16
 	bg := context.Background()
-	scaleBytes := benchScale(t, dim)
-	var scale quant.Scale
-	require.NoError(t, scale.UnmarshalBinary(scaleBytes))
+	scaleBytes, scale := testScale(t, dim)
 	for _, disk := range []bool{false, true} {
 		t.Run(fmt.Sprint("on_disk=", disk), func(t *testing.T) {
 			m := int8Store(t, dim, disk, scaleBytes)
@@ -270,10 +277,7 @@ func TestPreparedWritesBesideScansAndViews(t *testing.T) {
 			for step := range 120 {
 				var recs []Record
 				for range 1 + rng.IntN(48) {
-					v := make([]float32, dim)
-					for d := range v {
-						v[d] = float32(rng.NormFloat64())
-					}
+					v := normalVec(rng, dim)
 					recs = append(recs, Record{ID: fmt.Sprint(rng.IntN(3000)), Vector: v})
 				}
 				mu.Lock()

@@ -96,10 +96,9 @@ func TestUpsertCodesEqualAFreshEncode(t *testing.T) {
 	}
 }
 
-// TestWriteWaitsOutALongScan checks a write held back by a scan longer
-// than politeWrite still goes in once the scan ends.
-func TestWriteWaitsOutALongScan(t *testing.T) {
-	m := NewMemory(2)
+// holdScan starts a scan of m and returns once it holds the read lock;
+// closing the channel returned ends it.
+func holdScan(m *Memory) chan<- struct{} {
 	scanning, release := make(chan struct{}), make(chan struct{})
 	go func() {
 		_ = m.ViewScan(func(*ScanView) error {
@@ -109,6 +108,14 @@ func TestWriteWaitsOutALongScan(t *testing.T) {
 		})
 	}()
 	<-scanning
+	return release
+}
+
+// TestWriteWaitsOutALongScan checks a write held back by a scan longer
+// than politeWrite still goes in once the scan ends.
+func TestWriteWaitsOutALongScan(t *testing.T) {
+	m := NewMemory(2)
+	release := holdScan(m)
 	done := make(chan error, 1)
 	go func() { done <- m.Upsert(context.Background(), place, []Record{{ID: "a", Vector: []float32{1, 2}}}) }()
 	time.Sleep(2 * politeWrite)
@@ -128,15 +135,7 @@ func TestWriteWaitsOutALongScan(t *testing.T) {
 func TestScansGoOnWhileAWriteWaits(t *testing.T) {
 	m := NewMemory(2)
 	m.politeFor = time.Minute // polite for the whole test
-	scanning, release := make(chan struct{}), make(chan struct{})
-	go func() {
-		_ = m.ViewScan(func(*ScanView) error {
-			close(scanning)
-			<-release
-			return nil
-		})
-	}()
-	<-scanning
+	release := holdScan(m)
 	done := make(chan error, 1)
 	go func() { done <- m.Upsert(context.Background(), place, []Record{{ID: "a", Vector: []float32{1, 2}}}) }()
 	time.Sleep(50 * time.Millisecond) // the write is waiting
