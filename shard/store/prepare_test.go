@@ -158,6 +158,8 @@ func TestPreparedWritesMatch(t *testing.T) {
 				}
 			}
 			require.Greater(t, len(want), 1024, "the arenas grew through several doublings")
+			require.Positive(t, prepared.adopted, "the room prepared before the lock was installed")
+			require.Zero(t, plain.adopted)
 			requireHolds(t, prepared, want, scale)
 			requireHolds(t, plain, want, scale)
 			require.NoError(t, prepared.ViewScan(func(a *ScanView) error {

@@ -130,6 +130,9 @@ type Memory struct {
 	// preparedHook, when set, runs in Upsert between prepareWrite and
 	// taking the write lock (tests change the store there).
 	preparedHook func()
+	// adopted counts the arena room prepared before the lock and installed
+	// under it (tests check the prepared path is the one taken).
+	adopted int
 }
 
 // NewMemory returns an empty store of dim-dimensional vectors. dim 0 is
@@ -312,11 +315,11 @@ func (w preparedWrite) adopt(m *Memory) []quant.Encoded {
 		return nil
 	}
 	if m.locks == w.locks+1 {
-		if w.rows != nil {
-			m.rows.Adopt(w.rows)
+		if w.rows != nil && m.rows.Adopt(w.rows) {
+			m.adopted++
 		}
-		if w.codeRoom != nil {
-			m.codes.Adopt(w.codeRoom)
+		if w.codeRoom != nil && m.codes.Adopt(w.codeRoom) {
+			m.adopted++
 		}
 	}
 	return w.pre
