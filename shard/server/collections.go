@@ -130,7 +130,8 @@ type CollectionsConfig struct {
 	// (segment.SegmentRows of the collection's dimension if zero): tests
 	// use small segments to seal and compact often.
 	SegmentRows int
-	// Background runs the stores' lock-free CPU work of applying writes
+	// Background runs the CPU work of applying writes that holds no
+	// write lock: decoding log entries and the stores' preparation
 	// (store.WithBackground); nil: on the applying goroutine.
 	Background func(func())
 }
@@ -299,6 +300,15 @@ func (c *Collections) resolve(ref *shardpb.CollectionRef) (*collection, error) {
 // needs it (the upgrade path: a log written before collections). exact
 // refuses uid 0 as "any": a trainer's value is for the incarnation it
 // trained, never its successor.
+// background runs f through the config's Background, else in place.
+func (c *Collections) background(f func()) {
+	if c.cfg.Background == nil {
+		f()
+		return
+	}
+	c.cfg.Background(f)
+}
+
 func (c *Collections) forEntry(ref *shardpb.CollectionRef, exact bool) (*collection, error) {
 	if exact && ref.GetName() != "" {
 		c.mu.RLock()

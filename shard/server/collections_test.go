@@ -44,7 +44,13 @@ type machine struct {
 // newMachine's collections placed on disk keep their segments under a
 // test directory, so the restore tests cover both placements.
 func newMachine(t testing.TB, legacy catalog.Settings) *machine {
-	cols := NewCollections(CollectionsConfig{Legacy: legacy, Kernel: vector.Generic(), SegmentDir: t.TempDir()})
+	return newMachineWith(t, CollectionsConfig{Legacy: legacy})
+}
+
+// newMachineWith is newMachine with more of the collections' config.
+func newMachineWith(t testing.TB, cfg CollectionsConfig) *machine {
+	cfg.Kernel, cfg.SegmentDir = vector.Generic(), t.TempDir()
+	cols := NewCollections(cfg)
 	t.Cleanup(cols.Close)
 	return &machine{t: t, cols: cols, sm: NewStateMachine(cols, nil, nil).(*stateMachine), next: 1}
 }
@@ -132,6 +138,29 @@ func (m *machine) state() (*shardpb.CatalogResponse, map[string][]store.Record, 
 // snapshot's catalog, rows and trained values, whatever the replica held
 // before: its other collections are dropped, one of the same name but
 // another uid is replaced.
+// TestApplyDecodesInBackground: an upsert's entry decode, the decode of
+// its vectors and the store's preparation go through the Background
+// runner (a thread of lower priority in a replica), and a replica
+// applying through it holds exactly what one applying in place does.
+func TestApplyDecodesInBackground(t *testing.T) {
+	calls := 0
+	bg := newMachineWith(t, CollectionsConfig{Background: func(f func()) { calls++; f() }})
+	plain := newMachine(t, catalog.Settings{})
+	for _, m := range []*machine{bg, plain} {
+		m.create("c", 8, vector.Cosine, "int8")
+	}
+	calls = 0
+	for _, m := range []*machine{bg, plain} {
+		m.upsert(&shardpb.CollectionRef{Name: "c"}, 8, 40, 3)
+	}
+	require.Equal(t, 3, calls, "entry decode, vector decode, store preparation")
+	wantCat, wantRows, wantTrained := plain.state()
+	gotCat, gotRows, gotTrained := bg.state()
+	require.True(t, proto.Equal(wantCat, gotCat))
+	require.Equal(t, wantRows, gotRows)
+	require.Equal(t, wantTrained, gotTrained)
+}
+
 func TestRestoreReplacesEveryCollection(t *testing.T) {
 	src := newMachine(t, catalog.Settings{Dim: 8})
 	a := src.create("a", 4, vector.Euclidean, catalog.QuantNone)

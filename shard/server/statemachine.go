@@ -70,7 +70,11 @@ func (f *stateMachine) Apply(e raftnode.Entry) any {
 
 func (f *stateMachine) applyEntry(e raftnode.Entry) any {
 	var cmd shardpb.Command
-	if err := proto.Unmarshal(e.Data, &cmd); err != nil {
+	var err error
+	// Decoding copies every vector of the entry: background work
+	// (CollectionsConfig.Background), like the store's preparation.
+	f.cols.background(func() { err = proto.Unmarshal(e.Data, &cmd) })
+	if err != nil {
 		// Only our own leader proposes entries, so this is a bug; every
 		// replica skips the entry alike.
 		f.log.Error("undecodable log entry skipped", "index", e.Index, "err", err)
@@ -121,17 +125,10 @@ func (f *stateMachine) apply(col *collection, cmd *shardpb.Command, serving bool
 		if v := op.Upsert.GetVersion(); v > upsertVersionNamed {
 			return applyResult{err: status.Errorf(codes.Internal, "log entry upsert version %d, this replica applies up to version %d", v, upsertVersionNamed)}
 		}
-		recs := make([]store.Record, len(op.Upsert.GetVectors()))
-		for i, v := range op.Upsert.GetVectors() {
-			vec, err := shard.DecodeVector(v.GetVector())
-			if err != nil || len(vec) != mem.Dim() {
-				return applyResult{err: status.Errorf(codes.Internal, "log entry vector %d does not fit collection %q", i, col.name)}
-			}
-			named, ok := namedOfPB(col.settings, v.GetNamed())
-			if !ok {
-				return applyResult{err: status.Errorf(codes.Internal, "log entry vector %d: a named vector does not fit collection %q", i, col.name)}
-			}
-			recs[i] = store.Record{ID: v.GetId(), Vector: vec, Payload: v.GetPayload(), Sparse: sparseOfPB(v.GetSparse()), Named: named}
+		var recs []store.Record
+		f.cols.background(func() { recs, err = upsertRecords(col, op.Upsert) })
+		if err != nil {
+			return applyResult{err: err}
 		}
 		return applyResult{err: mem.Upsert(ctx, p, recs)}
 	case *shardpb.Command_Delete:
@@ -171,6 +168,24 @@ func (f *stateMachine) apply(col *collection, cmd *shardpb.Command, serving bool
 		return applyResult{}
 	}
 	return applyResult{err: status.Error(codes.Internal, "log entry with no operation")}
+}
+
+// upsertRecords decodes an upsert entry's vectors into the records col's
+// store takes.
+func upsertRecords(col *collection, u *shardpb.UpsertCommand) ([]store.Record, error) {
+	recs := make([]store.Record, len(u.GetVectors()))
+	for i, v := range u.GetVectors() {
+		vec, err := shard.DecodeVector(v.GetVector())
+		if err != nil || len(vec) != col.mem.Dim() {
+			return nil, status.Errorf(codes.Internal, "log entry vector %d does not fit collection %q", i, col.name)
+		}
+		named, ok := namedOfPB(col.settings, v.GetNamed())
+		if !ok {
+			return nil, status.Errorf(codes.Internal, "log entry vector %d: a named vector does not fit collection %q", i, col.name)
+		}
+		recs[i] = store.Record{ID: v.GetId(), Vector: vec, Payload: v.GetPayload(), Sparse: sparseOfPB(v.GetSparse()), Named: named}
+	}
+	return recs, nil
 }
 
 // placementCheck is the placement check of a write to col: against the

@@ -314,3 +314,73 @@ func TestPreparedWritesBesideScansAndViews(t *testing.T) {
 		})
 	}
 }
+
+// TestPreparationRunsInBackground: with WithBackground, a write's whole
+// preparation (room for its rows, page faults, int8 encoding) goes
+// through the background runner, once a write, float32 stores included,
+// while the write lock is free (a runner of lower priority must never
+// keep scans waiting), and the store ends up holding exactly what was
+// written.
+func TestPreparationRunsInBackground(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		int8, disk bool
+	}{
+		{"float32 in memory", false, false},
+		{"int8 in memory", true, false},
+		{"int8 on disk", true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const dim = 32
+			scaleBytes, scale := testScale(t, dim)
+			var (
+				m     *Memory
+				calls int
+			)
+			run := func(f func()) {
+				calls++
+				require.True(t, m.mu.TryRLock(), "background work must not run under the write lock")
+				m.mu.RUnlock()
+				f()
+			}
+			opts := []MemoryOption{WithBackground(run)}
+			if tc.int8 {
+				opts = append(opts, WithQuantization(QuantInt8))
+			}
+			if tc.disk {
+				set, err := segment.OpenRows(t.TempDir(), dim, 64)
+				require.NoError(t, err)
+				opts = append(opts, WithSegments(set))
+			}
+			m = NewMemory(dim, opts...)
+			t.Cleanup(func() { require.NoError(t, m.Close()) })
+			if tc.int8 {
+				require.NoError(t, m.SetTrained(TrainedInt8Scale, scaleBytes, true))
+			}
+			calls = 0
+
+			rng := rand.New(rand.NewPCG(7, 9))
+			want := map[string][]float32{}
+			for batch := range 3 {
+				recs := make([]Record, 50)
+				for i := range recs {
+					id := fmt.Sprintf("r%d", (batch*37+i)%120) // later batches overwrite some
+					recs[i] = Record{ID: id, Vector: normalVec(rng, dim)}
+					want[id] = recs[i].Vector
+				}
+				require.NoError(t, m.Upsert(context.Background(), place, recs))
+			}
+			require.Equal(t, 3, calls, "one background preparation a write")
+			if tc.int8 {
+				requireHolds(t, m, want, scale)
+				return
+			}
+			require.Equal(t, len(want), m.Len())
+			for id, v := range want {
+				got, ok := m.Get(id)
+				require.True(t, ok, id)
+				require.Equal(t, v, got, id)
+			}
+		})
+	}
+}

@@ -219,7 +219,11 @@ func diskFailed(err error) {
 // copies, not for its arithmetic, allocations or page faults, or behind
 // it.
 func (m *Memory) Upsert(_ context.Context, p Placement, recs []Record) error {
-	w := m.prepareWrite(recs)
+	// All of the preparation runs in the background (WithBackground): it
+	// holds at most the read lock, which a scan never waits for, so a
+	// lower priority delays only this write.
+	var w preparedWrite
+	m.background(func() { w = m.prepareWrite(recs) })
 	if m.preparedHook != nil {
 		m.preparedHook()
 	}
@@ -341,19 +345,18 @@ func (m *Memory) preEncode(c *quant.Codes, recs []Record) []quant.Encoded {
 	}
 	buf := make([]int8, len(recs)*dim)
 	out := make([]quant.Encoded, len(recs))
-	m.background(func() {
-		for i, r := range recs {
-			out[i] = quant.EncodeRow(s, buf[i*dim:(i+1)*dim:(i+1)*dim], r.Vector)
-		}
-	})
+	for i, r := range recs {
+		out[i] = quant.EncodeRow(s, buf[i*dim:(i+1)*dim:(i+1)*dim], r.Vector)
+	}
 	return out
 }
 
-// WithBackground runs the store's CPU work that holds no lock — encoding
-// a write's int8 codes before taking the write lock — through run (a
-// thread of lower CPU priority, cpuprio), instead of on the caller's
-// goroutine. Work that holds the lock stays on the caller's: at a lower
-// priority it would keep searches waiting for the lock.
+// WithBackground runs the store's CPU work that holds no write lock — a
+// write's preparation: encoding its int8 codes, making room for its rows
+// and faulting that memory in — through run (a thread of lower CPU
+// priority, cpuprio), instead of on the caller's goroutine. Work that
+// holds the write lock stays on the caller's: at a lower priority it
+// would keep searches waiting for the lock.
 func WithBackground(run func(func())) MemoryOption {
 	return func(m *Memory) { m.runBackground = run }
 }
