@@ -87,7 +87,7 @@ func (p *pipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft.App
 	parts := splitAppend(args, p.t.maxAppend)
 	f := &appendFuture{start: time.Now(), args: args, resp: resp, parts: len(parts), answered: make(chan struct{})}
 	for _, part := range parts {
-		b, err := encodeMsgpack(part)
+		b, err := encodeMsgpackSized(part, appendSize(part.Entries)+256)
 		if err != nil {
 			return nil, fmt.Errorf("raft pipeline: encode: %w", err)
 		}
@@ -210,21 +210,29 @@ func (f *appendFuture) Response() *raft.AppendEntriesResponse { return f.resp }
 // follower applies them exactly as it would the whole request, and the
 // last part's answer reports its log after all of them. A request within
 // maxBytes is returned as it is.
-func splitAppend(req *raft.AppendEntriesRequest, maxBytes int) []*raft.AppendEntriesRequest {
-	size := func(e *raft.Log) int { return len(e.Data) + len(e.Extensions) + 64 }
-	total := 0
-	for _, e := range req.Entries {
-		total += size(e)
+// entrySize is about what e takes encoded: its bytes and a bound on the
+// rest of its fields.
+func entrySize(e *raft.Log) int { return len(e.Data) + len(e.Extensions) + 64 }
+
+// appendSize is about what entries take encoded (entrySize each).
+func appendSize(entries []*raft.Log) int {
+	n := 0
+	for _, e := range entries {
+		n += entrySize(e)
 	}
-	if total <= maxBytes {
+	return n
+}
+
+func splitAppend(req *raft.AppendEntriesRequest, maxBytes int) []*raft.AppendEntriesRequest {
+	if appendSize(req.Entries) <= maxBytes {
 		return []*raft.AppendEntriesRequest{req}
 	}
 	var parts []*raft.AppendEntriesRequest
 	prevIndex, prevTerm := req.PrevLogEntry, req.PrevLogTerm
 	for lo := 0; lo < len(req.Entries); {
 		hi, n := lo, 0
-		for hi < len(req.Entries) && (hi == lo || n+size(req.Entries[hi]) <= maxBytes) {
-			n += size(req.Entries[hi])
+		for hi < len(req.Entries) && (hi == lo || n+entrySize(req.Entries[hi]) <= maxBytes) {
+			n += entrySize(req.Entries[hi])
 			hi++
 		}
 		part := *req

@@ -156,8 +156,14 @@ func (t *Transport) GroupState(ctx context.Context, peer string) (*shardpb.Group
 }
 
 // The msgpack handle matches raft's NetworkTransport (new time format).
-func encodeMsgpack(v any) ([]byte, error) {
+func encodeMsgpack(v any) ([]byte, error) { return encodeMsgpackSized(v, 0) }
+
+// encodeMsgpackSized is encodeMsgpack into a buffer of size bytes to
+// start with: an AppendEntries of a bulk load's entries is megabytes,
+// which a buffer grown from nothing copies about twice over.
+func encodeMsgpackSized(v any, size int) ([]byte, error) {
 	var buf bytes.Buffer
+	buf.Grow(size)
 	err := codec.NewEncoder(&buf, &codec.MsgpackHandle{}).Encode(v)
 	return buf.Bytes(), err
 }

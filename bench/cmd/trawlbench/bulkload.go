@@ -33,7 +33,7 @@ type bulkPlan struct {
 	qps float64
 	// window is one stretch of the searches during the load (they run in
 	// back-to-back windows until the load ends); idle the searches'
-	// length once it has.
+	// length once it has (0: as long as the load took, at least 20 s).
 	window, idle time.Duration
 	// sample is how often every replica's raft leader gauge is read.
 	sample time.Duration
@@ -73,11 +73,15 @@ func runBulkLoad(ctx context.Context, args []string) error {
 	loadFlags := fs.String("load-flags", "", "more `router load` flags, space separated (--rate 2500 caps the load's vectors a second, say)")
 	pprofFor := fs.Duration("pprof-for", 10*time.Second, "how long the CPU profiles run, from 1 s into the load")
 	traceFor := fs.Duration("trace-for", 0, "with -pprof: also an execution trace of every profiled process this long, after the CPU profile (0: none)")
+	idle := fs.Duration("idle", 0, "how long the searches of the idle cluster run after the load (0: as long as the load took, at least 20 s, so the idle p99 rests on as many answers as the load's)")
 	_ = fs.Parse(args)
-	p := bulkPlan{rows: 100_000, clients: *clients, qps: *qps, deadlineMS: *deadline, window: 5 * time.Second, idle: 20 * time.Second,
+	p := bulkPlan{rows: 100_000, clients: *clients, qps: *qps, deadlineMS: *deadline, window: 5 * time.Second, idle: *idle,
 		sample: 200 * time.Millisecond, pprofDir: *pprofDir, pprofFor: *pprofFor, traceFor: *traceFor, loadFlags: strings.Fields(*loadFlags)}
 	if *quick {
-		p.rows, p.window, p.idle = 5_000, time.Second, 3*time.Second
+		p.rows, p.window = 5_000, time.Second
+		if p.idle == 0 {
+			p.idle = 3 * time.Second
+		}
 	}
 	if *rows > 0 {
 		p.rows = *rows
@@ -252,11 +256,15 @@ func bulkLoad(ctx context.Context, p bulkPlan, c *cluster.Cluster, bin, npy stri
 		}
 		res.during[i], res.lateDuring[i] = loadgen.Pool(all), loadgen.Pool(late)
 	}
+	idleFor := p.idle
+	if idleFor == 0 {
+		idleFor = max(20*time.Second, res.loadTook.Round(time.Second))
+	}
 	if p.clients > 0 {
-		log.Printf("loaded %d vectors in %s; searching the idle cluster for %s", p.rows, res.loadTook.Round(time.Millisecond), p.idle)
+		log.Printf("loaded %d vectors in %s; searching the idle cluster for %s", p.rows, res.loadTook.Round(time.Millisecond), idleFor)
 	}
 	if err := eachIndexed(targets, func(i int, t loadgen.Target) (err error) {
-		res.idle[i], err = search(ctx, t, p.idle)
+		res.idle[i], err = search(ctx, t, idleFor)
 		return err
 	}); err != nil {
 		stopSampling()
