@@ -159,6 +159,32 @@ func TestApplyDecodesInBackground(t *testing.T) {
 	require.True(t, proto.Equal(wantCat, gotCat))
 	require.Equal(t, wantRows, gotRows)
 	require.Equal(t, wantTrained, gotTrained)
+
+	// A paced catch-up (not serving) does all of it on the pacer's
+	// thread, whose CPU the recovery budget is charged.
+	calls = 0
+	bg.sm.pace = inPlacePacer{}
+	bg.sm.Apply(raftnode.Entry{Index: bg.next, Data: mustMarshal(t, &shardpb.Command{Collection: &shardpb.CollectionRef{Name: "c"},
+		Op: &shardpb.Command_Upsert{Upsert: &shardpb.UpsertCommand{Placement: testPlace, Vectors: []*shardpb.Vector{
+			{Id: "late", Vector: shard.EncodeVector([]float32{1, 2, 3, 4, 5, 6, 7, 8})}}}}})})
+	require.Zero(t, calls)
+	_, rows, _ := bg.state()
+	require.Len(t, rows["c"], 41)
+}
+
+// inPlacePacer paces nothing: it runs the work on the calling goroutine.
+type inPlacePacer struct{}
+
+func (inPlacePacer) Do(_ context.Context, work func()) error {
+	work()
+	return nil
+}
+
+func mustMarshal(t *testing.T, m proto.Message) []byte {
+	t.Helper()
+	b, err := proto.Marshal(m)
+	require.NoError(t, err)
+	return b
 }
 
 func TestRestoreReplacesEveryCollection(t *testing.T) {

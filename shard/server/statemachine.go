@@ -59,21 +59,34 @@ type applyResult struct {
 // recovery budget; a serving replica's entries never wait.
 func (f *stateMachine) Apply(e raftnode.Entry) any {
 	if e.Serving || f.pace == nil {
-		return f.applyEntry(e)
+		return f.applyEntry(context.Background(), e)
 	}
 	var res any
 	// The context never ends: a committed entry must be applied, and a
-	// wait ended early would only skip the pause after it.
-	_ = f.pace.Do(context.Background(), func() { res = f.applyEntry(e) })
+	// wait ended early would only skip the pause after it. The pacer
+	// measures this thread's CPU, so none of the work goes to the
+	// background thread.
+	ctx := store.Foreground(context.Background())
+	_ = f.pace.Do(ctx, func() { res = f.applyEntry(ctx, e) })
 	return res
 }
 
-func (f *stateMachine) applyEntry(e raftnode.Entry) any {
+// background runs work through the collections' Background runner,
+// unless ctx is a store.Foreground one (a paced catch-up).
+func (f *stateMachine) background(ctx context.Context, work func()) {
+	if store.InForeground(ctx) {
+		work()
+		return
+	}
+	f.cols.background(work)
+}
+
+func (f *stateMachine) applyEntry(ctx context.Context, e raftnode.Entry) any {
 	var cmd shardpb.Command
 	var err error
 	// Decoding copies every vector of the entry: background work
 	// (CollectionsConfig.Background), like the store's preparation.
-	f.cols.background(func() { err = proto.Unmarshal(e.Data, &cmd) })
+	f.background(ctx, func() { err = proto.Unmarshal(e.Data, &cmd) })
 	if err != nil {
 		// Only our own leader proposes entries, so this is a bug; every
 		// replica skips the entry alike.
@@ -103,7 +116,7 @@ func (f *stateMachine) applyEntry(e raftnode.Entry) any {
 			return applyResult{err: err}
 		}
 	}
-	res := f.apply(col, &cmd, e.Serving)
+	res := f.apply(ctx, col, &cmd, e.Serving)
 	res.docs = col.mem.Len()
 	f.cols.observe(col)
 	return res
@@ -113,8 +126,7 @@ func (f *stateMachine) applyEntry(e raftnode.Entry) any {
 // collection's index is built.
 func (f *stateMachine) Ready() bool { return f.cols.ready() }
 
-func (f *stateMachine) apply(col *collection, cmd *shardpb.Command, serving bool) applyResult {
-	ctx := context.Background()
+func (f *stateMachine) apply(ctx context.Context, col *collection, cmd *shardpb.Command, serving bool) applyResult {
 	mem := col.mem
 	switch op := cmd.GetOp().(type) {
 	case *shardpb.Command_Upsert:
@@ -126,7 +138,7 @@ func (f *stateMachine) apply(col *collection, cmd *shardpb.Command, serving bool
 			return applyResult{err: status.Errorf(codes.Internal, "log entry upsert version %d, this replica applies up to version %d", v, upsertVersionNamed)}
 		}
 		var recs []store.Record
-		f.cols.background(func() { recs, err = upsertRecords(col, op.Upsert) })
+		f.background(ctx, func() { recs, err = upsertRecords(col, op.Upsert) })
 		if err != nil {
 			return applyResult{err: err}
 		}

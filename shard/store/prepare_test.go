@@ -371,6 +371,11 @@ func TestPreparationRunsInBackground(t *testing.T) {
 				require.NoError(t, m.Upsert(context.Background(), place, recs))
 			}
 			require.Equal(t, 3, calls, "one background preparation a write")
+			// Under Foreground the write prepares on the caller's goroutine.
+			extra := Record{ID: "fg", Vector: normalVec(rng, dim)}
+			require.NoError(t, m.Upsert(Foreground(context.Background()), place, []Record{extra}))
+			want[extra.ID] = extra.Vector
+			require.Equal(t, 3, calls, "a Foreground write uses no background")
 			if tc.int8 {
 				requireHolds(t, m, want, scale)
 				return

@@ -218,12 +218,17 @@ func diskFailed(err error) {
 // moment no scan holds it (lockWrite), so a search waits for a write's
 // copies, not for its arithmetic, allocations or page faults, or behind
 // it.
-func (m *Memory) Upsert(_ context.Context, p Placement, recs []Record) error {
+func (m *Memory) Upsert(ctx context.Context, p Placement, recs []Record) error {
 	// All of the preparation runs in the background (WithBackground): it
 	// holds at most the read lock, which a scan never waits for, so a
 	// lower priority delays only this write.
 	var w preparedWrite
-	m.background(func() { w = m.prepareWrite(recs) })
+	prepare := func() { w = m.prepareWrite(recs) }
+	if InForeground(ctx) {
+		prepare()
+	} else {
+		m.background(prepare)
+	}
 	if m.preparedHook != nil {
 		m.preparedHook()
 	}
@@ -359,6 +364,23 @@ func (m *Memory) preEncode(c *quant.Codes, recs []Record) []quant.Encoded {
 // would keep searches waiting for the lock.
 func WithBackground(run func(func())) MemoryOption {
 	return func(m *Memory) { m.runBackground = run }
+}
+
+// foregroundKey marks a context of Foreground.
+type foregroundKey struct{}
+
+// Foreground returns ctx marked so that a write under it does all its
+// work on the calling goroutine, none through WithBackground's runner.
+// Work whose CPU is measured on the calling thread (a recovery throttle
+// pacing a replica's catch-up) must not hand part of it to another.
+func Foreground(ctx context.Context) context.Context {
+	return context.WithValue(ctx, foregroundKey{}, true)
+}
+
+// InForeground reports whether ctx is marked by Foreground.
+func InForeground(ctx context.Context) bool {
+	on, _ := ctx.Value(foregroundKey{}).(bool)
+	return on
 }
 
 // background runs f through WithBackground's run, else in place.
