@@ -295,11 +295,6 @@ func (c *Collections) resolve(ref *shardpb.CollectionRef) (*collection, error) {
 	return col, nil
 }
 
-// forEntry finds the collection a log entry acts on, as resolve does, and
-// creates the legacy collection when an entry without a collection first
-// needs it (the upgrade path: a log written before collections). exact
-// refuses uid 0 as "any": a trainer's value is for the incarnation it
-// trained, never its successor.
 // background runs f through the config's Background, else in place.
 func (c *Collections) background(f func()) {
 	if c.cfg.Background == nil {
@@ -309,6 +304,11 @@ func (c *Collections) background(f func()) {
 	c.cfg.Background(f)
 }
 
+// forEntry finds the collection a log entry acts on, as resolve does, and
+// creates the legacy collection when an entry without a collection first
+// needs it (the upgrade path: a log written before collections). exact
+// refuses uid 0 as "any": a trainer's value is for the incarnation it
+// trained, never its successor.
 func (c *Collections) forEntry(ref *shardpb.CollectionRef, exact bool) (*collection, error) {
 	if exact && ref.GetName() != "" {
 		c.mu.RLock()

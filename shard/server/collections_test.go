@@ -134,10 +134,6 @@ func (m *machine) state() (*shardpb.CatalogResponse, map[string][]store.Record, 
 	return cat, rows, trained
 }
 
-// TestRestoreReplacesEveryCollection: a restore leaves exactly the
-// snapshot's catalog, rows and trained values, whatever the replica held
-// before: its other collections are dropped, one of the same name but
-// another uid is replaced.
 // TestApplyDecodesInBackground: an upsert's entry decode, the decode of
 // its vectors and the store's preparation go through the Background
 // runner (a thread of lower priority in a replica), and a replica
@@ -187,6 +183,10 @@ func mustMarshal(t *testing.T, m proto.Message) []byte {
 	return b
 }
 
+// TestRestoreReplacesEveryCollection: a restore leaves exactly the
+// snapshot's catalog, rows and trained values, whatever the replica held
+// before: its other collections are dropped, one of the same name but
+// another uid is replaced.
 func TestRestoreReplacesEveryCollection(t *testing.T) {
 	src := newMachine(t, catalog.Settings{Dim: 8})
 	a := src.create("a", 4, vector.Euclidean, catalog.QuantNone)
