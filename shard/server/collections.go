@@ -295,15 +295,6 @@ func (c *Collections) resolve(ref *shardpb.CollectionRef) (*collection, error) {
 	return col, nil
 }
 
-// background runs f through the config's Background, else in place.
-func (c *Collections) background(f func()) {
-	if c.cfg.Background == nil {
-		f()
-		return
-	}
-	c.cfg.Background(f)
-}
-
 // forEntry finds the collection a log entry acts on, as resolve does, and
 // creates the legacy collection when an entry without a collection first
 // needs it (the upgrade path: a log written before collections). exact

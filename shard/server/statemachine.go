@@ -71,22 +71,12 @@ func (f *stateMachine) Apply(e raftnode.Entry) any {
 	return res
 }
 
-// background runs work through the collections' Background runner,
-// unless ctx is a store.Foreground one (a paced catch-up).
-func (f *stateMachine) background(ctx context.Context, work func()) {
-	if store.InForeground(ctx) {
-		work()
-		return
-	}
-	f.cols.background(work)
-}
-
 func (f *stateMachine) applyEntry(ctx context.Context, e raftnode.Entry) any {
 	var cmd shardpb.Command
 	var err error
 	// Decoding copies every vector of the entry: background work
 	// (CollectionsConfig.Background), like the store's preparation.
-	f.background(ctx, func() { err = proto.Unmarshal(e.Data, &cmd) })
+	store.RunBackground(ctx, f.cols.cfg.Background, func() { err = proto.Unmarshal(e.Data, &cmd) })
 	if err != nil {
 		// Only our own leader proposes entries, so this is a bug; every
 		// replica skips the entry alike.
@@ -138,7 +128,7 @@ func (f *stateMachine) apply(ctx context.Context, col *collection, cmd *shardpb.
 			return applyResult{err: status.Errorf(codes.Internal, "log entry upsert version %d, this replica applies up to version %d", v, upsertVersionNamed)}
 		}
 		var recs []store.Record
-		f.background(ctx, func() { recs, err = upsertRecords(col, op.Upsert) })
+		store.RunBackground(ctx, f.cols.cfg.Background, func() { recs, err = upsertRecords(col, op.Upsert) })
 		if err != nil {
 			return applyResult{err: err}
 		}

@@ -223,12 +223,7 @@ func (m *Memory) Upsert(ctx context.Context, p Placement, recs []Record) error {
 	// holds at most the read lock, which a scan never waits for, so a
 	// lower priority delays only this write.
 	var w preparedWrite
-	prepare := func() { w = m.prepareWrite(recs) }
-	if InForeground(ctx) {
-		prepare()
-	} else {
-		m.background(prepare)
-	}
+	RunBackground(ctx, m.runBackground, func() { w = m.prepareWrite(recs) })
 	if m.preparedHook != nil {
 		m.preparedHook()
 	}
@@ -377,19 +372,14 @@ func Foreground(ctx context.Context) context.Context {
 	return context.WithValue(ctx, foregroundKey{}, true)
 }
 
-// InForeground reports whether ctx is marked by Foreground.
-func InForeground(ctx context.Context) bool {
-	on, _ := ctx.Value(foregroundKey{}).(bool)
-	return on
-}
-
-// background runs f through WithBackground's run, else in place.
-func (m *Memory) background(f func()) {
-	if m.runBackground == nil {
+// RunBackground runs f through run (a WithBackground runner), or on the
+// calling goroutine when run is nil or ctx is marked by Foreground.
+func RunBackground(ctx context.Context, run func(func()), f func()) {
+	if on, _ := ctx.Value(foregroundKey{}).(bool); on || run == nil {
 		f()
 		return
 	}
-	m.runBackground(f)
+	run(f)
 }
 
 // lockWrite takes m.mu for writing once no scan holds it, waiting up to
