@@ -102,7 +102,7 @@ func TestCrashDuringBackup(t *testing.T) {
 			recs := make([]coordinator.Record, 64)
 			for j := range recs {
 				id := fmt.Sprintf("b%d-%d", b, j)
-				recs[j] = coordinator.Record{ID: id, Vector: randVec(rng, dim), Payload: fmt.Appendf(nil, `{"batch":%d,"j":%d}`, b, j)}
+				recs[j] = coordinator.Record{ID: id, Vector: randomVector(rng, dim), Payload: fmt.Appendf(nil, `{"batch":%d,"j":%d}`, b, j)}
 			}
 			mu.Lock()
 			for _, r := range recs {
@@ -233,7 +233,7 @@ func TestCrashDuringBackup(t *testing.T) {
 	}
 	qrng := rand.New(rand.NewPCG(5, 6))
 	for i := range 10 {
-		q := randVec(qrng, dim)
+		q := randomVector(qrng, dim)
 		code, ans := b.search("restored", q, 10)
 		require.Equal(t, http.StatusOK, code)
 		require.False(t, ans.ScatterGather.Degraded)

@@ -55,7 +55,7 @@ func TestBackupDuringWritesRestoresElsewhere(t *testing.T) {
 		var vs []map[string]any
 		batch := map[string]written{}
 		for _, id := range ids {
-			w := written{vec: randVec(rng, dim), payload: fmt.Sprintf(`{"v":%d}`, rng.IntN(1<<30))}
+			w := written{vec: randomVector(rng, dim), payload: fmt.Sprintf(`{"v":%d}`, rng.IntN(1<<30))}
 			batch[id] = w
 			vs = append(vs, map[string]any{"id": id, "vector": w.vec, "payload": json.RawMessage(w.payload)})
 		}
@@ -192,7 +192,7 @@ func TestBackupDuringWritesRestoresElsewhere(t *testing.T) {
 	}
 	qrng := rand.New(rand.NewPCG(11, 12))
 	for i := range 20 {
-		q := randVec(qrng, dim)
+		q := randomVector(qrng, dim)
 		code, ans := b.search("copy", q, 10)
 		require.Equal(t, http.StatusOK, code)
 		require.False(t, ans.ScatterGather.Degraded)

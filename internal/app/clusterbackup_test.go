@@ -55,7 +55,7 @@ func TestClusterBackupOneCutAcrossCollections(t *testing.T) {
 		vecs  = map[string][]float32{}
 	)
 	put := func(rng *rand.Rand, coll, id string) bool {
-		v := randVec(rng, dim)
+		v := randomVector(rng, dim)
 		code, _ := a.do(http.MethodPost, "/v1/collections/"+coll+"/vectors", map[string]any{"vectors": []map[string]any{{"id": id, "vector": v}}})
 		if code != http.StatusOK {
 			return false
@@ -167,7 +167,7 @@ func TestClusterBackupOneCutAcrossCollections(t *testing.T) {
 			m.docs[id] = row.Vector
 		}
 		for i := range 10 {
-			q := randVec(qrng, dim)
+			q := randomVector(qrng, dim)
 			ans := exactSearch(t, b, tc.coll, q, 10)
 			require.False(t, ans.ScatterGather.Degraded)
 			requireBruteForce(t, m, q, 10, ans.Items, fmt.Sprintf("%s query %d", tc.coll, i))

@@ -138,14 +138,6 @@ func (a httpAPI) search(coll string, q []float32, k int) (int, answer) {
 	return code, ans
 }
 
-func randVec(rng *rand.Rand, dim int) []float32 {
-	v := make([]float32, dim)
-	for i := range v {
-		v[i] = float32(rng.NormFloat64())
-	}
-	return v
-}
-
 // routerOver starts a router over dc's shards and its HTTP server, both
 // closed when the test ends (or by the returned stop, once).
 func routerOver(t *testing.T, dc *devcluster.Cluster) (httpAPI, *app.Router, func()) {
@@ -199,7 +191,7 @@ func TestCollectionsAnswerFromTheirOwnDocuments(t *testing.T) {
 					continue // ids are unique within a request
 				}
 				batch[id] = true
-				v := randVec(rng, m.settings.Dim)
+				v := randomVector(rng, m.settings.Dim)
 				vs = append(vs, map[string]any{"id": id, "vector": v})
 				if m.settings.Metric == vector.Cosine {
 					v = normalized(v)
@@ -215,18 +207,18 @@ func TestCollectionsAnswerFromTheirOwnDocuments(t *testing.T) {
 			delete(m.docs, id)
 		case op < 94:
 			k := 1 + rng.IntN(12)
-			q := randVec(rng, m.settings.Dim)
+			q := randomVector(rng, m.settings.Dim)
 			code, ans := a.search(n, q, k)
 			require.Equal(t, http.StatusOK, code)
 			require.False(t, ans.ScatterGather.Degraded, "step %d: %v", step, ans.ScatterGather.ShardErrors)
 			requireBruteForce(t, m, q, k, ans.Items, fmt.Sprintf("step %d: %s", step, n))
 		case op < 97: // a query of another collection's size is refused
-			code, _ := a.search(n, randVec(rng, m.settings.Dim+1), 3)
+			code, _ := a.search(n, randomVector(rng, m.settings.Dim+1), 3)
 			require.Equal(t, http.StatusBadRequest, code)
 		default: // drop and create again, empty
 			code, raw := a.do(http.MethodDelete, "/v1/collections/"+n, nil)
 			require.Equal(t, http.StatusOK, code, "%s", raw)
-			code, _ = a.search(n, randVec(rng, m.settings.Dim), 3)
+			code, _ = a.search(n, randomVector(rng, m.settings.Dim), 3)
 			require.Equal(t, http.StatusNotFound, code, "step %d: %s answered after its drop", step, n)
 			code, raw = a.create(n, m.settings)
 			require.Equal(t, http.StatusOK, code, "%s", raw)
@@ -238,7 +230,7 @@ func TestCollectionsAnswerFromTheirOwnDocuments(t *testing.T) {
 		for _, n := range names {
 			m := models[n]
 			for i := range 5 {
-				q := randVec(rng, m.settings.Dim)
+				q := randomVector(rng, m.settings.Dim)
 				code, ans := a.search(n, q, 20)
 				require.Equal(t, http.StatusOK, code)
 				require.False(t, ans.ScatterGather.Degraded)

@@ -74,14 +74,14 @@ func TestMeasureCollections(t *testing.T) {
 		for from := 0; from < perColl; from += 256 {
 			var vs []map[string]any
 			for i := from; i < min(from+256, perColl); i++ {
-				vs = append(vs, map[string]any{"id": fmt.Sprint("d", i), "vector_b64": b64(randVec(rng, dim))})
+				vs = append(vs, map[string]any{"id": fmt.Sprint("d", i), "vector_b64": b64(randomVector(rng, dim))})
 			}
 			code, raw := a.do(http.MethodPost, "/v1/collections/"+name+"/vectors", map[string]any{"vectors": vs})
 			require.Equal(t, http.StatusOK, code, "%s", raw)
 		}
 	}
 	p50 := func(name string) time.Duration {
-		body, err := json.Marshal(map[string]any{"vector_b64": b64(randVec(rng, dim)), "k": 10})
+		body, err := json.Marshal(map[string]any{"vector_b64": b64(randomVector(rng, dim)), "k": 10})
 		require.NoError(t, err)
 		var ds []time.Duration
 		for range queries {

@@ -53,7 +53,7 @@ func TestGrowAndDrainUnderLoad(t *testing.T) {
 	for i := 0; i < base; i += 200 {
 		var vs []map[string]any
 		for j := i; j < i+200; j++ {
-			id, v := fmt.Sprintf("b-%d", j), randVec(rng, dim)
+			id, v := fmt.Sprintf("b-%d", j), randomVector(rng, dim)
 			vs = append(vs, map[string]any{"id": id, "vector": v})
 			stable.docs[id] = v
 		}
@@ -78,7 +78,7 @@ func TestGrowAndDrainUnderLoad(t *testing.T) {
 			var vs []map[string]any
 			batch := map[string][]float32{}
 			for j := range 8 {
-				id, v := fmt.Sprintf("w-%d-%d", i, j), randVec(wrng, dim)
+				id, v := fmt.Sprintf("w-%d-%d", i, j), randomVector(wrng, dim)
 				vs = append(vs, map[string]any{"id": id, "vector": v, "payload": map[string]any{"w": true}})
 				batch[id] = v
 			}
@@ -111,7 +111,7 @@ func TestGrowAndDrainUnderLoad(t *testing.T) {
 	wg.Go(func() {
 		qrng := rand.New(rand.NewPCG(11, 12))
 		for i := 0; !stop.Load(); i++ {
-			q := randVec(qrng, dim)
+			q := randomVector(qrng, dim)
 			code, raw := a.do(http.MethodPost, "/v1/collections/m/search"+deadlines[i%2], map[string]any{"vector": q, "k": 10, "filter": notW})
 			var ans answer
 			if code == http.StatusOK && json.Unmarshal(raw, &ans) == nil {
@@ -212,7 +212,7 @@ func TestGrowAndDrainUnderLoad(t *testing.T) {
 		require.InDeltaSlice(t, v, doc.Vector, 1e-6, id)
 	}
 	for i := range 20 {
-		q := randVec(rng, dim)
+		q := randomVector(rng, dim)
 		code, ans := a.search("m", q, 20)
 		require.Equal(t, http.StatusOK, code)
 		require.False(t, ans.ScatterGather.Degraded)

@@ -59,7 +59,7 @@ func TestMeasureRebalance(t *testing.T) {
 	for i := 0; i < n; i += 256 {
 		var recs []coordinator.Record
 		for j := i; j < min(i+256, n); j++ {
-			recs = append(recs, coordinator.Record{ID: fmt.Sprint("d-", j), Vector: randVec(rng, dim)})
+			recs = append(recs, coordinator.Record{ID: fmt.Sprint("d-", j), Vector: randomVector(rng, dim)})
 		}
 		for _, res := range r.Coordinator.Upsert(ctx, coll, recs) {
 			require.Nil(t, res.Err)
@@ -72,7 +72,7 @@ func TestMeasureRebalance(t *testing.T) {
 		var lat []time.Duration
 		qrng := rand.New(rand.NewPCG(3, 4))
 		for !stop.Load() {
-			q := randVec(qrng, dim)
+			q := randomVector(qrng, dim)
 			t0 := time.Now()
 			code, ans := a.search("bench", q, 10)
 			lat = append(lat, time.Since(t0))

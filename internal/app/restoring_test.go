@@ -115,7 +115,7 @@ func TestRestoreHidesTheTargetUntilDone(t *testing.T) {
 		var vs []map[string]any
 		for j := i; j < i+100; j++ {
 			id := fmt.Sprint("d", j)
-			m.docs[id] = randVec(rng, dim)
+			m.docs[id] = randomVector(rng, dim)
 			vs = append(vs, map[string]any{"id": id, "vector": m.docs[id]})
 		}
 		code, raw := a.do(http.MethodPost, "/v1/collections/src/vectors", map[string]any{"vectors": vs})
@@ -133,7 +133,7 @@ func TestRestoreHidesTheTargetUntilDone(t *testing.T) {
 	// and GET shows it restoring.
 	requireHidden := func(a httpAPI, name string) {
 		t.Helper()
-		q := randVec(rng, dim)
+		q := randomVector(rng, dim)
 		for _, c := range []struct {
 			method, path string
 			body         any
@@ -187,7 +187,7 @@ func TestRestoreHidesTheTargetUntilDone(t *testing.T) {
 		code, raw := a.do(http.MethodGet, "/v1/collections/"+name+"/vectors/intruder", nil)
 		require.Equal(t, http.StatusNotFound, code, "%s", raw)
 		for i := range 10 {
-			q := randVec(rng, dim)
+			q := randomVector(rng, dim)
 			code, ans := a.search(name, q, 10)
 			require.Equal(t, http.StatusOK, code)
 			requireBruteForce(t, m, q, 10, ans.Items, fmt.Sprintf("%s query %d", name, i))
@@ -258,7 +258,7 @@ func TestRestoreHidesTheTargetUntilDone(t *testing.T) {
 	// rows, and one with other settings.
 	code, raw = a.create("few", set)
 	require.Equal(t, http.StatusOK, code, "%s", raw)
-	code, raw = a.do(http.MethodPost, "/v1/collections/few/vectors", map[string]any{"vectors": []map[string]any{{"id": "x0", "vector": randVec(rng, dim)}}})
+	code, raw = a.do(http.MethodPost, "/v1/collections/few/vectors", map[string]any{"vectors": []map[string]any{{"id": "x0", "vector": randomVector(rng, dim)}}})
 	require.Equal(t, http.StatusOK, code, "%s", raw)
 	_, err = ra.Coordinator.Backup(ctx, "few", "two", coordinator.BackupConfig{Store: dir})
 	require.NoError(t, err)

@@ -46,7 +46,7 @@ func TestSlottedCollectionPlacesBySlots(t *testing.T) {
 	var vs []map[string]any
 	for i := range 300 {
 		id := fmt.Sprintf("d-%d", i)
-		v := randVec(rng, 4)
+		v := randomVector(rng, 4)
 		vs = append(vs, map[string]any{"id": id, "vector": v})
 		m.docs[id] = v
 		want[even.Home(id)]++
@@ -77,7 +77,7 @@ func TestSlottedCollectionPlacesBySlots(t *testing.T) {
 		require.Equal(t, want[sh.Name], sh.DocCount, "%s holds the documents of its slots", sh.Name)
 	}
 	for i := range 10 {
-		q := randVec(rng, 4)
+		q := randomVector(rng, 4)
 		code, ans := a.search("s", q, 10)
 		require.Equal(t, http.StatusOK, code)
 		require.False(t, ans.ScatterGather.Degraded)

@@ -44,7 +44,7 @@ func TestStaleRouterAnswersAfterASettledMove(t *testing.T) {
 	for i := 0; i < docs; i += 200 {
 		var vs []map[string]any
 		for j := i; j < i+200; j++ {
-			id, v := fmt.Sprintf("d-%d", j), randVec(rng, dim)
+			id, v := fmt.Sprintf("d-%d", j), randomVector(rng, dim)
 			vs = append(vs, map[string]any{"id": id, "vector": v})
 			m.docs[id] = v
 		}
@@ -89,7 +89,7 @@ func TestStaleRouterAnswersAfterASettledMove(t *testing.T) {
 	// it at the default deadline (it passes there without -race).
 	deadline := cmp.Or(os.Getenv("TRAWL_STALE_DEADLINE_MS"), "2000")
 	for i := range queries {
-		q := randVec(rng, dim)
+		q := randomVector(rng, dim)
 		code, raw := b.do(http.MethodPost, "/v1/collections/m/search?deadline_ms="+deadline, map[string]any{"vector": q, "k": 10})
 		require.Equal(t, http.StatusOK, code, "query %d: %s", i, raw)
 		var ans answer

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/trawl-search/trawl/shard/internal/shardtest"
 	"github.com/trawl-search/trawl/vector"
 	"github.com/trawl-search/trawl/vector/quant"
 	"github.com/trawl-search/trawl/vector/segment"
@@ -71,15 +72,6 @@ func testScale(t *testing.T, dim int) ([]byte, quant.Scale) {
 	var s quant.Scale
 	require.NoError(t, s.UnmarshalBinary(b))
 	return b, s
-}
-
-// normalVec is a dim-D vector of standard normal values.
-func normalVec(rng *rand.Rand, dim int) []float32 {
-	v := make([]float32, dim)
-	for d := range v {
-		v[d] = float32(rng.NormFloat64())
-	}
-	return v
 }
 
 // bruteTop is the ids of the k rows of want with the highest dot product
@@ -143,7 +135,7 @@ func TestPreparedWritesMatch(t *testing.T) {
 				var recs []Record
 				for range 1 + rng.IntN(64) {
 					id := fmt.Sprint(rng.IntN(4000))
-					v := normalVec(rng, dim)
+					v := shardtest.Normal(rng, dim)
 					recs = append(recs, Record{ID: id, Vector: v})
 					want[id] = v
 				}
@@ -192,7 +184,7 @@ func TestStalePreparationDiscarded(t *testing.T) {
 				batch := func(n, from int) []Record {
 					var recs []Record
 					for i := range n {
-						v := normalVec(rng, dim)
+						v := shardtest.Normal(rng, dim)
 						id := fmt.Sprint("doc-", from+i)
 						recs = append(recs, Record{ID: id, Vector: v})
 						want[id] = v
@@ -279,7 +271,7 @@ func TestPreparedWritesBesideScansAndViews(t *testing.T) {
 			for step := range 120 {
 				var recs []Record
 				for range 1 + rng.IntN(48) {
-					v := normalVec(rng, dim)
+					v := shardtest.Normal(rng, dim)
 					recs = append(recs, Record{ID: fmt.Sprint(rng.IntN(3000)), Vector: v})
 				}
 				mu.Lock()
@@ -365,14 +357,14 @@ func TestPreparationRunsInBackground(t *testing.T) {
 				recs := make([]Record, 50)
 				for i := range recs {
 					id := fmt.Sprintf("r%d", (batch*37+i)%120) // later batches overwrite some
-					recs[i] = Record{ID: id, Vector: normalVec(rng, dim)}
+					recs[i] = Record{ID: id, Vector: shardtest.Normal(rng, dim)}
 					want[id] = recs[i].Vector
 				}
 				require.NoError(t, m.Upsert(context.Background(), place, recs))
 			}
 			require.Equal(t, 3, calls, "one background preparation a write")
 			// Under Foreground the write prepares on the caller's goroutine.
-			extra := Record{ID: "fg", Vector: normalVec(rng, dim)}
+			extra := Record{ID: "fg", Vector: shardtest.Normal(rng, dim)}
 			require.NoError(t, m.Upsert(Foreground(context.Background()), place, []Record{extra}))
 			want[extra.ID] = extra.Vector
 			require.Equal(t, 3, calls, "a Foreground write uses no background")

@@ -19,6 +19,16 @@ import (
 	"github.com/trawl-search/trawl/vector/quant"
 )
 
+// Normal is a dim-D vector of standard normal values: never all zero, and
+// with no structure an index could exploit.
+func Normal(rng *rand.Rand, dim int) []float32 {
+	v := make([]float32, dim)
+	for d := range v {
+		v[d] = float32(rng.NormFloat64())
+	}
+	return v
+}
+
 // Clustered makes vectors around a few fixed centres.
 type Clustered struct {
 	rng     *rand.Rand
