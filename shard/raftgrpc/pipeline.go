@@ -87,6 +87,8 @@ func (p *pipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft.App
 	parts := splitAppend(args, p.t.maxAppend)
 	f := &appendFuture{start: time.Now(), args: args, resp: resp, parts: len(parts), answered: make(chan struct{})}
 	for _, part := range parts {
+		// 256 bytes more for the request's own fields (term, leader,
+		// indexes).
 		b, err := encodeMsgpackSized(part, appendSize(part.Entries)+256)
 		if err != nil {
 			return nil, fmt.Errorf("raft pipeline: encode: %w", err)
