@@ -597,7 +597,7 @@ func startCounting(t *testing.T, shards, replicas, dim int) *writeHarness {
 			require.NoError(t, err)
 			rep := serveReplica(t, ln, dim, vector.Generic())
 			adoptLegacy(t, ln.Addr().String(), dim)
-			p, err := faultproxy.Start("127.0.0.1:0", ln.Addr().String())
+			p, err := faultproxy.StartLoopback(ln.Addr().String())
 			require.NoError(t, err)
 			t.Cleanup(func() { p.Close() })
 			w.replicas[name] = append(w.replicas[name], &countingReplica{proxy: p, rep: rep, base: rep.Node.CommitIndex()})

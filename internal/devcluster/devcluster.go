@@ -39,6 +39,7 @@ import (
 	"github.com/trawl-search/trawl/coordinator"
 	"github.com/trawl-search/trawl/internal/app"
 	"github.com/trawl-search/trawl/internal/faultproxy"
+	"github.com/trawl-search/trawl/internal/localport"
 	"github.com/trawl-search/trawl/placement"
 	"github.com/trawl-search/trawl/shard"
 	"github.com/trawl-search/trawl/shard/client"
@@ -231,7 +232,7 @@ func Start(cfg Config) (*Cluster, error) {
 		c.peerProxies = map[string]*faultproxy.Proxy{}
 		for _, row := range lay.Addrs {
 			for _, a := range row {
-				p, err := faultproxy.Start("127.0.0.1:0", a)
+				p, err := faultproxy.StartLoopback(a)
 				if err != nil {
 					closeAll(lns)
 					c.Close()
@@ -310,7 +311,8 @@ func Start(cfg Config) (*Cluster, error) {
 
 // loadLayout reads DataDir's cluster.json, or, for a new cluster, opens a
 // listener on a free port for every replica (held open, so no other
-// process can take the port before the replica serves on it).
+// process can take the port before the replica serves on it). The ports
+// are below the ephemeral range, so a restart finds them free again.
 func loadLayout(cfg Config) (layout, [][]net.Listener, bool, error) {
 	path := filepath.Join(cfg.DataDir, "cluster.json")
 	b, err := os.ReadFile(path)
@@ -334,7 +336,7 @@ func loadLayout(cfg Config) (layout, [][]net.Listener, bool, error) {
 		var addrs []string
 		var row []net.Listener
 		for range cfg.Replicas {
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			ln, err := localport.Listen()
 			if err != nil {
 				closeAll(append(lns, row))
 				return l, nil, false, err
@@ -545,7 +547,7 @@ func (c *Cluster) startReplica(name string, idx int, peers []string, ln net.List
 	addr := peers[idx]
 	if ln == nil {
 		var err error
-		if ln, err = net.Listen("tcp", addr); err != nil {
+		if ln, err = localport.Relisten(addr, 10*time.Second); err != nil {
 			return nil, fmt.Errorf("%s replica %d: listen on %s (the port its data directory was created with): %w", name, idx, addr, err)
 		}
 	}
@@ -590,7 +592,7 @@ func (c *Cluster) startReplica(name string, idx int, peers []string, ln net.List
 		servers = append(servers, g)
 		front = fln.Addr().String()
 	}
-	proxy, err := faultproxy.Start("127.0.0.1:0", front)
+	proxy, err := faultproxy.StartLoopback(front)
 	if err != nil {
 		for _, g := range servers {
 			g.Stop()

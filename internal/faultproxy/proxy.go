@@ -17,6 +17,8 @@ import (
 	"net"
 	"sync"
 	"time"
+
+	"github.com/trawl-search/trawl/internal/localport"
 )
 
 // Mode is what the proxy does to traffic.
@@ -74,9 +76,26 @@ func Start(listen, target string) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
+	return newProxy(ln, target), nil
+}
+
+// StartLoopback listens on a loopback port below the ephemeral range
+// (localport) and forwards to target. Prefer it to Start for a proxy that
+// is stopped and restored: Restore listens on the same port again, and a
+// port from the ephemeral range may be taken by any outgoing connection
+// while the proxy is stopped.
+func StartLoopback(target string) (*Proxy, error) {
+	ln, err := localport.Listen()
+	if err != nil {
+		return nil, err
+	}
+	return newProxy(ln, target), nil
+}
+
+func newProxy(ln net.Listener, target string) *Proxy {
 	p := &Proxy{addr: ln.Addr().String(), target: target, conns: map[net.Conn]struct{}{}}
 	p.serve(ln)
-	return p, nil
+	return p
 }
 
 // Addr is the proxy's listening address; it stays the same across Stop and
@@ -271,7 +290,8 @@ func (p *Proxy) Restore() error {
 	defer p.mu.Unlock()
 	switch p.mode {
 	case Stopped:
-		ln, err := net.Listen("tcp", p.addr)
+		// Whoever took the port while it was closed may hold it a moment.
+		ln, err := localport.Relisten(p.addr, 5*time.Second)
 		if err != nil {
 			return err
 		}

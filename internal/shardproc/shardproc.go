@@ -25,6 +25,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/trawl-search/trawl/internal/localport"
 )
 
 // routerPkg is the command every child runs.
@@ -88,7 +90,7 @@ type Ports struct {
 func (p *Ports) Free() (string, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	lo, hi := portRange()
+	lo, hi := localport.Range()
 	for range 1000 {
 		addr := net.JoinHostPort("127.0.0.1", fmt.Sprint(lo+rand.IntN(hi-lo)))
 		if p.used[addr] {
@@ -108,19 +110,6 @@ func (p *Ports) Free() (string, error) {
 		return addr, nil
 	}
 	return "", fmt.Errorf("free port: none free in %d..%d after 1000 tries", lo, hi)
-}
-
-// portRange is the 12 000 ports below the ephemeral range
-// (/proc/sys/net/ipv4/ip_local_port_range; 20000-32000 if unreadable).
-func portRange() (lo, hi int) {
-	lo, hi = 20000, 32000
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		var start, end int
-		if _, err := fmt.Sscan(string(b), &start, &end); err == nil && start > 2048 {
-			lo, hi = max(1024, start-12000), start
-		}
-	}
-	return lo, hi
 }
 
 // Proc is one child process, its output appended to a log file.

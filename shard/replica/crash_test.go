@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -263,11 +262,7 @@ func newCrashingShard(t *testing.T) *crashingShard {
 			printChildLog(t, filepath.Join(base, childLog))
 		}
 	})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	ln.Close()
-	return &crashingShard{base: base, dir: filepath.Join(base, "data"), addr: addr, exe: exe}
+	return &crashingShard{base: base, dir: filepath.Join(base, "data"), addr: restartablePort(t), exe: exe}
 }
 
 // start runs the shard process (env adds to the child's settings) and

@@ -30,7 +30,7 @@ func membersCfg(c *Config) { c.SnapshotThreshold, c.TrailingLogs = 16, 4 }
 func newJoiner(t *testing.T) *member {
 	t.Helper()
 	addr := restartablePort(t)
-	p, err := faultproxy.Start("127.0.0.1:0", addr)
+	p, err := faultproxy.StartLoopback(addr)
 	require.NoError(t, err)
 	m := &member{t: t, dir: filepath.Join(t.TempDir(), "joiner"), listen: addr, proxy: p,
 		cfg: func(c *Config) { membersCfg(c); c.Join = true }}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/trawl-search/trawl/catalog"
 	"github.com/trawl-search/trawl/internal/faultproxy"
+	"github.com/trawl-search/trawl/internal/localport"
 	"github.com/trawl-search/trawl/shard"
 	"github.com/trawl-search/trawl/shard/client"
 	"github.com/trawl-search/trawl/shard/raftnode"
@@ -103,16 +104,9 @@ func (m *member) stop() {
 	m.g = nil
 }
 
+// listenRetry listens on addr again, as a restarted member must.
 func listenRetry(addr string) (net.Listener, error) {
-	var err error
-	for range 50 {
-		var ln net.Listener
-		if ln, err = net.Listen("tcp", addr); err == nil {
-			return ln, nil
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return nil, err
+	return localport.Relisten(addr, 5*time.Second)
 }
 
 func testLogger(t testing.TB) *slog.Logger {
@@ -140,21 +134,14 @@ func groupDim(t *testing.T, n, dim int) []*member {
 }
 
 // restartablePort is a free loopback address for a member that restarts
-// on it. It lies below the kernel's ephemeral range (32768 and up), where
-// the outgoing connections of every test on the machine take their local
-// ports: a freed ephemeral port was taken by one of them while its member
-// was down ("bind: address already in use").
+// on it (localport: below the ephemeral range, where no outgoing
+// connection takes it while the member is down).
 func restartablePort(t *testing.T) string {
 	t.Helper()
-	for range 1000 {
-		addr := fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(12000))
-		if ln, err := net.Listen("tcp", addr); err == nil {
-			ln.Close()
-			return addr
-		}
-	}
-	t.Fatal("no free port below the ephemeral range")
-	return ""
+	ln, err := localport.Listen()
+	require.NoError(t, err)
+	require.NoError(t, ln.Close())
+	return ln.Addr().String()
 }
 
 func groupOf(t *testing.T, n, dim int, cfg func(*Config)) []*member {
@@ -163,7 +150,7 @@ func groupOf(t *testing.T, n, dim int, cfg func(*Config)) []*member {
 	var peers []string
 	for i := range ms {
 		addr := restartablePort(t)
-		p, err := faultproxy.Start("127.0.0.1:0", addr)
+		p, err := faultproxy.StartLoopback(addr)
 		require.NoError(t, err)
 		ms[i] = &member{t: t, dir: filepath.Join(t.TempDir(), fmt.Sprint("r", i)), listen: addr, proxy: p, cfg: cfg, dim: dim}
 		peers = append(peers, p.Addr())

@@ -6,7 +6,6 @@ import (
 	"io"
 	"io/fs"
 	"math/rand/v2"
-	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -22,6 +21,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/trawl-search/trawl/catalog"
+	"github.com/trawl-search/trawl/internal/localport"
 	"github.com/trawl-search/trawl/shard"
 	"github.com/trawl-search/trawl/shard/client"
 	"github.com/trawl-search/trawl/shard/shardpb"
@@ -274,7 +274,7 @@ func restartLayout(b *testing.B, top string, group, rows int) (addrs, dirs []str
 	} else {
 		require.False(b, loaded)
 		for range group {
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			ln, err := localport.Listen()
 			require.NoError(b, err)
 			addrs = append(addrs, ln.Addr().String())
 			defer ln.Close() // held until all are chosen, so they differ

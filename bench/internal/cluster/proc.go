@@ -11,8 +11,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -20,6 +18,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/trawl-search/trawl/internal/localport"
 )
 
 // Build compiles cmd/router of the repository at root into dir and
@@ -154,22 +154,11 @@ func (p *Ports) Free() (string, error) {
 // the replica restarted on it would find it in use. Processes started at
 // the same time take theirs from one Ports instead.
 func FreePort() (string, error) {
-	lo, hi := 20000, 32000
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		var start, end int
-		if _, err := fmt.Sscan(string(b), &start, &end); err == nil && start > 2048 {
-			lo, hi = max(1024, start-12000), start
-		}
+	ln, err := localport.Listen()
+	if err != nil {
+		return "", fmt.Errorf("free port: %w", err)
 	}
-	for range 200 {
-		addr := fmt.Sprintf("127.0.0.1:%d", lo+rand.IntN(hi-lo))
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
-			continue
-		}
-		return addr, ln.Close()
-	}
-	return "", fmt.Errorf("free port: none free in %d..%d after 200 tries", lo, hi)
+	return ln.Addr().String(), ln.Close()
 }
 
 // waitReady polls url until it answers 200 or timeout passes.
