@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -152,6 +153,10 @@ type bulkResult struct {
 	loadAvgBefore     string
 	loadAvgAfter      string
 	windows, lateFrom int
+	// missingDuring and missingIdle are, per router, the shards its
+	// answers lacked and why (trawl_scatter_shard_unavailable_total's
+	// change by shard and reason): what a degraded answer was.
+	missingDuring, missingIdle [2]map[string]float64
 }
 
 func bulkLoad(ctx context.Context, p bulkPlan, c *cluster.Cluster, bin, npy string, q *loadgen.Queries, routers ...*cluster.Router) (*bulkResult, error) {
@@ -176,6 +181,10 @@ func bulkLoad(ctx context.Context, p bulkPlan, c *cluster.Cluster, bin, npy stri
 		return nil, err
 	}
 	codes0, err := promtext.ScrapeSamples(ctx, hc, routers[0].Base+"/metrics", "trawl_http_requests_total")
+	if err != nil {
+		return nil, err
+	}
+	missing0, err := scrapeMissing(ctx, hc, routers)
 	if err != nil {
 		return nil, err
 	}
@@ -245,6 +254,11 @@ func bulkLoad(ctx context.Context, p bulkPlan, c *cluster.Cluster, bin, npy stri
 		stopSampling()
 		return nil, loadErr
 	}
+	missing1, err := scrapeMissing(ctx, hc, routers)
+	if err != nil {
+		stopSampling()
+		return nil, err
+	}
 	res.windows, res.lateFrom = len(windows), len(windows)/2
 	for i := range routers {
 		var all, late []loadgen.Summary
@@ -270,6 +284,15 @@ func bulkLoad(ctx context.Context, p bulkPlan, c *cluster.Cluster, bin, npy stri
 		stopSampling()
 		return nil, err
 	}
+	missing2, err := scrapeMissing(ctx, hc, routers)
+	if err != nil {
+		stopSampling()
+		return nil, err
+	}
+	for i := range routers {
+		res.missingDuring[i] = missingDelta(missing0[i], missing1[i])
+		res.missingIdle[i] = missingDelta(missing1[i], missing2[i])
+	}
 	stopSampling()
 	res.leaderChanges = <-changes
 	elections1, err := countElections(c)
@@ -284,6 +307,53 @@ func bulkLoad(ctx context.Context, p bulkPlan, c *cluster.Cluster, bin, npy stri
 	res.unknown = sum502(codes1) - sum502(codes0)
 	res.loadAvgAfter = machine.LoadAvg()
 	return res, nil
+}
+
+// scrapeMissing reads each router's trawl_scatter_shard_unavailable_total.
+func scrapeMissing(ctx context.Context, hc *http.Client, routers []*cluster.Router) ([][]promtext.Sample, error) {
+	out := make([][]promtext.Sample, len(routers))
+	for i, r := range routers {
+		ss, err := promtext.ScrapeSamples(ctx, hc, r.Base+"/metrics", "trawl_scatter_shard_unavailable_total")
+		if err != nil {
+			return nil, err
+		}
+		out[i] = ss
+	}
+	return out, nil
+}
+
+// missingDelta is how much each "shard reason" series of
+// trawl_scatter_shard_unavailable_total grew between two scrapes (the
+// path label summed), the series that did not left out.
+func missingDelta(before, after []promtext.Sample) map[string]float64 {
+	key := func(s promtext.Sample) string { return s.Labels["shard"] + " " + s.Labels["reason"] }
+	out := map[string]float64{}
+	for _, s := range after {
+		out[key(s)] += s.Value
+	}
+	for _, s := range before {
+		out[key(s)] -= s.Value
+	}
+	for k, v := range out {
+		if v == 0 {
+			delete(out, k)
+		}
+	}
+	return out
+}
+
+// missingText lists missing shards as "shard-1 deadline_exceeded ×2, …",
+// or "none".
+func missingText(m map[string]float64) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	keys := slices.Sorted(maps.Keys(m))
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s ×%.0f", k, m[k])
+	}
+	return strings.Join(parts, ", ")
 }
 
 // sum502 adds up the 502 answers (writes whose outcome is unknown) of
@@ -424,6 +494,8 @@ func (r *bulkResult) markdown(p bulkPlan, command string) string {
 	row("A, idle after the load", r.idle[0], r.idle[0], true)
 	row("B, idle after the load", r.idle[1], r.idle[1], true)
 	row("both, idle after the load", idleBoth, idleBoth, true)
+	fmt.Fprintf(&b, "\nshards missing from answers (trawl_scatter_shard_unavailable_total by shard and reason): during the load A %s, B %s; idle A %s, B %s\n",
+		missingText(r.missingDuring[0]), missingText(r.missingDuring[1]), missingText(r.missingIdle[0]), missingText(r.missingIdle[1]))
 	fmt.Fprintf(&b, "\nleadership changes seen (every replica's trawl_shard_raft_leader every %s, load and idle): %d; elections the shards logged: %d; outcome_unknown (502) answers to the load's writes: %.0f\n",
 		p.sample, r.leaderChanges, r.elections, r.unknown)
 	return b.String()
