@@ -59,7 +59,7 @@ func roundTrip(c net.Conn, msg string, wait time.Duration) (string, error) {
 }
 
 func TestModes(t *testing.T) {
-	p, err := Start("127.0.0.1:0", echo(t))
+	p, err := StartLoopback(echo(t)) // stopped and restored on its port
 	require.NoError(t, err)
 	defer p.Close()
 
