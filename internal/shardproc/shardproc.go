@@ -14,8 +14,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -90,18 +88,17 @@ type Ports struct {
 func (p *Ports) Free() (string, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	lo, hi := localport.Range()
-	for range 1000 {
-		addr := net.JoinHostPort("127.0.0.1", fmt.Sprint(lo+rand.IntN(hi-lo)))
-		if p.used[addr] {
-			continue
-		}
-		ln, err := net.Listen("tcp", addr)
+	for range 100 {
+		ln, err := localport.Listen()
 		if err != nil {
-			continue // someone else's
+			return "", fmt.Errorf("free port: %w", err)
 		}
+		addr := ln.Addr().String()
 		if err := ln.Close(); err != nil {
 			return "", fmt.Errorf("free port: %w", err)
+		}
+		if p.used[addr] {
+			continue
 		}
 		if p.used == nil {
 			p.used = map[string]bool{}
@@ -109,7 +106,7 @@ func (p *Ports) Free() (string, error) {
 		p.used[addr] = true
 		return addr, nil
 	}
-	return "", fmt.Errorf("free port: none free in %d..%d after 1000 tries", lo, hi)
+	return "", errors.New("free port: every free port found was handed out already")
 }
 
 // Proc is one child process, its output appended to a log file.

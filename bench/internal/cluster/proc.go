@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/trawl-search/trawl/internal/localport"
+	"github.com/trawl-search/trawl/internal/shardproc"
 )
 
 // Build compiles cmd/router of the repository at root into dir and
@@ -121,31 +122,7 @@ func (p *Proc) Tail(n int) string {
 // clusters started at the same time (a quick run's) once picked the same
 // port for two processes in that moment, and one of them failed to bind.
 // Clusters started together share one Ports; the zero value is ready.
-type Ports struct {
-	mu   sync.Mutex
-	used map[string]bool
-}
-
-// Free returns a port that is free now (FreePort) and that p has not
-// handed out before.
-func (p *Ports) Free() (string, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for range 100 {
-		a, err := FreePort()
-		if err != nil {
-			return "", err
-		}
-		if !p.used[a] {
-			if p.used == nil {
-				p.used = map[string]bool{}
-			}
-			p.used[a] = true
-			return a, nil
-		}
-	}
-	return "", errors.New("free port: every free port found was handed out already")
-}
+type Ports = shardproc.Ports
 
 // FreePort reserves a loopback port below the kernel's ephemeral range
 // and releases it for a child to take. Below the range, because a port
