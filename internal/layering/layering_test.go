@@ -45,6 +45,11 @@ var rules = []rule{
 		why:   "qdrantpb is generated code and imports nothing of trawl's",
 	},
 	{
+		from:  []string{"internal/localport"},
+		never: []string{"..."},
+		why:   "localport is a leaf that servers and test harnesses alike take ports from",
+	},
+	{
 		from:  []string{"api", "api/qdrant", "api/qdrant/internal/...", "api/internal/..."},
 		never: []string{"api/qdrant/qdrantgrpc"},
 		why:   "the HTTP dialects do not depend on the gRPC transport beside them",

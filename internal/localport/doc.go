@@ -10,5 +10,6 @@
 //
 // localport must never hand out a port it has not bound at that moment,
 // and it keeps no state between calls: callers that start several
-// processes at once track what they handed out themselves.
+// processes at once track what they handed out themselves. It is a leaf:
+// it imports no trawl package.
 package localport
