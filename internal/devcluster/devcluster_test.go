@@ -2,6 +2,8 @@ package devcluster
 
 import (
 	"context"
+	"net"
+	"strconv"
 	"testing"
 	"time"
 
@@ -10,6 +12,7 @@ import (
 
 	"github.com/trawl-search/trawl/catalog"
 	"github.com/trawl-search/trawl/coordinator"
+	"github.com/trawl-search/trawl/internal/localport"
 	"github.com/trawl-search/trawl/placement"
 	"github.com/trawl-search/trawl/shard/client"
 	"github.com/trawl-search/trawl/vector"
@@ -78,6 +81,7 @@ func TestRestartedOnItsDataDirKeepsItsCorpus(t *testing.T) {
 		total += docs(t, c, reps[0])
 	}
 	require.Equal(t, 300, total)
+	requireRestartablePorts(t, c)
 	first := c.Collection
 	qs := [][]float32{c.Corpus[3].Vector, c.Corpus[42].Vector, c.Corpus[299].Vector}
 	before := answers(t, c, qs)
@@ -89,6 +93,27 @@ func TestRestartedOnItsDataDirKeepsItsCorpus(t *testing.T) {
 	require.True(t, c.Loaded, "a restarted dev cluster loads its data directory instead of seeding")
 	require.Equal(t, first, c.Collection, "the collection it was seeded into, found again")
 	require.Equal(t, before, answers(t, c, qs), "the restarted cluster answers identically")
+	requireRestartablePorts(t, c)
+}
+
+// requireRestartablePorts: every replica and its proxy listen below the
+// kernel's ephemeral range, where no outgoing connection on the machine
+// can take the port while the cluster is down (CI once failed a restart
+// on a port taken that way).
+func requireRestartablePorts(t *testing.T, c *Cluster) {
+	t.Helper()
+	lo, hi := localport.Range()
+	for _, reps := range c.Replicas {
+		for _, r := range reps {
+			for _, addr := range []string{r.Addr, r.Proxy.Addr()} {
+				_, p, err := net.SplitHostPort(addr)
+				require.NoError(t, err)
+				port, err := strconv.Atoi(p)
+				require.NoError(t, err)
+				require.True(t, port >= lo && port < hi, "%s of %s replica %d is outside %d..%d", addr, r.Shard, r.Index, lo, hi)
+			}
+		}
+	}
 }
 
 // TestCreatesItsCollection: the corpus goes into a collection created
