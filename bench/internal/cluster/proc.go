@@ -117,11 +117,8 @@ func (p *Proc) Tail(n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// Ports hands out loopback ports, each at most once. A port is free when
-// it is picked and taken only when the child binds it, a moment later:
-// clusters started at the same time (a quick run's) once picked the same
-// port for two processes in that moment, and one of them failed to bind.
-// Clusters started together share one Ports; the zero value is ready.
+// Ports hands out loopback ports, each at most once (shardproc.Ports):
+// clusters started together share one.
 type Ports = shardproc.Ports
 
 // FreePort reserves a loopback port below the kernel's ephemeral range
