@@ -7,6 +7,7 @@ import (
 	"unsafe"
 
 	"github.com/trawl-search/trawl/vector"
+	"github.com/trawl-search/trawl/vector/internal/racerange"
 )
 
 // Kernel is one implementation of the int8 code primitives. Every kernel
@@ -68,10 +69,16 @@ func FromEnv() Kernel {
 }
 
 // The generic kernel keeps four sums so consecutive multiply-adds do not
-// wait on each other; integer sums are exact in any order.
+// wait on each other; integer sums are exact in any order. Like the
+// float32 ones it is built //go:norace and reports its reads once per
+// call (racerange).
+//
+//go:norace
 func dotGeneric(a, b []int8) int32 {
 	n := min(len(a), len(b))
 	a, b = a[:n], b[:n]
+	racerange.Read(a)
+	racerange.Read(b)
 	var s0, s1, s2, s3 int32
 	i := 0
 	for ; i+8 <= n; i += 8 {
