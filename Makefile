@@ -3,15 +3,19 @@ GO      ?= go
 BIN     := $(CURDIR)/.bin
 TOOLS   := -modfile=$(CURDIR)/tools/go.mod
 
-.PHONY: run test vet fmt proto tools build bench bench-quick weaviate bench-peer bench-ivf bench-realdata
+.PHONY: run test test-long vet fmt proto tools build bench bench-quick weaviate bench-peer bench-ivf bench-realdata
 
 ## run: the whole cluster in one process (router dev: 3 shards x 3 replicas, a raft group each, 20 000 docs) on :8080
 run:
 	$(GO) run ./cmd/router dev
 
-## test: gofmt and every Go test under the race detector (go test runs vet's high-confidence checks on each package; the full go vet is `make vet`, which .ci/run runs too)
+## test: gofmt and every Go test under the race detector with -short, which skips the long tests (those calling longtest.Mark: index training, recall on large corpora, real processes, waited-out timeouts); go test runs vet's high-confidence checks on each package; the full go vet is `make vet`, and the long tests `make test-long`, both of which .ci/run runs too
 test: fmt
-	$(GO) test -race -count=1 -timeout 15m ./...
+	$(GO) test -race -short -count=1 -timeout 15m ./...
+
+## test-long: exactly the tests `make test` skips (the list comes from `go run ./internal/longtest/longtests`), under the race detector
+test-long:
+	$(GO) test -race -count=1 -timeout 20m $$($(GO) run ./internal/longtest/longtests)
 
 ## vet: go vet over the product and the bench module, and gofmt (its own build of every package: 1.5 minutes from an empty build cache)
 vet: fmt

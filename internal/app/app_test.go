@@ -22,6 +22,7 @@ import (
 
 	"github.com/trawl-search/trawl/internal/app"
 	"github.com/trawl-search/trawl/internal/devcluster"
+	"github.com/trawl-search/trawl/internal/longtest"
 	"github.com/trawl-search/trawl/shard/store"
 	"github.com/trawl-search/trawl/vector"
 )
@@ -329,6 +330,7 @@ func TestSilentShardAnswersDegradedByTheDeadline(t *testing.T) {
 }
 
 func TestShardSilentSinceStartLowersCoverage(t *testing.T) {
+	longtest.Mark(t)
 	// A listener that accepts and never speaks: the connection never
 	// becomes READY, so the shard's document count is never learned.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -363,6 +365,7 @@ func TestShardSilentSinceStartLowersCoverage(t *testing.T) {
 }
 
 func TestRefusedShardFailsAtOnce(t *testing.T) {
+	longtest.Mark(t)
 	// Port 1: nothing listens there (a freed ephemeral port could be taken
 	// by a test running in parallel, which then answers as shard-9).
 	const dead = "127.0.0.1:1"

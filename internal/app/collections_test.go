@@ -23,6 +23,7 @@ import (
 	"github.com/trawl-search/trawl/coordinator"
 	"github.com/trawl-search/trawl/internal/app"
 	"github.com/trawl-search/trawl/internal/devcluster"
+	"github.com/trawl-search/trawl/internal/longtest"
 	"github.com/trawl-search/trawl/shard/client"
 	"github.com/trawl-search/trawl/vector"
 )
@@ -255,6 +256,7 @@ func TestCollectionsAnswerFromTheirOwnDocuments(t *testing.T) {
 // one wins, the other gets a conflict, and every replica of every group
 // holds the winner's settings under one uid.
 func TestConcurrentCreatesHaveOneWinner(t *testing.T) {
+	longtest.Mark(t)
 	dc, err := devcluster.Start(devcluster.Config{Shards: 3, Replicas: 2, Dim: 8, Kernel: vector.Generic()})
 	require.NoError(t, err)
 	t.Cleanup(dc.Close)

@@ -32,6 +32,7 @@ import (
 	"github.com/trawl-search/trawl/internal/app"
 	"github.com/trawl-search/trawl/internal/devcluster"
 	"github.com/trawl-search/trawl/internal/faultproxy"
+	"github.com/trawl-search/trawl/internal/longtest"
 	"github.com/trawl-search/trawl/placement"
 	"github.com/trawl-search/trawl/shard"
 	"github.com/trawl-search/trawl/shard/client"
@@ -687,6 +688,7 @@ func (w *writeHarness) target(t *testing.T, shardName, lastID string) (first, ot
 // unknown (502) after the write timeout and never sent again — not to
 // another replica, not as a hedge, not after the replica comes back.
 func TestFaultWriteToBlackholedReplicaIsUnknownAndNeverReplayed(t *testing.T) {
+	longtest.Mark(t)
 	w := startCounting(t, 2, 2, 16)
 	c := faultClient(t)
 	warmID := w.idOn("shard-0", "warm")

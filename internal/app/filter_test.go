@@ -19,6 +19,7 @@ import (
 
 	"github.com/trawl-search/trawl/filter/filtertest"
 	"github.com/trawl-search/trawl/internal/devcluster"
+	"github.com/trawl-search/trawl/internal/longtest"
 	"github.com/trawl-search/trawl/vector"
 )
 
@@ -357,6 +358,9 @@ func TestFilteredSearchIsExactTopKOfTheMatchingDocs(t *testing.T) {
 	for _, m := range []vector.Metric{vector.Cosine, vector.DotProduct, vector.Euclidean} {
 		for seed := uint64(1); seed <= 2; seed++ {
 			t.Run(fmt.Sprintf("%s/seed%d", m, seed), func(t *testing.T) {
+				if seed > 1 {
+					longtest.Mark(t)
+				}
 				rng := rand.New(rand.NewPCG(seed, 17))
 				recs := corpus(rng, 600, dim)
 				for i := range recs {

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/trawl-search/trawl/internal/devcluster"
+	"github.com/trawl-search/trawl/internal/longtest"
 	"github.com/trawl-search/trawl/shard/client"
 	"github.com/trawl-search/trawl/shard/store"
 	"github.com/trawl-search/trawl/vector"
@@ -42,6 +43,9 @@ func TestIVFSearchThroughTheRouter(t *testing.T) {
 	)
 	for _, m := range []vector.Metric{vector.Cosine, vector.DotProduct, vector.Euclidean} {
 		t.Run(m.String(), func(t *testing.T) {
+			if m != vector.Cosine {
+				longtest.Mark(t) // make test trains one metric's indexes
+			}
 			// Each cluster spends more than half its time waiting on its
 			// replicas' background training and calibration.
 			t.Parallel()

@@ -17,6 +17,7 @@ import (
 	"github.com/trawl-search/trawl/coordinator"
 	"github.com/trawl-search/trawl/internal/app"
 	"github.com/trawl-search/trawl/internal/devcluster"
+	"github.com/trawl-search/trawl/internal/longtest"
 	"github.com/trawl-search/trawl/placement"
 	"github.com/trawl-search/trawl/vector"
 )
@@ -31,6 +32,7 @@ import (
 // acknowledged write is there, each shard holds exactly the documents of
 // its slots, and the drained shard holds none.
 func TestGrowAndDrainUnderLoad(t *testing.T) {
+	longtest.Mark(t)
 	dc, err := devcluster.Start(devcluster.Config{Shards: 4, Replicas: 1, Dim: 4, Docs: 10, Kernel: vector.Generic()})
 	require.NoError(t, err)
 	t.Cleanup(dc.Close)

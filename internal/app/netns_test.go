@@ -19,6 +19,7 @@ import (
 
 	"github.com/trawl-search/trawl/internal/app"
 	"github.com/trawl-search/trawl/internal/devcluster"
+	"github.com/trawl-search/trawl/internal/longtest"
 	"github.com/trawl-search/trawl/placement"
 	"github.com/trawl-search/trawl/shard"
 	"github.com/trawl-search/trawl/shard/shardpb"
@@ -108,6 +109,7 @@ func (h *testHost) plugCable(t *testing.T) {
 // answered completely and within their deadline by the other replica, and
 // the lost one is suspect within a few seconds.
 func TestPowerOffOfAReplicaHost(t *testing.T) {
+	longtest.Mark(t)
 	host := newTestHost(t)
 	const dim = 32
 	corpus := devcluster.Corpus(400, dim, 11)

@@ -20,6 +20,7 @@ import (
 	"github.com/trawl-search/trawl/catalog"
 	"github.com/trawl-search/trawl/coordinator"
 	"github.com/trawl-search/trawl/internal/devcluster"
+	"github.com/trawl-search/trawl/internal/longtest"
 	"github.com/trawl-search/trawl/vector"
 )
 
@@ -100,6 +101,7 @@ func (a httpAPI) doH(method, p string, body any) (int, http.Header, []byte) {
 // restored again) or the restore is resumed with the same backup; a
 // resume with a backup that does not match what it holds is refused.
 func TestRestoreHidesTheTargetUntilDone(t *testing.T) {
+	longtest.Mark(t)
 	const dim, rows = 4, 600
 	dcfg := devcluster.Config{Shards: 2, Replicas: 1, Dim: dim, Docs: 10, Kernel: vector.Generic(), DataDir: t.TempDir()}
 	dc, err := devcluster.Start(dcfg)

@@ -22,6 +22,7 @@ import (
 
 	"github.com/trawl-search/trawl/internal/app"
 	"github.com/trawl-search/trawl/internal/devcluster"
+	"github.com/trawl-search/trawl/internal/longtest"
 	"github.com/trawl-search/trawl/shard/shardpb"
 	"github.com/trawl-search/trawl/vector"
 )
@@ -59,6 +60,9 @@ func TestReadAfterWriteIsNeverDegraded(t *testing.T) {
 	rawDeadline := cmp.Or(os.Getenv("TRAWL_RAW_DEADLINE_MS"), "200")
 	for _, replicas := range []int{1, 3} {
 		t.Run(fmt.Sprintf("replicas=%d", replicas), func(t *testing.T) {
+			if replicas == 1 {
+				longtest.Mark(t) // make test runs the raft groups
+			}
 			h := start(t, devcluster.Config{Replicas: replicas, Dim: dim, Docs: 300, Seed: 7, Kernel: vector.Generic()})
 			rng := rand.New(rand.NewPCG(uint64(replicas), 9))
 			for i := range rounds {
@@ -154,6 +158,7 @@ type detailed struct {
 // without the preference most reads would go to a follower, wait half
 // their budget, and fail over.
 func TestReadAfterWriteAsksTheLeaderFirst(t *testing.T) {
+	longtest.Mark(t)
 	const dim, rounds, home = 16, 8, "shard-1"
 	h := startWith(t, devcluster.Config{Replicas: 3, Dim: dim, Docs: 60, Seed: 11, Kernel: vector.Generic(), PeerProxies: true},
 		app.Config{NoHedge: true})

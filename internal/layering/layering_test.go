@@ -50,6 +50,11 @@ var rules = []rule{
 		why:   "localport is a leaf that servers and test harnesses alike take ports from",
 	},
 	{
+		from:  []string{"internal/longtest"},
+		never: []string{"..."},
+		why:   "every package's tests take longtest.Mark, so it imports nothing of trawl's",
+	},
+	{
 		from:  []string{"api", "api/qdrant", "api/qdrant/internal/...", "api/internal/..."},
 		never: []string{"api/qdrant/qdrantgrpc"},
 		why:   "the HTTP dialects do not depend on the gRPC transport beside them",

@@ -24,6 +24,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/trawl-search/trawl/catalog"
+	"github.com/trawl-search/trawl/internal/longtest"
 	"github.com/trawl-search/trawl/shard"
 	"github.com/trawl-search/trawl/shard/client"
 	"github.com/trawl-search/trawl/shard/shardpb"
@@ -483,6 +484,7 @@ func holds(t *testing.T, rep *Replica, names ...string) heldState {
 // trained values; a dropped collection was snapshotted away and does not
 // come back, and a late push of it is refused.
 func TestCollectionsSurviveARestart(t *testing.T) {
+	longtest.Mark(t)
 	ms := groupOf(t, 1, testDim, func(c *Config) { c.Int8MinRows, c.IVFMinRows = neverTrain, neverTrain })
 	m := waitLeader(t, ms)
 	c := pbClient(t, m.listen)

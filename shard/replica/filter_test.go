@@ -16,6 +16,7 @@ import (
 	"github.com/trawl-search/trawl/catalog"
 	"github.com/trawl-search/trawl/filter"
 	"github.com/trawl-search/trawl/filter/filtertest"
+	"github.com/trawl-search/trawl/internal/longtest"
 	"github.com/trawl-search/trawl/shard"
 	"github.com/trawl-search/trawl/shard/client"
 	"github.com/trawl-search/trawl/shard/raftnode"
@@ -66,6 +67,9 @@ func TestFilteredSearchIsTheTopKOfTheMatchingRows(t *testing.T) {
 	const dim = 8
 	for _, m := range []vector.Metric{vector.Cosine, vector.DotProduct, vector.Euclidean} {
 		t.Run(m.String(), func(t *testing.T) {
+			if m != vector.Cosine {
+				longtest.Mark(t)
+			}
 			t.Parallel() // each waits on its own log's fsyncs for much of its time
 			rng := rand.New(rand.NewPCG(uint64(m)+1, 5))
 			cfg := Config{Legacy: catalog.Settings{Dim: dim, Metric: m, Quantization: catalog.QuantInt8}, Kernel: vector.Generic(),

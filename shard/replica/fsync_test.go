@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/trawl-search/trawl/internal/longtest"
 	"github.com/trawl-search/trawl/shard"
 	"github.com/trawl-search/trawl/shard/client"
 	"github.com/trawl-search/trawl/shard/shardpb"
@@ -26,9 +27,7 @@ import (
 // SIGKILL keeps the page cache, so the crash test alone cannot see a
 // missing sync; this can. Skips where strace or ptrace is unavailable.
 func TestWritesAreSyncedBeforeTheAck(t *testing.T) {
-	if testing.Short() {
-		t.Skip("traces a shard process")
-	}
+	longtest.Mark(t) // traces a shard process
 	strace, err := exec.LookPath("strace")
 	if err != nil {
 		t.Skip("strace not installed")

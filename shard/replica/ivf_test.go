@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/trawl-search/trawl/catalog"
+	"github.com/trawl-search/trawl/internal/longtest"
 	"github.com/trawl-search/trawl/shard"
 	"github.com/trawl-search/trawl/shard/client"
 	"github.com/trawl-search/trawl/shard/internal/shardtest"
@@ -248,6 +249,7 @@ func mustEncode(t *testing.T, scale []byte, rows vector.Rows) *quant.Codes {
 // answer NOT_SERVING until their index is built, then the same as the
 // others. Growing the shard by ivf.RetrainGrowth retrains and swaps.
 func TestIVFReplicas(t *testing.T) {
+	longtest.Mark(t)
 	const (
 		dim     = 16
 		minRows = 600

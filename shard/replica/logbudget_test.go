@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/trawl-search/trawl/catalog"
+	"github.com/trawl-search/trawl/internal/longtest"
 	"github.com/trawl-search/trawl/shard"
 	"github.com/trawl-search/trawl/shard/shardpb"
 )
@@ -22,6 +23,7 @@ import (
 // disk, or streaming its rows in memory), and after the whole group
 // restarts every replica holds every acknowledged write.
 func TestRaftSnapshotsByBytesKeepEveryWrite(t *testing.T) {
+	longtest.Mark(t)
 	const (
 		dim     = 64
 		batch   = 50

@@ -22,6 +22,7 @@ import (
 	"github.com/trawl-search/trawl/catalog"
 	"github.com/trawl-search/trawl/internal/faultproxy"
 	"github.com/trawl-search/trawl/internal/localport"
+	"github.com/trawl-search/trawl/internal/longtest"
 	"github.com/trawl-search/trawl/shard"
 	"github.com/trawl-search/trawl/shard/client"
 	"github.com/trawl-search/trawl/shard/raftnode"
@@ -394,6 +395,7 @@ func rejoin(t *testing.T, m *member, want []string, minIndex uint64) time.Durati
 // one (rebuilt from a snapshot installed over raft) serves only once it
 // holds every acknowledged write.
 func TestRaftReplicaAwayCatchesUpBeforeServing(t *testing.T) {
+	longtest.Mark(t)
 	for _, tc := range []struct {
 		name    string
 		wipe    bool
@@ -477,6 +479,7 @@ func TestRaftFollowerCutOffStopsServing(t *testing.T) {
 }
 
 func TestRaftWipedReplicaWithFrozenPeersDoesNothing(t *testing.T) {
+	longtest.Mark(t)
 	ms := group(t, 3, nil)
 	waitLeader(t, ms)
 	write(t, ms, ids("x", 10)...)

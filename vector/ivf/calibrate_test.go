@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/trawl-search/trawl/internal/longtest"
 	"github.com/trawl-search/trawl/vector"
 )
 
@@ -23,6 +24,7 @@ func viewOf(b built) Viewer {
 // clusters, about the rule's own value at k = 10. A deeper level never
 // probes fewer lists. The same inputs give the same answer.
 func TestCalibrateNProbe(t *testing.T) {
+	longtest.Mark(t)
 	n, dim, nq := 20000, 64, 40
 	r := rand.New(rand.NewPCG(21, 22))
 	grows := gaussian(r, n, dim, true)

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"github.com/trawl-search/trawl/internal/longtest"
 	"github.com/trawl-search/trawl/vector"
 	"github.com/trawl-search/trawl/vector/quant"
 )
@@ -157,8 +158,9 @@ func TestSearchCancelled(t *testing.T) {
 // logged along the nprobe curve. Dimensions are lower than production's
 // 1536 to keep the test short; BenchmarkSearch runs 1536-D.
 func TestRecall(t *testing.T) {
+	longtest.Mark(t)
 	n, dim, nq := 100000, 128, 50
-	if testing.Short() || raceEnabled {
+	if raceEnabled {
 		n, dim, nq = 20000, 64, 20
 	}
 	r := rand.New(rand.NewPCG(17, 18))

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"github.com/trawl-search/trawl/internal/longtest"
 	"github.com/trawl-search/trawl/vector"
 )
 
@@ -82,10 +83,11 @@ func recallCorpora(n, nq int, m vector.Metric) []corpus {
 // default oversample, for k of 1, 10 and 100, every metric, on both
 // corpora and both kinds of Scale, and logs it with recall at oversample 1.
 func TestRecall(t *testing.T) {
-	// Under the race detector (make test) the corpora are smaller and
-	// only the default kind runs; the assertion is the same.
+	longtest.Mark(t)
+	// Under the race detector (make test-long) the corpora are smaller
+	// and only the default kind runs; the assertion is the same.
 	n, nq, kinds := 20000, 40, []Kind{DefaultKind, PerDimension}
-	if testing.Short() || raceEnabled {
+	if raceEnabled {
 		n, nq, kinds = 5000, 12, kinds[:1]
 	}
 	k, _ := Select("")
