@@ -19,6 +19,7 @@ import (
 	"github.com/trawl-search/trawl/catalog"
 	"github.com/trawl-search/trawl/coordinator"
 	"github.com/trawl-search/trawl/internal/devcluster"
+	"github.com/trawl-search/trawl/internal/longtest"
 	"github.com/trawl-search/trawl/vector"
 )
 
@@ -37,6 +38,7 @@ type written struct {
 // force over them. The same backup with one byte flipped, or one file
 // cut short, is refused naming the file, and nothing is restored.
 func TestBackupDuringWritesRestoresElsewhere(t *testing.T) {
+	longtest.Mark(t)
 	const dim = 4
 	src, err := devcluster.Start(devcluster.Config{Shards: 3, Replicas: 2, Dim: dim, Docs: 10, Kernel: vector.Generic()})
 	require.NoError(t, err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/trawl-search/trawl/internal/app"
 	"github.com/trawl-search/trawl/internal/devcluster"
+	"github.com/trawl-search/trawl/internal/longtest"
 	"github.com/trawl-search/trawl/shard/client"
 	"github.com/trawl-search/trawl/vector"
 )
@@ -21,6 +22,7 @@ import (
 // their grace is over, and every one it dialled when it is closed (goleak
 // checks the goroutines in TestMain).
 func TestDiscoveryFollowsTheGroups(t *testing.T) {
+	longtest.Mark(t)
 	h := startWith(t, devcluster.Config{Shards: 2, Replicas: 3, Dim: 8, Metric: vector.Euclidean, Kernel: vector.Generic(), Docs: 300, Seed: 3},
 		app.Config{Discover: true, RetireAfter: 200 * time.Millisecond})
 	var seeded []*client.Conn

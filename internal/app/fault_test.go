@@ -394,6 +394,7 @@ func TestFaultSlowReplica(t *testing.T) {
 // A replica restarts (killed, then back on the same address): it becomes
 // READY again, its suspicion ends, and it serves.
 func TestFaultReplicaRestart(t *testing.T) {
+	longtest.Mark(t)
 	h := start(t, faultCluster())
 	c := faultClient(t)
 	h.warm(t, c)
@@ -738,6 +739,7 @@ func TestFaultWriteToBlackholedReplicaIsUnknownAndNeverReplayed(t *testing.T) {
 // not unknown), or ok if one comes back in time — each write reaching
 // exactly one replica, once.
 func TestFaultWriteToRefusedReplica(t *testing.T) {
+	longtest.Mark(t)
 	w := startCounting(t, 2, 2, 16)
 	c := faultClient(t)
 	warmID := w.idOn("shard-1", "warm")

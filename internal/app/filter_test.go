@@ -358,7 +358,7 @@ func TestFilteredSearchIsExactTopKOfTheMatchingDocs(t *testing.T) {
 	for _, m := range []vector.Metric{vector.Cosine, vector.DotProduct, vector.Euclidean} {
 		for seed := uint64(1); seed <= 2; seed++ {
 			t.Run(fmt.Sprintf("%s/seed%d", m, seed), func(t *testing.T) {
-				if seed > 1 {
+				if seed > 1 || m != vector.Cosine {
 					longtest.Mark(t)
 				}
 				rng := rand.New(rand.NewPCG(seed, 17))
