@@ -64,12 +64,10 @@ func matching(t *testing.T, mem *store.Memory, f *filter.Filter) (vector.Rows, m
 // returns the stored payload or its keys, and the payload index rebuilt
 // from a snapshot selects the same rows.
 func TestFilteredSearchIsTheTopKOfTheMatchingRows(t *testing.T) {
+	longtest.Mark(t) // 240 commits a metric, each synced; internal/app's and the store's filter tests are in make test
 	const dim = 8
 	for _, m := range []vector.Metric{vector.Cosine, vector.DotProduct, vector.Euclidean} {
 		t.Run(m.String(), func(t *testing.T) {
-			if m != vector.Cosine {
-				longtest.Mark(t)
-			}
 			t.Parallel() // each waits on its own log's fsyncs for much of its time
 			rng := rand.New(rand.NewPCG(uint64(m)+1, 5))
 			cfg := Config{Legacy: catalog.Settings{Dim: dim, Metric: m, Quantization: catalog.QuantInt8}, Kernel: vector.Generic(),

@@ -438,6 +438,7 @@ func TestIVFReplicas(t *testing.T) {
 // which committed default nprobe applies (the store's own tests check
 // the values in detail).
 func TestIndexStats(t *testing.T) {
+	longtest.Mark(t)
 	const dim, rows = 16, 4000
 	// load serves a replica of cfg that trains nothing itself and writes
 	// rows rows to it.

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/trawl-search/trawl/catalog"
+	"github.com/trawl-search/trawl/internal/longtest"
 	"github.com/trawl-search/trawl/shard"
 	"github.com/trawl-search/trawl/shard/client"
 	"github.com/trawl-search/trawl/shard/recovery"
@@ -34,6 +35,7 @@ import (
 // leader's; and both ends charged the work to their throttles (the leader
 // streaming the snapshot, the replica restoring it).
 func TestRaftWipedReplicaRebuildsUnderTheRecoveryThrottle(t *testing.T) {
+	longtest.Mark(t)
 	for _, tc := range []struct {
 		name  string
 		share float64

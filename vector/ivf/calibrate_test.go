@@ -106,6 +106,7 @@ func TestDefaultNProbeFor(t *testing.T) {
 // The rows written here are each a near copy of a calibration query, so
 // counted they would push out a true neighbour of nearly every query.
 func TestCalibrateNProbeIgnoresRowsWrittenMeanwhile(t *testing.T) {
+	longtest.Mark(t)
 	n, dim := 8000, 32
 	r := rand.New(rand.NewPCG(5, 6))
 	rows, _ := clustered(r, n, 1, dim, true)
