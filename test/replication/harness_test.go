@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
 	"github.com/trawl-search/trawl/internal/shardproc"
 )
@@ -61,9 +62,10 @@ func routerPath(t *testing.T) string {
 }
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	_ = router.Remove()
-	os.Exit(code)
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		_ = router.Remove()
+		os.Exit(code)
+	}))
 }
 
 func gate(t *testing.T) {
