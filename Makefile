@@ -3,6 +3,12 @@ GO      ?= go
 BIN     := $(CURDIR)/.bin
 TOOLS   := -modfile=$(CURDIR)/tools/go.mod
 
+# A race-built binary sleeps a second before it exits, so that goroutines
+# still running can report races; every test package verifies with goleak
+# that none is left, so the sleep only costs: a second a test binary and a
+# second a race-built child process that a test stops.
+export GORACE := atexit_sleep_ms=0 $(GORACE)
+
 .PHONY: run test test-long vet fmt proto tools build bench bench-quick weaviate bench-peer bench-ivf bench-realdata
 
 ## run: the whole cluster in one process (router dev: 3 shards x 3 replicas, a raft group each, 20 000 docs) on :8080
