@@ -739,7 +739,6 @@ func TestFaultWriteToBlackholedReplicaIsUnknownAndNeverReplayed(t *testing.T) {
 // not unknown), or ok if one comes back in time — each write reaching
 // exactly one replica, once.
 func TestFaultWriteToRefusedReplica(t *testing.T) {
-	longtest.Mark(t)
 	w := startCounting(t, 2, 2, 16)
 	c := faultClient(t)
 	warmID := w.idOn("shard-1", "warm")
