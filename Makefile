@@ -21,7 +21,7 @@ test: fmt
 
 ## test-long: exactly the tests `make test` skips (the list comes from `go run ./internal/longtest/longtests`), under the race detector
 test-long:
-	$(GO) test -race -count=1 -timeout 20m $$($(GO) run ./internal/longtest/longtests)
+	args=$$($(GO) run ./internal/longtest/longtests) && $(GO) test -race -count=1 -timeout 20m $$args
 
 ## vet: go vet over the product and the bench module, and gofmt (its own build of every package: 1.5 minutes from an empty build cache)
 vet: fmt
