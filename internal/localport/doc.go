@@ -8,8 +8,16 @@
 // the stopped replica, another test's client — and the restart fails with
 // "address already in use". Below the range only explicit binds compete.
 //
-// localport must never hand out a port it has not bound at that moment,
-// and it keeps no state between calls: callers that start several
-// processes at once track what they handed out themselves. It is a leaf:
-// it imports no trawl package.
+// Below the range, the explicit binds that compete are each other's: test
+// processes that go test runs side by side, each starting and restarting
+// clusters. So a port Listen hands out is also reserved for the life of
+// the process, by a lock file in the system's temporary directory that
+// every caller of Listen on the machine respects; a restart then finds its
+// port free however long its server was down.
+//
+// localport must never hand out a port it has not bound at that moment.
+// The reservations are its only state: no memory of its own between calls
+// (callers that start several processes at once track what they handed
+// out themselves), one open file per port. It is a leaf: it imports no
+// trawl package.
 package localport

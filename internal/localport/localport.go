@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"path/filepath"
+	"strconv"
 	"syscall"
 	"time"
 )
@@ -25,12 +27,33 @@ func Range() (lo, hi int) {
 }
 
 // Listen binds a TCP listener on 127.0.0.1 at a random free port of
-// Range. The caller holds the port for as long as it keeps the listener.
+// Range, and reserves that port on this machine for the rest of the
+// process's life (see reserve): another process calling Listen, or this
+// one again, never picks it, so a server this process stops can bind it
+// again (Relisten) however long it stays down.
 func Listen() (net.Listener, error) {
 	lo, hi := Range()
+	return listen(reserveDir(), lo, hi)
+}
+
+// listen is Listen over [lo, hi), with reservations in dir; where dir
+// cannot be used (unwritable, or the process is out of file descriptors)
+// it binds without reserving, as before reservations existed.
+func listen(dir string, lo, hi int) (net.Listener, error) {
+	reservable := os.MkdirAll(dir, 0o777) == nil
 	var last error
 	for range 1000 {
-		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", fmt.Sprint(lo+rand.IntN(hi-lo))))
+		port := lo + rand.IntN(hi-lo)
+		if reservable {
+			ok, err := reserve(dir, port)
+			if err != nil {
+				reservable = false
+			} else if !ok {
+				last = fmt.Errorf("port %d: reserved by another caller", port)
+				continue
+			}
+		}
+		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 		if err == nil {
 			return ln, nil
 		}
@@ -38,6 +61,10 @@ func Listen() (net.Listener, error) {
 	}
 	return nil, fmt.Errorf("no free loopback port in %d..%d after 1000 tries: %w", lo, hi, last)
 }
+
+// reserveDir holds one lock file per reserved port, shared by every
+// process on the machine.
+func reserveDir() string { return filepath.Join(os.TempDir(), "trawl-localport") }
 
 // Relisten binds addr again, as a restarted server must. Another process
 // that picked the same port at random in the meantime (Listen's callers
