@@ -15,9 +15,13 @@ export GORACE := atexit_sleep_ms=0 $(GORACE)
 run:
 	$(GO) run ./cmd/router dev
 
-## test: gofmt and every Go test under the race detector with -short, which skips the long tests (those calling longtest.Mark: index training, recall on large corpora, real processes, waited-out timeouts); go test runs vet's high-confidence checks on each package; the full go vet is `make vet`, and the long tests `make test-long`, both of which .ci/run runs too
+# Test binaries spend much of their time waiting (elections, timers, disk),
+# so go test runs one more program than there are cores to keep them busy.
+TESTP   := $(shell echo $$(( $$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1) + 1 )))
+
+## test: gofmt and every Go test under the race detector with -short, which skips the long tests (those calling longtest.Mark: index training, recall on large corpora, real processes, waited-out timeouts); go vet is `make vet` (go test's own subset of it is off here: it cost 40 CPU-seconds of a cold run), and the long tests `make test-long`, both of which .ci/run runs too
 test: fmt
-	$(GO) test -race -short -count=1 -timeout 15m ./...
+	$(GO) test -race -short -count=1 -vet=off -p $(TESTP) -timeout 15m ./...
 
 ## test-long: exactly the tests `make test` skips (the list comes from `go run ./internal/longtest/longtests`), under the race detector
 test-long:

@@ -244,6 +244,7 @@ func bruteForce(m vector.Metric, q []float32, recs []store.Record) []scored {
 }
 
 func TestSearchIsExactTopKOfTheUnion(t *testing.T) {
+	t.Parallel() // an exactness test: its own cluster, its own deadlines of seconds
 	const dim = 16
 	for _, m := range []vector.Metric{vector.Cosine, vector.DotProduct, vector.Euclidean} {
 		for seed := uint64(1); seed <= 3; seed++ {

@@ -38,6 +38,7 @@ import (
 // once and one collection alone, the collections hold exactly the
 // backup's rows and every search is brute force over them.
 func TestClusterBackupOneCutAcrossCollections(t *testing.T) {
+	t.Parallel() // an exactness test: its own cluster, its own deadlines of seconds
 	const dim = 4
 	src, err := devcluster.Start(devcluster.Config{Shards: 3, Replicas: 2, Dim: dim, Docs: 600, Kernel: vector.Generic(),
 		Metric: vector.DotProduct, Collection: "q", Quantization: store.QuantInt8, Int8MinRows: 50})

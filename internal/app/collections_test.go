@@ -160,6 +160,7 @@ func routerOver(t *testing.T, dc *devcluster.Cluster) (httpAPI, *app.Router, fun
 // ids: every answer is brute force over its own collection only, and
 // stays so after every replica restarts (DESIGN.md, "Collections").
 func TestCollectionsAnswerFromTheirOwnDocuments(t *testing.T) {
+	t.Parallel() // an exactness test: its own cluster, its own deadlines of seconds
 	dir := t.TempDir()
 	dcfg := devcluster.Config{Shards: 3, Replicas: 2, Dim: 8, Kernel: vector.Generic(), DataDir: dir}
 	dc, err := devcluster.Start(dcfg)

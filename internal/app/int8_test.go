@@ -35,6 +35,7 @@ func (h *harness) int8Search(t *testing.T, body any) int8Answer {
 // serves (exact false), every score is still the exact one, and recall@10
 // against brute force is measured and logged (asserted only loosely).
 func TestInt8SearchExactIsBruteForce(t *testing.T) {
+	t.Parallel() // an exactness test: its own cluster, its own deadlines of seconds
 	const dim = 64
 	for _, m := range []vector.Metric{vector.Cosine, vector.DotProduct, vector.Euclidean} {
 		t.Run(m.String(), func(t *testing.T) {

@@ -37,6 +37,7 @@ import (
 // batch answers each query as it would alone; and the replicas of each
 // shard, asked directly, give identical answers (ids and scores).
 func TestIVFSearchThroughTheRouter(t *testing.T) {
+	t.Parallel() // an exactness test: its own cluster, its own deadlines of seconds
 	const (
 		dim  = 128
 		docs = 4500

@@ -137,6 +137,7 @@ func requireSparseTopK(t *testing.T, ref map[string]float32, k int, got []sparse
 // per shard), and stays so after every replica restarts from its
 // snapshot and the log written since.
 func TestSparseQueriesAreExactOverTheCollection(t *testing.T) {
+	t.Parallel() // an exactness test: its own cluster, its own deadlines of seconds
 	dir := t.TempDir()
 	dcfg := devcluster.Config{Shards: 3, Replicas: 2, Dim: 4, Kernel: vector.Generic(), DataDir: dir}
 	dc, err := devcluster.Start(dcfg)

@@ -99,6 +99,7 @@ func textOf(rng *rand.Rand, n int) string {
 // the model evaluated over every point, before and after every replica
 // restarts from its snapshot and the log written since.
 func TestTextIndexMatchIsExact(t *testing.T) {
+	t.Parallel() // an exactness test: its own cluster, its own deadlines of seconds
 	dir := t.TempDir()
 	dcfg := devcluster.Config{Shards: 3, Replicas: 2, Dim: 4, Kernel: vector.Generic(), DataDir: dir}
 	dc, err := devcluster.Start(dcfg)
