@@ -59,8 +59,8 @@ func TestRelisten(t *testing.T) {
 
 // A reserved port is never handed out again, by this process or any
 // other, while the process that reserved it lives: the restart of a
-// stopped server finds it free (CI once failed a dev cluster's restart on
-// a port another test binary had picked meanwhile).
+// stopped server finds it free (a cold make test once failed a dev
+// cluster's restart on a port another test binary had picked meanwhile).
 func TestListenSkipsReservedPorts(t *testing.T) {
 	dir := t.TempDir()
 	lo, hi := freePair(t)
@@ -106,11 +106,19 @@ func TestReserveHelper(t *testing.T) {
 }
 
 // freePair finds two adjacent ports below the ephemeral range that
-// nothing listens on now.
+// nothing listens on now, and reserves them machine-wide so that no other
+// caller of Listen takes one while the test uses them.
 func freePair(t *testing.T) (lo, hi int) {
 	t.Helper()
+	require.NoError(t, os.MkdirAll(reserveDir(), 0o777))
 	rlo, rhi := Range()
 	for port := rlo + 5000; port < rhi-1; port++ {
+		if ok, err := reserve(reserveDir(), port); err != nil || !ok {
+			continue
+		}
+		if ok, err := reserve(reserveDir(), port+1); err != nil || !ok {
+			continue
+		}
 		a, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 		if err != nil {
 			continue
