@@ -4,11 +4,10 @@ package vector
 
 import (
 	"os"
-	"os/exec"
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
+	"github.com/trawl-search/trawl/vector/internal/racerange/racechild"
 )
 
 const genericRaceChild = "TRAWL_GENERIC_RACE_CHILD"
@@ -30,13 +29,7 @@ func TestGenericKernelsReportTheirReads(t *testing.T) {
 	}
 	for name := range kernels {
 		t.Run(name, func(t *testing.T) {
-			cmd := exec.Command(os.Args[0], "-test.run=^TestGenericKernelsReportTheirReads$")
-			cmd.Env = append(os.Environ(), genericRaceChild+"="+name)
-			out, err := cmd.CombinedOutput()
-			var exit *exec.ExitError
-			require.ErrorAs(t, err, &exit, "%s", out)
-			require.Equal(t, 66, exit.ExitCode(), "%s", out)
-			require.Contains(t, string(out), "WARNING: DATA RACE")
+			racechild.RequireRace(t, "TestGenericKernelsReportTheirReads", genericRaceChild+"="+name)
 		})
 	}
 }

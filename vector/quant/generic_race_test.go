@@ -4,11 +4,10 @@ package quant
 
 import (
 	"os"
-	"os/exec"
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
+	"github.com/trawl-search/trawl/vector/internal/racerange/racechild"
 )
 
 const genericRaceChild = "TRAWL_QUANT_GENERIC_RACE_CHILD"
@@ -29,13 +28,7 @@ func TestGenericKernelReportsItsReads(t *testing.T) {
 	}
 	for _, arg := range []string{"a", "b"} {
 		t.Run(arg, func(t *testing.T) {
-			cmd := exec.Command(os.Args[0], "-test.run=^TestGenericKernelReportsItsReads$")
-			cmd.Env = append(os.Environ(), genericRaceChild+"="+arg)
-			out, err := cmd.CombinedOutput()
-			var exit *exec.ExitError
-			require.ErrorAs(t, err, &exit, "%s", out)
-			require.Equal(t, 66, exit.ExitCode(), "%s", out)
-			require.Contains(t, string(out), "WARNING: DATA RACE")
+			racechild.RequireRace(t, "TestGenericKernelReportsItsReads", genericRaceChild+"="+arg)
 		})
 	}
 }

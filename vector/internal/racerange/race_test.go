@@ -4,12 +4,13 @@ package racerange
 
 import (
 	"os"
-	"os/exec"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/trawl-search/trawl/vector/internal/racerange/racechild"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -52,18 +53,14 @@ func TestReadCatchesAWriteRacingANoraceLoop(t *testing.T) {
 		{"silent", false},
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
-			cmd := exec.Command(os.Args[0], "-test.run=^TestReadCatchesAWriteRacingANoraceLoop$")
-			cmd.Env = append(os.Environ(), childEnv+"="+tc.mode)
-			out, err := cmd.CombinedOutput()
-			if !tc.detected {
-				require.NoError(t, err, "%s", out)
-				require.NotContains(t, string(out), "DATA RACE")
+			env := childEnv + "=" + tc.mode
+			if tc.detected {
+				racechild.RequireRace(t, "TestReadCatchesAWriteRacingANoraceLoop", env)
 				return
 			}
-			var exit *exec.ExitError
-			require.ErrorAs(t, err, &exit, "%s", out)
-			require.Equal(t, 66, exit.ExitCode(), "%s", out)
-			require.Contains(t, string(out), "WARNING: DATA RACE")
+			out, err := racechild.Run(t, "TestReadCatchesAWriteRacingANoraceLoop", env)
+			require.NoError(t, err, "%s", out)
+			require.NotContains(t, string(out), "DATA RACE")
 		})
 	}
 }
